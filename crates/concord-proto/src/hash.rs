@@ -28,7 +28,9 @@ pub struct ProtocolHash([u8; 32]);
 #[non_exhaustive]
 pub enum ProtocolHashError {
     /// The digest part is not 64 characters long.
-    #[error("protocol hash must be 64 hex digits (optionally prefixed `sha256:`), got {0} characters")]
+    #[error(
+        "protocol hash must be 64 hex digits (optionally prefixed `sha256:`), got {0} characters"
+    )]
     Length(usize),
     /// A character outside `0-9a-fA-F`.
     #[error("protocol hash has a non-hex character at position {0}")]
@@ -125,9 +127,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        assert_eq!("abc".parse::<ProtocolHash>(), Err(ProtocolHashError::Length(3)));
+        assert_eq!(
+            "abc".parse::<ProtocolHash>(),
+            Err(ProtocolHashError::Length(3))
+        );
         let mut text = "a".repeat(64);
         text.replace_range(10..11, "z");
-        assert_eq!(text.parse::<ProtocolHash>(), Err(ProtocolHashError::NotHex(10)));
+        assert_eq!(
+            text.parse::<ProtocolHash>(),
+            Err(ProtocolHashError::NotHex(10))
+        );
     }
 }

@@ -1,0 +1,645 @@
+//! `sourceHello` / `destinationHello`: the handshake messages that open a session.
+//!
+//! Only the `metaProtocol` part is interpreted here; every other field (ids, DIDs,
+//! key shares of the secure channel) is preserved untouched in [`Hello::extra`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::hash::ProtocolHash;
+
+/// The meta-protocol version this crate implements.
+pub const META_PROTOCOL_VERSION: MetaVersion = MetaVersion { major: 1, minor: 0 };
+
+/// A meta-protocol version, `major.minor` (e.g. `1.0`). Ordered numerically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetaVersion {
+    /// Incompatible changes (e.g. a wider frame header).
+    pub major: u16,
+    /// Compatible additions.
+    pub minor: u16,
+}
+
+impl fmt::Display for MetaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl FromStr for MetaVersion {
+    type Err = HelloError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || HelloError::InvalidValue {
+            field: "metaProtocol.version",
+            value: text.chars().take(32).collect(),
+            expected: "a version like \"1.0\"",
+        };
+        let (major, minor) = text.split_once('.').unwrap_or((text, "0"));
+        let number = |part: &str| {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(invalid());
+            }
+            part.parse::<u16>().map_err(|_| invalid())
+        };
+        Ok(Self {
+            major: number(major)?,
+            minor: number(minor)?,
+        })
+    }
+}
+
+impl Serialize for MetaVersion {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MetaVersion {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// An optional meta-protocol capability. The base flow (protocolNegotiation,
+/// codeGeneration, application protocol) is mandatory and not listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Capability {
+    /// PT 2 frames: natural-language data exchange.
+    NaturalLanguageProtocol,
+    /// PT 3 frames: verification traffic.
+    VerificationProtocol,
+    /// `naturalLanguageNegotiation` meta messages.
+    NaturalLanguageNegotiation,
+    /// `testCasesNegotiation` meta messages.
+    TestCasesNegotiation,
+    /// `fixErrorNegotiation` meta messages.
+    FixErrorNegotiation,
+}
+
+impl Capability {
+    /// Every capability, in the order the spec lists them.
+    pub const ALL: [Capability; 5] = [
+        Self::NaturalLanguageProtocol,
+        Self::VerificationProtocol,
+        Self::NaturalLanguageNegotiation,
+        Self::TestCasesNegotiation,
+        Self::FixErrorNegotiation,
+    ];
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NaturalLanguageProtocol => "naturalLanguageProtocol",
+            Self::VerificationProtocol => "verificationProtocol",
+            Self::NaturalLanguageNegotiation => "naturalLanguageNegotiation",
+            Self::TestCasesNegotiation => "testCasesNegotiation",
+            Self::FixErrorNegotiation => "fixErrorNegotiation",
+        }
+    }
+
+    /// The capability with this wire name, if it is one we know.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|capability| capability.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of optional capabilities. Serialises as the array of wire names in spec order;
+/// unknown names are ignored when deserialising (forward compatibility).
+///
+/// ```
+/// use concord_proto::{Capabilities, Capability};
+///
+/// let ours = Capabilities::all();
+/// let theirs: Capabilities = [Capability::TestCasesNegotiation].into_iter().collect();
+/// let session = ours.intersection(theirs);
+/// assert!(session.contains(Capability::TestCasesNegotiation));
+/// assert!(!session.contains(Capability::FixErrorNegotiation));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Capabilities(u8);
+
+impl Capabilities {
+    /// No optional capability: the base flow only.
+    pub fn none() -> Self {
+        Self(0)
+    }
+
+    /// Every optional capability.
+    pub fn all() -> Self {
+        Capability::ALL.into_iter().collect()
+    }
+
+    /// Whether `capability` is in the set.
+    pub fn contains(self, capability: Capability) -> bool {
+        self.0 & capability.bit() != 0
+    }
+
+    /// Adds `capability`.
+    pub fn insert(&mut self, capability: Capability) {
+        self.0 |= capability.bit();
+    }
+
+    /// Removes `capability`.
+    pub fn remove(&mut self, capability: Capability) {
+        self.0 &= !capability.bit();
+    }
+
+    /// The capabilities both sets hold: what a session may use.
+    pub fn intersection(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
+
+    /// The capabilities in the set, in spec order.
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL
+            .into_iter()
+            .filter(move |capability| self.contains(*capability))
+    }
+}
+
+impl FromIterator<Capability> for Capabilities {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> Self {
+        let mut set = Self::none();
+        for capability in iter {
+            set.insert(capability);
+        }
+        set
+    }
+}
+
+impl fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Capabilities {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(Capability::name))
+    }
+}
+
+/// Which side of the handshake a hello comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum HelloKind {
+    /// Sent by the side that opens the connection.
+    #[serde(rename = "sourceHello")]
+    Source,
+    /// The answer of the side that accepted it.
+    #[serde(rename = "destinationHello")]
+    Destination,
+}
+
+impl HelloKind {
+    /// The wire name (`sourceHello` / `destinationHello`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Source => "sourceHello",
+            Self::Destination => "destinationHello",
+        }
+    }
+}
+
+/// The `metaProtocol` object of a hello.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaProtocolHello {
+    /// The highest meta-protocol version the sender supports.
+    pub version: MetaVersion,
+    /// Concord extension: every version the sender supports, when more than `version`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub supported_versions: Vec<MetaVersion>,
+    /// The optional capabilities the sender supports (absent on the wire = none).
+    pub supported_capabilities: Capabilities,
+    /// 0-RTT: the hash of a protocol agreed before (`protocolHash` accepted as a synonym).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_protocol_hash: Option<ProtocolHash>,
+    /// Consensus protocols proposed by URI, in the sender's order of preference.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidate_protocols: Vec<String>,
+    /// The consensus protocol the responder selected from the source's candidates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selected_protocol: Option<String>,
+    /// Fields of `metaProtocol` this crate does not interpret, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl MetaProtocolHello {
+    /// A `metaProtocol` object for our version with the given capabilities and nothing else.
+    pub fn new(capabilities: Capabilities) -> Self {
+        Self {
+            version: META_PROTOCOL_VERSION,
+            supported_versions: Vec::new(),
+            supported_capabilities: capabilities,
+            used_protocol_hash: None,
+            candidate_protocols: Vec::new(),
+            selected_protocol: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Every version the sender supports: `supportedVersions` if given, else just `version`.
+    pub fn versions(&self) -> Vec<MetaVersion> {
+        if self.supported_versions.is_empty() {
+            vec![self.version]
+        } else {
+            self.supported_versions.clone()
+        }
+    }
+}
+
+/// A `sourceHello` or `destinationHello` message (sent as the first WebSocket text frame).
+///
+/// ```
+/// use concord_proto::{Capabilities, Hello, HelloKind, MetaProtocolHello};
+///
+/// let hello = Hello::new(HelloKind::Source, "k3j5h2g1f0d9s8a7", MetaProtocolHello::new(Capabilities::all()));
+/// let text = hello.encode();
+/// assert!(text.contains(r#""type":"sourceHello""#));
+/// assert_eq!(Hello::decode(&text)?, hello);
+/// # Ok::<(), concord_proto::HelloError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    /// Version of the handshake message format (`"1.0"`).
+    pub version: String,
+    /// Source or destination.
+    #[serde(rename = "type")]
+    pub kind: HelloKind,
+    /// An id for this message, when the sender gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// The meta-protocol part: version, capabilities, 0-RTT hash, consensus protocols.
+    pub meta_protocol: MetaProtocolHello,
+    /// Every other field (ids, DIDs, key shares…), preserved as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Why a text is not a valid hello.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelloError {
+    /// Not JSON.
+    #[error("hello is not valid JSON at line {line}, column {column}: {message}")]
+    Json {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// What the JSON parser found.
+        message: String,
+    },
+    /// A required field is absent.
+    #[error("hello: missing required field `{0}`")]
+    MissingField(&'static str),
+    /// A field has the wrong JSON type.
+    #[error("hello: field `{field}` must be {expected}")]
+    WrongType {
+        /// Dotted path of the field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// A field's value is outside its domain.
+    #[error("hello: field `{field}` has invalid value {value:?}: expected {expected}")]
+    InvalidValue {
+        /// Dotted path of the field.
+        field: &'static str,
+        /// The value found (truncated).
+        value: String,
+        /// What the field accepts.
+        expected: &'static str,
+    },
+}
+
+impl Hello {
+    /// A hello with format version `1.0`, the given id and meta-protocol part, and no extras.
+    pub fn new(kind: HelloKind, message_id: &str, meta_protocol: MetaProtocolHello) -> Self {
+        Self {
+            version: "1.0".to_owned(),
+            kind,
+            message_id: Some(message_id.to_owned()),
+            meta_protocol,
+            extra: Map::new(),
+        }
+    }
+
+    /// Encodes the hello as compact JSON text.
+    pub fn encode(&self) -> String {
+        // Only strings, arrays and maps with string keys: serialisation cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Decodes a hello, checking every interpreted field and naming the one that is wrong.
+    pub fn decode(text: &str) -> Result<Self, HelloError> {
+        let value: Value = serde_json::from_str(text).map_err(|error| HelloError::Json {
+            line: error.line(),
+            column: error.column(),
+            message: error.to_string(),
+        })?;
+        Self::from_json(value)
+    }
+
+    /// Builds a hello from a parsed JSON value.
+    pub fn from_json(value: Value) -> Result<Self, HelloError> {
+        let Value::Object(mut object) = value else {
+            return Err(HelloError::WrongType {
+                field: "(message)",
+                expected: "a JSON object",
+            });
+        };
+        let version = take_string(&mut object, "version", "version")?;
+        let kind = match take_string(&mut object, "type", "type")?.as_str() {
+            "sourceHello" => HelloKind::Source,
+            "destinationHello" => HelloKind::Destination,
+            other => {
+                return Err(HelloError::InvalidValue {
+                    field: "type",
+                    value: other.chars().take(32).collect(),
+                    expected: "sourceHello or destinationHello",
+                })
+            }
+        };
+        let message_id = match object.remove("messageId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(id),
+            Some(_) => {
+                return Err(HelloError::WrongType {
+                    field: "messageId",
+                    expected: "a string",
+                })
+            }
+        };
+        let meta_protocol = match object.remove("metaProtocol") {
+            None => return Err(HelloError::MissingField("metaProtocol")),
+            Some(Value::Object(meta)) => decode_meta_protocol(meta)?,
+            Some(_) => {
+                return Err(HelloError::WrongType {
+                    field: "metaProtocol",
+                    expected: "an object",
+                })
+            }
+        };
+        Ok(Self {
+            version,
+            kind,
+            message_id,
+            meta_protocol,
+            extra: object,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Hello {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_json(value).map_err(serde::de::Error::custom)
+    }
+}
+
+fn decode_meta_protocol(mut meta: Map<String, Value>) -> Result<MetaProtocolHello, HelloError> {
+    let version = take_string(&mut meta, "version", "metaProtocol.version")?.parse()?;
+    let supported_versions = match meta.remove("supportedVersions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => text.parse::<MetaVersion>(),
+                _ => Err(HelloError::WrongType {
+                    field: "metaProtocol.supportedVersions",
+                    expected: "an array of version strings",
+                }),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(HelloError::WrongType {
+                field: "metaProtocol.supportedVersions",
+                expected: "an array of version strings",
+            })
+        }
+    };
+    let supported_capabilities = match meta.remove("supportedCapabilities") {
+        None | Some(Value::Null) => Capabilities::none(),
+        Some(Value::Array(items)) => {
+            let mut set = Capabilities::none();
+            for item in &items {
+                let Value::String(name) = item else {
+                    return Err(HelloError::WrongType {
+                        field: "metaProtocol.supportedCapabilities",
+                        expected: "an array of strings",
+                    });
+                };
+                // Unknown capability names are ignored: a newer peer may know more.
+                if let Some(capability) = Capability::from_name(name) {
+                    set.insert(capability);
+                }
+            }
+            set
+        }
+        Some(_) => {
+            return Err(HelloError::WrongType {
+                field: "metaProtocol.supportedCapabilities",
+                expected: "an array of strings",
+            })
+        }
+    };
+    let hash_value = match (meta.remove("usedProtocolHash"), meta.remove("protocolHash")) {
+        (Some(value), _) | (None, Some(value)) => Some(value),
+        (None, None) => None,
+    };
+    let used_protocol_hash = match hash_value {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => {
+            Some(
+                text.parse::<ProtocolHash>()
+                    .map_err(|_| HelloError::InvalidValue {
+                        field: "metaProtocol.usedProtocolHash",
+                        value: text.chars().take(80).collect(),
+                        expected: "64 hex digits, optionally prefixed `sha256:`",
+                    })?,
+            )
+        }
+        Some(_) => {
+            return Err(HelloError::WrongType {
+                field: "metaProtocol.usedProtocolHash",
+                expected: "a string",
+            })
+        }
+    };
+    let candidate_protocols = match meta.remove("candidateProtocols") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(uri) if !uri.is_empty() => Ok(uri),
+                _ => Err(HelloError::WrongType {
+                    field: "metaProtocol.candidateProtocols",
+                    expected: "an array of protocol URIs",
+                }),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(HelloError::WrongType {
+                field: "metaProtocol.candidateProtocols",
+                expected: "an array of protocol URIs",
+            })
+        }
+    };
+    let selected_protocol = match meta.remove("selectedProtocol") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(uri)) => Some(uri),
+        Some(_) => {
+            return Err(HelloError::WrongType {
+                field: "metaProtocol.selectedProtocol",
+                expected: "a protocol URI string",
+            })
+        }
+    };
+    Ok(MetaProtocolHello {
+        version,
+        supported_versions,
+        supported_capabilities,
+        used_protocol_hash,
+        candidate_protocols,
+        selected_protocol,
+        extra: meta,
+    })
+}
+
+fn take_string(
+    object: &mut Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<String, HelloError> {
+    match object.remove(key) {
+        None => Err(HelloError::MissingField(field)),
+        Some(Value::String(text)) => Ok(text),
+        Some(_) => Err(HelloError::WrongType {
+            field,
+            expected: "a string",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_seed_examples_and_keeps_extras() {
+        let hello = Hello::decode(
+            r#"{"version":"1.0","type":"sourceHello","sessionId":"s-1",
+                "metaProtocol":{"version":"1.0",
+                  "supportedCapabilities":["naturalLanguageProtocol","quantumTeleport","fixErrorNegotiation"],
+                  "protocolHash":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+                  "candidateProtocols":["https://example.com/protocol/1.0","https://example.com/protocol/2.0"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(hello.kind, HelloKind::Source);
+        assert_eq!(hello.extra["sessionId"], "s-1");
+        let meta = &hello.meta_protocol;
+        assert_eq!(
+            meta.supported_capabilities,
+            [
+                Capability::NaturalLanguageProtocol,
+                Capability::FixErrorNegotiation
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert_eq!(meta.used_protocol_hash, Some(ProtocolHash::of_text("abc")));
+        assert_eq!(meta.candidate_protocols.len(), 2);
+        // Re-encoded with our spelling of the hash field, without the unknown capability.
+        let again = Hello::decode(&hello.encode()).unwrap();
+        assert_eq!(again, hello);
+        assert!(hello.encode().contains(r#""usedProtocolHash":"ba7816bf"#));
+    }
+
+    #[test]
+    fn a_peer_without_capabilities_has_none() {
+        let hello = Hello::decode(
+            r#"{"version":"1.0","type":"destinationHello","metaProtocol":{"version":"1.0"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            hello.meta_protocol.supported_capabilities,
+            Capabilities::none()
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let decode = |text: &str| Hello::decode(text).unwrap_err();
+        assert_eq!(
+            decode(r#"{"type":"sourceHello","metaProtocol":{}}"#),
+            HelloError::MissingField("version")
+        );
+        assert_eq!(
+            decode(r#"{"version":"1.0","type":"sourceHello"}"#),
+            HelloError::MissingField("metaProtocol")
+        );
+        assert_eq!(
+            decode(r#"{"version":"1.0","type":"sourceHello","metaProtocol":{}}"#),
+            HelloError::MissingField("metaProtocol.version")
+        );
+        assert!(matches!(
+            decode(r#"{"version":"1.0","type":"hello","metaProtocol":{"version":"1.0"}}"#),
+            HelloError::InvalidValue { field: "type", .. }
+        ));
+        assert!(matches!(
+            decode(r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"one"}}"#),
+            HelloError::InvalidValue {
+                field: "metaProtocol.version",
+                ..
+            }
+        ));
+        assert!(matches!(
+            decode(
+                r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"1.0","usedProtocolHash":"1234567890abcdef..."}}"#
+            ),
+            HelloError::InvalidValue {
+                field: "metaProtocol.usedProtocolHash",
+                ..
+            }
+        ));
+        assert!(matches!(
+            decode(
+                r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"1.0","supportedCapabilities":"all"}}"#
+            ),
+            HelloError::WrongType {
+                field: "metaProtocol.supportedCapabilities",
+                ..
+            }
+        ));
+        assert!(matches!(decode("{"), HelloError::Json { .. }));
+    }
+
+    #[test]
+    fn versions_order_numerically() {
+        let v = |text: &str| text.parse::<MetaVersion>().unwrap();
+        assert!(v("1.10") > v("1.9"));
+        assert_eq!(v("2"), MetaVersion { major: 2, minor: 0 });
+        assert!("1.".parse::<MetaVersion>().is_err());
+        assert!("99999.0".parse::<MetaVersion>().is_err());
+    }
+}

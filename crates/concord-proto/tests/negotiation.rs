@@ -1,0 +1,465 @@
+//! Protocol negotiation between a requester and a provider: agreement, counter-proposals,
+//! rejection, the round cap, sequenceId rules and timeouts.
+
+mod support;
+
+use std::time::Duration;
+
+use concord_proto::{
+    CloseReason, Decision, EstablishedProtocol, Event, Phase, ProtocolHash, ProtocolViolation,
+    Side, Wait,
+};
+use serde_json::json;
+use support::{From, Pair, PRODUCT_INFO};
+
+fn counter(candidate: &str, summary: &str) -> Decision {
+    Decision::Counter {
+        candidate: candidate.into(),
+        modification_summary: summary.into(),
+    }
+}
+
+#[test]
+fn happy_path_agrees_generates_code_and_exchanges_data() {
+    let mut pair = Pair::new();
+    pair.requester
+        .propose(pair.now, PRODUCT_INFO.into())
+        .unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::CandidateReceived {
+            sequence_id: 0,
+            candidate: PRODUCT_INFO.into(),
+            modification_summary: None,
+        }]
+    );
+    pair.provider.decide(pair.now, Decision::Accept).unwrap();
+    pair.flush();
+    let hash = ProtocolHash::of_text(PRODUCT_INFO);
+    let agreed = Event::ProtocolAgreed {
+        hash,
+        document: PRODUCT_INFO.into(),
+    };
+    assert_eq!(pair.requester_events(), vec![agreed.clone()]);
+    assert_eq!(pair.provider_events(), vec![agreed]);
+    assert_eq!(pair.requester.phase(), Phase::Preparing);
+
+    pair.requester.code_ready(pair.now).unwrap();
+    pair.provider.code_ready(pair.now).unwrap();
+    pair.flush();
+    let ready = Event::Ready {
+        protocol: EstablishedProtocol::Negotiated {
+            hash,
+            document: PRODUCT_INFO.into(),
+        },
+    };
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::PeerCodeReady, ready.clone()]
+    );
+    assert_eq!(pair.provider_events(), vec![Event::PeerCodeReady, ready]);
+
+    pair.requester
+        .send_application(br#"{"productId":"P12345"}"#)
+        .unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Application(br#"{"productId":"P12345"}"#.to_vec())]
+    );
+    assert_eq!(
+        pair.take_wire(),
+        vec![
+            (
+                From::Requester,
+                json!({"action": "protocolNegotiation", "sequenceId": 0,
+                       "candidateProtocols": PRODUCT_INFO, "status": "negotiating"})
+            ),
+            (
+                From::Provider,
+                json!({"action": "protocolNegotiation", "sequenceId": 1,
+                       "candidateProtocols": PRODUCT_INFO, "status": "accepted"})
+            ),
+            (
+                From::Requester,
+                json!({"action": "codeGeneration", "status": "generated"})
+            ),
+            (
+                From::Provider,
+                json!({"action": "codeGeneration", "status": "generated"})
+            ),
+            (
+                From::Requester,
+                json!({"pt": "application", "data": r#"{"productId":"P12345"}"#})
+            ),
+        ]
+    );
+    assert_eq!(
+        pair.requester.poll_timeout(),
+        None,
+        "nothing pending once ready"
+    );
+}
+
+#[test]
+fn several_counter_proposals_then_agreement_on_the_last_text() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider
+        .decide(pair.now, counter("v2", "renamed id"))
+        .unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::CandidateReceived {
+            sequence_id: 1,
+            candidate: "v2".into(),
+            modification_summary: Some("renamed id".into()),
+        }]
+    );
+    pair.requester
+        .decide(pair.now, counter("v3", "added currency"))
+        .unwrap();
+    pair.flush();
+    pair.provider
+        .decide(pair.now, counter("v4", "timeout 15 s"))
+        .unwrap();
+    pair.flush();
+    pair.requester.decide(pair.now, Decision::Accept).unwrap();
+    pair.flush();
+    let hash = ProtocolHash::of_text("v4");
+    assert!(pair.provider_events().contains(&Event::ProtocolAgreed {
+        hash,
+        document: "v4".into()
+    }));
+    let wire = pair.take_wire();
+    let sequence: Vec<_> = wire
+        .iter()
+        .map(|(from, message)| {
+            (
+                *from,
+                message["sequenceId"].clone(),
+                message["status"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sequence,
+        vec![
+            (From::Requester, json!(0), json!("negotiating")),
+            (From::Provider, json!(1), json!("negotiating")),
+            (From::Requester, json!(2), json!("negotiating")),
+            (From::Provider, json!(3), json!("negotiating")),
+            (From::Requester, json!(4), json!("accepted")),
+        ]
+    );
+    assert_eq!(wire[4].1["candidateProtocols"], "v4");
+    assert_eq!(wire[3].1["modificationSummary"], "timeout 15 s");
+}
+
+#[test]
+fn rejection_closes_both_sides_with_the_reason() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider
+        .decide(
+            pair.now,
+            Decision::Reject {
+                reason: "no action serves `productId`".into(),
+            },
+        )
+        .unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::NegotiationRejected {
+            by: Side::Peer,
+            reason: Some("no action serves `productId`".into()),
+        })]
+    );
+    assert_eq!(
+        pair.take_wire()[1].1,
+        json!({"action": "protocolNegotiation", "sequenceId": 1,
+               "modificationSummary": "no action serves `productId`", "status": "rejected"})
+    );
+    assert_eq!(pair.requester.phase(), Phase::Closed);
+    assert_eq!(pair.provider.phase(), Phase::Closed);
+}
+
+#[test]
+fn round_cap_turns_a_counter_into_a_rejection() {
+    let mut config = concord_proto::SessionConfig::default();
+    config.max_negotiation_rounds = 3;
+    let mut pair = Pair::with(
+        support::agreement(
+            concord_proto::Capabilities::all(),
+            concord_proto::handshake::ProtocolChoice::Negotiate,
+        ),
+        config.clone(),
+        config,
+    );
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider.decide(pair.now, counter("v2", "s2")).unwrap();
+    pair.flush();
+    pair.requester
+        .decide(pair.now, counter("v3", "s3"))
+        .unwrap();
+    pair.flush();
+    // A fourth negotiating message would pass the cap of 3: it goes out as a rejection.
+    pair.provider.decide(pair.now, counter("v4", "s4")).unwrap();
+    pair.flush();
+    let cap = CloseReason::RoundCapReached { rounds: 3 };
+    assert_eq!(pair.provider_events().last(), Some(&Event::Closed(cap)));
+    assert_eq!(
+        pair.take_wire().last().unwrap().1,
+        json!({"action": "protocolNegotiation", "sequenceId": 3, "status": "rejected",
+               "modificationSummary": "round cap of 3 negotiating messages reached without agreement"})
+    );
+    assert!(matches!(
+        pair.requester_events().last(),
+        Some(Event::Closed(CloseReason::NegotiationRejected {
+            by: Side::Peer,
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn a_peer_passing_the_round_cap_is_rejected() {
+    let mut config = concord_proto::SessionConfig::default();
+    config.max_negotiation_rounds = 2;
+    let mut pair = Pair::with(
+        support::agreement(
+            concord_proto::Capabilities::all(),
+            concord_proto::handshake::ProtocolChoice::Negotiate,
+        ),
+        concord_proto::SessionConfig::default(),
+        config,
+    );
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider.decide(pair.now, counter("v2", "s2")).unwrap();
+    pair.flush();
+    // The requester allows 10 rounds; the provider only 2.
+    pair.requester
+        .decide(pair.now, counter("v3", "s3"))
+        .unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.provider_events().last(),
+        Some(&Event::Closed(CloseReason::RoundCapReached { rounds: 2 }))
+    );
+    assert_eq!(pair.take_wire().last().unwrap().1["status"], "rejected");
+}
+
+fn provider_receiving(frames: &[&str]) -> Pair {
+    let mut pair = Pair::new();
+    for frame in frames {
+        let mut bytes = vec![0u8];
+        bytes.extend_from_slice(frame.as_bytes());
+        pair.provider.handle_frame(pair.now, &bytes);
+    }
+    pair
+}
+
+#[test]
+fn a_sequence_id_gap_is_answered_with_rejected_and_a_reason() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider_events();
+    // The provider's counter should carry 1; a peer that skips to 5 is rejected.
+    let bad = br#" {"action":"protocolNegotiation","sequenceId":5,"candidateProtocols":"v2","modificationSummary":"s","status":"negotiating"}"#;
+    let mut frame = bad.to_vec();
+    frame[0] = 0;
+    pair.requester.handle_frame(pair.now, &frame);
+    let violation = ProtocolViolation::SequenceId {
+        expected: Some(1),
+        got: 5,
+    };
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::Violation(violation.clone()))]
+    );
+    let reply = support::describe(&pair.requester.poll_transmit().unwrap());
+    assert_eq!(
+        reply,
+        json!({"action": "protocolNegotiation", "sequenceId": 6, "status": "rejected",
+               "modificationSummary": violation.to_string()})
+    );
+    assert_eq!(
+        violation.to_string(),
+        "protocolNegotiation sequenceId 5 breaks the sequence: expected 1"
+    );
+}
+
+#[test]
+fn a_repeated_sequence_id_is_rejected() {
+    let mut pair = provider_receiving(&[
+        r#"{"action":"protocolNegotiation","sequenceId":0,"candidateProtocols":"v1","status":"negotiating"}"#,
+    ]);
+    pair.provider.decide(pair.now, counter("v2", "s")).unwrap();
+    pair.provider.poll_transmit();
+    let repeat = br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v3","modificationSummary":"s","status":"negotiating"}"#;
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(repeat);
+    pair.provider.handle_frame(pair.now, &frame);
+    assert_eq!(
+        pair.provider_events().last(),
+        Some(&Event::Closed(CloseReason::Violation(
+            ProtocolViolation::SequenceId {
+                expected: Some(2),
+                got: 1
+            }
+        )))
+    );
+}
+
+#[test]
+fn a_first_message_must_carry_zero_or_one() {
+    let mut pair = provider_receiving(&[
+        r#"{"action":"protocolNegotiation","sequenceId":2,"candidateProtocols":"v1","status":"negotiating"}"#,
+    ]);
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Closed(CloseReason::Violation(
+            ProtocolViolation::SequenceId {
+                expected: None,
+                got: 2
+            }
+        ))]
+    );
+}
+
+#[test]
+fn a_counter_without_modification_summary_is_rejected() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(
+        br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v2","status":"negotiating"}"#,
+    );
+    pair.requester.handle_frame(pair.now, &frame);
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::Violation(
+            ProtocolViolation::MissingModificationSummary {
+                action: "protocolNegotiation"
+            }
+        ))]
+    );
+}
+
+#[test]
+fn an_accept_of_a_different_text_is_a_violation() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(
+        br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v1 but not quite","status":"accepted"}"#,
+    );
+    pair.requester.handle_frame(pair.now, &frame);
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::Violation(
+            ProtocolViolation::AcceptedDifferentText {
+                action: "protocolNegotiation"
+            }
+        ))]
+    );
+}
+
+#[test]
+fn provider_times_out_waiting_for_the_first_candidate() {
+    let mut pair = Pair::new();
+    assert_eq!(
+        pair.provider.poll_timeout(),
+        Some(pair.now + Duration::from_secs(60))
+    );
+    pair.advance(Duration::from_secs(59));
+    assert!(pair.provider_events().is_empty());
+    pair.advance(Duration::from_secs(1));
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Closed(CloseReason::TimedOut {
+            waiting_for: Wait::ProtocolNegotiation
+        })]
+    );
+}
+
+#[test]
+fn requester_times_out_waiting_for_an_answer_and_tells_the_peer() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.provider_events();
+    pair.advance(Duration::from_secs(60));
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::TimedOut {
+            waiting_for: Wait::ProtocolNegotiation
+        })]
+    );
+    pair.flush();
+    assert_eq!(
+        pair.take_wire().last().unwrap().1,
+        json!({"action": "protocolNegotiation", "sequenceId": 1, "status": "rejected",
+               "modificationSummary": "timed out: no answer within 60 s"})
+    );
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Closed(CloseReason::NegotiationRejected {
+            by: Side::Peer,
+            reason: Some("timed out: no answer within 60 s".into())
+        })]
+    );
+}
+
+#[test]
+fn a_peer_timeout_status_ends_the_negotiation() {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(
+        br#"{"action":"protocolNegotiation","sequenceId":1,"status":"timeout"}"#,
+    );
+    pair.requester.handle_frame(pair.now, &frame);
+    assert_eq!(
+        pair.requester_events(),
+        vec![Event::Closed(CloseReason::PeerTimedOut)]
+    );
+}
+
+#[test]
+fn decisions_out_of_turn_are_refused_without_side_effects() {
+    let mut pair = Pair::new();
+    assert!(matches!(
+        pair.requester.decide(pair.now, Decision::Accept),
+        Err(concord_proto::SessionError::NotNow { .. })
+    ));
+    assert!(matches!(
+        pair.provider.propose(pair.now, "v1".into()),
+        Err(concord_proto::SessionError::WrongRole {
+            role: "provider",
+            ..
+        })
+    ));
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    assert!(pair.requester.propose(pair.now, "again".into()).is_err());
+    assert!(matches!(
+        pair.requester.code_ready(pair.now),
+        Err(concord_proto::SessionError::NotNow { .. })
+    ));
+    assert_eq!(
+        pair.requester.poll_transmit().map(|f| f.len() > 1),
+        Some(true)
+    );
+    assert_eq!(pair.requester.poll_transmit(), None);
+}
