@@ -1,0 +1,594 @@
+//! Candidate protocol documents in the seeds' markdown shape.
+//!
+//! A document states a requirement, a flow, a data format with a request and a
+//! response JSON Schema, error handling and a timeout — or names an existing protocol
+//! by URI and lists changes to it. The parser reads the seeds' examples as written
+//! (Chinese headings, schemas inline without code fences), English equivalents and
+//! fenced variants; the writer produces one canonical English layout, byte-stable for
+//! the same inputs (so the same protocol always has the same hash).
+
+use std::time::Duration;
+
+use concord_proto::ProtocolHash;
+use serde_json::Value;
+
+use crate::markdown::{first_json, line_column, normalise, sections, Section};
+
+/// How application messages of a protocol are encoded on the wire.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// JSON (RFC 8259): the default.
+    #[default]
+    Json,
+    /// AICL (LightAICL v1.0), when the document says so.
+    Aicl,
+}
+
+/// How a protocol reports errors in its responses.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorConvention {
+    /// Error codes are HTTP status codes.
+    pub http_status_codes: bool,
+    /// JSON pointer of the numeric status code in a response (e.g. `/status/code`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_pointer: Option<String>,
+    /// JSON pointer of the human-readable status message (e.g. `/status/message`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_pointer: Option<String>,
+    /// Protocol-specific codes and their meaning (e.g. `100001: out of stock`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub custom_codes: Vec<(i64, String)>,
+}
+
+/// A protocol this document builds on, by URI, with the changes made to it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BaseProtocol {
+    /// The base protocol's URI.
+    pub uri: String,
+    /// The changes, as written (markdown).
+    pub changes: String,
+}
+
+/// A parsed candidate protocol. Keeps the exact text it came from: that text, not any
+/// re-rendering, is what gets hashed and stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtocolDocument {
+    text: String,
+    /// What the protocol is for.
+    pub requirement: Option<String>,
+    /// The flow description, as written.
+    pub flow: Option<String>,
+    /// The base protocol, for a "based on URI … with these changes" document.
+    pub base: Option<BaseProtocol>,
+    /// JSON Schema of a request message.
+    pub request_schema: Option<Value>,
+    /// JSON Schema of a response message.
+    pub response_schema: Option<Value>,
+    /// How errors are reported.
+    pub error_convention: ErrorConvention,
+    /// How long a requester waits for a response.
+    pub timeout: Option<Duration>,
+    /// Wire encoding of application messages.
+    pub encoding: Encoding,
+}
+
+/// Why a text is not a usable protocol document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DocumentError {
+    /// A schema section holds JSON that does not parse.
+    #[error("the {section} schema is not valid JSON at line {line}, column {column} of the document: {message}")]
+    SchemaJson {
+        /// `request` or `response`.
+        section: &'static str,
+        /// 1-based line in the whole document.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the JSON parser found.
+        message: String,
+    },
+    /// A schema that is not a JSON object.
+    #[error("the {section} schema must be a JSON object")]
+    SchemaNotObject {
+        /// `request` or `response`.
+        section: &'static str,
+    },
+    /// Neither a full protocol (request and response schemas) nor a based-on-URI one.
+    #[error("the document has {found} but needs both a request and a response JSON Schema, or a base protocol URI with changes")]
+    Incomplete {
+        /// What was found.
+        found: &'static str,
+    },
+    /// The document is empty.
+    #[error("the protocol document is empty")]
+    Empty,
+}
+
+/// The parts of a protocol, for writing a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtocolSpec {
+    /// What the protocol is for (one or more lines).
+    pub requirement: String,
+    /// How a request flows to a response (one or more lines).
+    pub flow: String,
+    /// JSON Schema of a request message.
+    pub request_schema: Value,
+    /// JSON Schema of a response message.
+    pub response_schema: Value,
+    /// How errors are reported.
+    pub error_convention: ErrorConvention,
+    /// How long a requester waits for a response.
+    pub timeout: Duration,
+    /// Wire encoding.
+    pub encoding: Encoding,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heading {
+    Requirement,
+    Flow,
+    DataFormat,
+    Request,
+    Response,
+    Changes,
+    Errors,
+    Timeout,
+    Other,
+}
+
+fn classify(title: &str) -> Heading {
+    let title = normalise(title);
+    let is = |names: &[&str]| names.iter().any(|name| title == *name);
+    if is(&["需求", "requirement", "requirements", "purpose", "goal"]) {
+        Heading::Requirement
+    } else if is(&[
+        "流程描述",
+        "流程",
+        "flow",
+        "flowdescription",
+        "process",
+        "interaction",
+    ]) {
+        Heading::Flow
+    } else if is(&[
+        "数据格式描述",
+        "数据格式",
+        "dataformat",
+        "dataformats",
+        "dataformatdescription",
+        "messageformat",
+        "messageformats",
+    ]) {
+        Heading::DataFormat
+    } else if is(&[
+        "请求消息",
+        "请求",
+        "请求格式",
+        "request",
+        "requestmessage",
+        "requestschema",
+        "requestformat",
+    ]) {
+        Heading::Request
+    } else if is(&[
+        "响应消息",
+        "响应",
+        "响应格式",
+        "response",
+        "responsemessage",
+        "responseschema",
+        "responseformat",
+    ]) {
+        Heading::Response
+    } else if is(&[
+        "修改内容",
+        "修改",
+        "changes",
+        "modifications",
+        "modification",
+    ]) {
+        Heading::Changes
+    } else if is(&["异常处理", "错误处理", "errorhandling", "errors", "error"]) {
+        Heading::Errors
+    } else if is(&["超时", "timeout", "timeouts"]) {
+        Heading::Timeout
+    } else {
+        Heading::Other
+    }
+}
+
+impl ProtocolDocument {
+    /// Parses a candidate protocol text.
+    ///
+    /// ```
+    /// use concord_negotiate::ProtocolDocument;
+    ///
+    /// let text = "# Requirement\nEcho\n\n## Request\n{\"type\":\"object\"}\n\n## Response\n```json\n{\"type\":\"object\"}\n```\n";
+    /// let document = ProtocolDocument::parse(text)?;
+    /// assert!(document.request_schema.is_some() && document.response_schema.is_some());
+    /// assert_eq!(document.hash(), concord_proto::ProtocolHash::of_text(text));
+    /// # Ok::<(), concord_negotiate::DocumentError>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, DocumentError> {
+        if text.trim().is_empty() {
+            return Err(DocumentError::Empty);
+        }
+        let sections = sections(text);
+        let mut document = Self {
+            text: text.to_owned(),
+            requirement: None,
+            flow: None,
+            base: None,
+            request_schema: None,
+            response_schema: None,
+            error_convention: ErrorConvention::default(),
+            timeout: None,
+            encoding: Encoding::Json,
+        };
+        let mut changes = None;
+        let mut prose = String::new();
+        for section in &sections {
+            let body = section.body.trim();
+            match classify(section.title) {
+                Heading::Requirement => document.requirement = non_empty(body),
+                Heading::Flow => document.flow = non_empty(body),
+                Heading::Changes => changes = non_empty(body),
+                Heading::Request => {
+                    document.request_schema = Some(schema_in(text, section, "request")?);
+                }
+                Heading::Response => {
+                    document.response_schema = Some(schema_in(text, section, "response")?);
+                }
+                Heading::DataFormat => {
+                    if mentions_aicl(body) {
+                        document.encoding = Encoding::Aicl;
+                    }
+                }
+                Heading::Errors | Heading::Timeout | Heading::Other => {}
+            }
+            if !matches!(
+                classify(section.title),
+                Heading::Request | Heading::Response
+            ) {
+                prose.push_str(section.body);
+                prose.push('\n');
+            }
+        }
+        if let Some(uri) = base_uri(&prose) {
+            document.base = Some(BaseProtocol {
+                uri,
+                changes: changes.clone().unwrap_or_default(),
+            });
+        }
+        document.timeout = timeout_in(&prose);
+        document.error_convention = error_convention(&prose, document.response_schema.as_ref());
+        match (
+            &document.request_schema,
+            &document.response_schema,
+            &document.base,
+        ) {
+            (Some(_), Some(_), _) | (_, _, Some(_)) => Ok(document),
+            (Some(_), None, None) => Err(DocumentError::Incomplete {
+                found: "a request schema only",
+            }),
+            (None, Some(_), None) => Err(DocumentError::Incomplete {
+                found: "a response schema only",
+            }),
+            (None, None, None) => Err(DocumentError::Incomplete {
+                found: "no schema and no base protocol",
+            }),
+        }
+    }
+
+    /// The exact text this document was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The protocol hash of the exact text.
+    pub fn hash(&self) -> ProtocolHash {
+        ProtocolHash::of_text(&self.text)
+    }
+
+    /// Writes a document in the canonical English layout (parsable by [`ProtocolDocument::parse`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use concord_negotiate::{Encoding, ErrorConvention, ProtocolDocument, ProtocolSpec};
+    /// use serde_json::json;
+    ///
+    /// let spec = ProtocolSpec {
+    ///     requirement: "Get product information.".into(),
+    ///     flow: "The requester sends a product id; the provider answers with the product.".into(),
+    ///     request_schema: json!({"type": "object", "properties": {"productId": {"type": "string"}}}),
+    ///     response_schema: json!({"type": "object"}),
+    ///     error_convention: ErrorConvention::default(),
+    ///     timeout: Duration::from_secs(15),
+    ///     encoding: Encoding::Json,
+    /// };
+    /// let text = ProtocolDocument::write(&spec);
+    /// let parsed = ProtocolDocument::parse(&text)?;
+    /// assert_eq!(parsed.request_schema, Some(spec.request_schema));
+    /// assert_eq!(parsed.timeout, Some(Duration::from_secs(15)));
+    /// # Ok::<(), concord_negotiate::DocumentError>(())
+    /// ```
+    pub fn write(spec: &ProtocolSpec) -> String {
+        let mut out = String::new();
+        out.push_str("# Requirement\n");
+        push_paragraph(&mut out, &spec.requirement);
+        out.push_str("\n# Flow\n");
+        push_paragraph(&mut out, &spec.flow);
+        out.push_str("Error handling:\n");
+        let convention = &spec.error_convention;
+        if convention.http_status_codes {
+            out.push_str("- Error codes are HTTP status codes");
+            if let Some(pointer) = &convention.code_pointer {
+                out.push_str(&format!(", in `{pointer}` of the response"));
+            }
+            out.push_str(".\n");
+        }
+        if let Some(pointer) = &convention.message_pointer {
+            out.push_str(&format!(
+                "- Error messages are natural language, in `{pointer}` of the response.\n"
+            ));
+        }
+        for (code, meaning) in &convention.custom_codes {
+            out.push_str(&format!("- {code}: {meaning}\n"));
+        }
+        out.push_str(&format!(
+            "- No answer within {} seconds is a timeout.\n",
+            spec.timeout.as_secs().max(1)
+        ));
+        out.push_str("\n# Data format\n");
+        out.push_str(match spec.encoding {
+            Encoding::Json => "Requests and responses are JSON (RFC 8259).\n",
+            Encoding::Aicl => "Requests and responses are AICL (LightAICL v1.0) messages.\n",
+        });
+        for (title, schema) in [
+            ("Request", &spec.request_schema),
+            ("Response", &spec.response_schema),
+        ] {
+            out.push_str(&format!(
+                "\n## {title}\nThe {} JSON Schema:\n```json\n",
+                title.to_lowercase()
+            ));
+            out.push_str(&pretty(schema));
+            out.push_str("\n```\n");
+        }
+        out
+    }
+}
+
+fn push_paragraph(out: &mut String, text: &str) {
+    out.push_str(text.trim());
+    out.push('\n');
+}
+
+/// Pretty JSON with 2-space indentation; key order as given.
+pub(crate) fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+fn schema_in(
+    text: &str,
+    section: &Section<'_>,
+    name: &'static str,
+) -> Result<Value, DocumentError> {
+    match first_json(section.body) {
+        Some(Ok(found)) if found.value.is_object() => Ok(found.value),
+        Some(Ok(_)) => Err(DocumentError::SchemaNotObject { section: name }),
+        Some(Err(fault)) => {
+            let (start_line, start_column) = line_column(text, section.body_offset + fault.start);
+            Err(DocumentError::SchemaJson {
+                section: name,
+                line: start_line + fault.line - 1,
+                column: if fault.line == 1 {
+                    start_column + fault.column - 1
+                } else {
+                    fault.column
+                },
+                message: fault.message,
+            })
+        }
+        None => Err(DocumentError::Incomplete {
+            found: if name == "request" {
+                "a request section without a JSON Schema"
+            } else {
+                "a response section without a JSON Schema"
+            },
+        }),
+    }
+}
+
+fn mentions_aicl(text: &str) -> bool {
+    text.to_lowercase().contains("aicl")
+}
+
+/// The base protocol URI of a "based on existing protocol (URI: …)" document.
+fn base_uri(prose: &str) -> Option<String> {
+    let lower = prose.to_lowercase();
+    let anchor = ["基于已有协议", "based on", "builds on", "extends"]
+        .iter()
+        .filter_map(|marker| lower.find(marker))
+        .min()?;
+    // Byte offsets in `lower` match `prose` only for ASCII-case changes; search the original.
+    let tail = prose.get(anchor..).unwrap_or(prose);
+    let start = ["https://", "http://", "urn:"]
+        .iter()
+        .filter_map(|scheme| tail.find(scheme))
+        .min()?;
+    let uri: String = tail[start..]
+        .chars()
+        .take_while(|c| {
+            !c.is_whitespace()
+                && !matches!(c, ')' | '）' | ',' | '，' | '>' | '`' | '"' | '、' | '。')
+        })
+        .collect();
+    let uri = uri.trim_end_matches(['.', ';', ':']).to_owned();
+    (uri.len() > 8).then_some(uri)
+}
+
+/// A timeout stated in prose: a number with a unit on a line that talks about timeouts.
+fn timeout_in(prose: &str) -> Option<Duration> {
+    prose
+        .lines()
+        .filter(|line| {
+            let lower = line.to_lowercase();
+            [
+                "超时",
+                "timeout",
+                "time out",
+                "timed out",
+                "no answer",
+                "no response",
+                "没有返回",
+            ]
+            .iter()
+            .any(|word| lower.contains(word))
+        })
+        .find_map(duration_in)
+}
+
+fn duration_in(line: &str) -> Option<Duration> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+            i += 1;
+        }
+        let number: f64 = chars[start..i].iter().collect::<String>().parse().ok()?;
+        let rest: String = chars[i..]
+            .iter()
+            .collect::<String>()
+            .trim_start()
+            .to_lowercase();
+        let seconds = if rest.starts_with("ms")
+            || rest.starts_with("毫秒")
+            || rest.starts_with("millisecond")
+        {
+            number / 1000.0
+        } else if rest.starts_with('s') || rest.starts_with("秒") || rest.starts_with("sec") {
+            number
+        } else if rest.starts_with("min") || rest.starts_with("分钟") || rest.starts_with('m') {
+            number * 60.0
+        } else {
+            continue;
+        };
+        if seconds.is_finite() && seconds > 0.0 && seconds < 86_400.0 {
+            return Some(Duration::from_millis((seconds * 1000.0).round() as u64));
+        }
+    }
+    None
+}
+
+fn error_convention(prose: &str, response_schema: Option<&Value>) -> ErrorConvention {
+    let lower = prose.to_lowercase();
+    let http_status_codes = lower.contains("http")
+        && (lower.contains("错误码")
+            || lower.contains("status")
+            || lower.contains("error code")
+            || lower.contains("状态码"));
+    let mut convention = ErrorConvention {
+        http_status_codes,
+        ..ErrorConvention::default()
+    };
+    if let Some(schema) = response_schema {
+        let property = |object: &Value, name: &str| {
+            object.get("properties").and_then(|p| p.get(name)).cloned()
+        };
+        if let Some(status) = property(schema, "status") {
+            if property(&status, "code").is_some() {
+                convention.code_pointer = Some("/status/code".into());
+            }
+            if property(&status, "message").is_some() {
+                convention.message_pointer = Some("/status/message".into());
+            }
+        } else {
+            for (field, pointer) in [
+                ("code", "/code"),
+                ("statusCode", "/statusCode"),
+                ("errorCode", "/errorCode"),
+            ] {
+                if property(schema, field).is_some() {
+                    convention.code_pointer = Some(pointer.into());
+                    break;
+                }
+            }
+            for (field, pointer) in [
+                ("message", "/message"),
+                ("error", "/error"),
+                ("errorMessage", "/errorMessage"),
+            ] {
+                if property(schema, field).is_some() {
+                    convention.message_pointer = Some(pointer.into());
+                    break;
+                }
+            }
+        }
+    }
+    convention.custom_codes = prose.lines().filter_map(custom_code).collect();
+    convention
+}
+
+/// A `- 100001：meaning` or `- 100001: meaning` line (codes of three digits or more that
+/// are not plain HTTP codes are protocol-specific).
+fn custom_code(line: &str) -> Option<(i64, String)> {
+    let item = line.trim().strip_prefix(['-', '*'])?.trim();
+    let digits: String = item.chars().take_while(char::is_ascii_digit).collect();
+    if digits.len() < 4 {
+        return None;
+    }
+    let rest = item[digits.len()..].trim_start();
+    let meaning = rest.strip_prefix([':', '：'])?.trim();
+    Some((digits.parse().ok()?, meaning.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_prose() {
+        assert_eq!(
+            duration_in("- 15秒内没有返回，则认为超时"),
+            Some(Duration::from_secs(15))
+        );
+        assert_eq!(
+            duration_in("No answer within 15 seconds is a timeout."),
+            Some(Duration::from_secs(15))
+        );
+        assert_eq!(
+            duration_in("timeout: 500 ms"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            duration_in("timeout after 2 minutes"),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(duration_in("HTTP 404 is not a timeout"), None);
+    }
+
+    #[test]
+    fn custom_codes_in_prose() {
+        assert_eq!(
+            custom_code("  - 100001：商品缺货中"),
+            Some((100_001, "商品缺货中".into()))
+        );
+        assert_eq!(custom_code("- 404: not found"), None);
+        assert_eq!(custom_code("plain 100001: text"), None);
+    }
+}

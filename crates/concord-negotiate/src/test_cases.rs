@@ -1,0 +1,223 @@
+//! Negotiated test cases: each a request message, a response message and the expected
+//! result, as text both agents (and their LLMs) can read.
+//!
+//! The parser reads the seeds' layout (`# 测试用例1`, `**测试请求数据**`, `**测试响应数据**`,
+//! `**测试预期结果**`, JSON inline) and its English equivalent (`# Test case 1`,
+//! `Request`, `Response`, `Expected`); the writer produces the English layout.
+
+use serde_json::Value;
+
+use crate::document::pretty;
+use crate::markdown::{first_json, line_column, normalise, sections};
+
+/// One test case.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TestCase {
+    /// The case's heading, e.g. `Test case 1`.
+    pub name: String,
+    /// The request message the requester's code must produce / the provider's code must read.
+    pub request: Value,
+    /// The response message the provider's code must produce / the requester's code must read.
+    pub response: Value,
+    /// The expected result, in words.
+    pub expected: String,
+}
+
+/// A set of test cases.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct TestCases {
+    /// The cases, in document order.
+    pub cases: Vec<TestCase>,
+}
+
+/// Why a text is not a usable set of test cases.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestCasesError {
+    /// No `# Test case …` section.
+    #[error("no test case found (expected sections headed `# Test case N` or `# 测试用例N`)")]
+    NoCases,
+    /// A case lacks its request or response.
+    #[error("test case {case:?} has no {part} JSON")]
+    MissingPart {
+        /// The case's heading.
+        case: String,
+        /// `request` or `response`.
+        part: &'static str,
+    },
+    /// A case's JSON does not parse.
+    #[error("test case {case:?}: the {part} is not valid JSON at line {line}, column {column}: {message}")]
+    Json {
+        /// The case's heading.
+        case: String,
+        /// `request` or `response`.
+        part: &'static str,
+        /// 1-based line in the whole text.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the JSON parser found.
+        message: String,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Request,
+    Response,
+    Expected,
+}
+
+fn label(line: &str) -> Option<(Part, &str)> {
+    let item = line.trim().trim_start_matches(['-', '*', '+']).trim_start();
+    let (name, rest) = match item.find([':', '：']) {
+        Some(at) => {
+            let colon_len = item[at..].chars().next().map_or(1, char::len_utf8);
+            (&item[..at], &item[at + colon_len..])
+        }
+        None => (item, ""),
+    };
+    let part = match normalise(name).as_str() {
+        "测试请求数据" | "请求数据" | "请求" | "request" | "testrequest" | "requestdata"
+        | "testrequestdata" => Part::Request,
+        "测试响应数据" | "响应数据" | "响应" | "response" | "testresponse" | "responsedata"
+        | "testresponsedata" => Part::Response,
+        "测试预期结果" | "预期结果" | "expected" | "expectedresult" | "expectation"
+        | "testexpectedresult" => Part::Expected,
+        _ => return None,
+    };
+    Some((part, rest))
+}
+
+/// `# Test case 1`, `# Test case 2: not found`, `# 测试用例1`, `# Case 3`.
+fn is_case_heading(title: &str) -> bool {
+    let title = normalise(title);
+    ["测试用例", "testcase", "case"]
+        .iter()
+        .any(|prefix| title.starts_with(prefix))
+}
+
+impl TestCases {
+    /// Parses test cases from text.
+    ///
+    /// ```
+    /// use concord_negotiate::TestCases;
+    ///
+    /// let text = "# Test case 1\n- Request: {\"id\": 1}\n- Response: {\"ok\": true}\n- Expected: found\n";
+    /// let cases = TestCases::parse(text)?;
+    /// assert_eq!(cases.cases[0].request["id"], 1);
+    /// assert_eq!(cases.cases[0].expected, "found");
+    /// # Ok::<(), concord_negotiate::TestCasesError>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, TestCasesError> {
+        let mut cases = Vec::new();
+        for section in sections(text)
+            .into_iter()
+            .filter(|s| is_case_heading(s.title))
+        {
+            let name = section.title.to_owned();
+            // Split the body into parts at each label line.
+            let mut parts: Vec<(Part, usize)> = Vec::new();
+            let mut offset = 0;
+            for line in section.body.split_inclusive('\n') {
+                if let Some((part, rest)) = label(line) {
+                    let start = offset + (line.len() - rest.len());
+                    parts.push((part, start));
+                }
+                offset += line.len();
+            }
+            let mut request = None;
+            let mut response = None;
+            let mut expected = String::new();
+            for (index, (part, start)) in parts.iter().enumerate() {
+                let end = parts.get(index + 1).map_or(section.body.len(), |next| {
+                    // The next part starts at its label line.
+                    section.body[..next.1]
+                        .rfind('\n')
+                        .map_or(next.1, |nl| nl + 1)
+                });
+                let chunk = &section.body[*start..end.max(*start)];
+                match part {
+                    Part::Expected => expected = chunk.trim().to_owned(),
+                    Part::Request | Part::Response => {
+                        let part_name = if *part == Part::Request {
+                            "request"
+                        } else {
+                            "response"
+                        };
+                        let value = match first_json(chunk) {
+                            Some(Ok(found)) => found.value,
+                            Some(Err(fault)) => {
+                                let (line, column) =
+                                    line_column(text, section.body_offset + start + fault.start);
+                                return Err(TestCasesError::Json {
+                                    case: name,
+                                    part: part_name,
+                                    line: line + fault.line - 1,
+                                    column: if fault.line == 1 {
+                                        column + fault.column - 1
+                                    } else {
+                                        fault.column
+                                    },
+                                    message: fault.message,
+                                });
+                            }
+                            None => {
+                                return Err(TestCasesError::MissingPart {
+                                    case: name,
+                                    part: part_name,
+                                })
+                            }
+                        };
+                        if *part == Part::Request {
+                            request = Some(value);
+                        } else {
+                            response = Some(value);
+                        }
+                    }
+                }
+            }
+            let request = request.ok_or_else(|| TestCasesError::MissingPart {
+                case: name.clone(),
+                part: "request",
+            })?;
+            let response = response.ok_or_else(|| TestCasesError::MissingPart {
+                case: name.clone(),
+                part: "response",
+            })?;
+            cases.push(TestCase {
+                name,
+                request,
+                response,
+                expected,
+            });
+        }
+        if cases.is_empty() {
+            return Err(TestCasesError::NoCases);
+        }
+        Ok(Self { cases })
+    }
+
+    /// Writes the cases in the English layout, byte-stable for the same cases.
+    pub fn write(&self) -> String {
+        let mut out = String::new();
+        for (index, case) in self.cases.iter().enumerate() {
+            if index > 0 {
+                out.push('\n');
+            }
+            let name = if case.name.is_empty() {
+                format!("Test case {}", index + 1)
+            } else {
+                case.name.clone()
+            };
+            out.push_str(&format!("# {name}\n\n- **Request**:\n"));
+            out.push_str(&pretty(&case.request));
+            out.push_str("\n\n- **Response**:\n");
+            out.push_str(&pretty(&case.response));
+            out.push_str("\n\n- **Expected**:\n");
+            out.push_str(case.expected.trim());
+            out.push('\n');
+        }
+        out
+    }
+}

@@ -1,0 +1,357 @@
+//! The deterministic negotiator: accept, counter on naming style / optional extras /
+//! defaultable fields, reject on missing required fields or type clashes; test cases
+//! drafted and judged; error reports diagnosed. Same inputs, same output.
+
+use concord_negotiate::{
+    ActionSpec, DeterministicNegotiator, JudgeContext, Need, ProtocolDocument, TestCases,
+};
+use concord_proto::{Decision, FixDecision};
+use serde_json::{json, Value};
+
+const SEED_FULL: &str = include_str!("fixtures/seed-product-info.zh.md");
+const SEED_CASES: &str = include_str!("fixtures/seed-test-cases.zh.md");
+
+fn product_action() -> ActionSpec {
+    ActionSpec {
+        name: "getProductInfo".into(),
+        description: "Get product information by id or name.".into(),
+        input: json!({
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string", "description": "The unique identifier for a product"},
+                "productName": {"type": "string", "description": "The name of the product"}
+            },
+            "required": ["productId"]
+        }),
+        output: json!({
+            "title": "ProductInfo",
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string"},
+                "productName": {"type": "string"},
+                "productDescription": {"type": "string"},
+                "price": {"type": "number"},
+                "currency": {"type": "string"}
+            },
+            "required": ["productId", "productName", "productDescription", "price", "currency"]
+        }),
+    }
+}
+
+fn need() -> Need {
+    Need {
+        action: "getProductInfo".into(),
+        input: None,
+        output: None,
+    }
+}
+
+fn provider_judges(candidate: &str) -> Decision {
+    let actions = [product_action()];
+    DeterministicNegotiator::new()
+        .judge_now(JudgeContext::Provider { actions: &actions }, candidate)
+}
+
+/// A candidate like the canonical one, with the request's action fields replaced.
+fn candidate_with_request_fields(fields: Value, required: Value) -> String {
+    let mut document = ProtocolDocument::parse(
+        &DeterministicNegotiator::new()
+            .draft_now(&need(), &product_action())
+            .unwrap(),
+    )
+    .unwrap();
+    let mut request = document.request_schema.take().unwrap();
+    let properties = request["properties"].as_object_mut().unwrap();
+    properties.retain(|name, _| ["messageId", "type", "action"].contains(&name.as_str()));
+    properties.extend(fields.as_object().unwrap().clone());
+    let mut all_required = vec![json!("messageId"), json!("type"), json!("action")];
+    all_required.extend(required.as_array().unwrap().iter().cloned());
+    request["required"] = Value::Array(all_required);
+    format!(
+        "# Requirement\nGet product info\n\n## Request\n```json\n{}\n```\n\n## Response\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(&request).unwrap(),
+        serde_json::to_string_pretty(document.response_schema.as_ref().unwrap()).unwrap()
+    )
+}
+
+fn expect_counter(decision: Decision) -> (String, String) {
+    match decision {
+        Decision::Counter {
+            candidate,
+            modification_summary,
+        } => (candidate, modification_summary),
+        other => panic!("expected a counter-proposal, got {other:?}"),
+    }
+}
+
+fn expect_reject(decision: Decision) -> String {
+    match decision {
+        Decision::Reject { reason } => reason,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_draft_from_the_published_action_is_accepted() {
+    let draft = DeterministicNegotiator::new()
+        .draft_now(&need(), &product_action())
+        .unwrap();
+    assert_eq!(provider_judges(&draft), Decision::Accept);
+    let document = ProtocolDocument::parse(&draft).unwrap();
+    assert_eq!(
+        document.request_schema.unwrap()["properties"]["productId"]["type"],
+        "string"
+    );
+    assert_eq!(
+        document.response_schema.unwrap()["required"],
+        json!(["messageId", "type", "status", "productInfo"])
+    );
+}
+
+#[test]
+fn the_seed_candidate_as_written_is_accepted_by_a_product_provider() {
+    assert_eq!(provider_judges(SEED_FULL), Decision::Accept);
+}
+
+#[test]
+fn naming_style_differences_get_a_counter_the_requester_accepts() {
+    let candidate = candidate_with_request_fields(
+        json!({"product_id": {"type": "string"}, "product_name": {"type": "string"}}),
+        json!(["product_id"]),
+    );
+    let (counter, summary) = expect_counter(provider_judges(&candidate));
+    assert_eq!(
+        summary,
+        "Aligned with action `getProductInfo` as we publish it:\n- rename request field `product_id` to `productId`\n- rename request field `product_name` to `productName`"
+    );
+    // The counter is our canonical protocol; the requester, who can supply product_id in
+    // its own naming, accepts it.
+    let requester_need = Need {
+        input: Some(json!({"type": "object", "properties": {"product_id": {"type": "string"}}})),
+        ..need()
+    };
+    let action = product_action();
+    let decision = DeterministicNegotiator::new().judge_now(
+        JudgeContext::Requester {
+            need: &requester_need,
+            peer_action: &action,
+        },
+        &counter,
+    );
+    assert_eq!(decision, Decision::Accept);
+}
+
+#[test]
+fn optional_extras_get_a_counter_that_drops_them() {
+    let candidate = candidate_with_request_fields(
+        json!({"productId": {"type": "string"}, "color": {"type": "string"}}),
+        json!(["productId"]),
+    );
+    let (counter, summary) = expect_counter(provider_judges(&candidate));
+    assert!(
+        summary
+            .contains("drop optional request field `color`, which action `getProductInfo` ignores"),
+        "{summary}"
+    );
+    assert!(!counter.contains("\"color\""));
+    assert_eq!(
+        provider_judges(&counter),
+        Decision::Accept,
+        "our own counter is acceptable to us"
+    );
+}
+
+#[test]
+fn a_missing_field_we_can_default_gets_a_counter_that_adds_it() {
+    let mut action = product_action();
+    action.input["properties"]["locale"] = json!({"type": "string", "default": "en-US"});
+    action.input["required"] = json!(["productId", "locale"]);
+    let candidate = candidate_with_request_fields(
+        json!({"productId": {"type": "string"}}),
+        json!(["productId"]),
+    );
+    let actions = [action];
+    let decision = DeterministicNegotiator::new()
+        .judge_now(JudgeContext::Provider { actions: &actions }, &candidate);
+    let (counter, summary) = expect_counter(decision);
+    assert!(
+        summary.contains("add request field `locale` (optional, default \"en-US\")"),
+        "{summary}"
+    );
+    assert!(counter.contains("\"locale\""));
+}
+
+#[test]
+fn a_missing_required_field_is_rejected_naming_it() {
+    let candidate = candidate_with_request_fields(
+        json!({"productName": {"type": "string"}}),
+        json!(["productName"]),
+    );
+    let reason = expect_reject(provider_judges(&candidate));
+    assert_eq!(
+        reason,
+        "the candidate does not fit action `getProductInfo`:\n- the candidate has no `productId`, which action `getProductInfo` requires"
+    );
+}
+
+#[test]
+fn a_type_clash_is_rejected_naming_the_field() {
+    let candidate = candidate_with_request_fields(
+        json!({"productId": {"type": "integer"}}),
+        json!(["productId"]),
+    );
+    let reason = expect_reject(provider_judges(&candidate));
+    assert!(
+        reason.contains(
+            "`productId` is integer in the candidate but string in action `getProductInfo`"
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn an_unknown_action_and_an_unreadable_candidate_are_rejected() {
+    let text = DeterministicNegotiator::new()
+        .draft_now(&need(), &product_action())
+        .unwrap()
+        .replace(
+            "\"const\": \"getProductInfo\"",
+            "\"const\": \"deleteEverything\"",
+        );
+    assert_eq!(
+        expect_reject(provider_judges(&text)),
+        "we have no action `deleteEverything`"
+    );
+    assert!(
+        expect_reject(provider_judges("just words")).starts_with("the candidate cannot be read")
+    );
+    let based_on = include_str!("fixtures/seed-based-on-uri.zh.md");
+    assert!(
+        expect_reject(provider_judges(based_on)).contains("only an LLM negotiator can judge it")
+    );
+}
+
+#[test]
+fn a_requester_rejects_a_counter_it_cannot_use() {
+    let wanted = Need {
+        output: Some(
+            json!({"type": "object", "properties": {"stockLevel": {"type": "integer"}}, "required": ["stockLevel"]}),
+        ),
+        ..need()
+    };
+    let action = product_action();
+    let counter = DeterministicNegotiator::new()
+        .draft_now(&need(), &action)
+        .unwrap();
+    let decision = DeterministicNegotiator::new().judge_now(
+        JudgeContext::Requester {
+            need: &wanted,
+            peer_action: &action,
+        },
+        &counter,
+    );
+    assert_eq!(
+        expect_reject(decision),
+        "the candidate does not meet our need:\n- the response carries no `stockLevel`, which we need"
+    );
+    // And it will not even draft for an action that cannot meet the need.
+    assert!(DeterministicNegotiator::new()
+        .draft_now(&wanted, &action)
+        .is_err());
+}
+
+#[test]
+fn drafted_test_cases_are_valid_and_accepted_by_the_other_side() {
+    let negotiator = DeterministicNegotiator::new();
+    let mut action = product_action();
+    action.input["properties"]["currency"] = json!({"type": "string", "enum": ["USD", "EUR"]});
+    let protocol =
+        ProtocolDocument::parse(&negotiator.draft_now(&need(), &action).unwrap()).unwrap();
+    let text = negotiator.draft_test_cases_now(&protocol).unwrap();
+    let cases = TestCases::parse(&text).unwrap().cases;
+    let names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Test case 1: found",
+            "Test case 2: `currency` = \"EUR\"",
+            "Test case 3: unknown `productId`"
+        ]
+    );
+    assert_eq!(cases[0].request["action"], "getProductInfo");
+    assert_eq!(cases[2].request["productId"], "does-not-exist");
+    assert_eq!(cases[2].response["status"]["code"], 404);
+    assert_eq!(cases[2].response["productInfo"], Value::Null);
+    assert_eq!(cases[2].response["messageId"], "msg003");
+    assert_eq!(
+        negotiator.judge_test_cases_now(&protocol, &text),
+        Decision::Accept
+    );
+    assert_eq!(
+        text,
+        negotiator.draft_test_cases_now(&protocol).unwrap(),
+        "deterministic"
+    );
+}
+
+#[test]
+fn the_seed_test_cases_fit_the_seed_protocol() {
+    let protocol = ProtocolDocument::parse(SEED_FULL).unwrap();
+    assert_eq!(
+        DeterministicNegotiator::new().judge_test_cases_now(&protocol, SEED_CASES),
+        Decision::Accept
+    );
+}
+
+#[test]
+fn test_cases_that_break_the_schema_are_rejected_with_pointers() {
+    let protocol = ProtocolDocument::parse(SEED_FULL).unwrap();
+    let broken = SEED_CASES.replace("\"price\": 1299.99", "\"price\": \"1299.99\"");
+    let reason =
+        expect_reject(DeterministicNegotiator::new().judge_test_cases_now(&protocol, &broken));
+    assert!(
+        reason.contains(
+            "测试用例1: response /productInfo/price: \"1299.99\" is not of type \"number\""
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn diagnosis_accepts_only_reports_our_messages_confirm() {
+    let protocol = ProtocolDocument::parse(SEED_FULL).unwrap();
+    let negotiator = DeterministicNegotiator::new();
+    let good = json!({"messageId": "m", "type": "RESPONSE", "status": {"code": 200, "message": "OK"},
+        "productInfo": {"productId": "P1", "productName": "n", "productDescription": "d", "price": 1.0, "currency": "USD"}});
+    assert!(matches!(
+        negotiator.diagnose_now(&protocol, std::slice::from_ref(&good)),
+        FixDecision::Reject { .. }
+    ));
+    let mut bad = good;
+    bad["status"].as_object_mut().unwrap().remove("code");
+    assert_eq!(
+        negotiator.diagnose_now(&protocol, &[bad]),
+        FixDecision::Accept
+    );
+}
+
+#[test]
+fn the_trait_records_deterministic_steps() {
+    use concord_negotiate::{Negotiator, PolicyKind, Step};
+    let negotiator = DeterministicNegotiator::new();
+    let decided = futures_lite_block_on(negotiator.draft(&need(), &product_action())).unwrap();
+    assert_eq!(decided.record.step, Step::Draft);
+    assert_eq!(decided.record.policy, PolicyKind::Deterministic);
+    assert_eq!(decided.record.llm_calls, 0);
+}
+
+/// Polls a future that never waits (the deterministic negotiator's futures are ready at once).
+fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut future = std::pin::pin!(future);
+    let mut context = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the deterministic negotiator never waits"),
+    }
+}
