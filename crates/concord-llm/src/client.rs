@@ -1,0 +1,481 @@
+//! The client: one call is a request with its retries, recorded in the ledger.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{StatusCode, Url};
+use secrecy::ExposeSecret;
+use serde::de::DeserializeOwned;
+
+use crate::config::LlmConfig;
+use crate::error::{excerpt, ContentError, LlmError};
+use crate::message::Message;
+use crate::request::{ChatRequest, ResponseFormat};
+use crate::response::{ChatResponse, TokenUsage};
+use crate::retry::server_delay;
+use crate::usage::{CallOutcome, CallRecord, Usage};
+
+/// The largest response body read; a larger one is a [`LlmError::MalformedResponse`].
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of a body or an answer an error quotes, in bytes.
+const EXCERPT_BYTES: usize = 512;
+
+/// An async client for an OpenAI-compatible chat-completions server.
+///
+/// Cheap to clone: clones share the connection pool and the [`Usage`] ledger.
+///
+/// ```no_run
+/// use concord_llm::{ChatRequest, LlmClient, LlmConfig, Message};
+///
+/// # async fn demo() -> Result<(), concord_llm::LlmError> {
+/// let client = LlmClient::new(LlmConfig::new("http://127.0.0.1:11434/v1", "llama3.1"))?;
+/// let response = client.chat(ChatRequest::new(vec![Message::user("Hello")])).await?;
+/// println!("{}", response.content().unwrap_or_default());
+/// println!("{:?}", client.usage().summary());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LlmClient {
+    shared: Arc<Shared>,
+    usage: Usage,
+}
+
+#[derive(Debug)]
+struct Shared {
+    http: reqwest::Client,
+    config: LlmConfig,
+    endpoint: Url,
+    /// The endpoint as errors show it (without any password in the URL).
+    shown_endpoint: String,
+}
+
+/// A strictly parsed JSON answer from [`LlmClient::complete_json`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JsonCompletion<T> {
+    /// The parsed answer.
+    pub value: T,
+    /// The response it came from.
+    pub response: ChatResponse,
+    /// Whether the first answer was rejected and this is the corrected one.
+    pub corrected: bool,
+}
+
+/// One call (a request with its attempts) before it is recorded.
+struct Call {
+    model: String,
+    attempts: u32,
+    started: Instant,
+}
+
+/// How one attempt failed.
+enum Failure {
+    /// An HTTP error status; retried when 429 or 5xx.
+    Status {
+        status: StatusCode,
+        body: String,
+        retry_after: Option<Duration>,
+    },
+    /// No complete answer within the request timeout; retried.
+    Timeout,
+    /// Could not connect or lost the connection; retried.
+    Transport(reqwest::Error),
+    /// Anything else; not retried.
+    Final(LlmError),
+}
+
+impl Failure {
+    fn is_retryable(&self) -> bool {
+        match self {
+            Failure::Status { status, .. } => {
+                *status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+            }
+            Failure::Timeout | Failure::Transport(_) => true,
+            Failure::Final(_) => false,
+        }
+    }
+}
+
+impl LlmClient {
+    /// A client for `config`, recording into a new [`Usage`] ledger.
+    ///
+    /// Fails with [`LlmError::InvalidConfig`] when the base URL is not an http(s) URL, the
+    /// model is empty or the timeout is zero.
+    pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
+        let endpoint = config.endpoint()?;
+        let mut shown = endpoint.clone();
+        // Only fails for URLs that cannot have a password, which then have none to hide.
+        let _ = shown.set_password(None);
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("concord-llm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| LlmError::InvalidConfig {
+                setting: "http client".into(),
+                reason: error.to_string(),
+            })?;
+        Ok(LlmClient {
+            shared: Arc::new(Shared {
+                http,
+                config,
+                endpoint,
+                shown_endpoint: shown.to_string(),
+            }),
+            usage: Usage::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.shared.config
+    }
+
+    /// The ledger every call is recorded in.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// A client on the same connection pool that records into `usage` instead.
+    ///
+    /// Give each negotiation `client.with_usage(client.usage().child())` to count its calls
+    /// apart while the client's own ledger still sees them all.
+    pub fn with_usage(&self, usage: Usage) -> LlmClient {
+        LlmClient {
+            shared: Arc::clone(&self.shared),
+            usage,
+        }
+    }
+
+    /// Sends `request` (with retries) and returns the server's answer as it is.
+    ///
+    /// The call is recorded whatever its outcome.
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let (call, result) = self.call(&request).await;
+        match &result {
+            Ok(response) => self.record(&call, response.usage, CallOutcome::Answered),
+            Err(error) => self.record(&call, None, failure_outcome(error)),
+        }
+        result
+    }
+
+    /// Asks for JSON and parses the answer strictly into `T`.
+    ///
+    /// Unless `request` already asks for JSON (a JSON object or a JSON Schema), it is sent
+    /// with `response_format: {"type": "json_object"}`; say in the prompt what JSON you want
+    /// (OpenAI refuses JSON mode when no message mentions JSON). The first choice's text must
+    /// be exactly one JSON value that deserializes into `T`: no prose, no code fences.
+    ///
+    /// If it is not, the client asks once more with the model's answer and a user message
+    /// naming the parse error appended to the conversation; if that answer is also
+    /// unusable the result is [`LlmError::InvalidJson`] carrying both errors. HTTP and
+    /// transport errors are returned as they are. Every call is recorded, a rejected answer
+    /// as [`CallOutcome::InvalidContent`].
+    ///
+    /// ```no_run
+    /// use concord_llm::{ChatRequest, LlmClient, LlmConfig, Message};
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Verdict { accept: bool, reason: String }
+    ///
+    /// # async fn demo(client: LlmClient) -> Result<(), concord_llm::LlmError> {
+    /// let request = ChatRequest::new(vec![
+    ///     Message::system(r#"Answer with JSON: {"accept": bool, "reason": string}."#),
+    ///     Message::user("Should we accept protocol v2?"),
+    /// ]);
+    /// let verdict = client.complete_json::<Verdict>(request).await?.value;
+    /// # let _ = (verdict.accept, verdict.reason);
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete_json<T: DeserializeOwned>(
+        &self,
+        mut request: ChatRequest,
+    ) -> Result<JsonCompletion<T>, LlmError> {
+        if !request
+            .response_format
+            .as_ref()
+            .is_some_and(ResponseFormat::is_json)
+        {
+            request.response_format = Some(ResponseFormat::JsonObject);
+        }
+
+        let (parsed, response) = self.json_call::<T>(&request).await?;
+        let first = match parsed {
+            Ok(value) => {
+                return Ok(JsonCompletion {
+                    value,
+                    response,
+                    corrected: false,
+                })
+            }
+            Err(error) => error,
+        };
+        tracing::debug!(error = %first, "LLM answer is not the JSON asked for; asking again");
+        request.messages.push(Message::Assistant {
+            content: Some(response.content().unwrap_or_default().to_owned()),
+            tool_calls: Vec::new(),
+        });
+        request
+            .messages
+            .push(Message::user(corrective_prompt(&first)));
+
+        let (parsed, response) = self.json_call::<T>(&request).await?;
+        match parsed {
+            Ok(value) => Ok(JsonCompletion {
+                value,
+                response,
+                corrected: true,
+            }),
+            Err(second) => Err(LlmError::InvalidJson {
+                first: Box::new(first),
+                second: Box::new(second),
+            }),
+        }
+    }
+
+    /// One call whose answer is parsed into `T` before it is recorded.
+    async fn json_call<T: DeserializeOwned>(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<(Result<T, ContentError>, ChatResponse), LlmError> {
+        let (call, result) = self.call(request).await;
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                self.record(&call, None, failure_outcome(&error));
+                return Err(error);
+            }
+        };
+        let parsed = parse_content::<T>(&response);
+        let outcome = match parsed {
+            Ok(_) => CallOutcome::Answered,
+            Err(_) => CallOutcome::InvalidContent,
+        };
+        self.record(&call, response.usage, outcome);
+        Ok((parsed, response))
+    }
+
+    fn record(&self, call: &Call, tokens: Option<TokenUsage>, outcome: CallOutcome) {
+        let tokens = tokens.unwrap_or_default();
+        self.usage.record(CallRecord {
+            model: call.model.clone(),
+            attempts: call.attempts,
+            prompt_tokens: tokens.prompt_tokens,
+            completion_tokens: tokens.completion_tokens,
+            latency: call.started.elapsed(),
+            outcome,
+        });
+    }
+
+    /// Sends `request`, retrying as the configuration allows.
+    async fn call(&self, request: &ChatRequest) -> (Call, Result<ChatResponse, LlmError>) {
+        let config = &self.shared.config;
+        let mut call = Call {
+            model: request
+                .model
+                .clone()
+                .unwrap_or_else(|| config.model.clone()),
+            attempts: 0,
+            started: Instant::now(),
+        };
+        let mut wire = request.clone();
+        wire.model = Some(call.model.clone());
+        let body = match serde_json::to_vec(&wire) {
+            Ok(body) => body,
+            Err(error) => return (call, Err(LlmError::InvalidRequest(error))),
+        };
+
+        let result = loop {
+            call.attempts += 1;
+            let failure = match self.attempt(&body).await {
+                Ok(response) => break Ok(response),
+                Err(failure) => failure,
+            };
+            let retry_after = match &failure {
+                Failure::Status { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            let too_long = retry_after.is_some_and(|wait| wait > config.backoff.max_retry_after);
+            if !failure.is_retryable() || call.attempts > config.max_retries || too_long {
+                break Err(self.give_up(failure, call.attempts));
+            }
+            let wait = retry_after.unwrap_or_else(|| config.backoff.delay(call.attempts));
+            tracing::warn!(
+                url = %self.shared.shown_endpoint,
+                attempt = call.attempts,
+                error = %self.give_up(failure, call.attempts),
+                ?wait,
+                "LLM request failed; retrying"
+            );
+            tokio::time::sleep(wait).await;
+        };
+        (call, result)
+    }
+
+    /// One HTTP attempt.
+    async fn attempt(&self, body: &[u8]) -> Result<ChatResponse, Failure> {
+        let shared = &self.shared;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = &shared.config.api_key {
+            let mut value = HeaderValue::try_from(format!("Bearer {}", key.expose_secret()))
+                .map_err(|_| {
+                    Failure::Final(LlmError::InvalidConfig {
+                        setting: "api_key".into(),
+                        reason: "contains characters not allowed in an HTTP header".into(),
+                    })
+                })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let exchange = async {
+            let mut response = shared
+                .http
+                .post(shared.endpoint.clone())
+                .headers(headers)
+                .body(body.to_vec())
+                .send()
+                .await?;
+            let status = response.status();
+            let retry_after = server_delay(
+                header(response.headers(), "retry-after"),
+                header(response.headers(), "retry-after-ms"),
+                SystemTime::now(),
+            );
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response.chunk().await? {
+                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Ok((status, retry_after, None));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok::<_, reqwest::Error>((status, retry_after, Some(bytes)))
+        };
+        let (status, retry_after, bytes) =
+            match tokio::time::timeout(shared.config.request_timeout, exchange).await {
+                Err(_) => return Err(Failure::Timeout),
+                Ok(Err(error)) if error.is_timeout() => return Err(Failure::Timeout),
+                Ok(Err(error)) => return Err(Failure::Transport(error)),
+                Ok(Ok(exchange)) => exchange,
+            };
+        let Some(bytes) = bytes else {
+            return Err(Failure::Final(self.malformed(
+                format!("the body is larger than {MAX_RESPONSE_BYTES} bytes"),
+                &[],
+            )));
+        };
+        if !status.is_success() {
+            return Err(Failure::Status {
+                status,
+                body: self.excerpt(&bytes),
+                retry_after,
+            });
+        }
+        match ChatResponse::from_json(&bytes) {
+            Err(error) => Err(Failure::Final(self.malformed(error.to_string(), &bytes))),
+            Ok(response) if response.choices.is_empty() => Err(Failure::Final(
+                self.malformed("it has no choices".into(), &bytes),
+            )),
+            Ok(response) => Ok(response),
+        }
+    }
+
+    /// The start of a server's body, with the API key removed.
+    fn excerpt(&self, bytes: &[u8]) -> String {
+        let key = self.shared.config.api_key.as_ref();
+        excerpt(bytes, EXCERPT_BYTES, key.map(|key| key.expose_secret()))
+    }
+
+    fn malformed(&self, reason: String, body: &[u8]) -> LlmError {
+        LlmError::MalformedResponse {
+            url: self.shared.shown_endpoint.clone(),
+            reason,
+            body: self.excerpt(body),
+        }
+    }
+
+    /// The error for an attempt's failure after `attempts` attempts.
+    fn give_up(&self, failure: Failure, attempts: u32) -> LlmError {
+        let url = self.shared.shown_endpoint.clone();
+        match failure {
+            Failure::Status {
+                status,
+                body,
+                retry_after,
+            } => LlmError::HttpStatus {
+                url,
+                status: status.as_u16(),
+                body,
+                retry_after,
+                attempts,
+            },
+            Failure::Timeout => LlmError::Timeout {
+                url,
+                timeout: self.shared.config.request_timeout,
+                attempts,
+            },
+            Failure::Transport(source) => LlmError::Transport {
+                url,
+                attempts,
+                source,
+            },
+            Failure::Final(error) => error,
+        }
+    }
+}
+
+/// The value of header `name`, if it is text.
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name)?.to_str().ok()
+}
+
+/// The ledger's name for how a failed call ended.
+fn failure_outcome(error: &LlmError) -> CallOutcome {
+    match error {
+        LlmError::HttpStatus { status, .. } => CallOutcome::HttpStatus(*status),
+        LlmError::Timeout { .. } => CallOutcome::Timeout,
+        LlmError::Transport { .. } => CallOutcome::Transport,
+        LlmError::InvalidJson { .. } => CallOutcome::InvalidContent,
+        LlmError::MalformedResponse { .. } => CallOutcome::MalformedResponse,
+        LlmError::NotConfigured | LlmError::InvalidConfig { .. } | LlmError::InvalidRequest(_) => {
+            CallOutcome::NotSent
+        }
+    }
+}
+
+/// Reads the first choice's text strictly as `T`.
+fn parse_content<T: DeserializeOwned>(response: &ChatResponse) -> Result<T, ContentError> {
+    let Some(content) = response.content() else {
+        let message = response.message();
+        let why = match (
+            message.and_then(|message| message.refusal.as_deref()),
+            message.is_some_and(|message| !message.tool_calls.is_empty()),
+        ) {
+            (Some(refusal), _) => format!("the answer has no text; the model refused: {refusal}"),
+            (None, true) => "the answer has no text, only tool calls".to_owned(),
+            (None, false) => "the answer has no text".to_owned(),
+        };
+        return Err(ContentError {
+            message: why,
+            line: 0,
+            column: 0,
+            excerpt: String::new(),
+        });
+    };
+    serde_json::from_str(content).map_err(|error| ContentError {
+        message: error.to_string(),
+        line: error.line(),
+        column: error.column(),
+        excerpt: excerpt(content.as_bytes(), EXCERPT_BYTES, None),
+    })
+}
+
+/// The user message that asks the model to correct an answer that failed to parse.
+fn corrective_prompt(error: &ContentError) -> String {
+    format!(
+        "Your previous answer could not be used: {}. Answer again with only the JSON value \
+         asked for, exactly as specified: no prose, no code fences.",
+        error.message
+    )
+}

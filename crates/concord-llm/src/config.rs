@@ -1,0 +1,214 @@
+//! Where the LLM is and how patiently to talk to it.
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+use url::Url;
+
+use crate::error::LlmError;
+use crate::retry::Backoff;
+
+/// Our variable for the server's base URL (the part before `/chat/completions`).
+pub const ENV_BASE_URL: &str = "CONCORD_LLM_BASE_URL";
+/// Our variable for the API key.
+pub const ENV_API_KEY: &str = "CONCORD_LLM_API_KEY";
+/// Our variable for the model name.
+pub const ENV_MODEL: &str = "CONCORD_LLM_MODEL";
+/// The OpenAI SDKs' variable for the base URL, used when ours is unset.
+pub const ENV_OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+/// The OpenAI SDKs' variable for the API key, used when ours is unset.
+pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+
+/// The base URL when only an API key or a model is configured: OpenAI's.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// The model when none is configured.
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+/// How long one HTTP attempt may take, from sending to the last byte of the answer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How many times a failed attempt is retried (so at most 3 attempts).
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+
+/// How to reach an OpenAI-compatible chat-completions server.
+///
+/// `Debug` never shows the API key:
+///
+/// ```
+/// use concord_llm::LlmConfig;
+///
+/// let config = LlmConfig::new("http://127.0.0.1:11434/v1", "llama3.1").with_api_key("sk-secret");
+/// assert!(!format!("{config:?}").contains("sk-secret"));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LlmConfig {
+    /// The URL that `/chat/completions` is appended to, e.g. `https://api.openai.com/v1`,
+    /// `http://127.0.0.1:11434/v1` (Ollama) or `http://127.0.0.1:8000/v1` (vLLM, llama.cpp).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set. Local servers usually need none.
+    pub api_key: Option<SecretString>,
+    /// The model to ask, unless a request names another.
+    pub model: String,
+    /// How long one attempt may take ([`DEFAULT_REQUEST_TIMEOUT`]).
+    pub request_timeout: Duration,
+    /// How many times a failed attempt is retried ([`DEFAULT_MAX_RETRIES`]).
+    pub max_retries: u32,
+    /// How long to wait between attempts ([`Backoff::default`]).
+    pub backoff: Backoff,
+}
+
+impl LlmConfig {
+    /// A configuration for `model` at `base_url`, with no API key and the default timeout,
+    /// retries and backoff.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        LlmConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: model.into(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_retries: DEFAULT_MAX_RETRIES,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> Self {
+        self.api_key = Some(SecretString::from(api_key.into()));
+        self
+    }
+
+    /// Sets how long one attempt may take.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets how many times a failed attempt is retried.
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Sets the waits between attempts.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Reads the configuration from the process environment; see [`LlmConfig::from_lookup`].
+    ///
+    /// `Ok(None)` means no LLM is configured, which is normal: Concord then uses its
+    /// deterministic path.
+    pub fn from_env() -> Result<Option<Self>, LlmError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup` (a variable name to its value).
+    ///
+    /// - base URL: `CONCORD_LLM_BASE_URL`, else `OPENAI_BASE_URL`, else [`DEFAULT_BASE_URL`];
+    /// - API key: `CONCORD_LLM_API_KEY`, else `OPENAI_API_KEY` — but the OpenAI key only when
+    ///   `CONCORD_LLM_BASE_URL` is unset, so it is never sent to a server that only our
+    ///   variable names;
+    /// - model: `CONCORD_LLM_MODEL`, else [`DEFAULT_MODEL`];
+    /// - timeout, retries and backoff: the defaults.
+    ///
+    /// Empty values count as unset and values are trimmed. When none of the five variables
+    /// is set the answer is `Ok(None)`; an invalid base URL is an
+    /// [`LlmError::InvalidConfig`] naming the variable it came from.
+    ///
+    /// ```
+    /// use concord_llm::LlmConfig;
+    ///
+    /// let env = |name: &str| match name {
+    ///     "CONCORD_LLM_BASE_URL" => Some("http://127.0.0.1:11434/v1".to_string()),
+    ///     "CONCORD_LLM_MODEL" => Some("llama3.1".to_string()),
+    ///     "OPENAI_API_KEY" => Some("sk-not-for-ollama".to_string()),
+    ///     _ => None,
+    /// };
+    /// let config = LlmConfig::from_lookup(env).unwrap().expect("configured");
+    /// assert_eq!(config.base_url, "http://127.0.0.1:11434/v1");
+    /// assert_eq!(config.model, "llama3.1");
+    /// assert!(config.api_key.is_none());
+    ///
+    /// assert!(LlmConfig::from_lookup(|_| None).unwrap().is_none());
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, LlmError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|value| value.trim().to_owned())
+                .filter(|value| !value.is_empty())
+        };
+        let ours_base_url = get(ENV_BASE_URL);
+        let openai_base_url = get(ENV_OPENAI_BASE_URL);
+        let ours_api_key = get(ENV_API_KEY);
+        let openai_api_key = get(ENV_OPENAI_API_KEY);
+        let model = get(ENV_MODEL);
+        if ours_base_url.is_none()
+            && openai_base_url.is_none()
+            && ours_api_key.is_none()
+            && openai_api_key.is_none()
+            && model.is_none()
+        {
+            return Ok(None);
+        }
+
+        let api_key = match ours_api_key {
+            Some(key) => Some(key),
+            None if ours_base_url.is_none() => openai_api_key,
+            None => None,
+        };
+        let (base_url, source) = match (ours_base_url, openai_base_url) {
+            (Some(url), _) => (url, ENV_BASE_URL),
+            (None, Some(url)) => (url, ENV_OPENAI_BASE_URL),
+            (None, None) => (DEFAULT_BASE_URL.to_owned(), "the default base URL"),
+        };
+        let mut config = LlmConfig::new(base_url, model.unwrap_or_else(|| DEFAULT_MODEL.into()));
+        config.api_key = api_key.map(SecretString::from);
+        config.check(source)?;
+        Ok(Some(config))
+    }
+
+    /// Checks the configuration and returns the chat-completions URL.
+    #[cfg(feature = "client")]
+    pub(crate) fn endpoint(&self) -> Result<Url, LlmError> {
+        self.check("base_url")
+    }
+
+    /// Checks the configuration and returns the chat-completions URL; a bad base URL is
+    /// reported under `base_url_setting`.
+    fn check(&self, base_url_setting: &str) -> Result<Url, LlmError> {
+        if self.model.trim().is_empty() {
+            return Err(LlmError::InvalidConfig {
+                setting: "model".into(),
+                reason: "the model name is empty".into(),
+            });
+        }
+        if self.request_timeout.is_zero() {
+            return Err(LlmError::InvalidConfig {
+                setting: "request_timeout".into(),
+                reason: "the request timeout is zero".into(),
+            });
+        }
+        let invalid = |reason: String| LlmError::InvalidConfig {
+            setting: base_url_setting.to_owned(),
+            reason,
+        };
+        let base = Url::parse(&self.base_url)
+            .map_err(|error| invalid(format!("{:?} is not a URL: {error}", self.base_url)))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "{:?} must be an http or https URL",
+                self.base_url
+            )));
+        }
+        if base.query().is_some() || base.fragment().is_some() {
+            return Err(invalid(format!(
+                "{:?} must not have a query or fragment",
+                self.base_url
+            )));
+        }
+        let path = format!("{}/chat/completions", base.path().trim_end_matches('/'));
+        let mut endpoint = base;
+        endpoint.set_path(&path);
+        Ok(endpoint)
+    }
+}

@@ -1,0 +1,74 @@
+//! The Concord node's persistent store: one SQLite file (WAL) in a data directory.
+//!
+//! - **Negotiated protocols by hash** ([`Store::save_protocol`], [`Store::protocol`],
+//!   [`Store::list_protocols`], [`Store::forget_protocol`], [`Store::touch_protocol`]): the
+//!   exact accepted document, handler modules per role, test cases, peer, settlement, and
+//!   creation / last-use times with a use count.
+//! - **The 0-RTT rule** ([`Store::can_resume`], [`Store::for_role`] implementing
+//!   [`ProtocolStore`](concord_proto::handshake::ProtocolStore)): a protocol is reused only
+//!   when its stored document, re-hashed now, reproduces the hash, and the handler module
+//!   for the session's role is stored. A row that fails this is reported
+//!   ([`StoreError::CorruptProtocol`], [`Integrity::Corrupt`], [`Store::check`]) and never used.
+//! - **Consensus registry** ([`Store::add_consensus`], [`Store::consensus`],
+//!   [`Store::list_consensus`], [`Store::remove_consensus`], [`Store::can_use_consensus`]).
+//! - **Negotiation transcripts** ([`Store::begin_transcript`], [`Store::append_frame`],
+//!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]).
+//!
+//! The API is synchronous and the [`Store`] is `Send + Sync`: share it in an `Arc` and
+//! call it through `spawn_blocking` from async code. It survives `kill -9` mid-write (see
+//! [`Store`] for the durability choices, and `tests/crash.rs` for the proof).
+//!
+//! ```
+//! use concord_proto::handshake::ProtocolStore;
+//! use concord_proto::Role;
+//! use concord_store::{NewProtocol, Store};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path())?; // production: Store::open(Store::default_dir()?)
+//! let hash = store.save_protocol(
+//!     &NewProtocol::negotiated("# Requirement\nGet product info\n", "https://peer.example/.well-known/wot")
+//!         .with_handler(Role::Provider, "export function decodeRequest(m) { return m; }"),
+//! )?;
+//! // Answering a sourceHello that offers `hash` for 0-RTT:
+//! assert!(store.for_role(Role::Provider).holds_protocol(&hash));
+//! assert_eq!(store.touch_protocol(&hash)?, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
+
+mod check;
+mod column;
+mod error;
+mod handlers;
+mod integrity;
+mod prefix;
+mod protocols;
+mod registry;
+mod role_view;
+mod schema;
+mod store;
+mod time;
+mod transcripts;
+
+pub use check::Problem;
+pub use error::StoreError;
+pub use handlers::Handlers;
+pub use integrity::{Corruption, Integrity};
+pub use prefix::MIN_PREFIX_LEN;
+pub use protocols::{NewProtocol, ProtocolSummary, Settlement, StoredProtocol};
+pub use registry::{ConsensusProtocol, ConsensusSummary, NewConsensus};
+pub use role_view::RoleView;
+pub use store::Store;
+pub use transcripts::{
+    Direction, FrameContent, FrameKind, FrameRecord, Outcome, Transcript, TranscriptId,
+    TranscriptSummary,
+};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,118 @@
+//! The schema and its migrations, versioned with `PRAGMA user_version`.
+//!
+//! Migration `n` (1-based) takes a file from version `n - 1` to `n`. All pending
+//! migrations run in one `IMMEDIATE` transaction together with the version bump, so a
+//! crash leaves the file at the old version or the new one, never in between, and two
+//! processes opening the same file at once migrate it once.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// `PRAGMA application_id` of a Concord store ("Cncd").
+pub(crate) const APPLICATION_ID: i64 = 0x436e_6364;
+
+/// Schema migrations, oldest first. Never edit a released entry: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: protocols, consensus registry, transcripts.
+    r#"
+    CREATE TABLE protocols (
+        hash              TEXT PRIMARY KEY NOT NULL
+                          CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+        document          TEXT NOT NULL,
+        requester_handler TEXT,
+        provider_handler  TEXT,
+        test_cases        TEXT,
+        peer              TEXT NOT NULL,
+        settlement        TEXT NOT NULL CHECK (settlement IN ('negotiated', 'consensus')),
+        consensus_uri     TEXT,
+        created_ms        INTEGER NOT NULL,
+        last_used_ms      INTEGER,
+        use_count         INTEGER NOT NULL DEFAULT 0 CHECK (use_count >= 0),
+        CHECK ((settlement = 'consensus') = (consensus_uri IS NOT NULL))
+    ) STRICT;
+    CREATE INDEX protocols_by_created ON protocols (created_ms);
+    CREATE INDEX protocols_by_peer ON protocols (peer);
+
+    CREATE TABLE consensus_protocols (
+        uri               TEXT PRIMARY KEY NOT NULL CHECK (length(uri) > 0),
+        hash              TEXT NOT NULL
+                          CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+        document          TEXT NOT NULL,
+        requester_handler TEXT,
+        provider_handler  TEXT,
+        added_ms          INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE transcripts (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        peer        TEXT NOT NULL,
+        role        TEXT NOT NULL CHECK (role IN ('requester', 'provider')),
+        started_ms  INTEGER NOT NULL,
+        finished_ms INTEGER,
+        outcome     TEXT CHECK (outcome IN ('agreed', 'rejected', 'failed')),
+        detail      TEXT,
+        frame_count INTEGER NOT NULL DEFAULT 0 CHECK (frame_count >= 0),
+        CHECK ((finished_ms IS NULL) = (outcome IS NULL)),
+        CHECK ((outcome IS NULL) = (detail IS NULL))
+    ) STRICT;
+    CREATE INDEX transcripts_by_started ON transcripts (started_ms);
+
+    CREATE TABLE transcript_frames (
+        transcript_id INTEGER NOT NULL REFERENCES transcripts (id) ON DELETE CASCADE,
+        seq           INTEGER NOT NULL CHECK (seq >= 0),
+        direction     TEXT NOT NULL CHECK (direction IN ('sent', 'received')),
+        kind          TEXT NOT NULL CHECK (kind IN
+                          ('hello', 'meta', 'application', 'natural-language', 'verification')),
+        text          TEXT,
+        byte_len      INTEGER CHECK (byte_len >= 0),
+        at_ms         INTEGER NOT NULL,
+        CHECK ((text IS NULL) <> (byte_len IS NULL)),
+        PRIMARY KEY (transcript_id, seq)
+    ) STRICT, WITHOUT ROWID;
+    "#,
+];
+
+/// The schema version this build writes.
+pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What [`migrate`] found wrong with a file before touching it.
+#[derive(Debug)]
+pub(crate) enum MigrateError {
+    Sqlite(rusqlite::Error),
+    Foreign { application_id: i64 },
+    Unsupported { found: i64 },
+}
+
+impl From<rusqlite::Error> for MigrateError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Sqlite(error)
+    }
+}
+
+/// Brings the file to [`LATEST_VERSION`], claiming an empty file for Concord.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let application_id: i64 = tx.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if application_id != APPLICATION_ID {
+        let tables: i64 =
+            tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+        if application_id != 0 || version != 0 || tables != 0 {
+            return Err(MigrateError::Foreign { application_id });
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    let Some(done) = usize::try_from(version)
+        .ok()
+        .filter(|_| version <= LATEST_VERSION)
+    else {
+        return Err(MigrateError::Unsupported { found: version });
+    };
+    for migration in MIGRATIONS.iter().skip(done) {
+        tx.execute_batch(migration)?;
+    }
+    if version != LATEST_VERSION {
+        tx.pragma_update(None, "user_version", LATEST_VERSION)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
