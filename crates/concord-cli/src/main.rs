@@ -10,6 +10,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod aicl;
+mod context;
+mod describe;
 mod input;
 mod protocol;
 
@@ -23,6 +26,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Convert between AICL and JSON, and check AICL messages.
+    #[command(subcommand)]
+    Aicl(aicl::AiclCommand),
+    /// Render data-message contexts for an LLM and resolve `†` variables.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
+    /// Validate and write agent descriptions (LMOS Agent Description Format, WoT TD 1.1).
+    #[command(subcommand)]
+    Describe(describe::DescribeCommand),
     /// Work with protocol documents (candidate protocols).
     #[command(subcommand)]
     Protocol(protocol::ProtocolCommand),
@@ -31,6 +43,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Aicl(command) => aicl::run(command),
+        Command::Context(command) => context::run(command),
+        Command::Describe(command) => describe::run(command),
         Command::Protocol(command) => protocol::run(command),
     };
     match outcome {

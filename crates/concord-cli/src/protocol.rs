@@ -1,16 +1,56 @@
-//! `concord protocol …`: protocol documents and their hashes.
+//! `concord protocol …`: draft and judge candidate protocols, and hash protocol documents.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::{bail, Context};
 use clap::Subcommand;
-use concord_proto::ProtocolHash;
+use concord_llm::{LlmClient, LlmConfig};
+use concord_negotiate::{
+    published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
+    Need, NegotiateError, Negotiator, StepRecord,
+};
+use concord_proto::{Decision, ProtocolHash};
+use serde_json::json;
 
 use crate::input::read_bytes;
 
 /// Commands on protocol documents.
 #[derive(Debug, Subcommand)]
 pub enum ProtocolCommand {
+    /// Draft a candidate protocol for calling a peer's action (requester side).
+    ///
+    /// Example: `concord protocol draft --description peer.json --action getProductInfo`
+    Draft {
+        /// The peer's agent description (JSON).
+        #[arg(long)]
+        description: PathBuf,
+        /// The peer action to call.
+        #[arg(long)]
+        action: String,
+        /// Our need (JSON: `{"action", "input"?: schema, "output"?: schema}`); default: the
+        /// action as published.
+        #[arg(long)]
+        need: Option<PathBuf>,
+        /// Draft with the LLM negotiator (CONCORD_LLM_BASE_URL, CONCORD_LLM_API_KEY,
+        /// CONCORD_LLM_MODEL, or OPENAI_BASE_URL / OPENAI_API_KEY).
+        #[arg(long)]
+        llm: bool,
+    },
+    /// Judge a candidate protocol against our own description (provider side); prints the
+    /// decision as JSON: status, candidate, modificationSummary, reason.
+    ///
+    /// Example: `concord protocol judge --description ours.json candidate.md`
+    Judge {
+        /// Our agent description (JSON).
+        #[arg(long)]
+        description: PathBuf,
+        /// The candidate protocol document; standard input when omitted or `-`.
+        candidate: Option<PathBuf>,
+        /// Judge with the LLM negotiator (configured as for `draft --llm`).
+        #[arg(long)]
+        llm: bool,
+    },
     /// Print the protocol hash (the 0-RTT identifier): SHA-256 of the exact bytes.
     ///
     /// Example: `concord protocol hash product-info.md`
@@ -23,10 +63,155 @@ pub enum ProtocolCommand {
 /// Runs one `concord protocol` command.
 pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
     match command {
+        ProtocolCommand::Draft {
+            description,
+            action,
+            need,
+            llm,
+        } => {
+            let actions = actions_in(&description)?;
+            let Some(peer_action) = actions.iter().find(|a| a.name == action) else {
+                bail!(
+                    "{} publishes no action `{action}` (it has: {})",
+                    description.display(),
+                    names(&actions)
+                );
+            };
+            let need = match need {
+                Some(path) => {
+                    let bytes = read_bytes(Some(&path))?;
+                    serde_json::from_slice::<Need>(&bytes)
+                        .with_context(|| format!("{} is not a need document", path.display()))?
+                }
+                None => Need {
+                    action: action.clone(),
+                    ..Need::default()
+                },
+            };
+            let drafted = if llm {
+                block_on(draft(&llm_negotiator()?, &need, peer_action))?
+            } else {
+                block_on(draft(&DeterministicNegotiator::new(), &need, peer_action))?
+            };
+            match drafted {
+                Ok(decided) => {
+                    print!("{}", decided.value);
+                    report_cost(&decided.record);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    eprintln!("concord: {error}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        ProtocolCommand::Judge {
+            description,
+            candidate,
+            llm,
+        } => {
+            let actions = actions_in(&description)?;
+            let text = String::from_utf8(read_bytes(candidate.as_deref())?)
+                .context("the candidate is not UTF-8 text")?;
+            let judged = if llm {
+                block_on(judge(&llm_negotiator()?, &actions, &text))?
+            } else {
+                block_on(judge(&DeterministicNegotiator::new(), &actions, &text))?
+            };
+            let decided = match judged {
+                Ok(decided) => decided,
+                Err(error) => {
+                    eprintln!("concord: {error}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            let mut output = match &decided.value {
+                Decision::Accept => json!({"status": "accepted", "candidate": text}),
+                Decision::Counter {
+                    candidate,
+                    modification_summary,
+                } => json!({"status": "negotiating", "candidate": candidate,
+                            "modificationSummary": modification_summary}),
+                Decision::Reject { reason } => json!({"status": "rejected", "reason": reason}),
+            };
+            output["decidedBy"] = serde_json::to_value(&decided.record)?;
+            println!("{}", serde_json::to_string_pretty(&output)?);
+            Ok(ExitCode::SUCCESS)
+        }
         ProtocolCommand::Hash { file } => {
             let document = read_bytes(file.as_deref())?;
             println!("{}", ProtocolHash::of_bytes(&document));
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn draft<N: Negotiator>(
+    negotiator: &N,
+    need: &Need,
+    action: &ActionSpec,
+) -> Result<Decided<String>, NegotiateError> {
+    negotiator.draft(need, action).await
+}
+
+async fn judge<N: Negotiator>(
+    negotiator: &N,
+    actions: &[ActionSpec],
+    candidate: &str,
+) -> Result<Decided<Decision>, NegotiateError> {
+    negotiator
+        .judge(JudgeContext::Provider { actions }, candidate)
+        .await
+}
+
+/// Runs a future on a small single-threaded runtime.
+fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(future))
+}
+
+/// The LLM negotiator configured from the environment.
+fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
+    let Some(config) = LlmConfig::from_env()? else {
+        bail!(
+            "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
+             CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
+        );
+    };
+    Ok(LlmNegotiator::new(LlmClient::new(config)?))
+}
+
+/// Says on standard error what a step cost, when an LLM was involved.
+fn report_cost(record: &StepRecord) {
+    if record.llm_calls > 0 {
+        eprintln!(
+            "concord: {} LLM call(s), {} tokens in, {} out, {:.1} s",
+            record.llm_calls,
+            record.tokens_in,
+            record.tokens_out,
+            record.wall.as_secs_f64()
+        );
+    }
+}
+
+/// The actions of a validated agent description file.
+fn actions_in(path: &Path) -> anyhow::Result<Vec<ActionSpec>> {
+    let bytes = read_bytes(Some(path))?;
+    let validated = concord_describe::parse(&bytes)
+        .map_err(|invalid| anyhow::anyhow!("{} is not a valid agent description: {invalid}", path.display()))?;
+    Ok(published_actions(&validated.thing))
+}
+
+fn names(actions: &[ActionSpec]) -> String {
+    if actions.is_empty() {
+        return "no actions".into();
+    }
+    actions
+        .iter()
+        .map(|action| format!("`{}`", action.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

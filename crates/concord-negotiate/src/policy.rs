@@ -8,6 +8,8 @@ use serde_json::Value;
 
 use crate::action::{ActionSpec, Need};
 use crate::document::{DocumentError, ProtocolDocument};
+#[cfg(feature = "llm")]
+use crate::llm::LlmStepError;
 use crate::test_cases::TestCasesError;
 
 /// Which policy took a step.
@@ -177,9 +179,11 @@ pub enum NegotiateError {
         /// What the schema compiler said.
         message: String,
     },
-    /// The LLM could not be used (transport, protocol, or unusable answers).
+    /// The LLM could not be used (transport, protocol, or unusable answers): which step,
+    /// what it cost, and what went wrong. (Feature `llm`.)
+    #[cfg(feature = "llm")]
     #[error("LLM: {0}")]
-    Llm(String),
+    Llm(Box<LlmStepError>),
 }
 
 /// A negotiation policy: what to say at each step. The session state machine decides

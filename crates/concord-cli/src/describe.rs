@@ -1,0 +1,159 @@
+//! `concord describe …`: agent descriptions (LMOS Agent Description Format on WoT TD 1.1).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use concord_describe::{MetaProtocol, Report, ThingBuilder};
+use serde_json::json;
+
+use crate::input::read_bytes;
+
+/// Commands on agent descriptions.
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// Validate agent descriptions strictly (TD 1.1, LMOS terms, Concord's extension).
+    ///
+    /// Prints each problem as `FILE:LINE:COLUMN: error[KIND] at POINTER: MESSAGE`, then a
+    /// verdict per file. Exits 0 when every file is valid (warnings are printed but allowed),
+    /// 1 when any file is invalid, 2 when a file cannot be read.
+    ///
+    /// Example: `concord describe validate weather-agent.json`
+    Validate {
+        /// The description files; `-` reads standard input.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print one JSON array with a report per file instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a valid skeleton agent description to start from.
+    ///
+    /// Example: `concord describe new --title WeatherAgent --endpoint wss://weather.example.com/concord`
+    New {
+        /// The agent's title.
+        #[arg(long)]
+        title: String,
+        /// The agent's identifier (a URI such as urn:uuid:...).
+        #[arg(long)]
+        id: Option<String>,
+        /// The WebSocket URL of the agent's meta-protocol endpoint (adds Concord's extension).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Describe a tool (`lmos:Tool`) rather than an agent.
+        #[arg(long)]
+        tool: bool,
+    },
+}
+
+/// Runs one `concord describe` command.
+pub fn run(command: DescribeCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        DescribeCommand::Validate { files, json } => validate(&files, json),
+        DescribeCommand::New {
+            title,
+            id,
+            endpoint,
+            tool,
+        } => new(title, id, endpoint, tool),
+    }
+}
+
+fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+    let mut any_invalid = false;
+    let mut any_unreadable = false;
+    let mut reports = Vec::new();
+    let mut out = std::io::stdout().lock();
+    for file in files {
+        let name = file.display().to_string();
+        let report = match read_bytes(Some(file)) {
+            Ok(bytes) => concord_describe::validate(&bytes),
+            Err(error) => {
+                any_unreadable = true;
+                if json {
+                    reports.push(json!({"file": name, "error": format!("{error:#}")}));
+                } else {
+                    eprintln!("concord: {error:#}");
+                }
+                continue;
+            }
+        };
+        any_invalid |= !report.is_valid();
+        if json {
+            let mut entry = serde_json::to_value(&report)?;
+            entry["file"] = json!(name);
+            reports.push(entry);
+        } else {
+            print_report(&mut out, file, &report)?;
+        }
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut out, &reports)?;
+        writeln!(out)?;
+    }
+    Ok(if any_unreadable {
+        ExitCode::from(2)
+    } else if any_invalid {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_report(out: &mut impl Write, file: &Path, report: &Report) -> anyhow::Result<()> {
+    let name = file.display();
+    for problem in report.errors().chain(report.warnings()) {
+        if problem.position.is_some() {
+            writeln!(out, "{name}:{problem}")?;
+        } else {
+            writeln!(out, "{name}: {problem}")?;
+        }
+    }
+    let verdict = match (report.error_count(), report.warning_count()) {
+        (0, 0) => "valid".to_owned(),
+        (0, warnings) => format!("valid, {warnings} warning{}", plural(warnings)),
+        (errors, warnings) => format!(
+            "invalid, {errors} error{}, {warnings} warning{}",
+            plural(errors),
+            plural(warnings)
+        ),
+    };
+    writeln!(out, "{name}: {verdict}")?;
+    Ok(())
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn new(
+    title: String,
+    id: Option<String>,
+    endpoint: Option<String>,
+    tool: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut builder = if tool {
+        ThingBuilder::tool(title)
+    } else {
+        ThingBuilder::agent(title)
+    };
+    if let Some(id) = id {
+        builder = builder.id(id);
+    }
+    if let Some(endpoint) = endpoint {
+        builder = builder.meta_protocol(MetaProtocol::new(endpoint));
+    }
+    let thing = builder
+        .build()
+        .context("these arguments do not make a valid description")?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &thing)?;
+    writeln!(out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,195 @@
+//! `concord aicl encode`, `decode` and `check`.
+
+use assert_cmd::Command;
+
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn concord(args: &[&str], stdin: &str) -> Outcome {
+    let mut command = Command::cargo_bin("concord").unwrap();
+    command.arg("aicl").args(args).write_stdin(stdin.to_owned());
+    let output = command.output().unwrap();
+    Outcome {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+const TOOL_CALL: &str = "[d:
+  [s:protocol]:[s:LightAICL],
+  [s:session_id]:[s:auto_web_05],
+  [s:msg_type]:[s:tool_call],
+  [s:tool]:[s:web_scraper],
+  [s:params]:[d:
+    [s:target_url]:[s:https://example.com],
+    [s:extract]:[l:[s:title],[s:price]]
+  ]
+]";
+
+#[test]
+fn encode_json_to_aicl() {
+    let json = r#"{"name":"iPhone","price":899.99,"in_stock":true,"count":3,"tags":["a [b]"],
+        "pixels":{"dtype":"uint8","shape":[3],"data":[1,2,3]}}"#;
+    let out = concord(&["encode"], json);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "[d:[s:name]:[s:iPhone],[s:price]:[f:899.99],[s:in_stock]:[b:true],[s:count]:[i:3],[s:tags]:[l:[s:a \\[b\\]]],[s:pixels]:[t:uint8:3:0RjU]]\n"
+    );
+    let pretty = concord(&["encode", "--pretty"], r#"{"a":[1,2.5]}"#);
+    assert_eq!(
+        pretty.stdout,
+        "[d:\n  [s:a]:[l:\n    [i:1],\n    [f:2.5]\n  ]\n]\n"
+    );
+}
+
+#[test]
+fn encode_refuses_what_aicl_cannot_hold() {
+    let out = concord(&["encode"], r#"{"a":{"b":null}}"#);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("4001"), "{}", out.stderr);
+    assert!(out.stderr.contains("/a/b"), "{}", out.stderr);
+    let out = concord(&["encode"], "{not json");
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("invalid JSON"), "{}", out.stderr);
+}
+
+#[test]
+fn decode_aicl_to_json() {
+    let out = concord(&["decode"], TOOL_CALL);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        r#"{"protocol":"LightAICL","session_id":"auto_web_05","msg_type":"tool_call","tool":"web_scraper","params":{"target_url":"https://example.com","extract":["title","price"]}}"#
+            .to_owned()
+            + "\n"
+    );
+    let tensor = concord(&["decode", "--pretty"], "[t:int16:2:00000]");
+    assert_eq!(tensor.code, 0, "{}", tensor.stderr);
+    let json: serde_json::Value = serde_json::from_str(&tensor.stdout).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"dtype": "int16", "shape": [2], "data": [0, 0]})
+    );
+}
+
+#[test]
+fn decode_reports_code_and_position() {
+    let out = concord(&["decode"], "[l:\n  [i:1],\n  [i:99999999999999999999]\n]");
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "error 1000 PROTOCOL_ERROR at line 3, column 6 (byte 17): integer `99999999999999999999` does not fit in 64 bits"
+    );
+    let nan = concord(&["decode"], "[f:nan]");
+    assert_eq!(nan.code, 1);
+    assert!(
+        nan.stderr.contains("4001") && nan.stderr.contains("NaN"),
+        "{}",
+        nan.stderr
+    );
+    let fenced = "Here you go:\n```aicl\n[i:7]\n```";
+    assert_eq!(concord(&["decode"], fenced).code, 1);
+    let lenient = concord(&["decode", "--lenient"], fenced);
+    assert_eq!(lenient.stdout, "7\n");
+}
+
+#[test]
+fn round_trip_through_both_commands() {
+    let json = concord(&["decode"], TOOL_CALL).stdout;
+    let back = concord(&["encode", "--pretty"], &json);
+    assert_eq!(back.stdout, format!("{TOOL_CALL}\n"));
+}
+
+#[test]
+fn check_accepts_a_valid_message() {
+    let out = concord(&["check"], TOOL_CALL);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "ok: tool_call message, session auto_web_05\n");
+}
+
+#[test]
+fn check_reports_missing_fields_and_bad_text() {
+    let missing = TOOL_CALL.replace("  [s:tool]:[s:web_scraper],\n", "");
+    let out = concord(&["check"], &missing);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "error 2001 MISSING_FIELD at line 1, column 1 (byte 0): field `tool` is required in tool_call"
+    );
+    let broken = TOOL_CALL.replace("[s:title]", "[x:title]");
+    let out = concord(&["check"], &broken);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with(
+            "error 1000 PROTOCOL_ERROR at line 8, column 17 (byte 189): unknown type tag `x`"
+        ),
+        "{}",
+        out.stderr
+    );
+    let tensor = concord(&["check"], "[d:[s:protocol]:[s:LightAICL],[s:session_id]:[s:s],[s:msg_type]:[s:result],[s:data]:[t:float32:2,3:9Yq<Q*]]");
+    assert_eq!(tensor.code, 1);
+    assert!(
+        tensor.stderr.starts_with("error 1001 INVALID_TENSOR"),
+        "{}",
+        tensor.stderr
+    );
+    let header = concord(
+        &["check"],
+        "[d:[s:protocol]:[s:HTTP],[s:session_id]:[s:s],[s:msg_type]:[s:result],[s:data]:[i:1]]",
+    );
+    assert_eq!(header.code, 1);
+    assert!(
+        header
+            .stderr
+            .contains("1000 PROTOCOL_ERROR at line 1, column 4 (byte 3)"),
+        "{}",
+        header.stderr
+    );
+}
+
+#[test]
+fn check_can_print_the_error_reply() {
+    let missing = TOOL_CALL.replace("  [s:tool]:[s:web_scraper],\n", "");
+    let out = concord(&["check", "--reply"], &missing);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stdout,
+        "[d:[s:protocol]:[s:LightAICL],[s:session_id]:[s:auto_web_05],[s:msg_type]:[s:error],[s:code]:[i:2001],[s:reason]:[s:MISSING_FIELD],[s:detail]:[s:field `tool` is required in tool_call at line 1, column 1 (byte 0)]]\n"
+    );
+    // The reply is itself a valid message.
+    assert_eq!(concord(&["check"], &out.stdout).code, 0);
+}
+
+#[test]
+fn files_as_arguments() {
+    let dir = std::env::temp_dir().join(format!("concord-aicl-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("call.aicl");
+    std::fs::write(&path, TOOL_CALL).unwrap();
+    let out = concord(&["check", path.to_str().unwrap()], "");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let missing = concord(&["check", dir.join("absent.aicl").to_str().unwrap()], "");
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("cannot read"), "{}", missing.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn invalid_utf8_is_located() {
+    let mut command = Command::cargo_bin("concord").unwrap();
+    command
+        .args(["aicl", "check"])
+        .write_stdin(b"[s:\xff]".to_vec());
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("(byte 3): input is not valid UTF-8"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,125 @@
+//! `concord protocol draft|judge|hash`, deterministic and against a scripted LLM server.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use concord_llm_script::{ScriptServer, Step};
+use serde_json::{json, Value};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// The `concord` binary with no LLM configured, whatever the caller's environment says.
+fn concord() -> Command {
+    let mut command = Command::cargo_bin("concord").unwrap();
+    for name in ["CONCORD_LLM_BASE_URL", "CONCORD_LLM_API_KEY", "CONCORD_LLM_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"] {
+        command.env_remove(name);
+    }
+    command
+}
+
+fn draft() -> String {
+    let output = concord()
+        .args(["protocol", "draft", "--action", "getProductInfo", "--description"])
+        .arg(fixture("product-agent.json"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32) {
+    let mut command = concord();
+    command
+        .args(["protocol", "judge", "--description"])
+        .arg(fixture("product-agent.json"))
+        .args(extra)
+        .write_stdin(candidate.to_owned());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    let code = output.status.code().unwrap_or(-1);
+    let value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (value, code)
+}
+
+#[test]
+fn a_drafted_protocol_is_accepted_by_the_agent_it_was_drafted_for() {
+    let document = draft();
+    assert!(document.starts_with("# Requirement\nGet product information by product id"));
+    assert!(document.contains("\"const\": \"getProductInfo\""));
+    let (decision, code) = judge(&document, &[], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(decision["status"], "accepted");
+    assert_eq!(decision["decidedBy"]["policy"], "deterministic");
+    assert_eq!(decision["decidedBy"]["llmCalls"], 0);
+}
+
+#[test]
+fn a_snake_case_candidate_gets_a_counter_proposal() {
+    let candidate = draft().replace("\"productId\"", "\"product_id\"");
+    let (decision, _) = judge(&candidate, &[], &[]);
+    assert_eq!(decision["status"], "negotiating");
+    assert!(decision["modificationSummary"].as_str().unwrap().contains("rename request field `product_id` to `productId`"));
+    assert!(decision["candidate"].as_str().unwrap().contains("\"productId\""));
+}
+
+#[test]
+fn an_unserviceable_candidate_is_rejected_with_a_reason() {
+    let candidate = draft().replace("\"const\": \"getProductInfo\"", "\"const\": \"placeOrder\"");
+    let (decision, _) = judge(&candidate, &[], &[]);
+    assert_eq!(decision, json!({"status": "rejected", "reason": "we have no action `placeOrder`",
+        "decidedBy": decision["decidedBy"].clone()}));
+}
+
+#[test]
+fn hash_is_sha256_of_the_exact_bytes() {
+    let output = concord().args(["protocol", "hash"]).write_stdin("abc").output().unwrap();
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
+    );
+}
+
+#[test]
+fn draft_needs_a_known_action_and_llm_needs_configuration() {
+    let output = concord()
+        .args(["protocol", "draft", "--action", "fly", "--description"])
+        .arg(fixture("product-agent.json"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("publishes no action `fly` (it has: `getProductInfo`)"));
+    let output = concord()
+        .args(["protocol", "draft", "--llm", "--action", "getProductInfo", "--description"])
+        .arg(fixture("product-agent.json"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--llm needs an LLM"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn judge_with_llm_asks_the_configured_server() {
+    let answer = json!({"status": "rejected", "reason": "prices must be in EUR"});
+    let server = ScriptServer::start([Step::content(answer.to_string()).usage(120, 15)]).await.unwrap();
+    let base_url = server.base_url();
+    let candidate = "# Requirement\nGet product info, in prose only.\n";
+    let (decision, code) = tokio::task::spawn_blocking(move || {
+        judge(candidate, &["--llm"], &[("CONCORD_LLM_BASE_URL", base_url), ("CONCORD_LLM_MODEL", "test-model".into())])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{decision}");
+    assert_eq!(decision["status"], "rejected");
+    assert_eq!(decision["reason"], "prices must be in EUR");
+    assert_eq!(decision["decidedBy"]["policy"], "llm");
+    assert_eq!(decision["decidedBy"]["tokensIn"], 120);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["model"], "test-model");
+    // The candidate reached the model only as fenced peer data.
+    assert!(requests[0].body.to_string().contains("in prose only"));
+}

@@ -1,0 +1,372 @@
+//! Writing descriptions in Rust. [`ThingBuilder::build`] runs the validator, so a builder
+//! only ever produces valid descriptions; anything wrong (a malformed input schema, an
+//! undefined security name) comes back as the same problems a file would get.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::model::{
+    Form, LmosMetadata, LmosVendor, MetaProtocol, Operation, SecurityScheme, Thing,
+};
+use crate::problem::{Problem, ProblemKind, Report};
+use crate::vocab::{
+    CONCORD_NAMESPACE, CONCORD_PREFIX, LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL,
+    TD_1_1_CONTEXT,
+};
+use crate::{read_thing, validate, InvalidDescription, Validator};
+
+/// Builds an agent (or tool) description.
+///
+/// Without any [`ThingBuilder::security`] call the description is open (`nosec`).
+///
+/// ```
+/// use concord_describe::{EventBuilder, PropertyBuilder, SecurityScheme, ThingBuilder};
+/// use serde_json::json;
+///
+/// let thing = ThingBuilder::agent("Thermostat")
+///     .description("Keeps the room at the temperature you ask for.")
+///     .vendor("Example AG", "https://example.com")
+///     .base("https://thermostat.example.com/")
+///     .security("bearer_sc", SecurityScheme::bearer())
+///     .property("target", PropertyBuilder::new("properties/target", json!({"type": "number", "unit": "celsius"})))
+///     .event("overheating", EventBuilder::new("events/overheating").data(json!({"type": "number"})))
+///     .build()?;
+/// assert_eq!(thing.security.as_slice(), ["bearer_sc"]);
+/// # Ok::<(), concord_describe::InvalidDescription>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ThingBuilder {
+    document: Map<String, Value>,
+    security_definitions: Map<String, Value>,
+    security: Vec<String>,
+    problems: Vec<Problem>,
+}
+
+impl ThingBuilder {
+    /// A description of an LMOS agent (`@type: lmos:Agent`).
+    pub fn agent(title: impl Into<String>) -> Self {
+        Self::new(LMOS_AGENT, title.into())
+    }
+
+    /// A description of an LMOS tool (`@type: lmos:Tool`).
+    pub fn tool(title: impl Into<String>) -> Self {
+        Self::new(LMOS_TOOL, title.into())
+    }
+
+    fn new(kind: &str, title: String) -> Self {
+        let mut document = Map::new();
+        document.insert(
+            "@context".into(),
+            json!([TD_1_1_CONTEXT, { LMOS_PREFIX: LMOS_NAMESPACE }]),
+        );
+        document.insert("@type".into(), Value::from(kind));
+        document.insert("title".into(), Value::from(title));
+        Self {
+            document,
+            security_definitions: Map::new(),
+            security: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// The identifier (a URI such as `urn:uuid:...`).
+    pub fn id(self, id: impl Into<String>) -> Self {
+        self.term("id", id.into())
+    }
+
+    /// What the agent does, for people and for LLMs choosing an agent.
+    pub fn description(self, description: impl Into<String>) -> Self {
+        self.term("description", description.into())
+    }
+
+    /// The version of this description (`version.instance`).
+    pub fn version(self, instance: impl Into<String>) -> Self {
+        self.term("version", json!({ "instance": instance.into() }))
+    }
+
+    /// The base URI relative `href`s resolve against.
+    pub fn base(self, base: impl Into<String>) -> Self {
+        self.term("base", base.into())
+    }
+
+    /// The vendor (`lmos:metadata` / `lmos:vendor`).
+    pub fn vendor(self, name: impl Into<String>, url: impl Into<String>) -> Self {
+        let metadata = LmosMetadata {
+            vendor: Some(LmosVendor {
+                name: Some(name.into()),
+                url: Some(url.into()),
+                ..LmosVendor::default()
+            }),
+            ..LmosMetadata::default()
+        };
+        self.serialized("lmos:metadata", &metadata)
+    }
+
+    /// Defines a security scheme under `name` and makes it apply by default.
+    pub fn security(mut self, name: impl Into<String>, scheme: SecurityScheme) -> Self {
+        let name = name.into();
+        let scheme = to_json(&scheme, &mut self.problems);
+        self.security_definitions.insert(name.clone(), scheme);
+        self.security.push(name);
+        self
+    }
+
+    /// Adds a property.
+    pub fn property(mut self, name: impl Into<String>, property: PropertyBuilder) -> Self {
+        let name = name.into();
+        let mut terms = match property.schema {
+            Value::Object(schema) => schema,
+            other => {
+                self.problems.push(Problem::new(
+                    ProblemKind::WrongType,
+                    format!("/properties/{}", crate::pointer::escape(&name)),
+                    format!(
+                        "a property's schema must be a JSON object, found {}",
+                        validate::type_name(&other)
+                    ),
+                ));
+                Map::new()
+            }
+        };
+        terms.extend(property.terms);
+        self.affordance("properties", name, terms)
+    }
+
+    /// Adds an action.
+    pub fn action(self, name: impl Into<String>, action: ActionBuilder) -> Self {
+        self.affordance("actions", name.into(), action.terms)
+    }
+
+    /// Adds an event.
+    pub fn event(self, name: impl Into<String>, event: EventBuilder) -> Self {
+        self.affordance("events", name.into(), event.terms)
+    }
+
+    /// Sets Concord's extension (endpoint, versions, capabilities, consensus protocols) and
+    /// declares the `concord` prefix.
+    pub fn meta_protocol(mut self, meta_protocol: MetaProtocol) -> Self {
+        if let Some(Value::Array(context)) = self.document.get_mut("@context") {
+            if let Some(Value::Object(prefixes)) = context.get_mut(1) {
+                prefixes.insert(CONCORD_PREFIX.into(), Value::from(CONCORD_NAMESPACE));
+            }
+        }
+        self.serialized("concord:metaProtocol", &meta_protocol)
+    }
+
+    /// Validates and returns the description, or every problem found.
+    pub fn build(mut self) -> Result<Thing, InvalidDescription> {
+        if self.security.is_empty() {
+            self.security_definitions
+                .insert("nosec_sc".into(), json!({"scheme": "nosec"}));
+            self.security.push("nosec_sc".into());
+        }
+        self.document.insert(
+            "securityDefinitions".into(),
+            Value::Object(self.security_definitions),
+        );
+        let security = match self.security.as_slice() {
+            [one] => Value::from(one.as_str()),
+            many => Value::from(many.to_vec()),
+        };
+        self.document.insert("security".into(), security);
+        let document = Value::Object(self.document);
+        let limits = Validator::default();
+        let mut problems = self.problems;
+        problems.extend(validate::check(
+            &document,
+            limits.max_depth,
+            limits.max_problems,
+        ));
+        let report = Report::from_problems(problems);
+        if !report.is_valid() {
+            return Err(InvalidDescription { report });
+        }
+        read_thing(document, report).map(|validated| validated.thing)
+    }
+
+    fn term(mut self, term: &str, value: impl Into<Value>) -> Self {
+        self.document.insert(term.into(), value.into());
+        self
+    }
+
+    fn serialized(mut self, term: &str, value: &impl Serialize) -> Self {
+        let value = to_json(value, &mut self.problems);
+        self.term(term, value)
+    }
+
+    fn affordance(mut self, kind: &str, name: String, terms: Map<String, Value>) -> Self {
+        let affordances = self
+            .document
+            .entry(kind)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(affordances) = affordances {
+            affordances.insert(name, Value::Object(terms));
+        }
+        self
+    }
+}
+
+fn to_json(value: &impl Serialize, problems: &mut Vec<Problem>) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|error| {
+        problems.push(Problem::new(
+            ProblemKind::WrongType,
+            String::new(),
+            format!("cannot be written as JSON: {error}"),
+        ));
+        Value::Null
+    })
+}
+
+/// Shared parts of the affordance builders.
+fn affordance_terms(href: String, operation: Operation) -> Map<String, Value> {
+    let mut form = Form::new(href);
+    form.op = Some(crate::model::OneOrMany::One(operation));
+    let mut terms = Map::new();
+    terms.insert(
+        "forms".into(),
+        Value::Array(vec![serde_json::to_value(form).unwrap_or(Value::Null)]),
+    );
+    terms
+}
+
+fn add_form(terms: &mut Map<String, Value>, form: Form) {
+    if let Some(Value::Array(forms)) = terms.get_mut("forms") {
+        forms.push(serde_json::to_value(form).unwrap_or(Value::Null));
+    }
+}
+
+/// Builds an action: what the agent does, with the JSON Schemas of its input and output.
+#[derive(Clone, Debug)]
+pub struct ActionBuilder {
+    terms: Map<String, Value>,
+}
+
+impl ActionBuilder {
+    /// An action invoked at `href` (absolute, or relative to the description's `base`).
+    pub fn new(href: impl Into<String>) -> Self {
+        Self {
+            terms: affordance_terms(href.into(), Operation::InvokeAction),
+        }
+    }
+
+    /// Human-readable title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.terms.insert("title".into(), Value::from(title.into()));
+        self
+    }
+
+    /// What the action does.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.terms
+            .insert("description".into(), Value::from(description.into()));
+        self
+    }
+
+    /// JSON Schema of the input.
+    pub fn input(mut self, schema: Value) -> Self {
+        self.terms.insert("input".into(), schema);
+        self
+    }
+
+    /// JSON Schema of the output.
+    pub fn output(mut self, schema: Value) -> Self {
+        self.terms.insert("output".into(), schema);
+        self
+    }
+
+    /// Whether the action changes nothing.
+    pub fn safe(mut self, safe: bool) -> Self {
+        self.terms.insert("safe".into(), Value::from(safe));
+        self
+    }
+
+    /// Whether invoking it twice equals invoking it once.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.terms
+            .insert("idempotent".into(), Value::from(idempotent));
+        self
+    }
+
+    /// Whether the result comes in the response to the invocation.
+    pub fn synchronous(mut self, synchronous: bool) -> Self {
+        self.terms
+            .insert("synchronous".into(), Value::from(synchronous));
+        self
+    }
+
+    /// Adds another form (another protocol or operation).
+    pub fn form(mut self, form: Form) -> Self {
+        add_form(&mut self.terms, form);
+        self
+    }
+}
+
+/// Builds an event the agent notifies subscribers of.
+#[derive(Clone, Debug)]
+pub struct EventBuilder {
+    terms: Map<String, Value>,
+}
+
+impl EventBuilder {
+    /// An event subscribed to at `href`.
+    pub fn new(href: impl Into<String>) -> Self {
+        Self {
+            terms: affordance_terms(href.into(), Operation::SubscribeEvent),
+        }
+    }
+
+    /// What the event means.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.terms
+            .insert("description".into(), Value::from(description.into()));
+        self
+    }
+
+    /// JSON Schema of the event's data.
+    pub fn data(mut self, schema: Value) -> Self {
+        self.terms.insert("data".into(), schema);
+        self
+    }
+
+    /// Adds another form.
+    pub fn form(mut self, form: Form) -> Self {
+        add_form(&mut self.terms, form);
+        self
+    }
+}
+
+/// Builds a property: agent state, whose schema is the property itself.
+#[derive(Clone, Debug)]
+pub struct PropertyBuilder {
+    schema: Value,
+    terms: Map<String, Value>,
+}
+
+impl PropertyBuilder {
+    /// A property read at `href`, with the JSON Schema of its value.
+    pub fn new(href: impl Into<String>, schema: Value) -> Self {
+        Self {
+            schema,
+            terms: affordance_terms(href.into(), Operation::ReadProperty),
+        }
+    }
+
+    /// The value cannot be written.
+    pub fn read_only(mut self) -> Self {
+        self.terms.insert("readOnly".into(), Value::Bool(true));
+        self
+    }
+
+    /// Whether the property can be observed.
+    pub fn observable(mut self, observable: bool) -> Self {
+        self.terms
+            .insert("observable".into(), Value::from(observable));
+        self
+    }
+
+    /// Adds another form (write, observe...).
+    pub fn form(mut self, form: Form) -> Self {
+        add_form(&mut self.terms, form);
+        self
+    }
+}

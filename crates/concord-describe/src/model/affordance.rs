@@ -1,0 +1,115 @@
+//! Interaction affordances: what can be done with an agent (properties, actions, events).
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{DataSchema, Form, MultiLanguage, OneOrMany};
+
+/// A property: state that can be read, written or observed. Its value's schema is the
+/// property itself, so the data schema terms sit beside the interaction terms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PropertyAffordance {
+    /// The value's schema, with the title, description and `@type` of the property, and
+    /// every term the model does not name.
+    #[serde(flatten)]
+    pub schema: DataSchema,
+    /// Whether the property can be observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observable: Option<bool>,
+    /// Variables of URI templates in the forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri_variables: Option<IndexMap<String, DataSchema>>,
+    /// How to read, write and observe it (at least one).
+    pub forms: Vec<Form>,
+}
+
+/// An action: a function the agent performs, with the JSON Schemas of what goes in and
+/// what comes out. Peers negotiate protocols from these schemas.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ActionAffordance {
+    /// Semantic annotations (`@type`).
+    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<OneOrMany<String>>,
+    /// Human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Titles by language tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub titles: Option<MultiLanguage>,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Descriptions by language tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptions: Option<MultiLanguage>,
+    /// Schema of the input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<DataSchema>,
+    /// Schema of the output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<DataSchema>,
+    /// Whether invoking it changes nothing (TD default `false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safe: Option<bool>,
+    /// Whether invoking it twice equals invoking it once (TD default `false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// Whether the result comes in the response to the invocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronous: Option<bool>,
+    /// Variables of URI templates in the forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri_variables: Option<IndexMap<String, DataSchema>>,
+    /// How to invoke, query and cancel it (at least one).
+    pub forms: Vec<Form>,
+    /// Every other term, kept as written.
+    #[serde(flatten)]
+    pub extensions: Map<String, Value>,
+}
+
+/// An event: something the agent notifies subscribers of.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct EventAffordance {
+    /// Semantic annotations (`@type`).
+    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<OneOrMany<String>>,
+    /// Human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Titles by language tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub titles: Option<MultiLanguage>,
+    /// Human-readable description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Descriptions by language tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptions: Option<MultiLanguage>,
+    /// Schema of data sent when subscribing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription: Option<DataSchema>,
+    /// Schema of the event's data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSchema>,
+    /// Schema of the reply the subscriber sends on each event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_response: Option<DataSchema>,
+    /// Schema of data sent when unsubscribing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<DataSchema>,
+    /// Variables of URI templates in the forms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri_variables: Option<IndexMap<String, DataSchema>>,
+    /// How to subscribe and unsubscribe (at least one).
+    pub forms: Vec<Form>,
+    /// Every other term, kept as written.
+    #[serde(flatten)]
+    pub extensions: Map<String, Value>,
+}

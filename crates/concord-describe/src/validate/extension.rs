@@ -1,0 +1,199 @@
+//! Concord's extension: `concord:metaProtocol` and its terms.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::{formats, Checker};
+use crate::model::{Capability, ProtocolVersion};
+use crate::pointer::Path;
+use crate::problem::ProblemKind;
+use crate::vocab::CONCORD_PREFIX;
+
+const META_PROTOCOL: &str = "concord:metaProtocol";
+const META_PROTOCOL_TERMS: [&str; 4] = [
+    "concord:endpoint",
+    "concord:versions",
+    "concord:capabilities",
+    "concord:consensusProtocols",
+];
+const CONSENSUS_PROTOCOL_TERMS: [&str; 2] = ["concord:uri", "concord:protocolHash"];
+
+impl<'v> Checker<'v> {
+    pub(super) fn meta_protocol(&mut self, thing: &'v Map<String, Value>, at: &Path<'_>) {
+        self.unknown_concord_terms(thing, &[META_PROTOCOL], at);
+        let Some(meta) = self.object(thing, META_PROTOCOL, at) else {
+            return;
+        };
+        let at = at.key(META_PROTOCOL);
+        self.unknown_concord_terms(meta, &META_PROTOCOL_TERMS, &at);
+        self.endpoint(meta, &at);
+        self.versions(meta, &at);
+        self.capabilities(meta, &at);
+        self.consensus_protocols(meta, &at);
+    }
+
+    fn endpoint(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(endpoint) = self.required_string(meta, "concord:endpoint", at) else {
+            return;
+        };
+        let at = at.key("concord:endpoint");
+        match formats::absolute_uri(endpoint) {
+            Ok(url) if !matches!(url.scheme(), "ws" | "wss") => self.report(
+                ProblemKind::InvalidValue,
+                &at,
+                format!("the meta-protocol endpoint must be a WebSocket URL (ws:// or wss://), found {endpoint}"),
+            ),
+            Ok(url) if url.host().is_none() => {
+                self.report(ProblemKind::InvalidUri, &at, format!("the endpoint {endpoint} has no host"));
+            }
+            Ok(_) => {}
+            Err(why) => self.report(ProblemKind::InvalidUri, &at, format!("the endpoint {why}")),
+        }
+    }
+
+    fn versions(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        if !meta.contains_key("concord:versions") {
+            self.report(
+                ProblemKind::MissingTerm,
+                &at.key("concord:versions"),
+                "`concord:versions` is required: the meta-protocol versions spoken, such as [\"1.0\"]",
+            );
+            return;
+        }
+        let Some(versions) = self.array(meta, "concord:versions", at) else {
+            return;
+        };
+        let at = at.key("concord:versions");
+        if versions.is_empty() {
+            self.report(
+                ProblemKind::Empty,
+                &at,
+                "`concord:versions` must list at least one version",
+            );
+        }
+        let mut seen = HashSet::new();
+        for (i, version) in versions.iter().enumerate() {
+            let at = at.index(i);
+            let Value::String(text) = version else {
+                self.wrong_type(&at, "a version string such as \"1.0\"", version);
+                continue;
+            };
+            match text.parse::<ProtocolVersion>() {
+                Ok(parsed) if !seen.insert(parsed) => {
+                    self.report(
+                        ProblemKind::DuplicateValue,
+                        &at,
+                        format!("version {text} is listed twice"),
+                    );
+                }
+                Ok(_) => {}
+                Err(why) => self.report(ProblemKind::InvalidValue, &at, why.to_string()),
+            }
+        }
+    }
+
+    fn capabilities(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(capabilities) = self.array(meta, "concord:capabilities", at) else {
+            return;
+        };
+        let at = at.key("concord:capabilities");
+        let mut seen = HashSet::new();
+        for (i, capability) in capabilities.iter().enumerate() {
+            let at = at.index(i);
+            let Value::String(name) = capability else {
+                self.wrong_type(&at, "a capability name (string)", capability);
+                continue;
+            };
+            if !seen.insert(name.as_str()) {
+                self.report(
+                    ProblemKind::DuplicateValue,
+                    &at,
+                    format!("capability {name} is listed twice"),
+                );
+            }
+            if let Capability::Unknown(_) = Capability::from_name(name) {
+                let known: Vec<&str> = Capability::KNOWN.iter().map(Capability::name).collect();
+                self.report(
+                    ProblemKind::UnknownCapability,
+                    &at,
+                    format!(
+                        "unknown capability `{name}` (peers ignore it); known: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    fn consensus_protocols(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(protocols) = self.array(meta, "concord:consensusProtocols", at) else {
+            return;
+        };
+        let at = at.key("concord:consensusProtocols");
+        let mut uris = HashSet::new();
+        for (i, protocol) in protocols.iter().enumerate() {
+            let at = at.index(i);
+            let Value::Object(terms) = protocol else {
+                self.wrong_type(
+                    &at,
+                    "a consensus protocol (object with concord:uri and concord:protocolHash)",
+                    protocol,
+                );
+                continue;
+            };
+            self.unknown_concord_terms(terms, &CONSENSUS_PROTOCOL_TERMS, &at);
+            if let Some(uri) = self.required_string(terms, "concord:uri", &at) {
+                if let Err(why) = formats::absolute_uri(uri) {
+                    self.report(
+                        ProblemKind::InvalidUri,
+                        &at.key("concord:uri"),
+                        format!("the protocol URI {why}"),
+                    );
+                }
+                if !uris.insert(uri) {
+                    self.report(
+                        ProblemKind::DuplicateValue,
+                        &at.key("concord:uri"),
+                        format!("protocol {uri} is listed twice"),
+                    );
+                }
+            }
+            if let Some(hash) = self.required_string(terms, "concord:protocolHash", &at) {
+                let canonical = hash.len() == 64
+                    && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+                if !canonical {
+                    self.report(
+                        ProblemKind::InvalidValue,
+                        &at.key("concord:protocolHash"),
+                        format!("the protocol hash must be the SHA-256 of the protocol document as 64 lowercase hex digits (no `sha256:` prefix), found `{hash}`"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Warns about `concord:` terms this version does not define.
+    fn unknown_concord_terms(
+        &mut self,
+        terms: &'v Map<String, Value>,
+        known: &[&str],
+        at: &Path<'_>,
+    ) {
+        for term in terms.keys() {
+            let ours = term
+                .strip_prefix(CONCORD_PREFIX)
+                .is_some_and(|rest| rest.starts_with(':'));
+            if ours && !known.contains(&term.as_str()) {
+                self.report(
+                    ProblemKind::UnknownExtensionTerm,
+                    &at.key(term),
+                    format!(
+                        "`{term}` is not a term of the Concord vocabulary (known here: {})",
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Deterministic first, the LLM only for what rules over schemas cannot settle.
+
+use std::time::Instant;
+
+use concord_proto::{Decision, FixDecision};
+use serde_json::Value;
+
+use crate::action::{ActionSpec, Need};
+use crate::deterministic::DeterministicNegotiator;
+use crate::document::ProtocolDocument;
+use crate::llm::LlmNegotiator;
+use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step, StepRecord};
+use crate::test_cases::TestCases;
+use crate::validation::ProtocolSchemas;
+
+/// The deterministic negotiator, escalating to an [`LlmNegotiator`] only when the rules
+/// cannot settle a step. Schema-built protocols never reach the LLM.
+///
+/// | step | settled by the rules | escalated to the LLM |
+/// |---|---|---|
+/// | draft | the peer's action meets our need ([`DeterministicNegotiator::draft_now`] succeeds) | [`NegotiateError::CannotDraft`]: the action does not mechanically meet our need (say, it names a field differently than our need does) |
+/// | judge | the candidate is **schema-built** ([`is_schema_built`]: it parses and has a request and a response JSON Schema): accept, counter or reject as the rules say | the candidate is not schema-built: prose only, a "based on URI … with these changes" document, a missing schema, or schema JSON that does not parse |
+/// | draft test cases | the agreed protocol's schemas compile: the rules' cases (or their error) | the agreed protocol has no usable schemas (e.g. it was agreed as "based on URI") |
+/// | judge test cases | the schemas compile and the cases parse: accept, or reject naming the violations | no usable schemas, or cases in a layout the parser does not know |
+/// | diagnose | the schemas compile: accept when our recent messages break them, else reject asking the peer for the JSON pointer at fault | no usable schemas |
+///
+/// So a schema-built protocol is negotiated, tested and diagnosed with zero LLM calls,
+/// even when an LLM is configured.
+///
+/// An escalated step is recorded as [`PolicyKind::Llm`](crate::PolicyKind::Llm), its wall
+/// time including the deterministic attempt; every other step as
+/// [`PolicyKind::Deterministic`](crate::PolicyKind::Deterministic) with zero LLM calls.
+#[derive(Debug, Clone)]
+pub struct EscalatingNegotiator {
+    rules: DeterministicNegotiator,
+    llm: LlmNegotiator,
+}
+
+impl EscalatingNegotiator {
+    /// Rules first, `llm` for the rest.
+    pub fn new(llm: LlmNegotiator) -> Self {
+        Self {
+            rules: DeterministicNegotiator::new(),
+            llm,
+        }
+    }
+
+    /// The LLM negotiator steps escalate to.
+    pub fn llm(&self) -> &LlmNegotiator {
+        &self.llm
+    }
+}
+
+/// Whether a candidate is within the rules' reach: it parses and has both schemas.
+pub fn is_schema_built(candidate: &str) -> bool {
+    ProtocolDocument::parse(candidate).is_ok_and(|document| {
+        document.request_schema.is_some() && document.response_schema.is_some()
+    })
+}
+
+/// Whether an agreed protocol's request and response schemas are there and compile.
+fn has_usable_schemas(protocol: &ProtocolDocument) -> bool {
+    ProtocolSchemas::compile(protocol).is_ok()
+}
+
+fn settled<T>(step: Step, start: Instant, value: T) -> Decided<T> {
+    Decided {
+        value,
+        record: StepRecord::deterministic(step, start.elapsed()),
+    }
+}
+
+/// The LLM's answer (or failure), its wall time counted from the start of the deterministic attempt.
+fn escalated<T>(
+    start: Instant,
+    result: Result<Decided<T>, NegotiateError>,
+) -> Result<Decided<T>, NegotiateError> {
+    let wall = start.elapsed();
+    match result {
+        Ok(mut decided) => {
+            decided.record.wall = wall;
+            Ok(decided)
+        }
+        Err(NegotiateError::Llm(mut failed)) => {
+            failed.record.wall = wall;
+            Err(NegotiateError::Llm(failed))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+impl Negotiator for EscalatingNegotiator {
+    async fn draft(
+        &self,
+        need: &Need,
+        peer_action: &ActionSpec,
+    ) -> Result<Decided<String>, NegotiateError> {
+        let start = Instant::now();
+        match self.rules.draft_now(need, peer_action) {
+            Ok(candidate) => Ok(settled(Step::Draft, start, candidate)),
+            Err(NegotiateError::CannotDraft { .. }) => {
+                escalated(start, self.llm.draft(need, peer_action).await)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn judge(
+        &self,
+        context: JudgeContext<'_>,
+        candidate: &str,
+    ) -> Result<Decided<Decision>, NegotiateError> {
+        let start = Instant::now();
+        if is_schema_built(candidate) {
+            let decision = self.rules.judge_now(context, candidate);
+            Ok(settled(Step::Judge, start, decision))
+        } else {
+            escalated(start, self.llm.judge(context, candidate).await)
+        }
+    }
+
+    async fn draft_test_cases(
+        &self,
+        protocol: &ProtocolDocument,
+    ) -> Result<Decided<String>, NegotiateError> {
+        let start = Instant::now();
+        if has_usable_schemas(protocol) {
+            let cases = self.rules.draft_test_cases_now(protocol)?;
+            Ok(settled(Step::DraftTestCases, start, cases))
+        } else {
+            escalated(start, self.llm.draft_test_cases(protocol).await)
+        }
+    }
+
+    async fn judge_test_cases(
+        &self,
+        protocol: &ProtocolDocument,
+        test_cases: &str,
+    ) -> Result<Decided<Decision>, NegotiateError> {
+        let start = Instant::now();
+        if has_usable_schemas(protocol) && TestCases::parse(test_cases).is_ok() {
+            let decision = self.rules.judge_test_cases_now(protocol, test_cases);
+            Ok(settled(Step::JudgeTestCases, start, decision))
+        } else {
+            escalated(start, self.llm.judge_test_cases(protocol, test_cases).await)
+        }
+    }
+
+    async fn diagnose(
+        &self,
+        protocol: &ProtocolDocument,
+        error_description: &str,
+        our_messages: &[Value],
+    ) -> Result<Decided<FixDecision>, NegotiateError> {
+        let start = Instant::now();
+        if has_usable_schemas(protocol) {
+            let decision = self.rules.diagnose_now(protocol, our_messages);
+            Ok(settled(Step::Diagnose, start, decision))
+        } else {
+            escalated(
+                start,
+                self.llm
+                    .diagnose(protocol, error_description, our_messages)
+                    .await,
+            )
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The JSON the model answers with at each step, read strictly and checked before use.
+//!
+//! Every shape rejects unknown keys, so a misspelt key (`candidate_protocol`) fails the
+//! parse and gets a corrective retry instead of being silently dropped.
+
+use concord_proto::{Decision, FixDecision};
+use serde::Deserialize;
+
+use super::error::LlmFailure;
+use crate::document::ProtocolDocument;
+use crate::policy::NegotiateError;
+use crate::test_cases::TestCases;
+use crate::validation::ProtocolSchemas;
+
+/// `{"candidateProtocol": "<markdown>"}`: the draft step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DraftAnswer {
+    pub candidate_protocol: String,
+}
+
+/// A judging status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Status {
+    Accepted,
+    Negotiating,
+    Rejected,
+}
+
+/// `{"status", "candidateProtocol", "modificationSummary", "reason"}`: the judge step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct JudgeAnswer {
+    pub status: Status,
+    #[serde(default)]
+    pub candidate_protocol: Option<String>,
+    #[serde(default)]
+    pub modification_summary: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `{"testCases": "<markdown>"}`: the test-case drafting step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct TestCasesAnswer {
+    pub test_cases: String,
+}
+
+/// `{"status", "testCases", "modificationSummary", "reason"}`: the test-case judging step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct TestCasesJudgeAnswer {
+    pub status: Status,
+    #[serde(default)]
+    pub test_cases: Option<String>,
+    #[serde(default)]
+    pub modification_summary: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A diagnosis status: there is no counter-proposal to an error report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum FixStatus {
+    Accepted,
+    Rejected,
+}
+
+/// `{"status", "reason"}`: the diagnosis step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DiagnoseAnswer {
+    pub status: FixStatus,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `value`, when it is there and not blank.
+fn required(
+    value: Option<String>,
+    status: &'static str,
+    field: &'static str,
+) -> Result<String, LlmFailure> {
+    value
+        .filter(|text| !text.trim().is_empty())
+        .ok_or(LlmFailure::MissingField { status, field })
+}
+
+/// A protocol the model wrote: it must parse, have both schemas, and both must compile.
+/// Returns the text exactly as written (it is what gets hashed).
+pub(crate) fn full_protocol(text: String) -> Result<String, LlmFailure> {
+    let document = ProtocolDocument::parse(&text).map_err(LlmFailure::InvalidProtocol)?;
+    if document.request_schema.is_none() || document.response_schema.is_none() {
+        return Err(LlmFailure::PartialProtocol);
+    }
+    match ProtocolSchemas::compile(&document) {
+        Ok(_) => Ok(text),
+        Err(NegotiateError::Schema { which, message }) => {
+            Err(LlmFailure::ProtocolSchema { which, message })
+        }
+        Err(other) => Err(LlmFailure::ProtocolSchema {
+            which: "request",
+            message: other.to_string(),
+        }),
+    }
+}
+
+/// Test cases the model wrote: they must parse and, when the agreed protocol has
+/// schemas, every message must follow them. Returns them in the canonical layout.
+pub(crate) fn valid_test_cases(
+    protocol: &ProtocolDocument,
+    text: &str,
+) -> Result<String, LlmFailure> {
+    let cases = TestCases::parse(text).map_err(LlmFailure::InvalidTestCases)?;
+    if let Ok(schemas) = ProtocolSchemas::compile(protocol) {
+        let mut problems = Vec::new();
+        for case in &cases.cases {
+            for violation in schemas.check_request(&case.request) {
+                problems.push(format!("- {}: request {violation}", case.name));
+            }
+            for violation in schemas.check_response(&case.response) {
+                problems.push(format!("- {}: response {violation}", case.name));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(LlmFailure::TestCasesBreakSchemas {
+                problems: problems.join("\n"),
+            });
+        }
+    }
+    Ok(cases.write())
+}
+
+impl JudgeAnswer {
+    /// The decision, once the fields its status needs are there and a counter-proposal
+    /// is a full protocol.
+    pub(crate) fn into_decision(self) -> Result<Decision, LlmFailure> {
+        match self.status {
+            Status::Accepted => Ok(Decision::Accept),
+            Status::Negotiating => {
+                let candidate =
+                    required(self.candidate_protocol, "negotiating", "candidateProtocol")?;
+                let modification_summary = required(
+                    self.modification_summary,
+                    "negotiating",
+                    "modificationSummary",
+                )?;
+                Ok(Decision::Counter {
+                    candidate: full_protocol(candidate)?,
+                    modification_summary,
+                })
+            }
+            Status::Rejected => Ok(Decision::Reject {
+                reason: required(self.reason, "rejected", "reason")?,
+            }),
+        }
+    }
+}
+
+impl TestCasesJudgeAnswer {
+    /// The decision, once the fields its status needs are there and counter test cases
+    /// parse and follow the agreed schemas.
+    pub(crate) fn into_decision(self, protocol: &ProtocolDocument) -> Result<Decision, LlmFailure> {
+        match self.status {
+            Status::Accepted => Ok(Decision::Accept),
+            Status::Negotiating => {
+                let cases = required(self.test_cases, "negotiating", "testCases")?;
+                let modification_summary = required(
+                    self.modification_summary,
+                    "negotiating",
+                    "modificationSummary",
+                )?;
+                Ok(Decision::Counter {
+                    candidate: valid_test_cases(protocol, &cases)?,
+                    modification_summary,
+                })
+            }
+            Status::Rejected => Ok(Decision::Reject {
+                reason: required(self.reason, "rejected", "reason")?,
+            }),
+        }
+    }
+}
+
+impl DiagnoseAnswer {
+    /// The decision, once a rejection has its reason.
+    pub(crate) fn into_decision(self) -> Result<FixDecision, LlmFailure> {
+        match self.status {
+            FixStatus::Accepted => Ok(FixDecision::Accept),
+            FixStatus::Rejected => Ok(FixDecision::Reject {
+                reason: required(self.reason, "rejected", "reason")?,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_strict() {
+        assert!(serde_json::from_str::<JudgeAnswer>(r#"{"status":"accepted"}"#).is_ok());
+        assert!(serde_json::from_str::<JudgeAnswer>(r#"{"status":"ACCEPTED"}"#).is_err());
+        assert!(serde_json::from_str::<JudgeAnswer>(
+            r#"{"status":"negotiating","candidate_protocol":"x"}"#
+        )
+        .is_err());
+        assert!(serde_json::from_str::<DiagnoseAnswer>(r#"{"status":"negotiating"}"#).is_err());
+        assert!(
+            serde_json::from_str::<DraftAnswer>(r#"{"candidateProtocol":"x"} trailing"#).is_err()
+        );
+    }
+
+    #[test]
+    fn statuses_need_their_fields() {
+        let answer: JudgeAnswer =
+            serde_json::from_str(r#"{"status":"rejected","reason":"  "}"#).unwrap();
+        assert!(matches!(
+            answer.into_decision(),
+            Err(LlmFailure::MissingField {
+                status: "rejected",
+                field: "reason"
+            })
+        ));
+        let answer: DiagnoseAnswer =
+            serde_json::from_str(r#"{"status":"accepted","reason":null}"#).unwrap();
+        assert_eq!(answer.into_decision().unwrap(), FixDecision::Accept);
+    }
+
+    #[test]
+    fn a_based_on_uri_counter_is_not_a_full_protocol() {
+        let text = "# Requirement\nx\n\n# Flow\nBased on https://example.com/p/1 with changes.\n\n# Changes\n- more\n";
+        assert!(matches!(
+            full_protocol(text.into()),
+            Err(LlmFailure::PartialProtocol)
+        ));
+    }
+}
