@@ -244,6 +244,9 @@ struct Sizes {
 
 static SIZES: Mutex<Vec<Sizes>> = Mutex::new(Vec::new());
 
+/// Tensor sizes against Python's `json.dumps(tensor.tolist())`: (group, AICL bytes, JSON bytes).
+static PYTHON_SIZES: Mutex<Vec<(&str, usize, usize)>> = Mutex::new(Vec::new());
+
 // ---------------------------------------------------------------- benchmarks
 
 fn messages(c: &mut Criterion) {
@@ -266,12 +269,12 @@ fn messages(c: &mut Criterion) {
     bench(c, "messages", "parse/aicl", aicl_bytes, || {
         aicl.iter()
             .map(|t| concord_aicl::from_str::<Value>(t).unwrap())
-            .count()
+            .collect::<Vec<_>>()
     });
     bench(c, "messages", "parse/json", json_bytes, || {
         json.iter()
             .map(|t| serde_json::from_str::<serde_json::Value>(t).unwrap())
-            .count()
+            .collect::<Vec<_>>()
     });
     bench(c, "messages", "write/aicl", aicl_bytes, || {
         values
@@ -340,6 +343,19 @@ fn catalogue_values(c: &mut Criterion) {
     });
 }
 
+/// The size of `json.dumps(tensor.tolist())` in Python (the whitepaper's §6.2 comparison):
+/// elements as Python floats (f64) or ints, separated by `", "`.
+fn python_json_size(tensor: &Tensor) -> usize {
+    let widened = concord_aicl::json::to_json(&Value::Tensor(tensor.clone())).unwrap();
+    let data = serde_json::to_string(&widened["data"]).unwrap();
+    let separators = data.matches(',').count();
+    // Nested lists add a `[`, a `]` and a `, ` per row of each outer dimension.
+    let rows: usize = (1..tensor.shape().len())
+        .map(|depth| tensor.shape()[..depth].iter().product::<usize>())
+        .sum();
+    data.len() + separators + 3 * rows
+}
+
 fn tensor_group<N>(c: &mut Criterion, group: &'static str, tensor: Tensor, nested: N)
 where
     N: Serialize + for<'de> Deserialize<'de>,
@@ -348,6 +364,10 @@ where
     let json = serde_json::to_string(&nested).unwrap();
     let payload = tensor.data().len();
     assert_eq!(concord_aicl::from_str::<Tensor>(&aicl).unwrap(), tensor);
+    PYTHON_SIZES
+        .lock()
+        .unwrap()
+        .push((group, aicl.len(), python_json_size(&tensor)));
     SIZES.lock().unwrap().push(Sizes {
         group,
         aicl: aicl.len(),
@@ -429,6 +449,12 @@ fn print_summary() {
                 sizes.aicl as f64 / seconds / 1e9
             );
         }
+    }
+    for (group, aicl, python) in PYTHON_SIZES.lock().unwrap().iter() {
+        println!(
+            "{group}: AICL {aicl} bytes vs Python json.dumps(tensor.tolist()) {python} bytes: {:.2}×",
+            *aicl as f64 / *python as f64
+        );
     }
     let (tensor, _) = image();
     let bytes = tensor.data().len();

@@ -27,8 +27,9 @@ fn header(session: &str, msg_type: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
-// §3.1, the scalar examples.
+// §3.1, the scalar examples (3.1415926535 is the whitepaper's literal, not π).
 #[test]
+#[allow(clippy::approx_constant)]
 fn scalar_examples() {
     let cases = [
         ("[s:temperature]", s("temperature")),

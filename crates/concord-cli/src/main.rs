@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod aicl;
 mod context;
 mod describe;
+mod handler;
 mod input;
 mod protocol;
 
@@ -35,6 +36,9 @@ enum Command {
     /// Validate and write agent descriptions (LMOS Agent Description Format, WoT TD 1.1).
     #[command(subcommand)]
     Describe(describe::DescribeCommand),
+    /// Generate, run and test protocol handler modules (sandboxed JavaScript).
+    #[command(subcommand)]
+    Handler(handler::HandlerCommand),
     /// Work with protocol documents (candidate protocols).
     #[command(subcommand)]
     Protocol(protocol::ProtocolCommand),
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Command::Aicl(command) => aicl::run(command),
         Command::Context(command) => context::run(command),
         Command::Describe(command) => describe::run(command),
+        Command::Handler(command) => handler::run(command),
         Command::Protocol(command) => protocol::run(command),
     };
     match outcome {

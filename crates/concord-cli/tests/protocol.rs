@@ -7,13 +7,21 @@ use concord_llm_script::{ScriptServer, Step};
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// The `concord` binary with no LLM configured, whatever the caller's environment says.
 fn concord() -> Command {
     let mut command = Command::cargo_bin("concord").unwrap();
-    for name in ["CONCORD_LLM_BASE_URL", "CONCORD_LLM_API_KEY", "CONCORD_LLM_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"] {
+    for name in [
+        "CONCORD_LLM_BASE_URL",
+        "CONCORD_LLM_API_KEY",
+        "CONCORD_LLM_MODEL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+    ] {
         command.env_remove(name);
     }
     command
@@ -21,11 +29,21 @@ fn concord() -> Command {
 
 fn draft() -> String {
     let output = concord()
-        .args(["protocol", "draft", "--action", "getProductInfo", "--description"])
+        .args([
+            "protocol",
+            "draft",
+            "--action",
+            "getProductInfo",
+            "--description",
+        ])
         .arg(fixture("product-agent.json"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -62,21 +80,34 @@ fn a_snake_case_candidate_gets_a_counter_proposal() {
     let candidate = draft().replace("\"productId\"", "\"product_id\"");
     let (decision, _) = judge(&candidate, &[], &[]);
     assert_eq!(decision["status"], "negotiating");
-    assert!(decision["modificationSummary"].as_str().unwrap().contains("rename request field `product_id` to `productId`"));
-    assert!(decision["candidate"].as_str().unwrap().contains("\"productId\""));
+    assert!(decision["modificationSummary"]
+        .as_str()
+        .unwrap()
+        .contains("rename request field `product_id` to `productId`"));
+    assert!(decision["candidate"]
+        .as_str()
+        .unwrap()
+        .contains("\"productId\""));
 }
 
 #[test]
 fn an_unserviceable_candidate_is_rejected_with_a_reason() {
     let candidate = draft().replace("\"const\": \"getProductInfo\"", "\"const\": \"placeOrder\"");
     let (decision, _) = judge(&candidate, &[], &[]);
-    assert_eq!(decision, json!({"status": "rejected", "reason": "we have no action `placeOrder`",
-        "decidedBy": decision["decidedBy"].clone()}));
+    assert_eq!(
+        decision,
+        json!({"status": "rejected", "reason": "we have no action `placeOrder`",
+        "decidedBy": decision["decidedBy"].clone()})
+    );
 }
 
 #[test]
 fn hash_is_sha256_of_the_exact_bytes() {
-    let output = concord().args(["protocol", "hash"]).write_stdin("abc").output().unwrap();
+    let output = concord()
+        .args(["protocol", "hash"])
+        .write_stdin("abc")
+        .output()
+        .unwrap();
     assert_eq!(
         String::from_utf8(output.stdout).unwrap(),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
@@ -91,9 +122,17 @@ fn draft_needs_a_known_action_and_llm_needs_configuration() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("publishes no action `fly` (it has: `getProductInfo`)"));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("publishes no action `fly` (it has: `getProductInfo`)"));
     let output = concord()
-        .args(["protocol", "draft", "--llm", "--action", "getProductInfo", "--description"])
+        .args([
+            "protocol",
+            "draft",
+            "--llm",
+            "--action",
+            "getProductInfo",
+            "--description",
+        ])
         .arg(fixture("product-agent.json"))
         .output()
         .unwrap();
@@ -104,11 +143,20 @@ fn draft_needs_a_known_action_and_llm_needs_configuration() {
 #[tokio::test(flavor = "multi_thread")]
 async fn judge_with_llm_asks_the_configured_server() {
     let answer = json!({"status": "rejected", "reason": "prices must be in EUR"});
-    let server = ScriptServer::start([Step::content(answer.to_string()).usage(120, 15)]).await.unwrap();
+    let server = ScriptServer::start([Step::content(answer.to_string()).usage(120, 15)])
+        .await
+        .unwrap();
     let base_url = server.base_url();
     let candidate = "# Requirement\nGet product info, in prose only.\n";
     let (decision, code) = tokio::task::spawn_blocking(move || {
-        judge(candidate, &["--llm"], &[("CONCORD_LLM_BASE_URL", base_url), ("CONCORD_LLM_MODEL", "test-model".into())])
+        judge(
+            candidate,
+            &["--llm"],
+            &[
+                ("CONCORD_LLM_BASE_URL", base_url),
+                ("CONCORD_LLM_MODEL", "test-model".into()),
+            ],
+        )
     })
     .await
     .unwrap();

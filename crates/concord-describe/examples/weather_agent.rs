@@ -4,20 +4,22 @@
 //! `cargo run -p concord-describe --example weather_agent`
 
 use concord_describe::{
-    ActionBuilder, Capability, ConsensusProtocol, MetaProtocol, ProtocolVersion, SecurityScheme,
-    ThingBuilder,
+    ActionBuilder, ConsensusProtocol, MetaProtocol, SecurityScheme, ThingBuilder,
 };
-use concord_proto::ProtocolHash;
+use concord_proto::{Capability, ProtocolHash, META_PROTOCOL_VERSION};
 use serde_json::json;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protocol_document =
         "# Weather protocol 1.0\nRequest: {\"city\": string}\nResponse: string\n";
-    let mut meta = MetaProtocol::new("wss://weather.example.com/concord");
-    meta.capabilities = Some(vec![
-        Capability::NaturalLanguageNegotiation,
-        Capability::TestCasesNegotiation,
-    ]);
+    let mut meta = MetaProtocol::new("wss://weather.example.com/concord").with_capabilities(
+        [
+            Capability::NaturalLanguageNegotiation,
+            Capability::TestCasesNegotiation,
+        ]
+        .into_iter()
+        .collect(),
+    );
     meta.consensus_protocols = Some(vec![ConsensusProtocol::new(
         "https://protocols.example.com/weather/1.0",
         ProtocolHash::of_text(protocol_document),
@@ -45,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let peer_view = concord_describe::parse(text.as_bytes())?.thing;
     let meta = peer_view.meta_protocol.as_ref().ok_or("no meta-protocol")?;
     let version = meta
-        .highest_common_version(&[ProtocolVersion::V1_0])
+        .highest_common_version(&[META_PROTOCOL_VERSION])
         .ok_or("no common version")?;
     let protocol = meta
         .consensus_protocol("https://protocols.example.com/weather/1.0")

@@ -17,11 +17,12 @@
 //! - **builds** them, valid by construction ([`ThingBuilder`]).
 //!
 //! ```
-//! use concord_describe::{ActionBuilder, Capability, MetaProtocol, ThingBuilder};
+//! use concord_describe::{ActionBuilder, MetaProtocol, ThingBuilder};
+//! use concord_proto::Capability;
 //! use serde_json::json;
 //!
-//! let mut meta = MetaProtocol::new("wss://weather.example.com/concord");
-//! meta.capabilities = Some(vec![Capability::TestCasesNegotiation]);
+//! let meta = MetaProtocol::new("wss://weather.example.com/concord")
+//!     .with_capabilities([Capability::TestCasesNegotiation].into_iter().collect());
 //! let thing = ThingBuilder::agent("WeatherAgent")
 //!     .id("urn:uuid:6f1d3a7a-1f97-4e6b-b45f-f3c2e1c84c77")
 //!     .action(
@@ -36,7 +37,7 @@
 //! let text = serde_json::to_vec_pretty(&thing).unwrap();
 //! let read = concord_describe::parse(&text)?;
 //! assert_eq!(read.thing, thing);
-//! assert!(read.thing.meta_protocol.unwrap().supports(&Capability::TestCasesNegotiation));
+//! assert!(read.thing.meta_protocol.unwrap().supports(Capability::TestCasesNegotiation));
 //! # Ok::<(), concord_describe::InvalidDescription>(())
 //! ```
 #![cfg_attr(

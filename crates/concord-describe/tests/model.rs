@@ -2,10 +2,10 @@
 //! are valid and round-trip through serde, and the builder refuses to build invalid ones.
 
 use concord_describe::{
-    ActionBuilder, Capability, ConsensusProtocol, DataType, EventBuilder, Form, MetaProtocol,
-    Operation, ProblemKind, PropertyBuilder, ProtocolVersion, SecurityScheme, Thing, ThingBuilder,
+    ActionBuilder, ConsensusProtocol, DataType, EventBuilder, Form, MetaProtocol, Operation,
+    ProblemKind, PropertyBuilder, SecurityScheme, Thing, ThingBuilder,
 };
-use concord_proto::ProtocolHash;
+use concord_proto::{Capabilities, Capability, MetaVersion, ProtocolHash, META_PROTOCOL_VERSION};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -83,8 +83,22 @@ fn unknown_terms_survive_a_round_trip() {
             .extensions["pattern"],
         "^[a-z]+$"
     );
+    // Kept as written, ignored when read as capabilities (as a peer ignores it).
     let meta = thing.meta_protocol.as_ref().unwrap();
-    assert!(meta.supports(&Capability::Unknown("futureCapability".into())));
+    assert_eq!(
+        meta.capability_names.as_deref(),
+        Some(
+            [
+                "naturalLanguageProtocol".to_owned(),
+                "futureCapability".to_owned()
+            ]
+            .as_slice()
+        )
+    );
+    assert_eq!(
+        meta.capabilities(),
+        [Capability::NaturalLanguageProtocol].into_iter().collect()
+    );
     assert!(matches!(
         thing.security_definitions["ace_sc"],
         SecurityScheme::Additional(_)
@@ -101,11 +115,14 @@ fn unknown_terms_survive_a_round_trip() {
 #[test]
 fn built_descriptions_are_valid_and_round_trip() {
     let hash = ProtocolHash::of_text("# Weather protocol 1.0\n");
-    let mut meta = MetaProtocol::new("wss://weather.example.com/concord");
-    meta.capabilities = Some(vec![
-        Capability::NaturalLanguageNegotiation,
+    let capabilities: Capabilities = [
         Capability::FixErrorNegotiation,
-    ]);
+        Capability::NaturalLanguageNegotiation,
+    ]
+    .into_iter()
+    .collect();
+    let mut meta =
+        MetaProtocol::new("wss://weather.example.com/concord").with_capabilities(capabilities);
     meta.consensus_protocols = Some(vec![ConsensusProtocol::new(
         "https://protocols.example.com/weather/1.0",
         hash,
@@ -153,9 +170,15 @@ fn built_descriptions_are_valid_and_round_trip() {
         json!({"type": "string"})
     );
     let meta = read.meta_protocol.as_ref().unwrap();
-    assert_eq!(meta.versions, [ProtocolVersion::V1_0]);
-    assert!(meta.supports(&Capability::FixErrorNegotiation));
-    assert!(!meta.supports(&Capability::VerificationProtocol));
+    assert_eq!(meta.versions, [META_PROTOCOL_VERSION]);
+    // Written as wire names in spec order, whatever order they were given in.
+    assert_eq!(
+        serde_json::to_value(&thing).unwrap()["concord:metaProtocol"]["concord:capabilities"],
+        json!(["naturalLanguageNegotiation", "fixErrorNegotiation"])
+    );
+    assert_eq!(meta.capabilities(), capabilities);
+    assert!(meta.supports(Capability::FixErrorNegotiation));
+    assert!(!meta.supports(Capability::VerificationProtocol));
     assert_eq!(meta.consensus_protocols.as_ref().unwrap()[0].hash, hash);
     assert_eq!(
         read.prefix_iri("concord"),
@@ -260,13 +283,13 @@ prop_compose! {
 
 prop_compose! {
     fn meta_protocol()(
-        capabilities in prop::sample::subsequence(Capability::KNOWN.to_vec(), 0..=5),
-        versions in prop::collection::btree_set((0u32..4, 0u32..10), 1..4),
+        capabilities in prop::sample::subsequence(Capability::ALL.to_vec(), 0..=5),
+        versions in prop::collection::btree_set((0u16..4, 0u16..10), 1..4),
         documents in prop::collection::btree_set(".{1,30}", 0..3),
     ) -> MetaProtocol {
-        let mut meta = MetaProtocol::new("wss://agent.example.com/concord");
-        meta.versions = versions.into_iter().map(|(major, minor)| ProtocolVersion { major, minor }).collect();
-        meta.capabilities = Some(capabilities);
+        let mut meta = MetaProtocol::new("wss://agent.example.com/concord")
+            .with_capabilities(capabilities.into_iter().collect());
+        meta.versions = versions.into_iter().map(|(major, minor)| MetaVersion { major, minor }).collect();
         meta.consensus_protocols = Some(
             documents
                 .iter()

@@ -87,6 +87,87 @@ fn the_base_agent_is_valid_and_clean() {
 }
 
 #[test]
+fn versions_are_canonical_major_minor() {
+    let problems = |version: &str| {
+        let mut document = agent();
+        document["concord:metaProtocol"]["concord:versions"] = json!(["1.0", version]);
+        let report = check(&document);
+        report
+            .errors()
+            .map(|p| (p.kind, p.pointer.clone(), p.message.clone()))
+            .collect::<Vec<_>>()
+    };
+    let at = "/concord:metaProtocol/concord:versions/1".to_owned();
+    // Looser spellings a hello accepts ("2" for 2.0) are not a version in a description.
+    for bad in [
+        "2", "1.", ".1", "01.0", "1.00", "1.0.0", "v1.0", "-1.0", "1.+0", " 1.0", "",
+    ] {
+        assert_eq!(
+            problems(bad),
+            [(
+                ProblemKind::InvalidValue,
+                at.clone(),
+                format!("`{bad}` is not a meta-protocol version: expected MAJOR.MINOR in decimal without leading zeros, such as 1.0")
+            )],
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        problems("65536.0"),
+        [(
+            ProblemKind::InvalidValue,
+            at,
+            "`65536.0` is not a meta-protocol version: MAJOR and MINOR are each at most 65535"
+                .to_owned()
+        )]
+    );
+    for good in ["0.0", "10.2", "65535.65535"] {
+        assert_eq!(problems(good), [], "{good}");
+    }
+    // Versions read in numeric order: 10.2 is above 9.9.
+    let mut document = agent();
+    document["concord:metaProtocol"]["concord:versions"] = json!(["9.9", "10.2"]);
+    let thing = concord_describe::parse(&serde_json::to_vec(&document).unwrap())
+        .unwrap()
+        .thing;
+    let meta = thing.meta_protocol.unwrap();
+    let ours = ["9.9".parse().unwrap(), "10.2".parse().unwrap()];
+    assert_eq!(
+        meta.highest_common_version(&ours),
+        Some("10.2".parse().unwrap())
+    );
+}
+
+#[test]
+fn unknown_capabilities_are_kept_with_a_warning() {
+    let mut document = agent();
+    document["concord:metaProtocol"]["concord:capabilities"] =
+        json!(["testCasesNegotiation", "telepathy"]);
+    let text = serde_json::to_vec(&document).unwrap();
+    let validated = concord_describe::parse(&text).unwrap();
+    let warnings: Vec<_> = validated
+        .report
+        .warnings()
+        .map(|p| (p.kind, p.pointer.as_str(), p.message.as_str()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [(
+            ProblemKind::UnknownCapability,
+            "/concord:metaProtocol/concord:capabilities/1",
+            "unknown capability `telepathy` (peers ignore it); known: naturalLanguageProtocol, verificationProtocol, naturalLanguageNegotiation, testCasesNegotiation, fixErrorNegotiation"
+        )]
+    );
+    let meta = validated.thing.meta_protocol.as_ref().unwrap();
+    assert!(meta.supports(concord_proto::Capability::TestCasesNegotiation));
+    assert_eq!(
+        serde_json::to_value(&validated.thing).unwrap(),
+        document,
+        "the unknown name is written back unchanged"
+    );
+}
+
+#[test]
 fn meta_protocol_terms() {
     let at = "/concord:metaProtocol";
     expect(

@@ -158,7 +158,18 @@ impl DeterministicNegotiator {
             });
         };
         let id = |n: usize| format!("msg{n:03}");
-        let base_request = example_object(request_schema, &Map::new());
+        let mut base_request = example_object(request_schema, &Map::new());
+        // Envelope fields the schema leaves open get their conventional values.
+        if request_schema.pointer("/properties/type/const").is_none()
+            && base_request.get("type").is_some()
+        {
+            base_request["type"] = json!("REQUEST");
+        }
+        if request_schema.pointer("/properties/action/const").is_none()
+            && base_request.get("action").is_some()
+        {
+            base_request["action"] = json!(action_name_from_title(request_schema));
+        }
         let ok_response = |message_id: &str| {
             let mut response = json!({"messageId": message_id, "type": "RESPONSE", "status": {"code": 200, "message": "OK"}});
             if let Some(result) = &result {
@@ -729,6 +740,23 @@ fn missing_outputs<'a>(wanted: &'a Value, offered: &Value) -> Vec<&'a str> {
         .filter(|(name, _)| wanted_required.contains(name) && !offered.contains(&key(name)))
         .map(|(name, _)| name)
         .collect()
+}
+
+/// The action a schema without an `action` const most likely names: its title without a
+/// trailing `Request`, as a verb phrase (`ProductInfoRequest` → `getProductInfo`).
+fn action_name_from_title(request_schema: &Value) -> String {
+    let title = request_schema
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let stem = title.strip_suffix("Request").unwrap_or(title);
+    if stem.is_empty() {
+        return "request".to_owned();
+    }
+    crate::naming::convert(
+        &format!("get {stem}"),
+        crate::naming::NamingStyle::CamelCase,
+    )
 }
 
 /// An example value for a schema: its examples, default, const or first enum value, else

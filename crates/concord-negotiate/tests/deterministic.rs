@@ -355,3 +355,15 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
         Poll::Pending => panic!("the deterministic negotiator never waits"),
     }
 }
+
+#[test]
+fn drafted_cases_for_the_seed_protocol_use_conventional_envelope_values() {
+    let protocol = ProtocolDocument::parse(SEED_FULL).unwrap();
+    let text = DeterministicNegotiator::new()
+        .draft_test_cases_now(&protocol)
+        .unwrap();
+    let cases = TestCases::parse(&text).unwrap().cases;
+    assert_eq!(cases[0].request["type"], "REQUEST");
+    assert_eq!(cases[0].request["action"], "getProductInfo");
+    assert_eq!(cases[0].response["type"], "RESPONSE");
+}

@@ -154,13 +154,14 @@ fn subject<'a>(name: &'static str, run: impl FnMut() + 'a) -> Subject<'a> {
 
 /// Runs each subject under criterion, then all of them in interleaved batches for about
 /// `budget` of CPU time in total, printing CPU time per iteration and the ratio to the first.
+/// Returns the seconds per iteration of each subject.
 fn compare(
     c: &mut Criterion,
     group: &str,
     batch: u32,
     budget: Duration,
     subjects: &mut [Subject<'_>],
-) {
+) -> Vec<f64> {
     let mut criterion_group = c.benchmark_group(group);
     if batch < 100 {
         criterion_group.sample_size(10);
@@ -200,6 +201,7 @@ fn compare(
             seconds / per_iteration[0]
         );
     }
+    per_iteration
 }
 
 fn pair(c: &mut Criterion) {
@@ -225,27 +227,16 @@ fn pair(c: &mut Criterion) {
             );
         }),
     ];
-    compare(c, "pair", 2_000, Duration::from_secs(6), &mut subjects);
+    let seconds = compare(c, "pair", 2_000, Duration::from_secs(6), &mut subjects);
+    let (rust, sandbox) = (1.0 / seconds[0], 1.0 / seconds[1]);
     let goal = |met: bool| if met { "met" } else { "NOT MET" };
-    let rust = thread_rate(&mut subjects[0]);
-    let sandbox = thread_rate(&mut subjects[1]);
     println!(
-        "  goals: >= 100000 sandboxed pairs/s per core: {} ({sandbox:.0}/s); within 10x of plain Rust: {} ({:.1}x)",
+        "  goals: >= 100000 sandboxed pairs/s per core: {} ({sandbox:.0}/s); \
+         within 10x of plain Rust: {} ({:.1}x)",
         goal(sandbox >= 100_000.0),
         goal(rust / sandbox <= 10.0),
         rust / sandbox
     );
-}
-
-/// Pairs per CPU-second of one subject over a short interleaving-free run (for the goal line).
-fn thread_rate(subject: &mut Subject<'_>) -> f64 {
-    let start = thread_time();
-    let mut count = 0u32;
-    while thread_time() - start < Duration::from_millis(500) {
-        (subject.run)();
-        count += 1;
-    }
-    f64::from(count) / (thread_time() - start).as_secs_f64()
 }
 
 /// Serde value → JS value, property by property, as the sandbox does.
@@ -363,6 +354,7 @@ fn value_passing(c: &mut Criterion) {
 fn isolation(c: &mut Criterion) {
     let response = response_message();
     let runtime = Runtime::new().unwrap();
+    let other_runtime = Runtime::new().unwrap();
     let context = Context::custom::<Intrinsics>(&runtime).unwrap();
     context.with(|ctx| {
         let shared: JsFunction = ctx.eval(format!("({DECODE})")).unwrap();
@@ -386,7 +378,8 @@ fn isolation(c: &mut Criterion) {
                 }));
             }),
             subject("fresh_context_per_call", || {
-                let context = Context::custom::<Intrinsics>(&runtime).unwrap();
+                // Another runtime: `runtime` is locked by the `with` this closure runs in.
+                let context = Context::custom::<Intrinsics>(&other_runtime).unwrap();
                 context.with(|ctx| {
                     let decode: JsFunction = ctx.eval(format!("({DECODE})")).unwrap();
                     black_box(call_text(&ctx, black_box(&response), |input| {

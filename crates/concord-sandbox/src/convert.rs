@@ -43,8 +43,13 @@ impl From<rquickjs::Error> for InputError {
 
 /// Builds the JS value `JSON.parse` would produce from `value`'s JSON text, counting the size of
 /// that text as it goes and stopping as soon as it passes `limit` bytes or nests deeper than
-/// [`MAX_NESTING`]. Object members are defined, not assigned, so a `"__proto__"` key is an
-/// ordinary property, as with `JSON.parse`.
+/// [`MAX_NESTING`].
+///
+/// Object members must be created as `JSON.parse` creates them, by definition: assignment would
+/// run the `__proto__` setter, and fail for the names of `Object.prototype`'s (frozen) members.
+/// For any other name, assigning to a fresh object *is* defining (nothing on the prototype
+/// chain intercepts it) and takes a cheaper path, so `object_prototype_keys` (the own keys of the
+/// frozen `Object.prototype`) decides which path a key takes.
 ///
 /// No JavaScript runs here, so the interrupt handler is never polled; the builder checks the
 /// deadline itself every [`DEADLINE_CHECK_INTERVAL`] values (interning many keys that collide
@@ -54,13 +59,15 @@ pub(crate) fn to_js<'js>(
     value: &Value,
     limit: usize,
     watch: &Watch,
+    object_prototype_keys: &[String],
 ) -> Result<JsValue<'js>, InputError> {
     InputBuilder {
         ctx,
         limit,
         size: 0,
-        values: 0,
+        until_deadline_check: DEADLINE_CHECK_INTERVAL,
         watch,
+        object_prototype_keys,
     }
     .value(value, 0)
 }
@@ -73,9 +80,10 @@ struct InputBuilder<'a, 'js> {
     limit: usize,
     /// Bytes of JSON text counted so far.
     size: usize,
-    /// Values built so far.
-    values: usize,
+    /// Values left to build before the next deadline check.
+    until_deadline_check: usize,
     watch: &'a Watch,
+    object_prototype_keys: &'a [String],
 }
 
 impl<'js> InputBuilder<'_, 'js> {
@@ -84,9 +92,12 @@ impl<'js> InputBuilder<'_, 'js> {
         if self.size > self.limit {
             return Err(InputError::TooLarge);
         }
-        self.values += 1;
-        if self.values % DEADLINE_CHECK_INTERVAL == 0 && self.watch.should_interrupt() {
-            return Err(InputError::DeadlinePassed);
+        self.until_deadline_check -= 1;
+        if self.until_deadline_check == 0 {
+            self.until_deadline_check = DEADLINE_CHECK_INTERVAL;
+            if self.watch.should_interrupt() {
+                return Err(InputError::DeadlinePassed);
+            }
         }
         Ok(())
     }
@@ -132,11 +143,17 @@ impl<'js> InputBuilder<'_, 'js> {
                 let object = Object::new(ctx)?;
                 for (key, item) in map {
                     self.count(string_len(key) + 1)?;
-                    let member = Property::from(self.value(item, depth + 1)?)
-                        .writable()
-                        .enumerable()
-                        .configurable();
-                    object.prop(key.as_str(), member)?;
+                    let item = self.value(item, depth + 1)?;
+                    if self
+                        .object_prototype_keys
+                        .iter()
+                        .any(|inherited| inherited == key)
+                    {
+                        let member = Property::from(item).writable().enumerable().configurable();
+                        object.prop(key.as_str(), member)?;
+                    } else {
+                        object.set(key.as_str(), item)?;
+                    }
                 }
                 object.into_value()
             }

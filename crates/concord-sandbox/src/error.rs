@@ -58,7 +58,8 @@ pub enum SandboxError {
         /// The configured [`Limits::stack_bytes`](crate::Limits::stack_bytes).
         limit: usize,
     },
-    /// The input's JSON text is larger than the input cap; the engine never saw it.
+    /// The input's compact JSON text is larger than the input cap. It is counted while the input
+    /// is built in the engine, which stops as soon as the cap is passed; the module never runs.
     #[error("input is larger than the limit of {limit} bytes")]
     InputTooLarge {
         /// The configured [`Limits::input_bytes`](crate::Limits::input_bytes).

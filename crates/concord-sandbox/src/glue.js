@@ -3,7 +3,7 @@
 // the Rust side calls: `invoke` (run one contract function) and `describe` (turn a thrown value
 // into text without running handler code where it can be avoided).
 //
-// Evaluates to [invoke, describe, settersLeft].
+// Evaluates to [invoke, describe, settersLeft, objectPrototypeKeys].
 (function lockdown() {
   "use strict";
   const g = globalThis;
@@ -187,5 +187,5 @@
       : "(not representable as JSON)"), ""];
   }
 
-  return [invoke, describe, settersLeft.map(String)];
+  return [invoke, describe, settersLeft.map(String), Object.getOwnPropertyNames(Object.prototype)];
 })()

@@ -35,6 +35,8 @@ pub(crate) struct Instance {
     invoke: Persistent<JsFunction<'static>>,
     describe: Persistent<JsFunction<'static>>,
     factory: Persistent<JsFunction<'static>>,
+    /// Own keys of the frozen `Object.prototype` (see [`convert::to_js`]).
+    object_prototype_keys: Vec<String>,
     context: Context,
     _runtime: Runtime,
 }
@@ -75,6 +77,7 @@ impl Instance {
             let invoke: JsFunction = glue.get(0).map_err(fail)?;
             let describe: JsFunction = glue.get(1).map_err(fail)?;
             let setters: Vec<String> = glue.get(2).map_err(fail)?;
+            let object_prototype_keys: Vec<String> = glue.get(3).map_err(fail)?;
             if let Some(unknown) = setters
                 .iter()
                 .find(|setter| !ALLOWED_SETTERS.contains(&setter.as_str()))
@@ -92,13 +95,15 @@ impl Instance {
                 Persistent::save(&ctx, invoke),
                 Persistent::save(&ctx, describe),
                 Persistent::save(&ctx, factory),
+                object_prototype_keys,
             ))
         });
-        let (invoke, describe, factory) = finish(watch, setup, parts)?;
+        let (invoke, describe, factory, object_prototype_keys) = finish(watch, setup, parts)?;
         Ok(Self {
             invoke,
             describe,
             factory,
+            object_prototype_keys,
             context,
             _runtime: runtime,
         })
@@ -159,19 +164,25 @@ impl Instance {
         limits: &Limits,
         watch: &Watch,
     ) -> Result<Option<serde_json::Value>, SandboxError> {
-        let input =
-            convert::to_js(ctx, input, limits.input_bytes, watch).map_err(|error| match error {
-                InputError::TooLarge => SandboxError::InputTooLarge {
-                    limit: limits.input_bytes,
-                },
-                InputError::TooDeep => SandboxError::InputTooDeep {
-                    limit: convert::MAX_NESTING,
-                },
-                InputError::DeadlinePassed => SandboxError::Timeout {
-                    limit: limits.call_timeout,
-                },
-                InputError::Engine(error) => self.failure(ctx, error, limits, watch, Stage::Input),
-            })?;
+        let input = convert::to_js(
+            ctx,
+            input,
+            limits.input_bytes,
+            watch,
+            &self.object_prototype_keys,
+        )
+        .map_err(|error| match error {
+            InputError::TooLarge => SandboxError::InputTooLarge {
+                limit: limits.input_bytes,
+            },
+            InputError::TooDeep => SandboxError::InputTooDeep {
+                limit: convert::MAX_NESTING,
+            },
+            InputError::DeadlinePassed => SandboxError::Timeout {
+                limit: limits.call_timeout,
+            },
+            InputError::Engine(error) => self.failure(ctx, error, limits, watch, Stage::Input),
+        })?;
         let result = self
             .invoke_function(ctx, function, input)
             .map_err(|error| self.failure(ctx, error, limits, watch, Stage::Call))?;

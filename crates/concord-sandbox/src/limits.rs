@@ -11,11 +11,11 @@ use crate::error::SandboxError;
 ///
 /// | limit | default | enforced by |
 /// |---|---|---|
-/// | `memory_bytes` | 32 MiB | QuickJS allocator cap for the handler's whole runtime (intrinsics included, about 0.3 MiB) |
+/// | `memory_bytes` | 32 MiB | the engine's allocator, for the handler's whole runtime (intrinsics included, about 0.3 MiB) |
 /// | `stack_bytes` | 512 KiB | QuickJS native stack check (JS recursion, JSON nesting, parser nesting) |
-/// | `call_timeout` | 100 ms | interrupt handler polled by the interpreter and the regexp engine |
-/// | `input_bytes` | 1 MiB | size of the input's JSON text, checked before the engine sees it |
-/// | `output_bytes` | 1 MiB | size of the JSON text the handler produced |
+/// | `call_timeout` | 100 ms | interrupt handler polled by the interpreter and the regexp engine, and checks while the input is built |
+/// | `input_bytes` | 1 MiB | size of the input's compact JSON text, counted while it is built |
+/// | `output_bytes` | 1 MiB | size of the output's compact JSON text, counted while it is taken out |
 /// | `source_bytes` | 1 MiB | size of the module source, checked before compiling |
 ///
 /// The calling thread must have at least `stack_bytes` plus about 256 KiB of stack free

@@ -98,8 +98,13 @@ fn catastrophic_regexp_times_out() {
 #[test]
 fn endless_microtask_chain_times_out() {
     contained(
-        "const spin = () => Promise.resolve().then(spin); spin(); return 'returned';",
+        "const spin = () => queueMicrotask(spin); spin(); return 'returned';",
         is_timeout,
+    );
+    // Each step also keeps the previous promise alive: time or memory, whichever comes first.
+    contained(
+        "const spin = () => Promise.resolve().then(spin); spin(); return 'returned';",
+        |e| is_timeout(e) || is_memory(e),
     );
 }
 
@@ -710,6 +715,43 @@ function encodeResponse(r) { return r; }
     );
 }
 
+#[test]
+fn input_keys_named_like_object_prototype_members_are_own_data() {
+    let source = r#"
+function decodeRequest(input) {
+  const own = Object.keys(input).filter((key) => Object.getOwnPropertyDescriptor(input, key).value === key);
+  return { own, proto: Object.getPrototypeOf(input) === Object.prototype, text: String({}) };
+}
+function encodeResponse(r) { return r; }
+"#;
+    let mut handler = Sandbox::load(source, Role::Provider, limits()).unwrap();
+    let names = [
+        "constructor",
+        "__proto__",
+        "toString",
+        "toLocaleString",
+        "valueOf",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+        "ordinary",
+    ];
+    let input: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|name| (name.to_string(), json!(name)))
+        .collect();
+    let output = handler
+        .call(Function::DecodeRequest, &Value::Object(input))
+        .unwrap();
+    assert_eq!(output["own"], json!(names));
+    assert_eq!(output["proto"], json!(true));
+    assert_eq!(output["text"], json!("[object Object]"));
+}
+
 // --- load-time hostility ------------------------------------------------------------------
 
 #[test]
@@ -856,6 +898,7 @@ fn building_a_huge_input_is_held_to_the_deadline() {
     let mut quick = limits();
     quick.call_timeout = Duration::from_millis(10);
     quick.input_bytes = 8 << 20;
+    quick.memory_bytes = 256 << 20;
     let source = hostile("");
     let mut handler = Sandbox::load(&source, Role::Requester, quick).unwrap();
     let wide: serde_json::Map<String, Value> = (0..200_000)

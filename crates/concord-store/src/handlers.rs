@@ -9,7 +9,7 @@ use concord_proto::Role;
 /// use concord_store::Handlers;
 /// use concord_proto::Role;
 ///
-/// let handlers = Handlers::default().with(Role::Provider, "export function decodeRequest(m) { return m; }");
+/// let handlers = Handlers::default().with(Role::Provider, "function decodeRequest(m) { return m; }");
 /// assert!(handlers.get(Role::Provider).is_some());
 /// assert_eq!(handlers.get(Role::Requester), None);
 /// ```

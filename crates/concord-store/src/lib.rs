@@ -27,7 +27,7 @@
 //! let store = Store::open(dir.path())?; // production: Store::open(Store::default_dir()?)
 //! let hash = store.save_protocol(
 //!     &NewProtocol::negotiated("# Requirement\nGet product info\n", "https://peer.example/.well-known/wot")
-//!         .with_handler(Role::Provider, "export function decodeRequest(m) { return m; }"),
+//!         .with_handler(Role::Provider, "function decodeRequest(m) { return m; }"),
 //! )?;
 //! // Answering a sourceHello that offers `hash` for 0-RTT:
 //! assert!(store.for_role(Role::Provider).holds_protocol(&hash));

@@ -73,7 +73,7 @@ impl Settlement {
 /// use concord_proto::{ProtocolHash, Role};
 ///
 /// let protocol = NewProtocol::negotiated("# Requirement\n", "https://peer.example/.well-known/wot")
-///     .with_handler(Role::Requester, "export function encodeRequest(i) { return i; }")
+///     .with_handler(Role::Requester, "function encodeRequest(i) { return i; }")
 ///     .with_test_cases("## Test case 1\n");
 /// assert_eq!(protocol.hash(), ProtocolHash::of_text("# Requirement\n"));
 /// ```

@@ -22,7 +22,7 @@ const TABLE: &str = "consensus_protocols";
 /// use concord_proto::Role;
 ///
 /// let entry = NewConsensus::new("https://protocols.example/product-info/v1", "# Product info\n")
-///     .with_handler(Role::Provider, "export function decodeRequest(m) { return m; }");
+///     .with_handler(Role::Provider, "function decodeRequest(m) { return m; }");
 /// assert_eq!(entry.hash(), concord_proto::ProtocolHash::of_text("# Product info\n"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,7 +52,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// let store = Store::open(dir.path())?;
 /// let hash = store.save_protocol(
 ///     &NewProtocol::negotiated("# Requirement\nGet product info\n", "https://peer.example/.well-known/wot")
-///         .with_handler(Role::Provider, "export function decodeRequest(m) { return m; }"),
+///         .with_handler(Role::Provider, "function decodeRequest(m) { return m; }"),
 /// )?;
 /// assert!(store.can_resume(&hash, Role::Provider)?);
 /// assert!(!store.can_resume(&hash, Role::Requester)?); // no requester code yet

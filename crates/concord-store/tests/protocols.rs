@@ -9,8 +9,10 @@ use concord_store::{Integrity, NewProtocol, Settlement, Store, StoreError};
 const DOC: &str =
     "# Requirement\nGet product info by id.\n\n# Request\n```json\n{\"productId\": \"P1\"}\n```\n";
 const PEER: &str = "https://provider.example/.well-known/wot";
-const REQUESTER_JS: &str = "export function encodeRequest(i) { return i; }\nexport function decodeResponse(m) { return m; }\n";
-const PROVIDER_JS: &str = "export function decodeRequest(m) { return m; }\nexport function encodeResponse(o) { return o; }\n";
+const REQUESTER_JS: &str =
+    "function encodeRequest(i) { return i; }\nfunction decodeResponse(m) { return m; }\n";
+const PROVIDER_JS: &str =
+    "function decodeRequest(m) { return m; }\nfunction encodeResponse(o) { return o; }\n";
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

@@ -90,7 +90,7 @@ pub(crate) fn locate_top_level_key(
         let (Tag::Str, _) = de.open().ok()? else {
             return None;
         };
-        let found = match de.read_string(key_start).ok()?.0 {
+        let found = match de.read_string(key_start).ok()? {
             Text::Borrowed(key) => key == wanted,
             Text::Copied(key) => key == wanted,
         };
@@ -156,8 +156,8 @@ pub struct Deserializer<'de> {
     depth: usize,
     options: ParseOptions,
     scratch: String,
-    /// Fingerprint and raw text of the keys of the dictionaries being read (strict duplicate check).
-    keys: Vec<(u64, &'de str)>,
+    /// Where the raw text of each key of the dictionaries being read is (strict duplicate check).
+    keys: Vec<(usize, usize)>,
 }
 
 impl<'de> Deserializer<'de> {
@@ -286,9 +286,10 @@ impl<'de> Deserializer<'de> {
         self.error(ErrorKind::UnknownTag { tag }, start)
     }
 
-    /// Reads the body of a string after `[s:`, through its `]`; also returns the raw text.
+    /// Reads the body of a string after `[s:`, through its `]`. Its raw (escaped) text is
+    /// what lies between the `[s:` and `self.pos - 1`.
     #[inline(always)]
-    fn read_string(&mut self, start: usize) -> Result<(Text<'de, '_>, &'de str)> {
+    fn read_string(&mut self, start: usize) -> Result<Text<'de, '_>> {
         let body = self.pos;
         let end = match special::find(&self.bytes[body..]) {
             Some(index) if self.bytes[body + index] == b']' => body + index,
@@ -296,8 +297,7 @@ impl<'de> Deserializer<'de> {
             None => return Err(self.unclosed(Tag::Str, start)),
         };
         self.pos = end + 1;
-        let raw = &self.text[body..end];
-        Ok((Text::Borrowed(raw), raw))
+        Ok(Text::Borrowed(&self.text[body..end]))
     }
 
     /// The slow path of [`Self::read_string`]: escapes, or (lenient) literal brackets.
@@ -307,7 +307,7 @@ impl<'de> Deserializer<'de> {
         start: usize,
         body: usize,
         mut special: usize,
-    ) -> Result<(Text<'de, '_>, &'de str)> {
+    ) -> Result<Text<'de, '_>> {
         let strict = self.options.is_strict();
         self.scratch.clear();
         let mut copied = body;
@@ -343,8 +343,7 @@ impl<'de> Deserializer<'de> {
                 }
                 _ => {
                     self.pos = special + 1;
-                    let raw = &self.text[body..special];
-                    return Ok((Text::Copied(&self.scratch), raw));
+                    return Ok(Text::Copied(&self.scratch));
                 }
             }
             special = match special::find(&self.bytes[copied..]) {
@@ -471,7 +470,7 @@ impl<'de> Deserializer<'de> {
     {
         let (tag, start) = self.open()?;
         let value = match tag {
-            Tag::Str => match self.read_string(start)?.0 {
+            Tag::Str => match self.read_string(start)? {
                 Text::Borrowed(text) => visitor.visit_borrowed_str(text),
                 Text::Copied(text) => visitor.visit_str(text),
             },
@@ -498,6 +497,8 @@ impl<'de> Deserializer<'de> {
                     start,
                     first: true,
                     keys_before,
+                    key_start: start,
+                    key_bits: 0,
                     large: None,
                 });
                 self.keys.truncate(keys_before);
@@ -531,7 +532,7 @@ impl<'de> Deserializer<'de> {
             Err(_) if self.peek().is_none() => return Err(self.unclosed(Tag::Dict, start)),
             Err(error) => return Err(error),
         }
-        let name = match self.read_string(key_start)?.0 {
+        let name = match self.read_string(key_start)? {
             Text::Borrowed(text) => Cow::Borrowed(text),
             Text::Copied(text) => Cow::Owned(text.to_owned()),
         };
@@ -606,42 +607,94 @@ struct DictAccess<'a, 'de> {
     start: usize,
     first: bool,
     keys_before: usize,
+    /// Where the key being read starts.
+    key_start: usize,
+    /// One bit per key seen, chosen by its fingerprint: a key whose bit is clear is new.
+    key_bits: u64,
     large: Option<std::collections::HashSet<&'de str>>,
 }
 
 impl<'de> DictAccess<'_, 'de> {
     /// Strict mode: refuses a key already seen in this dictionary. In strict mode escapes are
     /// canonical, so equal raw text means equal keys.
+    /// Reads the separator, the next key and its colon (and checks for a duplicate in strict
+    /// mode); `None` at the end of the dictionary. Not generic, so compiled once.
+    #[inline(never)]
+    fn read_key(&mut self) -> Result<Option<Cow<'de, str>>> {
+        if !next_entry(self.de, Tag::Dict, self.start, &mut self.first)? {
+            return Ok(None);
+        }
+        let key_start = self.de.pos;
+        self.key_start = key_start;
+        if let Some(&[b'[', b's', b':']) = self.de.bytes.get(key_start..key_start + 3) {
+            self.de.pos += 3;
+        } else {
+            match self.de.open()? {
+                (Tag::Str, _) => {}
+                (other, _) => {
+                    return Err(self.de.error(
+                        ErrorKind::NonStringKey {
+                            tag: other.letter(),
+                        },
+                        key_start,
+                    ))
+                }
+            }
+        }
+        let key = match self.de.read_string(key_start)? {
+            Text::Borrowed(text) => Cow::Borrowed(text),
+            Text::Copied(text) => Cow::Owned(text.to_owned()),
+        };
+        if self.de.options.is_strict() {
+            self.check_duplicate(&key, key_start)?;
+        }
+        self.de.read_colon(self.start)?;
+        Ok(Some(key))
+    }
+
+    /// The key just read (decoded, its raw text between `key_start + 3` and `pos - 1`).
     #[inline(always)]
-    fn check_duplicate(&mut self, raw: &'de str, key_start: usize) -> Result<()> {
-        if self.large.is_none() {
-            let print = fingerprint(raw);
-            let seen = &self.de.keys[self.keys_before..];
-            if seen.len() < LINEAR_KEY_CHECK
-                && !seen.iter().any(|&(other, key)| other == print && key == raw)
-            {
-                self.de.keys.push((print, raw));
+    fn check_duplicate(&mut self, key: &str, key_start: usize) -> Result<()> {
+        let raw = (key_start + 3, self.de.pos - 1);
+        // Most keys land on a clear bit: new, and no comparison needed.
+        let bit = 1u64 << (fingerprint(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
+        if self.key_bits & bit == 0 && self.large.is_none() {
+            self.key_bits |= bit;
+            self.de.keys.push(raw);
+            if self.de.keys.len() - self.keys_before <= LINEAR_KEY_CHECK {
                 return Ok(());
             }
+            self.de.keys.pop();
         }
         self.check_duplicate_slow(raw, key_start)
     }
 
-    /// Large dictionaries (a hash set) and reporting a duplicate.
+    /// A key whose bit was already set, a large dictionary (a hash set), and reporting a
+    /// duplicate. In strict mode escapes are canonical: equal raw text means equal keys.
     #[cold]
     #[inline(never)]
-    fn check_duplicate_slow(&mut self, raw: &'de str, key_start: usize) -> Result<()> {
+    fn check_duplicate_slow(
+        &mut self,
+        (start, end): (usize, usize),
+        key_start: usize,
+    ) -> Result<()> {
         let de = &mut *self.de;
+        let text = de.text;
+        let raw = &text[start..end];
         let duplicate = match &mut self.large {
             Some(set) => !set.insert(raw),
             None => {
                 let seen = &de.keys[self.keys_before..];
-                let duplicate = seen.iter().any(|&(_, key)| key == raw);
+                let duplicate = seen.iter().any(|&(start, end)| &text[start..end] == raw);
                 if !duplicate {
-                    let mut set: std::collections::HashSet<&'de str> =
-                        seen.iter().map(|&(_, key)| key).collect();
-                    set.insert(raw);
-                    self.large = Some(set);
+                    if seen.len() < LINEAR_KEY_CHECK {
+                        de.keys.push((start, end));
+                    } else {
+                        let mut set: std::collections::HashSet<&'de str> =
+                            seen.iter().map(|&(start, end)| &text[start..end]).collect();
+                        set.insert(raw);
+                        self.large = Some(set);
+                    }
                 }
                 duplicate
             }
@@ -657,21 +710,14 @@ impl<'de> DictAccess<'_, 'de> {
     }
 }
 
-/// Length and first seven bytes of a key: most different keys differ here, so the duplicate
-/// check rarely compares whole strings.
-#[inline]
+/// Length, first and last byte of a key: most different keys of a dictionary differ here, so
+/// the duplicate check rarely compares whole strings.
+#[inline(always)]
 fn fingerprint(key: &str) -> u64 {
     let bytes = key.as_bytes();
-    // Built in registers: going through a stack buffer stalls on store forwarding.
-    let head = match bytes.first_chunk::<8>() {
-        Some(chunk) => u64::from_le_bytes(*chunk) << 8,
-        None => bytes
-            .iter()
-            .rev()
-            .fold(0u64, |head, &byte| (head << 8) | u64::from(byte))
-            << 8,
-    };
-    head | (bytes.len() as u64 & 0xFF)
+    let first = bytes.first().copied().unwrap_or(0);
+    let last = bytes.last().copied().unwrap_or(0);
+    ((bytes.len() as u64) << 16) | (u64::from(first) << 8) | u64::from(last)
 }
 
 impl Deserializer<'_> {
@@ -699,34 +745,10 @@ impl<'de> de::MapAccess<'de> for DictAccess<'_, 'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        if !next_entry(self.de, Tag::Dict, self.start, &mut self.first)? {
+        let Some(key) = self.read_key()? else {
             return Ok(None);
-        }
-        let key_start = self.de.pos;
-        if self.de.bytes[key_start..].starts_with(b"[s:") {
-            self.de.pos += 3;
-        } else {
-            match self.de.open()? {
-                (Tag::Str, _) => {}
-                (other, _) => {
-                    return Err(self.de.error(
-                        ErrorKind::NonStringKey {
-                            tag: other.letter(),
-                        },
-                        key_start,
-                    ))
-                }
-            }
-        }
-        let (text, raw) = self.de.read_string(key_start)?;
-        let key = match text {
-            Text::Borrowed(text) => Cow::Borrowed(text),
-            Text::Copied(text) => Cow::Owned(text.to_owned()),
         };
-        if self.de.options.is_strict() {
-            self.check_duplicate(raw, key_start)?;
-        }
-        self.de.read_colon(self.start)?;
+        let key_start = self.key_start;
         seed.deserialize(KeyDeserializer::new(key))
             .map(Some)
             .map_err(|error| error.with_position(self.de.position(key_start)))
@@ -858,7 +880,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         match tag {
             // A unit variant is its name as a string.
             Tag::Str => {
-                let name = match self.read_string(start)?.0 {
+                let name = match self.read_string(start)? {
                     Text::Borrowed(text) => Cow::Borrowed(text),
                     Text::Copied(text) => Cow::Owned(text.to_owned()),
                 };

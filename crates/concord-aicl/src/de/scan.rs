@@ -184,7 +184,9 @@ pub(super) fn strict_float_prefix(bytes: &[u8]) -> (StrictFloat, usize) {
             if !byte.is_ascii_digit() {
                 break;
             }
-            exponent = exponent.saturating_mul(10).saturating_add(i32::from(byte - b'0'));
+            exponent = exponent
+                .saturating_mul(10)
+                .saturating_add(i32::from(byte - b'0'));
             count += 1;
             rest = tail;
         }
@@ -209,7 +211,10 @@ pub(super) fn strict_float_prefix(bytes: &[u8]) -> (StrictFloat, usize) {
     } else {
         magnitude / scale
     };
-    (StrictFloat::Exact(if negative { -value } else { value }), read)
+    (
+        StrictFloat::Exact(if negative { -value } else { value }),
+        read,
+    )
 }
 
 /// `[b:…]`: `true` or `false`; lenient ignores case.
@@ -389,7 +394,7 @@ mod tests {
 
     #[test]
     fn floats() {
-        assert_eq!(parse_float("3.1415926535", true), Ok(3.1415926535));
+        assert_eq!(parse_float("8.3145126", true), Ok(8.3145126));
         assert_eq!(parse_float("-1.5e-3", true), Ok(-1.5e-3));
         assert_eq!(parse_float("3", true), Ok(3.0));
         assert_eq!(parse_float("-inf", true), Ok(f64::NEG_INFINITY));
@@ -429,13 +434,22 @@ mod tests {
             let fast = parse_float(text, true).unwrap();
             assert_eq!(fast.to_bits(), general.to_bits(), "{text}");
         }
-        assert!(matches!(strict_float_prefix(b"1e23"), (StrictFloat::Valid, 4)));
+        assert!(matches!(
+            strict_float_prefix(b"1e23"),
+            (StrictFloat::Valid, 4)
+        ));
         assert!(matches!(
             strict_float_prefix(b"1234567890123456"),
             (StrictFloat::Valid, 16)
         ));
-        assert!(matches!(strict_float_prefix(b"1.5]"), (StrictFloat::Exact(_), 3)));
-        assert!(matches!(strict_float_prefix(b"1.]"), (StrictFloat::Invalid, _)));
+        assert!(matches!(
+            strict_float_prefix(b"1.5]"),
+            (StrictFloat::Exact(_), 3)
+        ));
+        assert!(matches!(
+            strict_float_prefix(b"1.]"),
+            (StrictFloat::Invalid, _)
+        ));
     }
 
     proptest::proptest! {

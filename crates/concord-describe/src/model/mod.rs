@@ -14,9 +14,7 @@ mod thing;
 pub use affordance::{ActionAffordance, EventAffordance, PropertyAffordance};
 pub use form::{AdditionalResponse, ExpectedResponse, Form, FormContext, Operation};
 pub use lmos::{LmosKind, LmosMetadata, LmosVendor};
-pub use meta_protocol::{
-    Capability, ConsensusProtocol, MetaProtocol, ProtocolVersion, ProtocolVersionError,
-};
+pub use meta_protocol::{ConsensusProtocol, MetaProtocol};
 pub use one_or_many::OneOrMany;
 pub use schema::{DataSchema, DataType};
 pub(crate) use security::{is_known_scheme, KNOWN_SCHEMES};

@@ -2,10 +2,10 @@
 
 use std::collections::HashSet;
 
+use concord_proto::{Capability, MetaVersion};
 use serde_json::{Map, Value};
 
 use super::{formats, Checker};
-use crate::model::{Capability, ProtocolVersion};
 use crate::pointer::Path;
 use crate::problem::ProblemKind;
 use crate::vocab::CONCORD_PREFIX;
@@ -18,6 +18,29 @@ const META_PROTOCOL_TERMS: [&str; 4] = [
     "concord:consensusProtocols",
 ];
 const CONSENSUS_PROTOCOL_TERMS: [&str; 2] = ["concord:uri", "concord:protocolHash"];
+
+/// Reads a `concord:versions` entry: `MAJOR.MINOR` in canonical decimal, which is stricter
+/// than [`MetaVersion`]'s own reading (a hello may say `"2"` for 2.0; a published
+/// description says exactly `"2.0"`, so that it reads the same everywhere).
+fn parse_version(text: &str) -> Result<MetaVersion, String> {
+    fn canonical(digits: &str) -> bool {
+        !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'))
+    }
+    let well_formed = text
+        .split_once('.')
+        .is_some_and(|(major, minor)| canonical(major) && canonical(minor));
+    if !well_formed {
+        return Err(format!("`{text}` is not a meta-protocol version: expected MAJOR.MINOR in decimal without leading zeros, such as 1.0"));
+    }
+    text.parse().map_err(|_| {
+        format!(
+            "`{text}` is not a meta-protocol version: MAJOR and MINOR are each at most {}",
+            u16::MAX
+        )
+    })
+}
 
 impl<'v> Checker<'v> {
     pub(super) fn meta_protocol(&mut self, thing: &'v Map<String, Value>, at: &Path<'_>) {
@@ -79,7 +102,7 @@ impl<'v> Checker<'v> {
                 self.wrong_type(&at, "a version string such as \"1.0\"", version);
                 continue;
             };
-            match text.parse::<ProtocolVersion>() {
+            match parse_version(text) {
                 Ok(parsed) if !seen.insert(parsed) => {
                     self.report(
                         ProblemKind::DuplicateValue,
@@ -88,7 +111,7 @@ impl<'v> Checker<'v> {
                     );
                 }
                 Ok(_) => {}
-                Err(why) => self.report(ProblemKind::InvalidValue, &at, why.to_string()),
+                Err(why) => self.report(ProblemKind::InvalidValue, &at, why),
             }
         }
     }
@@ -112,8 +135,8 @@ impl<'v> Checker<'v> {
                     format!("capability {name} is listed twice"),
                 );
             }
-            if let Capability::Unknown(_) = Capability::from_name(name) {
-                let known: Vec<&str> = Capability::KNOWN.iter().map(Capability::name).collect();
+            if Capability::from_name(name).is_none() {
+                let known: Vec<&str> = Capability::ALL.into_iter().map(Capability::name).collect();
                 self.report(
                     ProblemKind::UnknownCapability,
                     &at,

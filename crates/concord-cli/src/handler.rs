@@ -1,0 +1,451 @@
+//! `concord handler …`: generate protocol handler modules, run one function in the
+//! sandbox, and test handlers against negotiated test cases.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Subcommand, ValueEnum};
+use concord_handlers::{
+    template, CaseRunner, GenerateError, Generated, Generator, Local, Origin, Verifier,
+};
+use concord_llm::{LlmClient, LlmConfig};
+use concord_negotiate::{ActionSpec, Need, ProtocolDocument, TestCases};
+use concord_sandbox::{Function, Handler, Limits, Role, Sandbox};
+use serde_json::Value;
+
+use crate::input::read_bytes;
+
+/// Commands on protocol handler modules.
+#[derive(Debug, Subcommand)]
+pub enum HandlerCommand {
+    /// Write the handler module for one side of a protocol and print it.
+    ///
+    /// The template is used when it fits and passes the test cases (the given ones, else
+    /// cases drafted from the protocol's schemas); with `--llm`, an LLM writes the module
+    /// when it does not.
+    ///
+    /// Example: `concord handler generate product-info.md --role provider --action-schema action.json`
+    Generate {
+        /// The agreed protocol document; standard input when `-`.
+        protocol: PathBuf,
+        /// Which side the module is for.
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// Our action (provider) or the peer's action we call (requester), as JSON:
+        /// `{"name", "description"?, "input"?: schema, "output"?: schema}`. Default: the
+        /// protocol's own fields.
+        #[arg(long)]
+        action_schema: Option<PathBuf>,
+        /// Requester: our need, as JSON `{"action", "input"?: schema, "output"?: schema}`.
+        #[arg(long, conflicts_with = "action_schema")]
+        need: Option<PathBuf>,
+        /// The action's name, when neither the protocol (a `const`) nor a schema file says.
+        #[arg(long)]
+        action: Option<String>,
+        /// The negotiated test cases to verify the module with.
+        #[arg(long)]
+        cases: Option<PathBuf>,
+        /// Let an LLM write the module when no template fits (CONCORD_LLM_BASE_URL,
+        /// CONCORD_LLM_API_KEY, CONCORD_LLM_MODEL, or OPENAI_BASE_URL / OPENAI_API_KEY).
+        #[arg(long)]
+        llm: bool,
+    },
+    /// Call one function of a module in the sandbox and print its result as JSON.
+    ///
+    /// The role follows from the function. Exits 1 naming the error, or the limit hit.
+    ///
+    /// Example: `concord handler run requester.js encodeRequest '{"messageId":"m1","input":{"productId":"P1"}}'`
+    Run {
+        /// The module (a strict-mode script declaring its role's functions).
+        module: PathBuf,
+        /// `encodeRequest`, `decodeResponse`, `decodeRequest` or `encodeResponse`.
+        function: String,
+        /// The argument, as JSON.
+        argument: String,
+        /// Memory cap in MiB (default 32).
+        #[arg(long)]
+        memory_mb: Option<usize>,
+        /// Per-call deadline in milliseconds (default 100).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
+    /// Run test cases through template handlers for both sides; print a table of results.
+    ///
+    /// Exits 1 when any case fails, after the failures and the fix-error report.
+    ///
+    /// Example: `concord handler test product-info.md cases.md`
+    Test {
+        /// The agreed protocol document.
+        protocol: PathBuf,
+        /// The test cases.
+        cases: PathBuf,
+        /// The provider's action, as JSON (as for `generate`). Default: the protocol's fields.
+        #[arg(long)]
+        action_schema: Option<PathBuf>,
+        /// The action's name, when neither the protocol, the schema file nor the cases say.
+        #[arg(long)]
+        action: Option<String>,
+        /// Test this requester module instead of the template's.
+        #[arg(long)]
+        requester: Option<PathBuf>,
+        /// Test this provider module instead of the template's.
+        #[arg(long)]
+        provider: Option<PathBuf>,
+    },
+}
+
+/// A side of a protocol, on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    /// Sends requests.
+    Requester,
+    /// Answers them.
+    Provider,
+}
+
+impl From<RoleArg> for Role {
+    fn from(role: RoleArg) -> Self {
+        match role {
+            RoleArg::Requester => Role::Requester,
+            RoleArg::Provider => Role::Provider,
+        }
+    }
+}
+
+/// Runs one `concord handler` command.
+pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        HandlerCommand::Generate {
+            protocol,
+            role,
+            action_schema,
+            need,
+            action,
+            cases,
+            llm,
+        } => {
+            let document = match read_protocol(&protocol)? {
+                Ok(document) => document,
+                Err(code) => return Ok(code),
+            };
+            let cases = match cases.as_deref().map(read_cases).transpose()? {
+                Some(Ok(cases)) => Some(cases),
+                Some(Err(code)) => return Ok(code),
+                None => None,
+            };
+            let role = Role::from(role);
+            let local = match (role, need) {
+                (Role::Requester, Some(need)) => Local::Requester(read_need(&need)?),
+                (Role::Provider, Some(_)) => {
+                    bail!("--need is for the requester; the provider takes --action-schema")
+                }
+                (_, None) => local_side(
+                    &document,
+                    role,
+                    action_schema.as_deref(),
+                    action.as_deref(),
+                    cases.as_ref(),
+                )?,
+            };
+            let mut generator = Generator::new();
+            if llm {
+                generator = generator.with_llm(llm_client()?);
+            }
+            match block_on(generator.generate(&document, &local, cases.as_ref()))? {
+                Ok(generated) => {
+                    print!("{}", generated.source);
+                    report_generated(&generated);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    eprintln!("concord: {error}");
+                    let usage = error.usage();
+                    if usage.calls > 0 {
+                        eprintln!(
+                            "concord: {} LLM call(s), {} tokens in, {} out",
+                            usage.calls, usage.prompt_tokens, usage.completion_tokens
+                        );
+                    }
+                    Ok(match error {
+                        GenerateError::Llm { .. } | GenerateError::Prompt(_) => ExitCode::from(2),
+                        _ => ExitCode::from(1),
+                    })
+                }
+            }
+        }
+        HandlerCommand::Run {
+            module,
+            function,
+            argument,
+            memory_mb,
+            timeout_ms,
+        } => {
+            let function: Function = function.parse()?;
+            let argument: Value =
+                serde_json::from_str(&argument).context("the argument is not valid JSON")?;
+            let mut limits = Limits::default();
+            if let Some(megabytes) = memory_mb {
+                limits.memory_bytes = megabytes
+                    .checked_mul(1 << 20)
+                    .ok_or_else(|| anyhow!("--memory-mb {megabytes} is too large"))?;
+            }
+            if let Some(milliseconds) = timeout_ms {
+                limits.call_timeout = Duration::from_millis(milliseconds);
+            }
+            limits.validate()?;
+            let source = read_text(&module, "the module")?;
+            let mut handler = match Sandbox::load(&source, function.role(), limits) {
+                Ok(handler) => handler,
+                Err(error) => {
+                    eprintln!("concord: {}: {error}", module.display());
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            match handler.call(function, &argument) {
+                Ok(result) => {
+                    println!("{}", serde_json::to_string_pretty(&result)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) if error.is_limit() => {
+                    eprintln!("concord: {function} was stopped: {error}");
+                    Ok(ExitCode::from(1))
+                }
+                Err(error) => {
+                    eprintln!("concord: {function} failed: {error}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        HandlerCommand::Test {
+            protocol,
+            cases,
+            action_schema,
+            action,
+            requester,
+            provider,
+        } => {
+            let document = match read_protocol(&protocol)? {
+                Ok(document) => document,
+                Err(code) => return Ok(code),
+            };
+            let cases = match read_cases(&cases)? {
+                Ok(cases) => cases,
+                Err(code) => return Ok(code),
+            };
+            let provider_side = local_side(
+                &document,
+                Role::Provider,
+                action_schema.as_deref(),
+                action.as_deref(),
+                Some(&cases),
+            )?;
+            let requester_side = match &provider_side {
+                Local::Provider(spec) if action_schema.is_some() => Local::requester_for(spec),
+                _ => local_side(
+                    &document,
+                    Role::Requester,
+                    None,
+                    Some(provider_side.action()),
+                    None,
+                )?,
+            };
+            let verifier = match Verifier::new(&document) {
+                Ok(verifier) => verifier,
+                Err(error) => {
+                    eprintln!("concord: {error}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            let mut handlers = Vec::new();
+            for (side, module) in [(&requester_side, &requester), (&provider_side, &provider)] {
+                match load_side(&document, side, module.as_deref())? {
+                    Ok(handler) => handlers.push(handler),
+                    Err(code) => return Ok(code),
+                }
+            }
+            let [requester_handler, provider_handler] = handlers.as_mut_slice() else {
+                bail!("internal error: expected two handlers");
+            };
+            let report = CaseRunner::new(&verifier)
+                .with_side(requester_handler, &requester_side)
+                .with_side(provider_handler, &provider_side)
+                .run(&cases);
+            print!("{}", report.table());
+            match report.fix_error_report() {
+                None => Ok(ExitCode::SUCCESS),
+                Some(fix) => {
+                    println!("\nFailures:\n{}", report.details());
+                    println!("Fix-error report (for fixErrorNegotiation.errorDescription):\n{fix}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    }
+}
+
+/// The protocol document, or exit 1 when it does not parse.
+fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCode>> {
+    let text = read_text(path, "the protocol document")?;
+    Ok(ProtocolDocument::parse(&text).map_err(|error| {
+        eprintln!("concord: {}: {error}", path.display());
+        ExitCode::from(1)
+    }))
+}
+
+/// The test cases, or exit 1 when they do not parse.
+fn read_cases(path: &Path) -> anyhow::Result<Result<TestCases, ExitCode>> {
+    let text = read_text(path, "the test cases")?;
+    Ok(TestCases::parse(&text).map_err(|error| {
+        eprintln!("concord: {}: {error}", path.display());
+        ExitCode::from(1)
+    }))
+}
+
+fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
+    String::from_utf8(read_bytes(Some(path))?)
+        .with_context(|| format!("{what} ({}) is not UTF-8 text", path.display()))
+}
+
+fn read_action(path: &Path) -> anyhow::Result<ActionSpec> {
+    let bytes = read_bytes(Some(path))?;
+    serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "{} is not an action (`{{\"name\", \"input\", \"output\"}}`)",
+            path.display()
+        )
+    })
+}
+
+fn read_need(path: &Path) -> anyhow::Result<Need> {
+    let bytes = read_bytes(Some(path))?;
+    serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "{} is not a need (`{{\"action\", \"input\", \"output\"}}`)",
+            path.display()
+        )
+    })
+}
+
+/// Our side: from a schema file, or from the protocol's own fields and an action name.
+fn local_side(
+    document: &ProtocolDocument,
+    role: Role,
+    action_schema: Option<&Path>,
+    action: Option<&str>,
+    cases: Option<&TestCases>,
+) -> anyhow::Result<Local> {
+    if let Some(path) = action_schema {
+        let spec = read_action(path)?;
+        return Ok(match role {
+            Role::Provider => Local::Provider(spec),
+            Role::Requester => Local::requester_for(&spec),
+        });
+    }
+    let name = match action {
+        Some(name) => name.to_owned(),
+        None => action_in(document, cases)?,
+    };
+    Ok(Local::from_protocol(document, role, &name))
+}
+
+/// The action's name from the protocol's `const`, else from the test cases' requests.
+fn action_in(document: &ProtocolDocument, cases: Option<&TestCases>) -> anyhow::Result<String> {
+    let fixed = document
+        .request_schema
+        .as_ref()
+        .and_then(|schema| schema.pointer("/properties/action/const"))
+        .and_then(Value::as_str);
+    if let Some(name) = fixed {
+        return Ok(name.to_owned());
+    }
+    let mut named = cases
+        .into_iter()
+        .flat_map(|cases| &cases.cases)
+        .filter_map(|case| case.request.get("action").and_then(Value::as_str));
+    if let Some(first) = named.next() {
+        if named.all(|other| other == first) {
+            return Ok(first.to_owned());
+        }
+    }
+    bail!(
+        "the protocol does not fix the action's name (no `const` for `action`): pass \
+         --action NAME or --action-schema FILE"
+    )
+}
+
+/// A loaded handler: the given module, or the template; exit 1 when neither works.
+fn load_side(
+    document: &ProtocolDocument,
+    side: &Local,
+    module: Option<&Path>,
+) -> anyhow::Result<Result<Handler, ExitCode>> {
+    let (source, name) = match module {
+        Some(path) => (read_text(path, "the module")?, path.display().to_string()),
+        None => match template(document, side) {
+            Ok(source) => (source, format!("the {} template", side.role())),
+            Err(error) => {
+                eprintln!(
+                    "concord: {error}; pass --{} MODULE to test a module of your own",
+                    side.role()
+                );
+                return Ok(Err(ExitCode::from(1)));
+            }
+        },
+    };
+    Ok(
+        Sandbox::load(&source, side.role(), Limits::default()).map_err(|error| {
+            eprintln!("concord: {name}: {error}");
+            ExitCode::from(1)
+        }),
+    )
+}
+
+fn report_generated(generated: &Generated) {
+    let checked = match generated.cases_run {
+        0 => "loaded, no test cases to run".to_owned(),
+        n => format!("passes {n} test case(s)"),
+    };
+    match generated.origin {
+        Origin::Template => eprintln!(
+            "concord: {} module written by the template; {checked}",
+            generated.role
+        ),
+        Origin::Llm { attempts } => {
+            let usage = generated.usage;
+            eprintln!(
+                "concord: {} module written by the LLM on attempt {attempts}; {checked}; \
+                 {} LLM call(s), {} tokens in, {} out, {:.1} s",
+                generated.role,
+                usage.calls,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.wall_time.as_secs_f64()
+            );
+            if let Some(reason) = &generated.template_rejected {
+                eprintln!("concord: no template: {reason}");
+            }
+        }
+    }
+}
+
+/// Runs a future on a small single-threaded runtime.
+fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(future))
+}
+
+/// The LLM client configured from the environment.
+fn llm_client() -> anyhow::Result<LlmClient> {
+    let Some(config) = LlmConfig::from_env()? else {
+        bail!(
+            "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
+             CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
+        );
+    };
+    Ok(LlmClient::new(config)?)
+}
