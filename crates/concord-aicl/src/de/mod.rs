@@ -602,21 +602,22 @@ impl<'de> de::SeqAccess<'de> for ListAccess<'_, 'de> {
 /// Above this many keys a dictionary checks duplicates with a hash set instead of a scan.
 const LINEAR_KEY_CHECK: usize = 16;
 
+/// The entries of a dictionary, and (strict mode) the duplicate-key check.
 struct DictAccess<'a, 'de> {
     de: &'a mut Deserializer<'de>,
     start: usize,
     first: bool,
+    /// Where this dictionary's keys start in [`Deserializer::keys`].
     keys_before: usize,
     /// Where the key being read starts.
     key_start: usize,
     /// One bit per key seen, chosen by its fingerprint: a key whose bit is clear is new.
     key_bits: u64,
+    /// The keys, once there are more than [`LINEAR_KEY_CHECK`].
     large: Option<std::collections::HashSet<&'de str>>,
 }
 
 impl<'de> DictAccess<'_, 'de> {
-    /// Strict mode: refuses a key already seen in this dictionary. In strict mode escapes are
-    /// canonical, so equal raw text means equal keys.
     /// Reads the separator, the next key and its colon (and checks for a duplicate in strict
     /// mode); `None` at the end of the dictionary. Not generic, so compiled once.
     #[inline(never)]
@@ -652,7 +653,8 @@ impl<'de> DictAccess<'_, 'de> {
         Ok(Some(key))
     }
 
-    /// The key just read (decoded, its raw text between `key_start + 3` and `pos - 1`).
+    /// Strict mode: refuses the key just read (`key` decoded; its raw text lies between
+    /// `key_start + 3` and `pos - 1`) if this dictionary already had it.
     #[inline(always)]
     fn check_duplicate(&mut self, key: &str, key_start: usize) -> Result<()> {
         let raw = (key_start + 3, self.de.pos - 1);
@@ -711,7 +713,7 @@ impl<'de> DictAccess<'_, 'de> {
 }
 
 /// Length, first and last byte of a key: most different keys of a dictionary differ here, so
-/// the duplicate check rarely compares whole strings.
+/// they land on different bits of [`DictAccess::key_bits`] and need no comparison.
 #[inline(always)]
 fn fingerprint(key: &str) -> u64 {
     let bytes = key.as_bytes();

@@ -22,6 +22,7 @@ impl<'o> KeySerializer<'o> {
         KeySerializer { out, tagged: false }
     }
 
+    #[inline]
     fn write(self, text: &str) -> Result<()> {
         if self.tagged {
             write::key(self.out, text);
@@ -68,6 +69,7 @@ impl Serializer for KeySerializer<'_> {
     type SerializeStruct = Impossible<(), Error>;
     type SerializeStructVariant = Impossible<(), Error>;
 
+    #[inline]
     fn serialize_str(self, value: &str) -> Result<()> {
         self.write(value)
     }

@@ -486,6 +486,17 @@ impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
     type Error = Error;
 
+    #[inline]
+    fn serialize_entry<K: Serialize + ?Sized, V: Serialize + ?Sized>(
+        &mut self,
+        key: &K,
+        value: &V,
+    ) -> Result<()> {
+        self.begin_entry();
+        key.serialize(key::KeySerializer::tagged(self.ser.out))?;
+        self.entry_value(value)
+    }
+
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
         self.begin_entry();
         key.serialize(key::KeySerializer::tagged(self.ser.out))

@@ -8,6 +8,7 @@ use crate::ser::key::KeySerializer;
 use crate::tensor::serde_impl::{capture, TENSOR_TOKEN};
 
 impl Serialize for Value {
+    #[inline]
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Value::String(text) => serializer.serialize_str(text),
@@ -22,6 +23,7 @@ impl Serialize for Value {
 }
 
 impl Serialize for Map {
+    #[inline]
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut entries = serializer.serialize_map(Some(self.len()))?;
         for (key, value) in self {

@@ -1,0 +1,37 @@
+//! Action backends beside Rust closures: a command per call, a POST per call.
+
+pub(crate) mod exec;
+pub(crate) mod http;
+
+/// At most this many characters of a backend's output are quoted in an error.
+const PREVIEW_CHARS: usize = 120;
+
+/// The start of `bytes` as text, for error messages.
+pub(crate) fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(nothing)".to_owned();
+    }
+    let shown: String = text.chars().take(PREVIEW_CHARS).collect();
+    if shown.len() < text.len() {
+        format!("{shown:?}…")
+    } else {
+        format!("{shown:?}")
+    }
+}
+
+/// A JSON parse error with its position.
+pub(crate) fn describe_json_error(error: &serde_json::Error) -> String {
+    format!(
+        "{} at line {}, column {}",
+        match error.classify() {
+            serde_json::error::Category::Eof => "unexpected end",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data => "wrong data",
+            serde_json::error::Category::Io => "read error",
+        },
+        error.line(),
+        error.column()
+    )
+}

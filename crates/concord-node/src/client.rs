@@ -1,0 +1,616 @@
+//! The requester's side: discovery, the hello, the session, and calls over it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_describe::Thing;
+use concord_negotiate::{published_actions, Accounting, ActionSpec, Need, ProtocolDocument};
+use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
+use concord_proto::{Capabilities, HelloKind, ProtocolHash, Role, Session};
+use concord_store::{Direction, TranscriptId};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite;
+use tracing::Instrument;
+
+use crate::code::{self, CodeInfo, LocalSide};
+use crate::config::human;
+use crate::describe::DESCRIPTION_PATH;
+use crate::driver::{Command, Driver, RequesterParts, Settled, Settlement, Start, CLOSE_LINGER};
+use crate::error::{CallError, ConnectError};
+use crate::hello;
+use crate::node::{Shared, Want};
+use crate::storage::Recorder;
+use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
+
+/// Largest description accepted (the validator's own limit).
+const MAX_DESCRIPTION_BYTES: usize = 1 << 20;
+/// Calls queued to a session before `call` waits.
+const COMMAND_QUEUE: usize = 1024;
+
+/// What an established connection speaks and what it cost to set up.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ConnectionInfo {
+    /// The peer's description URL.
+    pub peer: String,
+    /// The meta-protocol endpoint.
+    pub endpoint: String,
+    /// The action the protocol calls.
+    pub action: String,
+    /// The protocol's hash (the 0-RTT key).
+    pub hash: ProtocolHash,
+    /// How the protocol was settled.
+    pub settlement: Settlement,
+    /// The hash we offered for 0-RTT, if any (offered but not resumed: a miss).
+    pub offered_hash: Option<ProtocolHash>,
+    /// The optional capabilities both sides support.
+    pub capabilities: Capabilities,
+    /// Agreed test cases the peer's code passed over the verification protocol.
+    pub verified_cases: usize,
+    /// Every negotiation step: who decided, LLM calls, tokens, time.
+    pub accounting: Accounting,
+    /// Each generation of our handler code: template or LLM, cases run, LLM cost.
+    pub code: Vec<CodeInfo>,
+    /// The negotiation transcript in our store.
+    pub transcript: Option<TranscriptId>,
+    /// From `connect` to ready.
+    pub setup_time: Duration,
+}
+
+/// What the client knows before the session starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Known {
+    pub(crate) peer: String,
+    pub(crate) endpoint: String,
+    pub(crate) action: String,
+    pub(crate) offered_hash: Option<ProtocolHash>,
+    pub(crate) started: Instant,
+}
+
+/// A ready connection to a peer's action. Cheap to clone; calls from any clone run
+/// concurrently over the one WebSocket, matched to their responses by messageId. The
+/// session closes when every clone is dropped, or on [`Connection::close`].
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    commands: mpsc::Sender<Command>,
+    closed: watch::Receiver<Option<String>>,
+    info: ConnectionInfo,
+    call_timeout: Duration,
+    id_prefix: String,
+    next_id: AtomicU64,
+}
+
+impl Connection {
+    /// What the connection speaks and what it cost to set up.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.inner.info
+    }
+
+    /// Calls the peer's `action` with `input` and returns its output: our handler encodes
+    /// the request, the peer's decodes it and runs the action, and back. No LLM is involved.
+    ///
+    /// # Errors
+    /// [`CallError::WrongAction`] when the protocol is for another action,
+    /// [`CallError::InvalidInput`] when the input does not make a valid request (nothing is
+    /// sent), [`CallError::Remote`] for an error response, [`CallError::InvalidResponse`],
+    /// [`CallError::Timeout`] after the call timeout, [`CallError::Closed`].
+    pub async fn call(&self, action: &str, input: Value) -> Result<Value, CallError> {
+        let inner = &self.inner;
+        if action != inner.info.action {
+            return Err(CallError::WrongAction {
+                action: action.to_owned(),
+                protocol_action: inner.info.action.clone(),
+            });
+        }
+        let number = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let message_id = format!("{}{number:08x}", inner.id_prefix);
+        let (reply, response) = oneshot::channel();
+        let command = Command::Call {
+            message_id: message_id.clone(),
+            input,
+            reply,
+        };
+        if inner.commands.send(command).await.is_err() {
+            return Err(self.closed_error());
+        }
+        match tokio::time::timeout(inner.call_timeout, response).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => {
+                let _ = inner.commands.try_send(Command::Cancel { message_id });
+                Err(CallError::Timeout(inner.call_timeout))
+            }
+        }
+    }
+
+    /// Asks the peer a question in natural language (a `naturalLanguageNegotiation`
+    /// REQUEST) and returns its answer. Needs an LLM on both sides.
+    ///
+    /// # Errors
+    /// [`CallError::Unsupported`] when natural-language negotiation was not negotiated,
+    /// [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn ask(&self, text: &str) -> Result<String, CallError> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Ask {
+            text: text.to_owned(),
+            reply,
+        };
+        if self.inner.commands.send(command).await.is_err() {
+            return Err(self.closed_error());
+        }
+        answer.await.unwrap_or_else(|_| Err(self.closed_error()))
+    }
+
+    /// Closes the session and waits until it ended.
+    pub async fn close(&self) {
+        let _ = self
+            .inner
+            .commands
+            .send(Command::Close {
+                reason: "closed by the application".to_owned(),
+            })
+            .await;
+        let _ = self.closed().await;
+    }
+
+    /// Whether the session has ended.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.borrow().is_some()
+    }
+
+    /// Waits until the session ends and says why.
+    pub async fn closed(&self) -> String {
+        let mut closed = self.inner.closed.clone();
+        let reason = closed
+            .wait_for(Option::is_some)
+            .await
+            .map(|reason| reason.clone().unwrap_or_default());
+        reason.unwrap_or_else(|_| "the session ended".to_owned())
+    }
+
+    fn closed_error(&self) -> CallError {
+        let reason = self
+            .inner
+            .closed
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| "the session ended".to_owned());
+        CallError::Closed(reason)
+    }
+}
+
+/// What the requester brings of its own instead of the negotiator's drafts.
+struct Own {
+    candidate: Option<String>,
+    test_cases: Option<String>,
+}
+
+/// Discovery, hello, and the session up to ready.
+pub(crate) async fn connect(
+    shared: Arc<Shared>,
+    url: &str,
+    want: Want,
+) -> Result<Connection, ConnectError> {
+    let started = Instant::now();
+    let (need, candidate, test_cases) = want.into_parts();
+    let description_url = description_url(url)?;
+    let thing = fetch_description(&shared, &description_url).await?;
+    let endpoint = thing
+        .meta_protocol
+        .as_ref()
+        .map(|meta| meta.endpoint.clone())
+        .ok_or_else(|| ConnectError::NoEndpoint {
+            url: description_url.clone(),
+        })?;
+    let actions = published_actions(&thing);
+    let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned() else {
+        return Err(ConnectError::UnknownAction {
+            url: description_url,
+            action: need.action,
+            available: actions.into_iter().map(|action| action.name).collect(),
+        });
+    };
+    let peer = format!("{description_url}#{}", need.action);
+    let (offered_hash, consensus) = shortcuts(&shared, &thing, &peer, &need.action).await?;
+    let known = Known {
+        peer: description_url,
+        endpoint,
+        action: need.action.clone(),
+        offered_hash,
+        started,
+    };
+    let span = tracing::info_span!("connect", %peer);
+    let own = Own {
+        candidate,
+        test_cases,
+    };
+    start_session(shared, need, own, peer_action, peer, consensus, known)
+        .instrument(span)
+        .await
+}
+
+/// The WebSocket, the hello, and the session up to ready.
+async fn start_session(
+    shared: Arc<Shared>,
+    need: Need,
+    own: Own,
+    peer_action: ActionSpec,
+    peer: String,
+    consensus: Vec<String>,
+    known: Known,
+) -> Result<Connection, ConnectError> {
+    let offered_hash = known.offered_hash;
+    let mut socket = open_websocket(&shared, &known.endpoint).await?;
+    let offer = LocalOffer::new(shared.capabilities);
+    let source = handshake::source_hello(&offer, &hello::random_id(), offered_hash, &consensus);
+    let source_text = source.encode();
+    let recorder = Recorder::start(&shared.store, &peer, Role::Requester).await;
+    recorder.hello(Direction::Sent, &source_text);
+    if let Err(error) = socket.send_text(source_text).await {
+        let error = ConnectError::Transport(error.to_string());
+        recorder
+            .finish(concord_store::Outcome::Failed(error.to_string()))
+            .await;
+        return Err(error);
+    }
+    let (destination, destination_text) = match hello::read(
+        &mut socket,
+        HelloKind::Destination,
+        shared.limits.hello_timeout,
+    )
+    .await
+    {
+        Ok(hello) => hello,
+        Err(failure) => {
+            if let Some((code, reason)) = failure.close_frame() {
+                transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+            }
+            let error = hello_error(failure);
+            recorder
+                .finish(concord_store::Outcome::Failed(error.to_string()))
+                .await;
+            return Err(error);
+        }
+    };
+    recorder.hello(Direction::Received, &destination_text);
+    let agreement = match handshake::accept_destination_hello(&offer, &source, &destination) {
+        Ok(agreement) => agreement,
+        Err(error) => {
+            let reason = format!("handshake: {error}");
+            transport::close(
+                &mut socket,
+                close_code::PROTOCOL_ERROR,
+                &reason,
+                CLOSE_LINGER,
+            )
+            .await;
+            recorder
+                .finish(concord_store::Outcome::Failed(reason))
+                .await;
+            return Err(ConnectError::Handshake(error));
+        }
+    };
+    let local = LocalSide::Requester(need.clone());
+    let settled = match settle_from_store(&shared, &agreement.protocol, &local).await {
+        Ok(settled) => settled,
+        Err(error) => {
+            let reason = format!("cannot use our stored protocol: {error}");
+            transport::close(&mut socket, close_code::INTERNAL, &reason, CLOSE_LINGER).await;
+            recorder
+                .finish(concord_store::Outcome::Failed(reason.clone()))
+                .await;
+            return Err(ConnectError::Store(reason));
+        }
+    };
+    match &agreement.protocol {
+        ProtocolChoice::Negotiate => match offered_hash {
+            Some(hash) => {
+                tracing::info!(%hash, "0-RTT miss: the peer does not hold our protocol; negotiating")
+            }
+            None => tracing::info!("negotiating a protocol"),
+        },
+        ProtocolChoice::Resume(hash) => tracing::info!(%hash, "0-RTT: resuming"),
+        ProtocolChoice::Consensus(uri) => tracing::info!(%uri, "consensus protocol selected"),
+    }
+
+    let session = Session::new(
+        Role::Requester,
+        &agreement,
+        shared.limits.session_config(),
+        Instant::now(),
+    );
+    let (commands, command_receiver) = mpsc::channel(COMMAND_QUEUE);
+    let (ready, ready_receiver) = oneshot::channel();
+    let (closed_sender, closed) = watch::channel(None);
+    let call_timeout = shared.limits.call_timeout;
+    let parts = RequesterParts {
+        need: need.clone(),
+        candidate: own.candidate,
+        test_cases: own.test_cases,
+        peer_action,
+        commands: command_receiver,
+        ready,
+        closed: closed_sender,
+        known,
+    };
+    let driver = Driver::new(Start {
+        transport: socket,
+        session,
+        shared,
+        peer,
+        recorder,
+        settled: settled.map(|(settled, code)| (settled, code, None)),
+        shutdown: None,
+        requester: Some(parts),
+    });
+    tokio::spawn(driver.run());
+    let info = ready_receiver.await.unwrap_or_else(|_| {
+        Err(ConnectError::Local(
+            "the session ended without a result".to_owned(),
+        ))
+    })?;
+    Ok(Connection {
+        inner: Arc::new(Inner {
+            commands,
+            closed,
+            info,
+            call_timeout,
+            id_prefix: hello::random_id()[..8].to_owned(),
+            next_id: AtomicU64::new(1),
+        }),
+    })
+}
+
+/// The description URL for what the user gave: a base URL gets `/.well-known/wot`.
+fn description_url(url: &str) -> Result<String, ConnectError> {
+    let bad = |reason: &str| ConnectError::BadUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let mut parsed = url::Url::parse(url).map_err(|error| bad(&error.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("a peer URL starts with http:// or https://"));
+    }
+    if parsed.path().is_empty() || parsed.path() == "/" {
+        parsed.set_path(DESCRIPTION_PATH);
+    }
+    Ok(parsed.to_string())
+}
+
+async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectError> {
+    let failed = |reason: String| ConnectError::Fetch {
+        url: url.to_owned(),
+        reason,
+    };
+    let fetch = async {
+        let mut response = shared
+            .http
+            .get(url)
+            .header("accept", "application/td+json, application/json")
+            .send()
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(failed(format!("HTTP {status}")));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| failed(error.to_string()))?
+        {
+            if bytes.len() + chunk.len() > MAX_DESCRIPTION_BYTES {
+                return Err(failed(format!(
+                    "the description exceeds {MAX_DESCRIPTION_BYTES} bytes"
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    let limit = shared.limits.hello_timeout;
+    let bytes = tokio::time::timeout(limit, fetch)
+        .await
+        .map_err(|_| failed(format!("no answer within {}", human(limit))))??;
+    concord_describe::parse(&bytes)
+        .map(|validated| validated.thing)
+        .map_err(|invalid| ConnectError::InvalidDescription {
+            url: url.to_owned(),
+            problems: invalid
+                .report
+                .errors()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
+}
+
+/// What we can offer in the hello: a stored protocol for 0-RTT, and the consensus
+/// protocols both we (with requester code, for this action) and the peer hold, by hash.
+async fn shortcuts(
+    shared: &Shared,
+    thing: &Thing,
+    peer: &str,
+    action: &str,
+) -> Result<(Option<ProtocolHash>, Vec<String>), ConnectError> {
+    let peer_consensus: Vec<(String, ProtocolHash)> = thing
+        .meta_protocol
+        .iter()
+        .flat_map(|meta| meta.consensus_protocols.iter().flatten())
+        .map(|protocol| (protocol.uri.clone(), protocol.hash))
+        .collect();
+    let peer = peer.to_owned();
+    let action = action.to_owned();
+    shared
+        .store
+        .run(move |store| {
+            let resume = store.latest_resumable(&peer, Role::Requester)?;
+            let mut consensus = Vec::new();
+            for (uri, hash) in peer_consensus {
+                let Some(entry) = store.consensus(&uri)? else {
+                    continue;
+                };
+                if entry.hash == hash
+                    && entry.handlers.get(Role::Requester).is_some()
+                    && calls_action(&entry.document, &action)
+                {
+                    consensus.push(uri);
+                }
+            }
+            Ok((resume, consensus))
+        })
+        .await
+        .map_err(|error| ConnectError::Store(error.to_string()))
+}
+
+/// Whether a protocol document is for `action` (its request fixes `action` to it, or does
+/// not fix it at all).
+fn calls_action(document: &str, action: &str) -> bool {
+    let Ok(document) = ProtocolDocument::parse(document) else {
+        return false;
+    };
+    match document
+        .request_schema
+        .as_ref()
+        .and_then(|schema| schema.pointer("/properties/action/const"))
+    {
+        Some(Value::String(name)) => name == action,
+        _ => true,
+    }
+}
+
+async fn open_websocket(shared: &Shared, endpoint: &str) -> Result<ClientSocket, ConnectError> {
+    let failed = |reason: String| ConnectError::Connect {
+        endpoint: endpoint.to_owned(),
+        reason,
+    };
+    let config = websocket_config(shared.limits.max_frame_size);
+    let limit = shared.limits.hello_timeout;
+    let connecting = tokio_tungstenite::connect_async_with_config(endpoint, Some(config), true);
+    match tokio::time::timeout(limit, connecting).await {
+        Err(_) => Err(failed(format!("no connection within {}", human(limit)))),
+        Ok(Err(tungstenite::Error::Http(response))) => {
+            let body = response
+                .body()
+                .as_deref()
+                .map(|body| String::from_utf8_lossy(body).trim().to_owned())
+                .unwrap_or_default();
+            Err(failed(format!("HTTP {}: {body}", response.status())))
+        }
+        Ok(Err(error)) => Err(failed(error.to_string())),
+        Ok(Ok((socket, _))) => Ok(socket),
+    }
+}
+
+/// Loads the protocol and our code when the hello settled it (0-RTT or consensus).
+async fn settle_from_store(
+    shared: &Arc<Shared>,
+    choice: &ProtocolChoice,
+    local: &LocalSide,
+) -> Result<Option<(Settled, code::ProtocolCode)>, String> {
+    let negotiate = *choice == ProtocolChoice::Negotiate;
+    let choice = choice.clone();
+    let found = shared
+        .store
+        .run(move |store| {
+            Ok(match choice {
+                ProtocolChoice::Negotiate => None,
+                ProtocolChoice::Resume(hash) => store.protocol(&hash)?.map(|protocol| {
+                    (
+                        Settled {
+                            hash: protocol.hash,
+                            document: protocol.document,
+                            how: Settlement::Resumed,
+                        },
+                        protocol.handlers.get(Role::Requester).map(str::to_owned),
+                    )
+                }),
+                ProtocolChoice::Consensus(uri) => store.consensus(&uri)?.map(|entry| {
+                    (
+                        Settled {
+                            hash: entry.hash,
+                            document: entry.document,
+                            how: Settlement::Consensus { uri },
+                        },
+                        entry.handlers.get(Role::Requester).map(str::to_owned),
+                    )
+                }),
+            })
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+    let Some((settled, handler)) = found else {
+        return if negotiate {
+            Ok(None)
+        } else {
+            Err("the stored protocol vanished".to_owned())
+        };
+    };
+    let handler = handler.ok_or_else(|| "our handler for it is not stored".to_owned())?;
+    let code = code::load(&settled.document, &handler, local, &shared.handler_limits)?;
+    Ok(Some((settled, code)))
+}
+
+fn hello_error(failure: hello::HelloFailure) -> ConnectError {
+    use hello::HelloFailure;
+    match failure {
+        HelloFailure::Timeout(..) => ConnectError::Timeout(failure.to_string()),
+        HelloFailure::PeerClosed { code, reason } => ConnectError::PeerClosed { code, reason },
+        HelloFailure::Invalid(_, error) => ConnectError::Hello(error),
+        HelloFailure::TooLarge { .. } | HelloFailure::Transport(_) => {
+            ConnectError::Transport(failure.to_string())
+        }
+        HelloFailure::Binary(_) | HelloFailure::WrongKind { .. } => {
+            ConnectError::Binding(failure.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_url_gets_the_well_known_path() {
+        assert_eq!(
+            description_url("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080/.well-known/wot"
+        );
+        assert_eq!(
+            description_url("https://agent.example.com/agents/shop.json").unwrap(),
+            "https://agent.example.com/agents/shop.json"
+        );
+        assert!(matches!(
+            description_url("ws://agent.example.com/"),
+            Err(ConnectError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            description_url("not a url"),
+            Err(ConnectError::BadUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn consensus_documents_match_actions_by_their_constant() {
+        let document = concord_negotiate::canonical_protocol(
+            &ActionSpec {
+                name: "getPrice".into(),
+                description: String::new(),
+                input: serde_json::json!({"type": "object"}),
+                output: serde_json::json!({"type": "number"}),
+            },
+            Duration::from_secs(15),
+        );
+        assert!(calls_action(&document, "getPrice"));
+        assert!(!calls_action(&document, "getProductInfo"));
+        assert!(!calls_action("not a protocol", "getPrice"));
+    }
+}

@@ -1,0 +1,581 @@
+//! The thin async driver around one sans-IO [`Session`]: it moves frames between the
+//! WebSocket and the session, hands slow work (negotiator steps, code generation, test
+//! runs, action calls, LLM answers) to tasks and feeds their results back, and ends the
+//! session cleanly whatever happens.
+//!
+//! One task per WebSocket runs [`Driver::run`]; nothing else touches its session.
+
+mod end;
+mod prepare;
+mod provider;
+mod requester;
+mod work;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_negotiate::Accounting;
+use concord_proto::{
+    Capability, CloseReason, EstablishedProtocol, Event, ProtocolHash, Role, Session,
+};
+use concord_store::Direction;
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
+
+pub(crate) use requester::{Command, RequesterParts};
+use work::{AfterSave, Work};
+
+use crate::code::{CodeInfo, ProtocolCode};
+use crate::config::human;
+use crate::node::Shared;
+use crate::storage::Recorder;
+use crate::transport::{Incoming, Transport, TransportError};
+
+/// How long we keep reading after sending a close frame, so the peer gets our reason.
+pub(crate) const CLOSE_LINGER: Duration = Duration::from_secs(2);
+/// How many of our recent messages a diagnosis looks at.
+const RECENT_MESSAGES: usize = 8;
+/// Code generations per session (the first and regenerations after failures or fixes).
+const MAX_GENERATIONS: u32 = 4;
+/// Most frames, results or calls handled in one go before our frames are flushed.
+const BATCH: usize = 64;
+
+/// The protocol in force, as settled.
+#[derive(Debug, Clone)]
+pub(crate) struct Settled {
+    pub(crate) hash: ProtocolHash,
+    pub(crate) document: String,
+    pub(crate) how: Settlement,
+}
+
+/// How a session's protocol was settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settlement {
+    /// Negotiated in this session.
+    Negotiated,
+    /// Reused by 0-RTT: no negotiation, no LLM.
+    Resumed,
+    /// A consensus protocol both sides hold, selected in the hello.
+    Consensus {
+        /// The protocol's URI.
+        uri: String,
+    },
+}
+
+/// Where the agreed test cases stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tests {
+    /// Not negotiated (capability missing, or nothing to test).
+    NotUsed,
+    /// Requester: drafting them.
+    Drafting,
+    /// Proposed or received, not yet agreed.
+    Talking,
+    /// Agreed: this text.
+    Agreed(String),
+    /// Rejected by one side; the session goes on without them.
+    Rejected,
+}
+
+/// Code generation and the `generated` announcement.
+#[derive(Debug)]
+struct Preparation {
+    generation: u32,
+    generating: bool,
+    /// Our newest code, not yet announced.
+    fresh: Option<ProtocolCode>,
+    /// Provider: the fresh code is being saved before we announce it.
+    saving: bool,
+    /// Whether we said `generated` for the current code.
+    announced: bool,
+    tests: Tests,
+    /// The latest failure of our own code, for the error we end with.
+    last_failure: Option<String>,
+}
+
+impl Preparation {
+    fn new(tests: Tests) -> Self {
+        Self {
+            generation: 0,
+            generating: false,
+            fresh: None,
+            saving: false,
+            announced: false,
+            tests,
+            last_failure: None,
+        }
+    }
+}
+
+/// Why the session ends.
+#[derive(Debug)]
+pub(crate) enum Cause {
+    /// The state machine closed (rejection, timeout, violation, code failure…).
+    Session(CloseReason),
+    /// The peer closed the WebSocket (or it dropped).
+    PeerClosed { code: Option<u16>, reason: String },
+    /// A message over the size limit.
+    TooLarge { limit: usize },
+    /// The WebSocket failed.
+    Transport(String),
+    /// The peer broke the WebSocket binding (a text frame after the hello).
+    Binding(String),
+    /// The node is shutting down.
+    Shutdown,
+    /// No frame either way for the idle timeout.
+    Idle(Duration),
+    /// Our application ended it (with a reason for the peer).
+    Local(String),
+    /// Requester: the peer's code fails the agreed test cases and was not fixed.
+    Verification(String),
+}
+
+/// What a driver is started with.
+pub(crate) struct Start<T> {
+    pub(crate) transport: T,
+    pub(crate) session: Session,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) peer: String,
+    pub(crate) recorder: Recorder,
+    /// The protocol, our code and the agreed test cases, when the hello settled it (0-RTT
+    /// or consensus).
+    pub(crate) settled: Option<(Settled, ProtocolCode, Option<String>)>,
+    pub(crate) shutdown: Option<watch::Receiver<bool>>,
+    pub(crate) requester: Option<RequesterParts>,
+}
+
+/// The driver of one session.
+pub(crate) struct Driver<T: Transport> {
+    transport: T,
+    session: Session,
+    shared: Arc<Shared>,
+    peer: String,
+    recorder: Option<Recorder>,
+    work_tx: mpsc::UnboundedSender<Work>,
+    work_rx: mpsc::UnboundedReceiver<Work>,
+    shutdown: Option<watch::Receiver<bool>>,
+    last_activity: Instant,
+    settled: Option<Settled>,
+    /// Our code in force (announced).
+    code: Option<ProtocolCode>,
+    prep: Preparation,
+    /// Our recent application and verification messages, for diagnosing error reports.
+    sent: VecDeque<Vec<u8>>,
+    /// How each generation of our code came to be.
+    code_info: Vec<CodeInfo>,
+    accounting: Accounting,
+    ever_ready: bool,
+    /// Whether the peer has an error report of ours pending.
+    reported: bool,
+    /// Set when the session must end for a reason outside the state machine.
+    stop: Option<Cause>,
+    /// Set when the state machine closed.
+    closed: Option<CloseReason>,
+    role: RoleState,
+}
+
+enum RoleState {
+    Requester(Box<requester::RequesterState>),
+    Provider(provider::ProviderState),
+}
+
+impl<T: Transport> Driver<T> {
+    pub(crate) fn new(start: Start<T>) -> Self {
+        let (work_tx, work_rx) = mpsc::unbounded_channel();
+        let role = match start.requester {
+            Some(parts) => RoleState::Requester(Box::new(requester::RequesterState::new(parts))),
+            None => RoleState::Provider(provider::ProviderState::default()),
+        };
+        let (settled, code, tests) = match start.settled {
+            Some((settled, code, test_cases)) => (
+                Some(settled),
+                Some(code),
+                test_cases.map_or(Tests::NotUsed, Tests::Agreed),
+            ),
+            None => (None, None, Tests::NotUsed),
+        };
+        Self {
+            transport: start.transport,
+            session: start.session,
+            shared: start.shared,
+            peer: start.peer,
+            recorder: Some(start.recorder),
+            work_tx,
+            work_rx,
+            shutdown: start.shutdown,
+            last_activity: Instant::now(),
+            settled,
+            code,
+            prep: Preparation::new(tests),
+            sent: VecDeque::with_capacity(RECENT_MESSAGES),
+            code_info: Vec::new(),
+            accounting: Accounting::default(),
+            ever_ready: false,
+            reported: false,
+            stop: None,
+            closed: None,
+            role,
+        }
+    }
+
+    /// Runs the session to its end.
+    pub(crate) async fn run(self) {
+        let span = tracing::info_span!(
+            "session",
+            role = self.session.role().name(),
+            peer = %self.peer
+        );
+        self.drive().instrument(span).await;
+    }
+
+    async fn drive(mut self) {
+        self.start_requester();
+        let cause = loop {
+            while let Some(event) = self.session.poll_event() {
+                self.on_event(event);
+            }
+            if let Err(error) = self.flush().await {
+                break match error {
+                    TransportError::TooLarge { limit } => Cause::TooLarge { limit },
+                    TransportError::Other(error) => Cause::Transport(error),
+                };
+            }
+            if let Some(reason) = self.closed.take() {
+                break Cause::Session(reason);
+            }
+            if let Some(cause) = self.stop.take() {
+                break cause;
+            }
+            let deadline = self.next_deadline();
+            let may_read = self.may_read();
+            tokio::select! {
+                () = shutdown_requested(&mut self.shutdown) => self.stop = Some(Cause::Shutdown),
+                incoming = self.transport.recv(), if may_read => {
+                    self.on_incoming(incoming);
+                    self.take_more_incoming();
+                }
+                Some(work) = self.work_rx.recv() => {
+                    self.on_work(work);
+                    self.take_more_work();
+                }
+                command = next_command(&mut self.role) => {
+                    self.on_command(command);
+                    self.take_more_commands();
+                }
+                () = sleep_until(deadline) => self.on_deadline(),
+            }
+        };
+        self.end(cause).await;
+    }
+
+    // ----- batching: what is already there is handled before the next flush -----------
+
+    fn take_more_incoming(&mut self) {
+        for _ in 0..BATCH {
+            if self.stop.is_some() {
+                return;
+            }
+            // Handle each frame's events before reading the next: a request counts
+            // against the calls in flight at once.
+            while let Some(event) = self.session.poll_event() {
+                self.on_event(event);
+            }
+            if !self.may_read() {
+                return;
+            }
+            match self.transport.recv().now_or_never() {
+                Some(incoming) => self.on_incoming(incoming),
+                None => return,
+            }
+        }
+    }
+
+    fn take_more_work(&mut self) {
+        for _ in 0..BATCH {
+            match self.work_rx.try_recv() {
+                Ok(work) => self.on_work(work),
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn take_more_commands(&mut self) {
+        for _ in 0..BATCH {
+            let RoleState::Requester(state) = &mut self.role else {
+                return;
+            };
+            match state.commands.try_recv() {
+                Ok(command) => self.on_command(Some(command)),
+                Err(_) => return,
+            }
+        }
+    }
+
+    // ----- I/O ---------------------------------------------------------------------------
+
+    async fn flush(&mut self) -> Result<(), TransportError> {
+        let mut sent_any = false;
+        while let Some(frame) = self.session.poll_transmit() {
+            if let Some(recorder) = &self.recorder {
+                recorder.frame(Direction::Sent, &frame);
+            }
+            self.transport.feed_binary(frame).await?;
+            sent_any = true;
+        }
+        if sent_any {
+            self.last_activity = Instant::now();
+            match tokio::time::timeout(self.shared.limits.idle_timeout, self.transport.flush())
+                .await
+            {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(TransportError::Other(format!(
+                        "the peer read nothing for {}",
+                        human(self.shared.limits.idle_timeout)
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_incoming(&mut self, incoming: Option<Result<Incoming, TransportError>>) {
+        match incoming {
+            None => {
+                self.stop = Some(Cause::PeerClosed {
+                    code: None,
+                    reason: "the connection dropped".to_owned(),
+                });
+            }
+            Some(Err(TransportError::TooLarge { limit })) => {
+                self.stop = Some(Cause::TooLarge { limit });
+            }
+            Some(Err(TransportError::Other(error))) => self.stop = Some(Cause::Transport(error)),
+            Some(Ok(Incoming::Binary(bytes))) => {
+                self.last_activity = Instant::now();
+                if let Some(recorder) = &self.recorder {
+                    recorder.frame(Direction::Received, &bytes);
+                }
+                self.session.handle_frame(Instant::now(), &bytes);
+            }
+            Some(Ok(Incoming::Text(_))) => {
+                self.stop = Some(Cause::Binding(
+                    "a text frame after the hello: every later frame must be binary [header][data]"
+                        .to_owned(),
+                ));
+            }
+            Some(Ok(Incoming::Close(frame))) => {
+                let (code, reason) = match frame {
+                    Some((code, reason)) => (Some(code), reason),
+                    None => (None, String::new()),
+                };
+                self.stop = Some(Cause::PeerClosed { code, reason });
+            }
+        }
+    }
+
+    /// Whether to read the peer's next frame now (back-pressure on action calls).
+    fn may_read(&self) -> bool {
+        match &self.role {
+            RoleState::Provider(state) => state.in_flight < self.shared.limits.max_calls_in_flight,
+            RoleState::Requester(_) => true,
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let idle = self
+            .is_idle()
+            .then(|| self.last_activity + self.shared.limits.idle_timeout);
+        let role = match &self.role {
+            RoleState::Requester(state) => state.deadline(),
+            RoleState::Provider(_) => None,
+        };
+        [self.session.poll_timeout(), idle, role]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// A ready session with nothing in flight either way.
+    fn is_idle(&self) -> bool {
+        self.session.is_ready()
+            && match &self.role {
+                RoleState::Provider(state) => state.in_flight == 0,
+                RoleState::Requester(state) => state.is_idle(),
+            }
+    }
+
+    fn on_deadline(&mut self) {
+        let now = Instant::now();
+        if self
+            .session
+            .poll_timeout()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            self.session.handle_timeout(now);
+        }
+        if self.is_idle() && self.last_activity + self.shared.limits.idle_timeout <= now {
+            self.stop = Some(Cause::Idle(self.shared.limits.idle_timeout));
+        }
+        self.requester_deadline(now);
+    }
+
+    // ----- events ------------------------------------------------------------------------
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::CandidateReceived { candidate, .. } => self.spawn_judge(candidate),
+            Event::ProtocolAgreed { hash, document } => self.on_agreed(hash, document),
+            Event::PeerCodeReady => tracing::debug!("the peer's code is ready"),
+            Event::TestCasesReceived { test_cases, .. } => {
+                self.prep.tests = Tests::Talking;
+                self.spawn_judge_test_cases(test_cases);
+            }
+            Event::TestCasesAgreed { test_cases } => {
+                tracing::info!("test cases agreed");
+                self.prep.tests = Tests::Agreed(test_cases);
+                self.generate_when_tests_settled();
+            }
+            Event::TestCasesRejected { by, reason } => {
+                tracing::warn!(
+                    ?by,
+                    reason = reason.as_deref().unwrap_or(""),
+                    "test cases rejected; going on without them"
+                );
+                self.prep.tests = Tests::Rejected;
+                self.generate_when_tests_settled();
+            }
+            Event::ErrorReported { error_description } => self.spawn_diagnose(error_description),
+            Event::FixAccepted => {
+                self.reported = false;
+                tracing::info!("the peer accepted our error report and regenerates its code");
+            }
+            Event::FixRejected { reason } => {
+                self.reported = false;
+                self.on_fix_rejected(reason);
+            }
+            Event::Ready { protocol } => self.on_ready(protocol),
+            Event::NaturalLanguageRequest {
+                message_id,
+                message,
+            } => self.spawn_answer(Some(message_id), message),
+            Event::NaturalLanguageResponse {
+                message_id,
+                message,
+            } => self.on_natural_language_response(&message_id, Ok(message)),
+            Event::NaturalLanguageTimedOut { message_id } => {
+                self.on_natural_language_response(&message_id, Err(()));
+            }
+            Event::Application(bytes) => match self.session.role() {
+                Role::Provider => self.on_request(&bytes),
+                Role::Requester => self.on_response(&bytes),
+            },
+            Event::NaturalLanguage(text) => {
+                if self.session.role() == Role::Provider && self.shared.llm.is_some() {
+                    self.spawn_answer(None, text);
+                } else {
+                    tracing::info!(text = %text, "natural-language message from the peer");
+                }
+            }
+            Event::Verification(bytes) => match self.session.role() {
+                Role::Provider => self.on_verification_request(&bytes),
+                Role::Requester => self.on_verification_response(&bytes),
+            },
+            Event::Closed(reason) => self.closed = Some(reason),
+            other => tracing::debug!(?other, "event ignored"),
+        }
+    }
+
+    fn on_agreed(&mut self, hash: ProtocolHash, document: String) {
+        tracing::info!(%hash, "protocol agreed");
+        self.settled = Some(Settled {
+            hash,
+            document,
+            how: Settlement::Negotiated,
+        });
+        let negotiate_cases = self.session.role() == Role::Requester
+            && self
+                .session
+                .capabilities()
+                .contains(Capability::TestCasesNegotiation);
+        if negotiate_cases {
+            // The requester writes its code once the test cases are settled, verified
+            // against them; the provider writes its code now, and the requester verifies
+            // it against the agreed cases over the verification protocol.
+            self.prep = Preparation::new(Tests::Drafting);
+            self.propose_test_cases();
+        } else {
+            self.prep = Preparation::new(Tests::NotUsed);
+            self.spawn_generate(None);
+        }
+    }
+
+    /// Requester: starts generating our code once the test-case talk is over.
+    fn generate_when_tests_settled(&mut self) {
+        if self.session.role() != Role::Requester
+            || self.prep.generation > 0
+            || matches!(self.prep.tests, Tests::Drafting | Tests::Talking)
+        {
+            return;
+        }
+        let cases = match &self.prep.tests {
+            Tests::Agreed(cases) => Some(cases.clone()),
+            _ => None,
+        };
+        self.spawn_generate(cases);
+    }
+
+    fn on_ready(&mut self, protocol: EstablishedProtocol) {
+        let first = !self.ever_ready;
+        self.ever_ready = true;
+        let protocol = match &protocol {
+            EstablishedProtocol::Negotiated { hash, .. } => format!("negotiated {hash}"),
+            EstablishedProtocol::Resumed { hash } => format!("resumed {hash}"),
+            EstablishedProtocol::Consensus { uri } => format!("consensus {uri}"),
+        };
+        tracing::info!(%protocol, first, "ready");
+        match self.session.role() {
+            Role::Provider => {
+                // A resumed protocol gets its use noted; a consensus one is remembered with
+                // this peer, like a negotiated one (saved before we said `generated`).
+                let settled_in_hello = matches!(
+                    &self.settled,
+                    Some(settled) if settled.how != Settlement::Negotiated
+                );
+                if first && settled_in_hello {
+                    self.save(AfterSave::Nothing);
+                }
+            }
+            Role::Requester => self.requester_ready(first),
+        }
+    }
+}
+
+async fn shutdown_requested(shutdown: &mut Option<watch::Receiver<bool>>) {
+    match shutdown {
+        Some(receiver) => {
+            if receiver.wait_for(|stop| *stop).await.is_err() {
+                // The server is gone without saying stop: keep serving this session.
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_command(role: &mut RoleState) -> Option<Command> {
+    match role {
+        RoleState::Requester(state) => state.commands.recv().await,
+        RoleState::Provider(_) => std::future::pending().await,
+    }
+}

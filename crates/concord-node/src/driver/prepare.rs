@@ -1,0 +1,455 @@
+//! Preparing the protocol's code: negotiator steps, test cases, code generation, saving,
+//! the `generated` announcement, diagnosis of error reports, and LLM answers, each slow
+//! step run as a task whose result comes back as [`Work`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_negotiate::{
+    Decided, JudgeContext, Negotiator, ProtocolDocument, Step, StepRecord, TestCases,
+};
+use concord_proto::{Capability, Decision, FixDecision, Role};
+use concord_store::NewProtocol;
+
+use super::work::{AfterSave, Work};
+use super::{Driver, RoleState, Settlement, Tests, MAX_GENERATIONS, RECENT_MESSAGES};
+use crate::code;
+use crate::config::human;
+use crate::transport::Transport;
+
+impl<T: Transport> Driver<T> {
+    pub(super) fn on_work(&mut self, work: Work) {
+        if let Some(record) = work.record() {
+            self.accounting.record(record.clone());
+        }
+        let now = Instant::now();
+        match work {
+            Work::Drafted(result) => self.on_drafted(result),
+            Work::Judged(result) => {
+                let decision = result
+                    .map(|d| d.value)
+                    .unwrap_or_else(|error| Decision::Reject {
+                        reason: format!("we could not judge the candidate: {error}"),
+                    });
+                if let Err(error) = self.session.decide(now, decision) {
+                    tracing::debug!(%error, "cannot answer the candidate");
+                }
+            }
+            Work::TestCasesDrafted(result) => match result {
+                Ok(decided) => self.send_test_cases(now, decided.value),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot draft test cases; going on without them");
+                    self.prep.tests = Tests::NotUsed;
+                    self.generate_when_tests_settled();
+                }
+            },
+            Work::TestCasesJudged(result) => {
+                let decision = result
+                    .map(|d| d.value)
+                    .unwrap_or_else(|error| Decision::Reject {
+                        reason: format!("we could not judge the test cases: {error}"),
+                    });
+                if let Err(error) = self.session.decide_test_cases(now, decision) {
+                    tracing::debug!(%error, "cannot answer the test cases");
+                }
+            }
+            Work::Diagnosed(result) => {
+                let decision =
+                    result
+                        .map(|d| d.value)
+                        .unwrap_or_else(|error| FixDecision::Reject {
+                            reason: format!("we could not diagnose the report: {error}"),
+                        });
+                let accept = decision == FixDecision::Accept;
+                match self.session.decide_error_report(now, decision) {
+                    Ok(()) if accept => {
+                        if self.prep.generation >= MAX_GENERATIONS {
+                            self.code_failed(format!(
+                                "the peer still reports errors after {MAX_GENERATIONS} generations of our code"
+                            ));
+                            return;
+                        }
+                        tracing::info!("accepted the peer's error report: regenerating our code");
+                        self.prep.announced = false;
+                        let cases = match &self.prep.tests {
+                            Tests::Agreed(cases) => Some(cases.clone()),
+                            _ => None,
+                        };
+                        self.spawn_generate(cases);
+                    }
+                    Ok(()) => {}
+                    Err(error) => tracing::debug!(%error, "cannot answer the error report"),
+                }
+            }
+            Work::CodeGenerated { generation, result } => {
+                if generation != self.prep.generation {
+                    return;
+                }
+                self.prep.generating = false;
+                match result {
+                    Ok(generated) => {
+                        let (code, info) = *generated;
+                        tracing::info!(origin = %info.origin, cases = info.cases_run, llm_calls = info.llm_calls, "our code is generated");
+                        self.code_info.push(info);
+                        self.prep.fresh = Some(code);
+                        self.advance();
+                    }
+                    Err(error) => self.code_failed(error),
+                }
+            }
+            Work::Saved { then } => match then {
+                AfterSave::AnnounceCode => self.announce_code(),
+                AfterSave::ReportReady => self.report_ready(),
+                AfterSave::Nothing => {}
+            },
+            Work::ActionDone { message_id, result } => self.on_action_done(message_id, result),
+            Work::Answered { message_id, answer } => {
+                if let RoleState::Provider(state) = &mut self.role {
+                    state.in_flight = state.in_flight.saturating_sub(1);
+                }
+                let text = answer.unwrap_or_else(|error| {
+                    tracing::warn!(%error, "the LLM could not answer");
+                    format!("(no answer: this agent's LLM failed: {error})")
+                });
+                let result = match message_id {
+                    Some(id) => self.session.respond_natural_language(&id, text),
+                    None => self.session.send_natural_language(&text),
+                };
+                if let Err(error) = result {
+                    tracing::debug!(%error, "cannot send the natural-language answer");
+                }
+            }
+        }
+    }
+
+    /// Says `generated` once our fresh code (verified by the generator) is ready; the
+    /// provider saves the protocol first, so that the requester's next connection finds it
+    /// for 0-RTT.
+    pub(super) fn advance(&mut self) {
+        let prep = &self.prep;
+        if prep.announced || prep.generating || prep.saving || prep.fresh.is_none() {
+            return;
+        }
+        match self.session.role() {
+            Role::Requester => self.announce_code(),
+            Role::Provider => {
+                self.prep.saving = true;
+                self.save(AfterSave::AnnounceCode);
+            }
+        }
+    }
+
+    pub(super) fn announce_code(&mut self) {
+        self.prep.saving = false;
+        let Some(code) = self.prep.fresh.take() else {
+            return;
+        };
+        self.code = Some(code);
+        match self.session.code_ready(Instant::now()) {
+            Ok(()) => {
+                self.prep.announced = true;
+                tracing::info!(
+                    generation = self.prep.generation,
+                    "our code is ready: sent `generated`"
+                );
+            }
+            Err(error) => tracing::debug!(%error, "cannot announce our code"),
+        }
+    }
+
+    pub(super) fn code_failed(&mut self, error: String) {
+        tracing::warn!(%error, "our code generation failed");
+        self.prep.last_failure = Some(error);
+        if let Err(error) = self.session.code_failed(Instant::now()) {
+            tracing::debug!(%error, "cannot report failed code generation");
+        }
+    }
+
+    /// Saves the protocol with our handler, then continues with `then`.
+    pub(super) fn save(&mut self, then: AfterSave) {
+        let (Some(settled), Some(code)) = (
+            self.settled.clone(),
+            self.prep.fresh.as_ref().or(self.code.as_ref()),
+        ) else {
+            return self.continue_after_save(then);
+        };
+        let role = self.session.role();
+        let mut protocol = match &settled.how {
+            Settlement::Resumed => {
+                // Already stored: note the use.
+                let hash = settled.hash;
+                self.background_store(move |store| store.touch_protocol(&hash).map(drop));
+                return self.continue_after_save(then);
+            }
+            Settlement::Consensus { uri } => {
+                NewProtocol::consensus(uri.clone(), settled.document, self.peer.clone())
+            }
+            Settlement::Negotiated => NewProtocol::negotiated(settled.document, self.peer.clone()),
+        }
+        .with_handler(role, code.source().to_owned());
+        if let Tests::Agreed(cases) = &self.prep.tests {
+            protocol = protocol.with_test_cases(cases.clone());
+        }
+        let store = self.shared.store.clone();
+        let work = self.work_tx.clone();
+        tokio::spawn(async move {
+            if let Err(error) = store
+                .run(move |store| store.save_protocol(&protocol).map(drop))
+                .await
+            {
+                tracing::warn!(%error, "cannot save the protocol; it will be negotiated again next time");
+            }
+            let _ = work.send(Work::Saved { then });
+        });
+    }
+
+    pub(super) fn continue_after_save(&mut self, then: AfterSave) {
+        let _ = self.work_tx.send(Work::Saved { then });
+    }
+
+    /// Runs a store operation in the background, logging a failure.
+    pub(super) fn background_store<R: Send + 'static>(
+        &self,
+        operation: impl FnOnce(&concord_store::Store) -> Result<R, concord_store::StoreError>
+            + Send
+            + 'static,
+    ) {
+        let store = self.shared.store.clone();
+        tokio::spawn(async move {
+            if let Err(error) = store.run(operation).await {
+                tracing::warn!(%error, "store operation failed");
+            }
+        });
+    }
+
+    /// Spawns `step` bounded by `limit`, sending its result back as `wrap(result)`.
+    pub(super) fn spawn_step<R, F>(
+        &self,
+        limit: Duration,
+        what: &'static str,
+        step: F,
+        wrap: fn(Result<R, String>) -> Work,
+    ) where
+        R: Send + 'static,
+        F: Future<Output = Result<R, String>> + Send + 'static,
+    {
+        let work = self.work_tx.clone();
+        tokio::spawn(async move {
+            let result = match tokio::time::timeout(limit, step).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("{what} took longer than {}", human(limit))),
+            };
+            let _ = work.send(wrap(result));
+        });
+    }
+
+    pub(super) fn spawn_judge(&mut self, candidate: String) {
+        let shared = Arc::clone(&self.shared);
+        let limit = shared.limits.negotiation_timeout;
+        match &self.role {
+            RoleState::Provider(_) => {
+                self.spawn_step(
+                    limit,
+                    "judging the candidate",
+                    async move {
+                        let actions = shared.actions.specs();
+                        shared
+                            .policy
+                            .judge(JudgeContext::Provider { actions: &actions }, &candidate)
+                            .await
+                            .map_err(|error| error.to_string())
+                    },
+                    Work::Judged,
+                );
+            }
+            RoleState::Requester(state) => {
+                let (need, peer_action) = (state.need.clone(), state.peer_action.clone());
+                self.spawn_step(
+                    limit,
+                    "judging the counter-proposal",
+                    async move {
+                        shared
+                            .policy
+                            .judge(
+                                JudgeContext::Requester {
+                                    need: &need,
+                                    peer_action: &peer_action,
+                                },
+                                &candidate,
+                            )
+                            .await
+                            .map_err(|error| error.to_string())
+                    },
+                    Work::Judged,
+                );
+            }
+        }
+    }
+
+    pub(super) fn document(&self) -> Result<ProtocolDocument, String> {
+        let settled = self
+            .settled
+            .as_ref()
+            .ok_or_else(|| "no protocol is agreed".to_owned())?;
+        ProtocolDocument::parse(&settled.document).map_err(|error| error.to_string())
+    }
+
+    /// Requester: proposes our own test cases, or drafts them with the negotiator.
+    pub(super) fn propose_test_cases(&mut self) {
+        if let Some(cases) = self.own_test_cases() {
+            return self.send_test_cases(Instant::now(), cases);
+        }
+        let shared = Arc::clone(&self.shared);
+        let document = self.document();
+        self.spawn_step(
+            shared.limits.negotiation_timeout,
+            "drafting test cases",
+            async move {
+                shared
+                    .policy
+                    .draft_test_cases(&document?)
+                    .await
+                    .map_err(|error| error.to_string())
+            },
+            Work::TestCasesDrafted,
+        );
+    }
+
+    pub(super) fn send_test_cases(&mut self, now: Instant, cases: String) {
+        match self.session.propose_test_cases(now, cases) {
+            Ok(()) => self.prep.tests = Tests::Talking,
+            Err(error) => {
+                tracing::warn!(%error, "cannot propose test cases; going on without them");
+                self.prep.tests = Tests::NotUsed;
+                self.generate_when_tests_settled();
+            }
+        }
+    }
+
+    pub(super) fn spawn_judge_test_cases(&mut self, test_cases: String) {
+        let shared = Arc::clone(&self.shared);
+        let document = self.document();
+        self.spawn_step(
+            shared.limits.negotiation_timeout,
+            "judging test cases",
+            async move {
+                shared
+                    .policy
+                    .judge_test_cases(&document?, &test_cases)
+                    .await
+                    .map_err(|error| error.to_string())
+            },
+            Work::TestCasesJudged,
+        );
+    }
+
+    /// Diagnoses the peer's error report: when test cases are agreed, we run them on our
+    /// code and accept if it fails them; otherwise the negotiator judges our recent
+    /// messages.
+    pub(super) fn spawn_diagnose(&mut self, error_description: String) {
+        tracing::info!(report = %error_description, "the peer reports an error in our messages");
+        let shared = Arc::clone(&self.shared);
+        let document = self.document();
+        let cases = match &self.prep.tests {
+            Tests::Agreed(cases) => TestCases::parse(cases).ok(),
+            _ => None,
+        };
+        let check = self.code.as_ref().and_then(|code| code.case_check().ok());
+        let sent: Vec<Vec<u8>> = self.sent.iter().cloned().collect();
+        let ours = self
+            .code
+            .as_ref()
+            .map(|code| code.decode_sent(&sent))
+            .unwrap_or_default();
+        self.spawn_step(shared.limits.negotiation_timeout, "diagnosing the error report", async move {
+            if let (Some(cases), Some(check)) = (cases, check) {
+                let failing = tokio::task::spawn_blocking(move || check.run(&cases))
+                    .await
+                    .map_err(|error| error.to_string())?;
+                if let Some(report) = failing {
+                    tracing::info!(%report, "our code fails the agreed test cases: the report is right");
+                    return Ok(Decided {
+                        value: FixDecision::Accept,
+                        record: StepRecord::deterministic(Step::Diagnose, Duration::ZERO),
+                    });
+                }
+            }
+            shared
+                .policy
+                .diagnose(&document?, &error_description, &ours)
+                .await
+                .map_err(|error| error.to_string())
+        }, Work::Diagnosed);
+    }
+
+    /// Starts generation `generation + 1` of our code, verified against `cases`.
+    pub(super) fn spawn_generate(&mut self, cases: Option<String>) {
+        self.prep.generation += 1;
+        self.prep.generating = true;
+        let generation = self.prep.generation;
+        let Some(settled) = self.settled.clone() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        let local = self.local_side();
+        let peer = self.peer.clone();
+        let limit = shared.limits.code_generation_timeout;
+        let work = self.work_tx.clone();
+        tokio::spawn(async move {
+            let step = code::generate(&shared, &settled.document, local, cases, &peer);
+            let step = async move { step.await.map(Box::new) };
+            let result = match tokio::time::timeout(limit, step).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("code generation took longer than {}", human(limit))),
+            };
+            let _ = work.send(Work::CodeGenerated { generation, result });
+        });
+    }
+
+    pub(super) fn spawn_answer(&mut self, message_id: Option<String>, text: String) {
+        let Some(client) = self.shared.llm.clone() else {
+            return;
+        };
+        // LLM answers count as calls in flight: a peer cannot queue up unbounded LLM work.
+        if let RoleState::Provider(state) = &mut self.role {
+            state.in_flight += 1;
+        }
+        let shared = Arc::clone(&self.shared);
+        let peer = self.peer.clone();
+        let work = self.work_tx.clone();
+        let limit = shared.limits.negotiation_timeout;
+        tokio::spawn(async move {
+            let answer = crate::language::answer(&client, &shared.persona, &peer, &text);
+            let answer = match tokio::time::timeout(limit, answer).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!("no answer within {}", human(limit))),
+            };
+            let _ = work.send(Work::Answered { message_id, answer });
+        });
+    }
+
+    /// Remembers a message we sent, for diagnosing the peer's error reports.
+    pub(super) fn remember_sent(&mut self, message: Vec<u8>) {
+        if self.sent.len() == RECENT_MESSAGES {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(message);
+    }
+
+    /// Tells the peer its message is wrong (once at a time, when fix-error was negotiated).
+    pub(super) fn report_to_peer(&mut self, description: String) {
+        if self.reported
+            || !self
+                .session
+                .capabilities()
+                .contains(Capability::FixErrorNegotiation)
+        {
+            return;
+        }
+        match self.session.report_error(Instant::now(), description) {
+            Ok(()) => self.reported = true,
+            Err(error) => tracing::debug!(%error, "cannot report the error"),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The provider's side of a session: requests go to the registered action, verification
+//! requests to the agreed test cases.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use super::{Driver, RoleState, Tests};
+use crate::action::ActionError;
+use crate::code::LocalSide;
+use crate::driver::work::Work;
+use crate::transport::Transport;
+
+/// The error a caller gets when the action panicked.
+fn panicked(_: Box<dyn Any + Send>) -> Result<Value, ActionError> {
+    Err(ActionError::internal("the action panicked"))
+}
+
+/// What only a provider session tracks.
+#[derive(Debug, Default)]
+pub(crate) struct ProviderState {
+    /// Action calls and LLM answers running now.
+    pub(crate) in_flight: usize,
+}
+
+impl<T: Transport> Driver<T> {
+    /// What our handler maps the protocol to: our actions (the code picks the one the
+    /// protocol calls), or, on the requester, our need.
+    pub(super) fn local_side(&self) -> LocalSide {
+        match &self.role {
+            RoleState::Provider(_) => LocalSide::Provider(self.shared.actions.specs()),
+            RoleState::Requester(state) => LocalSide::Requester(state.need.clone()),
+        }
+    }
+
+    /// A request from the peer: decode it with our handler and run the action.
+    pub(super) fn on_request(&mut self, bytes: &[u8]) {
+        let Some(code) = self.code.as_mut() else {
+            tracing::warn!("a request arrived before our code was in force");
+            return;
+        };
+        let request = match code.read_request(bytes) {
+            Ok(request) => request,
+            Err(bad) => {
+                tracing::info!(reason = %bad.reason, "a request we cannot serve");
+                if let Some(message_id) = &bad.message_id {
+                    self.respond(
+                        message_id,
+                        Err(ActionError::bad_request(bad.reason.clone())),
+                    );
+                }
+                if let Some(report) = bad.report {
+                    self.report_to_peer(report);
+                }
+                return;
+            }
+        };
+        let action = code.action().to_owned();
+        let Some(registered) = self.shared.actions.get(&action) else {
+            self.respond(
+                &request.message_id,
+                Err(ActionError::not_found(format!(
+                    "action `{action}` is not served here any more"
+                ))),
+            );
+            return;
+        };
+        // An action that answers at once (from memory) is answered here; anything else
+        // runs as a task and its result comes back as work. A panic is a 500, either way.
+        let backend = &registered.backend;
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| backend.call(request.input)));
+        let mut call = match started {
+            Ok(future) => AssertUnwindSafe(future).catch_unwind(),
+            Err(panic) => return self.respond(&request.message_id, panicked(panic)),
+        };
+        if let Some(result) = (&mut call).now_or_never() {
+            self.respond(&request.message_id, result.unwrap_or_else(panicked));
+            return;
+        }
+        if let RoleState::Provider(state) = &mut self.role {
+            state.in_flight += 1;
+        }
+        let work = self.work_tx.clone();
+        let message_id = request.message_id;
+        tokio::spawn(async move {
+            let result = call.await.unwrap_or_else(panicked);
+            let _ = work.send(Work::ActionDone { message_id, result });
+        });
+    }
+
+    pub(super) fn on_action_done(
+        &mut self,
+        message_id: String,
+        result: Result<Value, ActionError>,
+    ) {
+        if let RoleState::Provider(state) = &mut self.role {
+            state.in_flight = state.in_flight.saturating_sub(1);
+        }
+        if let Err(error) = &result {
+            tracing::info!(%message_id, %error, "the action failed");
+        }
+        self.respond(&message_id, result);
+    }
+
+    /// Encodes and sends the response to `message_id`. An action output that breaks the
+    /// protocol becomes an error response naming the problem.
+    fn respond(&mut self, message_id: &str, result: Result<Value, ActionError>) {
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        let encoded = code.write_response(message_id, result).or_else(|problem| {
+            tracing::warn!(%problem, "the action's output breaks the protocol");
+            code.write_response(
+                message_id,
+                Err(ActionError::internal(format!(
+                    "the action's output breaks the protocol: {problem}"
+                ))),
+            )
+        });
+        match encoded {
+            Ok(bytes) => {
+                if let Err(error) = self.session.send_application(&bytes) {
+                    tracing::warn!(%error, "cannot send the response");
+                }
+                self.remember_sent(bytes);
+            }
+            Err(problem) => tracing::warn!(%problem, "cannot encode even an error response"),
+        }
+    }
+
+    /// A verification request: answer it with our real handler code and the agreed test
+    /// case's response standing in for the action.
+    pub(super) fn on_verification_request(&mut self, bytes: &[u8]) {
+        let Tests::Agreed(cases) = &self.prep.tests else {
+            self.report_to_peer(
+                "a verification message arrived but no test cases are agreed".to_owned(),
+            );
+            return;
+        };
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        match code.answer_test_case(cases, bytes) {
+            Ok(bytes) => {
+                if let Err(error) = self.session.send_verification(&bytes) {
+                    tracing::warn!(%error, "cannot send the verification response");
+                }
+                self.remember_sent(bytes);
+            }
+            Err(bad) => {
+                tracing::info!(reason = %bad.reason, "a verification request we cannot answer");
+                // Answer anyway, so the requester sees the failure and can report it.
+                if let Some(message_id) = &bad.message_id {
+                    let bytes = code.fallback_error(message_id, &bad.reason);
+                    if let Err(error) = self.session.send_verification(&bytes) {
+                        tracing::warn!(%error, "cannot send the verification response");
+                    }
+                }
+                if let Some(report) = bad.report {
+                    self.report_to_peer(report);
+                }
+            }
+        }
+    }
+}

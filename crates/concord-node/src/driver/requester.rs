@@ -1,0 +1,586 @@
+//! The requester's side of a session: the first draft, calls matched to responses by
+//! messageId, natural-language questions, and the live verification of the provider's
+//! code against the agreed test cases.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use concord_negotiate::{ActionSpec, Decided, Need, Negotiator, TestCases};
+use concord_proto::{Capability, CloseReason, Side};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{Cause, Driver, RoleState, Tests};
+use crate::client::{ConnectionInfo, Known};
+use crate::config::human;
+use crate::driver::work::{AfterSave, Work};
+use crate::error::{CallError, ConnectError};
+use crate::transport::Transport;
+
+/// Error reports (and re-runs) before verification gives up on the peer's code.
+const MAX_FIX_ROUNDS: u32 = 3;
+
+/// A request from a [`Connection`](crate::Connection) to its session.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Call {
+        message_id: String,
+        input: Value,
+        reply: oneshot::Sender<Result<Value, CallError>>,
+    },
+    Cancel {
+        message_id: String,
+    },
+    Ask {
+        text: String,
+        reply: oneshot::Sender<Result<String, CallError>>,
+    },
+    Close {
+        reason: String,
+    },
+}
+
+/// What the client hands the requester's driver.
+#[derive(Debug)]
+pub(crate) struct RequesterParts {
+    pub(crate) need: Need,
+    /// Our own first candidate, instead of the negotiator's draft.
+    pub(crate) candidate: Option<String>,
+    /// Our own test cases, instead of the negotiator's draft.
+    pub(crate) test_cases: Option<String>,
+    pub(crate) peer_action: ActionSpec,
+    pub(crate) commands: mpsc::Receiver<Command>,
+    pub(crate) ready: oneshot::Sender<Result<ConnectionInfo, ConnectError>>,
+    pub(crate) closed: watch::Sender<Option<String>>,
+    /// The connection facts the client knows; the driver adds the rest.
+    pub(crate) known: Known,
+}
+
+#[derive(Debug)]
+enum Verification {
+    /// Not run (yet).
+    Idle,
+    Running {
+        cases: TestCases,
+        /// messageId → case index.
+        outstanding: HashMap<String, usize>,
+        failures: Vec<String>,
+        deadline: Instant,
+    },
+    /// We reported the failures; waiting for the fix and the next ready period.
+    AwaitingFix {
+        failures: String,
+    },
+    Passed,
+}
+
+#[derive(Debug)]
+pub(crate) struct RequesterState {
+    pub(crate) need: Need,
+    candidate: Option<String>,
+    test_cases: Option<String>,
+    pub(crate) peer_action: ActionSpec,
+    pub(crate) commands: mpsc::Receiver<Command>,
+    ready: Option<oneshot::Sender<Result<ConnectionInfo, ConnectError>>>,
+    closed: watch::Sender<Option<String>>,
+    known: Known,
+    pending: HashMap<String, oneshot::Sender<Result<Value, CallError>>>,
+    asks: HashMap<String, oneshot::Sender<Result<String, CallError>>>,
+    /// Calls made while the session is between ready periods (the peer regenerating).
+    waiting: VecDeque<Command>,
+    verification: Verification,
+    fix_rounds: u32,
+    verified_cases: usize,
+}
+
+impl RequesterState {
+    pub(crate) fn new(parts: RequesterParts) -> Self {
+        Self {
+            need: parts.need,
+            candidate: parts.candidate,
+            test_cases: parts.test_cases,
+            peer_action: parts.peer_action,
+            commands: parts.commands,
+            ready: Some(parts.ready),
+            closed: parts.closed,
+            known: parts.known,
+            pending: HashMap::new(),
+            asks: HashMap::new(),
+            waiting: VecDeque::new(),
+            verification: Verification::Idle,
+            fix_rounds: 0,
+            verified_cases: 0,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match &self.verification {
+            Verification::Running { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.asks.is_empty() && self.waiting.is_empty()
+    }
+}
+
+impl<T: Transport> Driver<T> {
+    fn requester(&mut self) -> Option<&mut RequesterState> {
+        match &mut self.role {
+            RoleState::Requester(state) => Some(state),
+            RoleState::Provider(_) => None,
+        }
+    }
+
+    /// Opens the negotiation with a draft, unless the hello settled the protocol.
+    pub(super) fn start_requester(&mut self) {
+        if self.settled.is_some() {
+            return;
+        }
+        let RoleState::Requester(state) = &mut self.role else {
+            return;
+        };
+        if let Some(candidate) = state.candidate.take() {
+            tracing::info!("proposing our own protocol document");
+            if let Err(error) = self.session.propose(Instant::now(), candidate) {
+                self.stop = Some(Cause::Local(format!(
+                    "cannot propose our document: {error}"
+                )));
+            }
+            return;
+        }
+        let (need, peer_action) = (state.need.clone(), state.peer_action.clone());
+        let shared = std::sync::Arc::clone(&self.shared);
+        self.spawn_step(
+            shared.limits.negotiation_timeout,
+            "drafting a candidate protocol",
+            async move {
+                shared
+                    .policy
+                    .draft(&need, &peer_action)
+                    .await
+                    .map_err(|error| error.to_string())
+            },
+            Work::Drafted,
+        );
+    }
+
+    /// Our own test cases to propose, if we brought any.
+    pub(super) fn own_test_cases(&mut self) -> Option<String> {
+        self.requester().and_then(|state| state.test_cases.take())
+    }
+
+    pub(super) fn on_drafted(&mut self, result: Result<Decided<String>, String>) {
+        match result {
+            Ok(decided) => {
+                if let Err(error) = self.session.propose(Instant::now(), decided.value) {
+                    self.stop = Some(Cause::Local(format!("cannot propose the draft: {error}")));
+                }
+            }
+            Err(error) => {
+                let reason = format!("we cannot draft a protocol for this action: {error}");
+                self.session.close(reason);
+            }
+        }
+    }
+
+    pub(super) fn requester_ready(&mut self, first: bool) {
+        let verify = matches!(self.prep.tests, Tests::Agreed(_))
+            && self
+                .session
+                .capabilities()
+                .contains(Capability::VerificationProtocol);
+        let Some(state) = self.requester() else {
+            return;
+        };
+        let awaiting_fix = matches!(state.verification, Verification::AwaitingFix { .. });
+        if first || awaiting_fix {
+            if verify {
+                self.start_verification();
+            } else {
+                self.save(AfterSave::ReportReady);
+            }
+        }
+        // Calls made while the peer regenerated its code go out now.
+        let waiting: Vec<Command> = self
+            .requester()
+            .map(|state| state.waiting.drain(..).collect())
+            .unwrap_or_default();
+        for command in waiting {
+            self.on_command(Some(command));
+        }
+    }
+
+    /// Tells the caller of `connect` that the connection is ready.
+    pub(super) fn report_ready(&mut self) {
+        let capabilities = self.session.capabilities();
+        let (hash, settlement) = match &self.settled {
+            Some(settled) => (settled.hash, settled.how.clone()),
+            None => return,
+        };
+        let accounting = self.accounting.clone();
+        let code = self.code_info.clone();
+        let transcript = self.recorder.as_ref().and_then(|recorder| recorder.id());
+        let Some(state) = self.requester() else {
+            return;
+        };
+        let Some(ready) = state.ready.take() else {
+            return;
+        };
+        let known = state.known.clone();
+        let info = ConnectionInfo {
+            setup_time: known.started.elapsed(),
+            peer: known.peer,
+            endpoint: known.endpoint,
+            action: known.action,
+            hash,
+            settlement,
+            offered_hash: known.offered_hash,
+            capabilities,
+            verified_cases: state.verified_cases,
+            accounting,
+            code,
+            transcript,
+        };
+        tracing::info!(
+            %hash,
+            settlement = ?info.settlement,
+            verified_cases = info.verified_cases,
+            llm_calls = info.accounting.llm_calls(),
+            "connection ready"
+        );
+        let _ = ready.send(Ok(info));
+    }
+
+    fn start_verification(&mut self) {
+        let Tests::Agreed(text) = &self.prep.tests else {
+            return;
+        };
+        let cases = match TestCases::parse(text) {
+            Ok(cases) => cases,
+            Err(error) => {
+                self.stop = Some(Cause::Verification(format!(
+                    "the agreed test cases cannot be read: {error}"
+                )));
+                return;
+            }
+        };
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        let mut outstanding = HashMap::new();
+        let mut frames = Vec::new();
+        for (index, case) in cases.cases.iter().enumerate() {
+            match code.test_case_request(case) {
+                Ok((message_id, bytes)) => {
+                    outstanding.insert(message_id, index);
+                    frames.push(bytes);
+                }
+                Err(error) => {
+                    self.stop = Some(Cause::Verification(format!("{}: {error}", case.name)));
+                    return;
+                }
+            }
+        }
+        tracing::info!(
+            cases = frames.len(),
+            "verifying the peer's code with the agreed test cases"
+        );
+        for bytes in frames {
+            if let Err(error) = self.session.send_verification(&bytes) {
+                self.stop = Some(Cause::Verification(format!(
+                    "cannot send a verification request: {error}"
+                )));
+                return;
+            }
+        }
+        let deadline = Instant::now() + self.shared.limits.negotiation_timeout;
+        if let Some(state) = self.requester() {
+            state.verification = Verification::Running {
+                cases,
+                outstanding,
+                failures: Vec::new(),
+                deadline,
+            };
+        }
+    }
+
+    pub(super) fn on_verification_response(&mut self, bytes: &[u8]) {
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        let RoleState::Requester(state) = &mut self.role else {
+            return;
+        };
+        let Verification::Running {
+            cases,
+            outstanding,
+            failures,
+            ..
+        } = &mut state.verification
+        else {
+            tracing::debug!("a verification response outside a verification run");
+            return;
+        };
+        let (message_id, result) = match code.test_case_response(cases, bytes) {
+            Ok(checked) => checked,
+            Err(bad) => {
+                failures.push(format!("a verification response: {}", bad.reason));
+                match bad.message_id {
+                    Some(id) => (id, Ok(())),
+                    None => return,
+                }
+            }
+        };
+        let Some(index) = outstanding.remove(&message_id) else {
+            failures.push(format!(
+                "a verification response answers messageId {message_id:?}, which no pending test case has"
+            ));
+            return;
+        };
+        if let Err(diff) = result {
+            let name = cases
+                .cases
+                .get(index)
+                .map_or("a test case", |case| case.name.as_str());
+            failures.push(format!("{name}: {diff}"));
+        }
+        if !outstanding.is_empty() {
+            return;
+        }
+        let count = cases.cases.len();
+        let failures = std::mem::take(failures);
+        self.verification_done(count, failures);
+    }
+
+    fn verification_done(&mut self, count: usize, failures: Vec<String>) {
+        let can_fix = self
+            .session
+            .capabilities()
+            .contains(Capability::FixErrorNegotiation);
+        let Some(state) = self.requester() else {
+            return;
+        };
+        if failures.is_empty() {
+            tracing::info!(
+                cases = count,
+                "the peer's code passes the agreed test cases"
+            );
+            state.verification = Verification::Passed;
+            state.verified_cases = count;
+            self.save(AfterSave::ReportReady);
+            return;
+        }
+        let report = format!(
+            "your responses to the agreed test cases differ from the expected ones: {}",
+            failures.join("; ")
+        );
+        tracing::warn!(%report, "the peer's code fails the agreed test cases");
+        if !can_fix || state.fix_rounds >= MAX_FIX_ROUNDS {
+            self.stop = Some(Cause::Verification(report));
+            return;
+        }
+        state.fix_rounds += 1;
+        state.verification = Verification::AwaitingFix {
+            failures: report.clone(),
+        };
+        self.reported = false;
+        self.report_to_peer(report);
+    }
+
+    pub(super) fn on_fix_rejected(&mut self, reason: Option<String>) {
+        let reason = reason.unwrap_or_else(|| "no reason given".to_owned());
+        let Some(state) = self.requester() else {
+            tracing::info!(%reason, "the peer rejected our error report");
+            return;
+        };
+        match &state.verification {
+            Verification::AwaitingFix { failures } => {
+                let failures = failures.clone();
+                self.stop = Some(Cause::Verification(format!(
+                    "{failures} (the peer rejected the fix: {reason})"
+                )));
+            }
+            _ => tracing::info!(%reason, "the peer rejected our error report"),
+        }
+    }
+
+    pub(super) fn requester_deadline(&mut self, now: Instant) {
+        let Some(state) = self.requester() else {
+            return;
+        };
+        if let Verification::Running {
+            outstanding,
+            deadline,
+            ..
+        } = &state.verification
+        {
+            if *deadline <= now {
+                let missing = outstanding.len();
+                self.stop = Some(Cause::Verification(format!(
+                    "{missing} verification request(s) got no answer within {}",
+                    human(self.shared.limits.negotiation_timeout)
+                )));
+            }
+        }
+    }
+
+    pub(super) fn on_command(&mut self, command: Option<Command>) {
+        let Some(command) = command else {
+            self.stop = Some(Cause::Local(
+                "every handle on the connection was dropped".to_owned(),
+            ));
+            return;
+        };
+        match command {
+            Command::Call {
+                message_id,
+                input,
+                reply,
+            } => {
+                if !self.session.is_ready() || self.code.is_none() {
+                    if let Some(state) = self.requester() {
+                        state.waiting.push_back(Command::Call {
+                            message_id,
+                            input,
+                            reply,
+                        });
+                    }
+                    return;
+                }
+                let Some(code) = self.code.as_mut() else {
+                    return;
+                };
+                let bytes = match code.encode_request(&message_id, &input) {
+                    Ok(bytes) => bytes,
+                    Err(error) => {
+                        let _ = reply.send(Err(CallError::InvalidInput(error)));
+                        return;
+                    }
+                };
+                if let Err(error) = self.session.send_application(&bytes) {
+                    let _ = reply.send(Err(CallError::InvalidInput(error.to_string())));
+                    return;
+                }
+                self.remember_sent(bytes);
+                if let Some(state) = self.requester() {
+                    state.pending.insert(message_id, reply);
+                }
+            }
+            Command::Cancel { message_id } => {
+                if let Some(state) = self.requester() {
+                    state.pending.remove(&message_id);
+                    state.waiting.retain(|command| {
+                        !matches!(command, Command::Call { message_id: id, .. } if *id == message_id)
+                    });
+                }
+            }
+            Command::Ask { text, reply } => {
+                match self.session.request_natural_language(Instant::now(), text) {
+                    Ok(message_id) => {
+                        if let Some(state) = self.requester() {
+                            state.asks.insert(message_id, reply);
+                        }
+                    }
+                    Err(error) => {
+                        let _ = reply.send(Err(CallError::Unsupported(error.to_string())));
+                    }
+                }
+            }
+            Command::Close { reason } => self.session.close(reason),
+        }
+    }
+
+    /// A response from the peer: match it to its call by messageId and decode it.
+    pub(super) fn on_response(&mut self, bytes: &[u8]) {
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        let (message_id, result) = match code.read_response(bytes) {
+            Ok(reply) => reply,
+            Err(bad) => {
+                tracing::warn!(reason = %bad.reason, "a response we cannot read");
+                if let Some(message_id) = bad.message_id {
+                    if let Some(reply) = self
+                        .requester()
+                        .and_then(|state| state.pending.remove(&message_id))
+                    {
+                        let _ = reply.send(Err(CallError::InvalidResponse(bad.reason)));
+                    }
+                }
+                if let Some(report) = bad.report {
+                    self.report_to_peer(report);
+                }
+                return;
+            }
+        };
+        match self
+            .requester()
+            .and_then(|state| state.pending.remove(&message_id))
+        {
+            Some(reply) => {
+                let _ = reply.send(result);
+            }
+            None => tracing::debug!(%message_id, "a response to no pending call (timed out?)"),
+        }
+    }
+
+    pub(super) fn on_natural_language_response(
+        &mut self,
+        message_id: &str,
+        message: Result<String, ()>,
+    ) {
+        let timeout = self.shared.limits.negotiation_timeout;
+        let Some(reply) = self
+            .requester()
+            .and_then(|state| state.asks.remove(message_id))
+        else {
+            return;
+        };
+        let _ = reply.send(message.map_err(|()| CallError::Timeout(timeout)));
+    }
+
+    /// Fails everything still waiting on the session.
+    pub(super) fn finish_role(&mut self, cause: &Cause, description: &str) {
+        let RoleState::Requester(state) = &mut self.role else {
+            return;
+        };
+        if let Some(ready) = state.ready.take() {
+            let _ = ready.send(Err(connect_error(cause, description)));
+        }
+        for (_, reply) in state.pending.drain() {
+            let _ = reply.send(Err(CallError::Closed(description.to_owned())));
+        }
+        for (_, reply) in state.asks.drain() {
+            let _ = reply.send(Err(CallError::Closed(description.to_owned())));
+        }
+        for command in state.waiting.drain(..) {
+            if let Command::Call { reply, .. } = command {
+                let _ = reply.send(Err(CallError::Closed(description.to_owned())));
+            }
+        }
+        state.closed.send_replace(Some(description.to_owned()));
+    }
+}
+
+/// The error `connect` reports for a session that ended before it was ready.
+fn connect_error(cause: &Cause, description: &str) -> ConnectError {
+    match cause {
+        Cause::Session(CloseReason::CodeGenerationFailed { by: Side::Local }) => {
+            ConnectError::Local(description.to_owned())
+        }
+        Cause::Session(reason) => ConnectError::Closed(reason.clone()),
+        Cause::PeerClosed { code, reason } => ConnectError::PeerClosed {
+            code: *code,
+            reason: reason.clone(),
+        },
+        Cause::TooLarge { .. } | Cause::Transport(_) => {
+            ConnectError::Transport(description.to_owned())
+        }
+        Cause::Binding(reason) => ConnectError::Binding(reason.clone()),
+        Cause::Idle(_) => ConnectError::Timeout(description.to_owned()),
+        Cause::Verification(reason) => ConnectError::Verification(reason.clone()),
+        Cause::Shutdown | Cause::Local(_) => ConnectError::Local(description.to_owned()),
+    }
+}

@@ -1,0 +1,67 @@
+//! Slow work a session hands to tasks, and what comes back.
+
+use concord_negotiate::{Decided, StepRecord};
+
+use crate::code::CodeInfo;
+use concord_proto::{Decision, FixDecision};
+use serde_json::Value;
+
+use crate::action::ActionError;
+use crate::code::ProtocolCode;
+
+/// The result of one piece of slow work, fed back into the session.
+pub(crate) enum Work {
+    /// Requester: the first candidate protocol.
+    Drafted(Result<Decided<String>, String>),
+    /// Our answer to the peer's candidate.
+    Judged(Result<Decided<Decision>, String>),
+    /// Requester: test cases for the agreed protocol.
+    TestCasesDrafted(Result<Decided<String>, String>),
+    /// Our answer to the peer's test cases.
+    TestCasesJudged(Result<Decided<Decision>, String>),
+    /// Our answer to the peer's error report.
+    Diagnosed(Result<Decided<FixDecision>, String>),
+    /// Our handler code for the agreed protocol (generation `generation`).
+    CodeGenerated {
+        generation: u32,
+        result: Result<Box<(ProtocolCode, CodeInfo)>, String>,
+    },
+    /// The protocol (with our handler) is saved in the store.
+    Saved { then: AfterSave },
+    /// Provider: an action call finished.
+    ActionDone {
+        message_id: String,
+        result: Result<Value, ActionError>,
+    },
+    /// The LLM answered a natural-language message (`message_id` for a negotiation
+    /// REQUEST, `None` for a PT 2 frame).
+    Answered {
+        message_id: Option<String>,
+        answer: Result<String, String>,
+    },
+}
+
+/// What to do once the protocol is saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterSave {
+    /// Say `generated`.
+    AnnounceCode,
+    /// Requester: tell the caller the connection is ready.
+    ReportReady,
+    /// Nothing more.
+    Nothing,
+}
+
+impl Work {
+    /// The accounting record a step carries, if any.
+    pub(crate) fn record(&self) -> Option<&StepRecord> {
+        match self {
+            Work::Drafted(Ok(decided)) | Work::TestCasesDrafted(Ok(decided)) => {
+                Some(&decided.record)
+            }
+            Work::Judged(Ok(decided)) | Work::TestCasesJudged(Ok(decided)) => Some(&decided.record),
+            Work::Diagnosed(Ok(decided)) => Some(&decided.record),
+            _ => None,
+        }
+    }
+}

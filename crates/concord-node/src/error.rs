@@ -1,0 +1,170 @@
+//! What can go wrong: building and serving a node, connecting to a peer, calling an action.
+
+use std::time::Duration;
+
+use concord_proto::handshake::HandshakeError;
+use concord_proto::{CloseReason, HelloError};
+use concord_store::StoreError;
+
+/// Building or serving a node failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// A setting is wrong (named in the message).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The store could not be opened or used.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The LLM client could not be set up.
+    #[error("LLM: {0}")]
+    Llm(#[from] concord_llm::LlmError),
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A background task of the node failed.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// Connecting to a peer (discovery, hello, negotiation, code, test cases) failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The URL is not a usable `http(s)` description URL.
+    #[error("{url:?} is not a peer URL: {reason}")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The peer's description could not be fetched.
+    #[error("cannot fetch the description at {url}: {reason}")]
+    Fetch {
+        /// The description URL.
+        url: String,
+        /// What failed (HTTP status, transport error, size).
+        reason: String,
+    },
+    /// The peer's description does not validate.
+    #[error("the description at {url} is invalid: {problems}")]
+    InvalidDescription {
+        /// The description URL.
+        url: String,
+        /// The validator's problems, one per line.
+        problems: String,
+    },
+    /// The description has no `concord:metaProtocol` endpoint.
+    #[error("the description at {url} advertises no Concord meta-protocol endpoint")]
+    NoEndpoint {
+        /// The description URL.
+        url: String,
+    },
+    /// The peer does not publish the action.
+    #[error("the peer at {url} publishes no action `{action}` (it has: {})", available.join(", "))]
+    UnknownAction {
+        /// The description URL.
+        url: String,
+        /// The action asked for.
+        action: String,
+        /// The actions it publishes.
+        available: Vec<String>,
+    },
+    /// The WebSocket to the peer's endpoint could not be opened.
+    #[error("cannot open the WebSocket {endpoint}: {reason}")]
+    Connect {
+        /// The endpoint URL.
+        endpoint: String,
+        /// What failed (an HTTP 503 means the peer is at its session limit).
+        reason: String,
+    },
+    /// The peer's `destinationHello` is not valid.
+    #[error("the peer's destinationHello is invalid: {0}")]
+    Hello(#[from] HelloError),
+    /// The hello exchange cannot conclude (no common version, an answer we did not ask for).
+    #[error("handshake: {0}")]
+    Handshake(#[from] HandshakeError),
+    /// The peer broke the binding before the session started.
+    #[error("the peer broke the WebSocket binding: {0}")]
+    Binding(String),
+    /// The peer closed the WebSocket.
+    #[error("the peer closed the connection{}", close_text(*.code, .reason))]
+    PeerClosed {
+        /// The close code, if the peer sent one.
+        code: Option<u16>,
+        /// The close reason (may be empty).
+        reason: String,
+    },
+    /// A deadline passed.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The session closed before it was ready: rejected, round cap, a violation, a
+    /// code-generation failure or a timeout, as the session says.
+    #[error("the session closed before it was ready: {0}")]
+    Closed(CloseReason),
+    /// The peer's code fails the agreed test cases and it would not (or could not) fix it.
+    #[error("the peer's code fails the agreed test cases: {0}")]
+    Verification(String),
+    /// The WebSocket failed.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// Our store failed.
+    #[error("store: {0}")]
+    Store(String),
+    /// We could not take a step of our own (draft a protocol for the need, …).
+    #[error("{0}")]
+    Local(String),
+}
+
+fn close_text(code: Option<u16>, reason: &str) -> String {
+    match (code, reason.is_empty()) {
+        (None, _) => " without a close frame".to_owned(),
+        (Some(code), true) => format!(" (code {code})"),
+        (Some(code), false) => format!(" (code {code}): {reason}"),
+    }
+}
+
+/// A call over an established connection failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The connection's protocol is for another action.
+    #[error("this connection's protocol is for `{protocol_action}`, not `{action}`")]
+    WrongAction {
+        /// The action asked for.
+        action: String,
+        /// The action the protocol was negotiated for.
+        protocol_action: String,
+    },
+    /// Our handler could not turn the input into a request, or the request breaks the
+    /// protocol's request schema. Nothing was sent.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The peer answered with an error response.
+    #[error("the peer answered {code}: {message}")]
+    Remote {
+        /// The status code in the response (HTTP status codes in Concord's protocols).
+        code: i64,
+        /// The status message in the response.
+        message: String,
+    },
+    /// The peer's response breaks the protocol, or our handler could not read it.
+    #[error("invalid response: {0}")]
+    InvalidResponse(String),
+    /// No response within the call timeout.
+    #[error("no response within {}", crate::config::human(*.0))]
+    Timeout(Duration),
+    /// The connection is closed (the reason says why).
+    #[error("the connection is closed: {0}")]
+    Closed(String),
+    /// The session did not negotiate what this needs (e.g. natural-language negotiation,
+    /// which needs an LLM on both sides).
+    #[error("not available on this connection: {0}")]
+    Unsupported(String),
+}

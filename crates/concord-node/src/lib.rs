@@ -1,0 +1,95 @@
+//! The Concord agent node: a thin tokio driver around the sans-IO meta-protocol session.
+//!
+//! A [`Node`] serves actions to peers and calls peers' actions:
+//!
+//! - **Provider** ([`Node::serve`]): `GET /.well-known/wot` serves the agent description
+//!   (`application/td+json`) with the meta-protocol endpoint, the versions, the capabilities
+//!   the node really has and the consensus protocols it holds; `/concord` is the WebSocket
+//!   endpoint. Each session negotiates (or resumes) a protocol, generates and checks the
+//!   handler code, then dispatches decoded requests to the registered [`Action`]s: async
+//!   closures, [`ExecAction`] (a command per call) or [`HttpAction`] (a POST per call).
+//! - **Requester** ([`Node::connect`]): fetches the peer's description, connects, says hello
+//!   (capabilities, a stored protocol's hash for 0-RTT, shared consensus protocols), drives
+//!   the session with the negotiator and the handler code until both sides generated their
+//!   code and the peer's code passed the agreed test cases, then [`Connection::call`]s the
+//!   action, concurrently, with no LLM in the loop.
+//! - **Store**: agreed protocols (document, handlers, test cases, peer) are saved for 0-RTT
+//!   reconnects; every session's frames are kept as a transcript.
+//!
+//! # The WebSocket binding
+//!
+//! The first message each way is the hello as a JSON text frame
+//! (`{"version":"1.0","type":"sourceHello"|"destinationHello","messageId":…,"metaProtocol":{…}}`);
+//! every later message is a binary frame `[header byte][protocol data]`. Anything else
+//! closes the connection with a close frame whose reason says what was wrong (1002 for a
+//! broken binding or protocol, 1008 for a timeout, 1009 for an oversized message).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use concord_node::{ActionError, Node};
+//! use concord_negotiate::ActionSpec;
+//! use serde_json::{json, Value};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = Node::builder("Product agent")
+//!     .action(
+//!         ActionSpec {
+//!             name: "getProductInfo".into(),
+//!             description: "Product information by id.".into(),
+//!             input: json!({"type": "object", "properties": {"productId": {"type": "string"}}, "required": ["productId"]}),
+//!             output: json!({"title": "ProductInfo", "type": "object", "properties": {"name": {"type": "string"}}}),
+//!         },
+//!         |input: Value| async move {
+//!             match input["productId"].as_str() {
+//!                 Some("P1") => Ok(json!({"name": "Laptop"})),
+//!                 _ => Err(ActionError::not_found("no such product")),
+//!             }
+//!         },
+//!     )
+//!     .build()?;
+//! let server = provider.serve("127.0.0.1:0").await?;
+//!
+//! let requester = Node::builder("Requester").build()?;
+//! let peer = requester.connect(server.url(), "getProductInfo").await?;
+//! let info = peer.call("getProductInfo", json!({"productId": "P1"})).await?;
+//! assert_eq!(info["name"], "Laptop");
+//! # Ok(()) }
+//! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
+
+mod action;
+mod backend;
+mod client;
+mod code;
+mod config;
+mod describe;
+mod driver;
+mod error;
+mod hello;
+mod language;
+mod node;
+mod policy;
+mod server;
+mod storage;
+mod transport;
+
+pub use action::{Action, ActionError, ActionFuture};
+pub use backend::exec::{ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
+pub use client::{Connection, ConnectionInfo};
+pub use code::CodeInfo;
+pub use config::Limits;
+pub use driver::Settlement;
+pub use error::{CallError, ConnectError, NodeError};
+pub use node::{Node, NodeBuilder, Want};
+pub use server::Server;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,372 @@
+//! The node: what it serves, what it knows, and how it is built.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use concord_llm::{LlmClient, LlmConfig};
+use concord_negotiate::{
+    ActionSpec, DeterministicNegotiator, EscalatingNegotiator, LlmNegotiator, Need,
+};
+use concord_proto::{Capabilities, Capability};
+use concord_store::Store;
+
+use crate::action::{Action, Actions};
+use crate::client::{self, Connection};
+use crate::config::Limits;
+use crate::error::{ConnectError, NodeError};
+use crate::language::Persona;
+use crate::policy::Policy;
+use crate::server::{self, Server};
+use crate::storage::SharedStore;
+
+/// What a requester wants from a peer: an action, optionally with its own view of the data
+/// and its own protocol to propose.
+///
+/// ```
+/// use concord_node::Want;
+/// use serde_json::json;
+///
+/// let want = Want::action("getProductInfo")
+///     .input(json!({"type": "object", "properties": {"productId": {"type": "string"}}}))
+///     .output(json!({"type": "object", "properties": {"price": {"type": "number"}}}));
+/// assert_eq!(want.need().action, "getProductInfo");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Want {
+    need: Need,
+    candidate: Option<String>,
+    test_cases: Option<String>,
+}
+
+impl Want {
+    /// The peer's action `name`, taking and returning what it publishes.
+    pub fn action(name: impl Into<String>) -> Self {
+        Self {
+            need: Need {
+                action: name.into(),
+                ..Need::default()
+            },
+            candidate: None,
+            test_cases: None,
+        }
+    }
+
+    /// The JSON Schema of the data we can supply.
+    pub fn input(mut self, schema: serde_json::Value) -> Self {
+        self.need.input = Some(schema);
+        self
+    }
+
+    /// The JSON Schema of the data we need back.
+    pub fn output(mut self, schema: serde_json::Value) -> Self {
+        self.need.output = Some(schema);
+        self
+    }
+
+    /// Opens the negotiation with this protocol document (the full text, in the seeds'
+    /// markdown shape) instead of the negotiator's draft.
+    pub fn propose(mut self, candidate: impl Into<String>) -> Self {
+        self.candidate = Some(candidate.into());
+        self
+    }
+
+    /// Proposes these test cases (the seeds' layout: request, response, expected result per
+    /// case) once the protocol is agreed, instead of the negotiator's draft. The peer's
+    /// code must pass them before the first call.
+    pub fn test_cases(mut self, cases: impl Into<String>) -> Self {
+        self.test_cases = Some(cases.into());
+        self
+    }
+
+    /// The need, as the negotiator sees it.
+    pub fn need(&self) -> &Need {
+        &self.need
+    }
+
+    pub(crate) fn into_parts(self) -> (Need, Option<String>, Option<String>) {
+        (self.need, self.candidate, self.test_cases)
+    }
+}
+
+/// A Concord agent node: serves actions to peers ([`Node::serve`]) and calls peers'
+/// actions ([`Node::connect`]), negotiating the protocol, generating and verifying its code,
+/// and remembering it for 0-RTT reconnects.
+///
+/// Cheap to clone (an `Arc` inside); clones share the store, the LLM client and the
+/// limits.
+///
+/// ```no_run
+/// use concord_node::Node;
+/// use serde_json::json;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let node = Node::builder("Requester").data_dir("./data").build()?;
+/// let peer = node.connect("http://127.0.0.1:8080", "getProductInfo").await?;
+/// let info = peer.call("getProductInfo", json!({"productId": "P12345"})).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Everything a node's sessions share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) persona: Persona,
+    pub(crate) actions: Actions,
+    pub(crate) store: SharedStore,
+    pub(crate) llm: Option<LlmClient>,
+    pub(crate) policy: Policy,
+    pub(crate) limits: Limits,
+    pub(crate) capabilities: Capabilities,
+    pub(crate) handler_limits: concord_sandbox::Limits,
+    /// Fetches peers' descriptions.
+    pub(crate) http: reqwest::Client,
+}
+
+impl Node {
+    /// Starts building a node whose description has this title.
+    pub fn builder(title: impl Into<String>) -> NodeBuilder {
+        NodeBuilder::new(title.into())
+    }
+
+    /// Serves the description at `GET /.well-known/wot` and the meta-protocol WebSocket at
+    /// `/concord` on `addr` (e.g. `"127.0.0.1:8080"`; port 0 picks a free one).
+    ///
+    /// # Errors
+    /// [`NodeError::Bind`] when the address cannot be bound.
+    pub async fn serve(&self, addr: &str) -> Result<Server, NodeError> {
+        server::serve(Arc::clone(&self.shared), addr).await
+    }
+
+    /// Connects to the peer at `url` (its base URL, or its description URL) to call its
+    /// action `action`: fetches its description, says hello (offering a protocol we hold
+    /// for 0-RTT and the consensus protocols we share), and negotiates, generates and
+    /// verifies the protocol code unless a stored or consensus protocol settles it.
+    ///
+    /// # Errors
+    /// A [`ConnectError`] naming the step that failed.
+    pub async fn connect(&self, url: &str, action: &str) -> Result<Connection, ConnectError> {
+        self.connect_with(url, Want::action(action)).await
+    }
+
+    /// [`Node::connect`] with more said about what we want: the data we can supply and
+    /// what we need back (JSON Schemas the negotiator checks the peer's action against),
+    /// or a protocol document of our own to propose instead of the negotiator's draft.
+    ///
+    /// # Errors
+    /// A [`ConnectError`] naming the step that failed.
+    pub async fn connect_with(&self, url: &str, want: Want) -> Result<Connection, ConnectError> {
+        client::connect(Arc::clone(&self.shared), url, want).await
+    }
+
+    /// The store this node keeps protocols, the consensus registry and transcripts in.
+    pub fn store(&self) -> &Arc<Store> {
+        self.shared.store.get()
+    }
+
+    /// The optional meta-protocol capabilities this node really has (natural language
+    /// only with an LLM).
+    pub fn capabilities(&self) -> Capabilities {
+        self.shared.capabilities
+    }
+
+    /// Whether an LLM is configured.
+    pub fn has_llm(&self) -> bool {
+        self.shared.llm.is_some()
+    }
+
+    /// The actions this node serves.
+    pub fn actions(&self) -> Vec<ActionSpec> {
+        self.shared.actions.specs()
+    }
+
+    /// The LLM client, when one is configured (its usage ledger counts every call).
+    pub fn llm(&self) -> Option<&LlmClient> {
+        self.shared.llm.as_ref()
+    }
+}
+
+enum StoreChoice {
+    Default,
+    Dir(PathBuf),
+    Open(Arc<Store>),
+}
+
+/// Builds a [`Node`].
+///
+/// ```
+/// use concord_node::{ActionError, Limits, Node};
+/// use concord_negotiate::ActionSpec;
+/// use serde_json::{json, Value};
+///
+/// let dir = tempfile::tempdir()?;
+/// let node = Node::builder("Product agent")
+///     .description("Product information by id.")
+///     .data_dir(dir.path())
+///     .action(
+///         ActionSpec {
+///             name: "getProductInfo".into(),
+///             description: "Get product information by id.".into(),
+///             input: json!({"type": "object", "properties": {"productId": {"type": "string"}}, "required": ["productId"]}),
+///             output: json!({"title": "ProductInfo", "type": "object", "properties": {"name": {"type": "string"}}}),
+///         },
+///         |input: Value| async move {
+///             match input["productId"].as_str() {
+///                 Some("P1") => Ok(json!({"name": "Laptop"})),
+///                 _ => Err(ActionError::not_found("no such product")),
+///             }
+///         },
+///     )
+///     .limits(Limits::default())
+///     .build()?;
+/// assert_eq!(node.actions()[0].name, "getProductInfo");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct NodeBuilder {
+    title: String,
+    description: Option<String>,
+    actions: Actions,
+    store: StoreChoice,
+    llm: Option<LlmConfig>,
+    limits: Limits,
+    handler_limits: concord_sandbox::Limits,
+}
+
+impl std::fmt::Debug for NodeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeBuilder")
+            .field("title", &self.title)
+            .field("actions", &self.actions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeBuilder {
+    fn new(title: String) -> Self {
+        Self {
+            title,
+            description: None,
+            actions: Actions::default(),
+            store: StoreChoice::Default,
+            llm: None,
+            limits: Limits::default(),
+            handler_limits: concord_sandbox::Limits::default(),
+        }
+    }
+
+    /// What the agent does, in words (its description's `description`).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Serves an action: its name and JSON Schemas (published in the description) and the
+    /// backend that runs it (an async closure, an [`ExecAction`](crate::ExecAction), an
+    /// [`HttpAction`](crate::HttpAction), or any [`Action`]).
+    pub fn action(mut self, spec: ActionSpec, backend: impl Action) -> Self {
+        self.actions.insert(spec, Arc::new(backend));
+        self
+    }
+
+    /// Keeps the store in `dir` (created if needed). Default: the platform data directory
+    /// (`Store::default_dir`).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store = StoreChoice::Dir(dir.into());
+        self
+    }
+
+    /// Uses an open store (shared with other nodes or tools in this process).
+    pub fn store(mut self, store: Arc<Store>) -> Self {
+        self.store = StoreChoice::Open(store);
+        self
+    }
+
+    /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
+    /// template fits, and answer natural-language messages (advertised only then).
+    pub fn llm(mut self, config: LlmConfig) -> Self {
+        self.llm = Some(config);
+        self
+    }
+
+    /// Uses the LLM configured in the environment (`CONCORD_LLM_*` or `OPENAI_*`), if any.
+    ///
+    /// # Errors
+    /// [`NodeError::Llm`] when the variables are set but wrong.
+    pub fn llm_from_env(mut self) -> Result<Self, NodeError> {
+        self.llm = LlmConfig::from_env()?;
+        Ok(self)
+    }
+
+    /// Limits and timeouts ([`Limits::default`] otherwise).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Limits every protocol handler runs under in the sandbox.
+    pub fn handler_limits(mut self, limits: concord_sandbox::Limits) -> Self {
+        self.handler_limits = limits;
+        self
+    }
+
+    /// Opens the store and builds the node.
+    ///
+    /// # Errors
+    /// [`NodeError::Config`] for a zero limit or an empty title, [`NodeError::Store`] when
+    /// the store cannot be opened, [`NodeError::Llm`] when the LLM client cannot be built.
+    pub fn build(self) -> Result<Node, NodeError> {
+        if self.title.trim().is_empty() {
+            return Err(NodeError::Config("the node's title is empty".to_owned()));
+        }
+        self.limits.validate().map_err(NodeError::Config)?;
+        self.handler_limits
+            .validate()
+            .map_err(|error| NodeError::Config(format!("handler limits: {error}")))?;
+        let store = match self.store {
+            StoreChoice::Open(store) => store,
+            StoreChoice::Dir(dir) => Arc::new(Store::open(dir)?),
+            StoreChoice::Default => Arc::new(Store::open(Store::default_dir()?)?),
+        };
+        let llm = self.llm.map(LlmClient::new).transpose()?;
+        let policy = match &llm {
+            Some(client) => Policy::Escalating(Box::new(EscalatingNegotiator::new(
+                LlmNegotiator::new(client.clone()),
+            ))),
+            None => Policy::Rules(DeterministicNegotiator::new()),
+        };
+        let mut capabilities: Capabilities = [
+            Capability::TestCasesNegotiation,
+            Capability::FixErrorNegotiation,
+            Capability::VerificationProtocol,
+        ]
+        .into_iter()
+        .collect();
+        if llm.is_some() {
+            capabilities.insert(Capability::NaturalLanguageNegotiation);
+            capabilities.insert(Capability::NaturalLanguageProtocol);
+        }
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|error| NodeError::Config(format!("HTTP client: {error}")))?;
+        let persona = Persona {
+            title: self.title,
+            description: self.description,
+            actions: self.actions.specs(),
+        };
+        Ok(Node {
+            shared: Arc::new(Shared {
+                persona,
+                actions: self.actions,
+                store: SharedStore::new(store),
+                llm,
+                policy,
+                limits: self.limits,
+                capabilities,
+                handler_limits: self.handler_limits,
+                http,
+            }),
+        })
+    }
+}

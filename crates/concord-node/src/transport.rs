@@ -1,0 +1,265 @@
+//! One WebSocket, whichever library holds it: axum's server side or tokio-tungstenite's
+//! client side, behind the few operations a session needs.
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::extract::ws::{self, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// WebSocket close codes (RFC 6455 §7.4.1) the node sends.
+pub(crate) mod close_code {
+    /// The session ended as it should.
+    pub(crate) const NORMAL: u16 = 1000;
+    /// The node is shutting down.
+    pub(crate) const GOING_AWAY: u16 = 1001;
+    /// The peer broke the binding or the meta-protocol.
+    pub(crate) const PROTOCOL_ERROR: u16 = 1002;
+    /// A timeout or limit of ours.
+    pub(crate) const POLICY: u16 = 1008;
+    /// A message over the frame-size limit.
+    pub(crate) const TOO_BIG: u16 = 1009;
+    /// Something failed on our side.
+    pub(crate) const INTERNAL: u16 = 1011;
+}
+
+/// Longest close reason RFC 6455 allows (125 bytes of payload minus the 2-byte code).
+const MAX_CLOSE_REASON: usize = 123;
+
+/// What arrived on the WebSocket.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    Text(String),
+    Binary(Vec<u8>),
+    /// The peer closed, with its code and reason if it gave them.
+    Close(Option<(u16, String)>),
+}
+
+/// Why the WebSocket failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum TransportError {
+    #[error("a WebSocket message exceeds the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("WebSocket error: {0}")]
+    Other(String),
+}
+
+/// The operations a session needs from its WebSocket.
+pub(crate) trait Transport: Send + 'static {
+    /// The next text, binary or close message; `None` once the connection is gone.
+    /// Cancel-safe: nothing is lost when the future is dropped.
+    fn recv(&mut self) -> impl Future<Output = Option<Result<Incoming, TransportError>>> + Send;
+    /// Queues a binary message (sent on [`Transport::flush`]).
+    fn feed_binary(
+        &mut self,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Sends a text message now.
+    fn send_text(
+        &mut self,
+        text: String,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Sends what was queued.
+    fn flush(&mut self) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Sends a close message (no flush of anything else).
+    fn send_close(
+        &mut self,
+        code: u16,
+        reason: String,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+}
+
+/// Sends a close message with `reason` (cut to what the protocol allows), then reads until
+/// the peer's close or `linger`, so that the peer reads our reason before the TCP connection
+/// goes (closing with unread data would reset it).
+pub(crate) async fn close(
+    transport: &mut impl Transport,
+    code: u16,
+    reason: &str,
+    linger: Duration,
+) {
+    let reason = close_reason(reason);
+    if transport.send_close(code, reason).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(linger, async {
+        while let Some(Ok(message)) = transport.recv().await {
+            if matches!(message, Incoming::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// `reason` cut at a character boundary to fit a close frame.
+pub(crate) fn close_reason(reason: &str) -> String {
+    if reason.len() <= MAX_CLOSE_REASON {
+        return reason.to_owned();
+    }
+    let mut end = MAX_CLOSE_REASON - '…'.len_utf8();
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &reason[..end])
+}
+
+// ----- server side: axum ---------------------------------------------------------------------
+
+impl Transport for WebSocket {
+    async fn recv(&mut self) -> Option<Result<Incoming, TransportError>> {
+        loop {
+            let message = match self.next().await? {
+                Ok(message) => message,
+                Err(error) => return Some(Err(server_error(error))),
+            };
+            return Some(Ok(match message {
+                ws::Message::Text(text) => Incoming::Text(text.as_str().to_owned()),
+                ws::Message::Binary(bytes) => Incoming::Binary(bytes.into()),
+                ws::Message::Close(frame) => {
+                    Incoming::Close(frame.map(|f| (f.code, f.reason.as_str().to_owned())))
+                }
+                ws::Message::Ping(_) | ws::Message::Pong(_) => continue,
+            }));
+        }
+    }
+
+    async fn feed_binary(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
+        self.feed(ws::Message::Binary(bytes.into()))
+            .await
+            .map_err(server_error)
+    }
+
+    async fn send_text(&mut self, text: String) -> Result<(), TransportError> {
+        self.send(ws::Message::Text(text.into()))
+            .await
+            .map_err(server_error)
+    }
+
+    async fn flush(&mut self) -> Result<(), TransportError> {
+        SinkExt::flush(self).await.map_err(server_error)
+    }
+
+    async fn send_close(&mut self, code: u16, reason: String) -> Result<(), TransportError> {
+        self.send(ws::Message::Close(Some(ws::CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await
+        .map_err(server_error)
+    }
+}
+
+fn server_error(error: axum::Error) -> TransportError {
+    // axum wraps tungstenite's error; find a capacity error in the chain.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(current) = source {
+        if let Some(tungstenite::Error::Capacity(capacity)) =
+            current.downcast_ref::<tungstenite::Error>()
+        {
+            return capacity_error(capacity);
+        }
+        source = current.source();
+    }
+    TransportError::Other(error.to_string())
+}
+
+// ----- client side: tokio-tungstenite --------------------------------------------------------
+
+/// The client's WebSocket.
+pub(crate) type ClientSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+impl Transport for ClientSocket {
+    async fn recv(&mut self) -> Option<Result<Incoming, TransportError>> {
+        loop {
+            let message = match self.next().await? {
+                Ok(message) => message,
+                Err(error) => return Some(Err(client_error(error))),
+            };
+            return Some(Ok(match message {
+                tungstenite::Message::Text(text) => Incoming::Text(text.as_str().to_owned()),
+                tungstenite::Message::Binary(bytes) => Incoming::Binary(bytes.into()),
+                tungstenite::Message::Close(frame) => Incoming::Close(
+                    frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())),
+                ),
+                tungstenite::Message::Ping(_)
+                | tungstenite::Message::Pong(_)
+                | tungstenite::Message::Frame(_) => continue,
+            }));
+        }
+    }
+
+    async fn feed_binary(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
+        self.feed(tungstenite::Message::Binary(bytes.into()))
+            .await
+            .map_err(client_error)
+    }
+
+    async fn send_text(&mut self, text: String) -> Result<(), TransportError> {
+        self.send(tungstenite::Message::Text(text.into()))
+            .await
+            .map_err(client_error)
+    }
+
+    async fn flush(&mut self) -> Result<(), TransportError> {
+        SinkExt::flush(self).await.map_err(client_error)
+    }
+
+    async fn send_close(&mut self, code: u16, reason: String) -> Result<(), TransportError> {
+        self.send(tungstenite::Message::Close(Some(
+            tungstenite::protocol::CloseFrame {
+                code: CloseCode::from(code),
+                reason: reason.into(),
+            },
+        )))
+        .await
+        .map_err(client_error)
+    }
+}
+
+fn client_error(error: tungstenite::Error) -> TransportError {
+    match &error {
+        tungstenite::Error::Capacity(capacity) => capacity_error(capacity),
+        _ => TransportError::Other(error.to_string()),
+    }
+}
+
+fn capacity_error(error: &tungstenite::error::CapacityError) -> TransportError {
+    match error {
+        tungstenite::error::CapacityError::MessageTooLong { max_size, .. } => {
+            TransportError::TooLarge { limit: *max_size }
+        }
+        other => TransportError::Other(other.to_string()),
+    }
+}
+
+/// How much one read from the socket takes in. tungstenite zero-fills this much of its
+/// buffer before every read (its default, 128 KiB, cost more than the rest of the read for
+/// our small frames); larger messages are read in several reads of this size.
+pub(crate) const READ_BUFFER_SIZE: usize = 16 * 1024;
+
+/// The WebSocket settings both sides use: messages and frames up to `max_frame_size`.
+pub(crate) fn websocket_config(max_frame_size: usize) -> tungstenite::protocol::WebSocketConfig {
+    tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(max_frame_size))
+        .max_frame_size(Some(max_frame_size))
+        .read_buffer_size(READ_BUFFER_SIZE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reasons_fit_a_close_frame_at_a_character_boundary() {
+        assert_eq!(close_reason("short"), "short");
+        let long = "é".repeat(100);
+        let cut = close_reason(&long);
+        assert!(cut.len() <= MAX_CLOSE_REASON, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.starts_with("éé"));
+    }
+}

@@ -1,0 +1,347 @@
+//! Bad input from a peer: each gets a clear error, the session's resources are freed, and
+//! the node keeps serving everyone else.
+
+use std::time::Duration;
+
+use concord_node::{ConnectError, Limits, Node};
+use futures_util::SinkExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::*;
+
+/// After a bad peer, the provider still serves a good one (up to its answer to a
+/// candidate, which needs no code).
+async fn still_serves(server: &concord_node::Server) {
+    let mut socket = raw_socket(server).await;
+    let destination = hello(&mut socket, None).await;
+    assert_eq!(destination["type"], "destinationHello");
+    socket.close(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_binary_frame_before_the_hello_is_refused_with_a_reason() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    socket
+        .send(Message::Binary(vec![0u8, b'{', b'}'].into()))
+        .await
+        .unwrap();
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1002);
+    assert_eq!(
+        reason,
+        "expected the sourceHello as a JSON text frame first, got a binary frame"
+    );
+    wait_for_sessions(&server, 0).await;
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_hello_missing_fields_is_refused_naming_the_field() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    for (hello, says) in [
+        (
+            json!({"version": "1.0", "type": "sourceHello", "messageId": "x"}).to_string(),
+            "invalid sourceHello: hello: missing required field `metaProtocol`",
+        ),
+        (
+            json!({"version": "1.0", "type": "sourceHello", "metaProtocol": {}}).to_string(),
+            "invalid sourceHello: hello: missing required field `metaProtocol.version`",
+        ),
+        (
+            json!({"type": "sourceHello", "metaProtocol": {"version": "1.0"}}).to_string(),
+            "invalid sourceHello: hello: missing required field `version`",
+        ),
+        (
+            "this is not JSON".to_owned(),
+            "invalid sourceHello: hello is not valid JSON at line 1, column 2",
+        ),
+        (
+            json!({"version": "1.0", "type": "destinationHello", "metaProtocol": {"version": "1.0"}}).to_string(),
+            "expected a sourceHello, got a destinationHello",
+        ),
+        (
+            json!({"version": "1.0", "type": "sourceHello", "metaProtocol": {"version": "7.0"}}).to_string(),
+            "handshake: no common meta-protocol version: we speak 1.0, the peer speaks 7.0",
+        ),
+    ] {
+        let mut socket = raw_socket(&server).await;
+        socket.send(Message::Text(hello.into())).await.unwrap();
+        let (code, reason) = closed_with(&mut socket).await;
+        assert_eq!(code, 1002, "{reason}");
+        assert!(reason.starts_with(says), "{reason:?} does not start with {says:?}");
+    }
+    wait_for_sessions(&server, 0).await;
+    still_serves(&server).await;
+    // Refused hellos leave no transcript: there was no session.
+    assert!(agent.store().list_transcripts(10).unwrap().len() <= 1);
+}
+
+#[tokio::test]
+async fn an_oversized_frame_is_refused_with_1009() {
+    let agent = provider_with(Limits {
+        max_frame_size: 4096,
+        ..quick_limits()
+    });
+    let server = serve(&agent).await;
+    // As the hello.
+    let mut socket = raw_socket(&server).await;
+    socket
+        .send(Message::Text("x".repeat(5000).into()))
+        .await
+        .unwrap();
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1009);
+    assert_eq!(reason, "the hello exceeds the limit of 4096 bytes");
+    // After the hello.
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    let mut frame = vec![0u8];
+    frame.extend(std::iter::repeat_n(b' ', 5000));
+    socket.send(Message::Binary(frame.into())).await.unwrap();
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1009);
+    assert_eq!(reason, "a message exceeds the limit of 4096 bytes");
+    wait_for_sessions(&server, 0).await;
+    let transcripts = finished_transcripts(agent.store(), 1).await;
+    assert_eq!(
+        transcripts[0].summary.outcome,
+        Some(concord_store::Outcome::Failed(
+            "the peer sent a message over the limit of 4096 bytes".into()
+        ))
+    );
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_garbage_frame_is_answered_rejected_and_closed() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    socket
+        .send(Message::Binary(vec![0x00, 0xff, 0xfe, b'{'].into()))
+        .await
+        .unwrap();
+    let rejected = next_meta(&mut socket).await;
+    assert_eq!(rejected["action"], "protocolNegotiation");
+    assert_eq!(rejected["status"], "rejected");
+    let reason = rejected["modificationSummary"].as_str().unwrap();
+    assert!(reason.starts_with("bad meta message:"), "{reason}");
+    let (code, close_reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1002);
+    assert!(
+        close_reason.starts_with("protocol violation: bad meta message:"),
+        "{close_reason}"
+    );
+    // An empty binary frame is a violation too.
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    socket
+        .send(Message::Binary(Vec::new().into()))
+        .await
+        .unwrap();
+    let rejected = next_meta(&mut socket).await;
+    assert_eq!(
+        rejected["modificationSummary"],
+        "bad frame: empty frame: a frame needs at least its 1-byte header"
+    );
+    assert_eq!(closed_with(&mut socket).await.0, 1002);
+    wait_for_sessions(&server, 0).await;
+    let transcripts = finished_transcripts(agent.store(), 2).await;
+    // Newest first: the empty frame (no header, so not recorded as a frame), then the
+    // garbage one (not UTF-8, so kept as its length).
+    assert_eq!(
+        frame_summary(&transcripts[0]),
+        [
+            "received hello sourceHello",
+            "sent hello destinationHello",
+            "sent meta protocolNegotiation:rejected",
+        ]
+    );
+    assert_eq!(
+        frame_summary(&transcripts[1]),
+        [
+            "received hello sourceHello",
+            "sent hello destinationHello",
+            "received meta 3 bytes",
+            "sent meta protocolNegotiation:rejected",
+        ]
+    );
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_text_frame_after_the_hello_breaks_the_binding() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    socket
+        .send(Message::Text(r#"{"action":"protocolNegotiation"}"#.into()))
+        .await
+        .unwrap();
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1002);
+    assert_eq!(
+        reason,
+        "a text frame after the hello: every later frame must be binary [header][data]"
+    );
+    wait_for_sessions(&server, 0).await;
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_silent_peer_times_out_at_the_hello() {
+    let agent = provider_with(Limits {
+        hello_timeout: Duration::from_millis(300),
+        ..quick_limits()
+    });
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1008);
+    assert_eq!(reason, "no sourceHello within 300 ms");
+    wait_for_sessions(&server, 0).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_stalls_mid_negotiation_is_timed_out() {
+    let agent = provider_with(Limits {
+        negotiation_timeout: Duration::from_millis(400),
+        ..quick_limits()
+    });
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    // Never propose anything.
+    let rejected = next_meta(&mut socket).await;
+    assert_eq!(rejected["status"], "rejected");
+    assert_eq!(
+        rejected["modificationSummary"],
+        "timed out: no answer within 0 s"
+    );
+    let (code, reason) = closed_with(&mut socket).await;
+    assert_eq!(code, 1008);
+    assert_eq!(reason, "timed out waiting for ProtocolNegotiation");
+    wait_for_sessions(&server, 0).await;
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_disconnects_mid_negotiation_frees_its_session() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
+    wait_for_sessions(&server, 1).await;
+    drop(socket);
+    wait_for_sessions(&server, 0).await;
+    let transcripts = finished_transcripts(agent.store(), 1).await;
+    let outcome = transcripts[0].summary.outcome.clone().unwrap();
+    match outcome {
+        concord_store::Outcome::Failed(reason) => assert!(
+            reason.starts_with("the peer closed the connection")
+                || reason.starts_with("WebSocket error"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn an_unknown_zero_rtt_hash_falls_back_to_negotiation() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let mut socket = raw_socket(&server).await;
+    let unknown = "ab".repeat(32);
+    let destination = hello(&mut socket, Some(&unknown)).await;
+    assert_eq!(destination["type"], "destinationHello");
+    assert!(destination["metaProtocol"]
+        .get("usedProtocolHash")
+        .is_none());
+    // A normal negotiation follows: the provider answers a candidate.
+    socket
+        .send(meta_frame(&json!({
+            "action": "protocolNegotiation", "sequenceId": 0, "status": "negotiating",
+            "candidateProtocols": "# Requirement\nNothing useful.\n"
+        })))
+        .await
+        .unwrap();
+    let answer = next_meta(&mut socket).await;
+    assert_eq!(answer["action"], "protocolNegotiation");
+    assert_eq!(answer["sequenceId"], 1);
+    assert_eq!(answer["status"], "rejected");
+}
+
+#[tokio::test]
+async fn the_session_limit_answers_503_and_frees_up() {
+    let agent = provider_with(Limits {
+        max_sessions: 1,
+        ..quick_limits()
+    });
+    let server = serve(&agent).await;
+    let mut first = raw_socket(&server).await;
+    hello(&mut first, None).await;
+    wait_for_sessions(&server, 1).await;
+    let requester = requester();
+    let error = requester
+        .node
+        .connect(server.url(), "getProductInfo")
+        .await
+        .unwrap_err();
+    match &error {
+        ConnectError::Connect { reason, .. } => assert_eq!(
+            reason,
+            "HTTP 503 Service Unavailable: this node serves at most 1 sessions at once; try again later"
+        ),
+        other => panic!("{other}"),
+    }
+    first.close(None).await.unwrap();
+    wait_for_sessions(&server, 0).await;
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_bad_peer_url_or_description_is_a_clear_error() {
+    let requester = requester();
+    let error = requester
+        .node
+        .connect("ftp://example.com", "x")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "\"ftp://example.com\" is not a peer URL: a peer URL starts with http:// or https://"
+    );
+    let agent = provider();
+    let server = serve(&agent).await;
+    let error = requester
+        .node
+        .connect(server.url(), "getWeather")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the peer at {} publishes no action `getWeather` (it has: getProductInfo)",
+            server.description_url()
+        )
+    );
+    // Nothing listens there.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let error = requester
+        .node
+        .connect(&format!("http://{closed}/"), "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ConnectError::Fetch { .. }), "{error}");
+    let _ = Node::builder("unused");
+}

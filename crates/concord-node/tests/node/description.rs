@@ -1,0 +1,97 @@
+//! `GET /.well-known/wot`: the description a peer reads before connecting.
+
+use concord_proto::{Capability, Role};
+use concord_store::NewConsensus;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn serves_a_valid_description_with_the_endpoint_and_real_capabilities() {
+    let agent = provider();
+    agent
+        .store()
+        .add_consensus(
+            &NewConsensus::new(
+                "https://protocols.example/product-info/v1",
+                SEED_PRODUCT_INFO,
+            )
+            .with_handler(
+                Role::Provider,
+                "function decodeRequest(m) { return m; } function encodeResponse(r) { return r; }",
+            ),
+        )
+        .unwrap();
+    // A registry entry without provider code is not advertised.
+    agent
+        .store()
+        .add_consensus(&NewConsensus::new(
+            "https://protocols.example/other/v1",
+            "# Other\n",
+        ))
+        .unwrap();
+    let server = serve(&agent).await;
+    let response = reqwest::get(server.description_url()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "application/td+json"
+    );
+    let bytes = response.bytes().await.unwrap();
+    let thing = concord_describe::parse(&bytes).unwrap().thing;
+    assert_eq!(thing.title, "Product agent");
+    let actions = concord_negotiate::published_actions(&thing);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].name, "getProductInfo");
+    assert_eq!(actions[0].input, product_action().input);
+    let meta = thing.meta_protocol.unwrap();
+    assert_eq!(meta.endpoint, server.endpoint());
+    assert!(meta.endpoint.starts_with("ws://127.0.0.1:"));
+    assert!(meta.endpoint.ends_with("/concord"));
+    assert_eq!(meta.versions, vec![concord_proto::META_PROTOCOL_VERSION]);
+    // No LLM: no natural language.
+    assert!(meta.supports(Capability::TestCasesNegotiation));
+    assert!(meta.supports(Capability::FixErrorNegotiation));
+    assert!(meta.supports(Capability::VerificationProtocol));
+    assert!(!meta.supports(Capability::NaturalLanguageNegotiation));
+    assert!(!meta.supports(Capability::NaturalLanguageProtocol));
+    let consensus = meta.consensus_protocols.unwrap();
+    assert_eq!(consensus.len(), 1);
+    assert_eq!(
+        consensus[0].uri,
+        "https://protocols.example/product-info/v1"
+    );
+    assert_eq!(
+        consensus[0].hash,
+        concord_proto::ProtocolHash::of_text(SEED_PRODUCT_INFO)
+    );
+}
+
+#[tokio::test]
+async fn advertises_natural_language_only_with_an_llm() {
+    let llm = concord_llm_script::ScriptServer::start([]).await.unwrap();
+    let agent = build(
+        concord_node::Node::builder("Talker")
+            .action(product_action(), product_info)
+            .llm(concord_llm::LlmConfig::new(
+                llm.base_url(),
+                "scripted-model",
+            )),
+    );
+    assert!(agent.node.has_llm());
+    let server = serve(&agent).await;
+    let bytes = reqwest::get(server.description_url())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let meta = concord_describe::parse(&bytes)
+        .unwrap()
+        .thing
+        .meta_protocol
+        .unwrap();
+    assert!(meta.supports(Capability::NaturalLanguageNegotiation));
+    assert!(meta.supports(Capability::NaturalLanguageProtocol));
+    // Serving the description asks the LLM nothing.
+    assert!(llm.requests().is_empty());
+}

@@ -1,0 +1,14 @@
+//! Two nodes (or a node and a raw WebSocket peer) on loopback, stores in temp dirs.
+
+mod backends;
+mod bad_input;
+mod bad_provider;
+mod consensus;
+mod description;
+mod fix_error;
+mod limits;
+mod llm;
+mod negotiation;
+mod rejection;
+mod support;
+mod zero_rtt;

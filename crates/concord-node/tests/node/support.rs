@@ -1,0 +1,277 @@
+//! Shared pieces of the integration tests: agents on loopback with stores in temp dirs,
+//! a raw WebSocket peer for bad input, and waiting helpers.
+
+use std::sync::Once;
+use std::time::Duration;
+
+use concord_negotiate::ActionSpec;
+use concord_node::{ActionError, Limits, Node, NodeBuilder, Server};
+use concord_store::{Store, Transcript};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+use tokio_tungstenite::tungstenite::Message;
+
+pub type RawSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The seeds' product-info protocol, as written (Chinese).
+pub const SEED_PRODUCT_INFO: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../concord-negotiate/tests/fixtures/seed-product-info.zh.md"
+));
+
+/// Logs to the test output with `RUST_LOG=concord_node=debug`.
+pub fn init_tracing() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+/// The seeds' product-info action.
+pub fn product_action() -> ActionSpec {
+    ActionSpec {
+        name: "getProductInfo".into(),
+        description: "Get product information by product id.".into(),
+        input: json!({
+            "type": "object",
+            "properties": {"productId": {"type": "string", "description": "The unique identifier for a product"}},
+            "required": ["productId"]
+        }),
+        output: json!({
+            "title": "ProductInfo",
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string"},
+                "productName": {"type": "string"},
+                "productDescription": {"type": "string"},
+                "price": {"type": "number"},
+                "currency": {"type": "string"}
+            },
+            "required": ["productId", "productName", "productDescription", "price", "currency"]
+        }),
+    }
+}
+
+/// The catalogue behind the product-info action.
+pub async fn product_info(input: Value) -> Result<Value, ActionError> {
+    match input["productId"].as_str() {
+        Some("P12345") => Ok(json!({
+            "productId": "P12345", "productName": "Laptop",
+            "productDescription": "A fast laptop.", "price": 1299.99, "currency": "USD"
+        })),
+        Some("P2") => Ok(json!({
+            "productId": "P2", "productName": "Mouse",
+            "productDescription": "A quiet mouse.", "price": 19.5, "currency": "EUR"
+        })),
+        Some(other) => Err(ActionError::not_found(format!("no product {other}"))),
+        None => Err(ActionError::bad_request("productId is missing")),
+    }
+}
+
+/// An agent with its store in a temp dir that lives as long as it.
+pub struct Agent {
+    pub node: Node,
+    /// Where the store lives (removed when the agent is dropped).
+    pub _dir: TempDir,
+}
+
+impl Agent {
+    pub fn store(&self) -> &Store {
+        self.node.store()
+    }
+}
+
+pub fn quick_limits() -> Limits {
+    Limits {
+        hello_timeout: Duration::from_secs(5),
+        negotiation_timeout: Duration::from_secs(20),
+        code_generation_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(10),
+        ..Limits::default()
+    }
+}
+
+pub fn build(builder: NodeBuilder) -> Agent {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    let node = builder.data_dir(dir.path()).build().unwrap();
+    Agent { node, _dir: dir }
+}
+
+/// The product-info provider.
+pub fn provider_with(limits: Limits) -> Agent {
+    build(
+        Node::builder("Product agent")
+            .description("Product information for a small shop.")
+            .action(product_action(), product_info)
+            .limits(limits),
+    )
+}
+
+pub fn provider() -> Agent {
+    provider_with(quick_limits())
+}
+
+/// A requester with no actions.
+pub fn requester() -> Agent {
+    build(Node::builder("Requester").limits(quick_limits()))
+}
+
+pub async fn serve(agent: &Agent) -> Server {
+    agent.node.serve("127.0.0.1:0").await.unwrap()
+}
+
+/// A WebSocket to the server's endpoint, before any hello.
+pub async fn raw_socket(server: &Server) -> RawSocket {
+    let (socket, _) = tokio_tungstenite::connect_async(server.endpoint())
+        .await
+        .unwrap();
+    socket
+}
+
+/// A sourceHello offering every capability, optionally a 0-RTT hash.
+pub fn source_hello(hash: Option<&str>) -> String {
+    let mut meta = json!({
+        "version": "1.0",
+        "supportedCapabilities": ["testCasesNegotiation", "fixErrorNegotiation", "verificationProtocol"],
+    });
+    if let Some(hash) = hash {
+        meta["usedProtocolHash"] = json!(hash);
+    }
+    json!({"version": "1.0", "type": "sourceHello", "messageId": "rawpeer000000001", "metaProtocol": meta})
+        .to_string()
+}
+
+/// Says hello and returns the destinationHello.
+pub async fn hello(socket: &mut RawSocket, hash: Option<&str>) -> Value {
+    socket
+        .send(Message::Text(source_hello(hash).into()))
+        .await
+        .unwrap();
+    match next(socket).await {
+        Message::Text(text) => serde_json::from_str(text.as_str()).unwrap(),
+        other => panic!("expected the destinationHello, got {other:?}"),
+    }
+}
+
+/// The next message (ping/pong skipped), within 10 s.
+pub async fn next(socket: &mut RawSocket) -> Message {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("no message within 10 s")
+            .expect("the connection ended")
+            .expect("WebSocket error");
+        if !matches!(message, Message::Ping(_) | Message::Pong(_)) {
+            return message;
+        }
+    }
+}
+
+/// The next binary frame's meta message (PT 0) as JSON.
+pub async fn next_meta(socket: &mut RawSocket) -> Value {
+    match next(socket).await {
+        Message::Binary(bytes) => {
+            assert_eq!(bytes[0] >> 6, 0, "expected a meta frame");
+            serde_json::from_slice(&bytes[1..]).unwrap()
+        }
+        other => panic!("expected a binary frame, got {other:?}"),
+    }
+}
+
+/// Reads until the close frame and returns its code and reason.
+pub async fn closed_with(socket: &mut RawSocket) -> (u16, String) {
+    loop {
+        match next(socket).await {
+            Message::Close(Some(frame)) => {
+                return (u16::from(frame.code), frame.reason.to_string())
+            }
+            Message::Close(None) => return (0, String::new()),
+            _ => {}
+        }
+    }
+}
+
+/// A meta frame: header byte 0 then the JSON.
+pub fn meta_frame(message: &Value) -> Message {
+    let mut bytes = vec![0u8];
+    bytes.extend_from_slice(message.to_string().as_bytes());
+    Message::Binary(bytes.into())
+}
+
+/// Waits until the server runs `count` sessions.
+pub async fn wait_for_sessions(server: &Server, count: usize) {
+    for _ in 0..200 {
+        if server.sessions() == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the server runs {} sessions, not {count}",
+        server.sessions()
+    );
+}
+
+/// Every transcript in the store, newest first, once `count` of them are finished.
+pub async fn finished_transcripts(store: &Store, count: usize) -> Vec<Transcript> {
+    for _ in 0..200 {
+        let summaries = store.list_transcripts(100).unwrap();
+        let finished = summaries.iter().filter(|s| s.finished.is_some()).count();
+        if finished >= count {
+            return summaries
+                .iter()
+                .map(|summary| store.transcript(summary.id).unwrap().unwrap())
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("fewer than {count} transcripts finished");
+}
+
+/// A transcript's frames as `(direction, kind, text)` with text cut to its `action`/`type`
+/// and status where it is JSON.
+pub fn frame_summary(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .frames
+        .iter()
+        .map(|frame| {
+            let text = match &frame.content {
+                concord_store::FrameContent::Text(text) => {
+                    match serde_json::from_str::<Value>(text) {
+                        Ok(json) => {
+                            let name = json["action"]
+                                .as_str()
+                                .or(json["type"].as_str())
+                                .unwrap_or("?")
+                                .to_owned();
+                            match json["status"].as_str() {
+                                Some(status) => format!("{name}:{status}"),
+                                None => name,
+                            }
+                        }
+                        Err(_) => "text".to_owned(),
+                    }
+                }
+                concord_store::FrameContent::Binary { len } => format!("{len} bytes"),
+            };
+            format!("{} {} {text}", frame.direction.name(), frame.kind.name())
+        })
+        .collect()
+}
+
+/// Asserts that `expected` appear in `frames` in this order (other frames may come between).
+pub fn assert_in_order(frames: &[String], expected: &[String]) {
+    let mut rest = frames.iter();
+    for wanted in expected {
+        assert!(
+            rest.any(|frame| frame == wanted),
+            "{wanted:?} missing (in order) from {frames:#?}"
+        );
+    }
+}
