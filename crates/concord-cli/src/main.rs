@@ -10,12 +10,23 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent_config;
 mod aicl;
+mod call;
+mod consensus;
 mod context;
+mod data_dir;
+mod demo;
 mod describe;
 mod handler;
 mod input;
+mod logging;
 mod protocol;
+mod protocols;
+mod registry;
+mod runtime;
+mod serve;
+mod session_report;
 
 /// Concord: agents that negotiate the protocol they speak.
 #[derive(Debug, Parser)]
@@ -42,6 +53,16 @@ enum Command {
     /// Work with protocol documents (candidate protocols).
     #[command(subcommand)]
     Protocol(protocol::ProtocolCommand),
+    /// Run an agent node serving the actions of a configuration file.
+    Serve(serve::ServeArgs),
+    /// Call a peer agent's action: discover, negotiate (or resume with 0-RTT), call.
+    Call(call::CallArgs),
+    /// Watch two agents find each other, negotiate, generate and verify code, and talk.
+    Demo(demo::DemoArgs),
+    /// List, show and forget the protocols negotiated and stored.
+    Protocols(protocols::ProtocolsArgs),
+    /// Register, list and remove consensus protocols (known by URI, used with no negotiation).
+    Registry(registry::RegistryArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +73,11 @@ fn main() -> ExitCode {
         Command::Describe(command) => describe::run(command),
         Command::Handler(command) => handler::run(command),
         Command::Protocol(command) => protocol::run(command),
+        Command::Serve(args) => serve::run(args),
+        Command::Call(args) => call::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Protocols(args) => protocols::run(args),
+        Command::Registry(args) => registry::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -555,7 +555,7 @@ async fn settle_from_store(
         };
     };
     let handler = handler.ok_or_else(|| "our handler for it is not stored".to_owned())?;
-    let code = code::load(&settled.document, &handler, local, &shared.handler_limits)?;
+    let code = code::load(shared, &settled.document, &handler, local)?;
     Ok(Some((settled, code)))
 }
 

@@ -2,7 +2,7 @@
 //! the LLM when none fits), loading it into the sandbox, and using it to turn calls into
 //! messages and back, and to answer and check the agreed test cases.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use concord_context::PeerLabel;
@@ -86,11 +86,24 @@ enum Path {
     Provider(Provider),
 }
 
-/// Our loaded handler for one protocol and role.
+/// Our code for one protocol and role, as a session holds it. Every session of a node that
+/// runs the same handler for the same protocol shares one [`Loaded`] through the node's
+/// [`CodeCache`]: the compiled schemas and the engines, so a node with many sessions keeps
+/// one or two warm engines per protocol instead of one per session, and a session whose
+/// protocol is already in use starts without loading it. Sharing is safe because the
+/// sandbox isolates every call from every other one.
 pub(crate) struct ProtocolCode {
+    loaded: Arc<Loaded>,
+}
+
+/// What our code for a protocol is, loaded once.
+struct Loaded {
+    /// What makes two loads the same: the protocol's text, the handler, our side, limits.
+    document: String,
     source: String,
-    action: String,
     local: Local,
+    limits: concord_sandbox::Limits,
+    action: String,
     verifier: Arc<Verifier>,
     /// JSON pointer of a response's status code.
     code_at: String,
@@ -99,36 +112,128 @@ pub(crate) struct ProtocolCode {
     /// The response's data fields (outside the envelope), from its schema.
     payload_fields: Option<Vec<String>>,
     input_limit: usize,
-    path: Path,
+    /// Engines not running a call now; as many as ever ran calls at once.
+    idle: Mutex<Vec<Path>>,
+}
+
+impl Loaded {
+    /// An engine for one call: an idle one, else a new one.
+    fn engine(&self) -> Result<Engine<'_>, String> {
+        let idle = lock(&self.idle).pop();
+        let path = match idle {
+            Some(path) => path,
+            None => load_engine(&self.source, &self.local, &self.verifier, &self.limits)?,
+        };
+        Ok(Engine {
+            loaded: self,
+            path: Some(path),
+        })
+    }
+}
+
+/// An engine taken for one call; it goes back to the idle ones when dropped.
+struct Engine<'a> {
+    loaded: &'a Loaded,
+    /// Always `Some` until dropped.
+    path: Option<Path>,
+}
+
+impl Drop for Engine<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            lock(&self.loaded.idle).push(path);
+        }
+    }
+}
+
+fn load_engine(
+    source: &str,
+    local: &Local,
+    verifier: &Arc<Verifier>,
+    limits: &concord_sandbox::Limits,
+) -> Result<Path, String> {
+    let handler = Sandbox::load(source, local.role(), limits.clone())
+        .map_err(|error| format!("the handler module does not load: {error}"))?;
+    Ok(match local.role() {
+        concord_sandbox::Role::Requester => Path::Requester(
+            Requester::new(handler, Arc::clone(verifier)).map_err(|e| e.to_string())?,
+        ),
+        concord_sandbox::Role::Provider => {
+            Path::Provider(Provider::new(handler, Arc::clone(verifier)).map_err(|e| e.to_string())?)
+        }
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The code a node has loaded, for as long as a session holds it.
+#[derive(Default)]
+pub(crate) struct CodeCache {
+    live: Mutex<Vec<Weak<Loaded>>>,
+}
+
+impl std::fmt::Debug for CodeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = lock(&self.live)
+            .iter()
+            .filter(|loaded| loaded.strong_count() > 0)
+            .count();
+        f.debug_struct("CodeCache").field("live", &live).finish()
+    }
+}
+
+impl CodeCache {
+    /// Our code for `document` with the handler `source`: the one a session already holds,
+    /// else loaded now (compiling the schemas and starting an engine).
+    fn load(
+        &self,
+        text: &str,
+        document: &ProtocolDocument,
+        local: Local,
+        source: String,
+        limits: &concord_sandbox::Limits,
+    ) -> Result<ProtocolCode, String> {
+        let held = lock(&self.live)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|loaded| {
+                loaded.document == text
+                    && loaded.source == source
+                    && loaded.local == local
+                    && loaded.limits == *limits
+            });
+        if let Some(loaded) = held {
+            return Ok(ProtocolCode { loaded });
+        }
+        let loaded = Arc::new(Loaded::new(text, document, local, source, limits)?);
+        let mut live = lock(&self.live);
+        live.retain(|loaded| loaded.strong_count() > 0);
+        live.push(Arc::downgrade(&loaded));
+        Ok(ProtocolCode { loaded })
+    }
 }
 
 impl std::fmt::Debug for ProtocolCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProtocolCode")
-            .field("action", &self.action)
-            .field("local", &self.local)
+            .field("action", &self.loaded.action)
+            .field("local", &self.loaded.local)
             .finish_non_exhaustive()
     }
 }
 
-impl ProtocolCode {
+impl Loaded {
     fn new(
+        text: &str,
         document: &ProtocolDocument,
         local: Local,
         source: String,
         limits: &concord_sandbox::Limits,
     ) -> Result<Self, String> {
         let verifier = Arc::new(Verifier::new(document).map_err(|error| error.to_string())?);
-        let handler = Sandbox::load(&source, local.role(), limits.clone())
-            .map_err(|error| format!("the handler module does not load: {error}"))?;
-        let path = match local.role() {
-            concord_sandbox::Role::Requester => Path::Requester(
-                Requester::new(handler, Arc::clone(&verifier)).map_err(|e| e.to_string())?,
-            ),
-            concord_sandbox::Role::Provider => Path::Provider(
-                Provider::new(handler, Arc::clone(&verifier)).map_err(|e| e.to_string())?,
-            ),
-        };
+        let path = load_engine(&source, &local, &verifier, limits)?;
         let convention = &document.error_convention;
         let code_at = convention
             .code_pointer
@@ -157,35 +262,40 @@ impl ProtocolCode {
                 .unwrap_or_default()
         });
         Ok(Self {
+            document: text.to_owned(),
             action: local.action().to_owned(),
             source,
             local,
+            limits: limits.clone(),
             verifier,
             code_at,
             message_at,
             payload_fields,
             input_limit: limits.input_bytes,
-            path,
+            idle: Mutex::new(vec![path]),
         })
     }
+}
 
+impl ProtocolCode {
     /// The handler module's source (stored with the protocol).
     pub(crate) fn source(&self) -> &str {
-        &self.source
+        &self.loaded.source
     }
 
     /// The action the protocol calls.
     pub(crate) fn action(&self) -> &str {
-        &self.action
+        &self.loaded.action
     }
 
     /// Requester: the request for `input`, encoded for the wire.
     pub(crate) fn encode_request(
-        &mut self,
+        &self,
         message_id: &str,
         input: &Value,
     ) -> Result<Vec<u8>, String> {
-        let Path::Requester(requester) = &mut self.path else {
+        let mut engine = self.loaded.engine()?;
+        let Some(Path::Requester(requester)) = &mut engine.path else {
             return Err("this session is not the requester".to_owned());
         };
         requester
@@ -195,10 +305,11 @@ impl ProtocolCode {
 
     /// Requester: a response's messageId and what it means for the call.
     pub(crate) fn read_response(
-        &mut self,
+        &self,
         bytes: &[u8],
     ) -> Result<(String, Result<Value, CallError>), BadMessage> {
-        let Path::Requester(requester) = &mut self.path else {
+        let mut engine = self.engine_for(bytes)?;
+        let Some(Path::Requester(requester)) = &mut engine.path else {
             return Err(self.bad(bytes, "this session is not the requester".to_owned(), None));
         };
         match requester.decode_response(bytes) {
@@ -215,8 +326,9 @@ impl ProtocolCode {
     }
 
     /// Provider: a request's messageId and the action input.
-    pub(crate) fn read_request(&mut self, bytes: &[u8]) -> Result<Request, BadMessage> {
-        let Path::Provider(provider) = &mut self.path else {
+    pub(crate) fn read_request(&self, bytes: &[u8]) -> Result<Request, BadMessage> {
+        let mut engine = self.engine_for(bytes)?;
+        let Some(Path::Provider(provider)) = &mut engine.path else {
             return Err(self.bad(bytes, "this session is not the provider".to_owned(), None));
         };
         match provider.decode_request(bytes) {
@@ -230,11 +342,12 @@ impl ProtocolCode {
 
     /// Provider: the response to `message_id`, encoded for the wire.
     pub(crate) fn write_response(
-        &mut self,
+        &self,
         message_id: &str,
         result: Result<Value, ActionError>,
     ) -> Result<Vec<u8>, String> {
-        let Path::Provider(provider) = &mut self.path else {
+        let mut engine = self.loaded.engine()?;
+        let Some(Path::Provider(provider)) = &mut engine.path else {
             return Err("this session is not the provider".to_owned());
         };
         let outcome = match result {
@@ -253,7 +366,7 @@ impl ProtocolCode {
     pub(crate) fn test_case_request(&self, case: &TestCase) -> Result<(String, Vec<u8>), String> {
         let message_id = find_message_id(&case.request)
             .ok_or_else(|| "the case's request has no messageId".to_owned())?;
-        let bytes = wire::encode(self.verifier.encoding(), &case.request)
+        let bytes = wire::encode(self.loaded.verifier.encoding(), &case.request)
             .map_err(|error| error.to_string())?;
         Ok((message_id, bytes))
     }
@@ -266,16 +379,18 @@ impl ProtocolCode {
         cases: &TestCases,
         bytes: &[u8],
     ) -> Result<(String, Result<(), String>), BadMessage> {
-        let message =
-            wire::decode(self.verifier.encoding(), bytes, self.input_limit).map_err(|error| {
-                BadMessage {
-                    message_id: None,
-                    reason: error.to_string(),
-                    report: Some(format!(
-                        "A verification response we received cannot be read: {error}"
-                    )),
-                }
-            })?;
+        let message = wire::decode(
+            self.loaded.verifier.encoding(),
+            bytes,
+            self.loaded.input_limit,
+        )
+        .map_err(|error| BadMessage {
+            message_id: None,
+            reason: error.to_string(),
+            report: Some(format!(
+                "A verification response we received cannot be read: {error}"
+            )),
+        })?;
         let message_id = find_message_id(&message).ok_or_else(|| BadMessage {
             message_id: None,
             reason: "a verification response has no messageId".to_owned(),
@@ -288,18 +403,18 @@ impl ProtocolCode {
         else {
             return Ok((message_id, Err("it answers no agreed test case".to_owned())));
         };
-        if let Err(invalid) = self.verifier.check(Direction::Response, &message) {
+        if let Err(invalid) = self.loaded.verifier.check(Direction::Response, &message) {
             return Ok((message_id, Err(invalid.to_string())));
         }
         let is_error = message
-            .pointer(&self.code_at)
+            .pointer(&self.loaded.code_at)
             .and_then(Value::as_i64)
             .is_some_and(|code| code >= 400);
         let differences: Vec<String> = diff(&case.response, &message)
             .into_iter()
             .filter(|difference| {
                 !(!is_error
-                    && difference.pointer == self.message_at
+                    && difference.pointer == self.loaded.message_at
                     && difference.expected.as_ref().is_some_and(Value::is_string)
                     && difference.actual.as_ref().is_some_and(Value::is_string))
             })
@@ -315,7 +430,7 @@ impl ProtocolCode {
     /// Provider: answers a verification request with our real code, the agreed case's
     /// response standing in for the action (nothing is run).
     pub(crate) fn answer_test_case(
-        &mut self,
+        &self,
         cases: &str,
         bytes: &[u8],
     ) -> Result<Vec<u8>, BadMessage> {
@@ -340,7 +455,8 @@ impl ProtocolCode {
             });
         };
         let outcome = self.stub_outcome(&case.response);
-        let Path::Provider(provider) = &mut self.path else {
+        let mut engine = self.engine_for(bytes)?;
+        let Some(Path::Provider(provider)) = &mut engine.path else {
             return Err(self.bad(bytes, "this session is not the provider".to_owned(), None));
         };
         provider
@@ -355,18 +471,20 @@ impl ProtocolCode {
     /// What the action must answer for a case's response: its error status (a code of 400
     /// or more), or its data: the one data field's value, or the data fields as an object.
     fn stub_outcome(&self, response: &Value) -> Outcome {
-        let code = response.pointer(&self.code_at).and_then(Value::as_i64);
+        let code = response
+            .pointer(&self.loaded.code_at)
+            .and_then(Value::as_i64);
         if let Some(code) = code.filter(|code| *code >= 400) {
             return Outcome::Error(ErrorStatus {
                 code,
                 message: response
-                    .pointer(&self.message_at)
+                    .pointer(&self.loaded.message_at)
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned(),
             });
         }
-        let names: Vec<String> = match &self.payload_fields {
+        let names: Vec<String> = match &self.loaded.payload_fields {
             Some(names) => names.clone(),
             None => response
                 .as_object()
@@ -376,7 +494,7 @@ impl ProtocolCode {
                         .filter(|key| {
                             *key != "type"
                                 && !is_message_id_key(key)
-                                && Some(key.as_str()) != root(&self.code_at)
+                                && Some(key.as_str()) != root(&self.loaded.code_at)
                         })
                         .cloned()
                         .collect()
@@ -398,48 +516,57 @@ impl ProtocolCode {
     /// cannot answer a verification request: the requester sees the failure and reports it.
     pub(crate) fn fallback_error(&self, message_id: &str, reason: &str) -> Vec<u8> {
         let mut message = serde_json::json!({"messageId": message_id, "type": "RESPONSE"});
-        set_at(&mut message, &self.code_at, Value::from(500));
+        set_at(&mut message, &self.loaded.code_at, Value::from(500));
         set_at(
             &mut message,
-            &self.message_at,
+            &self.loaded.message_at,
             Value::from(format!("our handler failed: {reason}")),
         );
-        wire::encode(self.verifier.encoding(), &message)
+        wire::encode(self.loaded.verifier.encoding(), &message)
             .or_else(|_| serde_json::to_vec(&message))
             .unwrap_or_default()
     }
 
     /// A copy of our handler to run the agreed cases on, away from the session.
     pub(crate) fn case_check(&self) -> Result<CaseCheck, String> {
+        let engine = self.loaded.engine()?;
+        let handler = match &engine.path {
+            Some(Path::Requester(requester)) => requester.handler(),
+            Some(Path::Provider(provider)) => provider.handler(),
+            None => return Err("no engine".to_owned()),
+        };
         Ok(CaseCheck {
-            handler: self
-                .handler()
-                .try_clone()
-                .map_err(|error| error.to_string())?,
-            verifier: Arc::clone(&self.verifier),
-            local: self.local.clone(),
+            handler: handler.try_clone().map_err(|error| error.to_string())?,
+            verifier: Arc::clone(&self.loaded.verifier),
+            local: self.loaded.local.clone(),
         })
     }
 
     /// Our recent messages, decoded, for a diagnosis.
     pub(crate) fn decode_sent(&self, sent: &[Vec<u8>]) -> Vec<Value> {
         sent.iter()
-            .filter_map(|bytes| wire::decode(self.verifier.encoding(), bytes, usize::MAX).ok())
+            .filter_map(|bytes| {
+                wire::decode(self.loaded.verifier.encoding(), bytes, usize::MAX).ok()
+            })
             .collect()
     }
 
-    fn handler(&self) -> &Handler {
-        match &self.path {
-            Path::Requester(requester) => requester.handler(),
-            Path::Provider(provider) => provider.handler(),
-        }
+    /// An engine for one call on `bytes`; a message naming them when none can start.
+    fn engine_for(&self, bytes: &[u8]) -> Result<Engine<'_>, BadMessage> {
+        self.loaded
+            .engine()
+            .map_err(|reason| self.bad(bytes, reason, None))
     }
 
     fn runtime_failure(&self, bytes: &[u8], error: RuntimeError) -> BadMessage {
         let report = match &error {
             RuntimeError::InvalidIncoming(invalid) => {
-                let message = wire::decode(self.verifier.encoding(), bytes, self.input_limit)
-                    .unwrap_or(Value::Null);
+                let message = wire::decode(
+                    self.loaded.verifier.encoding(),
+                    bytes,
+                    self.loaded.input_limit,
+                )
+                .unwrap_or(Value::Null);
                 Some(invalid.error_description(&message))
             }
             RuntimeError::Wire { .. } => Some(format!("A message we received {error}.")),
@@ -449,10 +576,14 @@ impl ProtocolCode {
     }
 
     fn bad(&self, bytes: &[u8], reason: String, report: Option<String>) -> BadMessage {
-        let message_id = wire::decode(self.verifier.encoding(), bytes, self.input_limit)
-            .ok()
-            .as_ref()
-            .and_then(find_message_id);
+        let message_id = wire::decode(
+            self.loaded.verifier.encoding(),
+            bytes,
+            self.loaded.input_limit,
+        )
+        .ok()
+        .as_ref()
+        .and_then(find_message_id);
         BadMessage {
             message_id,
             reason,
@@ -562,7 +693,8 @@ pub(crate) async fn generate(
     cases: Option<String>,
     peer: &str,
 ) -> Result<(ProtocolCode, CodeInfo), String> {
-    let document = parse(document)?;
+    let text = document;
+    let document = parse(text)?;
     let local = local_for(&document, &side)?;
     let cases = cases
         .as_deref()
@@ -591,26 +723,86 @@ pub(crate) async fn generate(
         tokens_out: generated.usage.completion_tokens,
         wall: generated.usage.wall_time,
     };
-    let code = ProtocolCode::new(&document, local, generated.source, &shared.handler_limits)?;
+    let code = shared.code.load(
+        text,
+        &document,
+        local,
+        generated.source,
+        &shared.handler_limits,
+    )?;
     Ok((code, info))
 }
 
-/// Loads a stored handler for `document`.
+/// Our code for `document` with a stored handler: the node's loaded copy if a session
+/// holds one, else loaded now.
 pub(crate) fn load(
-    document: &str,
+    shared: &Shared,
+    text: &str,
     source: &str,
     side: &LocalSide,
-    limits: &concord_sandbox::Limits,
 ) -> Result<ProtocolCode, String> {
-    let document = parse(document)?;
+    let document = parse(text)?;
     let local = local_for(&document, side)?;
-    ProtocolCode::new(&document, local, source.to_owned(), limits)
+    shared.code.load(
+        text,
+        &document,
+        local,
+        source.to_owned(),
+        &shared.handler_limits,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn price_action() -> ActionSpec {
+        ActionSpec {
+            name: "getPrice".into(),
+            description: "The price of a product.".into(),
+            input: json!({"type": "object", "properties": {"productId": {"type": "string"}}, "required": ["productId"]}),
+            output: json!({"type": "number"}),
+        }
+    }
+
+    #[test]
+    fn sessions_running_the_same_code_share_it() {
+        let action = price_action();
+        let text = concord_negotiate::canonical_protocol(&action, Duration::from_secs(15));
+        let document = ProtocolDocument::parse(&text).unwrap();
+        let local = Local::Provider(action);
+        let source = concord_handlers::template(&document, &local).unwrap();
+        let limits = concord_sandbox::Limits::default();
+        let cache = CodeCache::default();
+        let load = |source: &str| {
+            cache
+                .load(&text, &document, local.clone(), source.to_owned(), &limits)
+                .unwrap()
+        };
+
+        let first = load(&source);
+        let second = load(&source);
+        assert!(Arc::ptr_eq(&first.loaded, &second.loaded));
+        let other = load(&format!("{source}\n"));
+        assert!(!Arc::ptr_eq(&first.loaded, &other.loaded));
+
+        // Two calls at once take two engines; both stay for the next calls.
+        {
+            let _one = first.loaded.engine().unwrap();
+            let _two = second.loaded.engine().unwrap();
+        }
+        assert_eq!(lock(&first.loaded.idle).len(), 2);
+        let response = first.write_response("m1", Ok(json!(12.5))).unwrap();
+        let again = second.write_response("m1", Ok(json!(12.5))).unwrap();
+        assert_eq!(response, again);
+
+        // Once no session holds it, it is gone.
+        drop((first, second, other));
+        let fresh = load(&source);
+        assert_eq!(lock(&cache.live).len(), 1);
+        assert_eq!(lock(&fresh.loaded.idle).len(), 1);
+    }
 
     #[test]
     fn pointers_set_and_root() {

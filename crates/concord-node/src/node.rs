@@ -12,6 +12,7 @@ use concord_store::Store;
 
 use crate::action::{Action, Actions};
 use crate::client::{self, Connection};
+use crate::code::CodeCache;
 use crate::config::Limits;
 use crate::error::{ConnectError, NodeError};
 use crate::language::Persona;
@@ -123,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) handler_limits: concord_sandbox::Limits,
     /// Fetches peers' descriptions.
     pub(crate) http: reqwest::Client,
+    /// Protocol code loaded for the sessions running now, shared between them.
+    pub(crate) code: CodeCache,
 }
 
 impl Node {
@@ -366,6 +369,7 @@ impl NodeBuilder {
                 capabilities,
                 handler_limits: self.handler_limits,
                 http,
+                code: CodeCache::default(),
             }),
         })
     }

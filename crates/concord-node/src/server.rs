@@ -304,10 +304,10 @@ async fn run_session(
             .ok_or_else(|| "the stored protocol vanished".to_owned())
             .and_then(|stored| {
                 let code = code::load(
+                    &shared,
                     &stored.settled.document,
                     &stored.handler,
                     &LocalSide::Provider(shared.actions.specs()),
-                    &shared.handler_limits,
                 )?;
                 Ok((stored, code))
             });

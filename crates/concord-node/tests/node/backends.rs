@@ -200,3 +200,44 @@ async fn http_posts_per_call_and_reports_its_failures() {
     );
     assert!(HttpAction::new("ftp://example.com").is_err());
 }
+
+#[tokio::test]
+async fn a_panicking_action_is_a_500_and_the_session_goes_on() {
+    let provider = build(
+        Node::builder("Fragile agent")
+            .action(text_action("shout"), |input: Value| {
+                if input["text"] == "now" {
+                    panic!("the action broke before its future");
+                }
+                async move {
+                    if input["text"] == "later" {
+                        panic!("the action broke");
+                    }
+                    let text = input["text"].as_str().unwrap_or_default().to_uppercase();
+                    Ok::<_, concord_node::ActionError>(json!({ "text": text }))
+                }
+            })
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let connection = requester.node.connect(server.url(), "shout").await.unwrap();
+    for text in ["now", "later"] {
+        let error = connection
+            .call("shout", json!({ "text": text }))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            CallError::Remote {
+                code: 500,
+                message: "the action panicked".into()
+            }
+        );
+    }
+    let output = connection
+        .call("shout", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(output, json!({"text": "HI"}));
+}

@@ -1,0 +1,753 @@
+//! The agent configuration `concord serve --config agent.toml` reads: the description's
+//! basics, where to listen and keep the store, the actions with their schemas and backends,
+//! the LLM, consensus protocols and limits. Every problem is reported with the file and the
+//! key it is about; relative paths are relative to the file's directory.
+//!
+//! ```toml
+//! [agent]
+//! title = "Product agent"
+//! description = "Product information for a small shop."
+//!
+//! [node]
+//! listen = "127.0.0.1:8080"
+//! data_dir = "data"                  # default: the platform data directory
+//!
+//! [[actions]]
+//! name = "getProductInfo"
+//! description = "Get product information by product id."
+//! input = "product-id.schema.json"   # a file, or the schema inline as a table
+//! output = "product-info.schema.json"
+//! exec = { command = "sh", args = ["product-info.sh"], timeout = "5s" }
+//! # or: http = { url = "http://127.0.0.1:9000/product-info", timeout = "10s" }
+//!
+//! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
+//! base_url = "http://127.0.0.1:11434/v1"
+//! model = "llama3.1"
+//! api_key_env = "OLLAMA_API_KEY"
+//!
+//! [[consensus]]
+//! uri = "https://protocols.example/product-info/1.0"
+//! document = "product-info.protocol.md"
+//!
+//! [limits]
+//! call_timeout = "10s"
+//! max_sessions = 64
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use concord_llm::LlmConfig;
+use concord_negotiate::{ActionSpec, ProtocolDocument};
+use concord_node::{ExecAction, HttpAction, Limits};
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Where `concord serve` listens when the configuration does not say.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// A configuration problem: the file, the key, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {}", .file.display(), .problem)]
+pub struct ConfigError {
+    /// The configuration file.
+    pub file: PathBuf,
+    /// What is wrong (naming the key).
+    pub problem: Problem,
+}
+
+/// What is wrong with a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// The file cannot be read: the command cannot run.
+    #[error("cannot read it: {0}")]
+    Unreadable(std::io::Error),
+    /// The TOML does not parse or does not fit the configuration's shape (the parser's
+    /// message names the line, the column and the key).
+    #[error("{0}")]
+    Syntax(String),
+    /// A key's value is wrong.
+    #[error("`{key}`: {message}")]
+    Key {
+        /// The key, as a dotted path (`actions[0].exec.timeout`).
+        key: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+}
+
+/// A configuration read and checked: everything `concord serve` needs.
+#[derive(Debug)]
+pub struct AgentConfig {
+    /// The description's title.
+    pub title: String,
+    /// The description's description.
+    pub description: Option<String>,
+    /// Where to listen (`host:port`).
+    pub listen: String,
+    /// The store's directory, when the configuration names one.
+    pub data_dir: Option<PathBuf>,
+    /// The actions served.
+    pub actions: Vec<ConfiguredAction>,
+    /// The LLM, when one is configured (here or in the environment).
+    pub llm: Option<LlmConfig>,
+    /// Consensus protocols to hold provider code for.
+    pub consensus: Vec<ConsensusProtocol>,
+    /// Limits and timeouts.
+    pub limits: Limits,
+}
+
+/// An action with its published spec and its backend.
+#[derive(Debug)]
+pub struct ConfiguredAction {
+    /// Name, description and schemas.
+    pub spec: ActionSpec,
+    /// What runs it.
+    pub backend: Backend,
+}
+
+/// What runs an action.
+#[derive(Debug)]
+pub enum Backend {
+    /// A command per call.
+    Exec(ExecAction),
+    /// A POST per call.
+    Http(HttpAction),
+}
+
+/// A consensus protocol from the configuration.
+#[derive(Debug)]
+pub struct ConsensusProtocol {
+    /// Its URI.
+    pub uri: String,
+    /// The document, parsed (its exact text is what is hashed).
+    pub document: ProtocolDocument,
+    /// The key it came from, for messages.
+    pub key: String,
+}
+
+impl AgentConfig {
+    /// Reads and checks the configuration file at `path`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the file and the key at fault.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with_env(path, |name| std::env::var(name).ok())
+    }
+
+    /// [`AgentConfig::load`] with the environment given by `env` (a variable name to its
+    /// value): the LLM falls back to it, and `api_key_env` is read from it.
+    pub fn load_with_env(
+        path: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let fail = |problem| ConfigError {
+            file: path.to_owned(),
+            problem,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|error| fail(Problem::Unreadable(error)))?;
+        let file: File =
+            toml::from_str(&text).map_err(|error| fail(Problem::Syntax(error.to_string())))?;
+        let base = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        file.check(base, &env).map_err(fail)
+    }
+}
+
+impl Problem {
+    fn key(key: impl Into<String>, message: impl fmt::Display) -> Self {
+        Problem::Key {
+            key: key.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    agent: AgentSection,
+    #[serde(default)]
+    node: NodeSection,
+    #[serde(default)]
+    actions: Vec<ActionSection>,
+    llm: Option<LlmSection>,
+    #[serde(default)]
+    consensus: Vec<ConsensusSection>,
+    #[serde(default)]
+    limits: LimitsSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentSection {
+    title: String,
+    description: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeSection {
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionSection {
+    name: String,
+    #[serde(default)]
+    description: String,
+    input: Value,
+    output: Value,
+    exec: Option<ExecSection>,
+    http: Option<HttpSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecSection {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// Working directory; default: the configuration file's directory.
+    cwd: Option<PathBuf>,
+    timeout: Option<Humane>,
+    max_output_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpSection {
+    url: String,
+    timeout: Option<Humane>,
+    max_response_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmSection {
+    /// `false` turns the LLM off even when the environment configures one.
+    #[serde(default = "yes")]
+    enabled: bool,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    request_timeout: Option<Humane>,
+    max_retries: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsensusSection {
+    uri: String,
+    document: PathBuf,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSection {
+    max_frame_size: Option<usize>,
+    max_sessions: Option<usize>,
+    max_calls_in_flight: Option<usize>,
+    hello_timeout: Option<Humane>,
+    idle_timeout: Option<Humane>,
+    negotiation_timeout: Option<Humane>,
+    code_generation_timeout: Option<Humane>,
+    call_timeout: Option<Humane>,
+    max_negotiation_rounds: Option<u32>,
+}
+
+/// A duration written for people: `"5s"`, `"500ms"`, `"2m 30s"`.
+#[derive(Debug, Clone, Copy)]
+struct Humane(Duration);
+
+impl<'de> Deserialize<'de> for Humane {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer).map_err(|_| {
+            de::Error::custom("expected a duration as a string, like \"5s\" or \"500ms\"")
+        })?;
+        humantime::parse_duration(&text)
+            .map(Humane)
+            .map_err(|error| {
+                de::Error::custom(format!(
+                    "{text:?} is not a duration ({error}); write it like \"5s\" or \"500ms\""
+                ))
+            })
+    }
+}
+
+impl File {
+    fn check(
+        self,
+        base: &Path,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<AgentConfig, Problem> {
+        let title = self.agent.title.trim().to_owned();
+        if title.is_empty() {
+            return Err(Problem::key("agent.title", "is empty"));
+        }
+        let listen = self
+            .node
+            .listen
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        check_listen(&listen).map_err(|message| Problem::key("node.listen", message))?;
+        let data_dir = self.node.data_dir.map(|dir| base.join(dir));
+        if self.actions.is_empty() {
+            return Err(Problem::key(
+                "actions",
+                "no action is configured: add at least one [[actions]] table",
+            ));
+        }
+        let mut names = BTreeSet::new();
+        let mut actions = Vec::new();
+        for (index, action) in self.actions.into_iter().enumerate() {
+            let key = format!("actions[{index}]");
+            if !names.insert(action.name.clone()) {
+                return Err(Problem::key(
+                    format!("{key}.name"),
+                    format!("the action `{}` is configured twice", action.name),
+                ));
+            }
+            actions.push(action.check(&key, base)?);
+        }
+        let llm = match self.llm {
+            Some(section) => section.check(env)?,
+            None => LlmConfig::from_lookup(env)
+                .map_err(|error| Problem::key("llm", format!("from the environment: {error}")))?,
+        };
+        let mut uris = BTreeSet::new();
+        let mut consensus = Vec::new();
+        for (index, entry) in self.consensus.into_iter().enumerate() {
+            let key = format!("consensus[{index}]");
+            if entry.uri.trim().is_empty() {
+                return Err(Problem::key(format!("{key}.uri"), "is empty"));
+            }
+            if !uris.insert(entry.uri.clone()) {
+                return Err(Problem::key(
+                    format!("{key}.uri"),
+                    format!("{:?} is configured twice", entry.uri),
+                ));
+            }
+            let path = base.join(&entry.document);
+            let document_key = format!("{key}.document");
+            let text = std::fs::read_to_string(&path).map_err(|error| {
+                Problem::key(
+                    &document_key,
+                    format!("cannot read {}: {error}", path.display()),
+                )
+            })?;
+            let document = ProtocolDocument::parse(&text).map_err(|error| {
+                Problem::key(&document_key, format!("{}: {error}", path.display()))
+            })?;
+            consensus.push(ConsensusProtocol {
+                uri: entry.uri,
+                document,
+                key,
+            });
+        }
+        Ok(AgentConfig {
+            title,
+            description: self.agent.description,
+            listen,
+            data_dir,
+            actions,
+            llm,
+            consensus,
+            limits: self.limits.check()?,
+        })
+    }
+}
+
+/// `host:port`, with a port number (0 picks a free one).
+fn check_listen(listen: &str) -> Result<(), String> {
+    let Some((host, port)) = listen.rsplit_once(':') else {
+        return Err(format!(
+            "{listen:?} is not host:port (e.g. \"127.0.0.1:8080\")"
+        ));
+    };
+    if host.is_empty() {
+        return Err(format!("{listen:?} has no host (e.g. \"127.0.0.1:8080\")"));
+    }
+    port.parse::<u16>()
+        .map(|_| ())
+        .map_err(|_| format!("{port:?} in {listen:?} is not a port number"))
+}
+
+impl ActionSection {
+    fn check(self, key: &str, base: &Path) -> Result<ConfiguredAction, Problem> {
+        let name = self.name.trim().to_owned();
+        if name.is_empty() {
+            return Err(Problem::key(format!("{key}.name"), "is empty"));
+        }
+        let input = schema(self.input, &format!("{key}.input"), base)?;
+        let output = schema(self.output, &format!("{key}.output"), base)?;
+        let backend = match (self.exec, self.http) {
+            (Some(exec), None) => Backend::Exec(exec.check(&format!("{key}.exec"), base)?),
+            (None, Some(http)) => Backend::Http(http.check(&format!("{key}.http"))?),
+            (None, None) => {
+                return Err(Problem::key(
+                    key,
+                    format!("the action `{name}` has no backend: give `exec` or `http`"),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(Problem::key(
+                    key,
+                    format!(
+                        "the action `{name}` has two backends: give `exec` or `http`, not both"
+                    ),
+                ))
+            }
+        };
+        Ok(ConfiguredAction {
+            spec: ActionSpec {
+                name,
+                description: self.description,
+                input,
+                output,
+            },
+            backend,
+        })
+    }
+}
+
+/// A JSON Schema given inline (a table, or `true`/`false`) or as the path of a JSON file;
+/// it must compile.
+fn schema(value: Value, key: &str, base: &Path) -> Result<Value, Problem> {
+    let schema = match value {
+        Value::String(file) => {
+            let path = base.join(&file);
+            let bytes = std::fs::read(&path).map_err(|error| {
+                Problem::key(key, format!("cannot read {}: {error}", path.display()))
+            })?;
+            serde_json::from_slice(&bytes).map_err(|error| {
+                Problem::key(key, format!("{} is not JSON: {error}", path.display()))
+            })?
+        }
+        inline @ (Value::Object(_) | Value::Bool(_)) => inline,
+        _ => {
+            return Err(Problem::key(
+                key,
+                "expected a JSON Schema (a table) or the path of a JSON Schema file",
+            ))
+        }
+    };
+    jsonschema::validator_for(&schema)
+        .map_err(|error| Problem::key(key, format!("not a valid JSON Schema: {error}")))?;
+    Ok(schema)
+}
+
+impl ExecSection {
+    fn check(self, key: &str, base: &Path) -> Result<ExecAction, Problem> {
+        if self.command.trim().is_empty() {
+            return Err(Problem::key(format!("{key}.command"), "is empty"));
+        }
+        // A program named by a path is found from the configuration's directory; a bare
+        // name is looked up in PATH.
+        let program = if self.command.contains('/') {
+            base.join(&self.command).to_string_lossy().into_owned()
+        } else {
+            self.command
+        };
+        let mut action = ExecAction::new(program)
+            .args(self.args)
+            .current_dir(base.join(self.cwd.unwrap_or_default()));
+        for (name, value) in self.env {
+            action = action.env(name, value);
+        }
+        if let Some(timeout) = self.timeout {
+            action = action.timeout(positive(timeout, &format!("{key}.timeout"))?);
+        }
+        if let Some(bytes) = self.max_output_bytes {
+            action = action.max_output_bytes(nonzero(bytes, &format!("{key}.max_output_bytes"))?);
+        }
+        Ok(action)
+    }
+}
+
+impl HttpSection {
+    fn check(self, key: &str) -> Result<HttpAction, Problem> {
+        let mut action = HttpAction::new(&self.url).map_err(|error| {
+            let message = error.to_string();
+            let message = message.strip_prefix("configuration: ").unwrap_or(&message);
+            Problem::key(format!("{key}.url"), message)
+        })?;
+        if let Some(timeout) = self.timeout {
+            action = action.timeout(positive(timeout, &format!("{key}.timeout"))?);
+        }
+        if let Some(bytes) = self.max_response_bytes {
+            action =
+                action.max_response_bytes(nonzero(bytes, &format!("{key}.max_response_bytes"))?);
+        }
+        Ok(action)
+    }
+}
+
+impl LlmSection {
+    fn check(self, env: &impl Fn(&str) -> Option<String>) -> Result<Option<LlmConfig>, Problem> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let from_env = LlmConfig::from_lookup(env)
+            .map_err(|error| Problem::key("llm", format!("from the environment: {error}")))?;
+        let base_url = match (self.base_url, &from_env) {
+            (Some(url), _) => url,
+            (None, Some(config)) => config.base_url.clone(),
+            (None, None) => {
+                return Err(Problem::key(
+                    "llm.base_url",
+                    "is missing, and the environment configures no LLM \
+                     (CONCORD_LLM_BASE_URL or OPENAI_BASE_URL)",
+                ))
+            }
+        };
+        check_base_url(&base_url).map_err(|message| Problem::key("llm.base_url", message))?;
+        let model = match (self.model, &from_env) {
+            (Some(model), _) => model,
+            (None, Some(config)) => config.model.clone(),
+            (None, None) => concord_llm::DEFAULT_MODEL.to_owned(),
+        };
+        if model.trim().is_empty() {
+            return Err(Problem::key("llm.model", "is empty"));
+        }
+        let mut config = LlmConfig::new(base_url, model);
+        match self.api_key_env {
+            Some(name) => match env(&name).filter(|key| !key.trim().is_empty()) {
+                Some(key) => config = config.with_api_key(key.trim()),
+                None => {
+                    return Err(Problem::key(
+                        "llm.api_key_env",
+                        format!("the environment variable {name} is not set"),
+                    ))
+                }
+            },
+            None => config.api_key = from_env.and_then(|config| config.api_key),
+        }
+        if let Some(timeout) = self.request_timeout {
+            config = config.with_request_timeout(positive(timeout, "llm.request_timeout")?);
+        }
+        if let Some(retries) = self.max_retries {
+            config = config.with_max_retries(retries);
+        }
+        Ok(Some(config))
+    }
+}
+
+fn check_base_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|error| format!("{url:?} is not a URL: {error}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{url:?} must start with http:// or https://"));
+    }
+    Ok(())
+}
+
+impl LimitsSection {
+    fn check(self) -> Result<Limits, Problem> {
+        let mut limits = Limits::default();
+        let sizes = [
+            (
+                "max_frame_size",
+                self.max_frame_size,
+                &mut limits.max_frame_size,
+            ),
+            ("max_sessions", self.max_sessions, &mut limits.max_sessions),
+            (
+                "max_calls_in_flight",
+                self.max_calls_in_flight,
+                &mut limits.max_calls_in_flight,
+            ),
+        ];
+        for (name, given, slot) in sizes {
+            if let Some(value) = given {
+                *slot = nonzero(value, &format!("limits.{name}"))?;
+            }
+        }
+        let durations = [
+            (
+                "hello_timeout",
+                self.hello_timeout,
+                &mut limits.hello_timeout,
+            ),
+            ("idle_timeout", self.idle_timeout, &mut limits.idle_timeout),
+            (
+                "negotiation_timeout",
+                self.negotiation_timeout,
+                &mut limits.negotiation_timeout,
+            ),
+            (
+                "code_generation_timeout",
+                self.code_generation_timeout,
+                &mut limits.code_generation_timeout,
+            ),
+            ("call_timeout", self.call_timeout, &mut limits.call_timeout),
+        ];
+        for (name, given, slot) in durations {
+            if let Some(value) = given {
+                *slot = positive(value, &format!("limits.{name}"))?;
+            }
+        }
+        if let Some(rounds) = self.max_negotiation_rounds {
+            if rounds == 0 {
+                return Err(Problem::key(
+                    "limits.max_negotiation_rounds",
+                    "must be greater than zero",
+                ));
+            }
+            limits.max_negotiation_rounds = rounds;
+        }
+        Ok(limits)
+    }
+}
+
+fn positive(duration: Humane, key: &str) -> Result<Duration, Problem> {
+    if duration.0.is_zero() {
+        return Err(Problem::key(key, "must be longer than zero"));
+    }
+    Ok(duration.0)
+}
+
+fn nonzero(value: usize, key: &str) -> Result<usize, Problem> {
+    if value == 0 {
+        return Err(Problem::key(key, "must be greater than zero"));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<AgentConfig, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        std::fs::write(&path, text).unwrap();
+        std::fs::write(
+            dir.path().join("out.json"),
+            r#"{"type": "object", "properties": {"name": {"type": "string"}}}"#,
+        )
+        .unwrap();
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        AgentConfig::load_with_env(&path, |name| env.get(name).cloned()).map_err(
+            |error| match error.problem {
+                Problem::Key { key, message } => format!("{key}: {message}"),
+                other => other.to_string(),
+            },
+        )
+    }
+
+    const MINIMAL: &str = r#"
+[agent]
+title = "Shop"
+
+[[actions]]
+name = "getName"
+input = { type = "object" }
+output = "out.json"
+exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
+"#;
+
+    #[test]
+    fn a_minimal_configuration_takes_the_defaults() {
+        let config = load(MINIMAL, &[]).unwrap();
+        assert_eq!(config.title, "Shop");
+        assert_eq!(config.listen, DEFAULT_LISTEN);
+        assert!(config.llm.is_none());
+        assert_eq!(config.limits, Limits::default());
+        assert_eq!(
+            config.actions[0].spec.output["properties"]["name"]["type"],
+            "string"
+        );
+        assert!(matches!(config.actions[0].backend, Backend::Exec(_)));
+    }
+
+    #[test]
+    fn the_llm_comes_from_the_file_or_the_environment() {
+        let env = [
+            ("CONCORD_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("KEY", "sk-1"),
+        ];
+        let config = load(MINIMAL, &env).unwrap();
+        assert_eq!(config.llm.unwrap().base_url, "http://127.0.0.1:9/v1");
+        let text = format!("{MINIMAL}\n[llm]\nmodel = \"m\"\napi_key_env = \"KEY\"\n");
+        let llm = load(&text, &env).unwrap().llm.unwrap();
+        assert_eq!(
+            (llm.base_url.as_str(), llm.model.as_str()),
+            ("http://127.0.0.1:9/v1", "m")
+        );
+        assert!(llm.api_key.is_some());
+        let off = format!("{MINIMAL}\n[llm]\nenabled = false\n");
+        assert!(load(&off, &env).unwrap().llm.is_none());
+        assert_eq!(
+            load(&text, &[]).unwrap_err(),
+            "llm.base_url: is missing, and the environment configures no LLM \
+             (CONCORD_LLM_BASE_URL or OPENAI_BASE_URL)"
+        );
+        let missing_key =
+            format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\napi_key_env = \"NOPE\"\n");
+        assert_eq!(
+            load(&missing_key, &[]).unwrap_err(),
+            "llm.api_key_env: the environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn each_problem_names_its_key() {
+        let cases = [
+            (MINIMAL.replace("title = \"Shop\"", "title = \" \""), "agent.title: is empty"),
+            (
+                MINIMAL.replace("timeout = \"2s\"", "timeout = \"soon\""),
+                "is not a duration",
+            ),
+            (
+                MINIMAL.replace("timeout = \"2s\"", "timeout = \"0s\""),
+                "actions[0].exec.timeout: must be longer than zero",
+            ),
+            (
+                MINIMAL.replace("output = \"out.json\"", "output = \"missing.json\""),
+                "actions[0].output: cannot read",
+            ),
+            (
+                MINIMAL.replace("input = { type = \"object\" }", "input = { type = 12 }"),
+                "actions[0].input: not a valid JSON Schema",
+            ),
+            (
+                MINIMAL.replace("exec = {", "http = { url = \"http://x/\" }\nexec = {"),
+                "actions[0]: the action `getName` has two backends",
+            ),
+            (
+                MINIMAL.replace("exec = { command = \"sh\", args = [\"name.sh\"], timeout = \"2s\" }", "http = { url = \"ftp://x/\" }"),
+                "actions[0].http.url: http backend URL \"ftp://x/\" must start with http:// or https://",
+            ),
+            (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
+            (format!("{MINIMAL}\n[limits]\nmax_session = 3\n"), "unknown field `max_session`"),
+            (format!("[node]\nlisten = \"8080\"\n{MINIMAL}"), "node.listen: \"8080\" is not host:port"),
+            (format!("{MINIMAL}\n[[consensus]]\nuri = \"u\"\ndocument = \"none.md\"\n"), "consensus[0].document: cannot read"),
+            ("[agent]\ntitle = \"Shop\"\n".to_owned(), "actions: no action is configured"),
+            (format!("{MINIMAL}{}", MINIMAL.replace("[agent]\ntitle = \"Shop\"\n", "")), "actions[1].name: the action `getName` is configured twice"),
+        ];
+        for (text, expected) in cases {
+            let error = load(&text, &[]).unwrap_err();
+            assert!(
+                error.contains(expected),
+                "{error:?} does not say {expected:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! `concord demo`: two agents on loopback in one process, the whole flow: discovery →
+//! negotiation → code generation → test cases → many calls → a 0-RTT reconnect → a
+//! consensus-protocol connection; a transcript of the frames and a summary with timings.
+//! Temporary stores, no network beyond loopback, no API key (an LLM only with `--llm`).
+
+mod catalogue;
+mod latency;
+mod narrate;
+mod summary;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use concord_llm::LlmConfig;
+use concord_node::{Connection, Node, NodeBuilder};
+use concord_proto::{ProtocolHash, Role};
+use concord_store::{NewConsensus, Store};
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::runtime;
+use crate::session_report::SessionReport;
+use latency::Latencies;
+use summary::Summary;
+
+/// The URI the negotiated protocol is registered under for the consensus connection.
+pub const CONSENSUS_URI: &str = "https://protocols.example/concord-demo/product-info/1.0";
+
+/// `concord demo`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord demo
+  concord demo --json
+  CONCORD_LLM_BASE_URL=http://127.0.0.1:11434/v1 CONCORD_LLM_MODEL=llama3.1 concord demo --llm
+
+Everything runs in this process on 127.0.0.1 with temporary stores that are removed at
+the end. Without --llm the negotiation and the code are deterministic and no API key is
+needed. Exits 1 when a call fails or a reconnect does not skip the negotiation, 2 when a
+step cannot run.")]
+pub struct DemoArgs {
+    /// Give both agents the LLM configured by CONCORD_LLM_BASE_URL, CONCORD_LLM_API_KEY,
+    /// CONCORD_LLM_MODEL (or OPENAI_*): it settles what the rules cannot and writes code
+    /// no template fits. Default: deterministic, no LLM.
+    #[arg(long)]
+    llm: bool,
+    /// Print a machine-readable summary (JSON) instead of the narrative.
+    #[arg(long)]
+    json: bool,
+    /// Calls to make over the negotiated protocol.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    calls: u32,
+    /// Calls in flight at once over the one connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    concurrency: u32,
+}
+
+/// Runs `concord demo`.
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let llm = if args.llm {
+        let Some(config) = LlmConfig::from_env()? else {
+            bail!(
+                "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
+                 CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
+            );
+        };
+        Some(config)
+    } else {
+        None
+    };
+    runtime::block_on(demo(args, llm))?
+}
+
+/// An agent with its store in a temporary directory (removed when it is dropped).
+struct Agent {
+    node: Node,
+    _dir: TempDir,
+}
+
+fn agent(builder: NodeBuilder, llm: Option<&LlmConfig>) -> anyhow::Result<Agent> {
+    let dir = tempfile::Builder::new()
+        .prefix("concord-demo-")
+        .tempdir()
+        .context("cannot create a temporary data directory")?;
+    let mut builder = builder.data_dir(dir.path());
+    if let Some(llm) = llm {
+        builder = builder.llm(llm.clone());
+    }
+    Ok(Agent {
+        node: builder.build()?,
+        _dir: dir,
+    })
+}
+
+/// A connection's setup and its first call.
+#[derive(Debug)]
+pub struct Connected {
+    /// What the setup cost.
+    pub report: SessionReport,
+    /// When `connect` was called.
+    pub started_at: SystemTime,
+    /// From `connect` to the first call's output.
+    pub time_to_first_call: Duration,
+    /// The first call's output.
+    pub first_output: Value,
+}
+
+/// The batch of calls over the negotiated protocol.
+#[derive(Debug)]
+pub struct Batch {
+    /// Latencies of the calls that succeeded.
+    pub latencies: Latencies,
+    /// Why the others failed (at most a few kept).
+    pub failures: Vec<String>,
+    /// How many failed.
+    pub failed: usize,
+    /// Wall time of the batch.
+    pub wall: Duration,
+    /// Calls in flight at once.
+    pub concurrency: u32,
+}
+
+async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let narrate = narrate::Narrator::new(!args.json);
+    let provider = agent(
+        Node::builder("Product agent")
+            .description("Product information for a small shop (the seeds' product-info agent).")
+            .action(catalogue::action(), catalogue::answer),
+        llm.as_ref(),
+    )?;
+    let requester = agent(Node::builder("Shopper"), llm.as_ref())?;
+    let server = provider
+        .node
+        .serve("127.0.0.1:0")
+        .await
+        .context("cannot serve the provider on 127.0.0.1")?;
+    narrate.start(&server, llm.as_ref());
+
+    let discovery = summary::discover(&server.description_url()).await?;
+    narrate.discovery(&discovery);
+
+    let connected = connect_and_call(&requester.node, server.url(), "full negotiation").await;
+    let (connection, first) = connected?;
+    let batch = call_many(&connection, args.calls, args.concurrency).await;
+    connection.close().await;
+    let negotiated = first.finish(&connection, &requester.node).await;
+    narrate.negotiated(&negotiated);
+    narrate.batch(&batch);
+
+    let (connection, first) =
+        connect_and_call(&requester.node, server.url(), "the 0-RTT reconnect").await?;
+    connection.close().await;
+    let resumed = first.finish(&connection, &requester.node).await;
+    narrate.resumed(&resumed);
+
+    let hash: ProtocolHash = negotiated
+        .report
+        .hash
+        .parse()
+        .context("the negotiated protocol's hash")?;
+    let fresh = agent(Node::builder("New shopper"), llm.as_ref())?;
+    register_consensus(&provider.node, &requester.node, &fresh.node, hash).await?;
+    let (connection, first) =
+        connect_and_call(&fresh.node, server.url(), "the consensus connection").await?;
+    connection.close().await;
+    let consensus = first.finish(&connection, &fresh.node).await;
+    narrate.consensus(&consensus);
+
+    server.shutdown().await.context("stopping the provider")?;
+    let summary = Summary {
+        discovery,
+        negotiated,
+        batch,
+        resumed,
+        consensus,
+        llm_configured: llm.is_some(),
+        usage: [&requester.node, &fresh.node, &provider.node]
+            .iter()
+            .filter_map(|node| node.llm().map(|client| client.usage().summary()))
+            .collect(),
+        total: started.elapsed(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary.to_json())?);
+    } else {
+        narrate.summary(&summary);
+    }
+    let failed = summary.batch.failed > 0
+        || summary.resumed.report.settled_by != "resumed"
+        || summary.consensus.report.settled_by != "consensus";
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A connection whose setup is done and whose first call answered; its report is read
+/// once it is closed.
+struct FirstCall {
+    started_at: SystemTime,
+    time_to_first_call: Duration,
+    first_output: Value,
+}
+
+impl FirstCall {
+    async fn finish(self, connection: &Connection, node: &Node) -> Connected {
+        Connected {
+            report: SessionReport::of(connection.info(), node.store()).await,
+            started_at: self.started_at,
+            time_to_first_call: self.time_to_first_call,
+            first_output: self.first_output,
+        }
+    }
+}
+
+/// Connects to the provider and makes the first call, timing both.
+async fn connect_and_call(
+    node: &Node,
+    url: &str,
+    what: &str,
+) -> anyhow::Result<(Connection, FirstCall)> {
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let connection = node
+        .connect(url, catalogue::ACTION)
+        .await
+        .with_context(|| format!("{what} failed"))?;
+    let first_output = connection
+        .call(catalogue::ACTION, catalogue::input(0))
+        .await
+        .with_context(|| format!("the first call of {what} failed"))?;
+    let first = FirstCall {
+        started_at,
+        time_to_first_call: started.elapsed(),
+        first_output,
+    };
+    Ok((connection, first))
+}
+
+/// Makes `calls` calls, `concurrency` at a time, checking each answer names the product
+/// asked for.
+async fn call_many(connection: &Connection, calls: u32, concurrency: u32) -> Batch {
+    let calls = calls as usize;
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.min(calls as u32) {
+        let connection = connection.clone();
+        let next = Arc::clone(&next);
+        workers.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut failures = Vec::new();
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= calls {
+                    break;
+                }
+                let input = catalogue::input(n);
+                let sent = Instant::now();
+                match connection.call(catalogue::ACTION, input.clone()).await {
+                    Ok(output) if output["productId"] == input["productId"] => {
+                        latencies.push(sent.elapsed());
+                    }
+                    Ok(output) => failures.push(format!("asked for {input}, got {output}")),
+                    Err(error) => failures.push(error.to_string()),
+                }
+            }
+            (latencies, failures)
+        });
+    }
+    let mut latencies = Vec::with_capacity(calls);
+    let mut failures = Vec::new();
+    while let Some(joined) = workers.join_next().await {
+        match joined {
+            Ok((mut ok, mut failed)) => {
+                latencies.append(&mut ok);
+                failures.append(&mut failed);
+            }
+            Err(error) => failures.push(format!("a calling task failed: {error}")),
+        }
+    }
+    let wall = started.elapsed();
+    let failed = calls - latencies.len();
+    failures.truncate(5);
+    Batch {
+        latencies: Latencies::new(latencies),
+        failures,
+        failed,
+        wall,
+        concurrency,
+    }
+}
+
+/// Registers the negotiated protocol as a consensus protocol: on the provider with its
+/// provider code, and on a fresh requester with the requester code the first requester
+/// generated and verified.
+async fn register_consensus(
+    provider: &Node,
+    requester: &Node,
+    fresh: &Node,
+    hash: ProtocolHash,
+) -> anyhow::Result<()> {
+    let provider_store = Arc::clone(provider.store());
+    let requester_store = Arc::clone(requester.store());
+    let fresh_store = Arc::clone(fresh.store());
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let (document, provider_code) = stored_code(&provider_store, &hash, Role::Provider)?;
+        let (_, requester_code) = stored_code(&requester_store, &hash, Role::Requester)?;
+        provider_store.add_consensus(
+            &NewConsensus::new(CONSENSUS_URI, document.clone())
+                .with_handler(Role::Provider, provider_code),
+        )?;
+        fresh_store.add_consensus(
+            &NewConsensus::new(CONSENSUS_URI, document)
+                .with_handler(Role::Requester, requester_code),
+        )?;
+        Ok(())
+    })
+    .await
+    .context("the store task failed")?
+    .context("cannot register the consensus protocol")
+}
+
+/// A stored protocol's document and one side's handler module.
+fn stored_code(store: &Store, hash: &ProtocolHash, role: Role) -> anyhow::Result<(String, String)> {
+    let protocol = store
+        .protocol(hash)?
+        .with_context(|| format!("the {} did not store protocol {hash}", role.name()))?;
+    let code = protocol
+        .handlers
+        .get(role)
+        .with_context(|| format!("the {} stored no handler for {hash}", role.name()))?
+        .to_owned();
+    Ok((protocol.document, code))
+}

@@ -1,0 +1,272 @@
+//! `concord protocols list|show|forget`: the negotiated protocols in the store, by hash
+//! prefix.
+
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use clap::{Args, Subcommand};
+use concord_proto::Role;
+use concord_store::{Integrity, Settlement, StoreError};
+use serde_json::{json, Value};
+
+use crate::data_dir::DataDir;
+use crate::handler::RoleArg;
+
+/// `concord protocols`.
+#[derive(Debug, Args)]
+pub struct ProtocolsArgs {
+    #[command(flatten)]
+    data_dir: DataDir,
+    #[command(subcommand)]
+    command: ProtocolsCommand,
+}
+
+/// Commands on the stored protocols.
+#[derive(Debug, Subcommand)]
+pub enum ProtocolsCommand {
+    /// List the stored protocols, most recently created first.
+    ///
+    /// Example: `concord protocols list --json`
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one protocol: its metadata and document (or a handler module, or its test
+    /// cases).
+    ///
+    /// Example: `concord protocols show 3f2a9c1b`
+    Show {
+        /// The protocol's hash, or a unique prefix of at least 8 hex digits.
+        hash: String,
+        /// Print this side's handler module instead of the document.
+        #[arg(long, value_enum, conflicts_with = "test_cases")]
+        handler: Option<RoleArg>,
+        /// Print the agreed test cases instead of the document.
+        #[arg(long)]
+        test_cases: bool,
+        /// Print everything as one JSON object.
+        #[arg(long, conflicts_with_all = ["handler", "test_cases"])]
+        json: bool,
+    },
+    /// Forget a protocol: the next connection to its peer negotiates again.
+    ///
+    /// Example: `concord protocols forget 3f2a9c1b`
+    Forget {
+        /// The protocol's hash, or a unique prefix of at least 8 hex digits.
+        hash: String,
+    },
+}
+
+/// Runs one `concord protocols` command.
+pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
+    let store = args.data_dir.open()?;
+    match args.command {
+        ProtocolsCommand::List { json } => {
+            let protocols = store.list_protocols()?;
+            if json {
+                let list: Vec<Value> = protocols
+                    .iter()
+                    .map(|protocol| {
+                        json!({
+                            "hash": protocol.hash.to_string(),
+                            "integrity": integrity(&protocol.integrity),
+                            "peer": protocol.peer,
+                            "settlement": settlement(&protocol.settlement),
+                            "handlers": roles(&protocol.handler_roles),
+                            "testCases": protocol.has_test_cases,
+                            "documentBytes": protocol.document_len,
+                            "created": time(protocol.created),
+                            "lastUsed": protocol.last_used.map(time),
+                            "useCount": protocol.use_count,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if protocols.is_empty() {
+                eprintln!("concord: no protocols stored in {}", store.path().display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "{:<12}  {:<10}  {:>4}  {:<20}  {:<20}  peer",
+                "hash", "settled", "uses", "created", "last used"
+            );
+            for protocol in &protocols {
+                let hash = protocol.hash.to_string();
+                let mut settled = settlement(&protocol.settlement)["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                if !protocol.integrity.is_verified() {
+                    settled = "CORRUPT".to_owned();
+                }
+                println!(
+                    "{:<12}  {settled:<10}  {:>4}  {:<20}  {:<20}  {}",
+                    &hash[..12],
+                    protocol.use_count,
+                    time(protocol.created),
+                    protocol.last_used.map_or_else(|| "never".to_owned(), time),
+                    protocol.peer
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ProtocolsCommand::Show {
+            hash,
+            handler,
+            test_cases,
+            json,
+        } => {
+            let protocol = match store.resolve_protocol(&hash).and_then(|hash| {
+                store
+                    .protocol(&hash)?
+                    .ok_or(StoreError::UnknownProtocol { hash })
+            }) {
+                Ok(protocol) => protocol,
+                Err(error) => return selector_failed(error),
+            };
+            if let Some(role) = handler {
+                let role = match role {
+                    RoleArg::Requester => Role::Requester,
+                    RoleArg::Provider => Role::Provider,
+                };
+                return Ok(match protocol.handlers.get(role) {
+                    Some(source) => {
+                        print!("{source}");
+                        ExitCode::SUCCESS
+                    }
+                    None => {
+                        eprintln!(
+                            "concord: no {} handler module is stored for {}",
+                            role.name(),
+                            protocol.hash
+                        );
+                        ExitCode::from(1)
+                    }
+                });
+            }
+            if test_cases {
+                return Ok(match &protocol.test_cases {
+                    Some(cases) => {
+                        print!("{cases}");
+                        ExitCode::SUCCESS
+                    }
+                    None => {
+                        eprintln!("concord: no test cases are stored for {}", protocol.hash);
+                        ExitCode::from(1)
+                    }
+                });
+            }
+            let handler_roles: Vec<Role> = [Role::Requester, Role::Provider]
+                .into_iter()
+                .filter(|role| protocol.handlers.get(*role).is_some())
+                .collect();
+            if json {
+                let output = json!({
+                    "hash": protocol.hash.to_string(),
+                    "peer": protocol.peer,
+                    "settlement": settlement(&protocol.settlement),
+                    "created": time(protocol.created),
+                    "lastUsed": protocol.last_used.map(time),
+                    "useCount": protocol.use_count,
+                    "document": protocol.document,
+                    "handlers": {
+                        "requester": protocol.handlers.get(Role::Requester),
+                        "provider": protocol.handlers.get(Role::Provider),
+                    },
+                    "testCases": protocol.test_cases,
+                });
+                println!("{}", serde_json::to_string_pretty(&output)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let settled = match &protocol.settlement {
+                Settlement::Consensus { uri } => format!("consensus protocol {uri}"),
+                _ => "negotiated".to_owned(),
+            };
+            println!("hash:        {}", protocol.hash);
+            println!("settled:     {settled}");
+            println!("peer:        {}", protocol.peer);
+            println!("created:     {}", time(protocol.created));
+            println!(
+                "last used:   {}",
+                protocol.last_used.map_or_else(|| "never".to_owned(), time)
+            );
+            println!("uses:        {}", protocol.use_count);
+            println!("handlers:    {}", list_or_none(&roles(&handler_roles)));
+            println!(
+                "test cases:  {}",
+                if protocol.test_cases.is_some() {
+                    "stored (--test-cases)"
+                } else {
+                    "none"
+                }
+            );
+            println!();
+            print!("{}", protocol.document);
+            if !protocol.document.ends_with('\n') {
+                println!();
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ProtocolsCommand::Forget { hash } => match store.forget_protocol(&hash) {
+            Ok(hash) => {
+                println!("forgot {hash}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(error) => selector_failed(error),
+        },
+    }
+}
+
+/// Exit 1 for a selector that names no single stored protocol (or a corrupt one); other
+/// store failures mean the command could not run.
+fn selector_failed(error: StoreError) -> anyhow::Result<ExitCode> {
+    match error {
+        StoreError::NoMatchingProtocol { .. }
+        | StoreError::AmbiguousPrefix { .. }
+        | StoreError::PrefixTooShort { .. }
+        | StoreError::NotAHashPrefix { .. }
+        | StoreError::UnknownProtocol { .. }
+        | StoreError::CorruptProtocol { .. } => {
+            eprintln!("concord: {error}");
+            Ok(ExitCode::from(1))
+        }
+        other => Err(other.into()),
+    }
+}
+
+/// A time for people and JSON: RFC 3339 in UTC, to the second.
+pub fn time(at: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// `verified`, or what is wrong.
+pub fn integrity(integrity: &Integrity) -> String {
+    match integrity {
+        Integrity::Verified => "verified".to_owned(),
+        Integrity::Corrupt(corruption) => format!("corrupt: {corruption}"),
+    }
+}
+
+/// Role names.
+pub fn roles(roles: &[Role]) -> Vec<String> {
+    roles.iter().map(|role| role.name().to_owned()).collect()
+}
+
+/// `a, b`, or `none`.
+pub fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn settlement(settlement: &Settlement) -> Value {
+    match settlement {
+        Settlement::Consensus { uri } => json!({"kind": "consensus", "uri": uri}),
+        _ => json!({"kind": "negotiated"}),
+    }
+}

@@ -1,0 +1,178 @@
+//! `concord serve --config agent.toml`: run an agent node serving the configured actions
+//! until Ctrl-C (or SIGTERM), then shut down gracefully.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use concord_handlers::Generator;
+use concord_llm::LlmClient;
+use concord_node::{Node, NodeError};
+use concord_proto::Role;
+use concord_store::NewConsensus;
+
+use crate::agent_config::{AgentConfig, Backend, Problem};
+use crate::consensus;
+use crate::logging;
+use crate::runtime;
+
+/// `concord serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord serve --config crates/concord-cli/examples/product-agent.toml
+  concord serve --config agent.toml --listen 0.0.0.0:9000 --data-dir ./data
+
+The configuration (TOML) names the agent, its actions with their JSON Schemas and backends
+(`exec`: a command run per call, input JSON on stdin, output JSON on stdout; `http`: a POST
+per call), the LLM, consensus protocols and limits. See examples/product-agent.toml.
+Log lines go to standard error; RUST_LOG=concord_node=debug shows every step.")]
+pub struct ServeArgs {
+    /// The agent configuration (TOML).
+    #[arg(long, short, value_name = "FILE")]
+    config: PathBuf,
+    /// Listen here instead of the configuration's `node.listen` (`host:port`; port 0 picks
+    /// a free one).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Keep the store here instead of the configuration's `node.data_dir`.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+/// Runs `concord serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = match AgentConfig::load(&args.config) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("concord: {error}");
+            return Ok(ExitCode::from(match error.problem {
+                Problem::Unreadable(_) => 2,
+                _ => 1,
+            }));
+        }
+    };
+    logging::init_log("concord_node=info,warn");
+    runtime::block_on(serve(config, args))?
+}
+
+async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let listen = args.listen.unwrap_or_else(|| config.listen.clone());
+    let data_dir = match args.data_dir.or_else(|| config.data_dir.clone()) {
+        Some(dir) => dir,
+        None => concord_store::Store::default_dir().context("no data directory configured")?,
+    };
+    let mut builder = Node::builder(config.title.clone())
+        .data_dir(&data_dir)
+        .limits(config.limits.clone());
+    if let Some(description) = &config.description {
+        builder = builder.description(description.clone());
+    }
+    if let Some(llm) = &config.llm {
+        builder = builder.llm(llm.clone());
+    }
+    let names: Vec<String> = config
+        .actions
+        .iter()
+        .map(|action| action.spec.name.clone())
+        .collect();
+    for action in config.actions {
+        builder = match action.backend {
+            Backend::Exec(exec) => builder.action(action.spec, exec),
+            Backend::Http(http) => builder.action(action.spec, http),
+        };
+    }
+    let node = match builder.build() {
+        Ok(node) => node,
+        Err(NodeError::Config(problem)) => {
+            eprintln!("concord: {}: {problem}", args.config.display());
+            return Ok(ExitCode::from(1));
+        }
+        Err(error) => return Err(error).context("cannot build the node"),
+    };
+    for protocol in &config.consensus {
+        if let Err(error) = hold_consensus(&node, protocol).await {
+            eprintln!(
+                "concord: {}: `{}`: {error:#}",
+                args.config.display(),
+                protocol.key
+            );
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let server = node
+        .serve(&listen)
+        .await
+        .with_context(|| format!("cannot serve on {listen}"))?;
+    println!(
+        "serving {:?}: {} action(s): {}",
+        config.title,
+        names.len(),
+        names.join(", ")
+    );
+    println!("data dir:    {}", data_dir.display());
+    match node.llm() {
+        Some(client) => println!(
+            "LLM:         {} at {}",
+            client.config().model,
+            client.config().base_url
+        ),
+        None => println!("LLM:         none (deterministic negotiation and code)"),
+    }
+    for protocol in &config.consensus {
+        println!("consensus:   {} {}", protocol.uri, protocol.document.hash());
+    }
+    // The endpoint comes last: a script waiting for it has the whole banner.
+    println!("description: {}", server.description_url());
+    println!("endpoint:    {}", server.endpoint());
+    eprintln!("concord: press Ctrl-C to stop");
+    stopped().await?;
+    eprintln!(
+        "concord: shutting down ({} session(s) open)",
+        server.sessions()
+    );
+    server.shutdown().await.context("shutting down")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates and checks our provider code for a configured consensus protocol and
+/// registers it, so that the description advertises it.
+async fn hold_consensus(
+    node: &Node,
+    protocol: &crate::agent_config::ConsensusProtocol,
+) -> anyhow::Result<()> {
+    let mut generator = Generator::new();
+    if let Some(client) = node.llm() {
+        generator = generator.with_llm(LlmClient::clone(client));
+    }
+    let generated =
+        consensus::provider_module(&generator, &protocol.document, &node.actions()).await?;
+    let entry = NewConsensus::new(protocol.uri.clone(), protocol.document.text())
+        .with_handler(Role::Provider, generated.source);
+    let store = std::sync::Arc::clone(node.store());
+    tokio::task::spawn_blocking(move || store.add_consensus(&entry))
+        .await
+        .context("the store task failed")?
+        .context("cannot register it")?;
+    Ok(())
+}
+
+/// Waits for Ctrl-C, or SIGTERM on Unix.
+async fn stopped() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.context("cannot listen for Ctrl-C"),
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c()
+            .await
+            .context("cannot listen for Ctrl-C")
+    }
+}

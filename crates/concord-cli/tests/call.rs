@@ -1,0 +1,193 @@
+//! `concord call` against `concord serve`: negotiation on the first call, 0-RTT on the
+//! second, and the exit codes and messages of what can go wrong.
+
+mod support;
+
+use std::ffi::OsStr;
+
+use support::*;
+
+fn serve() -> (Served, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let served = Served::start(&[
+        OsStr::new("--config"),
+        example_config().as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        data.path().as_os_str(),
+    ]);
+    (served, data)
+}
+
+#[test]
+fn the_first_call_negotiates_and_the_second_resumes_with_0_rtt() {
+    let (served, _data) = serve();
+    let requester = tempfile::tempdir().unwrap();
+
+    let first = call_json(&served.url, r#"{"productId": "P12345"}"#, requester.path());
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let first = first.json();
+    assert_eq!(first["output"]["productName"], "Laptop");
+    assert_eq!(first["action"], "getProductInfo");
+    assert_eq!(first["settledBy"], "negotiated", "{first:#}");
+    assert!(first["offeredHash"].is_null());
+    assert!(
+        first["negotiationMessages"].as_u64().unwrap() >= 6,
+        "{first:#}"
+    );
+    assert!(
+        first["roundTrips"]["negotiation"].as_u64().unwrap() >= 2,
+        "{first:#}"
+    );
+    assert!(first["verifiedCases"].as_u64().unwrap() >= 1, "{first:#}");
+    assert_eq!(first["llm"]["calls"], 0);
+    assert_eq!(first["code"], serde_json::json!(["template"]));
+    let frames: Vec<String> = first["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|frame| {
+            Some(format!(
+                "{} {} {}",
+                frame["direction"].as_str()?,
+                frame["action"].as_str()?,
+                frame["status"].as_str()?
+            ))
+        })
+        .collect();
+    assert!(
+        frames.contains(&"received protocolNegotiation accepted".to_owned()),
+        "{frames:?}"
+    );
+    assert!(
+        frames.iter().any(|f| f.starts_with("sent codeGeneration")),
+        "{frames:?}"
+    );
+    for key in ["setupMs", "callMs", "totalMs"] {
+        assert!(first["timings"][key].as_f64().unwrap() > 0.0, "{first:#}");
+    }
+
+    let second = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path());
+    assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
+    let second = second.json();
+    assert_eq!(second["output"]["currency"], "EUR");
+    assert_eq!(second["settledBy"], "resumed", "{second:#}");
+    assert_eq!(second["hash"], first["hash"]);
+    assert_eq!(second["offeredHash"], first["hash"]);
+    assert_eq!(second["negotiationMessages"], 0, "{second:#}");
+    assert_eq!(second["roundTrips"]["negotiation"], 0);
+    assert_eq!(second["llm"]["calls"], 0);
+    assert_eq!(second["code"], serde_json::json!([]));
+    let kinds: Vec<&str> = second["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|frame| frame["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["hello", "hello"]);
+}
+
+#[test]
+fn the_input_can_come_from_standard_input_and_plain_output_is_the_output() {
+    let (served, _data) = serve();
+    let requester = tempfile::tempdir().unwrap();
+    let output = run(concord()
+        .args([
+            "call",
+            &served.description,
+            "getProductInfo",
+            "-",
+            "--data-dir",
+        ])
+        .arg(requester.path())
+        .write_stdin(r#"{"productId": "P2"}"#));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let product = output.json();
+    assert_eq!(product["productName"], "Mouse");
+    assert!(product.get("settledBy").is_none());
+}
+
+#[test]
+fn what_goes_wrong_has_an_exit_code_and_says_what() {
+    let (served, _data) = serve();
+    let requester = tempfile::tempdir().unwrap();
+    let call = |url: &str, action: &str, input: &str| {
+        run(concord()
+            .args(["call", url, action, input, "--data-dir"])
+            .arg(requester.path()))
+    };
+
+    // The peer does not publish the action: 1.
+    let output = call(&served.url, "getPrice", r#"{"productId": "P2"}"#);
+    assert_eq!(output.code, 1, "{}", output.stderr);
+    assert!(
+        output
+            .stderr
+            .contains("publishes no action `getPrice` (it has: getProductInfo)"),
+        "{}",
+        output.stderr
+    );
+    // The backend says no (the script exits 1 for an unknown product): 1.
+    let output = call(&served.url, "getProductInfo", r#"{"productId": "P404"}"#);
+    assert_eq!(output.code, 1, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("the peer answered 502"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output.stderr.contains("no product P404"),
+        "{}",
+        output.stderr
+    );
+    // Input that breaks the protocol's request schema is refused before sending: 1.
+    let output = call(&served.url, "getProductInfo", r#"{"productId": 7}"#);
+    assert_eq!(output.code, 1, "{}", output.stderr);
+    assert!(output.stderr.contains("invalid input"), "{}", output.stderr);
+    // Input that is not JSON: 2.
+    let output = call(&served.url, "getProductInfo", "{productId: P2}");
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("the input is not valid JSON"),
+        "{}",
+        output.stderr
+    );
+
+    // Nobody listens there: 2.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let output = call(&unreachable, "getProductInfo", r#"{"productId": "P2"}"#);
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("cannot fetch the description at"),
+        "{}",
+        output.stderr
+    );
+    // Not a peer URL: 2.
+    let output = call("ws://127.0.0.1:1/", "getProductInfo", "{}");
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("is not a peer URL"),
+        "{}",
+        output.stderr
+    );
+    // --llm with no LLM configured: 2.
+    let output = run(concord()
+        .args([
+            "call",
+            &served.url,
+            "getProductInfo",
+            "{}",
+            "--llm",
+            "--data-dir",
+        ])
+        .arg(requester.path()));
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(
+        output.stderr.contains("--llm needs an LLM"),
+        "{}",
+        output.stderr
+    );
+}

@@ -1,0 +1,149 @@
+//! `concord protocols list|show|forget` on the store a `concord call` filled.
+
+mod support;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use support::*;
+
+fn protocols(data_dir: &Path, args: &[&str]) -> Output {
+    run(concord()
+        .arg("protocols")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir))
+}
+
+#[test]
+fn list_show_and_forget_by_hash_prefix() {
+    let provider = tempfile::tempdir().unwrap();
+    let served = Served::start(&[
+        OsStr::new("--config"),
+        example_config().as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        provider.path().as_os_str(),
+    ]);
+    let requester = tempfile::tempdir().unwrap();
+
+    // An empty store lists nothing.
+    let output = protocols(requester.path(), &["list"]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert_eq!(output.stdout, "");
+    assert!(
+        output.stderr.contains("no protocols stored"),
+        "{}",
+        output.stderr
+    );
+
+    let call = call_json(&served.url, r#"{"productId": "P12345"}"#, requester.path());
+    assert_eq!(call.code, 0, "{}", call.stderr);
+    let hash = call.json()["hash"].as_str().unwrap().to_owned();
+    let prefix = &hash[..10];
+
+    let output = protocols(requester.path(), &["list"]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let lines: Vec<&str> = output.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", output.stdout);
+    assert!(lines[0].starts_with("hash"), "{}", output.stdout);
+    assert!(lines[1].starts_with(&hash[..12]), "{}", output.stdout);
+    assert!(lines[1].contains("negotiated"), "{}", output.stdout);
+    assert!(
+        lines[1].ends_with(&format!("{}#getProductInfo", served.description)),
+        "{}",
+        output.stdout
+    );
+
+    let list = protocols(requester.path(), &["list", "--json"]).json();
+    assert_eq!(list[0]["hash"], hash.as_str());
+    assert_eq!(list[0]["integrity"], "verified");
+    assert_eq!(list[0]["settlement"]["kind"], "negotiated");
+    assert_eq!(list[0]["handlers"], serde_json::json!(["requester"]));
+    assert_eq!(list[0]["testCases"], true);
+    // Used by no later session yet (a 0-RTT reuse counts).
+    assert_eq!(list[0]["useCount"], 0);
+
+    let output = protocols(requester.path(), &["show", prefix]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.starts_with(&format!("hash:        {hash}\n")),
+        "{}",
+        output.stdout
+    );
+    assert!(
+        output.stdout.contains("handlers:    requester\n"),
+        "{}",
+        output.stdout
+    );
+    assert!(output.stdout.contains("# Requirement"), "{}", output.stdout);
+    let shown = protocols(requester.path(), &["show", prefix, "--json"]).json();
+    assert_eq!(shown["hash"], hash.as_str());
+    assert!(shown["handlers"]["provider"].is_null());
+    // The stored document is exactly what hashes to the protocol's hash.
+    let document = shown["document"].as_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.md"), document).unwrap();
+    let output = run(concord()
+        .args(["protocol", "hash"])
+        .arg(dir.path().join("p.md")));
+    assert_eq!(output.stdout.trim(), hash);
+
+    let output = protocols(
+        requester.path(),
+        &["show", prefix, "--handler", "requester"],
+    );
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("function encodeRequest"),
+        "{}",
+        output.stdout
+    );
+    let output = protocols(requester.path(), &["show", prefix, "--handler", "provider"]);
+    assert_eq!(output.code, 1);
+    assert!(
+        output
+            .stderr
+            .contains("no provider handler module is stored"),
+        "{}",
+        output.stderr
+    );
+    let output = protocols(requester.path(), &["show", prefix, "--test-cases"]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(!output.stdout.trim().is_empty());
+
+    // Selectors that name nothing: exit 1 with the store's reason.
+    let output = protocols(requester.path(), &["show", "0000000000"]);
+    assert_eq!(output.code, 1);
+    assert!(
+        output
+            .stderr
+            .contains("no stored protocol hash starts with"),
+        "{}",
+        output.stderr
+    );
+    let output = protocols(requester.path(), &["show", "abc"]);
+    assert_eq!(output.code, 1);
+    assert!(output.stderr.contains("too short"), "{}", output.stderr);
+    let output = protocols(requester.path(), &["forget", "not-hex!"]);
+    assert_eq!(output.code, 1);
+    assert!(
+        output.stderr.contains("is not a protocol hash"),
+        "{}",
+        output.stderr
+    );
+
+    let output = protocols(requester.path(), &["forget", prefix]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert_eq!(output.stdout, format!("forgot {hash}\n"));
+    assert_eq!(
+        protocols(requester.path(), &["list", "--json"]).json(),
+        serde_json::json!([])
+    );
+    // Forgotten: the next call negotiates again (and agrees on the same protocol).
+    let again = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path()).json();
+    assert_eq!(again["settledBy"], "negotiated");
+    assert!(again["offeredHash"].is_null());
+    assert_eq!(again["hash"], hash.as_str());
+}

@@ -1,0 +1,156 @@
+//! The two nodes under test: the product-info provider and a requester, stores in temp dirs.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_handlers::{Outcome, Provider, Requester, Verifier};
+use concord_negotiate::ProtocolDocument;
+use concord_node::{Connection, Limits, Node, Server, Settlement};
+use concord_proto::{ProtocolHash, Role};
+use concord_sandbox::Sandbox;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+use tokio::net::TcpStream;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::catalogue::{self, Catalogue};
+use crate::echo::Wire;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+/// The client side of a WebSocket (as the node's requester has it).
+pub type ClientSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// An action of ours answering from memory.
+pub const ACTION: &str = "getProductInfo";
+
+/// The provider serving, and the requester that holds the negotiated protocol.
+pub struct Nodes {
+    pub server: Server,
+    pub requester: Node,
+    provider: Node,
+    _dirs: [TempDir; 2],
+}
+
+fn limits() -> Limits {
+    Limits {
+        call_timeout: Duration::from_secs(10),
+        ..Limits::default()
+    }
+}
+
+impl Nodes {
+    pub async fn start(catalogue: &Catalogue) -> Result<Self, BoxError> {
+        let (provider_dir, requester_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let answers = catalogue.clone();
+        let provider = Node::builder("Product agent")
+            .description("Product information for a small shop.")
+            .data_dir(provider_dir.path())
+            .limits(limits())
+            .action(catalogue::action(), move |input: Value| {
+                let answers = answers.clone();
+                async move { answers.answer(input).await }
+            })
+            .build()?;
+        let server = provider.serve("127.0.0.1:0").await?;
+        let requester = Node::builder("Requester")
+            .data_dir(requester_dir.path())
+            .limits(limits())
+            .build()?;
+        Ok(Self {
+            server,
+            requester,
+            provider,
+            _dirs: [provider_dir, requester_dir],
+        })
+    }
+
+    /// A connection from the requester (negotiated the first time, 0-RTT after).
+    pub async fn connect(&self) -> Result<Connection, BoxError> {
+        Ok(self.requester.connect(self.server.url(), ACTION).await?)
+    }
+
+    /// Time to the first call's answer on a fresh connection: with a fresh requester (its
+    /// store in a new temp dir, so a full negotiation), or with ours (0-RTT).
+    pub async fn first_call(
+        &self,
+        fresh: bool,
+        catalogue: &Catalogue,
+    ) -> Result<Duration, BoxError> {
+        let dir = tempfile::tempdir()?;
+        let node = if fresh {
+            Node::builder("Fresh requester")
+                .data_dir(dir.path())
+                .limits(limits())
+                .build()?
+        } else {
+            self.requester.clone()
+        };
+        let started = Instant::now();
+        let connection = node.connect(self.server.url(), ACTION).await?;
+        connection
+            .call(ACTION, json!({"productId": catalogue.id(0)}))
+            .await?;
+        let elapsed = started.elapsed();
+        let expected = if fresh {
+            Settlement::Negotiated
+        } else {
+            Settlement::Resumed
+        };
+        if connection.info().settlement != expected {
+            return Err(format!(
+                "expected {expected:?}, got {:?}",
+                connection.info().settlement
+            )
+            .into());
+        }
+        connection.close().await;
+        Ok(elapsed)
+    }
+
+    /// One request and one response exactly as the two nodes' code puts them on the wire.
+    pub fn wire(&self, hash: &ProtocolHash, catalogue: &Catalogue) -> Result<Wire, BoxError> {
+        let ours = self
+            .requester
+            .store()
+            .protocol(hash)?
+            .ok_or("no stored protocol")?;
+        let theirs = self
+            .provider
+            .store()
+            .protocol(hash)?
+            .ok_or("no stored protocol")?;
+        let document = ProtocolDocument::parse(&ours.document)?;
+        let verifier = Arc::new(Verifier::new(&document)?);
+        let load = |source: Option<&str>, role| {
+            Sandbox::load(source.ok_or("no stored handler")?, role, Default::default())
+                .map_err(BoxError::from)
+        };
+        let mut requester = Requester::new(
+            load(
+                ours.handlers.get(Role::Requester),
+                concord_sandbox::Role::Requester,
+            )?,
+            Arc::clone(&verifier),
+        )?;
+        let mut provider = Provider::new(
+            load(
+                theirs.handlers.get(Role::Provider),
+                concord_sandbox::Role::Provider,
+            )?,
+            verifier,
+        )?;
+        let (message_id, product_id) = ("wire0000deadbeef", catalogue.id(0));
+        let product = catalogue.get(product_id).ok_or("no product")?.clone();
+        let request = requester.encode_request(message_id, &json!({"productId": product_id}))?;
+        let response = provider.encode_response(message_id, &Outcome::Result(product.clone()))?;
+        Wire::new(
+            serde_json::from_slice(&request)?,
+            serde_json::from_slice(&response)?,
+            message_id,
+            product_id,
+            &product,
+        )
+    }
+}
