@@ -6,6 +6,7 @@
 //! ```toml
 //! [agent]
 //! title = "Product agent"
+//! id = "urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71"   # optional: the description's `id`
 //! description = "Product information for a small shop."
 //!
 //! [node]
@@ -65,8 +66,8 @@ pub enum Problem {
     /// The file cannot be read: the command cannot run.
     #[error("cannot read it: {0}")]
     Unreadable(std::io::Error),
-    /// The TOML does not parse or does not fit the configuration's shape (the parser's
-    /// message names the line, the column and the key).
+    /// The TOML does not parse or does not fit the configuration's shape: where (line and
+    /// column), and the parser's message (naming the key).
     #[error("{0}")]
     Syntax(String),
     /// A key's value is wrong.
@@ -84,6 +85,8 @@ pub enum Problem {
 pub struct AgentConfig {
     /// The description's title.
     pub title: String,
+    /// The description's `id` (an absolute URI), when the configuration gives one.
+    pub id: Option<String>,
     /// The description's description.
     pub description: Option<String>,
     /// Where to listen (`host:port`).
@@ -150,14 +153,34 @@ impl AgentConfig {
         };
         let text =
             std::fs::read_to_string(path).map_err(|error| fail(Problem::Unreadable(error)))?;
-        let file: File =
-            toml::from_str(&text).map_err(|error| fail(Problem::Syntax(error.to_string())))?;
-        let base = path
+        let file: File = toml::from_str(&text)
+            .map_err(|error| fail(Problem::Syntax(syntax_error(&text, &error))))?;
+        // Absolute, so that a command's path means the same once it runs in its `cwd`.
+        let dir = path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        file.check(base, &env).map_err(fail)
+        let base = std::path::absolute(dir).map_err(|error| fail(Problem::Unreadable(error)))?;
+        file.check(&base, &env).map_err(fail)
     }
+}
+
+/// A TOML error on one line: `line 9, column 1: unknown field `titel`, expected …` (the
+/// parser's own rendering quotes the line over several).
+fn syntax_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim().replace('\n', "; ");
+    let Some(span) = error.span() else {
+        return message;
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit_once('\n')
+        .map_or(before, |(_, last)| last)
+        .chars()
+        .count()
+        + 1;
+    format!("line {line}, column {column}: {message}")
 }
 
 impl Problem {
@@ -189,6 +212,7 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct AgentSection {
     title: String,
+    id: Option<String>,
     description: Option<String>,
 }
 
@@ -300,6 +324,9 @@ impl File {
         if title.is_empty() {
             return Err(Problem::key("agent.title", "is empty"));
         }
+        if let Some(id) = &self.agent.id {
+            check_id(&title, id).map_err(|message| Problem::key("agent.id", message))?;
+        }
         let listen = self
             .node
             .listen
@@ -361,6 +388,7 @@ impl File {
         }
         Ok(AgentConfig {
             title,
+            id: self.agent.id,
             description: self.agent.description,
             listen,
             data_dir,
@@ -370,6 +398,22 @@ impl File {
             limits: self.limits.check()?,
         })
     }
+}
+
+/// An `id` the served description will carry: an absolute URI (`urn:uuid:…`,
+/// `https://…`), as the description's validator checks it.
+fn check_id(title: &str, id: &str) -> Result<(), String> {
+    concord_describe::ThingBuilder::agent(title)
+        .id(id)
+        .build()
+        .map(drop)
+        .map_err(|invalid| {
+            invalid
+                .report
+                .errors()
+                .next()
+                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone())
+        })
 }
 
 /// `host:port`, with a port number (0 picks a free one).
@@ -463,9 +507,10 @@ impl ExecSection {
         } else {
             self.command
         };
-        let mut action = ExecAction::new(program)
-            .args(self.args)
-            .current_dir(base.join(self.cwd.unwrap_or_default()));
+        let cwd = base.join(self.cwd.unwrap_or_default());
+        find_program(&program, self.env.get("PATH"), &cwd)
+            .map_err(|message| Problem::key(format!("{key}.command"), message))?;
+        let mut action = ExecAction::new(program).args(self.args).current_dir(cwd);
         for (name, value) in self.env {
             action = action.env(name, value);
         }
@@ -477,6 +522,21 @@ impl ExecSection {
         }
         Ok(action)
     }
+}
+
+/// Checks that `program` can be run: a path names an executable file, a bare name is
+/// found in `PATH` (the one the configuration's `env` gives the command, else ours).
+fn find_program(program: &str, path: Option<&String>, cwd: &Path) -> Result<(), String> {
+    let search = path.cloned().or_else(|| std::env::var("PATH").ok());
+    which::which_in(program, search, cwd)
+        .map(drop)
+        .map_err(|_| {
+            if program.contains('/') {
+                format!("{program} is not an executable file")
+            } else {
+                format!("`{program}` is not a command found in PATH")
+            }
+        })
 }
 
 impl HttpSection {

@@ -1,6 +1,5 @@
 //! `concord aicl …`: AICL text to and from JSON, and message checks.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -9,6 +8,7 @@ use clap::Subcommand;
 use concord_aicl::{json, Error, Message, ParseOptions, Value};
 
 use crate::input::read_bytes;
+use crate::output::outln;
 
 /// Commands on AICL (LightAICL v1.0) text.
 #[derive(Debug, Subcommand)]
@@ -18,8 +18,10 @@ pub enum AiclCommand {
     /// Objects with exactly `dtype`, `shape` and `data` (a tensor dtype, its
     /// dimensions, the numbers flat or nested) become tensors. Exits 1 if the JSON
     /// is invalid or has no AICL form (`null`, integers beyond 64 bits).
-    ///
-    /// Example: `echo '{"tool": "web_scraper"}' | concord aicl encode --pretty`
+    #[command(after_help = "\
+Examples:
+  echo '{\"tool\": \"web_scraper\"}' | concord aicl encode --pretty
+  concord aicl encode message.json > message.aicl")]
     Encode {
         /// The JSON file; standard input when omitted or `-`.
         file: Option<PathBuf>,
@@ -31,8 +33,10 @@ pub enum AiclCommand {
     ///
     /// Exits 1, printing the AICL error code and position, if the text is not
     /// AICL or holds a value JSON cannot carry (NaN, infinity).
-    ///
-    /// Example: `concord aicl decode message.aicl --pretty`
+    #[command(after_help = "\
+Examples:
+  concord aicl decode message.aicl --pretty
+  concord aicl decode --lenient < llm-answer.txt")]
     Decode {
         /// The AICL file; standard input when omitted or `-`.
         file: Option<PathBuf>,
@@ -47,8 +51,10 @@ pub enum AiclCommand {
     ///
     /// Exits 0 printing the message type, or 1 printing the AICL error code, the
     /// position and what was wrong.
-    ///
-    /// Example: `concord aicl check request.aicl --reply`
+    #[command(after_help = "\
+Examples:
+  concord aicl check request.aicl
+  concord aicl check request.aicl --reply    # on failure, also the AICL error reply")]
     Check {
         /// The AICL file; standard input when omitted or `-`.
         file: Option<PathBuf>,
@@ -86,18 +92,13 @@ fn options(lenient: bool) -> ParseOptions {
     }
 }
 
-/// `error 1001 INVALID_TENSOR at line 1, column 16 (byte 15): …`
+/// `concord: error 1001 INVALID_TENSOR at line 1, column 16 (byte 15): …`
 fn report(error: &Error) {
     let place = error
         .position()
         .map(|position| format!(" at {position}"))
         .unwrap_or_default();
-    eprintln!("error {}{place}: {}", error.code(), error.kind());
-}
-
-fn print(text: &str) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{text}").context("cannot write standard output")
+    eprintln!("concord: error {}{place}: {}", error.code(), error.kind());
 }
 
 fn encode(file: Option<&Path>, pretty: bool) -> anyhow::Result<ExitCode> {
@@ -105,7 +106,7 @@ fn encode(file: Option<&Path>, pretty: bool) -> anyhow::Result<ExitCode> {
     let json: serde_json::Value = match serde_json::from_slice(&input) {
         Ok(json) => json,
         Err(error) => {
-            eprintln!("invalid JSON: {error}");
+            eprintln!("concord: the input is not valid JSON: {error}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -116,11 +117,11 @@ fn encode(file: Option<&Path>, pretty: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    print(&if pretty {
-        format!("{value:#}")
+    if pretty {
+        outln!("{value:#}")?;
     } else {
-        value.to_string()
-    })?;
+        outln!("{value}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -141,7 +142,7 @@ fn decode(file: Option<&Path>, pretty: bool, options: &ParseOptions) -> anyhow::
         serde_json::to_string(&json)
     }
     .context("cannot write JSON")?;
-    print(&text)?;
+    outln!("{text}")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -154,11 +155,11 @@ fn check(file: Option<&Path>, options: &ParseOptions, reply: bool) -> anyhow::Re
     };
     match checked {
         Ok(message) => {
-            print(&format!(
+            outln!(
                 "ok: {} message, session {}",
                 message.msg_type(),
                 message.session_id()
-            ))?;
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -168,7 +169,7 @@ fn check(file: Option<&Path>, options: &ParseOptions, reply: bool) -> anyhow::Re
                     .ok()
                     .and_then(|value| value.get("session_id")?.as_str().map(str::to_owned))
                     .unwrap_or_else(|| "unknown".to_owned());
-                print(&Message::error_reply(session, &error).to_text())?;
+                outln!("{}", Message::error_reply(session, &error).to_text())?;
             }
             Ok(ExitCode::from(1))
         }

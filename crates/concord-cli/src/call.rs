@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use concord_llm::LlmConfig;
 use concord_node::{CallError, ConnectError, Limits, Node, Want};
 use serde_json::{json, Value};
 
 use crate::data_dir::DataDir;
-use crate::input::read_bytes;
+use crate::input::{read_bytes, read_text};
+use crate::llm;
 use crate::logging::Spinner;
+use crate::output;
 use crate::runtime;
 use crate::session_report::{millis, SessionReport};
 
@@ -55,18 +56,16 @@ pub struct CallArgs {
 
 /// Runs `concord call`.
 pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
-    let input_text = if args.input == "-" {
-        read_bytes(None)?
+    let (input_text, from) = if args.input == "-" {
+        (read_bytes(None)?, "on standard input")
     } else {
-        args.input.clone().into_bytes()
+        (args.input.clone().into_bytes(), "argument")
     };
-    let input: Value =
-        serde_json::from_slice(&input_text).context("the input is not valid JSON")?;
+    let input: Value = serde_json::from_slice(&input_text)
+        .with_context(|| format!("the input ({from}) is not valid JSON"))?;
     let mut want = Want::action(args.action.clone());
     if let Some(path) = &args.propose {
-        let document = String::from_utf8(read_bytes(Some(path))?)
-            .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-        want = want.propose(document);
+        want = want.propose(read_text(Some(path), "the protocol to propose")?);
     }
     let mut limits = Limits::default();
     if let Some(timeout) = args.timeout {
@@ -79,13 +78,7 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         .data_dir(args.data_dir.path()?)
         .limits(limits);
     if args.llm {
-        let Some(config) = LlmConfig::from_env()? else {
-            bail!(
-                "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
-                 CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
-            );
-        };
-        builder = builder.llm(config);
+        builder = builder.llm(llm::from_env()?);
     }
     let node = builder.build().context("cannot set up the requester")?;
     runtime::block_on(call(node, args, want, input))?
@@ -113,7 +106,16 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     let output = match result {
         Ok(output) => output,
         Err(error) => {
-            eprintln!("concord: {error}");
+            let text = error.to_string();
+            let text = match error {
+                // A handler's error goes on with the generated module's stack frames,
+                // which say nothing to the caller: its first line says what was wrong.
+                CallError::InvalidInput(_) | CallError::InvalidResponse(_) => {
+                    text.lines().next().unwrap_or_default()
+                }
+                _ => &text,
+            };
+            eprintln!("concord: {text}");
             return Ok(ExitCode::from(call_exit_code(&error)));
         }
     };
@@ -125,15 +127,20 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
         });
         if let (Value::Object(summary), Value::Object(report)) = (&mut summary, report.to_json()) {
             summary.extend(report);
+            // The setup time goes with the others.
+            let setup = summary.remove("setupMs");
+            summary.insert(
+                "timings".to_owned(),
+                json!({
+                    "setupMs": setup,
+                    "callMs": millis(call_time),
+                    "totalMs": millis(started.elapsed()),
+                }),
+            );
         }
-        summary["timings"] = json!({
-            "setupMs": millis(connection.info().setup_time),
-            "callMs": millis(call_time),
-            "totalMs": millis(started.elapsed()),
-        });
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        output::json(&summary)?;
     } else {
-        println!("{}", serde_json::to_string_pretty(&output)?);
+        output::json(&output)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,9 @@ pub async fn requester_module(
     action: Option<&str>,
 ) -> anyhow::Result<Generated> {
     let name = match (fixed_action(document), action) {
+        (Some(fixed), Some(name)) if fixed != name => {
+            bail!("the protocol is for the action `{fixed}`, not `{name}`")
+        }
         (Some(fixed), _) => fixed.to_owned(),
         (None, Some(name)) => name.to_owned(),
         (None, None) => bail!(

@@ -8,6 +8,7 @@ use clap::Subcommand;
 use concord_context::{Context, Expression, InstanceId, Resolution, View};
 
 use crate::input::read_bytes;
+use crate::output;
 
 /// Commands on contexts: JSON arrays of text, data, input, state and peer messages.
 #[derive(Debug, Subcommand)]
@@ -17,8 +18,10 @@ pub enum ContextCommand {
     /// Data messages of one identity are merged into one block. Exits 1 if
     /// messages cannot be merged or merged data violates its schema (the
     /// rendering is still printed; violations go to standard error).
-    ///
-    /// Example: `concord context render context.json --instance ①`
+    #[command(after_help = "\
+Examples:
+  concord context render context.json
+  concord context render context.json --instance ①")]
     Render {
         /// The context file (a JSON array of messages); `-` for standard input.
         file: PathBuf,
@@ -30,8 +33,10 @@ pub enum ContextCommand {
     /// Resolve a variable expression and print its value as JSON.
     ///
     /// Exits 1, naming each missing reference, if it cannot be resolved.
-    ///
-    /// Example: `concord context get context.json '†input.topic || †state.topic'`
+    #[command(after_help = "\
+Examples:
+  concord context get context.json '†user.name'
+  concord context get context.json '†input.topic || †state.topic' --instance ①")]
     Get {
         /// The context file (a JSON array of messages); `-` for standard input.
         file: PathBuf,
@@ -58,7 +63,7 @@ pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(1));
                 }
             };
-            println!("{}", serde_json::to_string_pretty(&chat)?);
+            output::json(&chat)?;
             match context.validate(&view) {
                 Ok(violations) if violations.is_empty() => Ok(ExitCode::SUCCESS),
                 Ok(violations) => {
@@ -85,7 +90,7 @@ pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
             let view = view(&context, &file, instance.as_deref())?;
             match context.resolve(&view, &expression) {
                 Ok(Resolution::Ready(value)) => {
-                    println!("{}", serde_json::to_string_pretty(&value)?);
+                    output::json(&value)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Ok(Resolution::Pending(pending)) => {

@@ -1,6 +1,5 @@
 //! `concord describe …`: agent descriptions (LMOS Agent Description Format on WoT TD 1.1).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,6 +9,8 @@ use concord_describe::{MetaProtocol, Report, ThingBuilder};
 use serde_json::json;
 
 use crate::input::read_bytes;
+use crate::logging::error_line;
+use crate::output::{self, outln};
 
 /// Commands on agent descriptions.
 #[derive(Debug, Subcommand)]
@@ -19,8 +20,11 @@ pub enum DescribeCommand {
     /// Prints each problem as `FILE:LINE:COLUMN: error[KIND] at POINTER: MESSAGE`, then a
     /// verdict per file. Exits 0 when every file is valid (warnings are printed but allowed),
     /// 1 when any file is invalid, 2 when a file cannot be read.
-    ///
-    /// Example: `concord describe validate weather-agent.json`
+    #[command(after_help = "\
+Examples:
+  concord describe validate weather-agent.json
+  concord describe validate agents/*.json --json
+  curl -s http://127.0.0.1:8080/.well-known/wot | concord describe validate -")]
     Validate {
         /// The description files; `-` reads standard input.
         #[arg(required = true)]
@@ -30,8 +34,10 @@ pub enum DescribeCommand {
         json: bool,
     },
     /// Print a valid skeleton agent description to start from.
-    ///
-    /// Example: `concord describe new --title WeatherAgent --endpoint wss://weather.example.com/concord`
+    #[command(after_help = "\
+Examples:
+  concord describe new --title WeatherAgent --endpoint wss://weather.example.com/concord
+  concord describe new --title Scraper --tool --id urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71")]
     New {
         /// The agent's title.
         #[arg(long)]
@@ -65,7 +71,6 @@ fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     let mut any_invalid = false;
     let mut any_unreadable = false;
     let mut reports = Vec::new();
-    let mut out = std::io::stdout().lock();
     for file in files {
         let name = file.display().to_string();
         let report = match read_bytes(Some(file)) {
@@ -73,9 +78,9 @@ fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
             Err(error) => {
                 any_unreadable = true;
                 if json {
-                    reports.push(json!({"file": name, "error": format!("{error:#}")}));
+                    reports.push(json!({"file": name, "error": error_line(&error)}));
                 } else {
-                    eprintln!("concord: {error:#}");
+                    eprintln!("concord: {}", error_line(&error));
                 }
                 continue;
             }
@@ -86,12 +91,11 @@ fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
             entry["file"] = json!(name);
             reports.push(entry);
         } else {
-            print_report(&mut out, file, &report)?;
+            print_report(file, &report)?;
         }
     }
     if json {
-        serde_json::to_writer_pretty(&mut out, &reports)?;
-        writeln!(out)?;
+        output::json(&reports)?;
     }
     Ok(if any_unreadable {
         ExitCode::from(2)
@@ -102,13 +106,13 @@ fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_report(out: &mut impl Write, file: &Path, report: &Report) -> anyhow::Result<()> {
+fn print_report(file: &Path, report: &Report) -> anyhow::Result<()> {
     let name = file.display();
     for problem in report.errors().chain(report.warnings()) {
         if problem.position.is_some() {
-            writeln!(out, "{name}:{problem}")?;
+            outln!("{name}:{problem}")?;
         } else {
-            writeln!(out, "{name}: {problem}")?;
+            outln!("{name}: {problem}")?;
         }
     }
     let verdict = match (report.error_count(), report.warning_count()) {
@@ -120,7 +124,7 @@ fn print_report(out: &mut impl Write, file: &Path, report: &Report) -> anyhow::R
             plural(warnings)
         ),
     };
-    writeln!(out, "{name}: {verdict}")?;
+    outln!("{name}: {verdict}")?;
     Ok(())
 }
 
@@ -152,8 +156,6 @@ fn new(
     let thing = builder
         .build()
         .context("these arguments do not make a valid description")?;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &thing)?;
-    writeln!(out)?;
+    output::json(&thing)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,12 +10,16 @@ use clap::{Subcommand, ValueEnum};
 use concord_handlers::{
     template, CaseRunner, GenerateError, Generated, Generator, Local, Origin, Verifier,
 };
-use concord_llm::{LlmClient, LlmConfig};
-use concord_negotiate::{ActionSpec, Need, ProtocolDocument, TestCases};
+use concord_llm::LlmClient;
+use concord_negotiate::{ProtocolDocument, TestCases};
 use concord_sandbox::{Function, Handler, Limits, Role, Sandbox};
 use serde_json::Value;
 
-use crate::input::read_bytes;
+use crate::consensus::fixed_action;
+use crate::input::{read_action, read_need, read_text};
+use crate::llm;
+use crate::output::{self, out, outln};
+use crate::runtime::block_on;
 
 /// Commands on protocol handler modules.
 #[derive(Debug, Subcommand)]
@@ -25,8 +29,10 @@ pub enum HandlerCommand {
     /// The template is used when it fits and passes the test cases (the given ones, else
     /// cases drafted from the protocol's schemas); with `--llm`, an LLM writes the module
     /// when it does not.
-    ///
-    /// Example: `concord handler generate product-info.md --role provider --action-schema action.json`
+    #[command(after_help = "\
+Examples:
+  concord handler generate product-info.md --role provider --action-schema action.json
+  concord handler generate product-info.md --role requester --action getProductInfo --cases cases.md")]
     Generate {
         /// The agreed protocol document; standard input when `-`.
         protocol: PathBuf,
@@ -55,8 +61,10 @@ pub enum HandlerCommand {
     /// Call one function of a module in the sandbox and print its result as JSON.
     ///
     /// The role follows from the function. Exits 1 naming the error, or the limit hit.
-    ///
-    /// Example: `concord handler run requester.js encodeRequest '{"messageId":"m1","input":{"productId":"P1"}}'`
+    #[command(after_help = "\
+Examples:
+  concord handler run requester.js encodeRequest '{\"messageId\":\"m1\",\"input\":{\"productId\":\"P1\"}}'
+  concord handler run provider.js decodeRequest '{\"messageId\":\"m1\",\"type\":\"REQUEST\",\"action\":\"getProductInfo\",\"productId\":\"P1\"}'")]
     Run {
         /// The module (a strict-mode script declaring its role's functions).
         module: PathBuf,
@@ -74,8 +82,10 @@ pub enum HandlerCommand {
     /// Run test cases through template handlers for both sides; print a table of results.
     ///
     /// Exits 1 when any case fails, after the failures and the fix-error report.
-    ///
-    /// Example: `concord handler test product-info.md cases.md`
+    #[command(after_help = "\
+Examples:
+  concord handler test product-info.md cases.md
+  concord handler test product-info.md cases.md --provider provider.js")]
     Test {
         /// The agreed protocol document.
         protocol: PathBuf,
@@ -155,7 +165,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
             }
             match block_on(generator.generate(&document, &local, cases.as_ref()))? {
                 Ok(generated) => {
-                    print!("{}", generated.source);
+                    out!("{}", generated.source)?;
                     report_generated(&generated);
                     Ok(ExitCode::SUCCESS)
                 }
@@ -195,7 +205,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
                 limits.call_timeout = Duration::from_millis(milliseconds);
             }
             limits.validate()?;
-            let source = read_text(&module, "the module")?;
+            let source = read_text(Some(&module), "the module")?;
             let mut handler = match Sandbox::load(&source, function.role(), limits) {
                 Ok(handler) => handler,
                 Err(error) => {
@@ -205,7 +215,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
             };
             match handler.call(function, &argument) {
                 Ok(result) => {
-                    println!("{}", serde_json::to_string_pretty(&result)?);
+                    output::json(&result)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) if error.is_limit() => {
@@ -272,12 +282,12 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
                 .with_side(requester_handler, &requester_side)
                 .with_side(provider_handler, &provider_side)
                 .run(&cases);
-            print!("{}", report.table());
+            out!("{}", report.table())?;
             match report.fix_error_report() {
                 None => Ok(ExitCode::SUCCESS),
                 Some(fix) => {
-                    println!("\nFailures:\n{}", report.details());
-                    println!("Fix-error report (for fixErrorNegotiation.errorDescription):\n{fix}");
+                    outln!("\nFailures:\n{}", report.details())?;
+                    outln!("Fix-error report (for fixErrorNegotiation.errorDescription):\n{fix}")?;
                     Ok(ExitCode::from(1))
                 }
             }
@@ -287,7 +297,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
 
 /// The protocol document, or exit 1 when it does not parse.
 fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCode>> {
-    let text = read_text(path, "the protocol document")?;
+    let text = read_text(Some(path), "the protocol document")?;
     Ok(ProtocolDocument::parse(&text).map_err(|error| {
         eprintln!("concord: {}: {error}", path.display());
         ExitCode::from(1)
@@ -296,36 +306,11 @@ fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCod
 
 /// The test cases, or exit 1 when they do not parse.
 fn read_cases(path: &Path) -> anyhow::Result<Result<TestCases, ExitCode>> {
-    let text = read_text(path, "the test cases")?;
+    let text = read_text(Some(path), "the test cases")?;
     Ok(TestCases::parse(&text).map_err(|error| {
         eprintln!("concord: {}: {error}", path.display());
         ExitCode::from(1)
     }))
-}
-
-fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
-    String::from_utf8(read_bytes(Some(path))?)
-        .with_context(|| format!("{what} ({}) is not UTF-8 text", path.display()))
-}
-
-fn read_action(path: &Path) -> anyhow::Result<ActionSpec> {
-    let bytes = read_bytes(Some(path))?;
-    serde_json::from_slice(&bytes).with_context(|| {
-        format!(
-            "{} is not an action (`{{\"name\", \"input\", \"output\"}}`)",
-            path.display()
-        )
-    })
-}
-
-fn read_need(path: &Path) -> anyhow::Result<Need> {
-    let bytes = read_bytes(Some(path))?;
-    serde_json::from_slice(&bytes).with_context(|| {
-        format!(
-            "{} is not a need (`{{\"action\", \"input\", \"output\"}}`)",
-            path.display()
-        )
-    })
 }
 
 /// Our side: from a schema file, or from the protocol's own fields and an action name.
@@ -352,12 +337,7 @@ fn local_side(
 
 /// The action's name from the protocol's `const`, else from the test cases' requests.
 fn action_in(document: &ProtocolDocument, cases: Option<&TestCases>) -> anyhow::Result<String> {
-    let fixed = document
-        .request_schema
-        .as_ref()
-        .and_then(|schema| schema.pointer("/properties/action/const"))
-        .and_then(Value::as_str);
-    if let Some(name) = fixed {
+    if let Some(name) = fixed_action(document) {
         return Ok(name.to_owned());
     }
     let mut named = cases
@@ -382,7 +362,10 @@ fn load_side(
     module: Option<&Path>,
 ) -> anyhow::Result<Result<Handler, ExitCode>> {
     let (source, name) = match module {
-        Some(path) => (read_text(path, "the module")?, path.display().to_string()),
+        Some(path) => (
+            read_text(Some(path), "the module")?,
+            path.display().to_string(),
+        ),
         None => match template(document, side) {
             Ok(source) => (source, format!("the {} template", side.role())),
             Err(error) => {
@@ -430,22 +413,7 @@ fn report_generated(generated: &Generated) {
     }
 }
 
-/// Runs a future on a small single-threaded runtime.
-fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(future))
-}
-
 /// The LLM client configured from the environment.
 fn llm_client() -> anyhow::Result<LlmClient> {
-    let Some(config) = LlmConfig::from_env()? else {
-        bail!(
-            "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
-             CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
-        );
-    };
-    Ok(LlmClient::new(config)?)
+    Ok(LlmClient::new(llm::from_env()?)?)
 }

@@ -4,6 +4,8 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
+use concord_negotiate::{ActionSpec, Need};
+use serde::de::DeserializeOwned;
 
 /// Reads the whole of `path` as bytes, or standard input when `path` is `None` or `-`.
 pub fn read_bytes(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
@@ -19,4 +21,34 @@ pub fn read_bytes(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
             Ok(buffer)
         }
     }
+}
+
+/// Reads `path` (or standard input, as for [`read_bytes`]) as UTF-8 text; `what` names it
+/// in the error (`the candidate`).
+pub fn read_text(path: Option<&Path>, what: &str) -> anyhow::Result<String> {
+    String::from_utf8(read_bytes(path)?).with_context(|| match path {
+        Some(path) if path != Path::new("-") => {
+            format!("{what} ({}) is not UTF-8 text", path.display())
+        }
+        _ => format!("{what} (on standard input) is not UTF-8 text"),
+    })
+}
+
+/// Reads a JSON file into a `T`; `what` says what it should be (`a need (…)`).
+pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    serde_json::from_slice(&read_bytes(Some(path))?)
+        .with_context(|| format!("{} is not {what}", path.display()))
+}
+
+/// Reads an action as JSON: `{"name", "description"?, "input", "output"}`.
+pub fn read_action(path: &Path) -> anyhow::Result<ActionSpec> {
+    read_json(
+        path,
+        "an action (`{\"name\", \"description\"?, \"input\", \"output\"}`)",
+    )
+}
+
+/// Reads a requester's need as JSON: `{"action", "input"?, "output"?}`.
+pub fn read_need(path: &Path) -> anyhow::Result<Need> {
+    read_json(path, "a need (`{\"action\", \"input\"?, \"output\"?}`)")
 }

@@ -1,5 +1,5 @@
-//! Diagnostics on standard error: the node's log lines for `serve`, or a spinner showing
-//! the current phase of a connection for `call` (on a terminal only).
+//! Diagnostics on standard error: errors as one line, the node's log lines for `serve`, or
+//! a spinner showing the current phase of a connection for `call` (on a terminal only).
 
 use std::fmt::Debug;
 use std::io::IsTerminal;
@@ -12,6 +12,23 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+/// An error and its causes as one line, `what: why: why`, each said once (an error whose
+/// message already quotes its cause is not followed by the cause again).
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
 
 /// Logs to standard error, filtered by `RUST_LOG` or else by `default` (e.g.
 /// `"concord_node=info,warn"`).

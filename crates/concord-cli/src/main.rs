@@ -4,7 +4,9 @@
 //! `Subcommand` enum and a `run` function returning the process exit code.
 //! Exit codes: 0 success, 1 the input was checked and found wrong (invalid
 //! document, failed test, missing reference), 2 the command could not run
-//! (bad arguments, unreadable file).
+//! (bad arguments, unreadable file). A reader that goes away (`concord … | head`) ends
+//! any command quietly with 0, as it ends other Unix tools.
+#![deny(clippy::print_stdout)] // standard output goes through `output` (see there)
 
 use std::process::ExitCode;
 
@@ -20,7 +22,9 @@ mod demo;
 mod describe;
 mod handler;
 mod input;
+mod llm;
 mod logging;
+mod output;
 mod protocol;
 mod protocols;
 mod registry;
@@ -30,7 +34,15 @@ mod session_report;
 
 /// Concord: agents that negotiate the protocol they speak.
 #[derive(Debug, Parser)]
-#[command(name = "concord", version, about, long_about = None)]
+#[command(name = "concord", version, about, long_about = None, after_help = "\
+Examples:
+  concord demo                     # two agents on loopback: discover, negotiate, 1,000 calls
+  concord serve --config crates/concord-cli/examples/product-agent.toml
+  concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P12345\"}'
+  concord protocols list           # what was negotiated, by hash
+
+Every command's --help has examples. Exit codes: 0 done; 1 the input was checked and found
+wrong (or the peer said no); 2 the command could not run.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -39,19 +51,50 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Convert between AICL and JSON, and check AICL messages.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord aicl encode message.json --pretty
+  concord aicl check request.aicl --reply"
+    )]
     Aicl(aicl::AiclCommand),
     /// Render data-message contexts for an LLM and resolve `†` variables.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord context render context.json
+  concord context get context.json '†user.name'"
+    )]
     Context(context::ContextCommand),
     /// Validate and write agent descriptions (LMOS Agent Description Format, WoT TD 1.1).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord describe validate weather-agent.json
+  concord describe new --title WeatherAgent --endpoint wss://weather.example.com/concord"
+    )]
     Describe(describe::DescribeCommand),
     /// Generate, run and test protocol handler modules (sandboxed JavaScript).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord handler generate product-info.md --role provider --action-schema action.json
+  concord handler test product-info.md cases.md"
+    )]
     Handler(handler::HandlerCommand),
     /// Work with protocol documents (candidate protocols).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord protocol draft --description peer.json --action getProductInfo > candidate.md
+  concord protocol judge --description ours.json candidate.md
+  concord protocol hash candidate.md"
+    )]
     Protocol(protocol::ProtocolCommand),
     /// Run an agent node serving the actions of a configuration file.
     Serve(serve::ServeArgs),
@@ -79,10 +122,11 @@ fn main() -> ExitCode {
         Command::Protocols(args) => protocols::run(args),
         Command::Registry(args) => registry::run(args),
     };
-    match outcome {
+    match outcome.and_then(|code| Ok(output::flush().map(|()| code)?)) {
         Ok(code) => code,
+        Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("concord: {error:#}");
+            eprintln!("concord: {}", logging::error_line(&error));
             ExitCode::from(2)
         }
     }

@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Subcommand;
-use concord_llm::{LlmClient, LlmConfig};
+use concord_llm::LlmClient;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
     Need, NegotiateError, Negotiator, StepRecord,
@@ -13,14 +13,19 @@ use concord_negotiate::{
 use concord_proto::{Decision, ProtocolHash};
 use serde_json::json;
 
-use crate::input::read_bytes;
+use crate::input::{read_bytes, read_need, read_text};
+use crate::llm;
+use crate::output::{self, out, outln};
+use crate::runtime::block_on;
 
 /// Commands on protocol documents.
 #[derive(Debug, Subcommand)]
 pub enum ProtocolCommand {
     /// Draft a candidate protocol for calling a peer's action (requester side).
-    ///
-    /// Example: `concord protocol draft --description peer.json --action getProductInfo`
+    #[command(after_help = "\
+Examples:
+  concord protocol draft --description peer.json --action getProductInfo > candidate.md
+  concord protocol draft --description peer.json --action getProductInfo --llm")]
     Draft {
         /// The peer's agent description (JSON).
         #[arg(long)]
@@ -39,8 +44,10 @@ pub enum ProtocolCommand {
     },
     /// Judge a candidate protocol against our own description (provider side); prints the
     /// decision as JSON: status, candidate, modificationSummary, reason.
-    ///
-    /// Example: `concord protocol judge --description ours.json candidate.md`
+    #[command(after_help = "\
+Examples:
+  concord protocol judge --description ours.json candidate.md
+  concord protocol draft --description ours.json --action getProductInfo | concord protocol judge --description ours.json")]
     Judge {
         /// Our agent description (JSON).
         #[arg(long)]
@@ -52,8 +59,10 @@ pub enum ProtocolCommand {
         llm: bool,
     },
     /// Print the protocol hash (the 0-RTT identifier): SHA-256 of the exact bytes.
-    ///
-    /// Example: `concord protocol hash product-info.md`
+    #[command(after_help = "\
+Examples:
+  concord protocol hash product-info.md
+  concord protocols show 40340f2e --document | concord protocol hash")]
     Hash {
         /// The protocol document; standard input when omitted or `-`.
         file: Option<PathBuf>,
@@ -78,11 +87,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
                 );
             };
             let need = match need {
-                Some(path) => {
-                    let bytes = read_bytes(Some(&path))?;
-                    serde_json::from_slice::<Need>(&bytes)
-                        .with_context(|| format!("{} is not a need document", path.display()))?
-                }
+                Some(path) => read_need(&path)?,
                 None => Need {
                     action: action.clone(),
                     ..Need::default()
@@ -95,7 +100,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             };
             match drafted {
                 Ok(decided) => {
-                    print!("{}", decided.value);
+                    out!("{}", decided.value)?;
                     report_cost(&decided.record);
                     Ok(ExitCode::SUCCESS)
                 }
@@ -111,8 +116,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             llm,
         } => {
             let actions = actions_in(&description)?;
-            let text = String::from_utf8(read_bytes(candidate.as_deref())?)
-                .context("the candidate is not UTF-8 text")?;
+            let text = read_text(candidate.as_deref(), "the candidate")?;
             let judged = if llm {
                 block_on(judge(&llm_negotiator()?, &actions, &text))?
             } else {
@@ -135,12 +139,12 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
                 Decision::Reject { reason } => json!({"status": "rejected", "reason": reason}),
             };
             output["decidedBy"] = serde_json::to_value(&decided.record)?;
-            println!("{}", serde_json::to_string_pretty(&output)?);
+            output::json(&output)?;
             Ok(ExitCode::SUCCESS)
         }
         ProtocolCommand::Hash { file } => {
             let document = read_bytes(file.as_deref())?;
-            println!("{}", ProtocolHash::of_bytes(&document));
+            outln!("{}", ProtocolHash::of_bytes(&document))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -164,24 +168,9 @@ async fn judge<N: Negotiator>(
         .await
 }
 
-/// Runs a future on a small single-threaded runtime.
-fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(future))
-}
-
 /// The LLM negotiator configured from the environment.
 fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
-    let Some(config) = LlmConfig::from_env()? else {
-        bail!(
-            "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
-             CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
-        );
-    };
-    Ok(LlmNegotiator::new(LlmClient::new(config)?))
+    Ok(LlmNegotiator::new(LlmClient::new(llm::from_env()?)?))
 }
 
 /// Says on standard error what a step cost, when an LLM was involved.

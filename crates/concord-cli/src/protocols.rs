@@ -11,9 +11,15 @@ use serde_json::{json, Value};
 
 use crate::data_dir::DataDir;
 use crate::handler::RoleArg;
+use crate::output::{self, out, outln};
 
 /// `concord protocols`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord protocols list
+  concord protocols show 40340f2e --document > product-info.md
+  concord protocols forget 40340f2e")]
 pub struct ProtocolsArgs {
     #[command(flatten)]
     data_dir: DataDir,
@@ -25,8 +31,10 @@ pub struct ProtocolsArgs {
 #[derive(Debug, Subcommand)]
 pub enum ProtocolsCommand {
     /// List the stored protocols, most recently created first.
-    ///
-    /// Example: `concord protocols list --json`
+    #[command(after_help = "\
+Examples:
+  concord protocols list
+  concord protocols list --json")]
     List {
         /// Print a JSON array.
         #[arg(long)]
@@ -34,11 +42,19 @@ pub enum ProtocolsCommand {
     },
     /// Show one protocol: its metadata and document (or a handler module, or its test
     /// cases).
-    ///
-    /// Example: `concord protocols show 3f2a9c1b`
+    #[command(after_help = "\
+Examples:
+  concord protocols show 40340f2e
+  concord protocols show 40340f2e --document > product-info.md
+  concord protocols show 40340f2e --handler requester
+  concord protocols show 40340f2e --test-cases")]
     Show {
         /// The protocol's hash, or a unique prefix of at least 8 hex digits.
         hash: String,
+        /// Print the document alone, byte for byte (saved to a file, it hashes to the
+        /// protocol's hash).
+        #[arg(long, conflicts_with_all = ["handler", "test_cases"])]
+        document: bool,
         /// Print this side's handler module instead of the document.
         #[arg(long, value_enum, conflicts_with = "test_cases")]
         handler: Option<RoleArg>,
@@ -46,12 +62,13 @@ pub enum ProtocolsCommand {
         #[arg(long)]
         test_cases: bool,
         /// Print everything as one JSON object.
-        #[arg(long, conflicts_with_all = ["handler", "test_cases"])]
+        #[arg(long, conflicts_with_all = ["document", "handler", "test_cases"])]
         json: bool,
     },
     /// Forget a protocol: the next connection to its peer negotiates again.
-    ///
-    /// Example: `concord protocols forget 3f2a9c1b`
+    #[command(after_help = "\
+Examples:
+  concord protocols forget 40340f2e")]
     Forget {
         /// The protocol's hash, or a unique prefix of at least 8 hex digits.
         hash: String,
@@ -82,17 +99,21 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                         })
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                output::json(&list)?;
                 return Ok(ExitCode::SUCCESS);
             }
             if protocols.is_empty() {
                 eprintln!("concord: no protocols stored in {}", store.path().display());
                 return Ok(ExitCode::SUCCESS);
             }
-            println!(
+            outln!(
                 "{:<12}  {:<10}  {:>4}  {:<20}  {:<20}  peer",
-                "hash", "settled", "uses", "created", "last used"
-            );
+                "hash",
+                "settled",
+                "uses",
+                "created",
+                "last used"
+            )?;
             for protocol in &protocols {
                 let hash = protocol.hash.to_string();
                 let mut settled = settlement(&protocol.settlement)["kind"]
@@ -102,19 +123,20 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                 if !protocol.integrity.is_verified() {
                     settled = "CORRUPT".to_owned();
                 }
-                println!(
+                outln!(
                     "{:<12}  {settled:<10}  {:>4}  {:<20}  {:<20}  {}",
                     &hash[..12],
                     protocol.use_count,
                     time(protocol.created),
                     protocol.last_used.map_or_else(|| "never".to_owned(), time),
                     protocol.peer
-                );
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
         ProtocolsCommand::Show {
             hash,
+            document,
             handler,
             test_cases,
             json,
@@ -134,7 +156,7 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                 };
                 return Ok(match protocol.handlers.get(role) {
                     Some(source) => {
-                        print!("{source}");
+                        out!("{source}")?;
                         ExitCode::SUCCESS
                     }
                     None => {
@@ -147,10 +169,14 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                     }
                 });
             }
+            if document {
+                out!("{}", protocol.document)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             if test_cases {
                 return Ok(match &protocol.test_cases {
                     Some(cases) => {
-                        print!("{cases}");
+                        out!("{cases}")?;
                         ExitCode::SUCCESS
                     }
                     None => {
@@ -178,41 +204,41 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                     },
                     "testCases": protocol.test_cases,
                 });
-                println!("{}", serde_json::to_string_pretty(&output)?);
+                output::json(&output)?;
                 return Ok(ExitCode::SUCCESS);
             }
             let settled = match &protocol.settlement {
                 Settlement::Consensus { uri } => format!("consensus protocol {uri}"),
                 _ => "negotiated".to_owned(),
             };
-            println!("hash:        {}", protocol.hash);
-            println!("settled:     {settled}");
-            println!("peer:        {}", protocol.peer);
-            println!("created:     {}", time(protocol.created));
-            println!(
+            outln!("hash:        {}", protocol.hash)?;
+            outln!("settled:     {settled}")?;
+            outln!("peer:        {}", protocol.peer)?;
+            outln!("created:     {}", time(protocol.created))?;
+            outln!(
                 "last used:   {}",
                 protocol.last_used.map_or_else(|| "never".to_owned(), time)
-            );
-            println!("uses:        {}", protocol.use_count);
-            println!("handlers:    {}", list_or_none(&roles(&handler_roles)));
-            println!(
+            )?;
+            outln!("uses:        {}", protocol.use_count)?;
+            outln!("handlers:    {}", list_or_none(&roles(&handler_roles)))?;
+            outln!(
                 "test cases:  {}",
                 if protocol.test_cases.is_some() {
                     "stored (--test-cases)"
                 } else {
                     "none"
                 }
-            );
-            println!();
-            print!("{}", protocol.document);
+            )?;
+            outln!()?;
+            out!("{}", protocol.document)?;
             if !protocol.document.ends_with('\n') {
-                println!();
+                outln!()?;
             }
             Ok(ExitCode::SUCCESS)
         }
         ProtocolsCommand::Forget { hash } => match store.forget_protocol(&hash) {
             Ok(hash) => {
-                println!("forgot {hash}");
+                outln!("forgot {hash}")?;
                 Ok(ExitCode::SUCCESS)
             }
             Err(error) => selector_failed(error),

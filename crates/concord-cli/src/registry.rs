@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use concord_handlers::{Generated, Generator};
-use concord_llm::{LlmClient, LlmConfig};
+use concord_llm::LlmClient;
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_proto::Role;
 use concord_store::NewConsensus;
@@ -15,12 +15,20 @@ use serde_json::{json, Value};
 
 use crate::consensus;
 use crate::data_dir::DataDir;
-use crate::input::read_bytes;
+use crate::input::{read_action, read_text};
+use crate::llm;
+use crate::logging::error_line;
+use crate::output::{self, outln};
 use crate::protocols::{integrity, list_or_none, roles, time};
 use crate::runtime;
 
 /// `concord registry`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord registry add https://protocols.example/product-info/1.0 product-info.md --action getProductInfo
+  concord registry list --json
+  concord registry remove https://protocols.example/product-info/1.0")]
 pub struct RegistryArgs {
     #[command(flatten)]
     data_dir: DataDir,
@@ -37,8 +45,10 @@ pub enum RegistryCommand {
     /// `--action-schema`, the provider's module for that action too (`concord serve` writes
     /// its own for the protocols in its configuration). A peer that publishes the same URI
     /// with the same hash is then called with no negotiation.
-    ///
-    /// Example: `concord registry add https://protocols.example/product-info/1.0 product-info.md`
+    #[command(after_help = "\
+Examples:
+  concord registry add https://protocols.example/product-info/1.0 product-info.md --action getProductInfo
+  concord registry add https://protocols.example/product-info/1.0 product-info.md --action-schema action.json")]
     Add {
         /// The protocol's URI, as peers name it.
         uri: String,
@@ -56,16 +66,19 @@ pub enum RegistryCommand {
         llm: bool,
     },
     /// List the registered protocols.
-    ///
-    /// Example: `concord registry list --json`
+    #[command(after_help = "\
+Examples:
+  concord registry list
+  concord registry list --json")]
     List {
         /// Print a JSON array.
         #[arg(long)]
         json: bool,
     },
     /// Remove a protocol from the registry.
-    ///
-    /// Example: `concord registry remove https://protocols.example/product-info/1.0`
+    #[command(after_help = "\
+Examples:
+  concord registry remove https://protocols.example/product-info/1.0")]
     Remove {
         /// The protocol's URI.
         uri: String,
@@ -106,7 +119,7 @@ pub fn run(args: RegistryArgs) -> anyhow::Result<ExitCode> {
                         })
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                output::json(&list)?;
                 return Ok(ExitCode::SUCCESS);
             }
             if entries.is_empty() {
@@ -116,7 +129,7 @@ pub fn run(args: RegistryArgs) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("{:<12}  {:<20}  {:<19}  uri", "hash", "added", "handlers");
+            outln!("{:<12}  {:<20}  {:<19}  uri", "hash", "added", "handlers")?;
             for entry in &entries {
                 let hash = entry.hash.to_string();
                 let handlers = if entry.integrity.is_verified() {
@@ -124,19 +137,19 @@ pub fn run(args: RegistryArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     "CORRUPT".to_owned()
                 };
-                println!(
+                outln!(
                     "{:<12}  {:<20}  {handlers:<19}  {}",
                     &hash[..12],
                     time(entry.added),
                     entry.uri
-                );
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
         RegistryCommand::Remove { uri } => {
             let store = args.data_dir.open()?;
             if store.remove_consensus(&uri)? {
-                println!("removed {uri}");
+                outln!("removed {uri}")?;
                 Ok(ExitCode::SUCCESS)
             } else {
                 eprintln!("concord: no consensus protocol is registered as {uri:?}");
@@ -157,8 +170,7 @@ fn add(
     if uri.trim().is_empty() {
         bail!("the URI is empty");
     }
-    let text = String::from_utf8(read_bytes(Some(path))?)
-        .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+    let text = read_text(Some(path), "the protocol document")?;
     let document = match ProtocolDocument::parse(&text) {
         Ok(document) => document,
         Err(error) => {
@@ -166,17 +178,7 @@ fn add(
             return Ok(ExitCode::from(1));
         }
     };
-    let served: Option<ActionSpec> = match action_schema {
-        Some(path) => Some(
-            serde_json::from_slice(&read_bytes(Some(path))?).with_context(|| {
-                format!(
-                    "{} is not an action (`{{\"name\", \"input\", \"output\"}}`)",
-                    path.display()
-                )
-            })?,
-        ),
-        None => None,
-    };
+    let served: Option<ActionSpec> = action_schema.map(read_action).transpose()?;
     let action = action.or_else(|| served.as_ref().map(|spec| spec.name.clone()));
     if consensus::fixed_action(&document).is_none() && action.is_none() {
         bail!(
@@ -186,13 +188,7 @@ fn add(
     }
     let mut generator = Generator::new();
     if llm {
-        let Some(config) = LlmConfig::from_env()? else {
-            bail!(
-                "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
-                 CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
-            );
-        };
-        generator = generator.with_llm(LlmClient::new(config)?);
+        generator = generator.with_llm(LlmClient::new(llm::from_env()?)?);
     }
     let store = data_dir.open()?;
     let generated = runtime::block_on(async {
@@ -219,8 +215,9 @@ fn add(
             }
             Some(Err(error)) => {
                 eprintln!(
-                    "concord: cannot write the {} module: {error:#}",
-                    role.name()
+                    "concord: cannot write the {} module: {}",
+                    role.name(),
+                    error_line(&error)
                 );
                 return Ok(ExitCode::from(1));
             }
@@ -228,10 +225,10 @@ fn add(
         }
     }
     let hash = store.add_consensus(&entry)?;
-    println!(
+    outln!(
         "registered {uri}: {hash} (handler code: {})",
         written.join(", ")
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -15,6 +15,7 @@ use concord_store::NewConsensus;
 use crate::agent_config::{AgentConfig, Backend, Problem};
 use crate::consensus;
 use crate::logging;
+use crate::output::outln;
 use crate::runtime;
 
 /// `concord serve`.
@@ -66,6 +67,9 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     let mut builder = Node::builder(config.title.clone())
         .data_dir(&data_dir)
         .limits(config.limits.clone());
+    if let Some(id) = &config.id {
+        builder = builder.id(id.clone());
+    }
     if let Some(description) = &config.description {
         builder = builder.description(description.clone());
     }
@@ -94,9 +98,10 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     for protocol in &config.consensus {
         if let Err(error) = hold_consensus(&node, protocol).await {
             eprintln!(
-                "concord: {}: `{}`: {error:#}",
+                "concord: {}: `{}`: {}",
                 args.config.display(),
-                protocol.key
+                protocol.key,
+                logging::error_line(&error)
             );
             return Ok(ExitCode::from(1));
         }
@@ -105,27 +110,30 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         .serve(&listen)
         .await
         .with_context(|| format!("cannot serve on {listen}"))?;
-    println!(
+    outln!(
         "serving {:?}: {} action(s): {}",
         config.title,
         names.len(),
         names.join(", ")
-    );
-    println!("data dir:    {}", data_dir.display());
+    )?;
+    if let Some(id) = &config.id {
+        outln!("id:          {id}")?;
+    }
+    outln!("data dir:    {}", data_dir.display())?;
     match node.llm() {
-        Some(client) => println!(
+        Some(client) => outln!(
             "LLM:         {} at {}",
             client.config().model,
             client.config().base_url
         ),
-        None => println!("LLM:         none (deterministic negotiation and code)"),
-    }
+        None => outln!("LLM:         none (deterministic negotiation and code)"),
+    }?;
     for protocol in &config.consensus {
-        println!("consensus:   {} {}", protocol.uri, protocol.document.hash());
+        outln!("consensus:   {} {}", protocol.uri, protocol.document.hash())?;
     }
     // The endpoint comes last: a script waiting for it has the whole banner.
-    println!("description: {}", server.description_url());
-    println!("endpoint:    {}", server.endpoint());
+    outln!("description: {}", server.description_url())?;
+    outln!("endpoint:    {}", server.endpoint())?;
     eprintln!("concord: press Ctrl-C to stop");
     stopped().await?;
     eprintln!(

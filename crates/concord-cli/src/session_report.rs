@@ -297,7 +297,7 @@ impl SessionReport {
             },
             "code": self.code_origins,
             "setupMs": millis(self.setup),
-            "transcript": self.transcript,
+            "transcriptId": self.transcript,
             "frames": self.frames.iter().map(FrameLine::to_json).collect::<Vec<_>>(),
         })
     }

@@ -1,22 +1,12 @@
 //! `concord aicl encode`, `decode` and `check`.
 
-use assert_cmd::Command;
+mod support;
 
-struct Outcome {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use support::*;
 
-fn concord(args: &[&str], stdin: &str) -> Outcome {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    command.arg("aicl").args(args).write_stdin(stdin.to_owned());
-    let output = command.output().unwrap();
-    Outcome {
-        code: output.status.code().unwrap(),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+/// `concord aicl <args>` with `stdin`.
+fn aicl(args: &[&str], stdin: &str) -> Output {
+    run(concord().arg("aicl").args(args).write_stdin(stdin))
 }
 
 const TOOL_CALL: &str = "[d:
@@ -34,13 +24,13 @@ const TOOL_CALL: &str = "[d:
 fn encode_json_to_aicl() {
     let json = r#"{"name":"iPhone","price":899.99,"in_stock":true,"count":3,"tags":["a [b]"],
         "pixels":{"dtype":"uint8","shape":[3],"data":[1,2,3]}}"#;
-    let out = concord(&["encode"], json);
+    let out = aicl(&["encode"], json);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.stdout,
         "[d:[s:name]:[s:iPhone],[s:price]:[f:899.99],[s:in_stock]:[b:true],[s:count]:[i:3],[s:tags]:[l:[s:a \\[b\\]]],[s:pixels]:[t:uint8:3:0RjU]]\n"
     );
-    let pretty = concord(&["encode", "--pretty"], r#"{"a":[1,2.5]}"#);
+    let pretty = aicl(&["encode", "--pretty"], r#"{"a":[1,2.5]}"#);
     assert_eq!(
         pretty.stdout,
         "[d:\n  [s:a]:[l:\n    [i:1],\n    [f:2.5]\n  ]\n]\n"
@@ -49,18 +39,16 @@ fn encode_json_to_aicl() {
 
 #[test]
 fn encode_refuses_what_aicl_cannot_hold() {
-    let out = concord(&["encode"], r#"{"a":{"b":null}}"#);
+    let out = aicl(&["encode"], r#"{"a":{"b":null}}"#);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("4001"), "{}", out.stderr);
     assert!(out.stderr.contains("/a/b"), "{}", out.stderr);
-    let out = concord(&["encode"], "{not json");
-    assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("invalid JSON"), "{}", out.stderr);
+    aicl(&["encode"], "{not json").fails(1, "the input is not valid JSON");
 }
 
 #[test]
 fn decode_aicl_to_json() {
-    let out = concord(&["decode"], TOOL_CALL);
+    let out = aicl(&["decode"], TOOL_CALL);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.stdout,
@@ -68,7 +56,7 @@ fn decode_aicl_to_json() {
             .to_owned()
             + "\n"
     );
-    let tensor = concord(&["decode", "--pretty"], "[t:int16:2:00000]");
+    let tensor = aicl(&["decode", "--pretty"], "[t:int16:2:00000]");
     assert_eq!(tensor.code, 0, "{}", tensor.stderr);
     let json: serde_json::Value = serde_json::from_str(&tensor.stdout).unwrap();
     assert_eq!(
@@ -79,13 +67,13 @@ fn decode_aicl_to_json() {
 
 #[test]
 fn decode_reports_code_and_position() {
-    let out = concord(&["decode"], "[l:\n  [i:1],\n  [i:99999999999999999999]\n]");
+    let out = aicl(&["decode"], "[l:\n  [i:1],\n  [i:99999999999999999999]\n]");
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stderr.trim_end(),
-        "error 1000 PROTOCOL_ERROR at line 3, column 6 (byte 18): integer `99999999999999999999` does not fit in 64 bits"
+        "concord: error 1000 PROTOCOL_ERROR at line 3, column 6 (byte 18): integer `99999999999999999999` does not fit in 64 bits"
     );
-    let nan = concord(&["decode"], "[f:nan]");
+    let nan = aicl(&["decode"], "[f:nan]");
     assert_eq!(nan.code, 1);
     assert!(
         nan.stderr.contains("4001") && nan.stderr.contains("NaN"),
@@ -93,28 +81,28 @@ fn decode_reports_code_and_position() {
         nan.stderr
     );
     let fenced = "Here you go:\n```aicl\n[i:7]\n```";
-    assert_eq!(concord(&["decode"], fenced).code, 1);
-    let lenient = concord(&["decode", "--lenient"], fenced);
+    assert_eq!(aicl(&["decode"], fenced).code, 1);
+    let lenient = aicl(&["decode", "--lenient"], fenced);
     assert_eq!(lenient.stdout, "7\n");
 }
 
 #[test]
 fn round_trip_through_both_commands() {
-    let json = concord(&["decode"], TOOL_CALL).stdout;
-    let back = concord(&["encode", "--pretty"], &json);
+    let json = aicl(&["decode"], TOOL_CALL).stdout;
+    let back = aicl(&["encode", "--pretty"], &json);
     assert_eq!(back.code, 0, "{}", back.stderr);
     let original: concord_aicl::Value = TOOL_CALL.parse().unwrap();
     assert_eq!(
         back.stdout.parse::<concord_aicl::Value>().unwrap(),
         original
     );
-    let compact = concord(&["encode"], &json);
+    let compact = aicl(&["encode"], &json);
     assert_eq!(compact.stdout, format!("{original}\n"));
 }
 
 #[test]
 fn check_accepts_a_valid_message() {
-    let out = concord(&["check"], TOOL_CALL);
+    let out = aicl(&["check"], TOOL_CALL);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "ok: tool_call message, session auto_web_05\n");
 }
@@ -122,30 +110,25 @@ fn check_accepts_a_valid_message() {
 #[test]
 fn check_reports_missing_fields_and_bad_text() {
     let missing = TOOL_CALL.replace("  [s:tool]:[s:web_scraper],\n", "");
-    let out = concord(&["check"], &missing);
+    let out = aicl(&["check"], &missing);
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stderr.trim_end(),
-        "error 2001 MISSING_FIELD at line 1, column 1 (byte 0): field `tool` is required in tool_call"
+        "concord: error 2001 MISSING_FIELD at line 1, column 1 (byte 0): field `tool` is required in tool_call"
     );
     let broken = TOOL_CALL.replace("[s:title]", "[x:title]");
-    let out = concord(&["check"], &broken);
+    let out = aicl(&["check"], &broken);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.starts_with(
-            "error 1000 PROTOCOL_ERROR at line 8, column 20 (byte 206): unknown type tag `x`"
+            "concord: error 1000 PROTOCOL_ERROR at line 8, column 20 (byte 206): unknown type tag `x`"
         ),
         "{}",
         out.stderr
     );
-    let tensor = concord(&["check"], "[d:[s:protocol]:[s:LightAICL],[s:session_id]:[s:s],[s:msg_type]:[s:result],[s:data]:[t:float32:2,3:9Yq<Q*]]");
-    assert_eq!(tensor.code, 1);
-    assert!(
-        tensor.stderr.starts_with("error 1001 INVALID_TENSOR"),
-        "{}",
-        tensor.stderr
-    );
-    let header = concord(
+    aicl(&["check"], "[d:[s:protocol]:[s:LightAICL],[s:session_id]:[s:s],[s:msg_type]:[s:result],[s:data]:[t:float32:2,3:9Yq<Q*]]")
+        .fails(1, "concord: error 1001 INVALID_TENSOR");
+    let header = aicl(
         &["check"],
         "[d:[s:protocol]:[s:HTTP],[s:session_id]:[s:s],[s:msg_type]:[s:result],[s:data]:[i:1]]",
     );
@@ -162,14 +145,14 @@ fn check_reports_missing_fields_and_bad_text() {
 #[test]
 fn check_can_print_the_error_reply() {
     let missing = TOOL_CALL.replace("  [s:tool]:[s:web_scraper],\n", "");
-    let out = concord(&["check", "--reply"], &missing);
+    let out = aicl(&["check", "--reply"], &missing);
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stdout,
         "[d:[s:protocol]:[s:LightAICL],[s:session_id]:[s:auto_web_05],[s:msg_type]:[s:error],[s:code]:[i:2001],[s:reason]:[s:MISSING_FIELD],[s:detail]:[s:field `tool` is required in tool_call at line 1, column 1 (byte 0)]]\n"
     );
     // The reply is itself a valid message.
-    assert_eq!(concord(&["check"], &out.stdout).code, 0);
+    assert_eq!(aicl(&["check"], &out.stdout).code, 0);
 }
 
 #[test]
@@ -178,25 +161,14 @@ fn files_as_arguments() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("call.aicl");
     std::fs::write(&path, TOOL_CALL).unwrap();
-    let out = concord(&["check", path.to_str().unwrap()], "");
+    let out = aicl(&["check", path.to_str().unwrap()], "");
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let missing = concord(&["check", dir.join("absent.aicl").to_str().unwrap()], "");
-    assert_eq!(missing.code, 2);
-    assert!(missing.stderr.contains("cannot read"), "{}", missing.stderr);
+    aicl(&["check", dir.join("absent.aicl").to_str().unwrap()], "").fails(2, "cannot read");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn invalid_utf8_is_located() {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    command
-        .args(["aicl", "check"])
-        .write_stdin(b"[s:\xff]".to_vec());
-    let output = command.output().unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains("(byte 3): input is not valid UTF-8"),
-        "{stderr}"
-    );
+    run_with_stdin(&["aicl", "check"], b"[s:\xff]".to_vec())
+        .fails(1, "(byte 3): input is not valid UTF-8");
 }

@@ -3,21 +3,11 @@
 
 mod support;
 
-use std::ffi::OsStr;
-
 use support::*;
 
 fn serve() -> (Served, tempfile::TempDir) {
     let data = tempfile::tempdir().unwrap();
-    let served = Served::start(&[
-        OsStr::new("--config"),
-        example_config().as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--data-dir"),
-        data.path().as_os_str(),
-    ]);
-    (served, data)
+    (Served::example(data.path()), data)
 }
 
 #[test]
@@ -109,85 +99,60 @@ fn the_input_can_come_from_standard_input_and_plain_output_is_the_output() {
 }
 
 #[test]
-fn what_goes_wrong_has_an_exit_code_and_says_what() {
+fn what_goes_wrong_has_an_exit_code_and_says_what_in_one_line() {
     let (served, _data) = serve();
     let requester = tempfile::tempdir().unwrap();
-    let call = |url: &str, action: &str, input: &str| {
+    let call = |args: &[&str]| {
         run(concord()
-            .args(["call", url, action, input, "--data-dir"])
+            .arg("call")
+            .args(args)
+            .arg("--data-dir")
             .arg(requester.path()))
     };
+    let url = served.url.as_str();
 
     // The peer does not publish the action: 1.
-    let output = call(&served.url, "getPrice", r#"{"productId": "P2"}"#);
-    assert_eq!(output.code, 1, "{}", output.stderr);
-    assert!(
-        output
-            .stderr
-            .contains("publishes no action `getPrice` (it has: getProductInfo)"),
-        "{}",
-        output.stderr
-    );
+    call(&[url, "getPrice", r#"{"productId": "P2"}"#])
+        .fails(1, "publishes no action `getPrice` (it has: getProductInfo)");
     // The backend says no (the script exits 1 for an unknown product): 1.
-    let output = call(&served.url, "getProductInfo", r#"{"productId": "P404"}"#);
-    assert_eq!(output.code, 1, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("the peer answered 502"),
-        "{}",
-        output.stderr
-    );
+    let output = call(&[url, "getProductInfo", r#"{"productId": "P404"}"#]);
+    output.fails(1, "the peer answered 502");
     assert!(
         output.stderr.contains("no product P404"),
         "{}",
         output.stderr
     );
     // Input that breaks the protocol's request schema is refused before sending: 1.
-    let output = call(&served.url, "getProductInfo", r#"{"productId": 7}"#);
-    assert_eq!(output.code, 1, "{}", output.stderr);
-    assert!(output.stderr.contains("invalid input"), "{}", output.stderr);
-    // Input that is not JSON: 2.
-    let output = call(&served.url, "getProductInfo", "{productId: P2}");
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("the input is not valid JSON"),
-        "{}",
-        output.stderr
+    call(&[url, "getProductInfo", r#"{"productId": 7}"#]).fails(1, "invalid input");
+    // Input our handler cannot map (a required field is missing): 1, with no JS stack.
+    call(&[url, "getProductInfo", "{}"]).fails(1, "lacks \"productId\"");
+    call(&[url, "getProductInfo", "[1]"]).fails(1, "must be an object");
+    // Input that is not JSON, as an argument or on standard input: 2.
+    call(&[url, "getProductInfo", "{productId: P2}"]).fails(
+        2,
+        "the input (argument) is not valid JSON: key must be a string at line 1 column 2",
     );
+    run(concord()
+        .args(["call", url, "getProductInfo", "-", "--data-dir"])
+        .arg(requester.path())
+        .write_stdin("{\"productId\": "))
+    .fails(2, "the input (on standard input) is not valid JSON");
 
     // Nobody listens there: 2.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let unreachable = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let output = call(&unreachable, "getProductInfo", r#"{"productId": "P2"}"#);
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("cannot fetch the description at"),
-        "{}",
-        output.stderr
+    call(&[&unreachable, "getProductInfo", r#"{"productId": "P2"}"#]).fails(
+        2,
+        &format!("cannot fetch the description at {unreachable}/.well-known/wot"),
     );
+    // No agent there: 2.
+    call(&[&format!("{url}nothing"), "getProductInfo", "{}"]).fails(2, "HTTP 404 Not Found");
     // Not a peer URL: 2.
-    let output = call("ws://127.0.0.1:1/", "getProductInfo", "{}");
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("is not a peer URL"),
-        "{}",
-        output.stderr
-    );
-    // --llm with no LLM configured: 2.
-    let output = run(concord()
-        .args([
-            "call",
-            &served.url,
-            "getProductInfo",
-            "{}",
-            "--llm",
-            "--data-dir",
-        ])
-        .arg(requester.path()));
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("--llm needs an LLM"),
-        "{}",
-        output.stderr
-    );
+    call(&["ws://127.0.0.1:1/", "getProductInfo", "{}"]).fails(2, "is not a peer URL");
+    call(&["127.0.0.1:8080", "getProductInfo", "{}"]).fails(2, "is not a peer URL");
+    // --llm with no LLM configured, a zero timeout: 2.
+    call(&[url, "getProductInfo", "{}", "--llm"]).fails(2, "--llm needs an LLM");
+    call(&[url, "getProductInfo", "{}", "--timeout", "0s"])
+        .fails(2, "--timeout must be longer than zero");
 }

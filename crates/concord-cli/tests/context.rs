@@ -1,31 +1,23 @@
 //! `concord context render` and `concord context get`.
 
-use assert_cmd::Command;
+mod support;
+
 use serde_json::{json, Value};
+use support::*;
 
 const SEED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../concord-context/tests/data/seed-john-doe.json"
 );
 
-struct Outcome {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn concord(args: &[&str], stdin: Option<Value>) -> Outcome {
-    let mut command = Command::cargo_bin("concord").unwrap();
+/// `concord <args>`, with `stdin` as JSON on standard input when given.
+fn concord_with(args: &[&str], stdin: Option<Value>) -> Output {
+    let mut command = concord();
     command.args(args);
     if let Some(stdin) = stdin {
         command.write_stdin(stdin.to_string());
     }
-    let output = command.output().unwrap();
-    Outcome {
-        code: output.status.code().unwrap(),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    run(&mut command)
 }
 
 fn batch() -> Value {
@@ -39,7 +31,7 @@ fn batch() -> Value {
 
 #[test]
 fn render_prints_the_seed_chat_messages() {
-    let out = concord(&["context", "render", SEED], None);
+    let out = concord_with(&["context", "render", SEED], None);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let chat: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
@@ -54,7 +46,7 @@ fn render_prints_the_seed_chat_messages() {
 
 #[test]
 fn render_for_one_instance() {
-    let out = concord(
+    let out = concord_with(
         &["context", "render", "-", "--instance", "②"],
         Some(batch()),
     );
@@ -74,7 +66,7 @@ fn render_for_one_instance() {
             "## Data: ¶state\n{\n  \"comment\": \"Spam\"\n}",
         ]
     );
-    let global = concord(&["context", "render", "-"], Some(batch()));
+    let global = concord_with(&["context", "render", "-"], Some(batch()));
     assert!(global.stdout.contains("¶state (_instance: ①)"));
     assert!(!global.stdout.contains("hidden"));
 }
@@ -85,7 +77,7 @@ fn render_reports_schema_violations_with_pointers() {
         {"type": "data", "kind": "user", "data": {"age": "thirty"},
          "schema": {"properties": {"age": {"type": "number"}}}}
     ]);
-    let out = concord(&["context", "render", "-"], Some(context));
+    let out = concord_with(&["context", "render", "-"], Some(context));
     assert_eq!(out.code, 1);
     assert!(
         out.stdout.contains("## Data: ¶user"),
@@ -99,7 +91,7 @@ fn render_reports_schema_violations_with_pointers() {
 
 #[test]
 fn render_rejects_invalid_contexts_naming_the_message() {
-    let out = concord(
+    let out = concord_with(
         &["context", "render", "-"],
         Some(json!([{"type": "text", "text": "x"}, {"type": "data", "kind": "user"}])),
     );
@@ -110,24 +102,15 @@ fn render_rejects_invalid_contexts_naming_the_message() {
     );
     assert_eq!(out.stdout, "");
 
-    let mut command = Command::cargo_bin("concord").unwrap();
-    let output = command
-        .args(["context", "render", "-"])
-        .write_stdin("[\n{\"type\": \"text\",}\n]")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(
-        stderr.contains("context is not valid JSON") && stderr.contains("line 2"),
-        "{stderr}"
-    );
+    let output = run_with_stdin(&["context", "render", "-"], "[\n{\"type\": \"text\",}\n]");
+    output.fails(1, "context is not valid JSON");
+    assert!(output.stderr.contains("line 2"), "{}", output.stderr);
 
     let conflict = json!([
         {"type": "state", "log": {}},
         {"type": "data", "_outputPath": "†state.log", "_outputMethod": "push", "data": 1}
     ]);
-    let out = concord(&["context", "render", "-"], Some(conflict));
+    let out = concord_with(&["context", "render", "-"], Some(conflict));
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stderr,
@@ -137,21 +120,21 @@ fn render_rejects_invalid_contexts_naming_the_message() {
 
 #[test]
 fn get_prints_the_resolved_value() {
-    let out = concord(&["context", "get", SEED, "†user.age"], None);
+    let out = concord_with(&["context", "get", SEED, "†user.age"], None);
     assert_eq!(
         (out.code, out.stdout.as_str()),
         (0, "30\n"),
         "{}",
         out.stderr
     );
-    let out = concord(&["context", "get", SEED, "†user.city || †user.name"], None);
+    let out = concord_with(&["context", "get", SEED, "†user.city || †user.name"], None);
     assert_eq!((out.code, out.stdout.as_str()), (0, "\"John Doe\"\n"));
-    let out = concord(&["context", "get", SEED, "†user"], None);
+    let out = concord_with(&["context", "get", SEED, "†user"], None);
     assert_eq!(
         serde_json::from_str::<Value>(&out.stdout).unwrap(),
         json!({"name": "John Doe", "age": 30})
     );
-    let out = concord(
+    let out = concord_with(
         &["context", "get", "-", "†state.comment", "--instance", "①"],
         Some(batch()),
     );
@@ -160,7 +143,7 @@ fn get_prints_the_resolved_value() {
 
 #[test]
 fn get_exits_1_naming_the_missing_reference() {
-    let out = concord(&["context", "get", SEED, "†user.age && †user.city"], None);
+    let out = concord_with(&["context", "get", SEED, "†user.age && †user.city"], None);
     assert_eq!(out.code, 1);
     assert_eq!(out.stdout, "");
     assert_eq!(
@@ -171,7 +154,7 @@ fn get_exits_1_naming_the_missing_reference() {
 
 #[test]
 fn bad_arguments_exit_2() {
-    let out = concord(&["context", "get", SEED, "user.age"], None);
+    let out = concord_with(&["context", "get", SEED, "user.age"], None);
     assert_eq!(out.code, 2);
     assert!(
         out.stderr.contains("expected `†` to start a reference"),
@@ -179,15 +162,10 @@ fn bad_arguments_exit_2() {
         out.stderr
     );
 
-    let out = concord(&["context", "render", "/nonexistent/context.json"], None);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("cannot read /nonexistent/context.json"),
-        "{}",
-        out.stderr
-    );
+    concord_with(&["context", "render", "/nonexistent/context.json"], None)
+        .fails(2, "cannot read /nonexistent/context.json");
 
-    let out = concord(
+    let out = concord_with(
         &["context", "render", "-", "--instance", "③"],
         Some(batch()),
     );
@@ -197,7 +175,7 @@ fn bad_arguments_exit_2() {
         "concord: --instance ③: no message in - has `_instance: ③`\n"
     );
 
-    let out = concord(
+    let out = concord_with(
         &["context", "render", "-", "--instance", "a b"],
         Some(batch()),
     );

@@ -1,32 +1,19 @@
 //! `concord describe validate` and `concord describe new`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+use support::*;
 
-struct Outcome {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn concord(args: &[&str], stdin: &str) -> Outcome {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    command
-        .arg("describe")
-        .args(args)
-        .write_stdin(stdin.to_owned());
-    let output = command.output().unwrap();
-    Outcome {
-        code: output.status.code().unwrap(),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+/// `concord describe <args>` with `stdin`.
+fn describe(args: &[&str], stdin: &str) -> Output {
+    run(concord().arg("describe").args(args).write_stdin(stdin))
 }
 
 /// The seed's LMOS examples, kept as fixtures by concord-describe.
-fn fixture(name: &str) -> String {
+fn describe_fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../concord-describe/tests/fixtures")
         .join(name)
@@ -60,7 +47,7 @@ const WITH_WARNING: &str = r#"{
 #[test]
 fn valid_description_exits_0() {
     let path = file("valid.json", VALID);
-    let out = concord(&["validate", &path], "");
+    let out = describe(&["validate", &path], "");
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(out.stdout, format!("{path}: valid\n"));
 }
@@ -68,7 +55,7 @@ fn valid_description_exits_0() {
 #[test]
 fn warnings_are_printed_and_allowed() {
     let path = file("warning.json", WITH_WARNING);
-    let out = concord(&["validate", &path], "");
+    let out = describe(&["validate", &path], "");
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.stdout,
@@ -80,8 +67,8 @@ fn warnings_are_printed_and_allowed() {
 
 #[test]
 fn the_seed_example_is_rejected_with_line_and_column() {
-    let path = fixture("lmos-seed-full-example.json");
-    let out = concord(&["validate", &path], "");
+    let path = describe_fixture("lmos-seed-full-example.json");
+    let out = describe(&["validate", &path], "");
     assert_eq!(out.code, 1);
     assert_eq!(
         out.stdout,
@@ -91,15 +78,15 @@ fn the_seed_example_is_rejected_with_line_and_column() {
              {path}: invalid, 2 errors, 0 warnings\n"
         )
     );
-    let fixed = fixture("lmos-seed-full-example.fixed.json");
-    assert_eq!(concord(&["validate", &fixed], "").code, 0);
+    let fixed = describe_fixture("lmos-seed-full-example.fixed.json");
+    assert_eq!(describe(&["validate", &fixed], "").code, 0);
 }
 
 #[test]
 fn several_files_and_standard_input() {
     let valid = file("several-valid.json", VALID);
     let invalid = file("several-invalid.json", r#"{"title": "no context"}"#);
-    let out = concord(&["validate", &valid, "-", &invalid], VALID);
+    let out = describe(&["validate", &valid, "-", &invalid], VALID);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let verdicts: Vec<&str> = out
         .stdout
@@ -119,8 +106,8 @@ fn several_files_and_standard_input() {
 #[test]
 fn json_output_has_a_report_per_file() {
     let valid = file("json-valid.json", VALID);
-    let seed = fixture("lmos-seed-example.json");
-    let out = concord(&["validate", "--json", &valid, &seed], "");
+    let seed = describe_fixture("lmos-seed-example.json");
+    let out = describe(&["validate", "--json", &valid, &seed], "");
     assert_eq!(out.code, 1);
     let reports: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(reports[0]["file"], valid.as_str());
@@ -139,7 +126,7 @@ fn json_output_has_a_report_per_file() {
 #[test]
 fn unreadable_file_exits_2_after_checking_the_others() {
     let valid = file("unreadable-valid.json", VALID);
-    let out = concord(&["validate", "/nonexistent/agent.json", &valid], "");
+    let out = describe(&["validate", "/nonexistent/agent.json", &valid], "");
     assert_eq!(out.code, 2);
     assert!(
         out.stderr.contains("cannot read /nonexistent/agent.json"),
@@ -147,7 +134,7 @@ fn unreadable_file_exits_2_after_checking_the_others() {
         out.stderr
     );
     assert!(out.stdout.contains(&format!("{valid}: valid")));
-    let out = concord(&["validate", "--json", "/nonexistent/agent.json"], "");
+    let out = describe(&["validate", "--json", "/nonexistent/agent.json"], "");
     assert_eq!(out.code, 2);
     let reports: Value = serde_json::from_str(&out.stdout).unwrap();
     assert!(reports[0]["error"]
@@ -158,7 +145,7 @@ fn unreadable_file_exits_2_after_checking_the_others() {
 
 #[test]
 fn validate_needs_a_file() {
-    let out = concord(&["validate"], "");
+    let out = describe(&["validate"], "");
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("FILES"), "{}", out.stderr);
 }
@@ -182,8 +169,8 @@ fn the_external_corpus_through_the_cli() {
         .join("warning/unavailableDirectTm.json")
         .display()
         .to_string();
-    assert_eq!(concord(&["validate", &valid, &warning], "").code, 0);
-    let out = concord(&["validate", &invalid], "");
+    assert_eq!(describe(&["validate", &valid, &warning], "").code, 0);
+    let out = describe(&["validate", &invalid], "");
     assert_eq!(out.code, 1);
     assert!(
         out.stdout
@@ -195,7 +182,7 @@ fn the_external_corpus_through_the_cli() {
 
 #[test]
 fn new_prints_a_valid_skeleton() {
-    let out = concord(&["new", "--title", "WeatherAgent"], "");
+    let out = describe(&["new", "--title", "WeatherAgent"], "");
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report = concord_describe::validate(out.stdout.as_bytes());
     assert!(report.is_valid() && report.warning_count() == 0, "{report}");
@@ -207,12 +194,12 @@ fn new_prints_a_valid_skeleton() {
 
     // Round trip through the validator on the command line.
     let path = file("new.json", &out.stdout);
-    assert_eq!(concord(&["validate", &path], "").code, 0);
+    assert_eq!(describe(&["validate", &path], "").code, 0);
 }
 
 #[test]
 fn new_with_endpoint_id_and_tool() {
-    let out = concord(
+    let out = describe(
         &[
             "new",
             "--title",
@@ -249,7 +236,7 @@ fn new_with_endpoint_id_and_tool() {
 
 #[test]
 fn new_refuses_arguments_that_make_an_invalid_description() {
-    let out = concord(
+    let out = describe(
         &[
             "new",
             "--title",

@@ -1,54 +1,11 @@
 //! `concord handler generate|run|test`, with template handlers for the seeds' product-info
 //! protocol, hostile modules under limits, and the LLM path against a scripted server.
 
-use std::path::PathBuf;
+mod support;
 
-use assert_cmd::Command;
 use concord_llm_script::{ScriptServer, Step};
 use serde_json::{json, Value};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-/// The seeds' documents, kept with concord-negotiate's tests.
-fn seed(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../concord-negotiate/tests/fixtures")
-        .join(name)
-}
-
-/// The `concord` binary with no LLM configured, whatever the caller's environment says.
-fn concord() -> Command {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    for name in [
-        "CONCORD_LLM_BASE_URL",
-        "CONCORD_LLM_API_KEY",
-        "CONCORD_LLM_MODEL",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-    ] {
-        command.env_remove(name);
-    }
-    command
-}
-
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(command: &mut Command) -> Output {
-    let output = command.output().unwrap();
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
-}
+use support::*;
 
 fn generate(extra: &[&str]) -> Output {
     run(concord()

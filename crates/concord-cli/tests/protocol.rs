@@ -1,51 +1,10 @@
 //! `concord protocol draft|judge|hash`, deterministic and against a scripted LLM server.
 
-use std::path::PathBuf;
+mod support;
 
-use assert_cmd::Command;
 use concord_llm_script::{ScriptServer, Step};
 use serde_json::{json, Value};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-/// The `concord` binary with no LLM configured, whatever the caller's environment says.
-fn concord() -> Command {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    for name in [
-        "CONCORD_LLM_BASE_URL",
-        "CONCORD_LLM_API_KEY",
-        "CONCORD_LLM_MODEL",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-    ] {
-        command.env_remove(name);
-    }
-    command
-}
-
-fn draft() -> String {
-    let output = concord()
-        .args([
-            "protocol",
-            "draft",
-            "--action",
-            "getProductInfo",
-            "--description",
-        ])
-        .arg(fixture("product-agent.json"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
+use support::*;
 
 fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32) {
     let mut command = concord();
@@ -57,15 +16,14 @@ fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32
     for (name, value) in env {
         command.env(name, value);
     }
-    let output = command.output().unwrap();
-    let code = output.status.code().unwrap_or(-1);
-    let value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-    (value, code)
+    let output = run(&mut command);
+    let value = serde_json::from_str(&output.stdout).unwrap_or(Value::Null);
+    (value, output.code)
 }
 
 #[test]
 fn a_drafted_protocol_is_accepted_by_the_agent_it_was_drafted_for() {
-    let document = draft();
+    let document = drafted_protocol();
     assert!(document.starts_with("# Requirement\nGet product information by product id"));
     assert!(document.contains("\"const\": \"getProductInfo\""));
     let (decision, code) = judge(&document, &[], &[]);
@@ -77,7 +35,7 @@ fn a_drafted_protocol_is_accepted_by_the_agent_it_was_drafted_for() {
 
 #[test]
 fn a_snake_case_candidate_gets_a_counter_proposal() {
-    let candidate = draft().replace("\"productId\"", "\"product_id\"");
+    let candidate = drafted_protocol().replace("\"productId\"", "\"product_id\"");
     let (decision, _) = judge(&candidate, &[], &[]);
     assert_eq!(decision["status"], "negotiating");
     assert!(decision["modificationSummary"]
@@ -92,7 +50,8 @@ fn a_snake_case_candidate_gets_a_counter_proposal() {
 
 #[test]
 fn an_unserviceable_candidate_is_rejected_with_a_reason() {
-    let candidate = draft().replace("\"const\": \"getProductInfo\"", "\"const\": \"placeOrder\"");
+    let candidate =
+        drafted_protocol().replace("\"const\": \"getProductInfo\"", "\"const\": \"placeOrder\"");
     let (decision, _) = judge(&candidate, &[], &[]);
     assert_eq!(
         decision,
@@ -103,28 +62,20 @@ fn an_unserviceable_candidate_is_rejected_with_a_reason() {
 
 #[test]
 fn hash_is_sha256_of_the_exact_bytes() {
-    let output = concord()
-        .args(["protocol", "hash"])
-        .write_stdin("abc")
-        .output()
-        .unwrap();
+    let output = run_with_stdin(&["protocol", "hash"], "abc");
     assert_eq!(
-        String::from_utf8(output.stdout).unwrap(),
+        output.stdout,
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
     );
 }
 
 #[test]
 fn draft_needs_a_known_action_and_llm_needs_configuration() {
-    let output = concord()
+    let output = run(concord()
         .args(["protocol", "draft", "--action", "fly", "--description"])
-        .arg(fixture("product-agent.json"))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr)
-        .contains("publishes no action `fly` (it has: `getProductInfo`)"));
-    let output = concord()
+        .arg(fixture("product-agent.json")));
+    output.fails(2, "publishes no action `fly` (it has: `getProductInfo`)");
+    let output = run(concord()
         .args([
             "protocol",
             "draft",
@@ -133,11 +84,8 @@ fn draft_needs_a_known_action_and_llm_needs_configuration() {
             "getProductInfo",
             "--description",
         ])
-        .arg(fixture("product-agent.json"))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--llm needs an LLM"));
+        .arg(fixture("product-agent.json")));
+    output.fails(2, "--llm needs an LLM");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,7 +2,6 @@
 
 mod support;
 
-use std::ffi::OsStr;
 use std::path::Path;
 
 use support::*;
@@ -18,14 +17,7 @@ fn protocols(data_dir: &Path, args: &[&str]) -> Output {
 #[test]
 fn list_show_and_forget_by_hash_prefix() {
     let provider = tempfile::tempdir().unwrap();
-    let served = Served::start(&[
-        OsStr::new("--config"),
-        example_config().as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--data-dir"),
-        provider.path().as_os_str(),
-    ]);
+    let served = Served::example(provider.path());
     let requester = tempfile::tempdir().unwrap();
 
     // An empty store lists nothing.
@@ -81,13 +73,11 @@ fn list_show_and_forget_by_hash_prefix() {
     let shown = protocols(requester.path(), &["show", prefix, "--json"]).json();
     assert_eq!(shown["hash"], hash.as_str());
     assert!(shown["handlers"]["provider"].is_null());
-    // The stored document is exactly what hashes to the protocol's hash.
-    let document = shown["document"].as_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("p.md"), document).unwrap();
-    let output = run(concord()
-        .args(["protocol", "hash"])
-        .arg(dir.path().join("p.md")));
+    // `--document` prints the stored document alone, exactly what hashes to the hash.
+    let document = protocols(requester.path(), &["show", prefix, "--document"]);
+    assert_eq!(document.code, 0, "{}", document.stderr);
+    assert_eq!(document.stdout, shown["document"].as_str().unwrap());
+    let output = run_with_stdin(&["protocol", "hash"], document.stdout);
     assert_eq!(output.stdout.trim(), hash);
 
     let output = protocols(

@@ -123,3 +123,22 @@ fn a_document_that_is_not_a_protocol_is_refused() {
         serde_json::json!([])
     );
 }
+
+#[test]
+fn an_action_other_than_the_one_the_protocol_fixes_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let document = dir.path().join("product-info.md");
+    std::fs::write(&document, drafted_protocol()).unwrap();
+    run(registry(data.path())
+        .args(["add", URI])
+        .arg(&document)
+        .args(["--action", "getPrice"]))
+    .fails(
+        1,
+        "the protocol is for the action `getProductInfo`, not `getPrice`",
+    );
+    // The action it fixes needs no --action.
+    let output = run(registry(data.path()).args(["add", URI]).arg(&document));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+}

@@ -4,20 +4,14 @@
 mod support;
 
 use std::ffi::OsStr;
+use std::path::PathBuf;
 
 use support::*;
 
 #[test]
 fn the_example_configuration_serves_until_ctrl_c() {
     let data = tempfile::tempdir().unwrap();
-    let served = Served::start(&[
-        OsStr::new("--config"),
-        example_config().as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--data-dir"),
-        data.path().as_os_str(),
-    ]);
+    let served = Served::example(data.path());
     assert!(
         served.url.starts_with("http://127.0.0.1:"),
         "{}",
@@ -109,108 +103,189 @@ fn a_configured_consensus_protocol_is_advertised_and_selected() {
 }
 
 #[test]
-fn a_port_in_use_is_an_error_that_names_it() {
-    let first = Served::start(&[
-        OsStr::new("--config"),
-        example_config().as_os_str(),
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--data-dir"),
-        tempfile::tempdir().unwrap().path().as_os_str(),
-    ]);
+fn what_serve_cannot_do_exits_2_saying_it_once() {
+    let first_data = tempfile::tempdir().unwrap();
+    let first = Served::example(first_data.path());
     let taken = first
         .url
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_owned();
     let data = tempfile::tempdir().unwrap();
-    let output = run(concord()
-        .args(["serve", "--config"])
-        .arg(example_config())
-        .args(["--listen", &taken, "--data-dir"])
-        .arg(data.path()));
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains(&format!("cannot serve on {taken}")),
+    let serve = |listen: &str, data_dir: &std::path::Path| {
+        run(concord()
+            .args(["serve", "--config"])
+            .arg(example_config())
+            .args(["--listen", listen, "--data-dir"])
+            .arg(data_dir))
+    };
+    // A port in use.
+    let output = serve(&taken, data.path());
+    output.fails(2, &format!("cannot serve on {taken}: "));
+    assert_eq!(
+        output.stderr.matches("Address already in use").count(),
+        1,
+        "{}",
+        output.stderr
+    );
+    // Not an address.
+    let output = serve("8080", data.path());
+    output.fails(2, "cannot serve on 8080: ");
+    assert_eq!(
+        output.stderr.matches("invalid socket address").count(),
+        1,
+        "{}",
+        output.stderr
+    );
+    // A store that cannot be created (its directory would be under a file).
+    let file = data.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let output = serve("127.0.0.1:0", &file.join("store"));
+    output.fails(2, "cannot create the data directory");
+    assert_eq!(
+        output.stderr.matches("cannot create").count(),
+        1,
         "{}",
         output.stderr
     );
 }
 
 #[test]
-fn bad_configurations_exit_1_naming_the_key() {
-    let cases: &[(&str, &str)] = &[
+fn the_description_carries_the_configured_id() {
+    let id = "urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71";
+    let text = config_text("").replace(
+        "title = \"Test shop\"",
+        &format!("title = \"Test shop\"\nid = {id:?}"),
+    );
+    let (_dir, config) = write_config(&text);
+    let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    assert!(
+        served.banner.contains(&format!("id:          {id}\n")),
+        "{}",
+        served.banner
+    );
+    let description = http_get(&served.description);
+    let thing: serde_json::Value = serde_json::from_str(&description).unwrap();
+    assert_eq!(thing["id"], id, "{thing:#}");
+    assert_eq!(thing["title"], "Test shop");
+    // What is served is a valid description.
+    let output = run_with_stdin(&["describe", "validate", "-"], description);
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+}
+
+#[test]
+fn a_command_path_is_relative_to_the_configuration_wherever_serve_runs() {
+    // The configuration is in a directory below the working directory; its command is a
+    // path relative to it, and the command runs in that directory.
+    let cwd = tempfile::tempdir().unwrap();
+    let agent = cwd.path().join("agent");
+    std::fs::create_dir(&agent).unwrap();
+    let script = agent.join("product-info.sh");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/product-info.sh"),
+        &script,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let text = config_text("").replace(
+        &format!(
+            "command = \"sh\", args = [{:?}]",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/product-info.sh")
+                .display()
+                .to_string()
+        ),
+        "command = \"./product-info.sh\"",
+    );
+    assert!(text.contains("./product-info.sh"), "{text}");
+    std::fs::write(agent.join("agent.toml"), text).unwrap();
+    let served = Served::start_in(
+        cwd.path(),
+        &[OsStr::new("--config"), OsStr::new("agent/agent.toml")],
+    );
+    let requester = tempfile::tempdir().unwrap();
+    let output = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path());
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    assert_eq!(output.json()["output"]["productName"], "Mouse");
+}
+
+#[test]
+fn bad_configurations_exit_1_naming_the_key_in_one_line() {
+    let in_agent = |line: &str| {
+        config_text("").replace(
+            "title = \"Test shop\"",
+            &format!("title = \"Test shop\"\n{line}"),
+        )
+    };
+    let cases: Vec<(String, &str)> = vec![
         (
-            "[limits]\ncall_timeout = \"soon\"\n",
+            config_text("[limits]\ncall_timeout = \"soon\"\n"),
             "\"soon\" is not a duration",
         ),
         (
-            "[limits]\nmax_sessions = 0\n",
+            config_text("[limits]\nmax_sessions = 0\n"),
             "`limits.max_sessions`: must be greater than zero",
         ),
-        ("[limits]\nmax_session = 3\n", "unknown field `max_session`"),
         (
-            "[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"CONCORD_TEST_UNSET_KEY\"\n",
+            config_text("[limits]\nmax_session = 3\n"),
+            "line 16, column 1: unknown field `max_session`, expected one of",
+        ),
+        (
+            in_agent("titel = \"Typo\""),
+            "line 3, column 1: unknown field `titel`, expected one of `title`, `id`, `description`",
+        ),
+        (
+            config_text("[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"CONCORD_TEST_UNSET_KEY\"\n"),
             "`llm.api_key_env`: the environment variable CONCORD_TEST_UNSET_KEY is not set",
         ),
         (
-            "[[consensus]]\nuri = \"u\"\ndocument = \"missing.md\"\n",
+            config_text("[[consensus]]\nuri = \"u\"\ndocument = \"missing.md\"\n"),
             "`consensus[0].document`: cannot read",
         ),
         (
-            "[[actions]]\nname = \"getProductInfo\"\ninput = true\noutput = true\nhttp = { url = \"http://127.0.0.1:9/\" }\n",
+            config_text("[[actions]]\nname = \"getProductInfo\"\ninput = true\noutput = true\nhttp = { url = \"http://127.0.0.1:9/\" }\n"),
             "`actions[1].name`: the action `getProductInfo` is configured twice",
         ),
+        (
+            in_agent("id = \"shop 1\""),
+            "`agent.id`: `id` contains U+0020, which a URI must percent-encode",
+        ),
+        (
+            in_agent("id = \"shops/1\""),
+            "`agent.id`: `id` is a relative reference",
+        ),
+        (
+            config_text("").replace("command = \"sh\"", "command = \"concord-no-such-command\""),
+            "`actions[0].exec.command`: `concord-no-such-command` is not a command found in PATH",
+        ),
+        (
+            config_text("").replace("command = \"sh\"", "command = \"bin/missing.sh\""),
+            "missing.sh is not an executable file",
+        ),
+        ("[agent]\ntitle = \n".to_owned(), "line 2, column 9: "),
+        ("[agent]\n".to_owned(), "missing field `title`"),
+        (
+            "[agent]\ntitle = \"T\"\n[[actions]]\nname = \"a\"\ninput = true\noutput = true\n".to_owned(),
+            "`actions[0]`: the action `a` has no backend: give `exec` or `http`",
+        ),
     ];
-    for (extra, expected) in cases {
-        let (_dir, config) = temp_config(extra);
+    for (text, expected) in cases {
+        let (_dir, config) = write_config(&text);
         let output = run(concord().arg("serve").arg("--config").arg(&config));
-        assert_eq!(output.code, 1, "{extra}: {}", output.stderr);
+        output.fails(1, expected);
         assert!(
-            output.stderr.contains(expected) && output.stderr.contains("agent.toml"),
-            "{extra}: {:?} does not say {expected:?}",
+            output
+                .stderr
+                .starts_with(&format!("concord: {}: ", config.display())),
+            "{}",
             output.stderr
         );
     }
-    // A syntax error names the line.
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agent.toml");
-    std::fs::write(&config, "[agent]\ntitle = \n").unwrap();
-    let output = run(concord().arg("serve").arg("--config").arg(&config));
-    assert_eq!(output.code, 1, "{}", output.stderr);
-    assert!(output.stderr.contains("line 2"), "{}", output.stderr);
-    // A missing title, a missing backend.
-    std::fs::write(&config, "[agent]\n").unwrap();
-    let output = run(concord().arg("serve").arg("--config").arg(&config));
-    assert_eq!(output.code, 1);
-    assert!(
-        output.stderr.contains("missing field `title`"),
-        "{}",
-        output.stderr
-    );
-    std::fs::write(
-        &config,
-        "[agent]\ntitle = \"T\"\n[[actions]]\nname = \"a\"\ninput = true\noutput = true\n",
-    )
-    .unwrap();
-    let output = run(concord().arg("serve").arg("--config").arg(&config));
-    assert_eq!(output.code, 1);
-    assert!(
-        output
-            .stderr
-            .contains("`actions[0]`: the action `a` has no backend: give `exec` or `http`"),
-        "{}",
-        output.stderr
-    );
     // A file that cannot be read: the command cannot run.
-    let output = run(concord()
+    let dir = tempfile::tempdir().unwrap();
+    run(concord()
         .arg("serve")
         .arg("--config")
-        .arg(dir.path().join("nowhere.toml")));
-    assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("cannot read it"),
-        "{}",
-        output.stderr
-    );
+        .arg(dir.path().join("nowhere.toml")))
+    .fails(2, "nowhere.toml: cannot read it");
 }

@@ -29,12 +29,15 @@ pub struct Context {
 }
 
 /// Why bytes are not a context.
+///
+/// Like every error of this crate, its message says everything, causes included, and it
+/// has no [`source`](std::error::Error::source): a chain printed in full says each once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ContextError {
     /// Not JSON (the error carries line and column).
     #[error("context is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// JSON, but not an array.
     #[error("a context must be a JSON array of messages, found {found}")]
     NotAnArray {
@@ -42,13 +45,19 @@ pub enum ContextError {
         found: &'static str,
     },
     /// One message is invalid.
-    #[error("message at /{index}: {source}")]
+    #[error("message at /{index}: {cause}")]
     Message {
         /// Its position in the array, from 0 (the JSON pointer is `/{index}`).
         index: usize,
         /// What is wrong with it.
-        source: MessageError,
+        cause: MessageError,
     },
+}
+
+impl From<serde_json::Error> for ContextError {
+    fn from(error: serde_json::Error) -> Self {
+        Self::Json(error)
+    }
 }
 
 /// Two messages of one identity that cannot be merged, such as a `push` onto an object.
@@ -115,7 +124,7 @@ impl Context {
             .into_iter()
             .enumerate()
             .map(|(index, item)| {
-                Message::from_value(item).map_err(|source| ContextError::Message { index, source })
+                Message::from_value(item).map_err(|cause| ContextError::Message { index, cause })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { messages })

@@ -324,12 +324,12 @@ pub enum MessageError {
         field: String,
     },
     /// `kind`, `_instance` or `peer` is not a valid name.
-    #[error("`{field}`: {source}")]
+    #[error("`{field}`: {cause}")]
     BadName {
         /// The key.
         field: &'static str,
         /// Why the name is invalid.
-        source: NameError,
+        cause: NameError,
     },
     /// `role` is not `system`, `user` or `assistant`.
     #[error("unknown role `{0}` (expected system, user or assistant)")]
@@ -527,9 +527,9 @@ fn peer_from_map(mut map: Map<String, Value>) -> Result<PeerText, MessageError> 
         message_type: "peer",
         field: "peer",
     })?;
-    let peer = PeerLabel::new(&peer).map_err(|source| MessageError::BadName {
+    let peer = PeerLabel::new(&peer).map_err(|cause| MessageError::BadName {
         field: "peer",
-        source,
+        cause,
     })?;
     let text = take_string(&mut map, "text")?.ok_or(MessageError::MissingField {
         message_type: "peer",
@@ -567,9 +567,9 @@ fn take_meta(map: &mut Map<String, Value>) -> Result<Meta, MessageError> {
     let description = take_string(map, "description")?;
     let instance = take_string(map, "_instance")?
         .map(|id| {
-            InstanceId::new(&id).map_err(|source| MessageError::BadName {
+            InstanceId::new(&id).map_err(|cause| MessageError::BadName {
                 field: "_instance",
-                source,
+                cause,
             })
         })
         .transpose()?;
@@ -617,9 +617,9 @@ fn data_from_map(mut map: Map<String, Value>) -> Result<DataMessage, MessageErro
     })?;
     reject_leftovers("data", map)?;
     let kind = match (&meta.kind, &meta.output_path) {
-        (Some(name), _) => Kind::new(name).map_err(|source| MessageError::BadName {
+        (Some(name), _) => Kind::new(name).map_err(|cause| MessageError::BadName {
             field: "kind",
-            source,
+            cause,
         })?,
         (None, Some(path)) => path.kind().clone(),
         (None, None) => Kind::data(),
@@ -660,9 +660,9 @@ fn shorthand_from_map(
             Value::Object(map)
         }
     };
-    let kind = Kind::new(message_type).map_err(|source| MessageError::BadName {
+    let kind = Kind::new(message_type).map_err(|cause| MessageError::BadName {
         field: "type",
-        source,
+        cause,
     })?;
     build(kind, data, meta)
 }

@@ -88,9 +88,9 @@ impl OutputWrite {
         if let Some(instance) = meta("_instance")? {
             write.instance =
                 Some(
-                    InstanceId::new(instance).map_err(|source| MessageError::BadName {
+                    InstanceId::new(instance).map_err(|cause| MessageError::BadName {
                         field: "_instance",
-                        source,
+                        cause,
                     })?,
                 );
         }

@@ -144,12 +144,12 @@ pub enum MissingReason {
 #[non_exhaustive]
 pub enum SubstituteError {
     /// A string starting with `†` is not a valid expression.
-    #[error("{pointer}: {source}")]
+    #[error("{pointer}: {cause}")]
     Expression {
         /// JSON pointer to the string.
         pointer: String,
         /// The parse error.
-        source: Box<ExpressionError>,
+        cause: Box<ExpressionError>,
     },
     /// The context itself cannot be merged.
     #[error(transparent)]
@@ -246,9 +246,9 @@ impl<'c> Reader<'c> {
         Ok(match value {
             Value::String(text) if Expression::is_expression_text(text) => {
                 let expression =
-                    Expression::parse(text).map_err(|source| SubstituteError::Expression {
+                    Expression::parse(text).map_err(|cause| SubstituteError::Expression {
                         pointer: pointer.clone(),
-                        source: Box::new(source),
+                        cause: Box::new(cause),
                     })?;
                 match self.resolve(&expression)? {
                     Ok(resolved) => resolved,

@@ -111,6 +111,21 @@ Schema: {
     );
 }
 
+/// Chapter 008's user after the status update: `status` reads the written
+/// value, `name` the older one.
+fn assert_user_status_written(context: &Context) {
+    let read = |text: &str| {
+        context
+            .resolve(&View::Global, &text.parse().unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        read("†data.user.status"),
+        Resolution::Ready(json!("inactive"))
+    );
+    assert_eq!(read("†data.user.name"), Resolution::Ready(json!("Alex")));
+}
+
 /// Chapter 008's example: an output appended, then both paths read back
 /// newest to oldest.
 #[test]
@@ -135,16 +150,7 @@ fn chapter_008_append_and_resolve() {
             "_outputPath": "†data.user.status", "_call": call, "_date": "2025-10-26T12:00:00Z"
         })
     );
-    let read = |text: &str| {
-        context
-            .resolve(&View::Global, &text.parse().unwrap())
-            .unwrap()
-    };
-    assert_eq!(
-        read("†data.user.status"),
-        Resolution::Ready(json!("inactive"))
-    );
-    assert_eq!(read("†data.user.name"), Resolution::Ready(json!("Alex")));
+    assert_user_status_written(&context);
     // The LLM sees the merged value, without the hidden _call and _date.
     let chat = context.render(&View::Global).unwrap();
     assert_eq!(
@@ -167,14 +173,5 @@ fn chapter_008_wrapped_output_message_reads_the_same() {
         .as_bytes(),
     )
     .unwrap();
-    let read = |text: &str| {
-        context
-            .resolve(&View::Global, &text.parse().unwrap())
-            .unwrap()
-    };
-    assert_eq!(
-        read("†data.user.status"),
-        Resolution::Ready(json!("inactive"))
-    );
-    assert_eq!(read("†data.user.name"), Resolution::Ready(json!("Alex")));
+    assert_user_status_written(&context);
 }

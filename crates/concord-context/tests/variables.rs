@@ -237,13 +237,15 @@ fn malformed_references_in_values_are_errors_with_pointers() {
     let error = context()
         .substitute(&View::Global, &json!({"x": ["†state..a"]}))
         .unwrap_err();
-    let SubstituteError::Expression { pointer, source } = &error else {
+    let SubstituteError::Expression { pointer, cause } = &error else {
         panic!("{error}")
     };
     assert_eq!(pointer, "/x/0");
-    assert_eq!(source.at, 9);
+    assert_eq!(cause.at, 9);
     assert_eq!(
         error.to_string(),
         "/x/0: invalid variable expression `†state..a` at byte 9: empty path segment"
     );
+    // The message says the cause; no source repeats it.
+    assert!(std::error::Error::source(&error).is_none());
 }

@@ -4,9 +4,10 @@
 use std::fmt;
 
 use concord_negotiate::{TestCase, TestCases};
-use concord_sandbox::{Function, Handler, SandboxError};
+use concord_sandbox::{Function, SandboxError};
 use serde_json::Value;
 
+use crate::code::HandlerCode;
 use crate::contract::{self, request_argument, response_argument};
 use crate::diff::{diff, Difference};
 use crate::expect::{self, Underivable};
@@ -70,8 +71,8 @@ use crate::wire::{self, WireError};
 /// ```
 pub struct CaseRunner<'a> {
     verifier: &'a Verifier,
-    requester: Option<(&'a mut Handler, &'a Local)>,
-    provider: Option<(&'a mut Handler, &'a Local)>,
+    requester: Option<(&'a mut dyn HandlerCode, &'a Local)>,
+    provider: Option<(&'a mut dyn HandlerCode, &'a Local)>,
 }
 
 impl fmt::Debug for CaseRunner<'_> {
@@ -226,9 +227,10 @@ impl<'a> CaseRunner<'a> {
         }
     }
 
-    /// Runs `handler` as the side `local` describes (its role decides which steps it
-    /// takes). A second side of the same role replaces the first.
-    pub fn with_side(mut self, handler: &'a mut Handler, local: &'a Local) -> Self {
+    /// Runs `handler` (a [`Code`](crate::Code) or a sandboxed
+    /// [`Handler`](concord_sandbox::Handler)) as the side `local` describes (its role
+    /// decides which steps it takes). A second side of the same role replaces the first.
+    pub fn with_side(mut self, handler: &'a mut dyn HandlerCode, local: &'a Local) -> Self {
         match local {
             Local::Requester(_) => self.requester = Some((handler, local)),
             Local::Provider(_) => self.provider = Some((handler, local)),
@@ -284,7 +286,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(argument) => match produce(
                     verifier,
-                    handler,
+                    &mut **handler,
                     Function::EncodeRequest,
                     &argument,
                     &case.request,
@@ -304,7 +306,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(expected) => {
                     match compare(
-                        handler,
+                        &mut **handler,
                         Function::DecodeRequest,
                         &request,
                         &expected.to_value(),
@@ -327,7 +329,7 @@ impl<'a> CaseRunner<'a> {
                     let argument = response_argument(&id, &outcome);
                     match produce(
                         verifier,
-                        handler,
+                        &mut **handler,
                         Function::EncodeResponse,
                         &argument,
                         &case.response,
@@ -346,7 +348,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(expected) => {
                     if let Err(problem) = compare(
-                        handler,
+                        &mut **handler,
                         Function::DecodeResponse,
                         &response,
                         &expected.to_value(),
@@ -364,7 +366,7 @@ impl<'a> CaseRunner<'a> {
 /// received on the other side.
 fn produce(
     verifier: &Verifier,
-    handler: &mut Handler,
+    handler: &mut dyn HandlerCode,
     function: Function,
     argument: &Value,
     expected: &Value,
@@ -405,7 +407,7 @@ fn produce(
 
 /// Calls a decode function and compares its result with the expected one.
 fn compare(
-    handler: &mut Handler,
+    handler: &mut dyn HandlerCode,
     function: Function,
     message: &Value,
     expected: &Value,

@@ -9,12 +9,13 @@ use concord_context::PeerLabel;
 use concord_llm::{ChatRequest, LlmClient};
 use concord_llm::{LlmError, UsageSummary};
 use concord_negotiate::{DeterministicNegotiator, ProtocolDocument, TestCases};
-use concord_sandbox::{Limits, Role, Sandbox, SandboxError};
+use concord_sandbox::{Limits, Role, SandboxError};
 #[cfg(feature = "llm")]
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cases::CaseRunner;
+use crate::code::Code;
 use crate::envelope::Envelope;
 use crate::local::Local;
 #[cfg(feature = "llm")]
@@ -30,9 +31,10 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 
 /// Writes handler modules: templates first, an LLM when no template fits.
 ///
-/// Every module is verified before it is returned: it must load in the sandbox for its
-/// role and pass the test cases for its side (the negotiated ones; without them, when the
-/// protocol has schemas, the cases the deterministic negotiator drafts from them).
+/// Every module is verified before it is returned, as it will run ([`Code::load`]: the
+/// template natively, an LLM's module in the sandbox): it must load for its role and pass
+/// the test cases for its side (the negotiated ones; without them, when the protocol has
+/// schemas, the cases the deterministic negotiator drafts from them).
 ///
 /// ```
 /// use concord_handlers::{Generator, Local, Origin};
@@ -412,15 +414,16 @@ impl Generator {
         })
     }
 
-    /// Loads a module for the job's role and runs the cases for its side.
+    /// Loads a module for the job's side as it will run ([`Code::load`]: our template
+    /// natively, anything else in the sandbox) and runs the cases for its side.
     fn check(&self, job: &Job<'_>, source: &str) -> Result<(), AttemptFailure> {
-        let mut handler = Sandbox::load(source, job.local.role(), self.limits.clone())
+        let mut code = Code::load(source, job.document, job.local, self.limits.clone())
             .map_err(AttemptFailure::Load)?;
         let Some(cases) = &job.cases else {
             return Ok(());
         };
         let report = CaseRunner::new(&job.verifier)
-            .with_side(&mut handler, job.local)
+            .with_side(&mut code, job.local)
             .run(cases);
         match report.fix_error_report() {
             None => Ok(()),
@@ -431,8 +434,6 @@ impl Generator {
 
 /// One generation: the protocol, our side, its verifier and the cases to pass.
 struct Job<'a> {
-    /// For the prompt.
-    #[cfg(feature = "llm")]
     document: &'a ProtocolDocument,
     local: &'a Local,
     verifier: Verifier,
@@ -446,7 +447,6 @@ impl<'a> Job<'a> {
         cases: Option<&TestCases>,
     ) -> Result<Self, SchemaError> {
         Ok(Self {
-            #[cfg(feature = "llm")]
             document,
             local,
             verifier: Verifier::new(document)?,

@@ -45,6 +45,17 @@
 //! otherwise asks an LLM (up to [`MAX_ATTEMPTS`], each told the previous attempt's
 //! failures), reporting which path wrote the module ([`Origin`]) and what the LLM cost.
 //!
+//! # Running modules: natively when they are our template
+//!
+//! A template is decided once, as data (a plan of its constants, mapping tables and
+//! functions, statement by statement), and that one plan has two back ends: the module's
+//! JavaScript ([`template`], [`Template::source`]: what is stored, shown and verified) and a
+//! native executor ([`Template::call`]) with the same results and the same errors.
+//! [`Code::load`] runs a module natively exactly when its text is byte for byte our
+//! template for the protocol and our side, and in the sandbox otherwise (LLM-written,
+//! peer-supplied, edited or older modules). [`Requester`], [`Provider`], [`CaseRunner`] and
+//! [`Generator`] take a [`Code`], so a template is verified by the test cases as it runs.
+//!
 //! # Cargo features
 //!
 //! - `llm` (default): the LLM path of [`Generator`], with `concord-llm`'s HTTP client and
@@ -65,6 +76,7 @@
 #![cfg_attr(not(feature = "llm"), allow(rustdoc::broken_intra_doc_links))]
 
 mod cases;
+mod code;
 mod contract;
 mod diff;
 mod envelope;
@@ -82,6 +94,7 @@ mod verify;
 pub mod wire;
 
 pub use cases::{CaseReport, CaseRunner, CaseStep, CasesReport, Failure, Problem};
+pub use code::{Code, HandlerCode};
 pub use contract::{ContractViolation, ErrorStatus, Incoming, Outcome, Reply};
 pub use diff::{diff, Difference};
 pub use expect::Underivable;
@@ -90,7 +103,7 @@ pub use generate::{
 };
 pub use local::Local;
 pub use runtime::{Provider, Requester, RuntimeError};
-pub use template::{template, NoTemplate};
+pub use template::{template, NoTemplate, Template};
 pub use verify::{Direction, InvalidMessage, SchemaError, Verifier};
 pub use wire::WireError;
 

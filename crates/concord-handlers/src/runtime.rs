@@ -1,15 +1,20 @@
 //! The message path at run time: the runtime's side of the contract, around a loaded
 //! handler. Every message out is produced by the handler, checked against the schema and
 //! encoded; every message in is size-checked, decoded, checked, then given to the handler.
+//! A handler that runs natively ([`Code::is_native`]) is called without building the
+//! contract's argument objects; what it returns is read exactly as the contract reads a
+//! sandboxed handler's answer.
 
 use std::sync::Arc;
 
-use concord_sandbox::{Function, Handler, Role, SandboxError};
-use serde_json::Value;
+use concord_sandbox::{Function, Role, SandboxError};
+use serde_json::{json, Value};
 
+use crate::code::Code;
 use crate::contract::{
     self, request_argument, response_argument, ContractViolation, Incoming, Outcome, Reply,
 };
+use crate::template::Decoded;
 use crate::verify::{Direction, InvalidMessage, Verifier};
 use crate::wire::{self, WireError};
 
@@ -60,9 +65,9 @@ pub enum RuntimeError {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use concord_handlers::{template, Local, Reply, Requester, Verifier};
+/// use concord_handlers::{template, Code, Local, Reply, Requester, Verifier};
 /// use concord_negotiate::{canonical_protocol, ActionSpec, Need, ProtocolDocument};
-/// use concord_sandbox::{Limits, Role, Sandbox};
+/// use concord_sandbox::Limits;
 /// use serde_json::json;
 /// use std::time::Duration;
 ///
@@ -74,8 +79,8 @@ pub enum RuntimeError {
 /// };
 /// let document = ProtocolDocument::parse(&canonical_protocol(&action, Duration::from_secs(15)))?;
 /// let local = Local::requester_for(&action);
-/// let handler = Sandbox::load(&template(&document, &local)?, Role::Requester, Limits::default())?;
-/// let mut requester = Requester::new(handler, Arc::new(Verifier::new(&document)?))?;
+/// let code = Code::load(&template(&document, &local)?, &document, &local, Limits::default())?;
+/// let mut requester = Requester::new(code, Arc::new(Verifier::new(&document)?))?;
 ///
 /// let bytes = requester.encode_request("Xk3uQ9aTz0LmB7vc", &json!({"productId": "P1"}))?;
 /// assert_eq!(bytes, br#"{"messageId":"Xk3uQ9aTz0LmB7vc","type":"REQUEST","action":"getPrice","productId":"P1"}"#);
@@ -87,18 +92,20 @@ pub enum RuntimeError {
 /// ```
 #[derive(Debug)]
 pub struct Requester {
-    handler: Handler,
+    code: Code,
     verifier: Arc<Verifier>,
 }
 
 impl Requester {
-    /// The requester path around a handler loaded as [`Role::Requester`].
+    /// The requester path around a handler loaded as [`Role::Requester`]: a [`Code`], or a
+    /// sandboxed [`Handler`](concord_sandbox::Handler).
     ///
     /// # Errors
     /// [`RuntimeError::WrongRole`].
-    pub fn new(handler: Handler, verifier: Arc<Verifier>) -> Result<Self, RuntimeError> {
-        check_role(&handler, Role::Requester)?;
-        Ok(Self { handler, verifier })
+    pub fn new(code: impl Into<Code>, verifier: Arc<Verifier>) -> Result<Self, RuntimeError> {
+        let code = code.into();
+        check_role(&code, Role::Requester)?;
+        Ok(Self { code, verifier })
     }
 
     /// The request message for `input`, encoded for the wire. `message_id` is the runtime's
@@ -112,13 +119,18 @@ impl Requester {
         message_id: &str,
         input: &Value,
     ) -> Result<Vec<u8>, RuntimeError> {
-        let argument = request_argument(message_id, input);
-        produce(
-            &mut self.handler,
-            &self.verifier,
-            Function::EncodeRequest,
-            &argument,
-        )
+        let function = Function::EncodeRequest;
+        let produced = match self.code.native() {
+            Some(native) => native
+                .encode_request(message_id, input)
+                .map_err(|source| RuntimeError::Handler { function, source }),
+            None => call(
+                &mut self.code,
+                function,
+                &request_argument(message_id, input),
+            ),
+        }?;
+        send(&self.verifier, function, produced)
     }
 
     /// What a received response means: the output or the error status, with the message
@@ -128,14 +140,34 @@ impl Requester {
     /// [`RuntimeError::Wire`], [`RuntimeError::InvalidIncoming`],
     /// [`RuntimeError::Handler`], [`RuntimeError::Contract`].
     pub fn decode_response(&mut self, bytes: &[u8]) -> Result<Reply, RuntimeError> {
-        let message = receive(&self.handler, &self.verifier, Direction::Response, bytes)?;
-        let value = call(&mut self.handler, Function::DecodeResponse, &message)?;
-        Ok(Reply::from_value(&value)?)
+        let message = receive(&self.code, &self.verifier, Direction::Response, bytes)?;
+        let function = Function::DecodeResponse;
+        let Some(native) = self.code.native() else {
+            let value = call(&mut self.code, function, &message)?;
+            return Ok(Reply::from_value(&value)?);
+        };
+        match native
+            .decode_response(&message)
+            .map_err(|source| RuntimeError::Handler { function, source })?
+        {
+            Decoded::Output { message_id, output } => Ok(Reply::Output { message_id, output }),
+            Decoded::Error {
+                message_id,
+                code,
+                message,
+            } => {
+                // Read as the contract reads any handler's error (its code must be an
+                // integer).
+                let value =
+                    json!({"messageId": message_id, "error": {"code": code, "message": message}});
+                Ok(Reply::from_value(&value)?)
+            }
+        }
     }
 
-    /// The handler (its limits, or a clone for another thread).
-    pub fn handler(&self) -> &Handler {
-        &self.handler
+    /// The handler code (its limits, or a copy for another thread).
+    pub fn code(&self) -> &Code {
+        &self.code
     }
 }
 
@@ -143,18 +175,20 @@ impl Requester {
 /// response bytes.
 #[derive(Debug)]
 pub struct Provider {
-    handler: Handler,
+    code: Code,
     verifier: Arc<Verifier>,
 }
 
 impl Provider {
-    /// The provider path around a handler loaded as [`Role::Provider`].
+    /// The provider path around a handler loaded as [`Role::Provider`]: a [`Code`], or a
+    /// sandboxed [`Handler`](concord_sandbox::Handler).
     ///
     /// # Errors
     /// [`RuntimeError::WrongRole`].
-    pub fn new(handler: Handler, verifier: Arc<Verifier>) -> Result<Self, RuntimeError> {
-        check_role(&handler, Role::Provider)?;
-        Ok(Self { handler, verifier })
+    pub fn new(code: impl Into<Code>, verifier: Arc<Verifier>) -> Result<Self, RuntimeError> {
+        let code = code.into();
+        check_role(&code, Role::Provider)?;
+        Ok(Self { code, verifier })
     }
 
     /// The message id and action input of a received request.
@@ -163,9 +197,16 @@ impl Provider {
     /// [`RuntimeError::Wire`], [`RuntimeError::InvalidIncoming`],
     /// [`RuntimeError::Handler`], [`RuntimeError::Contract`].
     pub fn decode_request(&mut self, bytes: &[u8]) -> Result<Incoming, RuntimeError> {
-        let message = receive(&self.handler, &self.verifier, Direction::Request, bytes)?;
-        let value = call(&mut self.handler, Function::DecodeRequest, &message)?;
-        Ok(Incoming::from_value(&value)?)
+        let message = receive(&self.code, &self.verifier, Direction::Request, bytes)?;
+        let function = Function::DecodeRequest;
+        let Some(native) = self.code.native() else {
+            let value = call(&mut self.code, function, &message)?;
+            return Ok(Incoming::from_value(&value)?);
+        };
+        let (message_id, input) = native
+            .decode_request(&message)
+            .map_err(|source| RuntimeError::Handler { function, source })?;
+        Ok(Incoming { message_id, input })
     }
 
     /// The response to the request `message_id`, encoded for the wire.
@@ -178,53 +219,49 @@ impl Provider {
         message_id: &str,
         outcome: &Outcome,
     ) -> Result<Vec<u8>, RuntimeError> {
-        let argument = response_argument(message_id, outcome);
-        produce(
-            &mut self.handler,
-            &self.verifier,
-            Function::EncodeResponse,
-            &argument,
-        )
+        let function = Function::EncodeResponse;
+        let produced = match self.code.native() {
+            Some(native) => native
+                .encode_response(message_id, outcome)
+                .map_err(|source| RuntimeError::Handler { function, source }),
+            None => call(
+                &mut self.code,
+                function,
+                &response_argument(message_id, outcome),
+            ),
+        }?;
+        send(&self.verifier, function, produced)
     }
 
-    /// The handler (its limits, or a clone for another thread).
-    pub fn handler(&self) -> &Handler {
-        &self.handler
+    /// The handler code (its limits, or a copy for another thread).
+    pub fn code(&self) -> &Code {
+        &self.code
     }
 }
 
-fn check_role(handler: &Handler, expected: Role) -> Result<(), RuntimeError> {
-    if handler.role() == expected {
+fn check_role(code: &Code, expected: Role) -> Result<(), RuntimeError> {
+    if code.role() == expected {
         Ok(())
     } else {
         Err(RuntimeError::WrongRole {
             expected,
-            actual: handler.role(),
+            actual: code.role(),
         })
     }
 }
 
-fn call(
-    handler: &mut Handler,
-    function: Function,
-    argument: &Value,
-) -> Result<Value, RuntimeError> {
-    handler
-        .call(function, argument)
+fn call(code: &mut Code, function: Function, argument: &Value) -> Result<Value, RuntimeError> {
+    code.call(function, argument)
         .map_err(|source| RuntimeError::Handler { function, source })
 }
 
-fn produce(
-    handler: &mut Handler,
-    verifier: &Verifier,
-    function: Function,
-    argument: &Value,
-) -> Result<Vec<u8>, RuntimeError> {
+/// A message an encode function produced, checked against the schema and encoded.
+fn send(verifier: &Verifier, function: Function, produced: Value) -> Result<Vec<u8>, RuntimeError> {
     let direction = match function {
         Function::EncodeRequest => Direction::Request,
         _ => Direction::Response,
     };
-    let message = contract::message(call(handler, function, argument)?, function)?;
+    let message = contract::message(produced, function)?;
     verifier
         .check(direction, &message)
         .map_err(RuntimeError::InvalidOutgoing)?;
@@ -233,12 +270,12 @@ fn produce(
 }
 
 fn receive(
-    handler: &Handler,
+    code: &Code,
     verifier: &Verifier,
     direction: Direction,
     bytes: &[u8],
 ) -> Result<Value, RuntimeError> {
-    let message = wire::decode(verifier.encoding(), bytes, handler.limits().input_bytes)
+    let message = wire::decode(verifier.encoding(), bytes, code.limits().input_bytes)
         .map_err(|source| RuntimeError::Wire { direction, source })?;
     verifier
         .check(direction, &message)

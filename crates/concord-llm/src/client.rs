@@ -415,10 +415,10 @@ impl LlmClient {
                 timeout: self.shared.config.request_timeout,
                 attempts,
             },
-            Failure::Transport(source) => LlmError::Transport {
+            Failure::Transport(error) => LlmError::Transport {
                 url,
                 attempts,
-                source,
+                cause: error.without_url(),
             },
             Failure::Final(error) => error,
         }

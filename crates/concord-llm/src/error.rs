@@ -5,6 +5,9 @@ use std::time::Duration;
 /// An error from configuring or calling an LLM.
 ///
 /// No variant ever holds the API key: server text quoted in an error has the key removed.
+///
+/// The message says everything, the underlying error included, and there is no
+/// [`source`](std::error::Error::source): a chain printed in full says each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LlmError {
@@ -25,8 +28,8 @@ pub enum LlmError {
     },
 
     /// The request could not be encoded as JSON.
-    #[error("the chat request cannot be encoded as JSON")]
-    InvalidRequest(#[source] serde_json::Error),
+    #[error("the chat request cannot be encoded as JSON: {0}")]
+    InvalidRequest(serde_json::Error),
 
     /// The server answered with an HTTP error status (after any retries).
     #[error("{url} answered HTTP {status} (attempt {attempts}): {body}")]
@@ -59,15 +62,14 @@ pub enum LlmError {
     /// Only with the `client` feature: nothing else talks to a server.
     #[cfg(feature = "client")]
     #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-    #[error("could not talk to {url} (attempt {attempts})")]
+    #[error("could not talk to {url} (attempt {attempts}): {}", with_causes(.cause))]
     Transport {
         /// The URL called.
         url: String,
         /// Attempts made.
         attempts: u32,
-        /// What failed.
-        #[source]
-        source: reqwest::Error,
+        /// What failed (without the URL, which `url` gives).
+        cause: reqwest::Error,
     },
 
     /// The server's answer is not a chat completion.
@@ -105,6 +107,24 @@ pub struct ContentError {
     pub column: usize,
     /// The start of the answer.
     pub excerpt: String,
+}
+
+/// `error` and the errors under it as one text, `what: why: why`: a reqwest error's own
+/// message names only the step that failed (sending the request, reading the body), the
+/// errors under it say why (connection refused, TLS, ...).
+#[cfg(feature = "client")]
+fn with_causes(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        next = cause.source();
+    }
+    text
 }
 
 /// The first `limit` bytes (at most) of `bytes` as text, cut at a character boundary, with

@@ -13,9 +13,10 @@ impl ActionSpec {
         Self {
             name: name.to_owned(),
             description: affordance
+                .annotations
                 .description
                 .clone()
-                .or_else(|| affordance.title.clone())
+                .or_else(|| affordance.annotations.title.clone())
                 .unwrap_or_default(),
             input: schema(affordance.input.as_ref().map(|input| input.to_json())),
             output: schema(affordance.output.as_ref().map(|output| output.to_json())),

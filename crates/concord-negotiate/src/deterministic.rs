@@ -13,7 +13,7 @@ use crate::action::{
 };
 use crate::document::ProtocolDocument;
 use crate::naming::key;
-use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step, StepRecord};
+use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step};
 use crate::test_cases::{TestCase, TestCases};
 use crate::validation::ProtocolSchemas;
 
@@ -363,7 +363,7 @@ impl Negotiator for DeterministicNegotiator {
     ) -> Result<Decided<String>, NegotiateError> {
         let start = Instant::now();
         let value = self.draft_now(need, peer_action)?;
-        Ok(decided(Step::Draft, start, value))
+        Ok(Decided::deterministic(Step::Draft, start, value))
     }
 
     async fn judge(
@@ -372,7 +372,7 @@ impl Negotiator for DeterministicNegotiator {
         candidate: &str,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        Ok(decided(
+        Ok(Decided::deterministic(
             Step::Judge,
             start,
             self.judge_now(context, candidate),
@@ -385,7 +385,7 @@ impl Negotiator for DeterministicNegotiator {
     ) -> Result<Decided<String>, NegotiateError> {
         let start = Instant::now();
         let value = self.draft_test_cases_now(protocol)?;
-        Ok(decided(Step::DraftTestCases, start, value))
+        Ok(Decided::deterministic(Step::DraftTestCases, start, value))
     }
 
     async fn judge_test_cases(
@@ -394,7 +394,7 @@ impl Negotiator for DeterministicNegotiator {
         test_cases: &str,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        Ok(decided(
+        Ok(Decided::deterministic(
             Step::JudgeTestCases,
             start,
             self.judge_test_cases_now(protocol, test_cases),
@@ -408,18 +408,11 @@ impl Negotiator for DeterministicNegotiator {
         our_messages: &[Value],
     ) -> Result<Decided<FixDecision>, NegotiateError> {
         let start = Instant::now();
-        Ok(decided(
+        Ok(Decided::deterministic(
             Step::Diagnose,
             start,
             self.diagnose_now(protocol, our_messages),
         ))
-    }
-}
-
-fn decided<T>(step: Step, start: Instant, value: T) -> Decided<T> {
-    Decided {
-        value,
-        record: StepRecord::deterministic(step, start.elapsed()),
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use concord_proto::ProtocolHash;
 use serde_json::Value;
 
-use crate::markdown::{first_json, line_column, normalise, sections, Section};
+use crate::markdown::{first_json, normalise, sections, Section};
 
 /// How application messages of a protocol are encoded on the wire.
 #[derive(
@@ -387,15 +387,11 @@ fn schema_in(
         Some(Ok(found)) if found.value.is_object() => Ok(found.value),
         Some(Ok(_)) => Err(DocumentError::SchemaNotObject { section: name }),
         Some(Err(fault)) => {
-            let (start_line, start_column) = line_column(text, section.body_offset + fault.start);
+            let (line, column) = fault.position_in(text, section.body_offset);
             Err(DocumentError::SchemaJson {
                 section: name,
-                line: start_line + fault.line - 1,
-                column: if fault.line == 1 {
-                    start_column + fault.column - 1
-                } else {
-                    fault.column
-                },
+                line,
+                column,
                 message: fault.message,
             })
         }

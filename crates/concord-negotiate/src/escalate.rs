@@ -9,7 +9,7 @@ use crate::action::{ActionSpec, Need};
 use crate::deterministic::DeterministicNegotiator;
 use crate::document::ProtocolDocument;
 use crate::llm::LlmNegotiator;
-use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step, StepRecord};
+use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step};
 use crate::test_cases::TestCases;
 use crate::validation::ProtocolSchemas;
 
@@ -63,13 +63,6 @@ fn has_usable_schemas(protocol: &ProtocolDocument) -> bool {
     ProtocolSchemas::compile(protocol).is_ok()
 }
 
-fn settled<T>(step: Step, start: Instant, value: T) -> Decided<T> {
-    Decided {
-        value,
-        record: StepRecord::deterministic(step, start.elapsed()),
-    }
-}
-
 /// The LLM's answer (or failure), its wall time counted from the start of the deterministic attempt.
 fn escalated<T>(
     start: Instant,
@@ -97,7 +90,7 @@ impl Negotiator for EscalatingNegotiator {
     ) -> Result<Decided<String>, NegotiateError> {
         let start = Instant::now();
         match self.rules.draft_now(need, peer_action) {
-            Ok(candidate) => Ok(settled(Step::Draft, start, candidate)),
+            Ok(candidate) => Ok(Decided::deterministic(Step::Draft, start, candidate)),
             Err(NegotiateError::CannotDraft { .. }) => {
                 escalated(start, self.llm.draft(need, peer_action).await)
             }
@@ -113,7 +106,7 @@ impl Negotiator for EscalatingNegotiator {
         let start = Instant::now();
         if is_schema_built(candidate) {
             let decision = self.rules.judge_now(context, candidate);
-            Ok(settled(Step::Judge, start, decision))
+            Ok(Decided::deterministic(Step::Judge, start, decision))
         } else {
             escalated(start, self.llm.judge(context, candidate).await)
         }
@@ -126,7 +119,7 @@ impl Negotiator for EscalatingNegotiator {
         let start = Instant::now();
         if has_usable_schemas(protocol) {
             let cases = self.rules.draft_test_cases_now(protocol)?;
-            Ok(settled(Step::DraftTestCases, start, cases))
+            Ok(Decided::deterministic(Step::DraftTestCases, start, cases))
         } else {
             escalated(start, self.llm.draft_test_cases(protocol).await)
         }
@@ -140,7 +133,11 @@ impl Negotiator for EscalatingNegotiator {
         let start = Instant::now();
         if has_usable_schemas(protocol) && TestCases::parse(test_cases).is_ok() {
             let decision = self.rules.judge_test_cases_now(protocol, test_cases);
-            Ok(settled(Step::JudgeTestCases, start, decision))
+            Ok(Decided::deterministic(
+                Step::JudgeTestCases,
+                start,
+                decision,
+            ))
         } else {
             escalated(start, self.llm.judge_test_cases(protocol, test_cases).await)
         }
@@ -155,7 +152,7 @@ impl Negotiator for EscalatingNegotiator {
         let start = Instant::now();
         if has_usable_schemas(protocol) {
             let decision = self.rules.diagnose_now(protocol, our_messages);
-            Ok(settled(Step::Diagnose, start, decision))
+            Ok(Decided::deterministic(Step::Diagnose, start, decision))
         } else {
             escalated(
                 start,

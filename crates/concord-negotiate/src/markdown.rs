@@ -100,6 +100,19 @@ pub(crate) struct JsonFault {
     pub message: String,
 }
 
+impl JsonFault {
+    /// 1-based line and column of the fault in `document`, when the searched text began at
+    /// byte `searched_from` of it.
+    pub(crate) fn position_in(&self, document: &str, searched_from: usize) -> (usize, usize) {
+        let (line, column) = line_column(document, searched_from + self.start);
+        if self.line == 1 {
+            (line, column + self.column - 1)
+        } else {
+            (line + self.line - 1, self.column)
+        }
+    }
+}
+
 /// The first JSON object or array in `text` (and `null`): inside a ```json fence if there
 /// is one, else the first `{`/`[` that starts a value, else a bare `null` line. Trailing
 /// prose after the value is ignored.
@@ -143,7 +156,7 @@ fn null_line(text: &str) -> Option<usize> {
 }
 
 /// 1-based line and column of byte `offset` in `text`.
-pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before

@@ -1,7 +1,7 @@
 //! The interface both negotiators implement, and the accounting of who decided what.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use concord_proto::{Decision, FixDecision};
 use serde_json::Value;
@@ -95,6 +95,16 @@ pub struct Decided<T> {
     pub record: StepRecord,
 }
 
+impl<T> Decided<T> {
+    /// `value`, decided by the rules (no LLM) in `step`, which began at `start`.
+    pub(crate) fn deterministic(step: Step, start: Instant, value: T) -> Self {
+        Self {
+            value,
+            record: StepRecord::deterministic(step, start.elapsed()),
+        }
+    }
+}
+
 /// The accounting of a whole negotiation: every step, and totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Accounting {
@@ -154,6 +164,9 @@ pub enum JudgeContext<'a> {
 }
 
 /// Why a policy could not take a step. (A rejection is a [`Decision`], not an error.)
+///
+/// Like every error of this crate, its message says everything, causes included, and it
+/// has no [`source`](std::error::Error::source): a chain printed in full says each once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NegotiateError {
@@ -167,10 +180,10 @@ pub enum NegotiateError {
     },
     /// A protocol document we hold (not a peer's) does not parse.
     #[error("protocol document: {0}")]
-    Document(#[from] DocumentError),
+    Document(DocumentError),
     /// Test cases we hold do not parse.
     #[error("test cases: {0}")]
-    TestCases(#[from] TestCasesError),
+    TestCases(TestCasesError),
     /// A protocol's JSON Schema does not compile.
     #[error("the {which} schema is not a valid JSON Schema: {message}")]
     Schema {
@@ -184,6 +197,18 @@ pub enum NegotiateError {
     #[cfg(feature = "llm")]
     #[error("LLM: {0}")]
     Llm(Box<LlmStepError>),
+}
+
+impl From<DocumentError> for NegotiateError {
+    fn from(error: DocumentError) -> Self {
+        Self::Document(error)
+    }
+}
+
+impl From<TestCasesError> for NegotiateError {
+    fn from(error: TestCasesError) -> Self {
+        Self::TestCases(error)
+    }
 }
 
 /// A negotiation policy: what to say at each step. The session state machine decides

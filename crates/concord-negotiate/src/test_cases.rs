@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::document::pretty;
-use crate::markdown::{first_json, line_column, normalise, sections};
+use crate::markdown::{first_json, normalise, sections};
 
 /// One test case.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -149,16 +149,12 @@ impl TestCases {
                             Some(Ok(found)) => found.value,
                             Some(Err(fault)) => {
                                 let (line, column) =
-                                    line_column(text, section.body_offset + start + fault.start);
+                                    fault.position_in(text, section.body_offset + start);
                                 return Err(TestCasesError::Json {
                                     case: name,
                                     part: part_name,
-                                    line: line + fault.line - 1,
-                                    column: if fault.line == 1 {
-                                        column + fault.column - 1
-                                    } else {
-                                        fault.column
-                                    },
+                                    line,
+                                    column,
                                     message: fault.message,
                                 });
                             }

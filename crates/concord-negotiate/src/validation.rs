@@ -103,6 +103,11 @@ impl ProtocolSchemas {
 }
 
 fn violations(validator: &jsonschema::Validator, message: &Value) -> Vec<SchemaViolation> {
+    // Valid messages (nearly all of them) are told apart without collecting errors, which
+    // costs several times more.
+    if validator.is_valid(message) {
+        return Vec::new();
+    }
     validator
         .iter_errors(message)
         .map(|error| SchemaViolation {

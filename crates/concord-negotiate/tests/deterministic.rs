@@ -2,49 +2,12 @@
 //! defaultable fields, reject on missing required fields or type clashes; test cases
 //! drafted and judged; error reports diagnosed. Same inputs, same output.
 
-use concord_negotiate::{
-    ActionSpec, DeterministicNegotiator, JudgeContext, Need, ProtocolDocument, TestCases,
-};
+mod support;
+
+use concord_negotiate::{DeterministicNegotiator, JudgeContext, Need, ProtocolDocument, TestCases};
 use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Value};
-
-const SEED_FULL: &str = include_str!("fixtures/seed-product-info.zh.md");
-const SEED_CASES: &str = include_str!("fixtures/seed-test-cases.zh.md");
-
-fn product_action() -> ActionSpec {
-    ActionSpec {
-        name: "getProductInfo".into(),
-        description: "Get product information by id or name.".into(),
-        input: json!({
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string", "description": "The unique identifier for a product"},
-                "productName": {"type": "string", "description": "The name of the product"}
-            },
-            "required": ["productId"]
-        }),
-        output: json!({
-            "title": "ProductInfo",
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"},
-                "productDescription": {"type": "string"},
-                "price": {"type": "number"},
-                "currency": {"type": "string"}
-            },
-            "required": ["productId", "productName", "productDescription", "price", "currency"]
-        }),
-    }
-}
-
-fn need() -> Need {
-    Need {
-        action: "getProductInfo".into(),
-        input: None,
-        output: None,
-    }
-}
+use support::{need, product_action, SEED_CASES, SEED_FULL};
 
 fn provider_judges(candidate: &str) -> Decision {
     let actions = [product_action()];

@@ -1,13 +1,12 @@
 //! The seeds' own protocol and test-case examples, as written, and English/fenced variants.
 
+mod support;
+
 use std::time::Duration;
 
 use concord_negotiate::{DocumentError, Encoding, ProtocolDocument, TestCases, TestCasesError};
 use serde_json::json;
-
-const SEED_FULL: &str = include_str!("fixtures/seed-product-info.zh.md");
-const SEED_BASED_ON: &str = include_str!("fixtures/seed-based-on-uri.zh.md");
-const SEED_CASES: &str = include_str!("fixtures/seed-test-cases.zh.md");
+use support::{SEED_BASED_ON, SEED_CASES, SEED_FULL};
 
 #[test]
 fn the_seed_full_candidate_parses_into_its_two_schemas() {

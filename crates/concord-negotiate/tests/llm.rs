@@ -3,6 +3,8 @@
 //! the provider's capability tool, validation of what the model writes, peer text kept
 //! in fenced data, accounting, and escalation from the deterministic negotiator.
 
+mod support;
+
 use std::time::Duration;
 
 use concord_llm::{Backoff, LlmClient, LlmConfig, LlmError};
@@ -14,10 +16,7 @@ use concord_negotiate::{
 };
 use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Value};
-
-const SEED_FULL: &str = include_str!("fixtures/seed-product-info.zh.md");
-const SEED_BASED_ON: &str = include_str!("fixtures/seed-based-on-uri.zh.md");
-const SEED_CASES: &str = include_str!("fixtures/seed-test-cases.zh.md");
+use support::{need, product_action, SEED_BASED_ON, SEED_CASES, SEED_FULL};
 
 /// A candidate in prose only: nothing the rules can read.
 const PROSE_CANDIDATE: &str =
@@ -40,47 +39,12 @@ fn negotiator(server: &ScriptServer) -> LlmNegotiator {
     LlmNegotiator::new(LlmClient::new(config(server)).unwrap())
 }
 
-fn product_action() -> ActionSpec {
-    ActionSpec {
-        name: "getProductInfo".into(),
-        description: "Get product information by id.".into(),
-        input: json!({
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string", "description": "The unique identifier for a product"},
-                "productName": {"type": "string", "description": "The name of the product"}
-            },
-            "required": ["productId"]
-        }),
-        output: json!({
-            "title": "ProductInfo",
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"},
-                "productDescription": {"type": "string"},
-                "price": {"type": "number"},
-                "currency": {"type": "string"}
-            },
-            "required": ["productId", "productName", "productDescription", "price", "currency"]
-        }),
-    }
-}
-
 fn weather_action() -> ActionSpec {
     ActionSpec {
         name: "getWeather".into(),
         description: "Weather forecast for a city.".into(),
         input: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
         output: json!({"title": "Forecast", "type": "object", "properties": {"celsius": {"type": "number"}}}),
-    }
-}
-
-fn need() -> Need {
-    Need {
-        action: "getProductInfo".into(),
-        input: None,
-        output: None,
     }
 }
 
@@ -110,6 +74,23 @@ async fn provider_judges(
     let actions = [weather_action(), product_action()];
     negotiator
         .judge(JudgeContext::Provider { actions: &actions }, candidate)
+        .await
+}
+
+/// Judges `candidate` as the requester of the product action, for our need.
+async fn requester_judges(
+    negotiator: &LlmNegotiator,
+    candidate: &str,
+) -> Result<concord_negotiate::Decided<Decision>, NegotiateError> {
+    let (our_need, peer_action) = (need(), product_action());
+    negotiator
+        .judge(
+            JudgeContext::Requester {
+                need: &our_need,
+                peer_action: &peer_action,
+            },
+            candidate,
+        )
         .await
 }
 
@@ -172,20 +153,9 @@ async fn the_requester_judge_and_the_draft_ask_for_json_without_tools() {
     .await
     .unwrap();
     let negotiator = negotiator(&server).with_peer("did:wba:example.com:bob".parse().unwrap());
-    let peer_action = product_action();
-    let our_need = need();
-    let decided = negotiator
-        .judge(
-            JudgeContext::Requester {
-                need: &our_need,
-                peer_action: &peer_action,
-            },
-            SEED_FULL,
-        )
-        .await
-        .unwrap();
+    let decided = requester_judges(&negotiator, SEED_FULL).await.unwrap();
     assert_eq!(decided.value, Decision::Accept);
-    let drafted = negotiator.draft(&our_need, &peer_action).await.unwrap();
+    let drafted = negotiator.draft(&need(), &product_action()).await.unwrap();
     assert_eq!(drafted.value, product_protocol());
 
     for request in server.requests() {
@@ -268,16 +238,7 @@ async fn malformed_json_then_a_good_answer_is_used() {
     ])
     .await
     .unwrap();
-    let peer_action = product_action();
-    let our_need = need();
-    let decided = negotiator(&server)
-        .judge(
-            JudgeContext::Requester {
-                need: &our_need,
-                peer_action: &peer_action,
-            },
-            SEED_FULL,
-        )
+    let decided = requester_judges(&negotiator(&server), SEED_FULL)
         .await
         .unwrap();
     assert_eq!(decided.value, Decision::Accept);
@@ -302,16 +263,7 @@ async fn malformed_json_twice_is_a_typed_failure() {
     ])
     .await
     .unwrap();
-    let peer_action = product_action();
-    let our_need = need();
-    let error = negotiator(&server)
-        .judge(
-            JudgeContext::Requester {
-                need: &our_need,
-                peer_action: &peer_action,
-            },
-            SEED_FULL,
-        )
+    let error = requester_judges(&negotiator(&server), SEED_FULL)
         .await
         .unwrap_err();
     let failed = expect_failure(error);

@@ -8,11 +8,10 @@ use std::time::Duration;
 use concord_context::PeerLabel;
 use concord_handlers::wire;
 use concord_handlers::{
-    diff, CaseRunner, Direction, ErrorStatus, Generator, Local, Origin, Outcome, Provider, Reply,
-    Requester, RuntimeError, Verifier,
+    diff, CaseRunner, Code, Direction, ErrorStatus, Generator, Local, Origin, Outcome, Provider,
+    Reply, Requester, RuntimeError, Verifier,
 };
 use concord_negotiate::{ActionSpec, Need, ProtocolDocument, TestCase, TestCases};
-use concord_sandbox::{Handler, Sandbox};
 use serde_json::Value;
 
 use crate::action::ActionError;
@@ -62,11 +61,13 @@ pub struct CodeInfo {
     pub tokens_out: u64,
     /// Wall time of the generation.
     pub wall: Duration,
+    /// Whether the code runs natively (it is our template) rather than in the sandbox.
+    pub native: bool,
 }
 
 /// Our handler's copy with what it needs to run test cases on another thread.
 pub(crate) struct CaseCheck {
-    handler: Handler,
+    code: Code,
     verifier: Arc<Verifier>,
     local: Local,
 }
@@ -75,7 +76,7 @@ impl CaseCheck {
     /// Runs `cases` on our side: the fix-error report when our code fails them.
     pub(crate) fn run(mut self, cases: &TestCases) -> Option<String> {
         CaseRunner::new(&self.verifier)
-            .with_side(&mut self.handler, &self.local)
+            .with_side(&mut self.code, &self.local)
             .run(cases)
             .fix_error_report()
     }
@@ -86,12 +87,22 @@ enum Path {
     Provider(Provider),
 }
 
+impl Path {
+    fn code(&self) -> &Code {
+        match self {
+            Path::Requester(requester) => requester.code(),
+            Path::Provider(provider) => provider.code(),
+        }
+    }
+}
+
 /// Our code for one protocol and role, as a session holds it. Every session of a node that
 /// runs the same handler for the same protocol shares one [`Loaded`] through the node's
 /// [`CodeCache`]: the compiled schemas and the engines, so a node with many sessions keeps
 /// one or two warm engines per protocol instead of one per session, and a session whose
 /// protocol is already in use starts without loading it. Sharing is safe because the
-/// sandbox isolates every call from every other one.
+/// sandbox isolates every call from every other one, and a template run natively keeps no
+/// state at all. (Our template runs natively, with no engine: see [`Code::load`].)
 pub(crate) struct ProtocolCode {
     loaded: Arc<Loaded>,
 }
@@ -112,6 +123,10 @@ struct Loaded {
     /// The response's data fields (outside the envelope), from its schema.
     payload_fields: Option<Vec<String>>,
     input_limit: usize,
+    /// The protocol, parsed, for loading more engines.
+    parsed: ProtocolDocument,
+    /// Whether the code runs natively (our template).
+    native: bool,
     /// Engines not running a call now; as many as ever ran calls at once.
     idle: Mutex<Vec<Path>>,
 }
@@ -122,7 +137,13 @@ impl Loaded {
         let idle = lock(&self.idle).pop();
         let path = match idle {
             Some(path) => path,
-            None => load_engine(&self.source, &self.local, &self.verifier, &self.limits)?,
+            None => load_engine(
+                &self.source,
+                &self.parsed,
+                &self.local,
+                &self.verifier,
+                &self.limits,
+            )?,
         };
         Ok(Engine {
             loaded: self,
@@ -146,20 +167,23 @@ impl Drop for Engine<'_> {
     }
 }
 
+/// Our code loaded for one call at a time: natively when it is our template (its plan, no
+/// engine), else in a sandbox engine of its own.
 fn load_engine(
     source: &str,
+    document: &ProtocolDocument,
     local: &Local,
     verifier: &Arc<Verifier>,
     limits: &concord_sandbox::Limits,
 ) -> Result<Path, String> {
-    let handler = Sandbox::load(source, local.role(), limits.clone())
+    let code = Code::load(source, document, local, limits.clone())
         .map_err(|error| format!("the handler module does not load: {error}"))?;
-    Ok(match local.role() {
-        concord_sandbox::Role::Requester => Path::Requester(
-            Requester::new(handler, Arc::clone(verifier)).map_err(|e| e.to_string())?,
-        ),
+    Ok(match code.role() {
+        concord_sandbox::Role::Requester => {
+            Path::Requester(Requester::new(code, Arc::clone(verifier)).map_err(|e| e.to_string())?)
+        }
         concord_sandbox::Role::Provider => {
-            Path::Provider(Provider::new(handler, Arc::clone(verifier)).map_err(|e| e.to_string())?)
+            Path::Provider(Provider::new(code, Arc::clone(verifier)).map_err(|e| e.to_string())?)
         }
     })
 }
@@ -233,7 +257,11 @@ impl Loaded {
         limits: &concord_sandbox::Limits,
     ) -> Result<Self, String> {
         let verifier = Arc::new(Verifier::new(document).map_err(|error| error.to_string())?);
-        let path = load_engine(&source, &local, &verifier, limits)?;
+        let path = load_engine(&source, document, &local, &verifier, limits)?;
+        let native = path.code().is_native();
+        if native {
+            tracing::debug!("our handler is the template: it runs natively");
+        }
         let convention = &document.error_convention;
         let code_at = convention
             .code_pointer
@@ -272,6 +300,8 @@ impl Loaded {
             message_at,
             payload_fields,
             input_limit: limits.input_bytes,
+            parsed: document.clone(),
+            native,
             idle: Mutex::new(vec![path]),
         })
     }
@@ -286,6 +316,11 @@ impl ProtocolCode {
     /// The action the protocol calls.
     pub(crate) fn action(&self) -> &str {
         &self.loaded.action
+    }
+
+    /// Whether our code runs natively (it is our template) rather than in the sandbox.
+    pub(crate) fn is_native(&self) -> bool {
+        self.loaded.native
     }
 
     /// Requester: the request for `input`, encoded for the wire.
@@ -530,13 +565,12 @@ impl ProtocolCode {
     /// A copy of our handler to run the agreed cases on, away from the session.
     pub(crate) fn case_check(&self) -> Result<CaseCheck, String> {
         let engine = self.loaded.engine()?;
-        let handler = match &engine.path {
-            Some(Path::Requester(requester)) => requester.handler(),
-            Some(Path::Provider(provider)) => provider.handler(),
+        let code = match &engine.path {
+            Some(path) => path.code(),
             None => return Err("no engine".to_owned()),
         };
         Ok(CaseCheck {
-            handler: handler.try_clone().map_err(|error| error.to_string())?,
+            code: code.try_clone().map_err(|error| error.to_string())?,
             verifier: Arc::clone(&self.loaded.verifier),
             local: self.loaded.local.clone(),
         })
@@ -712,6 +746,13 @@ pub(crate) async fn generate(
         .generate(&document, &local, cases.as_ref())
         .await
         .map_err(|error| error.to_string())?;
+    let code = shared.code.load(
+        text,
+        &document,
+        local,
+        generated.source,
+        &shared.handler_limits,
+    )?;
     let info = CodeInfo {
         origin: match generated.origin {
             Origin::Template => "template".to_owned(),
@@ -722,14 +763,8 @@ pub(crate) async fn generate(
         tokens_in: generated.usage.prompt_tokens,
         tokens_out: generated.usage.completion_tokens,
         wall: generated.usage.wall_time,
+        native: code.is_native(),
     };
-    let code = shared.code.load(
-        text,
-        &document,
-        local,
-        generated.source,
-        &shared.handler_limits,
-    )?;
     Ok((code, info))
 }
 
@@ -786,6 +821,14 @@ mod tests {
         assert!(Arc::ptr_eq(&first.loaded, &second.loaded));
         let other = load(&format!("{source}\n"));
         assert!(!Arc::ptr_eq(&first.loaded, &other.loaded));
+        // Our template runs natively; a module that is not byte for byte our template (as
+        // here, one newline more) runs in the sandbox, with the same answers.
+        assert!(first.is_native());
+        assert!(!other.is_native());
+        assert_eq!(
+            other.write_response("m1", Ok(json!(12.5))).unwrap(),
+            first.write_response("m1", Ok(json!(12.5))).unwrap()
+        );
 
         // Two calls at once take two engines; both stay for the next calls.
         {

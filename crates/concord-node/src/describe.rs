@@ -34,6 +34,9 @@ pub(crate) async fn description(shared: &Shared, base_url: &str) -> Result<Vec<u
         meta.consensus_protocols = Some(consensus);
     }
     let mut builder = ThingBuilder::agent(shared.persona.title.clone()).base(base_url);
+    if let Some(id) = &shared.id {
+        builder = builder.id(id.clone());
+    }
     if let Some(description) = &shared.persona.description {
         builder = builder.description(description.clone());
     }
@@ -51,6 +54,23 @@ pub(crate) async fn description(shared: &Shared, base_url: &str) -> Result<Vec<u
         .build()
         .map_err(|invalid| invalid.to_string())?;
     serde_json::to_vec_pretty(&thing).map_err(|error| error.to_string())
+}
+
+/// Checks a description `id` the way the served description will be checked: `Err` says
+/// what is wrong with it (it must be an absolute URI).
+pub(crate) fn check_id(title: &str, id: &str) -> Result<(), String> {
+    ThingBuilder::agent(title)
+        .id(id)
+        .build()
+        .map(drop)
+        .map_err(|invalid| {
+            let reason = invalid
+                .report
+                .errors()
+                .next()
+                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone());
+            format!("the description's id {id:?}: {reason}")
+        })
 }
 
 /// `http://host:port/` → `ws://host:port/concord` (`https` → `wss`).

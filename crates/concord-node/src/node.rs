@@ -114,6 +114,8 @@ pub struct Node {
 /// Everything a node's sessions share.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The description's `id` (a URI), when one is set.
+    pub(crate) id: Option<String>,
     pub(crate) persona: Persona,
     pub(crate) actions: Actions,
     pub(crate) store: SharedStore,
@@ -229,6 +231,7 @@ enum StoreChoice {
 /// ```
 pub struct NodeBuilder {
     title: String,
+    id: Option<String>,
     description: Option<String>,
     actions: Actions,
     store: StoreChoice,
@@ -241,6 +244,7 @@ impl std::fmt::Debug for NodeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeBuilder")
             .field("title", &self.title)
+            .field("id", &self.id)
             .field("actions", &self.actions)
             .finish_non_exhaustive()
     }
@@ -250,6 +254,7 @@ impl NodeBuilder {
     fn new(title: String) -> Self {
         Self {
             title,
+            id: None,
             description: None,
             actions: Actions::default(),
             store: StoreChoice::Default,
@@ -257,6 +262,30 @@ impl NodeBuilder {
             limits: Limits::default(),
             handler_limits: concord_sandbox::Limits::default(),
         }
+    }
+
+    /// The agent's identifier, its description's `id`: an absolute URI such as
+    /// `urn:uuid:…` or `https://agents.example/shop`. Default: none (the description is
+    /// known by its URL alone).
+    ///
+    /// ```
+    /// use concord_node::{Node, NodeError};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Shop")
+    ///     .id("urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71")
+    ///     .data_dir(dir.path())
+    ///     .build();
+    /// assert!(node.is_ok());
+    /// // Not an absolute URI: the builder says so.
+    /// let error = Node::builder("Shop").id("shop 1").data_dir(dir.path()).build().unwrap_err();
+    /// assert!(matches!(error, NodeError::Config(_)));
+    /// assert!(error.to_string().contains("`id`"), "{error}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 
     /// What the agent does, in words (its description's `description`).
@@ -317,11 +346,15 @@ impl NodeBuilder {
     /// Opens the store and builds the node.
     ///
     /// # Errors
-    /// [`NodeError::Config`] for a zero limit or an empty title, [`NodeError::Store`] when
-    /// the store cannot be opened, [`NodeError::Llm`] when the LLM client cannot be built.
+    /// [`NodeError::Config`] for a zero limit, an empty title or an `id` that is not an
+    /// absolute URI, [`NodeError::Store`] when the store cannot be opened,
+    /// [`NodeError::Llm`] when the LLM client cannot be built.
     pub fn build(self) -> Result<Node, NodeError> {
         if self.title.trim().is_empty() {
             return Err(NodeError::Config("the node's title is empty".to_owned()));
+        }
+        if let Some(id) = &self.id {
+            crate::describe::check_id(&self.title, id).map_err(NodeError::Config)?;
         }
         self.limits.validate().map_err(NodeError::Config)?;
         self.handler_limits
@@ -360,6 +393,7 @@ impl NodeBuilder {
         };
         Ok(Node {
             shared: Arc::new(Shared {
+                id: self.id,
                 persona,
                 actions: self.actions,
                 store: SharedStore::new(store),

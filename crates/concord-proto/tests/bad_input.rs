@@ -4,7 +4,7 @@
 mod support;
 
 use concord_proto::{CloseReason, Event, FrameError, MetaError, ProtocolViolation};
-use support::Pair;
+use support::{meta_frame, Pair};
 
 /// Feeds `frame` to a provider that is waiting for the first candidate; returns the
 /// violation it closed with and whether it answered `rejected`.
@@ -15,6 +15,11 @@ fn provider_rejects(frame: &[u8]) -> (ProtocolViolation, bool) {
     let [Event::Closed(CloseReason::Violation(violation))] = events.as_slice() else {
         panic!("expected one violation, got {events:?}");
     };
+    // The message says the cause; no source repeats it.
+    assert!(
+        std::error::Error::source(violation).is_none(),
+        "{violation:?}"
+    );
     let answered = pair
         .provider
         .poll_transmit()
@@ -129,11 +134,4 @@ fn frames_after_close_are_ignored() {
     pair.provider.handle_frame(pair.now, b"\x40anything");
     assert_eq!(pair.provider_events(), vec![]);
     assert_eq!(pair.provider.poll_transmit(), None);
-}
-
-/// A PT 0 frame carrying `json`.
-fn meta_frame(json: &str) -> Vec<u8> {
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(json.as_bytes());
-    frame
 }

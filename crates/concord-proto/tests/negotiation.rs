@@ -10,7 +10,7 @@ use concord_proto::{
     Side, Wait,
 };
 use serde_json::json;
-use support::{From, Pair, PRODUCT_INFO};
+use support::{meta_frame, From, Pair, PRODUCT_INFO};
 
 fn counter(candidate: &str, summary: &str) -> Decision {
     Decision::Counter {
@@ -256,12 +256,20 @@ fn a_peer_passing_the_round_cap_is_rejected() {
     assert_eq!(pair.take_wire().last().unwrap().1["status"], "rejected");
 }
 
+/// The requester's events once it proposed `v1` and the peer answered with `frame`
+/// (a meta message's JSON).
+fn requester_answered_with(frame: &str) -> Vec<Event> {
+    let mut pair = Pair::new();
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    pair.requester.handle_frame(pair.now, &meta_frame(frame));
+    pair.requester_events()
+}
+
 fn provider_receiving(frames: &[&str]) -> Pair {
     let mut pair = Pair::new();
     for frame in frames {
-        let mut bytes = vec![0u8];
-        bytes.extend_from_slice(frame.as_bytes());
-        pair.provider.handle_frame(pair.now, &bytes);
+        pair.provider.handle_frame(pair.now, &meta_frame(frame));
     }
     pair
 }
@@ -273,10 +281,8 @@ fn a_sequence_id_gap_is_answered_with_rejected_and_a_reason() {
     pair.flush();
     pair.provider_events();
     // The provider's counter should carry 1; a peer that skips to 5 is rejected.
-    let bad = br#" {"action":"protocolNegotiation","sequenceId":5,"candidateProtocols":"v2","modificationSummary":"s","status":"negotiating"}"#;
-    let mut frame = bad.to_vec();
-    frame[0] = 0;
-    pair.requester.handle_frame(pair.now, &frame);
+    let bad = r#"{"action":"protocolNegotiation","sequenceId":5,"candidateProtocols":"v2","modificationSummary":"s","status":"negotiating"}"#;
+    pair.requester.handle_frame(pair.now, &meta_frame(bad));
     let violation = ProtocolViolation::SequenceId {
         expected: Some(1),
         got: 5,
@@ -304,10 +310,8 @@ fn a_repeated_sequence_id_is_rejected() {
     ]);
     pair.provider.decide(pair.now, counter("v2", "s")).unwrap();
     pair.provider.poll_transmit();
-    let repeat = br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v3","modificationSummary":"s","status":"negotiating"}"#;
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(repeat);
-    pair.provider.handle_frame(pair.now, &frame);
+    let repeat = r#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v3","modificationSummary":"s","status":"negotiating"}"#;
+    pair.provider.handle_frame(pair.now, &meta_frame(repeat));
     assert_eq!(
         pair.provider_events().last(),
         Some(&Event::Closed(CloseReason::Violation(
@@ -337,16 +341,10 @@ fn a_first_message_must_carry_zero_or_one() {
 
 #[test]
 fn a_counter_without_modification_summary_is_rejected() {
-    let mut pair = Pair::new();
-    pair.requester.propose(pair.now, "v1".into()).unwrap();
-    pair.flush();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v2","status":"negotiating"}"#,
-    );
-    pair.requester.handle_frame(pair.now, &frame);
     assert_eq!(
-        pair.requester_events(),
+        requester_answered_with(
+            r#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v2","status":"negotiating"}"#
+        ),
         vec![Event::Closed(CloseReason::Violation(
             ProtocolViolation::MissingModificationSummary {
                 action: "protocolNegotiation"
@@ -357,16 +355,10 @@ fn a_counter_without_modification_summary_is_rejected() {
 
 #[test]
 fn an_accept_of_a_different_text_is_a_violation() {
-    let mut pair = Pair::new();
-    pair.requester.propose(pair.now, "v1".into()).unwrap();
-    pair.flush();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        br#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v1 but not quite","status":"accepted"}"#,
-    );
-    pair.requester.handle_frame(pair.now, &frame);
     assert_eq!(
-        pair.requester_events(),
+        requester_answered_with(
+            r#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v1 but not quite","status":"accepted"}"#
+        ),
         vec![Event::Closed(CloseReason::Violation(
             ProtocolViolation::AcceptedDifferentText {
                 action: "protocolNegotiation"
@@ -423,16 +415,10 @@ fn requester_times_out_waiting_for_an_answer_and_tells_the_peer() {
 
 #[test]
 fn a_peer_timeout_status_ends_the_negotiation() {
-    let mut pair = Pair::new();
-    pair.requester.propose(pair.now, "v1".into()).unwrap();
-    pair.flush();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        br#"{"action":"protocolNegotiation","sequenceId":1,"status":"timeout"}"#,
-    );
-    pair.requester.handle_frame(pair.now, &frame);
     assert_eq!(
-        pair.requester_events(),
+        requester_answered_with(
+            r#"{"action":"protocolNegotiation","sequenceId":1,"status":"timeout"}"#
+        ),
         vec![Event::Closed(CloseReason::PeerTimedOut)]
     );
 }

@@ -11,7 +11,7 @@ use concord_proto::{
     ProtocolViolation, SessionConfig, SessionError, Side, Wait,
 };
 use serde_json::json;
-use support::{agreement, From, Pair, PRODUCT_INFO};
+use support::{agreement, meta_frame, From, Pair};
 
 /// A pair that has agreed on the product-info protocol; events and wire drained.
 fn agreed(capabilities: Capabilities) -> Pair {
@@ -20,12 +20,7 @@ fn agreed(capabilities: Capabilities) -> Pair {
         SessionConfig::default(),
         SessionConfig::default(),
     );
-    pair.requester
-        .propose(pair.now, PRODUCT_INFO.into())
-        .unwrap();
-    pair.flush();
-    pair.provider.decide(pair.now, Decision::Accept).unwrap();
-    pair.flush();
+    pair.agree();
     pair.requester_events();
     pair.provider_events();
     pair.take_wire();
@@ -218,11 +213,10 @@ fn only_the_requester_opens_test_cases_and_only_when_negotiated() {
         ))
     );
     // A peer that sends it anyway breaks the protocol.
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        br#"{"action":"testCasesNegotiation","testCases":"x","status":"negotiating"}"#,
+    bare.provider.handle_frame(
+        bare.now,
+        &meta_frame(r#"{"action":"testCasesNegotiation","testCases":"x","status":"negotiating"}"#),
     );
-    bare.provider.handle_frame(bare.now, &frame);
     assert_eq!(
         bare.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -432,11 +426,8 @@ fn natural_language_requests_time_out_without_closing() {
 #[test]
 fn an_unsolicited_natural_language_response_is_a_violation() {
     let mut pair = Pair::new();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        br#"{"action":"naturalLanguageNegotiation","type":"RESPONSE","messageId":"abcdefghijklmnop","message":"hi"}"#,
-    );
-    pair.provider.handle_frame(pair.now, &frame);
+    pair.provider
+        .handle_frame(pair.now, &meta_frame(r#"{"action":"naturalLanguageNegotiation","type":"RESPONSE","messageId":"abcdefghijklmnop","message":"hi"}"#));
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(

@@ -6,18 +6,11 @@ mod support;
 
 use concord_proto::{Decision, Event, MetaMessage, ProtocolHash, SessionConfig};
 use serde_json::json;
-use support::{From, Pair, PRODUCT_INFO};
+use support::{meta_frame, From, Pair, PRODUCT_INFO};
 
 fn meta(json: serde_json::Value) -> Vec<u8> {
     // The reference encodes bytes([pt << 6]) + json.dumps(msg).encode() (with spaces).
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(
-        json.to_string()
-            .replace(",", ", ")
-            .replace(":", ": ")
-            .as_bytes(),
-    );
-    frame
+    meta_frame(&json.to_string().replace(",", ", ").replace(":", ": "))
 }
 
 #[test]
@@ -80,12 +73,7 @@ fn our_requester_in_reference_mode_starts_at_one_and_echoes() {
         SessionConfig::reference_compatible(),
         SessionConfig::default(),
     );
-    pair.requester
-        .propose(pair.now, PRODUCT_INFO.into())
-        .unwrap();
-    pair.flush();
-    pair.provider.decide(pair.now, Decision::Accept).unwrap();
-    pair.flush();
+    pair.agree();
     let wire = pair.take_wire();
     assert_eq!(
         wire.iter()

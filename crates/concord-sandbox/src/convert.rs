@@ -336,7 +336,7 @@ impl OutputWalker {
 
 /// A JS number as `JSON.stringify` then `serde_json` would give it back: non-finite numbers
 /// are `null`; integral values in integer range (including `-0`) are integers.
-fn number_value(number: f64) -> Value {
+pub(crate) fn number_value(number: f64) -> Value {
     const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
     if !number.is_finite() {
@@ -354,7 +354,7 @@ fn number_value(number: f64) -> Value {
 }
 
 /// Length of a string's JSON text as `serde_json` writes it (quotes included).
-fn string_len(text: &str) -> usize {
+pub(crate) fn string_len(text: &str) -> usize {
     let needs_escape = |byte: &u8| *byte < 0x20 || *byte == b'"' || *byte == b'\\';
     if !text.as_bytes().iter().any(needs_escape) {
         return text.len() + 2;
@@ -370,7 +370,7 @@ fn string_len(text: &str) -> usize {
     text.len() + 2 + escapes
 }
 
-fn number_len(number: &Number) -> usize {
+pub(crate) fn number_len(number: &Number) -> usize {
     fn digits(mut n: u64) -> usize {
         let mut count = 1;
         while n >= 10 {

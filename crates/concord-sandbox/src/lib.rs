@@ -100,6 +100,7 @@ mod instance;
 mod limits;
 mod memory;
 mod program;
+mod round_trip;
 mod source;
 mod watch;
 
@@ -107,3 +108,4 @@ pub use contract::{Function, Role, UnknownName};
 pub use error::SandboxError;
 pub use handler::{Handler, Sandbox};
 pub use limits::Limits;
+pub use round_trip::{check_input, check_output, property_order, round_trip};

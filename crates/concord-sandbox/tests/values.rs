@@ -229,3 +229,110 @@ function encodeResponse(r) { return r; }
         Ok(json!({"literal": {"toString": "fine", "constructor": "fine"}, "error": "TypeError"}))
     );
 }
+
+mod round_trip {
+    use super::*;
+    use concord_sandbox::{check_input, check_output, round_trip};
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a",
+            "b",
+            "__proto__",
+            "constructor",
+            "0",
+            "1",
+            "7",
+            "10",
+            "01",
+            "-1",
+            "1.5",
+            "2147483647",
+            "2147483648",
+            "4294967294",
+            "4294967295",
+            "",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            prop::sample::select(vec![
+                0.0,
+                -0.0,
+                1.0,
+                0.5,
+                1299.99,
+                1e21,
+                1e20,
+                1.5e-7,
+                2f64.powi(53) + 2.0,
+                2f64.powi(64),
+                -2f64.powi(63),
+                123456789.125,
+            ])
+            .prop_map(|float| json!(float)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[a-z😀\"\\\n]{0,3}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((key(), inner), 0..5)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    const IDENTITY: &str = "function decodeRequest(m) { return m; }
+                            function encodeResponse(r) { return r; }";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// `check_input` and `check_output` refuse exactly what the sandbox refuses: a limit
+        /// of the value's exact size passes, one byte less does not; too deep is too deep.
+        #[test]
+        fn the_caps_are_measured_as_the_sandbox_measures_them(
+            input in value(),
+            nesting in prop::option::weighted(0.2, 120usize..135),
+        ) {
+            let input = match nesting {
+                Some(levels) => (0..levels).fold(input, |inner, _| json!([inner])),
+                None => input,
+            };
+            let size = serde_json::to_string(&input).unwrap().len();
+            for limit in [size, size - 1] {
+                let mut limits = limits();
+                limits.input_bytes = limit;
+                limits.output_bytes = limit;
+                let mut handler = Sandbox::load(IDENTITY, Role::Provider, limits.clone()).unwrap();
+                let sandboxed = handler.call(Function::DecodeRequest, &input);
+                let native = check_input(&input, 0, 0, &limits)
+                    .and_then(|()| check_output(&round_trip(&input), 0, &limits))
+                    .map(|()| round_trip(&input).into_owned());
+                prop_assert_eq!(native, sandboxed);
+            }
+        }
+
+        /// `round_trip` says exactly what the engine gives back, member order included.
+        #[test]
+        fn round_trip_is_what_the_engine_returns(input in value()) {
+            let mut handler = Sandbox::load(IDENTITY, Role::Provider, limits()).unwrap();
+            let returned = handler.call(Function::DecodeRequest, &input).unwrap();
+            prop_assert_eq!(
+                serde_json::to_string(&returned).unwrap(),
+                serde_json::to_string(&round_trip(&input)).unwrap()
+            );
+        }
+    }
+}

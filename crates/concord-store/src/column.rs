@@ -91,7 +91,11 @@ pub(crate) fn int(row: &Row<'_>, column: &'static str) -> Result<i64, ColumnErro
 
 /// A non-negative INTEGER column, as `u64`.
 pub(crate) fn count(row: &Row<'_>, column: &'static str) -> Result<u64, ColumnError> {
-    let number = int(row, column)?;
+    count_value(column, int(row, column)?)
+}
+
+/// A count read from `column` (by a query of its own), as `u64`: a negative one is corrupt.
+pub(crate) fn count_value(column: &'static str, number: i64) -> Result<u64, ColumnError> {
     u64::try_from(number).map_err(|_| ColumnError::new(column, format!("negative count {number}")))
 }
 

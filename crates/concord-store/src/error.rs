@@ -1,4 +1,8 @@
 //! Why a store operation failed: every error names what was wrong and where.
+//!
+//! An error's message says everything, its cause included, and it has no
+//! [`source`](std::error::Error::source): printing an error with its chain shows each
+//! cause once. The underlying I/O or SQLite error stays available in the `cause` field.
 
 use std::path::PathBuf;
 
@@ -17,20 +21,20 @@ pub enum StoreError {
     )]
     NoDataDir,
     /// The data directory could not be created.
-    #[error("cannot create the data directory {path}: {source}")]
+    #[error("cannot create the data directory {path}: {cause}")]
     CreateDir {
         /// The directory.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The database file could not be opened or configured (not SQLite, unreadable, locked…).
-    #[error("cannot open the store {path}: {source}")]
+    #[error("cannot open the store {path}: {cause}")]
     Open {
         /// The database file.
         path: PathBuf,
         /// The SQLite error.
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     /// The file is a SQLite database of some other application.
     #[error("{path} is not a Concord store (application id {application_id:#010x}, or tables of another program)")]
@@ -59,14 +63,14 @@ pub enum StoreError {
         mode: String,
     },
     /// A SQLite error during an operation.
-    #[error("store {path}: {operation}: {source}")]
+    #[error("store {path}: {operation}: {cause}")]
     Sqlite {
         /// The database file.
         path: PathBuf,
         /// What the store was doing.
         operation: &'static str,
         /// The SQLite error.
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     /// A stored protocol's document does not reproduce its hash: it is never used.
     #[error("store {path}: protocol {hash} is corrupt: {corruption}")]

@@ -1,6 +1,9 @@
 //! Handler modules: the JavaScript source that speaks a protocol, one module per role.
 
 use concord_proto::Role;
+use rusqlite::Row;
+
+use crate::column::{self, ColumnError};
 
 /// The handler modules stored with a protocol: JavaScript source per role. A role's module
 /// is absent until it has been generated (or if this node only ever plays the other role).
@@ -44,6 +47,29 @@ impl Handlers {
         self.set(role, source);
         self
     }
+
+    /// The modules of a row that selects the handler columns.
+    pub(crate) fn read(row: &Row<'_>) -> Result<Self, ColumnError> {
+        Ok(Self {
+            requester: column::opt_text(row, handler_column(Role::Requester))?,
+            provider: column::opt_text(row, handler_column(Role::Provider))?,
+        })
+    }
+}
+
+/// The roles whose module a listed row holds, from its `has_requester` and `has_provider`
+/// columns (`requester_handler IS NOT NULL AS has_requester`, ...).
+pub(crate) fn stored_roles(row: &Row<'_>) -> Result<Vec<Role>, ColumnError> {
+    let mut roles = Vec::new();
+    for (role, column) in [
+        (Role::Requester, "has_requester"),
+        (Role::Provider, "has_provider"),
+    ] {
+        if column::int(row, column)? != 0 {
+            roles.push(role);
+        }
+    }
+    Ok(roles)
 }
 
 /// The column holding `role`'s module (same name in every table that stores handlers).

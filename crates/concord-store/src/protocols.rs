@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 
 use crate::column::{self, ColumnError};
 use crate::error::StoreError;
-use crate::handlers::{handler_column, Handlers};
+use crate::handlers::{handler_column, stored_roles, Handlers};
 use crate::integrity::{integrity_of, verify_document, Integrity};
 use crate::prefix;
 use crate::store::Store;
@@ -190,6 +190,7 @@ impl Store {
     /// the stored ones while those left `None` are kept, and `created`, `last_used` and
     /// `use_count` are kept. Saving the document again also repairs a corrupt row.
     pub fn save_protocol(&self, protocol: &NewProtocol) -> Result<ProtocolHash, StoreError> {
+        let sql = self.sqlite("save protocol");
         let hash = protocol.hash();
         let connection = self.connection();
         let mut statement = connection
@@ -206,7 +207,7 @@ impl Store {
                      settlement = excluded.settlement,
                      consensus_uri = excluded.consensus_uri",
             )
-            .map_err(self.sqlite("save protocol"))?;
+            .map_err(&sql)?;
         statement
             .execute(params![
                 hash.to_string(),
@@ -219,41 +220,32 @@ impl Store {
                 protocol.settlement.uri(),
                 now_millis(),
             ])
-            .map_err(self.sqlite("save protocol"))?;
+            .map_err(&sql)?;
         Ok(hash)
     }
 
     /// The protocol stored under `hash`, after checking that its document reproduces the
     /// hash; a document that does not is [`StoreError::CorruptProtocol`].
     pub fn protocol(&self, hash: &ProtocolHash) -> Result<Option<StoredProtocol>, StoreError> {
+        let sql = self.sqlite("read protocol");
         let connection = self.connection();
         let mut statement = connection
             .prepare_cached("SELECT * FROM protocols WHERE hash = ?1")
-            .map_err(self.sqlite("read protocol"))?;
-        let mut rows = statement
-            .query([hash.to_string()])
-            .map_err(self.sqlite("read protocol"))?;
-        let Some(row) = rows.next().map_err(self.sqlite("read protocol"))? else {
+            .map_err(&sql)?;
+        let mut rows = statement.query([hash.to_string()]).map_err(&sql)?;
+        let Some(row) = rows.next().map_err(&sql)? else {
             return Ok(None);
         };
         let corrupt_row = self.corrupt_row(TABLE, hash);
         let raw = column::opt_raw_text(row, "document")
             .map_err(&corrupt_row)?
             .unwrap_or_default();
-        let document =
-            verify_document(hash, raw).map_err(|corruption| StoreError::CorruptProtocol {
-                path: self.path().to_path_buf(),
-                hash: *hash,
-                corruption,
-            })?;
+        let document = self.verified_protocol(hash, raw)?;
         let read = || -> Result<StoredProtocol, ColumnError> {
             Ok(StoredProtocol {
                 hash: *hash,
                 document,
-                handlers: Handlers {
-                    requester: column::opt_text(row, "requester_handler")?,
-                    provider: column::opt_text(row, "provider_handler")?,
-                },
+                handlers: Handlers::read(row)?,
                 test_cases: column::opt_text(row, "test_cases")?,
                 peer: column::text(row, "peer")?,
                 settlement: Settlement::read(row)?,
@@ -268,6 +260,7 @@ impl Store {
     /// Every stored protocol, newest first, with its [`Integrity`]: corrupt entries are
     /// listed (so they can be seen and forgotten) but never used.
     pub fn list_protocols(&self) -> Result<Vec<ProtocolSummary>, StoreError> {
+        let sql = self.sqlite("list protocols");
         let connection = self.connection();
         let mut statement = connection
             .prepare_cached(
@@ -278,30 +271,21 @@ impl Store {
                      test_cases IS NOT NULL AS has_test_cases
                  FROM protocols ORDER BY created_ms DESC, rowid DESC",
             )
-            .map_err(self.sqlite("list protocols"))?;
-        let mut rows = statement.query([]).map_err(self.sqlite("list protocols"))?;
+            .map_err(&sql)?;
+        let mut rows = statement.query([]).map_err(&sql)?;
         let mut summaries = Vec::new();
-        while let Some(row) = rows.next().map_err(self.sqlite("list protocols"))? {
+        while let Some(row) = rows.next().map_err(&sql)? {
             let hash =
                 column::hash(row, "hash").map_err(self.corrupt_row(TABLE, &"(unreadable hash)"))?;
             let read = || -> Result<ProtocolSummary, ColumnError> {
                 let raw = column::opt_raw_text(row, "document")?.unwrap_or_default();
-                let mut handler_roles = Vec::new();
-                for (role, column) in [
-                    (Role::Requester, "has_requester"),
-                    (Role::Provider, "has_provider"),
-                ] {
-                    if column::int(row, column)? != 0 {
-                        handler_roles.push(role);
-                    }
-                }
                 Ok(ProtocolSummary {
                     hash,
                     document_len: raw.len(),
                     integrity: integrity_of(&hash, raw),
                     peer: column::text(row, "peer")?,
                     settlement: Settlement::read(row)?,
-                    handler_roles,
+                    handler_roles: stored_roles(row)?,
                     has_test_cases: column::int(row, "has_test_cases")? != 0,
                     created: column::time(row, "created_ms")?,
                     last_used: column::opt_time(row, "last_used_ms")?,
@@ -325,17 +309,16 @@ impl Store {
         connection: &rusqlite::Connection,
         selector: &str,
     ) -> Result<ProtocolHash, StoreError> {
+        let sql = self.sqlite("resolve hash prefix");
         let prefix = prefix::normalise(selector)?;
         let mut statement = connection
             .prepare_cached(
                 "SELECT hash FROM protocols WHERE hash GLOB ?1 || '*' ORDER BY hash LIMIT 11",
             )
-            .map_err(self.sqlite("resolve hash prefix"))?;
-        let mut rows = statement
-            .query([&prefix])
-            .map_err(self.sqlite("resolve hash prefix"))?;
+            .map_err(&sql)?;
+        let mut rows = statement.query([&prefix]).map_err(&sql)?;
         let mut matches = Vec::new();
-        while let Some(row) = rows.next().map_err(self.sqlite("resolve hash prefix"))? {
+        while let Some(row) = rows.next().map_err(&sql)? {
             matches.push(column::hash(row, "hash").map_err(self.corrupt_row(TABLE, &prefix))?);
         }
         match matches.as_slice() {
@@ -351,14 +334,15 @@ impl Store {
     /// Deletes the protocol named by `selector` (as in [`resolve_protocol`](Self::resolve_protocol))
     /// and returns its hash. Resolving and deleting happen in one transaction.
     pub fn forget_protocol(&self, selector: &str) -> Result<ProtocolHash, StoreError> {
+        let sql = self.sqlite("forget protocol");
         let mut connection = self.connection();
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(self.sqlite("forget protocol"))?;
+            .map_err(&sql)?;
         let hash = self.resolve_in(&tx, selector)?;
         tx.execute("DELETE FROM protocols WHERE hash = ?1", [hash.to_string()])
-            .map_err(self.sqlite("forget protocol"))?;
-        tx.commit().map_err(self.sqlite("forget protocol"))?;
+            .map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
         Ok(hash)
     }
 
@@ -378,13 +362,7 @@ impl Store {
             })
             .map_err(self.sqlite("touch protocol"))?;
         let count = count.ok_or(StoreError::UnknownProtocol { hash: *hash })?;
-        u64::try_from(count).map_err(|_| StoreError::CorruptRow {
-            path: self.path().to_path_buf(),
-            table: TABLE,
-            key: hash.to_string(),
-            column: "use_count",
-            detail: format!("negative count {count}"),
-        })
+        column::count_value("use_count", count).map_err(self.corrupt_row(TABLE, hash))
     }
 
     /// The 0-RTT rule: whether a session in `role` can resume the protocol `hash` — the
@@ -393,17 +371,14 @@ impl Store {
     /// reproduce its hash is [`StoreError::CorruptProtocol`].
     pub fn can_resume(&self, hash: &ProtocolHash, role: Role) -> Result<bool, StoreError> {
         let handler = handler_column(role);
-        let sql = format!(
+        let query = format!(
             "SELECT document, {handler} IS NOT NULL AS has_handler FROM protocols WHERE hash = ?1"
         );
+        let sql = self.sqlite("check protocol");
         let connection = self.connection();
-        let mut statement = connection
-            .prepare_cached(&sql)
-            .map_err(self.sqlite("check protocol"))?;
-        let mut rows = statement
-            .query([hash.to_string()])
-            .map_err(self.sqlite("check protocol"))?;
-        let Some(row) = rows.next().map_err(self.sqlite("check protocol"))? else {
+        let mut statement = connection.prepare_cached(&query).map_err(&sql)?;
+        let mut rows = statement.query([hash.to_string()]).map_err(&sql)?;
+        let Some(row) = rows.next().map_err(&sql)? else {
             return Ok(false);
         };
         let read = || -> Result<(Vec<u8>, bool), ColumnError> {
@@ -413,11 +388,7 @@ impl Store {
             ))
         };
         let (raw, has_handler) = read().map_err(self.corrupt_row(TABLE, hash))?;
-        verify_document(hash, raw).map_err(|corruption| StoreError::CorruptProtocol {
-            path: self.path().to_path_buf(),
-            hash: *hash,
-            corruption,
-        })?;
+        self.verified_protocol(hash, raw)?;
         Ok(has_handler)
     }
 
@@ -431,21 +402,15 @@ impl Store {
         role: Role,
     ) -> Result<Option<ProtocolHash>, StoreError> {
         let handler = handler_column(role);
-        let sql = format!(
+        let query = format!(
             "SELECT hash, document FROM protocols WHERE peer = ?1 AND {handler} IS NOT NULL
              ORDER BY coalesce(last_used_ms, created_ms) DESC, rowid DESC"
         );
+        let sql = self.sqlite("find resumable protocol");
         let connection = self.connection();
-        let mut statement = connection
-            .prepare_cached(&sql)
-            .map_err(self.sqlite("find resumable protocol"))?;
-        let mut rows = statement
-            .query([peer])
-            .map_err(self.sqlite("find resumable protocol"))?;
-        while let Some(row) = rows
-            .next()
-            .map_err(self.sqlite("find resumable protocol"))?
-        {
+        let mut statement = connection.prepare_cached(&query).map_err(&sql)?;
+        let mut rows = statement.query([peer]).map_err(&sql)?;
+        while let Some(row) = rows.next().map_err(&sql)? {
             let read = || -> Result<(ProtocolHash, Vec<u8>), ColumnError> {
                 Ok((
                     column::hash(row, "hash")?,
@@ -458,5 +423,15 @@ impl Store {
             }
         }
         Ok(None)
+    }
+
+    /// The stored `document` of protocol `hash` as text, if it reproduces the hash; else
+    /// [`StoreError::CorruptProtocol`].
+    fn verified_protocol(&self, hash: &ProtocolHash, raw: Vec<u8>) -> Result<String, StoreError> {
+        verify_document(hash, raw).map_err(|corruption| StoreError::CorruptProtocol {
+            path: self.path().to_path_buf(),
+            hash: *hash,
+            corruption,
+        })
     }
 }

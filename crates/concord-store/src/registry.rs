@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use crate::column::{self, ColumnError};
 use crate::error::StoreError;
-use crate::handlers::{handler_column, Handlers};
+use crate::handlers::{handler_column, stored_roles, Handlers};
 use crate::integrity::{integrity_of, verify_document, Integrity};
 use crate::store::Store;
 use crate::time::now_millis;
@@ -134,17 +134,13 @@ impl Store {
     /// The consensus protocol registered at `uri`, after checking that its document
     /// reproduces the stored hash; one that does not is [`StoreError::CorruptConsensus`].
     pub fn consensus(&self, uri: &str) -> Result<Option<ConsensusProtocol>, StoreError> {
+        let sql = self.sqlite("read consensus protocol");
         let connection = self.connection();
         let mut statement = connection
             .prepare_cached("SELECT * FROM consensus_protocols WHERE uri = ?1")
-            .map_err(self.sqlite("read consensus protocol"))?;
-        let mut rows = statement
-            .query([uri])
-            .map_err(self.sqlite("read consensus protocol"))?;
-        let Some(row) = rows
-            .next()
-            .map_err(self.sqlite("read consensus protocol"))?
-        else {
+            .map_err(&sql)?;
+        let mut rows = statement.query([uri]).map_err(&sql)?;
+        let Some(row) = rows.next().map_err(&sql)? else {
             return Ok(None);
         };
         let corrupt_row = self.corrupt_row(TABLE, &uri);
@@ -152,21 +148,13 @@ impl Store {
         let raw = column::opt_raw_text(row, "document")
             .map_err(&corrupt_row)?
             .unwrap_or_default();
-        let document =
-            verify_document(&hash, raw).map_err(|corruption| StoreError::CorruptConsensus {
-                path: self.path().to_path_buf(),
-                uri: uri.to_owned(),
-                corruption,
-            })?;
+        let document = self.verified_consensus(uri, &hash, raw)?;
         let read = || -> Result<ConsensusProtocol, ColumnError> {
             Ok(ConsensusProtocol {
                 uri: uri.to_owned(),
                 hash,
                 document,
-                handlers: Handlers {
-                    requester: column::opt_text(row, "requester_handler")?,
-                    provider: column::opt_text(row, "provider_handler")?,
-                },
+                handlers: Handlers::read(row)?,
                 added: column::time(row, "added_ms")?,
             })
         };
@@ -175,6 +163,7 @@ impl Store {
 
     /// Every registered consensus protocol, by URI, with its [`Integrity`].
     pub fn list_consensus(&self) -> Result<Vec<ConsensusSummary>, StoreError> {
+        let sql = self.sqlite("list consensus protocols");
         let connection = self.connection();
         let mut statement = connection
             .prepare_cached(
@@ -183,35 +172,21 @@ impl Store {
                      provider_handler IS NOT NULL AS has_provider
                  FROM consensus_protocols ORDER BY uri",
             )
-            .map_err(self.sqlite("list consensus protocols"))?;
-        let mut rows = statement
-            .query([])
-            .map_err(self.sqlite("list consensus protocols"))?;
+            .map_err(&sql)?;
+        let mut rows = statement.query([]).map_err(&sql)?;
         let mut summaries = Vec::new();
-        while let Some(row) = rows
-            .next()
-            .map_err(self.sqlite("list consensus protocols"))?
-        {
+        while let Some(row) = rows.next().map_err(&sql)? {
             let uri =
                 column::text(row, "uri").map_err(self.corrupt_row(TABLE, &"(unreadable uri)"))?;
             let read = || -> Result<ConsensusSummary, ColumnError> {
                 let hash = column::hash(row, "hash")?;
                 let raw = column::opt_raw_text(row, "document")?.unwrap_or_default();
-                let mut handler_roles = Vec::new();
-                for (role, column) in [
-                    (Role::Requester, "has_requester"),
-                    (Role::Provider, "has_provider"),
-                ] {
-                    if column::int(row, column)? != 0 {
-                        handler_roles.push(role);
-                    }
-                }
                 Ok(ConsensusSummary {
                     uri: uri.clone(),
                     hash,
                     document_len: raw.len(),
                     integrity: integrity_of(&hash, raw),
-                    handler_roles,
+                    handler_roles: stored_roles(row)?,
                     added: column::time(row, "added_ms")?,
                 })
             };
@@ -235,21 +210,15 @@ impl Store {
     /// does not reproduce its hash is [`StoreError::CorruptConsensus`].
     pub fn can_use_consensus(&self, uri: &str, role: Role) -> Result<bool, StoreError> {
         let handler = handler_column(role);
-        let sql = format!(
+        let query = format!(
             "SELECT hash, document, {handler} IS NOT NULL AS has_handler
              FROM consensus_protocols WHERE uri = ?1"
         );
+        let sql = self.sqlite("check consensus protocol");
         let connection = self.connection();
-        let mut statement = connection
-            .prepare_cached(&sql)
-            .map_err(self.sqlite("check consensus protocol"))?;
-        let mut rows = statement
-            .query([uri])
-            .map_err(self.sqlite("check consensus protocol"))?;
-        let Some(row) = rows
-            .next()
-            .map_err(self.sqlite("check consensus protocol"))?
-        else {
+        let mut statement = connection.prepare_cached(&query).map_err(&sql)?;
+        let mut rows = statement.query([uri]).map_err(&sql)?;
+        let Some(row) = rows.next().map_err(&sql)? else {
             return Ok(false);
         };
         let read = || -> Result<(ProtocolHash, Vec<u8>, bool), ColumnError> {
@@ -260,11 +229,22 @@ impl Store {
             ))
         };
         let (hash, raw, has_handler) = read().map_err(self.corrupt_row(TABLE, &uri))?;
-        verify_document(&hash, raw).map_err(|corruption| StoreError::CorruptConsensus {
+        self.verified_consensus(uri, &hash, raw)?;
+        Ok(has_handler)
+    }
+
+    /// The stored `document` of the consensus protocol at `uri` as text, if it reproduces
+    /// `hash`; else [`StoreError::CorruptConsensus`].
+    fn verified_consensus(
+        &self,
+        uri: &str,
+        hash: &ProtocolHash,
+        raw: Vec<u8>,
+    ) -> Result<String, StoreError> {
+        verify_document(hash, raw).map_err(|corruption| StoreError::CorruptConsensus {
             path: self.path().to_path_buf(),
             uri: uri.to_owned(),
             corruption,
-        })?;
-        Ok(has_handler)
+        })
     }
 }

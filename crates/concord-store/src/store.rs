@@ -75,14 +75,14 @@ impl Store {
     /// holds handler code the node will run, and only the documents are covered by hashes.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
         let dir = dir.as_ref();
-        create_private_dir(dir).map_err(|source| StoreError::CreateDir {
+        create_private_dir(dir).map_err(|cause| StoreError::CreateDir {
             path: dir.to_path_buf(),
-            source,
+            cause,
         })?;
         let path = dir.join(Self::FILE_NAME);
-        let open_error = |source| StoreError::Open {
+        let open_error = |cause| StoreError::Open {
             path: path.clone(),
-            source,
+            cause,
         };
         let mut connection = Connection::open(&path).map_err(open_error)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
@@ -103,7 +103,7 @@ impl Store {
                 .map_err(open_error)?;
         }
         schema::migrate(&mut connection).map_err(|error| match error {
-            MigrateError::Sqlite(source) => open_error(source),
+            MigrateError::Sqlite(cause) => open_error(cause),
             MigrateError::Foreign { application_id } => StoreError::ForeignDatabase {
                 path: path.clone(),
                 application_id,
@@ -151,10 +151,10 @@ impl Store {
         &self,
         operation: &'static str,
     ) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        move |source| StoreError::Sqlite {
+        move |cause| StoreError::Sqlite {
             path: self.path.clone(),
             operation,
-            source,
+            cause,
         }
     }
 

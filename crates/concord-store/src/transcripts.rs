@@ -382,13 +382,7 @@ impl Store {
             .and_then(|mut statement| statement.execute([id.0]))
             .map_err(&sql)?;
         tx.commit().map_err(&sql)?;
-        u64::try_from(seq).map_err(|_| StoreError::CorruptRow {
-            path: self.path().to_path_buf(),
-            table: TABLE,
-            key: id.to_string(),
-            column: "frame_count",
-            detail: format!("negative count {seq}"),
-        })
+        column::count_value("frame_count", seq).map_err(self.corrupt_row(TABLE, &id))
     }
 
     /// Records how the negotiation ended. A transcript is finished once.

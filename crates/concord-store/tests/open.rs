@@ -115,6 +115,18 @@ fn a_file_that_is_not_sqlite_is_an_open_error_naming_the_path() {
         error.to_string().contains(&path.display().to_string()),
         "{error}"
     );
+    assert_cause_said_once(&error);
+}
+
+/// The message ends with the underlying error, which is not chained again as a source.
+fn assert_cause_said_once(error: &StoreError) {
+    let cause = match error {
+        StoreError::Open { cause, .. } => cause.to_string(),
+        StoreError::CreateDir { cause, .. } => cause.to_string(),
+        other => panic!("no underlying error in {other:?}"),
+    };
+    assert!(error.to_string().ends_with(&cause), "{error}");
+    assert!(std::error::Error::source(error).is_none(), "{error:?}");
 }
 
 #[test]
@@ -180,6 +192,7 @@ fn a_data_dir_that_cannot_be_created_is_a_typed_error() {
         matches!(&error, StoreError::CreateDir { path, .. } if *path == file.join("data")),
         "{error:?}"
     );
+    assert_cause_said_once(&error);
 }
 
 #[cfg(target_os = "linux")]

@@ -1,10 +1,14 @@
 //! Negotiated protocols on a real SQLite file: round trips, upserts, listing, forgetting
 //! by prefix, touch counting.
 
+mod support;
+
 use std::time::SystemTime;
 
 use concord_proto::{ProtocolHash, Role};
 use concord_store::{Integrity, NewProtocol, Settlement, Store, StoreError};
+
+use support::open;
 
 const DOC: &str =
     "# Requirement\nGet product info by id.\n\n# Request\n```json\n{\"productId\": \"P1\"}\n```\n";
@@ -13,12 +17,6 @@ const REQUESTER_JS: &str =
     "function encodeRequest(i) { return i; }\nfunction decodeResponse(m) { return m; }\n";
 const PROVIDER_JS: &str =
     "function decodeRequest(m) { return m; }\nfunction encodeResponse(o) { return o; }\n";
-
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    (dir, store)
-}
 
 #[test]
 fn round_trip_keeps_every_field_exactly() {

@@ -1,19 +1,17 @@
 //! The consensus registry on a real file.
 
+mod support;
+
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice, ProtocolStore};
 use concord_proto::{Capabilities, ProtocolHash, Role};
-use concord_store::{Corruption, Integrity, NewConsensus, Problem, Store, StoreError};
+use concord_store::{Corruption, Integrity, NewConsensus, Problem, StoreError};
+
+use support::open;
 
 const URI_V1: &str = "https://protocols.example/product-info/v1";
 const URI_V2: &str = "https://protocols.example/product-info/v2";
 const DOC_V1: &str = "# Product info v1\n";
 const DOC_V2: &str = "# Product info v2\n";
-
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    (dir, store)
-}
 
 #[test]
 fn add_get_list_remove() {

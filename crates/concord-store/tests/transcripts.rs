@@ -1,17 +1,15 @@
 //! Negotiation transcripts on a real file.
 
+mod support;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use concord_proto::{Frame, ProtocolHash, ProtocolType, Role};
 use concord_store::{
-    Direction, FrameContent, FrameKind, FrameRecord, Outcome, Store, StoreError, TranscriptId,
+    Direction, FrameContent, FrameKind, FrameRecord, Outcome, StoreError, TranscriptId,
 };
 
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    (dir, store)
-}
+use support::open;
 
 fn at(millis: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(1_760_000_000_000 + millis)

@@ -1,18 +1,16 @@
 //! The 0-RTT rule on a real file: a protocol is reused only when its stored document
 //! reproduces the hash and the role's handler is stored; tampering is detected and reported.
 
+mod support;
+
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice, ProtocolStore};
 use concord_proto::{Capabilities, ProtocolHash, Role};
 use concord_store::{Corruption, Integrity, NewProtocol, Problem, Store, StoreError};
 
+use support::open;
+
 const DOC: &str = "# Requirement\nGet product info by id.\n";
 const PEER: &str = "https://requester.example/.well-known/wot";
-
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    (dir, store)
-}
 
 /// Changes the stored document of `hash` behind the store's back.
 fn tamper(store: &Store, hash: &ProtocolHash, sql_expression: &str) {

@@ -6,6 +6,7 @@
 //!
 //! [`Value`]: crate::Value
 
+mod duplicate;
 mod key;
 mod options;
 mod scan;
@@ -20,6 +21,7 @@ use crate::error::{Error, ErrorKind, Position, Result};
 use crate::special;
 use crate::tensor::serde_impl::{TensorDeserializer, TENSOR_TOKEN};
 use crate::tensor::Tensor;
+use duplicate::{KeyCheck, SeenKey};
 
 pub(crate) use key::KeyDeserializer;
 pub use options::{Mode, ParseOptions};
@@ -156,8 +158,8 @@ pub struct Deserializer<'de> {
     depth: usize,
     options: ParseOptions,
     scratch: String,
-    /// Where the raw text of each key of the dictionaries being read is (strict duplicate check).
-    keys: Vec<(usize, usize)>,
+    /// The keys of the dictionaries being read (strict duplicate check).
+    keys: Vec<SeenKey>,
 }
 
 impl<'de> Deserializer<'de> {
@@ -462,57 +464,123 @@ impl<'de> Deserializer<'de> {
     }
 
     /// Reads a value, handing a tensor to `on_tensor` and anything else to the visitor.
+    /// `fields` are the target struct's field names (empty if the target is not a struct).
     #[inline]
-    fn read_value<V, F>(&mut self, visitor: V, on_tensor: F) -> Result<V::Value>
+    fn read_value<V, F>(
+        &mut self,
+        visitor: V,
+        fields: &'static [&'static str],
+        on_tensor: F,
+    ) -> Result<V::Value>
     where
         V: Visitor<'de>,
         F: FnOnce(TensorDeserializer, V) -> Result<V::Value>,
     {
         let (tag, start) = self.open()?;
-        let value = match tag {
-            Tag::Str => match self.read_string(start)? {
-                Text::Borrowed(text) => visitor.visit_borrowed_str(text),
-                Text::Copied(text) => visitor.visit_str(text),
-            },
-            Tag::Int => visitor.visit_i64(self.read_int(start)?),
-            Tag::Float => visitor.visit_f64(self.read_float(start)?),
-            Tag::Bool => visitor.visit_bool(self.read_bool(start)?),
-            Tag::List => {
-                self.enter(start)?;
-                let value = visitor.visit_seq(ListAccess {
-                    de: self,
-                    start,
-                    first: true,
-                });
-                match value {
-                    Ok(value) => self.close(Tag::List, start).map(|()| value),
-                    Err(error) => Err(error),
-                }
-            }
-            Tag::Dict => {
-                self.enter(start)?;
-                let keys_before = self.keys.len();
-                let value = visitor.visit_map(DictAccess {
-                    de: self,
-                    start,
-                    first: true,
-                    keys_before,
-                    key_start: start,
-                    key_bits: 0,
-                    large: None,
-                });
-                self.keys.truncate(keys_before);
-                match value {
-                    Ok(value) => self.close(Tag::Dict, start).map(|()| value),
-                    Err(error) => Err(error),
-                }
-            }
+        match tag {
+            Tag::Str => self.visit_string(start, visitor),
+            Tag::Int => self.visit_int(start, visitor),
+            Tag::Float => self.visit_float(start, visitor),
+            Tag::Bool => self.visit_bool(start, visitor),
+            Tag::List => self.visit_list(start, visitor),
+            Tag::Dict => self.visit_dict(start, fields, visitor),
             Tag::Tensor => {
                 let tensor = self.read_tensor(start)?;
                 on_tensor(TensorDeserializer::new(tensor), visitor)
+                    .map_err(|error| error.with_position(self.position(start)))
             }
-        };
+        }
+    }
+
+    /// The fast path of the typed `deserialize_*` methods on compact text: reads `opening`
+    /// (`[s:`, `[i:`, …) if it comes next and returns its offset; else reads nothing, and the
+    /// caller goes through [`Self::read_value`] (whitespace, another type, errors).
+    #[inline(always)]
+    fn open_exactly(&mut self, opening: [u8; 3]) -> Option<usize> {
+        let start = self.pos;
+        let word = self.bytes.get(start..)?.first_chunk::<4>()?;
+        let [a, b, c] = opening;
+        if u32::from_le_bytes(*word) & 0x00FF_FFFF == u32::from_le_bytes([a, b, c, 0]) {
+            self.pos = start + 3;
+            Some(start)
+        } else {
+            None
+        }
+    }
+
+    /// The visitor's errors get the value's position (unless they have one).
+    #[inline(always)]
+    fn at_value<T>(&self, start: usize, value: Result<T>) -> Result<T> {
         value.map_err(|error| error.with_position(self.position(start)))
+    }
+
+    /// The rest of a string opened at `start`, to the visitor.
+    #[inline(always)]
+    fn visit_string<V: Visitor<'de>>(&mut self, start: usize, visitor: V) -> Result<V::Value> {
+        let value = match self.read_string(start)? {
+            Text::Borrowed(text) => visitor.visit_borrowed_str(text),
+            Text::Copied(text) => visitor.visit_str(text),
+        };
+        self.at_value(start, value)
+    }
+
+    #[inline(always)]
+    fn visit_int<V: Visitor<'de>>(&mut self, start: usize, visitor: V) -> Result<V::Value> {
+        let value = visitor.visit_i64(self.read_int(start)?);
+        self.at_value(start, value)
+    }
+
+    #[inline(always)]
+    fn visit_float<V: Visitor<'de>>(&mut self, start: usize, visitor: V) -> Result<V::Value> {
+        let value = visitor.visit_f64(self.read_float(start)?);
+        self.at_value(start, value)
+    }
+
+    #[inline(always)]
+    fn visit_bool<V: Visitor<'de>>(&mut self, start: usize, visitor: V) -> Result<V::Value> {
+        let value = visitor.visit_bool(self.read_bool(start)?);
+        self.at_value(start, value)
+    }
+
+    #[inline(always)]
+    fn visit_list<V: Visitor<'de>>(&mut self, start: usize, visitor: V) -> Result<V::Value> {
+        self.enter(start)?;
+        let value = visitor.visit_seq(ListAccess {
+            de: self,
+            start,
+            first: true,
+        });
+        let value = match value {
+            Ok(value) => self.close(Tag::List, start).map(|()| value),
+            Err(error) => Err(error),
+        };
+        self.at_value(start, value)
+    }
+
+    /// The entries of a dictionary opened at `start`, to the visitor; `fields` as in
+    /// [`Self::read_value`].
+    #[inline(always)]
+    fn visit_dict<V: Visitor<'de>>(
+        &mut self,
+        start: usize,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.enter(start)?;
+        let keys_before = self.keys.len();
+        let value = visitor.visit_map(DictAccess {
+            de: self,
+            start,
+            first: true,
+            key_start: start,
+            key_check: KeyCheck::new(fields, keys_before),
+        });
+        self.keys.truncate(keys_before);
+        let value = match value {
+            Ok(value) => self.close(Tag::Dict, start).map(|()| value),
+            Err(error) => Err(error),
+        };
+        self.at_value(start, value)
     }
 
     /// Reads `[s:name]:` (the key of a single-entry dictionary holding an enum variant).
@@ -599,146 +667,96 @@ impl<'de> de::SeqAccess<'de> for ListAccess<'_, 'de> {
     }
 }
 
-/// Above this many keys a dictionary checks duplicates with a hash set instead of a scan.
-const LINEAR_KEY_CHECK: usize = 16;
-
 /// The entries of a dictionary, and (strict mode) the duplicate-key check.
 struct DictAccess<'a, 'de> {
     de: &'a mut Deserializer<'de>,
     start: usize,
     first: bool,
-    /// Where this dictionary's keys start in [`Deserializer::keys`].
-    keys_before: usize,
     /// Where the key being read starts.
     key_start: usize,
-    /// One bit per key seen, chosen by its fingerprint: a key whose bit is clear is new.
-    key_bits: u64,
-    /// The keys, once there are more than [`LINEAR_KEY_CHECK`].
-    large: Option<std::collections::HashSet<&'de str>>,
+    key_check: KeyCheck<'de>,
 }
 
 impl<'de> DictAccess<'_, 'de> {
     /// Reads the separator, the next key and its colon (and checks for a duplicate in strict
-    /// mode); `None` at the end of the dictionary. Not generic, so compiled once.
-    #[inline(never)]
+    /// mode); `None` at the end of the dictionary. Inlined into each `next_key_seed`: the
+    /// uncommon paths are calls.
+    #[inline(always)]
     fn read_key(&mut self) -> Result<Option<Cow<'de, str>>> {
-        if !next_entry(self.de, Tag::Dict, self.start, &mut self.first)? {
-            return Ok(None);
-        }
-        let key_start = self.de.pos;
-        self.key_start = key_start;
-        if let Some(&[b'[', b's', b':']) = self.de.bytes.get(key_start..key_start + 3) {
-            self.de.pos += 3;
-        } else {
-            match self.de.open()? {
-                (Tag::Str, _) => {}
-                (other, _) => {
-                    return Err(self.de.error(
-                        ErrorKind::NonStringKey {
-                            tag: other.letter(),
-                        },
-                        key_start,
-                    ))
-                }
+        let pos = self.de.pos;
+        // Compact text: `,[s:` after the previous value, `[s:` first.
+        let key_start = match self.de.bytes.get(pos..pos + 4) {
+            Some(&[b',', b'[', b's', b':']) if !self.first => pos + 1,
+            Some(&[b'[', b's', b':', _]) if self.first => {
+                self.first = false;
+                pos
             }
+            _ => match self.read_key_opening()? {
+                Some(key_start) => key_start,
+                None => return Ok(None),
+            },
+        };
+        self.key_start = key_start;
+        let body = key_start + 3;
+        if let Some(key) = self.read_expected_field(body) {
+            return Ok(Some(Cow::Borrowed(key)));
         }
+        self.de.pos = body;
         let key = match self.de.read_string(key_start)? {
             Text::Borrowed(text) => Cow::Borrowed(text),
             Text::Copied(text) => Cow::Owned(text.to_owned()),
         };
         if self.de.options.is_strict() {
-            self.check_duplicate(&key, key_start)?;
+            // The raw (escaped) text lies between the `[s:` and the `]`.
+            let raw = (key_start + 3, self.de.pos - 1);
+            let de = &mut *self.de;
+            if self
+                .key_check
+                .is_duplicate(&mut de.keys, de.text, &key, raw)
+            {
+                let key = key.into_owned();
+                return Err(de.error(ErrorKind::DuplicateKey { key }, key_start));
+            }
         }
         self.de.read_colon(self.start)?;
         Ok(Some(key))
     }
 
-    /// Strict mode: refuses the key just read (`key` decoded; its raw text lies between
-    /// `key_start + 3` and `pos - 1`) if this dictionary already had it.
+    /// Typed structs: reads the key whose text starts at `body` and its `]:` if it is the
+    /// field that follows the last one read and new in this dictionary (which is most keys),
+    /// and returns the field's name. The next position is known from the field's length, so
+    /// parsing goes on while the scan that proves the key holds no `[`, `]` or `\` completes.
     #[inline(always)]
-    fn check_duplicate(&mut self, key: &str, key_start: usize) -> Result<()> {
-        let raw = (key_start + 3, self.de.pos - 1);
-        // Most keys land on a clear bit: new, and no comparison needed.
-        let bit = 1u64 << (fingerprint(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
-        if self.key_bits & bit == 0 && self.large.is_none() {
-            self.key_bits |= bit;
-            self.de.keys.push(raw);
-            if self.de.keys.len() - self.keys_before <= LINEAR_KEY_CHECK {
-                return Ok(());
-            }
-            self.de.keys.pop();
+    fn read_expected_field(&mut self, body: usize) -> Option<&'static str> {
+        let field = self.key_check.expected_field()?;
+        let bytes = self.de.bytes;
+        let end = body + field.len();
+        let whole = matches!(bytes.get(end..end + 2), Some(&[b']', b':']))
+            && duplicate::same_key(bytes.get(body..end)?, field.as_bytes())
+            && special::find(&bytes[body..]) == Some(field.len());
+        if !whole || !self.key_check.take_expected_field() {
+            return None;
         }
-        self.check_duplicate_slow(raw, key_start)
+        self.de.pos = end + 2;
+        Some(field)
     }
 
-    /// A key whose bit was already set, a large dictionary (a hash set), and reporting a
-    /// duplicate. In strict mode escapes are canonical: equal raw text means equal keys.
-    #[cold]
-    #[inline(never)]
-    fn check_duplicate_slow(
-        &mut self,
-        (start, end): (usize, usize),
-        key_start: usize,
-    ) -> Result<()> {
-        let de = &mut *self.de;
-        let text = de.text;
-        let raw = &text[start..end];
-        let duplicate = match &mut self.large {
-            Some(set) => !set.insert(raw),
-            None => {
-                let seen = &de.keys[self.keys_before..];
-                let duplicate = seen.iter().any(|&(start, end)| &text[start..end] == raw);
-                if !duplicate {
-                    if seen.len() < LINEAR_KEY_CHECK {
-                        de.keys.push((start, end));
-                    } else {
-                        let mut set: std::collections::HashSet<&'de str> =
-                            seen.iter().map(|&(start, end)| &text[start..end]).collect();
-                        set.insert(raw);
-                        self.large = Some(set);
-                    }
-                }
-                duplicate
-            }
-        };
-        if duplicate {
-            let key = match de.read_back_key(raw) {
-                Cow::Borrowed(key) => key.to_owned(),
-                Cow::Owned(key) => key,
-            };
-            return Err(de.error(ErrorKind::DuplicateKey { key }, key_start));
+    /// The separator and the `[s:` of the next key in any layout (whitespace, comments, a
+    /// trailing comma), or the errors; where the key starts, `None` at the end of the
+    /// dictionary.
+    fn read_key_opening(&mut self) -> Result<Option<usize>> {
+        if !next_entry(self.de, Tag::Dict, self.start, &mut self.first)? {
+            return Ok(None);
         }
-        Ok(())
-    }
-}
-
-/// Length, first and last byte of a key: most different keys of a dictionary differ here, so
-/// they land on different bits of [`DictAccess::key_bits`] and need no comparison.
-#[inline(always)]
-fn fingerprint(key: &str) -> u64 {
-    let bytes = key.as_bytes();
-    let first = bytes.first().copied().unwrap_or(0);
-    let last = bytes.last().copied().unwrap_or(0);
-    ((bytes.len() as u64) << 16) | (u64::from(first) << 8) | u64::from(last)
-}
-
-impl Deserializer<'_> {
-    /// The key a raw (strict, escaped) key text stands for, for error messages.
-    fn read_back_key<'k>(&self, raw: &'k str) -> Cow<'k, str> {
-        if raw.contains('\\') {
-            let mut key = String::with_capacity(raw.len());
-            let mut escaped = false;
-            for c in raw.chars() {
-                if c == '\\' && !escaped {
-                    escaped = true;
-                } else {
-                    key.push(c);
-                    escaped = false;
-                }
-            }
-            Cow::Owned(key)
-        } else {
-            Cow::Borrowed(raw)
+        let key_start = self.de.pos;
+        match self.de.open()? {
+            (Tag::Str, _) => Ok(Some(key_start)),
+            (other, _) => Err(self.de.error(
+                ErrorKind::NonStringKey {
+                    tag: other.letter(),
+                },
+                key_start,
+            )),
         }
     }
 }
@@ -795,20 +813,67 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
 
     fn struct_variant<V: Visitor<'de>>(
         self,
-        _fields: &'static [&'static str],
+        fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
-        de::Deserializer::deserialize_map(&mut *self.de, visitor)
+        de::Deserializer::deserialize_struct(&mut *self.de, "", fields, visitor)
     }
+}
+
+/// `deserialize_<integer>` methods: `[i:` read directly, anything else through `deserialize_any`
+/// (the visitor converts the `i64` or refuses it).
+macro_rules! integer_fast_paths {
+    ($($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+            match self.open_exactly(*b"[i:") {
+                Some(start) => self.visit_int(start, visitor),
+                None => self.deserialize_any(visitor),
+            }
+        }
+    )*};
 }
 
 impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.read_value(visitor, |tensor, visitor| {
+        self.read_value(visitor, &[], |tensor, visitor| {
             de::Deserializer::deserialize_any(tensor, visitor)
         })
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.open_exactly(*b"[s:") {
+            Some(start) => self.visit_string(start, visitor),
+            None => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.open_exactly(*b"[b:") {
+            Some(start) => self.visit_bool(start, visitor),
+            None => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.open_exactly(*b"[f:") {
+            Some(start) => self.visit_float(start, visitor),
+            None => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_f64(visitor)
+    }
+
+    integer_fast_paths! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
@@ -848,7 +913,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         visitor: V,
     ) -> Result<V::Value> {
         if name == TENSOR_TOKEN {
-            self.read_value(visitor, |tensor, visitor| {
+            self.read_value(visitor, &[], |tensor, visitor| {
                 de::Deserializer::deserialize_newtype_struct(tensor, name, visitor)
             })
         } else {
@@ -857,19 +922,36 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.read_value(visitor, |tensor, visitor| {
+        if let Some(start) = self.open_exactly(*b"[l:") {
+            return self.visit_list(start, visitor);
+        }
+        self.read_value(visitor, &[], |tensor, visitor| {
             de::Deserializer::deserialize_seq(tensor, visitor)
         })
     }
 
     fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.read_value(visitor, |tensor, visitor| {
+        self.read_value(visitor, &[], |tensor, visitor| {
             de::Deserializer::deserialize_byte_buf(tensor, visitor)
         })
     }
 
     fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         self.deserialize_bytes(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        if let Some(start) = self.open_exactly(*b"[d:") {
+            return self.visit_dict(start, fields, visitor);
+        }
+        self.read_value(visitor, fields, |tensor, visitor| {
+            de::Deserializer::deserialize_any(tensor, visitor)
+        })
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -918,7 +1000,6 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
     }
 
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        tuple tuple_struct map struct identifier ignored_any
+        char tuple tuple_struct map identifier ignored_any
     }
 }

@@ -127,83 +127,67 @@ pub(super) enum StrictFloat {
 /// doubles and one multiplication or division rounds correctly.
 #[inline]
 pub(super) fn strict_float_prefix(bytes: &[u8]) -> (StrictFloat, usize) {
-    let (negative, mut rest) = match bytes.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, bytes),
-    };
+    let negative = bytes.first() == Some(&b'-');
+    let integer_start = usize::from(negative);
+    // The digits before and after the point, as one integer; it wraps past 19 digits, when
+    // it is not used.
     let mut mantissa: u64 = 0;
-    let mut significant = 0u32;
-    // Accumulates a run of digits into the mantissa; returns how many there were.
-    let mut digits = |rest: &mut &[u8]| {
-        let mut count = 0;
-        while let Some((&byte, tail)) = rest.split_first() {
-            if !byte.is_ascii_digit() {
+    let mut at = integer_start;
+    let mut digits = |at: &mut usize| {
+        let start = *at;
+        while let Some(digit) = bytes.get(*at).map(|byte| byte.wrapping_sub(b'0')) {
+            if digit > 9 {
                 break;
             }
-            if significant > 0 || byte != b'0' {
-                significant += 1;
-            }
-            if significant <= 15 {
-                mantissa = mantissa * 10 + u64::from(byte - b'0');
-            }
-            count += 1;
-            *rest = tail;
+            mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(digit));
+            *at += 1;
         }
-        count
+        *at - start
     };
-    let consumed = |rest: &[u8]| bytes.len() - rest.len();
-    let integer_start = rest;
-    let integer = digits(&mut rest);
-    if integer == 0 || (integer > 1 && integer_start[0] == b'0') {
-        return (StrictFloat::Invalid, consumed(rest));
+    let integer = digits(&mut at);
+    if integer == 0 || (integer > 1 && bytes[integer_start] == b'0') {
+        return (StrictFloat::Invalid, at);
     }
-    let mut fraction = 0i32;
-    if let Some(tail) = rest.strip_prefix(b".") {
-        rest = tail;
-        fraction = digits(&mut rest);
+    let mut fraction = 0;
+    if bytes.get(at) == Some(&b'.') {
+        at += 1;
+        fraction = digits(&mut at);
         if fraction == 0 {
-            return (StrictFloat::Invalid, consumed(rest));
+            return (StrictFloat::Invalid, at);
         }
     }
     let mut exponent: i32 = 0;
-    if let Some((b'e' | b'E', tail)) = rest.split_first() {
-        rest = tail;
-        let negative_exponent = match rest.split_first() {
-            Some((b'-', tail)) => {
-                rest = tail;
-                true
-            }
-            Some((b'+', tail)) => {
-                rest = tail;
-                false
-            }
-            _ => false,
-        };
-        let mut count = 0;
-        while let Some((&byte, tail)) = rest.split_first() {
+    if let Some(b'e' | b'E') = bytes.get(at) {
+        at += 1;
+        let negative_exponent = bytes.get(at) == Some(&b'-');
+        if matches!(bytes.get(at), Some(b'-' | b'+')) {
+            at += 1;
+        }
+        let exponent_start = at;
+        while let Some(&byte) = bytes.get(at) {
             if !byte.is_ascii_digit() {
                 break;
             }
             exponent = exponent
                 .saturating_mul(10)
                 .saturating_add(i32::from(byte - b'0'));
-            count += 1;
-            rest = tail;
+            at += 1;
         }
-        if count == 0 {
-            return (StrictFloat::Invalid, consumed(rest));
+        if at == exponent_start {
+            return (StrictFloat::Invalid, at);
         }
         if negative_exponent {
             exponent = -exponent;
         }
     }
-    let read = consumed(rest);
-    if significant > 15 {
-        return (StrictFloat::Valid, read);
+    // Below 10¹⁵ with at most 19 digits: at most 15 significant digits, no wrapping.
+    if integer + fraction > 19 || mantissa >= 1_000_000_000_000_000 {
+        return (StrictFloat::Valid, at);
     }
+    let fraction = i32::try_from(fraction).unwrap_or(i32::MAX);
     let power = exponent.saturating_sub(fraction);
     let Some(&scale) = EXACT_POWERS_OF_TEN.get(power.unsigned_abs() as usize) else {
-        return (StrictFloat::Valid, read);
+        return (StrictFloat::Valid, at);
     };
     let magnitude = mantissa as f64;
     let value = if power >= 0 {
@@ -213,7 +197,7 @@ pub(super) fn strict_float_prefix(bytes: &[u8]) -> (StrictFloat, usize) {
     };
     (
         StrictFloat::Exact(if negative { -value } else { value }),
-        read,
+        at,
     )
 }
 

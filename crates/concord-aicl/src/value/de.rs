@@ -110,13 +110,16 @@ impl<'de> Visitor<'de> for ValueVisitor {
             Some(FirstKey::Tensor) => return map.next_value::<Tensor>().map(Value::Tensor),
             Some(FirstKey::Key(key)) => key,
         };
-        let mut entries = Map::with_capacity(map.size_hint().unwrap_or(0).min(4096));
-        entries.insert(first, map.next_value()?);
-        while let Some((key, value)) = map.next_entry::<String, Value>()? {
-            // Strict AICL text never gets here with a duplicate; elsewhere the last one wins.
-            entries.insert(key, value);
+        // The entries are collected in a list that becomes the map (a small one is that list;
+        // a large one is built at its final size, without growing and rehashing).
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+        entries.push((first, map.next_value()?));
+        while let Some(entry) = map.next_entry::<String, Value>()? {
+            entries.push(entry);
         }
-        Ok(Value::Dict(entries))
+        // Strict AICL text has no duplicate keys; elsewhere the last one wins (in the first
+        // one's place).
+        Ok(Value::Dict(Map::from_entries(entries)))
     }
 }
 

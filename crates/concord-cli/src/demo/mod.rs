@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use concord_llm::LlmConfig;
 use concord_node::{Connection, Node, NodeBuilder};
@@ -22,6 +22,8 @@ use concord_store::{NewConsensus, Store};
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::llm;
+use crate::output;
 use crate::runtime;
 use crate::session_report::SessionReport;
 use latency::Latencies;
@@ -62,13 +64,7 @@ pub struct DemoArgs {
 /// Runs `concord demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let llm = if args.llm {
-        let Some(config) = LlmConfig::from_env()? else {
-            bail!(
-                "--llm needs an LLM: set CONCORD_LLM_BASE_URL (and CONCORD_LLM_MODEL, \
-                 CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
-            );
-        };
-        Some(config)
+        Some(llm::from_env()?)
     } else {
         None
     };
@@ -139,24 +135,24 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         .serve("127.0.0.1:0")
         .await
         .context("cannot serve the provider on 127.0.0.1")?;
-    narrate.start(&server, llm.as_ref());
+    narrate.start(&server, llm.as_ref())?;
 
     let discovery = summary::discover(&server.description_url()).await?;
-    narrate.discovery(&discovery);
+    narrate.discovery(&discovery)?;
 
     let connected = connect_and_call(&requester.node, server.url(), "full negotiation").await;
     let (connection, first) = connected?;
     let batch = call_many(&connection, args.calls, args.concurrency).await;
     connection.close().await;
     let negotiated = first.finish(&connection, &requester.node).await;
-    narrate.negotiated(&negotiated);
-    narrate.batch(&batch);
+    narrate.negotiated(&negotiated)?;
+    narrate.batch(&batch)?;
 
     let (connection, first) =
         connect_and_call(&requester.node, server.url(), "the 0-RTT reconnect").await?;
     connection.close().await;
     let resumed = first.finish(&connection, &requester.node).await;
-    narrate.resumed(&resumed);
+    narrate.resumed(&resumed)?;
 
     let hash: ProtocolHash = negotiated
         .report
@@ -169,7 +165,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         connect_and_call(&fresh.node, server.url(), "the consensus connection").await?;
     connection.close().await;
     let consensus = first.finish(&connection, &fresh.node).await;
-    narrate.consensus(&consensus);
+    narrate.consensus(&consensus)?;
 
     server.shutdown().await.context("stopping the provider")?;
     let summary = Summary {
@@ -186,9 +182,9 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         total: started.elapsed(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary.to_json())?);
+        output::json(&summary.to_json())?;
     } else {
-        narrate.summary(&summary);
+        narrate.summary(&summary)?;
     }
     let failed = summary.batch.failed > 0
         || summary.resumed.report.settled_by != "resumed"

@@ -1,5 +1,6 @@
 //! The demo told for people, step by step as it happens, then a summary.
 
+use std::io;
 use std::time::Duration;
 
 use concord_llm::LlmConfig;
@@ -7,6 +8,7 @@ use concord_node::Server;
 
 use super::summary::{phases, Discovery, Summary};
 use super::{Batch, Connected, CONSENSUS_URI};
+use crate::output::outln;
 
 /// Prints the narrative on standard output, or nothing (for `--json`).
 #[derive(Debug, Clone, Copy)]
@@ -20,14 +22,15 @@ impl Narrator {
         Self { enabled }
     }
 
-    fn say(&self, text: &str) {
+    fn say(&self, text: &str) -> io::Result<()> {
         if self.enabled {
-            println!("{text}");
+            outln!("{text}")?;
         }
+        Ok(())
     }
 
     /// The two agents.
-    pub fn start(&self, server: &Server, llm: Option<&LlmConfig>) {
+    pub fn start(&self, server: &Server, llm: Option<&LlmConfig>) -> io::Result<()> {
         let mode = match llm {
             Some(llm) => format!(
                 "the LLM {} at {} when the rules cannot settle a step",
@@ -39,11 +42,12 @@ impl Narrator {
             "Concord demo: two agents on loopback, {mode}.\n\
              Provider \"Product agent\" serves getProductInfo at {}; requester \"Shopper\" has an empty store.\n",
             server.url()
-        ));
+        ))?;
+        Ok(())
     }
 
     /// Step 1.
-    pub fn discovery(&self, discovery: &Discovery) {
+    pub fn discovery(&self, discovery: &Discovery) -> io::Result<()> {
         self.say(&format!(
             "1. Discovery: GET {} ({} bytes, {})\n   \
              agent {:?}, actions: {}; endpoint {}\n   \
@@ -55,17 +59,18 @@ impl Narrator {
             discovery.actions.join(", "),
             discovery.endpoint,
             discovery.capabilities.join(", "),
-        ));
+        ))?;
+        Ok(())
     }
 
     /// Step 2: the full negotiation's transcript.
-    pub fn negotiated(&self, connected: &Connected) {
+    pub fn negotiated(&self, connected: &Connected) -> io::Result<()> {
         let report = &connected.report;
         self.say(
             "2. Negotiation, code generation and test cases (the requester's transcript; \
              → sent, ← received):",
-        );
-        self.frames(connected);
+        )?;
+        self.frames(connected)?;
         let code = if report.code_origins.is_empty() {
             "none".to_owned()
         } else {
@@ -81,11 +86,12 @@ impl Narrator {
             report.verified_cases,
             report.llm_calls,
             human(report.setup),
-        ));
+        ))?;
+        Ok(())
     }
 
     /// Step 3: the calls.
-    pub fn batch(&self, batch: &Batch) {
+    pub fn batch(&self, batch: &Batch) -> io::Result<()> {
         let latencies = &batch.latencies;
         let seconds = batch.wall.as_secs_f64();
         let rate = if seconds > 0.0 {
@@ -105,59 +111,60 @@ impl Narrator {
             human(latencies.percentile(90.0)),
             human(latencies.percentile(99.0)),
             human(latencies.max()),
-        ));
+        ))?;
         for failure in &batch.failures {
-            self.say(&format!("   failed: {failure}"));
+            self.say(&format!("   failed: {failure}"))?;
         }
-        self.say("");
+        self.say("")?;
+        Ok(())
     }
 
     /// Step 4: the 0-RTT reconnect.
-    pub fn resumed(&self, connected: &Connected) {
-        self.say("4. Reconnect with 0-RTT: the requester offers the stored protocol's hash in its hello:");
-        self.frames(connected);
-        self.say(&format!(
-            "   {}: {} negotiation messages, {} LLM calls; first call answered after {}\n",
-            connected.report.settled_text(),
-            connected.report.negotiation_messages(),
-            connected.report.llm_calls,
-            human(connected.time_to_first_call),
-        ));
+    pub fn resumed(&self, connected: &Connected) -> io::Result<()> {
+        self.say("4. Reconnect with 0-RTT: the requester offers the stored protocol's hash in its hello:")?;
+        self.frames(connected)?;
+        self.settled_with_no_negotiation(connected)
     }
 
     /// Step 5: the consensus connection.
-    pub fn consensus(&self, connected: &Connected) {
+    pub fn consensus(&self, connected: &Connected) -> io::Result<()> {
         self.say(&format!(
             "5. Consensus protocol: protocol {} registered as {CONSENSUS_URI} on the provider \
              and on a new requester (whose store holds nothing else); the provider's \
              description now advertises it, and the new requester offers it in its hello:",
             short(&connected.report.hash)
-        ));
-        self.frames(connected);
+        ))?;
+        self.frames(connected)?;
+        self.settled_with_no_negotiation(connected)
+    }
+
+    /// How a connection with no negotiation was settled, and its first call.
+    fn settled_with_no_negotiation(&self, connected: &Connected) -> io::Result<()> {
         self.say(&format!(
             "   {}: {} negotiation messages, {} LLM calls; first call answered after {}\n",
             connected.report.settled_text(),
             connected.report.negotiation_messages(),
             connected.report.llm_calls,
             human(connected.time_to_first_call),
-        ));
+        ))
     }
 
-    fn frames(&self, connected: &Connected) {
+    fn frames(&self, connected: &Connected) -> io::Result<()> {
         for frame in &connected.report.frames {
-            self.say(&format!("   {}", frame.render()));
+            self.say(&format!("   {}", frame.render()))?;
         }
+        Ok(())
     }
 
     /// The summary tables.
-    pub fn summary(&self, summary: &Summary) {
-        self.say("Summary");
+    pub fn summary(&self, summary: &Summary) -> io::Result<()> {
+        self.say("Summary")?;
         self.say(
             "  phases of the full negotiation (the requester's transcript, to the millisecond):",
-        );
+        )?;
         for phase in phases(&summary.negotiated) {
             let ms = phase.duration.as_secs_f64() * 1e3;
-            self.say(&format!("    {:<34} {ms:>6.0} ms", phase.name));
+            self.say(&format!("    {:<34} {ms:>6.0} ms", phase.name))?;
         }
         self.say(&format!(
             "\n  {:<18} {:<11} {:>9} {:>12} {:>10} {:>8} {:>19}",
@@ -168,7 +175,7 @@ impl Narrator {
             "LLM calls",
             "tokens",
             "time to first call"
-        ));
+        ))?;
         for (name, connected) in [
             ("full negotiation", &summary.negotiated),
             ("0-RTT reconnect", &summary.resumed),
@@ -183,11 +190,11 @@ impl Narrator {
                 report.llm_calls,
                 report.tokens_in + report.tokens_out,
                 human(connected.time_to_first_call),
-            ));
+            ))?;
         }
         self.say(
             "  (round trips before the first call: description, WebSocket upgrade, hello, and the negotiation's)",
-        );
+        )?;
         let latencies = &summary.batch.latencies;
         self.say(&format!(
             "\n  {} calls: {:.0} calls/s, latency p50 {}, p90 {}, p99 {} ({} in flight)",
@@ -197,21 +204,22 @@ impl Narrator {
             human(latencies.percentile(90.0)),
             human(latencies.percentile(99.0)),
             summary.batch.concurrency,
-        ));
+        ))?;
         let (calls, tokens_in, tokens_out) = summary.llm_totals();
         if summary.llm_configured {
             self.say(&format!(
                 "  LLM, both agents: {calls} call(s), {tokens_in} tokens in, {tokens_out} out"
-            ));
+            ))?;
         } else {
-            self.say("  LLM: none configured; every step was deterministic");
+            self.say("  LLM: none configured; every step was deterministic")?;
         }
         let build = if cfg!(debug_assertions) {
             "debug build; a release build is several times faster"
         } else {
             "release build"
         };
-        self.say(&format!("  total {} ({build})", human(summary.total)));
+        self.say(&format!("  total {} ({build})", human(summary.total)))?;
+        Ok(())
     }
 }
 

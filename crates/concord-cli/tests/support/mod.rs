@@ -1,7 +1,9 @@
-//! Shared pieces of the network command tests: the `concord` binary with no LLM, a
-//! `concord serve` process on 127.0.0.1:0, and temporary agent configurations.
+//! Shared pieces of the command tests: the `concord` binary with no LLM and what it did,
+//! this crate's fixtures and the seeds' documents, a `concord serve` process on
+//! 127.0.0.1:0, and temporary agent configurations.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
@@ -25,12 +27,7 @@ pub const LLM_VARIABLES: [&str; 5] = [
 /// The `concord` binary with no LLM configured and no log filter, whatever the caller's
 /// environment says.
 pub fn concord() -> Command {
-    let mut command = Command::cargo_bin("concord").unwrap();
-    for name in LLM_VARIABLES {
-        command.env_remove(name);
-    }
-    command.env_remove("RUST_LOG");
-    command
+    Command::from_std(process())
 }
 
 /// What a finished command did.
@@ -47,8 +44,25 @@ impl Output {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|error| panic!("{error}: {}\n{}", self.stdout, self.stderr))
     }
+
+    /// Asserts the command exited with `code` and said what went wrong in one line of
+    /// standard error containing `expected` (no panic, no debug dump, no stack).
+    pub fn fails(&self, code: i32, expected: &str) {
+        assert_eq!(self.code, code, "{}{}", self.stdout, self.stderr);
+        assert!(
+            self.stderr.starts_with("concord: ") && self.stderr.lines().count() == 1,
+            "not one line: {:?}",
+            self.stderr
+        );
+        assert!(
+            self.stderr.contains(expected),
+            "{:?} does not say {expected:?}",
+            self.stderr
+        );
+    }
 }
 
+/// Runs the command to its end.
 pub fn run(command: &mut Command) -> Output {
     let output = command.output().unwrap();
     Output {
@@ -58,15 +72,26 @@ pub fn run(command: &mut Command) -> Output {
     }
 }
 
+/// `concord <args>` with `stdin` on standard input.
+pub fn run_with_stdin(args: &[&str], stdin: impl Into<Vec<u8>>) -> Output {
+    run(concord().args(args).write_stdin(stdin))
+}
+
 /// The shipped example configuration.
 pub fn example_config() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/product-agent.toml")
 }
 
-/// The seeds' product-info protocol (Chinese), kept with concord-negotiate's tests.
-pub fn seed_protocol() -> PathBuf {
+/// One of the seeds' documents, kept with concord-negotiate's tests.
+pub fn seed(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../concord-negotiate/tests/fixtures/seed-product-info.zh.md")
+        .join("../concord-negotiate/tests/fixtures")
+        .join(name)
+}
+
+/// The seeds' product-info protocol (Chinese).
+pub fn seed_protocol() -> PathBuf {
+    seed("seed-product-info.zh.md")
 }
 
 /// A fixture of this crate's tests.
@@ -76,12 +101,40 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The protocol `concord protocol draft` writes for the fixture agent's getProductInfo
+/// (its request fixes the action with a `const`).
+pub fn drafted_protocol() -> String {
+    let output = run(concord()
+        .args([
+            "protocol",
+            "draft",
+            "--action",
+            "getProductInfo",
+            "--description",
+        ])
+        .arg(fixture("product-agent.json")));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    output.stdout
+}
+
 /// A temporary directory with an agent configuration `agent.toml` serving getProductInfo
 /// with the example's script, on 127.0.0.1:0, its store in `data/`, with `extra` appended.
 pub fn temp_config(extra: &str) -> (TempDir, PathBuf) {
+    write_config(&config_text(extra))
+}
+
+/// A temporary directory with `text` as its `agent.toml`.
+pub fn write_config(text: &str) -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// The text of [`temp_config`]'s configuration.
+pub fn config_text(extra: &str) -> String {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let config = format!(
+    format!(
         r#"[agent]
 title = "Test shop"
 description = "A shop for tests."
@@ -102,10 +155,7 @@ exec = {{ command = "sh", args = [{script:?}], timeout = "5s" }}
             .display()
             .to_string(),
         script = examples.join("product-info.sh").display().to_string(),
-    );
-    let path = dir.path().join("agent.toml");
-    std::fs::write(&path, config).unwrap();
-    (dir, path)
+    )
 }
 
 /// A running `concord serve`, killed when dropped.
@@ -123,13 +173,30 @@ pub struct Served {
 }
 
 impl Served {
+    /// Serves the example configuration on 127.0.0.1:0 with its store in `data_dir`.
+    pub fn example(data_dir: &Path) -> Served {
+        Served::start(&[
+            OsStr::new("--config"),
+            example_config().as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--data-dir"),
+            data_dir.as_os_str(),
+        ])
+    }
+
     /// Starts `concord serve` with `args` and waits (up to 60 s) for it to print its
     /// addresses.
-    pub fn start(args: &[&std::ffi::OsStr]) -> Served {
-        let mut child = Process::new(assert_cmd::cargo::cargo_bin("concord"))
+    pub fn start(args: &[&OsStr]) -> Served {
+        Served::start_in(Path::new("."), args)
+    }
+
+    /// [`Served::start`] in the working directory `cwd`.
+    pub fn start_in(cwd: &Path, args: &[&OsStr]) -> Served {
+        let mut child = process()
+            .current_dir(cwd)
             .arg("serve")
             .args(args)
-            .env_clear_llm()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -221,18 +288,15 @@ impl Drop for Served {
     }
 }
 
-/// Removes the LLM variables from a process's environment.
-trait ClearLlm {
-    fn env_clear_llm(&mut self) -> &mut Self;
-}
-
-impl ClearLlm for Process {
-    fn env_clear_llm(&mut self) -> &mut Self {
-        for name in LLM_VARIABLES {
-            self.env_remove(name);
-        }
-        self.env_remove("RUST_LOG")
+/// The `concord` binary as a plain process (for what `assert_cmd` cannot set up, such as a
+/// standard output of our choosing), with no LLM and no log filter.
+pub fn process() -> Process {
+    let mut process = Process::new(env!("CARGO_BIN_EXE_concord"));
+    for name in LLM_VARIABLES {
+        process.env_remove(name);
     }
+    process.env_remove("RUST_LOG");
+    process
 }
 
 /// `concord call <url> getProductInfo <input> --json --data-dir <dir>`.
@@ -240,4 +304,13 @@ pub fn call_json(url: &str, input: &str, data_dir: &Path) -> Output {
     run(concord()
         .args(["call", url, "getProductInfo", input, "--json", "--data-dir"])
         .arg(data_dir))
+}
+
+/// The body of `GET url`.
+pub fn http_get(url: &str) -> String {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })
 }

@@ -4,7 +4,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{DataSchema, Form, MultiLanguage, OneOrMany};
+use super::{Annotations, DataSchema, Form};
 
 /// A property: state that can be read, written or observed. Its value's schema is the
 /// property itself, so the data schema terms sit beside the interaction terms.
@@ -32,21 +32,9 @@ pub struct PropertyAffordance {
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct ActionAffordance {
-    /// Semantic annotations (`@type`).
-    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
-    pub types: Option<OneOrMany<String>>,
-    /// Human-readable title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Titles by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub titles: Option<MultiLanguage>,
-    /// Human-readable description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Descriptions by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub descriptions: Option<MultiLanguage>,
+    /// `@type`, title(s) and description(s) of the action.
+    #[serde(flatten)]
+    pub annotations: Annotations,
     /// Schema of the input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<DataSchema>,
@@ -77,21 +65,9 @@ pub struct ActionAffordance {
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct EventAffordance {
-    /// Semantic annotations (`@type`).
-    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
-    pub types: Option<OneOrMany<String>>,
-    /// Human-readable title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Titles by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub titles: Option<MultiLanguage>,
-    /// Human-readable description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Descriptions by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub descriptions: Option<MultiLanguage>,
+    /// `@type`, title(s) and description(s) of the event.
+    #[serde(flatten)]
+    pub annotations: Annotations,
     /// Schema of data sent when subscribing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription: Option<DataSchema>,

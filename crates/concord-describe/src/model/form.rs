@@ -7,47 +7,73 @@ use serde_json::{Map, Value};
 
 use super::OneOrMany;
 
-/// A TD 1.1 operation type (`op`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Operation {
+/// Declares [`Operation`] from one table of variants and their names as written in `op`:
+/// the enum (serde reads and writes those names), [`Operation::ALL`] and [`Operation::name`].
+macro_rules! operations {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)+) => {
+        /// A TD 1.1 operation type (`op`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
+        pub enum Operation {
+            $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)+
+        }
+
+        impl Operation {
+            /// Every operation.
+            pub const ALL: [Operation; [$($name),+].len()] = [$(Operation::$variant),+];
+
+            /// The name as written in `op`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Operation::$variant => $name,)+
+                }
+            }
+
+            /// Parses an `op` value (exact, lowercase).
+            pub fn from_name(name: &str) -> Option<Self> {
+                Self::ALL.into_iter().find(|op| op.name() == name)
+            }
+        }
+    };
+}
+
+operations! {
     /// Read a property.
-    ReadProperty,
+    ReadProperty = "readproperty",
     /// Write a property.
-    WriteProperty,
+    WriteProperty = "writeproperty",
     /// Observe a property.
-    ObserveProperty,
+    ObserveProperty = "observeproperty",
     /// Stop observing a property.
-    UnobserveProperty,
+    UnobserveProperty = "unobserveproperty",
     /// Invoke an action.
-    InvokeAction,
+    InvokeAction = "invokeaction",
     /// Query the state of an ongoing action.
-    QueryAction,
+    QueryAction = "queryaction",
     /// Cancel an ongoing action.
-    CancelAction,
+    CancelAction = "cancelaction",
     /// Subscribe to an event.
-    SubscribeEvent,
+    SubscribeEvent = "subscribeevent",
     /// Unsubscribe from an event.
-    UnsubscribeEvent,
+    UnsubscribeEvent = "unsubscribeevent",
     /// Read all properties (Thing-level form).
-    ReadAllProperties,
+    ReadAllProperties = "readallproperties",
     /// Write all properties (Thing-level form).
-    WriteAllProperties,
+    WriteAllProperties = "writeallproperties",
     /// Read several properties (Thing-level form).
-    ReadMultipleProperties,
+    ReadMultipleProperties = "readmultipleproperties",
     /// Write several properties (Thing-level form).
-    WriteMultipleProperties,
+    WriteMultipleProperties = "writemultipleproperties",
     /// Observe all properties (Thing-level form).
-    ObserveAllProperties,
+    ObserveAllProperties = "observeallproperties",
     /// Stop observing all properties (Thing-level form).
-    UnobserveAllProperties,
+    UnobserveAllProperties = "unobserveallproperties",
     /// Query all ongoing actions (Thing-level form).
-    QueryAllActions,
+    QueryAllActions = "queryallactions",
     /// Subscribe to all events (Thing-level form).
-    SubscribeAllEvents,
+    SubscribeAllEvents = "subscribeallevents",
     /// Unsubscribe from all events (Thing-level form).
-    UnsubscribeAllEvents,
+    UnsubscribeAllEvents = "unsubscribeallevents",
 }
 
 /// Where a form sits, which decides the operations it may carry.
@@ -88,63 +114,6 @@ impl FormContext {
                 UnsubscribeAllEvents,
             ],
         }
-    }
-}
-
-impl Operation {
-    /// Every operation.
-    pub const ALL: [Operation; 18] = {
-        use Operation::*;
-        [
-            ReadProperty,
-            WriteProperty,
-            ObserveProperty,
-            UnobserveProperty,
-            InvokeAction,
-            QueryAction,
-            CancelAction,
-            SubscribeEvent,
-            UnsubscribeEvent,
-            ReadAllProperties,
-            WriteAllProperties,
-            ReadMultipleProperties,
-            WriteMultipleProperties,
-            ObserveAllProperties,
-            UnobserveAllProperties,
-            QueryAllActions,
-            SubscribeAllEvents,
-            UnsubscribeAllEvents,
-        ]
-    };
-
-    /// The name as written in `op`.
-    pub fn name(self) -> &'static str {
-        use Operation::*;
-        match self {
-            ReadProperty => "readproperty",
-            WriteProperty => "writeproperty",
-            ObserveProperty => "observeproperty",
-            UnobserveProperty => "unobserveproperty",
-            InvokeAction => "invokeaction",
-            QueryAction => "queryaction",
-            CancelAction => "cancelaction",
-            SubscribeEvent => "subscribeevent",
-            UnsubscribeEvent => "unsubscribeevent",
-            ReadAllProperties => "readallproperties",
-            WriteAllProperties => "writeallproperties",
-            ReadMultipleProperties => "readmultipleproperties",
-            WriteMultipleProperties => "writemultipleproperties",
-            ObserveAllProperties => "observeallproperties",
-            UnobserveAllProperties => "unobserveallproperties",
-            QueryAllActions => "queryallactions",
-            SubscribeAllEvents => "subscribeallevents",
-            UnsubscribeAllEvents => "unsubscribeallevents",
-        }
-    }
-
-    /// Parses an `op` value (exact, lowercase).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|op| op.name() == name)
     }
 }
 

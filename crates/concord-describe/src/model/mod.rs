@@ -3,6 +3,7 @@
 //! so documents round-trip without loss.
 
 mod affordance;
+mod annotations;
 mod form;
 mod lmos;
 mod meta_protocol;
@@ -12,6 +13,7 @@ mod security;
 mod thing;
 
 pub use affordance::{ActionAffordance, EventAffordance, PropertyAffordance};
+pub use annotations::Annotations;
 pub use form::{AdditionalResponse, ExpectedResponse, Form, FormContext, Operation};
 pub use lmos::{LmosKind, LmosMetadata, LmosVendor};
 pub use meta_protocol::{ConsensusProtocol, MetaProtocol};

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value};
 
-use super::{MultiLanguage, OneOrMany};
+use super::{Annotations, OneOrMany};
 
 /// The JSON type a data schema declares (`"type"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,21 +81,9 @@ impl DataType {
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct DataSchema {
-    /// Semantic annotations (`@type`).
-    #[serde(rename = "@type", default, skip_serializing_if = "Option::is_none")]
-    pub types: Option<OneOrMany<String>>,
-    /// Human-readable title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Titles by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub titles: Option<MultiLanguage>,
-    /// Human-readable description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Descriptions by language tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub descriptions: Option<MultiLanguage>,
+    /// `@type`, title(s) and description(s) of the schema.
+    #[serde(flatten)]
+    pub annotations: Annotations,
     /// The declared JSON type.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub data_type: Option<DataType>,

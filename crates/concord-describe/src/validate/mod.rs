@@ -224,19 +224,31 @@ impl<'v> Checker<'v> {
 
     // ----- typed term access: each reports a wrong type and returns None -----
 
+    /// `term` of `object` as `read` takes it; a value `read` refuses is reported as not
+    /// `expected` (`"a string"`, ...).
+    fn typed<T>(
+        &mut self,
+        object: &'v Map<String, Value>,
+        term: &str,
+        at: &Path<'_>,
+        expected: &str,
+        read: fn(&'v Value) -> Option<T>,
+    ) -> Option<T> {
+        let value = object.get(term)?;
+        let typed = read(value);
+        if typed.is_none() {
+            self.wrong_type(&at.key(term), &format!("`{term}` to be {expected}"), value);
+        }
+        typed
+    }
+
     pub(crate) fn string(
         &mut self,
         object: &'v Map<String, Value>,
         term: &str,
         at: &Path<'_>,
     ) -> Option<&'v str> {
-        match object.get(term)? {
-            Value::String(text) => Some(text),
-            other => {
-                self.wrong_type(&at.key(term), &format!("`{term}` to be a string"), other);
-                None
-            }
-        }
+        self.typed(object, term, at, "a string", Value::as_str)
     }
 
     pub(crate) fn required_string(
@@ -262,17 +274,7 @@ impl<'v> Checker<'v> {
         term: &str,
         at: &Path<'_>,
     ) -> Option<bool> {
-        match object.get(term)? {
-            Value::Bool(flag) => Some(*flag),
-            other => {
-                self.wrong_type(
-                    &at.key(term),
-                    &format!("`{term}` to be true or false"),
-                    other,
-                );
-                None
-            }
-        }
+        self.typed(object, term, at, "true or false", Value::as_bool)
     }
 
     pub(crate) fn object(
@@ -281,13 +283,7 @@ impl<'v> Checker<'v> {
         term: &str,
         at: &Path<'_>,
     ) -> Option<&'v Map<String, Value>> {
-        match object.get(term)? {
-            Value::Object(inner) => Some(inner),
-            other => {
-                self.wrong_type(&at.key(term), &format!("`{term}` to be an object"), other);
-                None
-            }
-        }
+        self.typed(object, term, at, "an object", Value::as_object)
     }
 
     pub(crate) fn array(
@@ -296,13 +292,7 @@ impl<'v> Checker<'v> {
         term: &str,
         at: &Path<'_>,
     ) -> Option<&'v Vec<Value>> {
-        match object.get(term)? {
-            Value::Array(items) => Some(items),
-            other => {
-                self.wrong_type(&at.key(term), &format!("`{term}` to be an array"), other);
-                None
-            }
-        }
+        self.typed(object, term, at, "an array", Value::as_array)
     }
 
     /// A term that is a string or an array of strings (`scopes`, `@type`, `hreflang`).

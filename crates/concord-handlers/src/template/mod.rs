@@ -1,22 +1,44 @@
 //! Deterministic handler templates for protocols described by JSON Schemas.
 //!
-//! A template is a fixed prelude of helper functions plus tables and contract functions
-//! written from the protocol's schemas, its envelope and our side's schemas. Peer-written
-//! text (field names, constants) enters the module only as JSON literals, never as code or
-//! comments.
+//! A template is decided once, as data: a [`plan::ModulePlan`] of the module's constants,
+//! mapping tables and contract functions, statement by statement, made from the protocol's
+//! schemas, its envelope and our side's schemas. Two back ends read that one plan:
+//!
+//! - `js` writes the module's JavaScript (what is stored, shown to users and sent to the
+//!   sandbox), byte for byte the same for the same inputs;
+//! - `native` runs the plan in Rust, with the module's exact results and errors, so a node
+//!   running a template needs no JavaScript engine.
+//!
+//! Peer-written text (field names, constants) enters the plan only as data: in the module
+//! only as JSON literals, never as code or comments.
 
 mod js;
+mod native;
+
+pub(crate) use native::Decoded;
+pub(crate) use text::quoted_len;
+mod plan;
+mod text;
+
+use std::fmt;
 
 use concord_negotiate::ProtocolDocument;
-use concord_sandbox::Role;
+use concord_sandbox::{Function, Role, SandboxError};
 use serde_json::Value;
 
+use crate::contract::Outcome;
 use crate::envelope::{segments, Envelope};
 use crate::local::{data_schema, is_single_value, Local};
 use crate::mapping::{check_fit, Plan};
 use crate::schema::{has_properties, is_required, properties};
 
-use js::{literal, plan_literal, Writer, HELPERS};
+use plan::{
+    Body, Branch, Check, Data, DecodeRequest, DecodeResponse, EncodeResponse, Expected, ModulePlan,
+    ProviderPlan, ReadId, RequestInput, RequesterPlan, ResponseOutput, Source, StatusRead, Write,
+};
+
+/// The status message of a successful response.
+const SUCCESS_MESSAGE: &str = "OK";
 
 /// Why no template fits a protocol and our schemas (so an LLM has to write the module).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +54,128 @@ fn no_template(reason: impl Into<String>) -> NoTemplate {
     }
 }
 
-/// Writes the handler module for `local`'s role from the protocol's JSON Schemas.
+/// A template handler for one side of a protocol: its plan, the module source written from
+/// it, and the plan run natively.
+///
+/// [`Template::source`] is the module (see [`template`]); [`Template::call`] runs a contract
+/// function of the same module without a JavaScript engine, with the same results and the
+/// same errors (a `TypeError` the module throws is [`SandboxError::Thrown`] with its name and
+/// message, without the engine's stack frames): identical values, member order and
+/// JavaScript's number semantics included (checked by property tests on generated protocols
+/// and arguments). `Template::call` is the plan alone; [`Code`](crate::Code), which is how
+/// the runtime runs a template, also applies the sandbox's input and output caps and its
+/// nesting limit, so that it refuses exactly what the sandbox refuses.
+///
+/// ```
+/// use concord_handlers::{Local, Template};
+/// use concord_negotiate::{canonical_protocol, ActionSpec, ProtocolDocument};
+/// use concord_sandbox::{Function, Limits, Sandbox};
+/// use serde_json::json;
+/// use std::time::Duration;
+///
+/// let action = ActionSpec {
+///     name: "getPrice".into(),
+///     description: "The price of a product.".into(),
+///     input: json!({"type": "object", "properties": {"productId": {"type": "string"}}, "required": ["productId"]}),
+///     output: json!({"type": "number"}),
+/// };
+/// let document = ProtocolDocument::parse(&canonical_protocol(&action, Duration::from_secs(15)))?;
+/// let local = Local::Provider(action);
+/// let template = Template::new(&document, &local)?;
+/// let mut sandboxed = Sandbox::load(template.source(), local.role(), Limits::default())?;
+///
+/// let request = json!({"messageId": "m1", "type": "REQUEST", "action": "getPrice", "productId": "P1"});
+/// let native = template.call(Function::DecodeRequest, &request)?;
+/// assert_eq!(native, json!({"messageId": "m1", "input": {"productId": "P1"}}));
+/// assert_eq!(native, sandboxed.call(Function::DecodeRequest, &request)?);
+///
+/// let thrown = template.call(Function::DecodeRequest, &json!({"messageId": 7})).unwrap_err();
+/// assert_eq!(
+///     thrown.to_string(),
+///     r#"handler threw: TypeError: the request's type must be "REQUEST", not absent"#
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Template {
+    /// The plan with its constants as the engine holds them (for the native run).
+    plan: ModulePlan,
+    source: String,
+}
+
+impl Template {
+    /// The template for `local`'s side of `document`.
+    ///
+    /// # Errors
+    /// [`NoTemplate`]: see [`template`].
+    pub fn new(document: &ProtocolDocument, local: &Local) -> Result<Template, NoTemplate> {
+        let plan = module_plan(document, local)?;
+        let source = js::module(&plan);
+        Ok(Template {
+            plan: plan.in_engine_form(),
+            source,
+        })
+    }
+
+    /// The module's JavaScript source (what [`template`] returns).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The role the module plays.
+    pub fn role(&self) -> Role {
+        self.plan.role
+    }
+
+    /// Calls `function` natively, as the module in the sandbox would answer it.
+    ///
+    /// # Errors
+    /// [`SandboxError::WrongRole`] for the other role's functions, [`SandboxError::Thrown`]
+    /// (`TypeError: …`) where the module throws.
+    pub fn call(&self, function: Function, argument: &Value) -> Result<Value, SandboxError> {
+        native::call(&self.plan, function, argument)
+    }
+
+    /// `encodeRequest({ messageId, input })` natively, without building the argument.
+    pub(crate) fn encode_request(
+        &self,
+        message_id: &str,
+        input: &Value,
+    ) -> Result<Value, SandboxError> {
+        native::encode_request(&self.plan, message_id, input)
+    }
+
+    /// `decodeRequest(message)` natively: the message id and the input.
+    pub(crate) fn decode_request(&self, message: &Value) -> Result<(String, Value), SandboxError> {
+        native::decode_request(&self.plan, message)
+    }
+
+    /// `encodeResponse` of `outcome` natively, without building the argument.
+    pub(crate) fn encode_response(
+        &self,
+        message_id: &str,
+        outcome: &Outcome,
+    ) -> Result<Value, SandboxError> {
+        native::encode_response(&self.plan, message_id, outcome)
+    }
+
+    /// `decodeResponse(message)` natively.
+    pub(crate) fn decode_response(&self, message: &Value) -> Result<Decoded, SandboxError> {
+        native::decode_response(&self.plan, message)
+    }
+}
+
+impl fmt::Debug for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Template")
+            .field("role", &self.plan.role)
+            .field("protocol", &self.plan.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Writes the handler module for `local`'s side from the protocol's JSON Schemas: the
+/// source of [`Template::new`].
 ///
 /// Same inputs, same bytes. The module follows the runtime contract (see the crate
 /// documentation) and maps fields by name, else by the same name in another naming style;
@@ -67,6 +210,11 @@ fn no_template(reason: impl Into<String>) -> NoTemplate {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn template(document: &ProtocolDocument, local: &Local) -> Result<String, NoTemplate> {
+    module_plan(document, local).map(|plan| js::module(&plan))
+}
+
+/// The plan of the module for `local`'s side of `document`.
+fn module_plan(document: &ProtocolDocument, local: &Local) -> Result<ModulePlan, NoTemplate> {
     let (Some(request), Some(response)) = (&document.request_schema, &document.response_schema)
     else {
         return Err(no_template(
@@ -98,14 +246,21 @@ pub fn template(document: &ProtocolDocument, local: &Local) -> Result<String, No
         ));
     }
     let layout = Layout::new(&envelope, request, response, local)?;
-    let mut out = Writer::new();
-    header(&mut out, document, local);
-    match local {
-        Local::Provider(_) => provider(&mut out, &layout),
-        Local::Requester(_) => requester(&mut out, &layout),
-    }
-    out.raw(HELPERS);
-    Ok(out.finish())
+    let body = match local {
+        Local::Provider(_) => Body::Provider(provider_plan(&layout)),
+        Local::Requester(_) => Body::Requester(requester_plan(&layout)),
+    };
+    Ok(ModulePlan {
+        role: local.role(),
+        protocol: document.hash().to_string(),
+        action: envelope
+            .action_field
+            .is_some()
+            .then(|| layout.action.clone()),
+        code_at: envelope.code_at.as_deref().map(segments),
+        message_at: envelope.message_at.as_deref().map(segments),
+        body,
+    })
 }
 
 /// Where data sits in the messages, and how it maps to our side.
@@ -124,14 +279,6 @@ struct Layout<'a> {
     /// How our result becomes the response's data (provider) / the response's data becomes
     /// our output (requester).
     response_plan: Plan,
-}
-
-/// How a message carries the action's data.
-enum Data {
-    /// As fields of the message, mapped to and from an object.
-    Fields,
-    /// As the value of this one field.
-    Single(String),
 }
 
 impl<'a> Layout<'a> {
@@ -214,187 +361,74 @@ impl<'a> Layout<'a> {
         })
     }
 
-    /// The top-level envelope names of requests, as a JS array literal.
-    fn request_envelope(&self) -> String {
-        let names: Vec<Value> = properties(self.request)
+    /// The top-level envelope names of requests, in schema order.
+    fn request_envelope(&self) -> Vec<String> {
+        properties(self.request)
             .into_iter()
             .map(|(name, _)| name)
             .filter(|name| self.envelope.is_request_envelope(name))
-            .map(|name| Value::String(name.to_owned()))
-            .collect();
-        literal(&Value::Array(names))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
-fn header(out: &mut Writer, document: &ProtocolDocument, local: &Local) {
-    let role = local.role();
-    out.line(&format!(
-        "// Concord protocol handler: {role} side. Generated by concord-handlers {} from the",
-        env!("CARGO_PKG_VERSION")
-    ));
-    out.line(&format!(
-        "// protocol's JSON Schemas (protocol {}).",
-        document.hash()
-    ));
-    out.line("// The same protocol and local schemas always give the same module.");
-    out.line("//");
-    match role {
-        Role::Requester => {
-            out.line("//   encodeRequest({ messageId, input }) -> request message");
-            out.line("//   decodeResponse(message) -> { messageId, output } | { messageId, error: { code, message } }");
-        }
-        Role::Provider => {
-            out.line("//   decodeRequest(message) -> { messageId, input }");
-            out.line("//   encodeResponse({ messageId, result } | { messageId, error: { code, message } }) -> response message");
-        }
-    }
-    out.line("//");
-    out.line("// Fields are matched by name, else by the same name in another naming style");
-    out.line("// (productId = product_id = product-id = ProductId). A required field the source");
-    out.line("// lacks takes the schema's const or default.");
-    out.blank();
-}
-
-/// The constants both roles use.
-fn constants(out: &mut Writer, layout: &Layout<'_>) {
+fn provider_plan(layout: &Layout<'_>) -> ProviderPlan {
     let envelope = layout.envelope;
-    if envelope.action_field.is_some() {
-        out.line(&format!("const ACTION = {};", literal(&layout.action)));
-    }
-    if let Some(code_at) = &envelope.code_at {
-        out.line(&format!("const CODE_AT = {};", pointer_literal(code_at)));
-    }
-    if let Some(message_at) = &envelope.message_at {
-        out.line(&format!(
-            "const MESSAGE_AT = {};",
-            pointer_literal(message_at)
-        ));
-    }
-}
-
-/// `const NAME = <table>;`, saying so when the table copies values as they are.
-fn table(name: &str, plan: &Plan) -> String {
-    if plan.is_copy() {
-        format!("const {name} = null; // copied as it is")
-    } else {
-        format!("const {name} = {};", plan_literal(plan, 0))
-    }
-}
-
-fn pointer_literal(pointer: &str) -> String {
-    literal(&Value::Array(
-        segments(pointer).into_iter().map(Value::String).collect(),
-    ))
-}
-
-fn provider(out: &mut Writer, layout: &Layout<'_>) {
-    let envelope = layout.envelope;
-    constants(out, layout);
-    if envelope.code_at.is_some() {
-        out.line(&format!(
-            "const SUCCESS_CODE = {};",
-            envelope.success_code.unwrap_or(200)
-        ));
-    }
-    if envelope.message_at.is_some() {
-        out.line("const SUCCESS_MESSAGE = \"OK\";");
-    }
-    out.blank();
-    match &layout.request_data {
-        Data::Fields => out.line("// The request's data fields -> the action's input."),
-        Data::Single(field) => out.line(&format!(
-            "// The request's {} -> the action's input.",
-            literal(&Value::String(field.clone()))
-        )),
-    }
-    out.line(&table("INPUT", &layout.request_plan));
-    out.line(&format!(
-        "// The action's result -> {}.",
-        payload_words(layout)
-    ));
-    out.line(&table("RESULT", &layout.response_plan));
-    out.blank();
-
-    // decodeRequest
-    out.line("function decodeRequest(message) {");
-    out.line("  expectObject(message, \"the request\");");
+    let mut checks = Vec::new();
     if let Some((field, value)) = &envelope.request_type {
-        out.line(&format!(
-            "  expectConst(own(message, {}), {}, {});",
-            name_literal(field),
-            literal(value),
-            name_literal(&format!("the request's {field}"))
-        ));
+        checks.push(Check {
+            field: field.clone(),
+            expected: Expected::Literal(value.clone()),
+            what: format!("the request's {field}"),
+        });
     }
     if let Some(field) = &envelope.action_field {
-        out.line(&format!(
-            "  expectConst(own(message, {}), ACTION, {});",
-            name_literal(field),
-            name_literal(&format!("the request's {field}"))
-        ));
+        checks.push(Check {
+            field: field.clone(),
+            expected: Expected::Action(layout.action.clone()),
+            what: format!("the request's {field}"),
+        });
     }
-    out.line(&format!(
-        "  const messageId = expectString(own(message, {}), {});",
-        name_literal(&envelope.request_id),
-        name_literal(&format!("the request's {}", envelope.request_id))
-    ));
-    match &layout.request_data {
-        Data::Fields => {
-            out.line(&format!(
-                "  const data = dataFields(message, {});",
-                layout.request_envelope()
-            ));
-            out.line("  return { messageId, input: mapValue(data, INPUT, \"the request\") };");
-        }
-        Data::Single(field) => out.line(&format!(
-            "  return {{ messageId, input: own(message, {}) ?? null }};",
-            literal(&Value::String(field.clone()))
-        )),
-    }
-    out.line("}");
-    out.blank();
-
-    // encodeResponse
-    out.line("function encodeResponse(outcome) {");
-    out.line("  expectObject(outcome, \"encodeResponse's argument\");");
-    out.line("  const messageId = expectString(own(outcome, \"messageId\"), \"the argument's messageId\");");
-    out.line("  const error = own(outcome, \"error\");");
+    let input = match &layout.request_data {
+        Data::Fields => RequestInput::Fields {
+            envelope: layout.request_envelope(),
+        },
+        Data::Single(field) => RequestInput::Single(field.clone()),
+    };
     let names = response_names(layout);
     let fixed = names
         .iter()
         .take_while(|name| is_fixed_field(layout, name))
         .count();
     let (common, varying) = names.split_at(fixed);
-    out.line("  const message = {};");
-    response_fields(out, layout, common, Branch::Success, "  ");
-    out.line("  if (error !== undefined) {");
-    out.line("    expectObject(error, \"the argument's error\");");
-    if envelope.code_at.is_none() {
-        out.line("    throw new TypeError(\"this protocol has no status code to report an error with\");");
-    } else {
-        response_fields(out, layout, varying, Branch::Error, "    ");
+    ProviderPlan {
+        success_code: envelope
+            .code_at
+            .as_ref()
+            .map(|_| envelope.success_code.unwrap_or(200)),
+        success_message: envelope.message_at.is_some(),
+        request_data: layout.request_data.clone(),
+        payload: layout.payload.clone(),
+        input: layout.request_plan.clone(),
+        result: layout.response_plan.clone(),
+        decode_request: DecodeRequest {
+            checks,
+            id: ReadId {
+                field: envelope.request_id.clone(),
+                what: format!("the request's {}", envelope.request_id),
+            },
+            input,
+        },
+        encode_response: EncodeResponse {
+            common: response_writes(layout, common, Branch::Success),
+            error: envelope
+                .code_at
+                .as_ref()
+                .map(|_| response_writes(layout, varying, Branch::Error)),
+            maps_result: layout.payload.len() != 1,
+            success: response_writes(layout, varying, Branch::Success),
+        },
     }
-    out.line("  } else {");
-    out.line("    const result = own(outcome, \"result\");");
-    out.line("    if (result === undefined) {");
-    out.line(
-        "      throw new TypeError(\"encodeResponse's argument has neither result nor error\");",
-    );
-    out.line("    }");
-    if layout.payload.len() != 1 {
-        out.line("    const data = mapValue(result, RESULT, \"the result\");");
-    }
-    response_fields(out, layout, varying, Branch::Success, "    ");
-    out.line("  }");
-    out.line("  return message;");
-    out.line("}");
-    out.blank();
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Branch {
-    Success,
-    Error,
 }
 
 /// A response's top-level fields in schema order, then pointer roots the schema lacks.
@@ -428,13 +462,7 @@ fn is_fixed_field(layout: &Layout<'_>, name: &str) -> bool {
 }
 
 /// The statements writing some of a response's top-level fields.
-fn response_fields(
-    out: &mut Writer,
-    layout: &Layout<'_>,
-    names: &[String],
-    branch: Branch,
-    indent: &str,
-) {
+fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec<Write> {
     let envelope = layout.envelope;
     let root = |pointer: &Option<String>| {
         pointer
@@ -443,176 +471,100 @@ fn response_fields(
     };
     let code_root = root(&envelope.code_at);
     let message_root = root(&envelope.message_at);
+    let mut writes = Vec::new();
     for name in names {
-        let field = name_literal(name);
         if *name == envelope.response_id {
-            out.line(&format!("{indent}put(message, {field}, messageId);"));
+            writes.push(Write::Put(name.clone(), Source::MessageId));
         } else if let Some((_, value)) = envelope
             .response_type
             .as_ref()
             .filter(|(type_field, _)| type_field == name)
         {
-            out.line(&format!(
-                "{indent}put(message, {field}, {});",
-                literal(value)
-            ));
+            writes.push(Write::Put(name.clone(), Source::Literal(value.clone())));
         } else if code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name) {
-            let (code, text) = match branch {
-                Branch::Error => (
-                    "expectInteger(own(error, \"code\"), \"the error's code\")",
-                    "expectString(own(error, \"message\"), \"the error's message\")",
-                ),
-                Branch::Success => ("SUCCESS_CODE", "SUCCESS_MESSAGE"),
-            };
             if code_root.as_ref() == Some(name) {
-                out.line(&format!("{indent}setAt(message, CODE_AT, {code});"));
+                writes.push(Write::SetCode(branch));
             }
             if message_root.as_ref() == Some(name) {
-                out.line(&format!("{indent}setAt(message, MESSAGE_AT, {text});"));
+                writes.push(Write::SetMessage(branch));
             }
         } else if layout.payload.contains(name) {
             match branch {
                 Branch::Error => {
                     if is_required(layout.response, name) || layout.payload.len() == 1 {
-                        out.line(&format!("{indent}put(message, {field}, null);"));
+                        writes.push(Write::Put(name.clone(), Source::Null));
                     }
                 }
-                Branch::Success if layout.payload.len() == 1 => out.line(&format!(
-                    "{indent}put(message, {field}, mapValue(result, RESULT, \"the result\"));"
-                )),
-                Branch::Success => out.line(&format!(
-                    "{indent}putPresent(message, {field}, own(data, {field}));"
-                )),
+                Branch::Success if layout.payload.len() == 1 => {
+                    writes.push(Write::Put(name.clone(), Source::MappedResult));
+                }
+                Branch::Success => writes.push(Write::PutData(name.clone())),
             }
         }
     }
+    writes
 }
 
-fn payload_words(layout: &Layout<'_>) -> String {
-    match layout.payload.as_slice() {
-        [single] => format!("the response's {}", literal(&Value::String(single.clone()))),
-        [] => "nothing (the response carries no data)".to_owned(),
-        _ => "the response's data fields".to_owned(),
-    }
-}
-
-fn requester(out: &mut Writer, layout: &Layout<'_>) {
+fn requester_plan(layout: &Layout<'_>) -> RequesterPlan {
     let envelope = layout.envelope;
-    constants(out, layout);
-    out.blank();
-    match &layout.request_data {
-        Data::Fields => out.line("// The input -> the request's data fields."),
-        Data::Single(field) => out.line(&format!(
-            "// The input -> the request's {}.",
-            literal(&Value::String(field.clone()))
-        )),
-    }
-    out.line(&table("REQUEST", &layout.request_plan));
-    out.line(&format!(
-        "// {} -> the output.",
-        capitalised(&payload_words(layout))
-    ));
-    out.line(&table("OUTPUT", &layout.response_plan));
-    out.blank();
-
-    // encodeRequest
-    out.line("function encodeRequest(call) {");
-    out.line("  expectObject(call, \"encodeRequest's argument\");");
-    out.line(
-        "  const messageId = expectString(own(call, \"messageId\"), \"the argument's messageId\");",
-    );
-    out.line("  const input = own(call, \"input\");");
-    if let Data::Fields = layout.request_data {
-        out.line("  const data = mapValue(expectObject(input, \"the argument's input\"), REQUEST, \"the input\");");
-    }
-    out.line("  const message = {};");
+    let mut encode_request = Vec::new();
     for (name, _) in properties(layout.request) {
-        let field = literal(&Value::String(name.to_owned()));
+        let field = name.to_owned();
         if name == envelope.request_id {
-            out.line(&format!("  put(message, {field}, messageId);"));
+            encode_request.push(Write::Put(field, Source::MessageId));
         } else if let Some((_, value)) = envelope
             .request_type
             .as_ref()
             .filter(|(type_field, _)| type_field == name)
         {
-            out.line(&format!("  put(message, {field}, {});", literal(value)));
+            encode_request.push(Write::Put(field, Source::Literal(value.clone())));
         } else if envelope.action_field.as_deref() == Some(name) {
-            out.line(&format!("  put(message, {field}, ACTION);"));
+            encode_request.push(Write::Put(field, Source::Action(layout.action.clone())));
         } else {
             match &layout.request_data {
                 Data::Single(single) if single == name => {
-                    out.line(&format!("  put(message, {field}, input ?? null);"));
+                    encode_request.push(Write::Put(field, Source::InputOrNull));
                 }
                 Data::Single(_) => {}
-                Data::Fields => out.line(&format!(
-                    "  putPresent(message, {field}, own(data, {field}));"
-                )),
+                Data::Fields => encode_request.push(Write::PutData(field)),
             }
         }
     }
-    out.line("  return message;");
-    out.line("}");
-    out.blank();
-
-    // decodeResponse
-    out.line("function decodeResponse(message) {");
-    out.line("  expectObject(message, \"the response\");");
-    if let Some((field, value)) = &envelope.response_type {
-        out.line(&format!(
-            "  expectConst(own(message, {}), {}, {});",
-            name_literal(field),
-            literal(value),
-            name_literal(&format!("the response's {field}"))
-        ));
+    let check = envelope.response_type.as_ref().map(|(field, value)| Check {
+        field: field.clone(),
+        expected: Expected::Literal(value.clone()),
+        what: format!("the response's {field}"),
+    });
+    let output = match layout.payload.as_slice() {
+        [single] => ResponseOutput::Single {
+            field: single.clone(),
+            what: format!("the response's {single}"),
+        },
+        names => ResponseOutput::Pick(names.to_vec()),
+    };
+    RequesterPlan {
+        request_data: layout.request_data.clone(),
+        payload: layout.payload.clone(),
+        request: layout.request_plan.clone(),
+        output: layout.response_plan.clone(),
+        encode_request,
+        decode_response: DecodeResponse {
+            check,
+            id: ReadId {
+                field: envelope.response_id.clone(),
+                what: format!("the response's {}", envelope.response_id),
+            },
+            status: envelope.code_at.as_ref().map(|_| StatusRead {
+                message: envelope.message_at.is_some(),
+            }),
+            output,
+        },
     }
-    out.line(&format!(
-        "  const messageId = expectString(own(message, {}), {});",
-        name_literal(&envelope.response_id),
-        name_literal(&format!("the response's {}", envelope.response_id))
-    ));
-    if envelope.code_at.is_some() {
-        out.line("  const code = getAt(message, CODE_AT);");
-        out.line("  if (Number.isInteger(code) && code >= 400) {");
-        if envelope.message_at.is_some() {
-            out.line("    const text = getAt(message, MESSAGE_AT);");
-            out.line("    return { messageId, error: { code, message: typeof text === \"string\" ? text : \"\" } };");
-        } else {
-            out.line("    return { messageId, error: { code, message: \"\" } };");
-        }
-        out.line("  }");
-    }
-    match layout.payload.as_slice() {
-        [single] => out.line(&format!(
-            "  return {{ messageId, output: mapValue(own(message, {}) ?? null, OUTPUT, {}) }};",
-            name_literal(single),
-            name_literal(&format!("the response's {single}"))
-        )),
-        names => out.line(&format!(
-            "  return {{ messageId, output: mapValue(pick(message, {}), OUTPUT, \"the response\") }};",
-            literal(&Value::Array(
-                names.iter().cloned().map(Value::String).collect()
-            ))
-        )),
-    }
-    out.line("}");
-    out.blank();
-}
-
-/// A JavaScript string literal.
-fn name_literal(text: &str) -> String {
-    literal(&Value::String(text.to_owned()))
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::js::{plan_literal, HELPERS};
     use super::*;
     use crate::diff::diff;
     use crate::mapping::Plan;

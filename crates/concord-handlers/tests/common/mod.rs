@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod generated;
+
 use concord_handlers::{template, CaseRunner, CasesReport, Local, Verifier};
 use concord_negotiate::{ActionSpec, ProtocolDocument, TestCases};
 use concord_sandbox::{Handler, Limits, Sandbox};

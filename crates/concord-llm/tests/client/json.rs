@@ -30,6 +30,22 @@ fn parse_error(text: &str) -> String {
 
 const GOOD: &str = r#"{"status":"accepted","reason":"schemas match"}"#;
 
+/// The model answers `first`, then [`GOOD`]: the text of the corrective message between.
+async fn correction_after(first: Step) -> String {
+    let server = ScriptServer::start([first, Step::content(GOOD)])
+        .await
+        .unwrap();
+
+    let completion = client(&server)
+        .complete_json::<Decision>(judge())
+        .await
+        .unwrap();
+
+    assert!(completion.corrected);
+    let correction = server.requests()[1].messages().last().unwrap().clone();
+    correction["content"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn json_mode_is_requested_and_the_answer_parsed_strictly() {
     let server = ScriptServer::start([Step::content(GOOD)]).await.unwrap();
@@ -104,19 +120,7 @@ async fn malformed_json_gets_one_corrective_retry_naming_the_parse_error() {
 
 #[tokio::test]
 async fn valid_json_of_the_wrong_shape_is_corrected_too() {
-    let wrong = r#"{"status":"accepted"}"#;
-    let server = ScriptServer::start([Step::content(wrong), Step::content(GOOD)])
-        .await
-        .unwrap();
-
-    let completion = client(&server)
-        .complete_json::<Decision>(judge())
-        .await
-        .unwrap();
-
-    assert!(completion.corrected);
-    let correction = server.requests()[1].messages().last().unwrap().clone();
-    let text = correction["content"].as_str().unwrap();
+    let text = correction_after(Step::content(r#"{"status":"accepted"}"#)).await;
     assert!(text.contains("missing field `reason`"), "{text}");
 }
 
@@ -156,24 +160,8 @@ async fn malformed_twice_is_a_typed_failure_with_both_errors() {
 
 #[tokio::test]
 async fn an_answer_with_no_text_is_corrected_like_bad_json() {
-    let server = ScriptServer::start([
-        Step::tool_call("lookup", json!({"sku": "A-1"})),
-        Step::content(GOOD),
-    ])
-    .await
-    .unwrap();
-
-    let completion = client(&server)
-        .complete_json::<Decision>(judge())
-        .await
-        .unwrap();
-
-    assert!(completion.corrected);
-    let correction = server.requests()[1].messages().last().unwrap().clone();
-    assert!(correction["content"]
-        .as_str()
-        .unwrap()
-        .contains("no text, only tool calls"));
+    let text = correction_after(Step::tool_call("lookup", json!({"sku": "A-1"}))).await;
+    assert!(text.contains("no text, only tool calls"), "{text}");
 }
 
 #[tokio::test]

@@ -142,6 +142,11 @@ async fn connection_failures_are_retried_then_reported() {
         matches!(error, LlmError::Transport { attempts: 3, .. }),
         "{error:?}"
     );
+    // The message says why (reqwest's own message only says what it was doing), once.
+    let message = error.to_string();
+    assert!(message.contains("refused"), "{message}");
+    assert_eq!(message.matches(&addr.to_string()).count(), 1, "{message}");
+    assert!(std::error::Error::source(&error).is_none(), "{error:?}");
     assert_eq!(client.usage().records()[0].outcome, CallOutcome::Transport);
 }
 

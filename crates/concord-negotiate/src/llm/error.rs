@@ -20,7 +20,6 @@ pub struct LlmStepError {
     /// Its calls, tokens and wall time.
     pub record: StepRecord,
     /// What went wrong.
-    #[source]
     pub failure: LlmFailure,
 }
 
@@ -32,7 +31,7 @@ pub enum LlmFailure {
     /// connection failure, a body that is not a chat completion, or (from
     /// [`LlmClient::complete_json`](concord_llm::LlmClient::complete_json)) an answer that
     /// was not the JSON asked for even after the corrective retry.
-    #[error("{0}")]
+    #[error(transparent)]
     Call(#[from] LlmError),
     /// In the provider's tool loop, the model's final answer was not the JSON asked for,
     /// twice: once at first and again after being told what was wrong.
@@ -59,7 +58,7 @@ pub enum LlmFailure {
     },
     /// The protocol the model wrote does not parse.
     #[error("the model's protocol is not a protocol document: {0}")]
-    InvalidProtocol(#[source] DocumentError),
+    InvalidProtocol(DocumentError),
     /// The protocol the model wrote parses but is not a full protocol (it lacks a request
     /// or a response JSON Schema, e.g. it only names a base protocol by URI).
     #[error("the model's protocol is not a full protocol: it needs both a request and a response JSON Schema")]
@@ -76,7 +75,7 @@ pub enum LlmFailure {
     },
     /// The test cases the model wrote do not parse.
     #[error("the model's test cases cannot be read: {0}")]
-    InvalidTestCases(#[source] TestCasesError),
+    InvalidTestCases(TestCasesError),
     /// The test cases the model wrote break the agreed protocol's schemas.
     #[error("the model's test cases break the agreed schemas:\n{problems}")]
     TestCasesBreakSchemas {

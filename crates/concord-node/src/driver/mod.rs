@@ -233,6 +233,11 @@ impl<T: Transport> Driver<T> {
 
     async fn drive(mut self) {
         self.start_requester();
+        // One timer for every deadline, armed only when the earliest deadline moves
+        // earlier: activity pushes the idle deadline later on every frame, and the timer
+        // then fires early once and is re-armed, instead of being re-armed on every frame.
+        let mut timer = Box::pin(tokio::time::sleep_until(Instant::now().into()));
+        let mut armed: Option<Instant> = None;
         let cause = loop {
             while let Some(event) = self.session.poll_event() {
                 self.on_event(event);
@@ -249,7 +254,12 @@ impl<T: Transport> Driver<T> {
             if let Some(cause) = self.stop.take() {
                 break cause;
             }
-            let deadline = self.next_deadline();
+            if let Some(deadline) = self.next_deadline() {
+                if armed.is_none_or(|armed| deadline < armed) {
+                    timer.as_mut().reset(deadline.into());
+                    armed = Some(deadline);
+                }
+            }
             let may_read = self.may_read();
             tokio::select! {
                 () = shutdown_requested(&mut self.shutdown) => self.stop = Some(Cause::Shutdown),
@@ -265,7 +275,10 @@ impl<T: Transport> Driver<T> {
                     self.on_command(command);
                     self.take_more_commands();
                 }
-                () = sleep_until(deadline) => self.on_deadline(),
+                () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    self.on_deadline();
+                }
             }
         };
         self.end(cause).await;
@@ -562,13 +575,6 @@ async fn shutdown_requested(shutdown: &mut Option<watch::Receiver<bool>>) {
                 std::future::pending::<()>().await;
             }
         }
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
     }
 }

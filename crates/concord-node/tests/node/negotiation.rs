@@ -32,6 +32,7 @@ async fn negotiates_generates_verifies_and_calls_without_an_llm() {
     assert!(info.accounting.steps.len() >= 2, "{:?}", info.accounting);
     assert_eq!(info.code.len(), 1);
     assert_eq!(info.code[0].origin, "template");
+    assert!(info.code[0].native, "a template runs natively");
     assert_eq!(info.code[0].llm_calls, 0);
     assert!(info.verified_cases >= 2, "{}", info.verified_cases);
     assert_eq!(info.code[0].cases_run, info.verified_cases);

@@ -18,15 +18,18 @@ pub enum Phase {
 }
 
 /// Something the peer sent that breaks the meta-protocol. It closes the session.
+///
+/// The message says everything, the frame or meta-message error included; there is no
+/// separate [`source`](std::error::Error::source) to say it again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolViolation {
     /// The bytes are not a frame (empty, or over the size limit).
     #[error("bad frame: {0}")]
-    Frame(#[from] FrameError),
+    Frame(FrameError),
     /// A PT 0 frame whose data is not a valid meta message.
     #[error("bad meta message: {0}")]
-    Meta(#[from] MetaError),
+    Meta(MetaError),
     /// A PT 2 frame whose data is not UTF-8.
     #[error("natural-language frame is not valid UTF-8 (valid up to byte {valid_up_to})")]
     NaturalLanguageNotUtf8 {
@@ -91,6 +94,18 @@ pub enum ProtocolViolation {
         /// The id received.
         message_id: String,
     },
+}
+
+impl From<FrameError> for ProtocolViolation {
+    fn from(error: FrameError) -> Self {
+        Self::Frame(error)
+    }
+}
+
+impl From<MetaError> for ProtocolViolation {
+    fn from(error: MetaError) -> Self {
+        Self::Meta(error)
+    }
 }
 
 fn expected_text(expected: Option<u64>) -> String {

@@ -422,17 +422,9 @@ impl Session {
                 candidate,
                 modification_summary,
             } => {
-                if candidate.is_empty() {
-                    return Err(SessionError::EmptyText("candidateProtocols"));
-                }
-                if modification_summary.is_empty() {
-                    return Err(SessionError::EmptyText("modificationSummary"));
-                }
+                check_counter("candidateProtocols", &candidate, &modification_summary)?;
                 if negotiation.proposals >= cap {
-                    self.send_protocol_rejection(format!(
-                        "round cap of {cap} negotiating messages reached without agreement"
-                    ));
-                    self.close_with(CloseReason::RoundCapReached { rounds: cap });
+                    self.stop_at_round_cap(cap);
                     return Ok(());
                 }
                 negotiation.proposals += 1;
@@ -555,24 +547,9 @@ impl Session {
                 candidate,
                 modification_summary,
             } => {
-                if candidate.is_empty() {
-                    return Err(SessionError::EmptyText("testCases"));
-                }
-                if modification_summary.is_empty() {
-                    return Err(SessionError::EmptyText("modificationSummary"));
-                }
+                check_counter("testCases", &candidate, &modification_summary)?;
                 if proposals >= cap {
-                    let reason = format!(
-                        "round cap of {cap} negotiating messages reached without agreement"
-                    );
-                    (
-                        TestCaseTalk::Idle,
-                        rejected_test_cases(reason.clone()),
-                        Some(Event::TestCasesRejected {
-                            by: Side::Local,
-                            reason: Some(reason),
-                        }),
-                    )
+                    we_reject_test_cases(round_cap_reason(cap))
                 } else {
                     (
                         TestCaseTalk::AwaitingPeer {
@@ -589,14 +566,7 @@ impl Session {
                     )
                 }
             }
-            Decision::Reject { reason } => (
-                TestCaseTalk::Idle,
-                rejected_test_cases(reason.clone()),
-                Some(Event::TestCasesRejected {
-                    by: Side::Local,
-                    reason: Some(reason),
-                }),
-            ),
+            Decision::Reject { reason } => we_reject_test_cases(reason),
         };
         if let State::Established(established) = &mut self.state {
             established.test_cases = next;
@@ -863,10 +833,7 @@ impl Session {
                 }
                 negotiation.proposals += 1;
                 if negotiation.proposals > cap {
-                    self.send_protocol_rejection(format!(
-                        "round cap of {cap} negotiating messages reached without agreement"
-                    ));
-                    return self.close_with(CloseReason::RoundCapReached { rounds: cap });
+                    return self.stop_at_round_cap(cap);
                 }
                 let candidate = message.candidate_protocols.unwrap_or_default();
                 negotiation.candidate = Some(candidate.clone());
@@ -908,13 +875,29 @@ impl Session {
         }
     }
 
-    fn handle_code_generation(&mut self, message: CodeGeneration) {
-        let State::Established(established) = &mut self.state else {
-            return self.violate(ProtocolViolation::UnexpectedMessage {
-                action: "codeGeneration",
-                status: None,
+    /// The agreed protocol's state, which `action` (with `status`) needs; before agreement
+    /// the message is a violation and there is none.
+    fn established_for(
+        &mut self,
+        action: &'static str,
+        status: Option<NegotiationStatus>,
+    ) -> Option<&mut Established> {
+        if !matches!(self.state, State::Established(_)) {
+            self.violate(ProtocolViolation::UnexpectedMessage {
+                action,
+                status,
                 state: "the protocol is not agreed yet",
             });
+        }
+        match &mut self.state {
+            State::Established(established) => Some(established),
+            _ => None,
+        }
+    }
+
+    fn handle_code_generation(&mut self, message: CodeGeneration) {
+        let Some(established) = self.established_for("codeGeneration", None) else {
+            return;
         };
         match message.status {
             CodeGenerationStatus::Generated => {
@@ -936,12 +919,8 @@ impl Session {
         const ACTION: &str = "testCasesNegotiation";
         let cap = self.config.max_negotiation_rounds;
         let role = self.role;
-        let State::Established(established) = &mut self.state else {
-            return self.violate(ProtocolViolation::UnexpectedMessage {
-                action: ACTION,
-                status: Some(message.status),
-                state: "the protocol is not agreed yet",
-            });
+        let Some(established) = self.established_for(ACTION, Some(message.status)) else {
+            return;
         };
         let unexpected = |state| ProtocolViolation::UnexpectedMessage {
             action: ACTION,
@@ -956,17 +935,7 @@ impl Session {
                         "only the requester opens a test-case negotiation",
                     ));
                 }
-                let test_cases = message.test_cases.unwrap_or_default();
-                (
-                    TestCaseTalk::AwaitingLocal {
-                        received: test_cases.clone(),
-                        proposals: 1,
-                    },
-                    Event::TestCasesReceived {
-                        test_cases,
-                        modification_summary: message.modification_summary,
-                    },
-                )
+                received_test_cases(message, 1)
             }
             (TestCaseTalk::AwaitingPeer { proposals, .. }, NegotiationStatus::Negotiating) => {
                 if message.modification_summary.is_none() {
@@ -974,9 +943,7 @@ impl Session {
                         .violate(ProtocolViolation::MissingModificationSummary { action: ACTION });
                 }
                 if proposals >= cap {
-                    let reason = format!(
-                        "round cap of {cap} negotiating messages reached without agreement"
-                    );
+                    let reason = round_cap_reason(cap);
                     // A `rejected` has no required field missing: cannot fail.
                     let _ = self.queue_meta(MetaMessage::TestCasesNegotiation(
                         rejected_test_cases(reason.clone()),
@@ -987,17 +954,7 @@ impl Session {
                     });
                     return self.update_ready();
                 }
-                let test_cases = message.test_cases.unwrap_or_default();
-                (
-                    TestCaseTalk::AwaitingLocal {
-                        received: test_cases.clone(),
-                        proposals: proposals + 1,
-                    },
-                    Event::TestCasesReceived {
-                        test_cases,
-                        modification_summary: message.modification_summary,
-                    },
-                )
+                received_test_cases(message, proposals + 1)
             }
             (TestCaseTalk::AwaitingPeer { sent, .. }, NegotiationStatus::Accepted) => {
                 if message
@@ -1040,12 +997,8 @@ impl Session {
     fn handle_fix_error(&mut self, now: Instant, message: FixErrorNegotiation) {
         const ACTION: &str = "fixErrorNegotiation";
         let code_generation_timeout = self.config.code_generation_timeout;
-        let State::Established(established) = &mut self.state else {
-            return self.violate(ProtocolViolation::UnexpectedMessage {
-                action: ACTION,
-                status: Some(message.status),
-                state: "the protocol is not agreed yet",
-            });
+        let Some(established) = self.established_for(ACTION, Some(message.status)) else {
+            return;
         };
         let unexpected = |state| ProtocolViolation::UnexpectedMessage {
             action: ACTION,
@@ -1218,6 +1171,12 @@ impl Session {
     }
 
     /// The peer broke the protocol: tell it (during the protocol negotiation) and close.
+    /// Ends the protocol negotiation at the round cap: tells the peer why, then closes.
+    fn stop_at_round_cap(&mut self, cap: u32) {
+        self.send_protocol_rejection(round_cap_reason(cap));
+        self.close_with(CloseReason::RoundCapReached { rounds: cap });
+    }
+
     fn violate(&mut self, violation: ProtocolViolation) {
         if matches!(self.state, State::Negotiating(_)) {
             self.send_protocol_rejection(violation.to_string());
@@ -1285,6 +1244,54 @@ impl Session {
         };
         SessionError::NotNow { operation, state }
     }
+}
+
+/// Why a negotiation ends at the round cap of `cap` negotiating messages, as the peer is told.
+fn round_cap_reason(cap: u32) -> String {
+    format!("round cap of {cap} negotiating messages reached without agreement")
+}
+
+/// A counter-proposal of ours needs its text (sent as `field`) and what it changes.
+fn check_counter(
+    field: &'static str,
+    candidate: &str,
+    modification_summary: &str,
+) -> Result<(), SessionError> {
+    if candidate.is_empty() {
+        return Err(SessionError::EmptyText(field));
+    }
+    if modification_summary.is_empty() {
+        return Err(SessionError::EmptyText("modificationSummary"));
+    }
+    Ok(())
+}
+
+/// We reject the peer's test cases for `reason`: the talk is over, the peer is told, and
+/// so is the application.
+fn we_reject_test_cases(reason: String) -> (TestCaseTalk, TestCasesNegotiation, Option<Event>) {
+    (
+        TestCaseTalk::Idle,
+        rejected_test_cases(reason.clone()),
+        Some(Event::TestCasesRejected {
+            by: Side::Local,
+            reason: Some(reason),
+        }),
+    )
+}
+
+/// The peer's proposal of test cases (its `proposals`-th): it awaits our answer.
+fn received_test_cases(message: TestCasesNegotiation, proposals: u32) -> (TestCaseTalk, Event) {
+    let test_cases = message.test_cases.unwrap_or_default();
+    (
+        TestCaseTalk::AwaitingLocal {
+            received: test_cases.clone(),
+            proposals,
+        },
+        Event::TestCasesReceived {
+            test_cases,
+            modification_summary: message.modification_summary,
+        },
+    )
 }
 
 fn rejected_test_cases(reason: String) -> TestCasesNegotiation {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use concord_proto::handshake::{Agreement, ProtocolChoice};
 use concord_proto::{
-    Capabilities, Event, Frame, MetaMessage, ProtocolType, Role, Session, SessionConfig,
+    Capabilities, Decision, Event, Frame, MetaMessage, ProtocolType, Role, Session, SessionConfig,
     DEFAULT_MAX_FRAME_SIZE, META_PROTOCOL_VERSION,
 };
 
@@ -73,6 +73,17 @@ impl Pair {
         }
     }
 
+    /// The requester proposes [`PRODUCT_INFO`] and the provider accepts it; every frame
+    /// is delivered (events and wire are left for the caller).
+    pub fn agree(&mut self) {
+        self.requester
+            .propose(self.now, PRODUCT_INFO.into())
+            .unwrap();
+        self.flush();
+        self.provider.decide(self.now, Decision::Accept).unwrap();
+        self.flush();
+    }
+
     /// Moves the clock forward and fires both sides' deadlines.
     pub fn advance(&mut self, by: Duration) {
         self.now += by;
@@ -115,3 +126,10 @@ pub fn describe(bytes: &[u8]) -> serde_json::Value {
 }
 
 pub const PRODUCT_INFO: &str = "# Requirement\nGet product information by id\n";
+
+/// A PT 0 frame carrying `json`, byte for byte as given.
+pub fn meta_frame(json: &str) -> Vec<u8> {
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(json.as_bytes());
+    frame
+}

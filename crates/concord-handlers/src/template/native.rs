@@ -1,0 +1,678 @@
+//! Running a template's plan natively: the module's two contract functions and its helpers
+//! (`mapValue`, `findSource`, `dataFields`, `pick`, `own`, `put`, `setAt`, `getAt`, the
+//! `expect…` checks), statement by statement as the emitted JavaScript runs them, on values
+//! in the engine's form ([`concord_sandbox::round_trip`]), so that every result and every
+//! thrown `TypeError` is the one the module gives in the sandbox.
+
+use concord_sandbox::{property_order, round_trip, Function, SandboxError};
+use serde_json::{Map, Value};
+
+use super::plan::{
+    Body, Branch, Check, Data, ModulePlan, ProviderPlan, ReadId, RequestInput, RequesterPlan,
+    ResponseOutput, Source, Write,
+};
+use super::text::{describe, quote, stringify};
+use crate::contract::Outcome;
+use crate::mapping::{find_source, FieldPlan, Plan};
+use concord_negotiate::naming::key;
+
+/// A `TypeError` the module throws, with its message.
+struct Thrown(String);
+
+type Run<T> = Result<T, Thrown>;
+
+impl From<Thrown> for SandboxError {
+    fn from(Thrown(message): Thrown) -> Self {
+        SandboxError::Thrown {
+            message: format!("TypeError: {message}"),
+        }
+    }
+}
+
+/// What `decodeResponse` returns.
+pub(crate) enum Decoded {
+    /// `{ messageId, output }`.
+    Output { message_id: String, output: Value },
+    /// `{ messageId, error: { code, message } }`.
+    Error {
+        message_id: String,
+        code: Value,
+        message: String,
+    },
+}
+
+/// Calls `function` of the module `plan` describes with `argument`: the argument read as
+/// the function's first lines read it, then the function's body.
+///
+/// # Errors
+/// [`SandboxError::WrongRole`] for the other role's functions; [`SandboxError::Thrown`]
+/// with `TypeError: <message>` where the module throws.
+pub(super) fn call(
+    plan: &ModulePlan,
+    function: Function,
+    argument: &Value,
+) -> Result<Value, SandboxError> {
+    let argument = round_trip(argument);
+    let argument = argument.as_ref();
+    match (&plan.body, function) {
+        (Body::Provider(provider), Function::DecodeRequest) => {
+            let (message_id, input) = decode_request_body(provider, argument)?;
+            Ok(reply(message_id, "input", input))
+        }
+        (Body::Provider(provider), Function::EncodeResponse) => {
+            expect_object(Some(argument), "encodeResponse's argument")?;
+            let message_id =
+                expect_string(own(Some(argument), "messageId"), "the argument's messageId")?;
+            let error = own(Some(argument), "error");
+            let result = own(Some(argument), "result");
+            Ok(encode_response_body(
+                plan, provider, message_id, error, result,
+            )?)
+        }
+        (Body::Requester(requester), Function::EncodeRequest) => {
+            expect_object(Some(argument), "encodeRequest's argument")?;
+            let message_id =
+                expect_string(own(Some(argument), "messageId"), "the argument's messageId")?;
+            let input = own(Some(argument), "input");
+            Ok(encode_request_body(plan, requester, message_id, input)?)
+        }
+        (Body::Requester(requester), Function::DecodeResponse) => {
+            Ok(match decode_response_body(plan, requester, argument)? {
+                Decoded::Output { message_id, output } => reply(&message_id, "output", output),
+                Decoded::Error {
+                    message_id,
+                    code,
+                    message,
+                } => {
+                    let mut error = Map::new();
+                    error.insert("code".to_owned(), code);
+                    error.insert("message".to_owned(), Value::String(message));
+                    reply(&message_id, "error", Value::Object(error))
+                }
+            })
+        }
+        _ => Err(wrong_role(plan, function)),
+    }
+}
+
+fn wrong_role(plan: &ModulePlan, function: Function) -> SandboxError {
+    SandboxError::WrongRole {
+        function,
+        role: plan.role,
+    }
+}
+
+/// `encodeRequest({ messageId, input })`, without building the argument.
+pub(super) fn encode_request(
+    plan: &ModulePlan,
+    message_id: &str,
+    input: &Value,
+) -> Result<Value, SandboxError> {
+    let Body::Requester(requester) = &plan.body else {
+        return Err(wrong_role(plan, Function::EncodeRequest));
+    };
+    let input = round_trip(input);
+    Ok(encode_request_body(
+        plan,
+        requester,
+        message_id,
+        Some(input.as_ref()),
+    )?)
+}
+
+/// `decodeRequest(message)`: the message id and input it returns.
+pub(super) fn decode_request(
+    plan: &ModulePlan,
+    message: &Value,
+) -> Result<(String, Value), SandboxError> {
+    let Body::Provider(provider) = &plan.body else {
+        return Err(wrong_role(plan, Function::DecodeRequest));
+    };
+    let message = round_trip(message);
+    let (message_id, input) = decode_request_body(provider, message.as_ref())?;
+    Ok((message_id.to_owned(), input))
+}
+
+/// `encodeResponse({ messageId, result })` or `encodeResponse({ messageId, error })`,
+/// without building the argument.
+pub(super) fn encode_response(
+    plan: &ModulePlan,
+    message_id: &str,
+    outcome: &Outcome,
+) -> Result<Value, SandboxError> {
+    let Body::Provider(provider) = &plan.body else {
+        return Err(wrong_role(plan, Function::EncodeResponse));
+    };
+    match outcome {
+        Outcome::Result(result) => {
+            let result = round_trip(result);
+            Ok(encode_response_body(
+                plan,
+                provider,
+                message_id,
+                None,
+                Some(result.as_ref()),
+            )?)
+        }
+        Outcome::Error(status) => {
+            let mut error = Map::new();
+            error.insert("code".to_owned(), Value::from(status.code));
+            error.insert("message".to_owned(), Value::String(status.message.clone()));
+            let error = Value::Object(error);
+            let error = round_trip(&error);
+            Ok(encode_response_body(
+                plan,
+                provider,
+                message_id,
+                Some(error.as_ref()),
+                None,
+            )?)
+        }
+    }
+}
+
+/// `decodeResponse(message)`: what it returns.
+pub(super) fn decode_response(plan: &ModulePlan, message: &Value) -> Result<Decoded, SandboxError> {
+    let Body::Requester(requester) = &plan.body else {
+        return Err(wrong_role(plan, Function::DecodeResponse));
+    };
+    let message = round_trip(message);
+    Ok(decode_response_body(plan, requester, message.as_ref())?)
+}
+
+// ----- the contract functions' bodies --------------------------------------------------------
+
+fn decode_request_body<'m>(provider: &ProviderPlan, message: &'m Value) -> Run<(&'m str, Value)> {
+    let function = &provider.decode_request;
+    expect_object(Some(message), "the request")?;
+    for check in &function.checks {
+        expect_const(own(Some(message), &check.field), check)?;
+    }
+    let message_id = read_id(message, &function.id)?;
+    let at = At::Root("the request");
+    let input = match (&function.input, &provider.input, message) {
+        (RequestInput::Fields { envelope }, Plan::Fields(fields), Value::Object(members)) => {
+            map_fields(
+                fields,
+                |name| find_data_source(members, envelope, name),
+                &at,
+            )?
+        }
+        (RequestInput::Fields { envelope }, table, _) => {
+            map_owned(data_fields(message, envelope), table, &at)?
+        }
+        (RequestInput::Single(field), ..) => or_null(own(Some(message), field)),
+    };
+    Ok((message_id, input))
+}
+
+/// `encodeResponse`'s body, after its first lines read `messageId`, `error` and (when
+/// there is no error) `result`.
+fn encode_response_body(
+    module: &ModulePlan,
+    provider: &ProviderPlan,
+    message_id: &str,
+    error: Option<&Value>,
+    result: Option<&Value>,
+) -> Run<Value> {
+    let function = &provider.encode_response;
+    let fields = function.common.len() + function.success.len();
+    let mut message = Message::new(module, message_id, fields);
+    message.write_all(&function.common, &mut Scope::None)?;
+    if let Some(error) = error {
+        expect_object(Some(error), "the argument's error")?;
+        let Some(writes) = &function.error else {
+            return Err(Thrown(
+                "this protocol has no status code to report an error with".to_owned(),
+            ));
+        };
+        message.write_all(writes, &mut Scope::Error(error))?;
+    } else {
+        let Some(result) = result else {
+            return Err(Thrown(
+                "encodeResponse's argument has neither result nor error".to_owned(),
+            ));
+        };
+        let data = if function.maps_result {
+            Some(map_value(
+                result,
+                &provider.result,
+                &At::Root("the result"),
+            )?)
+        } else {
+            None
+        };
+        let mut scope = Scope::Result {
+            result,
+            table: &provider.result,
+            data,
+        };
+        message.write_all(&function.success, &mut scope)?;
+    }
+    Ok(message.finish())
+}
+
+/// `encodeRequest`'s body, after its first lines read `messageId` and `input`.
+fn encode_request_body(
+    module: &ModulePlan,
+    requester: &RequesterPlan,
+    message_id: &str,
+    input: Option<&Value>,
+) -> Run<Value> {
+    let data = match requester.request_data {
+        Data::Fields => {
+            let input = expect_object(input, "the argument's input")?;
+            Some(map_value(
+                input,
+                &requester.request,
+                &At::Root("the input"),
+            )?)
+        }
+        Data::Single(_) => None,
+    };
+    let mut message = Message::new(module, message_id, requester.encode_request.len());
+    message.write_all(&requester.encode_request, &mut Scope::Input { input, data })?;
+    Ok(message.finish())
+}
+
+fn decode_response_body(
+    module: &ModulePlan,
+    requester: &RequesterPlan,
+    message: &Value,
+) -> Run<Decoded> {
+    let function = &requester.decode_response;
+    expect_object(Some(message), "the response")?;
+    if let Some(check) = &function.check {
+        expect_const(own(Some(message), &check.field), check)?;
+    }
+    let message_id = read_id(message, &function.id)?.to_owned();
+    if let (Some(status), Some(code_at)) = (&function.status, &module.code_at) {
+        let code = get_at(message, code_at);
+        if let Some(code) = code.filter(|code| is_integer(code) && at_least(code, 400.0)) {
+            let text = match (status.message, &module.message_at) {
+                (true, Some(message_at)) => get_at(message, message_at)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                _ => String::new(),
+            };
+            return Ok(Decoded::Error {
+                message_id,
+                code: code.clone(),
+                message: text,
+            });
+        }
+    }
+    let output = match &function.output {
+        ResponseOutput::Single { field, what } => match own(Some(message), field) {
+            Some(value) => map_value(value, &requester.output, &At::Root(what))?,
+            None => Value::Null,
+        },
+        ResponseOutput::Pick(names) => {
+            let mut picked = Map::with_capacity(names.len());
+            for name in names {
+                if let Some(value) = own(Some(message), name) {
+                    picked.insert(name.clone(), value.clone());
+                }
+            }
+            let picked = Value::Object(property_order(picked));
+            map_owned(picked, &requester.output, &At::Root("the response"))?
+        }
+    };
+    Ok(Decoded::Output { message_id, output })
+}
+
+/// `{ messageId, <key>: value }`.
+fn reply(message_id: &str, key: &str, value: Value) -> Value {
+    let mut reply = Map::new();
+    reply.insert("messageId".to_owned(), Value::String(message_id.to_owned()));
+    reply.insert(key.to_owned(), value);
+    Value::Object(reply)
+}
+
+fn read_id<'v>(message: &'v Value, id: &ReadId) -> Run<&'v str> {
+    expect_string(own(Some(message), &id.field), &id.what)
+}
+
+// ----- building a message --------------------------------------------------------------------
+
+/// What the statements of a function body read besides the message id.
+enum Scope<'a> {
+    /// The statements written before the outcome is known.
+    None,
+    /// `encodeResponse` on error: the `error` object.
+    Error(&'a Value),
+    /// `encodeResponse` on success: `result`, and `data` when it was mapped first.
+    Result {
+        result: &'a Value,
+        table: &'a Plan,
+        data: Option<Value>,
+    },
+    /// `encodeRequest`: `input`, and `data` when it is mapped as fields.
+    Input {
+        input: Option<&'a Value>,
+        data: Option<Value>,
+    },
+}
+
+impl Scope<'_> {
+    /// `own(data, field)`, taken out: each data field is written once at most (a
+    /// message's fields have distinct names), so it is moved rather than copied.
+    fn take_data(&mut self, field: &str) -> Option<Value> {
+        match self {
+            Scope::Result {
+                data: Some(Value::Object(data)),
+                ..
+            }
+            | Scope::Input {
+                data: Some(Value::Object(data)),
+                ..
+            } => data.swap_remove(field),
+            _ => None,
+        }
+    }
+}
+
+/// The message a function builds (`const message = {}` and its `put`s and `setAt`s).
+struct Message<'a> {
+    module: &'a ModulePlan,
+    message_id: &'a str,
+    fields: Map<String, Value>,
+}
+
+impl<'a> Message<'a> {
+    fn new(module: &'a ModulePlan, message_id: &'a str, fields: usize) -> Self {
+        Self {
+            module,
+            message_id,
+            fields: Map::with_capacity(fields),
+        }
+    }
+
+    fn write_all(&mut self, writes: &[Write], scope: &mut Scope<'_>) -> Run<()> {
+        writes.iter().try_for_each(|write| self.write(write, scope))
+    }
+
+    fn write(&mut self, write: &Write, scope: &mut Scope<'_>) -> Run<()> {
+        match write {
+            Write::Put(field, source) => {
+                let value = match source {
+                    Source::MessageId => Value::String(self.message_id.to_owned()),
+                    Source::Literal(value) | Source::Action(value) => value.clone(),
+                    Source::Null => Value::Null,
+                    Source::InputOrNull => match scope {
+                        Scope::Input { input, .. } => or_null(*input),
+                        _ => Value::Null,
+                    },
+                    Source::MappedResult => match scope {
+                        Scope::Result { result, table, .. } => {
+                            map_value(result, table, &At::Root("the result"))?
+                        }
+                        _ => Value::Null,
+                    },
+                };
+                self.fields.insert(field.clone(), value);
+            }
+            Write::PutData(field) => {
+                if let Some(value) = scope.take_data(field) {
+                    self.fields.insert(field.clone(), value);
+                }
+            }
+            Write::SetCode(branch) => {
+                let code = match (branch, scope) {
+                    (Branch::Error, Scope::Error(error)) => {
+                        expect_integer(own(Some(error), "code"), "the error's code")?.clone()
+                    }
+                    _ => round_trip(&Value::from(self.success_code())).into_owned(),
+                };
+                if let Some(path) = &self.module.code_at {
+                    set_at(&mut self.fields, path, code);
+                }
+            }
+            Write::SetMessage(branch) => {
+                let text = match (branch, scope) {
+                    (Branch::Error, Scope::Error(error)) => {
+                        expect_string(own(Some(error), "message"), "the error's message")?
+                            .to_owned()
+                    }
+                    _ => super::SUCCESS_MESSAGE.to_owned(),
+                };
+                if let Some(path) = &self.module.message_at {
+                    set_at(&mut self.fields, path, Value::String(text));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn success_code(&self) -> i64 {
+        match &self.module.body {
+            Body::Provider(provider) => provider.success_code.unwrap_or_default(),
+            Body::Requester(_) => 0,
+        }
+    }
+
+    fn finish(self) -> Value {
+        Value::Object(property_order(self.fields))
+    }
+}
+
+/// `setAt(object, path, value)`: through (or creating) the objects on the path.
+fn set_at(object: &mut Map<String, Value>, path: &[String], value: Value) {
+    match path {
+        // `path[path.length - 1]` of an empty path is `undefined`: a key named "undefined".
+        [] => {
+            object.insert("undefined".to_owned(), value);
+        }
+        [last] => {
+            object.insert(last.clone(), value);
+        }
+        [first, rest @ ..] => {
+            let next = object
+                .entry(first.clone())
+                .and_modify(|next| {
+                    if !next.is_object() {
+                        *next = Value::Object(Map::new());
+                    }
+                })
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(next) = next {
+                set_at(next, rest, value);
+            }
+        }
+    }
+    reorder(object);
+}
+
+/// Puts an object's members back in property order after an insertion.
+fn reorder(object: &mut Map<String, Value>) {
+    *object = property_order(std::mem::take(object));
+}
+
+// ----- the helpers -----------------------------------------------------------------------------
+
+/// Where a value sits, for error messages: written out only when one is thrown.
+enum At<'a> {
+    Root(&'a str),
+    Field(&'a At<'a>, &'a str),
+    Item(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn text(&self) -> String {
+        match self {
+            At::Root(text) => (*text).to_owned(),
+            At::Field(parent, name) => format!("{}.{name}", parent.text()),
+            At::Item(parent, index) => format!("{}[{index}]", parent.text()),
+        }
+    }
+}
+
+/// `mapValue(value, table, where)`.
+fn map_value(value: &Value, table: &Plan, at: &At<'_>) -> Run<Value> {
+    match (table, value) {
+        (Plan::Items(items), Value::Array(values)) => values
+            .iter()
+            .enumerate()
+            .map(|(index, item)| map_value(item, items, &At::Item(at, index)))
+            .collect::<Run<Vec<_>>>()
+            .map(Value::Array),
+        (Plan::Fields(fields), Value::Object(object)) => {
+            map_fields(fields, |name| find_source(object, name), at)
+        }
+        _ => Ok(value.clone()),
+    }
+}
+
+/// `mapValue(value, table, where)` of a value the caller owns: moved, not copied, where
+/// the table leaves it as it is.
+fn map_owned(value: Value, table: &Plan, at: &At<'_>) -> Run<Value> {
+    match (table, &value) {
+        (Plan::Items(_), Value::Array(_)) | (Plan::Fields(_), Value::Object(_)) => {
+            map_value(&value, table, at)
+        }
+        _ => Ok(value),
+    }
+}
+
+/// The object `mapValue` builds for a `{ fields }` table, each field's source found by
+/// `find` (`findSource` on the value being mapped).
+fn map_fields<'v>(
+    fields: &[FieldPlan],
+    find: impl Fn(&str) -> Option<&'v Value>,
+    at: &At<'_>,
+) -> Run<Value> {
+    let mut out = Map::with_capacity(fields.len());
+    for field in fields {
+        match find(&field.name) {
+            Some(source) => {
+                let mapped = map_value(source, &field.plan, &At::Field(at, &field.name))?;
+                out.insert(field.name.clone(), mapped);
+            }
+            None if field.required => match &field.fallback {
+                Some(fallback) => {
+                    out.insert(field.name.clone(), fallback.clone());
+                }
+                None => {
+                    return Err(Thrown(format!(
+                        "{} lacks {}, which is required",
+                        at.text(),
+                        quote(&field.name)
+                    )))
+                }
+            },
+            None => {}
+        }
+    }
+    Ok(Value::Object(property_order(out)))
+}
+
+/// `findSource(dataFields(message, envelope), name)`, without building the data object:
+/// the same members, in the same order.
+fn find_data_source<'v>(
+    message: &'v Map<String, Value>,
+    envelope: &[String],
+    name: &str,
+) -> Option<&'v Value> {
+    let is_data = |field: &str| !envelope.iter().any(|envelope| envelope == field);
+    if is_data(name) {
+        if let Some(value) = message.get(name) {
+            return Some(value);
+        }
+    }
+    let wanted = key(name);
+    message
+        .iter()
+        .filter(|(field, _)| is_data(field))
+        .find(|(field, _)| key(field) == wanted)
+        .map(|(_, value)| value)
+}
+
+/// `dataFields(message, envelope)`: the members outside the envelope, in order.
+fn data_fields(message: &Value, envelope: &[String]) -> Value {
+    let data = message
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| !envelope.contains(name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    Value::Object(data)
+}
+
+/// `getAt(object, path)`.
+fn get_at<'v>(object: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter()
+        .try_fold(object, |value, name| own(Some(value), name))
+}
+
+/// `own(object, name)`: an own member of a (non-array) object, else `undefined`.
+fn own<'v>(object: Option<&'v Value>, name: &str) -> Option<&'v Value> {
+    object?.as_object()?.get(name)
+}
+
+/// `value ?? null`.
+fn or_null(value: Option<&Value>) -> Value {
+    value.cloned().unwrap_or(Value::Null)
+}
+
+/// `Number.isInteger(value)`.
+fn is_integer(value: &Value) -> bool {
+    value
+        .as_f64()
+        .is_some_and(|number| number.is_finite() && number.fract() == 0.0)
+}
+
+fn at_least(value: &Value, bound: f64) -> bool {
+    value.as_f64().is_some_and(|number| number >= bound)
+}
+
+fn expect_object<'v>(value: Option<&'v Value>, what: &str) -> Run<&'v Value> {
+    match value {
+        Some(object @ Value::Object(_)) => Ok(object),
+        other => Err(Thrown(format!(
+            "{what} must be an object, not {}",
+            describe(other)
+        ))),
+    }
+}
+
+fn expect_string<'v>(value: Option<&'v Value>, what: &str) -> Run<&'v str> {
+    match value {
+        Some(Value::String(text)) => Ok(text),
+        other => Err(Thrown(format!(
+            "{what} must be a string, not {}",
+            describe(other)
+        ))),
+    }
+}
+
+fn expect_integer<'v>(value: Option<&'v Value>, what: &str) -> Run<&'v Value> {
+    match value {
+        Some(number) if is_integer(number) => Ok(number),
+        other => Err(Thrown(format!(
+            "{what} must be an integer, not {}",
+            describe(other)
+        ))),
+    }
+}
+
+/// `expectConst(value, expected, what)`: equal as `JSON.stringify` writes them.
+fn expect_const(value: Option<&Value>, check: &Check) -> Run<()> {
+    let expected = check.expected.value();
+    let same = match (value, expected) {
+        (Some(Value::String(actual)), Value::String(expected)) => actual == expected,
+        (Some(actual), expected) => stringify(actual) == stringify(expected),
+        (None, _) => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(Thrown(format!(
+            "{} must be {}, not {}",
+            check.what,
+            stringify(expected),
+            describe(value)
+        )))
+    }
+}
