@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use concord_handlers::{
-    template, CaseRunner, GenerateError, Generated, Generator, Local, Origin, Verifier,
+    template, CaseRunner, Code, GenerateError, Generated, Generator, Local, Origin, Verifier,
 };
 use concord_llm::LlmClient;
 use concord_negotiate::{ProtocolDocument, TestCases};
-use concord_sandbox::{Function, Handler, Limits, Role, Sandbox};
+use concord_sandbox::{Function, Limits, Role, Sandbox};
 use serde_json::Value;
 
 use crate::consensus::fixed_action;
@@ -355,12 +355,13 @@ fn action_in(document: &ProtocolDocument, cases: Option<&TestCases>) -> anyhow::
     )
 }
 
-/// A loaded handler: the given module, or the template; exit 1 when neither works.
+/// A loaded handler, run the way a node runs it (our template natively, any other module in
+/// the sandbox): the given module, or the template; exit 1 when neither works.
 fn load_side(
     document: &ProtocolDocument,
     side: &Local,
     module: Option<&Path>,
-) -> anyhow::Result<Result<Handler, ExitCode>> {
+) -> anyhow::Result<Result<Code, ExitCode>> {
     let (source, name) = match module {
         Some(path) => (
             read_text(Some(path), "the module")?,
@@ -378,7 +379,7 @@ fn load_side(
         },
     };
     Ok(
-        Sandbox::load(&source, side.role(), Limits::default()).map_err(|error| {
+        Code::load(&source, document, side, Limits::default()).map_err(|error| {
             eprintln!("concord: {name}: {error}");
             ExitCode::from(1)
         }),
