@@ -387,7 +387,7 @@ impl Error {
     pub(crate) fn int_out_of_range(value: impl fmt::Display) -> Self {
         Error::new(ErrorKind::NotRepresentable {
             path: String::new(),
-            reason: format!("integer {value} is outside the AICL int range (signed 64-bit)"),
+            reason: int_out_of_range_reason(value),
         })
     }
 
@@ -444,6 +444,11 @@ impl serde::ser::Error for Error {
     fn custom<T: fmt::Display>(message: T) -> Self {
         Error::new(ErrorKind::Custom(message.to_string()))
     }
+}
+
+/// Why an integer has no `[i:]` form.
+pub(crate) fn int_out_of_range_reason(value: impl fmt::Display) -> String {
+    format!("integer {value} is outside the AICL int range (signed 64-bit)")
 }
 
 /// `Result` with [`Error`].

@@ -14,7 +14,7 @@
 
 use serde::Deserialize;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{int_out_of_range_reason, Error, ErrorKind, Result};
 use crate::tensor::{DType, Scalar, Tensor};
 use crate::value::{Map, Value};
 
@@ -143,10 +143,7 @@ fn from_json_at(json: &serde_json::Value, path: &mut String) -> Result<Value> {
             if let Some(value) = number.as_i64() {
                 Value::Int(value)
             } else if number.is_u64() {
-                return Err(not_representable(
-                    path,
-                    format!("integer {number} is outside the AICL int range (signed 64-bit)"),
-                ));
+                return Err(not_representable(path, int_out_of_range_reason(number)));
             } else {
                 Value::Float(number.as_f64().unwrap_or(f64::NAN))
             }

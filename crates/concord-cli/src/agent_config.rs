@@ -618,57 +618,18 @@ fn check_base_url(url: &str) -> Result<(), String> {
 impl LimitsSection {
     fn check(self) -> Result<Limits, Problem> {
         let mut limits = Limits::default();
-        let sizes = [
-            (
-                "max_frame_size",
-                self.max_frame_size,
-                &mut limits.max_frame_size,
-            ),
-            ("max_sessions", self.max_sessions, &mut limits.max_sessions),
-            (
-                "max_calls_in_flight",
-                self.max_calls_in_flight,
-                &mut limits.max_calls_in_flight,
-            ),
-        ];
-        for (name, given, slot) in sizes {
-            if let Some(value) = given {
-                *slot = nonzero(value, &format!("limits.{name}"))?;
-            }
+        // Each limit given replaces the default, checked by `$check` under its key.
+        macro_rules! given {
+            ($check:ident: $($field:ident),+) => {$(
+                if let Some(value) = self.$field {
+                    limits.$field = $check(value, concat!("limits.", stringify!($field)))?;
+                }
+            )+};
         }
-        let durations = [
-            (
-                "hello_timeout",
-                self.hello_timeout,
-                &mut limits.hello_timeout,
-            ),
-            ("idle_timeout", self.idle_timeout, &mut limits.idle_timeout),
-            (
-                "negotiation_timeout",
-                self.negotiation_timeout,
-                &mut limits.negotiation_timeout,
-            ),
-            (
-                "code_generation_timeout",
-                self.code_generation_timeout,
-                &mut limits.code_generation_timeout,
-            ),
-            ("call_timeout", self.call_timeout, &mut limits.call_timeout),
-        ];
-        for (name, given, slot) in durations {
-            if let Some(value) = given {
-                *slot = positive(value, &format!("limits.{name}"))?;
-            }
-        }
-        if let Some(rounds) = self.max_negotiation_rounds {
-            if rounds == 0 {
-                return Err(Problem::key(
-                    "limits.max_negotiation_rounds",
-                    "must be greater than zero",
-                ));
-            }
-            limits.max_negotiation_rounds = rounds;
-        }
+        given!(nonzero: max_frame_size, max_sessions, max_calls_in_flight);
+        given!(positive: hello_timeout, idle_timeout, negotiation_timeout);
+        given!(positive: code_generation_timeout, call_timeout);
+        given!(nonzero: max_negotiation_rounds);
         Ok(limits)
     }
 }
@@ -680,8 +641,8 @@ fn positive(duration: Humane, key: &str) -> Result<Duration, Problem> {
     Ok(duration.0)
 }
 
-fn nonzero(value: usize, key: &str) -> Result<usize, Problem> {
-    if value == 0 {
+fn nonzero<T: Copy + PartialEq + From<u8>>(value: T, key: &str) -> Result<T, Problem> {
+    if value == T::from(0) {
         return Err(Problem::key(key, "must be greater than zero"));
     }
     Ok(value)

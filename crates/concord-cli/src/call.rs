@@ -151,8 +151,8 @@ pub fn connect_exit_code(error: &ConnectError) -> u8 {
         ConnectError::InvalidDescription { .. }
         | ConnectError::NoEndpoint { .. }
         | ConnectError::UnknownAction { .. }
-        | ConnectError::Hello(_)
-        | ConnectError::Handshake(_)
+        | ConnectError::Hello { .. }
+        | ConnectError::Handshake { .. }
         | ConnectError::Binding(_)
         | ConnectError::Closed(_)
         | ConnectError::Verification(_) => 1,

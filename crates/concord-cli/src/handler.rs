@@ -10,13 +10,12 @@ use clap::{Subcommand, ValueEnum};
 use concord_handlers::{
     template, CaseRunner, Code, GenerateError, Generated, Generator, Local, Origin, Verifier,
 };
-use concord_llm::LlmClient;
 use concord_negotiate::{ProtocolDocument, TestCases};
 use concord_sandbox::{Function, Limits, Role, Sandbox};
 use serde_json::Value;
 
 use crate::consensus::fixed_action;
-use crate::input::{read_action, read_need, read_text};
+use crate::input::{read_action, read_need, read_protocol, read_text};
 use crate::llm;
 use crate::output::{self, out, outln};
 use crate::runtime::block_on;
@@ -161,7 +160,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
             };
             let mut generator = Generator::new();
             if llm {
-                generator = generator.with_llm(llm_client()?);
+                generator = generator.with_llm(llm::client()?);
             }
             match block_on(generator.generate(&document, &local, cases.as_ref()))? {
                 Ok(generated) => {
@@ -295,15 +294,6 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The protocol document, or exit 1 when it does not parse.
-fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCode>> {
-    let text = read_text(Some(path), "the protocol document")?;
-    Ok(ProtocolDocument::parse(&text).map_err(|error| {
-        eprintln!("concord: {}: {error}", path.display());
-        ExitCode::from(1)
-    }))
-}
-
 /// The test cases, or exit 1 when they do not parse.
 fn read_cases(path: &Path) -> anyhow::Result<Result<TestCases, ExitCode>> {
     let text = read_text(Some(path), "the test cases")?;
@@ -412,9 +402,4 @@ fn report_generated(generated: &Generated) {
             }
         }
     }
-}
-
-/// The LLM client configured from the environment.
-fn llm_client() -> anyhow::Result<LlmClient> {
-    Ok(LlmClient::new(llm::from_env()?)?)
 }

@@ -2,9 +2,10 @@
 
 use std::io::Read;
 use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::Context;
-use concord_negotiate::{ActionSpec, Need};
+use concord_negotiate::{ActionSpec, Need, ProtocolDocument};
 use serde::de::DeserializeOwned;
 
 /// Reads the whole of `path` as bytes, or standard input when `path` is `None` or `-`.
@@ -51,4 +52,14 @@ pub fn read_action(path: &Path) -> anyhow::Result<ActionSpec> {
 /// Reads a requester's need as JSON: `{"action", "input"?, "output"?}`.
 pub fn read_need(path: &Path) -> anyhow::Result<Need> {
     read_json(path, "a need (`{\"action\", \"input\"?, \"output\"?}`)")
+}
+
+/// Reads a protocol document (as for [`read_text`]); exit code 1, after saying why on
+/// standard error, when it does not parse.
+pub fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCode>> {
+    let text = read_text(Some(path), "the protocol document")?;
+    Ok(ProtocolDocument::parse(&text).map_err(|error| {
+        eprintln!("concord: {}: {error}", path.display());
+        ExitCode::from(1)
+    }))
 }

@@ -1,7 +1,7 @@
 //! `--llm`: the LLM the environment configures, for every command that takes the flag.
 
 use anyhow::anyhow;
-use concord_llm::LlmConfig;
+use concord_llm::{LlmClient, LlmConfig};
 
 /// The LLM configured by `CONCORD_LLM_*` (or `OPENAI_*`); an error saying what to set
 /// when there is none.
@@ -12,4 +12,9 @@ pub fn from_env() -> anyhow::Result<LlmConfig> {
              CONCORD_LLM_API_KEY if the server needs one), or OPENAI_API_KEY"
         )
     })
+}
+
+/// A client for the LLM [`from_env`] configures.
+pub fn client() -> anyhow::Result<LlmClient> {
+    Ok(LlmClient::new(from_env()?)?)
 }

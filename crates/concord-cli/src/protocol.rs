@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Subcommand;
-use concord_llm::LlmClient;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
     Need, NegotiateError, Negotiator, StepRecord,
@@ -170,7 +169,7 @@ async fn judge<N: Negotiator>(
 
 /// The LLM negotiator configured from the environment.
 fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
-    Ok(LlmNegotiator::new(LlmClient::new(llm::from_env()?)?))
+    Ok(LlmNegotiator::new(llm::client()?))
 }
 
 /// Says on standard error what a step cost, when an LLM was involved.

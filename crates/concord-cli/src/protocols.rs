@@ -116,13 +116,11 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
             )?;
             for protocol in &protocols {
                 let hash = protocol.hash.to_string();
-                let mut settled = settlement(&protocol.settlement)["kind"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                if !protocol.integrity.is_verified() {
-                    settled = "CORRUPT".to_owned();
-                }
+                let settled = if protocol.integrity.is_verified() {
+                    settled_kind(&protocol.settlement)
+                } else {
+                    "CORRUPT"
+                };
                 outln!(
                     "{:<12}  {settled:<10}  {:>4}  {:<20}  {:<20}  {}",
                     &hash[..12],
@@ -290,9 +288,19 @@ pub fn list_or_none(items: &[String]) -> String {
     }
 }
 
-fn settlement(settlement: &Settlement) -> Value {
+/// `negotiated` or `consensus`.
+fn settled_kind(settlement: &Settlement) -> &'static str {
     match settlement {
-        Settlement::Consensus { uri } => json!({"kind": "consensus", "uri": uri}),
-        _ => json!({"kind": "negotiated"}),
+        Settlement::Consensus { .. } => "consensus",
+        _ => "negotiated",
     }
+}
+
+/// `{"kind"}`, with the `uri` of a consensus protocol.
+fn settlement(settlement: &Settlement) -> Value {
+    let mut value = json!({"kind": settled_kind(settlement)});
+    if let Settlement::Consensus { uri } = settlement {
+        value["uri"] = json!(uri);
+    }
+    value
 }

@@ -7,15 +7,14 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use concord_handlers::{Generated, Generator};
-use concord_llm::LlmClient;
-use concord_negotiate::{ActionSpec, ProtocolDocument};
+use concord_negotiate::ActionSpec;
 use concord_proto::Role;
 use concord_store::NewConsensus;
 use serde_json::{json, Value};
 
 use crate::consensus;
 use crate::data_dir::DataDir;
-use crate::input::{read_action, read_text};
+use crate::input::{read_action, read_protocol};
 use crate::llm;
 use crate::logging::error_line;
 use crate::output::{self, outln};
@@ -170,13 +169,9 @@ fn add(
     if uri.trim().is_empty() {
         bail!("the URI is empty");
     }
-    let text = read_text(Some(path), "the protocol document")?;
-    let document = match ProtocolDocument::parse(&text) {
+    let document = match read_protocol(path)? {
         Ok(document) => document,
-        Err(error) => {
-            eprintln!("concord: {}: {error}", path.display());
-            return Ok(ExitCode::from(1));
-        }
+        Err(code) => return Ok(code),
     };
     let served: Option<ActionSpec> = action_schema.map(read_action).transpose()?;
     let action = action.or_else(|| served.as_ref().map(|spec| spec.name.clone()));
@@ -188,7 +183,7 @@ fn add(
     }
     let mut generator = Generator::new();
     if llm {
-        generator = generator.with_llm(LlmClient::new(llm::from_env()?)?);
+        generator = generator.with_llm(llm::client()?);
     }
     let store = data_dir.open()?;
     let generated = runtime::block_on(async {

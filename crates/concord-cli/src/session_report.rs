@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use concord_node::{ConnectionInfo, Settlement};
+use concord_proto::ProtocolHash;
 use concord_store::{Direction, FrameContent, FrameKind, Store, Transcript, TranscriptId};
 use serde_json::{json, Value};
-
-/// How long we wait for a closed session's transcript to be written out.
-const TRANSCRIPT_WAIT: Duration = Duration::from_secs(3);
 
 /// One frame of a negotiation, as shown.
 #[derive(Debug, Clone)]
@@ -134,10 +132,7 @@ impl FrameLine {
 fn hello_detail(meta: &Value) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(hash) = meta["usedProtocolHash"].as_str() {
-        parts.push(format!(
-            "usedProtocolHash {}…",
-            hash.get(..12).unwrap_or(hash)
-        ));
+        parts.push(format!("usedProtocolHash {}", short(hash)));
     }
     if let Some(uris) = meta["candidateProtocols"].as_array() {
         let uris: Vec<&str> = uris.iter().filter_map(Value::as_str).collect();
@@ -152,14 +147,12 @@ fn hello_detail(meta: &Value) -> Option<String> {
 /// A connection's setup, from its info and its transcript.
 #[derive(Debug, Clone)]
 pub struct SessionReport {
-    /// `negotiated`, `resumed` (0-RTT) or `consensus`.
-    pub settled_by: &'static str,
-    /// The consensus protocol's URI, when settled by one.
-    pub consensus_uri: Option<String>,
+    /// How the protocol was settled.
+    pub settlement: Settlement,
     /// The protocol's hash.
-    pub hash: String,
+    pub hash: ProtocolHash,
     /// The hash offered for 0-RTT, if any.
-    pub offered_hash: Option<String>,
+    pub offered_hash: Option<ProtocolHash>,
     /// The transcript's frames (hellos, meta, natural-language and verification).
     pub frames: Vec<FrameLine>,
     /// Agreed test cases the peer's code passed.
@@ -185,7 +178,7 @@ impl SessionReport {
     /// read from `store`.
     pub async fn of(info: &ConnectionInfo, store: &Arc<Store>) -> Self {
         let transcript = match info.transcript {
-            Some(id) => finished_transcript(store, id).await,
+            Some(id) => read_transcript(store, id).await,
             None => None,
         };
         let first_frame_at = transcript
@@ -206,18 +199,11 @@ impl SessionReport {
                     .collect()
             })
             .unwrap_or_default();
-        let (settled_by, consensus_uri) = match &info.settlement {
-            Settlement::Negotiated => ("negotiated", None),
-            Settlement::Resumed => ("resumed", None),
-            Settlement::Consensus { uri } => ("consensus", Some(uri.clone())),
-            _ => ("other", None),
-        };
         let (negotiation_in, negotiation_out) = info.accounting.tokens();
         Self {
-            settled_by,
-            consensus_uri,
-            hash: info.hash.to_string(),
-            offered_hash: info.offered_hash.map(|hash| hash.to_string()),
+            settlement: info.settlement.clone(),
+            hash: info.hash,
+            offered_hash: info.offered_hash,
             frames,
             verified_cases: info.verified_cases,
             llm_calls: u64::from(info.accounting.llm_calls())
@@ -268,22 +254,35 @@ impl SessionReport {
         2 + self.websocket_round_trips()
     }
 
+    /// `negotiated`, `resumed` (0-RTT) or `consensus`.
+    pub fn settled_by(&self) -> &'static str {
+        match self.settlement {
+            Settlement::Negotiated => "negotiated",
+            Settlement::Resumed => "resumed",
+            Settlement::Consensus { .. } => "consensus",
+            _ => "other",
+        }
+    }
+
     /// How it was settled, for people.
     pub fn settled_text(&self) -> String {
-        match (self.settled_by, &self.consensus_uri) {
-            ("resumed", _) => "0-RTT: resumed the stored protocol".to_owned(),
-            ("consensus", Some(uri)) => format!("consensus protocol {uri}"),
-            (how, _) => how.to_owned(),
+        match &self.settlement {
+            Settlement::Resumed => "0-RTT: resumed the stored protocol".to_owned(),
+            Settlement::Consensus { uri } => format!("consensus protocol {uri}"),
+            _ => self.settled_by().to_owned(),
         }
     }
 
     /// The report as JSON (camelCase keys).
     pub fn to_json(&self) -> Value {
         json!({
-            "settledBy": self.settled_by,
-            "consensusUri": self.consensus_uri,
-            "hash": self.hash,
-            "offeredHash": self.offered_hash,
+            "settledBy": self.settled_by(),
+            "consensusUri": match &self.settlement {
+                Settlement::Consensus { uri } => Some(uri),
+                _ => None,
+            },
+            "hash": self.hash.to_string(),
+            "offeredHash": self.offered_hash.map(|hash| hash.to_string()),
             "negotiationMessages": self.negotiation_messages(),
             "roundTrips": {
                 "total": self.round_trips(),
@@ -303,27 +302,21 @@ impl SessionReport {
     }
 }
 
+/// The first 12 hex digits of a hash, for people: `40340f2e33af…`.
+pub fn short(hash: &str) -> String {
+    format!("{}…", hash.get(..12).unwrap_or(hash))
+}
+
 /// Milliseconds, with microsecond precision.
 pub fn millis(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1e6).round() / 1e3
 }
 
-/// The transcript once its outcome is written (the session's end writes it last); what
-/// there is after [`TRANSCRIPT_WAIT`] otherwise.
-async fn finished_transcript(store: &Arc<Store>, id: TranscriptId) -> Option<Transcript> {
-    let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
-    loop {
-        let store = Arc::clone(store);
-        let transcript = tokio::task::spawn_blocking(move || store.transcript(id))
-            .await
-            .ok()?
-            .ok()?;
-        let finished = transcript
-            .as_ref()
-            .is_some_and(|transcript| transcript.summary.finished.is_some());
-        if finished || tokio::time::Instant::now() >= deadline {
-            return transcript;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// The transcript `id` as `store` holds it.
+async fn read_transcript(store: &Arc<Store>, id: TranscriptId) -> Option<Transcript> {
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || store.transcript(id))
+        .await
+        .ok()?
+        .ok()?
 }

@@ -155,12 +155,7 @@ fn get_exits_1_naming_the_missing_reference() {
 #[test]
 fn bad_arguments_exit_2() {
     let out = concord_with(&["context", "get", SEED, "user.age"], None);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("expected `†` to start a reference"),
-        "{}",
-        out.stderr
-    );
+    out.says(2, "expected `†` to start a reference");
 
     concord_with(&["context", "render", "/nonexistent/context.json"], None)
         .fails(2, "cannot read /nonexistent/context.json");
@@ -179,6 +174,5 @@ fn bad_arguments_exit_2() {
         &["context", "render", "-", "--instance", "a b"],
         Some(batch()),
     );
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("--instance"), "{}", out.stderr);
+    out.says(2, "--instance");
 }

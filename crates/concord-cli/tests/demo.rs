@@ -152,12 +152,7 @@ fn the_narrative_shows_the_frames_and_the_summary() {
 #[test]
 fn llm_without_a_configured_llm_is_refused() {
     let output = run(concord().args(["demo", "--llm"]));
-    assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("--llm needs an LLM"),
-        "{}",
-        output.stderr
-    );
+    output.says(2, "--llm needs an LLM");
     let output = run(concord().args(["demo", "--calls", "0"]));
     assert_eq!(output.code, 2);
 }

@@ -127,12 +127,7 @@ fn json_output_has_a_report_per_file() {
 fn unreadable_file_exits_2_after_checking_the_others() {
     let valid = file("unreadable-valid.json", VALID);
     let out = describe(&["validate", "/nonexistent/agent.json", &valid], "");
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("cannot read /nonexistent/agent.json"),
-        "{}",
-        out.stderr
-    );
+    out.says(2, "cannot read /nonexistent/agent.json");
     assert!(out.stdout.contains(&format!("{valid}: valid")));
     let out = describe(&["validate", "--json", "/nonexistent/agent.json"], "");
     assert_eq!(out.code, 2);
@@ -146,8 +141,7 @@ fn unreadable_file_exits_2_after_checking_the_others() {
 #[test]
 fn validate_needs_a_file() {
     let out = describe(&["validate"], "");
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("FILES"), "{}", out.stderr);
+    out.says(2, "FILES");
 }
 
 #[test]
@@ -246,12 +240,6 @@ fn new_refuses_arguments_that_make_an_invalid_description() {
         ],
         "",
     );
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr
-            .contains("/concord:metaProtocol/concord:endpoint"),
-        "{}",
-        out.stderr
-    );
+    out.says(2, "/concord:metaProtocol/concord:endpoint");
     assert!(out.stdout.is_empty());
 }

@@ -136,14 +136,7 @@ fn handler_generate_maps_a_requester_need_in_its_own_naming() {
 #[test]
 fn handler_generate_says_what_it_needs() {
     let output = generate(&["--role", "provider"]);
-    assert_eq!(output.code, 2);
-    assert!(
-        output
-            .stderr
-            .contains("pass --action NAME or --action-schema FILE"),
-        "{}",
-        output.stderr
-    );
+    output.says(2, "pass --action NAME or --action-schema FILE");
     let output = run(concord()
         .args([
             "handler",
@@ -202,8 +195,7 @@ fn handler_run_prints_the_result_or_names_the_error() {
             .args(["handler", "run"])
             .arg(&path)
             .args(arguments));
-        assert_eq!(output.code, 2, "{}", output.stderr);
-        assert!(output.stderr.contains(says), "{}", output.stderr);
+        output.says(2, says);
     }
     std::fs::remove_file(&path).unwrap();
 }
@@ -241,12 +233,7 @@ fn handler_run_names_the_limit_a_module_hits() {
         "--memory-mb",
         "0",
     ]));
-    assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("invalid limit `memory_bytes`"),
-        "{}",
-        output.stderr
-    );
+    output.says(2, "invalid limit `memory_bytes`");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -91,38 +91,18 @@ fn list_show_and_forget_by_hash_prefix() {
         output.stdout
     );
     let output = protocols(requester.path(), &["show", prefix, "--handler", "provider"]);
-    assert_eq!(output.code, 1);
-    assert!(
-        output
-            .stderr
-            .contains("no provider handler module is stored"),
-        "{}",
-        output.stderr
-    );
+    output.says(1, "no provider handler module is stored");
     let output = protocols(requester.path(), &["show", prefix, "--test-cases"]);
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert!(!output.stdout.trim().is_empty());
 
     // Selectors that name nothing: exit 1 with the store's reason.
     let output = protocols(requester.path(), &["show", "0000000000"]);
-    assert_eq!(output.code, 1);
-    assert!(
-        output
-            .stderr
-            .contains("no stored protocol hash starts with"),
-        "{}",
-        output.stderr
-    );
+    output.says(1, "no stored protocol hash starts with");
     let output = protocols(requester.path(), &["show", "abc"]);
-    assert_eq!(output.code, 1);
-    assert!(output.stderr.contains("too short"), "{}", output.stderr);
+    output.says(1, "too short");
     let output = protocols(requester.path(), &["forget", "not-hex!"]);
-    assert_eq!(output.code, 1);
-    assert!(
-        output.stderr.contains("is not a protocol hash"),
-        "{}",
-        output.stderr
-    );
+    output.says(1, "is not a protocol hash");
 
     let output = protocols(requester.path(), &["forget", prefix]);
     assert_eq!(output.code, 0, "{}", output.stderr);

@@ -19,19 +19,13 @@ fn registry(data_dir: &Path) -> assert_cmd::Command {
 fn add_list_and_remove() {
     let data = tempfile::tempdir().unwrap();
     let output = run(registry(data.path()).arg("list"));
-    assert_eq!(output.code, 0, "{}", output.stderr);
-    assert!(output.stderr.contains("no consensus protocols registered"));
+    output.says(0, "no consensus protocols registered");
 
     // The seed does not fix the action's name: it must be given.
     let output = run(registry(data.path())
         .args(["add", URI])
         .arg(seed_protocol()));
-    assert_eq!(output.code, 2, "{}", output.stderr);
-    assert!(
-        output.stderr.contains("pass --action NAME"),
-        "{}",
-        output.stderr
-    );
+    output.says(2, "pass --action NAME");
 
     let output = run(registry(data.path())
         .args(["add", URI])
@@ -87,14 +81,7 @@ fn add_list_and_remove() {
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert_eq!(output.stdout, format!("removed {URI}\n"));
     let output = run(registry(data.path()).args(["remove", URI]));
-    assert_eq!(output.code, 1);
-    assert!(
-        output
-            .stderr
-            .contains("no consensus protocol is registered"),
-        "{}",
-        output.stderr
-    );
+    output.says(1, "no consensus protocol is registered");
     assert_eq!(
         run(registry(data.path()).args(["list", "--json"])).json(),
         serde_json::json!([])
@@ -115,8 +102,7 @@ fn a_document_that_is_not_a_protocol_is_refused() {
         .args(["add", URI])
         .arg(&document)
         .args(["--action", "getProductInfo"]));
-    assert_eq!(output.code, 1, "{}", output.stderr);
-    assert!(output.stderr.contains("broken.md"), "{}", output.stderr);
+    output.says(1, "broken.md");
     // Nothing was registered.
     assert_eq!(
         run(registry(data.path()).args(["list", "--json"])).json(),

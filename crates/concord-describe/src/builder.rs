@@ -122,7 +122,7 @@ impl ThingBuilder {
                     format!("/properties/{}", crate::pointer::escape(&name)),
                     format!(
                         "a property's schema must be a JSON object, found {}",
-                        validate::type_name(&other)
+                        concord_proto::json_type(&other)
                     ),
                 ));
                 Map::new()

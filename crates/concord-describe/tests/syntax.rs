@@ -1,12 +1,22 @@
 //! Reading the JSON text: syntax errors at the exact place, duplicate keys, limits, and line
 //! and column for every problem.
 
-use concord_describe::{ProblemKind, Report, Validator};
+use concord_describe::{Problem, ProblemKind, Report, Validator};
 
 fn first(report: &Report) -> (ProblemKind, usize, usize, String) {
     let problem = report.errors().next().expect("an error");
     let at = problem.position.expect("a position");
     (problem.kind, at.line, at.column, problem.message.clone())
+}
+
+/// Each problem's pointer, line and column.
+fn located<'a>(problems: impl Iterator<Item = &'a Problem>) -> Vec<(&'a str, usize, usize)> {
+    problems
+        .map(|p| {
+            let at = p.position.expect("a position");
+            (p.pointer.as_str(), at.line, at.column)
+        })
+        .collect()
 }
 
 #[test]
@@ -140,17 +150,11 @@ fn duplicate_keys_anywhere_are_errors_at_the_second_key() {
   "title": "b"
 }"#;
     let report = concord_describe::validate(text);
-    let duplicates: Vec<(&str, usize, usize)> = report
-        .errors()
-        .filter(|p| p.kind == ProblemKind::DuplicateKey)
-        .map(|p| {
-            (
-                p.pointer.as_str(),
-                p.position.unwrap().line,
-                p.position.unwrap().column,
-            )
-        })
-        .collect();
+    let duplicates = located(
+        report
+            .errors()
+            .filter(|p| p.kind == ProblemKind::DuplicateKey),
+    );
     assert_eq!(
         duplicates,
         [("/properties/p/type", 3, 42), ("/title", 4, 3)]
@@ -191,18 +195,8 @@ fn every_problem_has_a_position_in_the_text() {
   }
 }"#;
     let report = concord_describe::validate(text);
-    let found: Vec<(&str, usize, usize)> = report
-        .errors()
-        .map(|p| {
-            (
-                p.pointer.as_str(),
-                p.position.unwrap().line,
-                p.position.unwrap().column,
-            )
-        })
-        .collect();
     assert_eq!(
-        found,
+        located(report.errors()),
         [
             ("/securityDefinitions/s/in", 4, 58),
             ("/security/1", 5, 21),

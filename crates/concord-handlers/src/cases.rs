@@ -7,7 +7,7 @@ use concord_negotiate::{TestCase, TestCases};
 use concord_sandbox::{Function, SandboxError};
 use serde_json::Value;
 
-use crate::code::HandlerCode;
+use crate::code::Code;
 use crate::contract::{self, request_argument, response_argument};
 use crate::diff::{diff, Difference};
 use crate::expect::{self, Underivable};
@@ -39,9 +39,9 @@ use crate::wire::{self, WireError};
 /// message, so every side is judged on correct input and each failure is reported once.
 ///
 /// ```
-/// use concord_handlers::{template, CaseRunner, Local, Verifier};
+/// use concord_handlers::{template, CaseRunner, Code, Local, Verifier};
 /// use concord_negotiate::{canonical_protocol, ActionSpec, ProtocolDocument, TestCases};
-/// use concord_sandbox::{Limits, Role, Sandbox};
+/// use concord_sandbox::Limits;
 /// use serde_json::json;
 /// use std::time::Duration;
 ///
@@ -59,8 +59,8 @@ use crate::wire::{self, WireError};
 /// "#)?;
 /// let provider = Local::Provider(action);
 /// let requester = Local::Requester(concord_negotiate::Need { action: "getPrice".into(), input: None, output: None });
-/// let mut provider_handler = Sandbox::load(&template(&document, &provider)?, Role::Provider, Limits::default())?;
-/// let mut requester_handler = Sandbox::load(&template(&document, &requester)?, Role::Requester, Limits::default())?;
+/// let mut provider_handler = Code::load(&template(&document, &provider)?, &document, &provider, Limits::default())?;
+/// let mut requester_handler = Code::load(&template(&document, &requester)?, &document, &requester, Limits::default())?;
 /// let verifier = Verifier::new(&document)?;
 /// let report = CaseRunner::new(&verifier)
 ///     .with_side(&mut requester_handler, &requester)
@@ -71,8 +71,8 @@ use crate::wire::{self, WireError};
 /// ```
 pub struct CaseRunner<'a> {
     verifier: &'a Verifier,
-    requester: Option<(&'a mut dyn HandlerCode, &'a Local)>,
-    provider: Option<(&'a mut dyn HandlerCode, &'a Local)>,
+    requester: Option<(&'a mut Code, &'a Local)>,
+    provider: Option<(&'a mut Code, &'a Local)>,
 }
 
 impl fmt::Debug for CaseRunner<'_> {
@@ -227,13 +227,13 @@ impl<'a> CaseRunner<'a> {
         }
     }
 
-    /// Runs `handler` (a [`Code`](crate::Code) or a sandboxed
-    /// [`Handler`](concord_sandbox::Handler)) as the side `local` describes (its role
-    /// decides which steps it takes). A second side of the same role replaces the first.
-    pub fn with_side(mut self, handler: &'a mut dyn HandlerCode, local: &'a Local) -> Self {
+    /// Runs `code` as the side `local` describes (its role decides which steps it takes);
+    /// a sandboxed [`Handler`](concord_sandbox::Handler) runs as `Code::from(handler)`. A
+    /// second side of the same role replaces the first.
+    pub fn with_side(mut self, code: &'a mut Code, local: &'a Local) -> Self {
         match local {
-            Local::Requester(_) => self.requester = Some((handler, local)),
-            Local::Provider(_) => self.provider = Some((handler, local)),
+            Local::Requester(_) => self.requester = Some((code, local)),
+            Local::Provider(_) => self.provider = Some((code, local)),
         }
         self
     }
@@ -286,7 +286,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(argument) => match produce(
                     verifier,
-                    &mut **handler,
+                    handler,
                     Function::EncodeRequest,
                     &argument,
                     &case.request,
@@ -306,7 +306,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(expected) => {
                     match compare(
-                        &mut **handler,
+                        handler,
                         Function::DecodeRequest,
                         &request,
                         &expected.to_value(),
@@ -329,7 +329,7 @@ impl<'a> CaseRunner<'a> {
                     let argument = response_argument(&id, &outcome);
                     match produce(
                         verifier,
-                        &mut **handler,
+                        handler,
                         Function::EncodeResponse,
                         &argument,
                         &case.response,
@@ -348,7 +348,7 @@ impl<'a> CaseRunner<'a> {
                 }
                 Ok(expected) => {
                     if let Err(problem) = compare(
-                        &mut **handler,
+                        handler,
                         Function::DecodeResponse,
                         &response,
                         &expected.to_value(),
@@ -366,7 +366,7 @@ impl<'a> CaseRunner<'a> {
 /// received on the other side.
 fn produce(
     verifier: &Verifier,
-    handler: &mut dyn HandlerCode,
+    handler: &mut Code,
     function: Function,
     argument: &Value,
     expected: &Value,
@@ -407,7 +407,7 @@ fn produce(
 
 /// Calls a decode function and compares its result with the expected one.
 fn compare(
-    handler: &mut dyn HandlerCode,
+    handler: &mut Code,
     function: Function,
     message: &Value,
     expected: &Value,

@@ -13,22 +13,6 @@ use crate::contract::Outcome;
 use crate::local::Local;
 use crate::template::{quoted_len, Decoded, Template};
 
-/// Runs a handler's contract functions: a sandboxed [`Handler`], or a [`Code`] (which may
-/// run natively). [`CaseRunner`](crate::CaseRunner) takes either.
-pub trait HandlerCode {
-    /// Calls `function` with `argument`, as [`Handler::call`] does.
-    ///
-    /// # Errors
-    /// As [`Handler::call`].
-    fn call(&mut self, function: Function, argument: &Value) -> Result<Value, SandboxError>;
-}
-
-impl HandlerCode for Handler {
-    fn call(&mut self, function: Function, argument: &Value) -> Result<Value, SandboxError> {
-        Handler::call(self, function, argument)
-    }
-}
-
 /// A handler module loaded for one side of a protocol.
 ///
 /// [`Code::load`] decides how it runs, by its text alone: a module that is byte for byte
@@ -70,11 +54,14 @@ impl HandlerCode for Handler {
 /// ```
 pub struct Code {
     run: Run,
-    limits: Limits,
 }
 
 enum Run {
-    Native(Arc<Template>),
+    /// Our template, run natively under the sandbox's input and output caps.
+    Native {
+        template: Arc<Template>,
+        limits: Limits,
+    },
     Sandboxed(Box<Handler>),
 }
 
@@ -95,32 +82,25 @@ impl Code {
         if limits.validate().is_ok() && source.len() <= limits.source_bytes {
             if let Ok(template) = Template::new(document, local) {
                 if template.source() == source {
+                    let template = Arc::new(template);
                     return Ok(Code {
-                        run: Run::Native(Arc::new(template)),
-                        limits,
+                        run: Run::Native { template, limits },
                     });
                 }
             }
         }
-        let handler = Sandbox::load(source, local.role(), limits.clone())?;
-        Ok(Code {
-            run: Run::Sandboxed(Box::new(handler)),
-            limits,
-        })
+        Ok(Code::from(Sandbox::load(source, local.role(), limits)?))
     }
 
     /// Whether the module runs natively (it is our template).
     pub fn is_native(&self) -> bool {
-        matches!(self.run, Run::Native(_))
+        matches!(self.run, Run::Native { .. })
     }
 
     /// The template it runs as, under its limits, when it runs natively.
     pub(crate) fn native(&self) -> Option<Native<'_>> {
         match &self.run {
-            Run::Native(template) => Some(Native {
-                template,
-                limits: &self.limits,
-            }),
+            Run::Native { template, limits } => Some(Native { template, limits }),
             Run::Sandboxed(_) => None,
         }
     }
@@ -128,7 +108,7 @@ impl Code {
     /// The role the module plays.
     pub fn role(&self) -> Role {
         match &self.run {
-            Run::Native(template) => template.role(),
+            Run::Native { template, .. } => template.role(),
             Run::Sandboxed(handler) => handler.role(),
         }
     }
@@ -136,7 +116,10 @@ impl Code {
     /// The limits it was loaded with (the runtime refuses received messages over
     /// `input_bytes` before parsing them, whichever way the module runs).
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        match &self.run {
+            Run::Native { limits, .. } => limits,
+            Run::Sandboxed(handler) => handler.limits(),
+        }
     }
 
     /// Calls `function` with `argument`.
@@ -146,16 +129,16 @@ impl Code {
     /// [`SandboxError::Thrown`] where the module throws.
     pub fn call(&mut self, function: Function, argument: &Value) -> Result<Value, SandboxError> {
         match &mut self.run {
-            Run::Native(template) => {
+            Run::Native { template, limits } => {
                 if function.role() != template.role() {
                     return Err(SandboxError::WrongRole {
                         function,
                         role: template.role(),
                     });
                 }
-                check_input(argument, 0, 0, &self.limits)?;
+                check_input(argument, 0, 0, limits)?;
                 let result = template.call(function, argument)?;
-                check_output(&result, 0, &self.limits)?;
+                check_output(&result, 0, limits)?;
                 Ok(result)
             }
             Run::Sandboxed(handler) => handler.call(function, argument),
@@ -169,13 +152,13 @@ impl Code {
     /// As [`Handler::try_clone`].
     pub fn try_clone(&self) -> Result<Code, SandboxError> {
         let run = match &self.run {
-            Run::Native(template) => Run::Native(Arc::clone(template)),
+            Run::Native { template, limits } => Run::Native {
+                template: Arc::clone(template),
+                limits: limits.clone(),
+            },
             Run::Sandboxed(handler) => Run::Sandboxed(Box::new(handler.try_clone()?)),
         };
-        Ok(Code {
-            run,
-            limits: self.limits.clone(),
-        })
+        Ok(Code { run })
     }
 }
 
@@ -220,7 +203,7 @@ impl Native<'_> {
                 check_input(result, wrapper(message_id, "result"), 1, self.limits)?;
             }
             Outcome::Error(status) => {
-                let error = json!({"code": status.code, "message": status.message});
+                let error = status.to_value();
                 check_input(&error, wrapper(message_id, "error"), 1, self.limits)?;
             }
         }
@@ -260,15 +243,8 @@ impl From<Handler> for Code {
     /// A module already in the sandbox, as it is.
     fn from(handler: Handler) -> Self {
         Code {
-            limits: handler.limits().clone(),
             run: Run::Sandboxed(Box::new(handler)),
         }
-    }
-}
-
-impl HandlerCode for Code {
-    fn call(&mut self, function: Function, argument: &Value) -> Result<Value, SandboxError> {
-        Code::call(self, function, argument)
     }
 }
 

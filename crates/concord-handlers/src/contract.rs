@@ -13,6 +13,13 @@ pub struct ErrorStatus {
     pub message: String,
 }
 
+impl ErrorStatus {
+    /// `{code, message}`, as the contract passes and returns an error.
+    pub(crate) fn to_value(&self) -> Value {
+        json!({"code": self.code, "message": self.message})
+    }
+}
+
 /// What the requester's `decodeResponse` made of a response message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
@@ -46,10 +53,9 @@ impl Reply {
             Reply::Output { message_id, output } => {
                 json!({"messageId": message_id, "output": output})
             }
-            Reply::Error { message_id, error } => json!({
-                "messageId": message_id,
-                "error": {"code": error.code, "message": error.message},
-            }),
+            Reply::Error { message_id, error } => {
+                json!({"messageId": message_id, "error": error.to_value()})
+            }
         }
     }
 
@@ -123,10 +129,7 @@ pub(crate) fn request_argument(message_id: &str, input: &Value) -> Value {
 pub(crate) fn response_argument(message_id: &str, outcome: &Outcome) -> Value {
     match outcome {
         Outcome::Result(result) => json!({"messageId": message_id, "result": result}),
-        Outcome::Error(error) => json!({
-            "messageId": message_id,
-            "error": {"code": error.code, "message": error.message},
-        }),
+        Outcome::Error(error) => json!({"messageId": message_id, "error": error.to_value()}),
     }
 }
 

@@ -41,13 +41,15 @@ impl fmt::Display for Difference {
 }
 
 /// Compact JSON of a value, cut at [`SHOWN_CHARS`] characters.
-pub(crate) fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= SHOWN_CHARS {
-        text
-    } else {
-        let cut: String = text.chars().take(SHOWN_CHARS).collect();
-        format!("{cut}…")
+fn shown(value: &Value) -> String {
+    cut(&value.to_string(), SHOWN_CHARS)
+}
+
+/// `text` cut at `chars` characters, with `…` where it was cut.
+pub(crate) fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
     }
 }
 

@@ -241,14 +241,7 @@ impl Generator {
         let job = Job::new(document, local, cases)?;
         let (reason, error) = match template(document, local) {
             Ok(source) => match self.check(&job, &source) {
-                Ok(()) => {
-                    return Ok(job.generated(
-                        source,
-                        Origin::Template,
-                        None,
-                        UsageSummary::default(),
-                    ))
-                }
+                Ok(()) => return Ok(job.template_generated(source)),
                 Err(failure) => (
                     format!("the template module fails its test cases: {failure}"),
                     GenerateError::TemplateFails(failure.to_string()),
@@ -286,14 +279,7 @@ impl Generator {
                 "the template module is the one the peer reports wrong".to_owned()
             }
             Ok(source) => match self.check(&job, &source) {
-                Ok(()) => {
-                    return Ok(job.generated(
-                        source,
-                        Origin::Template,
-                        None,
-                        UsageSummary::default(),
-                    ))
-                }
+                Ok(()) => return Ok(job.template_generated(source)),
                 Err(failure) => format!("the template module fails its test cases: {failure}"),
             },
             Err(no_template) => no_template.to_string(),
@@ -452,6 +438,11 @@ impl<'a> Job<'a> {
             verifier: Verifier::new(document)?,
             cases: cases.cloned().or_else(|| drafted_cases(document, local)),
         })
+    }
+
+    /// Our template's module, verified.
+    fn template_generated(&self, source: String) -> Generated {
+        self.generated(source, Origin::Template, None, UsageSummary::default())
     }
 
     fn generated(

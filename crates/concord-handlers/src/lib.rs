@@ -94,7 +94,7 @@ mod verify;
 pub mod wire;
 
 pub use cases::{CaseReport, CaseRunner, CaseStep, CasesReport, Failure, Problem};
-pub use code::{Code, HandlerCode};
+pub use code::Code;
 pub use contract::{ContractViolation, ErrorStatus, Incoming, Outcome, Reply};
 pub use diff::{diff, Difference};
 pub use expect::Underivable;

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::cases::{CaseReport, CaseStep, CasesReport, Failure, Problem};
-use crate::verify::{Direction, InvalidMessage};
+use crate::diff::cut;
+use crate::verify::InvalidMessage;
 
 /// Most differences or violations listed per failure in a fix-error report.
 const LISTED: usize = 20;
@@ -137,9 +138,7 @@ impl InvalidMessage {
             "The {} message we received breaks the agreed protocol's {} schema:\n",
             self.direction, self.direction
         );
-        for violation in self.violations.iter().take(LISTED) {
-            let _ = writeln!(out, "- {violation}");
-        }
+        list_violations(&mut out, self);
         let _ = writeln!(out, "Message: {}", shown_long(message));
         bounded(out)
     }
@@ -193,22 +192,15 @@ fn describe_failure(case: &str, failure: &Failure) -> String {
                 "Test case {case:?}, {}: {what} breaks the agreed {} schema:",
                 failure.step, invalid.direction
             );
-            for violation in invalid.violations.iter().take(LISTED) {
-                let _ = writeln!(out, "- {violation}");
-            }
+            list_violations(&mut out, invalid);
         }
         Problem::InvalidCase(invalid) => {
-            let which = match invalid.direction {
-                Direction::Request => "request",
-                Direction::Response => "response",
-            };
+            let which = invalid.direction;
             let _ = writeln!(
                 out,
                 "Test case {case:?}: the case's own {which} breaks the agreed {which} schema:"
             );
-            for violation in invalid.violations.iter().take(LISTED) {
-                let _ = writeln!(out, "- {violation}");
-            }
+            list_violations(&mut out, invalid);
         }
         other => {
             let _ = writeln!(out, "Test case {case:?}, {}: {other}", failure.step);
@@ -217,18 +209,16 @@ fn describe_failure(case: &str, failure: &Failure) -> String {
     out
 }
 
+/// The first [`LISTED`] violations, one a line.
+fn list_violations(out: &mut String, invalid: &InvalidMessage) {
+    for violation in invalid.violations.iter().take(LISTED) {
+        let _ = writeln!(out, "- {violation}");
+    }
+}
+
 /// Compact JSON cut at 2,000 characters.
 fn shown_long(value: &Value) -> String {
     cut(&value.to_string(), 2000)
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    if text.chars().count() <= chars {
-        text.to_owned()
-    } else {
-        let cut: String = text.chars().take(chars).collect();
-        format!("{cut}…")
-    }
 }
 
 fn bounded(mut text: String) -> String {

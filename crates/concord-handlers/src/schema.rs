@@ -3,41 +3,16 @@
 
 use serde_json::Value;
 
-/// The object properties of a schema, in document order.
-pub(crate) fn properties(schema: &Value) -> Vec<(&str, &Value)> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|map| map.iter().map(|(name, sub)| (name.as_str(), sub)).collect())
-        .unwrap_or_default()
-}
+pub(crate) use concord_negotiate::json_schema::{is_object_schema, properties, required, types};
 
 /// Whether the schema lists object properties (so values are mapped field by field).
 pub(crate) fn has_properties(schema: &Value) -> bool {
     schema.get("properties").is_some_and(Value::is_object)
 }
 
-/// The `required` names of a schema.
-pub(crate) fn required(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
 /// Whether `name` is required by `schema`.
 pub(crate) fn is_required(schema: &Value, name: &str) -> bool {
     required(schema).contains(&name)
-}
-
-/// Whether the schema describes an object (by `type`, or by having `properties`).
-pub(crate) fn is_object_schema(schema: &Value) -> bool {
-    match schema.get("type") {
-        Some(Value::String(kind)) => kind == "object",
-        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "object"),
-        _ => has_properties(schema),
-    }
 }
 
 /// The schema of an array's items, when the schema describes an array with one item schema.
@@ -50,15 +25,6 @@ pub(crate) fn items(schema: &Value) -> Option<&Value> {
     schema
         .get("items")
         .filter(|items| is_array && items.is_object())
-}
-
-/// The JSON type names a schema allows (empty: any).
-pub(crate) fn types(schema: &Value) -> Vec<&str> {
-    match schema.get("type") {
-        Some(Value::String(kind)) => vec![kind.as_str()],
-        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// Whether a value of schema `from` can stand where schema `to` is expected (no conversion).

@@ -80,11 +80,14 @@ impl fmt::Display for InvalidMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the {} message breaks the protocol's schema:",
+            "the {} message breaks the protocol's schema: ",
             self.direction
         )?;
-        for violation in &self.violations {
-            write!(f, " {violation};")?;
+        for (index, violation) in self.violations.iter().enumerate() {
+            if index > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{violation}")?;
         }
         Ok(())
     }
@@ -208,5 +211,30 @@ impl Verifier {
             .cases
             .iter()
             .find(|case| crate::diff::diff(&case.request, request).is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn violations_are_listed_without_a_trailing_separator() {
+        let violation = |pointer: &str, message: &str| SchemaViolation {
+            pointer: pointer.into(),
+            message: message.into(),
+        };
+        let invalid = InvalidMessage {
+            direction: Direction::Request,
+            violations: vec![
+                violation("/productId", "7 is not of type \"string\""),
+                violation("", "\"type\" is a required property"),
+            ],
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "the request message breaks the protocol's schema: /productId: 7 is not of type \
+             \"string\"; /: \"type\" is a required property"
+        );
     }
 }

@@ -8,11 +8,13 @@ mod common;
 use std::time::Duration;
 
 use common::{product_action, seed, seed_cases, SEED_BASED_ON};
-use concord_handlers::{AttemptFailure, GenerateError, Generator, Local, Origin, MAX_ATTEMPTS};
+use concord_handlers::{
+    AttemptFailure, GenerateError, Generated, Generator, Local, Origin, MAX_ATTEMPTS,
+};
 use concord_llm::{Backoff, LlmClient, LlmConfig};
 use concord_llm_script::{RecordedRequest, ScriptServer, Step};
 use concord_negotiate::ProtocolDocument;
-use concord_sandbox::{Function, Limits, SandboxError};
+use concord_sandbox::{Function, Limits, Role, SandboxError};
 use serde_json::json;
 
 /// A provider module for the "based on URI" product protocol (no schemas, so no template).
@@ -62,6 +64,18 @@ fn based_on() -> ProtocolDocument {
     ProtocolDocument::parse(SEED_BASED_ON).unwrap()
 }
 
+/// Our product provider for the "based on URI" protocol (no template fits it), written by
+/// the scripted model and checked by the seeds' cases.
+async fn generate_provider(server: &ScriptServer) -> Result<Generated, GenerateError> {
+    generator(server)
+        .generate(
+            &based_on(),
+            &Local::Provider(product_action()),
+            Some(&seed_cases()),
+        )
+        .await
+}
+
 /// All message contents of a recorded request, joined.
 fn prompt_text(request: &RecordedRequest) -> String {
     request
@@ -77,11 +91,7 @@ async fn a_good_module_on_the_first_attempt() {
     let server = ScriptServer::start([answer(GOOD).usage(900, 120)])
         .await
         .unwrap();
-    let local = Local::Provider(product_action());
-    let generated = generator(&server)
-        .generate(&based_on(), &local, Some(&seed_cases()))
-        .await
-        .unwrap();
+    let generated = generate_provider(&server).await.unwrap();
     assert_eq!(generated.origin, Origin::Llm { attempts: 1 });
     assert_eq!(generated.source, GOOD);
     assert_eq!(generated.cases_run, 2);
@@ -130,11 +140,7 @@ async fn a_broken_module_then_a_fixed_one() {
     let server = ScriptServer::start([answer(&broken), answer(GOOD)])
         .await
         .unwrap();
-    let local = Local::Provider(product_action());
-    let generated = generator(&server)
-        .generate(&based_on(), &local, Some(&seed_cases()))
-        .await
-        .unwrap();
+    let generated = generate_provider(&server).await.unwrap();
     assert_eq!(generated.origin, Origin::Llm { attempts: 2 });
     assert_eq!(generated.source, GOOD);
     assert_eq!(generated.usage.calls, 2);
@@ -167,7 +173,8 @@ async fn a_broken_module_then_a_fixed_one() {
 
     // The module that passed works in the sandbox.
     let mut handler =
-        concord_sandbox::Sandbox::load(&generated.source, local.role(), Limits::default()).unwrap();
+        concord_sandbox::Sandbox::load(&generated.source, Role::Provider, Limits::default())
+            .unwrap();
     let incoming = handler
         .call(Function::DecodeRequest, &seed_cases().cases[0].request)
         .unwrap();
@@ -184,11 +191,7 @@ async fn three_bad_modules_end_in_a_typed_failure() {
     ])
     .await
     .unwrap();
-    let local = Local::Provider(product_action());
-    let error = generator(&server)
-        .generate(&based_on(), &local, Some(&seed_cases()))
-        .await
-        .unwrap_err();
+    let error = generate_provider(&server).await.unwrap_err();
     let GenerateError::Exhausted {
         attempts,
         usage,
@@ -243,14 +246,7 @@ async fn an_unreachable_llm_is_an_error_with_its_cost() {
     let server = ScriptServer::start([Step::status(400, r#"{"error":{"message":"bad model"}}"#)])
         .await
         .unwrap();
-    let error = generator(&server)
-        .generate(
-            &based_on(),
-            &Local::Provider(product_action()),
-            Some(&seed_cases()),
-        )
-        .await
-        .unwrap_err();
+    let error = generate_provider(&server).await.unwrap_err();
     assert!(matches!(error, GenerateError::Llm { .. }), "{error:?}");
     assert_eq!(error.usage().calls, 1);
 }

@@ -13,17 +13,10 @@ use concord_handlers::{
     template, CaseRunner, Code, Local, Provider, Reply, Requester, Template, Verifier,
 };
 use concord_negotiate::{DeterministicNegotiator, TestCases};
-use concord_sandbox::{Function, Handler, Limits, Role, Sandbox, SandboxError};
+use concord_sandbox::{Function, Limits, Role, Sandbox, SandboxError};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-fn functions(role: Role) -> [Function; 2] {
-    match role {
-        Role::Provider => [Function::DecodeRequest, Function::EncodeResponse],
-        Role::Requester => [Function::EncodeRequest, Function::DecodeResponse],
-    }
-}
 
 /// The same outcome: equal JSON text, or the same thrown message (the sandbox's adds the
 /// module's stack frames on lines of their own).
@@ -73,7 +66,7 @@ proptest! {
         let mut module = Sandbox::load(template.source(), role, Limits::default()).unwrap();
         let mut dice = Dice::new(seed);
         for _ in 0..24 {
-            for function in functions(role) {
+            for function in role.functions() {
                 let argument = dice.argument(function, &document, &side);
                 let sandboxed = module.call(function, &argument);
                 if sandboxed.as_ref().is_err_and(SandboxError::is_limit) {
@@ -203,7 +196,7 @@ proptest! {
                 (&mut requester_codes, &requester_side),
                 (&mut provider_codes, &provider_side),
             ] {
-                for function in functions(side.role()) {
+                for function in side.role().functions() {
                     let argument = dice.argument(function, &document, side);
                     let [native, sandboxed] = codes.each_mut().map(|code| code.call(function, &argument));
                     if let Err(difference) = same(&native, &sandboxed) {
@@ -250,8 +243,8 @@ proptest! {
     }
 }
 
-fn sandboxed(source: &str, role: Role) -> Handler {
-    Sandbox::load(source, role, Limits::default()).unwrap()
+fn sandboxed(source: &str, role: Role) -> Code {
+    Code::from(Sandbox::load(source, role, Limits::default()).unwrap())
 }
 
 /// A problem's text without the sandbox's stack frames.

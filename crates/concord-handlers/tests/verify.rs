@@ -6,7 +6,7 @@ mod common;
 
 use common::{load, product_action, seed, seed_cases, SEED_BASED_ON};
 use concord_handlers::{
-    template, CaseRunner, CaseStep, CasesReport, Direction, Local, Problem, Verifier,
+    template, CaseRunner, CaseStep, CasesReport, Code, Direction, Local, Problem, Verifier,
 };
 use concord_negotiate::{ProtocolDocument, TestCases};
 use concord_sandbox::{Limits, Role, Sandbox, SandboxError};
@@ -218,7 +218,7 @@ fn a_module_that_breaks_the_schema_or_throws_is_reported_as_such() {
     let side = Local::requester_for(&product_action());
     let mut limits = Limits::default();
     limits.call_timeout = std::time::Duration::from_millis(20);
-    let mut handler = Sandbox::load(throwing, Role::Requester, limits).unwrap();
+    let mut handler = Code::from(Sandbox::load(throwing, Role::Requester, limits).unwrap());
     let report = CaseRunner::new(&verifier)
         .with_side(&mut handler, &side)
         .run(&seed_cases());

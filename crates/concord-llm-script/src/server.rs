@@ -161,7 +161,7 @@ async fn chat_completions(
             let message = format!("concord-llm-script: the request body is not JSON: {error}");
             return json_response(
                 StatusCode::BAD_REQUEST,
-                &reply::error(&message, "invalid_request_error"),
+                reply::error(&message, "invalid_request_error"),
                 &[],
             );
         }
@@ -172,20 +172,20 @@ async fn chat_completions(
         );
         return json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
-            &reply::error(&message, "script_exhausted"),
+            reply::error(&message, "script_exhausted"),
             &[],
         );
     };
 
     tokio::time::sleep(step.delay).await;
     let (status, body) = reply::answer(&request, &step, served);
-    json_response(status, &body, &step.headers)
+    json_response(status, body, &step.headers)
 }
 
 /// A response with a JSON content type, this status and body, and these extra headers
 /// (any that are not valid HTTP headers are left out).
-fn json_response(status: StatusCode, body: &str, headers: &[(String, String)]) -> Response {
-    let mut response = Response::new(Body::from(body.to_owned()));
+fn json_response(status: StatusCode, body: String, headers: &[(String, String)]) -> Response {
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     let map = response.headers_mut();
     map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -109,13 +109,35 @@ pub struct ContentError {
     pub excerpt: String,
 }
 
-/// `error` and the errors under it as one text, `what: why: why`: a reqwest error's own
-/// message names only the step that failed (sending the request, reading the body), the
-/// errors under it say why (connection refused, TLS, ...).
-#[cfg(feature = "client")]
-fn with_causes(error: &reqwest::Error) -> String {
+/// `error` and the errors under it as one text, `what: why: why`, each said once. A reqwest
+/// or WebSocket error's own message often names only the step that failed (sending the
+/// request), the errors under it say why (connection refused, TLS, ...).
+///
+/// ```
+/// use std::{error::Error, fmt, io};
+///
+/// #[derive(Debug)]
+/// struct Sending(io::Error);
+/// impl fmt::Display for Sending {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("error sending request")
+///     }
+/// }
+/// impl Error for Sending {
+///     fn source(&self) -> Option<&(dyn Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+///
+/// let refused = Sending(io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused"));
+/// assert_eq!(
+///     concord_llm::with_causes(&refused),
+///     "error sending request: connection refused"
+/// );
+/// ```
+pub fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
-    let mut next = std::error::Error::source(error);
+    let mut next = error.source();
     while let Some(cause) = next {
         let said = cause.to_string();
         if !text.contains(&said) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use crate::document::{Encoding, ErrorConvention, ProtocolDocument, ProtocolSpec};
+use crate::json_schema::{is_object_schema, properties, required};
 use crate::naming::{convert, NamingStyle};
 
 /// An action an agent publishes in its description: name and JSON Schemas.
@@ -25,7 +26,8 @@ pub struct ActionSpec {
     pub output: Value,
 }
 
-fn empty_object() -> Value {
+/// The schema of "no data": an empty object.
+pub(crate) fn empty_object() -> Value {
     json!({"type": "object"})
 }
 
@@ -46,33 +48,6 @@ pub struct Need {
 
 /// Fields every Concord request/response envelope carries (not action data).
 pub(crate) const ENVELOPE_FIELDS: [&str; 4] = ["messageId", "type", "action", "status"];
-
-/// The object properties of a schema, in order.
-pub(crate) fn properties(schema: &Value) -> Vec<(&str, &Value)> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|map| map.iter().map(|(k, v)| (k.as_str(), v)).collect())
-        .unwrap_or_default()
-}
-
-/// The `required` names of a schema.
-pub(crate) fn required(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// Whether the schema describes an object (by `type` or by having `properties`).
-pub(crate) fn is_object_schema(schema: &Value) -> bool {
-    match schema.get("type") {
-        Some(Value::String(kind)) => kind == "object",
-        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "object"),
-        _ => schema.get("properties").is_some(),
-    }
-}
 
 /// The field of a response that carries an action's output: the output schema's title in
 /// camelCase (`ProductInfo` → `productInfo`, as in the seeds), else `result`.

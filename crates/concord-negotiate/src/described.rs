@@ -1,15 +1,15 @@
 //! Reading the actions a peer publishes in its agent description.
 
 use concord_describe::{ActionAffordance, Thing};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::action::ActionSpec;
+use crate::action::{empty_object, ActionSpec};
 
 impl ActionSpec {
     /// The action `name` as an agent description declares it: its input and output data
     /// schemas as JSON Schemas (an absent schema means "no data": an empty object).
     pub fn from_affordance(name: &str, affordance: &ActionAffordance) -> Self {
-        let schema = |schema: Option<Value>| schema.unwrap_or_else(|| json!({"type": "object"}));
+        let schema = |schema: Option<Value>| schema.unwrap_or_else(empty_object);
         Self {
             name: name.to_owned(),
             description: affordance

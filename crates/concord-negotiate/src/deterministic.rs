@@ -8,10 +8,10 @@ use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Map, Value};
 
 use crate::action::{
-    canonical_protocol, is_object_schema, properties, required, result_field, ActionSpec, Need,
-    ENVELOPE_FIELDS, INPUT_FIELD,
+    canonical_protocol, result_field, ActionSpec, Need, ENVELOPE_FIELDS, INPUT_FIELD,
 };
 use crate::document::ProtocolDocument;
+use crate::json_schema::{is_object_schema, properties, required, types};
 use crate::naming::key;
 use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step};
 use crate::test_cases::{TestCase, TestCases};
@@ -100,10 +100,18 @@ impl DeterministicNegotiator {
 
     /// The judge step, synchronously.
     pub fn judge_now(&self, context: JudgeContext<'_>, candidate: &str) -> Decision {
-        let document = match ProtocolDocument::parse(candidate) {
-            Ok(document) => document,
-            Err(error) => return reject(format!("the candidate cannot be read: {error}")),
-        };
+        match ProtocolDocument::parse(candidate) {
+            Ok(document) => self.judge_document(context, &document),
+            Err(error) => reject(format!("the candidate cannot be read: {error}")),
+        }
+    }
+
+    /// The judge step on a candidate that parsed.
+    pub(crate) fn judge_document(
+        &self,
+        context: JudgeContext<'_>,
+        document: &ProtocolDocument,
+    ) -> Decision {
         if let Some(base) = &document.base {
             if document.request_schema.is_none() {
                 return reject(format!(
@@ -119,7 +127,7 @@ impl DeterministicNegotiator {
         };
         match context {
             JudgeContext::Provider { actions } => {
-                judge_as_provider(actions, &document, request, response)
+                judge_as_provider(actions, document, request, response)
             }
             JudgeContext::Requester { need, peer_action } => {
                 judge_as_requester(need, peer_action, request, response)
@@ -132,7 +140,15 @@ impl DeterministicNegotiator {
         &self,
         protocol: &ProtocolDocument,
     ) -> Result<String, NegotiateError> {
-        let schemas = ProtocolSchemas::compile(protocol)?;
+        self.draft_test_cases_from(protocol, &ProtocolSchemas::compile(protocol)?)
+    }
+
+    /// The test-case drafting step, with the protocol's schemas compiled.
+    pub(crate) fn draft_test_cases_from(
+        &self,
+        protocol: &ProtocolDocument,
+        schemas: &ProtocolSchemas,
+    ) -> Result<String, NegotiateError> {
         let (Some(request_schema), Some(response_schema)) =
             (&protocol.request_schema, &protocol.response_schema)
         else {
@@ -289,17 +305,18 @@ impl DeterministicNegotiator {
                 ))
             }
         };
-        let cases = match TestCases::parse(test_cases) {
-            Ok(cases) => cases,
-            Err(error) => return reject(format!("the test cases cannot be read: {error}")),
-        };
+        match TestCases::parse(test_cases) {
+            Ok(cases) => self.judge_cases(&schemas, &cases),
+            Err(error) => reject(format!("the test cases cannot be read: {error}")),
+        }
+    }
+
+    /// The test-case judging step, with the schemas compiled and the cases parsed.
+    pub(crate) fn judge_cases(&self, schemas: &ProtocolSchemas, cases: &TestCases) -> Decision {
         let mut problems = String::new();
         for case in &cases.cases {
-            for violation in schemas.check_request(&case.request) {
-                let _ = writeln!(problems, "- {}: request {violation}", case.name);
-            }
-            for violation in schemas.check_response(&case.response) {
-                let _ = writeln!(problems, "- {}: response {violation}", case.name);
+            for problem in schemas.check_case(case) {
+                let _ = writeln!(problems, "{problem}");
             }
             if case.request.get("messageId").is_some()
                 && case.request.get("messageId") != case.response.get("messageId")
@@ -322,26 +339,32 @@ impl DeterministicNegotiator {
 
     /// The diagnosis step, synchronously.
     pub fn diagnose_now(&self, protocol: &ProtocolDocument, our_messages: &[Value]) -> FixDecision {
-        let schemas = match ProtocolSchemas::compile(protocol) {
-            Ok(schemas) => schemas,
-            Err(error) => {
-                return FixDecision::Reject {
-                    reason: format!("the agreed protocol's schemas do not compile: {error}"),
-                }
-            }
-        };
-        let broken: Vec<String> = our_messages
-            .iter()
-            .flat_map(|message| {
-                if message.get("status").is_some() {
-                    schemas.check_response(message)
-                } else {
-                    schemas.check_request(message)
-                }
-            })
-            .map(|violation| violation.to_string())
-            .collect();
-        if broken.is_empty() {
+        match ProtocolSchemas::compile(protocol) {
+            Ok(schemas) => self.diagnose_with(&schemas, our_messages),
+            Err(error) => FixDecision::Reject {
+                reason: format!("the agreed protocol's schemas do not compile: {error}"),
+            },
+        }
+    }
+
+    /// The diagnosis step, with the schemas compiled: accept when one of our messages
+    /// breaks them.
+    pub(crate) fn diagnose_with(
+        &self,
+        schemas: &ProtocolSchemas,
+        our_messages: &[Value],
+    ) -> FixDecision {
+        let broken = our_messages.iter().any(|message| {
+            let violations = if message.get("status").is_some() {
+                schemas.check_response(message)
+            } else {
+                schemas.check_request(message)
+            };
+            !violations.is_empty()
+        });
+        if broken {
+            FixDecision::Accept
+        } else {
             FixDecision::Reject {
                 reason: format!(
                     "our last {} message(s) validate against the agreed schemas; please point at the \
@@ -349,8 +372,6 @@ impl DeterministicNegotiator {
                     our_messages.len()
                 ),
             }
-        } else {
-            FixDecision::Accept
         }
     }
 }
@@ -426,15 +447,6 @@ fn list(names: &[&str]) -> String {
         .map(|name| format!("`{name}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The JSON type names a schema allows (empty: any).
-fn types(schema: &Value) -> Vec<&str> {
-    match schema.get("type") {
-        Some(Value::String(kind)) => vec![kind.as_str()],
-        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// Whether a value of schema `theirs` can stand where `ours` is expected.

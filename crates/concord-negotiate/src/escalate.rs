@@ -53,14 +53,14 @@ impl EscalatingNegotiator {
 
 /// Whether a candidate is within the rules' reach: it parses and has both schemas.
 pub fn is_schema_built(candidate: &str) -> bool {
-    ProtocolDocument::parse(candidate).is_ok_and(|document| {
-        document.request_schema.is_some() && document.response_schema.is_some()
-    })
+    schema_built(candidate).is_some()
 }
 
-/// Whether an agreed protocol's request and response schemas are there and compile.
-fn has_usable_schemas(protocol: &ProtocolDocument) -> bool {
-    ProtocolSchemas::compile(protocol).is_ok()
+/// The candidate, parsed, when it is within the rules' reach.
+fn schema_built(candidate: &str) -> Option<ProtocolDocument> {
+    ProtocolDocument::parse(candidate)
+        .ok()
+        .filter(|document| document.request_schema.is_some() && document.response_schema.is_some())
 }
 
 /// The LLM's answer (or failure), its wall time counted from the start of the deterministic attempt.
@@ -104,11 +104,12 @@ impl Negotiator for EscalatingNegotiator {
         candidate: &str,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        if is_schema_built(candidate) {
-            let decision = self.rules.judge_now(context, candidate);
-            Ok(Decided::deterministic(Step::Judge, start, decision))
-        } else {
-            escalated(start, self.llm.judge(context, candidate).await)
+        match schema_built(candidate) {
+            Some(document) => {
+                let decision = self.rules.judge_document(context, &document);
+                Ok(Decided::deterministic(Step::Judge, start, decision))
+            }
+            None => escalated(start, self.llm.judge(context, candidate).await),
         }
     }
 
@@ -117,11 +118,12 @@ impl Negotiator for EscalatingNegotiator {
         protocol: &ProtocolDocument,
     ) -> Result<Decided<String>, NegotiateError> {
         let start = Instant::now();
-        if has_usable_schemas(protocol) {
-            let cases = self.rules.draft_test_cases_now(protocol)?;
-            Ok(Decided::deterministic(Step::DraftTestCases, start, cases))
-        } else {
-            escalated(start, self.llm.draft_test_cases(protocol).await)
+        match ProtocolSchemas::compile(protocol) {
+            Ok(schemas) => {
+                let cases = self.rules.draft_test_cases_from(protocol, &schemas)?;
+                Ok(Decided::deterministic(Step::DraftTestCases, start, cases))
+            }
+            Err(_) => escalated(start, self.llm.draft_test_cases(protocol).await),
         }
     }
 
@@ -131,15 +133,19 @@ impl Negotiator for EscalatingNegotiator {
         test_cases: &str,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        if has_usable_schemas(protocol) && TestCases::parse(test_cases).is_ok() {
-            let decision = self.rules.judge_test_cases_now(protocol, test_cases);
-            Ok(Decided::deterministic(
-                Step::JudgeTestCases,
-                start,
-                decision,
-            ))
-        } else {
-            escalated(start, self.llm.judge_test_cases(protocol, test_cases).await)
+        let readable = ProtocolSchemas::compile(protocol)
+            .ok()
+            .and_then(|schemas| Some((schemas, TestCases::parse(test_cases).ok()?)));
+        match readable {
+            Some((schemas, cases)) => {
+                let decision = self.rules.judge_cases(&schemas, &cases);
+                Ok(Decided::deterministic(
+                    Step::JudgeTestCases,
+                    start,
+                    decision,
+                ))
+            }
+            None => escalated(start, self.llm.judge_test_cases(protocol, test_cases).await),
         }
     }
 
@@ -150,16 +156,17 @@ impl Negotiator for EscalatingNegotiator {
         our_messages: &[Value],
     ) -> Result<Decided<FixDecision>, NegotiateError> {
         let start = Instant::now();
-        if has_usable_schemas(protocol) {
-            let decision = self.rules.diagnose_now(protocol, our_messages);
-            Ok(Decided::deterministic(Step::Diagnose, start, decision))
-        } else {
-            escalated(
+        match ProtocolSchemas::compile(protocol) {
+            Ok(schemas) => {
+                let decision = self.rules.diagnose_with(&schemas, our_messages);
+                Ok(Decided::deterministic(Step::Diagnose, start, decision))
+            }
+            Err(_) => escalated(
                 start,
                 self.llm
                     .diagnose(protocol, error_description, our_messages)
                     .await,
-            )
+            ),
         }
     }
 }

@@ -6,6 +6,7 @@
 //!   [`LlmNegotiator`] asks an OpenAI-compatible model, and [`EscalatingNegotiator`] uses the
 //!   rules first and the LLM only for what they cannot settle.
 //! - [`ProtocolSchemas`]: a protocol's JSON Schemas compiled once to check wire messages.
+//! - [`json_schema`]: the parts of a JSON Schema the rules read (properties, `required`, types).
 //!
 //! # Cargo features
 //!
@@ -27,6 +28,7 @@ mod deterministic;
 mod document;
 #[cfg(feature = "llm")]
 mod escalate;
+pub mod json_schema;
 #[cfg(feature = "llm")]
 mod llm;
 mod markdown;

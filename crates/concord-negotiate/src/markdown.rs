@@ -50,7 +50,8 @@ pub(crate) fn sections(text: &str) -> Vec<Section<'_>> {
     sections
 }
 
-fn heading(line: &str) -> Option<(usize, &str)> {
+/// An ATX heading's level and title, when the trimmed `line` is one.
+pub(crate) fn heading(line: &str) -> Option<(usize, &str)> {
     let level = line.bytes().take_while(|b| *b == b'#').count();
     if level == 0 || level > 6 {
         return None;

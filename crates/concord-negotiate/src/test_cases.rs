@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::document::pretty;
-use crate::markdown::{first_json, normalise, sections};
+use crate::markdown::{first_json, heading, normalise, sections};
 
 /// One test case.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -68,14 +68,20 @@ enum Part {
     Expected,
 }
 
-fn label(line: &str) -> Option<(Part, &str)> {
-    let item = line.trim().trim_start_matches(['-', '*', '+']).trim_start();
-    let (name, rest) = match item.find([':', '：']) {
+/// The part a label line opens, and the byte offset in `line` where the part's text starts
+/// (after the colon; the line's end when there is none).
+fn label(line: &str) -> Option<(Part, usize)> {
+    let item = line
+        .trim_start()
+        .trim_start_matches(['-', '*', '+'])
+        .trim_start();
+    let item_start = line.len() - item.len();
+    let (name, rest_start) = match item.find([':', '：']) {
         Some(at) => {
             let colon_len = item[at..].chars().next().map_or(1, char::len_utf8);
-            (&item[..at], &item[at + colon_len..])
+            (&item[..at], item_start + at + colon_len)
         }
-        None => (item, ""),
+        None => (item.trim_end(), line.len()),
     };
     let part = match normalise(name).as_str() {
         "测试请求数据" | "请求数据" | "请求" | "request" | "testrequest" | "requestdata"
@@ -86,7 +92,39 @@ fn label(line: &str) -> Option<(Part, &str)> {
         | "testexpectedresult" => Part::Expected,
         _ => return None,
     };
-    Some((part, rest))
+    Some((part, rest_start))
+}
+
+/// The expected result from its part's text: trimmed, or the string a JSON string literal
+/// holds (how [`TestCases::write`] writes a text that would otherwise read as structure).
+fn expected_text(chunk: &str) -> String {
+    let text = chunk.trim();
+    if text.starts_with('"') {
+        if let Ok(literal) = serde_json::from_str::<String>(text) {
+            return literal;
+        }
+    }
+    text.to_owned()
+}
+
+/// Writes `expected` as it is when it reads back unchanged: one line, already trimmed, not
+/// quoted, and neither a heading, a fence nor a part's label. Anything else (several lines
+/// from a peer or a model, say) is written as a JSON string literal, which is one line that
+/// is never structure.
+fn write_expected(out: &mut String, expected: &str) {
+    let plain = !expected.contains(['\n', '\r'])
+        && expected.trim() == expected
+        && !expected.starts_with('"')
+        && !expected.starts_with("```")
+        && !expected.starts_with("~~~")
+        && heading(expected).is_none()
+        && label(expected).is_none();
+    if plain {
+        out.push_str(expected);
+    } else {
+        // A `String` always serializes.
+        out.push_str(&serde_json::to_string(expected).unwrap_or_default());
+    }
 }
 
 /// `# Test case 1`, `# Test case 2: not found`, `# 测试用例1`, `# Case 3`.
@@ -120,9 +158,8 @@ impl TestCases {
             let mut parts: Vec<(Part, usize)> = Vec::new();
             let mut offset = 0;
             for line in section.body.split_inclusive('\n') {
-                if let Some((part, rest)) = label(line) {
-                    let start = offset + (line.len() - rest.len());
-                    parts.push((part, start));
+                if let Some((part, rest_start)) = label(line) {
+                    parts.push((part, offset + rest_start));
                 }
                 offset += line.len();
             }
@@ -138,7 +175,7 @@ impl TestCases {
                 });
                 let chunk = &section.body[*start..end.max(*start)];
                 match part {
-                    Part::Expected => expected = chunk.trim().to_owned(),
+                    Part::Expected => expected = expected_text(chunk),
                     Part::Request | Part::Response => {
                         let part_name = if *part == Part::Request {
                             "request"
@@ -211,7 +248,7 @@ impl TestCases {
             out.push_str("\n\n- **Response**:\n");
             out.push_str(&pretty(&case.response));
             out.push_str("\n\n- **Expected**:\n");
-            out.push_str(case.expected.trim());
+            write_expected(&mut out, &case.expected);
             out.push('\n');
         }
         out

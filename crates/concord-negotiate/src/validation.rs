@@ -5,6 +5,7 @@ use serde_json::Value;
 use crate::action::ENVELOPE_FIELDS;
 use crate::document::ProtocolDocument;
 use crate::policy::NegotiateError;
+use crate::test_cases::TestCase;
 
 /// One way a message breaks its schema.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -91,6 +92,20 @@ impl ProtocolSchemas {
         } else {
             violations(&self.response, message)
         }
+    }
+
+    /// One line per way a test case's messages break the schemas:
+    /// `- <case>: request <violation>`, then `- <case>: response <violation>`.
+    pub(crate) fn check_case(&self, case: &TestCase) -> Vec<String> {
+        let request = self
+            .check_request(&case.request)
+            .into_iter()
+            .map(|violation| format!("- {}: request {violation}", case.name));
+        let response = self
+            .check_response(&case.response)
+            .into_iter()
+            .map(|violation| format!("- {}: response {violation}", case.name));
+        request.chain(response).collect()
     }
 
     /// Whether a response reports an error (status code ≥ 400).

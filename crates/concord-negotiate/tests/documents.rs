@@ -172,3 +172,63 @@ fn broken_test_cases_say_what_is_missing() {
         })
     ));
 }
+
+/// A peer's text may put any character right after a label's colon and end its lines with
+/// CRLF; the part's text starts after the colon either way (found by the fuzzer: a
+/// multi-byte character there used to split a character and panic).
+#[test]
+fn a_part_starts_right_after_its_colon_whatever_follows() {
+    let text = "# Test case 1\r\n- Request:响应 {\"id\": 1}\r\n- Response：{\"ok\": true}\r\n- Expected:找到 \r\n";
+    let cases = TestCases::parse(text).unwrap().cases;
+    assert_eq!(cases[0].request, serde_json::json!({"id": 1}));
+    assert_eq!(cases[0].response, serde_json::json!({"ok": true}));
+    assert_eq!(cases[0].expected, "找到");
+    // Line 2, column 18 (in characters): the `}` where a value was expected.
+    assert!(matches!(
+        TestCases::parse("# Test case 1\r\n- Request:响 {\"a\":}\r\n- Response: {}\r\n"),
+        Err(TestCasesError::Json {
+            part: "request",
+            line: 2,
+            column: 18,
+            ..
+        })
+    ));
+}
+
+/// Expected text that would read back as structure (several lines, a heading, a label, a
+/// fence, quotes) is written as a JSON string literal and reads back unchanged; plain text
+/// is written as it is (found by the fuzzer: a peer's fenced expected text came back as new
+/// cases or parts).
+#[test]
+fn any_expected_text_is_written_so_that_it_reads_back_unchanged() {
+    let texts = [
+        "found",
+        "the product is returned",
+        "",
+        "line one\n# Test case 2\n- Request: {\"id\": 2}",
+        "请求数据：{\"a\": 1}",
+        "# not a heading",
+        "```json",
+        "\"quoted\"",
+        "  padded  ",
+        "- Response: {}",
+    ];
+    for expected in texts {
+        let cases = TestCases {
+            cases: vec![concord_negotiate::TestCase {
+                name: "Test case 1".into(),
+                request: serde_json::json!({"id": 1}),
+                response: serde_json::json!({"ok": true}),
+                expected: expected.into(),
+            }],
+        };
+        let written = cases.write();
+        assert_eq!(TestCases::parse(&written).unwrap(), cases, "{written}");
+        let plain = matches!(expected, "found" | "the product is returned" | "");
+        assert_eq!(
+            written.contains(&format!("\n{expected}\n")),
+            plain,
+            "{written}"
+        );
+    }
+}

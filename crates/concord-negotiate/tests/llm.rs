@@ -59,11 +59,21 @@ fn accepted() -> Step {
     Step::content(json!({"status": "accepted"}).to_string())
 }
 
-fn expect_failure(error: NegotiateError) -> concord_negotiate::LlmStepError {
-    match error {
-        NegotiateError::Llm(failed) => *failed,
+/// The LLM failure a step ended with.
+fn llm_failure<T: std::fmt::Debug>(
+    result: Result<T, NegotiateError>,
+) -> concord_negotiate::LlmStepError {
+    match result {
+        Err(NegotiateError::Llm(failed)) => *failed,
         other => panic!("expected an LLM failure, got {other:?}"),
     }
+}
+
+/// Asserts that a failed step's `failure` matches the pattern (guard allowed).
+macro_rules! assert_failure {
+    ($failed:expr, $($pattern:tt)+) => {
+        assert!(matches!($failed.failure, $($pattern)+), "{:?}", $failed.failure)
+    };
 }
 
 /// Judges `candidate` as the provider of the product and weather actions.
@@ -211,18 +221,11 @@ async fn a_server_that_never_answers_in_time_is_a_typed_timeout() {
             .with_max_retries(1),
     )
     .unwrap();
-    let error = provider_judges(&LlmNegotiator::new(client), PROSE_CANDIDATE)
-        .await
-        .unwrap_err();
-    let failed = expect_failure(error);
+    let failed = llm_failure(provider_judges(&LlmNegotiator::new(client), PROSE_CANDIDATE).await);
     assert_eq!(failed.step, NegotiationStep::Judge);
-    assert!(
-        matches!(
-            failed.failure,
-            LlmFailure::Call(LlmError::Timeout { attempts: 2, .. })
-        ),
-        "{:?}",
-        failed.failure
+    assert_failure!(
+        failed,
+        LlmFailure::Call(LlmError::Timeout { attempts: 2, .. })
     );
     assert_eq!(failed.record.llm_calls, 1);
     assert_eq!(failed.record.policy, PolicyKind::Llm);
@@ -263,18 +266,8 @@ async fn malformed_json_twice_is_a_typed_failure() {
     ])
     .await
     .unwrap();
-    let error = requester_judges(&negotiator(&server), SEED_FULL)
-        .await
-        .unwrap_err();
-    let failed = expect_failure(error);
-    assert!(
-        matches!(
-            failed.failure,
-            LlmFailure::Call(LlmError::InvalidJson { .. })
-        ),
-        "{:?}",
-        failed.failure
-    );
+    let failed = llm_failure(requester_judges(&negotiator(&server), SEED_FULL).await);
+    assert_failure!(failed, LlmFailure::Call(LlmError::InvalidJson { .. }));
     assert_eq!(failed.record.llm_calls, 2);
     assert_eq!(server.requests().len(), 2);
 }
@@ -288,10 +281,7 @@ async fn the_provider_tool_loop_also_corrects_once_then_fails_typed() {
     ])
     .await
     .unwrap();
-    let error = provider_judges(&negotiator(&server), PROSE_CANDIDATE)
-        .await
-        .unwrap_err();
-    let failed = expect_failure(error);
+    let failed = llm_failure(provider_judges(&negotiator(&server), PROSE_CANDIDATE).await);
     let LlmFailure::UnusableAnswer { first, second } = &failed.failure else {
         panic!("expected UnusableAnswer, got {:?}", failed.failure);
     };
@@ -366,15 +356,8 @@ async fn tool_rounds_are_bounded() {
         .map(|_| Step::tool_call(CAPABILITY_TOOL, json!({"action": "getProductInfo"})))
         .collect();
     let server = ScriptServer::start(script).await.unwrap();
-    let error = provider_judges(&negotiator(&server), PROSE_CANDIDATE)
-        .await
-        .unwrap_err();
-    let failed = expect_failure(error);
-    assert!(
-        matches!(failed.failure, LlmFailure::ToolRounds { rounds } if rounds == MAX_TOOL_ROUNDS),
-        "{:?}",
-        failed.failure
-    );
+    let failed = llm_failure(provider_judges(&negotiator(&server), PROSE_CANDIDATE).await);
+    assert_failure!(failed, LlmFailure::ToolRounds { rounds } if rounds == MAX_TOOL_ROUNDS);
     let requests = server.requests();
     assert_eq!(requests.len(), rounds);
     // After the last allowed round the model is told to answer, not call tools.
@@ -422,15 +405,8 @@ async fn a_counter_proposal_that_is_not_a_protocol_document_is_a_typed_failure()
     )])
     .await
     .unwrap();
-    let error = provider_judges(&negotiator(&server), PROSE_CANDIDATE)
-        .await
-        .unwrap_err();
-    let failed = expect_failure(error);
-    assert!(
-        matches!(failed.failure, LlmFailure::InvalidProtocol(_)),
-        "{:?}",
-        failed.failure
-    );
+    let failed = llm_failure(provider_judges(&negotiator(&server), PROSE_CANDIDATE).await);
+    assert_failure!(failed, LlmFailure::InvalidProtocol(_));
     assert!(
         failed.to_string().contains("not valid JSON at line 2"),
         "{failed}"
@@ -453,36 +429,24 @@ async fn counter_proposals_need_a_full_document_and_a_summary() {
     .await
     .unwrap();
     let negotiator = negotiator(&server);
-    let partial = expect_failure(
-        provider_judges(&negotiator, PROSE_CANDIDATE)
-            .await
-            .unwrap_err(),
-    );
-    assert!(matches!(partial.failure, LlmFailure::PartialProtocol));
-    let no_summary = expect_failure(
-        provider_judges(&negotiator, PROSE_CANDIDATE)
-            .await
-            .unwrap_err(),
-    );
-    assert!(matches!(
-        no_summary.failure,
+    let partial = llm_failure(provider_judges(&negotiator, PROSE_CANDIDATE).await);
+    assert_failure!(partial, LlmFailure::PartialProtocol);
+    let no_summary = llm_failure(provider_judges(&negotiator, PROSE_CANDIDATE).await);
+    assert_failure!(
+        no_summary,
         LlmFailure::MissingField {
             status: "negotiating",
             field: "modificationSummary"
         }
-    ));
-    let no_reason = expect_failure(
-        provider_judges(&negotiator, PROSE_CANDIDATE)
-            .await
-            .unwrap_err(),
     );
-    assert!(matches!(
-        no_reason.failure,
+    let no_reason = llm_failure(provider_judges(&negotiator, PROSE_CANDIDATE).await);
+    assert_failure!(
+        no_reason,
         LlmFailure::MissingField {
             status: "rejected",
             field: "reason"
         }
-    ));
+    );
 }
 
 #[tokio::test]
@@ -492,18 +456,9 @@ async fn a_drafted_protocol_must_be_a_full_document() {
     )])
     .await
     .unwrap();
-    let failed = expect_failure(
-        negotiator(&server)
-            .draft(&need(), &product_action())
-            .await
-            .unwrap_err(),
-    );
+    let failed = llm_failure(negotiator(&server).draft(&need(), &product_action()).await);
     assert_eq!(failed.step, NegotiationStep::Draft);
-    assert!(
-        matches!(failed.failure, LlmFailure::InvalidProtocol(_)),
-        "{:?}",
-        failed.failure
-    );
+    assert_failure!(failed, LlmFailure::InvalidProtocol(_));
 }
 
 #[tokio::test]
@@ -536,16 +491,13 @@ async fn test_cases_are_drafted_judged_and_validated() {
             .len(),
         2
     );
-    let breaks = expect_failure(negotiator.draft_test_cases(&protocol).await.unwrap_err());
+    let breaks = llm_failure(negotiator.draft_test_cases(&protocol).await);
     let LlmFailure::TestCasesBreakSchemas { problems } = &breaks.failure else {
         panic!("expected TestCasesBreakSchemas, got {:?}", breaks.failure);
     };
     assert!(problems.contains("/productInfo/price"), "{problems}");
-    let unreadable = expect_failure(negotiator.draft_test_cases(&protocol).await.unwrap_err());
-    assert!(matches!(
-        unreadable.failure,
-        LlmFailure::InvalidTestCases(_)
-    ));
+    let unreadable = llm_failure(negotiator.draft_test_cases(&protocol).await);
+    assert_failure!(unreadable, LlmFailure::InvalidTestCases(_));
 
     let rejected = negotiator
         .judge_test_cases(&protocol, SEED_CASES)

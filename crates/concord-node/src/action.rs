@@ -1,7 +1,6 @@
 //! Actions a provider serves: what they take and return (published in the description) and
 //! the backend that runs them.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -94,42 +93,51 @@ impl ActionError {
     }
 }
 
-/// An action as registered on a node: its published spec and its backend.
-#[derive(Clone)]
-pub(crate) struct Registered {
-    pub(crate) spec: ActionSpec,
-    pub(crate) backend: Arc<dyn Action>,
-}
-
-impl fmt::Debug for Registered {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registered")
-            .field("spec", &self.spec)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The actions of a node, by name.
-#[derive(Debug, Clone, Default)]
+/// The actions of a node, sorted by name: their published specs and, at the same index,
+/// their backends.
+#[derive(Clone, Default)]
 pub(crate) struct Actions {
-    by_name: BTreeMap<String, Registered>,
+    specs: Vec<ActionSpec>,
+    backends: Vec<Arc<dyn Action>>,
+}
+
+impl fmt::Debug for Actions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.specs.iter().map(|spec| &spec.name))
+            .finish()
+    }
 }
 
 impl Actions {
+    /// Adds an action, or replaces the one with its name.
     pub(crate) fn insert(&mut self, spec: ActionSpec, backend: Arc<dyn Action>) {
-        self.by_name
-            .insert(spec.name.clone(), Registered { spec, backend });
+        match self.index(&spec.name) {
+            Ok(index) => {
+                self.specs[index] = spec;
+                self.backends[index] = backend;
+            }
+            Err(index) => {
+                self.specs.insert(index, spec);
+                self.backends.insert(index, backend);
+            }
+        }
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&Registered> {
-        self.by_name.get(name)
+    /// The backend of the action `name`.
+    pub(crate) fn backend(&self, name: &str) -> Option<&Arc<dyn Action>> {
+        self.index(name)
+            .ok()
+            .and_then(|index| self.backends.get(index))
     }
 
-    pub(crate) fn specs(&self) -> Vec<ActionSpec> {
-        self.by_name.values().map(|r| r.spec.clone()).collect()
+    /// The actions' specs, by name.
+    pub(crate) fn specs(&self) -> &[ActionSpec] {
+        &self.specs
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
+    fn index(&self, name: &str) -> Result<usize, usize> {
+        self.specs
+            .binary_search_by(|spec| spec.name.as_str().cmp(name))
     }
 }

@@ -23,6 +23,7 @@ use crate::hello;
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
+use concord_llm::with_causes;
 
 /// Largest description accepted (the validator's own limit).
 const MAX_DESCRIPTION_BYTES: usize = 1 << 20;
@@ -110,10 +111,10 @@ impl Connection {
             });
         }
         let number = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let message_id = format!("{}{number:08x}", inner.id_prefix);
+        let message_id = |number| format!("{}{number:08x}", inner.id_prefix);
         let (reply, response) = oneshot::channel();
         let command = Command::Call {
-            message_id: message_id.clone(),
+            message_id: message_id(number),
             input,
             reply,
         };
@@ -124,6 +125,7 @@ impl Connection {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(self.closed_error()),
             Err(_) => {
+                let message_id = message_id(number);
                 let _ = inner.commands.try_send(Command::Cancel { message_id });
                 Err(CallError::Timeout(inner.call_timeout))
             }
@@ -148,7 +150,8 @@ impl Connection {
         answer.await.unwrap_or_else(|_| Err(self.closed_error()))
     }
 
-    /// Closes the session and waits until it ended.
+    /// Closes the session and waits until it ended; its transcript (see
+    /// [`ConnectionInfo::transcript`]) is then complete, outcome included.
     pub async fn close(&self) {
         let _ = self
             .inner
@@ -165,7 +168,7 @@ impl Connection {
         self.inner.closed.borrow().is_some()
     }
 
-    /// Waits until the session ends and says why.
+    /// Waits until the session ends and says why; its transcript is then complete.
     pub async fn closed(&self) -> String {
         let mut closed = self.inner.closed.clone();
         let reason = closed
@@ -294,7 +297,7 @@ async fn start_session(
             recorder
                 .finish(concord_store::Outcome::Failed(reason))
                 .await;
-            return Err(ConnectError::Handshake(error));
+            return Err(ConnectError::Handshake { cause: error });
         }
     };
     let local = LocalSide::Requester(need.clone());
@@ -396,7 +399,7 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
             .header("accept", "application/td+json, application/json")
             .send()
             .await
-            .map_err(|error| failed(error.to_string()))?;
+            .map_err(|error| failed(with_causes(&error.without_url())))?;
         let status = response.status();
         if !status.is_success() {
             return Err(failed(format!("HTTP {status}")));
@@ -405,7 +408,7 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|error| failed(error.to_string()))?
+            .map_err(|error| failed(with_causes(&error.without_url())))?
         {
             if bytes.len() + chunk.len() > MAX_DESCRIPTION_BYTES {
                 return Err(failed(format!(
@@ -505,7 +508,7 @@ async fn open_websocket(shared: &Shared, endpoint: &str) -> Result<ClientSocket,
                 .unwrap_or_default();
             Err(failed(format!("HTTP {}: {body}", response.status())))
         }
-        Ok(Err(error)) => Err(failed(error.to_string())),
+        Ok(Err(error)) => Err(failed(with_causes(&error))),
         Ok(Ok((socket, _))) => Ok(socket),
     }
 }
@@ -564,7 +567,7 @@ fn hello_error(failure: hello::HelloFailure) -> ConnectError {
     match failure {
         HelloFailure::Timeout(..) => ConnectError::Timeout(failure.to_string()),
         HelloFailure::PeerClosed { code, reason } => ConnectError::PeerClosed { code, reason },
-        HelloFailure::Invalid(_, error) => ConnectError::Hello(error),
+        HelloFailure::Invalid(_, cause) => ConnectError::Hello { cause },
         HelloFailure::TooLarge { .. } | HelloFailure::Transport(_) => {
             ConnectError::Transport(failure.to_string())
         }

@@ -19,10 +19,10 @@ use crate::error::CallError;
 use crate::node::Shared;
 
 /// What our handler maps the protocol's messages to and from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LocalSide {
-    /// Our actions; the code serves the one the protocol calls.
-    Provider(Vec<ActionSpec>),
+    /// The node's actions; the code serves the one the protocol calls.
+    Provider,
     /// Our need (its absent schemas: as the protocol has them).
     Requester(Need),
 }
@@ -87,15 +87,6 @@ enum Path {
     Provider(Provider),
 }
 
-impl Path {
-    fn code(&self) -> &Code {
-        match self {
-            Path::Requester(requester) => requester.code(),
-            Path::Provider(provider) => provider.code(),
-        }
-    }
-}
-
 /// Our code for one protocol and role, as a session holds it. Every session of a node that
 /// runs the same handler for the same protocol shares one [`Loaded`] through the node's
 /// [`CodeCache`]: the compiled schemas and the engines, so a node with many sessions keeps
@@ -110,10 +101,13 @@ pub(crate) struct ProtocolCode {
 /// What our code for a protocol is, loaded once.
 struct Loaded {
     /// What makes two loads the same: the protocol's text, the handler, our side, limits.
+    /// (A provider's side is the node's actions, the same for every session of the node.)
     document: String,
     source: String,
-    local: Local,
+    side: LocalSide,
     limits: concord_sandbox::Limits,
+    /// The action or need the code maps to, as the protocol picks it for our side.
+    local: Local,
     action: String,
     verifier: Arc<Verifier>,
     /// JSON pointer of a response's status code.
@@ -123,8 +117,9 @@ struct Loaded {
     /// The response's data fields (outside the envelope), from its schema.
     payload_fields: Option<Vec<String>>,
     input_limit: usize,
-    /// The protocol, parsed, for loading more engines.
-    parsed: ProtocolDocument,
+    /// Our code as first loaded: more engines are copies of it (an `Arc` for our template,
+    /// the compiled bytecode for other code), never loaded again from the source.
+    prototype: Mutex<Code>,
     /// Whether the code runs natively (our template).
     native: bool,
     /// Engines not running a call now; as many as ever ran calls at once.
@@ -132,18 +127,19 @@ struct Loaded {
 }
 
 impl Loaded {
+    /// A copy of our code for another engine or a case run.
+    fn copy_of_code(&self) -> Result<Code, String> {
+        lock(&self.prototype)
+            .try_clone()
+            .map_err(|error| format!("the handler module does not load: {error}"))
+    }
+
     /// An engine for one call: an idle one, else a new one.
     fn engine(&self) -> Result<Engine<'_>, String> {
         let idle = lock(&self.idle).pop();
         let path = match idle {
             Some(path) => path,
-            None => load_engine(
-                &self.source,
-                &self.parsed,
-                &self.local,
-                &self.verifier,
-                &self.limits,
-            )?,
+            None => engine_path(self.copy_of_code()?, &self.verifier)?,
         };
         Ok(Engine {
             loaded: self,
@@ -167,17 +163,8 @@ impl Drop for Engine<'_> {
     }
 }
 
-/// Our code loaded for one call at a time: natively when it is our template (its plan, no
-/// engine), else in a sandbox engine of its own.
-fn load_engine(
-    source: &str,
-    document: &ProtocolDocument,
-    local: &Local,
-    verifier: &Arc<Verifier>,
-    limits: &concord_sandbox::Limits,
-) -> Result<Path, String> {
-    let code = Code::load(source, document, local, limits.clone())
-        .map_err(|error| format!("the handler module does not load: {error}"))?;
+/// `code` on the message path of its role, checked by `verifier`.
+fn engine_path(code: Code, verifier: &Arc<Verifier>) -> Result<Path, String> {
     Ok(match code.role() {
         concord_sandbox::Role::Requester => {
             Path::Requester(Requester::new(code, Arc::clone(verifier)).map_err(|e| e.to_string())?)
@@ -209,29 +196,43 @@ impl std::fmt::Debug for CodeCache {
 }
 
 impl CodeCache {
-    /// Our code for `document` with the handler `source`: the one a session already holds,
-    /// else loaded now (compiling the schemas and starting an engine).
-    fn load(
+    /// Our code for the protocol `text` with the handler `source` on `side`, if a session
+    /// holds it.
+    fn held(
         &self,
         text: &str,
-        document: &ProtocolDocument,
-        local: Local,
-        source: String,
+        source: &str,
+        side: &LocalSide,
         limits: &concord_sandbox::Limits,
-    ) -> Result<ProtocolCode, String> {
-        let held = lock(&self.live)
+    ) -> Option<ProtocolCode> {
+        lock(&self.live)
             .iter()
             .filter_map(Weak::upgrade)
             .find(|loaded| {
                 loaded.document == text
                     && loaded.source == source
-                    && loaded.local == local
+                    && loaded.side == *side
                     && loaded.limits == *limits
-            });
-        if let Some(loaded) = held {
-            return Ok(ProtocolCode { loaded });
+            })
+            .map(|loaded| ProtocolCode { loaded })
+    }
+
+    /// Our code for `document` (parsed from `text`) with the handler `source`: the one a
+    /// session already holds, else loaded now (compiling the schemas and starting an
+    /// engine) for `local`, what the protocol maps to on our `side`.
+    fn load(
+        &self,
+        text: &str,
+        document: &ProtocolDocument,
+        side: LocalSide,
+        local: Local,
+        source: String,
+        limits: &concord_sandbox::Limits,
+    ) -> Result<ProtocolCode, String> {
+        if let Some(code) = self.held(text, &source, &side, limits) {
+            return Ok(code);
         }
-        let loaded = Arc::new(Loaded::new(text, document, local, source, limits)?);
+        let loaded = Arc::new(Loaded::new(text, document, side, local, source, limits)?);
         let mut live = lock(&self.live);
         live.retain(|loaded| loaded.strong_count() > 0);
         live.push(Arc::downgrade(&loaded));
@@ -252,13 +253,22 @@ impl Loaded {
     fn new(
         text: &str,
         document: &ProtocolDocument,
+        side: LocalSide,
         local: Local,
         source: String,
         limits: &concord_sandbox::Limits,
     ) -> Result<Self, String> {
         let verifier = Arc::new(Verifier::new(document).map_err(|error| error.to_string())?);
-        let path = load_engine(&source, document, &local, &verifier, limits)?;
-        let native = path.code().is_native();
+        // Loaded natively when it is our template (its plan, no engine), else in a sandbox.
+        let prototype = Code::load(&source, document, &local, limits.clone())
+            .map_err(|error| format!("the handler module does not load: {error}"))?;
+        let native = prototype.is_native();
+        let path = engine_path(
+            prototype
+                .try_clone()
+                .map_err(|error| format!("the handler module does not load: {error}"))?,
+            &verifier,
+        )?;
         if native {
             tracing::debug!("our handler is the template: it runs natively");
         }
@@ -293,6 +303,7 @@ impl Loaded {
             document: text.to_owned(),
             action: local.action().to_owned(),
             source,
+            side,
             local,
             limits: limits.clone(),
             verifier,
@@ -300,7 +311,7 @@ impl Loaded {
             message_at,
             payload_fields,
             input_limit: limits.input_bytes,
-            parsed: document.clone(),
+            prototype: Mutex::new(prototype),
             native,
             idle: Mutex::new(vec![path]),
         })
@@ -564,13 +575,8 @@ impl ProtocolCode {
 
     /// A copy of our handler to run the agreed cases on, away from the session.
     pub(crate) fn case_check(&self) -> Result<CaseCheck, String> {
-        let engine = self.loaded.engine()?;
-        let code = match &engine.path {
-            Some(path) => path.code(),
-            None => return Err("no engine".to_owned()),
-        };
         Ok(CaseCheck {
-            code: code.try_clone().map_err(|error| error.to_string())?,
+            code: self.loaded.copy_of_code()?,
             verifier: Arc::clone(&self.loaded.verifier),
             local: self.loaded.local.clone(),
         })
@@ -667,12 +673,16 @@ fn set_at(target: &mut Value, pointer: &str, value: Value) {
     current[*last] = value;
 }
 
-/// Our side for `document`: on the provider, the action it calls (its `action` constant,
-/// else our only action, else the one whose input fields it shares most).
-fn local_for(document: &ProtocolDocument, side: &LocalSide) -> Result<Local, String> {
+/// Our side for `document`: on the provider, the action of ours it calls (its `action`
+/// constant, else our only action, else the one whose input fields it shares most).
+fn local_for(
+    document: &ProtocolDocument,
+    side: &LocalSide,
+    actions: &[ActionSpec],
+) -> Result<Local, String> {
     match side {
         LocalSide::Requester(need) => Ok(Local::Requester(need.clone())),
-        LocalSide::Provider(actions) => {
+        LocalSide::Provider => {
             let named = document
                 .request_schema
                 .as_ref()
@@ -729,7 +739,7 @@ pub(crate) async fn generate(
 ) -> Result<(ProtocolCode, CodeInfo), String> {
     let text = document;
     let document = parse(text)?;
-    let local = local_for(&document, &side)?;
+    let local = local_for(&document, &side, shared.actions.specs())?;
     let cases = cases
         .as_deref()
         .map(TestCases::parse)
@@ -749,6 +759,7 @@ pub(crate) async fn generate(
     let code = shared.code.load(
         text,
         &document,
+        side,
         local,
         generated.source,
         &shared.handler_limits,
@@ -769,21 +780,26 @@ pub(crate) async fn generate(
 }
 
 /// Our code for `document` with a stored handler: the node's loaded copy if a session
-/// holds one, else loaded now.
+/// holds one (the protocol is not even parsed then), else loaded now.
 pub(crate) fn load(
     shared: &Shared,
     text: &str,
     source: &str,
     side: &LocalSide,
 ) -> Result<ProtocolCode, String> {
+    let limits = &shared.handler_limits;
+    if let Some(code) = shared.code.held(text, source, side, limits) {
+        return Ok(code);
+    }
     let document = parse(text)?;
-    let local = local_for(&document, side)?;
+    let local = local_for(&document, side, shared.actions.specs())?;
     shared.code.load(
         text,
         &document,
+        side.clone(),
         local,
         source.to_owned(),
-        &shared.handler_limits,
+        limits,
     )
 }
 
@@ -812,7 +828,14 @@ mod tests {
         let cache = CodeCache::default();
         let load = |source: &str| {
             cache
-                .load(&text, &document, local.clone(), source.to_owned(), &limits)
+                .load(
+                    &text,
+                    &document,
+                    LocalSide::Provider,
+                    local.clone(),
+                    source.to_owned(),
+                    &limits,
+                )
                 .unwrap()
         };
 

@@ -1,5 +1,8 @@
 //! The node's own description: an LMOS agent (WoT TD 1.1) with Concord's extension.
 
+use std::sync::{Mutex, PoisonError};
+
+use axum::body::Bytes;
 use concord_describe::{ActionBuilder, ConsensusProtocol, MetaProtocol, ThingBuilder};
 use concord_proto::Role;
 use concord_store::Integrity;
@@ -14,10 +17,44 @@ pub(crate) const ENDPOINT_PATH: &str = "/concord";
 /// Media type of a Thing Description.
 pub(crate) const TD_MEDIA_TYPE: &str = "application/td+json";
 
-/// The description as served: its actions, the WebSocket endpoint, the capabilities this
-/// node really has, and the consensus protocols it holds provider code for.
-pub(crate) async fn description(shared: &Shared, base_url: &str) -> Result<Vec<u8>, String> {
-    let consensus = shared
+/// A server's description: its actions, the WebSocket endpoint, the capabilities this node
+/// really has, and the consensus protocols it holds provider code for. Everything but the
+/// consensus protocols is fixed for the server's life, so the document is built (and
+/// validated) once, and again only when the consensus protocols in the store change.
+#[derive(Debug)]
+pub(crate) struct Description {
+    base_url: String,
+    /// The consensus protocols the last document lists, and the document.
+    built: Mutex<Option<(Vec<ConsensusProtocol>, Bytes)>>,
+}
+
+impl Description {
+    pub(crate) fn new(base_url: String) -> Self {
+        Self {
+            base_url,
+            built: Mutex::new(None),
+        }
+    }
+
+    /// The description as served now.
+    pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, String> {
+        let consensus = consensus_protocols(shared).await?;
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((listed, bytes)) = built.as_ref() {
+            if *listed == consensus {
+                return Ok(bytes.clone());
+            }
+        }
+        let bytes = Bytes::from(build(shared, &self.base_url, consensus.clone())?);
+        *built = Some((consensus, bytes.clone()));
+        Ok(bytes)
+    }
+}
+
+/// The consensus protocols the description lists: those the store holds intact, with
+/// provider code.
+async fn consensus_protocols(shared: &Shared) -> Result<Vec<ConsensusProtocol>, String> {
+    Ok(shared
         .store
         .run(|store| store.list_consensus())
         .await
@@ -27,7 +64,15 @@ pub(crate) async fn description(shared: &Shared, base_url: &str) -> Result<Vec<u
             entry.integrity == Integrity::Verified && entry.handler_roles.contains(&Role::Provider)
         })
         .map(|entry| ConsensusProtocol::new(entry.uri, entry.hash))
-        .collect::<Vec<_>>();
+        .collect())
+}
+
+/// The description listing `consensus`, validated and serialised.
+fn build(
+    shared: &Shared,
+    base_url: &str,
+    consensus: Vec<ConsensusProtocol>,
+) -> Result<Vec<u8>, String> {
     let endpoint = websocket_url(base_url);
     let mut meta = MetaProtocol::new(endpoint.clone()).with_capabilities(shared.capabilities);
     if !consensus.is_empty() {
@@ -40,7 +85,7 @@ pub(crate) async fn description(shared: &Shared, base_url: &str) -> Result<Vec<u
     if let Some(description) = &shared.persona.description {
         builder = builder.description(description.clone());
     }
-    for spec in &shared.persona.actions {
+    for spec in shared.actions.specs() {
         let mut action = ActionBuilder::new(endpoint.clone())
             .input(spec.input.clone())
             .output(spec.output.clone());

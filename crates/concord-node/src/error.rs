@@ -1,4 +1,8 @@
 //! What can go wrong: building and serving a node, connecting to a peer, calling an action.
+//!
+//! An error's message says everything, its cause included, and it has no
+//! [`source`](std::error::Error::source): printing an error with its chain shows each cause
+//! once. Where the cause is a typed error it stays available in the `cause` field.
 
 use std::time::Duration;
 
@@ -13,19 +17,25 @@ pub enum NodeError {
     /// A setting is wrong (named in the message).
     #[error("configuration: {0}")]
     Config(String),
-    /// The store could not be opened or used.
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
-    /// The LLM client could not be set up.
-    #[error("LLM: {0}")]
-    Llm(#[from] concord_llm::LlmError),
+    /// The store could not be opened or used (the message is the store's own).
+    #[error("{cause}")]
+    Store {
+        /// The store's error.
+        cause: StoreError,
+    },
+    /// The LLM client could not be set up (the message is the client's own).
+    #[error("{cause}")]
+    Llm {
+        /// The LLM client's error.
+        cause: concord_llm::LlmError,
+    },
     /// The listening socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         /// The address asked for.
         addr: String,
         /// What the OS said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A background task of the node failed.
     #[error("internal: {0}")]
@@ -85,11 +95,17 @@ pub enum ConnectError {
         reason: String,
     },
     /// The peer's `destinationHello` is not valid.
-    #[error("the peer's destinationHello is invalid: {0}")]
-    Hello(#[from] HelloError),
+    #[error("the peer's destinationHello is invalid: {cause}")]
+    Hello {
+        /// What is wrong with it.
+        cause: HelloError,
+    },
     /// The hello exchange cannot conclude (no common version, an answer we did not ask for).
-    #[error("handshake: {0}")]
-    Handshake(#[from] HandshakeError),
+    #[error("handshake: {cause}")]
+    Handshake {
+        /// Why it cannot conclude.
+        cause: HandshakeError,
+    },
     /// The peer broke the binding before the session started.
     #[error("the peer broke the WebSocket binding: {0}")]
     Binding(String),

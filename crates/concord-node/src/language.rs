@@ -7,19 +7,20 @@ use concord_negotiate::ActionSpec;
 /// Label peer text carries in our prompts when the peer gave no usable name.
 const DEFAULT_PEER: &str = "remote-agent";
 
-/// What the LLM needs to know about us to answer a peer.
+/// Who the agent is, in words (its actions are the node's).
 #[derive(Debug, Clone)]
 pub(crate) struct Persona {
     pub(crate) title: String,
     pub(crate) description: Option<String>,
-    pub(crate) actions: Vec<ActionSpec>,
 }
 
 /// Asks the LLM to answer `text` from `peer` on our behalf. The system message is fixed;
-/// our facts come as data; the peer's text only as fenced [`PeerText`].
+/// our facts (`persona`, `actions`) come as data; the peer's text only as fenced
+/// [`PeerText`].
 pub(crate) async fn answer(
     client: &LlmClient,
     persona: &Persona,
+    actions: &[ActionSpec],
     peer: &str,
     text: &str,
 ) -> Result<String, String> {
@@ -35,7 +36,7 @@ pub(crate) async fn answer(
     let facts = serde_json::json!({
         "title": persona.title,
         "description": persona.description,
-        "actions": persona.actions.iter().map(|action| serde_json::json!({
+        "actions": actions.iter().map(|action| serde_json::json!({
             "name": action.name,
             "description": action.description,
             "input": action.input,

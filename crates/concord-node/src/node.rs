@@ -8,7 +8,7 @@ use concord_negotiate::{
     ActionSpec, DeterministicNegotiator, EscalatingNegotiator, LlmNegotiator, Need,
 };
 use concord_proto::{Capabilities, Capability};
-use concord_store::Store;
+use concord_store::{Store, StoreError};
 
 use crate::action::{Action, Actions};
 use crate::client::{self, Connection};
@@ -184,7 +184,7 @@ impl Node {
 
     /// The actions this node serves.
     pub fn actions(&self) -> Vec<ActionSpec> {
-        self.shared.actions.specs()
+        self.shared.actions.specs().to_vec()
     }
 
     /// The LLM client, when one is configured (its usage ledger counts every call).
@@ -327,7 +327,7 @@ impl NodeBuilder {
     /// # Errors
     /// [`NodeError::Llm`] when the variables are set but wrong.
     pub fn llm_from_env(mut self) -> Result<Self, NodeError> {
-        self.llm = LlmConfig::from_env()?;
+        self.llm = LlmConfig::from_env().map_err(|cause| NodeError::Llm { cause })?;
         Ok(self)
     }
 
@@ -360,12 +360,21 @@ impl NodeBuilder {
         self.handler_limits
             .validate()
             .map_err(|error| NodeError::Config(format!("handler limits: {error}")))?;
+        let open = |dir: Result<PathBuf, StoreError>| {
+            dir.and_then(Store::open)
+                .map(Arc::new)
+                .map_err(|cause| NodeError::Store { cause })
+        };
         let store = match self.store {
             StoreChoice::Open(store) => store,
-            StoreChoice::Dir(dir) => Arc::new(Store::open(dir)?),
-            StoreChoice::Default => Arc::new(Store::open(Store::default_dir()?)?),
+            StoreChoice::Dir(dir) => open(Ok(dir))?,
+            StoreChoice::Default => open(Store::default_dir())?,
         };
-        let llm = self.llm.map(LlmClient::new).transpose()?;
+        let llm = self
+            .llm
+            .map(LlmClient::new)
+            .transpose()
+            .map_err(|cause| NodeError::Llm { cause })?;
         let policy = match &llm {
             Some(client) => Policy::Escalating(Box::new(EscalatingNegotiator::new(
                 LlmNegotiator::new(client.clone()),
@@ -389,7 +398,6 @@ impl NodeBuilder {
         let persona = Persona {
             title: self.title,
             description: self.description,
-            actions: self.actions.specs(),
         };
         Ok(Node {
             shared: Arc::new(Shared {

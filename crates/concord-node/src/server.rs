@@ -19,7 +19,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::code::{self, LocalSide};
-use crate::describe::{self, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MEDIA_TYPE};
+use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MEDIA_TYPE};
 use crate::driver::{Driver, Settled, Settlement, Start, CLOSE_LINGER};
 use crate::error::NodeError;
 use crate::hello;
@@ -102,18 +102,18 @@ impl Drop for Server {
 
 struct ServerState {
     shared: Arc<Shared>,
-    base_url: String,
+    description: Description,
     sessions: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
-    if shared.actions.is_empty() {
+    if shared.actions.specs().is_empty() {
         tracing::warn!("serving a node with no actions: peers can connect but call nothing");
     }
-    let bind_error = |source| NodeError::Bind {
+    let bind_error = |cause| NodeError::Bind {
         addr: addr.to_owned(),
-        source,
+        cause,
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -132,7 +132,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let (stop, stopped) = watch::channel(false);
     let state = Arc::new(ServerState {
         shared,
-        base_url: base_url.clone(),
+        description: Description::new(base_url.clone()),
         sessions: Arc::clone(&sessions),
         stop: stopped.clone(),
     });
@@ -166,7 +166,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
 }
 
 async fn serve_description(State(state): State<Arc<ServerState>>) -> Response {
-    match describe::description(&state.shared, &state.base_url).await {
+    match state.description.bytes(&state.shared).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, TD_MEDIA_TYPE)], bytes).into_response(),
         Err(error) => {
             tracing::error!(%error, "cannot build our description");
@@ -307,7 +307,7 @@ async fn run_session(
                     &shared,
                     &stored.settled.document,
                     &stored.handler,
-                    &LocalSide::Provider(shared.actions.specs()),
+                    &LocalSide::Provider,
                 )?;
                 Ok((stored, code))
             });

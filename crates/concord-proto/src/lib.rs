@@ -30,7 +30,7 @@ pub use hello::{
     META_PROTOCOL_VERSION,
 };
 pub use meta::{
-    CodeGeneration, CodeGenerationStatus, FixErrorNegotiation, MetaError, MetaMessage,
+    json_type, CodeGeneration, CodeGenerationStatus, FixErrorNegotiation, MetaError, MetaMessage,
     NaturalLanguageKind, NaturalLanguageNegotiation, NegotiationStatus, ProtocolNegotiation,
     TestCasesNegotiation, MAX_MESSAGE_ID_LEN,
 };

@@ -510,7 +510,16 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
+/// The JSON type of `value`, as error messages name it: `null`, `a boolean`, `a number`,
+/// `a string`, `an array` or `an object`.
+///
+/// ```
+/// use serde_json::json;
+///
+/// assert_eq!(concord_proto::json_type(&json!([1])), "an array");
+/// assert_eq!(concord_proto::json_type(&json!(null)), "null");
+/// ```
+pub fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

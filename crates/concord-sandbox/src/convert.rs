@@ -15,6 +15,7 @@ use rquickjs::object::Property;
 use rquickjs::{qjs, Array, Ctx, Object, Type, Value as JsValue};
 use serde_json::{Map, Number, Value};
 
+use crate::meter::{Meter, Over};
 use crate::watch::Watch;
 
 /// Deepest nesting of arrays and objects accepted in either direction: what `serde_json`'s
@@ -25,10 +26,8 @@ pub(crate) const MAX_NESTING: usize = 127;
 /// Why an input could not be passed in.
 #[derive(Debug)]
 pub(crate) enum InputError {
-    /// Its compact JSON text is larger than the input limit.
-    TooLarge,
-    /// It nests deeper than [`MAX_NESTING`].
-    TooDeep,
+    /// It is over the input limit or nests too deep.
+    Over(Over),
     /// The deadline passed while it was being built (see [`to_js`]).
     DeadlinePassed,
     /// The engine failed (a limit was hit); the exception is pending on the context.
@@ -41,9 +40,15 @@ impl From<rquickjs::Error> for InputError {
     }
 }
 
+impl From<Over> for InputError {
+    fn from(over: Over) -> Self {
+        InputError::Over(over)
+    }
+}
+
 /// Builds the JS value `JSON.parse` would produce from `value`'s JSON text, counting the size of
-/// that text as it goes and stopping as soon as it passes `limit` bytes or nests deeper than
-/// [`MAX_NESTING`].
+/// that text as it goes ([`Meter`]) and stopping as soon as it passes `limit` bytes or nests
+/// deeper than [`MAX_NESTING`].
 ///
 /// Object members must be created as `JSON.parse` creates them, by definition: assignment would
 /// run the `__proto__` setter, and fail for the names of `Object.prototype`'s (frozen) members.
@@ -63,8 +68,7 @@ pub(crate) fn to_js<'js>(
 ) -> Result<JsValue<'js>, InputError> {
     InputBuilder {
         ctx,
-        limit,
-        size: 0,
+        meter: Meter::new(limit, 0, true),
         until_deadline_check: DEADLINE_CHECK_INTERVAL,
         watch,
         object_prototype_keys,
@@ -77,9 +81,7 @@ const DEADLINE_CHECK_INTERVAL: usize = 64;
 
 struct InputBuilder<'a, 'js> {
     ctx: &'a Ctx<'js>,
-    limit: usize,
-    /// Bytes of JSON text counted so far.
-    size: usize,
+    meter: Meter,
     /// Values left to build before the next deadline check.
     until_deadline_check: usize,
     watch: &'a Watch,
@@ -87,11 +89,9 @@ struct InputBuilder<'a, 'js> {
 }
 
 impl<'js> InputBuilder<'_, 'js> {
-    fn count(&mut self, bytes: usize) -> Result<(), InputError> {
-        self.size += bytes;
-        if self.size > self.limit {
-            return Err(InputError::TooLarge);
-        }
+    /// Takes what the meter counted, and checks the deadline every so often.
+    fn counted(&mut self, counted: Result<(), Over>) -> Result<(), InputError> {
+        counted?;
         self.until_deadline_check -= 1;
         if self.until_deadline_check == 0 {
             self.until_deadline_check = DEADLINE_CHECK_INTERVAL;
@@ -103,32 +103,18 @@ impl<'js> InputBuilder<'_, 'js> {
     }
 
     fn value(&mut self, value: &Value, depth: usize) -> Result<JsValue<'js>, InputError> {
+        let counted = self.meter.enter(value, depth);
+        self.counted(counted)?;
         let ctx = self.ctx.clone();
         Ok(match value {
-            Value::Null => {
-                self.count(4)?;
-                JsValue::new_null(ctx)
-            }
-            Value::Bool(flag) => {
-                self.count(if *flag { 4 } else { 5 })?;
-                JsValue::new_bool(ctx, *flag)
-            }
-            Value::Number(number) => {
-                self.count(number_len(number))?;
-                match number.as_i64().map(i32::try_from) {
-                    Some(Ok(small)) => JsValue::new_int(ctx, small),
-                    _ => JsValue::new_float(ctx, number.as_f64().unwrap_or(f64::NAN)),
-                }
-            }
-            Value::String(text) => {
-                self.count(string_len(text))?;
-                rquickjs::String::from_str(ctx, text)?.into_value()
-            }
+            Value::Null => JsValue::new_null(ctx),
+            Value::Bool(flag) => JsValue::new_bool(ctx, *flag),
+            Value::Number(number) => match number.as_i64().map(i32::try_from) {
+                Some(Ok(small)) => JsValue::new_int(ctx, small),
+                _ => JsValue::new_float(ctx, number.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::String(text) => rquickjs::String::from_str(ctx, text)?.into_value(),
             Value::Array(items) => {
-                if depth == MAX_NESTING {
-                    return Err(InputError::TooDeep);
-                }
-                self.count(2 + items.len().saturating_sub(1))?;
                 let array = Array::new(ctx)?;
                 for (index, item) in items.iter().enumerate() {
                     array.set(index, self.value(item, depth + 1)?)?;
@@ -136,13 +122,10 @@ impl<'js> InputBuilder<'_, 'js> {
                 array.into_value()
             }
             Value::Object(map) => {
-                if depth == MAX_NESTING {
-                    return Err(InputError::TooDeep);
-                }
-                self.count(2 + map.len().saturating_sub(1))?;
                 let object = Object::new(ctx)?;
                 for (key, item) in map {
-                    self.count(string_len(key) + 1)?;
+                    let counted = self.meter.key(key);
+                    self.counted(counted)?;
                     let item = self.value(item, depth + 1)?;
                     if self
                         .object_prototype_keys
@@ -194,8 +177,9 @@ impl From<rquickjs::Error> for Stop {
     }
 }
 
-/// Longest JSON text of one finite `f64` (`-1.2345678901234567e-308`).
-const MAX_FLOAT_LEN: usize = 24;
+/// Longest compact JSON text of one number: a finite `f64` (`-1.2345678901234567e-308`);
+/// integers take at most 20 characters (`-9223372036854775808`).
+pub(crate) const MAX_NUMBER_LEN: usize = 24;
 
 /// QuickJS's class id of ordinary objects (the first entry of its class table).
 const JS_CLASS_OBJECT: qjs::JSClassID = 1;
@@ -270,7 +254,7 @@ impl OutputWalker {
         match &json {
             Value::Number(number) if number.is_f64() => {
                 self.count(1)?;
-                self.float_slack += MAX_FLOAT_LEN - 1;
+                self.float_slack += MAX_NUMBER_LEN - 1;
             }
             Value::Number(number) => self.count(number_len(number))?,
             Value::Bool(false) => self.count(5)?,

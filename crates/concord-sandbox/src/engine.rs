@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rquickjs::context::intrinsic;
+use rquickjs::context::{intrinsic, Intrinsic};
 use rquickjs::{Context, Runtime};
 
 use crate::error::SandboxError;
@@ -15,7 +15,7 @@ use crate::watch::Watch;
 /// (traps would run module code inside the sandbox's own inspection of values),
 /// `WeakRef`/`FinalizationRegistry` (depend on the garbage collector), `Performance` (a clock),
 /// `DOMException`. The glue further removes `SharedArrayBuffer`, `Atomics` and `BigInt`.
-type HandlerIntrinsics = (
+pub(crate) type HandlerIntrinsics = (
     intrinsic::Date,
     intrinsic::RegExpCompiler,
     intrinsic::RegExp,
@@ -27,7 +27,7 @@ type HandlerIntrinsics = (
 
 /// Intrinsics of the throwaway context that compiles source: the parser needs `Eval` and, for
 /// regexp literals, the regexp compiler.
-type CompilerIntrinsics = (intrinsic::Eval, intrinsic::RegExpCompiler);
+pub(crate) type CompilerIntrinsics = (intrinsic::Eval, intrinsic::RegExpCompiler);
 
 /// Deadline for compiling and for setting up an engine instance. That work is the sandbox's own
 /// (or, for compiling, bounded by the source size cap), so it is not held to the per-call
@@ -35,7 +35,7 @@ type CompilerIntrinsics = (intrinsic::Eval, intrinsic::RegExpCompiler);
 const SETUP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `limits` with the deadline used while compiling and setting up.
-pub(crate) fn setup_limits(limits: &Limits) -> Limits {
+fn setup_limits(limits: &Limits) -> Limits {
     Limits {
         call_timeout: limits.call_timeout.max(SETUP_TIMEOUT),
         ..limits.clone()
@@ -53,24 +53,18 @@ fn runtime(limits: &Limits, watch: &Arc<Watch>) -> Result<Runtime, SandboxError>
     Ok(runtime)
 }
 
-/// A runtime with the context module code runs in (no `eval`, see [`HandlerIntrinsics`]).
-pub(crate) fn handler_engine(
+/// A new runtime with one context of the intrinsics `I` ([`HandlerIntrinsics`] for running
+/// module code, [`CompilerIntrinsics`] for compiling source), and `watch` armed with the
+/// setup deadline; also returns the limits setting up runs under.
+pub(crate) fn set_up<I: Intrinsic>(
     limits: &Limits,
     watch: &Arc<Watch>,
-) -> Result<(Runtime, Context), SandboxError> {
-    let runtime = runtime(limits, watch)?;
-    let context = Context::custom::<HandlerIntrinsics>(&runtime).map_err(engine_error)?;
-    Ok((runtime, context))
-}
-
-/// A runtime with a context that can compile source (and is never given module code to run).
-pub(crate) fn compiler_engine(
-    limits: &Limits,
-    watch: &Arc<Watch>,
-) -> Result<(Runtime, Context), SandboxError> {
-    let runtime = runtime(limits, watch)?;
-    let context = Context::custom::<CompilerIntrinsics>(&runtime).map_err(engine_error)?;
-    Ok((runtime, context))
+) -> Result<(Runtime, Context, Limits), SandboxError> {
+    let setup = setup_limits(limits);
+    let runtime = runtime(&setup, watch)?;
+    let context = Context::custom::<I>(&runtime).map_err(engine_error)?;
+    watch.arm(setup.call_timeout);
+    Ok((runtime, context, setup))
 }
 
 /// An rquickjs error that is not a JavaScript exception.

@@ -8,7 +8,7 @@ use rquickjs::{Array, Context, Ctx, Function as JsFunction, Persistent, Promise,
 use crate::bytecode;
 use crate::contract::Function;
 use crate::convert::{self, InputError, OutputWalker, Walked};
-use crate::engine;
+use crate::engine::{self, HandlerIntrinsics};
 use crate::error::SandboxError;
 use crate::failure::{finish, setup_failure, stack_overflow, truncate, watched_limit};
 use crate::limits::Limits;
@@ -66,9 +66,8 @@ impl Instance {
         limits: &Limits,
         watch: &Arc<Watch>,
     ) -> Result<Self, SandboxError> {
-        let setup = &engine::setup_limits(limits);
-        let (runtime, context) = engine::handler_engine(limits, watch)?;
-        watch.arm(setup.call_timeout);
+        let (runtime, context, setup) = engine::set_up::<HandlerIntrinsics>(limits, watch)?;
+        let setup = &setup;
         let parts = context.with(|ctx| -> Result<_, SandboxError> {
             let fail = |error| setup_failure(&ctx, error, setup, watch, "sandbox setup");
             let glue: Array = bytecode::run_script(&ctx, &program.glue)
@@ -172,12 +171,7 @@ impl Instance {
             &self.object_prototype_keys,
         )
         .map_err(|error| match error {
-            InputError::TooLarge => SandboxError::InputTooLarge {
-                limit: limits.input_bytes,
-            },
-            InputError::TooDeep => SandboxError::InputTooDeep {
-                limit: convert::MAX_NESTING,
-            },
+            InputError::Over(over) => over.input_error(limits),
             InputError::DeadlinePassed => SandboxError::Timeout {
                 limit: limits.call_timeout,
             },

@@ -99,6 +99,7 @@ mod handler;
 mod instance;
 mod limits;
 mod memory;
+mod meter;
 mod program;
 mod round_trip;
 mod source;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rquickjs::Ctx;
 
 use crate::bytecode::{self, Bytecode};
-use crate::engine;
+use crate::engine::{self, CompilerIntrinsics};
 use crate::error::SandboxError;
 use crate::failure::{engine_message, setup_failure, stack_overflow, watched_limit};
 use crate::limits::Limits;
@@ -30,9 +30,8 @@ impl Program {
         watch: &Arc<Watch>,
     ) -> Result<Self, SandboxError> {
         source::check_characters(module_source)?;
-        let limits = &engine::setup_limits(limits);
-        let (_runtime, context) = engine::compiler_engine(limits, watch)?;
-        watch.arm(limits.call_timeout);
+        let (_runtime, context, limits) = engine::set_up::<CompilerIntrinsics>(limits, watch)?;
+        let limits = &limits;
         let compiled = context.with(|ctx| {
             let module = |text: &str| {
                 bytecode::compile_script(&ctx, text, source::MODULE_FILE)

@@ -5,9 +5,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
-use crate::convert::{number_len, number_value, string_len, MAX_NESTING};
+use crate::convert::number_value;
 use crate::error::SandboxError;
 use crate::limits::Limits;
+use crate::meter::measure;
 
 /// The value a handler returns when it returns its input unchanged: what the engine makes
 /// of any JSON value.
@@ -71,146 +72,18 @@ pub fn check_input(
     depth: usize,
     limits: &Limits,
 ) -> Result<(), SandboxError> {
-    if upper_bound(value, depth, true).is_some_and(|size| before + size <= limits.input_bytes) {
-        return Ok(());
-    }
-    let mut meter = Meter {
-        limit: limits.input_bytes,
-        size: before,
-        nesting: true,
-    };
-    meter
-        .fits()
-        .and_then(|()| meter.value(value, depth))
-        .map_err(|over| match over {
-            Over::Size => SandboxError::InputTooLarge {
-                limit: limits.input_bytes,
-            },
-            Over::Nesting => SandboxError::InputTooDeep { limit: MAX_NESTING },
-        })
+    measure(value, before, depth, limits.input_bytes, true).map_err(|over| over.input_error(limits))
 }
 
 /// Checks a result against the output cap as the sandbox does when it takes a result
 /// out: [`SandboxError::OutputTooLarge`] when its compact JSON text, `around` bytes of an
 /// enclosing result included, is over [`Limits::output_bytes`].
 pub fn check_output(value: &Value, around: usize, limits: &Limits) -> Result<(), SandboxError> {
-    if upper_bound(value, 0, false).is_some_and(|size| around + size <= limits.output_bytes) {
-        return Ok(());
-    }
-    let mut meter = Meter {
-        limit: limits.output_bytes,
-        size: around,
-        nesting: false,
-    };
-    meter
-        .fits()
-        .and_then(|()| meter.value(value, 0))
-        .map_err(|_| SandboxError::OutputTooLarge {
+    measure(value, around, 0, limits.output_bytes, false).map_err(|_| {
+        SandboxError::OutputTooLarge {
             limit: limits.output_bytes,
-        })
-}
-
-/// Longest compact JSON text of one number: a finite `f64` (`-1.2345678901234567e-308`);
-/// integers take at most 20 characters (`-9223372036854775808`).
-const MAX_NUMBER_LEN: usize = 24;
-
-/// Longest compact JSON text of one byte of a string: a control character (`\u001f`).
-const MAX_ESCAPED_BYTE_LEN: usize = 6;
-
-/// A bound on `value`'s compact JSON length that costs one pass over its structure and
-/// nothing per character (a number counts as the longest a number can be, a string as if
-/// every byte had to be escaped), or `None` when it nests too deep (with `nesting`): when
-/// the bound fits, so does the value, and the exact count is not needed.
-fn upper_bound(value: &Value, depth: usize, nesting: bool) -> Option<usize> {
-    let container = |depth: usize| !(nesting && depth >= MAX_NESTING);
-    let string = |text: &str| 2 + MAX_ESCAPED_BYTE_LEN * text.len();
-    match value {
-        Value::Null | Value::Bool(_) => Some(5),
-        Value::Number(_) => Some(MAX_NUMBER_LEN),
-        Value::String(text) => Some(string(text)),
-        Value::Array(items) => {
-            if !container(depth) {
-                return None;
-            }
-            items
-                .iter()
-                .try_fold(2 + items.len().saturating_sub(1), |size, item| {
-                    Some(size + upper_bound(item, depth + 1, nesting)?)
-                })
         }
-        Value::Object(map) => {
-            if !container(depth) {
-                return None;
-            }
-            map.iter()
-                .try_fold(2 + map.len().saturating_sub(1), |size, (key, item)| {
-                    Some(size + string(key) + 1 + upper_bound(item, depth + 1, nesting)?)
-                })
-        }
-    }
-}
-
-/// Which cap a value is over.
-enum Over {
-    Size,
-    Nesting,
-}
-
-/// The input builder's accounting (see `convert::InputBuilder`), without building: the
-/// compact JSON length so far, stopping as soon as it passes the limit, and (for inputs)
-/// the nesting.
-struct Meter {
-    limit: usize,
-    size: usize,
-    /// Whether nesting is limited (inputs).
-    nesting: bool,
-}
-
-impl Meter {
-    fn fits(&self) -> Result<(), Over> {
-        if self.size > self.limit {
-            Err(Over::Size)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn count(&mut self, bytes: usize) -> Result<(), Over> {
-        self.size += bytes;
-        self.fits()
-    }
-
-    fn value(&mut self, value: &Value, depth: usize) -> Result<(), Over> {
-        match value {
-            Value::Null => self.count(4),
-            Value::Bool(flag) => self.count(if *flag { 4 } else { 5 }),
-            Value::Number(number) => self.count(number_len(number)),
-            Value::String(text) => self.count(string_len(text)),
-            Value::Array(items) => {
-                self.container(depth)?;
-                self.count(2 + items.len().saturating_sub(1))?;
-                items
-                    .iter()
-                    .try_for_each(|item| self.value(item, depth + 1))
-            }
-            Value::Object(map) => {
-                self.container(depth)?;
-                self.count(2 + map.len().saturating_sub(1))?;
-                map.iter().try_for_each(|(key, item)| {
-                    self.count(string_len(key) + 1)?;
-                    self.value(item, depth + 1)
-                })
-            }
-        }
-    }
-
-    fn container(&self, depth: usize) -> Result<(), Over> {
-        if self.nesting && depth >= MAX_NESTING {
-            Err(Over::Nesting)
-        } else {
-            Ok(())
-        }
-    }
+    })
 }
 
 /// Orders an object's members as JavaScript enumerates them (see [`round_trip`]); the
@@ -294,7 +167,8 @@ fn is_stable_number(number: &Number) -> bool {
 
 fn convert(value: &Value) -> Value {
     match value {
-        Value::Number(number) => convert_number(number),
+        // The engine holds an `int32` or a double; either comes back as `number_value` gives it.
+        Value::Number(number) => number_value(number.as_f64().unwrap_or(f64::NAN)),
         Value::Array(items) => Value::Array(items.iter().map(convert).collect()),
         Value::Object(map) => Value::Object(property_order(
             map.iter()
@@ -302,15 +176,6 @@ fn convert(value: &Value) -> Value {
                 .collect(),
         )),
         other => other.clone(),
-    }
-}
-
-/// A JSON number as the engine holds it (an `int32`, else a double), then as the output
-/// walker gives it back.
-fn convert_number(number: &Number) -> Value {
-    match number.as_i64().map(i32::try_from) {
-        Some(Ok(small)) => Value::from(small),
-        _ => number_value(number.as_f64().unwrap_or(f64::NAN)),
     }
 }
 

@@ -92,11 +92,7 @@ pub(crate) fn locate_top_level_key(
         let (Tag::Str, _) = de.open().ok()? else {
             return None;
         };
-        let found = match de.read_string(key_start).ok()? {
-            Text::Borrowed(key) => key == wanted,
-            Text::Copied(key) => key == wanted,
-        };
-        if found {
+        if de.read_string(key_start).ok()?.as_str() == wanted {
             return Some(key_start);
         }
         de.read_colon(start).ok()?;
@@ -148,6 +144,24 @@ impl Tag {
 enum Text<'de, 's> {
     Borrowed(&'de str),
     Copied(&'s str),
+}
+
+impl<'de> Text<'de, '_> {
+    #[inline(always)]
+    fn as_str(&self) -> &str {
+        match self {
+            Text::Borrowed(text) | Text::Copied(text) => text,
+        }
+    }
+
+    /// The string, borrowed from the input when it can be, else copied out of the scratch buffer.
+    #[inline(always)]
+    fn into_cow(self) -> Cow<'de, str> {
+        match self {
+            Text::Borrowed(text) => Cow::Borrowed(text),
+            Text::Copied(text) => Cow::Owned(text.to_owned()),
+        }
+    }
 }
 
 /// The AICL deserializer: reads one value from text. Most code wants [`from_str`] instead.
@@ -600,10 +614,7 @@ impl<'de> Deserializer<'de> {
             Err(_) if self.peek().is_none() => return Err(self.unclosed(Tag::Dict, start)),
             Err(error) => return Err(error),
         }
-        let name = match self.read_string(key_start)? {
-            Text::Borrowed(text) => Cow::Borrowed(text),
-            Text::Copied(text) => Cow::Owned(text.to_owned()),
-        };
+        let name = self.read_string(key_start)?.into_cow();
         self.read_colon(start)?;
         Ok(name)
     }
@@ -702,10 +713,7 @@ impl<'de> DictAccess<'_, 'de> {
             return Ok(Some(Cow::Borrowed(key)));
         }
         self.de.pos = body;
-        let key = match self.de.read_string(key_start)? {
-            Text::Borrowed(text) => Cow::Borrowed(text),
-            Text::Copied(text) => Cow::Owned(text.to_owned()),
-        };
+        let key = self.de.read_string(key_start)?.into_cow();
         if self.de.options.is_strict() {
             // The raw (escaped) text lies between the `[s:` and the `]`.
             let raw = (key_start + 3, self.de.pos - 1);
@@ -964,10 +972,7 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
         match tag {
             // A unit variant is its name as a string.
             Tag::Str => {
-                let name = match self.read_string(start)? {
-                    Text::Borrowed(text) => Cow::Borrowed(text),
-                    Text::Copied(text) => Cow::Owned(text.to_owned()),
-                };
+                let name = self.read_string(start)?.into_cow();
                 let variant: CowStrDeserializer<'de, Error> = name.into_deserializer();
                 visitor
                     .visit_enum(variant)

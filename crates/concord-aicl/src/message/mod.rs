@@ -252,14 +252,14 @@ impl Message {
     /// Compact AICL text.
     pub fn to_text(&self) -> String {
         let mut out = String::with_capacity(128);
-        crate::ser::write_map(&mut out, &self.fields, false);
+        crate::ser::write_dict(&mut out, self.fields.iter(), false);
         out
     }
 
     /// Pretty AICL text.
     pub fn to_text_pretty(&self) -> String {
         let mut out = String::with_capacity(256);
-        crate::ser::write_map(&mut out, &self.fields, true);
+        crate::ser::write_dict(&mut out, self.fields.iter(), true);
         out
     }
 
@@ -321,16 +321,15 @@ impl Message {
     /// # Ok::<(), concord_aicl::Error>(())
     /// ```
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        let mut unsigned = self.fields.clone();
-        unsigned.remove("signature");
+        let unsigned = self.fields.iter().filter(|(key, _)| *key != "signature");
         let mut out = String::with_capacity(128);
-        crate::ser::write_map(&mut out, &unsigned, false);
+        crate::ser::write_dict(&mut out, unsigned, false);
         out.into_bytes()
     }
 }
 
-/// Checks that the header fields exist and are strings, in order in strict mode; in lenient
-/// mode moves them to the front.
+/// Checks that the header fields exist, in order in strict mode; in lenient mode moves them to
+/// the front. Their values are checked by [`Message::validate`].
 fn check_header(fields: Map, mode: Mode) -> Result<Map> {
     for (index, field) in HEADER.iter().enumerate() {
         match fields.index_of(field) {
@@ -352,7 +351,6 @@ fn check_header(fields: Map, mode: Mode) -> Result<Map> {
             Some(_) => {}
         }
     }
-    check_header_values(&fields)?;
     if mode == Mode::Strict {
         return Ok(fields);
     }

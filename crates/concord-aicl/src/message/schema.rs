@@ -273,7 +273,8 @@ const EXTENSIONS: &[Rule] = &[
     },
 ];
 
-fn bad_field(field: &str, reason: String) -> Error {
+/// A field of the wrong type or with an invalid value (error 4001).
+pub(super) fn bad_field(field: &str, reason: String) -> Error {
     Error::new(ErrorKind::BadField {
         field: field.to_owned(),
         reason,

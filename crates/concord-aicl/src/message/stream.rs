@@ -1,6 +1,7 @@
 //! Stream chunks (whitepaper §8.2): `[s:stream_id]:[s:chunk_3/5]`, `[s:is_final]:[b:false]`.
 
-use crate::error::{Error, ErrorKind, Result};
+use super::schema::bad_field;
+use crate::error::Result;
 use crate::value::{Map, Value};
 
 /// The stream fields of a message.
@@ -26,13 +27,6 @@ impl StreamChunk<'_> {
     }
 }
 
-fn bad(field: &str, reason: String) -> Error {
-    Error::new(ErrorKind::BadField {
-        field: field.to_owned(),
-        reason,
-    })
-}
-
 /// `chunk_<n>/<total>`.
 fn parse_position(stream_id: &str) -> Option<(u64, u64)> {
     let (n, total) = stream_id.strip_prefix("chunk_")?.split_once('/')?;
@@ -49,7 +43,7 @@ pub(super) fn stream_of(fields: &Map) -> Result<Option<StreamChunk<'_>>> {
     let is_final = match fields.get("is_final") {
         Some(Value::Bool(flag)) => Some(*flag),
         Some(other) => {
-            return Err(bad(
+            return Err(bad_field(
                 "is_final",
                 format!("must be a bool `[b:…]`, found a {}", other.kind()),
             ))
@@ -59,13 +53,13 @@ pub(super) fn stream_of(fields: &Map) -> Result<Option<StreamChunk<'_>>> {
     let stream_id = match fields.get("stream_id") {
         Some(Value::String(id)) => id.as_str(),
         Some(other) => {
-            return Err(bad(
+            return Err(bad_field(
                 "stream_id",
                 format!("must be a string `[s:…]`, found a {}", other.kind()),
             ))
         }
         None if is_final.is_some() => {
-            return Err(bad(
+            return Err(bad_field(
                 "is_final",
                 "is only meaningful with a `stream_id`".to_owned(),
             ))
@@ -75,14 +69,14 @@ pub(super) fn stream_of(fields: &Map) -> Result<Option<StreamChunk<'_>>> {
     let position = parse_position(stream_id);
     if let Some((n, total)) = position {
         if n == 0 || n > total {
-            return Err(bad(
+            return Err(bad_field(
                 "stream_id",
                 format!("chunk {n}/{total} is out of range (chunks count from 1)"),
             ));
         }
         if let Some(flag) = is_final {
             if flag != (n == total) {
-                return Err(bad(
+                return Err(bad_field(
                     "is_final",
                     format!("is {flag} on chunk {n} of {total}"),
                 ));

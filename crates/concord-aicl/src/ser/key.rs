@@ -2,7 +2,7 @@
 
 use serde::ser::{Impossible, Serialize, Serializer};
 
-use super::write;
+use super::{forward, write};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Writes one map key: as `[s:…]:` for text, or as plain text for a [`crate::Value`] dictionary.
@@ -42,18 +42,11 @@ fn key_must_be_string(found: &str) -> Error {
     })
 }
 
+/// Integers and booleans are written as their text.
 macro_rules! text_key {
     ($($method:ident($ty:ty);)*) => {$(
         fn $method(self, value: $ty) -> Result<()> {
-            self.write(&value.to_string())
-        }
-    )*};
-}
-
-macro_rules! refused_key {
-    ($($method:ident($($arg:ty),*) => $found:literal;)*) => {$(
-        fn $method(self, $(_: $arg),*) -> Result<()> {
-            Err(key_must_be_string($found))
+            self.write(itoa::Buffer::new().format(value))
         }
     )*};
 }
@@ -78,19 +71,14 @@ impl Serializer for KeySerializer<'_> {
         self.write(value.encode_utf8(&mut [0; 4]))
     }
 
-    text_key! {
-        serialize_bool(bool); serialize_i8(i8); serialize_i16(i16); serialize_i32(i32);
-        serialize_i64(i64); serialize_i128(i128); serialize_u8(u8); serialize_u16(u16);
-        serialize_u32(u32); serialize_u64(u64); serialize_u128(u128);
+    fn serialize_bool(self, value: bool) -> Result<()> {
+        self.write(if value { "true" } else { "false" })
     }
 
-    refused_key! {
-        serialize_f32(f32) => "a float";
-        serialize_f64(f64) => "a float";
-        serialize_bytes(&[u8]) => "bytes";
-        serialize_none() => "None";
-        serialize_unit() => "()";
-        serialize_unit_struct(&'static str) => "a unit struct";
+    text_key! {
+        serialize_i8(i8); serialize_i16(i16); serialize_i32(i32); serialize_i64(i64);
+        serialize_i128(i128); serialize_u8(u8); serialize_u16(u16); serialize_u32(u32);
+        serialize_u64(u64); serialize_u128(u128);
     }
 
     fn serialize_unit_variant(
@@ -102,10 +90,6 @@ impl Serializer for KeySerializer<'_> {
         self.serialize_str(variant)
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<()> {
-        Err(key_must_be_string("an option"))
-    }
-
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
@@ -114,57 +98,25 @@ impl Serializer for KeySerializer<'_> {
         value.serialize(self)
     }
 
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<()> {
-        Err(key_must_be_string("an enum variant with data"))
-    }
-
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
-        Err(key_must_be_string("a list"))
-    }
-
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple> {
-        Err(key_must_be_string("a tuple"))
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct> {
-        Err(key_must_be_string("a tuple struct"))
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant> {
-        Err(key_must_be_string("an enum variant with data"))
-    }
-
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
-        Err(key_must_be_string("a map"))
-    }
-
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Self::SerializeStruct> {
-        Err(key_must_be_string("a struct"))
-    }
-
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant> {
-        Err(key_must_be_string("an enum variant with data"))
+    forward::refuse! { key_must_be_string;
+        serialize_f32(f32) -> () => "a float";
+        serialize_f64(f64) -> () => "a float";
+        serialize_bytes(&[u8]) -> () => "bytes";
+        serialize_none() -> () => "None";
+        serialize_some<T>(&T) -> () => "an option";
+        serialize_unit() -> () => "()";
+        serialize_unit_struct(&'static str) -> () => "a unit struct";
+        serialize_newtype_variant<T>(&'static str, u32, &'static str, &T) -> ()
+            => "an enum variant with data";
+        serialize_seq(Option<usize>) -> Self::SerializeSeq => "a list";
+        serialize_tuple(usize) -> Self::SerializeTuple => "a tuple";
+        serialize_tuple_struct(&'static str, usize) -> Self::SerializeTupleStruct
+            => "a tuple struct";
+        serialize_tuple_variant(&'static str, u32, &'static str, usize)
+            -> Self::SerializeTupleVariant => "an enum variant with data";
+        serialize_map(Option<usize>) -> Self::SerializeMap => "a map";
+        serialize_struct(&'static str, usize) -> Self::SerializeStruct => "a struct";
+        serialize_struct_variant(&'static str, u32, &'static str, usize)
+            -> Self::SerializeStructVariant => "an enum variant with data";
     }
 }

@@ -7,6 +7,7 @@
 //! `[d:[s:Variant]:…]`. AICL has no null: `None` as a struct field or map value leaves the entry
 //! out, and `None` anywhere else is an error.
 
+pub(crate) mod forward;
 pub(crate) mod key;
 mod write;
 
@@ -14,7 +15,7 @@ use serde::ser::{self, Serialize};
 
 use crate::error::{Error, Result};
 use crate::tensor::serde_impl::{capture, TENSOR_TOKEN};
-use crate::value::{f32_as_f64, Map, Value};
+use crate::value::{f32_as_f64, Value};
 
 /// Writes `value` as compact AICL text.
 ///
@@ -144,11 +145,15 @@ pub(crate) fn write_value(out: &mut String, value: &Value, pretty: bool) {
     serializer.value(value);
 }
 
-/// Writes a [`Map`] as a dictionary directly, without serde.
-pub(crate) fn write_map(out: &mut String, map: &Map, pretty: bool) {
+/// Writes `entries` as a dictionary directly, without serde.
+pub(crate) fn write_dict<'v>(
+    out: &mut String,
+    entries: impl Iterator<Item = (&'v str, &'v Value)>,
+    pretty: bool,
+) {
     let mut serializer = Serializer::new(out);
     serializer.pretty = pretty;
-    serializer.map(map);
+    serializer.dict(entries);
 }
 
 impl Serializer<'_> {
@@ -166,19 +171,21 @@ impl Serializer<'_> {
                 }
                 self.end(!items.is_empty());
             }
-            Value::Dict(map) => self.map(map),
+            Value::Dict(map) => self.dict(map.iter()),
             Value::Tensor(tensor) => write::tensor(self.out, tensor),
         }
     }
 
-    fn map(&mut self, map: &Map) {
+    fn dict<'v>(&mut self, entries: impl Iterator<Item = (&'v str, &'v Value)>) {
         self.begin("[d:");
-        for (index, (key, item)) in map.iter().enumerate() {
-            self.entry(index == 0);
+        let mut first = true;
+        for (key, item) in entries {
+            self.entry(first);
+            first = false;
             write::key(self.out, key);
             self.value(item);
         }
-        self.end(!map.is_empty());
+        self.end(!first);
     }
 }
 
@@ -193,50 +200,16 @@ impl<'a, 'o> ser::Serializer for &'a mut Serializer<'o> {
     type SerializeStruct = Compound<'a, 'o>;
     type SerializeStructVariant = Compound<'a, 'o>;
 
+    forward::serializer_aliases!();
+
     fn serialize_bool(self, value: bool) -> Result<()> {
         write::bool(self.out, value);
         Ok(())
     }
 
-    fn serialize_i8(self, value: i8) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_i16(self, value: i16) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_i32(self, value: i32) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
     fn serialize_i64(self, value: i64) -> Result<()> {
         write::int(self.out, value);
         Ok(())
-    }
-
-    fn serialize_i128(self, value: i128) -> Result<()> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
-    }
-
-    fn serialize_u8(self, value: u8) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u16(self, value: u16) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u32(self, value: u32) -> Result<()> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u64(self, value: u64) -> Result<()> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
-    }
-
-    fn serialize_u128(self, value: u128) -> Result<()> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
     }
 
     fn serialize_f32(self, value: f32) -> Result<()> {
@@ -248,10 +221,6 @@ impl<'a, 'o> ser::Serializer for &'a mut Serializer<'o> {
     fn serialize_f64(self, value: f64) -> Result<()> {
         write::float(self.out, value);
         Ok(())
-    }
-
-    fn serialize_char(self, value: char) -> Result<()> {
-        self.serialize_str(value.encode_utf8(&mut [0; 4]))
     }
 
     fn serialize_str(self, value: &str) -> Result<()> {
@@ -273,26 +242,9 @@ impl<'a, 'o> ser::Serializer for &'a mut Serializer<'o> {
         }
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<()> {
-        value.serialize(self)
-    }
-
     fn serialize_unit(self) -> Result<()> {
         self.out.push_str("[l:]");
         Ok(())
-    }
-
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<()> {
-        self.serialize_unit()
-    }
-
-    fn serialize_unit_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        variant: &'static str,
-    ) -> Result<()> {
-        self.serialize_str(variant)
     }
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
@@ -327,14 +279,6 @@ impl<'a, 'o> ser::Serializer for &'a mut Serializer<'o> {
         Ok(Compound::new(self, false))
     }
 
-    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, 'o>> {
-        self.serialize_seq(Some(len))
-    }
-
-    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, 'o>> {
-        self.serialize_seq(Some(len))
-    }
-
     fn serialize_tuple_variant(
         self,
         _name: &'static str,
@@ -350,10 +294,6 @@ impl<'a, 'o> ser::Serializer for &'a mut Serializer<'o> {
     fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, 'o>> {
         self.begin("[d:");
         Ok(Compound::new(self, false))
-    }
-
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'a, 'o>> {
-        self.serialize_map(None)
     }
 
     fn serialize_struct_variant(
@@ -421,7 +361,15 @@ impl<'a, 'o> Compound<'a, 'o> {
         result
     }
 
-    fn close(self) -> Result<()> {
+    /// A struct field: its key, then its value (a `None` removes the entry).
+    #[inline(always)]
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
+        self.begin_entry();
+        write::key(self.ser.out, key);
+        self.entry_value(value)
+    }
+
+    fn finish(self) -> Result<()> {
         self.ser.end(!self.first);
         if self.in_variant {
             self.ser.end(true);
@@ -430,57 +378,8 @@ impl<'a, 'o> Compound<'a, 'o> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
-    }
-}
+forward::list_impls!(Compound<'_, '_> => ());
+forward::struct_impls!(Compound<'_, '_> => ());
 
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
@@ -507,42 +406,6 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
 
     fn end(self) -> Result<()> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.begin_entry();
-        write::key(self.ser.out, key);
-        self.entry_value(value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        ser::SerializeStruct::serialize_field(self, key, value)
-    }
-
-    fn end(self) -> Result<()> {
-        self.close()
+        self.finish()
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::base85;
 use crate::special;
-use crate::tensor::{format_shape, Tensor};
+use crate::tensor::{write_shape, Tensor};
 
 /// Appends `text` with `[`, `]` and `\` escaped.
 #[inline(always)]
@@ -91,7 +91,7 @@ pub(crate) fn tensor(out: &mut String, tensor: &Tensor) {
     out.push_str("[t:");
     out.push_str(tensor.dtype().name());
     out.push(':');
-    out.push_str(&format_shape(tensor.shape()));
+    write_shape(out, tensor.shape());
     out.push(':');
     base85::encode_into(tensor.data(), out);
     out.push(']');

@@ -138,15 +138,20 @@ pub(crate) fn byte_len(dtype: DType, shape: &[usize]) -> Option<usize> {
         .try_fold(dtype.itemsize(), |bytes, &dim| bytes.checked_mul(dim))
 }
 
-/// Writes a shape as AICL does: dimensions separated by commas, nothing for a scalar.
-pub(crate) fn format_shape(shape: &[usize]) -> String {
-    let mut text = String::new();
+/// Appends a shape as AICL writes it: dimensions separated by commas, nothing for a scalar.
+pub(crate) fn write_shape(out: &mut String, shape: &[usize]) {
     for (index, dim) in shape.iter().enumerate() {
         if index > 0 {
-            text.push(',');
+            out.push(',');
         }
-        text.push_str(itoa::Buffer::new().format(*dim));
+        out.push_str(itoa::Buffer::new().format(*dim));
     }
+}
+
+/// A shape as AICL writes it, for error messages.
+pub(crate) fn format_shape(shape: &[usize]) -> String {
+    let mut text = String::new();
+    write_shape(&mut text, shape);
     text
 }
 

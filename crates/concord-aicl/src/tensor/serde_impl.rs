@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::element::sealed::Sealed;
 use super::{DType, Scalar, Tensor};
 use crate::error::{Error, ErrorKind, Result};
+use crate::ser::forward;
 
 /// Newtype-struct name that marks a tensor.
 pub(crate) const TENSOR_TOKEN: &str = "$concord_aicl::private::Tensor";
@@ -179,14 +180,6 @@ enum Captured {
 /// A compact (not human-readable) serializer that records the few shapes a tensor's `Repr` uses.
 struct Capture;
 
-macro_rules! refuse {
-    ($($method:ident($($arg:ty),*);)*) => {$(
-        fn $method(self, $(_: $arg),*) -> Result<Captured> {
-            Err(not_a_tensor(stringify!($method)))
-        }
-    )*};
-}
-
 impl Serializer for Capture {
     type Ok = Captured;
     type Error = Error;
@@ -230,62 +223,34 @@ impl Serializer for Capture {
         Ok(CaptureStruct(Vec::with_capacity(len)))
     }
 
-    refuse! {
-        serialize_bool(bool); serialize_i8(i8); serialize_i16(i16); serialize_i32(i32);
-        serialize_i64(i64); serialize_u8(u8); serialize_u16(u16); serialize_u32(u32);
-        serialize_f32(f32); serialize_f64(f64); serialize_char(char); serialize_none();
-        serialize_unit(); serialize_unit_struct(&'static str);
-        serialize_unit_variant(&'static str, u32, &'static str);
-    }
-
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<Captured> {
-        Err(not_a_tensor("an option"))
-    }
-
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<Captured> {
-        Err(not_a_tensor("an enum variant"))
-    }
-
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple> {
-        Err(not_a_tensor("a tuple"))
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct> {
-        Err(not_a_tensor("a tuple struct"))
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant> {
-        Err(not_a_tensor("an enum variant"))
-    }
-
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
-        Err(not_a_tensor("a map"))
-    }
-
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant> {
-        Err(not_a_tensor("an enum variant"))
+    forward::refuse! { not_a_tensor;
+        serialize_bool(bool) -> Captured => "serialize_bool";
+        serialize_i8(i8) -> Captured => "serialize_i8";
+        serialize_i16(i16) -> Captured => "serialize_i16";
+        serialize_i32(i32) -> Captured => "serialize_i32";
+        serialize_i64(i64) -> Captured => "serialize_i64";
+        serialize_u8(u8) -> Captured => "serialize_u8";
+        serialize_u16(u16) -> Captured => "serialize_u16";
+        serialize_u32(u32) -> Captured => "serialize_u32";
+        serialize_f32(f32) -> Captured => "serialize_f32";
+        serialize_f64(f64) -> Captured => "serialize_f64";
+        serialize_char(char) -> Captured => "serialize_char";
+        serialize_none() -> Captured => "serialize_none";
+        serialize_unit() -> Captured => "serialize_unit";
+        serialize_unit_struct(&'static str) -> Captured => "serialize_unit_struct";
+        serialize_unit_variant(&'static str, u32, &'static str) -> Captured
+            => "serialize_unit_variant";
+        serialize_some<T>(&T) -> Captured => "an option";
+        serialize_newtype_variant<T>(&'static str, u32, &'static str, &T) -> Captured
+            => "an enum variant";
+        serialize_tuple(usize) -> Self::SerializeTuple => "a tuple";
+        serialize_tuple_struct(&'static str, usize) -> Self::SerializeTupleStruct
+            => "a tuple struct";
+        serialize_tuple_variant(&'static str, u32, &'static str, usize)
+            -> Self::SerializeTupleVariant => "an enum variant";
+        serialize_map(Option<usize>) -> Self::SerializeMap => "a map";
+        serialize_struct_variant(&'static str, u32, &'static str, usize)
+            -> Self::SerializeStructVariant => "an enum variant";
     }
 }
 

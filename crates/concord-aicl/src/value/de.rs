@@ -11,7 +11,7 @@ use serde::de::{
 
 use super::{Map, Value};
 use crate::de::KeyDeserializer;
-use crate::error::{Error, Result};
+use crate::error::{int_out_of_range_reason, Error, Result};
 use crate::tensor::serde_impl::{FirstKey, FirstKeySeed, TensorDeserializer, TENSOR_TOKEN};
 use crate::tensor::Tensor;
 
@@ -48,11 +48,9 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
-        i64::try_from(value).map(Value::Int).map_err(|_| {
-            E::custom(format_args!(
-                "integer {value} is outside the AICL int range (signed 64-bit)"
-            ))
-        })
+        i64::try_from(value)
+            .map(Value::Int)
+            .map_err(|_| E::custom(int_out_of_range_reason(value)))
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {

@@ -4,6 +4,7 @@ use serde::ser::{self, Serialize, SerializeMap, Serializer};
 
 use super::{Map, Value};
 use crate::error::{Error, ErrorKind, Result};
+use crate::ser::forward;
 use crate::ser::key::KeySerializer;
 use crate::tensor::serde_impl::{capture, TENSOR_TOKEN};
 
@@ -69,48 +70,14 @@ impl Serializer for ValueSerializer {
     type SerializeStruct = DictBuilder;
     type SerializeStructVariant = DictBuilder;
 
+    forward::serializer_aliases!();
+
     fn serialize_bool(self, value: bool) -> Result<Built> {
         Ok(Some(Value::Bool(value)))
     }
 
-    fn serialize_i8(self, value: i8) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_i16(self, value: i16) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_i32(self, value: i32) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
     fn serialize_i64(self, value: i64) -> Result<Built> {
         Ok(Some(Value::Int(value)))
-    }
-
-    fn serialize_i128(self, value: i128) -> Result<Built> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
-    }
-
-    fn serialize_u8(self, value: u8) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u16(self, value: u16) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u32(self, value: u32) -> Result<Built> {
-        self.serialize_i64(value.into())
-    }
-
-    fn serialize_u64(self, value: u64) -> Result<Built> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
-    }
-
-    fn serialize_u128(self, value: u128) -> Result<Built> {
-        self.serialize_i64(i64::try_from(value).map_err(|_| Error::int_out_of_range(value))?)
     }
 
     fn serialize_f32(self, value: f32) -> Result<Built> {
@@ -119,10 +86,6 @@ impl Serializer for ValueSerializer {
 
     fn serialize_f64(self, value: f64) -> Result<Built> {
         Ok(Some(Value::Float(value)))
-    }
-
-    fn serialize_char(self, value: char) -> Result<Built> {
-        Ok(Some(Value::String(value.to_string())))
     }
 
     fn serialize_str(self, value: &str) -> Result<Built> {
@@ -142,25 +105,8 @@ impl Serializer for ValueSerializer {
         }
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Built> {
-        value.serialize(self)
-    }
-
     fn serialize_unit(self) -> Result<Built> {
         Ok(Some(Value::List(Vec::new())))
-    }
-
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<Built> {
-        self.serialize_unit()
-    }
-
-    fn serialize_unit_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        variant: &'static str,
-    ) -> Result<Built> {
-        self.serialize_str(variant)
     }
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
@@ -182,10 +128,7 @@ impl Serializer for ValueSerializer {
         variant: &'static str,
         value: &T,
     ) -> Result<Built> {
-        let inner = value
-            .serialize(ValueSerializer { in_entry: false })?
-            .ok_or_else(Error::no_null)?;
-        Ok(Some(variant_dict(variant, inner)))
+        Ok(Some(variant_dict(variant, to_value(value)?)))
     }
 
     fn serialize_seq(self, len: Option<usize>) -> Result<ListBuilder> {
@@ -193,14 +136,6 @@ impl Serializer for ValueSerializer {
             items: Vec::with_capacity(len.unwrap_or(0).min(4096)),
             variant: None,
         })
-    }
-
-    fn serialize_tuple(self, len: usize) -> Result<ListBuilder> {
-        self.serialize_seq(Some(len))
-    }
-
-    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<ListBuilder> {
-        self.serialize_seq(Some(len))
     }
 
     fn serialize_tuple_variant(
@@ -222,10 +157,6 @@ impl Serializer for ValueSerializer {
             key: None,
             variant: None,
         })
-    }
-
-    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<DictBuilder> {
-        self.serialize_map(Some(len))
     }
 
     fn serialize_struct_variant(
@@ -263,11 +194,8 @@ struct ListBuilder {
 }
 
 impl ListBuilder {
-    fn push<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        let item = value
-            .serialize(ValueSerializer { in_entry: false })?
-            .ok_or_else(Error::no_null)?;
-        self.items.push(item);
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.items.push(to_value(value)?);
         Ok(())
     }
 
@@ -276,57 +204,7 @@ impl ListBuilder {
     }
 }
 
-impl ser::SerializeSeq for ListBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTuple for ListBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for ListBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for ListBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
+forward::list_impls!(ListBuilder => Built);
 
 /// Collects dictionary entries, leaving out `None` values.
 struct DictBuilder {
@@ -341,6 +219,10 @@ impl DictBuilder {
             self.map.insert(key, value);
         }
         Ok(())
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
+        self.insert(key.to_owned(), value)
     }
 
     fn finish(self) -> Result<Built> {
@@ -373,36 +255,4 @@ impl ser::SerializeMap for DictBuilder {
     }
 }
 
-impl ser::SerializeStruct for DictBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.insert(key.to_owned(), value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeStructVariant for DictBuilder {
-    type Ok = Built;
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.insert(key.to_owned(), value)
-    }
-
-    fn end(self) -> Result<Built> {
-        self.finish()
-    }
-}
+forward::struct_impls!(DictBuilder => Built);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 use clap::Args;
 use concord_llm::LlmConfig;
-use concord_node::{Connection, Node, NodeBuilder};
+use concord_node::{Connection, Node, NodeBuilder, Settlement};
 use concord_proto::{ProtocolHash, Role};
 use concord_store::{NewConsensus, Store};
 use serde_json::Value;
@@ -120,6 +120,18 @@ pub struct Batch {
     pub concurrency: u32,
 }
 
+impl Batch {
+    /// The calls that succeeded per second of the batch's wall time.
+    pub fn calls_per_second(&self) -> f64 {
+        let seconds = self.wall.as_secs_f64();
+        if seconds > 0.0 {
+            self.latencies.count() as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+}
+
 async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let narrate = narrate::Narrator::new(!args.json);
@@ -154,13 +166,14 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     let resumed = first.finish(&connection, &requester.node).await;
     narrate.resumed(&resumed)?;
 
-    let hash: ProtocolHash = negotiated
-        .report
-        .hash
-        .parse()
-        .context("the negotiated protocol's hash")?;
     let fresh = agent(Node::builder("New shopper"), llm.as_ref())?;
-    register_consensus(&provider.node, &requester.node, &fresh.node, hash).await?;
+    register_consensus(
+        &provider.node,
+        &requester.node,
+        &fresh.node,
+        negotiated.report.hash,
+    )
+    .await?;
     let (connection, first) =
         connect_and_call(&fresh.node, server.url(), "the consensus connection").await?;
     connection.close().await;
@@ -187,8 +200,11 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         narrate.summary(&summary)?;
     }
     let failed = summary.batch.failed > 0
-        || summary.resumed.report.settled_by != "resumed"
-        || summary.consensus.report.settled_by != "consensus";
+        || summary.resumed.report.settlement != Settlement::Resumed
+        || !matches!(
+            summary.consensus.report.settlement,
+            Settlement::Consensus { .. }
+        );
     Ok(if failed {
         ExitCode::from(1)
     } else {

@@ -9,6 +9,8 @@ use concord_node::Server;
 use super::summary::{phases, Discovery, Summary};
 use super::{Batch, Connected, CONSENSUS_URI};
 use crate::output::outln;
+use crate::protocols::list_or_none;
+use crate::session_report::short;
 
 /// Prints the narrative on standard output, or nothing (for `--json`).
 #[derive(Debug, Clone, Copy)]
@@ -71,18 +73,14 @@ impl Narrator {
              → sent, ← received):",
         )?;
         self.frames(connected)?;
-        let code = if report.code_origins.is_empty() {
-            "none".to_owned()
-        } else {
-            report.code_origins.join(", ")
-        };
         self.say(&format!(
             "   agreed protocol {} in {} negotiation messages over {} round trips; \
-             our code: {code}; the peer's code passed {} agreed test case(s); \
+             our code: {}; the peer's code passed {} agreed test case(s); \
              {} LLM call(s); ready after {}\n",
-            short(&report.hash),
+            short(&report.hash.to_string()),
             report.negotiation_messages(),
             report.negotiation_round_trips(),
+            list_or_none(&report.code_origins),
             report.verified_cases,
             report.llm_calls,
             human(report.setup),
@@ -93,20 +91,15 @@ impl Narrator {
     /// Step 3: the calls.
     pub fn batch(&self, batch: &Batch) -> io::Result<()> {
         let latencies = &batch.latencies;
-        let seconds = batch.wall.as_secs_f64();
-        let rate = if seconds > 0.0 {
-            latencies.count() as f64 / seconds
-        } else {
-            0.0
-        };
         self.say(&format!(
             "3. {} calls over the negotiated protocol ({} in flight, no LLM): {} ok, {} failed in {}\n   \
-             {rate:.0} calls/s; latency p50 {}, p90 {}, p99 {}, max {}",
+             {:.0} calls/s; latency p50 {}, p90 {}, p99 {}, max {}",
             latencies.count() + batch.failed,
             batch.concurrency,
             latencies.count(),
             batch.failed,
             human(batch.wall),
+            batch.calls_per_second(),
             human(latencies.percentile(50.0)),
             human(latencies.percentile(90.0)),
             human(latencies.percentile(99.0)),
@@ -132,7 +125,7 @@ impl Narrator {
             "5. Consensus protocol: protocol {} registered as {CONSENSUS_URI} on the provider \
              and on a new requester (whose store holds nothing else); the provider's \
              description now advertises it, and the new requester offers it in its hello:",
-            short(&connected.report.hash)
+            short(&connected.report.hash.to_string())
         ))?;
         self.frames(connected)?;
         self.settled_with_no_negotiation(connected)
@@ -184,7 +177,7 @@ impl Narrator {
             let report = &connected.report;
             self.say(&format!(
                 "  {name:<18} {:<11} {:>9} {:>12} {:>10} {:>8} {:>19}",
-                report.settled_by,
+                report.settled_by(),
                 report.negotiation_messages(),
                 report.round_trips(),
                 report.llm_calls,
@@ -199,7 +192,7 @@ impl Narrator {
         self.say(&format!(
             "\n  {} calls: {:.0} calls/s, latency p50 {}, p90 {}, p99 {} ({} in flight)",
             latencies.count() + summary.batch.failed,
-            summary.calls_per_second(),
+            summary.batch.calls_per_second(),
             human(latencies.percentile(50.0)),
             human(latencies.percentile(90.0)),
             human(latencies.percentile(99.0)),
@@ -221,11 +214,6 @@ impl Narrator {
         self.say(&format!("  total {} ({build})", human(summary.total)))?;
         Ok(())
     }
-}
-
-/// The first 12 hex digits of a hash, for people.
-fn short(hash: &str) -> String {
-    format!("{}…", hash.get(..12).unwrap_or(hash))
 }
 
 /// A duration for people: `0.42 ms`, `12.3 ms`, `123 ms`, `1.23 s`.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 use concord_llm::UsageSummary;
 use concord_negotiate::published_actions;
+use concord_store::FrameKind;
 use serde_json::{json, Value};
 
 use super::{Batch, Connected};
@@ -80,13 +81,11 @@ pub struct Phase {
 /// frame of its kind in the transcript, or our own clock), and lasts from the previous one.
 pub fn phases(connected: &Connected) -> Vec<Phase> {
     let report = &connected.report;
-    let offset = |frame: &FrameLine| {
-        let first = report
-            .first_frame_at
-            .and_then(|at| at.duration_since(connected.started_at).ok())
-            .unwrap_or_default();
-        first + Duration::from_millis(frame.at_ms)
-    };
+    let first = report
+        .first_frame_at
+        .and_then(|at| at.duration_since(connected.started_at).ok())
+        .unwrap_or_default();
+    let offset = |frame: &FrameLine| first + Duration::from_millis(frame.at_ms);
     let last = |matches: &dyn Fn(&FrameLine) -> bool| {
         report
             .frames
@@ -116,7 +115,7 @@ pub fn phases(connected: &Connected) -> Vec<Phase> {
         ),
         (
             "verification on the peer's code",
-            last(&|f| f.protocol_type() == Some(3)),
+            last(&|f| f.kind == FrameKind::Verification),
         ),
         ("ready", Some(report.setup)),
         ("first call", Some(connected.time_to_first_call)),
@@ -166,16 +165,6 @@ impl Summary {
                 o + usage.completion_tokens,
             )
         })
-    }
-
-    /// The batch's throughput.
-    pub fn calls_per_second(&self) -> f64 {
-        let seconds = self.batch.wall.as_secs_f64();
-        if seconds > 0.0 {
-            self.batch.latencies.count() as f64 / seconds
-        } else {
-            0.0
-        }
     }
 
     /// The summary as JSON.
@@ -228,7 +217,7 @@ impl Summary {
                 "failures": self.batch.failures,
                 "concurrency": self.batch.concurrency,
                 "seconds": self.batch.wall.as_secs_f64(),
-                "perSecond": self.calls_per_second().round(),
+                "perSecond": self.batch.calls_per_second().round(),
                 "latencyMs": {
                     "p50": millis(latencies.percentile(50.0)),
                     "p90": millis(latencies.percentile(90.0)),

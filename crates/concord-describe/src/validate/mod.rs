@@ -12,6 +12,7 @@ mod security;
 
 use std::collections::HashSet;
 
+use concord_proto::json_type;
 use serde_json::{Map, Value};
 use url::Url;
 
@@ -61,7 +62,7 @@ impl<'v> Checker<'v> {
     fn thing(&mut self, document: &'v Value) {
         let at = Path::ROOT;
         let Some(thing) = document.as_object() else {
-            let found = type_name(document);
+            let found = json_type(document);
             self.report(
                 ProblemKind::WrongType,
                 &at,
@@ -209,7 +210,7 @@ impl<'v> Checker<'v> {
     }
 
     pub(crate) fn wrong_type(&mut self, at: &Path<'_>, expected: &str, found: &Value) {
-        let found = type_name(found);
+        let found = json_type(found);
         self.report(
             ProblemKind::WrongType,
             at,
@@ -392,17 +393,5 @@ impl<'v> Checker<'v> {
 
     pub(crate) fn max_depth(&self) -> usize {
         self.max_depth
-    }
-}
-
-/// Names a JSON value's type for messages.
-pub(crate) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

@@ -2,9 +2,10 @@
 //! underspecified schemas, and (when the TD terms are right) a JSON Schema draft-07
 //! meta-schema check, so later stages can compile every schema an agent publishes.
 
+use concord_proto::json_type;
 use serde_json::{Map, Value};
 
-use super::{type_name, Checker};
+use super::Checker;
 use crate::model::DataType;
 use crate::pointer::Path;
 use crate::problem::ProblemKind;
@@ -227,7 +228,7 @@ impl<'v> Checker<'v> {
 
     fn value_of_type(&mut self, value: &Value, data_type: DataType, at: &Path<'_>, term: &str) {
         if !data_type.admits(value) {
-            let found = type_name(value);
+            let found = json_type(value);
             self.report(
                 ProblemKind::ValueTypeMismatch,
                 at,

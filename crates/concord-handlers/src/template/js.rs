@@ -184,9 +184,11 @@ fn provider_body(out: &mut Writer, provider: &ProviderPlan) {
         ));
     }
     out.blank();
-    match &provider.request_data {
-        Data::Fields => out.line("// The request's data fields -> the action's input."),
-        Data::Single(field) => out.line(&format!(
+    match &provider.decode_request.input {
+        RequestInput::Fields { .. } => {
+            out.line("// The request's data fields -> the action's input.")
+        }
+        RequestInput::Single(field) => out.line(&format!(
             "// The request's {} -> the action's input.",
             name_literal(field)
         )),

@@ -407,7 +407,6 @@ fn provider_plan(layout: &Layout<'_>) -> ProviderPlan {
             .as_ref()
             .map(|_| envelope.success_code.unwrap_or(200)),
         success_message: envelope.message_at.is_some(),
-        request_data: layout.request_data.clone(),
         payload: layout.payload.clone(),
         input: layout.request_plan.clone(),
         result: layout.response_plan.clone(),

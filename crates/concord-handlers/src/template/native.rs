@@ -155,10 +155,7 @@ pub(super) fn encode_response(
             )?)
         }
         Outcome::Error(status) => {
-            let mut error = Map::new();
-            error.insert("code".to_owned(), Value::from(status.code));
-            error.insert("message".to_owned(), Value::String(status.message.clone()));
-            let error = Value::Object(error);
+            let error = status.to_value();
             let error = round_trip(&error);
             Ok(encode_response_body(
                 plan,

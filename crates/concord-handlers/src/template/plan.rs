@@ -1,5 +1,5 @@
 //! The plan of a template module: its constants, mapping tables and contract functions as
-//! data, statement by statement. [`super::emit`] writes the module's JavaScript from it and
+//! data, statement by statement. [`super::js`] writes the module's JavaScript from it and
 //! [`super::native`] runs it; neither decides anything the plan does not say.
 
 use concord_sandbox::{round_trip, Role};
@@ -111,7 +111,6 @@ pub(super) struct ProviderPlan {
     pub success_code: Option<i64>,
     /// Whether responses carry a status message (`SUCCESS_MESSAGE`).
     pub success_message: bool,
-    pub request_data: Data,
     /// The response's data fields, in schema order.
     pub payload: Vec<String>,
     /// `INPUT`: the request's data → the action's input.

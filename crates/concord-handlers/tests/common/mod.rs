@@ -5,10 +5,13 @@
 
 pub mod generated;
 
-use concord_handlers::{template, CaseRunner, CasesReport, Local, Verifier};
-use concord_negotiate::{ActionSpec, ProtocolDocument, TestCases};
-use concord_sandbox::{Handler, Limits, Sandbox};
-use serde_json::json;
+use concord_handlers::{template, CaseRunner, CasesReport, Code, Local, Verifier};
+use concord_negotiate::{ProtocolDocument, TestCases};
+use concord_sandbox::{Limits, Sandbox};
+
+/// Our product action, as the provider publishes it (the seeds' product-info action).
+#[allow(unused_imports)] // not every test file uses it
+pub use concord_fixtures::product_action;
 
 /// The seeds' full product-info candidate protocol, in Chinese, as written.
 pub const SEED: &str = include_str!(concat!(
@@ -36,37 +39,12 @@ pub fn seed_cases() -> TestCases {
     TestCases::parse(SEED_CASES).unwrap()
 }
 
-/// Our product action, as the provider publishes it.
-pub fn product_action() -> ActionSpec {
-    ActionSpec {
-        name: "getProductInfo".into(),
-        description: "Get product information by id.".into(),
-        input: json!({
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"}
-            },
-            "required": ["productId"]
-        }),
-        output: json!({
-            "title": "ProductInfo",
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"},
-                "productDescription": {"type": "string"},
-                "price": {"type": "number"},
-                "currency": {"type": "string"}
-            },
-            "required": ["productId", "productName", "productDescription", "price", "currency"]
-        }),
-    }
-}
-
-pub fn load(source: &str, local: &Local) -> Handler {
-    Sandbox::load(source, local.role(), Limits::default())
-        .unwrap_or_else(|error| panic!("{error}\n{source}"))
+/// `source` as `local`'s handler in the sandbox (even when it is our template).
+pub fn load(source: &str, local: &Local) -> Code {
+    Code::from(
+        Sandbox::load(source, local.role(), Limits::default())
+            .unwrap_or_else(|error| panic!("{error}\n{source}")),
+    )
 }
 
 /// Template handlers for both sides, run through `cases`.

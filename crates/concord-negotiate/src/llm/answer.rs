@@ -116,15 +116,11 @@ pub(crate) fn valid_test_cases(
 ) -> Result<String, LlmFailure> {
     let cases = TestCases::parse(text).map_err(LlmFailure::InvalidTestCases)?;
     if let Ok(schemas) = ProtocolSchemas::compile(protocol) {
-        let mut problems = Vec::new();
-        for case in &cases.cases {
-            for violation in schemas.check_request(&case.request) {
-                problems.push(format!("- {}: request {violation}", case.name));
-            }
-            for violation in schemas.check_response(&case.response) {
-                problems.push(format!("- {}: response {violation}", case.name));
-            }
-        }
+        let problems: Vec<String> = cases
+            .cases
+            .iter()
+            .flat_map(|case| schemas.check_case(case))
+            .collect();
         if !problems.is_empty() {
             return Err(LlmFailure::TestCasesBreakSchemas {
                 problems: problems.join("\n"),
@@ -134,29 +130,44 @@ pub(crate) fn valid_test_cases(
     Ok(cases.write())
 }
 
+/// The decision a judging answer of `status` stands for, once the fields that status needs
+/// are there: a counter-proposal (the answer's `field`, made usable by `usable`) with its
+/// summary, or a rejection's reason.
+fn judged(
+    status: Status,
+    (field, counter): (&'static str, Option<String>),
+    modification_summary: Option<String>,
+    reason: Option<String>,
+    usable: impl FnOnce(String) -> Result<String, LlmFailure>,
+) -> Result<Decision, LlmFailure> {
+    match status {
+        Status::Accepted => Ok(Decision::Accept),
+        Status::Negotiating => {
+            let candidate = required(counter, "negotiating", field)?;
+            let modification_summary =
+                required(modification_summary, "negotiating", "modificationSummary")?;
+            Ok(Decision::Counter {
+                candidate: usable(candidate)?,
+                modification_summary,
+            })
+        }
+        Status::Rejected => Ok(Decision::Reject {
+            reason: required(reason, "rejected", "reason")?,
+        }),
+    }
+}
+
 impl JudgeAnswer {
     /// The decision, once the fields its status needs are there and a counter-proposal
     /// is a full protocol.
     pub(crate) fn into_decision(self) -> Result<Decision, LlmFailure> {
-        match self.status {
-            Status::Accepted => Ok(Decision::Accept),
-            Status::Negotiating => {
-                let candidate =
-                    required(self.candidate_protocol, "negotiating", "candidateProtocol")?;
-                let modification_summary = required(
-                    self.modification_summary,
-                    "negotiating",
-                    "modificationSummary",
-                )?;
-                Ok(Decision::Counter {
-                    candidate: full_protocol(candidate)?,
-                    modification_summary,
-                })
-            }
-            Status::Rejected => Ok(Decision::Reject {
-                reason: required(self.reason, "rejected", "reason")?,
-            }),
-        }
+        judged(
+            self.status,
+            ("candidateProtocol", self.candidate_protocol),
+            self.modification_summary,
+            self.reason,
+            full_protocol,
+        )
     }
 }
 
@@ -164,24 +175,13 @@ impl TestCasesJudgeAnswer {
     /// The decision, once the fields its status needs are there and counter test cases
     /// parse and follow the agreed schemas.
     pub(crate) fn into_decision(self, protocol: &ProtocolDocument) -> Result<Decision, LlmFailure> {
-        match self.status {
-            Status::Accepted => Ok(Decision::Accept),
-            Status::Negotiating => {
-                let cases = required(self.test_cases, "negotiating", "testCases")?;
-                let modification_summary = required(
-                    self.modification_summary,
-                    "negotiating",
-                    "modificationSummary",
-                )?;
-                Ok(Decision::Counter {
-                    candidate: valid_test_cases(protocol, &cases)?,
-                    modification_summary,
-                })
-            }
-            Status::Rejected => Ok(Decision::Reject {
-                reason: required(self.reason, "rejected", "reason")?,
-            }),
-        }
+        judged(
+            self.status,
+            ("testCases", self.test_cases),
+            self.modification_summary,
+            self.reason,
+            |cases| valid_test_cases(protocol, &cases),
+        )
     }
 }
 

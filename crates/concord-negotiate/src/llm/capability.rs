@@ -6,7 +6,8 @@ use concord_llm::{Tool, ToolCall};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::action::{properties, ActionSpec};
+use crate::action::ActionSpec;
+use crate::json_schema::properties;
 use crate::naming::words;
 
 /// The tool's name, as in the reference implementation.

@@ -1,39 +1,16 @@
 //! The product-info action both services answer from memory, and the ids callers ask for.
+//! The action is the fixtures' (`concord-fixtures`); the catalogue is this benchmark's own:
+//! 64 products of about 200 bytes of JSON each, where the fixtures' five are smaller.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use concord_negotiate::ActionSpec;
+pub use concord_fixtures::catalogue::{action, ACTION};
 use concord_node::ActionError;
 use serde_json::{json, Value};
 
 /// Products in the catalogue (callers cycle through them).
 const PRODUCTS: usize = 64;
-
-/// The seeds' product-info action.
-pub fn action() -> ActionSpec {
-    ActionSpec {
-        name: "getProductInfo".into(),
-        description: "Get product information by product id.".into(),
-        input: json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "description": "The unique identifier for a product"}},
-            "required": ["productId"]
-        }),
-        output: json!({
-            "title": "ProductInfo",
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"},
-                "productDescription": {"type": "string"},
-                "price": {"type": "number"},
-                "currency": {"type": "string"}
-            },
-            "required": ["productId", "productName", "productDescription", "price", "currency"]
-        }),
-    }
-}
 
 /// Products by id, about 200 bytes of JSON each.
 #[derive(Debug, Clone)]

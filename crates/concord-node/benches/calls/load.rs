@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use concord_node::Connection;
 use serde_json::json;
 
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, ACTION};
 use crate::echo;
-use crate::node::ACTION;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 

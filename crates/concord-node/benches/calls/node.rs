@@ -14,16 +14,13 @@ use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::catalogue::{self, Catalogue};
+use crate::catalogue::{self, Catalogue, ACTION};
 use crate::echo::Wire;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
 /// The client side of a WebSocket (as the node's requester has it).
 pub type ClientSocket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// An action of ours answering from memory.
-pub const ACTION: &str = "getProductInfo";
 
 /// The provider serving, and the requester that holds the negotiated protocol.
 pub struct Nodes {

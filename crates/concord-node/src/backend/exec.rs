@@ -20,7 +20,7 @@ use crate::config::human;
 /// |---|---|
 /// | exits 0 having printed one JSON value | that value |
 /// | cannot be started | 502 naming the program and the OS error |
-/// | exits non-zero | 502 with the exit status and the end of its stderr |
+/// | exits non-zero (or is killed by a signal) | 502 with its exit code (or the signal) and the end of its stderr |
 /// | prints something that is not JSON (or nothing) | 502 with the parse error and the start of the output |
 /// | prints more than `max_output_bytes` | 502 naming the limit |
 /// | runs past `timeout` | 504; the command (and its process group, on Unix) is killed |
@@ -183,10 +183,11 @@ impl ExecSpec {
         if !status.success() {
             let stderr = String::from_utf8_lossy(&stderr);
             let tail = tail(stderr.trim(), 500);
+            let ended = ended(status);
             return Err(ActionError::bad_gateway(if tail.is_empty() {
-                format!("`{program}` exited with {status}")
+                format!("`{program}` {ended}")
             } else {
-                format!("`{program}` exited with {status}: {tail}")
+                format!("`{program}` {ended}: {tail}")
             }));
         }
         if stdout_truncated {
@@ -202,6 +203,18 @@ impl ExecSpec {
             ))
         })
     }
+}
+
+/// How a command that failed ended: `exited with code 3`, `was killed by signal 9`.
+fn ended(status: std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with code {code}");
+    }
+    #[cfg(unix)]
+    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return format!("was killed by signal {signal}");
+    }
+    format!("ended with {status}")
 }
 
 /// Reads at most `limit` bytes; the flag says whether there was more.

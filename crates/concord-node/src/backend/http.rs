@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::action::{Action, ActionError, ActionFuture};
 use crate::backend::{describe_json_error, preview};
 use crate::config::human;
+use concord_llm::with_causes;
 
 /// POSTs the action's input JSON to a URL per call; the response body is the output JSON.
 ///
@@ -115,10 +116,14 @@ impl HttpSpec {
             .body(body)
             .send()
             .await
-            .map_err(|error| ActionError::bad_gateway(format!("cannot reach {url}: {error}")))?;
+            .map_err(|error| {
+                let error = with_causes(&error.without_url());
+                ActionError::bad_gateway(format!("cannot reach {url}: {error}"))
+            })?;
         let status = response.status();
         let mut bytes = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|error| {
+            let error = with_causes(&error.without_url());
             ActionError::bad_gateway(format!("reading the answer of {url} failed: {error}"))
         })? {
             if bytes.len() + chunk.len() > self.max_response_bytes {

@@ -62,10 +62,11 @@ impl<T: Transport> Driver<T> {
             }
             _ => Outcome::Failed(description.clone()),
         };
-        self.finish_role(&cause, &description);
+        // The transcript is complete before anyone waiting learns the session ended.
         if let Some(recorder) = self.recorder.take() {
             recorder.finish(outcome).await;
         }
+        self.finish_role(&cause, &description);
     }
 
     /// One line saying why the session ended.

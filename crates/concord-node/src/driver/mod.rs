@@ -368,11 +368,12 @@ impl<T: Transport> Driver<T> {
             }
             Some(Err(TransportError::Other(error))) => self.stop = Some(Cause::Transport(error)),
             Some(Ok(Incoming::Binary(bytes))) => {
-                self.last_activity = Instant::now();
+                let now = Instant::now();
+                self.last_activity = now;
                 if let Some(recorder) = &self.recorder {
                     recorder.frame(Direction::Received, &bytes);
                 }
-                self.session.handle_frame(Instant::now(), &bytes);
+                self.session.handle_frame(now, &bytes);
             }
             Some(Ok(Incoming::Text(_))) => {
                 self.stop = Some(Cause::Binding(

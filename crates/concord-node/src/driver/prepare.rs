@@ -256,7 +256,7 @@ impl<T: Transport> Driver<T> {
                         let actions = shared.actions.specs();
                         shared
                             .policy
-                            .judge(JudgeContext::Provider { actions: &actions }, &candidate)
+                            .judge(JudgeContext::Provider { actions }, &candidate)
                             .await
                             .map_err(|error| error.to_string())
                     },
@@ -420,7 +420,13 @@ impl<T: Transport> Driver<T> {
         let work = self.work_tx.clone();
         let limit = shared.limits.negotiation_timeout;
         tokio::spawn(async move {
-            let answer = crate::language::answer(&client, &shared.persona, &peer, &text);
+            let answer = crate::language::answer(
+                &client,
+                &shared.persona,
+                shared.actions.specs(),
+                &peer,
+                &text,
+            );
             let answer = match tokio::time::timeout(limit, answer).await {
                 Ok(answer) => answer,
                 Err(_) => Err(format!("no answer within {}", human(limit))),

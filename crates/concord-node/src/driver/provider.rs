@@ -30,14 +30,14 @@ impl<T: Transport> Driver<T> {
     /// protocol calls), or, on the requester, our need.
     pub(super) fn local_side(&self) -> LocalSide {
         match &self.role {
-            RoleState::Provider(_) => LocalSide::Provider(self.shared.actions.specs()),
+            RoleState::Provider(_) => LocalSide::Provider,
             RoleState::Requester(state) => LocalSide::Requester(state.need.clone()),
         }
     }
 
     /// A request from the peer: decode it with our handler and run the action.
     pub(super) fn on_request(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             tracing::warn!("a request arrived before our code was in force");
             return;
         };
@@ -57,19 +57,16 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         };
-        let action = code.action().to_owned();
-        let Some(registered) = self.shared.actions.get(&action) else {
-            self.respond(
-                &request.message_id,
-                Err(ActionError::not_found(format!(
-                    "action `{action}` is not served here any more"
-                ))),
-            );
+        let Some(backend) = self.shared.actions.backend(code.action()) else {
+            let error = ActionError::not_found(format!(
+                "action `{}` is not served here any more",
+                code.action()
+            ));
+            self.respond(&request.message_id, Err(error));
             return;
         };
         // An action that answers at once (from memory) is answered here; anything else
         // runs as a task and its result comes back as work. A panic is a 500, either way.
-        let backend = &registered.backend;
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| backend.call(request.input)));
         let mut call = match started {
             Ok(future) => AssertUnwindSafe(future).catch_unwind(),
@@ -107,7 +104,7 @@ impl<T: Transport> Driver<T> {
     /// Encodes and sends the response to `message_id`. An action output that breaks the
     /// protocol becomes an error response naming the problem.
     fn respond(&mut self, message_id: &str, result: Result<Value, ActionError>) {
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             return;
         };
         let encoded = code.write_response(message_id, result).or_else(|problem| {
@@ -139,7 +136,7 @@ impl<T: Transport> Driver<T> {
             );
             return;
         };
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             return;
         };
         match code.answer_test_case(cases, bytes) {

@@ -266,7 +266,7 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         };
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             return;
         };
         let mut outstanding = HashMap::new();
@@ -307,7 +307,7 @@ impl<T: Transport> Driver<T> {
     }
 
     pub(super) fn on_verification_response(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             return;
         };
         let RoleState::Requester(state) = &mut self.role else {
@@ -449,7 +449,7 @@ impl<T: Transport> Driver<T> {
                     }
                     return;
                 }
-                let Some(code) = self.code.as_mut() else {
+                let Some(code) = self.code.as_ref() else {
                     return;
                 };
                 let bytes = match code.encode_request(&message_id, &input) {
@@ -494,7 +494,7 @@ impl<T: Transport> Driver<T> {
 
     /// A response from the peer: match it to its call by messageId and decode it.
     pub(super) fn on_response(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_mut() else {
+        let Some(code) = self.code.as_ref() else {
             return;
         };
         let (message_id, result) = match code.read_response(bytes) {

@@ -86,7 +86,7 @@ async fn exec_runs_a_command_per_call_and_reports_its_failures() {
     );
     assert_eq!(
         remote(call_once(&requester, url, "fail", "x").await),
-        (502, "`sh` exited with exit status: 3: disk full".to_owned())
+        (502, "`sh` exited with code 3: disk full".to_owned())
     );
     assert_eq!(
         remote(call_once(&requester, url, "hang", "x").await),
@@ -221,7 +221,7 @@ async fn a_panicking_action_is_a_500_and_the_session_goes_on() {
     );
     let server = serve(&provider).await;
     let requester = requester();
-    let connection = requester.node.connect(server.url(), "shout").await.unwrap();
+    let connection = requester.connect(&server, "shout").await;
     for text in ["now", "later"] {
         let error = connection
             .call("shout", json!({ "text": text }))

@@ -10,9 +10,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::*;
 
-/// After a bad peer, the provider still serves a good one (up to its answer to a
-/// candidate, which needs no code).
+/// After a bad peer, its session ends and the provider still serves a good one (up to its
+/// answer to a candidate, which needs no code).
 async fn still_serves(server: &concord_node::Server) {
+    wait_for_sessions(server, 0).await;
     let mut socket = raw_socket(server).await;
     let destination = hello(&mut socket, None).await;
     assert_eq!(destination["type"], "destinationHello");
@@ -28,13 +29,12 @@ async fn a_binary_frame_before_the_hello_is_refused_with_a_reason() {
         .send(Message::Binary(vec![0u8, b'{', b'}'].into()))
         .await
         .unwrap();
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1002);
-    assert_eq!(
-        reason,
-        "expected the sourceHello as a JSON text frame first, got a binary frame"
-    );
-    wait_for_sessions(&server, 0).await;
+    assert_closed_with(
+        &mut socket,
+        1002,
+        "expected the sourceHello as a JSON text frame first, got a binary frame",
+    )
+    .await;
     still_serves(&server).await;
 }
 
@@ -74,7 +74,6 @@ async fn a_hello_missing_fields_is_refused_naming_the_field() {
         assert_eq!(code, 1002, "{reason}");
         assert!(reason.starts_with(says), "{reason:?} does not start with {says:?}");
     }
-    wait_for_sessions(&server, 0).await;
     still_serves(&server).await;
     // Refused hellos leave no transcript: there was no session.
     assert!(agent.store().list_transcripts(10).unwrap().len() <= 1);
@@ -93,18 +92,24 @@ async fn an_oversized_frame_is_refused_with_1009() {
         .send(Message::Text("x".repeat(5000).into()))
         .await
         .unwrap();
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1009);
-    assert_eq!(reason, "the hello exceeds the limit of 4096 bytes");
+    assert_closed_with(
+        &mut socket,
+        1009,
+        "the hello exceeds the limit of 4096 bytes",
+    )
+    .await;
     // After the hello.
     let mut socket = raw_socket(&server).await;
     hello(&mut socket, None).await;
     let mut frame = vec![0u8];
     frame.extend(std::iter::repeat_n(b' ', 5000));
     socket.send(Message::Binary(frame.into())).await.unwrap();
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1009);
-    assert_eq!(reason, "a message exceeds the limit of 4096 bytes");
+    assert_closed_with(
+        &mut socket,
+        1009,
+        "a message exceeds the limit of 4096 bytes",
+    )
+    .await;
     wait_for_sessions(&server, 0).await;
     let transcripts = finished_transcripts(agent.store(), 1).await;
     assert_eq!(
@@ -184,13 +189,12 @@ async fn a_text_frame_after_the_hello_breaks_the_binding() {
         .send(Message::Text(r#"{"action":"protocolNegotiation"}"#.into()))
         .await
         .unwrap();
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1002);
-    assert_eq!(
-        reason,
-        "a text frame after the hello: every later frame must be binary [header][data]"
-    );
-    wait_for_sessions(&server, 0).await;
+    assert_closed_with(
+        &mut socket,
+        1002,
+        "a text frame after the hello: every later frame must be binary [header][data]",
+    )
+    .await;
     still_serves(&server).await;
 }
 
@@ -202,9 +206,7 @@ async fn a_silent_peer_times_out_at_the_hello() {
     });
     let server = serve(&agent).await;
     let mut socket = raw_socket(&server).await;
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1008);
-    assert_eq!(reason, "no sourceHello within 300 ms");
+    assert_closed_with(&mut socket, 1008, "no sourceHello within 300 ms").await;
     wait_for_sessions(&server, 0).await;
 }
 
@@ -224,10 +226,12 @@ async fn a_peer_that_stalls_mid_negotiation_is_timed_out() {
         rejected["modificationSummary"],
         "timed out: no answer within 0 s"
     );
-    let (code, reason) = closed_with(&mut socket).await;
-    assert_eq!(code, 1008);
-    assert_eq!(reason, "timed out waiting for ProtocolNegotiation");
-    wait_for_sessions(&server, 0).await;
+    assert_closed_with(
+        &mut socket,
+        1008,
+        "timed out waiting for ProtocolNegotiation",
+    )
+    .await;
     still_serves(&server).await;
 }
 
@@ -302,7 +306,6 @@ async fn the_session_limit_answers_503_and_frees_up() {
         other => panic!("{other}"),
     }
     first.close(None).await.unwrap();
-    wait_for_sessions(&server, 0).await;
     still_serves(&server).await;
 }
 
@@ -343,5 +346,7 @@ async fn a_bad_peer_url_or_description_is_a_clear_error() {
         .await
         .unwrap_err();
     assert!(matches!(error, ConnectError::Fetch { .. }), "{error}");
+    // The message says why, not only that sending the request failed.
+    assert!(error.to_string().contains("refused"), "{error}");
     let _ = Node::builder("unused");
 }

@@ -93,8 +93,8 @@ async fn fake_provider(
         .action(
             "getProductInfo",
             ActionBuilder::new(format!("ws://{addr}/concord"))
-                .input(product_action().input)
-                .output(product_action().output),
+                .input(catalogue::action().input)
+                .output(catalogue::action().output),
         )
         .meta_protocol(MetaProtocol::new(format!("ws://{addr}/concord")))
         .build()

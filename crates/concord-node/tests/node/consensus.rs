@@ -16,9 +16,9 @@ const URI: &str = "https://protocols.example/product-info/1.0";
 
 /// The product-info protocol as a consensus document, with both sides' handler modules.
 fn registry_entry() -> NewConsensus {
-    let document = canonical_protocol(&product_action(), Duration::from_secs(15));
+    let document = canonical_protocol(&catalogue::action(), Duration::from_secs(15));
     let parsed = ProtocolDocument::parse(&document).unwrap();
-    let provider_code = template(&parsed, &Local::Provider(product_action())).unwrap();
+    let provider_code = template(&parsed, &Local::Provider(catalogue::action())).unwrap();
     let requester_code = template(
         &parsed,
         &Local::Requester(Need {
@@ -42,11 +42,7 @@ async fn a_shared_consensus_protocol_is_selected_in_the_hello() {
     requester.store().add_consensus(&entry).unwrap();
     let server = serve(&provider).await;
 
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     let info = connection.info();
     assert_eq!(
         info.settlement,
@@ -99,11 +95,7 @@ async fn a_consensus_protocol_whose_document_differs_is_not_offered() {
     );
     requester.store().add_consensus(&other).unwrap();
     let server = serve(&provider).await;
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     assert_eq!(connection.info().settlement, Settlement::Negotiated);
     assert_ne!(
         connection.info().hash,

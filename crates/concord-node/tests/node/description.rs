@@ -1,5 +1,6 @@
 //! `GET /.well-known/wot`: the description a peer reads before connecting.
 
+use concord_describe::MetaProtocol;
 use concord_proto::{Capability, Role};
 use concord_store::NewConsensus;
 
@@ -42,7 +43,7 @@ async fn serves_a_valid_description_with_the_endpoint_and_real_capabilities() {
     let actions = concord_negotiate::published_actions(&thing);
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0].name, "getProductInfo");
-    assert_eq!(actions[0].input, product_action().input);
+    assert_eq!(actions[0].input, catalogue::action().input);
     let meta = thing.meta_protocol.unwrap();
     assert_eq!(meta.endpoint, server.endpoint());
     assert!(meta.endpoint.starts_with("ws://127.0.0.1:"));
@@ -71,7 +72,7 @@ async fn advertises_natural_language_only_with_an_llm() {
     let llm = concord_llm_script::ScriptServer::start([]).await.unwrap();
     let agent = build(
         concord_node::Node::builder("Talker")
-            .action(product_action(), product_info)
+            .action(catalogue::action(), catalogue::answer)
             .llm(concord_llm::LlmConfig::new(
                 llm.base_url(),
                 "scripted-model",
@@ -79,19 +80,48 @@ async fn advertises_natural_language_only_with_an_llm() {
     );
     assert!(agent.node.has_llm());
     let server = serve(&agent).await;
+    let meta = served_meta(&server).await;
+    assert!(meta.supports(Capability::NaturalLanguageNegotiation));
+    assert!(meta.supports(Capability::NaturalLanguageProtocol));
+    // Serving the description asks the LLM nothing.
+    assert!(llm.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_description_follows_the_consensus_registry_while_serving() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let consensus = || async { served_meta(&server).await.consensus_protocols };
+    assert_eq!(consensus().await, None);
+    assert_eq!(consensus().await, None);
+    // A protocol registered while the node serves is listed at the next request.
+    let uri = "https://protocols.example/product-info/v1";
+    agent
+        .store()
+        .add_consensus(&NewConsensus::new(uri, SEED_PRODUCT_INFO).with_handler(
+            Role::Provider,
+            "function decodeRequest(m) { return m; } function encodeResponse(r) { return r; }",
+        ))
+        .unwrap();
+    let listed = consensus().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].uri, uri);
+    // And one removed is no longer listed.
+    agent.store().remove_consensus(uri).unwrap();
+    assert_eq!(consensus().await, None);
+}
+
+/// The meta-protocol part of the server's description, as served now.
+async fn served_meta(server: &concord_node::Server) -> MetaProtocol {
     let bytes = reqwest::get(server.description_url())
         .await
         .unwrap()
         .bytes()
         .await
         .unwrap();
-    let meta = concord_describe::parse(&bytes)
+    concord_describe::parse(&bytes)
         .unwrap()
         .thing
         .meta_protocol
-        .unwrap();
-    assert!(meta.supports(Capability::NaturalLanguageNegotiation));
-    assert!(meta.supports(Capability::NaturalLanguageProtocol));
-    // Serving the description asks the LLM nothing.
-    assert!(llm.requests().is_empty());
+        .unwrap()
 }

@@ -19,7 +19,7 @@ use crate::support::*;
 /// `servedBy`: a field the schema allows but the provider's template does not write.
 fn cases_with_served_by() -> (String, usize) {
     let document = ProtocolDocument::parse(&canonical_protocol(
-        &product_action(),
+        &catalogue::action(),
         DEFAULT_PROTOCOL_TIMEOUT,
     ))
     .unwrap();
@@ -57,7 +57,7 @@ async fn a_failing_case_is_reported_fixed_and_verified_again() {
         .unwrap();
     let provider = build(
         Node::builder("Product agent")
-            .action(product_action(), product_info)
+            .action(catalogue::action(), catalogue::answer)
             .llm(LlmConfig::new(llm.base_url(), "scripted-model").with_max_retries(0))
             .limits(quick_limits()),
     );

@@ -35,7 +35,7 @@ async fn a_slow_call_times_out_and_the_connection_goes_on() {
         call_timeout: Duration::from_millis(300),
         ..quick_limits()
     }));
-    let connection = requester.node.connect(server.url(), "wait").await.unwrap();
+    let connection = requester.connect(&server, "wait").await;
     let error = connection
         .call("wait", json!({"millis": 1500}))
         .await
@@ -74,7 +74,7 @@ async fn calls_in_flight_are_capped_per_session() {
     );
     let server = serve(&provider).await;
     let requester = requester();
-    let connection = requester.node.connect(server.url(), "wait").await.unwrap();
+    let connection = requester.connect(&server, "wait").await;
     let calls = (0..6).map(|i| {
         let connection = connection.clone();
         async move { connection.call("wait", json!({"millis": i})).await.unwrap() }
@@ -96,11 +96,7 @@ async fn an_idle_session_is_closed_with_a_reason() {
     });
     let server = serve(&provider).await;
     let requester = requester();
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     let reason = tokio::time::timeout(Duration::from_secs(10), connection.closed())
         .await
         .unwrap();
@@ -138,7 +134,7 @@ async fn a_call_over_the_frame_limit_is_refused_before_sending() {
     );
     let server = serve(&provider).await;
     let requester = build(Node::builder("Requester").limits(limits));
-    let connection = requester.node.connect(server.url(), "echo").await.unwrap();
+    let connection = requester.connect(&server, "echo").await;
     let small = connection
         .call("echo", json!({"text": "x".repeat(1000)}))
         .await
@@ -167,11 +163,7 @@ async fn shutdown_closes_every_session_with_a_reason() {
     let provider = provider();
     let server = serve(&provider).await;
     let requester = requester();
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     wait_for_sessions(&server, 1).await;
     server.shutdown().await.unwrap();
     let reason = tokio::time::timeout(Duration::from_secs(10), connection.closed())

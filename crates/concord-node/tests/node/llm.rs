@@ -19,7 +19,7 @@ fn provider_with_llm(server: &ScriptServer) -> Agent {
     build(
         Node::builder("Product agent")
             .description("Product information for a small shop.")
-            .action(product_action(), product_info)
+            .action(catalogue::action(), catalogue::answer)
             .llm(llm_config(server))
             .limits(quick_limits()),
     )
@@ -40,11 +40,7 @@ async fn natural_language_questions_go_to_the_llm() {
             .llm(llm_config(&requester_llm))
             .limits(quick_limits()),
     );
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     assert!(connection
         .info()
         .capabilities
@@ -89,11 +85,7 @@ async fn natural_language_questions_go_to_the_llm() {
 
     // Without an LLM on our side, natural language is not negotiated.
     let plain = crate::support::requester();
-    let connection = plain
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = plain.connect(&server, "getProductInfo").await;
     let error = connection.ask("Hello?").await.unwrap_err();
     assert_eq!(
         error,
@@ -105,7 +97,7 @@ async fn natural_language_questions_go_to_the_llm() {
 
 #[tokio::test]
 async fn the_llm_turns_a_prose_request_into_a_protocol() {
-    let protocol = canonical_protocol(&product_action(), DEFAULT_PROTOCOL_TIMEOUT);
+    let protocol = canonical_protocol(&catalogue::action(), DEFAULT_PROTOCOL_TIMEOUT);
     let provider_llm = ScriptServer::start([Step::content(
         json!({
             "status": "negotiating",
@@ -180,10 +172,6 @@ async fn an_llm_that_fails_ends_the_negotiation_with_the_reason() {
     }
     assert!(!provider_llm.requests().is_empty());
     // The provider is still there for the next peer.
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     assert_eq!(connection.info().settlement, Settlement::Negotiated);
 }

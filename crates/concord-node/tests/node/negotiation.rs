@@ -11,11 +11,7 @@ async fn negotiates_generates_verifies_and_calls_without_an_llm() {
     let provider = provider();
     let server = serve(&provider).await;
     let requester = requester();
-    let connection = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let connection = requester.connect(&server, "getProductInfo").await;
     let info = connection.info().clone();
     assert_eq!(info.settlement, Settlement::Negotiated);
     assert_eq!(info.action, "getProductInfo");
@@ -44,7 +40,7 @@ async fn negotiates_generates_verifies_and_calls_without_an_llm() {
         .unwrap();
     assert_eq!(
         output,
-        json!({"productId": "P12345", "productName": "Laptop", "productDescription": "A fast laptop.", "price": 1299.99, "currency": "USD"})
+        json!({"productId": "P12345", "productName": "Laptop", "productDescription": "A fast 14-inch laptop.", "price": 1299.99, "currency": "USD"})
     );
     let error = connection
         .call("getProductInfo", json!({"productId": "P404"}))
@@ -215,4 +211,32 @@ async fn the_seed_protocol_gets_a_counter_proposal_which_the_requester_accepts()
     assert_eq!(counter["sequenceId"], 1);
     let summary = counter["modificationSummary"].as_str().unwrap();
     assert!(summary.contains("productName"), "{summary}");
+}
+
+#[tokio::test]
+async fn a_closed_connections_transcript_is_complete_when_close_returns() {
+    let provider = provider();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let connection = requester.connect(&server, "getProductInfo").await;
+    connection
+        .call("getProductInfo", json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    connection.close().await;
+    let id = connection
+        .info()
+        .transcript
+        .expect("the session is recorded");
+    let transcript = requester.store().transcript(id).unwrap().unwrap();
+    assert!(
+        transcript.summary.finished.is_some(),
+        "{:?}",
+        transcript.summary
+    );
+    assert!(
+        transcript.summary.outcome.is_some(),
+        "{:?}",
+        transcript.summary
+    );
 }

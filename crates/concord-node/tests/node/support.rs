@@ -4,8 +4,8 @@
 use std::sync::Once;
 use std::time::Duration;
 
-use concord_negotiate::ActionSpec;
-use concord_node::{ActionError, Limits, Node, NodeBuilder, Server};
+pub use concord_fixtures::catalogue;
+use concord_node::{Connection, Limits, Node, NodeBuilder, Server};
 use concord_store::{Store, Transcript};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -32,47 +32,6 @@ pub fn init_tracing() {
     });
 }
 
-/// The seeds' product-info action.
-pub fn product_action() -> ActionSpec {
-    ActionSpec {
-        name: "getProductInfo".into(),
-        description: "Get product information by product id.".into(),
-        input: json!({
-            "type": "object",
-            "properties": {"productId": {"type": "string", "description": "The unique identifier for a product"}},
-            "required": ["productId"]
-        }),
-        output: json!({
-            "title": "ProductInfo",
-            "type": "object",
-            "properties": {
-                "productId": {"type": "string"},
-                "productName": {"type": "string"},
-                "productDescription": {"type": "string"},
-                "price": {"type": "number"},
-                "currency": {"type": "string"}
-            },
-            "required": ["productId", "productName", "productDescription", "price", "currency"]
-        }),
-    }
-}
-
-/// The catalogue behind the product-info action.
-pub async fn product_info(input: Value) -> Result<Value, ActionError> {
-    match input["productId"].as_str() {
-        Some("P12345") => Ok(json!({
-            "productId": "P12345", "productName": "Laptop",
-            "productDescription": "A fast laptop.", "price": 1299.99, "currency": "USD"
-        })),
-        Some("P2") => Ok(json!({
-            "productId": "P2", "productName": "Mouse",
-            "productDescription": "A quiet mouse.", "price": 19.5, "currency": "EUR"
-        })),
-        Some(other) => Err(ActionError::not_found(format!("no product {other}"))),
-        None => Err(ActionError::bad_request("productId is missing")),
-    }
-}
-
 /// An agent with its store in a temp dir that lives as long as it.
 pub struct Agent {
     pub node: Node,
@@ -83,6 +42,11 @@ pub struct Agent {
 impl Agent {
     pub fn store(&self) -> &Store {
         self.node.store()
+    }
+
+    /// Connects to the server's `action`; the connection must be made.
+    pub async fn connect(&self, server: &Server, action: &str) -> Connection {
+        self.node.connect(server.url(), action).await.unwrap()
     }
 }
 
@@ -108,7 +72,7 @@ pub fn provider_with(limits: Limits) -> Agent {
     build(
         Node::builder("Product agent")
             .description("Product information for a small shop.")
-            .action(product_action(), product_info)
+            .action(catalogue::action(), catalogue::answer)
             .limits(limits),
     )
 }
@@ -182,6 +146,11 @@ pub async fn next_meta(socket: &mut RawSocket) -> Value {
         }
         other => panic!("expected a binary frame, got {other:?}"),
     }
+}
+
+/// Reads until the close frame and asserts its code and reason.
+pub async fn assert_closed_with(socket: &mut RawSocket, code: u16, reason: &str) {
+    assert_eq!(closed_with(socket).await, (code, reason.to_owned()));
 }
 
 /// Reads until the close frame and returns its code and reason.

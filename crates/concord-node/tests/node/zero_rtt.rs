@@ -1,29 +1,28 @@
 //! 0-RTT: a reconnect reuses the stored protocol with no negotiation; a protocol the peer
 //! no longer holds falls back to negotiation.
 
-use concord_node::Settlement;
+use concord_node::{Server, Settlement};
+use concord_proto::ProtocolHash;
 use serde_json::json;
 
 use crate::support::*;
 
-#[tokio::test]
-async fn a_reconnect_resumes_the_stored_protocol_with_no_negotiation() {
+/// The provider serving, and a requester that negotiated a protocol with it and closed that
+/// first connection.
+async fn after_a_first_connection() -> (Agent, Server, Agent, ProtocolHash) {
     let provider = provider();
     let server = serve(&provider).await;
     let requester = requester();
-    let first = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let first = requester.connect(&server, "getProductInfo").await;
     let hash = first.info().hash;
     first.close().await;
+    (provider, server, requester, hash)
+}
 
-    let second = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+#[tokio::test]
+async fn a_reconnect_resumes_the_stored_protocol_with_no_negotiation() {
+    let (provider, server, requester, hash) = after_a_first_connection().await;
+    let second = requester.connect(&server, "getProductInfo").await;
     let info = second.info();
     assert_eq!(info.settlement, Settlement::Resumed);
     assert_eq!(info.hash, hash);
@@ -76,23 +75,10 @@ async fn a_reconnect_resumes_the_stored_protocol_with_no_negotiation() {
 
 #[tokio::test]
 async fn a_protocol_the_peer_forgot_is_negotiated_again() {
-    let provider = provider();
-    let server = serve(&provider).await;
-    let requester = requester();
-    let first = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
-    let hash = first.info().hash;
-    first.close().await;
+    let (provider, server, requester, hash) = after_a_first_connection().await;
     provider.store().forget_protocol(&hash.to_string()).unwrap();
 
-    let second = requester
-        .node
-        .connect(server.url(), "getProductInfo")
-        .await
-        .unwrap();
+    let second = requester.connect(&server, "getProductInfo").await;
     let info = second.info();
     assert_eq!(info.offered_hash, Some(hash));
     assert_eq!(info.settlement, Settlement::Negotiated);

@@ -1,20 +1,5 @@
-//! The sans-IO session state machine: both roles, the whole meta-protocol flow.
-//!
-//! A [`Session`] never reads a clock, a socket or an RNG. The driver feeds it
-//! received frames ([`Session::handle_frame`]) and expired deadlines
-//! ([`Session::handle_timeout`]), passes the application's decisions in
-//! ([`Session::decide`], [`Session::code_ready`], …), and drains what it produced:
-//! frames to send ([`Session::poll_transmit`]), events ([`Session::poll_event`]) and
-//! the next deadline ([`Session::poll_timeout`]). Work that needs an LLM or other slow
-//! computation leaves as an event and comes back as a call; the machine never blocks.
-//!
-//! ```text
-//!  Negotiating ──accepted──▶ Preparing ──both `generated`, no test-case talk in flight──▶ Ready
-//!       │                     ▲     │                                                    │
-//!       │ rejected, cap,      │     └─ testCasesNegotiation, fixErrorNegotiation ◀───────┘
-//!       ▼ timeout, violation  └──── fix accepted: regenerate, `generated` again
-//!    Closed ◀───────────── codeGeneration error, timeouts, violations, close()
-//! ```
+//! The sans-IO session state machine: both roles, the whole meta-protocol flow (see
+//! [`Session`] for the driving loop).
 
 mod config;
 mod error;
@@ -38,10 +23,26 @@ use crate::meta::{
 };
 use ids::MessageIds;
 
-/// One meta-protocol session between two agents, after the hello exchange.
+/// One meta-protocol session between two agents, after the hello exchange: both roles,
+/// the whole meta-protocol flow.
 ///
-/// See the [module documentation](self) for the driving loop, and the crate's
-/// `negotiate` example for two sessions driven against each other.
+/// A session never reads a clock, a socket or an RNG. The driver feeds it
+/// received frames ([`Session::handle_frame`]) and expired deadlines
+/// ([`Session::handle_timeout`]), passes the application's decisions in
+/// ([`Session::decide`], [`Session::code_ready`], …), and drains what it produced:
+/// frames to send ([`Session::poll_transmit`]), events ([`Session::poll_event`]) and
+/// the next deadline ([`Session::poll_timeout`]). Work that needs an LLM or other slow
+/// computation leaves as an event and comes back as a call; the machine never blocks.
+///
+/// ```text
+///  Negotiating ──accepted──▶ Preparing ──both `generated`, no test-case talk in flight──▶ Ready
+///       │                     ▲     │                                                    │
+///       │ rejected, cap,      │     └─ testCasesNegotiation, fixErrorNegotiation ◀───────┘
+///       ▼ timeout, violation  └──── fix accepted: regenerate, `generated` again
+///    Closed ◀───────────── codeGeneration error, timeouts, violations, close()
+/// ```
+///
+/// The crate's `negotiate` example drives two sessions against each other.
 #[derive(Debug)]
 pub struct Session {
     role: Role,
@@ -1170,13 +1171,13 @@ impl Session {
         }));
     }
 
-    /// The peer broke the protocol: tell it (during the protocol negotiation) and close.
     /// Ends the protocol negotiation at the round cap: tells the peer why, then closes.
     fn stop_at_round_cap(&mut self, cap: u32) {
         self.send_protocol_rejection(round_cap_reason(cap));
         self.close_with(CloseReason::RoundCapReached { rounds: cap });
     }
 
+    /// The peer broke the protocol: tell it (during the protocol negotiation) and close.
     fn violate(&mut self, violation: ProtocolViolation) {
         if matches!(self.state, State::Negotiating(_)) {
             self.send_protocol_rejection(violation.to_string());

@@ -1,0 +1,37 @@
+//! The seeds' product-info example, written once for Concord's tests, benchmarks and
+//! `concord demo`: the `getProductInfo` action and a small catalogue that answers it.
+//!
+//! Not published: the crates' tests and benchmarks take it as a dev-dependency, and the
+//! CLI's demo serves its catalogue. With the `node` feature, [`catalogue::answer`] is the
+//! catalogue as a `concord-node` action backend.
+//!
+//! ```
+//! use concord_fixtures::{catalogue, product_action};
+//!
+//! assert_eq!(catalogue::action().name, catalogue::ACTION);
+//! // The seeds' protocol also takes an optional product name; the catalogue does not.
+//! assert!(product_action().input["properties"].get("productName").is_some());
+//! assert!(catalogue::action().input["properties"].get("productName").is_none());
+//! assert_eq!(catalogue::product("P2").unwrap()["productName"], "Mouse");
+//! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
+
+pub mod catalogue;
+
+use concord_negotiate::ActionSpec;
+use serde_json::json;
+
+/// The product-info action as the seeds' protocol describes it: a product id and,
+/// optionally, a product name in; the product's information out. (The
+/// [catalogue's action](catalogue::action) takes the id alone, so its provider answers the
+/// seeds' protocol with a counter-proposal.)
+pub fn product_action() -> ActionSpec {
+    let mut action = catalogue::action();
+    action.input["properties"]["productName"] =
+        json!({"type": "string", "description": "The name of the product"});
+    action
+}
