@@ -1,7 +1,8 @@
 //! AICL beside serde_json, same data, same run.
 //!
 //! Data sets: the whitepaper's messages, a 1,000-item product catalogue, a 224×224×3 uint8
-//! image and a 128×256 float32 matrix (JSON as nested number arrays, like `tensor.tolist()`).
+//! image and a 128×256 float32 matrix (JSON as nested number arrays: with each float32's
+//! shortest digits, and widened to f64 as `tensor.tolist()` and JavaScript write them).
 //! Run: `cargo bench -p concord-aicl --bench codec`; a summary table with bytes, MB/s and the
 //! ratios against serde_json is printed at the end. Times are on-CPU time of the benchmark
 //! thread where Linux reports it (see [`cpu_time`]).
@@ -364,10 +365,6 @@ where
     let json = serde_json::to_string(&nested).unwrap();
     let payload = tensor.data().len();
     assert_eq!(concord_aicl::from_str::<Tensor>(&aicl).unwrap(), tensor);
-    PYTHON_SIZES
-        .lock()
-        .unwrap()
-        .push((group, aicl.len(), python_json_size(&tensor)));
     SIZES.lock().unwrap().push(Sizes {
         group,
         aicl: aicl.len(),
@@ -389,11 +386,30 @@ where
     });
 }
 
+/// Records the size of `tensor` in AICL against Python's `json.dumps(tensor.tolist())`.
+fn python_comparison(group: &'static str, tensor: &Tensor) {
+    let aicl = concord_aicl::to_string(tensor).unwrap().len();
+    PYTHON_SIZES
+        .lock()
+        .unwrap()
+        .push((group, aicl, python_json_size(tensor)));
+}
+
 fn tensors(c: &mut Criterion) {
     let (tensor, nested) = image();
+    python_comparison("tensor-u8-224x224x3", &tensor);
     tensor_group(c, "tensor-u8-224x224x3", tensor, nested);
     let (tensor, nested) = weights();
-    tensor_group(c, "tensor-f32-128x256", tensor, nested);
+    // The same float32 values as every non-Rust JSON writer sends them: `tensor.tolist()` in
+    // Python, `Array.from(float32Array)` in JavaScript widen each element to f64, and JSON
+    // then carries the f64's shortest digits (`0.02437848225235939`, not `0.024378482`).
+    let widened: Vec<Vec<f64>> = nested
+        .iter()
+        .map(|row| row.iter().map(|&x| f64::from(x)).collect())
+        .collect();
+    python_comparison("tensor-f32-128x256", &tensor);
+    tensor_group(c, "tensor-f32-128x256", tensor.clone(), nested);
+    tensor_group(c, "tensor-f32-128x256-as-f64", tensor, widened);
 }
 
 /// The `base85` crate on the image's bytes, to show where tensor time goes.

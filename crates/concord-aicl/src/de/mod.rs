@@ -432,6 +432,16 @@ impl<'de> Deserializer<'de> {
 
     #[inline]
     fn read_bool(&mut self, start: usize) -> Result<bool> {
+        // Fast path: `true]` or `false]`, the only strict spellings.
+        let rest = &self.bytes[self.pos..];
+        if rest.starts_with(b"true]") {
+            self.pos += 5;
+            return Ok(true);
+        }
+        if rest.starts_with(b"false]") {
+            self.pos += 6;
+            return Ok(false);
+        }
         let (text, body) = self.scalar_body(Tag::Bool, start)?;
         scan::parse_bool(text, self.options.is_strict()).map_err(|kind| self.error(kind, body))
     }

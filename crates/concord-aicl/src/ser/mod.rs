@@ -7,6 +7,7 @@
 //! `[d:[s:Variant]:…]`. AICL has no null: `None` as a struct field or map value leaves the entry
 //! out, and `None` anywhere else is an error.
 
+mod append;
 pub(crate) mod forward;
 pub(crate) mod key;
 mod write;

@@ -1,19 +1,24 @@
 //! Writing scalars and tensors as AICL text.
 
+use super::append::append;
 use crate::base85;
 use crate::special;
 use crate::tensor::{write_shape, Tensor};
 
-/// Appends `text` with `[`, `]` and `\` escaped.
+/// `[s:` `text` `close`, with `[`, `]` and `\` in `text` escaped.
 #[inline(always)]
-pub(crate) fn escaped(out: &mut String, text: &str) {
+fn tagged_text(out: &mut String, text: &str, close: &str) {
     match special::find(text.as_bytes()) {
-        None => out.push_str(text),
-        Some(first) => escaped_from(out, text, first),
+        None => append(out, ["[s:", text, close]),
+        Some(first) => {
+            out.push_str("[s:");
+            escaped_from(out, text, first);
+            out.push_str(close);
+        }
     }
 }
 
-/// The rest of [`escaped`], from the first byte that needs a backslash.
+/// Appends `text` escaped, knowing that the byte at `first` is the first to need a backslash.
 #[cold]
 fn escaped_from(out: &mut String, text: &str, first: usize) {
     let bytes = text.as_bytes();
@@ -32,27 +37,19 @@ fn escaped_from(out: &mut String, text: &str, first: usize) {
 /// `[s:text]`.
 #[inline]
 pub(crate) fn string(out: &mut String, text: &str) {
-    out.reserve(text.len() + 4);
-    out.push_str("[s:");
-    escaped(out, text);
-    out.push(']');
+    tagged_text(out, text, "]");
 }
 
 /// `[s:key]:`, a dictionary key and its colon.
 #[inline]
 pub(crate) fn key(out: &mut String, key: &str) {
-    out.reserve(key.len() + 5);
-    out.push_str("[s:");
-    escaped(out, key);
-    out.push_str("]:");
+    tagged_text(out, key, "]:");
 }
 
 /// `[i:n]`.
 #[inline]
 pub(crate) fn int(out: &mut String, value: i64) {
-    out.push_str("[i:");
-    out.push_str(itoa::Buffer::new().format(value));
-    out.push(']');
+    append(out, ["[i:", itoa::Buffer::new().format(value), "]"]);
 }
 
 /// `[b:true]` or `[b:false]`.
@@ -65,25 +62,21 @@ pub(crate) fn bool(out: &mut String, value: bool) {
 /// `inf`, `-inf` and `nan` for the non-finite values.
 #[inline]
 pub(crate) fn float(out: &mut String, value: f64) {
-    out.push_str("[f:");
-    if value.is_finite() {
-        let mut buffer = zmij::Buffer::new();
+    let mut buffer = zmij::Buffer::new();
+    let (digits, point) = if value.is_finite() {
         let digits = buffer.format_finite(value);
-        out.push_str(digits);
-        if !digits
+        let looks_like_a_float = digits
             .bytes()
-            .any(|byte| matches!(byte, b'.' | b'e' | b'E'))
-        {
-            out.push_str(".0");
-        }
+            .any(|byte| matches!(byte, b'.' | b'e' | b'E'));
+        (digits, if looks_like_a_float { "" } else { ".0" })
     } else if value.is_nan() {
-        out.push_str("nan");
+        ("nan", "")
     } else if value > 0.0 {
-        out.push_str("inf");
+        ("inf", "")
     } else {
-        out.push_str("-inf");
-    }
-    out.push(']');
+        ("-inf", "")
+    };
+    append(out, ["[f:", digits, point, "]"]);
 }
 
 /// `[t:dtype:shape:base85]`.
