@@ -3,9 +3,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, ErrorCode};
 
 use crate::column::ColumnError;
 use crate::error::StoreError;
@@ -22,6 +22,29 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// How long an operation waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Switches the file to WAL mode and returns the journal mode it is in.
+///
+/// The switch takes an exclusive lock, and SQLite does not call the busy handler for it when
+/// that could deadlock (another connection holding a shared lock it also wants to upgrade),
+/// which is what several processes opening a new store at once do: it answers
+/// `SQLITE_BUSY` at once. This retries that answer, with short growing pauses, for as long
+/// as [`BUSY_TIMEOUT`].
+fn enable_wal(connection: &Connection) -> rusqlite::Result<String> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == ErrorCode::DatabaseBusy && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
 
 /// The node's persistent store: negotiated protocols, the consensus registry and
 /// negotiation transcripts, in one SQLite file.
@@ -86,9 +109,7 @@ impl Store {
         };
         let mut connection = Connection::open(&path).map_err(open_error)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
-        let mode: String = connection
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(open_error)?;
+        let mode = enable_wal(&connection).map_err(open_error)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::NoWal { path, mode });
         }
