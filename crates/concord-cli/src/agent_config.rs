@@ -40,7 +40,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use concord_llm::LlmConfig;
+use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{ExecAction, HttpAction, Limits};
 use serde::de::{self, Deserializer};
@@ -299,6 +299,12 @@ struct LimitsSection {
 #[derive(Debug, Clone, Copy)]
 struct Humane(Duration);
 
+impl From<Humane> for Duration {
+    fn from(duration: Humane) -> Duration {
+        duration.0
+    }
+}
+
 impl<'de> Deserialize<'de> for Humane {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer).map_err(|_| {
@@ -325,7 +331,8 @@ impl File {
             return Err(Problem::key("agent.title", "is empty"));
         }
         if let Some(id) = &self.agent.id {
-            check_id(&title, id).map_err(|message| Problem::key("agent.id", message))?;
+            concord_node::check_description_id(&title, id)
+                .map_err(|message| Problem::key("agent.id", message))?;
         }
         let listen = self
             .node
@@ -398,22 +405,6 @@ impl File {
             limits: self.limits.check()?,
         })
     }
-}
-
-/// An `id` the served description will carry: an absolute URI (`urn:uuid:…`,
-/// `https://…`), as the description's validator checks it.
-fn check_id(title: &str, id: &str) -> Result<(), String> {
-    concord_describe::ThingBuilder::agent(title)
-        .id(id)
-        .build()
-        .map(drop)
-        .map_err(|invalid| {
-            invalid
-                .report
-                .errors()
-                .next()
-                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone())
-        })
 }
 
 /// `host:port`, with a port number (0 picks a free one).
@@ -575,15 +566,11 @@ impl LlmSection {
                 ))
             }
         };
-        check_base_url(&base_url).map_err(|message| Problem::key("llm.base_url", message))?;
         let model = match (self.model, &from_env) {
             (Some(model), _) => model,
             (None, Some(config)) => config.model.clone(),
             (None, None) => concord_llm::DEFAULT_MODEL.to_owned(),
         };
-        if model.trim().is_empty() {
-            return Err(Problem::key("llm.model", "is empty"));
-        }
         let mut config = LlmConfig::new(base_url, model);
         match self.api_key_env {
             Some(name) => match env(&name).filter(|key| !key.trim().is_empty()) {
@@ -598,38 +585,46 @@ impl LlmSection {
             None => config.api_key = from_env.and_then(|config| config.api_key),
         }
         if let Some(timeout) = self.request_timeout {
-            config = config.with_request_timeout(positive(timeout, "llm.request_timeout")?);
+            config = config.with_request_timeout(timeout.0);
         }
         if let Some(retries) = self.max_retries {
             config = config.with_max_retries(retries);
         }
+        config.validate().map_err(|error| match error {
+            LlmError::InvalidConfig { setting, reason } => {
+                Problem::key(format!("llm.{setting}"), reason)
+            }
+            other => Problem::key("llm", other),
+        })?;
         Ok(Some(config))
     }
-}
-
-fn check_base_url(url: &str) -> Result<(), String> {
-    let parsed = url::Url::parse(url).map_err(|error| format!("{url:?} is not a URL: {error}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("{url:?} must start with http:// or https://"));
-    }
-    Ok(())
 }
 
 impl LimitsSection {
     fn check(self) -> Result<Limits, Problem> {
         let mut limits = Limits::default();
-        // Each limit given replaces the default, checked by `$check` under its key.
+        // Each limit given replaces the default.
         macro_rules! given {
-            ($check:ident: $($field:ident),+) => {$(
+            ($($field:ident),+) => {$(
                 if let Some(value) = self.$field {
-                    limits.$field = $check(value, concat!("limits.", stringify!($field)))?;
+                    limits.$field = value.into();
                 }
             )+};
         }
-        given!(nonzero: max_frame_size, max_sessions, max_calls_in_flight);
-        given!(positive: hello_timeout, idle_timeout, negotiation_timeout);
-        given!(positive: code_generation_timeout, call_timeout);
-        given!(nonzero: max_negotiation_rounds);
+        given!(
+            max_frame_size,
+            max_sessions,
+            max_calls_in_flight,
+            max_negotiation_rounds
+        );
+        given!(hello_timeout, idle_timeout, negotiation_timeout);
+        given!(code_generation_timeout, call_timeout);
+        limits.validate().map_err(|invalid| {
+            Problem::key(
+                format!("limits.{}", invalid.name),
+                "must be greater than zero",
+            )
+        })?;
         Ok(limits)
     }
 }
@@ -757,6 +752,10 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 "actions[0].http.url: http backend URL \"ftp://x/\" must start with http:// or https://",
             ),
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
+            (format!("{MINIMAL}\n[limits]\ncall_timeout = \"0s\"\n"), "limits.call_timeout: must be greater than zero"),
+            (format!("{MINIMAL}\n[llm]\nbase_url = \"ftp://x/\"\n"), "llm.base_url: \"ftp://x/\" must be an http or https URL"),
+            (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nmodel = \" \"\n"), "llm.model: the model name is empty"),
+            (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nrequest_timeout = \"0s\"\n"), "llm.request_timeout: the request timeout is zero"),
             (format!("{MINIMAL}\n[limits]\nmax_session = 3\n"), "unknown field `max_session`"),
             (format!("[node]\nlisten = \"8080\"\n{MINIMAL}"), "node.listen: \"8080\" is not host:port"),
             (format!("{MINIMAL}\n[[consensus]]\nuri = \"u\"\ndocument = \"none.md\"\n"), "consensus[0].document: cannot read"),

@@ -173,6 +173,23 @@ impl LlmConfig {
         self.check("base_url")
     }
 
+    /// Checks the configuration the way the client will use it: a non-empty model, a
+    /// non-zero request timeout and an `http`/`https` base URL without query or fragment.
+    ///
+    /// # Errors
+    /// [`LlmError::InvalidConfig`] naming the setting (`model`, `request_timeout`, `base_url`).
+    ///
+    /// ```
+    /// use concord_llm::{LlmConfig, LlmError};
+    ///
+    /// assert!(LlmConfig::new("http://127.0.0.1:11434/v1", "llama3.1").validate().is_ok());
+    /// let error = LlmConfig::new("ftp://example.com/", "llama3.1").validate().unwrap_err();
+    /// assert!(matches!(error, LlmError::InvalidConfig { setting, .. } if setting == "base_url"));
+    /// ```
+    pub fn validate(&self) -> Result<(), LlmError> {
+        self.check("base_url").map(drop)
+    }
+
     /// Checks the configuration and returns the chat-completions URL; a bad base URL is
     /// reported under `base_url_setting`.
     fn check(&self, base_url_setting: &str) -> Result<Url, LlmError> {

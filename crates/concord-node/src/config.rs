@@ -80,31 +80,43 @@ impl Limits {
         config
     }
 
-    /// Checks that no limit is zero.
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        let sizes = [
-            ("max_frame_size", self.max_frame_size),
-            ("max_sessions", self.max_sessions),
-            ("max_calls_in_flight", self.max_calls_in_flight),
+    /// Checks that no limit is zero; the error names the first one that is.
+    ///
+    /// ```
+    /// let mut limits = concord_node::Limits::default();
+    /// assert_eq!(limits.validate(), Ok(()));
+    /// limits.max_sessions = 0;
+    /// assert_eq!(limits.validate().unwrap_err().name, "max_sessions");
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidLimit> {
+        let zero = [
+            ("max_frame_size", self.max_frame_size == 0),
+            ("max_sessions", self.max_sessions == 0),
+            ("max_calls_in_flight", self.max_calls_in_flight == 0),
+            ("hello_timeout", self.hello_timeout.is_zero()),
+            ("idle_timeout", self.idle_timeout.is_zero()),
+            ("negotiation_timeout", self.negotiation_timeout.is_zero()),
+            (
+                "code_generation_timeout",
+                self.code_generation_timeout.is_zero(),
+            ),
+            ("call_timeout", self.call_timeout.is_zero()),
+            ("max_negotiation_rounds", self.max_negotiation_rounds == 0),
         ];
-        if let Some((name, _)) = sizes.iter().find(|(_, value)| *value == 0) {
-            return Err(format!("{name} must be greater than zero"));
+        match zero.iter().find(|(_, zero)| *zero) {
+            Some(&(name, _)) => Err(InvalidLimit { name }),
+            None => Ok(()),
         }
-        let durations = [
-            ("hello_timeout", self.hello_timeout),
-            ("idle_timeout", self.idle_timeout),
-            ("negotiation_timeout", self.negotiation_timeout),
-            ("code_generation_timeout", self.code_generation_timeout),
-            ("call_timeout", self.call_timeout),
-        ];
-        if let Some((name, _)) = durations.iter().find(|(_, value)| value.is_zero()) {
-            return Err(format!("{name} must be greater than zero"));
-        }
-        if self.max_negotiation_rounds == 0 {
-            return Err("max_negotiation_rounds must be greater than zero".to_owned());
-        }
-        Ok(())
     }
+}
+
+/// A [`Limits`] field that is zero, where every limit must be greater than zero.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} must be greater than zero")]
+#[non_exhaustive]
+pub struct InvalidLimit {
+    /// The field's name, as in [`Limits`] (`max_sessions`, `call_timeout`, …).
+    pub name: &'static str,
 }
 
 /// A duration for people: `300 ms`, `15 s`, `2.5 s`.
@@ -137,18 +149,14 @@ mod tests {
             max_sessions: 0,
             ..Limits::default()
         };
-        assert_eq!(
-            limits.validate(),
-            Err("max_sessions must be greater than zero".to_owned())
-        );
+        let error = limits.validate().unwrap_err();
+        assert_eq!(error.name, "max_sessions");
+        assert_eq!(error.to_string(), "max_sessions must be greater than zero");
         let limits = Limits {
             call_timeout: Duration::ZERO,
             ..Limits::default()
         };
-        assert_eq!(
-            limits.validate(),
-            Err("call_timeout must be greater than zero".to_owned())
-        );
+        assert_eq!(limits.validate().unwrap_err().name, "call_timeout");
         let config = Limits::default().session_config();
         assert_eq!(config.max_frame_size, DEFAULT_MAX_FRAME_SIZE);
     }

@@ -101,20 +101,24 @@ fn build(
     serde_json::to_vec_pretty(&thing).map_err(|error| error.to_string())
 }
 
-/// Checks a description `id` the way the served description will be checked: `Err` says
-/// what is wrong with it (it must be an absolute URI).
-pub(crate) fn check_id(title: &str, id: &str) -> Result<(), String> {
+/// Checks a description `id` the way the node's served description will be checked
+/// (it must be an absolute URI such as `urn:uuid:…` or `https://…`); `Err` says what is wrong.
+///
+/// ```
+/// assert!(concord_node::check_description_id("Shop", "urn:uuid:6f1d3a7a-1f97-4e6b-b45f-f3c2e1c84c77").is_ok());
+/// assert!(concord_node::check_description_id("Shop", "shop").unwrap_err().contains("relative reference"));
+/// ```
+pub fn check_description_id(title: &str, id: &str) -> Result<(), String> {
     ThingBuilder::agent(title)
         .id(id)
         .build()
         .map(drop)
         .map_err(|invalid| {
-            let reason = invalid
+            invalid
                 .report
                 .errors()
                 .next()
-                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone());
-            format!("the description's id {id:?}: {reason}")
+                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone())
         })
 }
 

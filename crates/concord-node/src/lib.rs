@@ -83,7 +83,8 @@ pub use backend::exec::{ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_OUTPUT_BYT
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use client::{Connection, ConnectionInfo};
 pub use code::CodeInfo;
-pub use config::Limits;
+pub use config::{InvalidLimit, Limits};
+pub use describe::check_description_id;
 pub use driver::Settlement;
 pub use error::{CallError, ConnectError, NodeError};
 pub use node::{Node, NodeBuilder, Want};

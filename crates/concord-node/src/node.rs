@@ -354,9 +354,13 @@ impl NodeBuilder {
             return Err(NodeError::Config("the node's title is empty".to_owned()));
         }
         if let Some(id) = &self.id {
-            crate::describe::check_id(&self.title, id).map_err(NodeError::Config)?;
+            crate::describe::check_description_id(&self.title, id).map_err(|reason| {
+                NodeError::Config(format!("the description's id {id:?}: {reason}"))
+            })?;
         }
-        self.limits.validate().map_err(NodeError::Config)?;
+        self.limits
+            .validate()
+            .map_err(|error| NodeError::Config(error.to_string()))?;
         self.handler_limits
             .validate()
             .map_err(|error| NodeError::Config(format!("handler limits: {error}")))?;
