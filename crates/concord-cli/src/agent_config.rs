@@ -12,6 +12,7 @@
 //! [node]
 //! listen = "127.0.0.1:8080"
 //! data_dir = "data"                  # default: the platform data directory
+//! public_url = "https://shop.example.com/"   # optional: behind a TLS proxy (then wss://)
 //!
 //! [[actions]]
 //! name = "getProductInfo"
@@ -93,6 +94,9 @@ pub struct AgentConfig {
     pub listen: String,
     /// The store's directory, when the configuration names one.
     pub data_dir: Option<PathBuf>,
+    /// The base URL peers reach the agent at, when not the listening address (behind a
+    /// reverse proxy that terminates TLS).
+    pub public_url: Option<String>,
     /// The actions served.
     pub actions: Vec<ConfiguredAction>,
     /// The LLM, when one is configured (here or in the environment).
@@ -221,6 +225,7 @@ struct AgentSection {
 struct NodeSection {
     listen: Option<String>,
     data_dir: Option<PathBuf>,
+    public_url: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -399,6 +404,7 @@ impl File {
             description: self.agent.description,
             listen,
             data_dir,
+            public_url: self.node.public_url,
             actions,
             llm,
             consensus,

@@ -24,6 +24,7 @@ use crate::session_report::{millis, SessionReport};
 Examples:
   concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P12345\"}'
   echo '{\"productId\": \"P2\"}' | concord call http://127.0.0.1:8080 getProductInfo - --json
+  concord call https://shop.internal getProductInfo '{\"productId\": \"P2\"}' --ca-cert ca.pem
 
 The first call to a peer negotiates a protocol, generates and verifies its code, and stores
 it; later calls resume it with 0-RTT (no negotiation, no LLM). Exit codes: 0 the output was
@@ -52,6 +53,11 @@ pub struct CallArgs {
     /// Propose this protocol document instead of drafting one.
     #[arg(long, value_name = "FILE")]
     propose: Option<PathBuf>,
+    /// Also trust the root certificates in this PEM file for an `https://` peer (and its
+    /// `wss://` endpoint), on top of the system's: a peer whose certificate a private CA
+    /// signed.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
 }
 
 /// Runs `concord call`.
@@ -79,6 +85,9 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         .limits(limits);
     if args.llm {
         builder = builder.llm(llm::from_env()?);
+    }
+    if let Some(path) = &args.ca_cert {
+        builder = builder.trust_root_certificates_pem(read_bytes(Some(path))?);
     }
     let node = builder.build().context("cannot set up the requester")?;
     runtime::block_on(call(node, args, want, input))?

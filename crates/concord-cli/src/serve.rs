@@ -73,6 +73,9 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(description) = &config.description {
         builder = builder.description(description.clone());
     }
+    if let Some(url) = &config.public_url {
+        builder = builder.public_url(url.clone());
+    }
     if let Some(llm) = &config.llm {
         builder = builder.llm(llm.clone());
     }
@@ -120,6 +123,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         outln!("id:          {id}")?;
     }
     outln!("data dir:    {}", data_dir.display())?;
+    outln!("listening:   {}", server.local_addr())?;
     match node.llm() {
         Some(client) => outln!(
             "LLM:         {} at {}",

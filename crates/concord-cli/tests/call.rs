@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::ffi::OsStr;
+
 use support::*;
 
 fn serve() -> (Served, tempfile::TempDir) {
@@ -155,4 +157,58 @@ fn what_goes_wrong_has_an_exit_code_and_says_what_in_one_line() {
     call(&[url, "getProductInfo", "{}", "--llm"]).fails(2, "--llm needs an LLM");
     call(&[url, "getProductInfo", "{}", "--timeout", "0s"])
         .fails(2, "--timeout must be longer than zero");
+}
+
+/// `concord serve` behind a reverse proxy that terminates TLS (`node.public_url`), and
+/// `concord call https://…` trusting the proxy's private CA with `--ca-cert`.
+#[test]
+fn a_peer_behind_tls_is_called_over_https_and_wss_with_its_ca() {
+    use concord_fixtures::tls::{PrivateCa, TlsProxy};
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ca = PrivateCa::for_localhost().unwrap();
+    let proxy = runtime.block_on(TlsProxy::bind(&ca)).unwrap();
+    let public = proxy.url();
+    let (dir, config) = write_config(&config_text("").replace(
+        "data_dir = \"data\"",
+        &format!("data_dir = \"data\"\npublic_url = {public:?}"),
+    ));
+    let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    assert_eq!(served.url, public);
+    assert!(
+        served.endpoint.starts_with("wss://localhost:"),
+        "{}",
+        served.banner
+    );
+    let _forwarding = runtime.enter();
+    proxy.forward_to(served.listening);
+
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let requester = tempfile::tempdir().unwrap();
+    let input = r#"{"productId": "P2"}"#;
+    let trusted = run(concord()
+        .args([
+            "call",
+            &public,
+            "getProductInfo",
+            input,
+            "--json",
+            "--ca-cert",
+        ])
+        .arg(&ca_file)
+        .arg("--data-dir")
+        .arg(requester.path()));
+    assert_eq!(trusted.code, 0, "{}{}", trusted.stdout, trusted.stderr);
+    let report = trusted.json();
+    assert_eq!(report["output"]["productName"], "Mouse");
+    assert_eq!(report["settledBy"], "negotiated", "{report:#}");
+
+    // The system's trust store alone does not know the private CA.
+    call_json(&public, input, requester.path()).fails(2, "invalid peer certificate: UnknownIssuer");
+    // A file that holds no certificate is named.
+    run(concord()
+        .args(["call", &public, "getProductInfo", input, "--ca-cert"])
+        .arg(&config))
+    .fails(2, "no `-----BEGIN CERTIFICATE-----` block found");
 }

@@ -3,7 +3,8 @@
 //!
 //! Not published: the crates' tests and benchmarks take it as a dev-dependency, and the
 //! CLI's demo serves its catalogue. With the `node` feature, [`catalogue::answer`] is the
-//! catalogue as a `concord-node` action backend.
+//! catalogue as a `concord-node` action backend; with `tls`, [`tls`] puts a node behind a
+//! TLS-terminating proxy signed by a private CA.
 //!
 //! ```
 //! use concord_fixtures::{catalogue, product_action};
@@ -21,6 +22,8 @@
 #![warn(missing_docs)]
 
 pub mod catalogue;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use concord_negotiate::ActionSpec;
 use serde_json::json;

@@ -497,7 +497,9 @@ async fn open_websocket(shared: &Shared, endpoint: &str) -> Result<ClientSocket,
     };
     let config = websocket_config(shared.limits.max_frame_size);
     let limit = shared.limits.hello_timeout;
-    let connecting = tokio_tungstenite::connect_async_with_config(endpoint, Some(config), true);
+    let tls = tokio_tungstenite::Connector::Rustls(Arc::clone(&shared.tls));
+    let connecting =
+        tokio_tungstenite::connect_async_tls_with_config(endpoint, Some(config), true, Some(tls));
     match tokio::time::timeout(limit, connecting).await {
         Err(_) => Err(failed(format!("no connection within {}", human(limit)))),
         Ok(Err(tungstenite::Error::Http(response))) => {

@@ -76,6 +76,7 @@ mod node;
 mod policy;
 mod server;
 mod storage;
+mod tls;
 mod transport;
 
 pub use action::{Action, ActionError, ActionFuture};

@@ -126,6 +126,10 @@ pub(crate) struct Shared {
     pub(crate) handler_limits: concord_sandbox::Limits,
     /// Fetches peers' descriptions.
     pub(crate) http: reqwest::Client,
+    /// TLS for `wss://` endpoints (`http` uses the same configuration).
+    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// The base URL the description advertises, when not the listening address.
+    pub(crate) public_url: Option<String>,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
 }
@@ -238,6 +242,8 @@ pub struct NodeBuilder {
     llm: Option<LlmConfig>,
     limits: Limits,
     handler_limits: concord_sandbox::Limits,
+    public_url: Option<String>,
+    trust_roots_pem: Vec<u8>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -261,6 +267,8 @@ impl NodeBuilder {
             llm: None,
             limits: Limits::default(),
             handler_limits: concord_sandbox::Limits::default(),
+            public_url: None,
+            trust_roots_pem: Vec::new(),
         }
     }
 
@@ -285,6 +293,35 @@ impl NodeBuilder {
     /// ```
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
+        self
+    }
+
+    /// The base URL peers reach this node at, when it is not the address it listens on:
+    /// behind a reverse proxy that terminates TLS, `https://agent.example.com/`. The served
+    /// description then names this base and the endpoint `wss://agent.example.com/concord`
+    /// (`http` gives `ws`), and [`Server::url`](crate::Server::url) returns it. Default: the
+    /// listening address, `http://127.0.0.1:port/`.
+    ///
+    /// ```
+    /// use concord_node::Node;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Shop").public_url("https://shop.example.com/").data_dir(dir.path());
+    /// assert!(node.build().is_ok());
+    /// let error = Node::builder("Shop").public_url("shop.example.com").data_dir(dir.path()).build();
+    /// assert!(error.unwrap_err().to_string().contains("public URL"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = Some(url.into());
+        self
+    }
+
+    /// Also trusts these root certificates (PEM, one or more `BEGIN CERTIFICATE` blocks) when
+    /// it fetches an `https://` description or opens a `wss://` endpoint, on top of the
+    /// platform's trust store: for peers whose certificates a private CA signed.
+    pub fn trust_root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.trust_roots_pem = pem.into();
         self
     }
 
@@ -396,7 +433,14 @@ impl NodeBuilder {
             capabilities.insert(Capability::NaturalLanguageNegotiation);
             capabilities.insert(Capability::NaturalLanguageProtocol);
         }
+        let public_url = self
+            .public_url
+            .map(|url| check_public_url(&url).map(|()| url))
+            .transpose()
+            .map_err(NodeError::Config)?;
+        let tls = crate::tls::client_config(&self.trust_roots_pem).map_err(NodeError::Config)?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls.clone())
             .build()
             .map_err(|error| NodeError::Config(format!("HTTP client: {error}")))?;
         let persona = Persona {
@@ -415,8 +459,24 @@ impl NodeBuilder {
                 capabilities,
                 handler_limits: self.handler_limits,
                 http,
+                tls: Arc::new(tls),
+                public_url,
                 code: CodeCache::default(),
             }),
         })
     }
+}
+
+/// A public base URL: an absolute `http` or `https` URL without query or fragment.
+fn check_public_url(url: &str) -> Result<(), String> {
+    let problem = |reason: &str| format!("the public URL {url:?} {reason}");
+    let parsed =
+        url::Url::parse(url).map_err(|error| problem(&format!("is not a URL: {error}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(problem("must start with http:// or https://"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(problem("must not have a query or fragment"));
+    }
+    Ok(())
 }

@@ -49,7 +49,9 @@ impl Server {
         self.local_addr
     }
 
-    /// The base URL peers connect to (`http://host:port/`).
+    /// The base URL peers connect to: the public URL when the node has one
+    /// ([`NodeBuilder::public_url`](crate::NodeBuilder::public_url)), else
+    /// `http://host:port/`.
     pub fn url(&self) -> &str {
         &self.base_url
     }
@@ -126,7 +128,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
     });
-    let base_url = format!("http://{local_addr}/");
+    let base_url = match &shared.public_url {
+        Some(url) => url.clone(),
+        None => format!("http://{local_addr}/"),
+    };
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
     let (stop, stopped) = watch::channel(false);

@@ -166,8 +166,10 @@ exec = {{ command = "sh", args = [{script:?}], timeout = "5s" }}
 /// A running `concord serve`, killed when dropped.
 pub struct Served {
     child: Child,
-    /// The base URL (`http://127.0.0.1:port/`).
+    /// The base URL (`http://127.0.0.1:port/`, or the configured public URL).
     pub url: String,
+    /// The address it listens on.
+    pub listening: std::net::SocketAddr,
     /// The description URL.
     pub description: String,
     /// The WebSocket endpoint.
@@ -231,7 +233,7 @@ impl Served {
             }
         });
         let mut banner = String::new();
-        let (mut description, mut endpoint) = (None, None);
+        let (mut description, mut endpoint, mut listening) = (None, None, None);
         while endpoint.is_none() {
             let Ok(line) = received.recv_timeout(Duration::from_secs(60)) else {
                 let _ = child.kill();
@@ -242,6 +244,9 @@ impl Served {
             };
             banner.push_str(&line);
             banner.push('\n');
+            if let Some(addr) = line.strip_prefix("listening: ") {
+                listening = addr.trim().parse().ok();
+            }
             if let Some(url) = line.strip_prefix("description: ") {
                 description = Some(url.trim().to_owned());
             }
@@ -256,6 +261,7 @@ impl Served {
         Served {
             child,
             url,
+            listening: listening.expect("the listening line comes before the endpoint"),
             description,
             endpoint: endpoint.unwrap_or_default(),
             banner,

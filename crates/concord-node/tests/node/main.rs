@@ -11,4 +11,5 @@ mod llm;
 mod negotiation;
 mod rejection;
 mod support;
+mod tls;
 mod zero_rtt;

@@ -1,0 +1,123 @@
+//! A reverse proxy that terminates TLS in front of a node, as nginx or Caddy would, with a
+//! private CA, for tests of `https://` descriptions and `wss://` endpoints.
+//!
+//! ```no_run
+//! # async fn run(node_addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+//! use concord_fixtures::tls::{PrivateCa, TlsProxy};
+//!
+//! let ca = PrivateCa::for_localhost()?;
+//! let proxy = TlsProxy::bind(&ca).await?;
+//! let public_url = proxy.url(); // https://localhost:PORT/, to give the node as its public URL
+//! proxy.forward_to(node_addr);
+//! // Peers given `ca.pem()` as a trusted root reach the node at `public_url`.
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+/// Why the CA or the proxy could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsSetupError {
+    /// Generating a key or a certificate failed.
+    #[error("cannot make the test certificates: {0}")]
+    Certificate(#[from] rcgen::Error),
+    /// rustls refused the certificate chain or key.
+    #[error("cannot configure TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The proxy's port could not be bound.
+    #[error("cannot bind the proxy: {0}")]
+    Bind(#[from] std::io::Error),
+}
+
+/// A CA made for one test, and a certificate it signed for `localhost`.
+pub struct PrivateCa {
+    ca_pem: String,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivatePkcs8KeyDer<'static>,
+}
+
+impl PrivateCa {
+    /// A new CA and a `localhost` server certificate signed by it.
+    ///
+    /// # Errors
+    /// [`TlsSetupError::Certificate`] when generating them fails.
+    pub fn for_localhost() -> Result<Self, TlsSetupError> {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "Concord test CA");
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let mut leaf_params = CertificateParams::new(vec!["localhost".to_owned()])?;
+        leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let leaf_key = KeyPair::generate()?;
+        let leaf = leaf_params.signed_by(&leaf_key, &ca)?;
+        Ok(Self {
+            ca_pem: ca.pem(),
+            chain: vec![leaf.der().clone(), ca.der().clone()],
+            key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+        })
+    }
+
+    /// The CA's certificate, PEM: what a peer must trust.
+    pub fn pem(&self) -> &str {
+        &self.ca_pem
+    }
+}
+
+/// A bound TLS proxy, not yet forwarding.
+pub struct TlsProxy {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+}
+
+impl TlsProxy {
+    /// Binds `127.0.0.1:0` and prepares TLS with the CA's `localhost` certificate.
+    ///
+    /// # Errors
+    /// [`TlsSetupError::Tls`] or [`TlsSetupError::Bind`].
+    pub async fn bind(ca: &PrivateCa) -> Result<Self, TlsSetupError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(ca.chain.clone(), PrivateKeyDer::Pkcs8(ca.key.clone_key()))?;
+        Ok(Self {
+            listener: TcpListener::bind("127.0.0.1:0").await?,
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+        })
+    }
+
+    /// `https://localhost:PORT/`, the URL peers use.
+    pub fn url(&self) -> String {
+        let port = self.listener.local_addr().map_or(0, |addr| addr.port());
+        format!("https://localhost:{port}/")
+    }
+
+    /// Accepts connections in a task, each decrypted and copied to and from `backend`.
+    pub fn forward_to(self, backend: SocketAddr) {
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = self.listener.accept().await {
+                let acceptor = self.acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    if let Ok(mut plain) = TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                    }
+                });
+            }
+        });
+    }
+}
