@@ -58,6 +58,10 @@ pub struct CallArgs {
     /// signed.
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
+    /// Negotiate as the reference Python implementation (PyPI `anp`) does: first
+    /// sequenceId 1 instead of 0, and an `accepted` echo. For a provider built on that SDK.
+    #[arg(long)]
+    reference_compatible: bool,
 }
 
 /// Runs `concord call`.
@@ -82,7 +86,8 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
     }
     let mut builder = Node::builder("concord call")
         .data_dir(args.data_dir.path()?)
-        .limits(limits);
+        .limits(limits)
+        .reference_compatible(args.reference_compatible);
     if args.llm {
         builder = builder.llm(llm::from_env()?);
     }

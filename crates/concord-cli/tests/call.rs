@@ -187,18 +187,16 @@ fn a_peer_behind_tls_is_called_over_https_and_wss_with_its_ca() {
     std::fs::write(&ca_file, ca.pem()).unwrap();
     let requester = tempfile::tempdir().unwrap();
     let input = r#"{"productId": "P2"}"#;
-    let trusted = run(concord()
-        .args([
-            "call",
-            &public,
-            "getProductInfo",
-            input,
-            "--json",
-            "--ca-cert",
-        ])
-        .arg(&ca_file)
-        .arg("--data-dir")
-        .arg(requester.path()));
+    let trusted = call_product(
+        &public,
+        input,
+        requester.path(),
+        &[
+            OsStr::new("--json"),
+            OsStr::new("--ca-cert"),
+            ca_file.as_os_str(),
+        ],
+    );
     assert_eq!(trusted.code, 0, "{}{}", trusted.stdout, trusted.stderr);
     let report = trusted.json();
     assert_eq!(report["output"]["productName"], "Mouse");
@@ -207,8 +205,64 @@ fn a_peer_behind_tls_is_called_over_https_and_wss_with_its_ca() {
     // The system's trust store alone does not know the private CA.
     call_json(&public, input, requester.path()).fails(2, "invalid peer certificate: UnknownIssuer");
     // A file that holds no certificate is named.
-    run(concord()
-        .args(["call", &public, "getProductInfo", input, "--ca-cert"])
-        .arg(&config))
+    call_product(
+        &public,
+        input,
+        requester.path(),
+        &[OsStr::new("--ca-cert"), config.as_os_str()],
+    )
     .fails(2, "no `-----BEGIN CERTIFICATE-----` block found");
+}
+
+/// `--reference-compatible` numbers the negotiation as the Python SDK does (first
+/// sequenceId 1, an `accepted` echo); without it, the spec's 0 and no echo.
+#[test]
+fn reference_compatible_numbering_starts_at_one_and_echoes_accepted() {
+    let (served, _data) = serve();
+    let negotiation = |extra: &[&str]| -> Vec<(String, u64, String)> {
+        let requester = tempfile::tempdir().unwrap();
+        let mut options = vec![OsStr::new("--json")];
+        options.extend(extra.iter().map(OsStr::new));
+        let output = call_product(
+            &served.url,
+            r#"{"productId": "P2"}"#,
+            requester.path(),
+            &options,
+        );
+        assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+        output.json()["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|frame| frame["action"] == "protocolNegotiation")
+            .map(|frame| {
+                (
+                    frame["direction"].as_str().unwrap().to_owned(),
+                    frame["sequenceId"].as_u64().unwrap(),
+                    frame["status"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let spec = negotiation(&[]);
+    assert_eq!(
+        spec[0],
+        ("sent".to_owned(), 0, "negotiating".to_owned()),
+        "{spec:?}"
+    );
+    assert!(!spec
+        .iter()
+        .any(|(direction, _, status)| direction == "sent" && status == "accepted"));
+    let reference = negotiation(&["--reference-compatible"]);
+    assert_eq!(
+        reference[0],
+        ("sent".to_owned(), 1, "negotiating".to_owned()),
+        "{reference:?}"
+    );
+    assert!(
+        reference
+            .iter()
+            .any(|(direction, _, status)| direction == "sent" && status == "accepted"),
+        "{reference:?}"
+    );
 }

@@ -326,7 +326,7 @@ async fn start_session(
     let session = Session::new(
         Role::Requester,
         &agreement,
-        shared.limits.session_config(),
+        shared.session_config(),
         Instant::now(),
     );
     let (commands, command_receiver) = mpsc::channel(COMMAND_QUEUE);

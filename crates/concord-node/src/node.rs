@@ -7,7 +7,7 @@ use concord_llm::{LlmClient, LlmConfig};
 use concord_negotiate::{
     ActionSpec, DeterministicNegotiator, EscalatingNegotiator, LlmNegotiator, Need,
 };
-use concord_proto::{Capabilities, Capability};
+use concord_proto::{Capabilities, Capability, SessionConfig};
 use concord_store::{Store, StoreError};
 
 use crate::action::{Action, Actions};
@@ -130,8 +130,24 @@ pub(crate) struct Shared {
     pub(crate) tls: Arc<rustls::ClientConfig>,
     /// The base URL the description advertises, when not the listening address.
     pub(crate) public_url: Option<String>,
+    /// Negotiate as the reference Python implementation does.
+    pub(crate) reference_compatible: bool,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
+}
+
+impl Shared {
+    /// The configuration of a new session: the limits', and the reference implementation's
+    /// numbering and `accepted` echo when the node was asked for them.
+    pub(crate) fn session_config(&self) -> SessionConfig {
+        let mut config = self.limits.session_config();
+        if self.reference_compatible {
+            let reference = SessionConfig::reference_compatible();
+            config.first_sequence_id = reference.first_sequence_id;
+            config.echo_accept = reference.echo_accept;
+        }
+        config
+    }
 }
 
 impl Node {
@@ -244,6 +260,7 @@ pub struct NodeBuilder {
     handler_limits: concord_sandbox::Limits,
     public_url: Option<String>,
     trust_roots_pem: Vec<u8>,
+    reference_compatible: bool,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -269,6 +286,7 @@ impl NodeBuilder {
             handler_limits: concord_sandbox::Limits::default(),
             public_url: None,
             trust_roots_pem: Vec::new(),
+            reference_compatible: false,
         }
     }
 
@@ -322,6 +340,17 @@ impl NodeBuilder {
     /// platform's trust store: for peers whose certificates a private CA signed.
     pub fn trust_root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.trust_roots_pem = pem.into();
+        self
+    }
+
+    /// Negotiates the way the reference Python implementation (PyPI `anp` 1.0.7) does: our
+    /// first `protocolNegotiation` carries sequenceId 1 rather than the spec's 0, and as a
+    /// requester we echo the provider's `accepted`. A provider built on that SDK answers a
+    /// first sequenceId of 0 with 2, which the spec's numbering refuses; with this set it
+    /// answers in step. What we accept from peers does not change (either first sequenceId,
+    /// an echo or none). Default: the spec's numbering.
+    pub fn reference_compatible(mut self, on: bool) -> Self {
+        self.reference_compatible = on;
         self
     }
 
@@ -461,6 +490,7 @@ impl NodeBuilder {
                 http,
                 tls: Arc::new(tls),
                 public_url,
+                reference_compatible: self.reference_compatible,
                 code: CodeCache::default(),
             }),
         })

@@ -352,7 +352,7 @@ async fn run_session(
     let session = Session::new(
         Role::Provider,
         &agreement,
-        limits.session_config(),
+        shared.session_config(),
         Instant::now(),
     );
     Driver::new(Start {

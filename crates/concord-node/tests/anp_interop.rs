@@ -1,13 +1,15 @@
-//! Interoperability with the reference implementation: a requester built on the Python SDK
-//! (PyPI `anp` 1.0.7, `anp.meta_protocol.MetaProtocol`) negotiates with a Concord provider
-//! node and calls it, live, over the node's WebSocket endpoint.
+//! Interoperability with the reference implementation, live, both ways: a requester built on
+//! the Python SDK (PyPI `anp` 1.0.7, `anp.meta_protocol.MetaProtocol`) negotiates with a
+//! Concord provider node and calls it; a Concord requester discovers a provider built on the
+//! SDK, negotiates with it and calls it.
 //!
-//! It needs that SDK: `CONCORD_ANP_PYTHON` names a Python with `anp==1.0.7`, `openai` and
+//! They need that SDK: `CONCORD_ANP_PYTHON` names a Python with `anp==1.0.7`, `openai` and
 //! `websockets` installed (`.ci/run` makes one in `~/.cache/concord-venv` and runs this
 //! test with `--ignored`). The SDK drafts its candidate with an LLM: the scripted
 //! OpenAI-compatible server of `concord-llm-script` answers it, on loopback.
 
 use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use concord_fixtures::catalogue;
@@ -15,26 +17,37 @@ use concord_llm_script::{ScriptServer, Step};
 use concord_negotiate::{DeterministicNegotiator, Need};
 use concord_node::Node;
 use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-const SCRIPT: &str = concat!(
+const REQUESTER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/interop/anp_requester.py"
 );
+const PROVIDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/anp_provider.py");
 
-#[tokio::test]
-#[ignore = "needs Python with the reference SDK: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
-async fn the_reference_python_requester_negotiates_with_and_calls_a_concord_provider() {
-    let python = std::env::var("CONCORD_ANP_PYTHON")
-        .expect("CONCORD_ANP_PYTHON: a Python with anp==1.0.7, openai and websockets");
-    // The SDK's LLM drafts the protocol; ours is scripted to answer with the protocol the
-    // rules would draft for the provider's action, which the provider accepts at once.
+/// The Python with the SDK.
+fn python() -> String {
+    std::env::var("CONCORD_ANP_PYTHON")
+        .expect("CONCORD_ANP_PYTHON: a Python with anp==1.0.7, openai and websockets")
+}
+
+/// The protocol our rules draft for the catalogue's action (what each side accepts).
+fn catalogue_protocol() -> String {
     let need = Need {
         action: catalogue::ACTION.to_owned(),
         ..Need::default()
     };
-    let candidate = DeterministicNegotiator::new()
+    DeterministicNegotiator::new()
         .draft_now(&need, &catalogue::action())
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs Python with the reference SDK: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
+async fn the_reference_python_requester_negotiates_with_and_calls_a_concord_provider() {
+    // The SDK's LLM drafts the protocol; ours is scripted to answer with the protocol the
+    // rules would draft for the provider's action, which the provider accepts at once.
+    let candidate = catalogue_protocol();
     let llm = ScriptServer::start([Step::content(candidate.clone())])
         .await
         .unwrap();
@@ -53,8 +66,8 @@ async fn the_reference_python_requester_negotiates_with_and_calls_a_concord_prov
         "action": catalogue::ACTION,
         "productId": "P2",
     });
-    let run = tokio::process::Command::new(&python)
-        .arg(Path::new(SCRIPT))
+    let run = tokio::process::Command::new(python())
+        .arg(Path::new(REQUESTER))
         .arg(server.endpoint())
         .arg(llm.base_url())
         .arg(request.to_string())
@@ -96,4 +109,92 @@ async fn the_reference_python_requester_negotiates_with_and_calls_a_concord_prov
     // The provider stored the agreed protocol under its hash, ready for a 0-RTT resume.
     let stored = provider.store().list_protocols().unwrap();
     assert_eq!(stored.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs Python with the reference SDK: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
+async fn a_concord_requester_negotiates_with_and_calls_the_reference_python_provider() {
+    // The provider's description, as a Concord node would publish the catalogue's action,
+    // naming a placeholder host the Python provider replaces with its address.
+    let dir = tempfile::tempdir().unwrap();
+    let describer = Node::builder("Product agent (Python anp SDK)")
+        .action(catalogue::action(), catalogue::answer)
+        .public_url("http://anp-provider.invalid/")
+        .data_dir(dir.path().join("describer"))
+        .build()
+        .unwrap();
+    let served = describer.serve("127.0.0.1:0").await.unwrap();
+    let local = format!("http://{}/.well-known/wot", served.local_addr());
+    let description = reqwest::get(local).await.unwrap().text().await.unwrap();
+    assert!(
+        description.contains("ws://anp-provider.invalid/concord"),
+        "{description}"
+    );
+    served.shutdown().await.unwrap();
+    let description_file = dir.path().join("description.json");
+    std::fs::write(&description_file, description).unwrap();
+
+    // The SDK judges our candidate with its LLM: scripted to accept.
+    let llm = ScriptServer::start([Step::content(r#"{"status": "accepted"}"#)])
+        .await
+        .unwrap();
+    let mut provider = tokio::process::Command::new(python())
+        .arg(Path::new(PROVIDER))
+        .arg(&description_file)
+        .arg(llm.base_url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(provider.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the Python provider started within 60 s")
+        .unwrap()
+        .expect("the Python provider printed its address");
+    let url = first.strip_prefix("listening ").unwrap().to_owned();
+
+    // The SDK's provider answers our first message with sequenceId 2 whatever it carried:
+    // the node numbers as the SDK does (first sequenceId 1), so 2 is in step.
+    let requester = Node::builder("Requester")
+        .reference_compatible(true)
+        .data_dir(dir.path().join("requester"))
+        .build()
+        .unwrap();
+    let connection = requester.connect(&url, catalogue::ACTION).await.unwrap();
+    let output = connection
+        .call(catalogue::ACTION, json!({"productId": "P2"}))
+        .await
+        .unwrap();
+    assert_eq!(output["productName"], "Mouse");
+    assert_eq!(output["price"], 19.5);
+    let info = connection.info();
+    assert_eq!(info.settlement, concord_node::Settlement::Negotiated);
+    assert_eq!(
+        info.capabilities.iter().count(),
+        0,
+        "the SDK announces no capability"
+    );
+    assert_eq!(
+        info.verified_cases, 0,
+        "no test cases with a peer that has none"
+    );
+    connection.close().await;
+
+    // The SDK's one LLM call, as SPEC-NOTES §5 describes it: a JSON object answer, with
+    // the capability tool offered in the same call.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["response_format"]["type"], "json_object");
+    assert_eq!(
+        requests[0].body["tools"][0]["function"]["name"],
+        "get_capability_info"
+    );
+    // Our candidate reached it whole, and is the protocol both sides stored.
+    let agreed = requester.store().protocol(&info.hash).unwrap().unwrap();
+    let prompt = requests[0].messages()[1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(prompt.contains(&agreed.document), "{prompt}");
 }

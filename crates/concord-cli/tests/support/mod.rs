@@ -310,11 +310,18 @@ pub fn process() -> Process {
     process
 }
 
+/// `concord call <url> getProductInfo <input> <options…> --data-dir <dir>`.
+pub fn call_product(url: &str, input: &str, data_dir: &Path, options: &[&OsStr]) -> Output {
+    run(concord()
+        .args(["call", url, "getProductInfo", input])
+        .args(options)
+        .arg("--data-dir")
+        .arg(data_dir))
+}
+
 /// `concord call <url> getProductInfo <input> --json --data-dir <dir>`.
 pub fn call_json(url: &str, input: &str, data_dir: &Path) -> Output {
-    run(concord()
-        .args(["call", url, "getProductInfo", input, "--json", "--data-dir"])
-        .arg(data_dir))
+    call_product(url, input, data_dir, &[OsStr::new("--json")])
 }
 
 /// The body of `GET url`.
