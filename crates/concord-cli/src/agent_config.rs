@@ -345,6 +345,12 @@ impl File {
             .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
         check_listen(&listen).map_err(|message| Problem::key("node.listen", message))?;
         let data_dir = self.node.data_dir.map(|dir| base.join(dir));
+        let public_url = self
+            .node
+            .public_url
+            .map(|url| concord_node::check_public_url(&url))
+            .transpose()
+            .map_err(|message| Problem::key("node.public_url", message))?;
         if self.actions.is_empty() {
             return Err(Problem::key(
                 "actions",
@@ -404,7 +410,7 @@ impl File {
             description: self.agent.description,
             listen,
             data_dir,
-            public_url: self.node.public_url,
+            public_url,
             actions,
             llm,
             consensus,
@@ -758,6 +764,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 "actions[0].http.url: http backend URL \"ftp://x/\" must start with http:// or https://",
             ),
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
+            (format!("[node]\npublic_url = \"shop.example.com\"\n{MINIMAL}"), "node.public_url: \"shop.example.com\" is not a URL"),
             (format!("{MINIMAL}\n[limits]\ncall_timeout = \"0s\"\n"), "limits.call_timeout: must be greater than zero"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"ftp://x/\"\n"), "llm.base_url: \"ftp://x/\" must be an http or https URL"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nmodel = \" \"\n"), "llm.model: the model name is empty"),

@@ -88,7 +88,7 @@ pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
 pub use error::{CallError, ConnectError, NodeError};
-pub use node::{Node, NodeBuilder, Want};
+pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::Server;
 
 /// The README's examples, compiled as doctests.

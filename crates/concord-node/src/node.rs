@@ -317,8 +317,10 @@ impl NodeBuilder {
     /// The base URL peers reach this node at, when it is not the address it listens on:
     /// behind a reverse proxy that terminates TLS, `https://agent.example.com/`. The served
     /// description then names this base and the endpoint `wss://agent.example.com/concord`
-    /// (`http` gives `ws`), and [`Server::url`](crate::Server::url) returns it. Default: the
-    /// listening address, `http://127.0.0.1:port/`.
+    /// (`http` gives `ws`), and [`Server::url`](crate::Server::url) returns it. A base with a
+    /// path (`https://example.com/shop/`) gives `…/shop/.well-known/wot` and
+    /// `…/shop/concord`: the proxy must strip the prefix. Checked by [`check_public_url`].
+    /// Default: the listening address, `http://127.0.0.1:port/`.
     ///
     /// ```
     /// use concord_node::Node;
@@ -464,12 +466,16 @@ impl NodeBuilder {
         }
         let public_url = self
             .public_url
-            .map(|url| check_public_url(&url).map(|()| url))
+            .map(|url| check_public_url(&url))
             .transpose()
-            .map_err(NodeError::Config)?;
+            .map_err(|reason| NodeError::Config(format!("the public URL {reason}")))?;
         let tls = crate::tls::client_config(&self.trust_roots_pem).map_err(NodeError::Config)?;
+        // HTTP/2 where the server offers it; the WebSocket's configuration keeps no ALPN, as
+        // an upgrade needs HTTP/1.1.
+        let mut http_tls = tls.clone();
+        http_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls.clone())
+            .tls_backend_preconfigured(http_tls)
             .build()
             .map_err(|error| NodeError::Config(format!("HTTP client: {error}")))?;
         let persona = Persona {
@@ -497,16 +503,28 @@ impl NodeBuilder {
     }
 }
 
-/// A public base URL: an absolute `http` or `https` URL without query or fragment.
-fn check_public_url(url: &str) -> Result<(), String> {
-    let problem = |reason: &str| format!("the public URL {url:?} {reason}");
+/// Checks a public base URL ([`NodeBuilder::public_url`]) and returns it normalised (scheme
+/// and host in lower case, a path of at least `/`): an absolute `http` or `https` URL with no
+/// credentials, query or fragment. `Err` says what is wrong.
+///
+/// ```
+/// assert_eq!(concord_node::check_public_url("HTTPS://Shop.example.com").unwrap(), "https://shop.example.com/");
+/// assert!(concord_node::check_public_url("https://user:secret@shop.example.com/").unwrap_err().contains("credentials"));
+/// ```
+pub fn check_public_url(url: &str) -> Result<String, String> {
+    let problem = |reason: &str| format!("{url:?} {reason}");
     let parsed =
         url::Url::parse(url).map_err(|error| problem(&format!("is not a URL: {error}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(problem("must start with http:// or https://"));
     }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(problem(
+            "must not carry credentials: the description publishes it",
+        ));
+    }
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(problem("must not have a query or fragment"));
     }
-    Ok(())
+    Ok(parsed.into())
 }

@@ -1,12 +1,13 @@
-//! The TLS client configuration the node uses for `https://` descriptions and `wss://`
-//! endpoints: one `rustls` configuration for both, so a peer is trusted (or not) the same
-//! way on both steps.
+//! The TLS client configuration the node uses for peers' `https://` descriptions and
+//! `wss://` endpoints: one `rustls` configuration for both, so a peer is trusted (or not)
+//! the same way on both steps. (The LLM client and `HttpAction` backends keep reqwest's
+//! own configuration: the system's trust store.)
 //!
 //! Certificates are checked by the platform's verifier (the operating system's trust
 //! store), and also against any root certificates the node was given
 //! ([`NodeBuilder::trust_root_certificates_pem`](crate::NodeBuilder::trust_root_certificates_pem)),
-//! for a private CA or a test. A machine with no trust store at all (a minimal container)
-//! still builds nodes: they trust only the given roots, and say so in a warning.
+//! for a private CA or a test. On a machine with no trust store at all (a minimal container)
+//! this configuration trusts only the given roots, and says so in a warning.
 
 use std::sync::Arc;
 

@@ -28,8 +28,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The switch takes an exclusive lock, and SQLite does not call the busy handler for it when
 /// that could deadlock (another connection holding a shared lock it also wants to upgrade),
 /// which is what several processes opening a new store at once do: it answers
-/// `SQLITE_BUSY` at once. This retries that answer, with short growing pauses, for as long
-/// as [`BUSY_TIMEOUT`].
+/// `SQLITE_BUSY` at once. This retries that answer, with short growing pauses, until
+/// [`BUSY_TIMEOUT`] has passed (an attempt that the busy handler makes wait may add up to
+/// as much again).
 fn enable_wal(connection: &Connection) -> rusqlite::Result<String> {
     let deadline = Instant::now() + BUSY_TIMEOUT;
     let mut pause = Duration::from_millis(1);

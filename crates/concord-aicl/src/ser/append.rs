@@ -14,7 +14,10 @@ use std::ptr;
 /// ```
 #[inline(always)]
 pub(crate) fn append<const N: usize>(out: &mut String, parts: [&str; N]) {
-    let total: usize = parts.iter().map(|part| part.len()).sum();
+    let total = parts
+        .iter()
+        .try_fold(0usize, |sum, part| sum.checked_add(part.len()))
+        .unwrap_or(usize::MAX); // `reserve` then fails: capacity overflow, before any write.
     out.reserve(total);
     // SAFETY: `reserve` left room for `total` more bytes after `len`, and the parts, `total`
     // bytes in all, are copied one after the other into that room, each from its own `&str`,
@@ -82,6 +85,43 @@ mod tests {
             out.push_str(&start);
             append(&mut out, [parts[0].as_str(), parts[1].as_str(), parts[2].as_str(), parts[3].as_str()]);
             prop_assert_eq!(out, format!("{start}{}", parts.concat()));
+        }
+    }
+
+    /// Each piece in an allocation of its own exact size (so a read past its end is outside
+    /// it), and the spare capacity after the output checked untouched (so a write past the
+    /// end of a piece that the next piece would overwrite is seen).
+    #[test]
+    fn no_byte_is_read_or_written_outside_the_pieces() {
+        const SENTINEL: u8 = 0xA5;
+        for first in 0..=20 {
+            for second in 0..=20 {
+                let a: String = "abcdefghijklmnopqrstu"[..first].to_owned();
+                let b: String = "ABCDEFGHIJKLMNOPQRSTU"[..second].to_owned();
+                let mut bytes = Vec::with_capacity(64);
+                bytes.push(b'<');
+                bytes.resize(64, SENTINEL);
+                bytes.truncate(1);
+                let mut out = String::from_utf8(bytes).unwrap();
+                let allocation = out.as_ptr();
+                append(&mut out, [a.as_str(), b.as_str()]);
+                assert_eq!(
+                    out.as_ptr(),
+                    allocation,
+                    "no reallocation: the sentinel is kept"
+                );
+                assert_eq!(out, format!("<{a}{b}"));
+                let len = out.len();
+                let bytes = out.into_bytes();
+                // SAFETY: the vector's capacity is 64 and every byte of it was initialised
+                // (by `resize`) before `truncate` and `append`.
+                let spare =
+                    unsafe { std::slice::from_raw_parts(bytes.as_ptr().add(len), 64 - len) };
+                assert!(
+                    spare.iter().all(|&byte| byte == SENTINEL),
+                    "{first}+{second}"
+                );
+            }
         }
     }
 
