@@ -7,7 +7,7 @@ use anyhow::bail;
 use clap::Subcommand;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
-    Need, NegotiateError, Negotiator, StepRecord,
+    Need, NegotiateError, Negotiator, Previous, StepRecord,
 };
 use concord_proto::{Decision, ProtocolHash};
 use serde_json::json;
@@ -46,6 +46,7 @@ Examples:
     #[command(after_help = "\
 Examples:
   concord protocol judge --description ours.json candidate.md
+  concord protocol judge --description ours.json counter.md --previous ours.md --summary 'renamed id' --llm
   concord protocol draft --description ours.json --action getProductInfo | concord protocol judge --description ours.json")]
     Judge {
         /// Our agent description (JSON).
@@ -56,6 +57,12 @@ Examples:
         /// Judge with the LLM negotiator (configured as for `draft --llm`).
         #[arg(long)]
         llm: bool,
+        /// The candidate answers this one of ours (a counter-proposal): the LLM sees both.
+        #[arg(long, value_name = "FILE")]
+        previous: Option<PathBuf>,
+        /// The peer's modificationSummary: what its candidate changes in ours.
+        #[arg(long, value_name = "TEXT")]
+        summary: Option<String>,
     },
     /// Print the protocol hash (the 0-RTT identifier): SHA-256 of the exact bytes.
     #[command(after_help = "\
@@ -113,13 +120,27 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             description,
             candidate,
             llm,
+            previous,
+            summary,
         } => {
             let actions = actions_in(&description)?;
             let text = read_text(candidate.as_deref(), "the candidate")?;
+            let ours = previous
+                .map(|path| read_text(Some(&path), "our previous candidate"))
+                .transpose()?;
+            let previous = Previous {
+                our_candidate: ours.as_deref(),
+                modification_summary: summary.as_deref(),
+            };
             let judged = if llm {
-                block_on(judge(&llm_negotiator()?, &actions, &text))?
+                block_on(judge(&llm_negotiator()?, &actions, &text, previous))?
             } else {
-                block_on(judge(&DeterministicNegotiator::new(), &actions, &text))?
+                block_on(judge(
+                    &DeterministicNegotiator::new(),
+                    &actions,
+                    &text,
+                    previous,
+                ))?
             };
             let decided = match judged {
                 Ok(decided) => decided,
@@ -161,9 +182,10 @@ async fn judge<N: Negotiator>(
     negotiator: &N,
     actions: &[ActionSpec],
     candidate: &str,
+    previous: Previous<'_>,
 ) -> Result<Decided<Decision>, NegotiateError> {
     negotiator
-        .judge(JudgeContext::Provider { actions }, candidate)
+        .judge(JudgeContext::Provider { actions }, candidate, previous)
         .await
 }
 

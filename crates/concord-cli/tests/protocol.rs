@@ -119,3 +119,39 @@ async fn judge_with_llm_asks_the_configured_server() {
     // The candidate reached the model only as fenced peer data.
     assert!(requests[0].body.to_string().contains("in prose only"));
 }
+
+/// A counter-proposal is judged beside our previous candidate (`--previous`) and the peer's
+/// summary (`--summary`): the LLM sees both.
+#[tokio::test(flavor = "multi_thread")]
+async fn judge_sees_our_previous_candidate_and_the_peers_summary() {
+    let server = ScriptServer::start([Step::content(r#"{"status": "accepted"}"#)])
+        .await
+        .unwrap();
+    let base_url = server.base_url();
+    let ours = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ours.path(), drafted_protocol()).unwrap();
+    let ours_path = ours.path().to_str().unwrap().to_owned();
+    let (decision, code) = tokio::task::spawn_blocking(move || {
+        judge(
+            "# Requirement\nGet product info, in prose only.\n",
+            &[
+                "--llm",
+                "--previous",
+                &ours_path,
+                "--summary",
+                "dropped the schemas",
+            ],
+            &[
+                ("CONCORD_LLM_BASE_URL", base_url),
+                ("CONCORD_LLM_MODEL", "test-model".into()),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{decision}");
+    assert_eq!(decision["status"], "accepted");
+    let prompt = server.requests()[0].body.to_string();
+    assert!(prompt.contains("ourPreviousCandidate"), "{prompt}");
+    assert!(prompt.contains("dropped the schemas"), "{prompt}");
+}

@@ -13,7 +13,7 @@ use crate::action::{
 use crate::document::ProtocolDocument;
 use crate::json_schema::{is_object_schema, properties, required, types};
 use crate::naming::key;
-use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step};
+use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Previous, Step};
 use crate::test_cases::{TestCase, TestCases};
 use crate::validation::ProtocolSchemas;
 
@@ -387,10 +387,12 @@ impl Negotiator for DeterministicNegotiator {
         Ok(Decided::deterministic(Step::Draft, start, value))
     }
 
+    /// The rules judge the candidate as it stands: `previous` does not change what they say.
     async fn judge(
         &self,
         context: JudgeContext<'_>,
         candidate: &str,
+        _previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
         Ok(Decided::deterministic(

@@ -9,7 +9,7 @@ use crate::action::{ActionSpec, Need};
 use crate::deterministic::DeterministicNegotiator;
 use crate::document::ProtocolDocument;
 use crate::llm::LlmNegotiator;
-use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Step};
+use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Previous, Step};
 use crate::test_cases::TestCases;
 use crate::validation::ProtocolSchemas;
 
@@ -102,6 +102,7 @@ impl Negotiator for EscalatingNegotiator {
         &self,
         context: JudgeContext<'_>,
         candidate: &str,
+        previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
         match schema_built(candidate) {
@@ -109,7 +110,7 @@ impl Negotiator for EscalatingNegotiator {
                 let decision = self.rules.judge_document(context, &document);
                 Ok(Decided::deterministic(Step::Judge, start, decision))
             }
-            None => escalated(start, self.llm.judge(context, candidate).await),
+            None => escalated(start, self.llm.judge(context, candidate, previous).await),
         }
     }
 

@@ -50,7 +50,8 @@ pub use llm::{
     LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL, MAX_TOOL_ROUNDS,
 };
 pub use policy::{
-    Accounting, Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Step, StepRecord,
+    Accounting, Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step,
+    StepRecord,
 };
 pub use test_cases::{TestCase, TestCases, TestCasesError};
 pub use validation::{ProtocolSchemas, SchemaViolation};

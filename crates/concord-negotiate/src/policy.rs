@@ -146,6 +146,17 @@ impl Accounting {
     }
 }
 
+/// What the judged candidate answers: our candidate it replaces and the peer's summary of
+/// its changes. Both absent for the first candidate of a negotiation
+/// ([`Previous::default`]); a judge that weighs changes (the LLM's) sees what changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Previous<'a> {
+    /// The candidate we proposed last.
+    pub our_candidate: Option<&'a str>,
+    /// The peer's `modificationSummary`: what its candidate changes in ours.
+    pub modification_summary: Option<&'a str>,
+}
+
 /// What the judging side knows.
 #[derive(Debug, Clone, Copy)]
 pub enum JudgeContext<'a> {
@@ -221,11 +232,13 @@ pub trait Negotiator: Send + Sync {
         peer_action: &ActionSpec,
     ) -> impl Future<Output = Result<Decided<String>, NegotiateError>> + Send;
 
-    /// Either side: accept, counter-propose (full text + summary) or reject the peer's candidate.
+    /// Either side: accept, counter-propose (full text + summary) or reject the peer's
+    /// candidate, which answers `previous`.
     fn judge(
         &self,
         context: JudgeContext<'_>,
         candidate: &str,
+        previous: Previous<'_>,
     ) -> impl Future<Output = Result<Decided<Decision>, NegotiateError>> + Send;
 
     /// Requester: test cases for an agreed protocol.

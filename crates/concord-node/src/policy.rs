@@ -2,7 +2,7 @@
 
 use concord_negotiate::{
     ActionSpec, Decided, DeterministicNegotiator, EscalatingNegotiator, JudgeContext, Need,
-    NegotiateError, Negotiator, ProtocolDocument,
+    NegotiateError, Negotiator, Previous, ProtocolDocument,
 };
 use concord_proto::{Decision, FixDecision};
 use serde_json::Value;
@@ -30,10 +30,11 @@ impl Negotiator for Policy {
         &self,
         context: JudgeContext<'_>,
         candidate: &str,
+        previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         match self {
-            Self::Rules(rules) => rules.judge(context, candidate).await,
-            Self::Escalating(escalating) => escalating.judge(context, candidate).await,
+            Self::Rules(rules) => rules.judge(context, candidate, previous).await,
+            Self::Escalating(escalating) => escalating.judge(context, candidate, previous).await,
         }
     }
 

@@ -32,6 +32,7 @@ fn happy_path_agrees_generates_code_and_exchanges_data() {
             sequence_id: 0,
             candidate: PRODUCT_INFO.into(),
             modification_summary: None,
+            replaces: None,
         }]
     );
     pair.provider.decide(pair.now, Decision::Accept).unwrap();
@@ -117,12 +118,23 @@ fn several_counter_proposals_then_agreement_on_the_last_text() {
             sequence_id: 1,
             candidate: "v2".into(),
             modification_summary: Some("renamed id".into()),
+            replaces: Some("v1".into()),
         }]
     );
     pair.requester
         .decide(pair.now, counter("v3", "added currency"))
         .unwrap();
     pair.flush();
+    // Each side sees which of its own candidates the peer's answers.
+    assert_eq!(
+        pair.provider_events().last(),
+        Some(&Event::CandidateReceived {
+            sequence_id: 2,
+            candidate: "v3".into(),
+            modification_summary: Some("added currency".into()),
+            replaces: Some("v2".into()),
+        })
+    );
     pair.provider
         .decide(pair.now, counter("v4", "timeout 15 s"))
         .unwrap();

@@ -27,7 +27,8 @@ fn our_provider_accepts_a_reference_requester() {
         vec![Event::CandidateReceived {
             sequence_id: 1,
             candidate: PRODUCT_INFO.into(),
-            modification_summary: None
+            modification_summary: None,
+            replaces: None,
         }]
     );
     pair.provider.decide(pair.now, Decision::Accept).unwrap();

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::action::{ActionSpec, Need};
 use crate::document::ProtocolDocument;
 use crate::policy::{
-    Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Step, StepRecord,
+    Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step, StepRecord,
 };
 
 use answer::{
@@ -59,7 +59,7 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 ///
 /// ```no_run
 /// use concord_llm::{LlmClient, LlmConfig};
-/// use concord_negotiate::{ActionSpec, JudgeContext, LlmNegotiator, Negotiator};
+/// use concord_negotiate::{ActionSpec, JudgeContext, LlmNegotiator, Negotiator, Previous};
 ///
 /// # async fn demo(actions: Vec<ActionSpec>, candidate: &str) -> Result<(), Box<dyn std::error::Error>> {
 /// let Some(config) = LlmConfig::from_env()? else {
@@ -67,7 +67,7 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 /// };
 /// let negotiator = LlmNegotiator::new(LlmClient::new(config)?);
 /// let decided = negotiator
-///     .judge(JudgeContext::Provider { actions: &actions }, candidate)
+///     .judge(JudgeContext::Provider { actions: &actions }, candidate, Previous::default())
 ///     .await?;
 /// println!("{:?} after {} LLM calls", decided.value, decided.record.llm_calls);
 /// # Ok(()) }
@@ -233,6 +233,7 @@ impl Negotiator for LlmNegotiator {
         &self,
         context: JudgeContext<'_>,
         candidate: &str,
+        previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         self.step(Step::Judge, |client| async move {
             let answer = match context {
@@ -244,6 +245,7 @@ impl Negotiator for LlmNegotiator {
                             prompt::actions_index(actions),
                             prompt::ACTIONS_DESCRIPTION,
                         )?
+                        .previous(previous)?
                         .peer_text(intro::CANDIDATE, candidate)
                         .messages()?;
                     judge_with_tools(&client, actions, messages).await?
@@ -253,6 +255,7 @@ impl Negotiator for LlmNegotiator {
                         .prompt(Task::JudgeAsRequester)?
                         .data("need", prompt::need_data(need), prompt::NEED_DESCRIPTION)?
                         .peer_text(intro::PEER_ACTION, &prompt::peer_action_text(peer_action))
+                        .previous(previous)?
                         .peer_text(intro::CANDIDATE, candidate)
                         .messages()?;
                     ask::<JudgeAnswer>(&client, messages).await?

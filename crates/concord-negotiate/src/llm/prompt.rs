@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::error::LlmFailure;
 use crate::action::{ActionSpec, Need};
+use crate::policy::Previous;
 
 /// Said first in every system message.
 const SAFETY: &str = "\
@@ -233,6 +234,22 @@ impl Prompt {
         self
     }
 
+    /// What the peer's candidate answers: our previous candidate (our own text, as data)
+    /// and the peer's summary of its changes (peer text). Nothing for a first candidate.
+    pub(crate) fn previous(mut self, previous: Previous<'_>) -> Result<Self, LlmFailure> {
+        if let Some(ours) = previous.our_candidate {
+            self = self.data(
+                "ourPreviousCandidate",
+                Value::from(ours),
+                OUR_PREVIOUS_DESCRIPTION,
+            )?;
+        }
+        if let Some(summary) = previous.modification_summary {
+            self = self.peer_text(intro::MODIFICATION_SUMMARY, summary);
+        }
+        Ok(self)
+    }
+
     /// The chat messages, closing line included.
     pub(crate) fn messages(mut self) -> Result<Vec<Message>, LlmFailure> {
         self.context.push(TextMessage::user(ANSWER_NOW));
@@ -282,6 +299,10 @@ pub(crate) const ACTIONS_DESCRIPTION: &str = "The actions we provide. Read an ac
 and output JSON Schemas with the `get_capability_info` tool.";
 
 /// What ¶ourMessages means.
+/// What ¶ourPreviousCandidate means.
+pub(crate) const OUR_PREVIOUS_DESCRIPTION: &str = "The candidate protocol we proposed last. The \
+peer's candidate answers it: compare the two to see what the peer changed.";
+
 pub(crate) const OUR_MESSAGES_DESCRIPTION: &str =
     "The messages we sent most recently under the agreed protocol, oldest first.";
 
@@ -299,6 +320,9 @@ pub(crate) mod intro {
     pub(crate) const CANDIDATE: &str = "The candidate protocol the peer proposes:";
     /// Before the agreed protocol.
     pub(crate) const AGREED: &str = "The agreed protocol:";
+    /// Before the peer's summary of what its candidate changes in ours.
+    pub(crate) const MODIFICATION_SUMMARY: &str =
+        "The peer's summary of what its candidate changes in our previous candidate:";
     /// Before the peer's test cases.
     pub(crate) const TEST_CASES: &str = "The test cases the peer proposes:";
     /// Before the peer's error report.

@@ -441,7 +441,12 @@ impl<T: Transport> Driver<T> {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::CandidateReceived { candidate, .. } => self.spawn_judge(candidate),
+            Event::CandidateReceived {
+                candidate,
+                modification_summary,
+                replaces,
+                ..
+            } => self.spawn_judge(candidate, modification_summary, replaces),
             Event::ProtocolAgreed { hash, document } => self.on_agreed(hash, document),
             Event::PeerCodeReady => tracing::debug!("the peer's code is ready"),
             Event::TestCasesReceived { test_cases, .. } => {

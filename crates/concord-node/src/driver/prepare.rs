@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use concord_negotiate::{
-    Decided, JudgeContext, Negotiator, ProtocolDocument, Step, StepRecord, TestCases,
+    Decided, JudgeContext, Negotiator, Previous, ProtocolDocument, Step, StepRecord, TestCases,
 };
 use concord_proto::{Capability, Decision, FixDecision, Role};
 use concord_store::NewProtocol;
@@ -244,7 +244,14 @@ impl<T: Transport> Driver<T> {
         });
     }
 
-    pub(super) fn spawn_judge(&mut self, candidate: String) {
+    /// Judges the peer's `candidate`, which answers our `replaces` with the peer's
+    /// `summary` of its changes.
+    pub(super) fn spawn_judge(
+        &mut self,
+        candidate: String,
+        summary: Option<String>,
+        replaces: Option<String>,
+    ) {
         let shared = Arc::clone(&self.shared);
         let limit = shared.limits.negotiation_timeout;
         match &self.role {
@@ -254,9 +261,13 @@ impl<T: Transport> Driver<T> {
                     "judging the candidate",
                     async move {
                         let actions = shared.actions.specs();
+                        let previous = Previous {
+                            our_candidate: replaces.as_deref(),
+                            modification_summary: summary.as_deref(),
+                        };
                         shared
                             .policy
-                            .judge(JudgeContext::Provider { actions }, &candidate)
+                            .judge(JudgeContext::Provider { actions }, &candidate, previous)
                             .await
                             .map_err(|error| error.to_string())
                     },
@@ -269,6 +280,10 @@ impl<T: Transport> Driver<T> {
                     limit,
                     "judging the counter-proposal",
                     async move {
+                        let previous = Previous {
+                            our_candidate: replaces.as_deref(),
+                            modification_summary: summary.as_deref(),
+                        };
                         shared
                             .policy
                             .judge(
@@ -277,6 +292,7 @@ impl<T: Transport> Driver<T> {
                                     peer_action: &peer_action,
                                 },
                                 &candidate,
+                                previous,
                             )
                             .await
                             .map_err(|error| error.to_string())

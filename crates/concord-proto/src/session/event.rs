@@ -164,6 +164,9 @@ pub enum Event {
         candidate: String,
         /// What changed since the previous candidate (absent on the first).
         modification_summary: Option<String>,
+        /// Our candidate this one answers: the one we proposed last (absent on the first).
+        /// With the summary, what a judge needs to see what the peer changed.
+        replaces: Option<String>,
     },
     /// The protocol is agreed: generate handler code, then call
     /// [`Session::code_ready`](crate::Session::code_ready) or

@@ -837,12 +837,13 @@ impl Session {
                     return self.stop_at_round_cap(cap);
                 }
                 let candidate = message.candidate_protocols.unwrap_or_default();
-                negotiation.candidate = Some(candidate.clone());
+                let replaces = negotiation.candidate.replace(candidate.clone());
                 negotiation.turn = Turn::Local;
                 self.events.push_back(Event::CandidateReceived {
                     sequence_id: message.sequence_id,
                     candidate,
                     modification_summary: message.modification_summary,
+                    replaces,
                 });
             }
             NegotiationStatus::Accepted => {
