@@ -21,6 +21,23 @@ fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32
     (value, output.code)
 }
 
+/// [`judge`] with `--llm` and `extra`, the LLM being the scripted `server`.
+async fn judge_with_llm(server: &ScriptServer, candidate: &str, extra: &[&str]) -> (Value, i32) {
+    let env = [
+        ("CONCORD_LLM_BASE_URL", server.base_url()),
+        ("CONCORD_LLM_MODEL", "test-model".to_owned()),
+    ];
+    let candidate = candidate.to_owned();
+    let mut args = vec!["--llm".to_owned()];
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        judge(&candidate, &args, &env)
+    })
+    .await
+    .unwrap()
+}
+
 #[test]
 fn a_drafted_protocol_is_accepted_by_the_agent_it_was_drafted_for() {
     let document = drafted_protocol();
@@ -94,20 +111,8 @@ async fn judge_with_llm_asks_the_configured_server() {
     let server = ScriptServer::start([Step::content(answer.to_string()).usage(120, 15)])
         .await
         .unwrap();
-    let base_url = server.base_url();
     let candidate = "# Requirement\nGet product info, in prose only.\n";
-    let (decision, code) = tokio::task::spawn_blocking(move || {
-        judge(
-            candidate,
-            &["--llm"],
-            &[
-                ("CONCORD_LLM_BASE_URL", base_url),
-                ("CONCORD_LLM_MODEL", "test-model".into()),
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let (decision, code) = judge_with_llm(&server, candidate, &[]).await;
     assert_eq!(code, 0, "{decision}");
     assert_eq!(decision["status"], "rejected");
     assert_eq!(decision["reason"], "prices must be in EUR");
@@ -127,28 +132,15 @@ async fn judge_sees_our_previous_candidate_and_the_peers_summary() {
     let server = ScriptServer::start([Step::content(r#"{"status": "accepted"}"#)])
         .await
         .unwrap();
-    let base_url = server.base_url();
     let ours = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(ours.path(), drafted_protocol()).unwrap();
-    let ours_path = ours.path().to_str().unwrap().to_owned();
-    let (decision, code) = tokio::task::spawn_blocking(move || {
-        judge(
-            "# Requirement\nGet product info, in prose only.\n",
-            &[
-                "--llm",
-                "--previous",
-                &ours_path,
-                "--summary",
-                "dropped the schemas",
-            ],
-            &[
-                ("CONCORD_LLM_BASE_URL", base_url),
-                ("CONCORD_LLM_MODEL", "test-model".into()),
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let ours_path = ours.path().to_str().unwrap();
+    let (decision, code) = judge_with_llm(
+        &server,
+        "# Requirement\nGet product info, in prose only.\n",
+        &["--previous", ours_path, "--summary", "dropped the schemas"],
+    )
+    .await;
     assert_eq!(code, 0, "{decision}");
     assert_eq!(decision["status"], "accepted");
     let prompt = server.requests()[0].body.to_string();
