@@ -13,6 +13,7 @@
 //! listen = "127.0.0.1:8080"
 //! data_dir = "data"                  # default: the platform data directory
 //! public_url = "https://shop.example.com/"   # optional: behind a TLS proxy (then wss://)
+//! tls = { certificate = "cert.pem", key = "key.pem" }   # optional: serve https:// and wss://
 //!
 //! [[actions]]
 //! name = "getProductInfo"
@@ -97,6 +98,8 @@ pub struct AgentConfig {
     /// The base URL peers reach the agent at, when not the listening address (behind a
     /// reverse proxy that terminates TLS).
     pub public_url: Option<String>,
+    /// The certificate chain and private key (PEM) to serve TLS with, when configured.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
     /// The actions served.
     pub actions: Vec<ConfiguredAction>,
     /// The LLM, when one is configured (here or in the environment).
@@ -226,6 +229,15 @@ struct NodeSection {
     listen: Option<String>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
+    tls: Option<TlsSection>,
+}
+
+/// `node.tls`: serve `https://` and `wss://` with this certificate chain and key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsSection {
+    certificate: PathBuf,
+    key: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -351,6 +363,16 @@ impl File {
             .map(|url| concord_node::check_public_url(&url))
             .transpose()
             .map_err(|message| Problem::key("node.public_url", message))?;
+        let tls = self
+            .node
+            .tls
+            .map(|tls| {
+                Ok((
+                    read_relative(base, &tls.certificate, "node.tls.certificate")?,
+                    read_relative(base, &tls.key, "node.tls.key")?,
+                ))
+            })
+            .transpose()?;
         if self.actions.is_empty() {
             return Err(Problem::key(
                 "actions",
@@ -389,11 +411,9 @@ impl File {
             }
             let path = base.join(&entry.document);
             let document_key = format!("{key}.document");
-            let text = std::fs::read_to_string(&path).map_err(|error| {
-                Problem::key(
-                    &document_key,
-                    format!("cannot read {}: {error}", path.display()),
-                )
+            let bytes = read_relative(base, &entry.document, &document_key)?;
+            let text = String::from_utf8(bytes).map_err(|error| {
+                Problem::key(&document_key, format!("{}: {error}", path.display()))
             })?;
             let document = ProtocolDocument::parse(&text).map_err(|error| {
                 Problem::key(&document_key, format!("{}: {error}", path.display()))
@@ -411,6 +431,7 @@ impl File {
             listen,
             data_dir,
             public_url,
+            tls,
             actions,
             llm,
             consensus,
@@ -472,15 +493,21 @@ impl ActionSection {
     }
 }
 
+/// The file at `file`, relative to the configuration's directory `base`; an error names
+/// `key` and the path.
+fn read_relative(base: &Path, file: &Path, key: &str) -> Result<Vec<u8>, Problem> {
+    let path = base.join(file);
+    std::fs::read(&path)
+        .map_err(|error| Problem::key(key, format!("cannot read {}: {error}", path.display())))
+}
+
 /// A JSON Schema given inline (a table, or `true`/`false`) or as the path of a JSON file;
 /// it must compile.
 fn schema(value: Value, key: &str, base: &Path) -> Result<Value, Problem> {
     let schema = match value {
         Value::String(file) => {
             let path = base.join(&file);
-            let bytes = std::fs::read(&path).map_err(|error| {
-                Problem::key(key, format!("cannot read {}: {error}", path.display()))
-            })?;
+            let bytes = read_relative(base, Path::new(&file), key)?;
             serde_json::from_slice(&bytes).map_err(|error| {
                 Problem::key(key, format!("{} is not JSON: {error}", path.display()))
             })?
@@ -765,6 +792,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             ),
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
             (format!("[node]\npublic_url = \"shop.example.com\"\n{MINIMAL}"), "node.public_url: \"shop.example.com\" is not a URL"),
+            (format!("[node]\ntls = {{ certificate = \"none.pem\", key = \"none.key\" }}\n{MINIMAL}"), "node.tls.certificate: cannot read"),
             (format!("{MINIMAL}\n[limits]\ncall_timeout = \"0s\"\n"), "limits.call_timeout: must be greater than zero"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"ftp://x/\"\n"), "llm.base_url: \"ftp://x/\" must be an http or https URL"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nmodel = \" \"\n"), "llm.model: the model name is empty"),

@@ -76,6 +76,9 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(url) = &config.public_url {
         builder = builder.public_url(url.clone());
     }
+    if let Some((chain, key)) = &config.tls {
+        builder = builder.tls_certificate_pem(chain.clone(), key.clone());
+    }
     if let Some(llm) = &config.llm {
         builder = builder.llm(llm.clone());
     }

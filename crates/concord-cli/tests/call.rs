@@ -266,3 +266,42 @@ fn reference_compatible_numbering_starts_at_one_and_echoes_accepted() {
         "{reference:?}"
     );
 }
+
+/// `concord serve` with `node.tls` serves `https://` and `wss://` itself.
+#[test]
+fn an_agent_with_a_certificate_is_called_over_https_and_wss() {
+    let ca = concord_fixtures::tls::PrivateCa::for_localhost().unwrap();
+    let (dir, config) = write_config(&config_text("").replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\ntls = { certificate = \"chain.pem\", key = \"key.pem\" }",
+    ));
+    std::fs::write(dir.path().join("chain.pem"), ca.chain_pem()).unwrap();
+    std::fs::write(dir.path().join("key.pem"), ca.key_pem()).unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    assert!(
+        served.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.banner
+    );
+    assert!(
+        served.endpoint.starts_with("wss://127.0.0.1:"),
+        "{}",
+        served.banner
+    );
+
+    let requester = tempfile::tempdir().unwrap();
+    let called = call_product(
+        &served.url,
+        r#"{"productId": "P2"}"#,
+        requester.path(),
+        &[
+            OsStr::new("--json"),
+            OsStr::new("--ca-cert"),
+            ca_file.as_os_str(),
+        ],
+    );
+    assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
+    assert_eq!(called.json()["output"]["productName"], "Mouse");
+}

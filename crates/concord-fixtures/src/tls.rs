@@ -39,15 +39,17 @@ pub enum TlsSetupError {
     Bind(#[from] std::io::Error),
 }
 
-/// A CA made for one test, and a certificate it signed for `localhost`.
+/// A CA made for one test, and a certificate it signed for `localhost` and `127.0.0.1`.
 pub struct PrivateCa {
     ca_pem: String,
+    chain_pem: String,
+    key_pem: String,
     chain: Vec<CertificateDer<'static>>,
     key: PrivatePkcs8KeyDer<'static>,
 }
 
 impl PrivateCa {
-    /// A new CA and a `localhost` server certificate signed by it.
+    /// A new CA and a server certificate for `localhost` and `127.0.0.1` signed by it.
     ///
     /// # Errors
     /// [`TlsSetupError::Certificate`] when generating them fails.
@@ -58,12 +60,15 @@ impl PrivateCa {
             .distinguished_name
             .push(DnType::CommonName, "Concord test CA");
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
-        let mut leaf_params = CertificateParams::new(vec!["localhost".to_owned()])?;
+        let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let mut leaf_params = CertificateParams::new(names)?;
         leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let leaf_key = KeyPair::generate()?;
         let leaf = leaf_params.signed_by(&leaf_key, &ca)?;
         Ok(Self {
             ca_pem: ca.pem(),
+            chain_pem: format!("{}{}", leaf.pem(), ca.pem()),
+            key_pem: leaf_key.serialize_pem(),
             chain: vec![leaf.der().clone(), ca.der().clone()],
             key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
         })
@@ -72,6 +77,16 @@ impl PrivateCa {
     /// The CA's certificate, PEM: what a peer must trust.
     pub fn pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// The server's certificate chain (its certificate, then the CA's), PEM.
+    pub fn chain_pem(&self) -> &str {
+        &self.chain_pem
+    }
+
+    /// The server certificate's private key, PEM (PKCS #8).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
     }
 }
 

@@ -72,6 +72,7 @@ mod driver;
 mod error;
 mod hello;
 mod language;
+mod listener;
 mod node;
 mod policy;
 mod server;

@@ -128,6 +128,8 @@ pub(crate) struct Shared {
     pub(crate) http: reqwest::Client,
     /// TLS for `wss://` endpoints (`http` uses the same configuration).
     pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// TLS for serving `https://` and `wss://` directly, when the node has a certificate.
+    pub(crate) tls_server: Option<Arc<rustls::ServerConfig>>,
     /// The base URL the description advertises, when not the listening address.
     pub(crate) public_url: Option<String>,
     /// Negotiate as the reference Python implementation does.
@@ -261,6 +263,7 @@ pub struct NodeBuilder {
     public_url: Option<String>,
     trust_roots_pem: Vec<u8>,
     reference_compatible: bool,
+    certificate_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -287,6 +290,7 @@ impl NodeBuilder {
             public_url: None,
             trust_roots_pem: Vec::new(),
             reference_compatible: false,
+            certificate_pem: None,
         }
     }
 
@@ -334,6 +338,20 @@ impl NodeBuilder {
     /// ```
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
         self.public_url = Some(url.into());
+        self
+    }
+
+    /// Serves `https://` and `wss://` itself with this certificate chain (PEM: the node's
+    /// certificate, then any intermediates) and private key (PEM), instead of plain HTTP.
+    /// The description then names `https://host:port/` and `wss://host:port/concord`
+    /// (or the [public URL](Self::public_url)). Each TLS handshake runs in a task of its own,
+    /// within the hello timeout, at most `max_sessions` at a time.
+    pub fn tls_certificate_pem(
+        mut self,
+        chain_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.certificate_pem = Some((chain_pem.into(), key_pem.into()));
         self
     }
 
@@ -470,6 +488,11 @@ impl NodeBuilder {
             .transpose()
             .map_err(|reason| NodeError::Config(format!("the public URL {reason}")))?;
         let tls = crate::tls::client_config(&self.trust_roots_pem).map_err(NodeError::Config)?;
+        let tls_server = self
+            .certificate_pem
+            .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
+            .transpose()
+            .map_err(NodeError::Config)?;
         // HTTP/2 where the server offers it; the WebSocket's configuration keeps no ALPN, as
         // an upgrade needs HTTP/1.1.
         let mut http_tls = tls.clone();
@@ -495,6 +518,7 @@ impl NodeBuilder {
                 handler_limits: self.handler_limits,
                 http,
                 tls: Arc::new(tls),
+                tls_server,
                 public_url,
                 reference_compatible: self.reference_compatible,
                 code: CodeCache::default(),

@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
+use axum::serve::{Listener, ListenerExt};
 use axum::Router;
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{HelloKind, Role, Session};
@@ -23,6 +23,7 @@ use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MED
 use crate::driver::{Driver, Settled, Settlement, Start, CLOSE_LINGER};
 use crate::error::NodeError;
 use crate::hello;
+use crate::listener::NodeListener;
 use crate::node::Shared;
 use crate::storage::Recorder;
 use crate::transport::{self, Transport};
@@ -117,20 +118,31 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         addr: addr.to_owned(),
         cause,
     };
-    let listener = tokio::net::TcpListener::bind(addr)
+    let tcp = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(bind_error)?;
-    let local_addr = listener.local_addr().map_err(bind_error)?;
-    // Frames are written whole; without TCP_NODELAY a response could wait for the peer's
-    // delayed ACK of the previous one.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
+    let listener = match &shared.tls_server {
+        Some(config) => NodeListener::tls(
+            tcp,
+            Arc::clone(config),
+            shared.limits.hello_timeout,
+            shared.limits.max_sessions,
+        ),
+        None => NodeListener::plain(tcp),
+    }
+    .map_err(bind_error)?;
+    let local_addr = Listener::local_addr(&listener).map_err(bind_error)?;
+    // `tap_io` only for axum's `ConnectInfo<SocketAddr>`, which it provides for any
+    // listener it wraps.
+    let listener = listener.tap_io(|_| {});
+    let scheme = if shared.tls_server.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let base_url = match &shared.public_url {
         Some(url) => url.clone(),
-        None => format!("http://{local_addr}/"),
+        None => format!("{scheme}://{local_addr}/"),
     };
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 /// Builds the client configuration; `extra_roots_pem` holds PEM certificates to trust on top
 /// of the platform's (empty for none).
@@ -74,6 +74,32 @@ fn config_with(
         }
     };
     Ok(config.with_no_client_auth())
+}
+
+/// The server configuration for serving `https://` and `wss://` directly: the certificate
+/// chain (the server's certificate first) and its private key, both PEM.
+///
+/// # Errors
+/// What is wrong with either PEM, or why the key does not fit the certificate.
+pub(crate) fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("TLS certificate: not PEM certificates: {error}"))?;
+    if chain.is_empty() {
+        return Err("TLS certificate: no `-----BEGIN CERTIFICATE-----` block found".to_owned());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|error| format!("TLS private key: not a PEM private key: {error}"))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("TLS protocol versions: {error}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|error| format!("TLS certificate and key: {error}"))?;
+    // The node speaks HTTP/1.1 (the WebSocket upgrade needs it).
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 #[cfg(test)]
