@@ -58,10 +58,11 @@ Examples:
         #[arg(long)]
         llm: bool,
         /// The candidate answers this one of ours (a counter-proposal): the LLM sees both.
-        #[arg(long, value_name = "FILE")]
+        /// (The rules judge a candidate as it stands.)
+        #[arg(long, value_name = "FILE", requires = "llm")]
         previous: Option<PathBuf>,
         /// The peer's modificationSummary: what its candidate changes in ours.
-        #[arg(long, value_name = "TEXT")]
+        #[arg(long, value_name = "TEXT", requires = "previous")]
         summary: Option<String>,
     },
     /// Print the protocol hash (the 0-RTT identifier): SHA-256 of the exact bytes.
@@ -125,6 +126,13 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
         } => {
             let actions = actions_in(&description)?;
             let text = read_text(candidate.as_deref(), "the candidate")?;
+            let from_stdin = |path: &Option<PathBuf>| {
+                path.as_deref()
+                    .is_none_or(|path| path == std::path::Path::new("-"))
+            };
+            if previous.is_some() && from_stdin(&previous) && from_stdin(&candidate) {
+                bail!("the candidate and --previous cannot both come from standard input");
+            }
             let ours = previous
                 .map(|path| read_text(Some(&path), "our previous candidate"))
                 .transpose()?;

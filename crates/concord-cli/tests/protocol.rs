@@ -144,6 +144,14 @@ async fn judge_sees_our_previous_candidate_and_the_peers_summary() {
     assert_eq!(code, 0, "{decision}");
     assert_eq!(decision["status"], "accepted");
     let prompt = server.requests()[0].body.to_string();
-    assert!(prompt.contains("ourPreviousCandidate"), "{prompt}");
+    assert!(prompt.contains("we proposed last"), "{prompt}");
+    // The rules judge a candidate as it stands: `--previous` only with `--llm`.
+    let (_, code) = judge(
+        "# Requirement\nGet product info.\n",
+        &["--previous", ours.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 2);
+    assert!(prompt.contains("GetProductInfoRequest"), "{prompt}");
     assert!(prompt.contains("dropped the schemas"), "{prompt}");
 }

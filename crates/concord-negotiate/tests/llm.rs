@@ -221,17 +221,18 @@ async fn a_counter_proposal_is_judged_beside_our_previous_candidate_and_the_peer
         .await
         .unwrap();
 
-    for request in server.requests() {
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one provider judge, one requester judge");
+    for request in requests {
         let messages = messages_of(&request);
-        // Our previous candidate is our own text: a data message, not peer text.
+        // Our previous candidate may repeat the peer's text: fenced too, after its own
+        // introduction, byte for byte.
         let ours = messages
             .iter()
-            .position(|m| m.starts_with("## Data: ¶ourPreviousCandidate\n"))
-            .expect("our previous candidate as data");
-        // As a JSON string: text that came partly from the peer cannot break out of it.
-        let quoted = serde_json::to_string(SEED_FULL).unwrap();
-        assert!(messages[ours].contains(&quoted), "{}", messages[ours]);
-        // The summary is the peer's: fenced peer text after its introduction, never outside.
+            .position(|m| m.starts_with(&peer_heading()) && fenced_body(m) == SEED_FULL)
+            .expect("our previous candidate, fenced");
+        assert!(messages[ours - 1].starts_with("The candidate protocol we proposed last"));
+        // The summary is the peer's: fenced after its introduction, and nowhere else.
         let block = messages
             .iter()
             .position(|m| m.starts_with(&peer_heading()) && m.contains(summary))
@@ -248,16 +249,23 @@ async fn a_counter_proposal_is_judged_beside_our_previous_candidate_and_the_peer
         assert!(ours < block && block < candidate);
     }
 
-    // A first candidate has neither.
+    // A first candidate has neither; a summary with nothing of ours to compare is left out.
     let server = ScriptServer::start([accepted()]).await.unwrap();
-    provider_judges(&negotiator(&server), PROSE_CANDIDATE)
+    let orphan = Previous {
+        our_candidate: None,
+        modification_summary: Some(summary),
+    };
+    negotiator(&server)
+        .judge(
+            JudgeContext::Provider { actions: &actions },
+            PROSE_CANDIDATE,
+            orphan,
+        )
         .await
         .unwrap();
     let first = messages_of(&server.requests()[0]);
-    assert!(!first.iter().any(|m| m.contains("¶ourPreviousCandidate")));
-    assert!(!first
-        .iter()
-        .any(|m| m.contains("summary of what its candidate changes")));
+    assert!(!first.iter().any(|m| m.contains("we proposed last")));
+    assert!(!first.iter().any(|m| m.contains(summary)));
 }
 
 // ── retries and timeouts ────────────────────────────────────────────────────────────

@@ -240,6 +240,53 @@ fn round_cap_turns_a_counter_into_a_rejection() {
     ));
 }
 
+/// A proposal or an answer too large to send is refused before the state moves: the turn
+/// stays ours, and a smaller one goes out with the sequenceId the refused one would have had.
+#[test]
+fn a_candidate_too_large_to_send_changes_nothing() {
+    let mut config = concord_proto::SessionConfig::default();
+    config.max_frame_size = 200;
+    let mut pair = Pair::with(
+        support::agreement(
+            concord_proto::Capabilities::all(),
+            concord_proto::handshake::ProtocolChoice::Negotiate,
+        ),
+        config.clone(),
+        config,
+    );
+    let huge = "x".repeat(300);
+    let too_large = |result: Result<(), concord_proto::SessionError>| {
+        matches!(
+            result,
+            Err(concord_proto::SessionError::FrameTooLarge { limit: 200, .. })
+        )
+    };
+    assert!(too_large(pair.requester.propose(pair.now, huge.clone())));
+    pair.requester.propose(pair.now, "v1".into()).unwrap();
+    pair.flush();
+    assert!(too_large(
+        pair.provider.decide(pair.now, counter(&huge, "s"))
+    ));
+    assert!(too_large(pair.provider.decide(
+        pair.now,
+        Decision::Counter {
+            candidate: "v2".into(),
+            modification_summary: huge.clone(),
+        }
+    )));
+    pair.provider.decide(pair.now, counter("v2", "s2")).unwrap();
+    pair.flush();
+    assert_eq!(
+        pair.requester_events().last(),
+        Some(&Event::CandidateReceived {
+            sequence_id: 1,
+            candidate: "v2".into(),
+            modification_summary: Some("s2".into()),
+            replaces: Some("v1".into()),
+        })
+    );
+}
+
 #[test]
 fn a_peer_passing_the_round_cap_is_rejected() {
     let mut config = concord_proto::SessionConfig::default();

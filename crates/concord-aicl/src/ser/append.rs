@@ -88,9 +88,9 @@ mod tests {
         }
     }
 
-    /// Each piece in an allocation of its own exact size (so a read past its end is outside
-    /// it), and the spare capacity after the output checked untouched (so a write past the
-    /// end of a piece that the next piece would overwrite is seen).
+    /// The spare capacity after the output checked untouched, so a write past the end of a
+    /// piece that the next piece would overwrite is seen. (Each piece sits in an allocation
+    /// of its own exact size, so a read past its end is outside it: a sanitizer sees that.)
     #[test]
     fn no_byte_is_read_or_written_outside_the_pieces() {
         const SENTINEL: u8 = 0xA5;

@@ -245,7 +245,7 @@ impl Negotiator for LlmNegotiator {
                             prompt::actions_index(actions),
                             prompt::ACTIONS_DESCRIPTION,
                         )?
-                        .previous(previous)?
+                        .previous(previous)
                         .peer_text(intro::CANDIDATE, candidate)
                         .messages()?;
                     judge_with_tools(&client, actions, messages).await?
@@ -255,7 +255,7 @@ impl Negotiator for LlmNegotiator {
                         .prompt(Task::JudgeAsRequester)?
                         .data("need", prompt::need_data(need), prompt::NEED_DESCRIPTION)?
                         .peer_text(intro::PEER_ACTION, &prompt::peer_action_text(peer_action))
-                        .previous(previous)?
+                        .previous(previous)
                         .peer_text(intro::CANDIDATE, candidate)
                         .messages()?;
                     ask::<JudgeAnswer>(&client, messages).await?

@@ -446,7 +446,11 @@ impl<T: Transport> Driver<T> {
                 modification_summary,
                 replaces,
                 ..
-            } => self.spawn_judge(candidate, modification_summary, replaces),
+            } => self.spawn_judge(prepare::ReceivedCandidate {
+                candidate,
+                summary: modification_summary,
+                replaces,
+            }),
             Event::ProtocolAgreed { hash, document } => self.on_agreed(hash, document),
             Event::PeerCodeReady => tracing::debug!("the peer's code is ready"),
             Event::TestCasesReceived { test_cases, .. } => {

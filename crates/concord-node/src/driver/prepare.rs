@@ -18,6 +18,16 @@ use crate::code;
 use crate::config::human;
 use crate::transport::Transport;
 
+/// The peer's candidate as the session reported it (`Event::CandidateReceived`).
+pub(super) struct ReceivedCandidate {
+    /// The full candidate text.
+    pub(super) candidate: String,
+    /// The peer's `modificationSummary`.
+    pub(super) summary: Option<String>,
+    /// Our candidate it answers.
+    pub(super) replaces: Option<String>,
+}
+
 impl<T: Transport> Driver<T> {
     pub(super) fn on_work(&mut self, work: Work) {
         if let Some(record) = work.record() {
@@ -244,14 +254,13 @@ impl<T: Transport> Driver<T> {
         });
     }
 
-    /// Judges the peer's `candidate`, which answers our `replaces` with the peer's
-    /// `summary` of its changes.
-    pub(super) fn spawn_judge(
-        &mut self,
-        candidate: String,
-        summary: Option<String>,
-        replaces: Option<String>,
-    ) {
+    /// Judges the peer's candidate.
+    pub(super) fn spawn_judge(&mut self, received: ReceivedCandidate) {
+        let ReceivedCandidate {
+            candidate,
+            summary,
+            replaces,
+        } = received;
         let shared = Arc::clone(&self.shared);
         let limit = shared.limits.negotiation_timeout;
         match &self.role {

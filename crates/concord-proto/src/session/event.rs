@@ -162,7 +162,8 @@ pub enum Event {
         sequence_id: u64,
         /// The full candidate text.
         candidate: String,
-        /// What changed since the previous candidate (absent on the first).
+        /// What changed since the previous candidate, as the peer sent it (required on
+        /// every candidate but the first, where a peer may still send one).
         modification_summary: Option<String>,
         /// Our candidate this one answers: the one we proposed last (absent on the first).
         /// With the summary, what a judge needs to see what the peer changed.

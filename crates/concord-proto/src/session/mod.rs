@@ -378,20 +378,27 @@ impl Session {
         }
         let first = self.config.first_sequence_id;
         let deadline = now + self.config.negotiation_timeout;
+        let limit = self.config.max_frame_size;
         let negotiation = match &mut self.state {
             State::Negotiating(negotiation) if negotiation.turn == Turn::Opening => negotiation,
             _ => return Err(self.not_now("open a protocol negotiation")),
         };
+        // Encoded before the state moves: a candidate too large to send proposes nothing.
+        let frame = meta_frame(
+            MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                sequence_id: first,
+                candidate_protocols: Some(candidate.clone()),
+                modification_summary: None,
+                status: NegotiationStatus::Negotiating,
+            }),
+            limit,
+        )?;
         negotiation.next_sequence_id = Some(first + 1);
         negotiation.proposals = 1;
         negotiation.turn = Turn::Peer(deadline);
-        negotiation.candidate = Some(candidate.clone());
-        self.queue_meta(MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-            sequence_id: first,
-            candidate_protocols: Some(candidate),
-            modification_summary: None,
-            status: NegotiationStatus::Negotiating,
-        }))
+        negotiation.candidate = Some(candidate);
+        self.transmits.push_back(frame);
+        Ok(())
     }
 
     /// Answers the peer's candidate (after [`Event::CandidateReceived`]).
@@ -401,21 +408,28 @@ impl Session {
     pub fn decide(&mut self, now: Instant, decision: Decision) -> Result<(), SessionError> {
         let cap = self.config.max_negotiation_rounds;
         let deadline = now + self.config.negotiation_timeout;
+        let limit = self.config.max_frame_size;
         let negotiation = match &mut self.state {
             State::Negotiating(negotiation) if negotiation.turn == Turn::Local => negotiation,
             _ => return Err(self.not_now("answer a candidate protocol")),
         };
         let sequence_id = negotiation.next_sequence_id.unwrap_or(0);
+        // Each answer is encoded (and its size checked) before the state moves, so an
+        // answer that cannot be sent leaves the decision still ours to make.
         match decision {
             Decision::Accept => {
                 let document = negotiation.candidate.clone().unwrap_or_default();
+                let frame = meta_frame(
+                    MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                        sequence_id,
+                        candidate_protocols: Some(document.clone()),
+                        modification_summary: None,
+                        status: NegotiationStatus::Accepted,
+                    }),
+                    limit,
+                )?;
                 negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
-                self.queue_meta(MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-                    sequence_id,
-                    candidate_protocols: Some(document.clone()),
-                    modification_summary: None,
-                    status: NegotiationStatus::Accepted,
-                }))?;
+                self.transmits.push_back(frame);
                 self.establish(now, document);
                 Ok(())
             }
@@ -428,16 +442,21 @@ impl Session {
                     self.stop_at_round_cap(cap);
                     return Ok(());
                 }
+                let frame = meta_frame(
+                    MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                        sequence_id,
+                        candidate_protocols: Some(candidate.clone()),
+                        modification_summary: Some(modification_summary),
+                        status: NegotiationStatus::Negotiating,
+                    }),
+                    limit,
+                )?;
                 negotiation.proposals += 1;
                 negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
                 negotiation.turn = Turn::Peer(deadline);
-                negotiation.candidate = Some(candidate.clone());
-                self.queue_meta(MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-                    sequence_id,
-                    candidate_protocols: Some(candidate),
-                    modification_summary: Some(modification_summary),
-                    status: NegotiationStatus::Negotiating,
-                }))
+                negotiation.candidate = Some(candidate);
+                self.transmits.push_back(frame);
+                Ok(())
             }
             Decision::Reject { reason } => {
                 self.send_protocol_rejection(reason.clone());
@@ -1194,13 +1213,7 @@ impl Session {
     }
 
     fn queue_meta(&mut self, message: MetaMessage) -> Result<(), SessionError> {
-        let frame = message.to_frame()?;
-        if frame.len() > self.config.max_frame_size {
-            return Err(SessionError::FrameTooLarge {
-                size: frame.len(),
-                limit: self.config.max_frame_size,
-            });
-        }
+        let frame = meta_frame(message, self.config.max_frame_size)?;
         self.transmits.push_back(frame);
         Ok(())
     }
@@ -1251,6 +1264,18 @@ impl Session {
 /// Why a negotiation ends at the round cap of `cap` negotiating messages, as the peer is told.
 fn round_cap_reason(cap: u32) -> String {
     format!("round cap of {cap} negotiating messages reached without agreement")
+}
+
+/// `message` as a frame, refused when it is larger than `limit`.
+fn meta_frame(message: MetaMessage, limit: usize) -> Result<Vec<u8>, SessionError> {
+    let frame = message.to_frame()?;
+    if frame.len() > limit {
+        return Err(SessionError::FrameTooLarge {
+            size: frame.len(),
+            limit,
+        });
+    }
+    Ok(frame)
 }
 
 /// A counter-proposal of ours needs its text (sent as `field`) and what it changes.
