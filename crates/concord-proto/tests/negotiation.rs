@@ -12,6 +12,18 @@ use concord_proto::{
 use serde_json::json;
 use support::{meta_frame, From, Pair, PRODUCT_INFO};
 
+/// Both sides with `config`, negotiating (no 0-RTT, no consensus).
+fn negotiating(config: concord_proto::SessionConfig) -> Pair {
+    Pair::with(
+        support::agreement(
+            concord_proto::Capabilities::all(),
+            concord_proto::handshake::ProtocolChoice::Negotiate,
+        ),
+        config.clone(),
+        config,
+    )
+}
+
 fn counter(candidate: &str, summary: &str) -> Decision {
     Decision::Counter {
         candidate: candidate.into(),
@@ -205,14 +217,7 @@ fn rejection_closes_both_sides_with_the_reason() {
 fn round_cap_turns_a_counter_into_a_rejection() {
     let mut config = concord_proto::SessionConfig::default();
     config.max_negotiation_rounds = 3;
-    let mut pair = Pair::with(
-        support::agreement(
-            concord_proto::Capabilities::all(),
-            concord_proto::handshake::ProtocolChoice::Negotiate,
-        ),
-        config.clone(),
-        config,
-    );
+    let mut pair = negotiating(config);
     pair.requester.propose(pair.now, "v1".into()).unwrap();
     pair.flush();
     pair.provider.decide(pair.now, counter("v2", "s2")).unwrap();
@@ -246,14 +251,7 @@ fn round_cap_turns_a_counter_into_a_rejection() {
 fn a_candidate_too_large_to_send_changes_nothing() {
     let mut config = concord_proto::SessionConfig::default();
     config.max_frame_size = 200;
-    let mut pair = Pair::with(
-        support::agreement(
-            concord_proto::Capabilities::all(),
-            concord_proto::handshake::ProtocolChoice::Negotiate,
-        ),
-        config.clone(),
-        config,
-    );
+    let mut pair = negotiating(config);
     let huge = "x".repeat(300);
     let too_large = |result: Result<(), concord_proto::SessionError>| {
         matches!(
