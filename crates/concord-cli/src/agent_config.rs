@@ -27,6 +27,7 @@
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "llama3.1"
 //! api_key_env = "OLLAMA_API_KEY"
+//! # ca_cert = "private-ca.pem"        # for an https:// server a private CA signed
 //!
 //! [[consensus]]
 //! uri = "https://protocols.example/product-info/1.0"
@@ -285,6 +286,8 @@ struct LlmSection {
     api_key_env: Option<String>,
     request_timeout: Option<Humane>,
     max_retries: Option<u32>,
+    /// A PEM file of root certificates to trust for an `https://` server (private CA).
+    ca_cert: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -392,7 +395,7 @@ impl File {
             actions.push(action.check(&key, base)?);
         }
         let llm = match self.llm {
-            Some(section) => section.check(env)?,
+            Some(section) => section.check(env, base)?,
             None => LlmConfig::from_lookup(env)
                 .map_err(|error| Problem::key("llm", format!("from the environment: {error}")))?,
         };
@@ -588,7 +591,11 @@ impl HttpSection {
 }
 
 impl LlmSection {
-    fn check(self, env: &impl Fn(&str) -> Option<String>) -> Result<Option<LlmConfig>, Problem> {
+    fn check(
+        self,
+        env: &impl Fn(&str) -> Option<String>,
+        base: &Path,
+    ) -> Result<Option<LlmConfig>, Problem> {
         if !self.enabled {
             return Ok(None);
         }
@@ -621,8 +628,17 @@ impl LlmSection {
                     ))
                 }
             },
-            None => config.api_key = from_env.and_then(|config| config.api_key),
+            None => config.api_key = from_env.as_ref().and_then(|config| config.api_key.clone()),
         }
+        config.root_certificates_pem = match self.ca_cert {
+            Some(file) => {
+                let pem = read_relative(base, &file, "llm.ca_cert")?;
+                Some(String::from_utf8(pem).map_err(|error| {
+                    Problem::key("llm.ca_cert", format!("is not PEM text: {error}"))
+                })?)
+            }
+            None => from_env.and_then(|config| config.root_certificates_pem),
+        };
         if let Some(timeout) = self.request_timeout {
             config = config.with_request_timeout(timeout.0);
         }

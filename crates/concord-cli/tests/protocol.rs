@@ -155,3 +155,57 @@ async fn judge_sees_our_previous_candidate_and_the_peers_summary() {
     assert!(prompt.contains("GetProductInfoRequest"), "{prompt}");
     assert!(prompt.contains("dropped the schemas"), "{prompt}");
 }
+
+/// An LLM server behind TLS with a private CA: trusted with `CONCORD_LLM_CA_CERT`, refused
+/// (with the reason) without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_https_llm_with_a_private_ca_is_trusted_with_concord_llm_ca_cert() {
+    use concord_fixtures::tls::{PrivateCa, TlsProxy};
+
+    let answer = json!({"status": "rejected", "reason": "prose only"});
+    let server = ScriptServer::start([Step::content(answer.to_string())])
+        .await
+        .unwrap();
+    let ca = PrivateCa::for_localhost().unwrap();
+    let proxy = TlsProxy::bind(&ca).await.unwrap();
+    let base_url = format!("{}v1", proxy.url());
+    proxy.forward_to(server.addr());
+    let ca_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca_file.path(), ca.pem()).unwrap();
+    let ca_path = ca_file.path().to_str().unwrap().to_owned();
+    let candidate = "# Requirement\nGet product info, in prose only.\n";
+
+    let env = |with_ca: bool| {
+        let mut env = vec![
+            ("CONCORD_LLM_BASE_URL", base_url.clone()),
+            ("CONCORD_LLM_MODEL", "test-model".to_owned()),
+        ];
+        if with_ca {
+            env.push(("CONCORD_LLM_CA_CERT", ca_path.clone()));
+        }
+        env
+    };
+    let (trusted, untrusted) = (env(true), env(false));
+    let ((decision, code), refused) = tokio::task::spawn_blocking(move || {
+        let trusted = judge(candidate, &["--llm"], &trusted);
+        let mut command = concord();
+        command
+            .args(["protocol", "judge", "--llm", "--description"])
+            .arg(fixture("product-agent.json"))
+            .write_stdin(candidate);
+        for (name, value) in &untrusted {
+            command.env(name, value);
+        }
+        (trusted, run(&mut command))
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{decision}");
+    assert_eq!(decision["reason"], "prose only");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "only the trusting call reached it"
+    );
+    refused.fails(1, "invalid peer certificate: UnknownIssuer");
+}

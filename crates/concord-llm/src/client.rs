@@ -108,13 +108,26 @@ impl LlmClient {
         let mut shown = endpoint.clone();
         // Only fails for URLs that cannot have a password, which then have none to hide.
         let _ = shown.set_password(None);
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("concord-llm/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|error| LlmError::InvalidConfig {
-                setting: "http client".into(),
-                reason: error.to_string(),
-            })?;
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("concord-llm/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = &config.root_certificates_pem {
+            let invalid = |reason: String| LlmError::InvalidConfig {
+                setting: "root certificates".into(),
+                reason,
+            };
+            let roots = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|error| invalid(format!("not PEM certificates: {error}")))?;
+            if roots.is_empty() {
+                return Err(invalid(
+                    "no `-----BEGIN CERTIFICATE-----` block found".to_owned(),
+                ));
+            }
+            builder = builder.tls_certs_merge(roots);
+        }
+        let http = builder.build().map_err(|error| LlmError::InvalidConfig {
+            setting: "http client".into(),
+            reason: error.to_string(),
+        })?;
         Ok(LlmClient {
             shared: Arc::new(Shared {
                 http,

@@ -18,6 +18,9 @@ pub const ENV_MODEL: &str = "CONCORD_LLM_MODEL";
 pub const ENV_OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
 /// The OpenAI SDKs' variable for the API key, used when ours is unset.
 pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// Our variable for a PEM file of root certificates to trust, on top of the system's, for
+/// an `https://` server whose certificate a private CA signed.
+pub const ENV_CA_CERT: &str = "CONCORD_LLM_CA_CERT";
 
 /// The base URL when only an API key or a model is configured: OpenAI's.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -54,6 +57,9 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// How long to wait between attempts ([`Backoff::default`]).
     pub backoff: Backoff,
+    /// Root certificates (PEM) trusted on top of the system's, for a server whose
+    /// certificate a private CA signed.
+    pub root_certificates_pem: Option<String>,
 }
 
 impl LlmConfig {
@@ -67,7 +73,15 @@ impl LlmConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
             backoff: Backoff::default(),
+            root_certificates_pem: None,
         }
+    }
+
+    /// Also trusts these root certificates (PEM) for an `https://` server, on top of the
+    /// system's.
+    pub fn with_root_certificates_pem(mut self, pem: impl Into<String>) -> Self {
+        self.root_certificates_pem = Some(pem.into());
+        self
     }
 
     /// Sets the API key.
@@ -163,6 +177,13 @@ impl LlmConfig {
         };
         let mut config = LlmConfig::new(base_url, model.unwrap_or_else(|| DEFAULT_MODEL.into()));
         config.api_key = api_key.map(SecretString::from);
+        if let Some(path) = get(ENV_CA_CERT) {
+            let pem = std::fs::read_to_string(&path).map_err(|error| LlmError::InvalidConfig {
+                setting: ENV_CA_CERT.into(),
+                reason: format!("cannot read {path}: {error}"),
+            })?;
+            config.root_certificates_pem = Some(pem);
+        }
         config.check(source)?;
         Ok(Some(config))
     }

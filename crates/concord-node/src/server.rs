@@ -52,7 +52,7 @@ impl Server {
 
     /// The base URL peers connect to: the public URL when the node has one
     /// ([`NodeBuilder::public_url`](crate::NodeBuilder::public_url)), else
-    /// `http://host:port/`.
+    /// `http://host:port/` (`https://` with a certificate).
     pub fn url(&self) -> &str {
         &self.base_url
     }
