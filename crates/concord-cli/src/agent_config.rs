@@ -22,6 +22,7 @@
 //! output = "product-info.schema.json"
 //! exec = { command = "sh", args = ["product-info.sh"], timeout = "5s" }
 //! # or: http = { url = "http://127.0.0.1:9000/product-info", timeout = "10s" }
+//! #     (an https:// service a private CA signed: add ca_cert = "private-ca.pem")
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -273,6 +274,8 @@ struct HttpSection {
     url: String,
     timeout: Option<Humane>,
     max_response_bytes: Option<usize>,
+    /// A PEM file of root certificates to trust for an `https://` backend (private CA).
+    ca_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -468,7 +471,7 @@ impl ActionSection {
         let output = schema(self.output, &format!("{key}.output"), base)?;
         let backend = match (self.exec, self.http) {
             (Some(exec), None) => Backend::Exec(exec.check(&format!("{key}.exec"), base)?),
-            (None, Some(http)) => Backend::Http(http.check(&format!("{key}.http"))?),
+            (None, Some(http)) => Backend::Http(http.check(&format!("{key}.http"), base)?),
             (None, None) => {
                 return Err(Problem::key(
                     key,
@@ -572,19 +575,31 @@ fn find_program(program: &str, path: Option<&String>, cwd: &Path) -> Result<(), 
         })
 }
 
+/// What a node setting refused says, without the `configuration:` its error starts with.
+fn config_problem(error: concord_node::NodeError) -> String {
+    match error {
+        concord_node::NodeError::Config(message) => message,
+        other => other.to_string(),
+    }
+}
+
 impl HttpSection {
-    fn check(self, key: &str) -> Result<HttpAction, Problem> {
-        let mut action = HttpAction::new(&self.url).map_err(|error| {
-            let message = error.to_string();
-            let message = message.strip_prefix("configuration: ").unwrap_or(&message);
-            Problem::key(format!("{key}.url"), message)
-        })?;
+    fn check(self, key: &str, base: &Path) -> Result<HttpAction, Problem> {
+        let mut action = HttpAction::new(&self.url)
+            .map_err(|error| Problem::key(format!("{key}.url"), config_problem(error)))?;
         if let Some(timeout) = self.timeout {
             action = action.timeout(positive(timeout, &format!("{key}.timeout"))?);
         }
         if let Some(bytes) = self.max_response_bytes {
             action =
                 action.max_response_bytes(nonzero(bytes, &format!("{key}.max_response_bytes"))?);
+        }
+        if let Some(file) = self.ca_cert {
+            let ca_key = format!("{key}.ca_cert");
+            let pem = read_relative(base, &file, &ca_key)?;
+            action = action
+                .trust_root_certificates_pem(pem)
+                .map_err(|error| Problem::key(&ca_key, config_problem(error)))?;
         }
         Ok(action)
     }
@@ -809,6 +824,10 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
             (format!("[node]\npublic_url = \"shop.example.com\"\n{MINIMAL}"), "node.public_url: \"shop.example.com\" is not a URL"),
             (format!("[node]\ntls = {{ certificate = \"none.pem\", key = \"none.key\" }}\n{MINIMAL}"), "node.tls.certificate: cannot read"),
+            (
+                MINIMAL.replace("exec = { command = \"sh\", args = [\"name.sh\"], timeout = \"2s\" }", "http = { url = \"https://x/\", ca_cert = \"out.json\" }"),
+                "actions[0].http.ca_cert: trusted root certificates: no `-----BEGIN CERTIFICATE-----` block found",
+            ),
             (format!("{MINIMAL}\n[limits]\ncall_timeout = \"0s\"\n"), "limits.call_timeout: must be greater than zero"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"ftp://x/\"\n"), "llm.base_url: \"ftp://x/\" must be an http or https URL"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nmodel = \" \"\n"), "llm.model: the model name is empty"),

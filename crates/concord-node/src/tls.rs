@@ -1,7 +1,8 @@
 //! The TLS client configuration the node uses for peers' `https://` descriptions and
 //! `wss://` endpoints: one `rustls` configuration for both, so a peer is trusted (or not)
-//! the same way on both steps. (The LLM client has its own roots,
-//! `LlmConfig::root_certificates_pem`; `HttpAction` backends use the system's trust store.)
+//! the same way on both steps. `HttpAction::trust_root_certificates_pem` gives an `https://`
+//! backend the same verification; the LLM client has its own roots
+//! (`LlmConfig::root_certificates_pem`).
 //!
 //! Certificates are checked by the platform's verifier (the operating system's trust
 //! store), and also against any root certificates the node was given

@@ -85,6 +85,25 @@ impl HttpAction {
         Arc::make_mut(&mut self.inner).max_response_bytes = bytes;
         self
     }
+
+    /// Also trusts these root certificates (PEM) for an `https://` backend, on top of the
+    /// system's trust store: a service whose certificate a private CA signed. The same
+    /// verification the node uses for its peers.
+    ///
+    /// # Errors
+    /// [`NodeError::Config`](crate::NodeError::Config) when the PEM holds no certificate.
+    pub fn trust_root_certificates_pem(
+        mut self,
+        pem: impl AsRef<[u8]>,
+    ) -> Result<Self, crate::NodeError> {
+        let tls = crate::tls::client_config(pem.as_ref()).map_err(crate::NodeError::Config)?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .build()
+            .map_err(|error| crate::NodeError::Config(format!("HTTP client: {error}")))?;
+        Arc::make_mut(&mut self.inner).client = client;
+        Ok(self)
+    }
 }
 
 impl Action for HttpAction {

@@ -241,3 +241,49 @@ async fn a_panicking_action_is_a_500_and_the_session_goes_on() {
         .unwrap();
     assert_eq!(output, json!({"text": "HI"}));
 }
+
+/// An `https://` backend whose certificate a private CA signed: reached when the action
+/// trusts the CA, a 502 naming the certificate problem when it does not.
+#[tokio::test]
+async fn an_https_backend_is_trusted_with_its_private_ca() {
+    use concord_fixtures::tls::{PrivateCa, TlsProxy};
+
+    let backend = axum::Router::new().route("/echo", post(|body: String| async move { body }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, backend).await });
+    let ca = PrivateCa::for_localhost().unwrap();
+    let proxy = TlsProxy::bind(&ca).await.unwrap();
+    let url = format!("{}echo", proxy.url());
+    proxy.forward_to(plain);
+
+    let trusting = HttpAction::new(&url)
+        .unwrap()
+        .trust_root_certificates_pem(ca.pem())
+        .unwrap();
+    let untrusting = HttpAction::new(&url).unwrap();
+    let provider = build(
+        Node::builder("HTTPS agent")
+            .limits(quick_limits())
+            .action(text_action("trusting"), trusting)
+            .action(text_action("untrusting"), untrusting),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    assert_eq!(
+        call_once(&requester, server.url(), "trusting", "hello")
+            .await
+            .unwrap(),
+        json!({"text": "hello"})
+    );
+    let (code, message) = remote(call_once(&requester, server.url(), "untrusting", "x").await);
+    assert_eq!(code, 502);
+    assert!(
+        message.contains("invalid peer certificate: UnknownIssuer"),
+        "{message}"
+    );
+    assert!(HttpAction::new(&url)
+        .unwrap()
+        .trust_root_certificates_pem("not a certificate")
+        .is_err());
+}
