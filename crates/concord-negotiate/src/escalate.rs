@@ -30,10 +30,14 @@ use crate::validation::ProtocolSchemas;
 /// An escalated step is recorded as [`PolicyKind::Llm`](crate::PolicyKind::Llm), its wall
 /// time including the deterministic attempt; every other step as
 /// [`PolicyKind::Deterministic`](crate::PolicyKind::Deterministic) with zero LLM calls.
+///
+/// Without an LLM ([`EscalatingNegotiator::without_llm`]) it is the rules alone: a step they
+/// cannot settle is answered as [`DeterministicNegotiator`] answers it (a draft that cannot
+/// be made is an error, a candidate that is not schema-built is rejected with the reason).
 #[derive(Debug, Clone)]
 pub struct EscalatingNegotiator {
     rules: DeterministicNegotiator,
-    llm: LlmNegotiator,
+    llm: Option<LlmNegotiator>,
 }
 
 impl EscalatingNegotiator {
@@ -41,13 +45,21 @@ impl EscalatingNegotiator {
     pub fn new(llm: LlmNegotiator) -> Self {
         Self {
             rules: DeterministicNegotiator::new(),
-            llm,
+            llm: Some(llm),
         }
     }
 
-    /// The LLM negotiator steps escalate to.
-    pub fn llm(&self) -> &LlmNegotiator {
-        &self.llm
+    /// The rules alone: what a node without an LLM negotiates with.
+    pub fn without_llm() -> Self {
+        Self {
+            rules: DeterministicNegotiator::new(),
+            llm: None,
+        }
+    }
+
+    /// The LLM negotiator steps escalate to, if any.
+    pub fn llm(&self) -> Option<&LlmNegotiator> {
+        self.llm.as_ref()
     }
 }
 
@@ -91,9 +103,10 @@ impl Negotiator for EscalatingNegotiator {
         let start = Instant::now();
         match self.rules.draft_now(need, peer_action) {
             Ok(candidate) => Ok(Decided::deterministic(Step::Draft, start, candidate)),
-            Err(NegotiateError::CannotDraft { .. }) => {
-                escalated(start, self.llm.draft(need, peer_action).await)
-            }
+            Err(error @ NegotiateError::CannotDraft { .. }) => match &self.llm {
+                Some(llm) => escalated(start, llm.draft(need, peer_action).await),
+                None => Err(error),
+            },
             Err(other) => Err(other),
         }
     }
@@ -110,7 +123,10 @@ impl Negotiator for EscalatingNegotiator {
                 let decision = self.rules.judge_document(context, &document);
                 Ok(Decided::deterministic(Step::Judge, start, decision))
             }
-            None => escalated(start, self.llm.judge(context, candidate, previous).await),
+            None => match &self.llm {
+                Some(llm) => escalated(start, llm.judge(context, candidate, previous).await),
+                None => self.rules.judge(context, candidate, previous).await,
+            },
         }
     }
 
@@ -124,7 +140,10 @@ impl Negotiator for EscalatingNegotiator {
                 let cases = self.rules.draft_test_cases_from(protocol, &schemas)?;
                 Ok(Decided::deterministic(Step::DraftTestCases, start, cases))
             }
-            Err(_) => escalated(start, self.llm.draft_test_cases(protocol).await),
+            Err(_) => match &self.llm {
+                Some(llm) => escalated(start, llm.draft_test_cases(protocol).await),
+                None => self.rules.draft_test_cases(protocol).await,
+            },
         }
     }
 
@@ -146,7 +165,10 @@ impl Negotiator for EscalatingNegotiator {
                     decision,
                 ))
             }
-            None => escalated(start, self.llm.judge_test_cases(protocol, test_cases).await),
+            None => match &self.llm {
+                Some(llm) => escalated(start, llm.judge_test_cases(protocol, test_cases).await),
+                None => self.rules.judge_test_cases(protocol, test_cases).await,
+            },
         }
     }
 
@@ -162,12 +184,18 @@ impl Negotiator for EscalatingNegotiator {
                 let decision = self.rules.diagnose_with(&schemas, our_messages);
                 Ok(Decided::deterministic(Step::Diagnose, start, decision))
             }
-            Err(_) => escalated(
-                start,
-                self.llm
-                    .diagnose(protocol, error_description, our_messages)
-                    .await,
-            ),
+            Err(_) => match &self.llm {
+                Some(llm) => escalated(
+                    start,
+                    llm.diagnose(protocol, error_description, our_messages)
+                        .await,
+                ),
+                None => {
+                    self.rules
+                        .diagnose(protocol, error_description, our_messages)
+                        .await
+                }
+            },
         }
     }
 }

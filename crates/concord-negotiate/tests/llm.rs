@@ -787,6 +787,44 @@ async fn each_step_records_its_own_calls_tokens_and_wall_time() {
 
 // ── escalation ──────────────────────────────────────────────────────────────────────
 
+/// Without an LLM the escalating negotiator is the rules: the same decisions as
+/// `DeterministicNegotiator` on schema-built, prose and "based on" candidates, no LLM call.
+#[tokio::test]
+async fn without_an_llm_the_escalating_negotiator_answers_as_the_rules() {
+    let (rules, alone) = (
+        DeterministicNegotiator::new(),
+        EscalatingNegotiator::without_llm(),
+    );
+    assert!(alone.llm().is_none());
+    let actions = [product_action()];
+    let provider = JudgeContext::Provider { actions: &actions };
+    for candidate in [SEED_FULL, PROSE_CANDIDATE, SEED_BASED_ON] {
+        let ours = alone
+            .judge(provider, candidate, Previous::default())
+            .await
+            .unwrap();
+        let theirs = rules
+            .judge(provider, candidate, Previous::default())
+            .await
+            .unwrap();
+        assert_eq!(ours.value, theirs.value, "{candidate}");
+        assert_eq!(ours.record.llm_calls, 0);
+    }
+    let unreachable = Need {
+        action: "getProductInfo".into(),
+        output: Some(serde_json::json!({
+            "type": "object",
+            "properties": {"warehouseStock": {"type": "integer"}},
+            "required": ["warehouseStock"]
+        })),
+        ..Need::default()
+    };
+    assert!(matches!(
+        alone.draft(&unreachable, &product_action()).await,
+        Err(NegotiateError::CannotDraft { .. })
+    ));
+}
+
 #[tokio::test]
 async fn schema_built_candidates_never_reach_the_llm() {
     let server = ScriptServer::start([]).await.unwrap();

@@ -74,7 +74,6 @@ mod hello;
 mod language;
 mod listener;
 mod node;
-mod policy;
 mod server;
 mod storage;
 mod tls;

@@ -4,9 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use concord_llm::{LlmClient, LlmConfig};
-use concord_negotiate::{
-    ActionSpec, DeterministicNegotiator, EscalatingNegotiator, LlmNegotiator, Need,
-};
+use concord_negotiate::{ActionSpec, EscalatingNegotiator, LlmNegotiator, Need};
 use concord_proto::{Capabilities, Capability, SessionConfig};
 use concord_store::{Store, StoreError};
 
@@ -16,7 +14,6 @@ use crate::code::CodeCache;
 use crate::config::Limits;
 use crate::error::{ConnectError, NodeError};
 use crate::language::Persona;
-use crate::policy::Policy;
 use crate::server::{self, Server};
 use crate::storage::SharedStore;
 
@@ -120,7 +117,7 @@ pub(crate) struct Shared {
     pub(crate) actions: Actions,
     pub(crate) store: SharedStore,
     pub(crate) llm: Option<LlmClient>,
-    pub(crate) policy: Policy,
+    pub(crate) policy: EscalatingNegotiator,
     pub(crate) limits: Limits,
     pub(crate) capabilities: Capabilities,
     pub(crate) handler_limits: concord_sandbox::Limits,
@@ -466,10 +463,8 @@ impl NodeBuilder {
             .transpose()
             .map_err(|cause| NodeError::Llm { cause })?;
         let policy = match &llm {
-            Some(client) => Policy::Escalating(Box::new(EscalatingNegotiator::new(
-                LlmNegotiator::new(client.clone()),
-            ))),
-            None => Policy::Rules(DeterministicNegotiator::new()),
+            Some(client) => EscalatingNegotiator::new(LlmNegotiator::new(client.clone())),
+            None => EscalatingNegotiator::without_llm(),
         };
         let mut capabilities: Capabilities = [
             Capability::TestCasesNegotiation,
