@@ -374,8 +374,8 @@ impl File {
             .tls
             .map(|tls| {
                 Ok((
-                    read_relative(base, &tls.certificate, "node.tls.certificate")?,
-                    read_relative(base, &tls.key, "node.tls.key")?,
+                    read_file(&base.join(tls.certificate), "node.tls.certificate")?,
+                    read_file(&base.join(tls.key), "node.tls.key")?,
                 ))
             })
             .transpose()?;
@@ -417,7 +417,7 @@ impl File {
             }
             let path = base.join(&entry.document);
             let document_key = format!("{key}.document");
-            let bytes = read_relative(base, &entry.document, &document_key)?;
+            let bytes = read_file(&path, &document_key)?;
             let text = String::from_utf8(bytes).map_err(|error| {
                 Problem::key(&document_key, format!("{}: {error}", path.display()))
             })?;
@@ -499,11 +499,10 @@ impl ActionSection {
     }
 }
 
-/// The file at `file`, relative to the configuration's directory `base`; an error names
-/// `key` and the path.
-fn read_relative(base: &Path, file: &Path, key: &str) -> Result<Vec<u8>, Problem> {
-    let path = base.join(file);
-    std::fs::read(&path)
+/// The file at `path` (a configured path joined to the configuration's directory); an
+/// error names `key` and the path.
+fn read_file(path: &Path, key: &str) -> Result<Vec<u8>, Problem> {
+    std::fs::read(path)
         .map_err(|error| Problem::key(key, format!("cannot read {}: {error}", path.display())))
 }
 
@@ -513,7 +512,7 @@ fn schema(value: Value, key: &str, base: &Path) -> Result<Value, Problem> {
     let schema = match value {
         Value::String(file) => {
             let path = base.join(&file);
-            let bytes = read_relative(base, Path::new(&file), key)?;
+            let bytes = read_file(&path, key)?;
             serde_json::from_slice(&bytes).map_err(|error| {
                 Problem::key(key, format!("{} is not JSON: {error}", path.display()))
             })?
@@ -596,7 +595,7 @@ impl HttpSection {
         }
         if let Some(file) = self.ca_cert {
             let ca_key = format!("{key}.ca_cert");
-            let pem = read_relative(base, &file, &ca_key)?;
+            let pem = read_file(&base.join(file), &ca_key)?;
             action = action
                 .trust_root_certificates_pem(pem)
                 .map_err(|error| Problem::key(&ca_key, config_problem(error)))?;
@@ -614,8 +613,16 @@ impl LlmSection {
         if !self.enabled {
             return Ok(None);
         }
-        let from_env = LlmConfig::from_lookup(env)
-            .map_err(|error| Problem::key("llm", format!("from the environment: {error}")))?;
+        // A `ca_cert` here replaces the environment's: its file is not read.
+        let from_env = match &self.ca_cert {
+            Some(_) => LlmConfig::from_lookup(|name| {
+                (name != concord_llm::ENV_CA_CERT)
+                    .then(|| env(name))
+                    .flatten()
+            }),
+            None => LlmConfig::from_lookup(env),
+        }
+        .map_err(|error| Problem::key("llm", format!("from the environment: {error}")))?;
         let base_url = match (self.base_url, &from_env) {
             (Some(url), _) => url,
             (None, Some(config)) => config.base_url.clone(),
@@ -646,16 +653,11 @@ impl LlmSection {
             None => config.api_key = from_env.as_ref().and_then(|config| config.api_key.clone()),
         }
         config.root_certificates_pem = match self.ca_cert {
-            Some(file) => {
-                let pem = read_relative(base, &file, "llm.ca_cert")?;
-                Some(String::from_utf8(pem).map_err(|error| {
-                    Problem::key("llm.ca_cert", format!("is not PEM text: {error}"))
-                })?)
-            }
+            Some(file) => Some(read_file(&base.join(file), "llm.ca_cert")?),
             None => from_env.and_then(|config| config.root_certificates_pem),
         };
         if let Some(timeout) = self.request_timeout {
-            config = config.with_request_timeout(timeout.0);
+            config = config.with_request_timeout(timeout.into());
         }
         if let Some(retries) = self.max_retries {
             config = config.with_max_retries(retries);
@@ -685,10 +687,13 @@ impl LimitsSection {
             max_frame_size,
             max_sessions,
             max_calls_in_flight,
-            max_negotiation_rounds
+            max_negotiation_rounds,
+            hello_timeout,
+            idle_timeout,
+            negotiation_timeout,
+            code_generation_timeout,
+            call_timeout
         );
-        given!(hello_timeout, idle_timeout, negotiation_timeout);
-        given!(code_generation_timeout, call_timeout);
         limits.validate().map_err(|invalid| {
             Problem::key(
                 format!("limits.{}", invalid.name),
@@ -791,6 +796,13 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             load(&missing_key, &[]).unwrap_err(),
             "llm.api_key_env: the environment variable NOPE is not set"
         );
+        // `llm.ca_cert` replaces CONCORD_LLM_CA_CERT, whose file is then not even read.
+        let own_ca =
+            format!("{MINIMAL}\n[llm]\nbase_url = \"https://x/v1\"\nca_cert = \"out.json\"\n");
+        let unreadable = [("CONCORD_LLM_CA_CERT", "/nonexistent/ca.pem")];
+        assert!(load(&own_ca, &unreadable)
+            .unwrap_err()
+            .starts_with("llm.ca_cert: no `-----BEGIN CERTIFICATE-----`"));
     }
 
     #[test]
@@ -824,6 +836,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
             (format!("[node]\npublic_url = \"shop.example.com\"\n{MINIMAL}"), "node.public_url: \"shop.example.com\" is not a URL"),
             (format!("[node]\ntls = {{ certificate = \"none.pem\", key = \"none.key\" }}\n{MINIMAL}"), "node.tls.certificate: cannot read"),
+            (format!("{MINIMAL}\n[llm]\nbase_url = \"https://x/v1\"\nca_cert = \"out.json\"\n"), "llm.ca_cert: no `-----BEGIN CERTIFICATE-----` block found"),
             (
                 MINIMAL.replace("exec = { command = \"sh\", args = [\"name.sh\"], timeout = \"2s\" }", "http = { url = \"https://x/\", ca_cert = \"out.json\" }"),
                 "actions[0].http.ca_cert: trusted root certificates: no `-----BEGIN CERTIFICATE-----` block found",

@@ -8,10 +8,15 @@ use anyhow::Context;
 use concord_negotiate::{ActionSpec, Need, ProtocolDocument};
 use serde::de::DeserializeOwned;
 
+/// Whether `path` means standard input: none given, or `-`.
+pub fn is_stdin(path: Option<&Path>) -> bool {
+    path.is_none_or(|path| path == Path::new("-"))
+}
+
 /// Reads the whole of `path` as bytes, or standard input when `path` is `None` or `-`.
 pub fn read_bytes(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
     match path {
-        Some(path) if path != Path::new("-") => {
+        Some(path) if !is_stdin(Some(path)) => {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
         }
         _ => {
@@ -28,7 +33,7 @@ pub fn read_bytes(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
 /// in the error (`the candidate`).
 pub fn read_text(path: Option<&Path>, what: &str) -> anyhow::Result<String> {
     String::from_utf8(read_bytes(path)?).with_context(|| match path {
-        Some(path) if path != Path::new("-") => {
+        Some(path) if !is_stdin(Some(path)) => {
             format!("{what} ({}) is not UTF-8 text", path.display())
         }
         _ => format!("{what} (on standard input) is not UTF-8 text"),

@@ -12,7 +12,7 @@ use concord_negotiate::{
 use concord_proto::{Decision, ProtocolHash};
 use serde_json::json;
 
-use crate::input::{read_bytes, read_need, read_text};
+use crate::input::{is_stdin, read_bytes, read_need, read_text};
 use crate::llm;
 use crate::output::{self, out, outln};
 use crate::runtime::block_on;
@@ -125,14 +125,12 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             summary,
         } => {
             let actions = actions_in(&description)?;
-            let text = read_text(candidate.as_deref(), "the candidate")?;
-            let from_stdin = |path: &Option<PathBuf>| {
-                path.as_deref()
-                    .is_none_or(|path| path == std::path::Path::new("-"))
-            };
-            if previous.is_some() && from_stdin(&previous) && from_stdin(&candidate) {
+            if previous.as_deref().is_some_and(|path| is_stdin(Some(path)))
+                && is_stdin(candidate.as_deref())
+            {
                 bail!("the candidate and --previous cannot both come from standard input");
             }
+            let text = read_text(candidate.as_deref(), "the candidate")?;
             let ours = previous
                 .map(|path| read_text(Some(&path), "our previous candidate"))
                 .transpose()?;

@@ -6,7 +6,9 @@ use concord_llm_script::{ScriptServer, Step};
 use serde_json::{json, Value};
 use support::*;
 
-fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32) {
+/// `concord protocol judge --description product-agent.json <extra>`, the candidate on
+/// standard input, with `env` set.
+fn judge_output(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
     let mut command = concord();
     command
         .args(["protocol", "judge", "--description"])
@@ -16,7 +18,12 @@ fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32
     for (name, value) in env {
         command.env(name, value);
     }
-    let output = run(&mut command);
+    run(&mut command)
+}
+
+/// [`judge_output`]'s decision (JSON) and exit code.
+fn judge(candidate: &str, extra: &[&str], env: &[(&str, String)]) -> (Value, i32) {
+    let output = judge_output(candidate, extra, env);
     let value = serde_json::from_str(&output.stdout).unwrap_or(Value::Null);
     (value, output.code)
 }
@@ -148,7 +155,7 @@ async fn judge_sees_our_previous_candidate_and_the_peers_summary() {
     // The rules judge a candidate as it stands: `--previous` only with `--llm`.
     let (_, code) = judge(
         "# Requirement\nGet product info.\n",
-        &["--previous", ours.path().to_str().unwrap()],
+        &["--previous", ours_path],
         &[],
     );
     assert_eq!(code, 2);
@@ -187,16 +194,10 @@ async fn an_https_llm_with_a_private_ca_is_trusted_with_concord_llm_ca_cert() {
     };
     let (trusted, untrusted) = (env(true), env(false));
     let ((decision, code), refused) = tokio::task::spawn_blocking(move || {
-        let trusted = judge(candidate, &["--llm"], &trusted);
-        let mut command = concord();
-        command
-            .args(["protocol", "judge", "--llm", "--description"])
-            .arg(fixture("product-agent.json"))
-            .write_stdin(candidate);
-        for (name, value) in &untrusted {
-            command.env(name, value);
-        }
-        (trusted, run(&mut command))
+        (
+            judge(candidate, &["--llm"], &trusted),
+            judge_output(candidate, &["--llm"], &untrusted),
+        )
     })
     .await
     .unwrap();

@@ -20,7 +20,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
@@ -37,6 +38,9 @@ pub enum TlsSetupError {
     /// The proxy's port could not be bound.
     #[error("cannot bind the proxy: {0}")]
     Bind(#[from] std::io::Error),
+    /// The certificates this module made did not read back as PEM.
+    #[error("cannot read the test certificates back: {0}")]
+    Pem(#[from] rustls::pki_types::pem::Error),
 }
 
 /// A CA made for one test, and a certificate it signed for `localhost` and `127.0.0.1`.
@@ -44,8 +48,6 @@ pub struct PrivateCa {
     ca_pem: String,
     chain_pem: String,
     key_pem: String,
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivatePkcs8KeyDer<'static>,
 }
 
 impl PrivateCa {
@@ -69,8 +71,6 @@ impl PrivateCa {
             ca_pem: ca.pem(),
             chain_pem: format!("{}{}", leaf.pem(), ca.pem()),
             key_pem: leaf_key.serialize_pem(),
-            chain: vec![leaf.der().clone(), ca.der().clone()],
-            key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
         })
     }
 
@@ -102,11 +102,14 @@ impl TlsProxy {
     /// # Errors
     /// [`TlsSetupError::Tls`] or [`TlsSetupError::Bind`].
     pub async fn bind(ca: &PrivateCa) -> Result<Self, TlsSetupError> {
+        let chain = CertificateDer::pem_slice_iter(ca.chain_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_slice(ca.key_pem.as_bytes())?;
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_single_cert(ca.chain.clone(), PrivateKeyDer::Pkcs8(ca.key.clone_key()))?;
+            .with_single_cert(chain, key)?;
         Ok(Self {
             listener: TcpListener::bind("127.0.0.1:0").await?,
             acceptor: TlsAcceptor::from(Arc::new(config)),

@@ -110,18 +110,16 @@ impl LlmClient {
         let _ = shown.set_password(None);
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("concord-llm/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = &config.root_certificates_pem {
-            let invalid = |reason: String| LlmError::InvalidConfig {
-                setting: "root certificates".into(),
-                reason,
-            };
-            let roots = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|error| invalid(format!("not PEM certificates: {error}")))?;
-            if roots.is_empty() {
-                return Err(invalid(
-                    "no `-----BEGIN CERTIFICATE-----` block found".to_owned(),
-                ));
-            }
+        let roots = config.root_certificates("ca_cert")?;
+        if !roots.is_empty() {
+            let roots = roots
+                .iter()
+                .map(|root| reqwest::Certificate::from_der(root))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| LlmError::InvalidConfig {
+                    setting: "ca_cert".into(),
+                    reason: error.to_string(),
+                })?;
             builder = builder.tls_certs_merge(roots);
         }
         let http = builder.build().map_err(|error| LlmError::InvalidConfig {

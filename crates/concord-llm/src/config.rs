@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;
 use url::Url;
 
@@ -59,7 +61,7 @@ pub struct LlmConfig {
     pub backoff: Backoff,
     /// Root certificates (PEM) trusted on top of the system's, for a server whose
     /// certificate a private CA signed.
-    pub root_certificates_pem: Option<String>,
+    pub root_certificates_pem: Option<Vec<u8>>,
 }
 
 impl LlmConfig {
@@ -79,7 +81,7 @@ impl LlmConfig {
 
     /// Also trusts these root certificates (PEM) for an `https://` server, on top of the
     /// system's.
-    pub fn with_root_certificates_pem(mut self, pem: impl Into<String>) -> Self {
+    pub fn with_root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.root_certificates_pem = Some(pem.into());
         self
     }
@@ -178,20 +180,20 @@ impl LlmConfig {
         let mut config = LlmConfig::new(base_url, model.unwrap_or_else(|| DEFAULT_MODEL.into()));
         config.api_key = api_key.map(SecretString::from);
         if let Some(path) = get(ENV_CA_CERT) {
-            let pem = std::fs::read_to_string(&path).map_err(|error| LlmError::InvalidConfig {
+            let pem = std::fs::read(&path).map_err(|error| LlmError::InvalidConfig {
                 setting: ENV_CA_CERT.into(),
                 reason: format!("cannot read {path}: {error}"),
             })?;
             config.root_certificates_pem = Some(pem);
         }
-        config.check(source)?;
+        config.check(source, ENV_CA_CERT)?;
         Ok(Some(config))
     }
 
     /// Checks the configuration and returns the chat-completions URL.
     #[cfg(feature = "client")]
     pub(crate) fn endpoint(&self) -> Result<Url, LlmError> {
-        self.check("base_url")
+        self.check("base_url", "ca_cert")
     }
 
     /// Checks the configuration the way the client will use it: a non-empty model, a
@@ -208,12 +210,30 @@ impl LlmConfig {
     /// assert!(matches!(error, LlmError::InvalidConfig { setting, .. } if setting == "base_url"));
     /// ```
     pub fn validate(&self) -> Result<(), LlmError> {
-        self.check("base_url").map(drop)
+        self.check("base_url", "ca_cert").map(drop)
+    }
+
+    /// The root certificates trusted on top of the system's (none when unset).
+    ///
+    /// # Errors
+    /// [`LlmError::InvalidConfig`] under `setting` when the PEM holds no certificate.
+    pub(crate) fn root_certificates(
+        &self,
+        setting: &str,
+    ) -> Result<Vec<CertificateDer<'static>>, LlmError> {
+        let Some(pem) = &self.root_certificates_pem else {
+            return Ok(Vec::new());
+        };
+        parse_root_certificates(pem).map_err(|error| LlmError::InvalidConfig {
+            setting: setting.to_owned(),
+            reason: error.to_string(),
+        })
     }
 
     /// Checks the configuration and returns the chat-completions URL; a bad base URL is
-    /// reported under `base_url_setting`.
-    fn check(&self, base_url_setting: &str) -> Result<Url, LlmError> {
+    /// reported under `base_url_setting`, bad root certificates under `roots_setting`.
+    fn check(&self, base_url_setting: &str, roots_setting: &str) -> Result<Url, LlmError> {
+        self.root_certificates(roots_setting)?;
         if self.model.trim().is_empty() {
             return Err(LlmError::InvalidConfig {
                 setting: "model".into(),
@@ -249,4 +269,33 @@ impl LlmConfig {
         endpoint.set_path(&path);
         Ok(endpoint)
     }
+}
+
+/// Why a PEM bundle of root certificates cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PemError {
+    /// A block is not a readable PEM certificate.
+    #[error("not PEM certificates: {0}")]
+    NotPem(String),
+    /// Text that holds no certificate at all.
+    #[error("no `-----BEGIN CERTIFICATE-----` block found")]
+    NoCertificate,
+}
+
+/// The certificates in a PEM bundle (one or more `BEGIN CERTIFICATE` blocks; nothing but
+/// whitespace for none). Used for the LLM's roots and, by the node, for its peers'.
+///
+/// ```
+/// assert_eq!(concord_llm::parse_root_certificates(b"").unwrap().len(), 0);
+/// assert!(concord_llm::parse_root_certificates(b"not a certificate").is_err());
+/// ```
+pub fn parse_root_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, PemError> {
+    let roots = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| PemError::NotPem(error.to_string()))?;
+    if roots.is_empty() && !pem.iter().all(u8::is_ascii_whitespace) {
+        return Err(PemError::NoCertificate);
+    }
+    Ok(roots)
 }

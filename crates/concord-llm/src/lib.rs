@@ -84,8 +84,9 @@ mod usage;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use client::{JsonCompletion, LlmClient, MAX_RESPONSE_BYTES};
 pub use config::{
-    LlmConfig, DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_REQUEST_TIMEOUT,
-    ENV_API_KEY, ENV_BASE_URL, ENV_CA_CERT, ENV_MODEL, ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL,
+    parse_root_certificates, LlmConfig, PemError, DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES,
+    DEFAULT_MODEL, DEFAULT_REQUEST_TIMEOUT, ENV_API_KEY, ENV_BASE_URL, ENV_CA_CERT, ENV_MODEL,
+    ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL,
 };
 pub use error::{with_causes, ContentError, LlmError};
 pub use message::{FunctionCall, Message, ToolCall, ToolKind};

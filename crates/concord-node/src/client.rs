@@ -371,7 +371,8 @@ async fn start_session(
     })
 }
 
-/// The description URL for what the user gave: a base URL gets `/.well-known/wot`.
+/// The description URL for what the user gave: a base URL (`https://host/`,
+/// `https://host/shop/`) gets `.well-known/wot` appended.
 fn description_url(url: &str) -> Result<String, ConnectError> {
     let bad = |reason: &str| ConnectError::BadUrl {
         url: url.to_owned(),
@@ -381,8 +382,14 @@ fn description_url(url: &str) -> Result<String, ConnectError> {
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad("a peer URL starts with http:// or https://"));
     }
-    if parsed.path().is_empty() || parsed.path() == "/" {
-        parsed.set_path(DESCRIPTION_PATH);
+    // A base (its path ends with `/`, a path prefix included) gets the description's path.
+    if parsed.path().ends_with('/') {
+        let path = format!(
+            "{}{}",
+            parsed.path(),
+            DESCRIPTION_PATH.trim_start_matches('/')
+        );
+        parsed.set_path(&path);
     }
     Ok(parsed.to_string())
 }
@@ -588,6 +595,11 @@ mod tests {
         assert_eq!(
             description_url("http://127.0.0.1:8080").unwrap(),
             "http://127.0.0.1:8080/.well-known/wot"
+        );
+        // A base with a path prefix (a public URL behind a proxy).
+        assert_eq!(
+            description_url("https://agent.example.com/shop/").unwrap(),
+            "https://agent.example.com/shop/.well-known/wot"
         );
         assert_eq!(
             description_url("https://agent.example.com/agents/shop.json").unwrap(),

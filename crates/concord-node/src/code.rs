@@ -746,7 +746,7 @@ pub(crate) async fn generate(
         .transpose()
         .map_err(|error| format!("the agreed test cases cannot be read: {error}"))?;
     let mut generator = Generator::new().with_limits(shared.handler_limits.clone());
-    if let Some(client) = &shared.llm {
+    if let Some(client) = shared.llm() {
         generator = generator.with_llm(client.clone());
         if let Ok(label) = PeerLabel::new(peer) {
             generator = generator.with_peer(label);

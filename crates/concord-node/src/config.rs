@@ -69,14 +69,13 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The session configuration these limits give, with a fresh id seed.
-    pub(crate) fn session_config(&self) -> SessionConfig {
-        let mut config = SessionConfig::default();
+    /// `base` (the spec's numbering, or the reference implementation's) with these limits.
+    pub(crate) fn session_config(&self, base: SessionConfig) -> SessionConfig {
+        let mut config = base;
         config.max_frame_size = self.max_frame_size;
         config.max_negotiation_rounds = self.max_negotiation_rounds;
         config.negotiation_timeout = self.negotiation_timeout;
         config.code_generation_timeout = self.code_generation_timeout;
-        config.id_seed = fastrand::u64(..);
         config
     }
 
@@ -157,7 +156,7 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(limits.validate().unwrap_err().name, "call_timeout");
-        let config = Limits::default().session_config();
+        let config = Limits::default().session_config(SessionConfig::default());
         assert_eq!(config.max_frame_size, DEFAULT_MAX_FRAME_SIZE);
     }
 }

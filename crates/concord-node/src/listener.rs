@@ -9,10 +9,10 @@ use std::time::Duration;
 use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
-use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::either::Either;
+use tokio_util::task::AbortOnDropHandle;
 
 /// An accepted connection: plain, or TLS after its handshake.
 pub(crate) type Stream = Either<TcpStream, TlsStream<TcpStream>>;
@@ -29,17 +29,8 @@ enum Kind {
         /// Connections whose handshake completed, in the order they completed.
         handshaken: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
         /// Accepts and shakes hands; stopped when the listener is dropped.
-        _accepting: AbortOnDrop,
+        _accepting: AbortOnDropHandle<()>,
     },
-}
-
-/// Aborts its task when dropped (the listening socket closes with it).
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl NodeListener {
@@ -63,15 +54,16 @@ impl NodeListener {
         let (done, handshaken) = mpsc::channel(max_handshakes.max(1));
         let acceptor = TlsAcceptor::from(config);
         let slots = Arc::new(Semaphore::new(max_handshakes.max(1)));
+        let mut tcp = tcp;
         let accepting = tokio::spawn(async move {
             loop {
                 let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
                     return;
                 };
-                let (tcp, remote) = accept(&tcp).await;
+                let (stream, remote) = accept(&mut tcp).await;
                 let (acceptor, done) = (acceptor.clone(), done.clone());
                 tokio::spawn(async move {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => {
                             drop(slot);
                             let _ = done.send((stream, remote)).await;
@@ -88,30 +80,21 @@ impl NodeListener {
             local_addr,
             kind: Kind::Tls {
                 handshaken,
-                _accepting: AbortOnDrop(accepting),
+                _accepting: AbortOnDropHandle::new(accepting),
             },
         })
     }
 }
 
-/// The next TCP connection, with `TCP_NODELAY`: frames are written whole, and without it a
-/// response could wait for the peer's delayed ACK of the previous one. Accept errors (out
-/// of file descriptors, a connection reset before it was accepted) are logged and retried.
-async fn accept(tcp: &TcpListener) -> (TcpStream, SocketAddr) {
-    loop {
-        match tcp.accept().await {
-            Ok((stream, remote)) => {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "cannot set TCP_NODELAY");
-                }
-                return (stream, remote);
-            }
-            Err(error) => {
-                tracing::debug!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+/// The next TCP connection (axum's accept: errors logged, retried with a back-off), with
+/// `TCP_NODELAY`: frames are written whole, and without it a response could wait for the
+/// peer's delayed ACK of the previous one.
+async fn accept(tcp: &mut TcpListener) -> (TcpStream, SocketAddr) {
+    let (stream, remote) = axum::serve::Listener::accept(tcp).await;
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY");
     }
+    (stream, remote)
 }
 
 impl axum::serve::Listener for NodeListener {

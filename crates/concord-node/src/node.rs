@@ -116,7 +116,7 @@ pub(crate) struct Shared {
     pub(crate) persona: Persona,
     pub(crate) actions: Actions,
     pub(crate) store: SharedStore,
-    pub(crate) llm: Option<LlmClient>,
+    /// The rules, escalating to the LLM when the node has one.
     pub(crate) policy: EscalatingNegotiator,
     pub(crate) limits: Limits,
     pub(crate) capabilities: Capabilities,
@@ -129,22 +129,23 @@ pub(crate) struct Shared {
     pub(crate) tls_server: Option<Arc<rustls::ServerConfig>>,
     /// The base URL the description advertises, when not the listening address.
     pub(crate) public_url: Option<String>,
-    /// Negotiate as the reference Python implementation does.
-    pub(crate) reference_compatible: bool,
+    /// Every session's configuration but its id seed: the limits on the spec's numbering,
+    /// or on the reference implementation's.
+    pub(crate) session: SessionConfig,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
 }
 
 impl Shared {
-    /// The configuration of a new session: the limits', and the reference implementation's
-    /// numbering and `accepted` echo when the node was asked for them.
+    /// The LLM, when the node has one (the one its negotiator escalates to).
+    pub(crate) fn llm(&self) -> Option<&LlmClient> {
+        self.policy.llm().map(LlmNegotiator::client)
+    }
+
+    /// The configuration of a new session, with an id seed of its own.
     pub(crate) fn session_config(&self) -> SessionConfig {
-        let mut config = self.limits.session_config();
-        if self.reference_compatible {
-            let reference = SessionConfig::reference_compatible();
-            config.first_sequence_id = reference.first_sequence_id;
-            config.echo_accept = reference.echo_accept;
-        }
+        let mut config = self.session.clone();
+        config.id_seed = fastrand::u64(..);
         config
     }
 }
@@ -198,7 +199,7 @@ impl Node {
 
     /// Whether an LLM is configured.
     pub fn has_llm(&self) -> bool {
-        self.shared.llm.is_some()
+        self.shared.llm().is_some()
     }
 
     /// The actions this node serves.
@@ -208,7 +209,7 @@ impl Node {
 
     /// The LLM client, when one is configured (its usage ledger counts every call).
     pub fn llm(&self) -> Option<&LlmClient> {
-        self.shared.llm.as_ref()
+        self.shared.llm()
     }
 }
 
@@ -462,8 +463,9 @@ impl NodeBuilder {
             .map(LlmClient::new)
             .transpose()
             .map_err(|cause| NodeError::Llm { cause })?;
-        let policy = match &llm {
-            Some(client) => EscalatingNegotiator::new(LlmNegotiator::new(client.clone())),
+        let has_llm = llm.is_some();
+        let policy = match llm {
+            Some(client) => EscalatingNegotiator::new(LlmNegotiator::new(client)),
             None => EscalatingNegotiator::without_llm(),
         };
         let mut capabilities: Capabilities = [
@@ -473,7 +475,7 @@ impl NodeBuilder {
         ]
         .into_iter()
         .collect();
-        if llm.is_some() {
+        if has_llm {
             capabilities.insert(Capability::NaturalLanguageNegotiation);
             capabilities.insert(Capability::NaturalLanguageProtocol);
         }
@@ -482,20 +484,20 @@ impl NodeBuilder {
             .map(|url| check_public_url(&url))
             .transpose()
             .map_err(|reason| NodeError::Config(format!("the public URL {reason}")))?;
-        let tls = crate::tls::client_config(&self.trust_roots_pem).map_err(NodeError::Config)?;
+        let tls = crate::tls::parse_roots(&self.trust_roots_pem)
+            .and_then(crate::tls::client_config)
+            .map_err(NodeError::Config)?;
         let tls_server = self
             .certificate_pem
             .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
             .transpose()
             .map_err(NodeError::Config)?;
-        // HTTP/2 where the server offers it; the WebSocket's configuration keeps no ALPN, as
-        // an upgrade needs HTTP/1.1.
-        let mut http_tls = tls.clone();
-        http_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(http_tls)
-            .build()
-            .map_err(|error| NodeError::Config(format!("HTTP client: {error}")))?;
+        let http = crate::tls::http_client(tls.clone()).map_err(NodeError::Config)?;
+        let session = self.limits.session_config(if self.reference_compatible {
+            SessionConfig::reference_compatible()
+        } else {
+            SessionConfig::default()
+        });
         let persona = Persona {
             title: self.title,
             description: self.description,
@@ -506,7 +508,6 @@ impl NodeBuilder {
                 persona,
                 actions: self.actions,
                 store: SharedStore::new(store),
-                llm,
                 policy,
                 limits: self.limits,
                 capabilities,
@@ -515,7 +516,7 @@ impl NodeBuilder {
                 tls: Arc::new(tls),
                 tls_server,
                 public_url,
-                reference_compatible: self.reference_compatible,
+                session,
                 code: CodeCache::default(),
             }),
         })

@@ -8,7 +8,7 @@
 //! store), and also against any root certificates the node was given
 //! ([`NodeBuilder::trust_root_certificates_pem`](crate::NodeBuilder::trust_root_certificates_pem)),
 //! for a private CA or a test. On a machine with no trust store at all (a minimal container)
-//! this configuration trusts only the given roots, and says so in a warning.
+//! given no root, a node still builds: it can verify no `https://` peer, and says so.
 
 use std::sync::Arc;
 
@@ -17,43 +17,48 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
-/// Builds the client configuration; `extra_roots_pem` holds PEM certificates to trust on top
-/// of the platform's (empty for none).
+/// The root certificates in `pem` (one or more `BEGIN CERTIFICATE` blocks; nothing but
+/// whitespace for none), each checked.
 ///
 /// # Errors
 /// What is wrong with the PEM or the certificates in it.
-pub(crate) fn client_config(extra_roots_pem: &[u8]) -> Result<ClientConfig, String> {
-    let extra_roots = CertificateDer::pem_slice_iter(extra_roots_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("trusted root certificates: not PEM certificates: {error}"))?;
-    if extra_roots.is_empty() && !extra_roots_pem.iter().all(u8::is_ascii_whitespace) {
-        return Err(
-            "trusted root certificates: no `-----BEGIN CERTIFICATE-----` block found".to_owned(),
-        );
-    }
-    let mut given = RootCertStore::empty();
-    for (index, root) in extra_roots.iter().enumerate() {
-        given.add(root.clone()).map_err(|error| {
+pub(crate) fn parse_roots(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let roots = concord_llm::parse_root_certificates(pem)
+        .map_err(|error| format!("trusted root certificates: {error}"))?;
+    // Checked one by one here, so a bad root is named; the platform verifier would refuse
+    // it too, but its error would read as a missing trust store.
+    for (index, root) in roots.iter().enumerate() {
+        RootCertStore::empty().add(root.clone()).map_err(|error| {
             format!(
                 "trusted root certificates: certificate {}: {error}",
                 index + 1
             )
         })?;
     }
+    Ok(roots)
+}
+
+/// The client configuration: the platform's verifier, also trusting `extra_roots`
+/// ([`parse_roots`]).
+///
+/// # Errors
+/// Only when rustls refuses its protocol versions.
+pub(crate) fn client_config(
+    extra_roots: Vec<CertificateDer<'static>>,
+) -> Result<ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let platform = rustls_platform_verifier::Verifier::new_with_extra_roots(
         extra_roots,
         Arc::clone(&provider),
     );
-    config_with(provider, platform, given)
+    config_with(provider, platform)
 }
 
-/// The configuration with the platform's verifier, or, when the platform has no trust store,
-/// with the given roots alone.
+/// The configuration with the platform's verifier. The verifier fails only when it has no
+/// root at all (no trust store, no root given): the configuration then verifies nothing.
 fn config_with(
     provider: Arc<CryptoProvider>,
     platform: Result<rustls_platform_verifier::Verifier, rustls::Error>,
-    given: RootCertStore,
 ) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -67,14 +72,24 @@ fn config_with(
         Err(error) => {
             tracing::warn!(
                 %error,
-                given_roots = given.len(),
-                "the system's certificate store cannot be used: https:// and wss:// peers are \
-                 trusted only when a root given to the node signed their certificate"
+                "no certificate store and no trusted root given: no https:// or wss:// peer \
+                 can be verified"
             );
-            builder.with_root_certificates(given)
+            builder.with_root_certificates(RootCertStore::empty())
         }
     };
     Ok(config.with_no_client_auth())
+}
+
+/// A reqwest client with `config` for HTTPS, offering HTTP/2 (reqwest adds no ALPN to a
+/// configuration it is handed). The WebSocket keeps `config` without ALPN: an upgrade
+/// needs HTTP/1.1.
+pub(crate) fn http_client(mut config: ClientConfig) -> Result<reqwest::Client, String> {
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(config)
+        .build()
+        .map_err(|error| format!("HTTP client: {error}"))
 }
 
 /// The server configuration for serving `https://` and `wss://` directly: the certificate
@@ -109,22 +124,23 @@ mod tests {
 
     #[test]
     fn no_extra_roots_is_the_platforms_trust() {
-        assert!(client_config(b"").is_ok());
-        assert!(client_config(b"\n  \n").is_ok());
+        assert_eq!(parse_roots(b"").unwrap(), vec![]);
+        assert_eq!(parse_roots(b"\n  \n").unwrap(), vec![]);
+        assert!(client_config(vec![]).is_ok());
     }
 
     #[test]
     fn text_that_is_not_a_certificate_is_refused() {
-        let error = client_config(b"not a certificate").unwrap_err();
+        let error = parse_roots(b"not a certificate").unwrap_err();
         assert!(
             error.contains("no `-----BEGIN CERTIFICATE-----` block"),
             "{error}"
         );
         let broken = b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
-        let error = client_config(broken).unwrap_err();
+        let error = parse_roots(broken).unwrap_err();
         assert!(error.contains("not PEM certificates"), "{error}");
         let not_der = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let error = client_config(not_der).unwrap_err();
+        let error = parse_roots(not_der).unwrap_err();
         assert!(error.contains("certificate 1:"), "{error}");
     }
 
@@ -134,6 +150,6 @@ mod tests {
         let missing = Err(rustls::Error::General(
             "No CA certificates were loaded from the system".to_owned(),
         ));
-        assert!(config_with(provider, missing, RootCertStore::empty()).is_ok());
+        assert!(config_with(provider, missing).is_ok());
     }
 }

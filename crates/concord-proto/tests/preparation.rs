@@ -509,6 +509,73 @@ fn a_natural_language_frame_must_be_utf8() {
     );
 }
 
+/// A meta message too large to send is refused before anything moves: the same exchange
+/// can be tried again with a smaller message.
+#[test]
+fn a_meta_message_too_large_to_send_changes_nothing() {
+    let mut config = SessionConfig::default();
+    config.max_frame_size = 512;
+    let mut pair = Pair::with(
+        agreement(Capabilities::all(), ProtocolChoice::Negotiate),
+        config.clone(),
+        config,
+    );
+    pair.agree();
+    pair.requester_events();
+    pair.provider_events();
+    let huge = "x".repeat(600);
+    let too_large = |result: Result<(), SessionError>| {
+        matches!(result, Err(SessionError::FrameTooLarge { limit: 512, .. }))
+    };
+
+    assert!(too_large(
+        pair.requester.propose_test_cases(pair.now, huge.clone())
+    ));
+    pair.requester
+        .propose_test_cases(pair.now, CASES.into())
+        .unwrap();
+    pair.flush();
+    assert!(too_large(pair.provider.decide_test_cases(
+        pair.now,
+        Decision::Reject {
+            reason: huge.clone()
+        }
+    )));
+    pair.provider
+        .decide_test_cases(pair.now, Decision::Accept)
+        .unwrap();
+    pair.flush();
+
+    assert!(too_large(
+        pair.requester.report_error(pair.now, huge.clone())
+    ));
+    pair.requester
+        .report_error(pair.now, "price is a string".into())
+        .unwrap();
+    pair.flush();
+    assert!(too_large(pair.provider.decide_error_report(
+        pair.now,
+        FixDecision::Reject {
+            reason: huge.clone()
+        }
+    )));
+    pair.provider
+        .decide_error_report(pair.now, FixDecision::Accept)
+        .unwrap();
+
+    let id = pair
+        .requester
+        .request_natural_language(pair.now, "EUR?".into())
+        .unwrap();
+    pair.flush();
+    assert!(too_large(
+        pair.provider.respond_natural_language(&id, huge.clone())
+    ));
+    pair.provider
+        .respond_natural_language(&id, "yes".into())
+        .unwrap();
+}
+
 #[test]
 fn oversized_frames_are_refused_both_ways() {
     let mut config = SessionConfig::default();

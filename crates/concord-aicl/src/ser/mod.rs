@@ -128,8 +128,7 @@ impl<'o> Serializer<'o> {
     fn begin_variant(&mut self, variant: &str) {
         self.begin("[d:");
         self.entry(true);
-        write::string(self.out, variant);
-        self.out.push(':');
+        write::key(self.out, variant);
     }
 }
 

@@ -1,7 +1,9 @@
 //! The `http` backend: a POST per call, input JSON as the body, output JSON as the answer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use rustls::pki_types::CertificateDer;
 
 use serde_json::Value;
 
@@ -38,7 +40,11 @@ pub struct HttpAction {
 #[derive(Debug, Clone)]
 struct HttpSpec {
     url: url::Url,
-    client: reqwest::Client,
+    /// Roots trusted on top of the system's.
+    extra_roots: Vec<CertificateDer<'static>>,
+    /// Built on the first call, once the roots are known (it reads the system's trust
+    /// store, so it is built once).
+    client: OnceLock<Result<reqwest::Client, String>>,
     timeout: Duration,
     max_response_bytes: usize,
 }
@@ -61,13 +67,11 @@ impl HttpAction {
                 "http backend URL {url:?} must start with http:// or https://"
             )));
         }
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|error| crate::NodeError::Config(format!("HTTP client: {error}")))?;
         Ok(Self {
             inner: Arc::new(HttpSpec {
                 url: parsed,
-                client,
+                extra_roots: Vec::new(),
+                client: OnceLock::new(),
                 timeout: DEFAULT_HTTP_TIMEOUT,
                 max_response_bytes: super::exec::DEFAULT_MAX_OUTPUT_BYTES,
             }),
@@ -96,12 +100,8 @@ impl HttpAction {
         mut self,
         pem: impl AsRef<[u8]>,
     ) -> Result<Self, crate::NodeError> {
-        let tls = crate::tls::client_config(pem.as_ref()).map_err(crate::NodeError::Config)?;
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .build()
-            .map_err(|error| crate::NodeError::Config(format!("HTTP client: {error}")))?;
-        Arc::make_mut(&mut self.inner).client = client;
+        let roots = crate::tls::parse_roots(pem.as_ref()).map_err(crate::NodeError::Config)?;
+        Arc::make_mut(&mut self.inner).extra_roots = roots;
         Ok(self)
     }
 }
@@ -127,8 +127,15 @@ impl HttpSpec {
         let url = &self.url;
         // JSON of a `Value` cannot fail to serialise.
         let body = serde_json::to_vec(input).unwrap_or_default();
-        let mut response = self
+        let client = self
             .client
+            .get_or_init(|| {
+                crate::tls::client_config(self.extra_roots.clone())
+                    .and_then(crate::tls::http_client)
+            })
+            .as_ref()
+            .map_err(|error| ActionError::bad_gateway(format!("cannot reach {url}: {error}")))?;
+        let mut response = client
             .post(url.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json")

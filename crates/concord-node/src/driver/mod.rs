@@ -497,7 +497,7 @@ impl<T: Transport> Driver<T> {
                 Role::Requester => self.on_response(&bytes),
             },
             Event::NaturalLanguage(text) => {
-                if self.session.role() == Role::Provider && self.shared.llm.is_some() {
+                if self.session.role() == Role::Provider && self.shared.llm().is_some() {
                     self.spawn_answer(None, text);
                 } else {
                     tracing::info!(text = %text, "natural-language message from the peer");

@@ -28,6 +28,16 @@ pub(super) struct ReceivedCandidate {
     pub(super) replaces: Option<String>,
 }
 
+impl ReceivedCandidate {
+    /// What the candidate answers, for the judge.
+    fn previous(&self) -> Previous<'_> {
+        Previous {
+            our_candidate: self.replaces.as_deref(),
+            modification_summary: self.summary.as_deref(),
+        }
+    }
+}
+
 impl<T: Transport> Driver<T> {
     pub(super) fn on_work(&mut self, work: Work) {
         if let Some(record) = work.record() {
@@ -256,11 +266,6 @@ impl<T: Transport> Driver<T> {
 
     /// Judges the peer's candidate.
     pub(super) fn spawn_judge(&mut self, received: ReceivedCandidate) {
-        let ReceivedCandidate {
-            candidate,
-            summary,
-            replaces,
-        } = received;
         let shared = Arc::clone(&self.shared);
         let limit = shared.limits.negotiation_timeout;
         match &self.role {
@@ -270,13 +275,10 @@ impl<T: Transport> Driver<T> {
                     "judging the candidate",
                     async move {
                         let actions = shared.actions.specs();
-                        let previous = Previous {
-                            our_candidate: replaces.as_deref(),
-                            modification_summary: summary.as_deref(),
-                        };
+                        let context = JudgeContext::Provider { actions };
                         shared
                             .policy
-                            .judge(JudgeContext::Provider { actions }, &candidate, previous)
+                            .judge(context, &received.candidate, received.previous())
                             .await
                             .map_err(|error| error.to_string())
                     },
@@ -289,20 +291,13 @@ impl<T: Transport> Driver<T> {
                     limit,
                     "judging the counter-proposal",
                     async move {
-                        let previous = Previous {
-                            our_candidate: replaces.as_deref(),
-                            modification_summary: summary.as_deref(),
+                        let context = JudgeContext::Requester {
+                            need: &need,
+                            peer_action: &peer_action,
                         };
                         shared
                             .policy
-                            .judge(
-                                JudgeContext::Requester {
-                                    need: &need,
-                                    peer_action: &peer_action,
-                                },
-                                &candidate,
-                                previous,
-                            )
+                            .judge(context, &received.candidate, received.previous())
                             .await
                             .map_err(|error| error.to_string())
                     },
@@ -433,7 +428,7 @@ impl<T: Transport> Driver<T> {
     }
 
     pub(super) fn spawn_answer(&mut self, message_id: Option<String>, text: String) {
-        let Some(client) = self.shared.llm.clone() else {
+        let Some(client) = self.shared.llm().cloned() else {
             return;
         };
         // LLM answers count as calls in flight: a peer cannot queue up unbounded LLM work.

@@ -378,26 +378,21 @@ impl Session {
         }
         let first = self.config.first_sequence_id;
         let deadline = now + self.config.negotiation_timeout;
-        let limit = self.config.max_frame_size;
-        let negotiation = match &mut self.state {
-            State::Negotiating(negotiation) if negotiation.turn == Turn::Opening => negotiation,
-            _ => return Err(self.not_now("open a protocol negotiation")),
-        };
-        // Encoded before the state moves: a candidate too large to send proposes nothing.
-        let frame = meta_frame(
-            MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-                sequence_id: first,
-                candidate_protocols: Some(candidate.clone()),
-                modification_summary: None,
-                status: NegotiationStatus::Negotiating,
-            }),
-            limit,
-        )?;
-        negotiation.next_sequence_id = Some(first + 1);
-        negotiation.proposals = 1;
-        negotiation.turn = Turn::Peer(deadline);
-        negotiation.candidate = Some(candidate);
-        self.transmits.push_back(frame);
+        if !matches!(&self.state, State::Negotiating(n) if n.turn == Turn::Opening) {
+            return Err(self.not_now("open a protocol negotiation"));
+        }
+        self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+            sequence_id: first,
+            candidate_protocols: Some(candidate.clone()),
+            modification_summary: None,
+            status: NegotiationStatus::Negotiating,
+        }))?;
+        if let State::Negotiating(negotiation) = &mut self.state {
+            negotiation.next_sequence_id = Some(first + 1);
+            negotiation.proposals = 1;
+            negotiation.turn = Turn::Peer(deadline);
+            negotiation.candidate = Some(candidate);
+        }
         Ok(())
     }
 
@@ -408,29 +403,23 @@ impl Session {
     pub fn decide(&mut self, now: Instant, decision: Decision) -> Result<(), SessionError> {
         let cap = self.config.max_negotiation_rounds;
         let deadline = now + self.config.negotiation_timeout;
-        let limit = self.config.max_frame_size;
-        let negotiation = match &mut self.state {
-            State::Negotiating(negotiation) if negotiation.turn == Turn::Local => negotiation,
+        let (sequence_id, proposals, on_the_table) = match &self.state {
+            State::Negotiating(n) if n.turn == Turn::Local => (
+                n.next_sequence_id.unwrap_or(0),
+                n.proposals,
+                n.candidate.clone().unwrap_or_default(),
+            ),
             _ => return Err(self.not_now("answer a candidate protocol")),
         };
-        let sequence_id = negotiation.next_sequence_id.unwrap_or(0);
-        // Each answer is encoded (and its size checked) before the state moves, so an
-        // answer that cannot be sent leaves the decision still ours to make.
         match decision {
             Decision::Accept => {
-                let document = negotiation.candidate.clone().unwrap_or_default();
-                let frame = meta_frame(
-                    MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-                        sequence_id,
-                        candidate_protocols: Some(document.clone()),
-                        modification_summary: None,
-                        status: NegotiationStatus::Accepted,
-                    }),
-                    limit,
-                )?;
-                negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
-                self.transmits.push_back(frame);
-                self.establish(now, document);
+                self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                    sequence_id,
+                    candidate_protocols: Some(on_the_table.clone()),
+                    modification_summary: None,
+                    status: NegotiationStatus::Accepted,
+                }))?;
+                self.establish(now, on_the_table);
                 Ok(())
             }
             Decision::Counter {
@@ -438,24 +427,22 @@ impl Session {
                 modification_summary,
             } => {
                 check_counter("candidateProtocols", &candidate, &modification_summary)?;
-                if negotiation.proposals >= cap {
+                if proposals >= cap {
                     self.stop_at_round_cap(cap);
                     return Ok(());
                 }
-                let frame = meta_frame(
-                    MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
-                        sequence_id,
-                        candidate_protocols: Some(candidate.clone()),
-                        modification_summary: Some(modification_summary),
-                        status: NegotiationStatus::Negotiating,
-                    }),
-                    limit,
-                )?;
-                negotiation.proposals += 1;
-                negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
-                negotiation.turn = Turn::Peer(deadline);
-                negotiation.candidate = Some(candidate);
-                self.transmits.push_back(frame);
+                self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                    sequence_id,
+                    candidate_protocols: Some(candidate.clone()),
+                    modification_summary: Some(modification_summary),
+                    status: NegotiationStatus::Negotiating,
+                }))?;
+                if let State::Negotiating(negotiation) = &mut self.state {
+                    negotiation.proposals += 1;
+                    negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
+                    negotiation.turn = Turn::Peer(deadline);
+                    negotiation.candidate = Some(candidate);
+                }
                 Ok(())
             }
             Decision::Reject { reason } => {
@@ -473,15 +460,15 @@ impl Session {
 
     /// Our handler code is ready (and passed the agreed test cases): sends `generated`.
     pub fn code_ready(&mut self, _now: Instant) -> Result<(), SessionError> {
-        match &mut self.state {
-            State::Established(established) if !established.local_code => {
-                established.local_code = true;
-            }
-            _ => return Err(self.not_now("announce generated code")),
+        if !matches!(&self.state, State::Established(e) if !e.local_code) {
+            return Err(self.not_now("announce generated code"));
         }
-        self.queue_meta(MetaMessage::CodeGeneration(CodeGeneration {
+        self.queue_meta(&MetaMessage::CodeGeneration(CodeGeneration {
             status: CodeGenerationStatus::Generated,
         }))?;
+        if let State::Established(established) = &mut self.state {
+            established.local_code = true;
+        }
         self.update_ready();
         Ok(())
     }
@@ -491,7 +478,7 @@ impl Session {
         if !matches!(self.state, State::Established(_)) {
             return Err(self.not_now("report failed code generation"));
         }
-        self.queue_meta(MetaMessage::CodeGeneration(CodeGeneration {
+        self.queue_meta(&MetaMessage::CodeGeneration(CodeGeneration {
             status: CodeGenerationStatus::Error,
         }))?;
         self.close_with(CloseReason::CodeGenerationFailed { by: Side::Local });
@@ -514,21 +501,21 @@ impl Session {
             return Err(SessionError::EmptyText("testCases"));
         }
         let deadline = now + self.config.negotiation_timeout;
-        match &mut self.state {
-            State::Established(established) if !established.test_cases.in_flight() => {
-                established.test_cases = TestCaseTalk::AwaitingPeer {
-                    sent: test_cases.clone(),
-                    proposals: 1,
-                    deadline,
-                };
-            }
-            _ => return Err(self.not_now("propose test cases")),
+        if !matches!(&self.state, State::Established(e) if !e.test_cases.in_flight()) {
+            return Err(self.not_now("propose test cases"));
         }
-        self.queue_meta(MetaMessage::TestCasesNegotiation(TestCasesNegotiation {
-            test_cases: Some(test_cases),
+        self.queue_meta(&MetaMessage::TestCasesNegotiation(TestCasesNegotiation {
+            test_cases: Some(test_cases.clone()),
             modification_summary: None,
             status: NegotiationStatus::Negotiating,
         }))?;
+        if let State::Established(established) = &mut self.state {
+            established.test_cases = TestCaseTalk::AwaitingPeer {
+                sent: test_cases,
+                proposals: 1,
+                deadline,
+            };
+        }
         self.update_ready();
         Ok(())
     }
@@ -588,10 +575,10 @@ impl Session {
             }
             Decision::Reject { reason } => we_reject_test_cases(reason),
         };
+        self.queue_meta(&MetaMessage::TestCasesNegotiation(message))?;
         if let State::Established(established) = &mut self.state {
             established.test_cases = next;
         }
-        self.queue_meta(MetaMessage::TestCasesNegotiation(message))?;
         self.events.extend(event);
         self.update_ready();
         Ok(())
@@ -610,16 +597,17 @@ impl Session {
             return Err(SessionError::EmptyText("errorDescription"));
         }
         let deadline = now + self.config.negotiation_timeout;
-        match &mut self.state {
-            State::Established(established) if established.our_report_deadline.is_none() => {
-                established.our_report_deadline = Some(deadline);
-            }
-            _ => return Err(self.not_now("report an error")),
+        if !matches!(&self.state, State::Established(e) if e.our_report_deadline.is_none()) {
+            return Err(self.not_now("report an error"));
         }
-        self.queue_meta(MetaMessage::FixErrorNegotiation(FixErrorNegotiation {
+        self.queue_meta(&MetaMessage::FixErrorNegotiation(FixErrorNegotiation {
             error_description: Some(error_description),
             status: NegotiationStatus::Negotiating,
-        }))
+        }))?;
+        if let State::Established(established) = &mut self.state {
+            established.our_report_deadline = Some(deadline);
+        }
+        Ok(())
     }
 
     /// Answers the peer's error report (after [`Event::ErrorReported`]). Accepting means
@@ -629,15 +617,10 @@ impl Session {
         _now: Instant,
         decision: FixDecision,
     ) -> Result<(), SessionError> {
-        match &mut self.state {
-            State::Established(established) if established.peer_report_pending => {
-                established.peer_report_pending = false;
-                if decision == FixDecision::Accept {
-                    established.local_code = false;
-                }
-            }
-            _ => return Err(self.not_now("answer an error report")),
+        if !matches!(&self.state, State::Established(e) if e.peer_report_pending) {
+            return Err(self.not_now("answer an error report"));
         }
+        let accept = decision == FixDecision::Accept;
         let message = match decision {
             FixDecision::Accept => FixErrorNegotiation {
                 error_description: None,
@@ -648,7 +631,13 @@ impl Session {
                 status: NegotiationStatus::Rejected,
             },
         };
-        self.queue_meta(MetaMessage::FixErrorNegotiation(message))?;
+        self.queue_meta(&MetaMessage::FixErrorNegotiation(message))?;
+        if let State::Established(established) = &mut self.state {
+            established.peer_report_pending = false;
+            if accept {
+                established.local_code = false;
+            }
+        }
         self.update_ready();
         Ok(())
     }
@@ -669,7 +658,7 @@ impl Session {
         while self.natural_language_out.contains_key(&message_id) {
             message_id = self.ids.next_id();
         }
-        self.queue_meta(MetaMessage::NaturalLanguageNegotiation(
+        self.queue_meta(&MetaMessage::NaturalLanguageNegotiation(
             NaturalLanguageNegotiation {
                 kind: NaturalLanguageKind::Request,
                 message_id: message_id.clone(),
@@ -692,16 +681,18 @@ impl Session {
         if matches!(self.state, State::Closed) {
             return Err(SessionError::Closed);
         }
-        if !self.natural_language_in.remove(message_id) {
+        if !self.natural_language_in.contains(message_id) {
             return Err(SessionError::UnknownRequest(message_id.to_owned()));
         }
-        self.queue_meta(MetaMessage::NaturalLanguageNegotiation(
+        self.queue_meta(&MetaMessage::NaturalLanguageNegotiation(
             NaturalLanguageNegotiation {
                 kind: NaturalLanguageKind::Response,
                 message_id: message_id.to_owned(),
                 message,
             },
-        ))
+        ))?;
+        self.natural_language_in.remove(message_id);
+        Ok(())
     }
 
     // ----- data frames -------------------------------------------------------------------
@@ -883,7 +874,7 @@ impl Session {
                     let sequence_id = message.sequence_id.saturating_add(1);
                     // An `accepted` with its text has no required field missing: cannot fail.
                     let _ =
-                        self.queue_meta(MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+                        self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
                             sequence_id,
                             candidate_protocols: Some(document.clone()),
                             modification_summary: None,
@@ -966,7 +957,7 @@ impl Session {
                 if proposals >= cap {
                     let reason = round_cap_reason(cap);
                     // A `rejected` has no required field missing: cannot fail.
-                    let _ = self.queue_meta(MetaMessage::TestCasesNegotiation(
+                    let _ = self.queue_meta(&MetaMessage::TestCasesNegotiation(
                         rejected_test_cases(reason.clone()),
                     ));
                     self.events.push_back(Event::TestCasesRejected {
@@ -1133,13 +1124,7 @@ impl Session {
             State::Established(established) if established.ready => {}
             _ => return Err(SessionError::NotReady(protocol_type)),
         }
-        let size = payload.len() + 1;
-        if size > self.config.max_frame_size {
-            return Err(SessionError::FrameTooLarge {
-                size,
-                limit: self.config.max_frame_size,
-            });
-        }
+        self.check_frame_size(payload.len() + 1)?;
         self.transmits
             .push_back(Frame::encode(protocol_type, payload));
         Ok(())
@@ -1183,7 +1168,7 @@ impl Session {
             .unwrap_or(self.config.first_sequence_id);
         negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
         // A `rejected` has no required field missing: cannot fail.
-        let _ = self.queue_meta(MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
+        let _ = self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
             sequence_id,
             candidate_protocols: None,
             modification_summary: Some(reason),
@@ -1212,9 +1197,20 @@ impl Session {
         self.events.push_back(Event::Closed(reason));
     }
 
-    fn queue_meta(&mut self, message: MetaMessage) -> Result<(), SessionError> {
-        let frame = meta_frame(message, self.config.max_frame_size)?;
+    /// Queues `message`. Every sender checks first that it may send, then queues, and
+    /// only then moves its state: a message too large to send changes nothing.
+    fn queue_meta(&mut self, message: &MetaMessage) -> Result<(), SessionError> {
+        let frame = message.to_frame()?;
+        self.check_frame_size(frame.len())?;
         self.transmits.push_back(frame);
+        Ok(())
+    }
+
+    fn check_frame_size(&self, size: usize) -> Result<(), SessionError> {
+        let limit = self.config.max_frame_size;
+        if size > limit {
+            return Err(SessionError::FrameTooLarge { size, limit });
+        }
         Ok(())
     }
 
@@ -1264,18 +1260,6 @@ impl Session {
 /// Why a negotiation ends at the round cap of `cap` negotiating messages, as the peer is told.
 fn round_cap_reason(cap: u32) -> String {
     format!("round cap of {cap} negotiating messages reached without agreement")
-}
-
-/// `message` as a frame, refused when it is larger than `limit`.
-fn meta_frame(message: MetaMessage, limit: usize) -> Result<Vec<u8>, SessionError> {
-    let frame = message.to_frame()?;
-    if frame.len() > limit {
-        return Err(SessionError::FrameTooLarge {
-            size: frame.len(),
-            limit,
-        });
-    }
-    Ok(frame)
 }
 
 /// A counter-proposal of ours needs its text (sent as `field`) and what it changes.
