@@ -21,8 +21,13 @@
 //! input = "product-id.schema.json"   # a file, or the schema inline as a table
 //! output = "product-info.schema.json"
 //! exec = { command = "sh", args = ["product-info.sh"], timeout = "5s" }
+//! #   an application error: stdout a JSON object whose only member is `error`,
+//! #   {"error": {"code": 404, "message": "no product P9"}}, exit status 0 or not (or, with
+//! #   a non-zero exit, RFC 9457 problem details {"status": 404, "detail": "…"}); any other
+//! #   failure is 502 "the action failed" to the caller, details and stderr in our log
 //! # or: http = { url = "http://127.0.0.1:9000/product-info", timeout = "10s" }
 //! #     (an https:// service a private CA signed: add ca_cert = "private-ca.pem")
+//! #   an application error: a 4xx/5xx answer with problem details or the same `error` object
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"

@@ -30,7 +30,8 @@ pub struct ProtocolsArgs {
 /// Commands on the stored protocols.
 #[derive(Debug, Subcommand)]
 pub enum ProtocolsCommand {
-    /// List the stored protocols, most recently created first.
+    /// List the stored protocols, most recently created first, each with the peer it was
+    /// most recently used with (and how many others hold it).
     #[command(after_help = "\
 Examples:
   concord protocols list
@@ -40,8 +41,8 @@ Examples:
         #[arg(long)]
         json: bool,
     },
-    /// Show one protocol: its metadata and document (or a handler module, or its test
-    /// cases).
+    /// Show one protocol: its metadata (every peer it was saved for or used with, the most
+    /// recent first) and document (or a handler module, or its test cases).
     #[command(after_help = "\
 Examples:
   concord protocols show 40340f2e
@@ -65,7 +66,8 @@ Examples:
         #[arg(long, conflicts_with_all = ["document", "handler", "test_cases"])]
         json: bool,
     },
-    /// Forget a protocol: the next connection to its peer negotiates again.
+    /// Forget a protocol and its peers: it is no longer offered for 0-RTT, so the next
+    /// connection to its peers negotiates again.
     #[command(after_help = "\
 Examples:
   concord protocols forget 40340f2e")]
@@ -88,7 +90,8 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                         json!({
                             "hash": protocol.hash.to_string(),
                             "integrity": integrity(&protocol.integrity),
-                            "peer": protocol.peer,
+                            "action": protocol.action,
+                            "peers": protocol.peers,
                             "settlement": settlement(&protocol.settlement),
                             "handlers": roles(&protocol.handler_roles),
                             "testCases": protocol.has_test_cases,
@@ -107,7 +110,7 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             outln!(
-                "{:<12}  {:<10}  {:>4}  {:<20}  {:<20}  peer",
+                "{:<12}  {:<10}  {:>4}  {:<20}  {:<20}  peers",
                 "hash",
                 "settled",
                 "uses",
@@ -127,7 +130,7 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                     protocol.use_count,
                     time(protocol.created),
                     protocol.last_used.map_or_else(|| "never".to_owned(), time),
-                    protocol.peer
+                    peers_in_brief(&protocol.peers)
                 )?;
             }
             Ok(ExitCode::SUCCESS)
@@ -190,7 +193,8 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
             if json {
                 let output = json!({
                     "hash": protocol.hash.to_string(),
-                    "peer": protocol.peer,
+                    "action": protocol.action,
+                    "peers": protocol.peers,
                     "settlement": settlement(&protocol.settlement),
                     "created": time(protocol.created),
                     "lastUsed": protocol.last_used.map(time),
@@ -211,7 +215,19 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
             };
             outln!("hash:        {}", protocol.hash)?;
             outln!("settled:     {settled}")?;
-            outln!("peer:        {}", protocol.peer)?;
+            outln!(
+                "action:      {}",
+                protocol.action.as_deref().unwrap_or("not recorded")
+            )?;
+            match protocol.peers.split_first() {
+                None => outln!("peers:       none")?,
+                Some((latest, older)) => {
+                    outln!("peers:       {latest}")?;
+                    for peer in older {
+                        outln!("             {peer}")?;
+                    }
+                }
+            }
             outln!("created:     {}", time(protocol.created))?;
             outln!(
                 "last used:   {}",
@@ -277,6 +293,16 @@ pub fn integrity(integrity: &Integrity) -> String {
 /// Role names.
 pub fn roles(roles: &[Role]) -> Vec<String> {
     roles.iter().map(|role| role.name().to_owned()).collect()
+}
+
+/// A protocol's peers on one line: the most recent, and how many others (`concord
+/// protocols show` lists them all).
+fn peers_in_brief(peers: &[String]) -> String {
+    match peers {
+        [] => "none".to_owned(),
+        [only] => only.clone(),
+        [latest, others @ ..] => format!("{latest} (+{} more)", others.len()),
+    }
 }
 
 /// `a, b`, or `none`.

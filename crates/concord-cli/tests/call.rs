@@ -116,11 +116,12 @@ fn what_goes_wrong_has_an_exit_code_and_says_what_in_one_line() {
     // The peer does not publish the action: 1.
     call(&[url, "getPrice", r#"{"productId": "P2"}"#])
         .fails(1, "publishes no action `getPrice` (it has: getProductInfo)");
-    // The backend says no (the script exits 1 for an unknown product): 1.
+    // The backend says no (the script answers an unknown product with its error object,
+    // code 404): 1, with the script's message and nothing of its stderr.
     let output = call(&[url, "getProductInfo", r#"{"productId": "P404"}"#]);
-    output.fails(1, "the peer answered 502");
+    output.fails(1, "the peer answered 404");
     assert!(
-        output.stderr.contains("no product P404"),
+        output.stderr.contains("no product P404") && !output.stderr.contains("unknown product id"),
         "{}",
         output.stderr
     );

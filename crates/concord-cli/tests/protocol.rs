@@ -58,14 +58,24 @@ fn a_drafted_protocol_is_accepted_by_the_agent_it_was_drafted_for() {
 }
 
 #[test]
-fn a_snake_case_candidate_gets_a_counter_proposal() {
+fn a_snake_case_candidate_is_accepted_as_written() {
     let candidate = drafted_protocol().replace("\"productId\"", "\"product_id\"");
+    let (decision, code) = judge(&candidate, &[], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(decision["status"], "accepted");
+}
+
+#[test]
+fn a_candidate_whose_fields_do_not_map_gets_a_counter_proposal() {
+    let candidate = drafted_protocol().replacen("\"productId\"", "\"sku\"", 2);
     let (decision, _) = judge(&candidate, &[], &[]);
     assert_eq!(decision["status"], "negotiating");
-    assert!(decision["modificationSummary"]
-        .as_str()
-        .unwrap()
-        .contains("rename request field `product_id` to `productId`"));
+    let summary = decision["modificationSummary"].as_str().unwrap();
+    assert!(
+        summary.contains("add request field `productId`, which action `getProductInfo` requires"),
+        "{summary}"
+    );
+    assert!(summary.contains("drop request field `sku`"), "{summary}");
     assert!(decision["candidate"]
         .as_str()
         .unwrap()

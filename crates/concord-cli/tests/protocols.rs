@@ -56,6 +56,9 @@ fn list_show_and_forget_by_hash_prefix() {
     assert_eq!(list[0]["testCases"], true);
     // Used by no later session yet (a 0-RTT reuse counts).
     assert_eq!(list[0]["useCount"], 0);
+    let peer = format!("{}#getProductInfo", served.description);
+    assert_eq!(list[0]["peers"], serde_json::json!([peer]));
+    assert_eq!(list[0]["action"], "getProductInfo");
 
     let output = protocols(requester.path(), &["show", prefix]);
     assert_eq!(output.code, 0, "{}", output.stderr);
@@ -70,8 +73,15 @@ fn list_show_and_forget_by_hash_prefix() {
         output.stdout
     );
     assert!(output.stdout.contains("# Requirement"), "{}", output.stdout);
+    assert!(
+        output.stdout.contains(&format!("peers:       {peer}\n")),
+        "{}",
+        output.stdout
+    );
     let shown = protocols(requester.path(), &["show", prefix, "--json"]).json();
     assert_eq!(shown["hash"], hash.as_str());
+    assert_eq!(shown["peers"], serde_json::json!([peer]));
+    assert_eq!(shown["action"], "getProductInfo");
     assert!(shown["handlers"]["provider"].is_null());
     // `--document` prints the stored document alone, exactly what hashes to the hash.
     let document = protocols(requester.path(), &["show", prefix, "--document"]);

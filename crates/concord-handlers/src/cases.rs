@@ -301,9 +301,20 @@ impl<'a> CaseRunner<'a> {
         if let Some((handler, Local::Provider(action))) = &mut self.provider {
             let mut message_id = None;
             match expect::incoming(envelope, &action.input, &case.request) {
-                Err(Underivable { reason }) => {
-                    fail(CaseStep::DecodeRequest, Problem::Underivable(reason))
-                }
+                // The case's fields do not map onto our input by name (the protocol names
+                // them otherwise; an LLM wrote our code): the input the code decodes must
+                // be one our action takes, with the case's message id.
+                Err(underivable) => match decoded_input_fits(
+                    handler,
+                    &request,
+                    envelope,
+                    &action.input,
+                    &case.request,
+                    underivable,
+                ) {
+                    Ok(id) => message_id = Some(id),
+                    Err(problem) => fail(CaseStep::DecodeRequest, *problem),
+                },
                 Ok(expected) => {
                     match compare(
                         handler,
@@ -406,6 +417,41 @@ fn produce(
 }
 
 /// Calls a decode function and compares its result with the expected one.
+/// Runs `decodeRequest` on `request` and checks what it returns against our action's input
+/// schema and the case's message id; the message id when it passes.
+fn decoded_input_fits(
+    handler: &mut Code,
+    request: &Value,
+    envelope: &crate::envelope::Envelope,
+    input_schema: &Value,
+    case_request: &Value,
+    underivable: Underivable,
+) -> Result<String, Box<Problem>> {
+    let expected_id = expect::message_id(case_request, &envelope.request_id, "request")
+        .map_err(|Underivable { reason }| Problem::Underivable(reason))?;
+    let actual = handler
+        .call(Function::DecodeRequest, request)
+        .map_err(Problem::Sandbox)?;
+    let input = actual.get("input").cloned().unwrap_or(Value::Null);
+    let mut problems: Vec<String> = concord_negotiate::check_against(input_schema, &input)
+        .map_err(|error| Problem::Underivable(error.to_string()))?
+        .iter()
+        .map(|violation| format!("the decoded input at {violation}"))
+        .collect();
+    if actual.get("messageId").and_then(Value::as_str) != Some(expected_id.as_str()) {
+        problems.push(format!("the messageId is not the case's {expected_id:?}"));
+    }
+    if problems.is_empty() {
+        Ok(expected_id)
+    } else {
+        Err(Box::new(Problem::Underivable(format!(
+            "{}; and what decodeRequest returns does not fit our action's input: {}",
+            underivable.reason,
+            problems.join("; ")
+        ))))
+    }
+}
+
 fn compare(
     handler: &mut Code,
     function: Function,

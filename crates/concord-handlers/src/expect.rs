@@ -8,6 +8,7 @@ use crate::contract::{ErrorStatus, Incoming, Outcome, Reply};
 use crate::envelope::Envelope;
 use crate::local::is_single_value;
 use crate::mapping::Plan;
+use concord_negotiate::fit::{request_data, RequestData};
 
 /// A test case our side's values cannot be derived from: a field our schema requires has no
 /// counterpart in the case's message in any naming style (or the message has no id).
@@ -25,7 +26,15 @@ pub(crate) fn input_of(
     schema: Option<&Value>,
     request: &Value,
 ) -> Result<Value, Underivable> {
-    let data = envelope.request_data(request);
+    let mut data = envelope.request_data(request);
+    if let RequestData::Single(field) = request_data(envelope, schema) {
+        if !is_single_value(schema) {
+            data = match data.get(&field) {
+                Some(Value::Object(nested)) => nested.clone(),
+                _ => Default::default(),
+            };
+        }
+    }
     if is_single_value(schema) {
         let names = envelope
             .request_fields

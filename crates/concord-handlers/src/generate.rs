@@ -481,7 +481,10 @@ fn drafted_cases(document: &ProtocolDocument, local: &Local) -> Option<TestCases
     for case in &mut cases.cases {
         if let Some(request) = case.request.as_object_mut() {
             if let Some((field, value)) = &envelope.request_type {
-                request.insert(field.clone(), value.clone());
+                request.insert(
+                    field.clone(),
+                    value.clone().unwrap_or_else(|| action.clone()),
+                );
             }
             if let Some(field) = &envelope.action_field {
                 request.insert(field.clone(), action.clone());
@@ -490,7 +493,10 @@ fn drafted_cases(document: &ProtocolDocument, local: &Local) -> Option<TestCases
         if let (Some(response), Some((field, value))) =
             (case.response.as_object_mut(), &envelope.response_type)
         {
-            response.insert(field.clone(), value.clone());
+            response.insert(
+                field.clone(),
+                value.clone().unwrap_or_else(|| action.clone()),
+            );
         }
     }
     Some(cases)

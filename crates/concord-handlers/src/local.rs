@@ -1,12 +1,13 @@
 //! Our side's schemas: what a handler maps the protocol's messages to and from.
 
-use concord_negotiate::naming::key;
 use concord_negotiate::{ActionSpec, Need, ProtocolDocument};
 use concord_sandbox::Role;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::envelope::Envelope;
-use crate::schema::{is_object_schema, is_required, properties, types};
+use concord_negotiate::fit::find_action;
+
+use crate::schema::properties;
 
 /// Our side of a protocol: the local schemas its handler maps messages to and from.
 ///
@@ -86,34 +87,9 @@ impl Local {
     /// request's `action` constant names (exactly, else in another naming style), else the
     /// one whose input fields the request carries most of. `None` when none fits.
     pub fn provider_for(document: &ProtocolDocument, actions: &[ActionSpec]) -> Option<Local> {
-        let envelope = Envelope::of(document);
-        if let Some(name) = envelope.action_value.as_ref().and_then(Value::as_str) {
-            return actions
-                .iter()
-                .find(|action| action.name == name)
-                .or_else(|| actions.iter().find(|action| key(&action.name) == key(name)))
-                .map(|action| Local::Provider(action.clone()));
-        }
-        let fields: Vec<String> = envelope
-            .request_fields
-            .unwrap_or_default()
-            .iter()
-            .map(|name| key(name))
-            .collect();
-        // Reversed, so that of equal overlaps the first action wins.
-        actions
-            .iter()
-            .rev()
-            .map(|action| {
-                let overlap = properties(&action.input)
-                    .iter()
-                    .filter(|(name, _)| fields.contains(&key(name)))
-                    .count();
-                (overlap, action)
-            })
-            .filter(|(overlap, _)| *overlap > 0)
-            .max_by_key(|(overlap, _)| *overlap)
-            .map(|(_, action)| Local::Provider(action.clone()))
+        find_action(actions, &Envelope::of(document))
+            .ok()
+            .map(|action| Local::Provider(action.clone()))
     }
 
     /// The role a handler for this side plays.
@@ -149,25 +125,4 @@ impl Local {
     }
 }
 
-/// Whether a local schema describes one non-object value (a string, a number, an array…),
-/// carried in the message's single data field.
-pub(crate) fn is_single_value(schema: Option<&Value>) -> bool {
-    schema.is_some_and(|schema| !is_object_schema(schema) && !types(schema).is_empty())
-}
-
-/// An object schema of a message schema's data fields (its envelope removed).
-pub(crate) fn data_schema(schema: &Value, is_envelope: &dyn Fn(&str) -> bool) -> Value {
-    let mut fields = Map::new();
-    for (name, property) in properties(schema) {
-        if !is_envelope(name) {
-            fields.insert(name.to_owned(), property.clone());
-        }
-    }
-    let required: Vec<Value> = properties(schema)
-        .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| !is_envelope(name) && is_required(schema, name))
-        .map(|name| Value::String(name.to_owned()))
-        .collect();
-    json!({"type": "object", "properties": fields, "required": required})
-}
+pub(crate) use concord_negotiate::fit::{data_schema, is_single_value};

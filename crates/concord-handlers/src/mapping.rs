@@ -16,7 +16,7 @@
 use concord_negotiate::naming::key;
 use serde_json::{Map, Value};
 
-use crate::schema::{compatible, fallback, has_properties, is_required, items, properties};
+use crate::schema::{fallback, has_properties, is_required, items, properties};
 
 /// How to map a value onto a target schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,56 +127,8 @@ pub(crate) fn find_source<'v>(object: &'v Map<String, Value>, name: &str) -> Opt
     })
 }
 
-/// Why values of schema `source` cannot be mapped onto schema `target` by the rule, or
-/// `Ok` when they can. `at` names the place (e.g. `the response's productInfo`).
-pub(crate) fn check_fit(source: &Value, target: &Value, at: &str) -> Result<(), String> {
-    if has_properties(target) && has_properties(source) {
-        let offered = properties(source);
-        for (name, schema) in properties(target) {
-            let found = offered
-                .iter()
-                .find(|(field, _)| *field == name)
-                .or_else(|| offered.iter().find(|(field, _)| key(field) == key(name)));
-            match found {
-                Some((field, source_schema)) => {
-                    if !compatible(source_schema, schema) {
-                        return Err(format!(
-                            "`{field}` in {at} has type {} but `{name}` needs {}",
-                            type_list(source_schema),
-                            type_list(schema)
-                        ));
-                    }
-                    check_fit(source_schema, schema, &format!("{at}.{field}"))?;
-                }
-                None if is_required(target, name) && fallback(schema).is_none() => {
-                    return Err(format!(
-                        "`{name}` is required but {at} has no field of that name in any naming style"
-                    ));
-                }
-                None => {}
-            }
-        }
-        return Ok(());
-    }
-    match (items(source), items(target)) {
-        (Some(source), Some(target)) => check_fit(source, target, &format!("{at}[]")),
-        _ => Ok(()),
-    }
-}
-
-fn type_list(schema: &Value) -> String {
-    let kinds = crate::schema::types(schema);
-    if kinds.is_empty() {
-        "any".into()
-    } else {
-        kinds.join(" or ")
-    }
-}
-
-/// A JSON-pointer segment with `~` and `/` escaped (RFC 6901).
-pub(crate) fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
+pub(crate) use concord_negotiate::envelope::escape;
+pub(crate) use concord_negotiate::fit::check_fit;
 
 #[cfg(test)]
 mod tests {

@@ -280,7 +280,9 @@ fn broken_cases_and_unrunnable_sides_are_named() {
     match &report.cases[0].failures[0].problem {
         Problem::Underivable(reason) => assert_eq!(
             reason,
-            "the case's request has no field for our required input field `/warehouse` (in any naming style)"
+            "the case's request has no field for our required input field `/warehouse` (in any \
+             naming style); and what decodeRequest returns does not fit our action's input: the \
+             decoded input at /: \"warehouse\" is a required property"
         ),
         other => panic!("{other:?}"),
     }

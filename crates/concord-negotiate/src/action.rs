@@ -46,9 +46,6 @@ pub struct Need {
     pub output: Option<Value>,
 }
 
-/// Fields every Concord request/response envelope carries (not action data).
-pub(crate) const ENVELOPE_FIELDS: [&str; 4] = ["messageId", "type", "action", "status"];
-
 /// The field of a response that carries an action's output: the output schema's title in
 /// camelCase (`ProductInfo` → `productInfo`, as in the seeds), else `result`.
 pub fn result_field(output: &Value) -> String {
@@ -140,7 +137,7 @@ pub(crate) fn canonical_spec(action: &ActionSpec, timeout: Duration) -> Protocol
             },
             result.clone(): output,
         },
-        "required": ["messageId", "type", "status", result],
+        "required": ["messageId", "type", "status"],
     });
     let description = if action.description.trim().is_empty() {
         format!("Call the `{}` action.", action.name)
@@ -152,7 +149,7 @@ pub(crate) fn canonical_spec(action: &ActionSpec, timeout: Duration) -> Protocol
         flow: format!(
             "The requester sends a `{name}` request; the provider runs the action and answers with \
              one response carrying the same messageId. An error response carries an HTTP status \
-             code of 400 or more and `{result}` null.",
+             code of 400 or more and no `{result}`.",
             name = action.name,
             result = result_field(&action.output),
         ),

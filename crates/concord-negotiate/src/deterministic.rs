@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Map, Value};
 
-use crate::action::{
-    canonical_protocol, result_field, ActionSpec, Need, ENVELOPE_FIELDS, INPUT_FIELD,
-};
+use crate::action::{canonical_protocol, ActionSpec, Need};
 use crate::document::ProtocolDocument;
-use crate::json_schema::{is_object_schema, properties, required, types};
+use crate::envelope::{segments, Envelope};
+use crate::fit::{
+    check_fit, find_action, is_single_value, payload_schema, request_data, request_data_schema,
+    type_list, RequestData,
+};
+use crate::json_schema::{fallback, has_properties, properties, required, types};
 use crate::naming::key;
 use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Previous, Step};
 use crate::test_cases::{TestCase, TestCases};
@@ -102,7 +105,14 @@ impl DeterministicNegotiator {
     pub fn judge_now(&self, context: JudgeContext<'_>, candidate: &str) -> Decision {
         match ProtocolDocument::parse(candidate) {
             Ok(document) => self.judge_document(context, &document),
-            Err(error) => reject(format!("the candidate cannot be read: {error}")),
+            Err(error) => match context {
+                JudgeContext::Provider { actions } => {
+                    counter_unreadable_text(actions, candidate, &error.to_string())
+                }
+                JudgeContext::Requester { .. } => {
+                    reject(format!("the candidate cannot be read: {error}"))
+                }
+            },
         }
     }
 
@@ -112,25 +122,33 @@ impl DeterministicNegotiator {
         context: JudgeContext<'_>,
         document: &ProtocolDocument,
     ) -> Decision {
-        if let Some(base) = &document.base {
-            if document.request_schema.is_none() {
-                return reject(format!(
-                    "the candidate builds on {} with changes in prose; without that protocol's \
-                     text, only an LLM negotiator can judge it: send the full protocol",
+        let schemas = (&document.request_schema, &document.response_schema);
+        let (Some(request), Some(response)) = schemas else {
+            let missing = match schemas {
+                (None, None) => "a request or a response JSON Schema",
+                (None, Some(_)) => "a request JSON Schema",
+                _ => "a response JSON Schema",
+            };
+            let why = match &document.base {
+                Some(base) => format!(
+                    "the candidate builds on {} with changes in prose, and we do not hold that \
+                     protocol's text: we could not find {missing}",
                     base.uri
-                ));
-            }
-        }
-        let (Some(request), Some(response)) = (&document.request_schema, &document.response_schema)
-        else {
-            return reject("the candidate has no request or response JSON Schema".into());
+                ),
+                None => format!("we could not find {missing} in the candidate"),
+            };
+            return match context {
+                JudgeContext::Provider { actions } => counter_unreadable(actions, document, &why),
+                JudgeContext::Requester { .. } => reject(format!("{why}: send the full protocol")),
+            };
         };
+        let envelope = Envelope::of(document);
         match context {
             JudgeContext::Provider { actions } => {
-                judge_as_provider(actions, document, request, response)
+                judge_as_provider(actions, document, &envelope, request, response)
             }
             JudgeContext::Requester { need, peer_action } => {
-                judge_as_requester(need, peer_action, request, response)
+                judge_as_requester(need, peer_action, &envelope, request, response)
             }
         }
     }
@@ -157,12 +175,15 @@ impl DeterministicNegotiator {
                 message: "missing".into(),
             });
         };
-        let result = payload_field(response_schema);
-        let result_schema = result
-            .as_deref()
-            .and_then(|name| response_schema.pointer(&format!("/properties/{name}")))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let envelope = Envelope::of(protocol);
+        let action = action_name_from_title(request_schema);
+        let action = envelope
+            .action_value
+            .clone()
+            .or_else(|| envelope.request_tag().map(|tag| json!(tag)))
+            .unwrap_or_else(|| json!(action));
+        let placement = request_data(&envelope, None);
+        let wire_input = request_data_schema(&envelope, request_schema, &placement);
         let mut cases = Vec::new();
         let mut add = |name: String, request: Value, response: Value, expected: String| {
             let number = cases.len() + 1;
@@ -176,34 +197,63 @@ impl DeterministicNegotiator {
         let id = |n: usize| format!("msg{n:03}");
         let mut base_request = example_object(request_schema, &Map::new());
         // Envelope fields the schema leaves open get their conventional values.
-        if request_schema.pointer("/properties/type/const").is_none()
-            && base_request.get("type").is_some()
-        {
-            base_request["type"] = json!("REQUEST");
+        if let Some((field, value)) = &envelope.request_type {
+            base_request[field.as_str()] = value.clone().unwrap_or_else(|| action.clone());
         }
-        if request_schema.pointer("/properties/action/const").is_none()
-            && base_request.get("action").is_some()
-        {
-            base_request["action"] = json!(action_name_from_title(request_schema));
+        if let Some(field) = &envelope.action_field {
+            base_request[field.as_str()] = action.clone();
         }
-        let ok_response = |message_id: &str| {
-            let mut response = json!({"messageId": message_id, "type": "RESPONSE", "status": {"code": 200, "message": "OK"}});
-            if let Some(result) = &result {
-                response[result.as_str()] = example(&result_schema, result);
+        let response = |message_id: &str, code: Option<(i64, &str)>| {
+            let mut response = json!({});
+            response[envelope.response_id.as_str()] = json!(message_id);
+            if let Some((field, value)) = &envelope.response_type {
+                response[field.as_str()] = value.clone().unwrap_or_else(|| action.clone());
+            }
+            let (code, message) = code.unwrap_or((envelope.success_code.unwrap_or(200), "OK"));
+            let is_error = code != envelope.success_code.unwrap_or(200);
+            let in_error_object = |pointer: &str| {
+                segments(pointer)
+                    .first()
+                    .is_some_and(|root| envelope.is_error_only(root))
+            };
+            if let Some(pointer) = &envelope.code_at {
+                if is_error || !in_error_object(pointer) {
+                    set_at(&mut response, pointer, json!(code));
+                }
+            }
+            if let Some(pointer) = &envelope.message_at {
+                if is_error || !in_error_object(pointer) {
+                    set_at(&mut response, pointer, json!(message));
+                }
+            }
+            let payload = envelope.payload_fields.clone().unwrap_or_default();
+            for field in &payload {
+                let schema = properties(response_schema)
+                    .into_iter()
+                    .find(|(name, _)| name == field)
+                    .map(|(_, schema)| schema.clone())
+                    .unwrap_or(Value::Null);
+                if !is_error {
+                    response[field.as_str()] = example(&schema, field);
+                } else if required(response_schema).contains(&field.as_str()) {
+                    response[field.as_str()] = Value::Null;
+                }
             }
             response
         };
         add(
             "found".into(),
             base_request.clone(),
-            ok_response(""),
-            "The action succeeds: status 200 with the result.".into(),
+            response("", None),
+            "The action succeeds, with the result.".into(),
         );
+        // The request's data fields, wherever they sit.
+        let data_at = |request: &mut Value, name: &str, value: Value| match &placement {
+            RequestData::Fields => request[name] = value,
+            RequestData::Single(field) => request[field.as_str()][name] = value,
+        };
         // One case per enum value and per numeric boundary of the request's own fields.
-        for (name, schema) in properties(request_schema) {
-            if ENVELOPE_FIELDS.contains(&name) {
-                continue;
-            }
+        for (name, schema) in properties(&wire_input) {
             let mut variants: Vec<(String, Value)> = Vec::new();
             if let Some(values) = schema.get("enum").and_then(Value::as_array) {
                 variants.extend(
@@ -221,40 +271,31 @@ impl DeterministicNegotiator {
             }
             for (label, value) in variants {
                 let mut request = base_request.clone();
-                request[name] = value;
+                data_at(&mut request, name, value);
                 add(
                     label,
                     request,
-                    ok_response(""),
-                    "The action succeeds: status 200.".into(),
+                    response("", None),
+                    "The action succeeds.".into(),
                 );
             }
         }
         // A not-found case for the first required string field, when errors are HTTP codes.
-        if protocol.error_convention.http_status_codes {
-            if let Some((name, _)) =
-                properties(request_schema)
-                    .into_iter()
-                    .find(|(name, schema)| {
-                        !ENVELOPE_FIELDS.contains(name)
-                            && required(request_schema).contains(name)
-                            && schema.get("type").and_then(Value::as_str) == Some("string")
-                            && schema.get("enum").is_none()
-                            && schema.get("const").is_none()
-                    })
-            {
+        let http = envelope.success_code == Some(200) && envelope.code_at.is_some();
+        if http {
+            if let Some((name, _)) = properties(&wire_input).into_iter().find(|(name, schema)| {
+                required(&wire_input).contains(name)
+                    && schema.get("type").and_then(Value::as_str) == Some("string")
+                    && schema.get("enum").is_none()
+                    && schema.get("const").is_none()
+            }) {
                 let mut request = base_request.clone();
-                request[name] = json!("does-not-exist");
-                let mut response =
-                    json!({"type": "RESPONSE", "status": {"code": 404, "message": "Not found"}});
-                if let Some(result) = &result {
-                    response[result.as_str()] = Value::Null;
-                }
+                data_at(&mut request, name, json!("does-not-exist"));
                 add(
                     format!("unknown `{name}`"),
                     request,
-                    response,
-                    format!("Nothing has this `{name}`: status 404 with a null result."),
+                    response("", Some((404, "Not found"))),
+                    format!("Nothing has this `{name}`: status 404, no result."),
                 );
             }
         }
@@ -264,10 +305,8 @@ impl DeterministicNegotiator {
             .enumerate()
             .map(|(index, mut case)| {
                 let message_id = json!(id(index + 1));
-                case.request["messageId"] = message_id.clone();
-                if let Some(response) = case.response.as_object_mut() {
-                    response.insert("messageId".into(), message_id);
-                }
+                case.request[envelope.request_id.as_str()] = message_id.clone();
+                case.response[envelope.response_id.as_str()] = message_id;
                 case
             })
             .collect();
@@ -318,8 +357,10 @@ impl DeterministicNegotiator {
             for problem in schemas.check_case(case) {
                 let _ = writeln!(problems, "{problem}");
             }
-            if case.request.get("messageId").is_some()
-                && case.request.get("messageId") != case.response.get("messageId")
+            let envelope = schemas.envelope();
+            let request_id = case.request.get(envelope.request_id.as_str());
+            if request_id.is_some()
+                && request_id != case.response.get(envelope.response_id.as_str())
             {
                 let _ = writeln!(
                     problems,
@@ -355,7 +396,7 @@ impl DeterministicNegotiator {
         our_messages: &[Value],
     ) -> FixDecision {
         let broken = our_messages.iter().any(|message| {
-            let violations = if message.get("status").is_some() {
+            let violations = if schemas.is_response(message) {
                 schemas.check_response(message)
             } else {
                 schemas.check_request(message)
@@ -451,286 +492,295 @@ fn list(names: &[&str]) -> String {
         .join(", ")
 }
 
-/// Whether a value of schema `theirs` can stand where `ours` is expected.
-fn compatible(ours: &Value, theirs: &Value) -> bool {
-    let (ours, theirs) = (types(ours), types(theirs));
-    if ours.is_empty() || theirs.is_empty() {
-        return true;
-    }
-    theirs.iter().all(|kind| {
-        ours.contains(kind) || (*kind == "integer" && ours.contains(&"number")) || *kind == "null"
-    }) && theirs.iter().any(|kind| *kind != "null")
-}
-
-fn type_name(schema: &Value) -> String {
-    let kinds = types(schema);
-    if kinds.is_empty() {
-        "untyped".into()
-    } else {
-        kinds.join(" or ")
-    }
-}
-
-/// The response's payload field: its one non-envelope property.
-fn payload_field(response: &Value) -> Option<String> {
-    properties(response)
-        .into_iter()
-        .find(|(name, _)| !ENVELOPE_FIELDS.contains(name))
-        .map(|(name, _)| name.to_owned())
-}
-
 /// Fields the candidate's side of a message has compared with ours.
+#[derive(Default)]
 struct Differences {
+    /// What a counter-proposal changes (we cannot serve the candidate as written).
     mechanical: Vec<String>,
+    /// What no protocol with this action can give (the candidate cannot be satisfied).
     fatal: Vec<String>,
 }
 
-/// Compares the request fields of a candidate with an action's input.
-fn compare_inputs(action: &ActionSpec, request: &Value, differences: &mut Differences) {
-    let theirs: Vec<(&str, &Value)> = properties(request)
-        .into_iter()
-        .filter(|(name, _)| !ENVELOPE_FIELDS.contains(name))
-        .collect();
-    let their_required = required(request);
-    let ours: Vec<(&str, &Value)> = if is_object_schema(&action.input) {
-        properties(&action.input)
-    } else {
-        vec![(INPUT_FIELD, &action.input)]
-    };
-    let our_required = if is_object_schema(&action.input) {
-        required(&action.input)
-    } else {
-        vec![INPUT_FIELD]
+/// Compares the request data of a candidate with an action's input: a field the action
+/// requires that the request lacks, or may omit, a type change, or a field the action
+/// does not take are each a change a counter-proposal makes; naming styles are mapped.
+fn compare_inputs(
+    action: &ActionSpec,
+    placement: &RequestData,
+    wire: &Value,
+    differences: &mut Differences,
+) {
+    if is_single_value(Some(&action.input)) || !has_properties(wire) {
+        if !crate::json_schema::compatible(wire, &action.input) {
+            differences.mechanical.push(format!(
+                "carry the input as {} (action `{}` takes {})",
+                type_list(&action.input),
+                action.name,
+                type_list(wire)
+            ));
+        }
+        return;
+    }
+    let theirs = properties(wire);
+    let their_required = required(wire);
+    let inside = match placement {
+        RequestData::Single(field) => format!(" (in `{field}`)"),
+        RequestData::Fields => String::new(),
     };
     let mut matched = Vec::new();
-    for (name, schema) in &ours {
+    for (name, schema) in properties(&action.input) {
+        let ours_required = required(&action.input).contains(&name) && fallback(schema).is_none();
         let found = theirs
             .iter()
-            .find(|(their, _)| their == name)
+            .find(|(their, _)| *their == name)
             .or_else(|| theirs.iter().find(|(their, _)| key(their) == key(name)));
         match found {
             Some((their_name, their_schema)) => {
                 matched.push(*their_name);
-                if !compatible(schema, their_schema) {
-                    differences.fatal.push(format!(
-                        "`{their_name}` is {} in the candidate but {} in action `{}`",
-                        type_name(their_schema),
-                        type_name(schema),
+                if let Err(problem) = check_fit(
+                    &serde_json::json!({"properties": {*their_name: their_schema}}),
+                    &serde_json::json!({"properties": {name: schema}}),
+                    "the request",
+                ) {
+                    differences.mechanical.push(format!(
+                        "request field `{their_name}`{inside}: {problem}; use action `{}`'s type",
                         action.name
                     ));
-                } else if their_name != name {
-                    differences
-                        .mechanical
-                        .push(format!("rename request field `{their_name}` to `{name}`"));
-                } else if our_required.contains(name)
-                    && !their_required.contains(their_name)
-                    && schema.get("default").is_none()
-                {
-                    differences
-                        .mechanical
-                        .push(format!("make request field `{name}` required"));
+                } else if ours_required && !their_required.contains(their_name) {
+                    differences.mechanical.push(format!(
+                        "make request field `{their_name}`{inside} required"
+                    ));
                 }
             }
-            None if our_required.contains(name) => match schema.get("default") {
-                Some(default) => differences.mechanical.push(format!(
-                    "add request field `{name}` (optional, default {default})"
-                )),
-                None => differences.fatal.push(format!(
-                    "the candidate has no `{name}`, which action `{}` requires",
-                    action.name
-                )),
-            },
+            None if ours_required => differences.mechanical.push(format!(
+                "add request field `{name}`{inside}, which action `{}` requires",
+                action.name
+            )),
             None => {}
         }
     }
     for (their_name, _) in theirs.iter().filter(|(name, _)| !matched.contains(name)) {
-        if their_required.contains(their_name) {
-            differences.fatal.push(format!(
-                "the candidate requires `{their_name}`, which action `{}` does not take",
-                action.name
-            ));
-        } else {
-            differences.mechanical.push(format!(
-                "drop optional request field `{their_name}`, which action `{}` ignores",
-                action.name
-            ));
-        }
+        differences.mechanical.push(format!(
+            "drop request field `{their_name}`{inside}, which action `{}` does not take",
+            action.name
+        ));
     }
 }
 
-/// Compares the response payload of a candidate with an action's output.
-fn compare_outputs(action: &ActionSpec, response: &Value, differences: &mut Differences) {
-    let Some(their_field) = payload_field(response) else {
-        return;
+/// Compares the response data of a candidate with an action's output: a field the
+/// candidate requires that the action never returns cannot be satisfied; a type change is
+/// a change a counter-proposal makes.
+fn compare_outputs(
+    action: &ActionSpec,
+    envelope: &Envelope,
+    wire: &Value,
+    differences: &mut Differences,
+) {
+    let carrier = match envelope.payload_fields.as_deref() {
+        Some([single]) => format!("`{single}`"),
+        _ => "the response".to_owned(),
     };
-    let our_field = result_field(&action.output);
-    if their_field != our_field {
-        differences.mechanical.push(format!(
-            "carry the result in `{our_field}` instead of `{their_field}`"
-        ));
-    }
-    let their_payload = response
-        .pointer(&format!("/properties/{their_field}"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    if !compatible(&action.output, &their_payload) {
-        differences.fatal.push(format!(
-            "the candidate's `{their_field}` is {} but action `{}` returns {}",
-            type_name(&their_payload),
-            action.name,
-            type_name(&action.output)
-        ));
+    if is_single_value(Some(&action.output)) || !has_properties(wire) {
+        if !crate::json_schema::compatible(&action.output, wire) {
+            differences.mechanical.push(format!(
+                "carry the result in {carrier} as {} (action `{}` returns {})",
+                type_list(&action.output),
+                action.name,
+                type_list(&action.output)
+            ));
+        }
         return;
     }
     let ours = properties(&action.output);
-    let their_required = required(&their_payload);
-    for (their_name, their_schema) in properties(&their_payload) {
+    let their_required = required(wire);
+    for (their_name, their_schema) in properties(wire) {
         let found = ours
             .iter()
             .find(|(name, _)| *name == their_name)
             .or_else(|| ours.iter().find(|(name, _)| key(name) == key(their_name)));
         match found {
             Some((name, schema)) => {
-                if !compatible(their_schema, schema) {
-                    differences.fatal.push(format!(
-                        "`{their_field}.{their_name}` is {} in the candidate but action `{}` returns {}",
-                        type_name(their_schema),
-                        action.name,
-                        type_name(schema)
+                if let Err(problem) = check_fit(
+                    &serde_json::json!({"properties": {*name: schema}}),
+                    &serde_json::json!({"properties": {their_name: their_schema}}),
+                    &format!("action `{}`'s output", action.name),
+                ) {
+                    differences.mechanical.push(format!(
+                        "response field `{their_name}` in {carrier}: {problem}; use our type"
                     ));
-                } else if *name != their_name {
-                    differences
-                        .mechanical
-                        .push(format!("rename response field `{their_name}` to `{name}`"));
                 }
             }
-            None if their_required.contains(&their_name) => differences.fatal.push(format!(
-                "the candidate expects `{their_field}.{their_name}`, which action `{}` does not return",
-                action.name
-            )),
-            None => differences
-                .mechanical
-                .push(format!("drop optional response field `{their_name}`, which action `{}` does not return", action.name)),
+            None if their_required.contains(&their_name) && fallback(their_schema).is_none() => {
+                differences.fatal.push(format!(
+                    "the candidate requires `{their_name}` in {carrier}, which action `{}` does not return",
+                    action.name
+                ))
+            }
+            None => {}
         }
     }
 }
 
-/// The action a candidate calls: the one its `action` field names, else the best field overlap.
-fn find_action<'a>(actions: &'a [ActionSpec], request: &Value) -> Result<&'a ActionSpec, String> {
-    let named = request.pointer("/properties/action").and_then(|schema| {
-        schema
-            .get("const")
-            .or_else(|| schema.get("enum").and_then(|values| values.get(0)))
-            .or_else(|| schema.get("default"))
-            .and_then(Value::as_str)
-    });
-    if let Some(name) = named {
-        return actions
-            .iter()
-            .find(|action| action.name == name)
-            .or_else(|| actions.iter().find(|action| key(&action.name) == key(name)))
-            .ok_or_else(|| format!("we have no action `{name}`"));
+/// What the envelope lacks for us to serve it: a message id in both messages, a status
+/// code to report errors with.
+fn compare_envelope(
+    envelope: &Envelope,
+    request: &Value,
+    response: &Value,
+    differences: &mut Differences,
+) {
+    let has =
+        |schema: &Value, field: &str| properties(schema).iter().any(|(name, _)| *name == field);
+    if !has(request, &envelope.request_id) {
+        differences
+            .mechanical
+            .push("add a `messageId` to requests (we answer each request by its id)".into());
     }
-    let their_keys: Vec<String> = properties(request)
-        .iter()
-        .map(|(name, _)| key(name))
-        .collect();
-    actions
-        .iter()
-        .map(|action| {
-            let overlap = properties(&action.input)
-                .iter()
-                .filter(|(name, _)| their_keys.contains(&key(name)))
-                .count();
-            (overlap, action)
-        })
-        .filter(|(overlap, _)| *overlap > 0)
-        .max_by_key(|(overlap, _)| *overlap)
-        .map(|(_, action)| action)
-        .ok_or_else(|| "no action of ours takes any of the candidate's request fields".to_owned())
+    if !has(response, &envelope.response_id) {
+        differences
+            .mechanical
+            .push("add a `messageId` to responses, echoing the request's".into());
+    }
+    if envelope.code_at.is_none() {
+        differences
+            .mechanical
+            .push("add a status code to responses (`status.code`, HTTP codes) so that errors can be reported".into());
+    }
 }
 
 fn judge_as_provider(
     actions: &[ActionSpec],
     document: &ProtocolDocument,
+    envelope: &Envelope,
     request: &Value,
     response: &Value,
 ) -> Decision {
-    let action = match find_action(actions, request) {
+    let action = match find_action(actions, envelope) {
         Ok(action) => action,
         Err(reason) => return reject(reason),
     };
-    let mut differences = Differences {
-        mechanical: Vec::new(),
-        fatal: Vec::new(),
-    };
-    compare_inputs(action, request, &mut differences);
-    compare_outputs(action, response, &mut differences);
+    let mut differences = Differences::default();
+    compare_envelope(envelope, request, response, &mut differences);
+    let placement = request_data(envelope, Some(&action.input));
+    let wire_input = request_data_schema(envelope, request, &placement);
+    compare_inputs(action, &placement, &wire_input, &mut differences);
+    compare_outputs(
+        action,
+        envelope,
+        &payload_schema(envelope, response),
+        &mut differences,
+    );
     if !differences.fatal.is_empty() {
         return reject(format!(
-            "the candidate does not fit action `{}`:\n- {}",
+            "the candidate cannot be satisfied by action `{}`: {}",
             action.name,
-            differences.fatal.join("\n- ")
+            differences.fatal.join("; ")
         ));
     }
     if differences.mechanical.is_empty() {
         return Decision::Accept;
     }
+    counter(action, document, &differences.mechanical)
+}
+
+/// Our canonical protocol for `action`, with a summary naming every change.
+fn counter(action: &ActionSpec, document: &ProtocolDocument, changes: &[String]) -> Decision {
     let timeout = document.timeout.unwrap_or(DEFAULT_PROTOCOL_TIMEOUT);
     Decision::Counter {
         candidate: canonical_protocol(action, timeout),
         modification_summary: format!(
-            "Aligned with action `{}` as we publish it:\n- {}",
+            "We cannot serve the candidate as written; this is action `{}` as we publish it. \
+             Changes:\n- {}",
             action.name,
-            differences.mechanical.join("\n- ")
+            changes.join("\n- ")
         ),
     }
+}
+
+/// The action a document we cannot read is most likely about: the one its text names
+/// (in any naming style), else our only action.
+fn action_named_in<'a>(actions: &'a [ActionSpec], text: &str) -> Option<&'a ActionSpec> {
+    let words: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .filter(|word| !word.is_empty())
+        .map(key)
+        .collect();
+    actions
+        .iter()
+        .find(|action| words.contains(&key(&action.name)))
+        .or(match actions {
+            [only] => Some(only),
+            _ => None,
+        })
+}
+
+/// A counter-proposal to a candidate whose schemas we could not find: our protocol for
+/// the action it names, saying what we could not read; a rejection when we cannot tell
+/// which action it is about.
+fn counter_unreadable(actions: &[ActionSpec], document: &ProtocolDocument, why: &str) -> Decision {
+    match action_named_in(actions, document.text()) {
+        Some(action) => counter(
+            action,
+            document,
+            &[format!("{why}; here are both, as JSON Schemas")],
+        ),
+        None => reject(unknown_action(actions, why)),
+    }
+}
+
+fn counter_unreadable_text(actions: &[ActionSpec], candidate: &str, why: &str) -> Decision {
+    match action_named_in(actions, candidate) {
+        Some(action) => Decision::Counter {
+            candidate: canonical_protocol(action, DEFAULT_PROTOCOL_TIMEOUT),
+            modification_summary: format!(
+                "We could not read the candidate ({why}); this is action `{}` as we publish it, \
+                 with request and response JSON Schemas.",
+                action.name
+            ),
+        },
+        None => reject(unknown_action(actions, why)),
+    }
+}
+
+fn unknown_action(actions: &[ActionSpec], why: &str) -> String {
+    let names: Vec<&str> = actions.iter().map(|action| action.name.as_str()).collect();
+    format!(
+        "{why}, and it names none of our actions ({}): propose one of them",
+        list(&names)
+    )
 }
 
 fn judge_as_requester(
     need: &Need,
     peer_action: &ActionSpec,
+    envelope: &Envelope,
     request: &Value,
     response: &Value,
 ) -> Decision {
-    let supplied: Vec<String> = match &need.input {
-        Some(input) => properties(input)
-            .iter()
-            .map(|(name, _)| key(name))
-            .collect(),
-        None => properties(&peer_action.input)
-            .iter()
-            .map(|(name, _)| key(name))
-            .collect(),
-    };
     let mut problems = Vec::new();
-    for name in required(request) {
-        if ENVELOPE_FIELDS.contains(&name) || supplied.contains(&key(name)) {
-            continue;
-        }
-        let has_default = request
-            .pointer(&format!("/properties/{name}/default"))
-            .is_some();
-        if !has_default {
-            problems.push(format!(
-                "the candidate requires `{name}`, which we cannot supply"
-            ));
-        }
+    let mut envelope_gaps = Differences::default();
+    compare_envelope(envelope, request, response, &mut envelope_gaps);
+    problems.extend(envelope_gaps.mechanical);
+    let input = need.input.as_ref().unwrap_or(&peer_action.input);
+    let placement = request_data(envelope, Some(input));
+    let wire_input = request_data_schema(envelope, request, &placement);
+    if let Err(problem) = check_fit(input, &wire_input, "our input") {
+        problems.push(format!("we cannot fill the request: {problem}"));
     }
-    if let Some(wanted) = &need.output {
-        let payload = payload_field(response)
-            .and_then(|field| response.pointer(&format!("/properties/{field}")).cloned())
-            .unwrap_or(Value::Null);
-        for name in missing_outputs(wanted, &payload) {
-            problems.push(format!("the response carries no `{name}`, which we need"));
+    if let Some(output) = &need.output {
+        if let Err(problem) = check_fit(&payload_schema(envelope, response), output, "the response")
+        {
+            problems.push(format!(
+                "the response does not carry what we need: {problem}"
+            ));
         }
     }
     if problems.is_empty() {
         Decision::Accept
     } else {
         reject(format!(
-            "the candidate does not meet our need:\n- {}",
-            problems.join("\n- ")
+            "the candidate does not meet our need: {}",
+            problems.join("; ")
         ))
     }
 }
@@ -764,6 +814,22 @@ fn action_name_from_title(request_schema: &Value) -> String {
         &format!("get {stem}"),
         crate::naming::NamingStyle::CamelCase,
     )
+}
+
+/// Writes `value` at `pointer` of `target`, making the objects on the way.
+fn set_at(target: &mut Value, pointer: &str, value: Value) {
+    let path = segments(pointer);
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut current = target;
+    for segment in parents {
+        if !current.get(segment.as_str()).is_some_and(Value::is_object) {
+            current[segment.as_str()] = json!({});
+        }
+        current = &mut current[segment.as_str()];
+    }
+    current[last.as_str()] = value;
 }
 
 /// An example value for a schema: its examples, default, const or first enum value, else

@@ -12,7 +12,10 @@ use std::time::Duration;
 use concord_proto::ProtocolHash;
 use serde_json::Value;
 
-use crate::markdown::{first_json, normalise, sections, Section};
+use crate::envelope::status_layout;
+use crate::json_schema::{inline_refs, properties};
+use crate::markdown::{front_matter, front_matter_value, json_objects, normalise, sections};
+use crate::naming;
 
 /// How application messages of a protocol are encoded on the wire.
 #[derive(
@@ -92,12 +95,6 @@ pub enum DocumentError {
         /// What the JSON parser found.
         message: String,
     },
-    /// A schema that is not a JSON object.
-    #[error("the {section} schema must be a JSON object")]
-    SchemaNotObject {
-        /// `request` or `response`.
-        section: &'static str,
-    },
     /// Neither a full protocol (request and response schemas) nor a based-on-URI one.
     #[error("the document has {found} but needs both a request and a response JSON Schema, or a base protocol URI with changes")]
     Incomplete {
@@ -141,69 +138,167 @@ enum Heading {
     Other,
 }
 
+/// Words that make a heading about requests (English and Chinese).
+const REQUEST_WORDS: [&str; 7] = ["request", "input", "query", "请求", "输入", "入参", "调用"];
+/// Words that make a heading about responses.
+const RESPONSE_WORDS: [&str; 11] = [
+    "response", "reply", "output", "answer", "result", "响应", "输出", "返回", "应答", "回复",
+    "出参",
+];
+const ERROR_WORDS: [&str; 7] = [
+    "error",
+    "exception",
+    "failure",
+    "错误",
+    "异常",
+    "失败",
+    "故障",
+];
+
+/// What a heading is about, by the words in it: "Request Message Format", "请求消息格式",
+/// "Input schema", "## 2. Response (success)" are all about one side of the exchange.
 fn classify(title: &str) -> Heading {
     let title = normalise(title);
-    let is = |names: &[&str]| names.iter().any(|name| title == *name);
-    if is(&["需求", "requirement", "requirements", "purpose", "goal"]) {
+    let has = |words: &[&str]| words.iter().any(|word| title.contains(word));
+    let (request, response) = (has(&REQUEST_WORDS), has(&RESPONSE_WORDS));
+    if has(&ERROR_WORDS) && !response && !has(&["format", "格式", "schema"]) {
+        Heading::Errors
+    } else if request && !response {
+        Heading::Request
+    } else if response && !request {
+        Heading::Response
+    } else if request
+        || has(&[
+            "format",
+            "schema",
+            "message",
+            "格式",
+            "消息",
+            "数据",
+            "payload",
+            "structure",
+            "结构",
+        ])
+    {
+        Heading::DataFormat
+    } else if has(&["timeout", "timeout", "超时", "timeoutandretry"]) {
+        Heading::Timeout
+    } else if has(&[
+        "requirement",
+        "需求",
+        "purpose",
+        "goal",
+        "overview",
+        "概述",
+        "目的",
+        "背景",
+        "summary",
+        "introduction",
+        "简介",
+    ]) {
         Heading::Requirement
-    } else if is(&[
-        "流程描述",
-        "流程",
+    } else if has(&[
         "flow",
-        "flowdescription",
+        "流程",
         "process",
         "interaction",
+        "交互",
+        "sequence",
+        "时序",
     ]) {
         Heading::Flow
-    } else if is(&[
-        "数据格式描述",
-        "数据格式",
-        "dataformat",
-        "dataformats",
-        "dataformatdescription",
-        "messageformat",
-        "messageformats",
-    ]) {
-        Heading::DataFormat
-    } else if is(&[
-        "请求消息",
-        "请求",
-        "请求格式",
-        "request",
-        "requestmessage",
-        "requestschema",
-        "requestformat",
-    ]) {
-        Heading::Request
-    } else if is(&[
-        "响应消息",
-        "响应",
-        "响应格式",
-        "response",
-        "responsemessage",
-        "responseschema",
-        "responseformat",
-    ]) {
-        Heading::Response
-    } else if is(&[
-        "修改内容",
-        "修改",
-        "changes",
-        "modifications",
-        "modification",
-    ]) {
+    } else if has(&["change", "modification", "修改", "变更"]) {
         Heading::Changes
-    } else if is(&["异常处理", "错误处理", "errorhandling", "errors", "error"]) {
-        Heading::Errors
-    } else if is(&["超时", "timeout", "timeouts"]) {
-        Heading::Timeout
     } else {
         Heading::Other
     }
 }
 
+/// Which side of the exchange a JSON Schema describes, read from its content when the
+/// headings around it do not say: its title, `$id` or description, then its fields (a
+/// status code, a result or an error object make a response).
+fn side_of(schema: &Value) -> Option<Heading> {
+    let mut words = String::new();
+    for keyword in ["title", "$id", "description"] {
+        if let Some(text) = schema.get(keyword).and_then(Value::as_str) {
+            words.push_str(&normalise(text));
+            words.push(' ');
+        }
+    }
+    let has = |list: &[&str]| list.iter().any(|word| words.contains(word));
+    match (has(&REQUEST_WORDS), has(&RESPONSE_WORDS)) {
+        (true, false) => return Some(Heading::Request),
+        (false, true) => return Some(Heading::Response),
+        _ => {}
+    }
+    let layout = status_layout(schema);
+    let answers = layout.code_at.is_some()
+        || layout.error_field.is_some()
+        || properties(schema)
+            .iter()
+            .any(|(name, _)| ["result", "data"].contains(&naming::key(name).as_str()));
+    answers.then_some(Heading::Response)
+}
+
+/// Whether a JSON object is a JSON Schema rather than an example message.
+fn is_schema(value: &Value) -> bool {
+    [
+        "$schema",
+        "properties",
+        "$ref",
+        "$defs",
+        "definitions",
+        "oneOf",
+        "anyOf",
+        "allOf",
+    ]
+    .iter()
+    .any(|keyword| value.get(keyword).is_some())
+        || value.get("type").and_then(Value::as_str) == Some("object")
+}
+
+/// A schema for an example message: each field typed as the example has it. Used only for
+/// documents that show messages and no schemas.
+fn schema_of_example(example: &Value) -> Value {
+    match example {
+        Value::Object(fields) => {
+            let properties: serde_json::Map<String, Value> = fields
+                .iter()
+                .map(|(name, value)| (name.clone(), schema_of_example(value)))
+                .collect();
+            serde_json::json!({"type": "object", "properties": properties})
+        }
+        Value::Array(items) => match items.first() {
+            Some(item) => serde_json::json!({"type": "array", "items": schema_of_example(item)}),
+            None => serde_json::json!({"type": "array"}),
+        },
+        Value::String(_) => serde_json::json!({"type": "string"}),
+        Value::Bool(_) => serde_json::json!({"type": "boolean"}),
+        Value::Number(number) if number.is_i64() || number.is_u64() => {
+            serde_json::json!({"type": "integer"})
+        }
+        Value::Number(_) => serde_json::json!({"type": "number"}),
+        Value::Null => serde_json::json!({}),
+    }
+}
+
+/// JSON found in a document, and the side its heading (or its ancestors') gives it.
+struct Found {
+    side: Option<Heading>,
+    value: Value,
+}
+
 impl ProtocolDocument {
     /// Parses a candidate protocol text.
+    ///
+    /// Reads any reasonable layout: headings in any wording, English or Chinese ("Request
+    /// Message Format", "请求消息", "Input schema"…; a heading that does not say takes the
+    /// side of the heading it sits under), JSON Schemas fenced or bare and in any order,
+    /// several per section (the first schema counts; example messages are skipped), local
+    /// `$ref`s inlined, YAML front matter (its `description` is the requirement when no
+    /// section states one). Where headings do not decide, the schemas' own titles and fields
+    /// do (a status code, `data`/`result` or an error object make a response); a document
+    /// that shows example messages and no schemas gets schemas typed from its examples.
     ///
     /// ```
     /// use concord_negotiate::ProtocolDocument;
@@ -218,7 +313,6 @@ impl ProtocolDocument {
         if text.trim().is_empty() {
             return Err(DocumentError::Empty);
         }
-        let sections = sections(text);
         let mut document = Self {
             text: text.to_owned(),
             requirement: None,
@@ -232,33 +326,69 @@ impl ProtocolDocument {
         };
         let mut changes = None;
         let mut prose = String::new();
-        for section in &sections {
+        let mut found: Vec<Found> = Vec::new();
+        let mut first_fault = None;
+        // The side of the nearest enclosing heading that names one, per level.
+        let mut enclosing: Vec<(usize, Heading)> = Vec::new();
+        for section in &sections(text) {
             let body = section.body.trim();
-            match classify(section.title) {
-                Heading::Requirement => document.requirement = non_empty(body),
-                Heading::Flow => document.flow = non_empty(body),
-                Heading::Changes => changes = non_empty(body),
-                Heading::Request => {
-                    document.request_schema = Some(schema_in(text, section, "request")?);
-                }
-                Heading::Response => {
-                    document.response_schema = Some(schema_in(text, section, "response")?);
-                }
-                Heading::DataFormat => {
-                    if mentions_aicl(body) {
-                        document.encoding = Encoding::Aicl;
-                    }
-                }
-                Heading::Errors | Heading::Timeout | Heading::Other => {}
+            let heading = classify(section.title);
+            enclosing.retain(|(level, _)| *level < section.level);
+            let side = match heading {
+                Heading::Request | Heading::Response => Some(heading),
+                Heading::DataFormat | Heading::Other => enclosing
+                    .last()
+                    .map(|(_, side)| *side)
+                    .filter(|side| matches!(side, Heading::Request | Heading::Response)),
+                _ => None,
+            };
+            if section.level > 0 {
+                enclosing.push((section.level, side.unwrap_or(heading)));
             }
-            if !matches!(
-                classify(section.title),
-                Heading::Request | Heading::Response
-            ) {
+            match heading {
+                Heading::Requirement if document.requirement.is_none() => {
+                    document.requirement = non_empty(body)
+                }
+                Heading::Flow if document.flow.is_none() => document.flow = non_empty(body),
+                Heading::Changes => changes = non_empty(body),
+                Heading::DataFormat if mentions_aicl(body) => document.encoding = Encoding::Aicl,
+                _ => {}
+            }
+            for item in json_objects(section.body) {
+                match item {
+                    Ok(json) => found.push(Found {
+                        side: side.filter(|_| !matches!(heading, Heading::Errors)),
+                        value: json.value,
+                    }),
+                    Err(fault) if first_fault.is_none() => {
+                        let (line, column) = fault.position_in(text, section.body_offset);
+                        first_fault = Some(DocumentError::SchemaJson {
+                            section: match side {
+                                Some(Heading::Response) => "response",
+                                _ => "request",
+                            },
+                            line,
+                            column,
+                            message: fault.message,
+                        });
+                    }
+                    Err(_) => {}
+                }
+            }
+            if !matches!(side, Some(Heading::Request | Heading::Response)) {
                 prose.push_str(section.body);
                 prose.push('\n');
             }
         }
+        if let Some(matter) = front_matter(text) {
+            if document.requirement.is_none() {
+                document.requirement = front_matter_value(matter, "description")
+                    .or_else(|| front_matter_value(matter, "name"));
+            }
+        }
+        let (request, response) = assign_schemas(&found);
+        document.request_schema = request.map(|schema| inline_refs(&schema));
+        document.response_schema = response.map(|schema| inline_refs(&schema));
         if let Some(uri) = base_uri(&prose) {
             document.base = Some(BaseProtocol {
                 uri,
@@ -271,15 +401,17 @@ impl ProtocolDocument {
             &document.request_schema,
             &document.response_schema,
             &document.base,
+            first_fault,
         ) {
-            (Some(_), Some(_), _) | (_, _, Some(_)) => Ok(document),
-            (Some(_), None, None) => Err(DocumentError::Incomplete {
+            (Some(_), Some(_), _, _) | (_, _, Some(_), _) => Ok(document),
+            (_, _, None, Some(fault)) => Err(fault),
+            (Some(_), None, None, None) => Err(DocumentError::Incomplete {
                 found: "a request schema only",
             }),
-            (None, Some(_), None) => Err(DocumentError::Incomplete {
+            (None, Some(_), None, None) => Err(DocumentError::Incomplete {
                 found: "a response schema only",
             }),
-            (None, None, None) => Err(DocumentError::Incomplete {
+            (None, None, None, None) => Err(DocumentError::Incomplete {
                 found: "no schema and no base protocol",
             }),
         }
@@ -378,31 +510,69 @@ fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
-fn schema_in(
-    text: &str,
-    section: &Section<'_>,
-    name: &'static str,
-) -> Result<Value, DocumentError> {
-    match first_json(section.body) {
-        Some(Ok(found)) if found.value.is_object() => Ok(found.value),
-        Some(Ok(_)) => Err(DocumentError::SchemaNotObject { section: name }),
-        Some(Err(fault)) => {
-            let (line, column) = fault.position_in(text, section.body_offset);
-            Err(DocumentError::SchemaJson {
-                section: name,
-                line,
-                column,
-                message: fault.message,
-            })
-        }
-        None => Err(DocumentError::Incomplete {
-            found: if name == "request" {
-                "a request section without a JSON Schema"
-            } else {
-                "a response section without a JSON Schema"
-            },
-        }),
+/// The request and response schemas among the JSON a document holds: per side, the first
+/// schema under a heading of that side; the rest by the schemas' content, then in order
+/// (the first unplaced schema is the request, the next the response). Without schemas,
+/// example messages placed the same way, typed by [`schema_of_example`].
+fn assign_schemas(found: &[Found]) -> (Option<Value>, Option<Value>) {
+    let schemas: Vec<&Found> = found.iter().filter(|item| is_schema(&item.value)).collect();
+    let (request, response) = place(&schemas);
+    if request.is_some() || response.is_some() {
+        return (request, response);
     }
+    let examples: Vec<&Found> = found.iter().collect();
+    let (request, response) = place(&examples);
+    (
+        request.as_ref().map(schema_of_example),
+        response.as_ref().map(schema_of_example),
+    )
+}
+
+/// Places candidates: by heading, then by content, then in order. Several whole response
+/// messages under response headings (a success and an error shape) make one response
+/// schema, `oneOf` them.
+fn place(candidates: &[&Found]) -> (Option<Value>, Option<Value>) {
+    let by_heading = |wanted: Heading| {
+        candidates
+            .iter()
+            .find(|item| item.side == Some(wanted))
+            .map(|item| item.value.clone())
+    };
+    let mut request = by_heading(Heading::Request);
+    let shapes: Vec<&Value> = candidates
+        .iter()
+        .filter(|item| item.side == Some(Heading::Response))
+        .map(|item| &item.value)
+        .filter(|value| has_message_id(value))
+        .collect();
+    let mut response = match shapes.as_slice() {
+        [_, _, ..] => Some(serde_json::json!({ "oneOf": shapes })),
+        _ => by_heading(Heading::Response),
+    };
+    let mut unplaced = Vec::new();
+    for item in candidates.iter().filter(|item| item.side.is_none()) {
+        match side_of(&item.value) {
+            Some(Heading::Request) if request.is_none() => request = Some(item.value.clone()),
+            Some(Heading::Response) if response.is_none() => response = Some(item.value.clone()),
+            _ => unplaced.push(&item.value),
+        }
+    }
+    for value in unplaced {
+        if request.is_none() {
+            request = Some(value.clone());
+        } else if response.is_none() {
+            response = Some(value.clone());
+        }
+    }
+    (request, response)
+}
+
+/// Whether a schema describes a whole message: it lists a message id.
+fn has_message_id(schema: &Value) -> bool {
+    properties(schema).iter().any(|(name, _)| {
+        ["messageid", "msgid", "requestid", "correlationid", "id"]
+            .contains(&naming::key(name).as_str())
+    })
 }
 
 fn mentions_aicl(text: &str) -> bool {
@@ -503,38 +673,9 @@ fn error_convention(prose: &str, response_schema: Option<&Value>) -> ErrorConven
         ..ErrorConvention::default()
     };
     if let Some(schema) = response_schema {
-        let property = |object: &Value, name: &str| {
-            object.get("properties").and_then(|p| p.get(name)).cloned()
-        };
-        if let Some(status) = property(schema, "status") {
-            if property(&status, "code").is_some() {
-                convention.code_pointer = Some("/status/code".into());
-            }
-            if property(&status, "message").is_some() {
-                convention.message_pointer = Some("/status/message".into());
-            }
-        } else {
-            for (field, pointer) in [
-                ("code", "/code"),
-                ("statusCode", "/statusCode"),
-                ("errorCode", "/errorCode"),
-            ] {
-                if property(schema, field).is_some() {
-                    convention.code_pointer = Some(pointer.into());
-                    break;
-                }
-            }
-            for (field, pointer) in [
-                ("message", "/message"),
-                ("error", "/error"),
-                ("errorMessage", "/errorMessage"),
-            ] {
-                if property(schema, field).is_some() {
-                    convention.message_pointer = Some(pointer.into());
-                    break;
-                }
-            }
-        }
+        let layout = status_layout(schema);
+        convention.code_pointer = layout.code_at;
+        convention.message_pointer = layout.message_at;
     }
     convention.custom_codes = prose.lines().filter_map(custom_code).collect();
     convention

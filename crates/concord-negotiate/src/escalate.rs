@@ -19,13 +19,13 @@ use crate::validation::ProtocolSchemas;
 /// | step | settled by the rules | escalated to the LLM |
 /// |---|---|---|
 /// | draft | the peer's action meets our need ([`DeterministicNegotiator::draft_now`] succeeds) | [`NegotiateError::CannotDraft`]: the action does not mechanically meet our need (say, it names a field differently than our need does) |
-/// | judge | the candidate is **schema-built** ([`is_schema_built`]: it parses and has a request and a response JSON Schema): accept, counter or reject as the rules say | the candidate is not schema-built: prose only, a "based on URI … with these changes" document, a missing schema, or schema JSON that does not parse |
+/// | judge | the rules accept the candidate as written (its schemas map onto ours, in any layout and naming style) | the rules would counter or reject it: a candidate they cannot map (other field names, a prose-only or "based on URI … with these changes" document, a missing schema), which the LLM may accept as written; the LLM then writes the handler when no template fits, and that code must pass the agreed test cases in the sandbox |
 /// | draft test cases | the agreed protocol's schemas compile: the rules' cases (or their error) | the agreed protocol has no usable schemas (e.g. it was agreed as "based on URI") |
 /// | judge test cases | the schemas compile and the cases parse: accept, or reject naming the violations | no usable schemas, or cases in a layout the parser does not know |
 /// | diagnose | the schemas compile: accept when our recent messages break them, else reject asking the peer for the JSON pointer at fault | no usable schemas |
 ///
-/// So a schema-built protocol is negotiated, tested and diagnosed with zero LLM calls,
-/// even when an LLM is configured.
+/// So a protocol the rules can map is negotiated, tested and diagnosed with zero LLM
+/// calls, even when an LLM is configured.
 ///
 /// An escalated step is recorded as [`PolicyKind::Llm`](crate::PolicyKind::Llm), its wall
 /// time including the deterministic attempt; every other step as
@@ -33,7 +33,8 @@ use crate::validation::ProtocolSchemas;
 ///
 /// Without an LLM ([`EscalatingNegotiator::without_llm`]) it is the rules alone: a step they
 /// cannot settle is answered as [`DeterministicNegotiator`] answers it (a draft that cannot
-/// be made is an error, a candidate that is not schema-built is rejected with the reason).
+/// be made is an error; a candidate they cannot serve as written gets a counter-proposal,
+/// or a rejection naming the unsatisfiable field).
 #[derive(Debug, Clone)]
 pub struct EscalatingNegotiator {
     rules: DeterministicNegotiator,
@@ -61,11 +62,6 @@ impl EscalatingNegotiator {
     pub fn llm(&self) -> Option<&LlmNegotiator> {
         self.llm.as_ref()
     }
-}
-
-/// Whether a candidate is within the rules' reach: it parses and has both schemas.
-pub fn is_schema_built(candidate: &str) -> bool {
-    schema_built(candidate).is_some()
 }
 
 /// The candidate, parsed, when it is within the rules' reach.
@@ -118,15 +114,15 @@ impl Negotiator for EscalatingNegotiator {
         previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        match schema_built(candidate) {
-            Some(document) => {
-                let decision = self.rules.judge_document(context, &document);
-                Ok(Decided::deterministic(Step::Judge, start, decision))
+        let decision = match schema_built(candidate) {
+            Some(document) => self.rules.judge_document(context, &document),
+            None => self.rules.judge_now(context, candidate),
+        };
+        match &self.llm {
+            Some(llm) if !matches!(decision, Decision::Accept) => {
+                escalated(start, llm.judge(context, candidate, previous).await)
             }
-            None => match &self.llm {
-                Some(llm) => escalated(start, llm.judge(context, candidate, previous).await),
-                None => self.rules.judge(context, candidate, previous).await,
-            },
+            _ => Ok(Decided::deterministic(Step::Judge, start, decision)),
         }
     }
 

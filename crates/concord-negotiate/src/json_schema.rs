@@ -17,34 +17,118 @@
 //! assert_eq!(types(&schema["properties"]["price"]), ["number", "null"]);
 //! ```
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// The object properties of a schema, in document order (none when `properties` is
-/// absent or not an object).
+/// How deep composite schemas (`allOf`/`oneOf`/`anyOf`) and local `$ref`s are followed.
+const MAX_DEPTH: usize = 8;
+
+/// The object properties of a schema, in document order: its `properties`, else those of
+/// the object schemas it is composed of (`allOf`, `oneOf`, `anyOf`; the first mention of a
+/// name wins). None when it lists none.
 pub fn properties(schema: &Value) -> Vec<(&str, &Value)> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|map| map.iter().map(|(name, sub)| (name.as_str(), sub)).collect())
-        .unwrap_or_default()
+    let mut found = Vec::new();
+    collect_properties(schema, 0, &mut found);
+    found
 }
 
-/// The `required` names of a schema (strings only).
+fn collect_properties<'s>(schema: &'s Value, depth: usize, found: &mut Vec<(&'s str, &'s Value)>) {
+    if let Some(map) = schema.get("properties").and_then(Value::as_object) {
+        for (name, sub) in map {
+            if !found.iter().any(|(seen, _)| *seen == name.as_str()) {
+                found.push((name.as_str(), sub));
+            }
+        }
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for member in composed(schema) {
+        collect_properties(member, depth + 1, found);
+    }
+}
+
+/// The member schemas of `allOf`, `oneOf` and `anyOf`, in that order.
+fn composed(schema: &Value) -> impl Iterator<Item = &Value> {
+    ["allOf", "oneOf", "anyOf"]
+        .into_iter()
+        .filter_map(|keyword| schema.get(keyword).and_then(Value::as_array))
+        .flatten()
+}
+
+/// The `required` names of a schema (strings only): its own, those of its `allOf`
+/// members, and those every `oneOf` (or every `anyOf`) member requires.
 pub fn required(schema: &Value) -> Vec<&str> {
-    schema
+    let mut names = Vec::new();
+    collect_required(schema, 0, &mut names);
+    names
+}
+
+fn collect_required<'s>(schema: &'s Value, depth: usize, names: &mut Vec<&'s str>) {
+    let add = |name: &'s str, names: &mut Vec<&'s str>| {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    };
+    for name in schema
         .get("required")
         .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        add(name, names);
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for member in schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        collect_required(member, depth + 1, names);
+    }
+    for keyword in ["oneOf", "anyOf"] {
+        let Some(members) = schema.get(keyword).and_then(Value::as_array) else {
+            continue;
+        };
+        let each: Vec<Vec<&str>> = members
+            .iter()
+            .map(|member| {
+                let mut inner = Vec::new();
+                collect_required(member, depth + 1, &mut inner);
+                inner
+            })
+            .collect();
+        if let Some((first, rest)) = each.split_first() {
+            for name in first {
+                if rest.iter().all(|other| other.contains(name)) {
+                    add(name, names);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `name` is required by `schema`.
+pub fn is_required(schema: &Value, name: &str) -> bool {
+    required(schema).contains(&name)
+}
+
+/// Whether the schema lists object properties (so values are mapped field by field),
+/// itself or through the schemas it is composed of.
+pub fn has_properties(schema: &Value) -> bool {
+    schema.get("properties").is_some_and(Value::is_object) || !properties(schema).is_empty()
 }
 
 /// Whether the schema describes an object: by `type` (`"object"`, or a list naming it),
-/// or, without a `type`, by having a `properties` object.
+/// or, without a `type`, by having properties.
 pub fn is_object_schema(schema: &Value) -> bool {
     match schema.get("type") {
         Some(Value::String(kind)) => kind == "object",
         Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "object"),
-        _ => schema.get("properties").is_some_and(Value::is_object),
+        _ => has_properties(schema),
     }
 }
 
@@ -54,5 +138,190 @@ pub fn types(schema: &Value) -> Vec<&str> {
         Some(Value::String(kind)) => vec![kind.as_str()],
         Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Whether the schema allows `null` (by `type`, or an `enum`/`const` of null).
+pub fn allows_null(schema: &Value) -> bool {
+    types(schema).contains(&"null")
+        || schema.get("const") == Some(&Value::Null)
+        || schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|values| values.contains(&Value::Null))
+}
+
+/// The schema of an array's items, when the schema describes an array with one item schema.
+pub fn items(schema: &Value) -> Option<&Value> {
+    schema
+        .get("items")
+        .filter(|items| types(schema).contains(&"array") && items.is_object())
+}
+
+/// Whether a value of schema `from` can stand where schema `to` is expected (no
+/// conversion; an integer stands for a number, `null` is left to the value).
+///
+/// ```
+/// use concord_negotiate::json_schema::compatible;
+/// use serde_json::json;
+///
+/// assert!(compatible(&json!({"type": "integer"}), &json!({"type": "number"})));
+/// assert!(!compatible(&json!({"type": "number"}), &json!({"type": "integer"})));
+/// ```
+pub fn compatible(from: &Value, to: &Value) -> bool {
+    let (from, to) = (types(from), types(to));
+    if from.is_empty() || to.is_empty() {
+        return true;
+    }
+    from.iter()
+        .filter(|kind| **kind != "null")
+        .all(|kind| to.contains(kind) || (*kind == "integer" && to.contains(&"number")))
+}
+
+/// The value a schema fixes: its `const`, or an `enum` of exactly one value.
+pub fn fixed_value(schema: &Value) -> Option<&Value> {
+    schema.get("const").or_else(|| {
+        schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .filter(|values| values.len() == 1)
+            .and_then(|values| values.first())
+    })
+}
+
+/// The value to write when nothing supplies one: the schema's `const`, else its `default`.
+pub fn fallback(schema: &Value) -> Option<&Value> {
+    fixed_value(schema).or_else(|| schema.get("default"))
+}
+
+/// The schema with its local references (`{"$ref": "#/$defs/Name"}`, `#/definitions/…`,
+/// any `#/…` pointer into the document) replaced by what they point at, sibling keywords
+/// kept beside it. References are followed to a depth of 8 (a recursive schema keeps its
+/// `$ref` there); remote or unresolvable references stay as written. The definitions
+/// themselves stay, so the schema validates exactly as before.
+///
+/// ```
+/// use concord_negotiate::json_schema::{inline_refs, properties};
+/// use serde_json::json;
+///
+/// let schema = json!({
+///     "$ref": "#/$defs/Request",
+///     "$defs": {"Request": {"type": "object", "properties": {"id": {"type": "string"}}}}
+/// });
+/// let inlined = inline_refs(&schema);
+/// assert_eq!(properties(&inlined)[0].0, "id");
+/// ```
+pub fn inline_refs(schema: &Value) -> Value {
+    inline(schema, schema, 0)
+}
+
+fn inline(value: &Value, root: &Value, depth: usize) -> Value {
+    match value {
+        Value::Object(object) => {
+            let target = object
+                .get("$ref")
+                .and_then(Value::as_str)
+                .filter(|_| depth < MAX_DEPTH)
+                .and_then(|reference| reference.strip_prefix('#'))
+                .and_then(|pointer| root.pointer(pointer));
+            match target {
+                Some(target) => {
+                    let mut merged = match inline(target, root, depth + 1) {
+                        Value::Object(map) => map,
+                        other => return other,
+                    };
+                    for (key, sub) in object {
+                        if key != "$ref" {
+                            merged.insert(key.clone(), inline(sub, root, depth));
+                        }
+                    }
+                    Value::Object(merged)
+                }
+                None => Value::Object(
+                    object
+                        .iter()
+                        .map(|(key, sub)| {
+                            let sub = if key == "$defs" || key == "definitions" {
+                                sub.clone()
+                            } else {
+                                inline(sub, root, depth)
+                            };
+                            (key.clone(), sub)
+                        })
+                        .collect::<Map<String, Value>>(),
+                ),
+            }
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| inline(item, root, depth)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn composed_schemas_list_their_members_properties() {
+        let schema = json!({
+            "oneOf": [
+                {"type": "object", "properties": {"id": {}, "data": {}}, "required": ["id", "data"]},
+                {"type": "object", "properties": {"id": {}, "error": {}}, "required": ["id", "error"]}
+            ]
+        });
+        let names: Vec<&str> = properties(&schema)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(names, ["id", "data", "error"]);
+        assert_eq!(required(&schema), ["id"]);
+        let all = json!({"allOf": [{"required": ["a"]}, {"required": ["b"]}]});
+        assert_eq!(required(&all), ["a", "b"]);
+    }
+
+    #[test]
+    fn refs_are_inlined_and_cycles_stop() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item", "description": "one"}},
+            "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Item"}}}}
+        });
+        let inlined = inline_refs(&schema);
+        assert_eq!(inlined["properties"]["item"]["description"], "one");
+        assert_eq!(inlined["properties"]["item"]["type"], "object");
+        assert!(inlined
+            .pointer("/properties/item/properties/next/properties/next")
+            .is_some());
+        assert_eq!(inlined["$defs"], schema["$defs"]);
+        assert_eq!(
+            inline_refs(&json!({"$ref": "https://x/y"})),
+            json!({"$ref": "https://x/y"})
+        );
+    }
+
+    #[test]
+    fn compatibility_allows_widening_only() {
+        let integer = json!({"type": "integer"});
+        let number = json!({"type": "number"});
+        let string = json!({"type": "string"});
+        assert!(compatible(&integer, &number));
+        assert!(!compatible(&number, &integer));
+        assert!(!compatible(&string, &number));
+        assert!(compatible(&json!({}), &string));
+        assert!(compatible(&json!({"type": ["string", "null"]}), &string));
+    }
+
+    #[test]
+    fn fixed_values_and_fallbacks() {
+        assert_eq!(
+            fixed_value(&json!({"const": "REQUEST"})),
+            Some(&json!("REQUEST"))
+        );
+        assert_eq!(fixed_value(&json!({"enum": ["a"]})), Some(&json!("a")));
+        assert_eq!(fixed_value(&json!({"enum": ["a", "b"]})), None);
+        assert_eq!(fallback(&json!({"default": 10})), Some(&json!(10)));
     }
 }

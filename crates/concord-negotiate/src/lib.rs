@@ -26,8 +26,10 @@ mod action;
 mod described;
 mod deterministic;
 mod document;
+pub mod envelope;
 #[cfg(feature = "llm")]
 mod escalate;
+pub mod fit;
 pub mod json_schema;
 #[cfg(feature = "llm")]
 mod llm;
@@ -43,8 +45,9 @@ pub use deterministic::{DeterministicNegotiator, DEFAULT_PROTOCOL_TIMEOUT};
 pub use document::{
     BaseProtocol, DocumentError, Encoding, ErrorConvention, ProtocolDocument, ProtocolSpec,
 };
+pub use envelope::Envelope;
 #[cfg(feature = "llm")]
-pub use escalate::{is_schema_built, EscalatingNegotiator};
+pub use escalate::EscalatingNegotiator;
 #[cfg(feature = "llm")]
 pub use llm::{
     LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL, MAX_TOOL_ROUNDS,
@@ -54,7 +57,7 @@ pub use policy::{
     StepRecord,
 };
 pub use test_cases::{TestCase, TestCases, TestCasesError};
-pub use validation::{ProtocolSchemas, SchemaViolation};
+pub use validation::{check_against, ProtocolSchemas, SchemaViolation};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "llm"))]

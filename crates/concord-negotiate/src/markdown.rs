@@ -1,14 +1,18 @@
-//! Just enough markdown for protocol and test-case documents: headings, sections, and
-//! JSON values embedded in prose (fenced or bare).
+//! Markdown for protocol and test-case documents, read with a CommonMark parser
+//! (`pulldown-cmark`) the way other tools read it: headings (ATX and setext), code
+//! blocks, YAML front matter, and JSON values embedded in prose (fenced or bare).
 
+use std::ops::Range;
+
+use pulldown_cmark::{Event, MetadataBlockKind, Options, Parser, Tag, TagEnd};
 use serde_json::Value;
 
-/// One heading and the lines under it (up to the next heading of any level).
+/// One heading and the text under it (up to the next heading of any level).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Section<'a> {
     /// Heading level (1 for `#`); 0 for text before the first heading.
     pub level: usize,
-    /// Heading text, trimmed, without a trailing colon.
+    /// Heading text, trimmed, without `#` marks or a trailing colon.
     pub title: &'a str,
     /// Body text (between this heading and the next).
     pub body: &'a str,
@@ -16,38 +20,102 @@ pub(crate) struct Section<'a> {
     pub body_offset: usize,
 }
 
-/// Splits a document into sections at every ATX heading (`#`…`######`). Headings inside
-/// code fences are not headings. Leading indentation before `#` is tolerated.
-pub(crate) fn sections(text: &str) -> Vec<Section<'_>> {
-    let mut sections = Vec::new();
-    let mut current = (0usize, "", 0usize); // level, title, body start
-    let mut in_fence = false;
-    let mut offset = 0usize;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            in_fence = !in_fence;
-        } else if !in_fence {
-            if let Some((level, title)) = heading(trimmed) {
-                sections.push(Section {
-                    level: current.0,
-                    title: current.1,
-                    body: &text[current.2..offset],
-                    body_offset: current.2,
-                });
-                current = (level, title, offset + line.len());
-            }
+fn options() -> Options {
+    Options::ENABLE_YAML_STYLE_METADATA_BLOCKS | Options::ENABLE_TABLES
+}
+
+/// The document's YAML front matter (`---` … `---` at its very start), as text.
+pub(crate) fn front_matter(text: &str) -> Option<&str> {
+    let mut in_block = false;
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::MetadataBlock(MetadataBlockKind::YamlStyle)) => in_block = true,
+            Event::Text(_) if in_block => return text.get(range),
+            Event::End(TagEnd::MetadataBlock(_)) => return None,
+            _ if !in_block => return None,
+            _ => {}
         }
-        offset += line.len();
     }
+    None
+}
+
+/// A top-level `key: value` of YAML front matter, unquoted (block scalars `|`/`>` read
+/// to the end of their indented lines).
+pub(crate) fn front_matter_value(front_matter: &str, wanted: &str) -> Option<String> {
+    let mut lines = front_matter.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        if line.starts_with([' ', '\t']) || name.trim() != wanted {
+            continue;
+        }
+        let value = value.trim();
+        if value == "|" || value == ">" || value.starts_with("|-") || value.starts_with(">-") {
+            let mut block = Vec::new();
+            while let Some(next) = lines.peek() {
+                if !next.starts_with([' ', '\t']) && !next.trim().is_empty() {
+                    break;
+                }
+                block.push(next.trim());
+                lines.next();
+            }
+            let joiner = if value.starts_with('>') { " " } else { "\n" };
+            return Some(block.join(joiner).trim().to_owned());
+        }
+        let unquoted = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        return (!unquoted.is_empty()).then(|| unquoted.to_owned());
+    }
+    None
+}
+
+/// Splits a document into sections at every heading the CommonMark parser finds (ATX
+/// `#`…`######` and setext underlines). Headings inside code blocks are not headings; the
+/// front matter belongs to no section.
+pub(crate) fn sections(text: &str) -> Vec<Section<'_>> {
+    let mut headings: Vec<(usize, Range<usize>)> = Vec::new();
+    let mut body_start = 0;
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => headings.push((level as usize, range)),
+            Event::End(TagEnd::MetadataBlock(_)) => body_start = range.end,
+            _ => {}
+        }
+    }
+    let mut sections = Vec::new();
+    let first = headings
+        .first()
+        .map_or(text.len(), |(_, range)| range.start);
     sections.push(Section {
-        level: current.0,
-        title: current.1,
-        body: &text[current.2..],
-        body_offset: current.2,
+        level: 0,
+        title: "",
+        body: text.get(body_start..first).unwrap_or(""),
+        body_offset: body_start,
     });
+    for (index, (level, range)) in headings.iter().enumerate() {
+        let end = headings
+            .get(index + 1)
+            .map_or(text.len(), |(_, next)| next.start);
+        let start = range.end.min(end);
+        sections.push(Section {
+            level: *level,
+            title: heading_title(text.get(range.clone()).unwrap_or("")),
+            body: text.get(start..end).unwrap_or(""),
+            body_offset: start,
+        });
+    }
     sections.retain(|section| section.level > 0 || !section.body.trim().is_empty());
     sections
+}
+
+/// The title of a heading's source text: `## Title ##` or `Title\n=====`.
+fn heading_title(source: &str) -> &str {
+    let line = source.trim_start().lines().next().unwrap_or("");
+    heading(line.trim()).map_or(line.trim(), |(_, title)| title)
 }
 
 /// An ATX heading's level and title, when the trimmed `line` is one.
@@ -114,26 +182,105 @@ impl JsonFault {
     }
 }
 
-/// The first JSON object or array in `text` (and `null`): inside a ```json fence if there
-/// is one, else the first `{`/`[` that starts a value, else a bare `null` line. Trailing
-/// prose after the value is ignored.
+/// The first JSON object or array in `text` (and `null`): the first `{`/`[` that starts a
+/// value, else a bare `null` line. Trailing prose after the value is ignored.
 pub(crate) fn first_json(text: &str) -> Option<Result<EmbeddedJson, JsonFault>> {
     let start = text.find(['{', '[']).or_else(|| null_line(text))?;
-    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-    Some(match stream.next() {
-        Some(Ok(value)) => Ok(EmbeddedJson {
+    value_at(text, start)
+}
+
+/// The JSON value starting at byte `start` of `text`.
+fn value_at(text: &str, start: usize) -> Option<Result<EmbeddedJson, JsonFault>> {
+    let mut stream = serde_json::Deserializer::from_str(text.get(start..)?).into_iter::<Value>();
+    Some(match stream.next()? {
+        Ok(value) => Ok(EmbeddedJson {
             value,
             start,
             end: start + stream.byte_offset(),
         }),
-        Some(Err(error)) => Err(JsonFault {
+        Err(error) => Err(JsonFault {
             start,
             line: error.line(),
             column: error.column(),
             message: without_position(&error),
         }),
-        None => return None,
     })
+}
+
+/// Every JSON object in `text`, in order: the content of each code block that holds JSON
+/// (a block marked `json` that does not parse is a fault; blocks in other languages are
+/// skipped), and each bare object in the prose between them that starts a line.
+pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
+    let mut found = Vec::new();
+    let mut code_blocks: Vec<Range<usize>> = Vec::new();
+    let mut block: Option<(String, Range<usize>, Option<usize>)> = None;
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let language = match kind {
+                    pulldown_cmark::CodeBlockKind::Fenced(info) => {
+                        info.split_whitespace().next().unwrap_or("").to_lowercase()
+                    }
+                    pulldown_cmark::CodeBlockKind::Indented => String::new(),
+                };
+                block = Some((language, range, None));
+            }
+            Event::Text(_) => {
+                if let Some((_, _, content_start)) = &mut block {
+                    content_start.get_or_insert(range.start);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => {
+                if let Some((language, range, Some(content_start))) = block.take() {
+                    let content = text.get(content_start..range.end).unwrap_or("");
+                    let offset = content.find(|c: char| !c.is_whitespace());
+                    if let Some(offset) = offset.filter(|o| content[*o..].starts_with('{')) {
+                        match value_at(text, content_start + offset) {
+                            Some(Ok(value)) if value.value.is_object() => found.push(Ok(value)),
+                            Some(Err(fault)) if language.starts_with("json") => {
+                                found.push(Err(fault))
+                            }
+                            _ => {}
+                        }
+                    }
+                    code_blocks.push(range);
+                } else if let Some((_, range, None)) = block.take() {
+                    code_blocks.push(range);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Bare objects: a `{` that starts a line outside code blocks.
+    let mut offset = 0;
+    let mut skip_to = 0;
+    for line in text.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        if line_start < skip_to || code_blocks.iter().any(|r| r.contains(&line_start)) {
+            continue;
+        }
+        let Some(brace) = line
+            .find(|c: char| !c.is_whitespace())
+            .filter(|i| line[*i..].starts_with('{'))
+        else {
+            continue;
+        };
+        let start = line_start + brace;
+        match value_at(text, start) {
+            Some(Ok(value)) => {
+                skip_to = value.end;
+                found.push(Ok(value));
+            }
+            Some(Err(fault)) => found.push(Err(fault)),
+            None => {}
+        }
+    }
+    found.sort_by_key(|item| match item {
+        Ok(value) => value.start,
+        Err(fault) => fault.start,
+    });
+    found
 }
 
 /// serde_json's message without its " at line L column C" suffix (we report our own position).
@@ -157,8 +304,8 @@ fn null_line(text: &str) -> Option<usize> {
 }
 
 /// 1-based line and column of byte `offset` in `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before
         .rsplit('\n')
@@ -181,6 +328,41 @@ mod tests {
         assert_eq!(found[1].body, "get it\n");
         assert!(found[2].body.contains("# not a heading"));
         assert!(found[2].body.contains("#nope"));
+    }
+
+    #[test]
+    fn setext_headings_and_front_matter() {
+        let text = "---\nname: weather\ndescription: >\n  Forecast\n  by city\n---\nIntro\n\nRequest\n-------\nbody\n";
+        let matter = front_matter(text).unwrap();
+        assert_eq!(
+            front_matter_value(matter, "name").as_deref(),
+            Some("weather")
+        );
+        assert_eq!(
+            front_matter_value(matter, "description").as_deref(),
+            Some("Forecast by city")
+        );
+        let found = sections(text);
+        let titles: Vec<_> = found.iter().map(|s| (s.level, s.title)).collect();
+        assert_eq!(titles, vec![(0, ""), (2, "Request")]);
+        assert_eq!(found[0].body.trim(), "Intro");
+        assert!(front_matter("# no front matter\n").is_none());
+    }
+
+    #[test]
+    fn finds_every_object_fenced_or_bare() {
+        let text = "A schema:\n```json\n{\"a\": 1}\n```\nthen bare:\n{\n  \"b\": [2]\n}\nand\n```js\n{ not: json }\n```\n```json\n{\"c\": }\n```\n";
+        let found = json_objects(text);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(
+            found[0].as_ref().unwrap().value,
+            serde_json::json!({"a": 1})
+        );
+        assert_eq!(
+            found[1].as_ref().unwrap().value,
+            serde_json::json!({"b": [2]})
+        );
+        assert!(found[2].is_err());
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::action::ENVELOPE_FIELDS;
 use crate::document::ProtocolDocument;
+use crate::envelope::Envelope;
 use crate::policy::NegotiateError;
 use crate::test_cases::TestCase;
 
@@ -29,20 +29,20 @@ impl std::fmt::Display for SchemaViolation {
 
 /// The request and response schemas of a protocol, compiled.
 ///
-/// Error responses (status code ≥ 400 at the protocol's code pointer) are checked against
-/// the envelope only (messageId, type, status): their payload may be null, as in the seeds'
-/// not-found test case.
+/// Error responses (by the protocol's status code, see [`Envelope::is_error`]) are checked
+/// against the envelope only (message id, type, status, error): their payload may be null,
+/// as in the seeds' not-found test case.
 pub struct ProtocolSchemas {
     request: jsonschema::Validator,
     response: jsonschema::Validator,
     error_response: jsonschema::Validator,
-    code_pointer: String,
+    envelope: Envelope,
 }
 
 impl std::fmt::Debug for ProtocolSchemas {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProtocolSchemas")
-            .field("code_pointer", &self.code_pointer)
+            .field("envelope", &self.envelope)
             .finish_non_exhaustive()
     }
 }
@@ -68,15 +68,12 @@ impl ProtocolSchemas {
                 message: error.to_string(),
             })
         };
+        let envelope = Envelope::of(document);
         Ok(Self {
             request: compile("request", request)?,
             response: compile("response", response)?,
-            error_response: compile("response", &envelope_only(response))?,
-            code_pointer: document
-                .error_convention
-                .code_pointer
-                .clone()
-                .unwrap_or_else(|| "/status/code".into()),
+            error_response: compile("response", &envelope_only(response, &envelope))?,
+            envelope,
         })
     }
 
@@ -108,13 +105,55 @@ impl ProtocolSchemas {
         request.chain(response).collect()
     }
 
-    /// Whether a response reports an error (status code ≥ 400).
+    /// Whether a response reports an error (see [`Envelope::is_error`]).
     pub fn is_error_response(&self, message: &Value) -> bool {
-        message
-            .pointer(&self.code_pointer)
-            .and_then(Value::as_i64)
-            .is_some_and(|code| code >= 400)
+        self.envelope.is_error(message)
     }
+
+    /// Whether a message is a response: it carries a status code or response data.
+    pub fn is_response(&self, message: &Value) -> bool {
+        self.envelope.code(message).is_some()
+            || self
+                .envelope
+                .payload_names(message)
+                .iter()
+                .any(|name| message.get(name).is_some())
+                && self
+                    .envelope
+                    .request_fields
+                    .as_ref()
+                    .is_some_and(|fields| !fields.iter().any(|field| message.get(field).is_some()))
+    }
+
+    /// The protocol's envelope, as the schemas were compiled with it.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+}
+
+/// The ways `value` breaks `schema` (empty when it is valid), for a schema of our own side
+/// such as an action's input.
+///
+/// ```
+/// use concord_negotiate::check_against;
+/// use serde_json::json;
+///
+/// let schema = json!({"type": "object", "required": ["productId"]});
+/// assert!(check_against(&schema, &json!({"productId": "P1"})).unwrap().is_empty());
+/// assert_eq!(check_against(&schema, &json!({})).unwrap().len(), 1);
+/// ```
+///
+/// # Errors
+/// [`NegotiateError::Schema`] when `schema` does not compile.
+pub fn check_against(
+    schema: &Value,
+    value: &Value,
+) -> Result<Vec<SchemaViolation>, NegotiateError> {
+    let validator = jsonschema::validator_for(schema).map_err(|error| NegotiateError::Schema {
+        which: "local",
+        message: error.to_string(),
+    })?;
+    Ok(violations(&validator, value))
 }
 
 fn violations(validator: &jsonschema::Validator, message: &Value) -> Vec<SchemaViolation> {
@@ -133,13 +172,16 @@ fn violations(validator: &jsonschema::Validator, message: &Value) -> Vec<SchemaV
 }
 
 /// The response schema without its payload: only the envelope fields stay.
-fn envelope_only(response: &Value) -> Value {
+fn envelope_only(response: &Value, envelope: &Envelope) -> Value {
     let mut schema = response.clone();
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-        properties.retain(|name, _| ENVELOPE_FIELDS.contains(&name.as_str()));
+        properties.retain(|name, _| envelope.is_response_envelope(name));
     }
     if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
-        required.retain(|name| name.as_str().is_some_and(|n| ENVELOPE_FIELDS.contains(&n)));
+        required.retain(|name| {
+            name.as_str()
+                .is_some_and(|n| envelope.is_response_envelope(n))
+        });
     }
     schema
 }

@@ -106,7 +106,9 @@ fn broken_schemas_are_located_in_the_document() {
     ));
     assert!(matches!(
         ProtocolDocument::parse("## Request\n[1]\n## Response\n{}"),
-        Err(DocumentError::SchemaNotObject { section: "request" })
+        Err(DocumentError::Incomplete {
+            found: "a response schema only"
+        })
     ));
     assert_eq!(ProtocolDocument::parse(" \n"), Err(DocumentError::Empty));
 }

@@ -826,8 +826,12 @@ async fn without_an_llm_the_escalating_negotiator_answers_as_the_rules() {
 }
 
 #[tokio::test]
-async fn schema_built_candidates_never_reach_the_llm() {
-    let server = ScriptServer::start([]).await.unwrap();
+async fn candidates_the_rules_accept_never_reach_the_llm() {
+    let server = ScriptServer::start([Step::content(
+        r#"{"status": "rejected", "reason": "productId is a string in our catalogue"}"#,
+    )])
+    .await
+    .unwrap();
     let escalating = EscalatingNegotiator::new(negotiator(&server));
     let actions = [product_action()];
     let provider = JudgeContext::Provider { actions: &actions };
@@ -839,20 +843,27 @@ async fn schema_built_candidates_never_reach_the_llm() {
     assert_eq!(accepted.value, Decision::Accept);
     assert_eq!(accepted.record.policy, PolicyKind::Deterministic);
     assert_eq!(accepted.record.llm_calls, 0);
+    assert!(server.requests().is_empty());
 
-    // A schema-built candidate the rules reject stays rejected: still no LLM.
+    // A candidate the rules cannot serve as written (they would counter a type clash) goes
+    // to the LLM, which may judge otherwise.
     let clash = SEED_FULL.replacen(
         "\"productId\": {\n      \"type\": \"string\"",
         "\"productId\": {\n      \"type\": \"boolean\"",
         1,
     );
     assert_ne!(clash, SEED_FULL, "the fixture changed shape");
-    let rejected = escalating
+    assert!(matches!(
+        DeterministicNegotiator::new().judge_now(provider, &clash),
+        Decision::Counter { .. }
+    ));
+    let judged = escalating
         .judge(provider, &clash, Previous::default())
         .await
         .unwrap();
-    assert!(matches!(rejected.value, Decision::Reject { .. }));
-    assert_eq!(rejected.record.policy, PolicyKind::Deterministic);
+    assert!(matches!(judged.value, Decision::Reject { .. }));
+    assert_eq!(judged.record.policy, PolicyKind::Llm);
+    assert_eq!(judged.record.llm_calls, 1);
 
     let drafted = escalating.draft(&need(), &product_action()).await.unwrap();
     assert_eq!(drafted.record.policy, PolicyKind::Deterministic);
@@ -881,7 +892,11 @@ async fn schema_built_candidates_never_reach_the_llm() {
     assert!(matches!(diagnosed.value, FixDecision::Reject { .. }));
     assert_eq!(diagnosed.record.llm_calls, 0);
 
-    assert!(server.requests().is_empty());
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the one judgement the rules left open"
+    );
 }
 
 #[tokio::test]

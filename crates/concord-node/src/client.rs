@@ -8,7 +8,7 @@ use concord_describe::Thing;
 use concord_negotiate::{published_actions, Accounting, ActionSpec, Need, ProtocolDocument};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{Capabilities, HelloKind, ProtocolHash, Role, Session};
-use concord_store::{Direction, TranscriptId};
+use concord_store::{Direction, HeldBy, ResumeQuery, TranscriptId};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite;
@@ -202,7 +202,7 @@ pub(crate) async fn connect(
     want: Want,
 ) -> Result<Connection, ConnectError> {
     let started = Instant::now();
-    let (need, candidate, test_cases) = want.into_parts();
+    let (mut need, candidate, test_cases) = want.into_parts();
     let description_url = description_url(url)?;
     let thing = fetch_description(&shared, &description_url).await?;
     let endpoint = thing
@@ -220,6 +220,11 @@ pub(crate) async fn connect(
             available: actions.into_iter().map(|action| action.name).collect(),
         });
     };
+    // What we did not say we supply or need is what the peer publishes: our handler maps
+    // the protocol's messages, whatever their layout, to and from those schemas.
+    need.input.get_or_insert_with(|| peer_action.input.clone());
+    need.output
+        .get_or_insert_with(|| peer_action.output.clone());
     let peer = format!("{description_url}#{}", need.action);
     let (offered_hash, consensus) = shortcuts(&shared, &thing, &peer, &need.action).await?;
     let known = Known {
@@ -443,8 +448,10 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
         })
 }
 
-/// What we can offer in the hello: a stored protocol for 0-RTT, and the consensus
-/// protocols both we (with requester code, for this action) and the peer hold, by hash.
+/// What we can offer in the hello: a stored protocol for 0-RTT (the one held for this peer,
+/// else the one held for this action with another peer, which this peer may hold too:
+/// `Store::latest_resumable`), and the consensus protocols both we (with requester code,
+/// for this action) and the peer hold, by hash.
 async fn shortcuts(
     shared: &Shared,
     thing: &Thing,
@@ -462,7 +469,24 @@ async fn shortcuts(
     shared
         .store
         .run(move |store| {
-            let resume = store.latest_resumable(&peer, Role::Requester)?;
+            let query = ResumeQuery {
+                peer: &peer,
+                action: &action,
+                role: Role::Requester,
+            };
+            let resume = store.latest_resumable(&query)?.map(|offer| {
+                match &offer.held_by {
+                    HeldBy::ThisPeer => {
+                        tracing::debug!(hash = %offer.hash, "offering the protocol held for this peer")
+                    }
+                    HeldBy::OtherPeer { peer } => tracing::debug!(
+                        hash = %offer.hash,
+                        held_by = %peer,
+                        "offering the protocol another peer holds for this action"
+                    ),
+                }
+                offer.hash
+            });
             let mut consensus = Vec::new();
             for (uri, hash) in peer_consensus {
                 let Some(entry) = store.consensus(&uri)? else {

@@ -11,7 +11,8 @@ use concord_handlers::{
     diff, CaseRunner, Code, Direction, ErrorStatus, Generator, Local, Origin, Outcome, Provider,
     Reply, Requester, RuntimeError, Verifier,
 };
-use concord_negotiate::{ActionSpec, Need, ProtocolDocument, TestCase, TestCases};
+use concord_negotiate::fit::find_action;
+use concord_negotiate::{ActionSpec, Envelope, Need, ProtocolDocument, TestCase, TestCases};
 use serde_json::Value;
 
 use crate::action::ActionError;
@@ -110,12 +111,9 @@ struct Loaded {
     local: Local,
     action: String,
     verifier: Arc<Verifier>,
-    /// JSON pointer of a response's status code.
-    code_at: String,
-    /// JSON pointer of a response's status message (free text in test cases).
-    message_at: String,
-    /// The response's data fields (outside the envelope), from its schema.
-    payload_fields: Option<Vec<String>>,
+    /// The protocol's envelope: message ids, status code and message (free text in test
+    /// cases), the response's data fields.
+    envelope: Envelope,
     input_limit: usize,
     /// Our code as first loaded: more engines are copies of it (an `Arc` for our template,
     /// the compiled bytecode for other code), never loaded again from the source.
@@ -272,33 +270,7 @@ impl Loaded {
         if native {
             tracing::debug!("our handler is the template: it runs natively");
         }
-        let convention = &document.error_convention;
-        let code_at = convention
-            .code_pointer
-            .clone()
-            .unwrap_or_else(|| "/status/code".to_owned());
-        let message_at = convention
-            .message_pointer
-            .clone()
-            .unwrap_or_else(|| "/status/message".to_owned());
-        let roots = [root(&code_at), root(&message_at)];
-        let payload_fields = document.response_schema.as_ref().map(|schema| {
-            schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .map(|properties| {
-                    properties
-                        .keys()
-                        .filter(|name| {
-                            *name != "type"
-                                && !is_message_id_key(name)
-                                && !roots.contains(&Some(name.as_str()))
-                        })
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default()
-        });
+        let envelope = Envelope::of(document);
         Ok(Self {
             document: text.to_owned(),
             action: local.action().to_owned(),
@@ -307,9 +279,7 @@ impl Loaded {
             local,
             limits: limits.clone(),
             verifier,
-            code_at,
-            message_at,
-            payload_fields,
+            envelope,
             input_limit: limits.input_bytes,
             prototype: Mutex::new(prototype),
             native,
@@ -410,7 +380,7 @@ impl ProtocolCode {
 
     /// Requester: a test case's request as a verification message, with its messageId.
     pub(crate) fn test_case_request(&self, case: &TestCase) -> Result<(String, Vec<u8>), String> {
-        let message_id = find_message_id(&case.request)
+        let message_id = find_message_id(&case.request, &self.loaded.envelope.request_id)
             .ok_or_else(|| "the case's request has no messageId".to_owned())?;
         let bytes = wire::encode(self.loaded.verifier.encoding(), &case.request)
             .map_err(|error| error.to_string())?;
@@ -437,30 +407,27 @@ impl ProtocolCode {
                 "A verification response we received cannot be read: {error}"
             )),
         })?;
-        let message_id = find_message_id(&message).ok_or_else(|| BadMessage {
-            message_id: None,
-            reason: "a verification response has no messageId".to_owned(),
-            report: Some("A verification response we received has no messageId.".to_owned()),
-        })?;
-        let Some(case) = cases
-            .cases
-            .iter()
-            .find(|case| find_message_id(&case.request).as_deref() == Some(&message_id))
-        else {
+        let envelope = &self.loaded.envelope;
+        let message_id =
+            find_message_id(&message, &envelope.response_id).ok_or_else(|| BadMessage {
+                message_id: None,
+                reason: "a verification response has no messageId".to_owned(),
+                report: Some("A verification response we received has no messageId.".to_owned()),
+            })?;
+        let Some(case) = cases.cases.iter().find(|case| {
+            find_message_id(&case.request, &envelope.request_id).as_deref() == Some(&message_id)
+        }) else {
             return Ok((message_id, Err("it answers no agreed test case".to_owned())));
         };
         if let Err(invalid) = self.loaded.verifier.check(Direction::Response, &message) {
             return Ok((message_id, Err(invalid.to_string())));
         }
-        let is_error = message
-            .pointer(&self.loaded.code_at)
-            .and_then(Value::as_i64)
-            .is_some_and(|code| code >= 400);
+        let is_error = envelope.is_error(&message);
         let differences: Vec<String> = diff(&case.response, &message)
             .into_iter()
             .filter(|difference| {
                 !(!is_error
-                    && difference.pointer == self.loaded.message_at
+                    && envelope.message_at.as_deref() == Some(difference.pointer.as_str())
                     && difference.expected.as_ref().is_some_and(Value::is_string)
                     && difference.actual.as_ref().is_some_and(Value::is_string))
             })
@@ -486,11 +453,10 @@ impl ProtocolCode {
             report: None,
         })?;
         let request = self.read_request(bytes)?;
-        let Some(case) = cases
-            .cases
-            .iter()
-            .find(|case| find_message_id(&case.request).as_deref() == Some(&request.message_id))
-        else {
+        let Some(case) = cases.cases.iter().find(|case| {
+            find_message_id(&case.request, &self.loaded.envelope.request_id).as_deref()
+                == Some(&request.message_id)
+        }) else {
             return Err(BadMessage {
                 report: Some(format!(
                     "The verification request with messageId {:?} matches no agreed test case.",
@@ -517,55 +483,33 @@ impl ProtocolCode {
     /// What the action must answer for a case's response: its error status (a code of 400
     /// or more), or its data: the one data field's value, or the data fields as an object.
     fn stub_outcome(&self, response: &Value) -> Outcome {
-        let code = response
-            .pointer(&self.loaded.code_at)
-            .and_then(Value::as_i64);
-        if let Some(code) = code.filter(|code| *code >= 400) {
+        let envelope = &self.loaded.envelope;
+        if envelope.is_error(response) {
             return Outcome::Error(ErrorStatus {
-                code,
-                message: response
-                    .pointer(&self.loaded.message_at)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+                code: envelope.code(response).unwrap_or(500),
+                message: envelope.status_message(response),
             });
         }
-        let names: Vec<String> = match &self.loaded.payload_fields {
-            Some(names) => names.clone(),
-            None => response
-                .as_object()
-                .map(|object| {
-                    object
-                        .keys()
-                        .filter(|key| {
-                            *key != "type"
-                                && !is_message_id_key(key)
-                                && Some(key.as_str()) != root(&self.loaded.code_at)
-                        })
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        match names.as_slice() {
-            [single] => Outcome::Result(response.get(single).cloned().unwrap_or(Value::Null)),
-            _ => Outcome::Result(Value::Object(
-                names
-                    .iter()
-                    .filter_map(|name| Some((name.clone(), response.get(name)?.clone())))
-                    .collect(),
-            )),
-        }
+        Outcome::Result(envelope.payload(response))
     }
 
     /// Provider: an error response written without our handler, for when our handler
     /// cannot answer a verification request: the requester sees the failure and reports it.
     pub(crate) fn fallback_error(&self, message_id: &str, reason: &str) -> Vec<u8> {
-        let mut message = serde_json::json!({"messageId": message_id, "type": "RESPONSE"});
-        set_at(&mut message, &self.loaded.code_at, Value::from(500));
+        let envelope = &self.loaded.envelope;
+        let mut message = serde_json::json!({});
+        message[envelope.response_id.as_str()] = Value::from(message_id);
+        if let Some((field, value)) = &envelope.response_type {
+            message[field.as_str()] = value
+                .clone()
+                .unwrap_or_else(|| Value::from(self.loaded.action.as_str()));
+        }
+        let code_at = envelope.code_at.as_deref().unwrap_or("/status/code");
+        let message_at = envelope.message_at.as_deref().unwrap_or("/status/message");
+        set_at(&mut message, code_at, Value::from(500));
         set_at(
             &mut message,
-            &self.loaded.message_at,
+            message_at,
             Value::from(format!("our handler failed: {reason}")),
         );
         wire::encode(self.loaded.verifier.encoding(), &message)
@@ -623,7 +567,7 @@ impl ProtocolCode {
         )
         .ok()
         .as_ref()
-        .and_then(find_message_id);
+        .and_then(|message| find_message_id(message, &self.loaded.envelope.request_id));
         BadMessage {
             message_id,
             reason,
@@ -632,12 +576,13 @@ impl ProtocolCode {
     }
 }
 
-/// The message id a message carries: `messageId`, or a field with that name in another
-/// naming style.
-fn find_message_id(message: &Value) -> Option<String> {
+/// The message id a message carries: in `field` (the protocol's id field), else
+/// `messageId` in any naming style.
+fn find_message_id(message: &Value, field: &str) -> Option<String> {
     let object = message.as_object()?;
     object
-        .get("messageId")
+        .get(field)
+        .or_else(|| object.get("messageId"))
         .or_else(|| {
             object
                 .iter()
@@ -650,11 +595,6 @@ fn find_message_id(message: &Value) -> Option<String> {
 /// Whether a field name is `messageId` in some naming style.
 fn is_message_id_key(key: &str) -> bool {
     concord_negotiate::naming::key(key) == concord_negotiate::naming::key("messageId")
-}
-
-/// The first segment of a JSON pointer (`/status/code` → `status`).
-fn root(pointer: &str) -> Option<&str> {
-    pointer.strip_prefix('/')?.split('/').next()
 }
 
 /// Sets the value at a JSON pointer, creating objects on the way.
@@ -682,45 +622,10 @@ fn local_for(
 ) -> Result<Local, String> {
     match side {
         LocalSide::Requester(need) => Ok(Local::Requester(need.clone())),
-        LocalSide::Provider => {
-            let named = document
-                .request_schema
-                .as_ref()
-                .and_then(|schema| schema.pointer("/properties/action/const"))
-                .and_then(Value::as_str);
-            let chosen = match named {
-                Some(name) => actions.iter().find(|action| action.name == name),
-                None if actions.len() == 1 => actions.first(),
-                None => actions
-                    .iter()
-                    .max_by_key(|action| shared_fields(document, action)),
-            };
-            chosen
-                .cloned()
-                .map(Local::Provider)
-                .ok_or_else(|| match named {
-                    Some(name) => {
-                        format!("the protocol calls action `{name}`, which we do not serve")
-                    }
-                    None => "we serve no action".to_owned(),
-                })
-        }
+        LocalSide::Provider => find_action(actions, &Envelope::of(document))
+            .map(|action| Local::Provider(action.clone()))
+            .map_err(|reason| format!("the protocol calls no action we serve: {reason}")),
     }
-}
-
-fn shared_fields(document: &ProtocolDocument, action: &ActionSpec) -> usize {
-    let names = |schema: Option<&Value>| -> Vec<String> {
-        schema
-            .and_then(|schema| schema.get("properties"))
-            .and_then(Value::as_object)
-            .map(|properties| properties.keys().cloned().collect())
-            .unwrap_or_default()
-    };
-    let theirs = names(document.request_schema.as_ref());
-    names(Some(&action.input))
-        .iter()
-        .filter(|name| theirs.contains(name))
-        .count()
 }
 
 fn parse(document: &str) -> Result<ProtocolDocument, String> {
@@ -871,7 +776,7 @@ mod tests {
     }
 
     #[test]
-    fn pointers_set_and_root() {
+    fn pointers_set() {
         let mut message = json!({"messageId": "m"});
         set_at(&mut message, "/status/code", json!(500));
         set_at(&mut message, "/status/message", json!("broken"));
@@ -879,21 +784,20 @@ mod tests {
             message,
             json!({"messageId": "m", "status": {"code": 500, "message": "broken"}})
         );
-        assert_eq!(root("/status/code"), Some("status"));
-        assert_eq!(root("status"), None);
     }
 
     #[test]
     fn message_ids_in_any_naming_style() {
         assert_eq!(
-            find_message_id(&json!({"messageId": "a"})),
+            find_message_id(&json!({"messageId": "a"}), "messageId"),
             Some("a".into())
         );
         assert_eq!(
-            find_message_id(&json!({"message_id": "b"})),
+            find_message_id(&json!({"message_id": "b"}), "messageId"),
             Some("b".into())
         );
-        assert_eq!(find_message_id(&json!({"id": "c"})), None);
-        assert_eq!(find_message_id(&json!([1])), None);
+        assert_eq!(find_message_id(&json!({"id": "c"}), "messageId"), None);
+        assert_eq!(find_message_id(&json!({"id": "c"}), "id"), Some("c".into()));
+        assert_eq!(find_message_id(&json!([1]), "id"), None);
     }
 }

@@ -82,6 +82,7 @@ mod transport;
 pub use action::{Action, ActionError, ActionFuture};
 pub use backend::exec::{ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
+pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use client::{Connection, ConnectionInfo};
 pub use code::CodeInfo;
 pub use config::{InvalidLimit, Limits};

@@ -9,7 +9,8 @@
 //! - `append_frame`: `Store::append_frame` of a 512-byte meta frame (one IMMEDIATE
 //!   transaction: state check, insert, count update) / one autocommit `INSERT` of the same
 //!   row into a plain table.
-//! - `touch`: `Store::touch_protocol` / the same `UPDATE … RETURNING` autocommit.
+//! - `touch`: `Store::touch_protocol` (one IMMEDIATE transaction: use count, the peer's
+//!   entry, pruning past the peer cap) / the same three statements in one raw transaction.
 //!
 //! The summary also times the append baseline with `synchronous=FULL` (an fsync per
 //! commit) to show what the store's `synchronous=NORMAL` saves. Files live under
@@ -101,12 +102,28 @@ fn raw_append(raw: &Connection, seq: i64, text: &str) {
 }
 
 fn raw_touch(raw: &Connection, hash: &str) -> i64 {
+    raw.execute_batch("BEGIN IMMEDIATE").expect("begin");
+    let count = raw
+        .prepare_cached(
+            "UPDATE protocols SET last_used_ms = 0, use_count = use_count + 1
+             WHERE hash = ?1 RETURNING use_count",
+        )
+        .and_then(|mut statement| statement.query_row([hash], |row| row.get(0)))
+        .expect("update");
     raw.prepare_cached(
-        "UPDATE protocols SET last_used_ms = 0, use_count = use_count + 1
-         WHERE hash = ?1 RETURNING use_count",
+        "INSERT OR REPLACE INTO protocol_peers (hash, peer, last_used_ms) VALUES (?1, 'peer', 0)",
     )
-    .and_then(|mut statement| statement.query_row([hash], |row| row.get(0)))
-    .expect("update")
+    .and_then(|mut statement| statement.execute([hash]))
+    .expect("peer");
+    raw.prepare_cached(
+        "DELETE FROM protocol_peers WHERE hash = ?1 AND rowid IN (
+             SELECT rowid FROM protocol_peers WHERE hash = ?1
+             ORDER BY last_used_ms DESC, rowid DESC LIMIT -1 OFFSET 64)",
+    )
+    .and_then(|mut statement| statement.execute([hash]))
+    .expect("prune");
+    raw.execute_batch("COMMIT").expect("commit");
+    count
 }
 
 fn benches(c: &mut Criterion) {
@@ -144,9 +161,9 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("touch");
     group.bench_function("store", |b| {
-        b.iter(|| black_box(f.store.touch_protocol(&f.hash).expect("touch")))
+        b.iter(|| black_box(f.store.touch_protocol(&f.hash, "peer").expect("touch")))
     });
-    group.bench_function("raw_update", |b| {
+    group.bench_function("raw_transaction", |b| {
         b.iter(|| black_box(raw_touch(&f.raw, &hash_text)))
     });
     group.finish();
@@ -240,13 +257,13 @@ fn summary() {
 
     let touch = pair(
         &mut || {
-            black_box(f.store.touch_protocol(&f.hash).expect("touch"));
+            black_box(f.store.touch_protocol(&f.hash, "peer").expect("touch"));
         },
         &mut || {
             black_box(raw_touch(&f.raw, &hash_text));
         },
     );
-    line("touch", touch, "raw update");
+    line("touch", touch, "raw transaction");
 }
 
 fn main() {

@@ -64,7 +64,8 @@ impl fmt::Display for Problem {
 impl Store {
     /// Checks the whole store and lists every problem found (empty: healthy):
     /// `PRAGMA integrity_check` and `foreign_key_check`, every protocol and consensus
-    /// document re-hashed, and every transcript's frames exactly at positions `0..frame_count`.
+    /// document re-hashed, every protocol peer entry readable, and every transcript's
+    /// frames exactly at positions `0..frame_count`.
     /// Reads everything: meant for `concord` maintenance commands and tests, not hot paths.
     pub fn check(&self) -> Result<Vec<Problem>, StoreError> {
         let sql = self.sqlite("check store");
@@ -131,6 +132,22 @@ impl Store {
                 }
             }
         }
+
+        // Peer entries that reads skip (orphans are `foreign_key_check`'s).
+        let mut statement = tx
+            .prepare("SELECT hash, peer FROM protocol_peers")
+            .map_err(&sql)?;
+        let mut rows = statement.query([]).map_err(&sql)?;
+        while let Some(row) = rows.next().map_err(&sql)? {
+            if let Err(error) = column::hash(row, "hash").and_then(|_| column::text(row, "peer")) {
+                problems.push(Problem::Row {
+                    table: "protocol_peers",
+                    detail: format!("column {}: {}", error.column, error.detail),
+                });
+            }
+        }
+        drop(rows);
+        drop(statement);
 
         // Positions are unique (primary key) and non-negative (CHECK), so a transcript is
         // whole when it has `frame_count` frames and the last is at `frame_count - 1`.

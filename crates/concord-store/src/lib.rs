@@ -2,8 +2,13 @@
 //!
 //! - **Negotiated protocols by hash** ([`Store::save_protocol`], [`Store::protocol`],
 //!   [`Store::list_protocols`], [`Store::forget_protocol`], [`Store::touch_protocol`]): the
-//!   exact accepted document, handler modules per role, test cases, peer, settlement, and
-//!   creation / last-use times with a use count.
+//!   exact accepted document, handler modules per role, test cases, the action it calls,
+//!   settlement, creation / last-use times with a use count, and the **set of peers** it
+//!   was saved for or used with (saving or using it with a peer adds that peer).
+//! - **What to offer for 0-RTT** ([`Store::latest_resumable`] with a [`ResumeQuery`]): the
+//!   protocol most recently used with that exact peer; else the one most recently used for
+//!   the same action with any other peer, which the new peer may hold too
+//!   ([`HeldBy`] says which).
 //! - **The 0-RTT rule** ([`Store::can_resume`], [`Store::for_role`] implementing
 //!   [`ProtocolStore`](concord_proto::handshake::ProtocolStore)): a protocol is reused only
 //!   when its stored document, re-hashed now, reproduces the hash, and the handler module
@@ -31,7 +36,7 @@
 //! )?;
 //! // Answering a sourceHello that offers `hash` for 0-RTT:
 //! assert!(store.for_role(Role::Provider).holds_protocol(&hash));
-//! assert_eq!(store.touch_protocol(&hash)?, 1);
+//! assert_eq!(store.touch_protocol(&hash, "https://peer.example/.well-known/wot")?, 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![cfg_attr(
@@ -59,7 +64,10 @@ pub use error::StoreError;
 pub use handlers::Handlers;
 pub use integrity::{Corruption, Integrity};
 pub use prefix::MIN_PREFIX_LEN;
-pub use protocols::{NewProtocol, ProtocolSummary, Settlement, StoredProtocol};
+pub use protocols::{
+    HeldBy, NewProtocol, ProtocolSummary, ResumeOffer, ResumeQuery, Settlement, StoredProtocol,
+    MAX_PEERS_PER_PROTOCOL,
+};
 pub use registry::{ConsensusProtocol, ConsensusSummary, NewConsensus};
 pub use role_view::RoleView;
 pub use store::Store;

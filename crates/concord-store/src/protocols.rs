@@ -1,10 +1,17 @@
-//! Negotiated protocols by hash: the accepted document, handler modules, test cases, and
-//! when and how often they were used.
+//! Negotiated protocols by hash: the accepted document, handler modules, test cases, the
+//! action it calls, the peers that hold it, and when and how often they were used.
+//!
+//! A protocol is stored once per hash, and the same hash can be agreed with several peers
+//! (two agents serving the same action, or one agent reached by two names): each protocol
+//! keeps the set of peers it was saved for or used with (`protocol_peers`), so that a
+//! connection to any of them, or to a new peer serving the same action, can offer it for
+//! 0-RTT ([`Store::latest_resumable`]).
 
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 use concord_proto::{ProtocolHash, Role};
-use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::column::{self, ColumnError};
 use crate::error::StoreError;
@@ -15,6 +22,11 @@ use crate::store::Store;
 use crate::time::now_millis;
 
 const TABLE: &str = "protocols";
+
+/// The most peers a protocol keeps: saving or using it with one more forgets the peer
+/// least recently saved for or used with it. (A provider sees each requester as a new
+/// address; this bounds what that costs.)
+pub const MAX_PEERS_PER_PROTOCOL: usize = 64;
 
 /// How a protocol was settled between the two agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +85,7 @@ impl Settlement {
 /// use concord_proto::{ProtocolHash, Role};
 ///
 /// let protocol = NewProtocol::negotiated("# Requirement\n", "https://peer.example/.well-known/wot")
+///     .with_action("getProductInfo")
 ///     .with_handler(Role::Requester, "function encodeRequest(i) { return i; }")
 ///     .with_test_cases("## Test case 1\n");
 /// assert_eq!(protocol.hash(), ProtocolHash::of_text("# Requirement\n"));
@@ -82,8 +95,12 @@ impl Settlement {
 pub struct NewProtocol {
     /// The exact accepted text (the `candidateProtocols` of the accepted message).
     pub document: String,
-    /// The peer: its description URL or agent id.
+    /// The peer it was agreed (or used) with: its description URL, agent id or address.
+    /// Saving adds it to the protocol's peers; the others are kept.
     pub peer: String,
+    /// The action the protocol calls, when known (the requester knows the action it
+    /// calls): what [`Store::latest_resumable`] matches a new peer by.
+    pub action: Option<String>,
     /// How it was settled.
     pub settlement: Settlement,
     /// Handler modules generated so far.
@@ -98,6 +115,7 @@ impl NewProtocol {
         Self {
             document: document.into(),
             peer: peer.into(),
+            action: None,
             settlement: Settlement::Negotiated,
             handlers: Handlers::default(),
             test_cases: None,
@@ -114,6 +132,12 @@ impl NewProtocol {
             settlement: Settlement::Consensus { uri: uri.into() },
             ..Self::negotiated(document, peer)
         }
+    }
+
+    /// This protocol, recorded as calling `action`.
+    pub fn with_action(mut self, action: impl Into<String>) -> Self {
+        self.action = Some(action.into());
+        self
     }
 
     /// This protocol with `role`'s handler module.
@@ -146,8 +170,11 @@ pub struct StoredProtocol {
     pub handlers: Handlers,
     /// The agreed test cases, if any.
     pub test_cases: Option<String>,
-    /// The peer it was last saved for.
-    pub peer: String,
+    /// The action it calls, if it was recorded.
+    pub action: Option<String>,
+    /// Every peer it was saved for or used with, the most recent first (at most
+    /// [`MAX_PEERS_PER_PROTOCOL`]).
+    pub peers: Vec<String>,
     /// How it was settled.
     pub settlement: Settlement,
     /// When it was first stored.
@@ -166,8 +193,11 @@ pub struct ProtocolSummary {
     pub hash: ProtocolHash,
     /// Whether the stored document reproduces `hash`; a corrupt entry is never used.
     pub integrity: Integrity,
-    /// The peer it was last saved for.
-    pub peer: String,
+    /// The action it calls, if it was recorded.
+    pub action: Option<String>,
+    /// Every peer it was saved for or used with, the most recent first (at most
+    /// [`MAX_PEERS_PER_PROTOCOL`]).
+    pub peers: Vec<String>,
     /// How it was settled.
     pub settlement: Settlement,
     /// Roles whose handler module is stored.
@@ -184,43 +214,101 @@ pub struct ProtocolSummary {
     pub use_count: u64,
 }
 
+/// What a connection is about to ask for, to choose the protocol to offer for 0-RTT
+/// ([`Store::latest_resumable`]).
+///
+/// ```
+/// use concord_proto::Role;
+/// use concord_store::ResumeQuery;
+///
+/// let query = ResumeQuery {
+///     peer: "https://shop.example/.well-known/wot",
+///     action: "getProductInfo",
+///     role: Role::Requester,
+/// };
+/// # let _ = query;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumeQuery<'a> {
+    /// The peer about to be connected to, named as protocols are saved for it
+    /// ([`NewProtocol::peer`]).
+    pub peer: &'a str,
+    /// The action the connection will call.
+    pub action: &'a str,
+    /// Our role in the session: the protocol's handler module for it must be stored.
+    pub role: Role,
+}
+
+/// The protocol to offer for 0-RTT (`usedProtocolHash` in the sourceHello), and why it
+/// was chosen ([`Store::latest_resumable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeOffer {
+    /// The hash to offer; its stored document reproduced it when it was chosen.
+    pub hash: ProtocolHash,
+    /// Whose protocol it is.
+    pub held_by: HeldBy,
+}
+
+/// Why [`Store::latest_resumable`] chose a protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldBy {
+    /// It was saved for, or used with, this very peer.
+    ThisPeer,
+    /// It calls the same action and was saved for, or used with, another peer: the peer
+    /// asked for may hold it too (a second agent serving the same action, or the same
+    /// agent under another name). If it does not, it says so in its destinationHello and
+    /// the protocol is negotiated, at no extra cost.
+    OtherPeer {
+        /// The peer it was most recently saved for or used with.
+        peer: String,
+    },
+}
+
 impl Store {
-    /// Stores a protocol under the hash of its document, or updates the one stored there:
-    /// peer and settlement are replaced, handler modules and test cases given here replace
-    /// the stored ones while those left `None` are kept, and `created`, `last_used` and
-    /// `use_count` are kept. Saving the document again also repairs a corrupt row.
+    /// Stores a protocol under the hash of its document, or updates the one stored there,
+    /// and adds [`peer`](NewProtocol::peer) to its peers (last used now); the other peers
+    /// are kept. Handler modules, test cases and the action given here replace the stored
+    /// ones while those left `None` are kept; the settlement is replaced; `created`,
+    /// `last_used` and `use_count` are kept. Saving the document again also repairs a
+    /// corrupt row. One transaction.
     pub fn save_protocol(&self, protocol: &NewProtocol) -> Result<ProtocolHash, StoreError> {
         let sql = self.sqlite("save protocol");
         let hash = protocol.hash();
-        let connection = self.connection();
-        let mut statement = connection
-            .prepare_cached(
-                "INSERT INTO protocols (hash, document, requester_handler, provider_handler,
-                     test_cases, peer, settlement, consensus_uri, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (hash) DO UPDATE SET
-                     document = excluded.document,
-                     requester_handler = coalesce(excluded.requester_handler, requester_handler),
-                     provider_handler = coalesce(excluded.provider_handler, provider_handler),
-                     test_cases = coalesce(excluded.test_cases, test_cases),
-                     peer = excluded.peer,
-                     settlement = excluded.settlement,
-                     consensus_uri = excluded.consensus_uri",
-            )
+        let hash_text = hash.to_string();
+        let now = now_millis();
+        let mut connection = self.connection();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&sql)?;
-        statement
-            .execute(params![
-                hash.to_string(),
+        tx.prepare_cached(
+            "INSERT INTO protocols (hash, document, requester_handler, provider_handler,
+                 test_cases, action, settlement, consensus_uri, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (hash) DO UPDATE SET
+                 document = excluded.document,
+                 requester_handler = coalesce(excluded.requester_handler, requester_handler),
+                 provider_handler = coalesce(excluded.provider_handler, provider_handler),
+                 test_cases = coalesce(excluded.test_cases, test_cases),
+                 action = coalesce(excluded.action, action),
+                 settlement = excluded.settlement,
+                 consensus_uri = excluded.consensus_uri",
+        )
+        .and_then(|mut statement| {
+            statement.execute(params![
+                hash_text,
                 protocol.document,
                 protocol.handlers.requester,
                 protocol.handlers.provider,
                 protocol.test_cases,
-                protocol.peer,
+                protocol.action,
                 protocol.settlement.name(),
                 protocol.settlement.uri(),
-                now_millis(),
+                now,
             ])
-            .map_err(&sql)?;
+        })
+        .map_err(&sql)?;
+        record_peer(&tx, &hash_text, &protocol.peer, now).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
         Ok(hash)
     }
 
@@ -228,11 +316,14 @@ impl Store {
     /// hash; a document that does not is [`StoreError::CorruptProtocol`].
     pub fn protocol(&self, hash: &ProtocolHash) -> Result<Option<StoredProtocol>, StoreError> {
         let sql = self.sqlite("read protocol");
-        let connection = self.connection();
-        let mut statement = connection
+        let hash_text = hash.to_string();
+        let mut connection = self.connection();
+        // One read transaction: the row and its peers as of one moment.
+        let tx = connection.transaction().map_err(&sql)?;
+        let mut statement = tx
             .prepare_cached("SELECT * FROM protocols WHERE hash = ?1")
             .map_err(&sql)?;
-        let mut rows = statement.query([hash.to_string()]).map_err(&sql)?;
+        let mut rows = statement.query([&hash_text]).map_err(&sql)?;
         let Some(row) = rows.next().map_err(&sql)? else {
             return Ok(None);
         };
@@ -247,24 +338,33 @@ impl Store {
                 document,
                 handlers: Handlers::read(row)?,
                 test_cases: column::opt_text(row, "test_cases")?,
-                peer: column::text(row, "peer")?,
+                action: column::opt_text(row, "action")?,
+                peers: Vec::new(),
                 settlement: Settlement::read(row)?,
                 created: column::time(row, "created_ms")?,
                 last_used: column::opt_time(row, "last_used_ms")?,
                 use_count: column::count(row, "use_count")?,
             })
         };
-        read().map(Some).map_err(corrupt_row)
+        let mut protocol = read().map_err(corrupt_row)?;
+        drop(rows);
+        drop(statement);
+        let mut peers = self.peers_in(&tx, Some(&hash_text))?;
+        protocol.peers = peers.remove(&hash_text).unwrap_or_default();
+        Ok(Some(protocol))
     }
 
     /// Every stored protocol, newest first, with its [`Integrity`]: corrupt entries are
     /// listed (so they can be seen and forgotten) but never used.
     pub fn list_protocols(&self) -> Result<Vec<ProtocolSummary>, StoreError> {
         let sql = self.sqlite("list protocols");
-        let connection = self.connection();
-        let mut statement = connection
+        let mut connection = self.connection();
+        // One read transaction: the rows and their peers as of one moment.
+        let tx = connection.transaction().map_err(&sql)?;
+        let mut peers = self.peers_in(&tx, None)?;
+        let mut statement = tx
             .prepare_cached(
-                "SELECT hash, document, peer, settlement, consensus_uri, created_ms,
+                "SELECT hash, document, action, settlement, consensus_uri, created_ms,
                      last_used_ms, use_count,
                      requester_handler IS NOT NULL AS has_requester,
                      provider_handler IS NOT NULL AS has_provider,
@@ -277,13 +377,15 @@ impl Store {
         while let Some(row) = rows.next().map_err(&sql)? {
             let hash =
                 column::hash(row, "hash").map_err(self.corrupt_row(TABLE, &"(unreadable hash)"))?;
+            let peers = peers.remove(&hash.to_string()).unwrap_or_default();
             let read = || -> Result<ProtocolSummary, ColumnError> {
                 let raw = column::opt_raw_text(row, "document")?.unwrap_or_default();
                 Ok(ProtocolSummary {
                     hash,
                     document_len: raw.len(),
                     integrity: integrity_of(&hash, raw),
-                    peer: column::text(row, "peer")?,
+                    action: column::opt_text(row, "action")?,
+                    peers,
                     settlement: Settlement::read(row)?,
                     handler_roles: stored_roles(row)?,
                     has_test_cases: column::int(row, "has_test_cases")? != 0,
@@ -297,6 +399,36 @@ impl Store {
         Ok(summaries)
     }
 
+    /// The peers of the protocol stored under `hash` (of every protocol when `None`), by
+    /// hash, each list the most recent first. A peer entry that cannot be read is left out
+    /// (it does not stop the protocol from being read or used; [`check`](Self::check)
+    /// reports it).
+    fn peers_in(
+        &self,
+        connection: &Connection,
+        hash: Option<&str>,
+    ) -> Result<HashMap<String, Vec<String>>, StoreError> {
+        let sql = self.sqlite("read protocol peers");
+        let query = match hash {
+            Some(_) => {
+                "SELECT hash, peer FROM protocol_peers WHERE hash = ?1
+                 ORDER BY last_used_ms DESC, rowid DESC"
+            }
+            None => "SELECT hash, peer FROM protocol_peers ORDER BY last_used_ms DESC, rowid DESC",
+        };
+        let mut statement = connection.prepare_cached(query).map_err(&sql)?;
+        let mut rows = statement
+            .query(rusqlite::params_from_iter(hash))
+            .map_err(&sql)?;
+        let mut peers: HashMap<String, Vec<String>> = HashMap::new();
+        while let Some(row) = rows.next().map_err(&sql)? {
+            if let (Ok(hash), Ok(peer)) = (column::text(row, "hash"), column::text(row, "peer")) {
+                peers.entry(hash).or_default().push(peer);
+            }
+        }
+        Ok(peers)
+    }
+
     /// The stored hash named by `selector`: a full hash or a unique prefix of at least
     /// [`MIN_PREFIX_LEN`](crate::MIN_PREFIX_LEN) hex digits (optionally `sha256:`-prefixed).
     pub fn resolve_protocol(&self, selector: &str) -> Result<ProtocolHash, StoreError> {
@@ -306,7 +438,7 @@ impl Store {
 
     fn resolve_in(
         &self,
-        connection: &rusqlite::Connection,
+        connection: &Connection,
         selector: &str,
     ) -> Result<ProtocolHash, StoreError> {
         let sql = self.sqlite("resolve hash prefix");
@@ -332,7 +464,7 @@ impl Store {
     }
 
     /// Deletes the protocol named by `selector` (as in [`resolve_protocol`](Self::resolve_protocol))
-    /// and returns its hash. Resolving and deleting happen in one transaction.
+    /// with its peers, and returns its hash. Resolving and deleting happen in one transaction.
     pub fn forget_protocol(&self, selector: &str) -> Result<ProtocolHash, StoreError> {
         let sql = self.sqlite("forget protocol");
         let mut connection = self.connection();
@@ -340,29 +472,41 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&sql)?;
         let hash = self.resolve_in(&tx, selector)?;
+        // Its peers go with it (`ON DELETE CASCADE`; foreign keys are on, see `Store::open`).
         tx.execute("DELETE FROM protocols WHERE hash = ?1", [hash.to_string()])
             .map_err(&sql)?;
         tx.commit().map_err(&sql)?;
         Ok(hash)
     }
 
-    /// Records that a session used the protocol now: sets `last_used` and increments
-    /// `use_count` in one statement (atomic even across processes); returns the new count.
-    pub fn touch_protocol(&self, hash: &ProtocolHash) -> Result<u64, StoreError> {
-        let connection = self.connection();
-        let count: Option<i64> = connection
+    /// Records that a session with `peer` used the protocol now: sets `last_used`,
+    /// increments `use_count` and adds `peer` to its peers (or marks it used now), in one
+    /// transaction (atomic even across processes); returns the new count.
+    pub fn touch_protocol(&self, hash: &ProtocolHash, peer: &str) -> Result<u64, StoreError> {
+        let sql = self.sqlite("touch protocol");
+        let hash_text = hash.to_string();
+        let now = now_millis();
+        let mut connection = self.connection();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        let count: Option<i64> = tx
             .prepare_cached(
                 "UPDATE protocols SET last_used_ms = ?1, use_count = use_count + 1
                  WHERE hash = ?2 RETURNING use_count",
             )
             .and_then(|mut statement| {
                 statement
-                    .query_row(params![now_millis(), hash.to_string()], |row| row.get(0))
+                    .query_row(params![now, hash_text], |row| row.get(0))
                     .optional()
             })
-            .map_err(self.sqlite("touch protocol"))?;
+            .map_err(&sql)?;
         let count = count.ok_or(StoreError::UnknownProtocol { hash: *hash })?;
-        column::count_value("use_count", count).map_err(self.corrupt_row(TABLE, hash))
+        let count =
+            column::count_value("use_count", count).map_err(self.corrupt_row(TABLE, hash))?;
+        record_peer(&tx, &hash_text, peer, now).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
+        Ok(count)
     }
 
     /// The 0-RTT rule: whether a session in `role` can resume the protocol `hash` — the
@@ -392,37 +536,51 @@ impl Store {
         Ok(has_handler)
     }
 
-    /// The protocol to offer `peer` for 0-RTT when connecting in `role`: the most recently
-    /// used (or created) one saved for that peer whose document reproduces its hash and
-    /// whose `role` handler is stored. Corrupt rows are skipped (they show in
-    /// [`list_protocols`](Self::list_protocols) and [`check`](Self::check)).
+    /// The protocol to offer for 0-RTT on a connection to `query.peer` calling
+    /// `query.action` in `query.role`, in this order:
+    ///
+    /// 1. the one most recently saved for or used with that exact peer
+    ///    ([`HeldBy::ThisPeer`]), among those that call the action or whose action was never
+    ///    recorded (saved before the store kept actions);
+    /// 2. if there is none, the one calling that action most recently saved for or used with
+    ///    any other peer ([`HeldBy::OtherPeer`]): the new peer may hold it too, and if it
+    ///    does not, the hello says so and a normal negotiation follows.
+    ///
+    /// Either way the protocol's `role` handler is stored and its document reproduces its
+    /// hash (re-hashed now). Corrupt rows are skipped (they show in
+    /// [`list_protocols`](Self::list_protocols) and [`check`](Self::check)). `None`: offer
+    /// nothing, negotiate.
     pub fn latest_resumable(
         &self,
-        peer: &str,
-        role: Role,
-    ) -> Result<Option<ProtocolHash>, StoreError> {
-        let handler = handler_column(role);
-        let query = format!(
-            "SELECT hash, document FROM protocols WHERE peer = ?1 AND {handler} IS NOT NULL
-             ORDER BY coalesce(last_used_ms, created_ms) DESC, rowid DESC"
-        );
+        query: &ResumeQuery<'_>,
+    ) -> Result<Option<ResumeOffer>, StoreError> {
+        let handler = handler_column(query.role);
         let sql = self.sqlite("find resumable protocol");
         let connection = self.connection();
-        let mut statement = connection.prepare_cached(&query).map_err(&sql)?;
-        let mut rows = statement.query([peer]).map_err(&sql)?;
-        while let Some(row) = rows.next().map_err(&sql)? {
-            let read = || -> Result<(ProtocolHash, Vec<u8>), ColumnError> {
-                Ok((
-                    column::hash(row, "hash")?,
-                    column::opt_raw_text(row, "document")?.unwrap_or_default(),
-                ))
-            };
-            let Ok((hash, raw)) = read() else { continue };
-            if integrity_of(&hash, raw).is_verified() {
-                return Ok(Some(hash));
-            }
+        let this_peer = format!(
+            "SELECT p.hash, p.document, pp.peer
+             FROM protocol_peers pp JOIN protocols p ON p.hash = pp.hash
+             WHERE pp.peer = ?1 AND (p.action IS NULL OR p.action = ?2)
+                 AND p.{handler} IS NOT NULL
+             ORDER BY pp.last_used_ms DESC, pp.rowid DESC"
+        );
+        if let Some((hash, _)) = first_verified(&connection, &this_peer, query).map_err(&sql)? {
+            return Ok(Some(ResumeOffer {
+                hash,
+                held_by: HeldBy::ThisPeer,
+            }));
         }
-        Ok(None)
+        let same_action = format!(
+            "SELECT p.hash, p.document, pp.peer
+             FROM protocols p JOIN protocol_peers pp ON pp.hash = p.hash
+             WHERE p.action = ?2 AND pp.peer <> ?1 AND p.{handler} IS NOT NULL
+             ORDER BY pp.last_used_ms DESC, pp.rowid DESC"
+        );
+        let found = first_verified(&connection, &same_action, query).map_err(&sql)?;
+        Ok(found.map(|(hash, peer)| ResumeOffer {
+            hash,
+            held_by: HeldBy::OtherPeer { peer },
+        }))
     }
 
     /// The stored `document` of protocol `hash` as text, if it reproduces the hash; else
@@ -434,4 +592,56 @@ impl Store {
             corruption,
         })
     }
+}
+
+/// Adds `peer` to the peers of protocol `hash_text`, last used `now` (a peer it has is
+/// moved to the front: replaced, so that it is also the newest row when times tie), then
+/// forgets the least recent peers beyond [`MAX_PEERS_PER_PROTOCOL`].
+fn record_peer(
+    connection: &Connection,
+    hash_text: &str,
+    peer: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    connection
+        .prepare_cached(
+            "INSERT OR REPLACE INTO protocol_peers (hash, peer, last_used_ms) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![hash_text, peer, now])?;
+    connection
+        .prepare_cached(
+            "DELETE FROM protocol_peers WHERE hash = ?1 AND rowid IN (
+                 SELECT rowid FROM protocol_peers WHERE hash = ?1
+                 ORDER BY last_used_ms DESC, rowid DESC LIMIT -1 OFFSET ?2)",
+        )?
+        .execute(params![hash_text, MAX_PEERS_PER_PROTOCOL as i64])?;
+    Ok(())
+}
+
+/// The first row of `query` (selecting `hash`, `document` and `peer`, bound to the peer as
+/// `?1` and the action as `?2`) whose hash and peer are readable and whose document
+/// reproduces the hash: its hash and peer. Unreadable and corrupt rows are skipped.
+fn first_verified(
+    connection: &Connection,
+    query: &str,
+    resume: &ResumeQuery<'_>,
+) -> rusqlite::Result<Option<(ProtocolHash, String)>> {
+    let mut statement = connection.prepare_cached(query)?;
+    let mut rows = statement.query(params![resume.peer, resume.action])?;
+    while let Some(row) = rows.next()? {
+        let read = || -> Result<(ProtocolHash, Vec<u8>, String), ColumnError> {
+            Ok((
+                column::hash(row, "hash")?,
+                column::opt_raw_text(row, "document")?.unwrap_or_default(),
+                column::text(row, "peer")?,
+            ))
+        };
+        let Ok((hash, raw, peer)) = read() else {
+            continue;
+        };
+        if integrity_of(&hash, raw).is_verified() {
+            return Ok(Some((hash, peer)));
+        }
+    }
+    Ok(None)
 }

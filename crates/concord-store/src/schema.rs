@@ -69,6 +69,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (transcript_id, seq)
     ) STRICT, WITHOUT ROWID;
     "#,
+    // 2: a set of peers per protocol (one column replaced by a table), and the action a
+    // protocol calls. Each stored protocol's peer becomes its first entry, last used when
+    // the protocol was; its action stays unknown (NULL) until it is saved or used again.
+    r#"
+    CREATE TABLE protocol_peers (
+        hash         TEXT NOT NULL
+                     REFERENCES protocols (hash) ON DELETE CASCADE ON UPDATE CASCADE,
+        peer         TEXT NOT NULL,
+        last_used_ms INTEGER NOT NULL,
+        PRIMARY KEY (hash, peer)
+    ) STRICT;
+    CREATE INDEX protocol_peers_by_peer ON protocol_peers (peer, last_used_ms);
+    INSERT INTO protocol_peers (hash, peer, last_used_ms)
+        SELECT hash, peer, coalesce(last_used_ms, created_ms) FROM protocols;
+    DROP INDEX protocols_by_peer;
+    ALTER TABLE protocols DROP COLUMN peer;
+    ALTER TABLE protocols ADD COLUMN action TEXT CHECK (length(action) > 0);
+    CREATE INDEX protocols_by_action ON protocols (action);
+    "#,
 ];
 
 /// The schema version this build writes.

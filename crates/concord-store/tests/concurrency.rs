@@ -30,7 +30,9 @@ fn work(store: &Store, worker: usize, shared: ProtocolHash) {
             )
             .unwrap();
         assert!(store.can_resume(&hash, Role::Provider).unwrap());
-        store.touch_protocol(&shared).unwrap();
+        store
+            .touch_protocol(&shared, &format!("peer-{worker}"))
+            .unwrap();
         let seq = store
             .append_frame(
                 transcript,
@@ -53,10 +55,16 @@ fn work(store: &Store, worker: usize, shared: ProtocolHash) {
 
 fn assert_all_work_is_there(store: &Store, shared: ProtocolHash) {
     assert_eq!(store.list_protocols().unwrap().len(), THREADS * ROUNDS + 1);
-    assert_eq!(
-        store.protocol(&shared).unwrap().unwrap().use_count,
-        (THREADS * ROUNDS) as u64
-    );
+    let stored = store.protocol(&shared).unwrap().unwrap();
+    assert_eq!(stored.use_count, (THREADS * ROUNDS) as u64);
+    // Every worker's peer was added, none replaced another.
+    let mut peers = stored.peers;
+    peers.sort();
+    let mut expected: Vec<String> = (0..THREADS)
+        .map(|worker| format!("peer-{worker}"))
+        .collect();
+    expected.insert(0, "peer".to_owned());
+    assert_eq!(peers, expected);
     let transcripts = store.list_transcripts(usize::MAX).unwrap();
     assert_eq!(transcripts.len(), THREADS);
     for summary in transcripts {

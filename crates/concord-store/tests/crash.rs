@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use concord_proto::{ProtocolHash, Role};
 use concord_store::{
     Direction, FrameContent, FrameRecord, Integrity, NewConsensus, NewProtocol, Outcome, Store,
-    TranscriptId,
+    TranscriptId, MAX_PEERS_PER_PROTOCOL,
 };
 
 const NAME: &str = "kill_9_mid_write";
@@ -178,7 +178,7 @@ fn write_forever(
             }
             6..=8 if !hashes.is_empty() => {
                 let hash = hashes[rng.usize(..hashes.len())];
-                let count = store.touch_protocol(&hash)?;
+                let count = store.touch_protocol(&hash, &format!("peer-{}", rng.u8(..4)))?;
                 report(Report::Touched(hash, count));
             }
             9 if !hashes.is_empty() => {
@@ -360,6 +360,12 @@ mod parent {
             let stored = store.protocol(hash).expect("read").expect("listed");
             assert!(hash.matches(&stored.document));
             assert!(stored.handlers.get(Role::Provider).is_some());
+            // Saved with its peer in one transaction: never a protocol without one.
+            assert!(
+                (1..=MAX_PEERS_PER_PROTOCOL).contains(&stored.peers.len()),
+                "round {round}: {hash} has peers {:?}",
+                stored.peers
+            );
         }
         // A save can commit and be killed before its report: at most one per kill.
         let unreported = listed

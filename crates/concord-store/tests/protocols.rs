@@ -6,7 +6,9 @@ mod support;
 use std::time::SystemTime;
 
 use concord_proto::{ProtocolHash, Role};
-use concord_store::{Integrity, NewProtocol, Settlement, Store, StoreError};
+use concord_store::{
+    HeldBy, Integrity, NewProtocol, ResumeOffer, ResumeQuery, Settlement, Store, StoreError,
+};
 
 use support::open;
 
@@ -43,7 +45,8 @@ fn round_trip_keeps_every_field_exactly() {
         stored.test_cases.as_deref(),
         Some("## Case 1\nrequest … response …\n")
     );
-    assert_eq!(stored.peer, PEER);
+    assert_eq!(stored.peers, [PEER]);
+    assert_eq!(stored.action, None);
     assert_eq!(stored.settlement, Settlement::Negotiated);
     assert!(stored.created >= before && stored.created <= SystemTime::now());
     assert_eq!(stored.last_used, None);
@@ -84,7 +87,7 @@ fn upsert_adds_handlers_later_and_keeps_usage() {
     let hash = store
         .save_protocol(&NewProtocol::negotiated(DOC, PEER).with_test_cases("cases v1"))
         .unwrap();
-    store.touch_protocol(&hash).unwrap();
+    store.touch_protocol(&hash, PEER).unwrap();
     let first = store.protocol(&hash).unwrap().unwrap();
 
     // The provider module arrives once generated; other fields left None are kept.
@@ -98,7 +101,8 @@ fn upsert_adds_handlers_later_and_keeps_usage() {
     assert_eq!(second.handlers.get(Role::Provider), Some(PROVIDER_JS));
     assert_eq!(second.handlers.get(Role::Requester), None);
     assert_eq!(second.test_cases.as_deref(), Some("cases v1"));
-    assert_eq!(second.peer, "agent-b");
+    // Saved for another peer: added, the first one kept.
+    assert_eq!(second.peers, ["agent-b", PEER]);
     assert_eq!(second.created, first.created);
     assert_eq!(second.use_count, 1);
     assert_eq!(second.last_used, first.last_used);
@@ -139,7 +143,7 @@ fn list_is_newest_first_with_summary_fields() {
                 .with_test_cases("t"),
         )
         .unwrap();
-    store.touch_protocol(&a).unwrap();
+    store.touch_protocol(&a, "peer-a").unwrap();
 
     let list = store.list_protocols().unwrap();
     assert_eq!(list.iter().map(|s| s.hash).collect::<Vec<_>>(), [c, b, a]);
@@ -157,7 +161,7 @@ fn list_is_newest_first_with_summary_fields() {
     assert_eq!(sb.handler_roles, [Role::Requester]);
     assert!(!sb.has_test_cases);
     assert_eq!(sa.handler_roles, []);
-    assert_eq!(sa.peer, "peer-a");
+    assert_eq!(sa.peers, ["peer-a"]);
     assert_eq!(sa.use_count, 1);
     assert!(sa.last_used.is_some());
     assert_eq!(sa.document_len, 4);
@@ -204,8 +208,8 @@ fn ambiguous_prefix_is_a_typed_error_listing_the_matches() {
         let hash = format!("deadbeef{}{last}", "0".repeat(55));
         connection
             .execute(
-                "INSERT INTO protocols (hash, document, peer, settlement, created_ms)
-                 VALUES (?1, 'x', 'p', 'negotiated', 0)",
+                "INSERT INTO protocols (hash, document, settlement, created_ms)
+                 VALUES (?1, 'x', 'negotiated', 0)",
                 [&hash],
             )
             .unwrap();
@@ -275,7 +279,7 @@ fn touch_counts_every_use_and_sets_last_used() {
         .unwrap();
     let before = SystemTime::now() - std::time::Duration::from_millis(1);
     for expected in 1..=5 {
-        assert_eq!(store.touch_protocol(&hash).unwrap(), expected);
+        assert_eq!(store.touch_protocol(&hash, PEER).unwrap(), expected);
     }
     let stored = store.protocol(&hash).unwrap().unwrap();
     assert_eq!(stored.use_count, 5);
@@ -283,7 +287,7 @@ fn touch_counts_every_use_and_sets_last_used() {
 
     let missing = ProtocolHash::of_text("missing");
     assert!(matches!(
-        store.touch_protocol(&missing),
+        store.touch_protocol(&missing, PEER),
         Err(StoreError::UnknownProtocol { hash }) if hash == missing
     ));
 }
@@ -291,6 +295,11 @@ fn touch_counts_every_use_and_sets_last_used() {
 #[test]
 fn latest_resumable_picks_the_most_recent_usable_protocol_for_the_peer() {
     let (_dir, store) = open();
+    let query = ResumeQuery {
+        peer: PEER,
+        action: "getProductInfo",
+        role: Role::Requester,
+    };
     let old = store
         .save_protocol(&NewProtocol::negotiated("# old\n", PEER).with_handler(Role::Requester, "a"))
         .unwrap();
@@ -303,24 +312,35 @@ fn latest_resumable_picks_the_most_recent_usable_protocol_for_the_peer() {
             &NewProtocol::negotiated("# newest\n", PEER).with_handler(Role::Provider, "c"),
         )
         .unwrap();
+    // Another peer's, with no action recorded: never offered to this peer.
     store
         .save_protocol(
             &NewProtocol::negotiated("# other peer\n", "other").with_handler(Role::Requester, "d"),
         )
         .unwrap();
+    // This peer's, for another action: not offered for this one.
+    store
+        .save_protocol(
+            &NewProtocol::negotiated("# other action\n", PEER)
+                .with_action("listProducts")
+                .with_handler(Role::Requester, "e"),
+        )
+        .unwrap();
 
-    assert_eq!(
-        store.latest_resumable(PEER, Role::Requester).unwrap(),
-        Some(new)
-    );
+    let offer = |query: &ResumeQuery<'_>| store.latest_resumable(query).unwrap();
+    let this_peer = |hash| {
+        Some(ResumeOffer {
+            hash,
+            held_by: HeldBy::ThisPeer,
+        })
+    };
+    assert_eq!(offer(&query), this_peer(new));
     std::thread::sleep(std::time::Duration::from_millis(5));
-    store.touch_protocol(&old).unwrap();
-    assert_eq!(
-        store.latest_resumable(PEER, Role::Requester).unwrap(),
-        Some(old)
-    );
-    assert_eq!(
-        store.latest_resumable("nobody", Role::Requester).unwrap(),
-        None
-    );
+    store.touch_protocol(&old, PEER).unwrap();
+    assert_eq!(offer(&query), this_peer(old));
+    let nobody = ResumeQuery {
+        peer: "nobody",
+        ..query
+    };
+    assert_eq!(offer(&nobody), None);
 }

@@ -5,7 +5,7 @@ mod support;
 
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice, ProtocolStore};
 use concord_proto::{Capabilities, ProtocolHash, Role};
-use concord_store::{Corruption, Integrity, NewProtocol, Problem, Store, StoreError};
+use concord_store::{Corruption, Integrity, NewProtocol, Problem, ResumeQuery, Store, StoreError};
 
 use support::open;
 
@@ -129,7 +129,12 @@ fn a_tampered_document_is_never_used_and_is_reported_everywhere() {
         }]
     );
     // It is not offered for 0-RTT either.
-    assert_eq!(store.latest_resumable(PEER, Role::Requester).unwrap(), None);
+    let query = ResumeQuery {
+        peer: PEER,
+        action: "getProductInfo",
+        role: Role::Requester,
+    };
+    assert_eq!(store.latest_resumable(&query).unwrap(), None);
 
     // Saving the agreed text again repairs the row.
     store

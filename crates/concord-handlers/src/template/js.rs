@@ -225,7 +225,7 @@ fn decode_request(out: &mut Writer, function: &DecodeRequest) {
             out.line("  return { messageId, input: mapValue(data, INPUT, \"the request\") };");
         }
         RequestInput::Single(field) => out.line(&format!(
-            "  return {{ messageId, input: own(message, {}) ?? null }};",
+            "  return {{ messageId, input: mapValue(own(message, {}) ?? null, INPUT, \"the request\") }};",
             name_literal(field)
         )),
     }
@@ -285,7 +285,7 @@ fn writes(out: &mut Writer, writes: &[Write], indent: &str) {
                     Source::Literal(value) => literal(value),
                     Source::Action(_) => "ACTION".to_owned(),
                     Source::Null => "null".to_owned(),
-                    Source::InputOrNull => "input ?? null".to_owned(),
+                    Source::MappedInput => "mapValue(input ?? null, REQUEST, \"the input\")".to_owned(),
                     Source::MappedResult => "mapValue(result, RESULT, \"the result\")".to_owned(),
                 };
                 format!("put(message, {}, {value});", name_literal(field))

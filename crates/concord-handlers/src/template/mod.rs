@@ -28,9 +28,10 @@ use serde_json::Value;
 
 use crate::contract::Outcome;
 use crate::envelope::{segments, Envelope};
-use crate::local::{data_schema, is_single_value, Local};
+use crate::local::{is_single_value, Local};
 use crate::mapping::{check_fit, Plan};
 use crate::schema::{has_properties, is_required, properties};
+use concord_negotiate::fit::{self, payload_schema, request_data_schema, RequestData};
 
 use plan::{
     Body, Branch, Check, Data, DecodeRequest, DecodeResponse, EncodeResponse, Expected, ModulePlan,
@@ -288,29 +289,21 @@ impl<'a> Layout<'a> {
         response: &'a Value,
         local: &Local,
     ) -> Result<Self, NoTemplate> {
-        let request_fields = envelope.request_fields.clone().unwrap_or_default();
         let payload = envelope.payload_fields.clone().unwrap_or_default();
-        let wire_request = data_schema(request, &|name| envelope.is_request_envelope(name));
-        let wire_payload = match payload.as_slice() {
-            [single] => response
-                .pointer(&format!("/properties/{}", crate::mapping::escape(single)))
-                .cloned()
-                .unwrap_or(Value::Null),
-            _ => data_schema(response, &|name| envelope.is_response_envelope(name)),
-        };
-        let single_field = |what: &str| match request_fields.as_slice() {
-            [single] => Ok(Data::Single(single.clone())),
-            _ => Err(no_template(format!(
-                "{what} is one value but the request has {} data fields",
-                request_fields.len()
-            ))),
-        };
+        let wire_payload = payload_schema(envelope, response);
         let input = local.input_schema();
         let output = local.output_schema();
-        let request_data = if is_single_value(input) {
-            single_field("our action's input")?
-        } else {
-            Data::Fields
+        let placement = fit::request_data(envelope, input);
+        let wire_request = request_data_schema(envelope, request, &placement);
+        if is_single_value(input) && !matches!(placement, RequestData::Single(_)) {
+            return Err(no_template(format!(
+                "our action's input is one value but the request has {} data fields",
+                envelope.request_fields.as_ref().map_or(0, Vec::len)
+            )));
+        }
+        let request_data = match placement {
+            RequestData::Fields => Data::Fields,
+            RequestData::Single(field) => Data::Single(field),
         };
         if is_single_value(output) && payload.len() != 1 {
             return Err(no_template(format!(
@@ -320,29 +313,25 @@ impl<'a> Layout<'a> {
         }
         let (request_plan, response_plan) = match local {
             Local::Provider(action) => {
-                if let Data::Fields = request_data {
-                    check_fit(&wire_request, &action.input, "the request").map_err(no_template)?;
-                }
+                check_fit(&wire_request, &action.input, "the request").map_err(no_template)?;
                 check_fit(&action.output, &wire_payload, "our action's result")
                     .map_err(no_template)?;
-                let request_plan = match request_data {
-                    Data::Fields => Plan::for_target(Some(&action.input)),
-                    Data::Single(_) => Plan::Copy,
-                };
-                (request_plan, Plan::for_target(Some(&wire_payload)))
+                (
+                    Plan::for_target(Some(&action.input)),
+                    Plan::for_target(Some(&wire_payload)),
+                )
             }
             Local::Requester(need) => {
-                if let (Some(input), Data::Fields) = (&need.input, &request_data) {
+                if let Some(input) = &need.input {
                     check_fit(input, &wire_request, "our input").map_err(no_template)?;
                 }
                 if let Some(output) = &need.output {
                     check_fit(&wire_payload, output, "the response").map_err(no_template)?;
                 }
-                let request_plan = match request_data {
-                    Data::Fields => Plan::for_target(Some(&wire_request)),
-                    Data::Single(_) => Plan::Copy,
-                };
-                (request_plan, Plan::for_target(need.output.as_ref()))
+                (
+                    Plan::for_target(Some(&wire_request)),
+                    Plan::for_target(need.output.as_ref()),
+                )
             }
         };
         let action = envelope
@@ -375,7 +364,7 @@ impl<'a> Layout<'a> {
 fn provider_plan(layout: &Layout<'_>) -> ProviderPlan {
     let envelope = layout.envelope;
     let mut checks = Vec::new();
-    if let Some((field, value)) = &envelope.request_type {
+    if let Some((field, Some(value))) = &envelope.request_type {
         checks.push(Check {
             field: field.clone(),
             expected: Expected::Literal(value.clone()),
@@ -479,7 +468,9 @@ fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec
             .as_ref()
             .filter(|(type_field, _)| type_field == name)
         {
-            writes.push(Write::Put(name.clone(), Source::Literal(value.clone())));
+            writes.push(Write::Put(name.clone(), tag(value, layout)));
+        } else if branch == Branch::Success && envelope.is_error_only(name) {
+            // The error object is written on errors only.
         } else if code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name) {
             if code_root.as_ref() == Some(name) {
                 writes.push(Write::SetCode(branch));
@@ -490,7 +481,7 @@ fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec
         } else if layout.payload.contains(name) {
             match branch {
                 Branch::Error => {
-                    if is_required(layout.response, name) || layout.payload.len() == 1 {
+                    if is_required(layout.response, name) {
                         writes.push(Write::Put(name.clone(), Source::Null));
                     }
                 }
@@ -502,6 +493,14 @@ fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec
         }
     }
     writes
+}
+
+/// What a discriminator carries: its fixed value, else the action's name.
+fn tag(value: &Option<Value>, layout: &Layout<'_>) -> Source {
+    match value {
+        Some(value) => Source::Literal(value.clone()),
+        None => Source::Action(layout.action.clone()),
+    }
 }
 
 fn requester_plan(layout: &Layout<'_>) -> RequesterPlan {
@@ -516,24 +515,27 @@ fn requester_plan(layout: &Layout<'_>) -> RequesterPlan {
             .as_ref()
             .filter(|(type_field, _)| type_field == name)
         {
-            encode_request.push(Write::Put(field, Source::Literal(value.clone())));
+            encode_request.push(Write::Put(field, tag(value, layout)));
         } else if envelope.action_field.as_deref() == Some(name) {
             encode_request.push(Write::Put(field, Source::Action(layout.action.clone())));
         } else {
             match &layout.request_data {
                 Data::Single(single) if single == name => {
-                    encode_request.push(Write::Put(field, Source::InputOrNull));
+                    encode_request.push(Write::Put(field, Source::MappedInput));
                 }
                 Data::Single(_) => {}
                 Data::Fields => encode_request.push(Write::PutData(field)),
             }
         }
     }
-    let check = envelope.response_type.as_ref().map(|(field, value)| Check {
-        field: field.clone(),
-        expected: Expected::Literal(value.clone()),
-        what: format!("the response's {field}"),
-    });
+    let check = match &envelope.response_type {
+        Some((field, Some(value))) => Some(Check {
+            field: field.clone(),
+            expected: Expected::Literal(value.clone()),
+            what: format!("the response's {field}"),
+        }),
+        _ => None,
+    };
     let output = match layout.payload.as_slice() {
         [single] => ResponseOutput::Single {
             field: single.clone(),

@@ -198,7 +198,9 @@ fn decode_request_body<'m>(provider: &ProviderPlan, message: &'m Value) -> Run<(
         (RequestInput::Fields { envelope }, table, _) => {
             map_owned(data_fields(message, envelope), table, &at)?
         }
-        (RequestInput::Single(field), ..) => or_null(own(Some(message), field)),
+        (RequestInput::Single(field), table, _) => {
+            map_value(&or_null(own(Some(message), field)), table, &at)?
+        }
     };
     Ok((message_id, input))
 }
@@ -268,7 +270,11 @@ fn encode_request_body(
         Data::Single(_) => None,
     };
     let mut message = Message::new(module, message_id, requester.encode_request.len());
-    message.write_all(&requester.encode_request, &mut Scope::Input { input, data })?;
+    let table = &requester.request;
+    message.write_all(
+        &requester.encode_request,
+        &mut Scope::Input { input, data, table },
+    )?;
     Ok(message.finish())
 }
 
@@ -345,10 +351,12 @@ enum Scope<'a> {
         table: &'a Plan,
         data: Option<Value>,
     },
-    /// `encodeRequest`: `input`, and `data` when it is mapped as fields.
+    /// `encodeRequest`: `input`, `data` when it is mapped as fields, and the `REQUEST`
+    /// table.
     Input {
         input: Option<&'a Value>,
         data: Option<Value>,
+        table: &'a Plan,
     },
 }
 
@@ -397,8 +405,10 @@ impl<'a> Message<'a> {
                     Source::MessageId => Value::String(self.message_id.to_owned()),
                     Source::Literal(value) | Source::Action(value) => value.clone(),
                     Source::Null => Value::Null,
-                    Source::InputOrNull => match scope {
-                        Scope::Input { input, .. } => or_null(*input),
+                    Source::MappedInput => match scope {
+                        Scope::Input { input, table, .. } => {
+                            map_value(&or_null(*input), table, &At::Root("the input"))?
+                        }
                         _ => Value::Null,
                     },
                     Source::MappedResult => match scope {

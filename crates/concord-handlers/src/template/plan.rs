@@ -100,7 +100,7 @@ pub(super) enum Body {
 pub(super) enum Data {
     /// As fields of the message, mapped to and from an object.
     Fields,
-    /// As the value of this one field.
+    /// As the value of this one field: a single value, or an object nested there.
     Single(String),
 }
 
@@ -183,7 +183,8 @@ pub(super) enum RequestInput {
     /// `mapValue(dataFields(message, envelope), INPUT, "the request")`: every field outside
     /// these envelope names.
     Fields { envelope: Vec<String> },
-    /// `own(message, field) ?? null`.
+    /// `mapValue(own(message, field) ?? null, INPUT, "the request")`: the input is in this
+    /// one field (a single value, or an object nested there).
     Single(String),
 }
 
@@ -251,8 +252,9 @@ pub(super) enum Source {
     Action(Value),
     /// `null`.
     Null,
-    /// `input ?? null` (the requester's single input value).
-    InputOrNull,
+    /// `mapValue(input ?? null, REQUEST, "the input")` (the requester's input, carried in
+    /// the request's one data field).
+    MappedInput,
     /// `mapValue(result, RESULT, "the result")` (the provider's single result value).
     MappedResult,
 }

@@ -1,7 +1,16 @@
 //! The `exec` backend: a command run per call, input JSON on stdin, output JSON on stdout.
+//!
+//! A command answers an application error (a 404 for an unknown product) by printing an
+//! error report on stdout; the rule that tells a report from an output is on
+//! [`ExecAction`]. Everything else that goes wrong (the command cannot start, fails without
+//! a report, prints no JSON or too much, runs too long) is a backend failure: the caller
+//! gets 502 "the action failed" (504 "the action did not finish in time") and nothing else,
+//! our log a `warn` line with the action's name (the node's `action` span), the program,
+//! its exit status, the problem and the end of its stderr. What a command prints on stderr
+//! never reaches the caller.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,20 +19,48 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::action::{Action, ActionError, ActionFuture};
-use crate::backend::{describe_json_error, preview};
+use crate::backend::report::{read_error_object, read_problem, ReportError};
+use crate::backend::{describe_json_error, preview, FAILED, TIMED_OUT};
 use crate::config::human;
 
 /// Runs a command per call: the action's input JSON is written to its stdin, and what it
 /// prints on stdout is the output JSON.
 ///
-/// | the command… | the caller gets |
-/// |---|---|
-/// | exits 0 having printed one JSON value | that value |
-/// | cannot be started | 502 naming the program and the OS error |
-/// | exits non-zero (or is killed by a signal) | 502 with its exit code (or the signal) and the end of its stderr |
-/// | prints something that is not JSON (or nothing) | 502 with the parse error and the start of the output |
-/// | prints more than `max_output_bytes` | 502 naming the limit |
-/// | runs past `timeout` | 504; the command (and its process group, on Unix) is killed |
+/// # Application errors
+///
+/// A command reports an application error by printing on stdout one of:
+///
+/// - **an error object**: a JSON object whose *only* member is `error`, itself an object
+///   with `code` (an integer from 400 to 599) and `message` (a string, optional),
+///   `{"error": {"code": 404, "message": "no product P9"}}`, whatever its exit status
+///   (0 or not);
+/// - **RFC 9457 problem details**, *only when it exits non-zero*: a JSON object with a
+///   `status` member (an integer from 400 to 599), `{"type": "about:blank", "title": "Not
+///   Found", "status": 404, "detail": "no product P9"}`; the message is `detail`, else
+///   `title` (a member of the wrong type is ignored, as the RFC says).
+///
+/// The caller gets that code and that message, trimmed and cut to
+/// [`MAX_ERROR_MESSAGE_CHARS`](crate::MAX_ERROR_MESSAGE_CHARS) characters (no message: the
+/// status's reason phrase, `Not Found`). Any other JSON a command prints and exits 0 with is
+/// its output, problem details and objects with an `error` member beside others
+/// (`{"name": "Laptop", "error": null}`) included: an action whose output can be an object
+/// with `error` as its only member must add a member to it to be served by a command.
+///
+/// # Failures
+///
+/// | the command… | the caller gets | our log (`warn`) says |
+/// |---|---|---|
+/// | exits 0 having printed one JSON value (not an error object) | that value | |
+/// | reports an application error (above) | its code and message | (`info`: the end of its stderr, if any) |
+/// | reports one whose code is missing, not an integer or outside 400–599 | 502 "the action failed" | what is wrong with the report |
+/// | cannot be started | 502 "the action failed" | the program and the OS error |
+/// | exits non-zero (or is killed by a signal) with no report | 502 "the action failed" | the exit code (or the signal) |
+/// | exits 0 having printed something that is not JSON (or nothing) | 502 "the action failed" | the parse error and the start of the output |
+/// | prints more than `max_output_bytes` | 502 "the action failed" | the limit |
+/// | runs past `timeout` | 504 "the action did not finish in time"; the command (and its process group, on Unix) is killed | the timeout |
+///
+/// Every `warn` line names the action (the node's `action` span) and the program, and
+/// carries the end of the command's stderr (at most 500 characters) once it has ended.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -116,8 +153,140 @@ impl Action for ExecAction {
     }
 }
 
+/// At most this many characters of a command's stderr go to our log.
+const STDERR_TAIL_CHARS: usize = 500;
+
+/// What a command that ran to its end answered.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    /// The action's output.
+    Output(Value),
+    /// An application error the command reported.
+    Reported(ActionError),
+}
+
+/// Why what a command printed is not an answer.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum BadAnswer {
+    /// More than the limit on stdout.
+    #[error("it printed more than the limit of {limit} bytes")]
+    TooLarge {
+        /// `max_output_bytes`.
+        limit: usize,
+    },
+    /// It exited 0 but its stdout is not JSON.
+    #[error("it printed output that is not JSON ({reason}); it starts: {start}")]
+    NotJson {
+        /// The parse error and its position.
+        reason: String,
+        /// The start of the output.
+        start: String,
+    },
+    /// It exited non-zero with no error report on stdout.
+    #[error("it printed no error report")]
+    NoReport,
+    /// Its error report cannot be used.
+    #[error("its error report cannot be used: {0}")]
+    BadReport(#[from] ReportError),
+}
+
+/// Why a call to a command failed, for our log (the caller gets a generic message).
+#[derive(Debug, thiserror::Error)]
+enum ExecError {
+    /// The command cannot be started.
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The command started without the pipes we asked for.
+    #[error("`{program}` started without its standard streams")]
+    NoStreams {
+        /// The program.
+        program: String,
+    },
+    /// Waiting for the command to end failed.
+    #[error("waiting for `{program}` failed: {source}")]
+    Wait {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Reading its stdout failed.
+    #[error("reading the output of `{program}` failed: {source}")]
+    Read {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// It ended, but what it printed is not an answer.
+    #[error("`{program}` {ended}: {problem}")]
+    Answer {
+        /// The program.
+        program: String,
+        /// How it ended: `exited with code 3`, `was killed by signal 9`.
+        ended: String,
+        /// What is wrong with its answer.
+        problem: BadAnswer,
+    },
+    /// It ran past its timeout and was killed.
+    #[error("`{program}` did not finish within {} and was killed", human(*.timeout))]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+}
+
+impl ExecError {
+    /// What the caller gets: the status code, and a message that says nothing of the
+    /// failure.
+    fn to_caller(&self) -> ActionError {
+        match self {
+            Self::Timeout { .. } => ActionError::timeout(TIMED_OUT),
+            _ => ActionError::bad_gateway(FAILED),
+        }
+    }
+}
+
+/// A failed call: why, and the end of the command's stderr (empty when none was read).
+#[derive(Debug)]
+struct Failure {
+    error: ExecError,
+    stderr: String,
+}
+
+impl From<ExecError> for Failure {
+    fn from(error: ExecError) -> Self {
+        Self {
+            error,
+            stderr: String::new(),
+        }
+    }
+}
+
 impl ExecSpec {
     async fn run(&self, input: &Value) -> Result<Value, ActionError> {
+        match self.run_command(input).await {
+            Ok(Answer::Output(value)) => Ok(value),
+            Ok(Answer::Reported(error)) => Err(error),
+            Err(Failure { error, stderr }) => {
+                tracing::warn!(
+                    %error,
+                    %stderr,
+                    "the action's command failed; the caller is told only that it failed"
+                );
+                Err(error.to_caller())
+            }
+        }
+    }
+
+    async fn run_command(&self, input: &Value) -> Result<Answer, Failure> {
         let program = &self.program;
         let mut command = Command::new(program);
         command
@@ -132,8 +301,9 @@ impl ExecSpec {
         }
         #[cfg(unix)]
         command.process_group(0);
-        let mut child = command.spawn().map_err(|error| {
-            ActionError::bad_gateway(format!("cannot run `{program}`: {error}"))
+        let mut child = command.spawn().map_err(|source| ExecError::Spawn {
+            program: program.clone(),
+            source,
         })?;
         let pid = child.id();
         let outcome = tokio::time::timeout(self.timeout, self.exchange(&mut child, input)).await;
@@ -142,22 +312,24 @@ impl ExecSpec {
             Err(_) => {
                 kill_group(pid);
                 let _ = child.start_kill();
-                Err(ActionError::timeout(format!(
-                    "`{program}` did not finish within {} and was killed",
-                    human(self.timeout)
-                )))
+                Err(ExecError::Timeout {
+                    program: program.clone(),
+                    timeout: self.timeout,
+                }
+                .into())
             }
         }
     }
 
-    async fn exchange(&self, child: &mut Child, input: &Value) -> Result<Value, ActionError> {
+    async fn exchange(&self, child: &mut Child, input: &Value) -> Result<Answer, Failure> {
         let program = &self.program;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err(ActionError::bad_gateway(format!(
-                "`{program}` started without its standard streams"
-            )));
+            return Err(ExecError::NoStreams {
+                program: program.clone(),
+            }
+            .into());
         };
         // JSON of a `Value` cannot fail to serialise.
         let body = serde_json::to_vec(input).unwrap_or_default();
@@ -173,40 +345,86 @@ impl ExecSpec {
             read_limited(stdout, limit),
             read_limited(stderr, limit)
         );
-        let status = child.wait().await.map_err(|error| {
-            ActionError::bad_gateway(format!("waiting for `{program}` failed: {error}"))
-        })?;
-        let (stdout, stdout_truncated) = stdout.map_err(|error| {
-            ActionError::bad_gateway(format!("reading the output of `{program}` failed: {error}"))
-        })?;
         let stderr = stderr.map(|(bytes, _)| bytes).unwrap_or_default();
-        if !status.success() {
-            let stderr = String::from_utf8_lossy(&stderr);
-            let tail = tail(stderr.trim(), 500);
-            let ended = ended(status);
-            return Err(ActionError::bad_gateway(if tail.is_empty() {
-                format!("`{program}` {ended}")
-            } else {
-                format!("`{program}` {ended}: {tail}")
-            }));
+        let stderr = tail(String::from_utf8_lossy(&stderr).trim(), STDERR_TAIL_CHARS);
+        let failure = |error| Failure {
+            error,
+            stderr: stderr.clone(),
+        };
+        let status = child.wait().await.map_err(|source| {
+            failure(ExecError::Wait {
+                program: program.clone(),
+                source,
+            })
+        })?;
+        let (stdout, truncated) = stdout.map_err(|source| {
+            failure(ExecError::Read {
+                program: program.clone(),
+                source,
+            })
+        })?;
+        let answer =
+            read_answer(status.success(), &stdout, truncated, limit).map_err(|problem| {
+                failure(ExecError::Answer {
+                    program: program.clone(),
+                    ended: ended(status),
+                    problem,
+                })
+            })?;
+        if let Answer::Reported(error) = &answer {
+            if !stderr.is_empty() {
+                tracing::info!(
+                    %error,
+                    %stderr,
+                    "the action's command reported an application error"
+                );
+            }
         }
-        if stdout_truncated {
-            return Err(ActionError::bad_gateway(format!(
-                "`{program}` printed more than the limit of {limit} bytes"
-            )));
-        }
-        serde_json::from_slice(&stdout).map_err(|error| {
-            ActionError::bad_gateway(format!(
-                "`{program}` printed output that is not JSON ({}); it starts: {}",
-                describe_json_error(&error),
-                preview(&stdout)
-            ))
-        })
+        Ok(answer)
     }
 }
 
-/// How a command that failed ended: `exited with code 3`, `was killed by signal 9`.
-fn ended(status: std::process::ExitStatus) -> String {
+/// Reads what a command printed on stdout (`truncated`: it printed more than `limit`),
+/// given whether it exited 0, by the rule on [`ExecAction`]: an object whose only member is
+/// `error` is an error object whatever the exit status; an object with a `status` member
+/// is problem details when it exited non-zero; any other JSON is the output when it
+/// exited 0.
+fn read_answer(
+    succeeded: bool,
+    stdout: &[u8],
+    truncated: bool,
+    limit: usize,
+) -> Result<Answer, BadAnswer> {
+    if truncated {
+        return Err(BadAnswer::TooLarge { limit });
+    }
+    let value = match serde_json::from_slice::<Value>(stdout) {
+        Ok(value) => value,
+        Err(_) if !succeeded => return Err(BadAnswer::NoReport),
+        Err(error) => {
+            return Err(BadAnswer::NotJson {
+                reason: describe_json_error(&error),
+                start: preview(stdout),
+            })
+        }
+    };
+    if let Value::Object(object) = &value {
+        if let (1, Some(error)) = (object.len(), object.get("error")) {
+            return Ok(Answer::Reported(read_error_object(error, None)?));
+        }
+        if !succeeded && object.contains_key("status") {
+            return Ok(Answer::Reported(read_problem(object, None)?));
+        }
+    }
+    if succeeded {
+        Ok(Answer::Output(value))
+    } else {
+        Err(BadAnswer::NoReport)
+    }
+}
+
+/// How a command ended: `exited with code 3`, `was killed by signal 9`.
+fn ended(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exited with code {code}");
     }
@@ -252,4 +470,124 @@ fn kill_group(pid: Option<u32>) {
     }
     #[cfg(not(unix))]
     let _ = pid;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(succeeded: bool, stdout: &str) -> Result<Answer, BadAnswer> {
+        read_answer(succeeded, stdout.as_bytes(), false, 1 << 20)
+    }
+
+    #[test]
+    fn an_error_object_is_read_whatever_the_exit_status() {
+        let stdout = r#"{"error": {"code": 404, "message": "no product P9"}}"#;
+        for succeeded in [true, false] {
+            assert_eq!(
+                read(succeeded, stdout),
+                Ok(Answer::Reported(ActionError::new(404, "no product P9")))
+            );
+        }
+    }
+
+    #[test]
+    fn problem_details_are_read_only_from_a_command_that_failed() {
+        let stdout = r#"{"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no product P9"}"#;
+        assert_eq!(
+            read(false, stdout),
+            Ok(Answer::Reported(ActionError::new(404, "no product P9")))
+        );
+        // Exit 0: the same object is the output.
+        let value: Value = serde_json::from_str(stdout).unwrap();
+        assert_eq!(read(true, stdout), Ok(Answer::Output(value)));
+    }
+
+    #[test]
+    fn an_output_with_an_error_member_beside_others_is_the_output() {
+        for stdout in [
+            r#"{"name": "Laptop", "error": {"code": 404, "message": "x"}}"#,
+            r#"{"name": "Laptop", "error": null}"#,
+            r#"[{"error": {"code": 404}}]"#,
+            r#""error""#,
+        ] {
+            let value: Value = serde_json::from_str(stdout).unwrap();
+            assert_eq!(read(true, stdout), Ok(Answer::Output(value)), "{stdout}");
+        }
+        // The same from a command that failed is no report.
+        assert_eq!(
+            read(false, r#"{"name": "Laptop", "error": null}"#),
+            Err(BadAnswer::NoReport)
+        );
+    }
+
+    #[test]
+    fn a_report_with_a_bad_code_is_a_bad_answer() {
+        assert_eq!(
+            read(true, r#"{"error": {"code": 200, "message": "fine?"}}"#),
+            Err(BadAnswer::BadReport(ReportError::BadCode {
+                field: "error.code",
+                found: "200".into()
+            }))
+        );
+        assert_eq!(
+            read(false, r#"{"error": "no product"}"#),
+            Err(BadAnswer::BadReport(ReportError::NotAnObject {
+                found: "a string"
+            }))
+        );
+        assert_eq!(
+            read(false, r#"{"status": "404"}"#),
+            Err(BadAnswer::BadReport(ReportError::BadCode {
+                field: "status",
+                found: "a string".into()
+            }))
+        );
+        assert_eq!(
+            read(false, r#"{"title": "Not Found"}"#),
+            Err(BadAnswer::NoReport)
+        );
+    }
+
+    #[test]
+    fn no_json_or_too_much_is_a_bad_answer() {
+        assert_eq!(read(false, ""), Err(BadAnswer::NoReport));
+        assert_eq!(read(false, "disk full"), Err(BadAnswer::NoReport));
+        assert_eq!(
+            read(true, "not json"),
+            Err(BadAnswer::NotJson {
+                reason: "syntax error at line 1, column 2".into(),
+                start: "\"not json\"".into()
+            })
+        );
+        assert_eq!(
+            read_answer(true, b"{}", true, 2),
+            Err(BadAnswer::TooLarge { limit: 2 })
+        );
+        assert_eq!(read(true, " 7 "), Ok(Answer::Output(json!(7))));
+    }
+
+    #[test]
+    fn a_failure_tells_the_caller_nothing_of_itself() {
+        let error = ExecError::Answer {
+            program: "/srv/secret/tool".into(),
+            ended: "exited with code 3".into(),
+            problem: BadAnswer::NoReport,
+        };
+        assert_eq!(
+            error.to_string(),
+            "`/srv/secret/tool` exited with code 3: it printed no error report"
+        );
+        assert_eq!(error.to_caller(), ActionError::new(502, FAILED));
+        let timeout = ExecError::Timeout {
+            program: "sh".into(),
+            timeout: Duration::from_millis(300),
+        };
+        assert_eq!(
+            timeout.to_string(),
+            "`sh` did not finish within 300 ms and was killed"
+        );
+        assert_eq!(timeout.to_caller(), ActionError::new(504, TIMED_OUT));
+    }
 }

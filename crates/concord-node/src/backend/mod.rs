@@ -1,7 +1,19 @@
 //! Action backends beside Rust closures: a command per call, a POST per call.
+//!
+//! Both read application errors the same way ([`report`]: our `{"error": {"code",
+//! "message"}}` object and RFC 9457 problem details), and both keep their own failures to
+//! themselves: the caller gets a status and [`FAILED`] or [`TIMED_OUT`], our log (`warn`,
+//! in the node's `action` span) gets the details.
 
 pub(crate) mod exec;
 pub(crate) mod http;
+pub(crate) mod report;
+
+/// What the caller is told when a backend failed (502): nothing of the failure itself.
+pub(crate) const FAILED: &str = "the action failed";
+
+/// What the caller is told when a backend did not answer in time (504).
+pub(crate) const TIMED_OUT: &str = "the action did not finish in time";
 
 /// At most this many characters of a backend's output are quoted in an error.
 const PREVIEW_CHARS: usize = 120;

@@ -195,19 +195,25 @@ impl<T: Transport> Driver<T> {
             return self.continue_after_save(then);
         };
         let role = self.session.role();
+        let peer = self.peer.clone();
         let mut protocol = match &settled.how {
             Settlement::Resumed => {
-                // Already stored: note the use.
+                // Already stored: note the use, and that this peer holds it.
                 let hash = settled.hash;
-                self.background_store(move |store| store.touch_protocol(&hash).map(drop));
+                self.background_store(move |store| store.touch_protocol(&hash, &peer).map(drop));
                 return self.continue_after_save(then);
             }
             Settlement::Consensus { uri } => {
-                NewProtocol::consensus(uri.clone(), settled.document, self.peer.clone())
+                NewProtocol::consensus(uri.clone(), settled.document, peer)
             }
-            Settlement::Negotiated => NewProtocol::negotiated(settled.document, self.peer.clone()),
+            Settlement::Negotiated => NewProtocol::negotiated(settled.document, peer),
         }
         .with_handler(role, code.source().to_owned());
+        // The requester records the action it calls: a new peer serving that action is
+        // offered this protocol for 0-RTT (`Store::latest_resumable`).
+        if let RoleState::Requester(state) = &self.role {
+            protocol = protocol.with_action(state.need.action.clone());
+        }
         if let Tests::Agreed(cases) = &self.prep.tests {
             protocol = protocol.with_test_cases(cases.clone());
         }

@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
@@ -67,9 +68,13 @@ impl<T: Transport> Driver<T> {
         };
         // An action that answers at once (from memory) is answered here; anything else
         // runs as a task and its result comes back as work. A panic is a 500, either way.
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| backend.call(request.input)));
+        // What the backend logs is in an `action` span naming the action.
+        let span = tracing::info_span!("action", name = code.action());
+        let started = span.in_scope(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| backend.call(request.input)))
+        });
         let mut call = match started {
-            Ok(future) => AssertUnwindSafe(future).catch_unwind(),
+            Ok(future) => AssertUnwindSafe(future).catch_unwind().instrument(span),
             Err(panic) => return self.respond(&request.message_id, panicked(panic)),
         };
         if let Some(result) = (&mut call).now_or_never() {

@@ -1,8 +1,10 @@
 //! The `exec` and `http` backends behind real negotiated protocols: outputs, and every way a
 //! backend can fail, each a clear error to the caller while the node keeps serving.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::http::{header, StatusCode};
 use axum::routing::post;
 use concord_negotiate::ActionSpec;
 use concord_node::{CallError, ExecAction, HttpAction, Node};
@@ -47,8 +49,60 @@ fn remote(result: Result<Value, CallError>) -> (i64, String) {
     }
 }
 
+/// The lines logged on this thread while it lives (the tests run on a current-thread
+/// runtime, so the node's tasks log here too), at `info` and above, with their spans.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The logged lines that contain `needle`.
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// What the caller of a backend that failed is told: nothing of the failure.
+const FAILED: &str = "the action failed";
+
 #[tokio::test]
 async fn exec_runs_a_command_per_call_and_reports_its_failures() {
+    let (logs, _guard) = Logs::capture();
     let sh = |script: &str| ExecAction::new("sh").args(["-c", script]);
     let provider = build(
         Node::builder("Exec agent")
@@ -86,20 +140,15 @@ async fn exec_runs_a_command_per_call_and_reports_its_failures() {
     );
     assert_eq!(
         remote(call_once(&requester, url, "fail", "x").await),
-        (502, "`sh` exited with code 3: disk full".to_owned())
+        (502, FAILED.to_owned())
     );
     assert_eq!(
         remote(call_once(&requester, url, "hang", "x").await),
-        (
-            504,
-            "`sh` did not finish within 300 ms and was killed".to_owned()
-        )
+        (504, "the action did not finish in time".to_owned())
     );
-    let (code, message) = remote(call_once(&requester, url, "garbage", "x").await);
-    assert_eq!(code, 502);
     assert_eq!(
-        message,
-        "`sh` printed output that is not JSON (syntax error at line 1, column 2); it starts: \"not json\""
+        remote(call_once(&requester, url, "garbage", "x").await),
+        (502, FAILED.to_owned())
     );
     let (code, message) = remote(call_once(&requester, url, "wrongShape", "x").await);
     assert_eq!(code, 500);
@@ -108,29 +157,187 @@ async fn exec_runs_a_command_per_call_and_reports_its_failures() {
             && message.contains("/text"),
         "{message}"
     );
-    let (code, message) = remote(call_once(&requester, url, "missing", "x").await);
-    assert_eq!(code, 502);
-    assert!(
-        message.starts_with("cannot run `/nonexistent/concord-test-program`:"),
-        "{message}"
+    assert_eq!(
+        remote(call_once(&requester, url, "missing", "x").await),
+        (502, FAILED.to_owned())
     );
     // Still serving.
     assert_eq!(
         call_once(&requester, url, "echo", "again").await.unwrap(),
         json!({"text": "again"})
     );
+    // The details are in our log, each line naming the action.
+    for (action, detail) in [
+        ("fail", "`sh` exited with code 3: it printed no error report stderr=disk full"),
+        ("hang", "`sh` did not finish within 300 ms and was killed"),
+        (
+            "garbage",
+            "`sh` exited with code 0: it printed output that is not JSON (syntax error at line 1, column 2); it starts: \"not json\"",
+        ),
+        ("missing", "cannot run `/nonexistent/concord-test-program`: "),
+    ] {
+        let lines = logs.lines_with(detail);
+        assert!(
+            lines.len() == 1
+                && lines[0].contains("WARN")
+                && lines[0].contains(&format!("action{{name=\"{action}\"}}")),
+            "{action}: {lines:?} in\n{}",
+            logs.text()
+        );
+    }
+}
+
+/// A command reports an application error on stdout: an object whose only member is
+/// `error` (whatever its exit status), or problem details (when it exits non-zero). Its
+/// stderr stays in our log.
+#[tokio::test]
+async fn exec_reports_application_errors_by_the_convention() {
+    let (logs, _guard) = Logs::capture();
+    let sh =
+        |script: &str| ExecAction::new("sh").args(["-c", &format!("cat >/dev/null; {script}")]);
+    let not_found = r#"{"error": {"code": 404, "message": "no such text"}}"#;
+    let provider = build(
+        Node::builder("Exec agent")
+            .limits(quick_limits())
+            .action(text_action("errorExit0"), sh(&format!("echo '{not_found}'")))
+            .action(
+                text_action("errorExit1"),
+                sh(&format!("echo '{not_found}'; echo 'lookup missed' >&2; exit 1")),
+            )
+            .action(
+                text_action("problem"),
+                sh(r#"echo '{"type": "about:blank", "title": "Gone", "status": 410, "detail": "that text is gone"}'; exit 2"#),
+            )
+            .action(
+                text_action("problemExit0"),
+                sh(r#"echo '{"title": "Gone", "status": 410}'"#),
+            )
+            .action(
+                text_action("outOfRange"),
+                sh(r#"echo '{"error": {"code": 200, "message": "all fine?"}}'"#),
+            )
+            .action(
+                text_action("notAnInteger"),
+                sh(r#"echo '{"error": {"code": "404", "message": "no such text"}}'; exit 1"#),
+            )
+            .action(
+                text_action("leaky"),
+                sh("echo 'password=SECRET-7f3a at /srv/shop/db.sqlite' >&2; exit 3"),
+            )
+            .action(
+                text_action("leakyNoJson"),
+                sh("echo 'SECRET-7f3a' >&2; echo 'Traceback: SECRET-7f3a'"),
+            )
+            .action(
+                text_action("withErrorMember"),
+                sh(r#"echo '{"text": "fine", "error": {"code": 404, "message": "not an error"}}'"#),
+            ),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let url = server.url();
+
+    for action in ["errorExit0", "errorExit1"] {
+        assert_eq!(
+            remote(call_once(&requester, url, action, "x").await),
+            (404, "no such text".to_owned()),
+            "{action}"
+        );
+    }
+    assert_eq!(
+        remote(call_once(&requester, url, "problem", "x").await),
+        (410, "that text is gone".to_owned())
+    );
+    // Problem details from a command that exits 0 are its output, which this protocol
+    // refuses (no `text`).
+    let (code, message) = remote(call_once(&requester, url, "problemExit0", "x").await);
+    assert_eq!(code, 500);
+    assert!(
+        message.starts_with("the action's output breaks the protocol:"),
+        "{message}"
+    );
+    for action in ["outOfRange", "notAnInteger"] {
+        assert_eq!(
+            remote(call_once(&requester, url, action, "x").await),
+            (502, FAILED.to_owned()),
+            "{action}"
+        );
+    }
+    for action in ["leaky", "leakyNoJson"] {
+        let (code, message) = remote(call_once(&requester, url, action, "x").await);
+        assert_eq!((code, message.as_str()), (502, FAILED), "{action}");
+        assert!(!message.contains("SECRET"), "{message}");
+    }
+    // An output with an `error` member beside others is an output.
+    let output = call_once(&requester, url, "withErrorMember", "x")
+        .await
+        .unwrap();
+    assert_eq!(output["text"], "fine");
+
+    // Our log has what the caller was not told, naming the action.
+    let logged = |needle: &str, action: &str| {
+        let lines = logs.lines_with(needle);
+        assert!(
+            lines.len() == 1 && lines[0].contains(&format!("action{{name=\"{action}\"}}")),
+            "{needle} ({action}): {lines:?} in\n{}",
+            logs.text()
+        );
+        lines[0].clone()
+    };
+    let line = logged("password=SECRET-7f3a at /srv/shop/db.sqlite", "leaky");
+    assert!(
+        line.contains("WARN")
+            && line.contains("`sh` exited with code 3: it printed no error report"),
+        "{line}"
+    );
+    let line = logged("stderr=SECRET-7f3a", "leakyNoJson");
+    assert!(line.contains("\"Traceback: SECRET-7f3a\""), "{line}");
+    logged(
+        "its error report cannot be used: `error.code` is 200, not an integer from 400 to 599",
+        "outOfRange",
+    );
+    logged(
+        "its error report cannot be used: `error.code` is a string, not an integer from 400 to 599",
+        "notAnInteger",
+    );
+    // An application error's stderr is logged too, at `info`.
+    let line = logged("stderr=lookup missed", "errorExit1");
+    assert!(line.contains("INFO"), "{line}");
 }
 
 #[tokio::test]
 async fn http_posts_per_call_and_reports_its_failures() {
+    let (logs, _guard) = Logs::capture();
+    let problem_json = || [(header::CONTENT_TYPE, "application/problem+json")];
     let backend = axum::Router::new()
         .route("/echo", post(|body: String| async move { body }))
         .route(
             "/missing",
+            post(move || async move {
+                (
+                    StatusCode::NOT_FOUND,
+                    problem_json(),
+                    r#"{"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such text"}"#,
+                )
+            }),
+        )
+        .route(
+            "/refused",
             post(|| async {
                 (
-                    axum::http::StatusCode::NOT_FOUND,
-                    r#"{"message": "no such text"}"#,
+                    StatusCode::CONFLICT,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    r#"{"error": {"message": "that text is taken"}}"#,
+                )
+            }),
+        )
+        .route(
+            "/outOfRange",
+            post(move || async move {
+                (
+                    StatusCode::BAD_REQUEST,
+                    problem_json(),
+                    r#"{"status": 200, "detail": "fine?"}"#,
                 )
             }),
         )
@@ -138,8 +345,8 @@ async fn http_posts_per_call_and_reports_its_failures() {
             "/broken",
             post(|| async {
                 (
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal meltdown",
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal meltdown at /srv/app/SECRET-db.rs:12",
                 )
             }),
         )
@@ -154,6 +361,10 @@ async fn http_posts_per_call_and_reports_its_failures() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, backend).await });
+    // A port nobody listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let nowhere = format!("http://{}/nowhere", closed.local_addr().unwrap());
+    drop(closed);
     let http = |path: &str| HttpAction::new(&format!("{base}{path}")).unwrap();
 
     let provider = build(
@@ -161,12 +372,15 @@ async fn http_posts_per_call_and_reports_its_failures() {
             .limits(quick_limits())
             .action(text_action("echo"), http("/echo"))
             .action(text_action("missing"), http("/missing"))
+            .action(text_action("refused"), http("/refused"))
+            .action(text_action("outOfRange"), http("/outOfRange"))
             .action(text_action("broken"), http("/broken"))
             .action(text_action("garbage"), http("/garbage"))
             .action(
                 text_action("slow"),
                 http("/slow").timeout(Duration::from_millis(300)),
-            ),
+            )
+            .action(text_action("nowhere"), HttpAction::new(&nowhere).unwrap()),
     );
     let server = serve(&provider).await;
     let requester = requester();
@@ -181,24 +395,54 @@ async fn http_posts_per_call_and_reports_its_failures() {
         (404, "no such text".to_owned())
     );
     assert_eq!(
+        remote(call_once(&requester, url, "refused", "x").await),
+        (409, "that text is taken".to_owned())
+    );
+    assert_eq!(
+        remote(call_once(&requester, url, "outOfRange", "x").await),
+        (502, FAILED.to_owned())
+    );
+    // A non-JSON error body: its status, and nothing of the body.
+    assert_eq!(
         remote(call_once(&requester, url, "broken", "x").await),
-        (
-            502,
-            format!("{base}/broken answered 500 Internal Server Error: \"internal meltdown\"")
-        )
+        (500, "Internal Server Error".to_owned())
     );
     assert_eq!(
         remote(call_once(&requester, url, "garbage", "x").await),
-        (
-            502,
-            format!("{base}/garbage answered 200 OK with a body that is not JSON (syntax error at line 1, column 1); it starts: \"<html>\"")
-        )
+        (502, FAILED.to_owned())
     );
     assert_eq!(
         remote(call_once(&requester, url, "slow", "x").await),
-        (504, format!("{base}/slow did not answer within 300 ms"))
+        (504, "the action did not finish in time".to_owned())
+    );
+    assert_eq!(
+        remote(call_once(&requester, url, "nowhere", "x").await),
+        (502, FAILED.to_owned())
     );
     assert!(HttpAction::new("ftp://example.com").is_err());
+
+    // The details are in our log, each line naming the action.
+    for (action, detail) in [
+        (
+            "outOfRange",
+            format!("{base}/outOfRange answered 400 Bad Request with an error report that cannot be used: `status` is 200, not an integer from 400 to 599"),
+        ),
+        (
+            "garbage",
+            format!("{base}/garbage answered 200 OK with a body that is not JSON (syntax error at line 1, column 1); it starts: \"<html>\""),
+        ),
+        ("slow", format!("{base}/slow did not answer within 300 ms")),
+        ("nowhere", format!("cannot reach {nowhere}: ")),
+    ] {
+        let lines = logs.lines_with(&detail);
+        assert!(
+            lines.len() == 1
+                && lines[0].contains("WARN")
+                && lines[0].contains(&format!("action{{name=\"{action}\"}}")),
+            "{action}: {lines:?} in\n{}",
+            logs.text()
+        );
+    }
 }
 
 #[tokio::test]
@@ -243,11 +487,12 @@ async fn a_panicking_action_is_a_500_and_the_session_goes_on() {
 }
 
 /// An `https://` backend whose certificate a private CA signed: reached when the action
-/// trusts the CA, a 502 naming the certificate problem when it does not.
+/// trusts the CA, a 502 when it does not (the certificate problem in our log).
 #[tokio::test]
 async fn an_https_backend_is_trusted_with_its_private_ca() {
     use concord_fixtures::tls::{PrivateCa, TlsProxy};
 
+    let (logs, _guard) = Logs::capture();
     let backend = axum::Router::new().route("/echo", post(|body: String| async move { body }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let plain = listener.local_addr().unwrap();
@@ -276,11 +521,16 @@ async fn an_https_backend_is_trusted_with_its_private_ca() {
             .unwrap(),
         json!({"text": "hello"})
     );
-    let (code, message) = remote(call_once(&requester, server.url(), "untrusting", "x").await);
-    assert_eq!(code, 502);
+    // The caller is told it failed; our log says why.
+    assert_eq!(
+        remote(call_once(&requester, server.url(), "untrusting", "x").await),
+        (502, FAILED.to_owned())
+    );
+    let lines = logs.lines_with("invalid peer certificate: UnknownIssuer");
     assert!(
-        message.contains("invalid peer certificate: UnknownIssuer"),
-        "{message}"
+        lines.len() == 1 && lines[0].contains("action{name=\"untrusting\"}"),
+        "{lines:?} in\n{}",
+        logs.text()
     );
     assert!(HttpAction::new(&url)
         .unwrap()

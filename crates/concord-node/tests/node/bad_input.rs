@@ -268,7 +268,8 @@ async fn an_unknown_zero_rtt_hash_falls_back_to_negotiation() {
     assert!(destination["metaProtocol"]
         .get("usedProtocolHash")
         .is_none());
-    // A normal negotiation follows: the provider answers a candidate.
+    // A normal negotiation follows: the provider answers a candidate it cannot read with
+    // its own protocol, saying what it could not find.
     socket
         .send(meta_frame(&json!({
             "action": "protocolNegotiation", "sequenceId": 0, "status": "negotiating",
@@ -279,7 +280,12 @@ async fn an_unknown_zero_rtt_hash_falls_back_to_negotiation() {
     let answer = next_meta(&mut socket).await;
     assert_eq!(answer["action"], "protocolNegotiation");
     assert_eq!(answer["sequenceId"], 1);
-    assert_eq!(answer["status"], "rejected");
+    assert_eq!(answer["status"], "negotiating");
+    let summary = answer["modificationSummary"].as_str().unwrap_or_default();
+    assert!(summary.contains("no schema"), "{summary}");
+    assert!(answer["candidateProtocols"]
+        .as_str()
+        .is_some_and(|text| text.contains("getProductInfo")));
 }
 
 #[tokio::test]

@@ -42,7 +42,7 @@ function encodeResponse(answer) {
   if (answer.error !== undefined) {
     return { messageId: answer.messageId, type: "RESPONSE",
              status: { code: answer.error.code, message: answer.error.message },
-             productInfo: null, servedBy: "shop-1" };
+             servedBy: "shop-1" };
   }
   return { messageId: answer.messageId, type: "RESPONSE",
            status: { code: 200, message: "OK" },

@@ -175,3 +175,91 @@ async fn an_llm_that_fails_ends_the_negotiation_with_the_reason() {
     let connection = requester.connect(&server, "getProductInfo").await;
     assert_eq!(connection.info().settlement, Settlement::Negotiated);
 }
+
+/// The provider module the scripted LLM writes for a protocol that names the product id
+/// `sku`, which no naming style maps onto our `productId`.
+const SKU_MODULE: &str = r#"
+function decodeRequest(message) {
+  return { messageId: message.messageId, input: { productId: message.sku } };
+}
+function encodeResponse(answer) {
+  if (answer.error !== undefined) {
+    return { messageId: answer.messageId, type: "RESPONSE",
+             status: { code: answer.error.code, message: answer.error.message } };
+  }
+  return { messageId: answer.messageId, type: "RESPONSE",
+           status: { code: 200, message: "OK" }, productInfo: answer.result };
+}
+"#;
+
+/// Our canonical product-info protocol with the request's `productId` called `sku`.
+fn sku_candidate() -> String {
+    let canonical = canonical_protocol(&catalogue::action(), DEFAULT_PROTOCOL_TIMEOUT);
+    let document = concord_negotiate::ProtocolDocument::parse(&canonical).unwrap();
+    let mut request = document.request_schema.clone().unwrap();
+    let properties = request["properties"].as_object_mut().unwrap();
+    let product_id = properties.remove("productId").unwrap();
+    properties.insert("sku".into(), product_id);
+    request["required"] = json!(["messageId", "type", "action", "sku"]);
+    format!(
+        "# Requirements\nProduct information by stock-keeping unit.\n\n# Data Format\n## Request Message Format\n```json\n{}\n```\n\n## Response Message Format\n```json\n{}\n```\n\n# Error Handling\nHTTP status codes in `status.code`; 404 when no product has the sku.\n",
+        serde_json::to_string_pretty(&request).unwrap(),
+        serde_json::to_string_pretty(document.response_schema.as_ref().unwrap()).unwrap()
+    )
+}
+
+#[tokio::test]
+async fn a_candidate_the_rules_cannot_map_goes_to_the_llm_which_writes_verified_code() {
+    let provider_llm = ScriptServer::start([
+        Step::content(r#"{"status": "accepted"}"#),
+        Step::content(json!({ "module": SKU_MODULE }).to_string()),
+    ])
+    .await
+    .unwrap();
+    let provider = provider_with_llm(&provider_llm);
+    let server = serve(&provider).await;
+    let requester = requester();
+    let candidate = sku_candidate();
+    // Without an LLM the rules counter it: no naming style makes `sku` our `productId`.
+    let actions = [catalogue::action()];
+    let rules = concord_negotiate::DeterministicNegotiator::new().judge_now(
+        concord_negotiate::JudgeContext::Provider { actions: &actions },
+        &candidate,
+    );
+    assert!(
+        matches!(&rules, concord_proto::Decision::Counter { modification_summary, .. }
+            if modification_summary.contains("`productId`")),
+        "{rules:?}"
+    );
+    let want = Want::action("getProductInfo")
+        .input(json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}))
+        .propose(candidate.clone());
+    let connection = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
+    let info = connection.info();
+    assert_eq!(info.settlement, Settlement::Negotiated);
+    assert!(info.verified_cases >= 2, "{info:?}");
+    assert_eq!(info.accounting.llm_calls(), 0, "the requester has no LLM");
+    // The provider's LLM judged the candidate as written, then wrote the handler, which
+    // passed the cases in the sandbox before `generated`.
+    assert_eq!(provider_llm.requests().len(), 2);
+    let agreed = requester.store().protocol(&info.hash).unwrap().unwrap();
+    assert_eq!(agreed.document, candidate);
+    let output = connection
+        .call("getProductInfo", json!({"sku": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["productName"], "Laptop");
+    let error = connection
+        .call("getProductInfo", json!({"sku": "nope"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, CallError::Remote { code: 404, .. }),
+        "{error:?}"
+    );
+    connection.close().await;
+}

@@ -6,6 +6,7 @@ mod bad_provider;
 mod consensus;
 mod description;
 mod fix_error;
+mod foreign;
 mod limits;
 mod llm;
 mod negotiation;

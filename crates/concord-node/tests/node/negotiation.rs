@@ -91,9 +91,10 @@ async fn negotiates_generates_verifies_and_calls_without_an_llm() {
     assert!(ours.handlers.get(Role::Provider).is_none());
     assert!(ours.test_cases.is_some());
     assert_eq!(
-        ours.peer,
-        format!("{}#getProductInfo", server.description_url())
+        ours.peers,
+        [format!("{}#getProductInfo", server.description_url())]
     );
+    assert_eq!(ours.action.as_deref(), Some("getProductInfo"));
     let theirs = provider.store().protocol(&hash).unwrap().unwrap();
     assert!(theirs.handlers.get(Role::Provider).is_some());
     assert_eq!(theirs.document, ours.document);

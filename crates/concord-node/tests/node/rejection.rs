@@ -6,32 +6,25 @@ use concord_proto::{CloseReason, Side};
 
 use crate::support::*;
 
-/// A product-info protocol that requires a field the provider's action does not take.
-fn needs_a_warehouse() -> String {
-    SEED_PRODUCT_INFO
-        .replace(
-            r#""required": ["messageId", "type", "action", "productId"]"#,
-            r#""required": ["messageId", "type", "action", "productId", "warehouseId"]"#,
-        )
-        .replace(
-            r#"    "productName": {
-      "type": "string",
-      "description": "The name of the product"
-    }
-  },"#,
-            r#"    "productName": {
-      "type": "string",
-      "description": "The name of the product"
-    },
-    "warehouseId": {"type": "string"}
-  },"#,
-        )
+/// A product-info protocol whose response requires a field the provider's action never
+/// returns: no protocol with that action can satisfy it.
+fn needs_a_stock_level() -> String {
+    let text = SEED_PRODUCT_INFO.replace(
+        r#""required": ["productId", "productName", "productDescription", "price", "currency"]"#,
+        r#""required": ["productId", "productName", "productDescription", "price", "currency", "stockLevel"]"#,
+    );
+    text.replacen(
+        r#"        "currency": {"#,
+        r#"        "stockLevel": {"type": "integer"},
+        "currency": {"#,
+        1,
+    )
 }
 
 #[tokio::test]
 async fn the_provider_rejects_a_candidate_it_cannot_serve() {
-    let candidate = needs_a_warehouse();
-    assert!(candidate.contains("warehouseId"));
+    let candidate = needs_a_stock_level();
+    assert!(candidate.contains(r#""stockLevel": {"type": "integer"}"#));
     let provider = provider();
     let server = serve(&provider).await;
     let requester = requester();
@@ -50,14 +43,14 @@ async fn the_provider_rejects_a_candidate_it_cannot_serve() {
     else {
         panic!("{error}");
     };
-    assert!(reason.contains("`warehouseId`"), "{reason}");
+    assert!(reason.contains("`stockLevel`"), "{reason}");
     for store in [requester.store(), provider.store()] {
         let transcripts = finished_transcripts(store, 1).await;
         let transcript = &transcripts[0];
         assert!(
             matches!(
                 &transcript.summary.outcome,
-                Some(concord_store::Outcome::Rejected(text)) if text.contains("`warehouseId`")
+                Some(concord_store::Outcome::Rejected(text)) if text.contains("`stockLevel`")
             ),
             "{:?}",
             transcript.summary.outcome

@@ -1,7 +1,10 @@
 //! 0-RTT: a reconnect reuses the stored protocol with no negotiation; a protocol the peer
-//! no longer holds falls back to negotiation.
+//! no longer holds falls back to negotiation; a protocol held with several peers (two
+//! agents serving the same action, one agent under two names) is resumed with each.
 
-use concord_node::{Server, Settlement};
+use std::time::Duration;
+
+use concord_node::{Connection, Server, Settlement};
 use concord_proto::ProtocolHash;
 use serde_json::json;
 
@@ -104,4 +107,108 @@ async fn a_protocol_the_peer_forgot_is_negotiated_again() {
             "sent meta protocolNegotiation:accepted".to_owned(),
         ],
     );
+}
+
+/// Calls the catalogue action once over `connection` and closes it.
+async fn call_once_and_close(connection: Connection, n: usize) {
+    let input = catalogue::input(n);
+    let output = connection
+        .call(catalogue::ACTION, input.clone())
+        .await
+        .unwrap();
+    assert_eq!(output["productId"], input["productId"]);
+    connection.close().await;
+}
+
+/// The peers the store holds `hash` for, once `peer` is among them (a 0-RTT use is recorded
+/// in the background).
+async fn peers_once_holding(
+    store: &concord_store::Store,
+    hash: &ProtocolHash,
+    peer: &str,
+) -> Vec<String> {
+    for _ in 0..200 {
+        let peers = store.protocol(hash).unwrap().unwrap().peers;
+        if peers.iter().any(|held| held == peer) {
+            return peers;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{hash} is never recorded as held by {peer}");
+}
+
+#[tokio::test]
+async fn two_providers_of_the_same_action_are_each_resumed_with() {
+    let (provider_a, provider_b) = (provider(), provider());
+    let (server_a, server_b) = (serve(&provider_a).await, serve(&provider_b).await);
+    let requester = requester();
+
+    // A: nothing stored, negotiated.
+    let first = requester.connect(&server_a, catalogue::ACTION).await;
+    assert_eq!(first.info().offered_hash, None);
+    assert_eq!(first.info().settlement, Settlement::Negotiated);
+    let hash = first.info().hash;
+    call_once_and_close(first, 0).await;
+
+    // B: offered A's protocol (same action); B does not hold it, so it is negotiated, to
+    // the same text.
+    let second = requester.connect(&server_b, catalogue::ACTION).await;
+    assert_eq!(second.info().offered_hash, Some(hash));
+    assert_eq!(second.info().settlement, Settlement::Negotiated);
+    assert_eq!(second.info().hash, hash);
+    call_once_and_close(second, 1).await;
+
+    // A again, then B again: each holds it, each resumes (saving for B kept A).
+    for (n, server) in [(2, &server_a), (3, &server_b)] {
+        let connection = requester.connect(server, catalogue::ACTION).await;
+        let info = connection.info();
+        assert_eq!(info.settlement, Settlement::Resumed, "connection {}", n + 1);
+        assert_eq!(info.offered_hash, Some(hash));
+        assert_eq!(info.hash, hash);
+        assert!(info.accounting.steps.is_empty());
+        assert!(info.code.is_empty());
+        call_once_and_close(connection, n).await;
+    }
+
+    let stored = requester.store().protocol(&hash).unwrap().unwrap();
+    assert_eq!(stored.action.as_deref(), Some(catalogue::ACTION));
+    let mut peers = stored.peers;
+    peers.sort();
+    let mut expected: Vec<String> = [&server_a, &server_b]
+        .iter()
+        .map(|server| format!("{}#{}", server.description_url(), catalogue::ACTION))
+        .collect();
+    expected.sort();
+    assert_eq!(peers, expected);
+}
+
+#[tokio::test]
+async fn a_provider_reached_by_another_name_is_resumed_with() {
+    let (_provider, server, requester, hash) = after_a_first_connection().await;
+    let url = server.url().replace("127.0.0.1", "localhost");
+    assert_ne!(url, server.url());
+
+    let connection = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    let info = connection.info();
+    assert!(info.peer.starts_with("http://localhost:"), "{}", info.peer);
+    assert_eq!(info.offered_hash, Some(hash));
+    assert_eq!(info.settlement, Settlement::Resumed);
+    assert!(info.accounting.steps.is_empty());
+    let peer = format!("{}#{}", info.peer, catalogue::ACTION);
+    call_once_and_close(connection, 1).await;
+
+    // Now held for both names: the next connection by the new name finds it as its own.
+    let peers = peers_once_holding(requester.store(), &hash, &peer).await;
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    let again = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(again.info().settlement, Settlement::Resumed);
+    call_once_and_close(again, 2).await;
 }
