@@ -28,6 +28,10 @@ use concord_negotiate::Step;
 use concord_node::{ConnectError, Limits, Node, Server, Want};
 use concord_proto::{CloseReason, ProtocolHash};
 use tempfile::TempDir;
+#[path = "common/report.rs"]
+mod report;
+
+use report::{human, load_average};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -372,21 +376,4 @@ fn percentile(times: &[Duration], q: f64) -> Duration {
     sorted.sort_unstable();
     let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
-}
-
-fn human(duration: Duration) -> String {
-    let micros = duration.as_secs_f64() * 1e6;
-    if micros < 1000.0 {
-        format!("{micros:.0} µs")
-    } else {
-        format!("{:.2} ms", micros / 1000.0)
-    }
-}
-
-/// The 1-minute load average, when the system says.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".to_owned())
 }

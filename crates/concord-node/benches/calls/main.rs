@@ -29,6 +29,10 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use load::{Client, Sample};
+#[path = "../common/report.rs"]
+mod report;
+
+use report::{human, load_average};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -313,21 +317,4 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn median_duration(values: Vec<Duration>) -> Duration {
     Duration::from_secs_f64(median(values.iter().map(Duration::as_secs_f64).collect()))
-}
-
-fn human(duration: Duration) -> String {
-    let micros = duration.as_secs_f64() * 1e6;
-    if micros < 1000.0 {
-        format!("{micros:.0} µs")
-    } else {
-        format!("{:.2} ms", micros / 1000.0)
-    }
-}
-
-/// The 1-minute load average, when the system says.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".to_owned())
 }
