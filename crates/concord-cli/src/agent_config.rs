@@ -14,6 +14,7 @@
 //! data_dir = "data"                  # default: the platform data directory
 //! public_url = "https://shop.example.com/"   # optional: behind a TLS proxy (then wss://)
 //! tls = { certificate = "cert.pem", key = "key.pem" }   # optional: serve https:// and wss://
+//! shutdown_grace = "10s"             # on Ctrl-C/SIGTERM, how long calls running may finish
 //!
 //! [[actions]]
 //! name = "getProductInfo"
@@ -42,6 +43,8 @@
 //! [limits]
 //! call_timeout = "10s"
 //! max_sessions = 64
+//! transcript_max_age = "7d"     # the node prunes its transcripts by age and count
+//! transcript_max_count = 10000
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +61,10 @@ use serde_json::Value;
 
 /// Where `concord serve` listens when the configuration does not say.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// How long calls running at shutdown may take to finish when the configuration does not
+/// say (`node.shutdown_grace`).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A configuration problem: the file, the key, and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +114,9 @@ pub struct AgentConfig {
     pub public_url: Option<String>,
     /// The certificate chain and private key (PEM) to serve TLS with, when configured.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// On shutdown, how long calls already running may take to finish before the sessions
+    /// are closed (`node.shutdown_grace`, default [`DEFAULT_SHUTDOWN_GRACE`]).
+    pub shutdown_grace: Duration,
     /// The actions served.
     pub actions: Vec<ConfiguredAction>,
     /// The LLM, when one is configured (here or in the environment).
@@ -237,6 +247,7 @@ struct NodeSection {
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     tls: Option<TlsSection>,
+    shutdown_grace: Option<Humane>,
 }
 
 /// `node.tls`: serve `https://` and `wss://` with this certificate chain and key.
@@ -321,6 +332,9 @@ struct LimitsSection {
     code_generation_timeout: Option<Humane>,
     call_timeout: Option<Humane>,
     max_negotiation_rounds: Option<u32>,
+    transcript_max_age: Option<Humane>,
+    transcript_max_count: Option<u64>,
+    transcript_prune_interval: Option<Humane>,
 }
 
 /// A duration written for people: `"5s"`, `"500ms"`, `"2m 30s"`.
@@ -443,6 +457,10 @@ impl File {
             data_dir,
             public_url,
             tls,
+            shutdown_grace: self
+                .node
+                .shutdown_grace
+                .map_or(DEFAULT_SHUTDOWN_GRACE, Duration::from),
             actions,
             llm,
             consensus,
@@ -697,7 +715,10 @@ impl LimitsSection {
             idle_timeout,
             negotiation_timeout,
             code_generation_timeout,
-            call_timeout
+            call_timeout,
+            transcript_max_count,
+            transcript_max_age,
+            transcript_prune_interval
         );
         limits.validate().map_err(|invalid| {
             Problem::key(
@@ -774,6 +795,46 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn the_shutdown_grace_defaults_to_ten_seconds_and_can_be_set() {
+        assert_eq!(
+            load(MINIMAL, &[]).unwrap().shutdown_grace,
+            DEFAULT_SHUTDOWN_GRACE
+        );
+        let text = format!("[node]\nshutdown_grace = \"1500ms\"\n{MINIMAL}");
+        assert_eq!(
+            load(&text, &[]).unwrap().shutdown_grace,
+            Duration::from_millis(1500)
+        );
+        let text = format!("[node]\nshutdown_grace = \"soon\"\n{MINIMAL}");
+        let error = load(&text, &[]).unwrap_err().to_string();
+        assert!(error.contains("is not a duration"), "{error}");
+    }
+
+    #[test]
+    fn inline_schemas_keep_the_order_they_are_written_in() {
+        let text = MINIMAL.replace(
+            "input = { type = \"object\" }",
+            "input = { type = \"object\", properties = { zeta = { type = \"string\" }, alpha = { type = \"string\" }, mid = { type = \"integer\" } } }",
+        );
+        let config = load(&text, &[]).unwrap();
+        let input = &config.actions[0].spec.input;
+        let keys: Vec<&str> = input
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["type", "properties"]);
+        let properties: Vec<&str> = input["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(properties, ["zeta", "alpha", "mid"]);
+    }
+
+    #[test]
     fn the_llm_comes_from_the_file_or_the_environment() {
         let env = [
             ("CONCORD_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
@@ -839,6 +900,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 "actions[0].http.url: http backend URL \"ftp://x/\" must start with http:// or https://",
             ),
             (format!("{MINIMAL}\n[limits]\nmax_sessions = 0\n"), "limits.max_sessions: must be greater than zero"),
+            (format!("{MINIMAL}\n[limits]\ntranscript_max_count = 0\n"), "limits.transcript_max_count: must be greater than zero"),
             (format!("[node]\npublic_url = \"shop.example.com\"\n{MINIMAL}"), "node.public_url: \"shop.example.com\" is not a URL"),
             (format!("[node]\ntls = {{ certificate = \"none.pem\", key = \"none.key\" }}\n{MINIMAL}"), "node.tls.certificate: cannot read"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"https://x/v1\"\nca_cert = \"out.json\"\n"), "llm.ca_cert: no `-----BEGIN CERTIFICATE-----` block found"),

@@ -1,22 +1,28 @@
-//! `concord call <url> <action> '<json>'`: connect to a peer (discover, negotiate or
-//! resume), call one action and print its output.
+//! `concord call <url> <action> [input]`: connect to a peer (discover, negotiate or
+//! resume) and call one action: once with one input, once per JSON line of a stream
+//! (standard input or `--input FILE`), or `--repeat N` times, all over one session.
 
+use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use concord_node::{CallError, ConnectError, Limits, Node, Want};
+use concord_node::{CallError, ConnectError, Connection, Limits, Node, Want};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
 use crate::llm;
 use crate::logging::Spinner;
-use crate::output;
+use crate::output::{self, outln};
 use crate::runtime;
 use crate::session_report::{millis, SessionReport};
+
+/// Input lines queued between the reader thread and the calls.
+const LINE_QUEUE: usize = 256;
 
 /// `concord call`.
 #[derive(Debug, Args)]
@@ -26,28 +32,60 @@ Examples:
   echo '{\"productId\": \"P2\"}' | concord call http://127.0.0.1:8080 getProductInfo - --json
   concord call https://shop.internal getProductInfo '{\"productId\": \"P2\"}' --ca-cert ca.pem
 
+Many calls over one session (JSON lines in, one JSON line out per input line, in order):
+  printf '%s\\n' '{\"productId\": \"P1\"}' '{\"productId\": \"P2\"}' | concord call http://127.0.0.1:8080 getProductInfo
+  concord call http://127.0.0.1:8080 getProductInfo --input ids.jsonl --json --concurrency 8
+  concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P2\"}' --repeat 1000 --concurrency 16
+
 The first call to a peer negotiates a protocol, generates and verifies its code, and stores
-it; later calls resume it with 0-RTT (no negotiation, no LLM). Exit codes: 0 the output was
-printed; 1 the peer said no (unknown action, rejected negotiation, an error response, input
-that breaks the protocol); 2 the call could not run (bad URL, unreachable peer, timeout).")]
+it; later calls resume it with 0-RTT (no negotiation, no LLM).
+
+Input: a JSON argument is one call; `-` reads one JSON document from standard input; with
+no input argument (standard input not a terminal) or with `--input FILE` (`-` for standard
+input) every non-blank line is one call. A line that is not JSON, or whose call fails, gets
+`{\"error\": {\"code\", \"message\"}}` on its output line (and a `concord: line N: …` line on
+standard error); the rest go on. With --json each output line is
+`{\"line\", \"output\" | \"error\", \"latencyMs\"}`. `code` is the peer's status code for an
+error response, else one of invalid-json, invalid-input, invalid-response, timeout, closed,
+wrong-action, unsupported.
+
+Exit codes: 0 every call was answered with an output; 1 the peer said no (unknown action,
+rejected negotiation, an error response, input that breaks the protocol, a line that is not
+JSON); 2 a call could not run (bad URL, unreachable peer, timeout, connection lost).")]
 pub struct CallArgs {
     /// The peer: its base URL (`http://host:port`) or its description URL.
     url: String,
     /// The peer's action to call.
     action: String,
-    /// The action's input as JSON; `-` reads it from standard input.
-    input: String,
+    /// The action's input as JSON; `-` reads one JSON document from standard input.
+    /// Without it, JSON lines are read from standard input (or --input).
+    input: Option<String>,
+    /// Read one input per line (JSON lines) from this file (`-`: standard input) and call
+    /// the action once per line over one session.
+    #[arg(long = "input", value_name = "FILE", conflicts_with = "input")]
+    input_file: Option<PathBuf>,
+    /// Send the (single) input N times over one session and print a summary: calls/s and
+    /// p50/p99 latency.
+    #[arg(long, value_name = "N", requires = "input",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    repeat: Option<u64>,
+    /// Calls in flight at once over the session (JSON lines and --repeat). Output stays in
+    /// input order whatever it is.
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    concurrency: u64,
     #[command(flatten)]
     data_dir: DataDir,
-    /// Print a JSON object: the output, and how the protocol was settled (hash,
-    /// settledBy, negotiation messages, round trips, LLM calls, timings).
+    /// Print JSON: for one call, an object with the output and how the protocol was
+    /// settled (hash, settledBy, negotiation messages, round trips, LLM calls, timings);
+    /// for JSON lines, one object per line; for --repeat, the summary.
     #[arg(long)]
     json: bool,
     /// Negotiate (and write code, when no template fits) with the LLM configured by
     /// CONCORD_LLM_BASE_URL, CONCORD_LLM_API_KEY, CONCORD_LLM_MODEL (or OPENAI_*).
     #[arg(long)]
     llm: bool,
-    /// How long to wait for the response (e.g. `5s`; default 30s).
+    /// How long to wait for each response (e.g. `5s`; default 30s).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     timeout: Option<Duration>,
     /// Propose this protocol document instead of drafting one.
@@ -64,15 +102,28 @@ pub struct CallArgs {
     reference_compatible: bool,
 }
 
+/// What the calls are made with.
+enum Inputs {
+    /// One input: one call, or `--repeat` calls.
+    One(Value),
+    /// JSON lines, read by a thread as they come.
+    Lines(tokio::sync::mpsc::Receiver<LineItem>),
+}
+
+/// One line of a JSON-lines input, or why reading stopped.
+enum LineItem {
+    /// Line `number` (from 1) and its JSON, or why it is not JSON.
+    Line {
+        number: u64,
+        input: Result<Value, String>,
+    },
+    /// The input could not be read any further.
+    Unreadable(String),
+}
+
 /// Runs `concord call`.
 pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
-    let (input_text, from) = if args.input == "-" {
-        (read_bytes(None)?, "on standard input")
-    } else {
-        (args.input.clone().into_bytes(), "argument")
-    };
-    let input: Value = serde_json::from_slice(&input_text)
-        .with_context(|| format!("the input ({from}) is not valid JSON"))?;
+    let inputs = read_inputs(&args)?;
     let mut want = Want::action(args.action.clone());
     if let Some(path) = &args.propose {
         want = want.propose(read_text(Some(path), "the protocol to propose")?);
@@ -95,7 +146,93 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         builder = builder.trust_root_certificates_pem(read_bytes(Some(path))?);
     }
     let node = builder.build().context("cannot set up the requester")?;
-    runtime::block_on(call(node, args, want, input))?
+    runtime::block_on(async move {
+        match (inputs, args.repeat) {
+            (Inputs::One(input), None) => call(node, args, want, input).await,
+            (Inputs::One(input), Some(times)) => repeat(node, args, want, input, times).await,
+            (Inputs::Lines(lines), _) => call_lines(node, args, want, lines).await,
+        }
+    })?
+}
+
+/// Decides where the input comes from and reads a single one (a stream of lines is read
+/// by a thread of its own as the calls go).
+fn read_inputs(args: &CallArgs) -> anyhow::Result<Inputs> {
+    let one = |bytes: &[u8], from: &str| {
+        serde_json::from_slice(bytes)
+            .map(Inputs::One)
+            .with_context(|| format!("the input ({from}) is not valid JSON"))
+    };
+    match (&args.input, &args.input_file) {
+        (Some(input), _) if input == "-" => one(&read_bytes(None)?, "on standard input"),
+        (Some(input), _) => one(input.as_bytes(), "argument"),
+        (None, Some(path)) if path.as_os_str() != "-" => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(Inputs::Lines(read_lines(file, path.display().to_string())))
+        }
+        (None, Some(_)) => Ok(Inputs::Lines(read_lines(
+            std::io::stdin(),
+            "standard input".to_owned(),
+        ))),
+        (None, None) if std::io::stdin().is_terminal() => bail!(
+            "no input: give it as an argument (JSON), `-` for one JSON document on standard \
+             input, or pipe JSON lines in (or --input FILE)"
+        ),
+        (None, None) => Ok(Inputs::Lines(read_lines(
+            std::io::stdin(),
+            "standard input".to_owned(),
+        ))),
+    }
+}
+
+/// Reads `reader` line by line on a thread of its own (reading blocks), parsing each
+/// non-blank line as JSON, and queues them: the calls start before the input ends.
+fn read_lines(
+    reader: impl Read + Send + 'static,
+    name: String,
+) -> tokio::sync::mpsc::Receiver<LineItem> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(LINE_QUEUE);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        let mut line = Vec::new();
+        let mut number = 0u64;
+        loop {
+            line.clear();
+            let item = match reader.read_until(b'\n', &mut line) {
+                Ok(0) => return,
+                Ok(_) => {
+                    number += 1;
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    LineItem::Line {
+                        number,
+                        input: serde_json::from_slice(&line)
+                            .map_err(|error| format!("not valid JSON: {error}")),
+                    }
+                }
+                Err(error) => LineItem::Unreadable(format!("cannot read {name}: {error}")),
+            };
+            let last = matches!(item, LineItem::Unreadable(_));
+            // The receiver is gone when the calls stopped (the connection failed).
+            if sender.blocking_send(item).is_err() || last {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// Connects with a spinner; on failure says why and gives the exit code.
+async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection, ExitCode> {
+    let spinner = Spinner::start(&format!("connecting to {}", args.url));
+    let connected = node.connect_with(&args.url, want).await;
+    spinner.finish();
+    connected.map_err(|error| {
+        eprintln!("concord: {error}");
+        ExitCode::from(connect_exit_code(&error))
+    })
 }
 
 async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::Result<ExitCode> {
@@ -120,16 +257,7 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     let output = match result {
         Ok(output) => output,
         Err(error) => {
-            let text = error.to_string();
-            let text = match error {
-                // A handler's error goes on with the generated module's stack frames,
-                // which say nothing to the caller: its first line says what was wrong.
-                CallError::InvalidInput(_) | CallError::InvalidResponse(_) => {
-                    text.lines().next().unwrap_or_default()
-                }
-                _ => &text,
-            };
-            eprintln!("concord: {text}");
+            eprintln!("concord: {}", error_text(&error));
             return Ok(ExitCode::from(call_exit_code(&error)));
         }
     };
@@ -157,6 +285,233 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
         output::json(&output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a call's error says to the caller: a handler's error goes on with the generated
+/// module's stack frames, which say nothing to the caller, so only its first line.
+fn error_text(error: &CallError) -> String {
+    let text = error.to_string();
+    match error {
+        CallError::InvalidInput(_) | CallError::InvalidResponse(_) => {
+            text.lines().next().unwrap_or_default().to_owned()
+        }
+        _ => text,
+    }
+}
+
+/// The `code` of a failed call in the output: the peer's status code for an error
+/// response, else a name for what failed here.
+fn error_code(error: &CallError) -> Value {
+    match error {
+        CallError::Remote { code, .. } => json!(code),
+        CallError::WrongAction { .. } => json!("wrong-action"),
+        CallError::InvalidInput(_) => json!("invalid-input"),
+        CallError::InvalidResponse(_) => json!("invalid-response"),
+        CallError::Timeout(_) => json!("timeout"),
+        CallError::Closed(_) => json!("closed"),
+        CallError::Unsupported(_) => json!("unsupported"),
+        _ => json!("failed"),
+    }
+}
+
+/// The error message of a failed call: the peer's own message for an error response.
+fn error_message(error: &CallError) -> String {
+    match error {
+        CallError::Remote { message, .. } => message.clone(),
+        _ => error_text(error),
+    }
+}
+
+/// How one line of input fared.
+struct LineResult {
+    number: u64,
+    /// The output, or the error's code, message, one-line description and exit code.
+    outcome: Result<Value, LineError>,
+    latency: Duration,
+}
+
+struct LineError {
+    code: Value,
+    message: String,
+    line: String,
+    exit: u8,
+}
+
+impl LineError {
+    fn of(error: &CallError) -> Self {
+        Self {
+            code: error_code(error),
+            message: error_message(error),
+            line: error_text(error),
+            exit: call_exit_code(error),
+        }
+    }
+}
+
+/// One call per JSON line, `--concurrency` at a time, results printed in input order.
+async fn call_lines(
+    node: Node,
+    args: CallArgs,
+    want: Want,
+    lines: tokio::sync::mpsc::Receiver<LineItem>,
+) -> anyhow::Result<ExitCode> {
+    let connection = match connect(&node, &args, want).await {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
+    };
+    let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
+    let connection_ref = &connection;
+    let action = args.action.as_str();
+    let results = futures_util::stream::unfold(lines, |mut lines| async move {
+        lines.recv().await.map(|item| (item, lines))
+    })
+    .map(|item| async move {
+        match item {
+            LineItem::Line { number, input } => {
+                let started = Instant::now();
+                let outcome = match input {
+                    Ok(input) => connection_ref
+                        .call(action, input)
+                        .await
+                        .map_err(|error| LineError::of(&error)),
+                    Err(message) => Err(LineError {
+                        code: json!("invalid-json"),
+                        line: message.clone(),
+                        message,
+                        exit: 1,
+                    }),
+                };
+                Ok(LineResult {
+                    number,
+                    outcome,
+                    latency: started.elapsed(),
+                })
+            }
+            LineItem::Unreadable(message) => Err(message),
+        }
+    })
+    .buffered(concurrency);
+    let mut results = std::pin::pin!(results);
+    let mut exit = 0u8;
+    while let Some(result) = results.next().await {
+        let result = match result {
+            Ok(result) => result,
+            Err(message) => {
+                eprintln!("concord: {message}");
+                exit = 2;
+                break;
+            }
+        };
+        let line = match (&result.outcome, args.json) {
+            (Ok(output), false) => output.clone(),
+            (Ok(output), true) => json!({
+                "line": result.number,
+                "output": output,
+                "latencyMs": millis(result.latency),
+            }),
+            (Err(error), json) => {
+                eprintln!("concord: line {}: {}", result.number, error.line);
+                exit = exit.max(error.exit);
+                let error = json!({"code": error.code, "message": error.message});
+                if json {
+                    json!({
+                        "line": result.number,
+                        "error": error,
+                        "latencyMs": millis(result.latency),
+                    })
+                } else {
+                    json!({ "error": error })
+                }
+            }
+        };
+        outln!("{line}")?;
+    }
+    connection.close().await;
+    Ok(ExitCode::from(exit))
+}
+
+/// `--repeat N`: the same input N times, `--concurrency` at a time, then a summary.
+async fn repeat(
+    node: Node,
+    args: CallArgs,
+    want: Want,
+    input: Value,
+    times: u64,
+) -> anyhow::Result<ExitCode> {
+    let connection = match connect(&node, &args, want).await {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
+    };
+    let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
+    let connection_ref = &connection;
+    let action = args.action.as_str();
+    let input_ref = &input;
+    let started = Instant::now();
+    let calls = futures_util::stream::iter(0..times)
+        .map(|_| async move {
+            let started = Instant::now();
+            let result = connection_ref.call(action, input_ref.clone()).await;
+            (started.elapsed(), result)
+        })
+        .buffer_unordered(concurrency);
+    let mut calls = std::pin::pin!(calls);
+    let mut latencies = Vec::with_capacity(usize::try_from(times).unwrap_or(0));
+    let mut errors = 0u64;
+    let mut first_error: Option<CallError> = None;
+    let mut exit = 0u8;
+    while let Some((latency, result)) = calls.next().await {
+        latencies.push(latency);
+        if let Err(error) = result {
+            errors += 1;
+            exit = exit.max(call_exit_code(&error));
+            first_error.get_or_insert(error);
+        }
+    }
+    let elapsed = started.elapsed();
+    connection.close().await;
+    latencies.sort_unstable();
+    let p50 = percentile(&latencies, 50);
+    let p99 = percentile(&latencies, 99);
+    let per_second = times as f64 / elapsed.as_secs_f64().max(1e-9);
+    if let Some(error) = &first_error {
+        eprintln!(
+            "concord: {errors} of {times} calls failed; the first: {}",
+            error_text(error)
+        );
+    }
+    if args.json {
+        output::json(&json!({
+            "action": args.action,
+            "calls": times,
+            "ok": times - errors,
+            "errors": errors,
+            "concurrency": args.concurrency,
+            "totalMs": millis(elapsed),
+            "callsPerSecond": (per_second * 10.0).round() / 10.0,
+            "p50Ms": millis(p50),
+            "p99Ms": millis(p99),
+            "maxMs": millis(latencies.last().copied().unwrap_or_default()),
+        }))?;
+    } else {
+        outln!(
+            "{times} calls ({errors} failed) in {:.3} s, {} at a time: {per_second:.1} calls/s, \
+             p50 {:.3} ms, p99 {:.3} ms",
+            elapsed.as_secs_f64(),
+            args.concurrency,
+            millis(p50),
+            millis(p99),
+        )?;
+    }
+    Ok(ExitCode::from(exit))
+}
+
+/// The `pct`th percentile of sorted `latencies` (nearest rank); zero when there are none.
+fn percentile(latencies: &[Duration], pct: usize) -> Duration {
+    if latencies.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (latencies.len() * pct).div_ceil(100).max(1);
+    latencies.get(rank - 1).copied().unwrap_or(Duration::ZERO)
 }
 
 /// 1 when the peer (or what it published) said no; 2 when we could not get an answer.

@@ -8,7 +8,34 @@ use clap::Subcommand;
 use concord_context::{Context, Expression, InstanceId, Resolution, View};
 
 use crate::input::read_bytes;
-use crate::output;
+use crate::output::{self, note, Wrong};
+
+/// The context format, for `concord context --help` and each subcommand's.
+pub const FORMAT_HELP: &str = "\
+A context is a JSON array of messages, oldest first. A data message is
+  {\"type\": \"data\", \"data\": any JSON, \"schema\"?: JSON Schema, \"kind\"?: \"…\", \"description\"?: \"…\"}
+(no kind means \"data\"; \"input\" and \"state\" are kinds too). `_instance` (e.g. \"①\") makes a
+message one instance's own; one without it is global, seen by every instance, and an instance's
+message overrides the global one of the same kind. Messages of one identity (kind + _instance)
+merge oldest to newest: objects recursively, arrays and scalars replaced, null kept; outputs
+say how with `_outputMethod` (set, merge, assign, push, concat). Hidden keys (`_instance`,
+`_outputMethod`, `_call`, `_date`) are never shown to the LLM. Text messages
+({\"type\": \"text\", \"text\", \"role\"?}) pass through unchanged.
+Variables: `†kind.path` (U+2020, a dot path into the merged data of that kind, e.g.
+`†user.name`); `A || B` the first that exists; `A && B` all must exist, the value of the last.
+A missing variable is an error naming it, never null.
+Exit codes: 0 done; 1 the context or the expression's references are wrong (one line on
+standard error); 2 a file cannot be read or an argument is malformed.";
+
+/// `concord context --help`: the format and examples.
+pub fn long_help() -> String {
+    format!(
+        "{FORMAT_HELP}\n\n\
+Examples:
+  concord context render context.json
+  concord context get context.json '†user.name'"
+    )
+}
 
 /// Commands on contexts: JSON arrays of text, data, input, state and peer messages.
 #[derive(Debug, Subcommand)]
@@ -18,10 +45,7 @@ pub enum ContextCommand {
     /// Data messages of one identity are merged into one block. Exits 1 if
     /// messages cannot be merged or merged data violates its schema (the
     /// rendering is still printed; violations go to standard error).
-    #[command(after_help = "\
-Examples:
-  concord context render context.json
-  concord context render context.json --instance ①")]
+    #[command(after_help = RENDER_EXAMPLES, after_long_help = format!("{FORMAT_HELP}\n\n{RENDER_EXAMPLES}"))]
     Render {
         /// The context file (a JSON array of messages); `-` for standard input.
         file: PathBuf,
@@ -33,10 +57,7 @@ Examples:
     /// Resolve a variable expression and print its value as JSON.
     ///
     /// Exits 1, naming each missing reference, if it cannot be resolved.
-    #[command(after_help = "\
-Examples:
-  concord context get context.json '†user.name'
-  concord context get context.json '†input.topic || †state.topic' --instance ①")]
+    #[command(after_help = GET_EXAMPLES, after_long_help = format!("{FORMAT_HELP}\n\n{GET_EXAMPLES}"))]
     Get {
         /// The context file (a JSON array of messages); `-` for standard input.
         file: PathBuf,
@@ -48,6 +69,18 @@ Examples:
     },
 }
 
+/// `concord context render --help`'s examples.
+const RENDER_EXAMPLES: &str = "\
+Examples:
+  concord context render context.json
+  concord context render context.json --instance ①";
+
+/// `concord context get --help`'s examples.
+const GET_EXAMPLES: &str = "\
+Examples:
+  concord context get context.json '†user.name'
+  concord context get context.json '†input.topic || †state.topic' --instance ①";
+
 /// Runs one `concord context` command.
 pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -56,26 +89,28 @@ pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             };
             let view = view(&context, &file, instance.as_deref())?;
-            let chat = match context.render(&view) {
-                Ok(chat) => chat,
-                Err(error) => {
-                    eprintln!("concord: {}: {error}", file.display());
-                    return Ok(ExitCode::from(1));
-                }
-            };
+            let chat = context
+                .render(&view)
+                .map_err(|error| Wrong::error(format!("{}: {error}", file.display())))?;
             output::json(&chat)?;
             match context.validate(&view) {
                 Ok(violations) if violations.is_empty() => Ok(ExitCode::SUCCESS),
                 Ok(violations) => {
-                    for violation in violations {
-                        eprintln!("concord: {}: schema violation: {violation}", file.display());
-                    }
-                    Ok(ExitCode::from(1))
+                    let listed: Vec<String> = violations
+                        .iter()
+                        .map(|violation| output::one_line(&violation.to_string()))
+                        .collect();
+                    let count = match listed.len() {
+                        1 => "schema violation".to_owned(),
+                        many => format!("{many} schema violations"),
+                    };
+                    Err(Wrong::error(format!(
+                        "{}: {count}: {}",
+                        file.display(),
+                        listed.join("; ")
+                    )))
                 }
-                Err(error) => {
-                    eprintln!("concord: {}: {error}", file.display());
-                    Ok(ExitCode::from(1))
-                }
+                Err(error) => Err(Wrong::error(format!("{}: {error}", file.display()))),
             }
         }
         ContextCommand::Get {
@@ -94,13 +129,9 @@ pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Ok(Resolution::Pending(pending)) => {
-                    eprintln!("concord: {}: {pending}", file.display());
-                    Ok(ExitCode::from(1))
+                    Err(Wrong::error(format!("{}: {pending}", file.display())))
                 }
-                Err(error) => {
-                    eprintln!("concord: {}: {error}", file.display());
-                    Ok(ExitCode::from(1))
-                }
+                Err(error) => Err(Wrong::error(format!("{}: {error}", file.display()))),
             }
         }
     }
@@ -112,7 +143,7 @@ fn load(file: &Path) -> anyhow::Result<Option<Context>> {
     match Context::from_json(&bytes) {
         Ok(context) => Ok(Some(context)),
         Err(error) => {
-            eprintln!("concord: {}: {error}", file.display());
+            note(format!("{}: {error}", file.display()));
             Ok(None)
         }
     }

@@ -3,14 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::Subcommand;
 use concord_describe::{MetaProtocol, Report, ThingBuilder};
 use serde_json::json;
 
 use crate::input::read_bytes;
 use crate::logging::error_line;
-use crate::output::{self, outln};
+use crate::output::{self, outln, Wrong};
 
 /// Commands on agent descriptions.
 #[derive(Debug, Subcommand)]
@@ -19,7 +18,8 @@ pub enum DescribeCommand {
     ///
     /// Prints each problem as `FILE:LINE:COLUMN: error[KIND] at POINTER: MESSAGE`, then a
     /// verdict per file. Exits 0 when every file is valid (warnings are printed but allowed),
-    /// 1 when any file is invalid, 2 when a file cannot be read.
+    /// 1 when any file is invalid, 2 when a file cannot be read; standard error then has one
+    /// line naming them.
     #[command(after_help = "\
 Examples:
   concord describe validate weather-agent.json
@@ -34,6 +34,9 @@ Examples:
         json: bool,
     },
     /// Print a valid skeleton agent description to start from.
+    ///
+    /// Exits 1, naming the problem, when the arguments do not make a valid description (an
+    /// `--id` that is not an absolute URI, an `--endpoint` that is not a `ws://`/`wss://` URL).
     #[command(after_help = "\
 Examples:
   concord describe new --title WeatherAgent --endpoint wss://weather.example.com/concord
@@ -67,25 +70,27 @@ pub fn run(command: DescribeCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `describe validate`: a report per file, then the exit code.
 fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
-    let mut any_invalid = false;
-    let mut any_unreadable = false;
+    let mut invalid = Vec::new();
+    let mut unreadable = Vec::new();
     let mut reports = Vec::new();
     for file in files {
         let name = file.display().to_string();
         let report = match read_bytes(Some(file)) {
             Ok(bytes) => concord_describe::validate(&bytes),
             Err(error) => {
-                any_unreadable = true;
+                let line = error_line(&error);
                 if json {
-                    reports.push(json!({"file": name, "error": error_line(&error)}));
-                } else {
-                    eprintln!("concord: {}", error_line(&error));
+                    reports.push(json!({"file": name, "error": line}));
                 }
+                unreadable.push(line);
                 continue;
             }
         };
-        any_invalid |= !report.is_valid();
+        if !report.is_valid() {
+            invalid.push(name.clone());
+        }
         if json {
             let mut entry = serde_json::to_value(&report)?;
             entry["file"] = json!(name);
@@ -97,15 +102,22 @@ fn validate(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     if json {
         output::json(&reports)?;
     }
-    Ok(if any_unreadable {
-        ExitCode::from(2)
-    } else if any_invalid {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if !unreadable.is_empty() {
+        anyhow::bail!("{}", unreadable.join("; "));
+    }
+    if !invalid.is_empty() {
+        return Err(Wrong::error(format!(
+            "{} of {} description{} invalid: {}",
+            invalid.len(),
+            files.len(),
+            if files.len() == 1 { " is" } else { "s are" },
+            invalid.join(", ")
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
+/// One file's problems and verdict, as text.
 fn print_report(file: &Path, report: &Report) -> anyhow::Result<()> {
     let name = file.display();
     for problem in report.errors().chain(report.warnings()) {
@@ -128,6 +140,7 @@ fn print_report(file: &Path, report: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `s` unless `count` is 1.
 fn plural(count: usize) -> &'static str {
     if count == 1 {
         ""
@@ -136,6 +149,7 @@ fn plural(count: usize) -> &'static str {
     }
 }
 
+/// `describe new`: a skeleton description.
 fn new(
     title: String,
     id: Option<String>,
@@ -153,9 +167,11 @@ fn new(
     if let Some(endpoint) = endpoint {
         builder = builder.meta_protocol(MetaProtocol::new(endpoint));
     }
-    let thing = builder
-        .build()
-        .context("these arguments do not make a valid description")?;
+    let thing = builder.build().map_err(|error| {
+        Wrong::error(format!(
+            "these arguments do not make a valid description: {error}"
+        ))
+    })?;
     output::json(&thing)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::consensus::fixed_action;
 use crate::input::{read_action, read_need, read_protocol, read_text};
 use crate::llm;
-use crate::output::{self, out, outln};
+use crate::output::{self, checked, note, out, outln, Wrong};
 use crate::runtime::block_on;
 
 /// Commands on protocol handler modules.
@@ -28,6 +28,9 @@ pub enum HandlerCommand {
     /// The template is used when it fits and passes the test cases (the given ones, else
     /// cases drafted from the protocol's schemas); with `--llm`, an LLM writes the module
     /// when it does not.
+    ///
+    /// Exits 1 when no module can be written that passes (no template fits and no `--llm`,
+    /// or the LLM's attempts all fail), 2 when the LLM cannot be reached or a file read.
     #[command(after_help = "\
 Examples:
   concord handler generate product-info.md --role provider --action-schema action.json
@@ -60,12 +63,28 @@ Examples:
     /// Call one function of a module in the sandbox and print its result as JSON.
     ///
     /// The role follows from the function. Exits 1 naming the error, or the limit hit.
+    ///
+    /// The module is a strict-mode script declaring its role's two functions, or an ES
+    /// module exporting them (`export function encodeRequest(…)`, `export { f, g }`); it
+    /// may not `import` anything. The argument is what the runtime passes: `encodeRequest`
+    /// takes `{messageId, input}`; `decodeResponse` and `decodeRequest` take the message;
+    /// `encodeResponse` takes `{messageId, result}` or `{messageId, error: {code,
+    /// message}}`. `decodeResponse` returns `{messageId, output}` (or `error`),
+    /// `decodeRequest` `{messageId, input}`.
+    ///
+    /// `result` and `output` are different values on different sides, hence two names:
+    /// `result` is what the provider's own action returned (its `output` schema), before
+    /// any message exists; `output` is what the requester's caller gets back once
+    /// `decodeResponse` has read the response (the caller's own `output` schema, which
+    /// may name and shape things differently). A `decodeResponse` returning `result` breaks
+    /// the contract, and the templates' `encodeResponse` does not take `output`.
     #[command(after_help = "\
 Examples:
   concord handler run requester.js encodeRequest '{\"messageId\":\"m1\",\"input\":{\"productId\":\"P1\"}}'
   concord handler run provider.js decodeRequest '{\"messageId\":\"m1\",\"type\":\"REQUEST\",\"action\":\"getProductInfo\",\"productId\":\"P1\"}'")]
     Run {
-        /// The module (a strict-mode script declaring its role's functions).
+        /// The module (a strict-mode script declaring its role's functions, or an ES module
+        /// exporting them).
         module: PathBuf,
         /// `encodeRequest`, `decodeResponse`, `decodeRequest` or `encodeResponse`.
         function: String,
@@ -146,7 +165,9 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
             };
             let role = Role::from(role);
             let local = match (role, need) {
-                (Role::Requester, Some(need)) => Local::Requester(read_need(&need)?),
+                (Role::Requester, Some(need)) => {
+                    Local::Requester(read_need(&need).map_err(checked)?)
+                }
                 (Role::Provider, Some(_)) => {
                     bail!("--need is for the requester; the provider takes --action-schema")
                 }
@@ -169,17 +190,21 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) => {
-                    eprintln!("concord: {error}");
                     let usage = error.usage();
-                    if usage.calls > 0 {
-                        eprintln!(
-                            "concord: {} LLM call(s), {} tokens in, {} out",
+                    let cost = if usage.calls > 0 {
+                        format!(
+                            " ({} LLM call(s), {} tokens in, {} out)",
                             usage.calls, usage.prompt_tokens, usage.completion_tokens
-                        );
-                    }
-                    Ok(match error {
-                        GenerateError::Llm { .. } | GenerateError::Prompt(_) => ExitCode::from(2),
-                        _ => ExitCode::from(1),
+                        )
+                    } else {
+                        String::new()
+                    };
+                    let line = format!("{}{cost}", output::one_line(&error.to_string()));
+                    Err(match error {
+                        GenerateError::Llm { .. } | GenerateError::Prompt(_) => {
+                            anyhow!("{line}")
+                        }
+                        _ => Wrong::error(line),
                     })
                 }
             }
@@ -205,26 +230,17 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
             }
             limits.validate()?;
             let source = read_text(Some(&module), "the module")?;
-            let mut handler = match Sandbox::load(&source, function.role(), limits) {
-                Ok(handler) => handler,
-                Err(error) => {
-                    eprintln!("concord: {}: {error}", module.display());
-                    return Ok(ExitCode::from(1));
-                }
-            };
+            let mut handler = Sandbox::load(&source, function.role(), limits)
+                .map_err(|error| Wrong::error(format!("{}: {error}", module.display())))?;
             match handler.call(function, &argument) {
                 Ok(result) => {
                     output::json(&result)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) if error.is_limit() => {
-                    eprintln!("concord: {function} was stopped: {error}");
-                    Ok(ExitCode::from(1))
+                    Err(Wrong::error(format!("{function} was stopped: {error}")))
                 }
-                Err(error) => {
-                    eprintln!("concord: {function} failed: {error}");
-                    Ok(ExitCode::from(1))
-                }
+                Err(error) => Err(Wrong::error(format!("{function} failed: {error}"))),
             }
         }
         HandlerCommand::Test {
@@ -260,13 +276,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
                     None,
                 )?,
             };
-            let verifier = match Verifier::new(&document) {
-                Ok(verifier) => verifier,
-                Err(error) => {
-                    eprintln!("concord: {error}");
-                    return Ok(ExitCode::from(1));
-                }
-            };
+            let verifier = Verifier::new(&document).map_err(Wrong::error)?;
             let mut handlers = Vec::new();
             for (side, module) in [(&requester_side, &requester), (&provider_side, &provider)] {
                 match load_side(&document, side, module.as_deref())? {
@@ -287,7 +297,12 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
                 Some(fix) => {
                     outln!("\nFailures:\n{}", report.details())?;
                     outln!("Fix-error report (for fixErrorNegotiation.errorDescription):\n{fix}")?;
-                    Ok(ExitCode::from(1))
+                    let failed = report.cases.iter().filter(|case| !case.passed()).count();
+                    Err(Wrong::error(format!(
+                        "{failed} of {} test case(s) failed (the failures and the fix-error \
+                         report are on standard output)",
+                        report.cases.len()
+                    )))
                 }
             }
         }
@@ -298,7 +313,7 @@ pub fn run(command: HandlerCommand) -> anyhow::Result<ExitCode> {
 fn read_cases(path: &Path) -> anyhow::Result<Result<TestCases, ExitCode>> {
     let text = read_text(Some(path), "the test cases")?;
     Ok(TestCases::parse(&text).map_err(|error| {
-        eprintln!("concord: {}: {error}", path.display());
+        note(format!("{}: {error}", path.display()));
         ExitCode::from(1)
     }))
 }
@@ -312,7 +327,7 @@ fn local_side(
     cases: Option<&TestCases>,
 ) -> anyhow::Result<Local> {
     if let Some(path) = action_schema {
-        let spec = read_action(path)?;
+        let spec = read_action(path).map_err(checked)?;
         return Ok(match role {
             Role::Provider => Local::Provider(spec),
             Role::Requester => Local::requester_for(&spec),
@@ -360,22 +375,23 @@ fn load_side(
         None => match template(document, side) {
             Ok(source) => (source, format!("the {} template", side.role())),
             Err(error) => {
-                eprintln!(
-                    "concord: {error}; pass --{} MODULE to test a module of your own",
+                note(format!(
+                    "{error}; pass --{} MODULE to test a module of your own",
                     side.role()
-                );
+                ));
                 return Ok(Err(ExitCode::from(1)));
             }
         },
     };
     Ok(
         Code::load(&source, document, side, Limits::default()).map_err(|error| {
-            eprintln!("concord: {name}: {error}");
+            note(format!("{name}: {error}"));
             ExitCode::from(1)
         }),
     )
 }
 
+/// Says on standard error, on one line, who wrote the module and what checked it.
 fn report_generated(generated: &Generated) {
     let checked = match generated.cases_run {
         0 => "loaded, no test cases to run".to_owned(),
@@ -388,18 +404,20 @@ fn report_generated(generated: &Generated) {
         ),
         Origin::Llm { attempts } => {
             let usage = generated.usage;
-            eprintln!(
-                "concord: {} module written by the LLM on attempt {attempts}; {checked}; \
+            let no_template = generated
+                .template_rejected
+                .as_ref()
+                .map(|reason| format!(" (no template: {reason})"))
+                .unwrap_or_default();
+            note(format!(
+                "{} module written by the LLM on attempt {attempts}{no_template}; {checked}; \
                  {} LLM call(s), {} tokens in, {} out, {:.1} s",
                 generated.role,
                 usage.calls,
                 usage.prompt_tokens,
                 usage.completion_tokens,
                 usage.wall_time.as_secs_f64()
-            );
-            if let Some(reason) = &generated.template_rejected {
-                eprintln!("concord: no template: {reason}");
-            }
+            ));
         }
     }
 }

@@ -3,8 +3,10 @@
 //! Each command group lives in its own module, which exposes a clap
 //! `Subcommand` enum and a `run` function returning the process exit code.
 //! Exit codes: 0 success, 1 the input was checked and found wrong (invalid
-//! document, failed test, missing reference), 2 the command could not run
-//! (bad arguments, unreadable file). A reader that goes away (`concord … | head`) ends
+//! document, failed test, missing reference: an `output::Wrong` error, or a command's own
+//! `ExitCode`), 2 the command could not run (bad arguments, unreadable file, an LLM or peer
+//! that cannot be reached: any other error). Every error is one line on standard error,
+//! `concord: …` (`output::note`). A reader that goes away (`concord … | head`) ends
 //! any command quietly with 0, as it ends other Unix tools.
 #![deny(clippy::print_stdout)] // standard output goes through `output` (see there)
 
@@ -31,6 +33,7 @@ mod registry;
 mod runtime;
 mod serve;
 mod session_report;
+mod transcripts;
 
 /// Concord: agents that negotiate the protocol they speak.
 #[derive(Debug, Parser)]
@@ -56,7 +59,8 @@ enum Command {
         after_help = "\
 Examples:
   concord aicl encode message.json --pretty
-  concord aicl check request.aicl --reply"
+  concord aicl check request.aicl --reply",
+        after_long_help = aicl::long_help()
     )]
     Aicl(aicl::AiclCommand),
     /// Render data-message contexts for an LLM and resolve `†` variables.
@@ -65,7 +69,8 @@ Examples:
         after_help = "\
 Examples:
   concord context render context.json
-  concord context get context.json '†user.name'"
+  concord context get context.json '†user.name'",
+        after_long_help = context::long_help()
     )]
     Context(context::ContextCommand),
     /// Validate and write agent descriptions (LMOS Agent Description Format, WoT TD 1.1).
@@ -106,10 +111,15 @@ Examples:
     Protocols(protocols::ProtocolsArgs),
     /// Register, list and remove consensus protocols (known by URI, used with no negotiation).
     Registry(registry::RegistryArgs),
+    /// List, show and prune the sessions' transcripts (hellos and negotiation frames).
+    Transcripts(transcripts::TranscriptsArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
     let outcome = match cli.command {
         Command::Aicl(command) => aicl::run(command),
         Command::Context(command) => context::run(command),
@@ -121,13 +131,53 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Protocols(args) => protocols::run(args),
         Command::Registry(args) => registry::run(args),
+        Command::Transcripts(args) => transcripts::run(args),
     };
     match outcome.and_then(|code| Ok(output::flush().map(|()| code)?)) {
         Ok(code) => code,
         Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("concord: {}", logging::error_line(&error));
-            ExitCode::from(2)
+            output::note(logging::error_line(&error));
+            output::exit_code(&error)
         }
     }
+}
+
+/// Help and version go to standard output (exit 0); an argument error is one line on
+/// standard error naming the problem and where to get help (exit 2: nothing was run).
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = error.print();
+        return if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let rendered = error.render().to_string();
+    // The message, and any lines under it up to the usage (missing arguments, tips).
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:"))
+        .filter(|line| !line.contains("For more information"))
+        .collect();
+    let message = output::one_line(&message.join("\n"));
+    let first = message.strip_prefix("error: ").unwrap_or(&message);
+    let help = rendered
+        .lines()
+        .rev()
+        .find(|line| line.contains("--help"))
+        .map(|line| {
+            let hint = line.trim().trim_end_matches('.');
+            format!(" ({})", hint.replace("For more information, try", "try"))
+        })
+        .unwrap_or_default();
+    output::note(format!("{first}{help}"));
+    ExitCode::from(2)
 }

@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::bail;
 use clap::Subcommand;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
@@ -14,13 +13,16 @@ use serde_json::json;
 
 use crate::input::{is_stdin, read_bytes, read_need, read_text};
 use crate::llm;
-use crate::output::{self, out, outln};
+use crate::output::{self, checked, out, outln, Wrong};
 use crate::runtime::block_on;
 
 /// Commands on protocol documents.
 #[derive(Debug, Subcommand)]
 pub enum ProtocolCommand {
     /// Draft a candidate protocol for calling a peer's action (requester side).
+    ///
+    /// Exits 1 when the description is invalid, does not publish the action, or the need
+    /// cannot be met; 2 when a file cannot be read or the LLM cannot be reached.
     #[command(after_help = "\
 Examples:
   concord protocol draft --description peer.json --action getProductInfo > candidate.md
@@ -43,6 +45,10 @@ Examples:
     },
     /// Judge a candidate protocol against our own description (provider side); prints the
     /// decision as JSON: status, candidate, modificationSummary, reason.
+    ///
+    /// Exits 0 when it accepts or counters, 1 when it rejects (the JSON is printed all the
+    /// same; standard error has the reason on one line), 2 when it cannot judge (a file that
+    /// cannot be read, an LLM that cannot be reached).
     #[command(after_help = "\
 Examples:
   concord protocol judge --description ours.json candidate.md
@@ -87,14 +93,14 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
         } => {
             let actions = actions_in(&description)?;
             let Some(peer_action) = actions.iter().find(|a| a.name == action) else {
-                bail!(
+                return Err(Wrong::error(format!(
                     "{} publishes no action `{action}` (it has: {})",
                     description.display(),
                     names(&actions)
-                );
+                )));
             };
             let need = match need {
-                Some(path) => read_need(&path)?,
+                Some(path) => read_need(&path).map_err(checked)?,
                 None => Need {
                     action: action.clone(),
                     ..Need::default()
@@ -105,17 +111,10 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             } else {
                 block_on(draft(&DeterministicNegotiator::new(), &need, peer_action))?
             };
-            match drafted {
-                Ok(decided) => {
-                    out!("{}", decided.value)?;
-                    report_cost(&decided.record);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(error) => {
-                    eprintln!("concord: {error}");
-                    Ok(ExitCode::from(1))
-                }
-            }
+            let decided = drafted.map_err(negotiate_error)?;
+            out!("{}", decided.value)?;
+            report_cost(&decided.record);
+            Ok(ExitCode::SUCCESS)
         }
         ProtocolCommand::Judge {
             description,
@@ -128,7 +127,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             if previous.as_deref().is_some_and(|path| is_stdin(Some(path)))
                 && is_stdin(candidate.as_deref())
             {
-                bail!("the candidate and --previous cannot both come from standard input");
+                anyhow::bail!("the candidate and --previous cannot both come from standard input");
             }
             let text = read_text(candidate.as_deref(), "the candidate")?;
             let ours = previous
@@ -148,13 +147,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
                     previous,
                 ))?
             };
-            let decided = match judged {
-                Ok(decided) => decided,
-                Err(error) => {
-                    eprintln!("concord: {error}");
-                    return Ok(ExitCode::from(1));
-                }
-            };
+            let decided = judged.map_err(negotiate_error)?;
             let mut output = match &decided.value {
                 Decision::Accept => json!({"status": "accepted", "candidate": text}),
                 Decision::Counter {
@@ -166,7 +159,11 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             };
             output["decidedBy"] = serde_json::to_value(&decided.record)?;
             output::json(&output)?;
-            Ok(ExitCode::SUCCESS)
+            match &decided.value {
+                // The JSON above has the reason as written; standard error has it on one line.
+                Decision::Reject { reason } => Err(Wrong::error(format!("rejected: {reason}"))),
+                _ => Ok(ExitCode::SUCCESS),
+            }
         }
         ProtocolCommand::Hash { file } => {
             let document = read_bytes(file.as_deref())?;
@@ -176,6 +173,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Drafts a candidate for `action` with `negotiator`.
 async fn draft<N: Negotiator>(
     negotiator: &N,
     need: &Need,
@@ -184,6 +182,7 @@ async fn draft<N: Negotiator>(
     negotiator.draft(need, action).await
 }
 
+/// Judges `candidate` against our `actions` with `negotiator`.
 async fn judge<N: Negotiator>(
     negotiator: &N,
     actions: &[ActionSpec],
@@ -195,7 +194,16 @@ async fn judge<N: Negotiator>(
         .await
 }
 
-/// The LLM negotiator configured from the environment.
+/// A negotiator's error: the LLM failing is "could not run" (exit 2); anything else (a
+/// candidate or need that cannot work) is [`Wrong`] (exit 1).
+fn negotiate_error(error: NegotiateError) -> anyhow::Error {
+    match error {
+        NegotiateError::Llm(_) => anyhow::Error::new(error),
+        other => Wrong::error(other),
+    }
+}
+
+/// The LLM negotiator configured from the environment (checked to answer).
 fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
     Ok(LlmNegotiator::new(llm::client()?))
 }
@@ -217,14 +225,15 @@ fn report_cost(record: &StepRecord) {
 fn actions_in(path: &Path) -> anyhow::Result<Vec<ActionSpec>> {
     let bytes = read_bytes(Some(path))?;
     let validated = concord_describe::parse(&bytes).map_err(|invalid| {
-        anyhow::anyhow!(
+        Wrong::error(format!(
             "{} is not a valid agent description: {invalid}",
             path.display()
-        )
+        ))
     })?;
     Ok(published_actions(&validated.thing))
 }
 
+/// The actions' names, quoted, for an error.
 fn names(actions: &[ActionSpec]) -> String {
     if actions.is_empty() {
         return "no actions".into();

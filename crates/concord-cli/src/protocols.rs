@@ -32,6 +32,10 @@ pub struct ProtocolsArgs {
 pub enum ProtocolsCommand {
     /// List the stored protocols, most recently created first, each with the peer it was
     /// most recently used with (and how many others hold it).
+    ///
+    /// `resumed` counts the sessions that reused a stored protocol with 0-RTT (no
+    /// negotiation); the session that negotiated it, and sessions settled by a consensus
+    /// protocol, are not counted. `last resumed` is the latest of them.
     #[command(after_help = "\
 Examples:
   concord protocols list
@@ -42,7 +46,8 @@ Examples:
         json: bool,
     },
     /// Show one protocol: its metadata (every peer it was saved for or used with, the most
-    /// recent first) and document (or a handler module, or its test cases).
+    /// recent first; how often it was resumed with 0-RTT) and document (or a handler
+    /// module, or its test cases).
     #[command(after_help = "\
 Examples:
   concord protocols show 40340f2e
@@ -97,8 +102,8 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                             "testCases": protocol.has_test_cases,
                             "documentBytes": protocol.document_len,
                             "created": time(protocol.created),
-                            "lastUsed": protocol.last_used.map(time),
-                            "useCount": protocol.use_count,
+                            "lastResumed": protocol.last_used.map(time),
+                            "resumed": protocol.use_count,
                         })
                     })
                     .collect();
@@ -110,12 +115,12 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             outln!(
-                "{:<12}  {:<10}  {:>4}  {:<20}  {:<20}  peers",
+                "{:<12}  {:<10}  {:>7}  {:<20}  {:<20}  peers",
                 "hash",
                 "settled",
-                "uses",
+                "resumed",
                 "created",
-                "last used"
+                "last resumed"
             )?;
             for protocol in &protocols {
                 let hash = protocol.hash.to_string();
@@ -125,7 +130,7 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                     "CORRUPT"
                 };
                 outln!(
-                    "{:<12}  {settled:<10}  {:>4}  {:<20}  {:<20}  {}",
+                    "{:<12}  {settled:<10}  {:>7}  {:<20}  {:<20}  {}",
                     &hash[..12],
                     protocol.use_count,
                     time(protocol.created),
@@ -197,8 +202,8 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
                     "peers": protocol.peers,
                     "settlement": settlement(&protocol.settlement),
                     "created": time(protocol.created),
-                    "lastUsed": protocol.last_used.map(time),
-                    "useCount": protocol.use_count,
+                    "lastResumed": protocol.last_used.map(time),
+                    "resumed": protocol.use_count,
                     "document": protocol.document,
                     "handlers": {
                         "requester": protocol.handlers.get(Role::Requester),
@@ -230,10 +235,9 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
             }
             outln!("created:     {}", time(protocol.created))?;
             outln!(
-                "last used:   {}",
-                protocol.last_used.map_or_else(|| "never".to_owned(), time)
+                "resumed:     {}",
+                resumed(protocol.use_count, protocol.last_used)
             )?;
-            outln!("uses:        {}", protocol.use_count)?;
             outln!("handlers:    {}", list_or_none(&roles(&handler_roles)))?;
             outln!(
                 "test cases:  {}",
@@ -257,6 +261,21 @@ pub fn run(args: ProtocolsArgs) -> anyhow::Result<ExitCode> {
             }
             Err(error) => selector_failed(error),
         },
+    }
+}
+
+/// How often a stored protocol was reused with 0-RTT, and when last: `never (…)`, `once with
+/// 0-RTT, last <time>`, `N times with 0-RTT, last <time>` (the negotiating session itself is
+/// not a resumption).
+fn resumed(count: u64, last: Option<SystemTime>) -> String {
+    let times = match count {
+        0 => return "never (0-RTT reuses; the negotiating session is not counted)".to_owned(),
+        1 => "once".to_owned(),
+        count => format!("{count} times"),
+    };
+    match last {
+        Some(last) => format!("{times} with 0-RTT, last {}", time(last)),
+        None => format!("{times} with 0-RTT"),
     }
 }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use concord_handlers::{Generated, Generator};
+use concord_handlers::{GenerateError, Generated, Generator};
 use concord_negotiate::ActionSpec;
 use concord_proto::Role;
 use concord_store::NewConsensus;
@@ -17,7 +17,7 @@ use crate::data_dir::DataDir;
 use crate::input::{read_action, read_protocol};
 use crate::llm;
 use crate::logging::error_line;
-use crate::output::{self, outln};
+use crate::output::{self, checked, note, outln, Wrong};
 use crate::protocols::{integrity, list_or_none, roles, time};
 use crate::runtime;
 
@@ -122,10 +122,10 @@ pub fn run(args: RegistryArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             if entries.is_empty() {
-                eprintln!(
-                    "concord: no consensus protocols registered in {}",
+                note(format!(
+                    "no consensus protocols registered in {}",
                     store.path().display()
-                );
+                ));
                 return Ok(ExitCode::SUCCESS);
             }
             outln!("{:<12}  {:<20}  {:<19}  uri", "hash", "added", "handlers")?;
@@ -151,13 +151,15 @@ pub fn run(args: RegistryArgs) -> anyhow::Result<ExitCode> {
                 outln!("removed {uri}")?;
                 Ok(ExitCode::SUCCESS)
             } else {
-                eprintln!("concord: no consensus protocol is registered as {uri:?}");
-                Ok(ExitCode::from(1))
+                Err(Wrong::error(format!(
+                    "no consensus protocol is registered as {uri:?}"
+                )))
             }
         }
     }
 }
 
+/// `registry add`: generates and checks the handler modules, then registers the document.
 fn add(
     data_dir: &DataDir,
     uri: &str,
@@ -173,7 +175,10 @@ fn add(
         Ok(document) => document,
         Err(code) => return Ok(code),
     };
-    let served: Option<ActionSpec> = action_schema.map(read_action).transpose()?;
+    let served: Option<ActionSpec> = action_schema
+        .map(read_action)
+        .transpose()
+        .map_err(checked)?;
     let action = action.or_else(|| served.as_ref().map(|spec| spec.name.clone()));
     if consensus::fixed_action(&document).is_none() && action.is_none() {
         bail!(
@@ -209,12 +214,16 @@ fn add(
                 written.push(role.name().to_owned());
             }
             Some(Err(error)) => {
-                eprintln!(
-                    "concord: cannot write the {} module: {}",
+                let line = format!(
+                    "cannot write the {} module: {}",
                     role.name(),
                     error_line(&error)
                 );
-                return Ok(ExitCode::from(1));
+                return Err(if llm_failed(&error) {
+                    anyhow::anyhow!("{line}")
+                } else {
+                    Wrong::error(line)
+                });
             }
             None => {}
         }
@@ -227,14 +236,26 @@ fn add(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether a module could not be written because the LLM could not be asked (exit 2), not
+/// because the document is wrong (exit 1).
+fn llm_failed(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<GenerateError>(),
+            Some(GenerateError::Llm { .. } | GenerateError::Prompt(_))
+        )
+    })
+}
+
+/// Says on standard error, on one line, who wrote a module and what checked it.
 fn report(role: Role, module: &Generated) {
     let checked = match module.cases_run {
         0 => "loaded".to_owned(),
         cases => format!("passes {cases} test case(s) drafted from its schemas"),
     };
-    eprintln!(
-        "concord: {} module written by the {}; {checked}",
+    note(format!(
+        "{} module written by the {}; {checked}",
         role.name(),
         module.origin
-    );
+    ));
 }

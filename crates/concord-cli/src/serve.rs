@@ -1,5 +1,8 @@
 //! `concord serve --config agent.toml`: run an agent node serving the configured actions
-//! until Ctrl-C (or SIGTERM), then shut down gracefully.
+//! until Ctrl-C (or SIGTERM), then shut down gracefully: no new connections or calls, the
+//! calls running answered within `node.shutdown_grace` (default 10 s), then every session
+//! closed with code 1001 "the node is shutting down". A second Ctrl-C (or SIGTERM) stops
+//! at once.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +31,10 @@ Examples:
 The configuration (TOML) names the agent, its actions with their JSON Schemas and backends
 (`exec`: a command run per call, input JSON on stdin, output JSON on stdout; `http`: a POST
 per call), the LLM, consensus protocols and limits. See examples/product-agent.toml.
-Log lines go to standard error; RUST_LOG=concord_node=debug shows every step.")]
+Log lines go to standard error; RUST_LOG=concord_node=debug shows every step.
+Ctrl-C or SIGTERM drains the agent: it takes no new connections or calls, lets the calls
+running finish within `node.shutdown_grace` (default 10s), then closes every session with a
+reason; a second Ctrl-C or SIGTERM stops at once.")]
 pub struct ServeArgs {
     /// The agent configuration (TOML).
     #[arg(long, short, value_name = "FILE")]
@@ -80,6 +86,8 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         builder = builder.tls_certificate_pem(chain.clone(), key.clone());
     }
     if let Some(llm) = &config.llm {
+        // The operator asked for this LLM: an agent that cannot reach it does not start.
+        crate::llm::probe(llm)?;
         builder = builder.llm(llm.clone());
     }
     let names: Vec<String> = config
@@ -143,11 +151,21 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     outln!("endpoint:    {}", server.endpoint())?;
     eprintln!("concord: press Ctrl-C to stop");
     stopped().await?;
+    let grace = config.shutdown_grace;
     eprintln!(
-        "concord: shutting down ({} session(s) open)",
-        server.sessions()
+        "concord: shutting down ({} session(s) open): no new calls; calls running may \
+         finish within {}; Ctrl-C again to stop at once",
+        server.sessions(),
+        humantime::format_duration(grace)
     );
-    server.shutdown().await.context("shutting down")?;
+    tokio::select! {
+        result = server.shutdown_within(grace) => result.context("shutting down")?,
+        // Dropping the server closes every session at once.
+        result = stopped() => {
+            result?;
+            eprintln!("concord: stopped at once");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -225,22 +225,34 @@ impl SessionReport {
             .count()
     }
 
-    /// Times we waited for the peer after sending, over the WebSocket: the hello exchange
-    /// is one; the rest are the negotiation's.
+    /// Times we waited for the peer over the WebSocket, counted by phase so that the same
+    /// flow always counts the same, whichever side's frame happened to arrive first: the
+    /// hello exchange (1), each negotiation message we received in answer (protocol, test
+    /// cases, fix-error), the code-generation exchange (1, or one per `generated` we
+    /// received after a fix) and the verification run (1 when we sent any test case).
     pub fn websocket_round_trips(&self) -> usize {
-        let mut turns = 0;
-        let mut sent = false;
-        for frame in &self.frames {
-            match frame.direction {
-                Direction::Sent => sent = true,
-                Direction::Received if sent => {
-                    turns += 1;
-                    sent = false;
-                }
-                Direction::Received => {}
-            }
-        }
-        turns
+        let received = |name: &str| {
+            self.frames
+                .iter()
+                .filter(|frame| {
+                    frame.direction == Direction::Received && frame.name.as_deref() == Some(name)
+                })
+                .count()
+        };
+        let hello = usize::from(
+            self.frames
+                .iter()
+                .any(|frame| frame.kind == FrameKind::Hello),
+        );
+        let verification = usize::from(self.frames.iter().any(|frame| {
+            frame.kind == FrameKind::Verification && frame.direction == Direction::Sent
+        }));
+        hello
+            + received("protocolNegotiation")
+            + received("testCasesNegotiation")
+            + received("fixErrorNegotiation")
+            + received("codeGeneration")
+            + verification
     }
 
     /// Round trips after the hello exchange (0 for 0-RTT and consensus).

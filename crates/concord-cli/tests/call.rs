@@ -306,3 +306,186 @@ fn an_agent_with_a_certificate_is_called_over_https_and_wss() {
     assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
     assert_eq!(called.json()["output"]["productName"], "Mouse");
 }
+
+/// JSON lines on standard input (no input argument): one call per line over one session,
+/// one output line per input line, in order; a line that is not JSON is reported for that
+/// line and the rest go on; exit code 1.
+#[test]
+fn json_lines_on_standard_input_are_called_over_one_session_in_order() {
+    let (served, _data) = serve();
+    let requester = tempfile::tempdir().unwrap();
+    let lines = "{\"productId\": \"P12345\"}\n{productId: oops}\n\n{\"productId\": \"P2\"}\n";
+    let output = run(concord()
+        .args(["call", &served.url, "getProductInfo", "--data-dir"])
+        .arg(requester.path())
+        .write_stdin(lines));
+    assert_eq!(output.code, 1, "{}{}", output.stdout, output.stderr);
+    let results: Vec<serde_json::Value> = output
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(results.len(), 3, "{}", output.stdout);
+    assert_eq!(results[0]["productName"], "Laptop");
+    assert_eq!(results[1]["error"]["code"], "invalid-json");
+    assert_eq!(results[2]["productName"], "Mouse");
+    assert_eq!(output.stderr.lines().count(), 1, "{}", output.stderr);
+    assert!(
+        output
+            .stderr
+            .starts_with("concord: line 2: not valid JSON: key must be a string"),
+        "{}",
+        output.stderr
+    );
+
+    // With --json, from a file, several in flight: one object per line, still in order,
+    // with the line number, the output or the error, and the latency.
+    let file = requester.path().join("inputs.jsonl");
+    let mut text = String::new();
+    for index in 0..12 {
+        let id = match index % 3 {
+            0 => "P12345",
+            1 => "P404",
+            _ => "P2",
+        };
+        text.push_str(&format!("{{\"productId\": \"{id}\"}}\n"));
+    }
+    std::fs::write(&file, text).unwrap();
+    let output = run(concord()
+        .args([
+            "call",
+            &served.url,
+            "getProductInfo",
+            "--json",
+            "--concurrency",
+            "4",
+        ])
+        .arg("--input")
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(requester.path()));
+    assert_eq!(output.code, 1, "{}{}", output.stdout, output.stderr);
+    let results: Vec<serde_json::Value> = output
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(results.len(), 12, "{}", output.stdout);
+    for (index, result) in results.iter().enumerate() {
+        assert_eq!(result["line"], index + 1, "{result}");
+        assert!(result["latencyMs"].as_f64().unwrap() >= 0.0, "{result}");
+        match index % 3 {
+            0 => assert_eq!(result["output"]["productName"], "Laptop", "{result}"),
+            1 => {
+                assert_eq!(result["error"]["code"], 404, "{result}");
+                assert!(result["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no product P404"));
+            }
+            _ => assert_eq!(result["output"]["productName"], "Mouse", "{result}"),
+        }
+    }
+
+    // Every line answered: 0.
+    let output = run(concord()
+        .args([
+            "call",
+            &served.url,
+            "getProductInfo",
+            "--input",
+            "-",
+            "--data-dir",
+        ])
+        .arg(requester.path())
+        .write_stdin("{\"productId\": \"P2\"}\n{\"productId\": \"P2\"}\n"));
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    assert_eq!(output.stdout.lines().count(), 2, "{}", output.stdout);
+
+    // An input file that cannot be read: 2.
+    run(concord()
+        .args([
+            "call",
+            &served.url,
+            "getProductInfo",
+            "--input",
+            "no-such.jsonl",
+            "--data-dir",
+        ])
+        .arg(requester.path()))
+    .fails(2, "cannot read no-such.jsonl");
+}
+
+/// `--repeat N`: the one input N times over one session, then a summary.
+#[test]
+fn repeat_sends_the_input_n_times_and_prints_a_summary() {
+    let (served, _data) = serve();
+    let requester = tempfile::tempdir().unwrap();
+    let input = r#"{"productId": "P2"}"#;
+    let output = call_product(
+        &served.url,
+        input,
+        requester.path(),
+        &[OsStr::new("--repeat"), OsStr::new("50")],
+    );
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    assert_eq!(output.stdout.lines().count(), 1, "{}", output.stdout);
+    assert!(
+        output.stdout.starts_with("50 calls (0 failed) in ")
+            && output.stdout.contains("calls/s")
+            && output.stdout.contains("p50 ")
+            && output.stdout.contains("p99 "),
+        "{}",
+        output.stdout
+    );
+
+    let output = call_product(
+        &served.url,
+        input,
+        requester.path(),
+        &[
+            OsStr::new("--repeat"),
+            OsStr::new("50"),
+            OsStr::new("--concurrency"),
+            OsStr::new("8"),
+            OsStr::new("--json"),
+        ],
+    );
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    let summary = output.json();
+    assert_eq!(summary["calls"], 50);
+    assert_eq!(summary["ok"], 50);
+    assert_eq!(summary["errors"], 0);
+    assert_eq!(summary["concurrency"], 8);
+    assert!(
+        summary["callsPerSecond"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
+    let (p50, p99) = (
+        summary["p50Ms"].as_f64().unwrap(),
+        summary["p99Ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= p99, "{summary}");
+
+    // Calls answered with an error: 1, and the first error on standard error.
+    let output = call_product(
+        &served.url,
+        r#"{"productId": "P404"}"#,
+        requester.path(),
+        &[
+            OsStr::new("--repeat"),
+            OsStr::new("3"),
+            OsStr::new("--json"),
+        ],
+    );
+    assert_eq!(output.code, 1, "{}{}", output.stdout, output.stderr);
+    assert_eq!(output.json()["errors"], 3);
+    output.fails(1, "3 of 3 calls failed; the first: the peer answered 404");
+
+    // --repeat needs one input.
+    let output = run(concord()
+        .args(["call", &served.url, "getProductInfo", "--repeat", "0", "{}"])
+        .arg("--data-dir")
+        .arg(requester.path()));
+    assert_eq!(output.code, 2, "{}", output.stderr);
+}

@@ -240,6 +240,6 @@ fn new_refuses_arguments_that_make_an_invalid_description() {
         ],
         "",
     );
-    out.says(2, "/concord:metaProtocol/concord:endpoint");
+    out.fails(1, "/concord:metaProtocol/concord:endpoint");
     assert!(out.stdout.is_empty());
 }

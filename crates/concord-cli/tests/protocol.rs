@@ -86,12 +86,15 @@ fn a_candidate_whose_fields_do_not_map_gets_a_counter_proposal() {
 fn an_unserviceable_candidate_is_rejected_with_a_reason() {
     let candidate =
         drafted_protocol().replace("\"const\": \"getProductInfo\"", "\"const\": \"placeOrder\"");
-    let (decision, _) = judge(&candidate, &[], &[]);
+    let output = judge_output(&candidate, &[], &[]);
+    let decision = output.json();
     assert_eq!(
         decision,
         json!({"status": "rejected", "reason": "we have no action `placeOrder`",
         "decidedBy": decision["decidedBy"].clone()})
     );
+    // A rejection is the input checked and found wrong: exit 1, the reason on one line.
+    output.fails(1, "rejected: we have no action `placeOrder`");
 }
 
 #[test]
@@ -108,7 +111,7 @@ fn draft_needs_a_known_action_and_llm_needs_configuration() {
     let output = run(concord()
         .args(["protocol", "draft", "--action", "fly", "--description"])
         .arg(fixture("product-agent.json")));
-    output.fails(2, "publishes no action `fly` (it has: `getProductInfo`)");
+    output.fails(1, "publishes no action `fly` (it has: `getProductInfo`)");
     let output = run(concord()
         .args([
             "protocol",
@@ -130,7 +133,7 @@ async fn judge_with_llm_asks_the_configured_server() {
         .unwrap();
     let candidate = "# Requirement\nGet product info, in prose only.\n";
     let (decision, code) = judge_with_llm(&server, candidate, &[]).await;
-    assert_eq!(code, 0, "{decision}");
+    assert_eq!(code, 1, "a rejection exits 1: {decision}");
     assert_eq!(decision["status"], "rejected");
     assert_eq!(decision["reason"], "prices must be in EUR");
     assert_eq!(decision["decidedBy"]["policy"], "llm");
@@ -211,12 +214,13 @@ async fn an_https_llm_with_a_private_ca_is_trusted_with_concord_llm_ca_cert() {
     })
     .await
     .unwrap();
-    assert_eq!(code, 0, "{decision}");
+    assert_eq!(code, 1, "a rejection exits 1: {decision}");
     assert_eq!(decision["reason"], "prose only");
     assert_eq!(
         server.requests().len(),
         1,
         "only the trusting call reached it"
     );
-    refused.fails(1, "invalid peer certificate: UnknownIssuer");
+    // Refused by the start-up probe: the LLM cannot be used, so the command cannot run.
+    refused.fails(2, "invalid peer certificate: UnknownIssuer");
 }

@@ -54,8 +54,10 @@ fn list_show_and_forget_by_hash_prefix() {
     assert_eq!(list[0]["settlement"]["kind"], "negotiated");
     assert_eq!(list[0]["handlers"], serde_json::json!(["requester"]));
     assert_eq!(list[0]["testCases"], true);
-    // Used by no later session yet (a 0-RTT reuse counts).
-    assert_eq!(list[0]["useCount"], 0);
+    // Resumed by no later session yet: the negotiating session is not a resumption.
+    assert_eq!(list[0]["resumed"], 0);
+    assert!(list[0]["lastResumed"].is_null());
+    assert!(lines[0].contains("resumed"), "{}", output.stdout);
     let peer = format!("{}#getProductInfo", served.description);
     assert_eq!(list[0]["peers"], serde_json::json!([peer]));
     assert_eq!(list[0]["action"], "getProductInfo");
@@ -75,6 +77,25 @@ fn list_show_and_forget_by_hash_prefix() {
     assert!(output.stdout.contains("# Requirement"), "{}", output.stdout);
     assert!(
         output.stdout.contains(&format!("peers:       {peer}\n")),
+        "{}",
+        output.stdout
+    );
+    assert!(
+        output.stdout.contains("resumed:     never"),
+        "{}",
+        output.stdout
+    );
+    // A second call reuses it with 0-RTT: one resumption.
+    let resumed = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path()).json();
+    assert_eq!(resumed["settledBy"], "resumed", "{resumed}");
+    let list = protocols(requester.path(), &["list", "--json"]).json();
+    assert_eq!(list[0]["resumed"], 1, "{list}");
+    assert!(list[0]["lastResumed"].is_string(), "{list}");
+    let output = protocols(requester.path(), &["show", prefix]);
+    assert!(
+        output
+            .stdout
+            .contains("resumed:     once with 0-RTT, last "),
         "{}",
         output.stdout
     );

@@ -289,3 +289,116 @@ fn bad_configurations_exit_1_naming_the_key_in_one_line() {
         .arg(dir.path().join("nowhere.toml")))
     .fails(2, "nowhere.toml: cannot read it");
 }
+
+/// Inline JSON Schemas keep the order they are written in (TOML tables are not sorted):
+/// the served description lists `[actions.input]` properties as the file does.
+#[test]
+fn inline_schemas_are_served_in_the_order_written() {
+    let text = config_text("").replace(
+        "input = { type = \"object\", properties = { productId = { type = \"string\" } }, required = [\"productId\"] }\n",
+        "",
+    ) + r#"
+[actions.input]
+type = "object"
+required = ["productId"]
+
+[actions.input.properties.productId]
+type = "string"
+
+[actions.input.properties.locale]
+type = "string"
+
+[actions.input.properties.currency]
+type = "string"
+
+[actions.input.properties.amount]
+type = "integer"
+"#;
+    let (_dir, config) = write_config(&text);
+    let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    let description: serde_json::Value =
+        serde_json::from_str(&http_get(&served.description)).unwrap();
+    let input = &description["actions"]["getProductInfo"]["input"];
+    let keys: Vec<&str> = input["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no input properties in {description:#}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["productId", "locale", "currency", "amount"],
+        "{input:#}"
+    );
+    let top: Vec<&str> = input
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let (type_at, properties_at) = (
+        top.iter().position(|key| *key == "type").unwrap(),
+        top.iter().position(|key| *key == "properties").unwrap(),
+    );
+    assert!(type_at < properties_at, "{top:?}");
+}
+
+/// Ctrl-C drains: a call running when it comes still gets its answer, then the agent
+/// stops with 0.
+#[test]
+fn ctrl_c_lets_a_call_in_flight_finish() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let (dir, config) = temp_config("");
+    let slow = dir.path().join("slow.sh");
+    std::fs::write(
+        &slow,
+        format!(
+            "input=$(cat)\nsleep 1\nprintf '%s' \"$input\" | sh {:?}\n",
+            examples.join("product-info.sh").display().to_string()
+        ),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text
+        .replace(
+            &format!(
+                "{:?}",
+                examples.join("product-info.sh").display().to_string()
+            ),
+            &format!("{:?}", slow.display().to_string()),
+        )
+        .replace("[node]\n", "[node]\nshutdown_grace = \"5s\"\n");
+    std::fs::write(&config, text).unwrap();
+    let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    let requester = tempfile::tempdir().unwrap();
+    // The first call negotiates (and takes the action's second).
+    let first = call_product(&served.url, r#"{"productId": "P2"}"#, requester.path(), &[]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // The second resumes at once and is in the action when Ctrl-C comes.
+    let second = process()
+        .args([
+            "call",
+            &served.url,
+            "getProductInfo",
+            r#"{"productId": "P3"}"#,
+        ])
+        .arg("--data-dir")
+        .arg(requester.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (code, log) = served.interrupt();
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("shutting down (1 session(s) open)"), "{log}");
+    let second = second.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let product: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(product["productName"], "Monitor");
+}

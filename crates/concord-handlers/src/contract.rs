@@ -1,5 +1,24 @@
 //! The runtime contract: what the runtime passes to each handler function and what it
 //! accepts back. See the crate documentation for the table.
+//!
+//! # Why `result` in, `output` out
+//!
+//! The provider's `encodeResponse` takes `{messageId, result}` and the requester's
+//! `decodeResponse` returns `{messageId, output}`. The two names are deliberate: they are
+//! different values on different sides of the wire.
+//!
+//! - `result` ([`Outcome::Result`]) is what the provider's own action returned, in that
+//!   action's `output` schema, before any protocol message exists. `encodeResponse` turns it
+//!   into the response message (the protocol's field names and envelope).
+//! - `output` ([`Reply::Output`]) is what the requester's caller gets back after
+//!   `decodeResponse` read that message, in the requester's own need's `output` schema, which
+//!   may name, nest and select fields differently from the provider's action.
+//!
+//! A module that uses one name for the other mixes up the two shapes, so neither is taken as
+//! an alias: a `decodeResponse` that returns `result` breaks the contract with a message
+//! saying to return `output`, and the templates' `encodeResponse` reads `result` only.
+//! (`input` is the same word on both sides because each side passes or returns its own input
+//! schema's shape: the requester's need, the provider's action.)
 
 use concord_sandbox::Function;
 use serde_json::{json, Map, Value};
@@ -23,7 +42,8 @@ impl ErrorStatus {
 /// What the requester's `decodeResponse` made of a response message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    /// The action succeeded: its output, in our need's shape.
+    /// The action succeeded: its output, in our need's `output` shape (not the provider
+    /// action's `result`; see [`Outcome`] for why the names differ).
     Output {
         /// The message id the response carries.
         message_id: String,
@@ -61,6 +81,15 @@ impl Reply {
 
     /// Reads `decodeResponse`'s return value strictly.
     pub fn from_value(value: &Value) -> Result<Reply, ContractViolation> {
+        if value.get("result").is_some() && value.get("output").is_none() {
+            return Err(ContractViolation {
+                function: Function::DecodeResponse,
+                reason: "returned `result`: `decodeResponse` returns the caller's `output` \
+                         (`result` is the provider action's value, in `encodeResponse`'s \
+                         argument)"
+                    .into(),
+            });
+        }
         let object = fields(
             value,
             Function::DecodeResponse,
@@ -112,9 +141,18 @@ impl Incoming {
 }
 
 /// What our action produced for a request: its result, or an error to report.
+///
+/// `encodeResponse` takes it as `{messageId, result}`, while the requester's
+/// `decodeResponse` returns `{messageId, output}` ([`Reply::Output`]). The names differ on
+/// purpose: `result` is the provider action's own value (its `output` schema), before any
+/// message exists; `output` is what the requester's caller gets after the response was read
+/// (the requester need's `output` schema, which may name and shape fields differently). So
+/// neither name is an alias of the other: a `decodeResponse` returning `result` breaks the
+/// contract, and the templates' `encodeResponse` reads `result` only.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// The action's result, in its output schema's shape.
+    /// The action's result, in its output schema's shape: `encodeResponse`'s `result` (not
+    /// the requester's `output`).
     Result(Value),
     /// The action failed: the status to answer with.
     Error(ErrorStatus),
@@ -125,7 +163,8 @@ pub(crate) fn request_argument(message_id: &str, input: &Value) -> Value {
     json!({"messageId": message_id, "input": input})
 }
 
-/// The argument of `encodeResponse`: `{messageId, result}` or `{messageId, error}`.
+/// The argument of `encodeResponse`: `{messageId, result}` or `{messageId, error}`. Always
+/// `result`, never `output` (see [`Outcome`]).
 pub(crate) fn response_argument(message_id: &str, outcome: &Outcome) -> Value {
     match outcome {
         Outcome::Result(result) => json!({"messageId": message_id, "result": result}),
@@ -265,6 +304,10 @@ mod tests {
                 "`error.code` as an integer",
             ),
             (json!([1]), "not an array"),
+            (
+                json!({"messageId": "m", "result": {"price": 1}}),
+                "returns the caller's `output`",
+            ),
         ] {
             let error = Reply::from_value(&bad).unwrap_err().to_string();
             assert!(error.contains(says), "{bad}: {error}");

@@ -25,10 +25,11 @@ in data ¶ourSide. The module must pass the agreed test cases (given as peer tex
 are any).";
 
 const MODULE_FORMAT: &str = "\
-The module is a strict-mode JavaScript script (not an ES module) that declares its functions \
-at top level with `function name(arg) { ... }`. Each function takes one JSON value and returns \
-one JSON value; it runs in a sandbox with no I/O. Rules:
-- No `import`, `export`, `require`, `eval`, `Function`, timers, `fetch`, `Proxy`, `BigInt`, \
+The module is JavaScript in either form: a strict-mode script that declares its functions at \
+top level with `function name(arg) { ... }`, or an ES module that exports them by name \
+(`export function name(arg) { ... }` or `export { name }`; no `export default`). Each function \
+takes one JSON value and returns one JSON value; it runs in a sandbox with no I/O. Rules:
+- No `import` (static or `import()`), `require`, `eval`, `Function`, timers, `fetch`, `Proxy`, `BigInt`, \
 `Math.random`, `Date.now` or `new Date()` without arguments: take ids and times from the input.
 - Everything built in is frozen: assigning a property named like one of `Object.prototype` \
 (`constructor`, `toString`, `__proto__`, ...) to a plain object throws; use \
@@ -169,4 +170,23 @@ pub(crate) fn messages(
 
 fn kind(name: &str) -> Result<Kind, String> {
     Kind::new(name).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_allows_either_module_form() {
+        for role in [Role::Requester, Role::Provider] {
+            let system = system(role);
+            assert!(system.contains("strict-mode script"), "{system}");
+            assert!(
+                system.contains("an ES module that exports them"),
+                "{system}"
+            );
+            assert!(system.contains("no `export default`"), "{system}");
+            assert!(system.contains("No `import`"), "{system}");
+        }
+    }
 }

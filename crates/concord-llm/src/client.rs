@@ -158,6 +158,66 @@ impl LlmClient {
         }
     }
 
+    /// Checks, cheaply, that the server answers: one `GET {base_url}/models` with no retry,
+    /// bounded by `timeout` (and the configured request timeout, if shorter). Nothing is
+    /// recorded in the [`Usage`] ledger and no model is asked anything.
+    ///
+    /// Any HTTP answer counts as reachable (servers that do not list models answer 404),
+    /// except 401 and 403, which say the API key is refused: every chat would fail the same
+    /// way.
+    ///
+    /// # Errors
+    /// [`LlmError::Transport`] when the server cannot be reached (refused connection, unknown
+    /// host, TLS failure), [`LlmError::Timeout`] when it does not answer in time,
+    /// [`LlmError::HttpStatus`] for 401 and 403.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use concord_llm::{LlmClient, LlmConfig};
+    ///
+    /// # async fn demo() -> Result<(), concord_llm::LlmError> {
+    /// let client = LlmClient::new(LlmConfig::new("http://127.0.0.1:11434/v1", "llama3.1"))?;
+    /// client.probe(Duration::from_secs(3)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn probe(&self, timeout: Duration) -> Result<(), LlmError> {
+        let shared = &self.shared;
+        let timeout = timeout.min(shared.config.request_timeout);
+        let mut url = shared.endpoint.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop().pop().push("models");
+        }
+        let mut request = shared.http.get(url);
+        if let Some(key) = &shared.config.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let failure = match tokio::time::timeout(timeout, request.send()).await {
+            Err(_) => Failure::Timeout,
+            Ok(Err(error)) if error.is_timeout() => Failure::Timeout,
+            Ok(Err(error)) => Failure::Transport(error),
+            Ok(Ok(response)) => {
+                let status = response.status();
+                if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+                    return Ok(());
+                }
+                let body = response.bytes().await.unwrap_or_default();
+                Failure::Status {
+                    status,
+                    body: self.excerpt(&body),
+                    retry_after: None,
+                }
+            }
+        };
+        Err(match self.give_up(failure, 1) {
+            LlmError::Timeout { url, attempts, .. } => LlmError::Timeout {
+                url,
+                timeout,
+                attempts,
+            },
+            other => other,
+        })
+    }
+
     /// Sends `request` (with retries) and returns the server's answer as it is.
     ///
     /// The call is recorded whatever its outcome.

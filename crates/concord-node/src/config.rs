@@ -17,6 +17,9 @@ use concord_proto::{SessionConfig, DEFAULT_MAX_FRAME_SIZE};
 /// | `code_generation_timeout` | 60 s | bounds our code generation and test run; the peer's `generated` is awaited as long |
 /// | `call_timeout` | 30 s | [`Connection::call`](crate::Connection::call) gives up with [`CallError::Timeout`](crate::CallError::Timeout) |
 /// | `max_negotiation_rounds` | 10 | the negotiation ends `rejected` (round cap) |
+/// | `transcript_max_age` | 7 days | finished transcripts started earlier are deleted by the next prune |
+/// | `transcript_max_count` | 10,000 | the next prune deletes the oldest finished transcripts beyond it |
+/// | `transcript_prune_interval` | 1 min | prunes (after a session ends, in a blocking task) run at most this often |
 ///
 /// ```
 /// use std::time::Duration;
@@ -50,6 +53,17 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Most `negotiating` messages a protocol or test-case negotiation may carry.
     pub max_negotiation_rounds: u32,
+    /// How long a finished transcript is kept (counted from the session's start).
+    pub transcript_max_age: Duration,
+    /// Most finished transcripts kept: the newest ones. Sessions in progress are not
+    /// counted and never pruned.
+    pub transcript_max_count: u64,
+    /// Shortest time between two prunes of the transcripts. A prune runs once a session
+    /// has ended (its transcript written): at once when the last one ran longer ago,
+    /// else when this interval has passed; each deletes what `transcript_max_age` and
+    /// `transcript_max_count` do not keep, then checkpoints the write-ahead log
+    /// (passively: it never waits for other connections).
+    pub transcript_prune_interval: Duration,
 }
 
 impl Default for Limits {
@@ -64,6 +78,9 @@ impl Default for Limits {
             code_generation_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
             max_negotiation_rounds: 10,
+            transcript_max_age: Duration::from_secs(7 * 24 * 3600),
+            transcript_max_count: 10_000,
+            transcript_prune_interval: Duration::from_secs(60),
         }
     }
 }
@@ -101,6 +118,12 @@ impl Limits {
             ),
             ("call_timeout", self.call_timeout.is_zero()),
             ("max_negotiation_rounds", self.max_negotiation_rounds == 0),
+            ("transcript_max_age", self.transcript_max_age.is_zero()),
+            ("transcript_max_count", self.transcript_max_count == 0),
+            (
+                "transcript_prune_interval",
+                self.transcript_prune_interval.is_zero(),
+            ),
         ];
         match zero.iter().find(|(_, zero)| *zero) {
             Some(&(name, _)) => Err(InvalidLimit { name }),

@@ -507,7 +507,7 @@ impl NodeBuilder {
                 id: self.id,
                 persona,
                 actions: self.actions,
-                store: SharedStore::new(store),
+                store: SharedStore::new(store, &self.limits),
                 policy,
                 limits: self.limits,
                 capabilities,

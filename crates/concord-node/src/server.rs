@@ -13,7 +13,7 @@ use axum::routing::get;
 use axum::serve::{Listener, ListenerExt};
 use axum::Router;
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
-use concord_proto::{HelloKind, Role, Session};
+use concord_proto::{HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
@@ -26,19 +26,24 @@ use crate::hello;
 use crate::listener::NodeListener;
 use crate::node::Shared;
 use crate::storage::Recorder;
-use crate::transport::{self, Transport};
+use crate::transport::{self, Incoming, Transport, TransportError};
 
-/// How long [`Server::shutdown`] waits for sessions to close.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long [`Server::shutdown`] lets calls already running finish.
+const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long a shutdown waits for sessions to end once they were told to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A running provider: the description at `GET /.well-known/wot` and the meta-protocol
 /// WebSocket at `/concord`. Dropping it stops the server (sessions are closed with code
-/// 1001); [`Server::shutdown`] also waits for them.
+/// 1001 at once); [`Server::shutdown`] drains it: calls already running are answered first.
 #[derive(Debug)]
 pub struct Server {
     local_addr: SocketAddr,
     base_url: String,
+    /// Set when the server stops taking connections and calls (the drain starts).
     stop: watch::Sender<bool>,
+    /// Set when every session must close now, calls running or not (the grace is over).
+    close: watch::Sender<bool>,
     sessions: Arc<Semaphore>,
     max_sessions: usize,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -76,23 +81,69 @@ impl Server {
         self.max_sessions - self.sessions.available_permits()
     }
 
-    /// Stops accepting connections, closes every session (code 1001, "the node is shutting
-    /// down") and waits up to 5 s for them to end.
+    /// Drains the server, letting calls already running finish for up to 10 s: see
+    /// [`Server::shutdown_within`].
     ///
     /// # Errors
     /// [`NodeError::Internal`] when the server task failed.
-    pub async fn shutdown(mut self) -> Result<(), NodeError> {
+    pub async fn shutdown(self) -> Result<(), NodeError> {
+        self.shutdown_within(DEFAULT_SHUTDOWN_GRACE).await
+    }
+
+    /// Drains the server, then stops it:
+    ///
+    /// 1. it stops accepting connections (a WebSocket upgrade gets 503 "the node is
+    ///    shutting down") and calls: a request that arrives now is not taken, and its
+    ///    caller learns the session closed;
+    /// 2. each session whose calls have all been answered closes at once, with code 1001
+    ///    and the reason "the node is shutting down"; the others close the same way as soon
+    ///    as their last call running is answered;
+    /// 3. when `grace` has passed, the sessions still open close anyway (their calls get no
+    ///    answer), and the server waits up to 5 s more for them to end.
+    ///
+    /// A zero `grace` closes every session at once. A request the provider could not read
+    /// well enough to answer (no message id) holds its session open until `grace` ends.
+    ///
+    /// ```no_run
+    /// # async fn run(server: concord_node::Server) -> Result<(), concord_node::NodeError> {
+    /// server.shutdown_within(std::time::Duration::from_secs(3)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`NodeError::Internal`] when the server task failed.
+    pub async fn shutdown_within(mut self, grace: Duration) -> Result<(), NodeError> {
+        let deadline = tokio::time::Instant::now() + grace;
+        let open = self.sessions();
+        tracing::info!(sessions = open, grace = ?grace, "draining: no new connections or calls");
         self.stop.send_replace(true);
-        let result = match self.task.take() {
-            Some(task) => match task.await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => Err(NodeError::Internal(format!("server: {error}"))),
-                Err(error) => Err(NodeError::Internal(format!("server task: {error}"))),
-            },
-            None => Ok(()),
-        };
+        let mut result = Ok(());
+        if let Some(mut task) = self.task.take() {
+            let stopped = match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(stopped) => Some(stopped),
+                Err(_) => {
+                    self.close.send_replace(true);
+                    tokio::time::timeout(CLOSE_WAIT, &mut task).await.ok()
+                }
+            };
+            result = match stopped {
+                Some(Ok(Ok(()))) | None => Ok(()),
+                Some(Ok(Err(error))) => Err(NodeError::Internal(format!("server: {error}"))),
+                Some(Err(error)) => Err(NodeError::Internal(format!("server task: {error}"))),
+            };
+        }
         let all = u32::try_from(self.max_sessions).unwrap_or(u32::MAX);
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.sessions.acquire_many(all)).await;
+        let drained = tokio::time::timeout_at(deadline, self.sessions.acquire_many(all))
+            .await
+            .is_ok();
+        self.close.send_replace(true);
+        if !drained {
+            tracing::warn!(
+                sessions = self.sessions(),
+                "calls still running after the shutdown grace; closing their sessions"
+            );
+            let _ = tokio::time::timeout(CLOSE_WAIT, self.sessions.acquire_many(all)).await;
+        }
         result
     }
 }
@@ -100,6 +151,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+        self.close.send_replace(true);
     }
 }
 
@@ -108,6 +160,7 @@ struct ServerState {
     description: Description,
     sessions: Arc<Semaphore>,
     stop: watch::Receiver<bool>,
+    close: watch::Receiver<bool>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
@@ -147,11 +200,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
     let (stop, stopped) = watch::channel(false);
+    let (close, closing) = watch::channel(false);
     let state = Arc::new(ServerState {
         shared,
         description: Description::new(base_url.clone()),
         sessions: Arc::clone(&sessions),
         stop: stopped.clone(),
+        close: closing,
     });
     let app = Router::new()
         .route(DESCRIPTION_PATH, get(serve_description))
@@ -176,6 +231,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         local_addr,
         base_url,
         stop,
+        close,
         sessions,
         max_sessions,
         task: Some(task),
@@ -367,18 +423,115 @@ async fn run_session(
         shared.session_config(),
         Instant::now(),
     );
+    let (pending, calls) = watch::channel(0);
+    let (close, closing) = watch::channel(false);
+    tokio::spawn(close_when_drained(
+        state.stop.clone(),
+        state.close.clone(),
+        calls,
+        close,
+    ));
     Driver::new(Start {
-        transport: socket,
+        transport: DrainingSocket {
+            socket,
+            stop: state.stop.clone(),
+            pending,
+        },
         session,
         shared: Arc::clone(&shared),
         peer,
         recorder,
         settled,
-        shutdown: Some(state.stop.clone()),
+        shutdown: Some(closing),
         requester: None,
     })
     .run()
     .await;
+}
+
+/// Tells one session to close (`session`) once the server drains (`stop`) and the
+/// session's calls have all been answered (`calls` at zero), or once the server closes
+/// everything (`close`). Ends with the session.
+async fn close_when_drained(
+    mut stop: watch::Receiver<bool>,
+    mut close: watch::Receiver<bool>,
+    mut calls: watch::Receiver<usize>,
+    session: watch::Sender<bool>,
+) {
+    let drained = async {
+        if stop.wait_for(|stop| *stop).await.is_err() {
+            // The server is gone without saying stop: keep serving this session.
+            std::future::pending::<()>().await;
+        }
+        // An error: the session's socket is gone, so is the session.
+        let _ = calls.wait_for(|running| *running == 0).await;
+    };
+    let closed = async {
+        if close.wait_for(|close| *close).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = drained => {}
+        () = closed => {}
+        () = session.closed() => return,
+    }
+    session.send_replace(true);
+}
+
+/// A provider session's WebSocket, counting the calls it has taken and not yet answered
+/// (application requests in, application responses out), so that a draining server
+/// closes the session only once they are answered. While the server drains it takes no
+/// new request: one that arrives is dropped unread.
+struct DrainingSocket {
+    socket: WebSocket,
+    stop: watch::Receiver<bool>,
+    pending: watch::Sender<usize>,
+}
+
+/// Whether a frame carries an application message (a request in, a response out).
+fn is_application(frame: &[u8]) -> bool {
+    frame
+        .first()
+        .is_some_and(|&header| ProtocolType::from_header(header) == ProtocolType::Application)
+}
+
+impl Transport for DrainingSocket {
+    async fn recv(&mut self) -> Option<Result<Incoming, TransportError>> {
+        loop {
+            let incoming = Transport::recv(&mut self.socket).await?;
+            if let Ok(Incoming::Binary(frame)) = &incoming {
+                if is_application(frame) {
+                    if *self.stop.borrow() {
+                        tracing::debug!("a request arrived while the node drains; not taken");
+                        continue;
+                    }
+                    self.pending.send_modify(|running| *running += 1);
+                }
+            }
+            return Some(incoming);
+        }
+    }
+
+    async fn feed_binary(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
+        if is_application(&bytes) {
+            self.pending
+                .send_modify(|running| *running = running.saturating_sub(1));
+        }
+        Transport::feed_binary(&mut self.socket, bytes).await
+    }
+
+    async fn send_text(&mut self, text: String) -> Result<(), TransportError> {
+        Transport::send_text(&mut self.socket, text).await
+    }
+
+    async fn flush(&mut self) -> Result<(), TransportError> {
+        Transport::flush(&mut self.socket).await
+    }
+
+    async fn send_close(&mut self, code: u16, reason: String) -> Result<(), TransportError> {
+        Transport::send_close(&mut self.socket, code, reason).await
+    }
 }
 
 /// A protocol the store holds, as read for a session.

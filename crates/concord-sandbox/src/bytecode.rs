@@ -13,6 +13,40 @@ use rquickjs::{qjs, Ctx, Value};
 /// [`run_script`] never reads bytes of unknown origin.
 pub(crate) struct Bytecode(Vec<u8>);
 
+/// Parses `source` as an ES module named `file_name` without linking or running it: the
+/// syntax check of a module handler, before it is rewritten as a script. Nothing is kept.
+///
+/// On failure the engine's exception (usually a `SyntaxError`) is pending on `ctx` and
+/// `rquickjs::Error::Exception` is returned.
+pub(crate) fn check_module(ctx: &Ctx<'_>, source: &str, file_name: &str) -> rquickjs::Result<()> {
+    let input = CString::new(source)?;
+    let file_name = CString::new(file_name)?;
+    let mut options = qjs::JSEvalOptions {
+        version: qjs::JS_EVAL_OPTIONS_VERSION as c_int,
+        eval_flags: (qjs::JS_EVAL_TYPE_MODULE | qjs::JS_EVAL_FLAG_COMPILE_ONLY) as c_int,
+        filename: file_name.as_ptr(),
+        line_num: 1,
+    };
+    // SAFETY: as in `compile_script`: a live context, a NUL-terminated input whose length
+    // excludes the terminator, and options that outlive the call. With COMPILE_ONLY the module
+    // is parsed, not resolved, linked or evaluated.
+    let compiled = unsafe {
+        qjs::JS_Eval2(
+            ctx.as_raw().as_ptr(),
+            input.as_ptr(),
+            source.len() as _,
+            &mut options,
+        )
+    };
+    // SAFETY: JS_Eval2 returns an owned value (a module or the exception marker); `Value`
+    // frees it on drop (the module itself is freed with the throwaway context).
+    let compiled = unsafe { Value::from_raw(ctx.clone(), compiled) };
+    if compiled.is_exception() {
+        return Err(rquickjs::Error::Exception);
+    }
+    Ok(())
+}
+
 /// Compiles `source` as a strict-mode global script named `file_name` without running it.
 ///
 /// On failure the engine's exception (usually a `SyntaxError`) is pending on `ctx` and

@@ -13,7 +13,8 @@ use crate::contract::{Function, Role};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
-    /// The module source is not a valid strict-mode script. `line` and `column` are 1-based and
+    /// The module source is not a valid strict-mode script or ES module, or uses an export
+    /// form the sandbox does not take (`export default`). `line` and `column` are 1-based and
     /// point into the module source as given.
     #[error("module does not compile: {message} at line {line}, column {column}")]
     Compile {
@@ -24,13 +25,34 @@ pub enum SandboxError {
         /// The engine's description, e.g. `unexpected token in expression: ')'`.
         message: String,
     },
-    /// The module does not define a function its role requires.
+    /// The module does not define a function its role requires (as a top-level function of a
+    /// script, or as an export of an ES module).
     #[error("module for the {role} role does not define function `{function}`")]
     MissingExport {
         /// The role the module was loaded for.
         role: Role,
         /// The function it lacks.
         function: Function,
+    },
+    /// An ES module exports a contract function's name, but not as a function.
+    #[error("module exports `{function}` as {found}, not as a function")]
+    ExportNotFunction {
+        /// The contract function's name it exports.
+        function: Function,
+        /// What it exports under that name, e.g. `a number`.
+        found: &'static str,
+    },
+    /// The module imports: a static `import`, `export … from`, `import()` or `import.meta`.
+    /// Handlers have no I/O and no other module to load; everything must be in the one module.
+    #[error(
+        "module imports (`import` or `export … from` at line {line}, column {column}): a \
+         handler module cannot import anything (no I/O, no other modules)"
+    )]
+    Import {
+        /// 1-based line in the module source.
+        line: u32,
+        /// 1-based column in the module source.
+        column: u32,
     },
     /// A function of the other role was called.
     #[error("`{function}` belongs to the {} role, but this handler was loaded as {role}", function.role())]

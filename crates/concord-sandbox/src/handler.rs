@@ -14,9 +14,9 @@ use crate::watch::Watch;
 
 /// Entry point: compiles handler modules into [`Handler`]s.
 ///
-/// A module is a strict-mode **script** (not an ES module: no `import`/`export`) that declares
-/// the contract functions of its role as top-level functions; see the crate documentation for
-/// the full format.
+/// A module is a strict-mode **script** that declares the contract functions of its role as
+/// top-level functions, or an **ES module** that exports them by name (no `import` in either
+/// form); see the crate documentation for the full format.
 ///
 /// ```
 /// use concord_sandbox::{Function, Limits, Role, Sandbox};
@@ -47,9 +47,9 @@ impl Sandbox {
     ///
     /// # Errors
     /// [`SandboxError::InvalidLimit`], [`SandboxError::SourceTooLarge`],
-    /// [`SandboxError::Compile`] (with the position in `source`),
-    /// [`SandboxError::MissingExport`], or the error its top level raised (a limit or
-    /// [`SandboxError::Thrown`]).
+    /// [`SandboxError::Compile`] (with the position in `source`), [`SandboxError::Import`],
+    /// [`SandboxError::MissingExport`], [`SandboxError::ExportNotFunction`], or the error its
+    /// top level raised (a limit or [`SandboxError::Thrown`]).
     pub fn load(source: &str, role: Role, limits: Limits) -> Result<Handler, SandboxError> {
         limits.validate()?;
         if source.len() > limits.source_bytes {
@@ -62,12 +62,17 @@ impl Sandbox {
         let program = Arc::new(Program::compile(source, &limits, &watch)?);
         let instance = Instance::new(&program, &limits, &watch)?;
         let defined = instance.defined_functions(&limits, &watch)?;
-        if let Some(function) = role
-            .functions()
-            .into_iter()
-            .find(|function| !defined[function.index() as usize])
-        {
-            return Err(SandboxError::MissingExport { role, function });
+        for function in role.functions() {
+            let index = function.index() as usize;
+            let Some(found) = defined[index] else {
+                continue;
+            };
+            let exported = program.exports.is_some_and(|exports| exports[index]);
+            return Err(if exported {
+                SandboxError::ExportNotFunction { function, found }
+            } else {
+                SandboxError::MissingExport { role, function }
+            });
         }
         Ok(Handler {
             program,

@@ -108,21 +108,22 @@ impl Instance {
         })
     }
 
-    /// Runs the module's top level once and reports which contract functions it defines,
-    /// in [`Function::ALL`] order.
+    /// Runs the module's top level once and reports what it defines under each contract
+    /// function's name, in [`Function::ALL`] order: `None` for a function, otherwise what it
+    /// is in words (`"undefined"` when it defines nothing under that name).
     pub(crate) fn defined_functions(
         &self,
         limits: &Limits,
         watch: &Watch,
-    ) -> Result<[bool; 4], SandboxError> {
+    ) -> Result<[Option<&'static str>; 4], SandboxError> {
         watch.arm(limits.call_timeout);
         let defined = self.context.with(|ctx| {
-            let run = || -> rquickjs::Result<[bool; 4]> {
+            let run = || -> rquickjs::Result<[Option<&'static str>; 4]> {
                 let factory = self.factory.clone().restore(&ctx)?;
                 let functions: Array = factory.call(())?;
-                let mut defined = [false; 4];
+                let mut defined = [None; 4];
                 for (index, slot) in defined.iter_mut().enumerate() {
-                    *slot = functions.get::<Value>(index)?.is_function();
+                    *slot = kind(&functions.get::<Value>(index)?);
                 }
                 Ok(defined)
             };
@@ -321,4 +322,27 @@ fn output_text<'js>(ctx: &Ctx<'js>, result: Value<'js>) -> rquickjs::Result<Opti
     ctx.json_stringify(result)?
         .map(|text| text.to_string())
         .transpose()
+}
+
+/// `None` for a function, otherwise what `value` is, in words.
+fn kind(value: &Value<'_>) -> Option<&'static str> {
+    Some(if value.is_function() {
+        return None;
+    } else if value.is_undefined() {
+        "undefined"
+    } else if value.is_null() {
+        "null"
+    } else if value.is_bool() {
+        "a boolean"
+    } else if value.is_number() {
+        "a number"
+    } else if value.is_string() {
+        "a string"
+    } else if value.is_symbol() {
+        "a symbol"
+    } else if value.is_array() {
+        "an array"
+    } else {
+        "an object"
+    })
 }

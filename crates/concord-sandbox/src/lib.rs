@@ -7,9 +7,10 @@
 //!
 //! # Module format
 //!
-//! A module is a **strict-mode script** (not an ES module) that declares the two functions of
-//! its [`Role`] at top level. Each takes one JSON value and returns one JSON value (or a
-//! promise of one):
+//! A module is either a **strict-mode script** that declares the two functions of its
+//! [`Role`] at top level, or an **ES module** that exports them by name (`export function
+//! encodeRequest(…)`, `export const encodeRequest = …`, `export { encode as encodeRequest }`).
+//! Each takes one JSON value and returns one JSON value (or a promise of one):
 //!
 //! | role | functions |
 //! |---|---|
@@ -29,12 +30,29 @@
 //! }
 //! ```
 //!
+//! The same code in the other form:
+//!
+//! ```js
+//! export function encodeRequest(input) { /* … */ }
+//! export function decodeResponse(message) { /* … */ }
+//! ```
+//!
 //! Rules, all enforced:
 //! - Top level: declarations (`function`, `const`, `let`, `class`) and plain statements. The
 //!   whole top level runs again before **every** call, so state kept there does not survive
 //!   between calls; keep it to declarations and small constant tables. `this` at top level is
-//!   `undefined`. `import`/`export` declarations, `import.meta`, top-level `return` and
-//!   `await` are syntax errors; `import()` always rejects.
+//!   `undefined`. Top-level `return` and `await` are syntax errors.
+//! - ES modules: the contract functions are the module's exports under those names (a
+//!   function declared but not exported is [`SandboxError::MissingExport`], an export that is
+//!   not a function [`SandboxError::ExportNotFunction`]); other exports are ignored.
+//!   `export default` and exported destructuring patterns are refused
+//!   ([`SandboxError::Compile`] saying what to write instead). The module is rewritten as a
+//!   script with the same lines and columns (its `export` syntax blanked) and from then on
+//!   handled exactly as a script: same checks, limits, bytecode and isolation.
+//! - No `import` in either form: a static `import`, `export … from`, `import()` and
+//!   `import.meta` are refused at load with [`SandboxError::Import`] naming the position.
+//!   (`import()` that the load-time scan missed would still reject: there is no module
+//!   loader.)
 //! - Available: the ECMAScript language and its data intrinsics: `Object`, `Array`, `JSON`,
 //!   `Math` (without `random`), `String`, `Number`, `Boolean`, `Symbol`, `RegExp`, `Map`,
 //!   `Set`, `WeakMap`, `WeakSet`, `Promise`, `queueMicrotask`, `ArrayBuffer`, `DataView`, typed
@@ -100,6 +118,7 @@ mod instance;
 mod limits;
 mod memory;
 mod meter;
+mod module;
 mod program;
 mod round_trip;
 mod source;

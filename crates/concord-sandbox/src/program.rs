@@ -9,6 +9,7 @@ use crate::engine::{self, CompilerIntrinsics};
 use crate::error::SandboxError;
 use crate::failure::{engine_message, setup_failure, stack_overflow, watched_limit};
 use crate::limits::Limits;
+use crate::module::{self, Form};
 use crate::source;
 use crate::watch::Watch;
 
@@ -20,6 +21,11 @@ const GLUE_FILE: &str = "<sandbox>";
 pub(crate) struct Program {
     pub(crate) glue: Bytecode,
     pub(crate) module: Bytecode,
+    /// For an ES module, which contract functions it exports (in [`Function::ALL`] order);
+    /// `None` for a script.
+    ///
+    /// [`Function::ALL`]: crate::Function::ALL
+    pub(crate) exports: Option<[bool; 4]>,
 }
 
 impl Program {
@@ -30,6 +36,7 @@ impl Program {
         watch: &Arc<Watch>,
     ) -> Result<Self, SandboxError> {
         source::check_characters(module_source)?;
+        let form = module::read(module_source)?;
         let (_runtime, context, limits) = engine::set_up::<CompilerIntrinsics>(limits, watch)?;
         let limits = &limits;
         let compiled = context.with(|ctx| {
@@ -37,12 +44,33 @@ impl Program {
                 bytecode::compile_script(&ctx, text, source::MODULE_FILE)
                     .map_err(|error| compile_error(&ctx, error, limits, watch))
             };
-            module(&source::check_text(module_source))?;
-            let module = module(&source::factory_text(module_source))?;
+            let (module, exports) = match &form {
+                Form::Script => {
+                    module(&source::check_text(module_source))?;
+                    (module(&source::factory_text(module_source, None))?, None)
+                }
+                Form::Module { script, exports } => {
+                    // The module's own syntax first, so errors read as they would for the
+                    // text as written; then the rewritten script, like any script.
+                    bytecode::check_module(
+                        &ctx,
+                        &source::check_text(module_source),
+                        source::MODULE_FILE,
+                    )
+                    .map_err(|error| compile_error(&ctx, error, limits, watch))?;
+                    module(&source::check_text(script))?;
+                    let compiled = module(&source::factory_text(script, Some(exports)))?;
+                    (compiled, Some(exports.each_ref().map(Option::is_some)))
+                }
+            };
             let glue = bytecode::compile_script(&ctx, GLUE_SOURCE, GLUE_FILE).map_err(|error| {
                 setup_failure(&ctx, error, limits, watch, "compiling the sandbox glue")
             })?;
-            Ok(Program { glue, module })
+            Ok(Program {
+                glue,
+                module,
+                exports,
+            })
         });
         crate::failure::finish(watch, limits, compiled)
     }

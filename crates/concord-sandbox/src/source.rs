@@ -1,6 +1,7 @@
 //! How module source text becomes a factory function, and how engine positions map back to it.
 //!
-//! The module (a strict-mode script declaring top-level functions) is first compiled on its own
+//! The module (a strict-mode script declaring top-level functions, or an ES module already
+//! rewritten as one by [`crate::module`]) is first compiled on its own
 //! as [`check_text`], which is where compile errors are reported, and then as [`factory_text`],
 //! the body of a function that returns the contract functions. Because the source is a valid
 //! script on its own, and both texts put it after the same number of characters on line 1, it
@@ -85,7 +86,7 @@ fn bigint_literal(source: &str) -> Option<usize> {
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-fn line_and_column(text: &str, offset: usize) -> (u32, u32) {
+pub(crate) fn line_and_column(text: &str, offset: usize) -> (u32, u32) {
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before
@@ -109,9 +110,15 @@ pub(crate) fn check_text(source: &str) -> String {
 }
 
 /// The source as the body of a factory function returning the four contract functions in
-/// [`Function::ALL`] order (`undefined` for those the module does not define). Evaluating this
-/// script yields the factory; calling the factory instantiates a fresh top-level scope.
-pub(crate) fn factory_text(source: &str) -> String {
+/// [`Function::ALL`] order. Evaluating this script yields the factory; calling the factory
+/// instantiates a fresh top-level scope.
+///
+/// For a script (`exports` is `None`) each slot is the top-level function of that name, or
+/// `undefined` when there is none (or it is not a function). For an ES module rewritten as a
+/// script, each slot is the value of the local binding exported under that name, whatever it
+/// is (so that an export that is not a function can be refused by name), or `undefined` when
+/// the name is not exported.
+pub(crate) fn factory_text(source: &str, exports: Option<&[Option<String>; 4]>) -> String {
     let mut text = String::with_capacity(FACTORY_HEAD.len() + source.len() + 256);
     text.push_str(FACTORY_HEAD);
     text.push_str(source);
@@ -120,8 +127,16 @@ pub(crate) fn factory_text(source: &str) -> String {
         if position > 0 {
             text.push(',');
         }
-        let name = function.name();
-        text.push_str(&format!("typeof {name}===\"function\"?{name}:void 0"));
+        match exports {
+            None => {
+                let name = function.name();
+                text.push_str(&format!("typeof {name}===\"function\"?{name}:void 0"));
+            }
+            Some(exports) => match &exports[position] {
+                Some(local) => text.push_str(local),
+                None => text.push_str("void 0"),
+            },
+        }
     }
     text.push_str("];})");
     text
@@ -172,7 +187,7 @@ mod tests {
 
     #[test]
     fn factory_returns_every_contract_function_in_order() {
-        let text = factory_text("function encodeRequest(x) { return x; }");
+        let text = factory_text("function encodeRequest(x) { return x; }", None);
         assert!(text.starts_with("(function(){\"use strict\";function encodeRequest"));
         let tail = text.split("\n;return[").nth(1).unwrap_or_default();
         let order: Vec<_> = Function::ALL

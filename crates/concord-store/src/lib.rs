@@ -17,7 +17,10 @@
 //! - **Consensus registry** ([`Store::add_consensus`], [`Store::consensus`],
 //!   [`Store::list_consensus`], [`Store::remove_consensus`], [`Store::can_use_consensus`]).
 //! - **Negotiation transcripts** ([`Store::begin_transcript`], [`Store::append_frame`],
-//!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]).
+//!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]),
+//!   kept in bounds by [`Store::prune_transcripts_by`] (age and count) and
+//!   [`Store::checkpoint`] (the write-ahead log shrinks); [`Store::claim_recording`]
+//!   closes the ones a dead process left open as [`Outcome::Interrupted`].
 //!
 //! The API is synchronous and the [`Store`] is `Send + Sync`: share it in an `Arc` and
 //! call it through `spawn_blocking` from async code. It survives `kill -9` mid-write (see
@@ -53,6 +56,7 @@ mod integrity;
 mod prefix;
 mod protocols;
 mod registry;
+mod retention;
 mod role_view;
 mod schema;
 mod store;
@@ -69,6 +73,7 @@ pub use protocols::{
     MAX_PEERS_PER_PROTOCOL,
 };
 pub use registry::{ConsensusProtocol, ConsensusSummary, NewConsensus};
+pub use retention::{Checkpoint, CheckpointMode, ClaimError, RecordingClaim, TranscriptRetention};
 pub use role_view::RoleView;
 pub use store::Store;
 pub use transcripts::{

@@ -236,14 +236,43 @@ pub enum Outcome {
     Rejected(String),
     /// The session failed (timeout, protocol violation, disconnect, code error…).
     Failed(String),
+    /// The process that recorded it ended (`kill -9`, a crash, power loss) before the
+    /// session did: closed by [`Store::close_interrupted_transcripts`] when a node
+    /// started next.
+    ///
+    /// Stored as a `failed` outcome with the detail [`Outcome::INTERRUPTED_DETAIL`], so
+    /// that builds which do not know this variant read it as [`Outcome::Failed`].
+    Interrupted,
 }
 
 impl Outcome {
-    fn parts(&self) -> (&'static str, String) {
+    /// The detail an [`Outcome::Interrupted`] is stored with (its outcome column says
+    /// `failed`).
+    pub const INTERRUPTED_DETAIL: &'static str =
+        "interrupted: the process recording it ended before the session did";
+
+    /// `agreed`, `rejected`, `failed` or `interrupted`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Agreed(_) => "agreed",
+            Self::Rejected(_) => "rejected",
+            Self::Failed(_) => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// The hash agreed, the reason for a rejection or failure, or
+    /// [`Outcome::INTERRUPTED_DETAIL`].
+    pub fn detail(&self) -> String {
+        self.parts().1
+    }
+
+    pub(crate) fn parts(&self) -> (&'static str, String) {
         match self {
             Self::Agreed(hash) => ("agreed", hash.to_string()),
             Self::Rejected(reason) => ("rejected", reason.clone()),
             Self::Failed(error) => ("failed", error.clone()),
+            Self::Interrupted => ("failed", Self::INTERRUPTED_DETAIL.to_owned()),
         }
     }
 
@@ -258,6 +287,7 @@ impl Outcome {
                 .map(|hash| Some(Self::Agreed(hash)))
                 .map_err(|error| ColumnError::new("detail", format!("{detail:?}: {error}"))),
             "rejected" => Ok(Some(Self::Rejected(detail))),
+            "failed" if detail == Self::INTERRUPTED_DETAIL => Ok(Some(Self::Interrupted)),
             "failed" => Ok(Some(Self::Failed(detail))),
             other => Err(ColumnError::new(
                 "outcome",
@@ -285,7 +315,15 @@ pub struct TranscriptSummary {
     pub outcome: Option<Outcome>,
     /// How many frames were recorded.
     pub frame_count: u64,
+    /// The size of the recorded frames: the UTF-8 bytes of text frames plus the data
+    /// length of application and verification frames.
+    pub bytes: u64,
 }
+
+/// The columns a [`TranscriptSummary`] is read from, `bytes` computed from its frames.
+const SUMMARY_COLUMNS: &str =
+    "t.*, (SELECT coalesce(sum(coalesce(length(CAST(f.text AS BLOB)), f.byte_len)), 0)
+            FROM transcript_frames f WHERE f.transcript_id = t.id) AS bytes";
 
 impl TranscriptSummary {
     fn read(row: &Row<'_>) -> Result<Self, ColumnError> {
@@ -302,6 +340,7 @@ impl TranscriptSummary {
             finished: column::opt_time(row, "finished_ms")?,
             outcome: Outcome::read(row)?,
             frame_count: column::count(row, "frame_count")?,
+            bytes: column::count(row, "bytes")?,
         })
     }
 }
@@ -431,7 +470,10 @@ impl Store {
         let sql = self.sqlite("list transcripts");
         let connection = self.connection();
         let mut statement = connection
-            .prepare_cached("SELECT * FROM transcripts ORDER BY started_ms DESC, id DESC LIMIT ?1")
+            .prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM transcripts t
+                 ORDER BY t.started_ms DESC, t.id DESC LIMIT ?1"
+            ))
             .map_err(&sql)?;
         let mut rows = statement
             .query([i64::try_from(limit).unwrap_or(i64::MAX)])
@@ -452,7 +494,9 @@ impl Store {
         let tx = connection.transaction().map_err(&sql)?;
         let summary = {
             let mut statement = tx
-                .prepare_cached("SELECT * FROM transcripts WHERE id = ?1")
+                .prepare_cached(&format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM transcripts t WHERE t.id = ?1"
+                ))
                 .map_err(&sql)?;
             let mut rows = statement.query([id.0]).map_err(&sql)?;
             let Some(row) = rows.next().map_err(&sql)? else {
@@ -477,7 +521,8 @@ impl Store {
         Ok(Some(Transcript { summary, frames }))
     }
 
-    /// Deletes every transcript (and its frames) started before `before`; returns how many.
+    /// Deletes every transcript (and its frames) started before `before`, finished or not;
+    /// returns how many. [`Store::prune_transcripts_by`] keeps those still being recorded.
     pub fn prune_transcripts(&self, before: SystemTime) -> Result<u64, StoreError> {
         let connection = self.connection();
         let deleted = connection

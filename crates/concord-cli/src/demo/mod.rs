@@ -199,17 +199,25 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     } else {
         narrate.summary(&summary)?;
     }
-    let failed = summary.batch.failed > 0
-        || summary.resumed.report.settlement != Settlement::Resumed
-        || !matches!(
-            summary.consensus.report.settlement,
-            Settlement::Consensus { .. }
-        );
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    // Nothing the user gave can be wrong here: a step that did not happen as it should
+    // means the demo could not run (exit 2), said on one line after the summary.
+    let mut failed = Vec::new();
+    if summary.batch.failed > 0 {
+        failed.push(format!("{} call(s) failed", summary.batch.failed));
+    }
+    if summary.resumed.report.settlement != Settlement::Resumed {
+        failed.push("the reconnect did not resume with 0-RTT".to_owned());
+    }
+    if !matches!(
+        summary.consensus.report.settlement,
+        Settlement::Consensus { .. }
+    ) {
+        failed.push("the new requester did not connect through the consensus protocol".to_owned());
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("the demo did not complete: {}", failed.join("; "));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A connection whose setup is done and whose first call answered; its report is read

@@ -174,3 +174,126 @@ async fn shutdown_closes_every_session_with_a_reason() {
         "the peer closed the connection (code 1001): the node is shutting down"
     );
 }
+
+/// A provider whose `wait` action sleeps as long as it is asked to, counting the calls
+/// that started.
+fn slow_provider(started: Arc<AtomicUsize>) -> Agent {
+    build(Node::builder("Slow agent").limits(quick_limits()).action(
+        wait_action(),
+        move |input: Value| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let millis = input["millis"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(millis)).await;
+                Ok(json!({"millis": millis}))
+            }
+        },
+    ))
+}
+
+async fn wait_until_started(started: &AtomicUsize, count: usize) {
+    for _ in 0..200 {
+        if started.load(Ordering::SeqCst) >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the action never started");
+}
+
+#[tokio::test]
+async fn shutdown_drains_a_call_in_flight_before_closing_its_session() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let provider = slow_provider(Arc::clone(&started));
+    let server = serve(&provider).await;
+    let url = server.url().to_owned();
+    let requester = requester();
+    let connection = requester.connect(&server, "wait").await;
+    // A second, idle session closes at once.
+    let idle = requester.connect(&server, "wait").await;
+    let slow = tokio::spawn({
+        let connection = connection.clone();
+        async move { connection.call("wait", json!({"millis": 500})).await }
+    });
+    wait_until_started(&started, 1).await;
+    let begun = std::time::Instant::now();
+    let shutdown = tokio::spawn(server.shutdown());
+    let reason = tokio::time::timeout(Duration::from_secs(5), idle.closed())
+        .await
+        .unwrap();
+    assert_eq!(
+        reason,
+        "the peer closed the connection (code 1001): the node is shutting down"
+    );
+    // No new connection while it drains.
+    let refused = requester.node.connect(&url, "wait").await;
+    assert!(refused.is_err(), "a connection was accepted while draining");
+    // The call in flight is answered, then its session closes with the reason.
+    let output = slow.await.unwrap().unwrap();
+    assert_eq!(output, json!({"millis": 500}));
+    let reason = tokio::time::timeout(Duration::from_secs(5), connection.closed())
+        .await
+        .unwrap();
+    assert_eq!(
+        reason,
+        "the peer closed the connection (code 1001): the node is shutting down"
+    );
+    shutdown.await.unwrap().unwrap();
+    assert!(
+        begun.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        begun.elapsed()
+    );
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_call_arriving_while_draining_is_not_taken() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let provider = slow_provider(Arc::clone(&started));
+    let server = serve(&provider).await;
+    let requester = requester();
+    let connection = requester.connect(&server, "wait").await;
+    let slow = tokio::spawn({
+        let connection = connection.clone();
+        async move { connection.call("wait", json!({"millis": 600})).await }
+    });
+    wait_until_started(&started, 1).await;
+    let shutdown = tokio::spawn(server.shutdown());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Sent after the drain began: never run; the caller learns the session closed.
+    let late = connection.call("wait", json!({"millis": 1})).await;
+    assert!(matches!(late, Err(CallError::Closed(_))), "{late:?}");
+    assert_eq!(slow.await.unwrap().unwrap(), json!({"millis": 600}));
+    shutdown.await.unwrap().unwrap();
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn calls_still_running_after_the_grace_lose_their_session() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let provider = slow_provider(Arc::clone(&started));
+    let server = serve(&provider).await;
+    let requester = requester();
+    let connection = requester.connect(&server, "wait").await;
+    let slow = tokio::spawn({
+        let connection = connection.clone();
+        async move { connection.call("wait", json!({"millis": 5000})).await }
+    });
+    wait_until_started(&started, 1).await;
+    let begun = std::time::Instant::now();
+    server
+        .shutdown_within(Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(
+        begun.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        begun.elapsed()
+    );
+    let error = slow.await.unwrap().unwrap_err();
+    assert!(
+        matches!(&error, CallError::Closed(reason) if reason.contains("the node is shutting down")),
+        "{error:?}"
+    );
+}

@@ -11,6 +11,7 @@ mod limits;
 mod llm;
 mod negotiation;
 mod rejection;
+mod retention;
 mod support;
 mod tls;
 mod zero_rtt;

@@ -1,0 +1,97 @@
+//! Concord in one dependency: an agent that serves actions to other agents and calls
+//! theirs.
+//!
+//! Two agents discover each other (the provider's description at `/.well-known/wot`),
+//! **negotiate the protocol they will speak** (the ANP meta-protocol), generate the code
+//! that speaks it and check it on agreed test cases, store it for 0-RTT reconnects, then
+//! exchange messages with no LLM in the loop. Without an LLM ([`NodeBuilder::llm`]) every
+//! step is deterministic and needs no key.
+//!
+//! This crate has no code of its own. It re-exports what an agent needs at its root, the
+//! crates those items come from as modules ([`node`], [`negotiate`], [`llm`], [`proto`],
+//! [`store`], [`sandbox`]) for everything else, and [`tokio`], the runtime the node runs
+//! on, so that one dependency is enough.
+//!
+//! # Example
+//!
+//! A provider serving `getProductInfo` on a free loopback port and a requester calling it
+//! once. The first run negotiates; later runs resume the stored protocol (0-RTT).
+//!
+//! ```no_run
+//! use concord::{json, ActionError, ActionSpec, Node, Value};
+//!
+//! #[concord::tokio::main(crate = "concord::tokio")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // Provider: the action's JSON Schemas (published in its description) and a backend.
+//!     let action = ActionSpec {
+//!         name: "getProductInfo".into(),
+//!         description: "Product information by product id.".into(),
+//!         input: json!({"type": "object", "properties": {"productId": {"type": "string"}},
+//!                       "required": ["productId"]}),
+//!         output: json!({"title": "ProductInfo", "type": "object",
+//!                        "properties": {"name": {"type": "string"}}}),
+//!     };
+//!     let provider = Node::builder("Product agent")
+//!         .action(action, |input: Value| async move {
+//!             match input["productId"].as_str() {
+//!                 Some("P1") => Ok(json!({"name": "Laptop"})),
+//!                 _ => Err(ActionError::not_found("no such product")),
+//!             }
+//!         })
+//!         .build()?;
+//!     let server = provider.serve("127.0.0.1:0").await?;
+//!
+//!     // Requester: discovery, hello, negotiation and code generation, then calls.
+//!     let requester = Node::builder("Shopper").build()?;
+//!     let peer = requester.connect(server.url(), "getProductInfo").await?;
+//!     let product = peer.call("getProductInfo", json!({"productId": "P1"})).await?;
+//!     println!("{:?}: {product}", peer.info().settlement);
+//!     peer.close().await;
+//!     server.shutdown().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! An action can also run a command per call ([`ExecAction`]) or POST to a service
+//! ([`HttpAction`]); [`Node::connect_with`] and [`Want`] state what the requester needs
+//! (its own schemas, its own candidate protocol or test cases); [`Limits`] bounds sizes,
+//! counts and timeouts; [`NodeBuilder::data_dir`] says where the store lives (the platform
+//! data directory by default).
+#![warn(missing_docs)]
+
+pub use concord_llm::LlmConfig;
+pub use concord_negotiate::{ActionSpec, Need};
+pub use concord_node::{
+    Action, ActionError, CallError, ConnectError, Connection, ConnectionInfo, ExecAction,
+    HttpAction, Limits, Node, NodeBuilder, NodeError, Server, Settlement, Want,
+};
+pub use serde_json::{json, Value};
+
+/// The agent node, [`concord_node`]: everything above and the rest of its API (handler
+/// code reports, backend defaults, address checks).
+pub use concord_node as node;
+
+/// Protocol documents, test cases and the negotiators, [`concord_negotiate`].
+pub use concord_negotiate as negotiate;
+
+/// The OpenAI-compatible LLM client and its configuration, [`concord_llm`].
+pub use concord_llm as llm;
+
+/// The sans-IO meta-protocol core, [`concord_proto`]: frames, hellos, capabilities,
+/// [`ProtocolHash`](concord_proto::ProtocolHash).
+pub use concord_proto as proto;
+
+/// The SQLite store of negotiated protocols, consensus protocols and transcripts,
+/// [`concord_store`] (shared between nodes with [`NodeBuilder::store`]).
+pub use concord_store as store;
+
+/// The QuickJS sandbox that runs handler code we did not write, [`concord_sandbox`]: its
+/// [`Limits`](concord_sandbox::Limits) go to [`NodeBuilder::handler_limits`].
+pub use concord_sandbox as sandbox;
+
+/// JSON values for action inputs and outputs, [`serde_json`].
+pub use serde_json;
+
+/// The async runtime the node runs on, [`tokio`]: `#[concord::tokio::main(crate =
+/// "concord::tokio")]` starts it.
+pub use tokio;
