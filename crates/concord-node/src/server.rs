@@ -542,11 +542,52 @@ struct Stored {
 }
 
 /// Who the peer is, for the store and transcripts: its DID when its hello names one, else
-/// its address.
+/// its host (`ws://203.0.113.7`, `ws://[2001:db8::1]`): the port a client connects from is
+/// a new ephemeral one each time and says nothing about who it is.
 fn peer_label(source: &concord_proto::Hello, remote: SocketAddr) -> String {
     ["sourceDid", "sourceDID", "did"]
         .iter()
         .find_map(|key| source.extra.get(*key).and_then(serde_json::Value::as_str))
         .filter(|did| !did.is_empty() && did.len() <= 256)
-        .map_or_else(|| format!("ws://{remote}"), str::to_owned)
+        .map_or_else(
+            || match remote.ip() {
+                std::net::IpAddr::V6(ip) => format!("ws://[{ip}]"),
+                ip => format!("ws://{ip}"),
+            },
+            str::to_owned,
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_is_its_did_or_its_host_never_its_ephemeral_port() {
+        let hello = |extra: serde_json::Value| {
+            let mut value = serde_json::json!({
+                "type": "sourceHello", "version": "1.0", "messageId": "m1",
+                "metaProtocol": {"version": "1.0"}
+            });
+            if let (Some(object), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+                object.extend(extra.clone());
+            }
+            concord_proto::Hello::from_json(value).unwrap()
+        };
+        let v4: SocketAddr = "203.0.113.7:51234".parse().unwrap();
+        let v6: SocketAddr = "[2001:db8::1]:51234".parse().unwrap();
+        assert_eq!(
+            peer_label(&hello(serde_json::json!({})), v4),
+            "ws://203.0.113.7"
+        );
+        assert_eq!(
+            peer_label(&hello(serde_json::json!({})), v6),
+            "ws://[2001:db8::1]"
+        );
+        let did = "did:wba:agents.example:alice";
+        assert_eq!(
+            peer_label(&hello(serde_json::json!({"sourceDid": did})), v4),
+            did
+        );
+    }
 }
