@@ -212,27 +212,34 @@ pub fn fallback(schema: &Value) -> Option<&Value> {
 /// assert_eq!(properties(&inlined)[0].0, "id");
 /// ```
 pub fn inline_refs(schema: &Value) -> Value {
-    inline(schema, schema, 0)
+    let mut budget = INLINE_BUDGET;
+    inline(schema, schema, 0, &mut budget)
 }
 
-fn inline(value: &Value, root: &Value, depth: usize) -> Value {
+/// How many values reference expansion may write in all: a hostile schema whose
+/// definitions each reference the next many times would otherwise grow exponentially.
+/// Past it, references stay as written (the schema still validates the same).
+const INLINE_BUDGET: usize = 100_000;
+
+fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Value {
+    *budget = budget.saturating_sub(1);
     match value {
         Value::Object(object) => {
             let target = object
                 .get("$ref")
                 .and_then(Value::as_str)
-                .filter(|_| depth < MAX_DEPTH)
+                .filter(|_| depth < MAX_DEPTH && *budget > 0)
                 .and_then(|reference| reference.strip_prefix('#'))
                 .and_then(|pointer| root.pointer(pointer));
             match target {
                 Some(target) => {
-                    let mut merged = match inline(target, root, depth + 1) {
+                    let mut merged = match inline(target, root, depth + 1, budget) {
                         Value::Object(map) => map,
                         other => return other,
                     };
                     for (key, sub) in object {
                         if key != "$ref" {
-                            merged.insert(key.clone(), inline(sub, root, depth));
+                            merged.insert(key.clone(), inline(sub, root, depth, budget));
                         }
                     }
                     Value::Object(merged)
@@ -244,7 +251,7 @@ fn inline(value: &Value, root: &Value, depth: usize) -> Value {
                             let sub = if key == "$defs" || key == "definitions" {
                                 sub.clone()
                             } else {
-                                inline(sub, root, depth)
+                                inline(sub, root, depth, budget)
                             };
                             (key.clone(), sub)
                         })
@@ -252,9 +259,12 @@ fn inline(value: &Value, root: &Value, depth: usize) -> Value {
                 ),
             }
         }
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|item| inline(item, root, depth)).collect())
-        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| inline(item, root, depth, budget))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -300,6 +310,27 @@ mod tests {
             inline_refs(&json!({"$ref": "https://x/y"})),
             json!({"$ref": "https://x/y"})
         );
+    }
+
+    #[test]
+    fn a_reference_bomb_stays_within_the_budget() {
+        // Ten references to the next definition at each of eight levels: 10^8 copies.
+        let mut defs = serde_json::Map::new();
+        for level in 0..8 {
+            let next = json!({"$ref": format!("#/$defs/d{}", level + 1)});
+            let properties: serde_json::Map<String, Value> =
+                (0..10).map(|i| (format!("p{i}"), next.clone())).collect();
+            defs.insert(
+                format!("d{level}"),
+                json!({"type": "object", "properties": properties}),
+            );
+        }
+        defs.insert("d8".into(), json!({"type": "string"}));
+        let schema = json!({"$ref": "#/$defs/d0", "$defs": defs});
+        let inlined = inline_refs(&schema);
+        let size = inlined.to_string().len();
+        assert!(size < 20_000_000, "{size} bytes");
+        assert_eq!(inlined["type"], "object");
     }
 
     #[test]

@@ -267,12 +267,17 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
             continue;
         };
         let start = line_start + brace;
+        // Text a parse already went through is not parsed again, so a hostile document of
+        // many `{` lines costs one pass, not one per line.
         match value_at(text, start) {
             Some(Ok(value)) => {
                 skip_to = value.end;
                 found.push(Ok(value));
             }
-            Some(Err(fault)) => found.push(Err(fault)),
+            Some(Err(fault)) => {
+                skip_to = fault_offset(text, &fault);
+                found.push(Err(fault));
+            }
             None => {}
         }
     }
@@ -281,6 +286,23 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
         Err(fault) => fault.start,
     });
     found
+}
+
+/// The byte offset in `text` where parsing a value from `fault.start` failed.
+fn fault_offset(text: &str, fault: &JsonFault) -> usize {
+    let tail = text.get(fault.start..).unwrap_or("");
+    let line_start: usize = tail
+        .split_inclusive('\n')
+        .take(fault.line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let column = tail
+        .get(line_start..)
+        .unwrap_or("")
+        .char_indices()
+        .nth(fault.column.saturating_sub(1))
+        .map_or(0, |(offset, _)| offset);
+    (fault.start + line_start + column).min(text.len())
 }
 
 /// serde_json's message without its " at line L column C" suffix (we report our own position).
@@ -363,6 +385,17 @@ mod tests {
             serde_json::json!({"b": [2]})
         );
         assert!(found[2].is_err());
+    }
+
+    #[test]
+    fn a_broken_object_is_skipped_past_and_the_next_one_found() {
+        let text = "{\"a\": [\n{\"inner\": 1},\n{ broken\n}\nprose\n{\"b\": 2}\n";
+        let found = json_objects(text);
+        let values: Vec<_> = found.iter().filter_map(|item| item.as_ref().ok()).collect();
+        assert_eq!(values.len(), 1, "{found:?}");
+        assert_eq!(values[0].value, serde_json::json!({"b": 2}));
+        // The `{"inner": 1}` line inside the broken value was not parsed on its own.
+        assert_eq!(found.len(), 2, "{found:?}");
     }
 
     #[test]
