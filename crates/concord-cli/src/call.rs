@@ -215,7 +215,7 @@ fn read_lines(
                 Err(error) => LineItem::Unreadable(format!("cannot read {name}: {error}")),
             };
             let last = matches!(item, LineItem::Unreadable(_));
-            // The receiver is gone when the calls stopped (the connection failed).
+            // The receiver is gone once the calls stopped (the session closed): stop reading.
             if sender.blocking_send(item).is_err() || last {
                 return;
             }
@@ -230,7 +230,7 @@ async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection,
     let connected = node.connect_with(&args.url, want).await;
     spinner.finish();
     connected.map_err(|error| {
-        eprintln!("concord: {error}");
+        crate::output::note(&error);
         ExitCode::from(connect_exit_code(&error))
     })
 }
@@ -242,7 +242,7 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
         Ok(connection) => connection,
         Err(error) => {
             spinner.finish();
-            eprintln!("concord: {error}");
+            crate::output::note(&error);
             return Ok(ExitCode::from(connect_exit_code(&error)));
         }
     };
@@ -257,7 +257,7 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     let output = match result {
         Ok(output) => output,
         Err(error) => {
-            eprintln!("concord: {}", error_text(&error));
+            crate::output::note(error_text(&error));
             return Ok(ExitCode::from(call_exit_code(&error)));
         }
     };
@@ -353,8 +353,13 @@ async fn call_lines(
     node: Node,
     args: CallArgs,
     want: Want,
-    lines: tokio::sync::mpsc::Receiver<LineItem>,
+    mut lines: tokio::sync::mpsc::Receiver<LineItem>,
 ) -> anyhow::Result<ExitCode> {
+    // Nothing to call (an empty pipe, `</dev/null`): say so before connecting.
+    let Some(first) = lines.recv().await else {
+        crate::output::note("no input: the input has no JSON lines");
+        return Ok(ExitCode::from(2));
+    };
     let connection = match connect(&node, &args, want).await {
         Ok(connection) => connection,
         Err(code) => return Ok(code),
@@ -362,42 +367,44 @@ async fn call_lines(
     let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
     let connection_ref = &connection;
     let action = args.action.as_str();
-    let results = futures_util::stream::unfold(lines, |mut lines| async move {
+    let rest = futures_util::stream::unfold(lines, |mut lines| async move {
         lines.recv().await.map(|item| (item, lines))
-    })
-    .map(|item| async move {
-        match item {
-            LineItem::Line { number, input } => {
-                let started = Instant::now();
-                let outcome = match input {
-                    Ok(input) => connection_ref
-                        .call(action, input)
-                        .await
-                        .map_err(|error| LineError::of(&error)),
-                    Err(message) => Err(LineError {
-                        code: json!("invalid-json"),
-                        line: message.clone(),
-                        message,
-                        exit: 1,
-                    }),
-                };
-                Ok(LineResult {
-                    number,
-                    outcome,
-                    latency: started.elapsed(),
-                })
+    });
+    let results = futures_util::stream::once(async { first })
+        .chain(rest)
+        .map(|item| async move {
+            match item {
+                LineItem::Line { number, input } => {
+                    let started = Instant::now();
+                    let outcome = match input {
+                        Ok(input) => connection_ref
+                            .call(action, input)
+                            .await
+                            .map_err(|error| LineError::of(&error)),
+                        Err(message) => Err(LineError {
+                            code: json!("invalid-json"),
+                            line: message.clone(),
+                            message,
+                            exit: 1,
+                        }),
+                    };
+                    Ok(LineResult {
+                        number,
+                        outcome,
+                        latency: started.elapsed(),
+                    })
+                }
+                LineItem::Unreadable(message) => Err(message),
             }
-            LineItem::Unreadable(message) => Err(message),
-        }
-    })
-    .buffered(concurrency);
+        })
+        .buffered(concurrency);
     let mut results = std::pin::pin!(results);
     let mut exit = 0u8;
     while let Some(result) = results.next().await {
         let result = match result {
             Ok(result) => result,
             Err(message) => {
-                eprintln!("concord: {message}");
+                crate::output::note(&message);
                 exit = 2;
                 break;
             }
@@ -409,8 +416,14 @@ async fn call_lines(
                 "output": output,
                 "latencyMs": millis(result.latency),
             }),
+            (Err(error), _) if error.code == json!("closed") => {
+                // The session is gone: the rest of the input cannot be called.
+                crate::output::note(format_args!("line {}: {}", result.number, error.line));
+                exit = 2;
+                break;
+            }
             (Err(error), json) => {
-                eprintln!("concord: line {}: {}", result.number, error.line);
+                crate::output::note(format_args!("line {}: {}", result.number, error.line));
                 exit = exit.max(error.exit);
                 let error = json!({"code": error.code, "message": error.message});
                 if json {
@@ -455,7 +468,7 @@ async fn repeat(
         })
         .buffer_unordered(concurrency);
     let mut calls = std::pin::pin!(calls);
-    let mut latencies = Vec::with_capacity(usize::try_from(times).unwrap_or(0));
+    let mut latencies = Vec::with_capacity(usize::try_from(times.min(1 << 16)).unwrap_or(0));
     let mut errors = 0u64;
     let mut first_error: Option<CallError> = None;
     let mut exit = 0u8;

@@ -64,7 +64,7 @@ pub fn read_need(path: &Path) -> anyhow::Result<Need> {
 pub fn read_protocol(path: &Path) -> anyhow::Result<Result<ProtocolDocument, ExitCode>> {
     let text = read_text(Some(path), "the protocol document")?;
     Ok(ProtocolDocument::parse(&text).map_err(|error| {
-        eprintln!("concord: {}: {error}", path.display());
+        crate::output::note(format_args!("{}: {error}", path.display()));
         ExitCode::from(1)
     }))
 }

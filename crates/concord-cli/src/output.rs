@@ -110,7 +110,16 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
 /// `"; "` (a line ending in `:` or `;` is followed by a space only).
 pub fn one_line(text: &str) -> String {
     let mut line = String::with_capacity(text.len());
-    for part in text.lines().map(str::trim).filter(|part| !part.is_empty()) {
+    // Control characters (a peer's text may carry terminal escapes) are dropped.
+    let printable: String = text
+        .chars()
+        .filter(|c| *c == '\n' || !c.is_control())
+        .collect();
+    for part in printable
+        .lines()
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
         if !line.is_empty() {
             line.push_str(if line.ends_with([':', ';', ',']) {
                 " "
@@ -155,6 +164,7 @@ mod tests {
         );
         assert_eq!(one_line("first\nsecond"), "first; second");
         assert_eq!(one_line(""), "");
+        assert_eq!(one_line("peer says \u{1b}[2Jhi\r\n"), "peer says [2Jhi");
     }
 
     #[test]

@@ -289,7 +289,7 @@ fn selector_failed(error: StoreError) -> anyhow::Result<ExitCode> {
         | StoreError::NotAHashPrefix { .. }
         | StoreError::UnknownProtocol { .. }
         | StoreError::CorruptProtocol { .. } => {
-            eprintln!("concord: {error}");
+            crate::output::note(&error);
             Ok(ExitCode::from(1))
         }
         other => Err(other.into()),

@@ -53,7 +53,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = match AgentConfig::load(&args.config) {
         Ok(config) => config,
         Err(error) => {
-            eprintln!("concord: {error}");
+            crate::output::note(&error);
             return Ok(ExitCode::from(match error.problem {
                 Problem::Unreadable(_) => 2,
                 _ => 1,
@@ -104,7 +104,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     let node = match builder.build() {
         Ok(node) => node,
         Err(NodeError::Config(problem)) => {
-            eprintln!("concord: {}: {problem}", args.config.display());
+            crate::output::note(format_args!("{}: {problem}", args.config.display()));
             return Ok(ExitCode::from(1));
         }
         Err(error) => return Err(error).context("cannot build the node"),

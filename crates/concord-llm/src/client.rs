@@ -200,7 +200,12 @@ impl LlmClient {
                 if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
                     return Ok(());
                 }
-                let body = response.bytes().await.unwrap_or_default();
+                // A body that trickles in must not stall the probe past its timeout.
+                let body = tokio::time::timeout(timeout, response.bytes())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
                 Failure::Status {
                     status,
                     body: self.excerpt(&body),

@@ -27,10 +27,12 @@ pub const DEFAULT_PROTOCOL_TIMEOUT: Duration = Duration::from_secs(15);
 ///
 /// - **Draft** (requester): the canonical protocol of the peer's action (the seeds'
 ///   envelope around the action's own schemas), keeping the optional inputs our need has.
-/// - **Judge** (provider): accept a candidate one of our actions can serve as written;
-///   counter-propose our canonical protocol when the differences are mechanical (naming
-///   style, optional extras, a missing field we can default); otherwise reject, naming the
-///   fields.
+/// - **Judge** (provider): accept a candidate one of our actions can serve as written, in
+///   any envelope layout and naming style the rules map; counter-propose our canonical
+///   protocol, naming every change, when we could serve it changed (a missing or optional
+///   required input, a type change, an input we do not take, no message id or status code,
+///   no readable schema); reject only an unknown action or a response field the action
+///   never returns, naming it.
 /// - **Judge** (requester): accept a counter-proposal whose required inputs we can supply
 ///   and whose response carries what we need; otherwise reject, naming the fields.
 /// - **Test cases**: drafted from the schemas (examples, enums, boundaries, a not-found
@@ -248,9 +250,15 @@ impl DeterministicNegotiator {
             "The action succeeds, with the result.".into(),
         );
         // The request's data fields, wherever they sit.
-        let data_at = |request: &mut Value, name: &str, value: Value| match &placement {
-            RequestData::Fields => request[name] = value,
-            RequestData::Single(field) => request[field.as_str()][name] = value,
+        let data_at = |request: &mut Value, name: &str, value: Value| {
+            let target = match &placement {
+                RequestData::Fields => Some(request),
+                RequestData::Single(field) => request.get_mut(field.as_str()),
+            };
+            // A peer's example for the field may be anything: only an object takes it.
+            if let Some(object) = target.and_then(Value::as_object_mut) {
+                object.insert(name.to_owned(), value);
+            }
         };
         // One case per enum value and per numeric boundary of the request's own fields.
         for (name, schema) in properties(&wire_input) {

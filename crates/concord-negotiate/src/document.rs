@@ -530,7 +530,7 @@ fn assign_schemas(found: &[Found]) -> (Option<Value>, Option<Value>) {
 
 /// Places candidates: by heading, then by content, then in order. Several whole response
 /// messages under response headings (a success and an error shape) make one response
-/// schema, `oneOf` them.
+/// schema, `anyOf` them (a message may fit both).
 fn place(candidates: &[&Found]) -> (Option<Value>, Option<Value>) {
     let by_heading = |wanted: Heading| {
         candidates
@@ -546,7 +546,7 @@ fn place(candidates: &[&Found]) -> (Option<Value>, Option<Value>) {
         .filter(|value| has_message_id(value))
         .collect();
     let mut response = match shapes.as_slice() {
-        [_, _, ..] => Some(serde_json::json!({ "oneOf": shapes })),
+        [_, _, ..] => Some(serde_json::json!({ "anyOf": shapes })),
         _ => by_heading(Heading::Response),
     };
     let mut unplaced = Vec::new();

@@ -277,10 +277,12 @@ impl Envelope {
         });
         // An open message type in the response matches the request's (as the reference
         // SDK's drafting prompt asks).
-        if let (Some((_, request_value)), Some((_, response_value @ None))) =
+        if let (Some((_, Some(Value::String(tag)))), Some((_, response_value @ None))) =
             (&request_type, &mut response_type)
         {
-            response_value.clone_from(request_value);
+            if !is_generic_tag(tag) {
+                *response_value = Some(Value::String(tag.clone()));
+            }
         }
         let mut envelope = Envelope {
             request_id: id_in(request),
@@ -352,7 +354,7 @@ impl Envelope {
             .as_ref()
             .and_then(|(_, value)| value.as_ref())
             .and_then(Value::as_str)
-            .filter(|tag| !["request", "req", "call", "invoke"].contains(&key(tag).as_str()))
+            .filter(|tag| !is_generic_tag(tag))
     }
 
     /// Whether a top-level request field belongs to the envelope.
@@ -462,6 +464,11 @@ impl Envelope {
             .unwrap_or_default()
             .to_owned()
     }
+}
+
+/// Whether a message-type tag names no action (`REQUEST`, `call`).
+fn is_generic_tag(tag: &str) -> bool {
+    ["request", "req", "call", "invoke"].contains(&key(tag).as_str())
 }
 
 /// The code a successful response carries: the code schema's `const` or `default`, 0

@@ -14,7 +14,7 @@ use crate::test_cases::TestCases;
 use crate::validation::ProtocolSchemas;
 
 /// The deterministic negotiator, escalating to an [`LlmNegotiator`] only when the rules
-/// cannot settle a step. Schema-built protocols never reach the LLM.
+/// cannot settle a step. Candidates the rules accept as written never reach the LLM.
 ///
 /// | step | settled by the rules | escalated to the LLM |
 /// |---|---|---|

@@ -237,6 +237,9 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Valu
                         Value::Object(map) => map,
                         other => return other,
                     };
+                    // Definitions stay at the root only (`{"$ref": "#"}` would copy them).
+                    merged.remove("$defs");
+                    merged.remove("definitions");
                     for (key, sub) in object {
                         if key != "$ref" {
                             merged.insert(key.clone(), inline(sub, root, depth, budget));
@@ -265,7 +268,14 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Valu
                 .map(|item| inline(item, root, depth, budget))
                 .collect(),
         ),
-        other => other.clone(),
+        other => {
+            // Long strings count by their size: a reference to a huge value is expanded
+            // once or twice, not a hundred thousand times.
+            if let Value::String(text) = other {
+                *budget = budget.saturating_sub(text.len() / 16);
+            }
+            other.clone()
+        }
     }
 }
 

@@ -213,7 +213,8 @@ fn value_at(text: &str, start: usize) -> Option<Result<EmbeddedJson, JsonFault>>
 pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
     let mut found = Vec::new();
     let mut code_blocks: Vec<Range<usize>> = Vec::new();
-    let mut block: Option<(String, Range<usize>, Option<usize>)> = None;
+    // The block's language, its range, and the range of its content.
+    let mut block: Option<(String, Range<usize>, Option<Range<usize>>)> = None;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         match event {
             Event::Start(Tag::CodeBlock(kind)) => {
@@ -226,27 +227,42 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
                 block = Some((language, range, None));
             }
             Event::Text(_) => {
-                if let Some((_, _, content_start)) = &mut block {
-                    content_start.get_or_insert(range.start);
+                if let Some((_, _, content)) = &mut block {
+                    let start = content
+                        .as_ref()
+                        .map_or(range.start, |content| content.start);
+                    *content = Some(start..range.end);
                 }
             }
             Event::End(TagEnd::CodeBlock) => {
-                if let Some((language, range, Some(content_start))) = block.take() {
-                    let content = text.get(content_start..range.end).unwrap_or("");
-                    let offset = content.find(|c: char| !c.is_whitespace());
-                    if let Some(offset) = offset.filter(|o| content[*o..].starts_with('{')) {
-                        match value_at(text, content_start + offset) {
-                            Some(Ok(value)) if value.value.is_object() => found.push(Ok(value)),
+                let Some((language, range, content)) = block.take() else {
+                    continue;
+                };
+                if let Some(content) = content {
+                    // Parsed within the block: a value never runs past its closing fence.
+                    let body = text.get(content.clone()).unwrap_or("");
+                    let offset = body.find(|c: char| !c.is_whitespace());
+                    if let Some(offset) = offset.filter(|o| body[*o..].starts_with('{')) {
+                        let shift = |start: usize| content.start + start;
+                        match value_at(body, offset) {
+                            Some(Ok(value)) if value.value.is_object() => {
+                                found.push(Ok(EmbeddedJson {
+                                    start: shift(value.start),
+                                    end: shift(value.end),
+                                    value: value.value,
+                                }))
+                            }
                             Some(Err(fault)) if language.starts_with("json") => {
-                                found.push(Err(fault))
+                                found.push(Err(JsonFault {
+                                    start: shift(fault.start),
+                                    ..fault
+                                }))
                             }
                             _ => {}
                         }
                     }
-                    code_blocks.push(range);
-                } else if let Some((_, range, None)) = block.take() {
-                    code_blocks.push(range);
                 }
+                code_blocks.push(range);
             }
             _ => {}
         }
@@ -254,10 +270,16 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
     // Bare objects: a `{` that starts a line outside code blocks.
     let mut offset = 0;
     let mut skip_to = 0;
+    // Lines and code blocks both come in document order: one pass over each.
+    let mut blocks = code_blocks.iter().peekable();
     for line in text.split_inclusive('\n') {
         let line_start = offset;
         offset += line.len();
-        if line_start < skip_to || code_blocks.iter().any(|r| r.contains(&line_start)) {
+        while blocks.next_if(|block| block.end <= line_start).is_some() {}
+        let in_block = blocks
+            .peek()
+            .is_some_and(|block| block.contains(&line_start));
+        if line_start < skip_to || in_block {
             continue;
         }
         let Some(brace) = line
@@ -296,13 +318,12 @@ fn fault_offset(text: &str, fault: &JsonFault) -> usize {
         .take(fault.line.saturating_sub(1))
         .map(str::len)
         .sum();
-    let column = tail
-        .get(line_start..)
-        .unwrap_or("")
-        .char_indices()
-        .nth(fault.column.saturating_sub(1))
-        .map_or(0, |(offset, _)| offset);
-    (fault.start + line_start + column).min(text.len())
+    // serde_json counts columns in bytes.
+    let mut at = (fault.start + line_start + fault.column.saturating_sub(1)).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// serde_json's message without its " at line L column C" suffix (we report our own position).

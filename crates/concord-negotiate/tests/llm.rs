@@ -788,7 +788,7 @@ async fn each_step_records_its_own_calls_tokens_and_wall_time() {
 // ── escalation ──────────────────────────────────────────────────────────────────────
 
 /// Without an LLM the escalating negotiator is the rules: the same decisions as
-/// `DeterministicNegotiator` on schema-built, prose and "based on" candidates, no LLM call.
+/// `DeterministicNegotiator` on foreign, prose and "based on" candidates, no LLM call.
 #[tokio::test]
 async fn without_an_llm_the_escalating_negotiator_answers_as_the_rules() {
     let (rules, alone) = (
@@ -928,7 +928,7 @@ async fn a_protocol_without_schemas_sends_test_cases_and_diagnosis_to_the_llm() 
     assert_eq!(diagnosed.record.policy, PolicyKind::Llm);
     assert_eq!(server.requests().len(), 3);
 
-    // Test cases in a layout the rules cannot read go to the LLM even for a schema-built
+    // Test cases in a layout the rules cannot read go to the LLM even for a protocol the rules can map
     // protocol.
     server.push(Step::content(
         json!({"status": "rejected", "reason": "No response is given."}).to_string(),

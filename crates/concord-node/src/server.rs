@@ -123,7 +123,12 @@ impl Server {
                 Ok(stopped) => Some(stopped),
                 Err(_) => {
                     self.close.send_replace(true);
-                    tokio::time::timeout(CLOSE_WAIT, &mut task).await.ok()
+                    let stopped = tokio::time::timeout(CLOSE_WAIT, &mut task).await.ok();
+                    if stopped.is_none() {
+                        // Nothing outlives `shutdown`: the accept loop is stopped here.
+                        task.abort();
+                    }
+                    stopped
                 }
             };
             result = match stopped {

@@ -237,7 +237,7 @@ pub enum Outcome {
     /// The session failed (timeout, protocol violation, disconnect, code error…).
     Failed(String),
     /// The process that recorded it ended (`kill -9`, a crash, power loss) before the
-    /// session did: closed by [`Store::close_interrupted_transcripts`] when a node
+    /// session did: closed by [`Store::claim_recording`] when a node
     /// started next.
     ///
     /// Stored as a `failed` outcome with the detail [`Outcome::INTERRUPTED_DETAIL`], so

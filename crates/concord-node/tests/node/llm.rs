@@ -45,7 +45,7 @@ async fn natural_language_questions_go_to_the_llm() {
         .info()
         .capabilities
         .contains(Capability::NaturalLanguageNegotiation));
-    // A schema-built protocol needs no LLM, even with one configured.
+    // A protocol the rules accept as written needs no LLM, even with one configured.
     assert_eq!(connection.info().accounting.llm_calls(), 0);
     assert!(provider_llm.requests().is_empty());
 
