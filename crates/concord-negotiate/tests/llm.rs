@@ -928,8 +928,8 @@ async fn a_protocol_without_schemas_sends_test_cases_and_diagnosis_to_the_llm() 
     assert_eq!(diagnosed.record.policy, PolicyKind::Llm);
     assert_eq!(server.requests().len(), 3);
 
-    // Test cases in a layout the rules cannot read go to the LLM even for a protocol the rules can map
-    // protocol.
+    // Test cases in a layout the rules cannot read go to the LLM, even for a protocol the
+    // rules can map.
     server.push(Step::content(
         json!({"status": "rejected", "reason": "No response is given."}).to_string(),
     ));
