@@ -63,8 +63,8 @@ use serde_json::Value;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 /// How long calls running at shutdown may take to finish when the configuration does not
-/// say (`node.shutdown_grace`).
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// say (`node.shutdown_grace`): the node's own default.
+pub use concord_node::DEFAULT_SHUTDOWN_GRACE;
 
 /// A configuration problem: the file, the key, and what is wrong.
 #[derive(Debug, thiserror::Error)]

@@ -18,10 +18,6 @@ use crate::protocols::time;
 /// How many characters of a frame's text `transcripts show` prints.
 const PREVIEW_CHARS: usize = 100;
 
-/// How old a transcript `transcripts prune` deletes when given no option (a node's
-/// default `transcript_max_age`).
-const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// `concord transcripts`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -64,7 +60,7 @@ Examples:
     Show {
         /// The transcript's id (`concord transcripts list`, or `transcriptId` in
         /// `concord call --json`).
-        id: String,
+        id: TranscriptId,
         /// Print the whole transcript as one JSON object, frames' full text included.
         #[arg(long)]
         json: bool,
@@ -129,16 +125,12 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        TranscriptsCommand::Show { id, json } => {
-            let Ok(parsed) = id.trim().parse::<TranscriptId>() else {
-                eprintln!("concord: {id:?} is not a transcript id (a number, as `concord transcripts list` shows)");
-                return Ok(ExitCode::from(1));
-            };
+        TranscriptsCommand::Show { id: parsed, json } => {
             let Some(transcript) = store.transcript(parsed)? else {
-                eprintln!(
-                    "concord: no transcript has id {parsed} in {}",
+                output::note(format_args!(
+                    "no transcript has id {parsed} in {}",
                     store.path().display()
-                );
+                ));
                 return Ok(ExitCode::from(1));
             };
             if json {
@@ -183,7 +175,10 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             let now = SystemTime::now();
             let mut retention = TranscriptRetention::all();
             match (older_than, keep) {
-                (None, None) => retention = retention.older_than(DEFAULT_MAX_AGE, now),
+                (None, None) => {
+                    retention = retention
+                        .older_than(concord_node::Limits::default().transcript_max_age, now)
+                }
                 (age, keep) => {
                     if let Some(age) = age {
                         retention = retention.older_than(age, now);

@@ -138,7 +138,8 @@ fn list_show_and_prune_what_the_nodes_recorded() {
 
     // Unknown and malformed ids: the input was checked and found wrong.
     transcripts(requester.path(), &["show", "999999"]).fails(1, "no transcript has id 999999");
-    transcripts(requester.path(), &["show", "abc"]).fails(1, "is not a transcript id");
+    // A malformed id is a usage error (2), an unknown one was checked and found wrong (1).
+    transcripts(requester.path(), &["show", "abc"]).fails(2, "invalid value 'abc'");
 
     // Nothing is a week old.
     let output = transcripts(requester.path(), &["prune"]);

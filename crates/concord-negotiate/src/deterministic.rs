@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::action::{canonical_protocol, ActionSpec, Need};
 use crate::document::ProtocolDocument;
-use crate::envelope::{segments, Envelope};
+use crate::envelope::{segments, set_at, Envelope};
 use crate::fit::{
     check_fit, find_action, is_single_value, payload_schema, request_data, request_data_schema,
     type_list, RequestData,
@@ -119,11 +119,7 @@ impl DeterministicNegotiator {
     }
 
     /// The judge step on a candidate that parsed.
-    pub(crate) fn judge_document(
-        &self,
-        context: JudgeContext<'_>,
-        document: &ProtocolDocument,
-    ) -> Decision {
+    fn judge_document(&self, context: JudgeContext<'_>, document: &ProtocolDocument) -> Decision {
         let schemas = (&document.request_schema, &document.response_schema);
         let (Some(request), Some(response)) = schemas else {
             let missing = match schemas {
@@ -536,8 +532,9 @@ fn compare_inputs(
         RequestData::Fields => String::new(),
     };
     let mut matched = Vec::new();
+    let our_required = required(&action.input);
     for (name, schema) in properties(&action.input) {
-        let ours_required = required(&action.input).contains(&name) && fallback(schema).is_none();
+        let ours_required = our_required.contains(&name) && fallback(schema).is_none();
         let found = theirs
             .iter()
             .find(|(their, _)| *their == name)
@@ -822,22 +819,6 @@ fn action_name_from_title(request_schema: &Value) -> String {
         &format!("get {stem}"),
         crate::naming::NamingStyle::CamelCase,
     )
-}
-
-/// Writes `value` at `pointer` of `target`, making the objects on the way.
-fn set_at(target: &mut Value, pointer: &str, value: Value) {
-    let path = segments(pointer);
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut current = target;
-    for segment in parents {
-        if !current.get(segment.as_str()).is_some_and(Value::is_object) {
-            current[segment.as_str()] = json!({});
-        }
-        current = &mut current[segment.as_str()];
-    }
-    current[last.as_str()] = value;
 }
 
 /// An example value for a schema: its examples, default, const or first enum value, else

@@ -516,6 +516,36 @@ pub fn segments(pointer: &str) -> Vec<String> {
         .collect()
 }
 
+/// Writes `value` at JSON `pointer` (RFC 6901, escapes decoded) of `target`, making the
+/// objects on the way (a value in the way that is not an object is replaced).
+///
+/// ```
+/// use concord_negotiate::envelope::set_at;
+/// use serde_json::json;
+///
+/// let mut message = json!({"messageId": "m"});
+/// set_at(&mut message, "/status/code", json!(404));
+/// set_at(&mut message, "/a~1b", json!(1));
+/// assert_eq!(message, json!({"messageId": "m", "status": {"code": 404}, "a/b": 1}));
+/// ```
+pub fn set_at(target: &mut Value, pointer: &str, value: Value) {
+    let path = segments(pointer);
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let mut current = target;
+    for segment in parents {
+        if !current.get(segment.as_str()).is_some_and(Value::is_object) {
+            current[segment.as_str()] = Value::Object(Map::new());
+        }
+        current = &mut current[segment.as_str()];
+    }
+    current[last.as_str()] = value;
+}
+
 /// The sub-schema describing the value at `pointer` of a message (through `properties`).
 pub fn schema_at<'s>(schema: &'s Value, pointer: &str) -> Option<&'s Value> {
     segments(pointer)

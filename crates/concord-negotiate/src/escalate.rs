@@ -64,13 +64,6 @@ impl EscalatingNegotiator {
     }
 }
 
-/// The candidate, parsed, when it is within the rules' reach.
-fn schema_built(candidate: &str) -> Option<ProtocolDocument> {
-    ProtocolDocument::parse(candidate)
-        .ok()
-        .filter(|document| document.request_schema.is_some() && document.response_schema.is_some())
-}
-
 /// The LLM's answer (or failure), its wall time counted from the start of the deterministic attempt.
 fn escalated<T>(
     start: Instant,
@@ -114,10 +107,7 @@ impl Negotiator for EscalatingNegotiator {
         previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        let decision = match schema_built(candidate) {
-            Some(document) => self.rules.judge_document(context, &document),
-            None => self.rules.judge_now(context, candidate),
-        };
+        let decision = self.rules.judge_now(context, candidate);
         match &self.llm {
             Some(llm) if !matches!(decision, Decision::Accept) => {
                 escalated(start, llm.judge(context, candidate, previous).await)

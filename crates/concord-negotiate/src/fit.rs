@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::action::ActionSpec;
 use crate::envelope::Envelope;
 use crate::json_schema::{
-    compatible, fallback, has_properties, is_object_schema, is_required, items, properties, types,
+    compatible, fallback, has_properties, is_object_schema, items, properties, required, types,
 };
 use crate::naming::key;
 
@@ -31,6 +31,7 @@ use crate::naming::key;
 pub fn check_fit(source: &Value, target: &Value, at: &str) -> Result<(), String> {
     if has_properties(target) && has_properties(source) {
         let offered = properties(source);
+        let needed = required(target);
         for (name, schema) in properties(target) {
             let found = offered
                 .iter()
@@ -47,7 +48,7 @@ pub fn check_fit(source: &Value, target: &Value, at: &str) -> Result<(), String>
                     }
                     check_fit(source_schema, schema, &format!("{at}.{field}"))?;
                 }
-                None if is_required(target, name) && fallback(schema).is_none() => {
+                None if needed.contains(&name) && fallback(schema).is_none() => {
                     return Err(format!(
                         "`{name}` is required but {at} has no field of that name in any naming style"
                     ));
@@ -82,16 +83,17 @@ pub fn is_single_value(schema: Option<&Value>) -> bool {
 /// An object schema of a message schema's data fields (its envelope removed).
 pub fn data_schema(schema: &Value, is_envelope: &dyn Fn(&str) -> bool) -> Value {
     let mut fields = Map::new();
-    let mut required = Vec::new();
+    let mut required_fields = Vec::new();
+    let needed = required(schema);
     for (name, property) in properties(schema) {
         if !is_envelope(name) {
             fields.insert(name.to_owned(), property.clone());
-            if is_required(schema, name) {
-                required.push(Value::String(name.to_owned()));
+            if needed.contains(&name) {
+                required_fields.push(Value::String(name.to_owned()));
             }
         }
     }
-    json!({"type": "object", "properties": fields, "required": required})
+    json!({"type": "object", "properties": fields, "required": required_fields})
 }
 
 /// How a protocol's requests carry an action's input.

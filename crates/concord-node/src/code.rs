@@ -11,6 +11,7 @@ use concord_handlers::{
     diff, CaseRunner, Code, Direction, ErrorStatus, Generator, Local, Origin, Outcome, Provider,
     Reply, Requester, RuntimeError, Verifier,
 };
+use concord_negotiate::envelope::set_at;
 use concord_negotiate::fit::find_action;
 use concord_negotiate::{ActionSpec, Envelope, Need, ProtocolDocument, TestCase, TestCases};
 use serde_json::Value;
@@ -597,22 +598,6 @@ fn is_message_id_key(key: &str) -> bool {
     concord_negotiate::naming::key(key) == concord_negotiate::naming::key("messageId")
 }
 
-/// Sets the value at a JSON pointer, creating objects on the way.
-fn set_at(target: &mut Value, pointer: &str, value: Value) {
-    let segments: Vec<&str> = pointer.split('/').skip(1).collect();
-    let Some((last, parents)) = segments.split_last() else {
-        return;
-    };
-    let mut current = target;
-    for segment in parents {
-        if !current.get(*segment).is_some_and(Value::is_object) {
-            current[*segment] = serde_json::json!({});
-        }
-        current = &mut current[*segment];
-    }
-    current[*last] = value;
-}
-
 /// Our side for `document`: on the provider, the action of ours it calls (its `action`
 /// constant, else our only action, else the one whose input fields it shares most).
 fn local_for(
@@ -773,17 +758,6 @@ mod tests {
         let fresh = load(&source);
         assert_eq!(lock(&cache.live).len(), 1);
         assert_eq!(lock(&fresh.loaded.idle).len(), 1);
-    }
-
-    #[test]
-    fn pointers_set() {
-        let mut message = json!({"messageId": "m"});
-        set_at(&mut message, "/status/code", json!(500));
-        set_at(&mut message, "/status/message", json!("broken"));
-        assert_eq!(
-            message,
-            json!({"messageId": "m", "status": {"code": 500, "message": "broken"}})
-        );
     }
 
     #[test]

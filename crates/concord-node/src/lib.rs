@@ -90,7 +90,7 @@ pub use describe::check_description_id;
 pub use driver::Settlement;
 pub use error::{CallError, ConnectError, NodeError};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
-pub use server::Server;
+pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

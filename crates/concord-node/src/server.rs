@@ -29,7 +29,7 @@ use crate::storage::Recorder;
 use crate::transport::{self, Incoming, Transport, TransportError};
 
 /// How long [`Server::shutdown`] lets calls already running finish.
-const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long a shutdown waits for sessions to end once they were told to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 

@@ -469,9 +469,10 @@ fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec
             .filter(|(type_field, _)| type_field == name)
         {
             writes.push(Write::Put(name.clone(), tag(value, layout)));
-        } else if branch == Branch::Success && envelope.is_error_only(name) {
+        } else if (code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name))
             // The error object is written on errors only.
-        } else if code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name) {
+            && !(branch == Branch::Success && envelope.is_error_only(name))
+        {
             if code_root.as_ref() == Some(name) {
                 writes.push(Write::SetCode(branch));
             }
