@@ -28,14 +28,25 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(MetaMessage::decode(&encoded).expect("re-decodes"), message);
         }
     }
-    // Split the input on NUL into several PT 0 frames for a provider mid-negotiation.
+    // Split the input on NUL into several PT 0 frames for a provider mid-negotiation, once
+    // with the default limits and once with limits small enough for fuzz inputs to cross.
     let agreement = Agreement {
         version: META_PROTOCOL_VERSION,
         capabilities: Capabilities::all(),
         protocol: ProtocolChoice::Negotiate,
     };
+    let mut small = SessionConfig::default();
+    small.max_meta_message_size = 256;
+    small.max_candidate_size = 64;
+    small.max_test_cases_size = 64;
+    for config in [SessionConfig::default(), small] {
+        provider_survives(data, &agreement, config);
+    }
+});
+
+fn provider_survives(data: &[u8], agreement: &Agreement, config: SessionConfig) {
     let now = Instant::now();
-    let mut session = Session::new(Role::Provider, &agreement, SessionConfig::default(), now);
+    let mut session = Session::new(Role::Provider, agreement, config, now);
     for part in data.split(|byte| *byte == 0) {
         let mut frame = Vec::with_capacity(part.len() + 1);
         frame.push(0);
@@ -48,4 +59,4 @@ fuzz_target!(|data: &[u8]| {
         }
         while session.poll_transmit().is_some() {}
     }
-});
+}

@@ -40,11 +40,17 @@
 //! uri = "https://protocols.example/product-info/1.0"
 //! document = "product-info.protocol.md"
 //!
-//! [limits]
+//! [limits]                           # every field of `concord_node::Limits`; defaults there
 //! call_timeout = "10s"
 //! max_sessions = 64
-//! transcript_max_age = "7d"     # the node prunes its transcripts by age and count
+//! max_sessions_per_address = 16      # a client address: an IPv4 address or an IPv6 /64
+//! max_candidate_size = 65536         # bytes of a peer's candidate protocol
+//! transcript_max_age = "7d"          # the node prunes its transcripts by age and count
 //! transcript_max_count = 10000
+//! [limits.hello]                     # bounds on a peer's hello (`HelloLimits`)
+//! max_text_size = 65536
+//! [limits.schema]                    # bounds on a protocol's JSON Schemas (`SchemaLimits`)
+//! max_enum_values = 1024
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -324,17 +330,66 @@ struct ConsensusSection {
 #[serde(deny_unknown_fields)]
 struct LimitsSection {
     max_frame_size: Option<usize>,
+    max_meta_message_size: Option<usize>,
+    max_candidate_size: Option<usize>,
+    max_test_cases_size: Option<usize>,
     max_sessions: Option<usize>,
     max_calls_in_flight: Option<usize>,
+    max_pending_hellos: Option<usize>,
+    max_sessions_per_address: Option<usize>,
+    max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
+    connection_rate_per_address: Option<u32>,
+    connection_burst_per_address: Option<u32>,
+    http_header_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
     idle_timeout: Option<Humane>,
+    first_proposal_timeout: Option<Humane>,
+    negotiation_deadline: Option<Humane>,
     negotiation_timeout: Option<Humane>,
     code_generation_timeout: Option<Humane>,
     call_timeout: Option<Humane>,
     max_negotiation_rounds: Option<u32>,
+    max_concurrent_negotiation_work: Option<usize>,
     transcript_max_age: Option<Humane>,
     transcript_max_count: Option<u64>,
     transcript_prune_interval: Option<Humane>,
+    transcript_text_max_bytes: Option<usize>,
+    transcript_max_frames: Option<u64>,
+    protocol_max_count: Option<u64>,
+    #[serde(default)]
+    hello: HelloLimitsSection,
+    #[serde(default)]
+    schema: SchemaLimitsSection,
+}
+
+/// `[limits.hello]`: bounds on a peer's hello (`concord_proto::HelloLimits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HelloLimitsSection {
+    max_text_size: Option<usize>,
+    max_message_id_len: Option<usize>,
+    max_versions: Option<usize>,
+    max_capabilities: Option<usize>,
+    max_candidate_protocols: Option<usize>,
+    max_string_len: Option<usize>,
+    max_extra_fields: Option<usize>,
+    max_extra_size: Option<usize>,
+}
+
+/// `[limits.schema]`: bounds on a protocol's JSON Schemas
+/// (`concord_negotiate::complexity::SchemaLimits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchemaLimitsSection {
+    max_depth: Option<usize>,
+    max_nodes: Option<usize>,
+    max_values: Option<usize>,
+    max_enum_values: Option<usize>,
+    max_members: Option<usize>,
+    max_branches: Option<usize>,
+    max_pattern_len: Option<usize>,
+    max_pattern_total: Option<usize>,
 }
 
 /// A duration written for people: `"5s"`, `"500ms"`, `"2m 30s"`.
@@ -700,25 +755,61 @@ impl LimitsSection {
         let mut limits = Limits::default();
         // Each limit given replaces the default.
         macro_rules! given {
-            ($($field:ident),+) => {$(
-                if let Some(value) = self.$field {
-                    limits.$field = value.into();
+            ($section:expr => $target:expr; $($field:ident),+) => {$(
+                if let Some(value) = $section.$field {
+                    $target.$field = value.into();
                 }
             )+};
         }
-        given!(
+        given!(self => limits;
             max_frame_size,
+            max_meta_message_size,
+            max_candidate_size,
+            max_test_cases_size,
             max_sessions,
             max_calls_in_flight,
+            max_pending_hellos,
+            max_sessions_per_address,
+            max_connections,
+            max_connections_per_address,
+            connection_rate_per_address,
+            connection_burst_per_address,
+            http_header_timeout,
             max_negotiation_rounds,
+            max_concurrent_negotiation_work,
             hello_timeout,
             idle_timeout,
+            first_proposal_timeout,
+            negotiation_deadline,
             negotiation_timeout,
             code_generation_timeout,
             call_timeout,
             transcript_max_count,
             transcript_max_age,
-            transcript_prune_interval
+            transcript_prune_interval,
+            transcript_text_max_bytes,
+            transcript_max_frames,
+            protocol_max_count
+        );
+        given!(self.hello => limits.hello;
+            max_text_size,
+            max_message_id_len,
+            max_versions,
+            max_capabilities,
+            max_candidate_protocols,
+            max_string_len,
+            max_extra_fields,
+            max_extra_size
+        );
+        given!(self.schema => limits.schema;
+            max_depth,
+            max_nodes,
+            max_values,
+            max_enum_values,
+            max_members,
+            max_branches,
+            max_pattern_len,
+            max_pattern_total
         );
         limits.validate().map_err(|invalid| {
             Problem::key(
@@ -792,6 +883,32 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             "string"
         );
         assert!(matches!(config.actions[0].backend, Backend::Exec(_)));
+    }
+
+    #[test]
+    fn every_limit_of_the_node_can_be_set_including_hello_and_schema_bounds() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_sessions_per_address = 3\nhttp_header_timeout = \"2s\"\n\
+             max_candidate_size = 1000\nfirst_proposal_timeout = \"750ms\"\nprotocol_max_count = 9\n\
+             [limits.hello]\nmax_text_size = 4096\n[limits.schema]\nmax_enum_values = 10\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.max_sessions_per_address, 3);
+        assert_eq!(limits.http_header_timeout, Duration::from_secs(2));
+        assert_eq!(limits.max_candidate_size, 1000);
+        assert_eq!(limits.first_proposal_timeout, Duration::from_millis(750));
+        assert_eq!(limits.protocol_max_count, 9);
+        assert_eq!(limits.hello.max_text_size, 4096);
+        assert_eq!(limits.schema.max_enum_values, 10);
+        // What was not given keeps its default.
+        assert_eq!(
+            limits.hello.max_message_id_len,
+            Limits::default().hello.max_message_id_len
+        );
+        assert_eq!(limits.max_sessions, Limits::default().max_sessions);
+        let text = format!("{MINIMAL}\n[limits.hello]\nmax_size = 1\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(error.contains("unknown field `max_size`"), "{error}");
     }
 
     #[test]

@@ -159,6 +159,12 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                 summary.frame_count,
                 summary.bytes
             )?;
+            if summary.frames_not_recorded > 0 {
+                outln!(
+                    "not recorded: {} more frames (beyond the transcript's bound)",
+                    summary.frames_not_recorded
+                )?;
+            }
             outln!()?;
             for (seq, frame) in transcript.frames.iter().enumerate() {
                 outln!(
@@ -167,6 +173,13 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                     frame.direction.name(),
                     frame.kind.name(),
                     preview(frame)
+                )?;
+            }
+            if summary.frames_not_recorded > 0 {
+                outln!(
+                    "{:>4}  … {} more frames not recorded",
+                    "",
+                    summary.frames_not_recorded
                 )?;
             }
             Ok(ExitCode::SUCCESS)
@@ -225,11 +238,13 @@ fn summary_json(summary: &TranscriptSummary) -> Value {
         "outcome": outcome_name(summary.outcome.as_ref()),
         "detail": summary.outcome.as_ref().map(Outcome::detail),
         "frameCount": summary.frame_count,
+        "framesNotRecorded": summary.frames_not_recorded,
         "bytes": summary.bytes,
     })
 }
 
-/// A frame as JSON: its whole text, or its data length.
+/// A frame as JSON: its whole text; the kept start of a text cut by the store
+/// (`"cut": true`) with the whole text's size and SHA-256; or its data length.
 fn frame_json(frame: &FrameRecord) -> Value {
     let mut value = json!({
         "direction": frame.direction.name(),
@@ -240,31 +255,50 @@ fn frame_json(frame: &FrameRecord) -> Value {
         FrameContent::Text(text) => value["text"] = json!(text),
         FrameContent::Binary { len } => value["bytes"] = json!(len),
     }
+    if let Some(cut) = &frame.cut {
+        value["cut"] = json!(true);
+        value["bytes"] = json!(cut.len);
+        value["sha256"] = json!(cut.sha256);
+    }
     value
 }
 
 /// The start of a frame's text on one line (at most [`PREVIEW_CHARS`] characters, line
-/// breaks shown as `⏎`), or the size of its data.
+/// breaks shown as `⏎`), or the size of its data. A text the store kept cut says so, with
+/// the whole text's size and SHA-256.
 fn preview(frame: &FrameRecord) -> String {
     match &frame.content {
-        FrameContent::Text(text) => {
-            let flat: String = text
-                .chars()
-                .map(|c| if c == '\n' { '⏎' } else { c })
-                .filter(|c| !c.is_control())
-                .take(PREVIEW_CHARS + 1)
-                .collect();
-            if flat.chars().count() > PREVIEW_CHARS {
-                let cut: String = flat.chars().take(PREVIEW_CHARS).collect();
-                format!("{cut}… ({} bytes)", text.len())
-            } else {
-                flat
-            }
-        }
+        FrameContent::Text(text) => match &frame.cut {
+            None => text_preview(text, text.len()),
+            Some(cut) => format!(
+                "{} [cut: {} of {} bytes kept, sha256 {}]",
+                text_preview(text, usize::try_from(cut.len).unwrap_or(usize::MAX)),
+                text.len(),
+                cut.len,
+                cut.sha256
+            ),
+        },
         FrameContent::Binary { len } => match frame.kind {
             FrameKind::Application => format!("({len} bytes of application data)"),
             _ => format!("({len} bytes of data)"),
         },
+    }
+}
+
+/// `text` on one line, at most [`PREVIEW_CHARS`] characters, followed by `… (len bytes)`
+/// when longer (`len`: the whole text's size).
+fn text_preview(text: &str, len: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .filter(|c| !c.is_control())
+        .take(PREVIEW_CHARS + 1)
+        .collect();
+    if flat.chars().count() > PREVIEW_CHARS {
+        let cut: String = flat.chars().take(PREVIEW_CHARS).collect();
+        format!("{cut}… ({len} bytes)")
+    } else {
+        flat
     }
 }
 
@@ -291,5 +325,26 @@ mod tests {
         );
         let short = FrameRecord::hello(Direction::Received, "{}", SystemTime::now());
         assert_eq!(preview(&short), "{}");
+    }
+
+    #[test]
+    fn a_cut_text_shows_what_was_kept_and_what_the_whole_was() {
+        let whole = format!("{{\"messageId\":\"{}\"}}", "m".repeat(10_000));
+        let frame = FrameRecord::hello_within(Direction::Received, &whole, 4096, SystemTime::now());
+        let shown = preview(&frame);
+        let hash = concord_proto::ProtocolHash::of_text(&whole).to_string();
+        assert!(
+            shown.ends_with(&format!(
+                "… ({} bytes) [cut: 4096 of {} bytes kept, sha256 {hash}]",
+                whole.len(),
+                whole.len()
+            )),
+            "{shown}"
+        );
+        let value = frame_json(&frame);
+        assert_eq!(value["cut"], json!(true));
+        assert_eq!(value["bytes"], json!(whole.len()));
+        assert_eq!(value["sha256"], json!(hash));
+        assert_eq!(value["text"].as_str().map(str::len), Some(4096));
     }
 }

@@ -104,16 +104,22 @@ pub struct SchemaError {
 }
 
 impl Verifier {
-    /// Compiles the protocol's schemas (if it has both) once.
+    /// Compiles the protocol's schemas (if it has both) once, each checked against the
+    /// document's schema limits first.
     ///
     /// # Errors
-    /// [`SchemaError`] when a schema does not compile.
+    /// [`SchemaError`] when a schema is over the limits (naming the JSON pointer, the limit
+    /// and the count; it is not compiled) or does not compile.
     pub fn new(document: &ProtocolDocument) -> Result<Self, SchemaError> {
         let schemas =
             match (&document.request_schema, &document.response_schema) {
                 (Some(_), Some(_)) => Some(ProtocolSchemas::compile(document).map_err(
                     |error| match error {
                         NegotiateError::Schema { which, message } => SchemaError { which, message },
+                        NegotiateError::TooComplex { which, error } => SchemaError {
+                            which,
+                            message: error.to_string(),
+                        },
                         other => SchemaError {
                             which: "request",
                             message: other.to_string(),

@@ -306,3 +306,30 @@ fn one_side_alone_is_checked_against_the_case_messages() {
     assert!(!report.passed());
     assert_eq!(report.failed().count(), 1);
 }
+
+/// A peer's schema over the schema limits is neither compiled nor planned from, even when it
+/// was put into the document after it was read: each refusal names the limit and where.
+#[test]
+fn an_over_limit_schema_is_never_compiled_or_planned_from() {
+    let mut document = seed();
+    let mut request = document.request_schema.clone().unwrap();
+    request["properties"]["productId"]["enum"] = json!((0..3_000).collect::<Vec<_>>());
+    document.request_schema = Some(request);
+
+    let error = Verifier::new(&document).unwrap_err();
+    assert_eq!(error.which, "request");
+    for part in ["/properties/productId/enum", "3000", "max_enum_values"] {
+        assert!(error.message.contains(part), "{error}");
+    }
+
+    let local = Local::Provider(product_action());
+    let refused = template(&document, &local).unwrap_err();
+    assert!(
+        refused.reason.contains("request schema is too complex")
+            && refused.reason.contains("max_enum_values"),
+        "{refused}"
+    );
+    // The seed as read plans and compiles.
+    assert!(Verifier::new(&seed()).is_ok());
+    assert!(template(&seed(), &local).is_ok());
+}

@@ -8,7 +8,8 @@ use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Map, Value};
 
 use crate::action::{canonical_protocol, ActionSpec, Need};
-use crate::document::ProtocolDocument;
+use crate::complexity::SchemaLimits;
+use crate::document::{DocumentError, ProtocolDocument};
 use crate::envelope::{segments, set_at, Envelope};
 use crate::fit::{
     check_fit, find_action, is_single_value, payload_schema, request_data, request_data_schema,
@@ -38,15 +39,39 @@ pub const DEFAULT_PROTOCOL_TIMEOUT: Duration = Duration::from_secs(15);
 /// - **Test cases**: drafted from the schemas (examples, enums, boundaries, a not-found
 ///   case), judged by validating every message against the schemas.
 /// - **Diagnose**: accept an error report when our recent messages break the schemas.
+///
+/// A candidate whose schemas are over its [`SchemaLimits`] (the defaults, or
+/// [`DeterministicNegotiator::with_schema_limits`]) is rejected in either role, naming the
+/// JSON pointer, the limit, the count and the limit's value: it is not read, so there is
+/// nothing to counter.
 #[derive(Debug, Clone, Default)]
 pub struct DeterministicNegotiator {
-    _private: (),
+    limits: SchemaLimits,
+}
+
+/// What the judge decided, and whether anyone (an LLM) may reconsider it.
+pub(crate) enum Judged {
+    /// A decision over a candidate the rules read (or could not map).
+    Open(Decision),
+    /// A rejection of a candidate over the schema limits: it must not be read further.
+    Final(Decision),
 }
 
 impl DeterministicNegotiator {
-    /// A deterministic negotiator.
+    /// A deterministic negotiator, with the default [`SchemaLimits`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same negotiator, reading candidates' schemas within `limits`.
+    pub fn with_schema_limits(mut self, limits: SchemaLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits candidates' schemas are read within.
+    pub fn schema_limits(&self) -> &SchemaLimits {
+        &self.limits
     }
 
     /// The draft step, synchronously.
@@ -105,17 +130,29 @@ impl DeterministicNegotiator {
 
     /// The judge step, synchronously.
     pub fn judge_now(&self, context: JudgeContext<'_>, candidate: &str) -> Decision {
-        match ProtocolDocument::parse(candidate) {
-            Ok(document) => self.judge_document(context, &document),
-            Err(error) => match context {
-                JudgeContext::Provider { actions } => {
-                    counter_unreadable_text(actions, candidate, &error.to_string())
-                }
-                JudgeContext::Requester { .. } => {
-                    reject(format!("the candidate cannot be read: {error}"))
-                }
-            },
+        match self.judge_checked(context, candidate) {
+            Judged::Open(decision) | Judged::Final(decision) => decision,
         }
+    }
+
+    /// The judge step, saying whether its decision is final (a candidate over the limits).
+    pub(crate) fn judge_checked(&self, context: JudgeContext<'_>, candidate: &str) -> Judged {
+        Judged::Open(
+            match ProtocolDocument::parse_within(candidate, &self.limits) {
+                Ok(document) => self.judge_document(context, &document),
+                Err(error @ DocumentError::TooComplex { .. }) => {
+                    return Judged::Final(too_complex(&error))
+                }
+                Err(error) => match context {
+                    JudgeContext::Provider { actions } => {
+                        counter_unreadable_text(actions, candidate, &error.to_string())
+                    }
+                    JudgeContext::Requester { .. } => {
+                        reject(format!("the candidate cannot be read: {error}"))
+                    }
+                },
+            },
+        )
     }
 
     /// The judge step on a candidate that parsed.
@@ -482,6 +519,11 @@ impl Negotiator for DeterministicNegotiator {
             self.diagnose_now(protocol, our_messages),
         ))
     }
+}
+
+/// The rejection of a candidate over the schema limits, naming pointer, limit and count.
+pub(crate) fn too_complex(error: &DocumentError) -> Decision {
+    reject(format!("{error}; we read no candidate past these limits"))
 }
 
 fn reject(reason: String) -> Decision {

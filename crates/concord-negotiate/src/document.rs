@@ -12,8 +12,9 @@ use std::time::Duration;
 use concord_proto::ProtocolHash;
 use serde_json::Value;
 
+use crate::complexity::{SchemaLimits, SchemaTooComplex};
 use crate::envelope::status_layout;
-use crate::json_schema::{inline_refs, properties};
+use crate::json_schema::{inline_refs_within, properties};
 use crate::markdown::{front_matter, front_matter_value, json_objects, normalise, sections};
 use crate::naming;
 
@@ -77,6 +78,8 @@ pub struct ProtocolDocument {
     pub timeout: Option<Duration>,
     /// Wire encoding of application messages.
     pub encoding: Encoding,
+    /// The limits its schemas were read under (and are compiled under).
+    limits: SchemaLimits,
 }
 
 /// Why a text is not a usable protocol document.
@@ -104,6 +107,15 @@ pub enum DocumentError {
     /// The document is empty.
     #[error("the protocol document is empty")]
     Empty,
+    /// A schema is over the [`SchemaLimits`] it was read under: it is not inlined, compiled
+    /// or read any further.
+    #[error("the {section} schema is too complex to read: {error}")]
+    TooComplex {
+        /// `request` or `response`.
+        section: &'static str,
+        /// Where, which limit, how many and the limit.
+        error: SchemaTooComplex,
+    },
 }
 
 /// The parts of a protocol, for writing a document.
@@ -309,7 +321,40 @@ impl ProtocolDocument {
     /// assert_eq!(document.hash(), concord_proto::ProtocolHash::of_text(text));
     /// # Ok::<(), concord_negotiate::DocumentError>(())
     /// ```
+    ///
+    /// Its schemas are read within the default [`SchemaLimits`] (see
+    /// [`ProtocolDocument::parse_within`]).
     pub fn parse(text: &str) -> Result<Self, DocumentError> {
+        Self::parse_within(text, &SchemaLimits::default())
+    }
+
+    /// [`ProtocolDocument::parse`], its schemas read within `limits`: each is checked as
+    /// written, before its `$ref`s are inlined, and again once they are
+    /// ([`inline_refs_within`](crate::json_schema::inline_refs_within)). The document keeps
+    /// the limits: [`ProtocolSchemas::compile`](crate::ProtocolSchemas::compile) checks
+    /// against them again.
+    ///
+    /// ```
+    /// use concord_negotiate::complexity::{Limit, SchemaLimits};
+    /// use concord_negotiate::{DocumentError, ProtocolDocument};
+    ///
+    /// let text = "## Request\n{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[1,2,3]}}}\n\n## Response\n{\"type\":\"object\"}\n";
+    /// let limits = SchemaLimits { max_enum_values: 2, ..SchemaLimits::default() };
+    /// match ProtocolDocument::parse_within(text, &limits) {
+    ///     Err(DocumentError::TooComplex { section, error }) => {
+    ///         assert_eq!(section, "request");
+    ///         assert_eq!(error.pointer, "/properties/kind/enum");
+    ///         assert_eq!((error.over, error.count, error.limit), (Limit::EnumValues, 3, 2));
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert!(ProtocolDocument::parse(text).is_ok());
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ProtocolDocument::parse`], and [`DocumentError::TooComplex`] for a schema over
+    /// `limits`.
+    pub fn parse_within(text: &str, limits: &SchemaLimits) -> Result<Self, DocumentError> {
         if text.trim().is_empty() {
             return Err(DocumentError::Empty);
         }
@@ -323,6 +368,7 @@ impl ProtocolDocument {
             error_convention: ErrorConvention::default(),
             timeout: None,
             encoding: Encoding::Json,
+            limits: *limits,
         };
         let mut changes = None;
         let mut prose = String::new();
@@ -387,8 +433,14 @@ impl ProtocolDocument {
             }
         }
         let (request, response) = assign_schemas(&found);
-        document.request_schema = request.map(|schema| inline_refs(&schema));
-        document.response_schema = response.map(|schema| inline_refs(&schema));
+        let within = |section, schema: Option<Value>| {
+            schema
+                .map(|schema| inline_refs_within(&schema, limits))
+                .transpose()
+                .map_err(|error| DocumentError::TooComplex { section, error })
+        };
+        document.request_schema = within("request", request)?;
+        document.response_schema = within("response", response)?;
         if let Some(uri) = base_uri(&prose) {
             document.base = Some(BaseProtocol {
                 uri,
@@ -420,6 +472,11 @@ impl ProtocolDocument {
     /// The exact text this document was parsed from.
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// The limits this document's schemas were read under.
+    pub fn schema_limits(&self) -> &SchemaLimits {
+        &self.limits
     }
 
     /// The protocol hash of the exact text.

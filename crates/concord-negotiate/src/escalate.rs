@@ -6,7 +6,8 @@ use concord_proto::{Decision, FixDecision};
 use serde_json::Value;
 
 use crate::action::{ActionSpec, Need};
-use crate::deterministic::DeterministicNegotiator;
+use crate::complexity::SchemaLimits;
+use crate::deterministic::{DeterministicNegotiator, Judged};
 use crate::document::ProtocolDocument;
 use crate::llm::LlmNegotiator;
 use crate::policy::{Decided, JudgeContext, NegotiateError, Negotiator, Previous, Step};
@@ -30,6 +31,10 @@ use crate::validation::ProtocolSchemas;
 /// An escalated step is recorded as [`PolicyKind::Llm`](crate::PolicyKind::Llm), its wall
 /// time including the deterministic attempt; every other step as
 /// [`PolicyKind::Deterministic`](crate::PolicyKind::Deterministic) with zero LLM calls.
+///
+/// A candidate whose schemas are over the [`SchemaLimits`]
+/// ([`EscalatingNegotiator::with_schema_limits`]) is rejected by the rules, naming the
+/// limit, and never reaches the LLM.
 ///
 /// Without an LLM ([`EscalatingNegotiator::without_llm`]) it is the rules alone: a step they
 /// cannot settle is answered as [`DeterministicNegotiator`] answers it (a draft that cannot
@@ -56,6 +61,20 @@ impl EscalatingNegotiator {
             rules: DeterministicNegotiator::new(),
             llm: None,
         }
+    }
+
+    /// The same negotiator, reading candidates' schemas within `limits` (the rules' and
+    /// the LLM's: a candidate over them is rejected by the rules and never reaches the LLM).
+    pub fn with_schema_limits(self, limits: SchemaLimits) -> Self {
+        Self {
+            rules: self.rules.with_schema_limits(limits),
+            llm: self.llm.map(|llm| llm.with_schema_limits(limits)),
+        }
+    }
+
+    /// The limits candidates' schemas are read within.
+    pub fn schema_limits(&self) -> &SchemaLimits {
+        self.rules.schema_limits()
     }
 
     /// The LLM negotiator steps escalate to, if any.
@@ -107,12 +126,13 @@ impl Negotiator for EscalatingNegotiator {
         previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
         let start = Instant::now();
-        let decision = self.rules.judge_now(context, candidate);
-        match &self.llm {
-            Some(llm) if !matches!(decision, Decision::Accept) => {
+        match (self.rules.judge_checked(context, candidate), &self.llm) {
+            (Judged::Open(decision), Some(llm)) if !matches!(decision, Decision::Accept) => {
                 escalated(start, llm.judge(context, candidate, previous).await)
             }
-            _ => Ok(Decided::deterministic(Step::Judge, start, decision)),
+            (Judged::Open(decision) | Judged::Final(decision), _) => {
+                Ok(Decided::deterministic(Step::Judge, start, decision))
+            }
         }
     }
 

@@ -19,6 +19,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::complexity::{check_complexity, Limit, SchemaLimits, SchemaTooComplex};
+
 /// How deep composite schemas (`allOf`/`oneOf`/`anyOf`) and local `$ref`s are followed.
 const MAX_DEPTH: usize = 8;
 
@@ -212,7 +214,7 @@ pub fn fallback(schema: &Value) -> Option<&Value> {
 /// assert_eq!(properties(&inlined)[0].0, "id");
 /// ```
 pub fn inline_refs(schema: &Value) -> Value {
-    let mut budget = INLINE_BUDGET;
+    let mut budget = Budget::new(INLINE_BUDGET);
     inline(schema, schema, 0, &mut budget)
 }
 
@@ -221,16 +223,102 @@ pub fn inline_refs(schema: &Value) -> Value {
 /// Past it, references stay as written (the schema still validates the same).
 const INLINE_BUDGET: usize = 100_000;
 
-fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Value {
-    *budget = budget.saturating_sub(1);
+/// [`inline_refs`] for a schema from a peer, within `limits`: the schema as written is
+/// checked first ([`check_complexity`]), references are expanded only while the result
+/// holds at most [`SchemaLimits::max_values`] values, and the result is checked again, so
+/// an inlined schema is never over any limit (reference fan-out included).
+///
+/// ```
+/// use concord_negotiate::complexity::{Limit, SchemaLimits};
+/// use concord_negotiate::json_schema::inline_refs_within;
+/// use serde_json::json;
+///
+/// let item = json!({"$ref": "#/$defs/Item"});
+/// let schema = json!({
+///     "properties": {"a": item, "b": item, "c": item, "d": item},
+///     "$defs": {"Item": {"type": "object", "properties": {"x": {}, "y": {}, "z": {}}}}
+/// });
+/// assert!(inline_refs_within(&schema, &SchemaLimits::default()).is_ok());
+/// let tight = SchemaLimits { max_values: 30, ..SchemaLimits::default() };
+/// let error = inline_refs_within(&schema, &tight).unwrap_err();
+/// assert_eq!(error.over, Limit::InlinedValues);
+/// ```
+///
+/// # Errors
+/// [`SchemaTooComplex`] naming the first limit found over.
+pub fn inline_refs_within(
+    schema: &Value,
+    limits: &SchemaLimits,
+) -> Result<Value, SchemaTooComplex> {
+    check_complexity(schema, limits)?;
+    let mut budget = Budget::new(limits.max_values);
+    let inlined = inline(schema, schema, 0, &mut budget);
+    if let Some(pointer) = budget.stopped_at {
+        return Err(SchemaTooComplex::new(
+            pointer,
+            Limit::InlinedValues,
+            limits.max_values.saturating_add(1),
+            limits.max_values,
+        ));
+    }
+    check_complexity(&inlined, limits).map_err(|mut error| {
+        if error.over == Limit::Values {
+            error.over = Limit::InlinedValues;
+        }
+        error
+    })?;
+    Ok(inlined)
+}
+
+/// How many JSON values `value` holds (itself included), counted without recursion.
+fn values_in(value: &Value) -> usize {
+    let mut count = 0;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        count += 1;
+        match value {
+            Value::Object(map) => stack.extend(map.values()),
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// What reference expansion may still write, and the first reference it left as written
+/// for want of budget.
+struct Budget {
+    left: usize,
+    stopped_at: Option<String>,
+}
+
+impl Budget {
+    fn new(left: usize) -> Self {
+        Self {
+            left,
+            stopped_at: None,
+        }
+    }
+
+    fn spend(&mut self, values: usize) {
+        self.left = self.left.saturating_sub(values);
+    }
+}
+
+fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Value {
+    budget.spend(1);
     match value {
         Value::Object(object) => {
-            let target = object
+            let local = object
                 .get("$ref")
                 .and_then(Value::as_str)
-                .filter(|_| depth < MAX_DEPTH && *budget > 0)
+                .filter(|_| depth < MAX_DEPTH)
                 .and_then(|reference| reference.strip_prefix('#'))
-                .and_then(|pointer| root.pointer(pointer));
+                .and_then(|pointer| Some((pointer, root.pointer(pointer)?)));
+            if let Some((pointer, _)) = local.filter(|_| budget.left == 0) {
+                budget.stopped_at.get_or_insert_with(|| pointer.to_owned());
+            }
+            let target = local.filter(|_| budget.left > 0).map(|(_, target)| target);
             match target {
                 Some(target) => {
                     let mut merged = match inline(target, root, depth + 1, budget) {
@@ -252,6 +340,7 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Valu
                         .iter()
                         .map(|(key, sub)| {
                             let sub = if key == "$defs" || key == "definitions" {
+                                budget.spend(values_in(sub));
                                 sub.clone()
                             } else {
                                 inline(sub, root, depth, budget)
@@ -272,7 +361,7 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut usize) -> Valu
             // Long strings count by their size: a reference to a huge value is expanded
             // once or twice, not a hundred thousand times.
             if let Value::String(text) = other {
-                *budget = budget.saturating_sub(text.len() / 16);
+                budget.spend(text.len() / 16);
             }
             other.clone()
         }
@@ -341,6 +430,42 @@ mod tests {
         let size = inlined.to_string().len();
         assert!(size < 20_000_000, "{size} bytes");
         assert_eq!(inlined["type"], "object");
+    }
+
+    #[test]
+    fn a_reference_bomb_within_limits_is_refused_while_it_expands() {
+        // Ten references to the next definition at each of eight levels: 10^8 copies.
+        let mut defs = serde_json::Map::new();
+        for level in 0..8 {
+            let next = json!({"$ref": format!("#/$defs/d{}", level + 1)});
+            let properties: serde_json::Map<String, Value> =
+                (0..10).map(|i| (format!("p{i}"), next.clone())).collect();
+            defs.insert(
+                format!("d{level}"),
+                json!({"type": "object", "properties": properties}),
+            );
+        }
+        defs.insert("d8".into(), json!({"type": "string"}));
+        let schema = json!({"$ref": "#/$defs/d0", "$defs": defs});
+        let limits = SchemaLimits::default();
+        let error = inline_refs_within(&schema, &limits).unwrap_err();
+        assert_eq!(error.over, Limit::InlinedValues);
+        assert_eq!(error.limit, limits.max_values);
+        assert!(error.pointer.starts_with("/$defs/d"), "{error}");
+        // A recursive schema expands to the depth bound and stays within the limits.
+        let recursive = json!({
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item"}},
+            "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Item"}}}}
+        });
+        assert_eq!(
+            inline_refs_within(&recursive, &limits),
+            Ok(inline_refs(&recursive))
+        );
+        // References left as written (remote, unresolvable) are not a budget overrun.
+        let remote =
+            json!({"properties": {"a": {"$ref": "https://x/y"}, "b": {"$ref": "#/nowhere"}}});
+        assert_eq!(inline_refs_within(&remote, &limits), Ok(remote.clone()));
     }
 
     #[test]

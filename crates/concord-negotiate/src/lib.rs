@@ -7,6 +7,8 @@
 //!   rules first and the LLM only for what they cannot settle.
 //! - [`ProtocolSchemas`]: a protocol's JSON Schemas compiled once to check wire messages.
 //! - [`json_schema`]: the parts of a JSON Schema the rules read (properties, `required`, types).
+//! - [`complexity`]: how complex a peer's JSON Schema may be before anything compiles or
+//!   reads it ([`SchemaLimits`](complexity::SchemaLimits)).
 //!
 //! # Cargo features
 //!
@@ -23,6 +25,7 @@
 #![cfg_attr(not(feature = "llm"), allow(rustdoc::broken_intra_doc_links))]
 
 mod action;
+pub mod complexity;
 mod described;
 mod deterministic;
 mod document;

@@ -203,6 +203,15 @@ pub enum NegotiateError {
         /// What the schema compiler said.
         message: String,
     },
+    /// A protocol's JSON Schema is over the document's
+    /// [`SchemaLimits`](crate::complexity::SchemaLimits): it was not compiled.
+    #[error("the {which} schema is too complex to compile: {error}")]
+    TooComplex {
+        /// `request` or `response`.
+        which: &'static str,
+        /// Where, which limit, how many and the limit.
+        error: crate::complexity::SchemaTooComplex,
+    },
     /// The LLM could not be used (transport, protocol, or unusable answers): which step,
     /// what it cost, and what went wrong. (Feature `llm`.)
     #[cfg(feature = "llm")]

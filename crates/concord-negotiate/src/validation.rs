@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::complexity::check_complexity;
 use crate::document::ProtocolDocument;
 use crate::envelope::Envelope;
 use crate::policy::NegotiateError;
@@ -48,7 +49,13 @@ impl std::fmt::Debug for ProtocolSchemas {
 }
 
 impl ProtocolSchemas {
-    /// Compiles the schemas of a full protocol document.
+    /// Compiles the schemas of a full protocol document, each checked against the
+    /// document's [`SchemaLimits`](crate::complexity::SchemaLimits) first
+    /// ([`ProtocolDocument::schema_limits`]): a schema over them is never compiled.
+    ///
+    /// # Errors
+    /// [`NegotiateError::TooComplex`] for a schema over the limits,
+    /// [`NegotiateError::Schema`] for a missing schema or one that does not compile.
     pub fn compile(document: &ProtocolDocument) -> Result<Self, NegotiateError> {
         let missing = |which| NegotiateError::Schema {
             which,
@@ -63,6 +70,8 @@ impl ProtocolSchemas {
             .as_ref()
             .ok_or_else(|| missing("response"))?;
         let compile = |which, schema: &Value| {
+            check_complexity(schema, document.schema_limits())
+                .map_err(|error| NegotiateError::TooComplex { which, error })?;
             jsonschema::validator_for(schema).map_err(|error| NegotiateError::Schema {
                 which,
                 message: error.to_string(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use concord_describe::Thing;
+use concord_negotiate::complexity::SchemaLimits;
 use concord_negotiate::{published_actions, Accounting, ActionSpec, Need, ProtocolDocument};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{Capabilities, HelloKind, ProtocolHash, Role, Session};
@@ -272,6 +273,7 @@ async fn start_session(
         &mut socket,
         HelloKind::Destination,
         shared.limits.hello_timeout,
+        &shared.limits.hello,
     )
     .await
     {
@@ -466,6 +468,7 @@ async fn shortcuts(
         .collect();
     let peer = peer.to_owned();
     let action = action.to_owned();
+    let schema = shared.limits.schema;
     shared
         .store
         .run(move |store| {
@@ -494,7 +497,7 @@ async fn shortcuts(
                 };
                 if entry.hash == hash
                     && entry.handlers.get(Role::Requester).is_some()
-                    && calls_action(&entry.document, &action)
+                    && calls_action(&entry.document, &action, &schema)
                 {
                     consensus.push(uri);
                 }
@@ -507,8 +510,8 @@ async fn shortcuts(
 
 /// Whether a protocol document is for `action` (its request fixes `action` to it, or does
 /// not fix it at all).
-fn calls_action(document: &str, action: &str) -> bool {
-    let Ok(document) = ProtocolDocument::parse(document) else {
+fn calls_action(document: &str, action: &str, limits: &SchemaLimits) -> bool {
+    let Ok(document) = ProtocolDocument::parse_within(document, limits) else {
         return false;
     };
     match document
@@ -650,8 +653,20 @@ mod tests {
             },
             Duration::from_secs(15),
         );
-        assert!(calls_action(&document, "getPrice"));
-        assert!(!calls_action(&document, "getProductInfo"));
-        assert!(!calls_action("not a protocol", "getPrice"));
+        assert!(calls_action(
+            &document,
+            "getPrice",
+            &SchemaLimits::default()
+        ));
+        assert!(!calls_action(
+            &document,
+            "getProductInfo",
+            &SchemaLimits::default()
+        ));
+        assert!(!calls_action(
+            "not a protocol",
+            "getPrice",
+            &SchemaLimits::default()
+        ));
     }
 }

@@ -11,12 +11,18 @@ use concord_handlers::{
     diff, CaseRunner, Code, Direction, ErrorStatus, Generator, Local, Origin, Outcome, Provider,
     Reply, Requester, RuntimeError, Verifier,
 };
+use concord_negotiate::complexity::SchemaLimits;
 use concord_negotiate::envelope::set_at;
 use concord_negotiate::fit::find_action;
-use concord_negotiate::{ActionSpec, Envelope, Need, ProtocolDocument, TestCase, TestCases};
+use concord_negotiate::{
+    ActionSpec, Encoding, Envelope, Need, ProtocolDocument, TestCase, TestCases,
+};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::action::ActionError;
+use crate::driver::WorkGate;
 use crate::error::CallError;
 use crate::node::Shared;
 
@@ -178,10 +184,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The code a node has loaded, for as long as a session holds it.
+/// The code a node has loaded, for as long as a session holds it, and the turns its
+/// sessions take to make code (negotiation work, generation, test runs).
 #[derive(Default)]
 pub(crate) struct CodeCache {
     live: Mutex<Vec<Weak<Loaded>>>,
+    /// The node-wide bound on negotiation work.
+    pub(crate) gate: WorkGate,
 }
 
 impl std::fmt::Debug for CodeCache {
@@ -290,6 +299,11 @@ impl Loaded {
 }
 
 impl ProtocolCode {
+    /// The protocol's text this code was loaded for.
+    pub(crate) fn document(&self) -> &str {
+        &self.loaded.document
+    }
+
     /// The handler module's source (stored with the protocol).
     pub(crate) fn source(&self) -> &str {
         &self.loaded.source
@@ -494,9 +508,10 @@ impl ProtocolCode {
         Outcome::Result(envelope.payload(response))
     }
 
-    /// Provider: an error response written without our handler, for when our handler
-    /// cannot answer a verification request: the requester sees the failure and reports it.
-    pub(crate) fn fallback_error(&self, message_id: &str, reason: &str) -> Vec<u8> {
+    /// Provider: an error response (`status`, `reason`) written in the protocol's envelope
+    /// without our handler, for when our handler cannot answer: the requester sees the
+    /// failure (and, for a verification request, reports it).
+    pub(crate) fn fallback_error(&self, message_id: &str, status: u16, reason: &str) -> Vec<u8> {
         let envelope = &self.loaded.envelope;
         let mut message = serde_json::json!({});
         message[envelope.response_id.as_str()] = Value::from(message_id);
@@ -507,12 +522,8 @@ impl ProtocolCode {
         }
         let code_at = envelope.code_at.as_deref().unwrap_or("/status/code");
         let message_at = envelope.message_at.as_deref().unwrap_or("/status/message");
-        set_at(&mut message, code_at, Value::from(500));
-        set_at(
-            &mut message,
-            message_at,
-            Value::from(format!("our handler failed: {reason}")),
-        );
+        set_at(&mut message, code_at, Value::from(status));
+        set_at(&mut message, message_at, Value::from(reason));
         wire::encode(self.loaded.verifier.encoding(), &message)
             .or_else(|_| serde_json::to_vec(&message))
             .unwrap_or_default()
@@ -561,14 +572,13 @@ impl ProtocolCode {
     }
 
     fn bad(&self, bytes: &[u8], reason: String, report: Option<String>) -> BadMessage {
-        let message_id = wire::decode(
-            self.loaded.verifier.encoding(),
-            bytes,
-            self.loaded.input_limit,
-        )
-        .ok()
-        .as_ref()
-        .and_then(|message| find_message_id(message, &self.loaded.envelope.request_id));
+        let encoding = self.loaded.verifier.encoding();
+        let field = &self.loaded.envelope.request_id;
+        let message_id = match wire::decode(encoding, bytes, self.loaded.input_limit) {
+            Ok(message) => find_message_id(&message, field),
+            // Over the input cap (or not a whole message): only the id is looked for.
+            Err(_) => scan_message_id(encoding, bytes, field),
+        };
         BadMessage {
             message_id,
             reason,
@@ -593,6 +603,114 @@ fn find_message_id(message: &Value, field: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The message id of a message too large to decode (or one that fails to decode as a
+/// whole), read without building it: one pass over the bytes that keeps nothing but the
+/// top-level string under `field` or a `messageId` key in any naming style. `None` when the
+/// bytes are not a message of `encoding` at all.
+fn scan_message_id(encoding: Encoding, bytes: &[u8], field: &str) -> Option<String> {
+    let seed = IdSeed { field };
+    match encoding {
+        Encoding::Json => {
+            let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+            seed.deserialize(&mut deserializer).ok().flatten()
+        }
+        Encoding::Aicl => {
+            let text = std::str::from_utf8(bytes).ok()?;
+            let options = concord_aicl::ParseOptions::strict().with_max_size(bytes.len());
+            let mut deserializer = concord_aicl::Deserializer::new(text, options);
+            seed.deserialize(&mut deserializer).ok().flatten()
+        }
+    }
+}
+
+/// Reads a message's top-level id field and skips everything else unallocated.
+struct IdSeed<'f> {
+    field: &'f str,
+}
+
+impl<'de> DeserializeSeed<'de> for IdSeed<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IdSeed<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // As `find_message_id`: the protocol's id field wins, else the first `messageId`.
+        let mut exact: Option<IdValue> = None;
+        let mut styled: Option<IdValue> = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if exact.is_none() && key == self.field {
+                exact = Some(map.next_value()?);
+            } else if styled.is_none() && is_message_id_key(&key) {
+                styled = Some(map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(match exact.or(styled) {
+            Some(IdValue::Text(id)) => Some(id),
+            _ => None,
+        })
+    }
+}
+
+/// An id field's value: the id when it is a string.
+enum IdValue {
+    Text(String),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for IdValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct IdVisitor;
+        impl<'de> Visitor<'de> for IdVisitor {
+            type Value = IdValue;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a message id")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<IdValue, E> {
+                Ok(IdValue::Text(text.to_owned()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<IdValue, E> {
+                Ok(IdValue::Other)
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<IdValue, E> {
+                Ok(IdValue::Other)
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<IdValue, E> {
+                Ok(IdValue::Other)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<IdValue, E> {
+                Ok(IdValue::Other)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<IdValue, E> {
+                Ok(IdValue::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<IdValue, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IdValue::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IdValue, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IdValue::Other)
+            }
+        }
+        deserializer.deserialize_any(IdVisitor)
+    }
+}
+
 /// Whether a field name is `messageId` in some naming style.
 fn is_message_id_key(key: &str) -> bool {
     concord_negotiate::naming::key(key) == concord_negotiate::naming::key("messageId")
@@ -613,8 +731,8 @@ fn local_for(
     }
 }
 
-fn parse(document: &str) -> Result<ProtocolDocument, String> {
-    ProtocolDocument::parse(document)
+fn parse(document: &str, limits: &SchemaLimits) -> Result<ProtocolDocument, String> {
+    ProtocolDocument::parse_within(document, limits)
         .map_err(|error| format!("the protocol cannot be read: {error}"))
 }
 
@@ -628,7 +746,7 @@ pub(crate) async fn generate(
     peer: &str,
 ) -> Result<(ProtocolCode, CodeInfo), String> {
     let text = document;
-    let document = parse(text)?;
+    let document = parse(text, &shared.limits.schema)?;
     let local = local_for(&document, &side, shared.actions.specs())?;
     let cases = cases
         .as_deref()
@@ -681,7 +799,7 @@ pub(crate) fn load(
     if let Some(code) = shared.code.held(text, source, side, limits) {
         return Ok(code);
     }
-    let document = parse(text)?;
+    let document = parse(text, &shared.limits.schema)?;
     let local = local_for(&document, side, shared.actions.specs())?;
     shared.code.load(
         text,
@@ -758,6 +876,30 @@ mod tests {
         let fresh = load(&source);
         assert_eq!(lock(&cache.live).len(), 1);
         assert_eq!(lock(&fresh.loaded.idle).len(), 1);
+    }
+
+    #[test]
+    fn the_message_id_of_a_message_too_large_to_decode_is_scanned() {
+        let big = "x".repeat(100_000);
+        let message =
+            json!({"params": {"blob": [big, {"messageId": "inner"}]}, "message_id": "m7"});
+        for encoding in [Encoding::Json, Encoding::Aicl] {
+            let bytes = wire::encode(encoding, &message).unwrap();
+            assert_eq!(
+                scan_message_id(encoding, &bytes, "messageId").as_deref(),
+                Some("m7"),
+                "{encoding:?}"
+            );
+        }
+        let bytes = br#"{"id": 7, "messageId": "n1"}"#;
+        assert_eq!(scan_message_id(Encoding::Json, bytes, "id"), None);
+        assert_eq!(scan_message_id(Encoding::Json, b"not json", "id"), None);
+        assert_eq!(scan_message_id(Encoding::Json, b"[1, 2]", "id"), None);
+        assert_eq!(
+            scan_message_id(Encoding::Json, br#"{"id": "a", "x": "#, "id"),
+            None,
+            "a cut-off message is not a message"
+        );
     }
 
     #[test]

@@ -2,17 +2,31 @@
 
 use std::time::Duration;
 
-use concord_proto::{SessionConfig, DEFAULT_MAX_FRAME_SIZE};
+use concord_negotiate::complexity::SchemaLimits;
+use concord_proto::{HelloLimits, SessionConfig};
 
 /// Limits and timeouts of a node. Every field has a safe default ([`Limits::default`]).
 ///
 /// | limit | default | what happens when it is hit |
 /// |---|---|---|
-/// | `max_frame_size` | 10 MB | the WebSocket is closed with code 1009 and a reason naming the limit |
+/// | `max_frame_size` | 2 MiB | the WebSocket is closed with code 1009 and a reason naming the limit (a handler takes at most 1 MiB of input anyway) |
+/// | `max_meta_message_size` | 256 KiB | a larger meta message is not decoded: `rejected` if a negotiation is in progress, then the session closes naming size and limit |
+/// | `max_candidate_size` | 64 KiB | a larger candidate protocol is answered `rejected` naming size and limit; the negotiation ends |
+/// | `max_test_cases_size` | 64 KiB | larger test cases are answered `rejected`; the session goes on |
+/// | `schema` | see [`SchemaLimits`] | a candidate protocol whose schemas are deeper, larger or more branched than these (depth 32, 5,000 nodes, 1,024 enum values, 256 members, 64 branches, patterns ≤ 1 KiB) is `rejected` naming the JSON pointer and the limit, before anything compiles it or an LLM sees it |
+/// | `hello` | see [`HelloLimits`] | a hello over a limit (64 KiB, `messageId` ≤ 128 bytes, lists, strings, unknown fields) closes the WebSocket with 1002 and a reason naming the field and the limit |
 /// | `max_sessions` | 256 | further WebSocket upgrades are answered HTTP 503 until a session ends |
 /// | `max_calls_in_flight` | 256 per session | the provider stops reading the peer's frames until one finishes (back-pressure) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
-/// | `idle_timeout` | 5 min | a ready session with no frame either way and no call in flight is closed |
+/// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
+/// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting with code 1008 and a reason |
+/// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
+/// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
+/// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
+/// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
+/// | `http_header_timeout` | 10 s | a connection that sends no complete request head within it (from its start, or from its previous response) is closed |
+/// | `first_proposal_timeout` | 10 s | a requester that said hello and proposes nothing within it is answered `rejected` and the session closes (not after 0-RTT or consensus) |
+/// | `negotiation_deadline` | 180 s | the whole way from the hellos to a ready session (negotiation, code generation, test cases): past it, `rejected` and closed |
 /// | `negotiation_timeout` | 60 s | the peer's silence during a negotiation step closes the session (`rejected: timed out`); also bounds each of our own negotiator steps |
 /// | `code_generation_timeout` | 60 s | bounds our code generation and test run; the peer's `generated` is awaited as long |
 /// | `call_timeout` | 30 s | [`Connection::call`](crate::Connection::call) gives up with [`CallError::Timeout`](crate::CallError::Timeout) |
@@ -20,6 +34,10 @@ use concord_proto::{SessionConfig, DEFAULT_MAX_FRAME_SIZE};
 /// | `transcript_max_age` | 7 days | finished transcripts started earlier are deleted by the next prune |
 /// | `transcript_max_count` | 10,000 | the next prune deletes the oldest finished transcripts beyond it |
 /// | `transcript_prune_interval` | 1 min | prunes (after a session ends, in a blocking task) run at most this often |
+/// | `transcript_text_max_bytes` | 4 KiB | a longer hello or frame text is recorded as its prefix, its size and its SHA-256 |
+/// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
+/// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
+/// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 ///
 /// ```
 /// use std::time::Duration;
@@ -29,12 +47,23 @@ use concord_proto::{SessionConfig, DEFAULT_MAX_FRAME_SIZE};
 ///     call_timeout: Duration::from_secs(5),
 ///     ..Limits::default()
 /// };
-/// assert_eq!(limits.max_frame_size, 10 * 1024 * 1024);
+/// assert_eq!(limits.max_frame_size, 2 * 1024 * 1024);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Largest WebSocket message (hello or frame, header included) read or sent.
     pub max_frame_size: usize,
+    /// Largest meta-protocol message (a frame of PT 0, header included) read or sent.
+    pub max_meta_message_size: usize,
+    /// Largest candidate protocol text taken or proposed, in bytes.
+    pub max_candidate_size: usize,
+    /// Largest test-case text taken or proposed, in bytes.
+    pub max_test_cases_size: usize,
+    /// Bounds on a peer's hello: its size, `messageId`, lists, strings and unknown fields.
+    pub hello: HelloLimits,
+    /// Bounds on the JSON Schemas of a protocol document, checked before any is compiled
+    /// (the negotiator's, the code generator's and a stored protocol's alike).
+    pub schema: SchemaLimits,
     /// Most sessions the provider serves at once.
     pub max_sessions: usize,
     /// Most application calls one provider session runs at once.
@@ -43,6 +72,33 @@ pub struct Limits {
     pub hello_timeout: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
+    /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
+    /// `max_sessions` (a session counts there once its hello is answered). When it is full,
+    /// a new one closes the oldest waiting (code 1008, with a reason).
+    pub max_pending_hellos: usize,
+    /// Most sessions from one client address at once, waiting for their hello or
+    /// established. A client address is an IPv4 address or an IPv6 /64 prefix.
+    pub max_sessions_per_address: usize,
+    /// Most TCP connections the provider holds at once, in any state (HTTP, waiting for a
+    /// hello, established).
+    pub max_connections: usize,
+    /// Most TCP connections from one client address at once.
+    pub max_connections_per_address: usize,
+    /// New TCP connections one client address may open per second, on average.
+    pub connection_rate_per_address: u32,
+    /// New TCP connections one client address may open at once above the rate (the
+    /// bucket's size).
+    pub connection_burst_per_address: u32,
+    /// How long a connection may take to send a complete HTTP request head, counted from
+    /// its start and, between requests on a kept-alive connection, from the previous
+    /// response: a silent or dribbling connection is closed after it.
+    pub http_header_timeout: Duration,
+    /// How long a provider waits, after the hellos, for the requester's first
+    /// `protocolNegotiation` (not after 0-RTT or consensus).
+    pub first_proposal_timeout: Duration,
+    /// How long the whole way from the hellos to a ready session may take: negotiation
+    /// rounds, code generation and test cases together.
+    pub negotiation_deadline: Duration,
     /// How long we wait for the peer's next negotiation message, and how long one of our own
     /// negotiator steps (judging, drafting test cases, diagnosing) may take.
     pub negotiation_timeout: Duration,
@@ -64,16 +120,43 @@ pub struct Limits {
     /// `transcript_max_count` do not keep, then checkpoints the write-ahead log
     /// (passively: it never waits for other connections).
     pub transcript_prune_interval: Duration,
+    /// Most bytes of a hello's or frame's text a transcript keeps; a longer text keeps
+    /// its prefix, its whole size and its SHA-256.
+    pub transcript_text_max_bytes: usize,
+    /// Most frames a transcript keeps; the session's further frames are only counted.
+    pub transcript_max_frames: u64,
+    /// Most negotiated protocols the store keeps: each transcript prune also deletes the
+    /// least recently used beyond it. Consensus protocols are not counted nor deleted.
+    pub protocol_max_count: u64,
+    /// Most pieces of negotiation work (judging, drafting, diagnosing, code generation
+    /// and its test run, compiling the protocol's schemas) the node runs at once, over
+    /// all sessions; the rest wait for a turn, and the wait counts against the step's own
+    /// deadline (`negotiation_timeout`, `code_generation_timeout`).
+    pub max_concurrent_negotiation_work: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            max_frame_size: 2 * 1024 * 1024,
+            max_meta_message_size: 256 * 1024,
+            max_candidate_size: 64 * 1024,
+            max_test_cases_size: 64 * 1024,
+            hello: HelloLimits::default(),
+            schema: SchemaLimits::default(),
             max_sessions: 256,
             max_calls_in_flight: 256,
             hello_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(60),
+            max_pending_hellos: 64,
+            max_sessions_per_address: 64,
+            max_connections: 1024,
+            max_connections_per_address: 256,
+            connection_rate_per_address: 64,
+            connection_burst_per_address: 256,
+            http_header_timeout: Duration::from_secs(10),
+            first_proposal_timeout: Duration::from_secs(10),
+            negotiation_deadline: Duration::from_secs(180),
             negotiation_timeout: Duration::from_secs(60),
             code_generation_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
@@ -81,6 +164,12 @@ impl Default for Limits {
             transcript_max_age: Duration::from_secs(7 * 24 * 3600),
             transcript_max_count: 10_000,
             transcript_prune_interval: Duration::from_secs(60),
+            transcript_text_max_bytes: 4096,
+            transcript_max_frames: 512,
+            protocol_max_count: 10_000,
+            max_concurrent_negotiation_work: std::thread::available_parallelism()
+                .map_or(2, usize::from)
+                .max(2),
         }
     }
 }
@@ -90,6 +179,11 @@ impl Limits {
     pub(crate) fn session_config(&self, base: SessionConfig) -> SessionConfig {
         let mut config = base;
         config.max_frame_size = self.max_frame_size;
+        config.max_meta_message_size = self.max_meta_message_size;
+        config.max_candidate_size = self.max_candidate_size;
+        config.max_test_cases_size = self.max_test_cases_size;
+        config.first_proposal_timeout = self.first_proposal_timeout;
+        config.negotiation_deadline = self.negotiation_deadline;
         config.max_negotiation_rounds = self.max_negotiation_rounds;
         config.negotiation_timeout = self.negotiation_timeout;
         config.code_generation_timeout = self.code_generation_timeout;
@@ -107,10 +201,37 @@ impl Limits {
     pub fn validate(&self) -> Result<(), InvalidLimit> {
         let zero = [
             ("max_frame_size", self.max_frame_size == 0),
+            ("max_meta_message_size", self.max_meta_message_size == 0),
+            ("max_candidate_size", self.max_candidate_size == 0),
+            ("max_test_cases_size", self.max_test_cases_size == 0),
+            (
+                "first_proposal_timeout",
+                self.first_proposal_timeout.is_zero(),
+            ),
+            ("negotiation_deadline", self.negotiation_deadline.is_zero()),
             ("max_sessions", self.max_sessions == 0),
             ("max_calls_in_flight", self.max_calls_in_flight == 0),
             ("hello_timeout", self.hello_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
+            ("max_pending_hellos", self.max_pending_hellos == 0),
+            (
+                "max_sessions_per_address",
+                self.max_sessions_per_address == 0,
+            ),
+            ("max_connections", self.max_connections == 0),
+            (
+                "max_connections_per_address",
+                self.max_connections_per_address == 0,
+            ),
+            (
+                "connection_rate_per_address",
+                self.connection_rate_per_address == 0,
+            ),
+            (
+                "connection_burst_per_address",
+                self.connection_burst_per_address == 0,
+            ),
+            ("http_header_timeout", self.http_header_timeout.is_zero()),
             ("negotiation_timeout", self.negotiation_timeout.is_zero()),
             (
                 "code_generation_timeout",
@@ -123,6 +244,16 @@ impl Limits {
             (
                 "transcript_prune_interval",
                 self.transcript_prune_interval.is_zero(),
+            ),
+            (
+                "transcript_text_max_bytes",
+                self.transcript_text_max_bytes == 0,
+            ),
+            ("transcript_max_frames", self.transcript_max_frames == 0),
+            ("protocol_max_count", self.protocol_max_count == 0),
+            (
+                "max_concurrent_negotiation_work",
+                self.max_concurrent_negotiation_work == 0,
             ),
         ];
         match zero.iter().find(|(_, zero)| *zero) {
@@ -180,6 +311,8 @@ mod tests {
         };
         assert_eq!(limits.validate().unwrap_err().name, "call_timeout");
         let config = Limits::default().session_config(SessionConfig::default());
-        assert_eq!(config.max_frame_size, DEFAULT_MAX_FRAME_SIZE);
+        assert_eq!(config.max_frame_size, 2 * 1024 * 1024);
+        assert_eq!(config.max_candidate_size, 64 * 1024);
+        assert_eq!(config.first_proposal_timeout, Duration::from_secs(10));
     }
 }

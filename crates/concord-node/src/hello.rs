@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use concord_proto::{Hello, HelloError, HelloKind};
+use concord_proto::{Hello, HelloError, HelloKind, HelloLimits};
 
 use crate::config::human;
 use crate::transport::{close_code, Incoming, Transport, TransportError};
@@ -35,7 +35,9 @@ impl HelloFailure {
         let code = match self {
             Self::PeerClosed { .. } | Self::Transport(_) => return None,
             Self::Timeout(..) => close_code::POLICY,
-            Self::TooLarge { .. } => close_code::TOO_BIG,
+            Self::TooLarge { .. } | Self::Invalid(_, HelloError::TooLarge { .. }) => {
+                close_code::TOO_BIG
+            }
             Self::Binary(_) | Self::Invalid(..) | Self::WrongKind { .. } => {
                 close_code::PROTOCOL_ERROR
             }
@@ -44,11 +46,12 @@ impl HelloFailure {
     }
 }
 
-/// Reads the peer's hello of `kind`, waiting at most `limit`.
+/// Reads the peer's hello of `kind`, waiting at most `limit`, within `bounds`.
 pub(crate) async fn read(
     transport: &mut impl Transport,
     kind: HelloKind,
     limit: Duration,
+    bounds: &HelloLimits,
 ) -> Result<(Hello, String), HelloFailure> {
     let name = kind.name();
     let message = match tokio::time::timeout(limit, transport.recv()).await {
@@ -73,7 +76,8 @@ pub(crate) async fn read(
             return Err(HelloFailure::PeerClosed { code, reason });
         }
     };
-    let hello = Hello::decode(&text).map_err(|error| HelloFailure::Invalid(name, error))?;
+    let hello = Hello::decode_with_limits(&text, bounds)
+        .map_err(|error| HelloFailure::Invalid(name, error))?;
     if hello.kind != kind {
         return Err(HelloFailure::WrongKind {
             expected: name,

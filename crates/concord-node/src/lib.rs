@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod admission;
 mod backend;
 mod client;
 mod code;

@@ -1,5 +1,7 @@
-//! The server's listener: plain TCP, or TLS with each handshake in a task of its own, so a
-//! slow or silent client never holds up the connections behind it.
+//! The server's listener: TCP connections, and for a node that serves TLS itself, the
+//! handshake each one makes. The handshake runs in the connection's own task, after the
+//! connection was admitted (`admission`), so a slow or silent client never holds up the
+//! connections behind it and counts against the limits while it shakes hands.
 
 use std::io;
 use std::net::SocketAddr;
@@ -8,29 +10,25 @@ use std::time::Duration;
 
 use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::either::Either;
-use tokio_util::task::AbortOnDropHandle;
 
 /// An accepted connection: plain, or TLS after its handshake.
 pub(crate) type Stream = Either<TcpStream, TlsStream<TcpStream>>;
 
-/// What `axum::serve` accepts connections from.
+/// What the server's accept loop takes connections from.
 pub(crate) struct NodeListener {
+    tcp: TcpListener,
     local_addr: SocketAddr,
-    kind: Kind,
+    tls: Option<Handshake>,
 }
 
-enum Kind {
-    Plain(TcpListener),
-    Tls {
-        /// Connections whose handshake completed, in the order they completed.
-        handshaken: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-        /// Accepts and shakes hands; stopped when the listener is dropped.
-        _accepting: AbortOnDropHandle<()>,
-    },
+/// A TLS server handshake with its time limit.
+#[derive(Clone)]
+pub(crate) struct Handshake {
+    acceptor: TlsAcceptor,
+    timeout: Duration,
 }
 
 impl NodeListener {
@@ -38,84 +36,68 @@ impl NodeListener {
     pub(crate) fn plain(tcp: TcpListener) -> io::Result<Self> {
         Ok(Self {
             local_addr: tcp.local_addr()?,
-            kind: Kind::Plain(tcp),
+            tcp,
+            tls: None,
         })
     }
 
-    /// TLS with `config`: at most `max_handshakes` handshakes at a time, each given
-    /// `handshake_timeout`; a failed handshake is logged and dropped.
+    /// TLS with `config`, each handshake given `handshake_timeout`.
     pub(crate) fn tls(
         tcp: TcpListener,
         config: Arc<ServerConfig>,
         handshake_timeout: Duration,
-        max_handshakes: usize,
     ) -> io::Result<Self> {
-        let local_addr = tcp.local_addr()?;
-        let (done, handshaken) = mpsc::channel(max_handshakes.max(1));
-        let acceptor = TlsAcceptor::from(config);
-        let slots = Arc::new(Semaphore::new(max_handshakes.max(1)));
-        let mut tcp = tcp;
-        let accepting = tokio::spawn(async move {
-            loop {
-                let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                    return;
-                };
-                let (stream, remote) = accept(&mut tcp).await;
-                let (acceptor, done) = (acceptor.clone(), done.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            drop(slot);
-                            let _ = done.send((stream, remote)).await;
-                        }
-                        Ok(Err(error)) => {
-                            tracing::debug!(%remote, %error, "TLS handshake failed");
-                        }
-                        Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
         Ok(Self {
-            local_addr,
-            kind: Kind::Tls {
-                handshaken,
-                _accepting: AbortOnDropHandle::new(accepting),
-            },
+            local_addr: tcp.local_addr()?,
+            tcp,
+            tls: Some(Handshake {
+                acceptor: TlsAcceptor::from(config),
+                timeout: handshake_timeout,
+            }),
         })
     }
-}
 
-/// The next TCP connection (axum's accept: errors logged, retried with a back-off), with
-/// `TCP_NODELAY`: frames are written whole, and without it a response could wait for the
-/// peer's delayed ACK of the previous one.
-async fn accept(tcp: &mut TcpListener) -> (TcpStream, SocketAddr) {
-    let (stream, remote) = axum::serve::Listener::accept(tcp).await;
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%error, "cannot set TCP_NODELAY");
-    }
-    (stream, remote)
-}
-
-impl axum::serve::Listener for NodeListener {
-    type Io = Stream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Stream, SocketAddr) {
-        match &mut self.kind {
-            Kind::Plain(tcp) => {
-                let (stream, remote) = accept(tcp).await;
-                (Either::Left(stream), remote)
-            }
-            Kind::Tls { handshaken, .. } => match handshaken.recv().await {
-                Some((stream, remote)) => (Either::Right(stream), remote),
-                // The accepting task ended: nothing more will come.
-                None => std::future::pending().await,
-            },
+    /// The next TCP connection (axum's accept: errors logged, retried with a back-off), with
+    /// `TCP_NODELAY`: frames are written whole, and without it a response could wait for
+    /// the peer's delayed ACK of the previous one.
+    pub(crate) async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        let (stream, remote) = axum::serve::Listener::accept(&mut self.tcp).await;
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
+        (stream, remote)
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local_addr)
+    /// The TLS handshake connections need, if the node serves TLS itself.
+    pub(crate) fn handshake(&self) -> Option<Handshake> {
+        self.tls.clone()
+    }
+
+    /// The address it listens on.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+/// `tcp` ready to speak HTTP: as it is, or after the TLS handshake `tls` (`None` when the
+/// handshake failed or timed out, which is logged).
+pub(crate) async fn secure(
+    tls: Option<&Handshake>,
+    tcp: TcpStream,
+    remote: SocketAddr,
+) -> Option<Stream> {
+    let Some(tls) = tls else {
+        return Some(Either::Left(tcp));
+    };
+    match tokio::time::timeout(tls.timeout, tls.acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => Some(Either::Right(stream)),
+        Ok(Err(error)) => {
+            tracing::debug!(%remote, %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%remote, "TLS handshake timed out");
+            None
+        }
     }
 }

@@ -467,7 +467,8 @@ impl NodeBuilder {
         let policy = match llm {
             Some(client) => EscalatingNegotiator::new(LlmNegotiator::new(client)),
             None => EscalatingNegotiator::without_llm(),
-        };
+        }
+        .with_schema_limits(self.limits.schema);
         let mut capabilities: Capabilities = [
             Capability::TestCasesNegotiation,
             Capability::FixErrorNegotiation,

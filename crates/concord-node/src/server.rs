@@ -1,5 +1,6 @@
-//! The provider's HTTP side: the description, the WebSocket endpoint, the session limit,
-//! and the hello that starts each session.
+//! The provider's HTTP side: the description, the WebSocket endpoint, admission (sessions
+//! in all and per address, the budget of WebSockets waiting for their hello), and the
+//! hello that starts each session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,15 +11,17 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::{Listener, ListenerExt};
-use axum::Router;
+use axum::{Extension, Router};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tracing::Instrument;
 
+use crate::admission::accept::{self, Accepting, Ticket};
+use crate::admission::{Admission, PendingHello, RefusalLog, SessionGuard};
 use crate::code::{self, LocalSide};
+use crate::config::human;
 use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MEDIA_TYPE};
 use crate::driver::{Driver, Settled, Settlement, Start, CLOSE_LINGER};
 use crate::error::NodeError;
@@ -46,7 +49,8 @@ pub struct Server {
     close: watch::Sender<bool>,
     sessions: Arc<Semaphore>,
     max_sessions: usize,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    admission: Arc<Admission>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
@@ -76,16 +80,30 @@ impl Server {
         describe::websocket_url(&self.base_url)
     }
 
-    /// Sessions running now.
+    /// Established sessions running now: those whose hello was answered, counted against
+    /// [`Limits::max_sessions`](crate::Limits::max_sessions). WebSockets still waiting
+    /// for their hello are [`Server::pending`].
     pub fn sessions(&self) -> usize {
         self.max_sessions - self.sessions.available_permits()
+    }
+
+    /// WebSockets upgraded and still waiting for their hello now, counted against
+    /// [`Limits::max_pending_hellos`](crate::Limits::max_pending_hellos).
+    pub fn pending(&self) -> usize {
+        self.admission.pending()
+    }
+
+    /// TCP connections held now, in any state, counted against
+    /// [`Limits::max_connections`](crate::Limits::max_connections).
+    pub fn connections(&self) -> usize {
+        self.admission.connections()
     }
 
     /// Drains the server, letting calls already running finish for up to 10 s: see
     /// [`Server::shutdown_within`].
     ///
     /// # Errors
-    /// [`NodeError::Internal`] when the server task failed.
+    /// [`NodeError::Internal`] when the server task panicked.
     pub async fn shutdown(self) -> Result<(), NodeError> {
         self.shutdown_within(DEFAULT_SHUTDOWN_GRACE).await
     }
@@ -93,8 +111,9 @@ impl Server {
     /// Drains the server, then stops it:
     ///
     /// 1. it stops accepting connections (a WebSocket upgrade gets 503 "the node is
-    ///    shutting down") and calls: a request that arrives now is not taken, and its
-    ///    caller learns the session closed;
+    ///    shutting down", a WebSocket still waiting for its hello is closed with code 1001)
+    ///    and calls: a request that arrives now is not taken, and its caller learns the
+    ///    session closed;
     /// 2. each session whose calls have all been answered closes at once, with code 1001
     ///    and the reason "the node is shutting down"; the others close the same way as soon
     ///    as their last call running is answered;
@@ -111,7 +130,7 @@ impl Server {
     /// ```
     ///
     /// # Errors
-    /// [`NodeError::Internal`] when the server task failed.
+    /// [`NodeError::Internal`] when the server task panicked.
     pub async fn shutdown_within(mut self, grace: Duration) -> Result<(), NodeError> {
         let deadline = tokio::time::Instant::now() + grace;
         let open = self.sessions();
@@ -132,8 +151,7 @@ impl Server {
                 }
             };
             result = match stopped {
-                Some(Ok(Ok(()))) | None => Ok(()),
-                Some(Ok(Err(error))) => Err(NodeError::Internal(format!("server: {error}"))),
+                Some(Ok(())) | None => Ok(()),
                 Some(Err(error)) => Err(NodeError::Internal(format!("server task: {error}"))),
             };
         }
@@ -164,6 +182,8 @@ struct ServerState {
     shared: Arc<Shared>,
     description: Description,
     sessions: Arc<Semaphore>,
+    admission: Arc<Admission>,
+    log: Arc<RefusalLog>,
     stop: watch::Receiver<bool>,
     close: watch::Receiver<bool>,
 }
@@ -180,19 +200,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         .await
         .map_err(bind_error)?;
     let listener = match &shared.tls_server {
-        Some(config) => NodeListener::tls(
-            tcp,
-            Arc::clone(config),
-            shared.limits.hello_timeout,
-            shared.limits.max_sessions,
-        ),
+        Some(config) => NodeListener::tls(tcp, Arc::clone(config), shared.limits.hello_timeout),
         None => NodeListener::plain(tcp),
     }
     .map_err(bind_error)?;
-    let local_addr = Listener::local_addr(&listener).map_err(bind_error)?;
-    // `tap_io` only for axum's `ConnectInfo<SocketAddr>`, which it provides for any
-    // listener it wraps.
-    let listener = listener.tap_io(|_| {});
+    let local_addr = listener.local_addr();
     let scheme = if shared.tls_server.is_some() {
         "https"
     } else {
@@ -204,12 +216,17 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     };
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
+    let admission = Admission::new(&shared.limits);
+    let log = Arc::new(RefusalLog::default());
+    let header_timeout = shared.limits.http_header_timeout;
     let (stop, stopped) = watch::channel(false);
     let (close, closing) = watch::channel(false);
     let state = Arc::new(ServerState {
         shared,
         description: Description::new(base_url.clone()),
         sessions: Arc::clone(&sessions),
+        admission: Arc::clone(&admission),
+        log: Arc::clone(&log),
         stop: stopped.clone(),
         close: closing,
     });
@@ -217,19 +234,18 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         .route(DESCRIPTION_PATH, get(serve_description))
         .route(ENDPOINT_PATH, get(accept_session))
         .with_state(state);
-    let mut until = stopped;
+    let accepting = Accepting {
+        listener,
+        app,
+        admission: Arc::clone(&admission),
+        log,
+        header_timeout,
+        stop: stopped,
+    };
     let task = tokio::spawn(
-        async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move {
-                let _ = until.wait_for(|stop| *stop).await;
-            })
-            .await
-        }
-        .instrument(tracing::info_span!("server", addr = %local_addr)),
+        accepting
+            .run()
+            .instrument(tracing::info_span!("server", addr = %local_addr)),
     );
     tracing::info!(%base_url, "serving");
     Ok(Server {
@@ -239,6 +255,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         close,
         sessions,
         max_sessions,
+        admission,
         task: Some(task),
     })
 }
@@ -253,55 +270,154 @@ async fn serve_description(State(state): State<Arc<ServerState>>) -> Response {
     }
 }
 
+/// The established sessions are all taken: 503, try again in a second.
+fn sessions_full(limit: usize) -> String {
+    format!("this node serves at most {limit} sessions at once; try again later")
+}
+
 async fn accept_session(
     State(state): State<Arc<ServerState>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
+    Extension(ticket): Extension<Ticket>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     if *state.stop.borrow() {
         return (StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down").into_response();
     }
-    let Ok(permit) = Arc::clone(&state.sessions).try_acquire_owned() else {
-        let limit = state.shared.limits.max_sessions;
-        tracing::warn!(%remote, limit, "session limit reached; refusing a connection");
+    if state.sessions.available_permits() == 0 {
+        let reason = sessions_full(state.shared.limits.max_sessions);
+        state.log.refused("max_sessions", remote, &reason);
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "1")],
-            format!("this node serves at most {limit} sessions at once; try again later"),
+            format!("{reason}\n"),
         )
             .into_response();
+    }
+    let slot = match state.admission.session(ticket.key()) {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            state
+                .log
+                .refused(refusal.name(), remote, &refusal.to_string());
+            return accept::refusal_response(&refusal);
+        }
     };
+    let pending = state.admission.pending_hello();
     let limit = state.shared.limits.max_frame_size;
     upgrade
         .max_message_size(limit)
         .max_frame_size(limit)
         .read_buffer_size(transport::READ_BUFFER_SIZE)
         .on_upgrade(move |socket| {
-            run_session(socket, state, remote, permit)
+            let admitted = Admitted {
+                _ticket: ticket,
+                _slot: slot,
+            };
+            run_session(socket, state, remote, admitted, pending)
                 .instrument(tracing::info_span!("connection", %remote))
         })
 }
 
-/// One provider session: the hello, then the driver, holding a session permit throughout.
+/// What a session holds from admission for as long as it runs: its connection and its
+/// address's session slot.
+struct Admitted {
+    _ticket: Ticket,
+    _slot: SessionGuard,
+}
+
+/// How the wait for a sourceHello ended.
+enum HelloWait {
+    Read(Box<Result<(concord_proto::Hello, String), hello::HelloFailure>>),
+    /// A newer WebSocket took this one's place among those waiting.
+    Shed,
+    /// The server stops.
+    Stop,
+}
+
+/// Resolves once the server stops (or is gone).
+async fn stopped(stop: &watch::Receiver<bool>) {
+    let mut stop = stop.clone();
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// One provider session: the hello (in the budget of those waiting for one), then a
+/// session permit, then the driver, holding the permit throughout.
 async fn run_session(
     mut socket: WebSocket,
     state: Arc<ServerState>,
     remote: SocketAddr,
-    _permit: OwnedSemaphorePermit,
+    _admitted: Admitted,
+    mut pending: PendingHello,
 ) {
     let shared = Arc::clone(&state.shared);
     let limits = &shared.limits;
-    let (source, source_text) =
-        match hello::read(&mut socket, HelloKind::Source, limits.hello_timeout).await {
-            Ok(hello) => hello,
+    // Boxed, like the session's opening below: an established session's task then holds
+    // only the driver's future, not the larger state of the steps before it.
+    let wait = Box::pin(async {
+        tokio::select! {
+            read = hello::read(&mut socket, HelloKind::Source, limits.hello_timeout, &limits.hello) => HelloWait::Read(Box::new(read)),
+            () = pending.shed() => HelloWait::Shed,
+            () = stopped(&state.stop) => HelloWait::Stop,
+        }
+    })
+    .await;
+    drop(pending);
+    let (code, reason) = match wait {
+        HelloWait::Read(read) => match *read {
+            Ok(hello) => match Arc::clone(&state.sessions).try_acquire_owned() {
+                Ok(permit) if !*state.stop.borrow() => {
+                    let opened = Box::pin(open_session(socket, &state, remote, hello)).await;
+                    if let Some(start) = opened {
+                        Driver::new(start).run().await;
+                    }
+                    drop(permit);
+                    return;
+                }
+                Ok(_) => (
+                    transport::close_code::GOING_AWAY,
+                    "the node is shutting down".to_owned(),
+                ),
+                Err(_) => {
+                    let reason = sessions_full(limits.max_sessions);
+                    state.log.refused("max_sessions", remote, &reason);
+                    (transport::close_code::TRY_AGAIN_LATER, reason)
+                }
+            },
             Err(failure) => {
                 tracing::info!(%failure, "no session: bad or missing sourceHello");
-                if let Some((code, reason)) = failure.close_frame() {
-                    transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+                match failure.close_frame() {
+                    Some(close) => close,
+                    None => return,
                 }
-                return;
             }
-        };
+        },
+        HelloWait::Shed => {
+            let reason = format!(
+                "{} connections were waiting for their sourceHello; this one waited longest (hello timeout {})",
+                limits.max_pending_hellos,
+                human(limits.hello_timeout)
+            );
+            state.log.refused("max_pending_hellos", remote, &reason);
+            (transport::close_code::POLICY, reason)
+        }
+        HelloWait::Stop => (
+            transport::close_code::GOING_AWAY,
+            "the node is shutting down".to_owned(),
+        ),
+    };
+    transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+}
+
+/// Opens an established session: answers the hello and readies what the driver starts
+/// from; `None` when the session ended on the way (the peer was told why).
+async fn open_session(
+    mut socket: WebSocket,
+    state: &ServerState,
+    remote: SocketAddr,
+    (source, source_text): (concord_proto::Hello, String),
+) -> Option<Start<DrainingSocket>> {
+    let shared = Arc::clone(&state.shared);
     let peer = peer_label(&source, remote);
     let offer = LocalOffer::new(shared.capabilities);
     let message_id = hello::random_id();
@@ -360,7 +476,7 @@ async fn run_session(
                 CLOSE_LINGER,
             )
             .await;
-            return;
+            return None;
         }
         Err(error) => {
             tracing::error!(%error, "no session: the store failed");
@@ -372,7 +488,7 @@ async fn run_session(
                 CLOSE_LINGER,
             )
             .await;
-            return;
+            return None;
         }
     };
     // A protocol the store vouched for still has to load; if it does not, negotiate.
@@ -420,7 +536,7 @@ async fn run_session(
                 "the peer left during the hello: {error}"
             )))
             .await;
-        return;
+        return None;
     }
     let session = Session::new(
         Role::Provider,
@@ -436,22 +552,20 @@ async fn run_session(
         calls,
         close,
     ));
-    Driver::new(Start {
+    Some(Start {
         transport: DrainingSocket {
             socket,
             stop: state.stop.clone(),
             pending,
         },
         session,
-        shared: Arc::clone(&shared),
+        shared,
         peer,
         recorder,
         settled,
         shutdown: Some(closing),
         requester: None,
     })
-    .run()
-    .await;
 }
 
 /// Tells one session to close (`session`) once the server drains (`stop`) and the

@@ -1,14 +1,18 @@
 //! The synchronous store, used from async code: blocking calls on the blocking pool, a
-//! per-session transcript recorder that never holds up the session, and the transcripts'
-//! retention (pruned by age and count after sessions end, at most once per interval).
+//! per-session transcript recorder that never holds up the session (bounded: a prefix of
+//! each long text, a bounded number of frames, busy writes retried), and the store's
+//! retention (transcripts pruned by age and count, negotiated protocols by count, after
+//! sessions end, at most once per interval).
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use concord_proto::{Frame, Role};
 use concord_store::{
     CheckpointMode, Direction, FrameRecord, Outcome, RecordingClaim, Store, StoreError,
-    TranscriptId, TranscriptRetention,
+    TranscriptBounds, TranscriptId, TranscriptRetention,
 };
 use tokio::sync::mpsc;
 
@@ -18,13 +22,16 @@ use crate::config::Limits;
 #[derive(Debug, Clone)]
 pub(crate) struct SharedStore(Arc<Store>, Arc<Upkeep>);
 
-/// How long transcripts are kept, this node's claim to record them, and when they were
-/// last pruned.
+/// How long transcripts are kept, how many negotiated protocols, this node's claim to
+/// record transcripts, and when they were last pruned.
 #[derive(Debug)]
 struct Upkeep {
     max_age: Duration,
     max_count: u64,
+    max_protocols: u64,
     interval: Duration,
+    /// How much of each transcript is kept (also set on the store).
+    bounds: TranscriptBounds,
     /// Held while the node lives, so that no other node on the store closes our sessions'
     /// transcripts as interrupted. `None` when the lock file could not be used (logged).
     _claim: Option<RecordingClaim>,
@@ -54,6 +61,11 @@ impl SharedStore {
     /// open are closed as [`Outcome::Interrupted`] (a blocking call, like opening the
     /// store).
     pub(crate) fn new(store: Arc<Store>, limits: &Limits) -> Self {
+        let bounds = TranscriptBounds::new(
+            limits.transcript_text_max_bytes,
+            limits.transcript_max_frames,
+        );
+        store.set_transcript_bounds(bounds);
         let claim = match store.claim_recording() {
             Ok(claim) => {
                 if claim.closed_interrupted() > 0 {
@@ -72,7 +84,9 @@ impl SharedStore {
         let upkeep = Upkeep {
             max_age: limits.transcript_max_age,
             max_count: limits.transcript_max_count,
+            max_protocols: limits.protocol_max_count,
             interval: limits.transcript_prune_interval,
+            bounds,
             _claim: claim,
             prunes: Mutex::new(PruneState::default()),
         };
@@ -121,8 +135,9 @@ impl SharedStore {
     }
 }
 
-/// Deletes the transcripts `upkeep`'s limits do not keep, then checkpoints the write-ahead
-/// log passively. Failures are logged: retention never stops a node.
+/// Deletes the transcripts and the negotiated protocols `upkeep`'s limits do not keep (in
+/// short transactions), then checkpoints the write-ahead log passively. Failures are
+/// logged: retention never stops a node.
 async fn prune(store: &Weak<Store>, upkeep: &Weak<Upkeep>) {
     let (Some(store), Some(upkeep)) = (store.upgrade(), upkeep.upgrade()) else {
         return;
@@ -135,34 +150,108 @@ async fn prune(store: &Weak<Store>, upkeep: &Weak<Upkeep>) {
     let retention = TranscriptRetention::all()
         .older_than(upkeep.max_age, SystemTime::now())
         .keep_newest(upkeep.max_count);
+    let max_protocols = upkeep.max_protocols;
     let shared = SharedStore(store, upkeep);
     let result = shared
         .run(move |store| {
-            let deleted = store.prune_transcripts_by(&retention)?;
-            if deleted > 0 {
+            let transcripts = store.prune_transcripts_by(&retention)?;
+            let protocols = store.prune_protocols(max_protocols)?;
+            if transcripts > 0 || protocols > 0 {
                 store.checkpoint(CheckpointMode::Passive)?;
             }
-            Ok(deleted)
+            Ok((transcripts, protocols))
         })
         .await;
     match result {
-        Ok(0) => {}
-        Ok(deleted) => tracing::debug!(deleted, "pruned transcripts"),
-        Err(error) => tracing::warn!(%error, "cannot prune the transcripts"),
+        Ok((0, 0)) => {}
+        Ok((transcripts, protocols)) => {
+            tracing::debug!(transcripts, protocols, "pruned transcripts and protocols");
+        }
+        Err(error) => tracing::warn!(%error, "cannot prune the transcripts and protocols"),
     }
 }
 
+/// How many times a transcript write that found the store busy is tried again (each
+/// attempt already waited out the store's busy timeout), and the pause before the first
+/// retry (doubled for each next one).
+const WRITE_RETRIES: u32 = 3;
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The most entries a recorder's channel holds, whatever `transcript_max_frames` says.
+const MAX_CHANNEL: u64 = 1 << 16;
+
 enum Entry {
     Frame(FrameRecord),
+    /// Frames the session had that the recorder did not pass on.
+    Unrecorded(u64),
     Finish(Outcome),
 }
 
-/// Appends a session's frames to its transcript in the background, in order.
+/// Writes `entries` in order; stops at the first failure, and returns the entries not
+/// written (the failed one first) with the error.
+fn write_entries(
+    store: &Store,
+    id: TranscriptId,
+    mut entries: VecDeque<Entry>,
+) -> (VecDeque<Entry>, Option<StoreError>) {
+    while let Some(entry) = entries.pop_front() {
+        let result = match &entry {
+            Entry::Frame(frame) => store.append_frame(id, frame).map(drop),
+            Entry::Unrecorded(count) => store.count_unrecorded_frames(id, *count),
+            Entry::Finish(outcome) => store.finish_transcript(id, outcome, SystemTime::now()),
+        };
+        if let Err(error) = result {
+            entries.push_front(entry);
+            return (entries, Some(error));
+        }
+    }
+    (entries, None)
+}
+
+/// Writes `entries` to transcript `id`, trying a write that found the store busy again
+/// [`WRITE_RETRIES`] times with growing pauses; gives up (logged) on any other failure or
+/// after the last retry. An outcome that could not be written leaves the transcript
+/// open, and the next node to claim the store closes it as interrupted.
+async fn write_with_retries(store: &SharedStore, id: TranscriptId, entries: VecDeque<Entry>) {
+    let mut pending = entries;
+    let mut pause = FIRST_RETRY_PAUSE;
+    let mut retries = 0;
+    loop {
+        let result = store
+            .run(move |store| Ok(write_entries(store, id, pending)))
+            .await;
+        let error = match result {
+            Ok((_, None)) => return,
+            Ok((rest, Some(error))) if error.is_busy() && retries < WRITE_RETRIES => {
+                tracing::debug!(%error, transcript = id.get(), retries, "the store is busy; writing the transcript again");
+                pending = rest;
+                retries += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                continue;
+            }
+            Ok((_, Some(error))) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        tracing::warn!(%error, transcript = id.get(), "cannot write the transcript");
+        return;
+    }
+}
+
+/// Appends a session's frames to its transcript in the background, in order, within the
+/// node's transcript bounds: each text cut to `transcript_text_max_bytes` before it is
+/// queued, at most `transcript_max_frames` frames queued (the channel holds that many and
+/// the outcome, so it never blocks the session), the others counted.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     id: Option<TranscriptId>,
-    entries: Option<mpsc::UnboundedSender<Entry>>,
+    entries: Option<mpsc::Sender<Entry>>,
     done: Option<tokio::task::JoinHandle<()>>,
+    bounds: TranscriptBounds,
+    /// Frames queued so far.
+    queued: AtomicU64,
+    /// Frames not queued: beyond the bound, or the channel was full.
+    dropped: AtomicU64,
 }
 
 impl Recorder {
@@ -181,35 +270,25 @@ impl Recorder {
                     id: None,
                     entries: None,
                     done: None,
+                    bounds: store.1.bounds,
+                    queued: AtomicU64::new(0),
+                    dropped: AtomicU64::new(0),
                 };
             }
         };
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Entry>();
+        let bounds = store.1.bounds;
+        // Room for every frame queued, the count of the others, and the outcome.
+        let capacity = bounds.max_frames.min(MAX_CHANNEL) + 2;
+        let (sender, mut receiver) =
+            mpsc::channel::<Entry>(usize::try_from(capacity).unwrap_or(usize::MAX));
         let store = store.clone();
         let done = tokio::spawn(async move {
             while let Some(first) = receiver.recv().await {
-                let mut batch = vec![first];
+                let mut batch = VecDeque::from([first]);
                 while let Ok(next) = receiver.try_recv() {
-                    batch.push(next);
+                    batch.push_back(next);
                 }
-                let result = store
-                    .run(move |store| {
-                        for entry in batch {
-                            match entry {
-                                Entry::Frame(frame) => {
-                                    store.append_frame(id, &frame)?;
-                                }
-                                Entry::Finish(outcome) => {
-                                    store.finish_transcript(id, &outcome, SystemTime::now())?;
-                                }
-                            }
-                        }
-                        Ok(())
-                    })
-                    .await;
-                if let Err(error) = result {
-                    tracing::warn!(%error, transcript = id.get(), "cannot write the transcript");
-                }
+                write_with_retries(&store, id, batch).await;
             }
             // Everything is written (the outcome too, unless the recorder was dropped).
             store.session_ended();
@@ -218,6 +297,9 @@ impl Recorder {
             id: Some(id),
             entries: Some(sender),
             done: Some(done),
+            bounds,
+            queued: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
         }
     }
 
@@ -226,13 +308,19 @@ impl Recorder {
         self.id
     }
 
-    /// Records a hello sent or received.
+    /// Records a hello sent or received (its first `transcript_text_max_bytes` bytes,
+    /// with its size and SHA-256 when longer).
     pub(crate) fn hello(&self, direction: Direction, text: &str) {
-        self.push(Entry::Frame(FrameRecord::hello(
+        if !self.take_slot() {
+            return;
+        }
+        let limit = self.bounds.text_prefix_bytes;
+        self.push_frame(FrameRecord::hello_within(
             direction,
             text,
+            limit,
             SystemTime::now(),
-        )));
+        ));
     }
 
     /// Records a frame (header byte first). Application frames are not recorded: they are
@@ -245,26 +333,56 @@ impl Recorder {
             return;
         }
         if let Ok(frame) = Frame::decode(bytes, usize::MAX) {
-            self.push(Entry::Frame(FrameRecord::from_frame(
+            if !self.take_slot() {
+                return;
+            }
+            let limit = self.bounds.text_prefix_bytes;
+            self.push_frame(FrameRecord::from_frame_within(
                 direction,
                 &frame,
+                limit,
                 SystemTime::now(),
-            )));
+            ));
         }
     }
 
-    /// Records the outcome and waits until everything is written.
+    /// Records the outcome (and how many frames were not recorded) and waits until
+    /// everything is written.
     pub(crate) async fn finish(mut self, outcome: Outcome) {
-        self.push(Entry::Finish(outcome));
-        self.entries = None;
+        if let Some(entries) = self.entries.take() {
+            let dropped = self.dropped.load(Ordering::Relaxed);
+            // The channel has room for these two: frames beyond the bound never enter it.
+            if dropped > 0 {
+                let _ = entries.send(Entry::Unrecorded(dropped)).await;
+            }
+            let _ = entries.send(Entry::Finish(outcome)).await;
+        }
         if let Some(done) = self.done.take() {
             let _ = done.await;
         }
     }
 
-    fn push(&self, entry: Entry) {
+    /// Whether one more frame may be queued: counts it as queued, or as dropped beyond
+    /// `transcript_max_frames`.
+    fn take_slot(&self) -> bool {
+        if self.entries.is_none() {
+            return false;
+        }
+        let limit = self.bounds.max_frames.min(MAX_CHANNEL);
+        if self.queued.fetch_add(1, Ordering::Relaxed) < limit {
+            true
+        } else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// Queues a frame without waiting; a full channel drops it (counted).
+    fn push_frame(&self, frame: FrameRecord) {
         if let Some(entries) = &self.entries {
-            let _ = entries.send(entry);
+            if entries.try_send(Entry::Frame(frame)).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }

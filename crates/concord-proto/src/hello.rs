@@ -11,6 +11,10 @@ use serde_json::{Map, Value};
 
 use crate::hash::ProtocolHash;
 
+mod limits;
+
+pub use limits::HelloLimits;
+
 /// The meta-protocol version this crate implements.
 pub const META_PROTOCOL_VERSION: MetaVersion = MetaVersion { major: 1, minor: 0 };
 
@@ -280,14 +284,15 @@ impl MetaProtocolHello {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hello {
-    /// Version of the handshake message format (`"1.0"`).
+    /// Version of the handshake message format (`"1.0"`): a received hello must carry a
+    /// version of major [`META_PROTOCOL_VERSION`]`.major`.
     pub version: String,
     /// Source or destination.
     #[serde(rename = "type")]
     pub kind: HelloKind,
-    /// An id for this message, when the sender gives one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
+    /// The sender's id for this message: required, non-empty, bounded
+    /// ([`HelloLimits::max_message_id_len`]).
+    pub message_id: String,
     /// The meta-protocol part: version, capabilities, 0-RTT hash, consensus protocols.
     pub meta_protocol: MetaProtocolHello,
     /// Every other field (ids, DIDs, key shares…), preserved as received.
@@ -330,6 +335,35 @@ pub enum HelloError {
         /// What the field accepts.
         expected: &'static str,
     },
+    /// The hello's format `version` is not one this crate speaks.
+    #[error("hello: format version {got:?} is not one we speak: we speak {speaks}.x")]
+    UnsupportedVersion {
+        /// The version received (truncated).
+        got: String,
+        /// The major version we speak.
+        speaks: u16,
+    },
+    /// The hello, or one of its fields, is larger than its limit ([`HelloLimits`]).
+    #[error("hello: {field} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// Dotted path of the field; `(hello)` for the whole text, `(extra fields)` for
+        /// the uninterpreted fields together.
+        field: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A list of the hello (or its uninterpreted fields) has more entries than its limit.
+    #[error("hello: {field} has {count} entries, over the limit of {limit}")]
+    TooMany {
+        /// Dotted path of the list; `(extra fields)` for the uninterpreted fields.
+        field: &'static str,
+        /// How many entries it has.
+        count: usize,
+        /// The limit in force.
+        limit: usize,
+    },
 }
 
 impl Hello {
@@ -338,7 +372,7 @@ impl Hello {
         Self {
             version: "1.0".to_owned(),
             kind,
-            message_id: Some(message_id.to_owned()),
+            message_id: message_id.to_owned(),
             meta_protocol,
             extra: Map::new(),
         }
@@ -350,18 +384,30 @@ impl Hello {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Decodes a hello, checking every interpreted field and naming the one that is wrong.
+    /// Decodes a hello within the default [`HelloLimits`], checking every interpreted
+    /// field and naming the one that is wrong.
     pub fn decode(text: &str) -> Result<Self, HelloError> {
+        Self::decode_with_limits(text, &HelloLimits::default())
+    }
+
+    /// Decodes a hello within `limits` (the whole text's size is checked before parsing).
+    pub fn decode_with_limits(text: &str, limits: &HelloLimits) -> Result<Self, HelloError> {
+        HelloLimits::check_len("(hello)", text, limits.max_text_size)?;
         let value: Value = serde_json::from_str(text).map_err(|error| HelloError::Json {
             line: error.line(),
             column: error.column(),
             message: error.to_string(),
         })?;
-        Self::from_json(value)
+        Self::from_json_with_limits(value, limits)
     }
 
-    /// Builds a hello from a parsed JSON value.
+    /// Builds a hello from a parsed JSON value, within the default [`HelloLimits`] (all
+    /// but `max_text_size`: the text was parsed already).
     pub fn from_json(value: Value) -> Result<Self, HelloError> {
+        Self::from_json_with_limits(value, &HelloLimits::default())
+    }
+
+    fn from_json_with_limits(value: Value, limits: &HelloLimits) -> Result<Self, HelloError> {
         let Value::Object(mut object) = value else {
             return Err(HelloError::WrongType {
                 field: "(message)",
@@ -369,6 +415,7 @@ impl Hello {
             });
         };
         let version = take_string(&mut object, "version", "version")?;
+        check_format_version(&version)?;
         let kind = match take_string(&mut object, "type", "type")?.as_str() {
             "sourceHello" => HelloKind::Source,
             "destinationHello" => HelloKind::Destination,
@@ -380,19 +427,18 @@ impl Hello {
                 })
             }
         };
-        let message_id = match object.remove("messageId") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(id)) => Some(id),
-            Some(_) => {
-                return Err(HelloError::WrongType {
-                    field: "messageId",
-                    expected: "a string",
-                })
-            }
-        };
+        let message_id = take_string(&mut object, "messageId", "messageId")?;
+        HelloLimits::check_len("messageId", &message_id, limits.max_message_id_len)?;
+        if message_id.is_empty() {
+            return Err(HelloError::InvalidValue {
+                field: "messageId",
+                value: message_id,
+                expected: "a non-empty id",
+            });
+        }
         let meta_protocol = match object.remove("metaProtocol") {
             None => return Err(HelloError::MissingField("metaProtocol")),
-            Some(Value::Object(meta)) => decode_meta_protocol(meta)?,
+            Some(Value::Object(meta)) => decode_meta_protocol(meta, limits)?,
             Some(_) => {
                 return Err(HelloError::WrongType {
                     field: "metaProtocol",
@@ -400,6 +446,7 @@ impl Hello {
                 })
             }
         };
+        limits.check_extras(&object, &meta_protocol.extra)?;
         Ok(Self {
             version,
             kind,
@@ -417,52 +464,97 @@ impl<'de> Deserialize<'de> for Hello {
     }
 }
 
-fn decode_meta_protocol(mut meta: Map<String, Value>) -> Result<MetaProtocolHello, HelloError> {
-    let version = take_string(&mut meta, "version", "metaProtocol.version")?.parse()?;
-    let supported_versions = match meta.remove("supportedVersions") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(text) => text.parse::<MetaVersion>(),
-                _ => Err(HelloError::WrongType {
-                    field: "metaProtocol.supportedVersions",
-                    expected: "an array of version strings",
-                }),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(HelloError::WrongType {
-                field: "metaProtocol.supportedVersions",
-                expected: "an array of version strings",
-            })
-        }
-    };
-    let supported_capabilities = match meta.remove("supportedCapabilities") {
-        None | Some(Value::Null) => Capabilities::none(),
+/// The hello's format `version` must be of the major version we speak.
+fn check_format_version(version: &str) -> Result<(), HelloError> {
+    let speaks = META_PROTOCOL_VERSION.major;
+    match version.parse::<MetaVersion>() {
+        Ok(parsed) if parsed.major == speaks => Ok(()),
+        _ => Err(HelloError::UnsupportedVersion {
+            got: version.chars().take(32).collect(),
+            speaks,
+        }),
+    }
+}
+
+/// The array at `key` of `meta` (absent or null: empty), at most `limit` entries long.
+fn take_array(
+    meta: &mut Map<String, Value>,
+    key: &str,
+    field: &'static str,
+    expected: &'static str,
+    limit: usize,
+) -> Result<Vec<Value>, HelloError> {
+    match meta.remove(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => {
-            let mut set = Capabilities::none();
-            for item in &items {
-                let Value::String(name) = item else {
-                    return Err(HelloError::WrongType {
-                        field: "metaProtocol.supportedCapabilities",
-                        expected: "an array of strings",
-                    });
-                };
-                // Unknown capability names are ignored: a newer peer may know more.
-                if let Some(capability) = Capability::from_name(name) {
-                    set.insert(capability);
-                }
+            HelloLimits::check_count(field, items.len(), limit)?;
+            Ok(items)
+        }
+        Some(_) => Err(HelloError::WrongType { field, expected }),
+    }
+}
+
+/// Each entry of `items` as a string of at most `limit` bytes.
+fn strings(
+    items: Vec<Value>,
+    field: &'static str,
+    expected: &'static str,
+    limit: usize,
+) -> Result<Vec<String>, HelloError> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Value::String(text) => {
+                HelloLimits::check_len(field, &text, limit)?;
+                Ok(text)
             }
-            set
-        }
-        Some(_) => {
-            return Err(HelloError::WrongType {
-                field: "metaProtocol.supportedCapabilities",
-                expected: "an array of strings",
-            })
-        }
-    };
+            _ => Err(HelloError::WrongType { field, expected }),
+        })
+        .collect()
+}
+
+fn decode_meta_protocol(
+    mut meta: Map<String, Value>,
+    limits: &HelloLimits,
+) -> Result<MetaProtocolHello, HelloError> {
+    let version = take_string(&mut meta, "version", "metaProtocol.version")?;
+    HelloLimits::check_len("metaProtocol.version", &version, limits.max_string_len)?;
+    let version = version.parse()?;
+    const VERSIONS: &str = "metaProtocol.supportedVersions";
+    const VERSION_LIST: &str = "an array of version strings";
+    let supported_versions = strings(
+        take_array(
+            &mut meta,
+            "supportedVersions",
+            VERSIONS,
+            VERSION_LIST,
+            limits.max_versions,
+        )?,
+        VERSIONS,
+        VERSION_LIST,
+        limits.max_string_len,
+    )?
+    .iter()
+    .map(|text| text.parse::<MetaVersion>())
+    .collect::<Result<_, _>>()?;
+    const CAPABILITIES: &str = "metaProtocol.supportedCapabilities";
+    const CAPABILITY_LIST: &str = "an array of strings";
+    let supported_capabilities = strings(
+        take_array(
+            &mut meta,
+            "supportedCapabilities",
+            CAPABILITIES,
+            CAPABILITY_LIST,
+            limits.max_capabilities,
+        )?,
+        CAPABILITIES,
+        CAPABILITY_LIST,
+        limits.max_string_len,
+    )?
+    .iter()
+    // Unknown capability names are ignored: a newer peer may know more.
+    .filter_map(|name| Capability::from_name(name))
+    .collect();
     let hash_value = match (meta.remove("usedProtocolHash"), meta.remove("protocolHash")) {
         (Some(value), _) | (None, Some(value)) => Some(value),
         (None, None) => None,
@@ -486,28 +578,32 @@ fn decode_meta_protocol(mut meta: Map<String, Value>) -> Result<MetaProtocolHell
             })
         }
     };
-    let candidate_protocols = match meta.remove("candidateProtocols") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .into_iter()
-            .map(|item| match item {
-                Value::String(uri) if !uri.is_empty() => Ok(uri),
-                _ => Err(HelloError::WrongType {
-                    field: "metaProtocol.candidateProtocols",
-                    expected: "an array of protocol URIs",
-                }),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(HelloError::WrongType {
-                field: "metaProtocol.candidateProtocols",
-                expected: "an array of protocol URIs",
-            })
-        }
-    };
+    const CANDIDATES: &str = "metaProtocol.candidateProtocols";
+    const URI_LIST: &str = "an array of protocol URIs";
+    let candidate_protocols = strings(
+        take_array(
+            &mut meta,
+            "candidateProtocols",
+            CANDIDATES,
+            URI_LIST,
+            limits.max_candidate_protocols,
+        )?,
+        CANDIDATES,
+        URI_LIST,
+        limits.max_string_len,
+    )?;
+    if candidate_protocols.iter().any(String::is_empty) {
+        return Err(HelloError::WrongType {
+            field: CANDIDATES,
+            expected: URI_LIST,
+        });
+    }
     let selected_protocol = match meta.remove("selectedProtocol") {
         None | Some(Value::Null) => None,
-        Some(Value::String(uri)) => Some(uri),
+        Some(Value::String(uri)) => {
+            HelloLimits::check_len("metaProtocol.selectedProtocol", &uri, limits.max_string_len)?;
+            Some(uri)
+        }
         Some(_) => {
             return Err(HelloError::WrongType {
                 field: "metaProtocol.selectedProtocol",
@@ -548,7 +644,7 @@ mod tests {
     #[test]
     fn decodes_the_seed_examples_and_keeps_extras() {
         let hello = Hello::decode(
-            r#"{"version":"1.0","type":"sourceHello","sessionId":"s-1",
+            r#"{"version":"1.0","type":"sourceHello","messageId":"m-1","sessionId":"s-1",
                 "metaProtocol":{"version":"1.0",
                   "supportedCapabilities":["naturalLanguageProtocol","quantumTeleport","fixErrorNegotiation"],
                   "protocolHash":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
@@ -578,7 +674,7 @@ mod tests {
     #[test]
     fn a_peer_without_capabilities_has_none() {
         let hello = Hello::decode(
-            r#"{"version":"1.0","type":"destinationHello","metaProtocol":{"version":"1.0"}}"#,
+            r#"{"version":"1.0","type":"destinationHello","messageId":"m-1","metaProtocol":{"version":"1.0"}}"#,
         )
         .unwrap();
         assert_eq!(
@@ -591,15 +687,15 @@ mod tests {
     fn errors_name_the_field() {
         let decode = |text: &str| Hello::decode(text).unwrap_err();
         assert_eq!(
-            decode(r#"{"type":"sourceHello","metaProtocol":{}}"#),
+            decode(r#"{"type":"sourceHello","messageId":"m-1","metaProtocol":{}}"#),
             HelloError::MissingField("version")
         );
         assert_eq!(
-            decode(r#"{"version":"1.0","type":"sourceHello"}"#),
+            decode(r#"{"version":"1.0","type":"sourceHello","messageId":"m-1"}"#),
             HelloError::MissingField("metaProtocol")
         );
         assert_eq!(
-            decode(r#"{"version":"1.0","type":"sourceHello","metaProtocol":{}}"#),
+            decode(r#"{"version":"1.0","type":"sourceHello","messageId":"m-1","metaProtocol":{}}"#),
             HelloError::MissingField("metaProtocol.version")
         );
         assert!(matches!(
@@ -607,7 +703,9 @@ mod tests {
             HelloError::InvalidValue { field: "type", .. }
         ));
         assert!(matches!(
-            decode(r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"one"}}"#),
+            decode(
+                r#"{"version":"1.0","type":"sourceHello","messageId":"m-1","metaProtocol":{"version":"one"}}"#
+            ),
             HelloError::InvalidValue {
                 field: "metaProtocol.version",
                 ..
@@ -615,7 +713,7 @@ mod tests {
         ));
         assert!(matches!(
             decode(
-                r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"1.0","usedProtocolHash":"1234567890abcdef..."}}"#
+                r#"{"version":"1.0","type":"sourceHello","messageId":"m-1","metaProtocol":{"version":"1.0","usedProtocolHash":"1234567890abcdef..."}}"#
             ),
             HelloError::InvalidValue {
                 field: "metaProtocol.usedProtocolHash",
@@ -624,7 +722,7 @@ mod tests {
         ));
         assert!(matches!(
             decode(
-                r#"{"version":"1.0","type":"sourceHello","metaProtocol":{"version":"1.0","supportedCapabilities":"all"}}"#
+                r#"{"version":"1.0","type":"sourceHello","messageId":"m-1","metaProtocol":{"version":"1.0","supportedCapabilities":"all"}}"#
             ),
             HelloError::WrongType {
                 field: "metaProtocol.supportedCapabilities",

@@ -26,8 +26,8 @@ mod session;
 pub use frame::{Frame, FrameError, ProtocolType, DEFAULT_MAX_FRAME_SIZE};
 pub use hash::{ProtocolHash, ProtocolHashError};
 pub use hello::{
-    Capabilities, Capability, Hello, HelloError, HelloKind, MetaProtocolHello, MetaVersion,
-    META_PROTOCOL_VERSION,
+    Capabilities, Capability, Hello, HelloError, HelloKind, HelloLimits, MetaProtocolHello,
+    MetaVersion, META_PROTOCOL_VERSION,
 };
 pub use meta::{
     json_type, CodeGeneration, CodeGenerationStatus, FixErrorNegotiation, MetaError, MetaMessage,

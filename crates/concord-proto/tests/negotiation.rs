@@ -424,21 +424,28 @@ fn an_accept_of_a_different_text_is_a_violation() {
     );
 }
 
+/// A hello then silence: the provider waits `first_proposal_timeout` (10 s), not the 60 s
+/// of a negotiation step, then tells the requester and closes.
 #[test]
 fn provider_times_out_waiting_for_the_first_candidate() {
     let mut pair = Pair::new();
     assert_eq!(
         pair.provider.poll_timeout(),
-        Some(pair.now + Duration::from_secs(60))
+        Some(pair.now + Duration::from_secs(10))
     );
-    pair.advance(Duration::from_secs(59));
+    pair.advance(Duration::from_secs(9));
     assert!(pair.provider_events().is_empty());
     pair.advance(Duration::from_secs(1));
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::TimedOut {
-            waiting_for: Wait::ProtocolNegotiation
+            waiting_for: Wait::FirstProposal
         })]
+    );
+    assert_eq!(
+        support::describe(&pair.provider.poll_transmit().unwrap()),
+        json!({"action": "protocolNegotiation", "sequenceId": 0, "status": "rejected",
+               "modificationSummary": "timed out: no protocolNegotiation within 10 s of the hellos"})
     );
 }
 

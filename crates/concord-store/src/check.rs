@@ -120,7 +120,11 @@ impl Store {
                         continue;
                     }
                 };
-                if let Integrity::Corrupt(corruption) = integrity_of(&hash, raw) {
+                let integrity = integrity_of(&hash, &raw);
+                if table == "protocols" {
+                    self.note_integrity(&hash, &integrity);
+                }
+                if let Integrity::Corrupt(corruption) = integrity {
                     problems.push(if table == "protocols" {
                         Problem::Protocol { hash, corruption }
                     } else {

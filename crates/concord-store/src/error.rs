@@ -156,6 +156,22 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the operation failed only because another connection held the store's
+    /// write lock past the busy timeout (`SQLITE_BUSY` or `SQLITE_LOCKED`): the same call
+    /// may succeed later.
+    pub fn is_busy(&self) -> bool {
+        let cause = match self {
+            Self::Sqlite { cause, .. } | Self::Open { cause, .. } => cause,
+            _ => return false,
+        };
+        matches!(
+            cause.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 fn join(hashes: &[ProtocolHash]) -> String {
     hashes
         .iter()

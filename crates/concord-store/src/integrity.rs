@@ -1,4 +1,6 @@
-//! The 0-RTT rule: a stored document is trusted only if it reproduces its hash.
+//! The 0-RTT rule: a stored document is trusted only if it reproduces its hash (checked
+//! once per process for the 0-RTT checks, see `verified.rs`; on every call for the
+//! explicit check and the listings).
 
 use std::fmt;
 
@@ -66,9 +68,22 @@ pub(crate) fn verify_document(expected: &ProtocolHash, raw: Vec<u8>) -> Result<S
 }
 
 /// [`verify_document`] for listings: only the verdict.
-pub(crate) fn integrity_of(expected: &ProtocolHash, raw: Vec<u8>) -> Integrity {
-    match verify_document(expected, raw) {
-        Ok(_) => Integrity::Verified,
+pub(crate) fn integrity_of(expected: &ProtocolHash, raw: &[u8]) -> Integrity {
+    let checked = std::str::from_utf8(raw)
+        .map_err(|error| Corruption::NotUtf8 {
+            valid_up_to: error.valid_up_to(),
+        })
+        .and_then(|text| {
+            if expected.matches(text) {
+                Ok(())
+            } else {
+                Err(Corruption::HashMismatch {
+                    actual: ProtocolHash::of_text(text),
+                })
+            }
+        });
+    match checked {
+        Ok(()) => Integrity::Verified,
         Err(corruption) => Integrity::Corrupt(corruption),
     }
 }

@@ -11,14 +11,20 @@
 //!   ([`HeldBy`] says which).
 //! - **The 0-RTT rule** ([`Store::can_resume`], [`Store::for_role`] implementing
 //!   [`ProtocolStore`](concord_proto::handshake::ProtocolStore)): a protocol is reused only
-//!   when its stored document, re-hashed now, reproduces the hash, and the handler module
-//!   for the session's role is stored. A row that fails this is reported
-//!   ([`StoreError::CorruptProtocol`], [`Integrity::Corrupt`], [`Store::check`]) and never used.
+//!   when its stored document reproduces the hash, and the handler module for the
+//!   session's role is stored. The document is verified once per process (when saved, or
+//!   the first time it is read) and remembered, so a check then costs one indexed lookup.
+//!   A row that fails this is reported ([`StoreError::CorruptProtocol`],
+//!   [`Integrity::Corrupt`], [`Store::check`], which re-hashes every row) and never used.
+//! - **Bounded protocols** ([`Store::prune_protocols`]): at most N negotiated protocols,
+//!   the least recently used evicted first (consensus entries never).
 //! - **Consensus registry** ([`Store::add_consensus`], [`Store::consensus`],
 //!   [`Store::list_consensus`], [`Store::remove_consensus`], [`Store::can_use_consensus`]).
 //! - **Negotiation transcripts** ([`Store::begin_transcript`], [`Store::append_frame`],
 //!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]),
-//!   kept in bounds by [`Store::prune_transcripts_by`] (age and count) and
+//!   each within [`TranscriptBounds`] (long texts kept cut with their size and SHA-256, a
+//!   bounded number of frames), kept in bounds by [`Store::prune_transcripts_by`] (age
+//!   and count, in batches) and
 //!   [`Store::checkpoint`] (the write-ahead log shrinks); [`Store::claim_recording`]
 //!   closes the ones a dead process left open as [`Outcome::Interrupted`].
 //!
@@ -62,6 +68,7 @@ mod schema;
 mod store;
 mod time;
 mod transcripts;
+mod verified;
 
 pub use check::Problem;
 pub use error::StoreError;
@@ -73,13 +80,16 @@ pub use protocols::{
     MAX_PEERS_PER_PROTOCOL,
 };
 pub use registry::{ConsensusProtocol, ConsensusSummary, NewConsensus};
-pub use retention::{Checkpoint, CheckpointMode, ClaimError, RecordingClaim, TranscriptRetention};
+pub use retention::{
+    Checkpoint, CheckpointMode, ClaimError, RecordingClaim, TranscriptRetention, PRUNE_BATCH,
+};
 pub use role_view::RoleView;
 pub use store::Store;
 pub use transcripts::{
-    Direction, FrameContent, FrameKind, FrameRecord, Outcome, Transcript, TranscriptId,
-    TranscriptSummary,
+    Direction, FrameContent, FrameKind, FrameRecord, Outcome, TextCut, Transcript,
+    TranscriptBounds, TranscriptId, TranscriptSummary,
 };
+pub use verified::VERIFIED_CAPACITY;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

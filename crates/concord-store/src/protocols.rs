@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use crate::column::{self, ColumnError};
 use crate::error::StoreError;
 use crate::handlers::{handler_column, stored_roles, Handlers};
-use crate::integrity::{integrity_of, verify_document, Integrity};
+use crate::integrity::{integrity_of, verify_document, Corruption, Integrity};
 use crate::prefix;
 use crate::store::Store;
 use crate::time::now_millis;
@@ -309,11 +309,15 @@ impl Store {
         .map_err(&sql)?;
         record_peer(&tx, &hash_text, &protocol.peer, now).map_err(&sql)?;
         tx.commit().map_err(&sql)?;
+        // The document was hashed to name it: verified, as written.
+        self.verified.insert(hash);
         Ok(hash)
     }
 
     /// The protocol stored under `hash`, after checking that its document reproduces the
-    /// hash; a document that does not is [`StoreError::CorruptProtocol`].
+    /// hash (re-hashed only the first time this process reads it, see
+    /// [`can_resume`](Self::can_resume)); a document that does not is
+    /// [`StoreError::CorruptProtocol`].
     pub fn protocol(&self, hash: &ProtocolHash) -> Result<Option<StoredProtocol>, StoreError> {
         let sql = self.sqlite("read protocol");
         let hash_text = hash.to_string();
@@ -331,7 +335,7 @@ impl Store {
         let raw = column::opt_raw_text(row, "document")
             .map_err(&corrupt_row)?
             .unwrap_or_default();
-        let document = self.verified_protocol(hash, raw)?;
+        let document = self.checked_document(hash, raw)?;
         let read = || -> Result<StoredProtocol, ColumnError> {
             Ok(StoredProtocol {
                 hash: *hash,
@@ -380,10 +384,12 @@ impl Store {
             let peers = peers.remove(&hash.to_string()).unwrap_or_default();
             let read = || -> Result<ProtocolSummary, ColumnError> {
                 let raw = column::opt_raw_text(row, "document")?.unwrap_or_default();
+                let integrity = integrity_of(&hash, raw.as_slice());
+                self.note_integrity(&hash, &integrity);
                 Ok(ProtocolSummary {
                     hash,
                     document_len: raw.len(),
-                    integrity: integrity_of(&hash, raw),
+                    integrity,
                     action: column::opt_text(row, "action")?,
                     peers,
                     settlement: Settlement::read(row)?,
@@ -476,6 +482,7 @@ impl Store {
         tx.execute("DELETE FROM protocols WHERE hash = ?1", [hash.to_string()])
             .map_err(&sql)?;
         tx.commit().map_err(&sql)?;
+        self.verified.remove(&hash);
         Ok(hash)
     }
 
@@ -510,16 +517,35 @@ impl Store {
     }
 
     /// The 0-RTT rule: whether a session in `role` can resume the protocol `hash` — the
-    /// stored document re-hashes to `hash` (recomputed now, the stored hash column is not
-    /// trusted) and `role`'s handler module is stored. A row whose document does not
-    /// reproduce its hash is [`StoreError::CorruptProtocol`].
+    /// stored document reproduces `hash` (the stored hash column is not trusted) and
+    /// `role`'s handler module is stored. A row whose document does not reproduce its
+    /// hash is [`StoreError::CorruptProtocol`].
+    ///
+    /// The document is hashed once per process: when this process saved it, or the first
+    /// time it reads it here, in [`protocol`](Self::protocol) or in
+    /// [`latest_resumable`](Self::latest_resumable); after that the answer is one indexed
+    /// lookup that reads neither the document nor hashes it, whatever its size. A row
+    /// changed on disk after this process verified it is caught by [`check`](Self::check)
+    /// and [`list_protocols`](Self::list_protocols), which re-hash every row (and then
+    /// make the checks here re-hash it too).
     pub fn can_resume(&self, hash: &ProtocolHash, role: Role) -> Result<bool, StoreError> {
         let handler = handler_column(role);
+        let sql = self.sqlite("check protocol");
+        let connection = self.connection();
+        if self.verified.contains(hash) {
+            let has_handler: Option<bool> = connection
+                .prepare_cached(&verified_check_query(handler))
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([hash.to_string()], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(&sql)?;
+            return Ok(has_handler.unwrap_or(false));
+        }
         let query = format!(
             "SELECT document, {handler} IS NOT NULL AS has_handler FROM protocols WHERE hash = ?1"
         );
-        let sql = self.sqlite("check protocol");
-        let connection = self.connection();
         let mut statement = connection.prepare_cached(&query).map_err(&sql)?;
         let mut rows = statement.query([hash.to_string()]).map_err(&sql)?;
         let Some(row) = rows.next().map_err(&sql)? else {
@@ -532,7 +558,7 @@ impl Store {
             ))
         };
         let (raw, has_handler) = read().map_err(self.corrupt_row(TABLE, hash))?;
-        self.verified_protocol(hash, raw)?;
+        self.checked_document(hash, raw)?;
         Ok(has_handler)
     }
 
@@ -547,7 +573,8 @@ impl Store {
     ///    does not, the hello says so and a normal negotiation follows.
     ///
     /// Either way the protocol's `role` handler is stored and its document reproduces its
-    /// hash (re-hashed now). Corrupt rows are skipped (they show in
+    /// hash (hashed once per process, as in [`can_resume`](Self::can_resume): the
+    /// candidates this process verified cost no read of their document). Corrupt rows are skipped (they show in
     /// [`list_protocols`](Self::list_protocols) and [`check`](Self::check)). `None`: offer
     /// nothing, negotiate.
     pub fn latest_resumable(
@@ -558,40 +585,109 @@ impl Store {
         let sql = self.sqlite("find resumable protocol");
         let connection = self.connection();
         let this_peer = format!(
-            "SELECT p.hash, p.document, pp.peer
+            "SELECT p.hash, pp.peer
              FROM protocol_peers pp JOIN protocols p ON p.hash = pp.hash
              WHERE pp.peer = ?1 AND (p.action IS NULL OR p.action = ?2)
                  AND p.{handler} IS NOT NULL
              ORDER BY pp.last_used_ms DESC, pp.rowid DESC"
         );
-        if let Some((hash, _)) = first_verified(&connection, &this_peer, query).map_err(&sql)? {
+        if let Some((hash, _)) = self
+            .first_verified(&connection, &this_peer, query)
+            .map_err(&sql)?
+        {
             return Ok(Some(ResumeOffer {
                 hash,
                 held_by: HeldBy::ThisPeer,
             }));
         }
         let same_action = format!(
-            "SELECT p.hash, p.document, pp.peer
+            "SELECT p.hash, pp.peer
              FROM protocols p JOIN protocol_peers pp ON pp.hash = p.hash
              WHERE p.action = ?2 AND pp.peer <> ?1 AND p.{handler} IS NOT NULL
              ORDER BY pp.last_used_ms DESC, pp.rowid DESC"
         );
-        let found = first_verified(&connection, &same_action, query).map_err(&sql)?;
+        let found = self
+            .first_verified(&connection, &same_action, query)
+            .map_err(&sql)?;
         Ok(found.map(|(hash, peer)| ResumeOffer {
             hash,
             held_by: HeldBy::OtherPeer { peer },
         }))
     }
 
-    /// The stored `document` of protocol `hash` as text, if it reproduces the hash; else
-    /// [`StoreError::CorruptProtocol`].
-    fn verified_protocol(&self, hash: &ProtocolHash, raw: Vec<u8>) -> Result<String, StoreError> {
-        verify_document(hash, raw).map_err(|corruption| StoreError::CorruptProtocol {
+    /// The stored `document` of protocol `hash` as text, if it reproduces the hash (not
+    /// re-hashed when this process verified it already; remembered as verified when it
+    /// does); else [`StoreError::CorruptProtocol`].
+    fn checked_document(&self, hash: &ProtocolHash, raw: Vec<u8>) -> Result<String, StoreError> {
+        let corrupt = |corruption| StoreError::CorruptProtocol {
             path: self.path().to_path_buf(),
             hash: *hash,
             corruption,
-        })
+        };
+        if self.verified.contains(hash) {
+            return String::from_utf8(raw).map_err(|error| {
+                self.verified.remove(hash);
+                corrupt(Corruption::NotUtf8 {
+                    valid_up_to: error.utf8_error().valid_up_to(),
+                })
+            });
+        }
+        let document = verify_document(hash, raw).map_err(corrupt)?;
+        self.verified.insert(*hash);
+        Ok(document)
     }
+
+    /// Keeps the verified set in line with an explicit re-hash: a corrupt row is checked
+    /// again (and refused) by the next 0-RTT check, a sound one is not.
+    pub(crate) fn note_integrity(&self, hash: &ProtocolHash, integrity: &Integrity) {
+        match integrity {
+            Integrity::Verified => self.verified.insert(*hash),
+            Integrity::Corrupt(_) => self.verified.remove(hash),
+        }
+    }
+
+    /// The first row of `query` (selecting `hash` and `peer`, bound to the peer as `?1`
+    /// and the action as `?2`) whose hash and peer are readable and whose document
+    /// reproduces the hash (verified now unless this process did already): its hash and
+    /// peer. Unreadable and corrupt rows are skipped.
+    fn first_verified(
+        &self,
+        connection: &Connection,
+        query: &str,
+        resume: &ResumeQuery<'_>,
+    ) -> rusqlite::Result<Option<(ProtocolHash, String)>> {
+        let mut statement = connection.prepare_cached(query)?;
+        let mut rows = statement.query(params![resume.peer, resume.action])?;
+        while let Some(row) = rows.next()? {
+            let (Ok(hash), Ok(peer)) = (column::hash(row, "hash"), column::text(row, "peer"))
+            else {
+                continue;
+            };
+            if self.verified.contains(&hash) {
+                return Ok(Some((hash, peer)));
+            }
+            let raw: Option<Vec<u8>> = connection
+                .prepare_cached("SELECT CAST(document AS BLOB) FROM protocols WHERE hash = ?1")?
+                .query_row([hash.to_string()], |row| row.get(0))
+                .optional()?;
+            if let Some(raw) = raw {
+                if integrity_of(&hash, raw.as_slice()).is_verified() {
+                    self.verified.insert(hash);
+                    return Ok(Some((hash, peer)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether protocol `?1` has a `handler` (column name), answered from the
+/// `protocols_roles` index without reading the row (nor its document).
+fn verified_check_query(handler: &str) -> String {
+    format!(
+        "SELECT {handler} IS NOT NULL AS has_handler FROM protocols INDEXED BY protocols_roles
+         WHERE hash = ?1"
+    )
 }
 
 /// Adds `peer` to the peers of protocol `hash_text`, last used `now` (a peer it has is
@@ -618,30 +714,25 @@ fn record_peer(
     Ok(())
 }
 
-/// The first row of `query` (selecting `hash`, `document` and `peer`, bound to the peer as
-/// `?1` and the action as `?2`) whose hash and peer are readable and whose document
-/// reproduces the hash: its hash and peer. Unreadable and corrupt rows are skipped.
-fn first_verified(
-    connection: &Connection,
-    query: &str,
-    resume: &ResumeQuery<'_>,
-) -> rusqlite::Result<Option<(ProtocolHash, String)>> {
-    let mut statement = connection.prepare_cached(query)?;
-    let mut rows = statement.query(params![resume.peer, resume.action])?;
-    while let Some(row) = rows.next()? {
-        let read = || -> Result<(ProtocolHash, Vec<u8>, String), ColumnError> {
-            Ok((
-                column::hash(row, "hash")?,
-                column::opt_raw_text(row, "document")?.unwrap_or_default(),
-                column::text(row, "peer")?,
-            ))
-        };
-        let Ok((hash, raw, peer)) = read() else {
-            continue;
-        };
-        if integrity_of(&hash, raw).is_verified() {
-            return Ok(Some((hash, peer)));
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    #[test]
+    fn a_verified_check_is_answered_from_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for role in [Role::Requester, Role::Provider] {
+            let handler = handler_column(role);
+            let plan: String = store
+                .connection()
+                .query_row(
+                    &format!("EXPLAIN QUERY PLAN {}", verified_check_query(handler)),
+                    ["0"],
+                    |row| row.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains("COVERING INDEX protocols_roles"), "{plan}");
         }
     }
-    Ok(None)
 }

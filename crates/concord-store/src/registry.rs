@@ -185,7 +185,7 @@ impl Store {
                     uri: uri.clone(),
                     hash,
                     document_len: raw.len(),
-                    integrity: integrity_of(&hash, raw),
+                    integrity: integrity_of(&hash, &raw),
                     handler_roles: stored_roles(row)?,
                     added: column::time(row, "added_ms")?,
                 })

@@ -106,6 +106,10 @@ pub struct Checkpoint {
     pub checkpointed_pages: u64,
 }
 
+/// The most rows (transcripts, protocols) one pruning transaction deletes: a large prune
+/// takes several short transactions, so that it never holds the write lock for long.
+pub const PRUNE_BATCH: usize = 500;
+
 /// The name of the lock file, beside the database, that recording processes hold.
 const RECORDERS_SUFFIX: &str = "-recorders";
 
@@ -147,7 +151,8 @@ pub enum ClaimError {
 
 impl Store {
     /// Deletes the finished transcripts (with their frames) that `retention` does not
-    /// keep, in one transaction; returns how many. Unfinished transcripts (sessions in
+    /// keep, in transactions of at most [`PRUNE_BATCH`] transcripts (other writers get
+    /// their turn between two); returns how many. Unfinished transcripts (sessions in
     /// progress) are never deleted.
     ///
     /// ```
@@ -168,7 +173,25 @@ impl Store {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn prune_transcripts_by(&self, retention: &TranscriptRetention) -> Result<u64, StoreError> {
+        let mut deleted = 0;
+        loop {
+            let batch = self.prune_transcript_batch(retention, PRUNE_BATCH)?;
+            deleted += batch;
+            if batch < PRUNE_BATCH as u64 {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    /// Deletes at most `limit` of the finished transcripts `retention` does not keep (the
+    /// oldest first), in one transaction; returns how many.
+    pub(crate) fn prune_transcript_batch(
+        &self,
+        retention: &TranscriptRetention,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
         let sql = self.sqlite("prune transcripts");
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut connection = self.connection();
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -177,25 +200,85 @@ impl Store {
         if let Some(cutoff) = retention.started_before {
             deleted += tx
                 .prepare_cached(
-                    "DELETE FROM transcripts WHERE finished_ms IS NOT NULL AND started_ms < ?1",
+                    "DELETE FROM transcripts WHERE id IN (
+                         SELECT id FROM transcripts
+                         WHERE finished_ms IS NOT NULL AND started_ms < ?1
+                         ORDER BY started_ms, id LIMIT ?2)",
                 )
-                .and_then(|mut statement| statement.execute([to_millis(cutoff)]))
+                .and_then(|mut statement| statement.execute(params![to_millis(cutoff), limit]))
                 .map_err(&sql)?;
         }
-        if let Some(keep) = retention.keep_newest {
+        let room = limit - i64::try_from(deleted).unwrap_or(i64::MAX);
+        if let (Some(keep), true) = (retention.keep_newest, room > 0) {
             deleted += tx
                 .prepare_cached(
-                    "DELETE FROM transcripts WHERE finished_ms IS NOT NULL AND id NOT IN (
+                    "DELETE FROM transcripts WHERE id IN (
                          SELECT id FROM transcripts WHERE finished_ms IS NOT NULL
-                         ORDER BY started_ms DESC, id DESC LIMIT ?1)",
+                         ORDER BY started_ms DESC, id DESC LIMIT ?2 OFFSET ?1)",
                 )
                 .and_then(|mut statement| {
-                    statement.execute(params![i64::try_from(keep).unwrap_or(i64::MAX)])
+                    statement.execute(params![i64::try_from(keep).unwrap_or(i64::MAX), room])
                 })
                 .map_err(&sql)?;
         }
         tx.commit().map_err(&sql)?;
         Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
+    }
+
+    /// Keeps at most `max` negotiated protocols: deletes the least recently used beyond
+    /// (by last use, else by when they were stored), with their peers, in transactions of
+    /// at most [`PRUNE_BATCH`] rows; returns how many. Protocols settled by consensus are
+    /// never deleted, nor counted.
+    ///
+    /// ```
+    /// use concord_store::{NewProtocol, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// let old = store.save_protocol(&NewProtocol::negotiated("# old\n", "peer"))?;
+    /// let new = store.save_protocol(&NewProtocol::negotiated("# new\n", "peer"))?;
+    /// store.touch_protocol(&new, "peer")?;
+    /// assert_eq!(store.prune_protocols(1)?, 1);
+    /// assert!(store.protocol(&old)?.is_none());
+    /// assert!(store.protocol(&new)?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn prune_protocols(&self, max: u64) -> Result<u64, StoreError> {
+        let sql = self.sqlite("prune protocols");
+        let keep = i64::try_from(max).unwrap_or(i64::MAX);
+        let mut deleted = 0_u64;
+        loop {
+            let mut connection = self.connection();
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(&sql)?;
+            // Its peers go with it (`ON DELETE CASCADE`).
+            let hashes: Vec<String> = tx
+                .prepare_cached(
+                    "DELETE FROM protocols WHERE hash IN (
+                         SELECT hash FROM protocols WHERE settlement = 'negotiated'
+                         ORDER BY coalesce(last_used_ms, created_ms) DESC, rowid DESC
+                         LIMIT ?2 OFFSET ?1)
+                     RETURNING hash",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_map(params![keep, PRUNE_BATCH as i64], |row| row.get(0))?
+                        .collect()
+                })
+                .map_err(&sql)?;
+            tx.commit().map_err(&sql)?;
+            drop(connection);
+            for hash in &hashes {
+                if let Ok(hash) = hash.parse() {
+                    self.verified.remove(&hash);
+                }
+            }
+            deleted += u64::try_from(hashes.len()).unwrap_or(u64::MAX);
+            if hashes.len() < PRUNE_BATCH {
+                return Ok(deleted);
+            }
+        }
     }
 
     /// Copies the write-ahead log into the database (`PRAGMA wal_checkpoint`):
@@ -381,6 +464,25 @@ mod tests {
         let none = TranscriptRetention::all().keep_newest(0);
         assert_eq!(store.prune_transcripts_by(&none).unwrap(), 3);
         assert_eq!(store.list_transcripts(100).unwrap()[0].id, running);
+    }
+
+    #[test]
+    fn one_prune_transaction_deletes_at_most_a_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let start = SystemTime::now() - Duration::from_secs(3600);
+        for i in 0..25 {
+            finished(&store, start + Duration::from_secs(i), 1);
+        }
+        let by_age = TranscriptRetention::all().started_before(SystemTime::now());
+        assert_eq!(store.prune_transcript_batch(&by_age, 10).unwrap(), 10);
+        let by_count = TranscriptRetention::all().keep_newest(2);
+        assert_eq!(store.prune_transcript_batch(&by_count, 10).unwrap(), 10);
+        // Both criteria share one batch's room.
+        let both = by_age.keep_newest(0);
+        assert_eq!(store.prune_transcript_batch(&both, 4).unwrap(), 4);
+        assert_eq!(store.list_transcripts(100).unwrap().len(), 1);
+        assert_eq!(store.prune_transcripts_by(&both).unwrap(), 1);
     }
 
     #[test]

@@ -88,6 +88,24 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE protocols ADD COLUMN action TEXT CHECK (length(action) > 0);
     CREATE INDEX protocols_by_action ON protocols (action);
     "#,
+    // 3: bounded transcripts and protocols. A frame whose text was cut keeps its prefix in
+    // `text` with the whole text's size and SHA-256; a transcript counts the frames beyond
+    // its bound that were not recorded; negotiated protocols are evicted least recently
+    // used first; which roles have a handler is answered from an index (a 0-RTT check of
+    // a verified document never reads its row).
+    r#"
+    ALTER TABLE transcript_frames ADD COLUMN full_len INTEGER CHECK (full_len >= 0);
+    ALTER TABLE transcript_frames ADD COLUMN sha256 TEXT
+        CHECK (length(sha256) = 64 AND sha256 NOT GLOB '*[^0-9a-f]*');
+    ALTER TABLE transcripts ADD COLUMN frames_not_recorded INTEGER NOT NULL DEFAULT 0
+        CHECK (frames_not_recorded >= 0);
+    CREATE INDEX transcripts_by_finished_start ON transcripts (started_ms, id)
+        WHERE finished_ms IS NOT NULL;
+    CREATE INDEX protocols_by_recency ON protocols (coalesce(last_used_ms, created_ms))
+        WHERE settlement = 'negotiated';
+    CREATE INDEX protocols_roles ON protocols
+        (hash, requester_handler IS NOT NULL, provider_handler IS NOT NULL);
+    "#,
 ];
 
 /// The schema version this build writes.

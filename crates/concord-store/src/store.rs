@@ -10,6 +10,8 @@ use rusqlite::{Connection, ErrorCode};
 use crate::column::ColumnError;
 use crate::error::StoreError;
 use crate::schema::{self, MigrateError};
+use crate::transcripts::TranscriptBounds;
+use crate::verified::Verified;
 
 /// Creates `dir` and its missing parents; on Unix, the ones created here get mode `0700`.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -86,6 +88,10 @@ fn enable_wal(connection: &Connection) -> rusqlite::Result<String> {
 pub struct Store {
     path: PathBuf,
     connection: Mutex<Connection>,
+    /// How much of each transcript is kept.
+    bounds: Mutex<TranscriptBounds>,
+    /// The protocols whose documents this process verified (see `verified.rs`).
+    pub(crate) verified: Verified,
 }
 
 impl Store {
@@ -139,7 +145,20 @@ impl Store {
         Ok(Self {
             path,
             connection: Mutex::new(connection),
+            bounds: Mutex::new(TranscriptBounds::default()),
+            verified: Verified::default(),
         })
+    }
+
+    /// How much of each transcript this store keeps from now on (default
+    /// [`TranscriptBounds::default`]: 4 KiB of text per frame, 512 frames).
+    pub fn set_transcript_bounds(&self, bounds: TranscriptBounds) {
+        *self.bounds.lock().unwrap_or_else(PoisonError::into_inner) = bounds;
+    }
+
+    /// How much of each transcript this store keeps.
+    pub fn transcript_bounds(&self) -> TranscriptBounds {
+        *self.bounds.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The platform's data directory for Concord: `~/.local/share/concord` on Linux

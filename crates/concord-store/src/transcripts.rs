@@ -121,13 +121,80 @@ impl From<ProtocolType> for FrameKind {
 /// What is kept of a frame's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameContent {
-    /// The text of a hello, meta or natural-language frame.
+    /// The text of a hello, meta or natural-language frame (its start only, when
+    /// [`FrameRecord::cut`] says it was cut).
     Text(String),
     /// Only the length of an application or verification frame's data.
     Binary {
         /// Length of the protocol data in bytes (header byte excluded).
         len: u64,
     },
+}
+
+/// What the whole of a text kept cut was: the text was longer than the store keeps
+/// ([`TranscriptBounds::text_prefix_bytes`]), and the frame's [`FrameContent::Text`] holds
+/// its first bytes (cut at a character boundary).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TextCut {
+    /// The whole text's length in bytes.
+    pub len: u64,
+    /// SHA-256 of the whole text's UTF-8 bytes, 64 lowercase hex digits.
+    pub sha256: String,
+}
+
+/// `text` itself if it has at most `limit` bytes; else its first `limit` bytes (fewer at
+/// a character boundary) and what the whole was. Copies at most `limit` bytes.
+fn cut_text(text: &str, limit: usize) -> (String, Option<TextCut>) {
+    if text.len() <= limit {
+        return (text.to_owned(), None);
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = TextCut {
+        len: u64::try_from(text.len()).unwrap_or(u64::MAX),
+        sha256: ProtocolHash::of_text(text).to_string(),
+    };
+    (text[..end].to_owned(), Some(cut))
+}
+
+/// How much of a negotiation a transcript keeps ([`Store::set_transcript_bounds`]): a
+/// hostile peer's frames cost at most `max_frames × text_prefix_bytes` bytes of text per
+/// transcript.
+///
+/// ```
+/// use concord_store::TranscriptBounds;
+///
+/// let bounds = TranscriptBounds::default();
+/// assert_eq!((bounds.text_prefix_bytes, bounds.max_frames), (4096, 512));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TranscriptBounds {
+    /// The most bytes of a frame's or hello's text kept (default 4 KiB); a longer text
+    /// keeps its prefix, its length and its SHA-256 ([`FrameRecord::cut`]).
+    pub text_prefix_bytes: usize,
+    /// The most frames kept per transcript (default 512); the frames beyond are counted
+    /// ([`TranscriptSummary::frames_not_recorded`]), not stored.
+    pub max_frames: u64,
+}
+
+impl TranscriptBounds {
+    /// Bounds of `text_prefix_bytes` bytes per text and `max_frames` frames per transcript.
+    pub fn new(text_prefix_bytes: usize, max_frames: u64) -> Self {
+        Self {
+            text_prefix_bytes,
+            max_frames,
+        }
+    }
+}
+
+impl Default for TranscriptBounds {
+    fn default() -> Self {
+        Self::new(4096, 512)
+    }
 }
 
 /// One frame of a transcript.
@@ -153,6 +220,9 @@ pub struct FrameRecord {
     pub kind: FrameKind,
     /// Its text, or its data length.
     pub content: FrameContent,
+    /// Set when the text was longer than the store keeps: `content` holds its start, and
+    /// this what the whole was.
+    pub cut: Option<TextCut>,
     /// When it was sent or received (stored to the millisecond).
     pub at: SystemTime,
 }
@@ -164,25 +234,78 @@ impl FrameRecord {
             direction,
             kind: FrameKind::Hello,
             content: FrameContent::Text(json.into()),
+            cut: None,
             at,
         }
+    }
+
+    /// A hello frame keeping at most `limit` bytes of its JSON text (cut at a character
+    /// boundary, with [`cut`](Self::cut) saying what the whole was): what a recorder
+    /// holds before the store writes it. Copies at most `limit` bytes.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use concord_store::{Direction, FrameContent, FrameRecord};
+    ///
+    /// let record = FrameRecord::hello_within(Direction::Received, "ééééé", 5, SystemTime::now());
+    /// assert_eq!(record.content, FrameContent::Text("éé".into()));
+    /// let cut = record.cut.ok_or("cut")?;
+    /// assert_eq!((cut.len, cut.sha256.len()), (10, 64));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hello_within(direction: Direction, json: &str, limit: usize, at: SystemTime) -> Self {
+        let (text, cut) = cut_text(json, limit);
+        Self {
+            direction,
+            kind: FrameKind::Hello,
+            content: FrameContent::Text(text),
+            cut,
+            at,
+        }
+    }
+
+    /// [`from_frame`](Self::from_frame) keeping at most `limit` bytes of text.
+    pub fn from_frame_within(
+        direction: Direction,
+        frame: &Frame<'_>,
+        limit: usize,
+        at: SystemTime,
+    ) -> Self {
+        Self::from_frame_with(direction, frame, at, |text| cut_text(text, limit))
     }
 
     /// A decoded frame: meta and natural-language frames keep their text (their length
     /// if it is not UTF-8), application and verification frames their length.
     pub fn from_frame(direction: Direction, frame: &Frame<'_>, at: SystemTime) -> Self {
+        Self::from_frame_with(direction, frame, at, |text| (text.to_owned(), None))
+    }
+
+    fn from_frame_with(
+        direction: Direction,
+        frame: &Frame<'_>,
+        at: SystemTime,
+        text_content: impl FnOnce(&str) -> (String, Option<TextCut>),
+    ) -> Self {
         let binary = || FrameContent::Binary {
             len: u64::try_from(frame.data.len()).unwrap_or(u64::MAX),
         };
-        let content = match frame.protocol_type {
-            ProtocolType::Meta | ProtocolType::NaturalLanguage => std::str::from_utf8(frame.data)
-                .map_or_else(|_| binary(), |text| FrameContent::Text(text.to_owned())),
-            ProtocolType::Application | ProtocolType::Verification => binary(),
+        let (content, cut) = match frame.protocol_type {
+            ProtocolType::Meta | ProtocolType::NaturalLanguage => {
+                match std::str::from_utf8(frame.data) {
+                    Ok(text) => {
+                        let (text, cut) = text_content(text);
+                        (FrameContent::Text(text), cut)
+                    }
+                    Err(_) => (binary(), None),
+                }
+            }
+            ProtocolType::Application | ProtocolType::Verification => (binary(), None),
         };
         Self {
             direction,
             kind: frame.protocol_type.into(),
             content,
+            cut,
             at,
         }
     }
@@ -201,19 +324,27 @@ impl FrameRecord {
         let kind_name = column::text(row, "kind")?;
         let kind = FrameKind::parse(&kind_name)
             .ok_or_else(|| ColumnError::new("kind", format!("unknown frame kind {kind_name:?}")))?;
-        let content = match (
+        let (content, cut) = match (
             column::opt_text(row, "text")?,
             column::opt_int(row, "byte_len")?,
+            column::opt_int(row, "full_len")?,
+            column::opt_text(row, "sha256")?,
         ) {
-            (Some(text), None) => FrameContent::Text(text),
-            (None, Some(len)) => FrameContent::Binary {
-                len: u64::try_from(len)
-                    .map_err(|_| ColumnError::new("byte_len", format!("negative length {len}")))?,
-            },
+            (Some(text), None, None, None) => (FrameContent::Text(text), None),
+            (Some(prefix), None, Some(len), Some(sha256)) => {
+                let len = u64::try_from(len)
+                    .map_err(|_| ColumnError::new("full_len", format!("negative length {len}")))?;
+                (FrameContent::Text(prefix), Some(TextCut { len, sha256 }))
+            }
+            (None, Some(len), None, None) => {
+                let len = u64::try_from(len)
+                    .map_err(|_| ColumnError::new("byte_len", format!("negative length {len}")))?;
+                (FrameContent::Binary { len }, None)
+            }
             _ => {
                 return Err(ColumnError::new(
                     "text",
-                    "a frame needs exactly one of text and byte_len",
+                    "a frame needs text, text with full_len and sha256, or byte_len",
                 ))
             }
         };
@@ -221,6 +352,7 @@ impl FrameRecord {
             direction,
             kind,
             content,
+            cut,
             at: column::time(row, "at_ms")?,
         })
     }
@@ -315,14 +447,18 @@ pub struct TranscriptSummary {
     pub outcome: Option<Outcome>,
     /// How many frames were recorded.
     pub frame_count: u64,
-    /// The size of the recorded frames: the UTF-8 bytes of text frames plus the data
-    /// length of application and verification frames.
+    /// How many more frames the session had that were not recorded: beyond
+    /// [`TranscriptBounds::max_frames`], or dropped by a recorder that could not keep up.
+    pub frames_not_recorded: u64,
+    /// The size of the recorded frames as sent: the UTF-8 bytes of text frames (the whole
+    /// text, also of the ones kept cut) plus the data length of application and
+    /// verification frames.
     pub bytes: u64,
 }
 
 /// The columns a [`TranscriptSummary`] is read from, `bytes` computed from its frames.
 const SUMMARY_COLUMNS: &str =
-    "t.*, (SELECT coalesce(sum(coalesce(length(CAST(f.text AS BLOB)), f.byte_len)), 0)
+    "t.*, (SELECT coalesce(sum(coalesce(f.full_len, length(CAST(f.text AS BLOB)), f.byte_len)), 0)
             FROM transcript_frames f WHERE f.transcript_id = t.id) AS bytes";
 
 impl TranscriptSummary {
@@ -340,6 +476,7 @@ impl TranscriptSummary {
             finished: column::opt_time(row, "finished_ms")?,
             outcome: Outcome::read(row)?,
             frame_count: column::count(row, "frame_count")?,
+            frames_not_recorded: column::count(row, "frames_not_recorded")?,
             bytes: column::count(row, "bytes")?,
         })
     }
@@ -375,7 +512,24 @@ impl Store {
 
     /// Appends a frame to an unfinished transcript, in one transaction with the
     /// transcript's frame count; returns the frame's position (0-based).
-    pub fn append_frame(&self, id: TranscriptId, frame: &FrameRecord) -> Result<u64, StoreError> {
+    ///
+    /// Within the store's [`TranscriptBounds`]: a text longer than
+    /// `text_prefix_bytes` is kept cut ([`FrameRecord::cut`]), and a transcript that has
+    /// `max_frames` frames only counts the next ones
+    /// ([`TranscriptSummary::frames_not_recorded`]): then the answer is `None`.
+    pub fn append_frame(
+        &self,
+        id: TranscriptId,
+        frame: &FrameRecord,
+    ) -> Result<Option<u64>, StoreError> {
+        let bounds = self.transcript_bounds();
+        // A text beyond the bound is cut here (copying only its prefix).
+        let cut_here = match &frame.content {
+            FrameContent::Text(text) if text.len() > bounds.text_prefix_bytes => {
+                Some(cut_text(text, bounds.text_prefix_bytes))
+            }
+            _ => None,
+        };
         let sql = self.sqlite("append frame");
         let mut connection = self.connection();
         let tx = connection
@@ -396,14 +550,31 @@ impl Store {
             Some((true, _)) => return Err(StoreError::TranscriptFinished { id }),
             Some((false, seq)) => seq,
         };
-        let (text, byte_len) = match &frame.content {
-            FrameContent::Text(text) => (Some(text.as_str()), None),
-            FrameContent::Binary { len } => (None, Some(i64::try_from(*len).unwrap_or(i64::MAX))),
+        if u64::try_from(seq).unwrap_or(u64::MAX) >= bounds.max_frames {
+            add_not_recorded(&tx, id, 1).map_err(&sql)?;
+            tx.commit().map_err(&sql)?;
+            return Ok(None);
+        }
+        let to_i64 = |len: u64| i64::try_from(len).unwrap_or(i64::MAX);
+        let (text, cut) = match (&frame.content, &cut_here) {
+            (_, Some((prefix, cut))) => {
+                (Some(prefix.as_str()), frame.cut.as_ref().or(cut.as_ref()))
+            }
+            (FrameContent::Text(text), None) => (Some(text.as_str()), frame.cut.as_ref()),
+            (FrameContent::Binary { .. }, None) => (None, None),
+        };
+        let byte_len = match &frame.content {
+            FrameContent::Binary { len } => Some(to_i64(*len)),
+            FrameContent::Text(_) => None,
+        };
+        let (full_len, sha256) = match cut {
+            Some(cut) => (Some(to_i64(cut.len)), Some(cut.sha256.as_str())),
+            None => (None, None),
         };
         tx.prepare_cached(
             "INSERT INTO transcript_frames
-                 (transcript_id, seq, direction, kind, text, byte_len, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 (transcript_id, seq, direction, kind, text, byte_len, at_ms, full_len, sha256)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .and_then(|mut statement| {
             statement.execute(params![
@@ -414,6 +585,8 @@ impl Store {
                 text,
                 byte_len,
                 to_millis(frame.at),
+                full_len,
+                sha256,
             ])
         })
         .map_err(&sql)?;
@@ -421,7 +594,21 @@ impl Store {
             .and_then(|mut statement| statement.execute([id.0]))
             .map_err(&sql)?;
         tx.commit().map_err(&sql)?;
-        column::count_value("frame_count", seq).map_err(self.corrupt_row(TABLE, &id))
+        column::count_value("frame_count", seq)
+            .map(Some)
+            .map_err(self.corrupt_row(TABLE, &id))
+    }
+
+    /// Records that `count` more frames of the transcript `id` were not recorded (a
+    /// recorder dropped them); the transcript may be finished.
+    pub fn count_unrecorded_frames(&self, id: TranscriptId, count: u64) -> Result<(), StoreError> {
+        let connection = self.connection();
+        let updated = add_not_recorded(&connection, id, count)
+            .map_err(self.sqlite("count unrecorded frames"))?;
+        if updated == 0 {
+            return Err(StoreError::UnknownTranscript { id });
+        }
+        Ok(())
     }
 
     /// Records how the negotiation ended. A transcript is finished once.
@@ -520,15 +707,18 @@ impl Store {
         tx.finish().map_err(&sql)?;
         Ok(Some(Transcript { summary, frames }))
     }
+}
 
-    /// Deletes every transcript (and its frames) started before `before`, finished or not;
-    /// returns how many. [`Store::prune_transcripts_by`] keeps those still being recorded.
-    pub fn prune_transcripts(&self, before: SystemTime) -> Result<u64, StoreError> {
-        let connection = self.connection();
-        let deleted = connection
-            .prepare_cached("DELETE FROM transcripts WHERE started_ms < ?1")
-            .and_then(|mut statement| statement.execute([to_millis(before)]))
-            .map_err(self.sqlite("prune transcripts"))?;
-        Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
-    }
+/// Adds `count` to the frames of transcript `id` that were not recorded; returns how many
+/// rows changed (0: no such transcript).
+fn add_not_recorded(
+    connection: &rusqlite::Connection,
+    id: TranscriptId,
+    count: u64,
+) -> rusqlite::Result<usize> {
+    connection
+        .prepare_cached(
+            "UPDATE transcripts SET frames_not_recorded = frames_not_recorded + ?1 WHERE id = ?2",
+        )?
+        .execute(params![i64::try_from(count).unwrap_or(i64::MAX), id.0])
 }

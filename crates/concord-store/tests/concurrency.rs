@@ -43,7 +43,7 @@ fn work(store: &Store, worker: usize, shared: ProtocolHash) {
                 ),
             )
             .unwrap();
-        assert_eq!(seq, round as u64);
+        assert_eq!(seq, Some(round as u64));
         if round % 10 == 0 {
             store.list_protocols().unwrap();
         }

@@ -162,7 +162,7 @@ fn a_protocol_without_a_recorded_action_is_offered_to_its_own_peers_only() {
 
 #[test]
 fn a_corrupt_protocol_is_never_offered_to_another_peer() {
-    let (_dir, store) = open();
+    let (dir, store) = open();
     let good = store.save_protocol(&negotiated("# good\n", A)).unwrap();
     std::thread::sleep(Duration::from_millis(2));
     let bad = store.save_protocol(&negotiated("# bad\n", B)).unwrap();
@@ -173,6 +173,8 @@ fn a_corrupt_protocol_is_never_offered_to_another_peer() {
             [bad.to_string()],
         )
         .unwrap();
+    // The next process to open the store has not verified the tampered row.
+    let store = Store::open(dir.path()).unwrap();
     // The newest for the action is corrupt: skipped, the older good one is offered.
     assert_eq!(
         store.latest_resumable(&query(LOCALHOST_A)).unwrap(),

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use concord_proto::{Frame, ProtocolHash, ProtocolType, Role};
 use concord_store::{
     Direction, FrameContent, FrameKind, FrameRecord, Outcome, StoreError, TranscriptId,
+    TranscriptRetention,
 };
 
 use support::open;
@@ -44,7 +45,10 @@ fn records_a_whole_negotiation_in_order() {
         frame(Direction::Received, ProtocolType::Meta, &[0xff, 0xfe], 7),
     ];
     for (expected, record) in frames.iter().enumerate() {
-        assert_eq!(store.append_frame(id, record).unwrap(), expected as u64);
+        assert_eq!(
+            store.append_frame(id, record).unwrap(),
+            Some(expected as u64)
+        );
     }
     let agreed = ProtocolHash::of_text("# P");
     store
@@ -177,13 +181,19 @@ fn prune_deletes_old_transcripts_with_their_frames_and_ids_are_not_reused() {
     let new = store
         .begin_transcript("peer", Role::Requester, at(100))
         .unwrap();
-    assert_eq!(store.prune_transcripts(at(50)).unwrap(), 1);
+    for id in [old, new] {
+        store
+            .finish_transcript(id, &Outcome::Failed("closed".into()), at(200))
+            .unwrap();
+    }
+    let before = |time| TranscriptRetention::all().started_before(time);
+    assert_eq!(store.prune_transcripts_by(&before(at(50))).unwrap(), 1);
     assert_eq!(store.transcript(old).unwrap(), None);
     assert!(store.transcript(new).unwrap().is_some());
     assert!(store.check().unwrap().is_empty(), "no orphan frames");
 
     // Deleting the newest must not hand its id out again.
-    assert_eq!(store.prune_transcripts(at(1000)).unwrap(), 1);
+    assert_eq!(store.prune_transcripts_by(&before(at(1000))).unwrap(), 1);
     let next = store
         .begin_transcript("peer", Role::Requester, at(2000))
         .unwrap();

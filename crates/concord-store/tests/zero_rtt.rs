@@ -12,8 +12,10 @@ use support::open;
 const DOC: &str = "# Requirement\nGet product info by id.\n";
 const PEER: &str = "https://requester.example/.well-known/wot";
 
-/// Changes the stored document of `hash` behind the store's back.
-fn tamper(store: &Store, hash: &ProtocolHash, sql_expression: &str) {
+/// Changes the stored document of `hash` behind the store's back, and returns the store as
+/// the next process to open it sees it (one that has not verified the document yet: the
+/// one that saved it trusts what it hashed for as long as it runs, see `tests/bounds.rs`).
+fn tamper(store: &Store, hash: &ProtocolHash, sql_expression: &str) -> Store {
     let connection = rusqlite::Connection::open(store.path()).unwrap();
     let changed = connection
         .execute(
@@ -22,6 +24,7 @@ fn tamper(store: &Store, hash: &ProtocolHash, sql_expression: &str) {
         )
         .unwrap();
     assert_eq!(changed, 1);
+    Store::open(store.path().parent().unwrap()).unwrap()
 }
 
 /// What a provider answers to a sourceHello offering `hash` for 0-RTT.
@@ -85,7 +88,7 @@ fn a_tampered_document_is_never_used_and_is_reported_everywhere() {
     );
 
     // One byte changed: the hash column still says `hash`, the text no longer reproduces it.
-    tamper(&store, &hash, "replace(document, 'id', 'ID')");
+    let store = tamper(&store, &hash, "replace(document, 'id', 'ID')");
     let actual = ProtocolHash::of_text(&DOC.replace("id", "ID"));
 
     // The handshake falls back to negotiation, and the view kept the reason.
@@ -173,7 +176,7 @@ fn a_document_that_is_not_utf8_is_corrupt() {
     let hash = store
         .save_protocol(&NewProtocol::negotiated(DOC, PEER).with_handler(Role::Provider, "/* js */"))
         .unwrap();
-    tamper(&store, &hash, "CAST(x'23ff20' AS TEXT)");
+    let store = tamper(&store, &hash, "CAST(x'23ff20' AS TEXT)");
     assert!(matches!(
         store.can_resume(&hash, Role::Provider),
         Err(StoreError::CorruptProtocol {

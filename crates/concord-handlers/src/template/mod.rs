@@ -22,6 +22,7 @@ mod text;
 
 use std::fmt;
 
+use concord_negotiate::complexity::check_complexity;
 use concord_negotiate::ProtocolDocument;
 use concord_sandbox::{Function, Role, SandboxError};
 use serde_json::Value;
@@ -223,6 +224,12 @@ fn module_plan(document: &ProtocolDocument, local: &Local) -> Result<ModulePlan,
         ));
     };
     for (which, schema) in [("request", request), ("response", response)] {
+        // Schemas changed since the document was read are not planned from unchecked.
+        if let Err(error) = check_complexity(schema, document.schema_limits()) {
+            return Err(no_template(format!(
+                "the {which} schema is too complex: {error}"
+            )));
+        }
         if !has_properties(schema) {
             return Err(no_template(format!(
                 "the {which} schema does not list the message's properties"

@@ -101,6 +101,10 @@ pub(crate) fn full_protocol(text: String) -> Result<String, LlmFailure> {
         Err(NegotiateError::Schema { which, message }) => {
             Err(LlmFailure::ProtocolSchema { which, message })
         }
+        Err(NegotiateError::TooComplex { which, error }) => Err(LlmFailure::ProtocolSchema {
+            which,
+            message: error.to_string(),
+        }),
         Err(other) => Err(LlmFailure::ProtocolSchema {
             which: "request",
             message: other.to_string(),

@@ -16,7 +16,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::action::{ActionSpec, Need};
-use crate::document::ProtocolDocument;
+use crate::complexity::SchemaLimits;
+use crate::deterministic::too_complex;
+use crate::document::{DocumentError, ProtocolDocument};
 use crate::policy::{
     Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step, StepRecord,
 };
@@ -72,16 +74,36 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 /// println!("{:?} after {} LLM calls", decided.value, decided.record.llm_calls);
 /// # Ok(()) }
 /// ```
+///
+/// A candidate whose schemas are over its [`SchemaLimits`] (the defaults, or
+/// [`LlmNegotiator::with_schema_limits`]) never reaches the model: the judge step rejects
+/// it, as [`DeterministicNegotiator`](crate::DeterministicNegotiator) does, with no LLM call.
 #[derive(Debug, Clone)]
 pub struct LlmNegotiator {
     client: LlmClient,
     peer: Option<PeerLabel>,
+    limits: SchemaLimits,
 }
 
 impl LlmNegotiator {
-    /// A negotiator asking `client`'s model.
+    /// A negotiator asking `client`'s model, with the default [`SchemaLimits`].
     pub fn new(client: LlmClient) -> Self {
-        Self { client, peer: None }
+        Self {
+            client,
+            peer: None,
+            limits: SchemaLimits::default(),
+        }
+    }
+
+    /// The same negotiator, reading candidates' schemas within `limits`.
+    pub fn with_schema_limits(mut self, limits: SchemaLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits candidates' schemas are read within.
+    pub fn schema_limits(&self) -> &SchemaLimits {
+        &self.limits
     }
 
     /// Labels peer text in prompts with `peer` (a DID or an agent name) instead of
@@ -235,6 +257,16 @@ impl Negotiator for LlmNegotiator {
         candidate: &str,
         previous: Previous<'_>,
     ) -> Result<Decided<Decision>, NegotiateError> {
+        let start = Instant::now();
+        if let Err(error @ DocumentError::TooComplex { .. }) =
+            ProtocolDocument::parse_within(candidate, &self.limits)
+        {
+            return Ok(Decided::deterministic(
+                Step::Judge,
+                start,
+                too_complex(&error),
+            ));
+        }
         self.step(Step::Judge, |client| async move {
             let answer = match context {
                 JudgeContext::Provider { actions } => {

@@ -6,6 +6,7 @@
 //! One task per WebSocket runs [`Driver::run`]; nothing else touches its session.
 
 mod end;
+mod gate;
 mod prepare;
 mod provider;
 mod requester;
@@ -24,6 +25,7 @@ use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
+pub(crate) use gate::WorkGate;
 pub(crate) use requester::{Command, RequesterParts};
 use work::{AfterSave, Work};
 
@@ -46,6 +48,9 @@ const BATCH: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct Settled {
     pub(crate) hash: ProtocolHash,
+    /// The protocol's text; a driver empties it once our code in force holds the same
+    /// text (shared by every session running that code), and reads it through
+    /// `Driver::protocol_text`.
     pub(crate) document: String,
     pub(crate) how: Settlement,
 }
@@ -154,8 +159,10 @@ pub(crate) struct Driver<T: Transport> {
     shared: Arc<Shared>,
     peer: String,
     recorder: Option<Recorder>,
-    work_tx: mpsc::UnboundedSender<Work>,
-    work_rx: mpsc::UnboundedReceiver<Work>,
+    /// Results of slow work, boxed: an unbounded channel allocates its first block of 32
+    /// slots at once, and a session holds it all its life (32 pointers, not 32 results).
+    work_tx: mpsc::UnboundedSender<Box<Work>>,
+    work_rx: mpsc::UnboundedReceiver<Box<Work>>,
     shutdown: Option<watch::Receiver<bool>>,
     last_activity: Instant,
     settled: Option<Settled>,
@@ -197,7 +204,7 @@ impl<T: Transport> Driver<T> {
             ),
             None => (None, None, Tests::NotUsed),
         };
-        Self {
+        let mut driver = Self {
             transport: start.transport,
             session: start.session,
             shared: start.shared,
@@ -210,7 +217,7 @@ impl<T: Transport> Driver<T> {
             settled,
             code,
             prep: Preparation::new(tests),
-            sent: VecDeque::with_capacity(RECENT_MESSAGES),
+            sent: VecDeque::new(),
             code_info: Vec::new(),
             accounting: Accounting::default(),
             ever_ready: false,
@@ -218,17 +225,42 @@ impl<T: Transport> Driver<T> {
             stop: None,
             closed: None,
             role,
+        };
+        driver.share_protocol_text();
+        driver
+    }
+
+    /// The text of the protocol in force.
+    pub(super) fn protocol_text(&self) -> Option<&str> {
+        let settled = self.settled.as_ref()?;
+        match &self.code {
+            Some(code) if settled.document.is_empty() => Some(code.document()),
+            _ => Some(&settled.document),
+        }
+    }
+
+    /// Drops our copy of the protocol's text when our code in force holds the same text:
+    /// an idle session then keeps none of its own.
+    pub(super) fn share_protocol_text(&mut self) {
+        if let (Some(settled), Some(code)) = (&mut self.settled, &self.code) {
+            if !settled.document.is_empty() && settled.document == code.document() {
+                settled.document = String::new();
+            }
         }
     }
 
     /// Runs the session to its end.
-    pub(crate) async fn run(self) {
+    ///
+    /// Not an `async fn`: the future it returns is the session's loop itself, not one that
+    /// holds the driver and then the loop holding it again (a session's task is as large as
+    /// this future for as long as the session lives).
+    pub(crate) fn run(self) -> impl std::future::Future<Output = ()> + Send {
         let span = tracing::info_span!(
             "session",
             role = self.session.role().name(),
             peer = %self.peer
         );
-        self.drive().instrument(span).await;
+        self.drive().instrument(span)
     }
 
     async fn drive(mut self) {
@@ -268,7 +300,7 @@ impl<T: Transport> Driver<T> {
                     self.take_more_incoming();
                 }
                 Some(work) = self.work_rx.recv() => {
-                    self.on_work(work);
+                    self.on_work(*work);
                     self.take_more_work();
                 }
                 command = next_command(&mut self.role) => {
@@ -281,7 +313,9 @@ impl<T: Transport> Driver<T> {
                 }
             }
         };
-        self.end(cause).await;
+        // Boxed: the end's own state (close, linger, transcript) is allocated when the
+        // session ends, instead of being part of the loop's future all its life.
+        Box::pin(self.end(cause)).await;
     }
 
     // ----- batching: what is already there is handled before the next flush -----------
@@ -309,7 +343,7 @@ impl<T: Transport> Driver<T> {
     fn take_more_work(&mut self) {
         for _ in 0..BATCH {
             match self.work_rx.try_recv() {
-                Ok(work) => self.on_work(work),
+                Ok(work) => self.on_work(*work),
                 Err(_) => return,
             }
         }
@@ -593,5 +627,29 @@ async fn next_command(role: &mut RoleState) -> Option<Command> {
     match role {
         RoleState::Requester(state) => state.commands.recv().await,
         RoleState::Provider(_) => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    /// The size of the future `function` returns.
+    fn future_size<A, F: std::future::Future>(_: fn(A) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    #[test]
+    fn an_idle_session_task_stays_small() {
+        // A session's task is this future for as long as the session lives: 10,000 idle
+        // sessions hold 10,000 of them. It held the driver three times over (8 KiB) when
+        // `run` was an `async fn` and the end was awaited inline.
+        type Provider = super::Driver<axum::extract::ws::WebSocket>;
+        let run = future_size(Provider::run);
+        let driver = size_of::<Provider>();
+        assert!(
+            run <= driver + 2560,
+            "the session future is {run} bytes for a {driver}-byte driver"
+        );
     }
 }

@@ -166,6 +166,7 @@ impl<T: Transport> Driver<T> {
             return;
         };
         self.code = Some(code);
+        self.share_protocol_text();
         match self.session.code_ready(Instant::now()) {
             Ok(()) => {
                 self.prep.announced = true;
@@ -188,12 +189,14 @@ impl<T: Transport> Driver<T> {
 
     /// Saves the protocol with our handler, then continues with `then`.
     pub(super) fn save(&mut self, then: AfterSave) {
-        let (Some(settled), Some(code)) = (
-            self.settled.clone(),
+        let (Some(settled), Some(text), Some(code)) = (
+            self.settled.as_ref(),
+            self.protocol_text(),
             self.prep.fresh.as_ref().or(self.code.as_ref()),
         ) else {
             return self.continue_after_save(then);
         };
+        let text = text.to_owned();
         let role = self.session.role();
         let peer = self.peer.clone();
         let mut protocol = match &settled.how {
@@ -203,10 +206,8 @@ impl<T: Transport> Driver<T> {
                 self.background_store(move |store| store.touch_protocol(&hash, &peer).map(drop));
                 return self.continue_after_save(then);
             }
-            Settlement::Consensus { uri } => {
-                NewProtocol::consensus(uri.clone(), settled.document, peer)
-            }
-            Settlement::Negotiated => NewProtocol::negotiated(settled.document, peer),
+            Settlement::Consensus { uri } => NewProtocol::consensus(uri.clone(), text, peer),
+            Settlement::Negotiated => NewProtocol::negotiated(text, peer),
         }
         .with_handler(role, code.source().to_owned());
         // The requester records the action it calls: a new peer serving that action is
@@ -226,12 +227,12 @@ impl<T: Transport> Driver<T> {
             {
                 tracing::warn!(%error, "cannot save the protocol; it will be negotiated again next time");
             }
-            let _ = work.send(Work::Saved { then });
+            let _ = work.send(Box::new(Work::Saved { then }));
         });
     }
 
     pub(super) fn continue_after_save(&mut self, then: AfterSave) {
-        let _ = self.work_tx.send(Work::Saved { then });
+        let _ = self.work_tx.send(Box::new(Work::Saved { then }));
     }
 
     /// Runs a store operation in the background, logging a failure.
@@ -261,12 +262,18 @@ impl<T: Transport> Driver<T> {
         F: Future<Output = Result<R, String>> + Send + 'static,
     {
         let work = self.work_tx.clone();
+        let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
+            // Waiting for a turn counts against the step's deadline.
+            let step = async move {
+                let _turn = shared.enter_work().await;
+                step.await
+            };
             let result = match tokio::time::timeout(limit, step).await {
                 Ok(result) => result,
                 Err(_) => Err(format!("{what} took longer than {}", human(limit))),
             };
-            let _ = work.send(wrap(result));
+            let _ = work.send(Box::new(wrap(result)));
         });
     }
 
@@ -314,11 +321,11 @@ impl<T: Transport> Driver<T> {
     }
 
     pub(super) fn document(&self) -> Result<ProtocolDocument, String> {
-        let settled = self
-            .settled
-            .as_ref()
+        let text = self
+            .protocol_text()
             .ok_or_else(|| "no protocol is agreed".to_owned())?;
-        ProtocolDocument::parse(&settled.document).map_err(|error| error.to_string())
+        ProtocolDocument::parse_within(text, &self.shared.limits.schema)
+            .map_err(|error| error.to_string())
     }
 
     /// Requester: proposes our own test cases, or drafts them with the negotiator.
@@ -414,7 +421,7 @@ impl<T: Transport> Driver<T> {
         self.prep.generation += 1;
         self.prep.generating = true;
         let generation = self.prep.generation;
-        let Some(settled) = self.settled.clone() else {
+        let Some(text) = self.protocol_text().map(str::to_owned) else {
             return;
         };
         let shared = Arc::clone(&self.shared);
@@ -423,13 +430,17 @@ impl<T: Transport> Driver<T> {
         let limit = shared.limits.code_generation_timeout;
         let work = self.work_tx.clone();
         tokio::spawn(async move {
-            let step = code::generate(&shared, &settled.document, local, cases, &peer);
-            let step = async move { step.await.map(Box::new) };
+            let step = async {
+                let _turn = shared.enter_work().await;
+                code::generate(&shared, &text, local, cases, &peer)
+                    .await
+                    .map(Box::new)
+            };
             let result = match tokio::time::timeout(limit, step).await {
                 Ok(result) => result,
                 Err(_) => Err(format!("code generation took longer than {}", human(limit))),
             };
-            let _ = work.send(Work::CodeGenerated { generation, result });
+            let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));
         });
     }
 
@@ -457,7 +468,7 @@ impl<T: Transport> Driver<T> {
                 Ok(answer) => answer,
                 Err(_) => Err(format!("no answer within {}", human(limit))),
             };
-            let _ = work.send(Work::Answered { message_id, answer });
+            let _ = work.send(Box::new(Work::Answered { message_id, answer }));
         });
     }
 

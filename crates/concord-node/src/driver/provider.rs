@@ -14,6 +14,11 @@ use crate::code::LocalSide;
 use crate::driver::work::Work;
 use crate::transport::Transport;
 
+/// The message id of the error response to a request whose own id cannot be read (not a
+/// message of the protocol's encoding, or one whose id field is missing): the empty id.
+/// Our requester gives such a response to its oldest pending call.
+pub(crate) const UNATTRIBUTED: &str = "";
+
 /// The error a caller gets when the action panicked.
 fn panicked(_: Box<dyn Any + Send>) -> Result<Value, ActionError> {
     Err(ActionError::internal("the action panicked"))
@@ -46,12 +51,14 @@ impl<T: Transport> Driver<T> {
             Ok(request) => request,
             Err(bad) => {
                 tracing::info!(reason = %bad.reason, "a request we cannot serve");
-                if let Some(message_id) = &bad.message_id {
-                    self.respond(
-                        message_id,
-                        Err(ActionError::bad_request(bad.reason.clone())),
-                    );
-                }
+                // Every request is answered: one whose id cannot be read gets its error
+                // under the empty id, which the requester gives its oldest pending call
+                // (see `UNATTRIBUTED`).
+                let message_id = bad.message_id.as_deref().unwrap_or(UNATTRIBUTED);
+                self.respond(
+                    message_id,
+                    Err(ActionError::bad_request(bad.reason.clone())),
+                );
                 if let Some(report) = bad.report {
                     self.report_to_peer(report);
                 }
@@ -88,7 +95,7 @@ impl<T: Transport> Driver<T> {
         let message_id = request.message_id;
         tokio::spawn(async move {
             let result = call.await.unwrap_or_else(panicked);
-            let _ = work.send(Work::ActionDone { message_id, result });
+            let _ = work.send(Box::new(Work::ActionDone { message_id, result }));
         });
     }
 
@@ -107,10 +114,16 @@ impl<T: Transport> Driver<T> {
     }
 
     /// Encodes and sends the response to `message_id`. An action output that breaks the
-    /// protocol becomes an error response naming the problem.
+    /// protocol becomes an error response naming the problem; an error our handler cannot
+    /// encode (a schema that refuses the empty id, say) is written in the protocol's
+    /// envelope without it, so the requester is answered whatever happens.
     fn respond(&mut self, message_id: &str, result: Result<Value, ActionError>) {
         let Some(code) = self.code.as_ref() else {
             return;
+        };
+        let fallback = match &result {
+            Err(error) => Some(error.clone()),
+            Ok(_) => None,
         };
         let encoded = code.write_response(message_id, result).or_else(|problem| {
             tracing::warn!(%problem, "the action's output breaks the protocol");
@@ -120,16 +133,24 @@ impl<T: Transport> Driver<T> {
                     "the action's output breaks the protocol: {problem}"
                 ))),
             )
+            .map_err(|again| (problem, again))
         });
-        match encoded {
-            Ok(bytes) => {
-                if let Err(error) = self.session.send_application(&bytes) {
-                    tracing::warn!(%error, "cannot send the response");
-                }
-                self.remember_sent(bytes);
+        let bytes = match encoded {
+            Ok(bytes) => bytes,
+            Err((problem, again)) => {
+                tracing::warn!(%again, "our handler cannot encode even an error response");
+                let error = fallback.unwrap_or_else(|| {
+                    ActionError::internal(format!(
+                        "the action's output breaks the protocol: {problem}"
+                    ))
+                });
+                code.fallback_error(message_id, error.code, &error.message)
             }
-            Err(problem) => tracing::warn!(%problem, "cannot encode even an error response"),
+        };
+        if let Err(error) = self.session.send_application(&bytes) {
+            tracing::warn!(%error, "cannot send the response");
         }
+        self.remember_sent(bytes);
     }
 
     /// A verification request: answer it with our real handler code and the agreed test
@@ -155,7 +176,8 @@ impl<T: Transport> Driver<T> {
                 tracing::info!(reason = %bad.reason, "a verification request we cannot answer");
                 // Answer anyway, so the requester sees the failure and can report it.
                 if let Some(message_id) = &bad.message_id {
-                    let bytes = code.fallback_error(message_id, &bad.reason);
+                    let reason = format!("our handler failed: {}", bad.reason);
+                    let bytes = code.fallback_error(message_id, 500, &reason);
                     if let Err(error) = self.session.send_verification(&bytes) {
                         tracing::warn!(%error, "cannot send the verification response");
                     }

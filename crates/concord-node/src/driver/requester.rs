@@ -74,6 +74,14 @@ enum Verification {
     Passed,
 }
 
+/// A call sent and not yet answered.
+#[derive(Debug)]
+struct Pending {
+    /// When it was sent, among this session's calls.
+    order: u64,
+    reply: oneshot::Sender<Result<Value, CallError>>,
+}
+
 #[derive(Debug)]
 pub(crate) struct RequesterState {
     pub(crate) need: Need,
@@ -84,7 +92,9 @@ pub(crate) struct RequesterState {
     ready: Option<oneshot::Sender<Result<ConnectionInfo, ConnectError>>>,
     closed: watch::Sender<Option<String>>,
     known: Known,
-    pending: HashMap<String, oneshot::Sender<Result<Value, CallError>>>,
+    pending: HashMap<String, Pending>,
+    /// The order number of the next call sent.
+    next_order: u64,
     asks: HashMap<String, oneshot::Sender<Result<String, CallError>>>,
     /// Calls made while the session is between ready periods (the peer regenerating).
     waiting: VecDeque<Command>,
@@ -105,6 +115,7 @@ impl RequesterState {
             closed: parts.closed,
             known: parts.known,
             pending: HashMap::new(),
+            next_order: 0,
             asks: HashMap::new(),
             waiting: VecDeque::new(),
             verification: Verification::Idle,
@@ -122,6 +133,33 @@ impl RequesterState {
 
     pub(crate) fn is_idle(&self) -> bool {
         self.pending.is_empty() && self.asks.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Takes the pending call `message_id` answers. The empty id
+    /// ([`UNATTRIBUTED`](super::provider::UNATTRIBUTED)) answers a request the provider
+    /// could not read an id from: it goes to our oldest pending call, the first one the
+    /// provider reads of those still unanswered, as it reads frames in order.
+    fn take_pending(
+        &mut self,
+        message_id: &str,
+    ) -> Option<oneshot::Sender<Result<Value, CallError>>> {
+        if let Some(pending) = self.pending.remove(message_id) {
+            return Some(pending.reply);
+        }
+        if message_id != super::provider::UNATTRIBUTED {
+            return None;
+        }
+        self.take_oldest()
+    }
+
+    /// Takes our oldest pending call.
+    fn take_oldest(&mut self) -> Option<oneshot::Sender<Result<Value, CallError>>> {
+        let oldest = self
+            .pending
+            .iter()
+            .min_by_key(|(_, pending)| pending.order)
+            .map(|(message_id, _)| message_id.clone())?;
+        self.pending.remove(&oldest).map(|pending| pending.reply)
     }
 }
 
@@ -465,7 +503,9 @@ impl<T: Transport> Driver<T> {
                 }
                 self.remember_sent(bytes);
                 if let Some(state) = self.requester() {
-                    state.pending.insert(message_id, reply);
+                    let order = state.next_order;
+                    state.next_order += 1;
+                    state.pending.insert(message_id, Pending { order, reply });
                 }
             }
             Command::Cancel { message_id } => {
@@ -501,13 +541,15 @@ impl<T: Transport> Driver<T> {
             Ok(reply) => reply,
             Err(bad) => {
                 tracing::warn!(reason = %bad.reason, "a response we cannot read");
-                if let Some(message_id) = bad.message_id {
-                    if let Some(reply) = self
-                        .requester()
-                        .and_then(|state| state.pending.remove(&message_id))
-                    {
-                        let _ = reply.send(Err(CallError::InvalidResponse(bad.reason)));
-                    }
+                // A response with no readable id answers our oldest pending call, as a
+                // request with no readable id is answered (`take_pending`): no caller waits
+                // for its timeout.
+                let reply = self.requester().and_then(|state| match &bad.message_id {
+                    Some(message_id) => state.take_pending(message_id),
+                    None => state.take_oldest(),
+                });
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(CallError::InvalidResponse(bad.reason)));
                 }
                 if let Some(report) = bad.report {
                     self.report_to_peer(report);
@@ -517,7 +559,7 @@ impl<T: Transport> Driver<T> {
         };
         match self
             .requester()
-            .and_then(|state| state.pending.remove(&message_id))
+            .and_then(|state| state.take_pending(&message_id))
         {
             Some(reply) => {
                 let _ = reply.send(result);
@@ -549,8 +591,10 @@ impl<T: Transport> Driver<T> {
         if let Some(ready) = state.ready.take() {
             let _ = ready.send(Err(connect_error(cause, description)));
         }
-        for (_, reply) in state.pending.drain() {
-            let _ = reply.send(Err(CallError::Closed(description.to_owned())));
+        for (_, pending) in state.pending.drain() {
+            let _ = pending
+                .reply
+                .send(Err(CallError::Closed(description.to_owned())));
         }
         for (_, reply) in state.asks.drain() {
             let _ = reply.send(Err(CallError::Closed(description.to_owned())));

@@ -48,11 +48,11 @@ async fn a_hello_missing_fields_is_refused_naming_the_field() {
             "invalid sourceHello: hello: missing required field `metaProtocol`",
         ),
         (
-            json!({"version": "1.0", "type": "sourceHello", "metaProtocol": {}}).to_string(),
+            json!({"version": "1.0", "type": "sourceHello", "messageId": "x", "metaProtocol": {}}).to_string(),
             "invalid sourceHello: hello: missing required field `metaProtocol.version`",
         ),
         (
-            json!({"type": "sourceHello", "metaProtocol": {"version": "1.0"}}).to_string(),
+            json!({"type": "sourceHello", "messageId": "x", "metaProtocol": {"version": "1.0"}}).to_string(),
             "invalid sourceHello: hello: missing required field `version`",
         ),
         (
@@ -60,12 +60,20 @@ async fn a_hello_missing_fields_is_refused_naming_the_field() {
             "invalid sourceHello: hello is not valid JSON at line 1, column 2",
         ),
         (
-            json!({"version": "1.0", "type": "destinationHello", "metaProtocol": {"version": "1.0"}}).to_string(),
+            json!({"version": "1.0", "type": "destinationHello", "messageId": "x", "metaProtocol": {"version": "1.0"}}).to_string(),
             "expected a sourceHello, got a destinationHello",
         ),
         (
-            json!({"version": "1.0", "type": "sourceHello", "metaProtocol": {"version": "7.0"}}).to_string(),
+            json!({"version": "1.0", "type": "sourceHello", "messageId": "x", "metaProtocol": {"version": "7.0"}}).to_string(),
             "handshake: no common meta-protocol version: we speak 1.0, the peer speaks 7.0",
+        ),
+        (
+            json!({"version": "1.0", "type": "sourceHello", "metaProtocol": {"version": "1.0"}}).to_string(),
+            "invalid sourceHello: hello: missing required field `messageId`",
+        ),
+        (
+            json!({"version": "9.9", "type": "sourceHello", "messageId": "x", "metaProtocol": {"version": "1.0"}}).to_string(),
+            "invalid sourceHello: hello: format version \"9.9\" is not one we speak",
         ),
     ] {
         let mut socket = raw_socket(&server).await;
@@ -211,25 +219,26 @@ async fn a_silent_peer_times_out_at_the_hello() {
 }
 
 #[tokio::test]
-async fn a_peer_that_stalls_mid_negotiation_is_timed_out() {
+async fn a_peer_that_says_hello_and_never_proposes_is_timed_out() {
     let agent = provider_with(Limits {
-        negotiation_timeout: Duration::from_millis(400),
+        first_proposal_timeout: Duration::from_millis(400),
         ..quick_limits()
     });
     let server = serve(&agent).await;
     let mut socket = raw_socket(&server).await;
     hello(&mut socket, None).await;
-    // Never propose anything.
+    // Never propose anything: the session slot is given back well before the 60 s a
+    // negotiation step may take.
     let rejected = next_meta(&mut socket).await;
     assert_eq!(rejected["status"], "rejected");
     assert_eq!(
         rejected["modificationSummary"],
-        "timed out: no answer within 0 s"
+        "timed out: no protocolNegotiation within 0 s of the hellos"
     );
     assert_closed_with(
         &mut socket,
         1008,
-        "timed out waiting for ProtocolNegotiation",
+        "timed out waiting for the first protocolNegotiation (first_proposal_timeout)",
     )
     .await;
     still_serves(&server).await;
@@ -355,4 +364,129 @@ async fn a_bad_peer_url_or_description_is_a_clear_error() {
     // The message says why, not only that sending the request failed.
     assert!(error.to_string().contains("refused"), "{error}");
     let _ = Node::builder("unused");
+}
+
+/// A provider whose handlers read at most 4 KiB per message, a raw peer on a session it
+/// resumed by 0-RTT (after a real requester negotiated the protocol), and the protocol's
+/// request as the real requester writes it.
+async fn resumed_raw_session() -> (Agent, concord_node::Server, RawSocket) {
+    let mut handler_limits = concord_sandbox::Limits::default();
+    handler_limits.input_bytes = 4096;
+    let agent = build(
+        Node::builder("Product agent")
+            .description("Product information for a small shop.")
+            .action(catalogue::action(), catalogue::answer)
+            .limits(quick_limits())
+            .handler_limits(handler_limits),
+    );
+    let server = serve(&agent).await;
+    let first = requester().connect(&server, "getProductInfo").await;
+    let hash = first.info().hash.to_string();
+    first.close().await;
+    let mut socket = raw_socket(&server).await;
+    let destination = hello(&mut socket, Some(&hash)).await;
+    assert_eq!(
+        destination["metaProtocol"]["usedProtocolHash"],
+        hash.as_str()
+    );
+    (agent, server, socket)
+}
+
+/// An application frame (PT 1): header 0x40 then the bytes.
+fn application_frame(bytes: &[u8]) -> Message {
+    let mut frame = vec![0x40u8];
+    frame.extend_from_slice(bytes);
+    Message::Binary(frame.into())
+}
+
+/// The next application frame's message as JSON (meta frames, e.g. error reports, skipped).
+async fn next_application(socket: &mut RawSocket) -> serde_json::Value {
+    loop {
+        match next(socket).await {
+            Message::Binary(bytes) if bytes.first() == Some(&0x40) => {
+                return serde_json::from_slice(&bytes[1..]).unwrap();
+            }
+            Message::Binary(_) => {}
+            other => panic!("expected an application frame, got {other:?}"),
+        }
+    }
+}
+
+/// The message's string values, wherever they are (the envelope decides the layout).
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    match value {
+        serde_json::Value::String(text) => vec![text.clone()],
+        serde_json::Value::Array(items) => items.iter().flat_map(strings).collect(),
+        serde_json::Value::Object(map) => map.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_request_over_the_input_cap_is_answered_under_its_message_id() {
+    let (_agent, server, mut socket) = resumed_raw_session().await;
+    let request = json!({
+        "messageId": "toolarge00000001",
+        "productId": "P12345",
+        "padding": "x".repeat(10_000),
+    });
+    socket
+        .send(application_frame(request.to_string().as_bytes()))
+        .await
+        .unwrap();
+    let response = next_application(&mut socket).await;
+    let texts = strings(&response);
+    assert!(
+        texts.iter().any(|text| text == "toolarge00000001"),
+        "the error response does not carry the request's id: {response}"
+    );
+    assert!(
+        texts.iter().any(|text| text.contains("4096")),
+        "the error response does not name the limit: {response}"
+    );
+    // The session goes on: a good request is served.
+    let request = json!({"messageId": "fine000000000001", "productId": "P12345"});
+    socket
+        .send(application_frame(request.to_string().as_bytes()))
+        .await
+        .unwrap();
+    let response = next_application(&mut socket).await;
+    assert!(
+        strings(&response)
+            .iter()
+            .any(|text| text == "fine000000000001"),
+        "{response}"
+    );
+    assert_eq!(server.sessions(), 1);
+}
+
+#[tokio::test]
+async fn a_request_that_is_not_json_is_answered_under_the_empty_id() {
+    let (_agent, server, mut socket) = resumed_raw_session().await;
+    socket
+        .send(application_frame(b"this is not JSON"))
+        .await
+        .unwrap();
+    let response = next_application(&mut socket).await;
+    let texts = strings(&response);
+    assert!(
+        texts.iter().any(String::is_empty),
+        "the error response carries no empty id: {response}"
+    );
+    assert!(
+        texts.iter().any(|text| text.contains("not valid JSON")),
+        "the error response does not say why: {response}"
+    );
+    // A request over the cap whose id cannot be found (it is cut off) is answered too.
+    let cut_off = format!(r#"{{"padding": "{}", "messageId": "#, "x".repeat(10_000));
+    socket
+        .send(application_frame(cut_off.as_bytes()))
+        .await
+        .unwrap();
+    let response = next_application(&mut socket).await;
+    assert!(
+        strings(&response).iter().any(String::is_empty),
+        "{response}"
+    );
+    assert_eq!(server.sessions(), 1);
 }

@@ -27,6 +27,14 @@ pub enum ProtocolViolation {
     /// The bytes are not a frame (empty, or over the size limit).
     #[error("bad frame: {0}")]
     Frame(FrameError),
+    /// A PT 0 frame larger than our meta-message limit (checked before decoding it).
+    #[error("meta message of {size} bytes exceeds the limit of {limit} bytes")]
+    MetaMessageTooLarge {
+        /// The protocol data's size in bytes.
+        size: usize,
+        /// `SessionConfig::max_meta_message_size`.
+        limit: usize,
+    },
     /// A PT 0 frame whose data is not a valid meta message.
     #[error("bad meta message: {0}")]
     Meta(MetaError),
@@ -154,6 +162,26 @@ pub enum SessionError {
         /// The frame's size, header included.
         size: usize,
         /// The limit.
+        limit: usize,
+    },
+    /// The meta message would exceed the meta-message size limit.
+    #[error("{action} of {size} bytes exceeds the meta-message limit of {limit} bytes")]
+    MetaMessageTooLarge {
+        /// The message's action.
+        action: &'static str,
+        /// Its size in bytes (protocol data, without the header).
+        size: usize,
+        /// `SessionConfig::max_meta_message_size`.
+        limit: usize,
+    },
+    /// A text of ours (candidate protocol, test cases) exceeds its size limit.
+    #[error("{field} of {size} bytes exceeds the limit of {limit} bytes")]
+    TextTooLarge {
+        /// The field it would be sent as (`candidateProtocols`, `testCases`).
+        field: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in force (`max_candidate_size`, `max_test_cases_size`).
         limit: usize,
     },
     /// A required text is empty.

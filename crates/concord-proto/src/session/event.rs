@@ -17,7 +17,10 @@ pub enum Side {
 
 /// What a timed-out session was waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Wait {
+    /// Provider: the requester's first `protocolNegotiation` (`first_proposal_timeout`).
+    FirstProposal,
     /// The peer's next `protocolNegotiation`.
     ProtocolNegotiation,
     /// The peer's `codeGeneration`.
@@ -26,6 +29,9 @@ pub enum Wait {
     TestCases,
     /// The peer's answer to our error report.
     FixError,
+    /// The first ready period, which did not come within the whole negotiation's
+    /// deadline (`negotiation_deadline`).
+    Ready,
 }
 
 /// The application protocol a session speaks once established.
@@ -64,7 +70,7 @@ pub enum Decision {
     },
     /// End the negotiation.
     Reject {
-        /// Why, for the peer (sent as `modificationSummary`).
+        /// Why, for the peer (sent as `modificationSummary`, cut to 2 KiB).
         reason: String,
     },
 }
@@ -102,7 +108,15 @@ pub enum CloseReason {
         /// Who failed.
         by: Side,
     },
-    /// The peer stayed silent past a deadline.
+    /// The peer's candidate protocol exceeds our limit (`max_candidate_size`); the peer
+    /// was answered `rejected` with the size and the limit.
+    CandidateTooLarge {
+        /// The candidate's size in bytes.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The peer stayed silent past a deadline, or the negotiation as a whole took too long.
     TimedOut {
         /// What we were waiting for.
         waiting_for: Wait,
@@ -141,6 +155,18 @@ impl fmt::Display for CloseReason {
             Self::CodeGenerationFailed { by: Side::Peer } => {
                 f.write_str("the peer's code generation failed")
             }
+            Self::CandidateTooLarge { size, limit } => write!(
+                f,
+                "the peer's candidate protocol of {size} bytes exceeds our limit of {limit} bytes"
+            ),
+            Self::TimedOut {
+                waiting_for: Wait::FirstProposal,
+            } => f.write_str(
+                "timed out waiting for the first protocolNegotiation (first_proposal_timeout)",
+            ),
+            Self::TimedOut {
+                waiting_for: Wait::Ready,
+            } => f.write_str("not ready within the negotiation deadline (negotiation_deadline)"),
             Self::TimedOut { waiting_for } => write!(f, "timed out waiting for {waiting_for:?}"),
             Self::PeerTimedOut => f.write_str("the peer timed out the negotiation"),
             Self::Violation(violation) => write!(f, "protocol violation: {violation}"),

@@ -56,6 +56,8 @@ pub struct Session {
     natural_language_out: BTreeMap<String, Instant>,
     /// The peer's natural-language requests awaiting our response.
     natural_language_in: BTreeSet<String>,
+    /// When the whole negotiation must have reached its first ready period (cleared then).
+    negotiation_deadline: Option<Instant>,
     ids: MessageIds,
 }
 
@@ -157,7 +159,9 @@ impl Session {
     ///
     /// After a 0-RTT or consensus agreement the session is ready at once (an
     /// [`Event::Ready`] is queued). Otherwise the requester proposes with
-    /// [`Session::propose`] and the provider waits for the first candidate.
+    /// [`Session::propose`] and the provider waits for the first candidate (up to
+    /// [`SessionConfig::first_proposal_timeout`]), and the whole negotiation must reach
+    /// its first ready period within [`SessionConfig::negotiation_deadline`].
     pub fn new(role: Role, agreement: &Agreement, config: SessionConfig, now: Instant) -> Self {
         let state = match &agreement.protocol {
             ProtocolChoice::Negotiate => State::Negotiating(Negotiation {
@@ -165,7 +169,7 @@ impl Session {
                 proposals: 0,
                 turn: match role {
                     Role::Requester => Turn::Opening,
-                    Role::Provider => Turn::Peer(now + config.negotiation_timeout),
+                    Role::Provider => Turn::Peer(now + config.first_proposal_timeout),
                 },
                 candidate: None,
             }),
@@ -180,8 +184,13 @@ impl Session {
                 None,
             ))),
         };
+        let negotiation_deadline = match agreement.protocol {
+            ProtocolChoice::Negotiate => Some(now + config.negotiation_deadline),
+            ProtocolChoice::Resume(_) | ProtocolChoice::Consensus(_) => None,
+        };
         let mut session = Self {
             role,
+            negotiation_deadline,
             ids: MessageIds::new(config.id_seed),
             config,
             version: agreement.version,
@@ -270,7 +279,10 @@ impl Session {
             }
         };
         let natural_language = self.natural_language_out.values().min().copied();
-        state_deadline.into_iter().chain(natural_language).min()
+        [state_deadline, natural_language, self.negotiation_deadline]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     // ----- what the driver feeds in ------------------------------------------------------
@@ -286,10 +298,18 @@ impl Session {
             Err(error) => return self.violate(error.into()),
         };
         match frame.protocol_type {
-            ProtocolType::Meta => match MetaMessage::decode(frame.data) {
-                Ok(message) => self.handle_meta(now, message),
-                Err(error) => self.violate(error.into()),
-            },
+            ProtocolType::Meta => {
+                let (size, limit) = (frame.data.len(), self.config.max_meta_message_size);
+                if size > limit {
+                    let violation = ProtocolViolation::MetaMessageTooLarge { size, limit };
+                    self.reject_in_progress(violation.to_string());
+                    return self.close_with(CloseReason::Violation(violation));
+                }
+                match MetaMessage::decode(frame.data) {
+                    Ok(message) => self.handle_meta(now, message),
+                    Err(error) => self.violate(error.into()),
+                }
+            }
             ProtocolType::Application => {
                 if self.accepts_data_from_peer(ProtocolType::Application, None) {
                     self.events
@@ -336,11 +356,31 @@ impl Session {
             self.events
                 .push_back(Event::NaturalLanguageTimedOut { message_id });
         }
+        if matches!(self.state, State::Closed) {
+            return;
+        }
+        if self
+            .negotiation_deadline
+            .is_some_and(|deadline| deadline <= now)
+        {
+            let seconds = self.config.negotiation_deadline.as_secs();
+            self.reject_in_progress(format!(
+                "timed out: the negotiation deadline of {seconds} s passed"
+            ));
+            return self.close_with(CloseReason::TimedOut {
+                waiting_for: Wait::Ready,
+            });
+        }
         let waiting_for = match &self.state {
             State::Negotiating(Negotiation {
                 turn: Turn::Peer(deadline),
+                proposals,
                 ..
-            }) if *deadline <= now => Some(Wait::ProtocolNegotiation),
+            }) if *deadline <= now => Some(if *proposals == 0 {
+                Wait::FirstProposal
+            } else {
+                Wait::ProtocolNegotiation
+            }),
             State::Established(established) => {
                 let passed = |deadline: Option<Instant>| deadline.is_some_and(|d| d <= now);
                 if passed(established.peer_code_deadline) {
@@ -358,9 +398,20 @@ impl Session {
             _ => None,
         };
         if let Some(waiting_for) = waiting_for {
-            if waiting_for == Wait::ProtocolNegotiation {
-                let seconds = self.config.negotiation_timeout.as_secs();
-                self.send_protocol_rejection(format!("timed out: no answer within {seconds} s"));
+            match waiting_for {
+                Wait::FirstProposal => {
+                    let seconds = self.config.first_proposal_timeout.as_secs();
+                    self.send_protocol_rejection(format!(
+                        "timed out: no protocolNegotiation within {seconds} s of the hellos"
+                    ));
+                }
+                Wait::ProtocolNegotiation => {
+                    let seconds = self.config.negotiation_timeout.as_secs();
+                    self.send_protocol_rejection(format!(
+                        "timed out: no answer within {seconds} s"
+                    ));
+                }
+                _ => {}
             }
             self.close_with(CloseReason::TimedOut { waiting_for });
         }
@@ -376,6 +427,11 @@ impl Session {
         if candidate.is_empty() {
             return Err(SessionError::EmptyText("candidateProtocols"));
         }
+        check_size(
+            "candidateProtocols",
+            &candidate,
+            self.config.max_candidate_size,
+        )?;
         let first = self.config.first_sequence_id;
         let deadline = now + self.config.negotiation_timeout;
         if !matches!(&self.state, State::Negotiating(n) if n.turn == Turn::Opening) {
@@ -426,7 +482,12 @@ impl Session {
                 candidate,
                 modification_summary,
             } => {
-                check_counter("candidateProtocols", &candidate, &modification_summary)?;
+                check_counter(
+                    "candidateProtocols",
+                    &candidate,
+                    &modification_summary,
+                    self.config.max_candidate_size,
+                )?;
                 if proposals >= cap {
                     self.stop_at_round_cap(cap);
                     return Ok(());
@@ -500,6 +561,7 @@ impl Session {
         if test_cases.is_empty() {
             return Err(SessionError::EmptyText("testCases"));
         }
+        check_size("testCases", &test_cases, self.config.max_test_cases_size)?;
         let deadline = now + self.config.negotiation_timeout;
         if !matches!(&self.state, State::Established(e) if !e.test_cases.in_flight()) {
             return Err(self.not_now("propose test cases"));
@@ -554,7 +616,12 @@ impl Session {
                 candidate,
                 modification_summary,
             } => {
-                check_counter("testCases", &candidate, &modification_summary)?;
+                check_counter(
+                    "testCases",
+                    &candidate,
+                    &modification_summary,
+                    self.config.max_test_cases_size,
+                )?;
                 if proposals >= cap {
                     we_reject_test_cases(round_cap_reason(cap))
                 } else {
@@ -770,6 +837,7 @@ impl Session {
     fn handle_protocol_negotiation(&mut self, now: Instant, message: ProtocolNegotiation) {
         const ACTION: &str = "protocolNegotiation";
         let cap = self.config.max_negotiation_rounds;
+        let candidate_limit = self.config.max_candidate_size;
         let echo_accept = self.config.echo_accept && self.role == Role::Requester;
         let negotiation = match &mut self.state {
             State::Negotiating(negotiation) => negotiation,
@@ -841,6 +909,17 @@ impl Session {
                 if negotiation.proposals > 0 && message.modification_summary.is_none() {
                     return self
                         .violate(ProtocolViolation::MissingModificationSummary { action: ACTION });
+                }
+                let size = message.candidate_protocols.as_deref().map_or(0, str::len);
+                if size > candidate_limit {
+                    let reason = CloseReason::CandidateTooLarge {
+                        size,
+                        limit: candidate_limit,
+                    };
+                    self.send_protocol_rejection(format!(
+                        "candidate protocol of {size} bytes exceeds the limit of {candidate_limit} bytes"
+                    ));
+                    return self.close_with(reason);
                 }
                 negotiation.proposals += 1;
                 if negotiation.proposals > cap {
@@ -930,6 +1009,7 @@ impl Session {
     fn handle_test_cases(&mut self, message: TestCasesNegotiation) {
         const ACTION: &str = "testCasesNegotiation";
         let cap = self.config.max_negotiation_rounds;
+        let limit = self.config.max_test_cases_size;
         let role = self.role;
         let Some(established) = self.established_for(ACTION, Some(message.status)) else {
             return;
@@ -947,6 +1027,9 @@ impl Session {
                         "only the requester opens a test-case negotiation",
                     ));
                 }
+                if let Some(reason) = test_cases_too_large(&message, limit) {
+                    return self.reject_peer_test_cases(reason);
+                }
                 received_test_cases(message, 1)
             }
             (TestCaseTalk::AwaitingPeer { proposals, .. }, NegotiationStatus::Negotiating) => {
@@ -954,17 +1037,11 @@ impl Session {
                     return self
                         .violate(ProtocolViolation::MissingModificationSummary { action: ACTION });
                 }
+                if let Some(reason) = test_cases_too_large(&message, limit) {
+                    return self.reject_peer_test_cases(reason);
+                }
                 if proposals >= cap {
-                    let reason = round_cap_reason(cap);
-                    // A `rejected` has no required field missing: cannot fail.
-                    let _ = self.queue_meta(&MetaMessage::TestCasesNegotiation(
-                        rejected_test_cases(reason.clone()),
-                    ));
-                    self.events.push_back(Event::TestCasesRejected {
-                        by: Side::Local,
-                        reason: Some(reason),
-                    });
-                    return self.update_ready();
+                    return self.reject_peer_test_cases(round_cap_reason(cap));
                 }
                 received_test_cases(message, proposals + 1)
             }
@@ -1152,6 +1229,7 @@ impl Session {
         let ready = established.is_ready();
         if ready && !established.ready {
             established.ever_ready = true;
+            self.negotiation_deadline = None;
             self.events.push_back(Event::Ready {
                 protocol: established.protocol.clone(),
             });
@@ -1167,13 +1245,46 @@ impl Session {
             .next_sequence_id
             .unwrap_or(self.config.first_sequence_id);
         negotiation.next_sequence_id = Some(sequence_id.saturating_add(1));
-        // A `rejected` has no required field missing: cannot fail.
+        // A `rejected` has no required field missing and its reason is cut to
+        // `MAX_REASON_LEN`: it fits any sane limit.
         let _ = self.queue_meta(&MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
             sequence_id,
             candidate_protocols: None,
-            modification_summary: Some(reason),
+            modification_summary: Some(cut_reason(reason)),
             status: NegotiationStatus::Rejected,
         }));
+    }
+
+    /// Tells the peer that the negotiation in progress, protocol or test cases, is over
+    /// (before the session closes for `reason`).
+    fn reject_in_progress(&mut self, reason: String) {
+        match &self.state {
+            State::Negotiating(_) => self.send_protocol_rejection(reason),
+            State::Established(established) if established.test_cases.in_flight() => {
+                // As above: a `rejected` with a cut reason cannot fail.
+                let _ = self.queue_meta(&MetaMessage::TestCasesNegotiation(rejected_test_cases(
+                    reason,
+                )));
+            }
+            State::Established(_) | State::Closed => {}
+        }
+    }
+
+    /// We reject the peer's test-case proposal for `reason`; the session goes on.
+    fn reject_peer_test_cases(&mut self, reason: String) {
+        let reason = cut_reason(reason);
+        // A `rejected` has no required field missing and a cut reason: cannot fail.
+        let _ = self.queue_meta(&MetaMessage::TestCasesNegotiation(rejected_test_cases(
+            reason.clone(),
+        )));
+        if let State::Established(established) = &mut self.state {
+            established.test_cases = TestCaseTalk::Idle;
+        }
+        self.events.push_back(Event::TestCasesRejected {
+            by: Side::Local,
+            reason: Some(reason),
+        });
+        self.update_ready();
     }
 
     /// Ends the protocol negotiation at the round cap: tells the peer why, then closes.
@@ -1202,6 +1313,14 @@ impl Session {
     fn queue_meta(&mut self, message: &MetaMessage) -> Result<(), SessionError> {
         let frame = message.to_frame()?;
         self.check_frame_size(frame.len())?;
+        let (size, limit) = (frame.len() - 1, self.config.max_meta_message_size);
+        if size > limit {
+            return Err(SessionError::MetaMessageTooLarge {
+                action: message.action(),
+                size,
+                limit,
+            });
+        }
         self.transmits.push_back(frame);
         Ok(())
     }
@@ -1262,11 +1381,41 @@ fn round_cap_reason(cap: u32) -> String {
     format!("round cap of {cap} negotiating messages reached without agreement")
 }
 
-/// A counter-proposal of ours needs its text (sent as `field`) and what it changes.
+/// Longest reason we send in a `rejected` (longer ones are cut at a character boundary).
+const MAX_REASON_LEN: usize = 2048;
+
+/// `reason`, cut to at most [`MAX_REASON_LEN`] bytes (an ellipsis marks a cut).
+fn cut_reason(mut reason: String) -> String {
+    if reason.len() > MAX_REASON_LEN {
+        let mut end = MAX_REASON_LEN - '…'.len_utf8();
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push('…');
+    }
+    reason
+}
+
+/// A text of ours sent as `field` fits in `limit` bytes.
+fn check_size(field: &'static str, text: &str, limit: usize) -> Result<(), SessionError> {
+    if text.len() > limit {
+        return Err(SessionError::TextTooLarge {
+            field,
+            size: text.len(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// A counter-proposal of ours needs its text (sent as `field`, at most `limit` bytes) and
+/// what it changes.
 fn check_counter(
     field: &'static str,
     candidate: &str,
     modification_summary: &str,
+    limit: usize,
 ) -> Result<(), SessionError> {
     if candidate.is_empty() {
         return Err(SessionError::EmptyText(field));
@@ -1274,7 +1423,13 @@ fn check_counter(
     if modification_summary.is_empty() {
         return Err(SessionError::EmptyText("modificationSummary"));
     }
-    Ok(())
+    check_size(field, candidate, limit)
+}
+
+/// Why the peer's test-case proposal is refused for its size, if it is over `limit`.
+fn test_cases_too_large(message: &TestCasesNegotiation, limit: usize) -> Option<String> {
+    let size = message.test_cases.as_deref().map_or(0, str::len);
+    (size > limit).then(|| format!("test cases of {size} bytes exceed the limit of {limit} bytes"))
 }
 
 /// We reject the peer's test cases for `reason`: the talk is over, the peer is told, and
@@ -1308,7 +1463,7 @@ fn received_test_cases(message: TestCasesNegotiation, proposals: u32) -> (TestCa
 fn rejected_test_cases(reason: String) -> TestCasesNegotiation {
     TestCasesNegotiation {
         test_cases: None,
-        modification_summary: Some(reason),
+        modification_summary: Some(cut_reason(reason)),
         status: NegotiationStatus::Rejected,
     }
 }

@@ -1,0 +1,247 @@
+//! Soak: a legitimate caller beside each attack a stranger can make, against a provider
+//! with the node's default limits running in a child process (so that its memory is
+//! measured alone).
+//!
+//! ```sh
+//! cargo bench -p concord-node --bench soak                      # 10 s per phase
+//! cargo bench -p concord-node --bench soak -- --seconds 30      # longer phases
+//! cargo bench -p concord-node --bench soak -- --only slowloris  # one attack (by a word of its name)
+//! ```
+//!
+//! Each phase runs one attack from 127.0.0.2–127.0.0.9 while the legitimate caller, a
+//! Concord requester on 127.0.0.1, connects and calls about ten times a second
+//! (alternating full negotiations from a fresh store and 0-RTT reconnects), each attempt
+//! given 5 s. The first phase runs no attack: its figures are the baseline the others are
+//! compared with. For each phase the table prints the share of the caller's attempts
+//! served and their median time, the provider's peak resident memory during the phase and
+//! after it (memory given back), and how much the store's files grew.
+//!
+//! The attacks need about 1,000 descriptors: the bench raises its soft `RLIMIT_NOFILE` to
+//! the hard limit (the provider inherits it).
+
+mod attacks;
+mod legit;
+mod provider;
+
+use std::error::Error;
+use std::time::Duration;
+
+use attacks::{Attack, Target};
+use legit::{Caller, Served};
+use provider::Provider;
+use tokio::sync::watch;
+
+#[path = "../common/report.rs"]
+mod report;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+struct Options {
+    seconds: f64,
+    only: Option<String>,
+}
+
+impl Options {
+    fn from_args(args: &[String]) -> Result<Self, BoxError> {
+        let mut options = Self {
+            seconds: 10.0,
+            only: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+            match arg.as_str() {
+                "--seconds" => options.seconds = value()?.parse()?,
+                "--only" => options.only = Some(value()?.clone()),
+                // cargo bench passes --bench; filters are not supported.
+                _ => {}
+            }
+        }
+        if options.seconds <= 0.0 {
+            return Err("--seconds must be positive".into());
+        }
+        Ok(options)
+    }
+}
+
+/// The attacks, in the order they run.
+fn attacks() -> Vec<Attack> {
+    vec![
+        Attack::SilentUpgrades { clients: 256 },
+        Attack::HelloThenSilence { clients: 256 },
+        Attack::ResumedThenSilence { clients: 256 },
+        Attack::IdleTcp {
+            silent: 600,
+            dribbling: 100,
+        },
+        Attack::LargeCandidates {
+            clients: 32,
+            bytes: 4 * 1024 * 1024,
+        },
+        Attack::LargeCandidates {
+            clients: 32,
+            bytes: 60 * 1024,
+        },
+        Attack::ZeroRttFlood { clients: 64 },
+        Attack::StoreFill { clients: 32 },
+        Attack::ConnectionChurn { clients: 16 },
+    ]
+}
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if let Some(at) = args.iter().position(|arg| arg == "--provider") {
+        let dir = args.get(at + 1).ok_or("--provider needs a directory")?;
+        return runtime.block_on(provider::run(std::path::Path::new(dir)));
+    }
+    let options = Options::from_args(&args)?;
+    raise_descriptor_limit();
+    runtime.block_on(run(&options))
+}
+
+/// One phase's figures.
+struct Phase {
+    name: String,
+    served: Served,
+    attack_connections: u64,
+    peak_kib: u64,
+    after_kib: u64,
+    store_growth: i64,
+}
+
+async fn run(options: &Options) -> Result<(), BoxError> {
+    let provider = Provider::spawn()?;
+    let caller = Caller::new()?;
+    let hash = caller.first(&provider.url).await?;
+    let target = Target {
+        addr: provider.addr()?,
+        endpoint: provider.endpoint(),
+        hash,
+    };
+    let duration = Duration::from_secs_f64(options.seconds);
+    println!(
+        "soak: {} s per phase, provider pid with default limits, load average {}",
+        options.seconds,
+        report::load_average()
+    );
+    let mut phases = vec![phase(&provider, &caller, &target, None, duration).await?];
+    for attack in attacks() {
+        let name = attack.name();
+        if options
+            .only
+            .as_deref()
+            .is_some_and(|only| !name.contains(only))
+        {
+            continue;
+        }
+        phases.push(phase(&provider, &caller, &target, Some(attack), duration).await?);
+    }
+    print_table(&phases);
+    Ok(())
+}
+
+async fn phase(
+    provider: &Provider,
+    caller: &Caller,
+    target: &Target,
+    attack: Option<Attack>,
+    duration: Duration,
+) -> Result<Phase, BoxError> {
+    let name = attack.map_or_else(|| "no attack (baseline)".to_owned(), |a| a.name());
+    eprintln!("phase: {name}");
+    // Let the previous phase's connections go.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    provider.reset_peak()?;
+    let store_before = provider.store_bytes()?;
+    let (stop, stopped) = watch::channel(false);
+    let attacking = attack.map(|attack| tokio::spawn(attack.run(target.clone(), stopped.clone())));
+    // The attack first takes hold.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let calling = caller.run(&provider.url, stopped);
+    let timer = async {
+        tokio::time::sleep(duration).await;
+        stop.send_replace(true);
+    };
+    let (served, ()) = tokio::join!(calling, timer);
+    let attack_connections = match attacking {
+        Some(task) => task.await?,
+        None => 0,
+    };
+    let (_, peak_kib) = provider.memory()?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (after_kib, _) = provider.memory()?;
+    let store_after = provider.store_bytes()?;
+    Ok(Phase {
+        name,
+        served,
+        attack_connections,
+        peak_kib,
+        after_kib,
+        store_growth: i64::try_from(store_after).unwrap_or(i64::MAX)
+            - i64::try_from(store_before).unwrap_or(i64::MAX),
+    })
+}
+
+fn print_table(phases: &[Phase]) {
+    let Some(baseline) = phases.first() else {
+        return;
+    };
+    println!();
+    println!(
+        "| phase | attack connections | legitimate calls served | x baseline | median time | x baseline | provider peak RSS | x baseline | RSS 2 s after | store growth |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for phase in phases {
+        let median = phase.served.median();
+        let time_ratio = match (median, baseline.served.median()) {
+            (Some(time), Some(base)) if !base.is_zero() => {
+                format!("{:.2}", time.as_secs_f64() / base.as_secs_f64())
+            }
+            _ => "-".to_owned(),
+        };
+        println!(
+            "| {} | {} | {:.0}% ({}/{}) | {:.2} | {} | {} | {:.1} MiB | {:.2} | {:.1} MiB | {} KiB |",
+            phase.name,
+            phase.attack_connections,
+            phase.served.share(),
+            phase.served.served,
+            phase.served.attempts,
+            phase.served.share() / baseline.served.share().max(f64::MIN_POSITIVE),
+            median.map_or_else(|| "-".to_owned(), report::human),
+            time_ratio,
+            phase.peak_kib as f64 / 1024.0,
+            phase.peak_kib as f64 / baseline.peak_kib.max(1) as f64,
+            phase.after_kib as f64 / 1024.0,
+            phase.store_growth / 1024,
+        );
+    }
+    for phase in phases {
+        for failure in &phase.served.failures {
+            println!("{}: a legitimate attempt failed: {failure}", phase.name);
+        }
+    }
+}
+
+/// Raises the soft descriptor limit to the hard one; says so when the hard one is low.
+fn raise_descriptor_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+    if limit.rlim_cur < 4096 {
+        eprintln!(
+            "soak: only {} descriptors allowed (hard limit); attacks may fail to connect. Raise it with `ulimit -Hn 65536` as root, or LimitNOFILE= under systemd",
+            limit.rlim_cur
+        );
+    }
+}
