@@ -411,9 +411,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_reference_bomb_stays_within_the_budget() {
-        // Ten references to the next definition at each of eight levels: 10^8 copies.
+    /// Ten references to the next definition at each of eight levels: 10^8 copies.
+    fn reference_bomb() -> Value {
         let mut defs = serde_json::Map::new();
         for level in 0..8 {
             let next = json!({"$ref": format!("#/$defs/d{}", level + 1)});
@@ -425,7 +424,12 @@ mod tests {
             );
         }
         defs.insert("d8".into(), json!({"type": "string"}));
-        let schema = json!({"$ref": "#/$defs/d0", "$defs": defs});
+        json!({"$ref": "#/$defs/d0", "$defs": defs})
+    }
+
+    #[test]
+    fn a_reference_bomb_stays_within_the_budget() {
+        let schema = reference_bomb();
         let inlined = inline_refs(&schema);
         let size = inlined.to_string().len();
         assert!(size < 20_000_000, "{size} bytes");
@@ -434,19 +438,7 @@ mod tests {
 
     #[test]
     fn a_reference_bomb_within_limits_is_refused_while_it_expands() {
-        // Ten references to the next definition at each of eight levels: 10^8 copies.
-        let mut defs = serde_json::Map::new();
-        for level in 0..8 {
-            let next = json!({"$ref": format!("#/$defs/d{}", level + 1)});
-            let properties: serde_json::Map<String, Value> =
-                (0..10).map(|i| (format!("p{i}"), next.clone())).collect();
-            defs.insert(
-                format!("d{level}"),
-                json!({"type": "object", "properties": properties}),
-            );
-        }
-        defs.insert("d8".into(), json!({"type": "string"}));
-        let schema = json!({"$ref": "#/$defs/d0", "$defs": defs});
+        let schema = reference_bomb();
         let limits = SchemaLimits::default();
         let error = inline_refs_within(&schema, &limits).unwrap_err();
         assert_eq!(error.over, Limit::InlinedValues);

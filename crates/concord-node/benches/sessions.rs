@@ -305,8 +305,9 @@ mod echo {
 
     use super::BoxError;
 
-    /// The node's WebSocket read buffer, so that both servers hold the same per socket.
-    const READ_BUFFER_SIZE: usize = 16 * 1024;
+    /// The node's own read buffer (`transport::READ_BUFFER_SIZE`): the floor is the same
+    /// WebSocket configured the same way.
+    const READ_BUFFER_SIZE: usize = 4 * 1024;
 
     /// Starts the server; its URL.
     pub async fn serve() -> Result<String, BoxError> {
@@ -531,17 +532,7 @@ async fn resumed_case(sessions: usize) -> Result<Case, BoxError> {
         .collect()
         .await;
     let open_time = started.elapsed();
-    let connections = connections.into_iter().collect::<Result<Vec<_>, _>>()?;
-    if let Some(connection) = connections
-        .iter()
-        .find(|connection| connection.info().settlement != Settlement::Resumed)
-    {
-        return Err(format!(
-            "a session was not resumed: {:?}",
-            connection.info().settlement
-        )
-        .into());
-    }
+    let connections = all_settled(connections, &Settlement::Resumed)?;
     check_calls(&connections).await?;
     let after = server.stats().await?;
     close_all(connections).await;
@@ -553,6 +544,28 @@ async fn resumed_case(sessions: usize) -> Result<Case, BoxError> {
         after,
         open_time,
     })
+}
+
+/// The connections, once each opened and was settled `how`.
+fn all_settled(
+    connections: Vec<Result<Connection, impl Into<BoxError>>>,
+    how: &Settlement,
+) -> Result<Vec<Connection>, BoxError> {
+    let connections = connections
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Into::into)?;
+    match connections
+        .iter()
+        .find(|connection| connection.info().settlement != *how)
+    {
+        Some(connection) => Err(format!(
+            "a session was settled {:?}, not {how:?}",
+            connection.info().settlement
+        )
+        .into()),
+        None => Ok(connections),
+    }
 }
 
 async fn negotiated_case(sessions: usize) -> Result<Case, BoxError> {
@@ -582,17 +595,7 @@ async fn negotiated_case(sessions: usize) -> Result<Case, BoxError> {
         .collect()
         .await;
     let open_time = started.elapsed();
-    let connections = connections.into_iter().collect::<Result<Vec<_>, _>>()?;
-    if let Some(connection) = connections
-        .iter()
-        .find(|connection| connection.info().settlement != Settlement::Negotiated)
-    {
-        return Err(format!(
-            "a session was not negotiated: {:?}",
-            connection.info().settlement
-        )
-        .into());
-    }
+    let connections = all_settled(connections, &Settlement::Negotiated)?;
     check_calls(&connections).await?;
     let after = server.stats().await?;
     close_all(connections).await;

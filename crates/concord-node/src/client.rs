@@ -358,6 +358,7 @@ async fn start_session(
         recorder,
         settled: settled.map(|(settled, code)| (settled, code, None)),
         shutdown: None,
+        shed: None,
         requester: Some(parts),
     });
     tokio::spawn(driver.run());

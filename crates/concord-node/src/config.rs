@@ -19,6 +19,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_calls_in_flight` | 256 per session | the provider stops reading the peer's frames until one finishes (back-pressure) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
+/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session idle longest (ready with nothing in flight, or waiting for its first proposal) once it has been idle this long; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting with code 1008 and a reason |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
@@ -72,6 +73,11 @@ pub struct Limits {
     pub hello_timeout: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
+    /// When every session slot is taken, how long a session must have been idle (ready
+    /// with nothing in flight, or a provider waiting for the first proposal) before a
+    /// newcomer with a valid hello may take its slot (it is closed with 1013, try again
+    /// later).
+    pub idle_shed_after: Duration,
     /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
     /// `max_sessions` (a session counts there once its hello is answered). When it is full,
     /// a new one closes the oldest waiting (code 1008, with a reason).
@@ -148,6 +154,7 @@ impl Default for Limits {
             max_calls_in_flight: 256,
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            idle_shed_after: Duration::from_secs(1),
             max_pending_hellos: 64,
             max_sessions_per_address: 64,
             max_connections: 1024,
@@ -213,6 +220,7 @@ impl Limits {
             ("max_calls_in_flight", self.max_calls_in_flight == 0),
             ("hello_timeout", self.hello_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
+            ("idle_shed_after", self.idle_shed_after.is_zero()),
             ("max_pending_hellos", self.max_pending_hellos == 0),
             (
                 "max_sessions_per_address",

@@ -76,6 +76,7 @@ mod language;
 mod listener;
 mod node;
 mod server;
+mod shed;
 mod storage;
 mod tls;
 mod transport;

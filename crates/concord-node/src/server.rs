@@ -15,7 +15,7 @@ use axum::{Extension, Router};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::admission::accept::{self, Accepting, Ticket};
@@ -23,11 +23,12 @@ use crate::admission::{Admission, PendingHello, RefusalLog, SessionGuard};
 use crate::code::{self, LocalSide};
 use crate::config::human;
 use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MEDIA_TYPE};
-use crate::driver::{Driver, Settled, Settlement, Start, CLOSE_LINGER};
+use crate::driver::{Driver, Settled, Settlement, Start, StopSignal, CLOSE_LINGER};
 use crate::error::NodeError;
 use crate::hello;
 use crate::listener::NodeListener;
 use crate::node::Shared;
+use crate::shed::IdleSessions;
 use crate::storage::Recorder;
 use crate::transport::{self, Incoming, Transport, TransportError};
 
@@ -184,6 +185,8 @@ struct ServerState {
     sessions: Arc<Semaphore>,
     admission: Arc<Admission>,
     log: Arc<RefusalLog>,
+    /// Established sessions that may give their slot to a newcomer when the node is full.
+    idle: Arc<IdleSessions>,
     stop: watch::Receiver<bool>,
     close: watch::Receiver<bool>,
 }
@@ -227,6 +230,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         sessions: Arc::clone(&sessions),
         admission: Arc::clone(&admission),
         log: Arc::clone(&log),
+        idle: IdleSessions::new(),
         stop: stopped.clone(),
         close: closing,
     });
@@ -284,7 +288,10 @@ async fn accept_session(
     if *state.stop.borrow() {
         return (StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down").into_response();
     }
-    if state.sessions.available_permits() == 0 {
+    let limits = &state.shared.limits;
+    if state.sessions.available_permits() == 0
+        && !state.idle.has_idle(limits.idle_shed_after, Instant::now())
+    {
         let reason = sessions_full(state.shared.limits.max_sessions);
         state.log.refused("max_sessions", remote, &reason);
         return (
@@ -335,6 +342,26 @@ enum HelloWait {
     Stop,
 }
 
+/// How long a newcomer waits for the slot of the session it shed.
+const SHED_WAIT: Duration = Duration::from_secs(2);
+
+/// A session slot for a peer whose hello is valid: a free one, else the slot of the
+/// session idle longest (idle at least `idle_shed_after`), which is told to close.
+async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = Arc::clone(&state.sessions).try_acquire_owned() {
+        return Some(permit);
+    }
+    let after = state.shared.limits.idle_shed_after;
+    if !state.idle.shed_longest_idle(after, Instant::now()) {
+        return None;
+    }
+    tracing::info!("the node is full: shed the session idle longest for a newcomer");
+    match tokio::time::timeout(SHED_WAIT, Arc::clone(&state.sessions).acquire_owned()).await {
+        Ok(Ok(permit)) => Some(permit),
+        _ => None,
+    }
+}
+
 /// Resolves once the server stops (or is gone).
 async fn stopped(stop: &watch::Receiver<bool>) {
     let mut stop = stop.clone();
@@ -365,20 +392,20 @@ async fn run_session(
     drop(pending);
     let (code, reason) = match wait {
         HelloWait::Read(read) => match *read {
-            Ok(hello) => match Arc::clone(&state.sessions).try_acquire_owned() {
-                Ok(permit) if !*state.stop.borrow() => {
-                    let opened = Box::pin(open_session(socket, &state, remote, hello)).await;
+            Ok(hello) => match session_slot(&state).await {
+                Some(permit) if !*state.stop.borrow() => {
+                    let opened =
+                        Box::pin(open_session(socket, &state, remote, hello, permit)).await;
                     if let Some(start) = opened {
                         Driver::new(start).run().await;
                     }
-                    drop(permit);
                     return;
                 }
-                Ok(_) => (
+                Some(_) => (
                     transport::close_code::GOING_AWAY,
                     "the node is shutting down".to_owned(),
                 ),
-                Err(_) => {
+                None => {
                     let reason = sessions_full(limits.max_sessions);
                     state.log.refused("max_sessions", remote, &reason);
                     (transport::close_code::TRY_AGAIN_LATER, reason)
@@ -416,6 +443,7 @@ async fn open_session(
     state: &ServerState,
     remote: SocketAddr,
     (source, source_text): (concord_proto::Hello, String),
+    slot: OwnedSemaphorePermit,
 ) -> Option<Start<DrainingSocket>> {
     let shared = Arc::clone(&state.shared);
     let peer = peer_label(&source, remote);
@@ -545,12 +573,13 @@ async fn open_session(
         Instant::now(),
     );
     let (pending, calls) = watch::channel(0);
-    let (close, closing) = watch::channel(false);
+    let (close, closing) = watch::channel(StopSignal::Running);
+    let close = Arc::new(close);
     tokio::spawn(close_when_drained(
         state.stop.clone(),
         state.close.clone(),
         calls,
-        close,
+        Arc::clone(&close),
     ));
     Some(Start {
         transport: DrainingSocket {
@@ -564,6 +593,7 @@ async fn open_session(
         recorder,
         settled,
         shutdown: Some(closing),
+        shed: Some(state.idle.register(Some(slot), close)),
         requester: None,
     })
 }
@@ -575,7 +605,7 @@ async fn close_when_drained(
     mut stop: watch::Receiver<bool>,
     mut close: watch::Receiver<bool>,
     mut calls: watch::Receiver<usize>,
-    session: watch::Sender<bool>,
+    session: Arc<watch::Sender<StopSignal>>,
 ) {
     let drained = async {
         if stop.wait_for(|stop| *stop).await.is_err() {
@@ -595,7 +625,14 @@ async fn close_when_drained(
         () = closed => {}
         () = session.closed() => return,
     }
-    session.send_replace(true);
+    // A session already shed keeps that reason.
+    session.send_if_modified(|signal| {
+        let running = *signal == StopSignal::Running;
+        if running {
+            *signal = StopSignal::Shutdown;
+        }
+        running
+    });
 }
 
 /// A provider session's WebSocket, counting the calls it has taken and not yet answered

@@ -245,7 +245,9 @@ async fn write_with_retries(store: &SharedStore, id: TranscriptId, entries: VecD
 #[derive(Debug)]
 pub(crate) struct Recorder {
     id: Option<TranscriptId>,
-    entries: Option<mpsc::Sender<Entry>>,
+    /// Boxed entries: the channel's first block (32 slots) is allocated for the whole
+    /// session, and 32 pointers cost far less than 32 entries in an idle session.
+    entries: Option<mpsc::Sender<Box<Entry>>>,
     done: Option<tokio::task::JoinHandle<()>>,
     bounds: TranscriptBounds,
     /// Frames queued so far.
@@ -280,13 +282,13 @@ impl Recorder {
         // Room for every frame queued, the count of the others, and the outcome.
         let capacity = bounds.max_frames.min(MAX_CHANNEL) + 2;
         let (sender, mut receiver) =
-            mpsc::channel::<Entry>(usize::try_from(capacity).unwrap_or(usize::MAX));
+            mpsc::channel::<Box<Entry>>(usize::try_from(capacity).unwrap_or(usize::MAX));
         let store = store.clone();
         let done = tokio::spawn(async move {
             while let Some(first) = receiver.recv().await {
-                let mut batch = VecDeque::from([first]);
+                let mut batch = VecDeque::from([*first]);
                 while let Ok(next) = receiver.try_recv() {
-                    batch.push_back(next);
+                    batch.push_back(*next);
                 }
                 write_with_retries(&store, id, batch).await;
             }
@@ -353,9 +355,9 @@ impl Recorder {
             let dropped = self.dropped.load(Ordering::Relaxed);
             // The channel has room for these two: frames beyond the bound never enter it.
             if dropped > 0 {
-                let _ = entries.send(Entry::Unrecorded(dropped)).await;
+                let _ = entries.send(Box::new(Entry::Unrecorded(dropped))).await;
             }
-            let _ = entries.send(Entry::Finish(outcome)).await;
+            let _ = entries.send(Box::new(Entry::Finish(outcome))).await;
         }
         if let Some(done) = self.done.take() {
             let _ = done.await;
@@ -380,7 +382,7 @@ impl Recorder {
     /// Queues a frame without waiting; a full channel drops it (counted).
     fn push_frame(&self, frame: FrameRecord) {
         if let Some(entries) = &self.entries {
-            if entries.try_send(Entry::Frame(frame)).is_err() {
+            if entries.try_send(Box::new(Entry::Frame(frame))).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -23,7 +23,7 @@ type BoxError = Box<dyn Error + Send + Sync>;
 
 /// The node's WebSocket read buffer (tungstenite zero-fills it before each read), used here
 /// too so that the floor has the same transport settings: this and TCP_NODELAY both ways.
-const READ_BUFFER_SIZE: usize = 16 * 1024;
+const READ_BUFFER_SIZE: usize = 4 * 1024;
 
 /// The shape of the node's messages on the wire, and where the variable parts sit.
 #[derive(Debug, Clone)]

@@ -30,9 +30,15 @@ pub struct Nodes {
     _dirs: [TempDir; 2],
 }
 
+/// Every caller is on 127.0.0.1: the per-address limits, made for strangers, are raised
+/// so that `--connections` callers and the reconnects of the first-call cases fit.
 fn limits() -> Limits {
     Limits {
         call_timeout: Duration::from_secs(10),
+        max_sessions_per_address: 4096,
+        max_connections_per_address: 8192,
+        connection_rate_per_address: 100_000,
+        connection_burst_per_address: 100_000,
         ..Limits::default()
     }
 }

@@ -91,10 +91,18 @@ impl Attack {
                 (0..dribbling).for_each(|i| spawn(i, Kind::Slowloris));
             }
             Self::LargeCandidates { clients, bytes } => {
-                (0..clients).for_each(|i| spawn(i, Kind::Propose { bytes }));
+                let proposal = propose(huge_enum(bytes));
+                (0..clients).for_each(|i| spawn(i, Kind::Propose(proposal.clone())));
             }
             Self::ZeroRttFlood { clients } => (0..clients).for_each(|i| spawn(i, Kind::Flood)),
-            Self::StoreFill { clients } => (0..clients).for_each(|i| spawn(i, Kind::Fill)),
+            Self::StoreFill { clients } => (0..clients).for_each(|i| {
+                let mut big = hello_value(None, i);
+                big["messageId"] = json!("m".repeat(128));
+                big["sourceDid"] = json!(format!("did:wba:{}", "x".repeat(2000)));
+                let hello = Message::Text(big.to_string().into());
+                let proposal = propose(filler(60 * 1024, i));
+                spawn(i, Kind::Fill { hello, proposal });
+            }),
             Self::ConnectionChurn { clients } => {
                 (0..clients).for_each(|i| spawn(i, Kind::Churn));
             }
@@ -104,7 +112,10 @@ impl Attack {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// What one client does; the messages are built once, before the attack starts, so that
+/// making them costs the bench process (which hosts the legitimate caller too) nothing
+/// while the attack runs.
+#[derive(Debug, Clone)]
 enum Kind {
     /// Upgrade; with `Some(resume)` say hello (naming the protocol when `resume`).
     Upgrade {
@@ -112,11 +123,12 @@ enum Kind {
     },
     IdleTcp,
     Slowloris,
-    Propose {
-        bytes: usize,
-    },
+    Propose(Message),
     Flood,
-    Fill,
+    Fill {
+        hello: Message,
+        proposal: Message,
+    },
     Churn,
 }
 
@@ -136,7 +148,7 @@ async fn client(
             let Ok(tcp) = connect_from(source, target.addr).await else {
                 return false;
             };
-            match kind {
+            match &kind {
                 Kind::IdleTcp => idle(tcp).await,
                 Kind::Slowloris => slowloris(tcp).await,
                 Kind::Churn => {
@@ -149,7 +161,7 @@ async fn client(
                     else {
                         return false;
                     };
-                    websocket(kind, socket, &target.hash, index).await
+                    websocket(kind.clone(), socket, &target.hash, index).await
                 }
             }
         };
@@ -204,10 +216,10 @@ async fn websocket(kind: Kind, mut socket: Socket, hash: &str, index: usize) -> 
                 return true;
             }
         }
-        Kind::Propose { bytes } => {
+        Kind::Propose(proposal) => {
             if socket.send(hello(None, index)).await.is_err()
                 || socket.next().await.is_none()
-                || socket.send(propose(huge_enum(bytes))).await.is_err()
+                || socket.send(proposal).await.is_err()
             {
                 return true;
             }
@@ -218,19 +230,10 @@ async fn websocket(kind: Kind, mut socket: Socket, hash: &str, index: usize) -> 
             let _ = socket.close(None).await;
             return true;
         }
-        Kind::Fill => {
-            let mut big = hello_value(None, index);
-            big["messageId"] = json!("m".repeat(128));
-            big["sourceDid"] = json!(format!("did:wba:{}", "x".repeat(2000)));
-            if socket
-                .send(Message::Text(big.to_string().into()))
-                .await
-                .is_err()
+        Kind::Fill { hello, proposal } => {
+            if socket.send(hello).await.is_err()
                 || socket.next().await.is_none()
-                || socket
-                    .send(propose(filler(60 * 1024, index)))
-                    .await
-                    .is_err()
+                || socket.send(proposal).await.is_err()
             {
                 return true;
             }

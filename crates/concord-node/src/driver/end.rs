@@ -10,6 +10,8 @@ use crate::transport::{self, close_code, Transport};
 
 impl<T: Transport> Driver<T> {
     pub(super) async fn end(mut self, cause: Cause) {
+        // The session slot goes back now, not after the close handshake below.
+        drop(self.shed.take());
         let description = self.describe(&cause);
         tracing::info!(cause = %description, "session ended");
         // Frames the state machine queued before closing (a `rejected`, say) go out first.
@@ -31,6 +33,7 @@ impl<T: Transport> Driver<T> {
                 "the node is shutting down".to_owned(),
             )),
             Cause::Idle(limit) => Some((close_code::NORMAL, format!("idle for {}", human(*limit)))),
+            Cause::Shed => Some((close_code::TRY_AGAIN_LATER, SHED_REASON.to_owned())),
             Cause::Local(reason) | Cause::Verification(reason) => {
                 Some((close_code::NORMAL, reason.clone()))
             }
@@ -51,6 +54,7 @@ impl<T: Transport> Driver<T> {
             Cause::Session(CloseReason::Local { .. })
                 | Cause::PeerClosed { .. }
                 | Cause::Idle(_)
+                | Cause::Shed
                 | Cause::Shutdown
                 | Cause::Local(_)
                 | Cause::Transport(_)
@@ -93,6 +97,7 @@ impl<T: Transport> Driver<T> {
             Cause::Binding(reason) => format!("the peer broke the WebSocket binding: {reason}"),
             Cause::Shutdown => "the node is shutting down".to_owned(),
             Cause::Idle(limit) => format!("idle for {}", human(*limit)),
+            Cause::Shed => SHED_REASON.to_owned(),
             Cause::Local(reason) => reason.clone(),
             Cause::Verification(reason) => {
                 format!("the peer's code fails the agreed test cases: {reason}")
@@ -100,6 +105,10 @@ impl<T: Transport> Driver<T> {
         }
     }
 }
+
+/// Why a shed session closes (with 1013, try again later).
+const SHED_REASON: &str =
+    "the node is at its session limit and this session was idle longest; reconnect when you need it";
 
 /// The close code for a session that closed for `reason`.
 fn close_code_for(reason: &CloseReason) -> u16 {

@@ -32,6 +32,7 @@ use work::{AfterSave, Work};
 use crate::code::{CodeInfo, ProtocolCode};
 use crate::config::human;
 use crate::node::Shared;
+use crate::shed::Registration;
 use crate::storage::Recorder;
 use crate::transport::{Incoming, Transport, TransportError};
 
@@ -132,6 +133,8 @@ pub(crate) enum Cause {
     Shutdown,
     /// No frame either way for the idle timeout.
     Idle(Duration),
+    /// The node was full and gave this session's slot, idle longest, to a newcomer.
+    Shed,
     /// Our application ended it (with a reason for the peer).
     Local(String),
     /// Requester: the peer's code fails the agreed test cases and was not fixed.
@@ -148,7 +151,10 @@ pub(crate) struct Start<T> {
     /// The protocol, our code and the agreed test cases, when the hello settled it (0-RTT
     /// or consensus).
     pub(crate) settled: Option<(Settled, ProtocolCode, Option<String>)>,
-    pub(crate) shutdown: Option<watch::Receiver<bool>>,
+    /// Provider: when the node wants the session to end, and why.
+    pub(crate) shutdown: Option<watch::Receiver<StopSignal>>,
+    /// Provider: where the session says when it is idle (and holds its slot).
+    pub(crate) shed: Option<Registration>,
     pub(crate) requester: Option<RequesterParts>,
 }
 
@@ -163,7 +169,12 @@ pub(crate) struct Driver<T: Transport> {
     /// slots at once, and a session holds it all its life (32 pointers, not 32 results).
     work_tx: mpsc::UnboundedSender<Box<Work>>,
     work_rx: mpsc::UnboundedReceiver<Box<Work>>,
-    shutdown: Option<watch::Receiver<bool>>,
+    shutdown: Option<watch::Receiver<StopSignal>>,
+    shed: Option<Registration>,
+    /// Whether `shed` was last told the session is idle.
+    said_idle: bool,
+    /// Whether the peer has sent a frame since the hellos.
+    heard_from_peer: bool,
     last_activity: Instant,
     settled: Option<Settled>,
     /// Our code in force (announced).
@@ -213,6 +224,9 @@ impl<T: Transport> Driver<T> {
             work_tx,
             work_rx,
             shutdown: start.shutdown,
+            shed: start.shed,
+            said_idle: false,
+            heard_from_peer: false,
             last_activity: Instant::now(),
             settled,
             code,
@@ -292,9 +306,10 @@ impl<T: Transport> Driver<T> {
                     armed = Some(deadline);
                 }
             }
+            self.say_whether_idle();
             let may_read = self.may_read();
             tokio::select! {
-                () = shutdown_requested(&mut self.shutdown) => self.stop = Some(Cause::Shutdown),
+                cause = stop_requested(&mut self.shutdown) => self.stop = Some(cause),
                 incoming = self.transport.recv(), if may_read => {
                     self.on_incoming(incoming);
                     self.take_more_incoming();
@@ -404,6 +419,7 @@ impl<T: Transport> Driver<T> {
             Some(Ok(Incoming::Binary(bytes))) => {
                 let now = Instant::now();
                 self.last_activity = now;
+                self.heard_from_peer = true;
                 if let Some(recorder) = &self.recorder {
                     recorder.frame(Direction::Received, &bytes);
                 }
@@ -445,6 +461,20 @@ impl<T: Transport> Driver<T> {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// Tells the node, when it changed, whether this session may be shed: ready with
+    /// nothing in flight, or a provider still waiting for the requester's first frame.
+    fn say_whether_idle(&mut self) {
+        let Some(shed) = &self.shed else { return };
+        let idle = self.is_idle()
+            || (matches!(self.role, RoleState::Provider(_))
+                && !self.heard_from_peer
+                && !self.session.is_ready());
+        if idle != self.said_idle {
+            shed.set_idle(idle.then_some(self.last_activity));
+            self.said_idle = idle;
+        }
     }
 
     /// A ready session with nothing in flight either way.
@@ -611,16 +641,33 @@ impl<T: Transport> Driver<T> {
     }
 }
 
-async fn shutdown_requested(shutdown: &mut Option<watch::Receiver<bool>>) {
-    match shutdown {
-        Some(receiver) => {
-            if receiver.wait_for(|stop| *stop).await.is_err() {
-                // The server is gone without saying stop: keep serving this session.
-                std::future::pending::<()>().await;
-            }
-        }
-        None => std::future::pending().await,
+/// Resolves with the cause once the node signals that the session must end.
+async fn stop_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> Cause {
+    let Some(receiver) = shutdown else {
+        return std::future::pending().await;
+    };
+    let signal = receiver
+        .wait_for(|signal| *signal != StopSignal::Running)
+        .await
+        .map(|signal| *signal);
+    match signal {
+        Ok(StopSignal::Shed) => Cause::Shed,
+        Ok(_) => Cause::Shutdown,
+        // The server is gone without saying stop: keep serving this session.
+        Err(_) => std::future::pending().await,
     }
+}
+
+/// What a provider session's node wants of it: one signal, so that the session's loop
+/// waits on one channel for every reason to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopSignal {
+    /// Serve on.
+    Running,
+    /// The node is shutting down (its calls are answered, or the grace is over).
+    Shutdown,
+    /// The node is full and gives this idle session's slot to a newcomer.
+    Shed,
 }
 
 async fn next_command(role: &mut RoleState) -> Option<Command> {

@@ -625,6 +625,8 @@ fn connect_error(cause: &Cause, description: &str) -> ConnectError {
         Cause::Binding(reason) => ConnectError::Binding(reason.clone()),
         Cause::Idle(_) => ConnectError::Timeout(description.to_owned()),
         Cause::Verification(reason) => ConnectError::Verification(reason.clone()),
-        Cause::Shutdown | Cause::Local(_) => ConnectError::Local(description.to_owned()),
+        Cause::Shutdown | Cause::Shed | Cause::Local(_) => {
+            ConnectError::Local(description.to_owned())
+        }
     }
 }

@@ -340,3 +340,62 @@ async fn a_resumed_session_then_silence_gives_its_slot_back_after_the_idle_timeo
     assert_eq!((code, reason.as_str()), (1000, "idle for 600 ms"));
     wait_for_sessions(&server, 0).await;
 }
+
+#[tokio::test]
+async fn a_full_node_gives_the_slot_of_the_session_idle_longest_to_a_caller_with_a_valid_hello() {
+    let provider = provider_with(Limits {
+        max_sessions: 2,
+        idle_shed_after: Duration::from_millis(200),
+        first_proposal_timeout: Duration::from_secs(30),
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    // Two strangers say hello and then nothing, holding every slot.
+    let mut older = raw_socket(&server).await;
+    hello(&mut older, None).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut newer = raw_socket(&server).await;
+    hello(&mut newer, None).await;
+    wait_for_sessions(&server, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A caller still gets in: the session idle longest gives up its slot.
+    let requester = requester();
+    let connection = requester.connect(&server, catalogue::ACTION).await;
+    let answer = connection
+        .call(catalogue::ACTION, catalogue::input(1))
+        .await
+        .unwrap();
+    assert!(answer.is_object(), "{answer}");
+    assert_closed_with(
+        &mut older,
+        1013,
+        "the node is at its session limit and this session was idle longest; reconnect when you need it",
+    )
+    .await;
+    // The other stranger keeps its slot until another newcomer needs one.
+    assert_eq!(server.sessions(), 2);
+    connection.close().await;
+    drop(newer);
+}
+
+#[tokio::test]
+async fn a_full_node_whose_sessions_are_all_busy_still_answers_503() {
+    let provider = provider_with(Limits {
+        max_sessions: 1,
+        idle_shed_after: Duration::from_secs(30),
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    let mut holder = raw_socket(&server).await;
+    hello(&mut holder, None).await;
+    wait_for_sessions(&server, 1).await;
+    // Idle, but not for 30 s: nobody may take its slot.
+    let error = requester()
+        .node
+        .connect(server.url(), catalogue::ACTION)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("503"), "{error}");
+    assert!(error.contains("at most 1 sessions"), "{error}");
+}
