@@ -26,7 +26,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
 /// | `http_header_timeout` | 10 s | a connection that sends no complete request head within it (from its start, or from its previous response) is closed |
-/// | `first_proposal_timeout` | 10 s | a requester that said hello and proposes nothing within it is answered `rejected` and the session closes (not after 0-RTT or consensus) |
+/// | `first_proposal_timeout` | 30 s | a requester that said hello and proposes nothing within it is answered `rejected` and the session closes (not after 0-RTT or consensus); long enough for a requester whose LLM drafts the candidate after the hellos, as the reference SDK's does (a silent session is shed sooner when the node is full: `idle_shed_after`) |
 /// | `negotiation_deadline` | 180 s | the whole way from the hellos to a ready session (negotiation, code generation, test cases): past it, `rejected` and closed |
 /// | `negotiation_timeout` | 60 s | the peer's silence during a negotiation step closes the session (`rejected: timed out`); also bounds each of our own negotiator steps |
 /// | `code_generation_timeout` | 60 s | bounds our code generation and test run; the peer's `generated` is awaited as long |
@@ -162,7 +162,7 @@ impl Default for Limits {
             connection_rate_per_address: 64,
             connection_burst_per_address: 256,
             http_header_timeout: Duration::from_secs(10),
-            first_proposal_timeout: Duration::from_secs(10),
+            first_proposal_timeout: Duration::from_secs(30),
             negotiation_deadline: Duration::from_secs(180),
             negotiation_timeout: Duration::from_secs(60),
             code_generation_timeout: Duration::from_secs(60),
@@ -321,6 +321,6 @@ mod tests {
         let config = Limits::default().session_config(SessionConfig::default());
         assert_eq!(config.max_frame_size, 2 * 1024 * 1024);
         assert_eq!(config.max_candidate_size, 64 * 1024);
-        assert_eq!(config.first_proposal_timeout, Duration::from_secs(10));
+        assert_eq!(config.first_proposal_timeout, Duration::from_secs(30));
     }
 }

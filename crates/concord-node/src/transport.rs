@@ -131,7 +131,11 @@ pub(crate) async fn close(
     linger: Duration,
 ) {
     let reason = close_reason(reason);
-    if transport.send_close(code, reason).await.is_err() {
+    // A peer that reads nothing must not hold the session (and its slot) past `linger`.
+    if !matches!(
+        tokio::time::timeout(linger, transport.send_close(code, reason)).await,
+        Ok(Ok(()))
+    ) {
         return;
     }
     let _ = tokio::time::timeout(linger, async {

@@ -74,7 +74,13 @@ impl Accepting {
                     let (header_timeout, stop) = (self.header_timeout, self.stop.clone());
                     let ticket = Ticket(Arc::new(guard));
                     connections.spawn(async move {
-                        if let Some(stream) = listener::secure(tls.as_ref(), tcp, remote).await {
+                        let mut stopping = stop.clone();
+                        // A handshake in progress when the server stops is dropped.
+                        let stream = tokio::select! {
+                            stream = listener::secure(tls.as_ref(), tcp, remote) => stream,
+                            () = until_stop(&mut stopping) => None,
+                        };
+                        if let Some(stream) = stream {
                             serve(stream, remote, ticket, app, header_timeout, stop).await;
                         }
                     });

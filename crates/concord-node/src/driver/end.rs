@@ -10,8 +10,12 @@ use crate::transport::{self, close_code, Transport};
 
 impl<T: Transport> Driver<T> {
     pub(super) async fn end(mut self, cause: Cause) {
-        // The session slot goes back now, not after the close handshake below.
-        drop(self.shed.take());
+        // A shed session's slot goes to the newcomer now, not after the close handshake
+        // below; any other session holds it to its end, so that a draining server knows
+        // its sessions are closed and their transcripts written when it gets them back.
+        if matches!(cause, Cause::Shed) {
+            drop(self.shed.take());
+        }
         let description = self.describe(&cause);
         tracing::info!(cause = %description, "session ended");
         // Frames the state machine queued before closing (a `rejected`, say) go out first.

@@ -42,7 +42,10 @@ impl WorkGate {
     pub(crate) async fn enter(&self, turns: usize) -> Turn {
         let (semaphore, turns) = self
             .turns
-            .get_or_init(|| (Arc::new(Semaphore::new(turns)), turns))
+            .get_or_init(|| {
+                let turns = turns.min(Semaphore::MAX_PERMITS);
+                (Arc::new(Semaphore::new(turns)), turns)
+            })
             .clone();
         // The semaphore is never closed: it lives as long as the gate.
         let permit = Arc::clone(&semaphore).acquire_owned().await.ok();

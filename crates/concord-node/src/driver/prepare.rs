@@ -269,9 +269,13 @@ impl<T: Transport> Driver<T> {
                 let _turn = shared.enter_work().await;
                 step.await
             };
-            let result = match tokio::time::timeout(limit, step).await {
-                Ok(result) => result,
-                Err(_) => Err(format!("{what} took longer than {}", human(limit))),
+            // A session that ended takes its step (and the step's turn) with it.
+            let result = tokio::select! {
+                result = tokio::time::timeout(limit, step) => match result {
+                    Ok(result) => result,
+                    Err(_) => Err(format!("{what} took longer than {}", human(limit))),
+                },
+                () = work.closed() => return,
             };
             let _ = work.send(Box::new(wrap(result)));
         });
@@ -436,9 +440,12 @@ impl<T: Transport> Driver<T> {
                     .await
                     .map(Box::new)
             };
-            let result = match tokio::time::timeout(limit, step).await {
-                Ok(result) => result,
-                Err(_) => Err(format!("code generation took longer than {}", human(limit))),
+            let result = tokio::select! {
+                result = tokio::time::timeout(limit, step) => match result {
+                    Ok(result) => result,
+                    Err(_) => Err(format!("code generation took longer than {}", human(limit))),
+                },
+                () = work.closed() => return,
             };
             let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));
         });

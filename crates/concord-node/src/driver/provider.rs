@@ -16,7 +16,7 @@ use crate::transport::Transport;
 
 /// The message id of the error response to a request whose own id cannot be read (not a
 /// message of the protocol's encoding, or one whose id field is missing): the empty id.
-/// Our requester gives such a response to its oldest pending call.
+/// Our requester gives such a response to its pending call when it has only one.
 pub(crate) const UNATTRIBUTED: &str = "";
 
 /// The error a caller gets when the action panicked.
@@ -52,7 +52,7 @@ impl<T: Transport> Driver<T> {
             Err(bad) => {
                 tracing::info!(reason = %bad.reason, "a request we cannot serve");
                 // Every request is answered: one whose id cannot be read gets its error
-                // under the empty id, which the requester gives its oldest pending call
+                // under the empty id, which a requester with one call pending gives it
                 // (see `UNATTRIBUTED`).
                 let message_id = bad.message_id.as_deref().unwrap_or(UNATTRIBUTED);
                 self.respond(

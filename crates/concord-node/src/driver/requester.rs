@@ -74,14 +74,6 @@ enum Verification {
     Passed,
 }
 
-/// A call sent and not yet answered.
-#[derive(Debug)]
-struct Pending {
-    /// When it was sent, among this session's calls.
-    order: u64,
-    reply: oneshot::Sender<Result<Value, CallError>>,
-}
-
 #[derive(Debug)]
 pub(crate) struct RequesterState {
     pub(crate) need: Need,
@@ -92,9 +84,8 @@ pub(crate) struct RequesterState {
     ready: Option<oneshot::Sender<Result<ConnectionInfo, ConnectError>>>,
     closed: watch::Sender<Option<String>>,
     known: Known,
-    pending: HashMap<String, Pending>,
-    /// The order number of the next call sent.
-    next_order: u64,
+    /// Calls sent and not yet answered, by message id.
+    pending: HashMap<String, oneshot::Sender<Result<Value, CallError>>>,
     asks: HashMap<String, oneshot::Sender<Result<String, CallError>>>,
     /// Calls made while the session is between ready periods (the peer regenerating).
     waiting: VecDeque<Command>,
@@ -115,7 +106,6 @@ impl RequesterState {
             closed: parts.closed,
             known: parts.known,
             pending: HashMap::new(),
-            next_order: 0,
             asks: HashMap::new(),
             waiting: VecDeque::new(),
             verification: Verification::Idle,
@@ -137,29 +127,29 @@ impl RequesterState {
 
     /// Takes the pending call `message_id` answers. The empty id
     /// ([`UNATTRIBUTED`](super::provider::UNATTRIBUTED)) answers a request the provider
-    /// could not read an id from: it goes to our oldest pending call, the first one the
-    /// provider reads of those still unanswered, as it reads frames in order.
+    /// could not read an id from: it goes to our only pending call; with several pending
+    /// it could belong to any (an older one may still be running), so it goes to none and
+    /// they keep their own answers or timeouts.
     fn take_pending(
         &mut self,
         message_id: &str,
     ) -> Option<oneshot::Sender<Result<Value, CallError>>> {
-        if let Some(pending) = self.pending.remove(message_id) {
-            return Some(pending.reply);
+        if let Some(reply) = self.pending.remove(message_id) {
+            return Some(reply);
         }
         if message_id != super::provider::UNATTRIBUTED {
             return None;
         }
-        self.take_oldest()
+        self.take_only()
     }
 
-    /// Takes our oldest pending call.
-    fn take_oldest(&mut self) -> Option<oneshot::Sender<Result<Value, CallError>>> {
-        let oldest = self
-            .pending
-            .iter()
-            .min_by_key(|(_, pending)| pending.order)
-            .map(|(message_id, _)| message_id.clone())?;
-        self.pending.remove(&oldest).map(|pending| pending.reply)
+    /// Takes our pending call when it is the only one.
+    fn take_only(&mut self) -> Option<oneshot::Sender<Result<Value, CallError>>> {
+        if self.pending.len() != 1 {
+            return None;
+        }
+        let only = self.pending.keys().next()?.clone();
+        self.pending.remove(&only)
     }
 }
 
@@ -503,9 +493,7 @@ impl<T: Transport> Driver<T> {
                 }
                 self.remember_sent(bytes);
                 if let Some(state) = self.requester() {
-                    let order = state.next_order;
-                    state.next_order += 1;
-                    state.pending.insert(message_id, Pending { order, reply });
+                    state.pending.insert(message_id, reply);
                 }
             }
             Command::Cancel { message_id } => {
@@ -541,12 +529,11 @@ impl<T: Transport> Driver<T> {
             Ok(reply) => reply,
             Err(bad) => {
                 tracing::warn!(reason = %bad.reason, "a response we cannot read");
-                // A response with no readable id answers our oldest pending call, as a
-                // request with no readable id is answered (`take_pending`): no caller waits
-                // for its timeout.
+                // A response with no readable id answers our only pending call, as a
+                // request with no readable id is answered (`take_pending`).
                 let reply = self.requester().and_then(|state| match &bad.message_id {
                     Some(message_id) => state.take_pending(message_id),
-                    None => state.take_oldest(),
+                    None => state.take_only(),
                 });
                 if let Some(reply) = reply {
                     let _ = reply.send(Err(CallError::InvalidResponse(bad.reason)));
@@ -591,10 +578,8 @@ impl<T: Transport> Driver<T> {
         if let Some(ready) = state.ready.take() {
             let _ = ready.send(Err(connect_error(cause, description)));
         }
-        for (_, pending) in state.pending.drain() {
-            let _ = pending
-                .reply
-                .send(Err(CallError::Closed(description.to_owned())));
+        for (_, reply) in state.pending.drain() {
+            let _ = reply.send(Err(CallError::Closed(description.to_owned())));
         }
         for (_, reply) in state.asks.drain() {
             let _ = reply.send(Err(CallError::Closed(description.to_owned())));
