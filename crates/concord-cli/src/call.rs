@@ -348,6 +348,16 @@ impl LineError {
     }
 }
 
+/// The session for many calls, and how many may run at once (`--concurrency`).
+async fn connect_for_many(
+    node: &Node,
+    args: &CallArgs,
+    want: Want,
+) -> Result<(Connection, usize), ExitCode> {
+    let connection = connect(node, args, want).await?;
+    Ok((connection, usize::try_from(args.concurrency).unwrap_or(1)))
+}
+
 /// One call per JSON line, `--concurrency` at a time, results printed in input order.
 async fn call_lines(
     node: Node,
@@ -360,11 +370,10 @@ async fn call_lines(
         crate::output::note("no input: the input has no JSON lines");
         return Ok(ExitCode::from(2));
     };
-    let connection = match connect(&node, &args, want).await {
-        Ok(connection) => connection,
+    let (connection, concurrency) = match connect_for_many(&node, &args, want).await {
+        Ok(opened) => opened,
         Err(code) => return Ok(code),
     };
-    let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
     let connection_ref = &connection;
     let action = args.action.as_str();
     let rest = futures_util::stream::unfold(lines, |mut lines| async move {
@@ -451,11 +460,10 @@ async fn repeat(
     input: Value,
     times: u64,
 ) -> anyhow::Result<ExitCode> {
-    let connection = match connect(&node, &args, want).await {
-        Ok(connection) => connection,
+    let (connection, concurrency) = match connect_for_many(&node, &args, want).await {
+        Ok(opened) => opened,
         Err(code) => return Ok(code),
     };
-    let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
     let connection_ref = &connection;
     let action = args.action.as_str();
     let input_ref = &input;

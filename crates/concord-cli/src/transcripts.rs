@@ -152,7 +152,11 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             )?;
             match &summary.outcome {
                 None => outln!("outcome:   running")?,
-                Some(outcome) => outln!("outcome:   {}: {}", outcome.name(), outcome.detail())?,
+                Some(outcome) => outln!(
+                    "outcome:   {}: {}",
+                    outcome.name(),
+                    crate::output::one_line(&outcome.detail())
+                )?,
             }
             outln!(
                 "frames:    {} ({} bytes)",

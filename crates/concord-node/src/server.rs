@@ -362,12 +362,6 @@ async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
     }
 }
 
-/// Resolves once the server stops (or is gone).
-async fn stopped(stop: &watch::Receiver<bool>) {
-    let mut stop = stop.clone();
-    let _ = stop.wait_for(|stop| *stop).await;
-}
-
 /// One provider session: the hello (in the budget of those waiting for one), then a
 /// session permit, then the driver, holding the permit throughout.
 async fn run_session(
@@ -381,11 +375,12 @@ async fn run_session(
     let limits = &shared.limits;
     // Boxed, like the session's opening below: an established session's task then holds
     // only the driver's future, not the larger state of the steps before it.
+    let mut stop = state.stop.clone();
     let wait = Box::pin(async {
         tokio::select! {
             read = hello::read(&mut socket, HelloKind::Source, limits.hello_timeout, &limits.hello) => HelloWait::Read(Box::new(read)),
             () = pending.shed() => HelloWait::Shed,
-            () = stopped(&state.stop) => HelloWait::Stop,
+            () = accept::until_stop(&mut stop) => HelloWait::Stop,
         }
     })
     .await;
@@ -626,13 +621,7 @@ async fn close_when_drained(
         () = session.closed() => return,
     }
     // A session already shed keeps that reason.
-    session.send_if_modified(|signal| {
-        let running = *signal == StopSignal::Running;
-        if running {
-            *signal = StopSignal::Shutdown;
-        }
-        running
-    });
+    StopSignal::send(&session, StopSignal::Shutdown);
 }
 
 /// A provider session's WebSocket, counting the calls it has taken and not yet answered

@@ -104,13 +104,7 @@ impl IdleSessions {
         {
             return false;
         }
-        activity.stop.send_if_modified(|signal| {
-            let running = *signal == StopSignal::Running;
-            if running {
-                *signal = StopSignal::Shed;
-            }
-            running
-        });
+        StopSignal::send(&activity.stop, StopSignal::Shed);
         true
     }
 

@@ -424,6 +424,28 @@ fn natural_language_requests_time_out_without_closing() {
 }
 
 #[test]
+fn unanswered_natural_language_requests_are_bounded() {
+    let mut pair = Pair::new();
+    let limit = concord_proto::SessionConfig::default().max_pending_natural_language;
+    let request = |n: usize| {
+        meta_frame(&format!(
+            r#"{{"action":"naturalLanguageNegotiation","type":"REQUEST","messageId":"question{n:08}","message":"hi"}}"#
+        ))
+    };
+    for n in 0..limit {
+        pair.provider.handle_frame(pair.now, &request(n));
+    }
+    assert_eq!(pair.provider_events().len(), limit, "each one is delivered");
+    pair.provider.handle_frame(pair.now, &request(limit));
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Closed(CloseReason::Violation(
+            ProtocolViolation::TooManyNaturalLanguageRequests { limit }
+        ))]
+    );
+}
+
+#[test]
 fn an_unsolicited_natural_language_response_is_a_violation() {
     let mut pair = Pair::new();
     pair.provider

@@ -620,6 +620,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let sql = self.sqlite("finish transcript");
         let (name, detail) = outcome.parts();
+        // The reason may be a peer's words: kept within the same bound as a frame's text.
+        let detail = cut_text(&detail, self.transcript_bounds().text_prefix_bytes).0;
         let mut connection = self.connection();
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -137,7 +137,7 @@ async fn serve(
 }
 
 /// Resolves once `stop` is set (or its sender is gone).
-async fn until_stop(stop: &mut watch::Receiver<bool>) {
+pub(crate) async fn until_stop(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 

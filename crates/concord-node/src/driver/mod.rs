@@ -670,6 +670,20 @@ pub(crate) enum StopSignal {
     Shed,
 }
 
+impl StopSignal {
+    /// Asks the session behind `sender` to stop for `reason`, unless it was already asked
+    /// (the first reason stays).
+    pub(crate) fn send(sender: &watch::Sender<StopSignal>, reason: StopSignal) {
+        sender.send_if_modified(|signal| {
+            let running = *signal == StopSignal::Running;
+            if running {
+                *signal = reason;
+            }
+            running
+        });
+    }
+}
+
 async fn next_command(role: &mut RoleState) -> Option<Command> {
     match role {
         RoleState::Requester(state) => state.commands.recv().await,

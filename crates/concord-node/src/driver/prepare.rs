@@ -464,16 +464,25 @@ impl<T: Transport> Driver<T> {
         let work = self.work_tx.clone();
         let limit = shared.limits.negotiation_timeout;
         tokio::spawn(async move {
-            let answer = crate::language::answer(
-                &client,
-                &shared.persona,
-                shared.actions.specs(),
-                &peer,
-                &text,
-            );
-            let answer = match tokio::time::timeout(limit, answer).await {
-                Ok(answer) => answer,
-                Err(_) => Err(format!("no answer within {}", human(limit))),
+            // An answer is LLM work like a negotiation step: it waits for a turn, within
+            // its deadline, and ends with its session.
+            let answer = async {
+                let _turn = shared.enter_work().await;
+                crate::language::answer(
+                    &client,
+                    &shared.persona,
+                    shared.actions.specs(),
+                    &peer,
+                    &text,
+                )
+                .await
+            };
+            let answer = tokio::select! {
+                answer = tokio::time::timeout(limit, answer) => match answer {
+                    Ok(answer) => answer,
+                    Err(_) => Err(format!("no answer within {}", human(limit))),
+                },
+                () = work.closed() => return,
             };
             let _ = work.send(Box::new(Work::Answered { message_id, answer }));
         });

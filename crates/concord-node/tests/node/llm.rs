@@ -192,21 +192,59 @@ function encodeResponse(answer) {
 }
 "#;
 
-/// Our canonical product-info protocol with the request's `productId` called `sku`.
-fn sku_candidate() -> String {
-    let canonical = canonical_protocol(&catalogue::action(), DEFAULT_PROTOCOL_TIMEOUT);
-    let document = concord_negotiate::ProtocolDocument::parse(&canonical).unwrap();
-    let mut request = document.request_schema.clone().unwrap();
-    let properties = request["properties"].as_object_mut().unwrap();
-    let product_id = properties.remove("productId").unwrap();
-    properties.insert("sku".into(), product_id);
-    request["required"] = json!(["messageId", "type", "action", "sku"]);
-    format!(
-        "# Requirements\nProduct information by stock-keeping unit.\n\n# Data Format\n## Request Message Format\n```json\n{}\n```\n\n## Response Message Format\n```json\n{}\n```\n\n# Error Handling\nHTTP status codes in `status.code`; 404 when no product has the sku.\n",
-        serde_json::to_string_pretty(&request).unwrap(),
-        serde_json::to_string_pretty(document.response_schema.as_ref().unwrap()).unwrap()
-    )
+/// A warehouse agent's protocol for product lookups by stock-keeping unit, written by hand
+/// as such an agent would publish it (its own headings and wording, no titles or
+/// `$schema`), not derived from our draft: the request names the product `sku`, which no
+/// naming style maps to our `productId`.
+const SKU_CANDIDATE: &str = r#"# Purpose
+Look up one product of the warehouse catalogue by its stock-keeping unit (SKU).
+
+# Messages
+## Lookup request
+```json
+{
+  "type": "object",
+  "properties": {
+    "messageId": {"type": "string"},
+    "type": {"type": "string", "const": "REQUEST"},
+    "action": {"type": "string", "const": "getProductInfo"},
+    "sku": {"type": "string", "description": "Stock-keeping unit, e.g. P12345"}
+  },
+  "required": ["messageId", "type", "action", "sku"]
 }
+```
+
+## Lookup reply
+```json
+{
+  "type": "object",
+  "properties": {
+    "messageId": {"type": "string"},
+    "type": {"type": "string", "const": "RESPONSE"},
+    "status": {
+      "type": "object",
+      "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+      "required": ["code", "message"]
+    },
+    "productInfo": {
+      "type": "object",
+      "properties": {
+        "productId": {"type": "string"},
+        "productName": {"type": "string"},
+        "productDescription": {"type": "string"},
+        "price": {"type": "number"},
+        "currency": {"type": "string"}
+      },
+      "required": ["productId", "productName", "productDescription", "price", "currency"]
+    }
+  },
+  "required": ["messageId", "type", "status"]
+}
+```
+
+# Errors
+`status.code` carries an HTTP status: 404 when no product has the SKU.
+"#;
 
 #[tokio::test]
 async fn a_candidate_the_rules_cannot_map_goes_to_the_llm_which_writes_verified_code() {
@@ -219,12 +257,12 @@ async fn a_candidate_the_rules_cannot_map_goes_to_the_llm_which_writes_verified_
     let provider = provider_with_llm(&provider_llm);
     let server = serve(&provider).await;
     let requester = requester();
-    let candidate = sku_candidate();
+    let candidate = SKU_CANDIDATE;
     // Without an LLM the rules counter it: no naming style makes `sku` our `productId`.
     let actions = [catalogue::action()];
     let rules = concord_negotiate::DeterministicNegotiator::new().judge_now(
         concord_negotiate::JudgeContext::Provider { actions: &actions },
-        &candidate,
+        candidate,
     );
     assert!(
         matches!(&rules, concord_proto::Decision::Counter { modification_summary, .. }
@@ -233,7 +271,7 @@ async fn a_candidate_the_rules_cannot_map_goes_to_the_llm_which_writes_verified_
     );
     let want = Want::action("getProductInfo")
         .input(json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}))
-        .propose(candidate.clone());
+        .propose(candidate);
     let connection = requester
         .node
         .connect_with(server.url(), want)

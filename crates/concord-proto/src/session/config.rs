@@ -89,6 +89,9 @@ pub struct SessionConfig {
     pub code_generation_timeout: Duration,
     /// How long we wait for the response to a natural-language negotiation request. Default 60 s.
     pub natural_language_timeout: Duration,
+    /// Most natural-language requests of the peer's we hold unanswered at once (each may
+    /// cost an LLM call). One more is a protocol violation. Default 16.
+    pub max_pending_natural_language: usize,
     /// Seed for the 16-character message ids this session generates (give each session a
     /// random seed; the state machine itself never reads a clock or an RNG).
     pub id_seed: u64,
@@ -109,6 +112,7 @@ impl Default for SessionConfig {
             negotiation_deadline: Duration::from_secs(180),
             code_generation_timeout: Duration::from_secs(15),
             natural_language_timeout: Duration::from_secs(60),
+            max_pending_natural_language: 16,
             id_seed: 0,
         }
     }

@@ -102,6 +102,12 @@ pub enum ProtocolViolation {
         /// The id received.
         message_id: String,
     },
+    /// A natural-language REQUEST while as many as we take are still unanswered.
+    #[error("naturalLanguageNegotiation REQUEST while {limit} are unanswered (the limit)")]
+    TooManyNaturalLanguageRequests {
+        /// [`SessionConfig::max_pending_natural_language`](crate::SessionConfig::max_pending_natural_language).
+        limit: usize,
+    },
 }
 
 impl From<FrameError> for ProtocolViolation {

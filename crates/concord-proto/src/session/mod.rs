@@ -1133,6 +1133,11 @@ impl Session {
     fn handle_natural_language(&mut self, message: NaturalLanguageNegotiation) {
         match message.kind {
             NaturalLanguageKind::Request => {
+                let limit = self.config.max_pending_natural_language;
+                if self.natural_language_in.len() >= limit {
+                    return self
+                        .violate(ProtocolViolation::TooManyNaturalLanguageRequests { limit });
+                }
                 if !self.natural_language_in.insert(message.message_id.clone()) {
                     return self.violate(ProtocolViolation::DuplicateNaturalLanguageRequest {
                         message_id: message.message_id,
