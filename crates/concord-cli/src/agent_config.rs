@@ -29,6 +29,17 @@
 //! # or: http = { url = "http://127.0.0.1:9000/product-info", timeout = "10s" }
 //! #     (an https:// service a private CA signed: add ca_cert = "private-ca.pem")
 //! #   an application error: a 4xx/5xx answer with problem details or the same `error` object
+//! allow = "anyone"                   # who may call it: "anyone" (default), "authenticated"
+//! #   (any caller that proved its DID), or a list of DIDs and DID prefixes ending in ":*":
+//! #   allow = ["did:wba:partner.example:*", "did:wba:localhost%3A9000:agents:e1_…"]
+//!
+//! [security]                         # the agent's DID identity: <data_dir>/identity/keys.json
+//! encryption = "preferred"           # "off" | "preferred" (encrypted when the peer speaks it)
+//! #                                    | "required" (plain sessions refused)
+//! authentication = "optional"        # "optional" | "required" (every caller proves its DID)
+//! signature = "http-signatures"      # how this agent signs when it calls: "http-signatures"
+//! #                                    (RFC 9421) or "didwba" (ANP's legacy header)
+//! resolve_loopback_over_http = false # test mode: DIDs on localhost resolve over http://
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -60,7 +71,10 @@ use std::time::Duration;
 
 use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
-use concord_node::{ExecAction, HttpAction, Limits};
+use concord_node::{
+    Allow, Authentication, DidPattern, Encryption, ExecAction, HttpAction, Limits, Security,
+    SignatureForm,
+};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use serde_json::Value;
@@ -131,6 +145,8 @@ pub struct AgentConfig {
     pub consensus: Vec<ConsensusProtocol>,
     /// Limits and timeouts.
     pub limits: Limits,
+    /// The security policy (`[security]`; [`Security::default`] otherwise).
+    pub security: Security,
 }
 
 /// An action with its published spec and its backend.
@@ -140,6 +156,8 @@ pub struct ConfiguredAction {
     pub spec: ActionSpec,
     /// What runs it.
     pub backend: Backend,
+    /// Who may call it (`allow`, default anyone).
+    pub allow: Allow,
 }
 
 /// What runs an action.
@@ -236,6 +254,19 @@ struct File {
     consensus: Vec<ConsensusSection>,
     #[serde(default)]
     limits: LimitsSection,
+    #[serde(default)]
+    security: SecuritySection,
+}
+
+/// `[security]`: the node's security policy, each value a name checked in
+/// [`SecuritySection::check`] (so that a wrong one is named with its key).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecuritySection {
+    encryption: Option<String>,
+    authentication: Option<String>,
+    signature: Option<String>,
+    resolve_loopback_over_http: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,6 +305,8 @@ struct ActionSection {
     output: Value,
     exec: Option<ExecSection>,
     http: Option<HttpSection>,
+    /// `"anyone"`, `"authenticated"`, or a list of DIDs and DID prefixes (`…:*`).
+    allow: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -521,7 +554,115 @@ impl File {
             llm,
             consensus,
             limits: self.limits.check()?,
+            security: self.security.check()?,
         })
+    }
+}
+
+/// `value` as one of `choices` (name, meaning); else an error naming `key` and the choices.
+fn choose<T: Copy>(key: &str, value: &str, choices: &[(&str, T)]) -> Result<T, Problem> {
+    choices
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, choice)| *choice)
+        .ok_or_else(|| {
+            let names: Vec<String> = choices
+                .iter()
+                .map(|(name, _)| format!("{name:?}"))
+                .collect();
+            Problem::key(key, format!("{value:?} is not one of {}", names.join(", ")))
+        })
+}
+
+impl SecuritySection {
+    fn check(self) -> Result<Security, Problem> {
+        let mut security = Security::default();
+        if let Some(value) = &self.encryption {
+            security.encryption = choose(
+                "security.encryption",
+                value,
+                &[
+                    ("off", Encryption::Off),
+                    ("preferred", Encryption::Preferred),
+                    ("required", Encryption::Required),
+                ],
+            )?;
+        }
+        if let Some(value) = &self.authentication {
+            security.authentication = choose(
+                "security.authentication",
+                value,
+                &[
+                    ("optional", Authentication::Optional),
+                    ("required", Authentication::Required),
+                ],
+            )?;
+        }
+        if let Some(value) = &self.signature {
+            security.signature_form = choose(
+                "security.signature",
+                value,
+                &[
+                    ("http-signatures", SignatureForm::HttpSignatures),
+                    ("didwba", SignatureForm::LegacyDidWba),
+                ],
+            )?;
+        }
+        match self.resolve_loopback_over_http {
+            None => {}
+            Some(Value::Bool(loopback)) => security.resolver.allow_loopback_http = loopback,
+            Some(other) => {
+                return Err(Problem::key(
+                    "security.resolve_loopback_over_http",
+                    format!("{other} is not true or false"),
+                ))
+            }
+        }
+        Ok(security)
+    }
+}
+
+/// An action's `allow`: `"anyone"`, `"authenticated"`, or a non-empty list of DIDs and DID
+/// prefixes ending in `:*` (a single DID or prefix may be written without the list).
+fn check_allow(value: Option<Value>, key: &str) -> Result<Allow, Problem> {
+    const EXPECTED: &str = "expected \"anyone\", \"authenticated\", or a list of DIDs and DID \
+                            prefixes ending in \":*\" (like [\"did:wba:partner.example:*\"])";
+    let pattern = |text: &str, key: &str| {
+        DidPattern::parse(text).map_err(|error| Problem::key(key, format!("{text:?}: {error}")))
+    };
+    match value {
+        None => Ok(Allow::Anyone),
+        Some(Value::String(text)) => match text.as_str() {
+            "anyone" => Ok(Allow::Anyone),
+            "authenticated" => Ok(Allow::Authenticated),
+            did if did.starts_with("did:") => Ok(Allow::Dids(vec![pattern(did, key)?])),
+            other => Err(Problem::key(key, format!("{other:?}: {EXPECTED}"))),
+        },
+        Some(Value::Array(items)) => {
+            if items.is_empty() {
+                return Err(Problem::key(
+                    key,
+                    "is an empty list: no one could call the action (list DIDs, or remove the \
+                     action)",
+                ));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    let item_key = format!("{key}[{index}]");
+                    match item {
+                        Value::String(text) => pattern(text, &item_key),
+                        _ => Err(Problem::key(
+                            item_key,
+                            "expected a DID or a DID prefix ending in \":*\", as a string",
+                        )),
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Allow::Dids)
+        }
+        Some(_) => Err(Problem::key(key, EXPECTED)),
     }
 }
 
@@ -548,6 +689,7 @@ impl ActionSection {
         }
         let input = schema(self.input, &format!("{key}.input"), base)?;
         let output = schema(self.output, &format!("{key}.output"), base)?;
+        let allow = check_allow(self.allow, &format!("{key}.allow"))?;
         let backend = match (self.exec, self.http) {
             (Some(exec), None) => Backend::Exec(exec.check(&format!("{key}.exec"), base)?),
             (None, Some(http)) => Backend::Http(http.check(&format!("{key}.http"), base)?),
@@ -574,6 +716,7 @@ impl ActionSection {
                 output,
             },
             backend,
+            allow,
         })
     }
 }
@@ -991,6 +1134,74 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn security_defaults_to_the_nodes_and_each_key_can_be_set() {
+        let config = load(MINIMAL, &[]).unwrap();
+        let defaults = Security::default();
+        assert_eq!(config.security.encryption, defaults.encryption);
+        assert_eq!(config.security.authentication, defaults.authentication);
+        assert_eq!(config.security.signature_form, defaults.signature_form);
+        assert!(!config.security.resolver.allow_loopback_http);
+        assert!(matches!(config.actions[0].allow, Allow::Anyone));
+
+        let text = format!(
+            "{MINIMAL}\n[security]\nencryption = \"required\"\nauthentication = \"required\"\n\
+             signature = \"didwba\"\nresolve_loopback_over_http = true\n"
+        );
+        let security = load(&text, &[]).unwrap().security;
+        assert_eq!(security.encryption, Encryption::Required);
+        assert_eq!(security.authentication, Authentication::Required);
+        assert_eq!(security.signature_form, SignatureForm::LegacyDidWba);
+        assert!(security.resolver.allow_loopback_http);
+        for (key, value, expected) in [
+            ("encryption", "off", Encryption::Off),
+            ("encryption", "preferred", Encryption::Preferred),
+        ] {
+            let text = format!("{MINIMAL}\n[security]\n{key} = {value:?}\n");
+            assert_eq!(load(&text, &[]).unwrap().security.encryption, expected);
+        }
+        let text = format!("{MINIMAL}\n[security]\nsignature = \"http-signatures\"\n");
+        assert_eq!(
+            load(&text, &[]).unwrap().security.signature_form,
+            SignatureForm::HttpSignatures
+        );
+        let text = format!("{MINIMAL}\n[security]\nauthentication = \"optional\"\n");
+        assert_eq!(
+            load(&text, &[]).unwrap().security.authentication,
+            Authentication::Optional
+        );
+    }
+
+    #[test]
+    fn an_action_says_who_may_call_it() {
+        let with_allow = |allow: &str| {
+            let text = MINIMAL.replace(
+                "output = \"out.json\"",
+                &format!("output = \"out.json\"\nallow = {allow}"),
+            );
+            load(&text, &[]).map(|config| config.actions.into_iter().next().unwrap().allow)
+        };
+        assert!(matches!(with_allow("\"anyone\""), Ok(Allow::Anyone)));
+        assert!(matches!(
+            with_allow("\"authenticated\""),
+            Ok(Allow::Authenticated)
+        ));
+        let partner = "did:wba:partner.example:*";
+        let exact = "did:wba:localhost%3A9000:agents:alice";
+        match with_allow(&format!("[{partner:?}, {exact:?}]")) {
+            Ok(Allow::Dids(patterns)) => {
+                let shown: Vec<String> = patterns.iter().map(ToString::to_string).collect();
+                assert_eq!(shown, [partner, exact]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // One DID may be written without the list.
+        match with_allow(&format!("{exact:?}")) {
+            Ok(Allow::Dids(patterns)) => assert_eq!(patterns.len(), 1),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn each_problem_names_its_key() {
         let cases = [
             (MINIMAL.replace("title = \"Shop\"", "title = \" \""), "agent.title: is empty"),
@@ -1036,6 +1247,18 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{MINIMAL}\n[[consensus]]\nuri = \"u\"\ndocument = \"none.md\"\n"), "consensus[0].document: cannot read"),
             ("[agent]\ntitle = \"Shop\"\n".to_owned(), "actions: no action is configured"),
             (format!("{MINIMAL}{}", MINIMAL.replace("[agent]\ntitle = \"Shop\"\n", "")), "actions[1].name: the action `getName` is configured twice"),
+            (format!("{MINIMAL}\n[security]\nencryption = \"sometimes\"\n"), "security.encryption: \"sometimes\" is not one of \"off\", \"preferred\", \"required\""),
+            (format!("{MINIMAL}\n[security]\nauthentication = \"yes\"\n"), "security.authentication: \"yes\" is not one of \"optional\", \"required\""),
+            (format!("{MINIMAL}\n[security]\nsignature = \"rsa\"\n"), "security.signature: \"rsa\" is not one of \"http-signatures\", \"didwba\""),
+            (format!("{MINIMAL}\n[security]\nresolve_loopback_over_http = \"yes\"\n"), "security.resolve_loopback_over_http: \"yes\" is not true or false"),
+            (format!("{MINIMAL}\n[security]\nencrypt = \"off\"\n"), "unknown field `encrypt`"),
+            (format!("{MINIMAL}\n[security.limits]\nreplay_capacity = 1\n"), "unknown field `limits`"),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = \"everyone\""), "actions[0].allow: \"everyone\": expected \"anyone\", \"authenticated\", or a list"),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = []"), "actions[0].allow: is an empty list"),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = [\"did:wba:ok.example\", \"did:web:x\"]"), "actions[0].allow[1]: \"did:web:x\""),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = [\"did:wba:ok.example:*\", 3]"), "actions[0].allow[1]: expected a DID"),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = true"), "actions[0].allow: expected \"anyone\""),
+            (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = \"did:wba:partner.example*\""), "actions[0].allow: \"did:wba:partner.example*\""),
         ];
         for (text, expected) in cases {
             let error = load(&text, &[]).unwrap_err();

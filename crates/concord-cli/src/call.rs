@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use concord_node::{CallError, ConnectError, Connection, Limits, Node, Want};
+use concord_node::{
+    CallError, ConnectError, Connection, ConnectionInfo, Identity, Limits, Node, Security,
+    SignatureForm, Want,
+};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -39,6 +42,17 @@ Many calls over one session (JSON lines in, one JSON line out per input line, in
 
 The first call to a peer negotiates a protocol, generates and verifies its code, and stores
 it; later calls resume it with 0-RTT (no negotiation, no LLM).
+
+Identity: with --did-host, the call is signed (ANP DID-WBA) as the data directory's identity
+(`concord identity`), whose DID names that host: did:wba:<host>[%3A<port>]:agents:e1_…; its
+DID document must be served there (by `concord serve` with the same data directory, or
+`concord identity export` on a web server of your own). Without it, or with --anonymous,
+the call is anonymous. The session is end-to-end encrypted (Noise) when the peer speaks it,
+its DID proven by the channel (a DID on localhost resolves over http:// only for a peer
+called at an http:// loopback address, or with --resolve-loopback-over-http).
+  concord call https://shop.example getProductInfo '{\"productId\": \"P2\"}' --did-host agents.example.com
+  concord call http://127.0.0.1:9000 getProductInfo '{\"productId\": \"P2\"}' \\
+      --did-host localhost:8080 --resolve-loopback-over-http     # two local agents
 
 Input: a JSON argument is one call; `-` reads one JSON document from standard input; with
 no input argument (standard input not a terminal) or with `--input FILE` (`-` for standard
@@ -100,6 +114,24 @@ pub struct CallArgs {
     /// sequenceId 1 instead of 0, and an `accepted` echo. For a provider built on that SDK.
     #[arg(long)]
     reference_compatible: bool,
+    /// Sign the call as the data directory's identity, whose DID names this host (and
+    /// port): `agents.example.com`, `localhost:8080`. Its DID document must be served
+    /// there (`concord serve`, or `concord identity export` on your own server).
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "anonymous")]
+    did_host: Option<String>,
+    /// Call anonymously, even with an identity and --did-host.
+    #[arg(long)]
+    anonymous: bool,
+    /// How to sign: `http-signatures` (RFC 9421, the default) or `didwba` (ANP's legacy
+    /// `Authorization: DIDWba` header).
+    #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
+    signature: Option<String>,
+    /// Test mode: resolve DIDs on `localhost` over plain http:// (the peer's, to check its
+    /// Noise key). Implied when the peer's URL is an http:// loopback address (127.0.0.1,
+    /// [::1], localhost): a local agent's DID names `localhost`. Other DIDs resolve over
+    /// HTTPS only.
+    #[arg(long)]
+    resolve_loopback_over_http: bool,
 }
 
 /// What the calls are made with.
@@ -135,10 +167,29 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         }
         limits.call_timeout = timeout;
     }
+    let data_dir = args.data_dir.path()?;
+    let mut security = Security::default();
+    // A peer called on a loopback address is reached over this machine's own loopback: its
+    // localhost DID document is fetched the same way (production DIDs: HTTPS only).
+    security.resolver.allow_loopback_http =
+        args.resolve_loopback_over_http || is_loopback_url(&args.url);
+    if args.signature.as_deref() == Some("didwba") {
+        security.signature_form = SignatureForm::LegacyDidWba;
+    }
     let mut builder = Node::builder("concord call")
-        .data_dir(args.data_dir.path()?)
+        .data_dir(&data_dir)
         .limits(limits)
-        .reference_compatible(args.reference_compatible);
+        .reference_compatible(args.reference_compatible)
+        .security(security);
+    match signer(&args, &data_dir)? {
+        Signer::Identity(identity) => builder = builder.identity(*identity),
+        Signer::Anonymous { note } => {
+            // Said once, for people; `--json` carries `signedAs: null` instead.
+            if let (Some(note), false) = (note, args.json) {
+                crate::output::note(note);
+            }
+        }
+    }
     if args.llm {
         builder = builder.llm(llm::from_env()?);
     }
@@ -153,6 +204,125 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
             (Inputs::Lines(lines), _) => call_lines(node, args, want, lines).await,
         }
     })?
+}
+
+/// Who the calls are made as.
+enum Signer {
+    /// Signed as this identity.
+    Identity(Box<Identity>),
+    /// Anonymous; `note` says why when the data directory has an identity that was not
+    /// used (no --did-host).
+    Anonymous { note: Option<String> },
+}
+
+/// The identity the calls are signed as: the data directory's keys at `--did-host`, unless
+/// `--anonymous` or there are no keys (an error with --did-host: it asked for a signature).
+fn signer(args: &CallArgs, data_dir: &std::path::Path) -> anyhow::Result<Signer> {
+    if args.anonymous {
+        return Ok(Signer::Anonymous { note: None });
+    }
+    let keys = crate::identity::load(data_dir)?;
+    match (keys, &args.did_host) {
+        (Some(keys), Some(location)) => {
+            let (host, port) = did_host(location)?;
+            let identity = Identity::new(keys, &host, port, &["agents"]).map_err(|error| {
+                crate::output::Wrong::error(format!(
+                    "--did-host {location:?}: no did:wba DID for this host: {error}"
+                ))
+            })?;
+            Ok(Signer::Identity(Box::new(identity)))
+        }
+        (None, Some(_)) => Err(crate::output::Wrong::error(format!(
+            "--did-host: no identity to sign with in {}: `concord identity new` or start \
+             `concord serve` once",
+            data_dir.display()
+        ))),
+        (Some(_), None) => Ok(Signer::Anonymous {
+            note: Some(
+                "calling anonymously: give --did-host HOST[:PORT] (where this identity's DID \
+                 document is served) to sign as it"
+                    .to_owned(),
+            ),
+        }),
+        (None, None) => Ok(Signer::Anonymous { note: None }),
+    }
+}
+
+/// `HOST[:PORT]` of `--did-host` (a loopback IP address named `localhost`, as a node names
+/// itself); a URL is read as the node's base URL.
+fn did_host(location: &str) -> anyhow::Result<(String, Option<u16>)> {
+    if location.contains("://") {
+        return crate::identity::host_port_of_url(location);
+    }
+    let wrong = |why: &str| crate::output::Wrong::error(format!("--did-host {location:?}: {why}"));
+    let (host, port) = match location.rsplit_once(':') {
+        Some(("", _)) => return Err(wrong("no host")),
+        // A bare IPv6 address has colons but no port.
+        Some((host, port)) if !host.is_empty() && !port.contains(']') && !host.ends_with(':') => {
+            let port: u16 = port
+                .parse()
+                .ok()
+                .filter(|port| *port > 0)
+                .ok_or_else(|| wrong("the port is not a number from 1 to 65535"))?;
+            (host, Some(port))
+        }
+        _ => (location, None),
+    };
+    if host.is_empty() {
+        return Err(wrong("no host"));
+    }
+    let url = match port {
+        Some(port) => format!("http://{host}:{port}/"),
+        None => format!("http://{host}/"),
+    };
+    let (host, _) = crate::identity::host_port_of_url(&url)
+        .map_err(|_| wrong("not a host name (a did:wba DID names a host, not an IP address)"))?;
+    Ok((host, port))
+}
+
+/// Whether `url` is a plain `http://` URL on this machine's loopback (`127.0.0.0/8`,
+/// `[::1]`, `localhost`): an agent served there has a localhost DID whose document it
+/// serves over plain HTTP too. (An `https://` peer serves its document over HTTPS.)
+fn is_loopback_url(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    if url.scheme() != "http" {
+        return false;
+    }
+    match url.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// How the session is protected, for people: `encrypted (Noise), peer did:…, signed as
+/// did:…` or `plain, peer anonymous, anonymous`.
+fn session_line(info: &ConnectionInfo) -> String {
+    format!(
+        "session: {}; peer {}; {}",
+        if info.encrypted {
+            "encrypted (Noise)"
+        } else {
+            "plain (not end-to-end encrypted)"
+        },
+        info.peer_did.as_deref().unwrap_or("without a proven DID"),
+        info.signed_as.as_deref().map_or_else(
+            || "we called anonymously".to_owned(),
+            |did| format!("signed as {did}")
+        )
+    )
+}
+
+/// How the session is protected, for `--json`.
+fn session_json(info: &ConnectionInfo) -> Value {
+    json!({
+        "peerDid": info.peer_did,
+        "encrypted": info.encrypted,
+        "signedAs": info.signed_as,
+    })
 }
 
 /// Decides where the input comes from and reads a single one (a stream of lines is read
@@ -267,6 +437,11 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
             "peer": connection.info().peer,
             "action": args.action,
         });
+        if let (Value::Object(summary), Value::Object(session)) =
+            (&mut summary, session_json(connection.info()))
+        {
+            summary.extend(session);
+        }
         if let (Value::Object(summary), Value::Object(report)) = (&mut summary, report.to_json()) {
             summary.extend(report);
             // The setup time goes with the others.
@@ -283,6 +458,7 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
         output::json(&summary)?;
     } else {
         output::json(&output)?;
+        crate::output::note(session_line(connection.info()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -501,6 +677,7 @@ async fn repeat(
         );
     }
     if args.json {
+        let session = session_json(connection.info());
         output::json(&json!({
             "action": args.action,
             "calls": times,
@@ -512,6 +689,9 @@ async fn repeat(
             "p50Ms": millis(p50),
             "p99Ms": millis(p99),
             "maxMs": millis(latencies.last().copied().unwrap_or_default()),
+            "peerDid": session["peerDid"],
+            "encrypted": session["encrypted"],
+            "signedAs": session["signedAs"],
         }))?;
     } else {
         outln!(
@@ -522,6 +702,7 @@ async fn repeat(
             millis(p50),
             millis(p99),
         )?;
+        crate::output::note(session_line(connection.info()));
     }
     Ok(ExitCode::from(exit))
 }
@@ -556,5 +737,57 @@ pub fn call_exit_code(error: &CallError) -> u8 {
     match error {
         CallError::Timeout(_) | CallError::Closed(_) => 2,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn did_host_takes_a_host_and_an_optional_port() {
+        let parsed = |text: &str| did_host(text).map_err(|error| error.to_string());
+        assert_eq!(
+            parsed("agents.example.com"),
+            Ok(("agents.example.com".to_owned(), None))
+        );
+        assert_eq!(
+            parsed("localhost:8080"),
+            Ok(("localhost".to_owned(), Some(8080)))
+        );
+        assert_eq!(
+            parsed("127.0.0.1:8080"),
+            Ok(("localhost".to_owned(), Some(8080)))
+        );
+        assert_eq!(
+            parsed("http://127.0.0.1:9000/"),
+            Ok(("localhost".to_owned(), Some(9000)))
+        );
+        assert!(parsed("localhost:0").unwrap_err().contains("port"));
+        assert!(parsed("localhost:http").unwrap_err().contains("port"));
+        assert!(parsed("192.0.2.1:8080")
+            .unwrap_err()
+            .contains("not a host name"));
+        assert!(parsed(":8080").unwrap_err().contains("no host"));
+    }
+
+    #[test]
+    fn loopback_peers_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://127.0.0.2:8080/.well-known/wot",
+            "http://[::1]:9000/",
+            "http://LOCALHOST:1/",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://shop.example/",
+            "http://192.0.2.1/",
+            "not a url",
+            "https://localhost:8443/",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
     }
 }

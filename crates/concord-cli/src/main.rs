@@ -23,6 +23,7 @@ mod data_dir;
 mod demo;
 mod describe;
 mod handler;
+mod identity;
 mod input;
 mod llm;
 mod logging;
@@ -43,6 +44,7 @@ Examples:
   concord serve --config crates/concord-cli/examples/product-agent.toml
   concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P12345\"}'
   concord protocols list           # what was negotiated, by hash
+  concord identity show            # this agent's DID
 
 Every command's --help has examples. Exit codes: 0 done; 1 the input was checked and found
 wrong (or the peer said no); 2 the command could not run.")]
@@ -113,6 +115,8 @@ Examples:
     Registry(registry::RegistryArgs),
     /// List, show and prune the sessions' transcripts (hellos and negotiation frames).
     Transcripts(transcripts::TranscriptsArgs),
+    /// Create and show the agent's DID identity (did:wba), and export its DID document.
+    Identity(identity::IdentityArgs),
 }
 
 fn main() -> ExitCode {
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
         Command::Protocols(args) => protocols::run(args),
         Command::Registry(args) => registry::run(args),
         Command::Transcripts(args) => transcripts::run(args),
+        Command::Identity(args) => identity::run(args),
     };
     match outcome.and_then(|code| Ok(output::flush().map(|()| code)?)) {
         Ok(code) => code,

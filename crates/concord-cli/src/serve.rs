@@ -30,7 +30,20 @@ Examples:
 
 The configuration (TOML) names the agent, its actions with their JSON Schemas and backends
 (`exec`: a command run per call, input JSON on stdin, output JSON on stdout; `http`: a POST
-per call), the LLM, consensus protocols and limits. See examples/product-agent.toml.
+per call) and who may call each, the LLM, consensus protocols, limits and security. See
+examples/product-agent.toml.
+
+The agent has a DID (did:wba), printed on start: its keys are <data-dir>/identity/keys.json,
+created on the first start (`concord identity` shows and exports it). The DID names the host
+of `node.public_url`, or `localhost` when it serves on a loopback address.
+  [security]
+  encryption = \"preferred\"       # \"off\" | \"preferred\" | \"required\" (the Noise channel)
+  authentication = \"optional\"    # \"optional\" | \"required\" (every caller proves its DID)
+  signature = \"http-signatures\"  # or \"didwba\" (ANP's legacy header): how it signs its calls
+  resolve_loopback_over_http = false   # test mode: DIDs on localhost resolve over http://
+  [[actions]]
+  allow = \"anyone\"               # or \"authenticated\", or [\"did:wba:partner.example:*\", …]
+
 Log lines go to standard error; RUST_LOG=concord_node=debug shows every step.
 Ctrl-C or SIGTERM drains the agent: it takes no new connections or calls, lets the calls
 running finish within `node.shutdown_grace` (default 10s), then closes every session with a
@@ -70,9 +83,13 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         Some(dir) => dir,
         None => concord_store::Store::default_dir().context("no data directory configured")?,
     };
+    // The agent's identity: created on the first start, then the same DID every time.
+    let keys = crate::identity::serve_keys(&data_dir)?;
     let mut builder = Node::builder(config.title.clone())
         .data_dir(&data_dir)
-        .limits(config.limits.clone());
+        .limits(config.limits.clone())
+        .keys(keys)
+        .security(config.security.clone());
     if let Some(id) = &config.id {
         builder = builder.id(id.clone());
     }
@@ -96,6 +113,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         .map(|action| action.spec.name.clone())
         .collect();
     for action in config.actions {
+        builder = builder.allow(action.spec.name.clone(), action.allow);
         builder = match action.backend {
             Backend::Exec(exec) => builder.action(action.spec, exec),
             Backend::Http(http) => builder.action(action.spec, http),
@@ -145,6 +163,9 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     }?;
     for protocol in &config.consensus {
         outln!("consensus:   {} {}", protocol.uri, protocol.document.hash())?;
+    }
+    if let Some(did) = server.did() {
+        outln!("did:         {did}")?;
     }
     // The endpoint comes last: a script waiting for it has the whole banner.
     outln!("description: {}", server.description_url())?;

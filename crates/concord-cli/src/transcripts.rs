@@ -36,7 +36,9 @@ pub struct TranscriptsArgs {
 #[derive(Debug, Subcommand)]
 pub enum TranscriptsCommand {
     /// List the transcripts, most recently started first: id, start, our role, how the
-    /// session ended (`running` while in progress), frames and bytes recorded, peer.
+    /// session ended (`running` while in progress), frames and bytes recorded, how the
+    /// session was protected (`noise` end-to-end encrypted or `plain`, `+did` when the
+    /// peer was authenticated by its DID, `-` when not recorded), peer.
     #[command(after_help = "\
 Examples:
   concord transcripts list
@@ -50,7 +52,8 @@ Examples:
         #[arg(long, value_name = "N", default_value_t = 20)]
         limit: usize,
     },
-    /// Show one transcript: who, when, how it ended, then its frames in order, each with
+    /// Show one transcript: who, when, how it ended, how the session was protected (the
+    /// channel and the peer's DID when authenticated), then its frames in order, each with
     /// its direction, kind and the start of its text (application and verification
     /// frames: their size only).
     #[command(after_help = "\
@@ -103,23 +106,25 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             outln!(
-                "{:>6}  {:<20}  {:<9}  {:<11}  {:>6}  {:>8}  peer",
+                "{:>6}  {:<20}  {:<9}  {:<11}  {:>6}  {:>8}  {:<9}  peer",
                 "id",
                 "started",
                 "role",
                 "outcome",
                 "frames",
-                "bytes"
+                "bytes",
+                "channel"
             )?;
             for summary in &transcripts {
                 outln!(
-                    "{:>6}  {:<20}  {:<9}  {:<11}  {:>6}  {:>8}  {}",
+                    "{:>6}  {:<20}  {:<9}  {:<11}  {:>6}  {:>8}  {:<9}  {}",
                     summary.id,
                     time(summary.started),
                     summary.role.name(),
                     outcome_name(summary.outcome.as_ref()),
                     summary.frame_count,
                     summary.bytes,
+                    channel_short(summary.channel.as_deref()),
                     summary.peer
                 )?;
             }
@@ -168,6 +173,13 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                     "not recorded: {} more frames (beyond the transcript's bound)",
                     summary.frames_not_recorded
                 )?;
+            }
+            match &summary.channel {
+                Some(channel) => outln!("channel:   {}", output::one_line(channel))?,
+                None => outln!(
+                    "channel:   not recorded (a session recorded by an older concord, or one \
+                     that ended before it was established)"
+                )?,
             }
             outln!()?;
             for (seq, frame) in transcript.frames.iter().enumerate() {
@@ -244,7 +256,38 @@ fn summary_json(summary: &TranscriptSummary) -> Value {
         "frameCount": summary.frame_count,
         "framesNotRecorded": summary.frames_not_recorded,
         "bytes": summary.bytes,
+        "channel": summary.channel,
     })
+}
+
+/// How a session was protected, in a few characters for `transcripts list`: `noise`
+/// (a Noise channel) or `plain`, then `+did` when the peer was authenticated by its DID;
+/// `-` when the store has no channel for it. The full text: `transcripts show`.
+fn channel_short(channel: Option<&str>) -> String {
+    let Some(channel) = channel else {
+        return "-".to_owned();
+    };
+    let (kind, peer) = channel.split_once(';').unwrap_or((channel, ""));
+    let kind = kind.trim();
+    let mut short = if kind.starts_with("Noise") {
+        "noise".to_owned()
+    } else if kind == "plain" {
+        "plain".to_owned()
+    } else {
+        // Something a newer node wrote: its first word, bounded.
+        kind.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(9)
+            .collect::<String>()
+            .to_ascii_lowercase()
+    };
+    if short.is_empty() {
+        short.push('?');
+    }
+    if peer.contains("authenticated as did:") {
+        short.push_str("+did");
+    }
+    short
 }
 
 /// A frame as JSON: its whole text; the kept start of a text cut by the store
@@ -311,6 +354,34 @@ mod tests {
     use concord_store::Direction;
 
     use super::*;
+
+    #[test]
+    fn channels_are_shown_short() {
+        let cases = [
+            (
+                Some(
+                    "Noise_XX_25519_ChaChaPoly_BLAKE2s; peer authenticated as \
+                     did:wba:localhost%3A8080:agents:e1_abc",
+                ),
+                "noise+did",
+            ),
+            (
+                Some("Noise_XX_25519_ChaChaPoly_BLAKE2s; peer anonymous"),
+                "noise",
+            ),
+            (Some("plain; peer anonymous"), "plain"),
+            (
+                Some("plain; peer authenticated as did:wba:example.com:e1_x"),
+                "plain+did",
+            ),
+            (Some("Quantum channel; whatever"), "quantum"),
+            (Some(""), "?"),
+            (None, "-"),
+        ];
+        for (channel, short) in cases {
+            assert_eq!(channel_short(channel), short, "{channel:?}");
+        }
+    }
 
     #[test]
     fn previews_are_one_bounded_line() {

@@ -1,5 +1,6 @@
 //! `concord call` against `concord serve`: negotiation on the first call, 0-RTT on the
-//! second, and the exit codes and messages of what can go wrong.
+//! second (a signed caller's: 0-RTT only in an authenticated session), who may call what,
+//! and the exit codes and messages of what can go wrong.
 
 mod support;
 
@@ -14,12 +15,28 @@ fn serve() -> (Served, tempfile::TempDir) {
 
 #[test]
 fn the_first_call_negotiates_and_the_second_resumes_with_0_rtt() {
-    let (served, _data) = serve();
-    let requester = tempfile::tempdir().unwrap();
+    let (served, _config) = provider("");
+    let signer = Signer::start();
+    let call_json = |url: &str, input: &str, data_dir: &std::path::Path| {
+        let mut options = vec![OsStr::new("--json")];
+        options.extend(signer.args());
+        call_product(url, input, data_dir, &options)
+    };
+    let requester = &signer.data_dir;
 
     let first = call_json(&served.url, r#"{"productId": "P12345"}"#, requester.path());
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // Signed, so nothing is said about calling anonymously.
+    assert_eq!(first.stderr, "");
     let first = first.json();
+    // Signed as the requester's DID, in a Noise channel that proved the provider's.
+    assert_eq!(first["signedAs"], signer.did.as_str(), "{first:#}");
+    assert_eq!(
+        first["peerDid"],
+        served.did.as_deref().unwrap(),
+        "{first:#}"
+    );
+    assert_eq!(first["encrypted"], true, "{first:#}");
     assert_eq!(first["output"]["productName"], "Laptop");
     assert_eq!(first["action"], "getProductInfo");
     assert_eq!(first["settledBy"], "negotiated", "{first:#}");
@@ -78,6 +95,73 @@ fn the_first_call_negotiates_and_the_second_resumes_with_0_rtt() {
         .map(|frame| frame["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["hello", "hello"]);
+
+    // Anonymous (--anonymous, or no --did-host): no 0-RTT offered, negotiated again.
+    let anonymous = call_product(
+        &served.url,
+        r#"{"productId": "P2"}"#,
+        requester.path(),
+        &[OsStr::new("--json"), OsStr::new("--anonymous")],
+    );
+    assert_eq!(anonymous.code, 0, "{}", anonymous.stderr);
+    let anonymous = anonymous.json();
+    assert!(anonymous["signedAs"].is_null(), "{anonymous:#}");
+    assert_eq!(anonymous["encrypted"], true, "{anonymous:#}");
+    assert!(anonymous["offeredHash"].is_null(), "{anonymous:#}");
+    // Without --did-host, a requester that has an identity says once that it calls
+    // anonymously; the human summary says how the session was protected.
+    let plain = call_product(&served.url, r#"{"productId": "P2"}"#, requester.path(), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!(plain.json()["productName"], "Mouse");
+    assert_eq!(
+        plain.stderr.matches("calling anonymously").count(),
+        1,
+        "{}",
+        plain.stderr
+    );
+    assert!(
+        plain
+            .stderr
+            .contains("session: encrypted (Noise); peer did:wba:localhost"),
+        "{}",
+        plain.stderr
+    );
+}
+
+#[test]
+fn an_action_is_called_only_by_whom_it_allows() {
+    let signer = Signer::start();
+    let (served, _config) = provider(&format!("allow = [{:?}]\n", signer.did));
+    let stranger = tempfile::tempdir().unwrap();
+    let input = r#"{"productId": "P2"}"#;
+
+    // The DID it allows: answered.
+    let mut options = vec![OsStr::new("--json")];
+    options.extend(signer.args());
+    let allowed = call_product(&served.url, input, signer.data_dir.path(), &options);
+    assert_eq!(allowed.code, 0, "{}{}", allowed.stdout, allowed.stderr);
+    assert_eq!(allowed.json()["signedAs"], signer.did.as_str());
+
+    // Anyone else: refused (1), saying why without internals, and nothing ran.
+    let refused = call_product(&served.url, input, stranger.path(), &[]);
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert_eq!(refused.stdout, "");
+    let refused = call_product(
+        &served.url,
+        input,
+        signer.data_dir.path(),
+        &[OsStr::new("--anonymous")],
+    );
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+
+    // --did-host without an identity to sign with: 1, before connecting.
+    call_product(
+        &served.url,
+        input,
+        stranger.path(),
+        &[OsStr::new("--did-host"), OsStr::new("localhost:1")],
+    )
+    .fails(1, "no identity to sign with");
 }
 
 #[test]

@@ -52,9 +52,19 @@ fn list_show_and_prune_what_the_nodes_recorded() {
     let lines: Vec<&str> = output.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{}", output.stdout);
     for column in [
-        "id", "started", "role", "outcome", "frames", "bytes", "peer",
+        "id", "started", "role", "outcome", "frames", "bytes", "channel", "peer",
     ] {
         assert!(lines[0].contains(column), "{}", lines[0]);
+    }
+    // How each session was protected, short: `noise`/`plain`, `+did` when the peer was
+    // authenticated, `-` when the node did not record it.
+    let channel_at = lines[0].find("channel").unwrap();
+    for line in &lines[1..] {
+        let short = line[channel_at..].split_whitespace().next().unwrap_or("");
+        assert!(
+            ["noise", "noise+did", "plain", "plain+did", "-"].contains(&short),
+            "{short:?} in {line}"
+        );
     }
     // Most recent first.
     assert!(
@@ -85,6 +95,11 @@ fn list_show_and_prune_what_the_nodes_recorded() {
     assert_eq!(list[0]["role"], "requester");
     assert_eq!(list[0]["outcome"], "agreed");
     assert!(list[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(
+        list[0]["channel"].is_null() || list[0]["channel"].is_string(),
+        "{}",
+        list[0]
+    );
     // The negotiation has many more frames than a 0-RTT resume (the two hellos), each
     // with its whole text.
     let negotiated = transcripts(requester.path(), &["show", &ids[0].to_string(), "--json"]).json();
@@ -111,6 +126,13 @@ fn list_show_and_prune_what_the_nodes_recorded() {
     );
     assert!(
         output.stdout.contains("outcome:   agreed: "),
+        "{}",
+        output.stdout
+    );
+    // The full channel line, under the header.
+    let header = output.stdout.split("\n\n").next().unwrap();
+    assert!(
+        header.lines().any(|line| line.starts_with("channel:   ")),
         "{}",
         output.stdout
     );

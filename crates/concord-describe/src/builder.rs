@@ -102,6 +102,14 @@ impl ThingBuilder {
         self.serialized("lmos:metadata", &metadata)
     }
 
+    /// Defines a security scheme under `name` without applying it by default (forms name
+    /// it: [`ActionBuilder::security`]).
+    pub fn security_definition(mut self, name: impl Into<String>, scheme: SecurityScheme) -> Self {
+        let scheme = serde_json::to_value(scheme).unwrap_or(Value::Null);
+        self.security_definitions.insert(name.into(), scheme);
+        self
+    }
+
     /// Defines a security scheme under `name` and makes it apply by default.
     pub fn security(mut self, name: impl Into<String>, scheme: SecurityScheme) -> Self {
         let name = name.into();
@@ -297,6 +305,24 @@ impl ActionBuilder {
     /// Adds another form (another protocol or operation).
     pub fn form(mut self, form: Form) -> Self {
         add_form(&mut self.terms, form);
+        self
+    }
+
+    /// The security schemes every form of the action requires (names defined with
+    /// [`ThingBuilder::security_definition`] or [`ThingBuilder::security`]), in place of the
+    /// description's default.
+    pub fn security(mut self, names: &[&str]) -> Self {
+        let value = match names {
+            [one] => Value::from(*one),
+            many => Value::from(many.to_vec()),
+        };
+        if let Some(Value::Array(forms)) = self.terms.get_mut("forms") {
+            for form in forms {
+                if let Value::Object(form) = form {
+                    form.insert("security".into(), value.clone());
+                }
+            }
+        }
         self
     }
 }

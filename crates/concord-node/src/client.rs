@@ -13,6 +13,7 @@ use concord_store::{Direction, HeldBy, ResumeQuery, TranscriptId};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tracing::Instrument;
 
 use crate::code::{self, CodeInfo, LocalSide};
@@ -21,6 +22,8 @@ use crate::describe::DESCRIPTION_PATH;
 use crate::driver::{Command, Driver, RequesterParts, Settled, Settlement, Start, CLOSE_LINGER};
 use crate::error::{CallError, ConnectError};
 use crate::hello;
+use crate::identity::secure::{self, Channel, SecureSocket};
+use crate::identity::{upgrade, Encryption};
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
@@ -59,6 +62,13 @@ pub struct ConnectionInfo {
     pub transcript: Option<TranscriptId>,
     /// From `connect` to ready.
     pub setup_time: Duration,
+    /// The peer's DID, when its description names one and the encrypted channel proved it
+    /// (its Noise key is its DID document's keyAgreement key).
+    pub peer_did: Option<String>,
+    /// Whether every frame of the session is sealed in the Noise channel.
+    pub encrypted: bool,
+    /// The DID we signed the upgrade request with, if any (else we called anonymously).
+    pub signed_as: Option<String>,
 }
 
 /// What the client knows before the session starts.
@@ -69,6 +79,16 @@ pub(crate) struct Known {
     pub(crate) action: String,
     pub(crate) offered_hash: Option<ProtocolHash>,
     pub(crate) started: Instant,
+    /// How the session is protected: filled in when the channel is up.
+    pub(crate) protection: Protection,
+}
+
+/// How a requester's session is protected.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Protection {
+    pub(crate) peer_did: Option<String>,
+    pub(crate) encrypted: bool,
+    pub(crate) signed_as: Option<String>,
 }
 
 /// A ready connection to a peer's action. Cheap to clone; calls from any clone run
@@ -227,20 +247,32 @@ pub(crate) async fn connect(
     need.output
         .get_or_insert_with(|| peer_action.output.clone());
     let peer = format!("{description_url}#{}", need.action);
-    let (offered_hash, consensus) = shortcuts(&shared, &thing, &peer, &need.action).await?;
+    let plan = ChannelPlan::for_peer(&shared, &thing, &description_url, &endpoint)?;
+    // A provider with a DID resumes and selects consensus protocols only in an
+    // authenticated session, so an anonymous requester does not offer them there.
+    let provider_has_did = thing
+        .meta_protocol
+        .as_ref()
+        .is_some_and(|meta| meta.did.is_some());
+    let (offered_hash, consensus) = if plan.signer.is_some() || !provider_has_did {
+        shortcuts(&shared, &thing, &peer, &need.action).await?
+    } else {
+        (None, Vec::new())
+    };
     let known = Known {
         peer: description_url,
         endpoint,
         action: need.action.clone(),
         offered_hash,
         started,
+        protection: Protection::default(),
     };
     let span = tracing::info_span!("connect", %peer);
     let own = Own {
         candidate,
         test_cases,
     };
-    start_session(shared, need, own, peer_action, peer, consensus, known)
+    start_session(shared, need, own, peer_action, peer, consensus, known, plan)
         .instrument(span)
         .await
 }
@@ -253,14 +285,25 @@ async fn start_session(
     peer_action: ActionSpec,
     peer: String,
     consensus: Vec<String>,
-    known: Known,
+    mut known: Known,
+    plan: ChannelPlan,
 ) -> Result<Connection, ConnectError> {
     let offered_hash = known.offered_hash;
-    let mut socket = open_websocket(&shared, &known.endpoint).await?;
+    let (mut socket, protection) = open_channel(&shared, &known.endpoint, plan).await?;
+    let channel = match (&protection.encrypted, &protection.peer_did) {
+        (true, Some(did)) => format!("{}; peer proved {did}", concord_secure::NOISE_PATTERN),
+        (true, None) => concord_secure::NOISE_PATTERN.to_owned(),
+        (false, _) => "plain".to_owned(),
+    };
+    let channel = match &protection.signed_as {
+        Some(did) => format!("{channel}; we signed as {did}"),
+        None => format!("{channel}; we called anonymously"),
+    };
+    known.protection = protection;
     let offer = LocalOffer::new(shared.capabilities);
     let source = handshake::source_hello(&offer, &hello::random_id(), offered_hash, &consensus);
     let source_text = source.encode();
-    let recorder = Recorder::start(&shared.store, &peer, Role::Requester).await;
+    let recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel).await;
     recorder.hello(Direction::Sent, &source_text);
     if let Err(error) = socket.send_text(source_text).await {
         let error = ConnectError::Transport(error.to_string());
@@ -360,6 +403,7 @@ async fn start_session(
         shutdown: None,
         shed: None,
         requester: Some(parts),
+        caller: concord_identity::Caller::Anonymous,
     });
     tokio::spawn(driver.run());
     let info = ready_receiver.await.unwrap_or_else(|_| {
@@ -525,29 +569,205 @@ fn calls_action(document: &str, action: &str, limits: &SchemaLimits) -> bool {
     }
 }
 
-async fn open_websocket(shared: &Shared, endpoint: &str) -> Result<ClientSocket, ConnectError> {
+/// How a requester will reach a provider: whether it signs (and as whom), whether the
+/// session is encrypted, and the provider's DID the channel must prove.
+pub(crate) struct ChannelPlan {
+    signer: Option<Arc<concord_identity::Identity>>,
+    /// The provider's DID, when the session is encrypted.
+    noise_with: Option<concord_identity::Did>,
+}
+
+impl ChannelPlan {
+    /// The plan for the provider `thing` (fetched from `description_url`) under our policy.
+    fn for_peer(
+        shared: &Shared,
+        thing: &Thing,
+        description_url: &str,
+        endpoint: &str,
+    ) -> Result<Self, ConnectError> {
+        let refuse = |reason: String| ConnectError::Security {
+            endpoint: endpoint.to_owned(),
+            reason,
+        };
+        let identity = &shared.identity;
+        let meta = thing.meta_protocol.as_ref();
+        let did = meta
+            .and_then(|meta| meta.did.as_deref())
+            .map(|did| {
+                concord_identity::Did::parse(did)
+                    .map_err(|error| refuse(format!("its description names the DID {did:?}: {error}")))
+            })
+            .transpose()?;
+        let offers_noise = did.is_some()
+            && meta
+                .and_then(|meta| meta.secure_channels.as_ref())
+                .is_some_and(|channels| {
+                    channels
+                        .iter()
+                        .any(|channel| channel == concord_secure::SUBPROTOCOL)
+                });
+        let noise = match identity.security.encryption {
+            Encryption::Off => false,
+            Encryption::Required if !offers_noise => {
+                return Err(refuse(format!(
+                    "our policy requires an encrypted session and the peer's description offers none (no `concord:did` with `{}`)",
+                    concord_secure::SUBPROTOCOL
+                )))
+            }
+            _ => offers_noise,
+        };
+        let noise_with = match did {
+            Some(did) if noise => {
+                check_origin(&did, description_url).map_err(refuse)?;
+                Some(did)
+            }
+            _ => None,
+        };
+        Ok(Self {
+            signer: identity.identity().cloned(),
+            noise_with,
+        })
+    }
+}
+
+/// A provider's DID must name the host we reached it at (`did:wba:shop.example…` for
+/// `https://shop.example/`), else anyone serving a description could claim any DID. On
+/// loopback, `localhost` and the loopback addresses are one host.
+fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<(), String> {
+    let url = url::Url::parse(description_url).map_err(|error| error.to_string())?;
+    let loopback = |host: &str| {
+        host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    let host = url.host_str().unwrap_or_default();
+    let same_host = host.eq_ignore_ascii_case(did.host()) || (loopback(host) && loopback(did.host()));
+    let same_port = did.port() == url.port();
+    if same_host && same_port {
+        Ok(())
+    } else {
+        Err(format!(
+            "its description names the DID {did}, whose host is not {}",
+            url.host_str().map_or_else(String::new, |host| match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            })
+        ))
+    }
+}
+
+/// Opens the WebSocket to `endpoint` as `plan` says: the upgrade signed with our DID, the
+/// Noise subprotocol offered, then the handshake and the provider's key checked against
+/// its DID document.
+async fn open_channel(
+    shared: &Shared,
+    endpoint: &str,
+    plan: ChannelPlan,
+) -> Result<(Channel<ClientSocket>, Protection), ConnectError> {
     let failed = |reason: String| ConnectError::Connect {
         endpoint: endpoint.to_owned(),
         reason,
     };
+    let refuse = |reason: String| ConnectError::Security {
+        endpoint: endpoint.to_owned(),
+        reason,
+    };
+    let mut request = endpoint
+        .into_client_request()
+        .map_err(|error| failed(with_causes(&error)))?;
+    let identity = &shared.identity;
+    if let Some(signer) = &plan.signer {
+        for (name, value) in upgrade::sign(signer, identity.security.signature_form, endpoint) {
+            let name = tungstenite::http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|error| failed(error.to_string()))?;
+            let value = tungstenite::http::HeaderValue::from_str(&value)
+                .map_err(|error| failed(error.to_string()))?;
+            request.headers_mut().insert(name, value);
+        }
+    }
+    if plan.noise_with.is_some() {
+        request.headers_mut().insert(
+            tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL,
+            tungstenite::http::HeaderValue::from_static(concord_secure::SUBPROTOCOL),
+        );
+    }
     let config = websocket_config(shared.limits.max_frame_size);
     let limit = shared.limits.hello_timeout;
     let tls = tokio_tungstenite::Connector::Rustls(Arc::clone(&shared.tls));
     let connecting =
-        tokio_tungstenite::connect_async_tls_with_config(endpoint, Some(config), true, Some(tls));
-    match tokio::time::timeout(limit, connecting).await {
-        Err(_) => Err(failed(format!("no connection within {}", human(limit)))),
+        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, Some(tls));
+    let (mut socket, response) = match tokio::time::timeout(limit, connecting).await {
+        Err(_) => return Err(failed(format!("no connection within {}", human(limit)))),
         Ok(Err(tungstenite::Error::Http(response))) => {
             let body = response
                 .body()
                 .as_deref()
                 .map(|body| String::from_utf8_lossy(body).trim().to_owned())
                 .unwrap_or_default();
-            Err(failed(format!("HTTP {}: {body}", response.status())))
+            return Err(failed(format!("HTTP {}: {body}", response.status())));
         }
-        Ok(Err(error)) => Err(failed(with_causes(&error))),
-        Ok(Ok((socket, _))) => Ok(socket),
+        Ok(Err(error)) => return Err(failed(with_causes(&error))),
+        Ok(Ok(connected)) => connected,
+    };
+    let signed_as = plan.signer.as_ref().map(|signer| signer.did().to_string());
+    let Some(provider) = plan.noise_with else {
+        let protection = Protection {
+            peer_did: None,
+            encrypted: false,
+            signed_as,
+        };
+        return Ok((Channel::Plain(socket), protection));
+    };
+    let selected = response
+        .headers()
+        .get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|value| value.to_str().ok());
+    if selected != Some(concord_secure::SUBPROTOCOL) {
+        let reason = format!(
+            "the peer's description offers the encrypted channel `{}` and its endpoint did not select it (a downgrade?)",
+            concord_secure::SUBPROTOCOL
+        );
+        transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
+        return Err(refuse(reason));
     }
+    let our_did = plan.signer.as_ref().map(|signer| signer.did().as_str());
+    let prologue = concord_secure::prologue(our_did, provider.as_str());
+    let config = identity.channel_config(shared.limits.max_frame_size);
+    let handshake = secure::handshake(
+        &mut socket,
+        concord_secure::Role::Initiator,
+        &identity.noise_static(),
+        &prologue,
+        our_did,
+        &config,
+        limit,
+    )
+    .await;
+    let (channel, peer) = match handshake {
+        Ok(done) => done,
+        Err(failure) => {
+            if let Some((code, reason)) = failure.close_frame() {
+                transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+            }
+            return Err(refuse(failure.to_string()));
+        }
+    };
+    if let Err(reason) = secure::verify_peer(identity, Some(&provider), &peer).await {
+        transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
+        return Err(refuse(reason));
+    }
+    let protection = Protection {
+        peer_did: Some(provider.to_string()),
+        encrypted: true,
+        signed_as,
+    };
+    Ok((
+        Channel::Secure(Box::new(SecureSocket::new(socket, channel))),
+        protection,
+    ))
 }
 
 /// Loads the protocol and our code when the hello settled it (0-RTT or consensus).

@@ -3,12 +3,16 @@
 use std::sync::{Mutex, PoisonError};
 
 use axum::body::Bytes;
-use concord_describe::{ActionBuilder, ConsensusProtocol, MetaProtocol, ThingBuilder};
+use concord_describe::{ActionBuilder, ConsensusProtocol, MetaProtocol, SecurityScheme, ThingBuilder};
+use concord_identity::Caller;
 use concord_proto::Role;
 use concord_store::Integrity;
 
 use crate::node::Shared;
 use crate::storage::StoreFailure;
+
+/// The name of the DID-WBA scheme in the description's `securityDefinitions`.
+const DIDWBA_SCHEME: &str = "didwba_sc";
 
 /// Path of the description.
 pub(crate) const DESCRIPTION_PATH: &str = "/.well-known/wot";
@@ -78,7 +82,33 @@ fn build(
     if !consensus.is_empty() {
         meta.consensus_protocols = Some(consensus);
     }
+    let identity = &shared.identity;
+    let did = identity.identity().map(|identity| identity.did().to_string());
+    if let Some(did) = &did {
+        if identity.speaks_noise() {
+            meta.secure_channels = Some(vec![concord_secure::SUBPROTOCOL.to_owned()]);
+        }
+        meta.did = Some(did.clone());
+    }
     let mut builder = ThingBuilder::agent(shared.persona.title.clone()).base(base_url);
+    // What a caller must prove, per action: nothing (`nosec_sc`) where anonymous callers
+    // may call, a DID (`didwba_sc`) elsewhere. The description's default is `nosec_sc` when
+    // any action is open (the others name `didwba_sc` on their forms), else `didwba_sc`.
+    let open = |name: &str| identity.permits(&Caller::Anonymous, name);
+    let any_open = shared.actions.specs().iter().any(|spec| open(&spec.name));
+    if did.is_some() {
+        let didwba = SecurityScheme::extension(
+            "concord:didwba",
+            "ANP DID-WBA: sign the WebSocket upgrade with your did:wba DID (RFC 9421 Signature-Input/Signature over @method @target-uri @authority, or Authorization: DIDWba)",
+        );
+        builder = if any_open {
+            builder
+                .security("nosec_sc", SecurityScheme::nosec())
+                .security_definition(DIDWBA_SCHEME, didwba)
+        } else {
+            builder.security(DIDWBA_SCHEME, didwba)
+        };
+    }
     if let Some(id) = &shared.id {
         builder = builder.id(id.clone());
     }
@@ -91,6 +121,9 @@ fn build(
             .output(spec.output.clone());
         if !spec.description.is_empty() {
             action = action.description(spec.description.clone());
+        }
+        if did.is_some() && any_open && !open(&spec.name) {
+            action = action.security(&[DIDWBA_SCHEME]);
         }
         builder = builder.action(spec.name.clone(), action);
     }

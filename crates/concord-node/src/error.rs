@@ -94,6 +94,16 @@ pub enum ConnectError {
         /// What failed (an HTTP 503 means the peer is at its session limit).
         reason: String,
     },
+    /// The peer is not who its description says, or the session cannot be as secure as
+    /// our policy (or the peer's description) requires: a DID whose host is not the URL's,
+    /// an encrypted channel refused or stripped, a Noise key not in the DID's document.
+    #[error("cannot trust the peer at {endpoint}: {reason}")]
+    Security {
+        /// The endpoint URL.
+        endpoint: String,
+        /// What failed.
+        reason: String,
+    },
     /// The peer's `destinationHello` is not valid.
     #[error("the peer's destinationHello is invalid: {cause}")]
     Hello {

@@ -72,6 +72,7 @@ mod describe;
 mod driver;
 mod error;
 mod hello;
+mod identity;
 mod language;
 mod listener;
 mod node;
@@ -90,7 +91,9 @@ pub use code::CodeInfo;
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
+pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
 pub use error::{CallError, ConnectError, NodeError};
+pub use identity::{Authentication, Encryption, ResolverSettings, Security, SignatureForm};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

@@ -1,8 +1,10 @@
 //! The node: what it serves, what it knows, and how it is built.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use concord_identity::{Allow, Identity, Keys};
 use concord_llm::{LlmClient, LlmConfig};
 use concord_negotiate::{ActionSpec, EscalatingNegotiator, LlmNegotiator, Need};
 use concord_proto::{Capabilities, Capability, SessionConfig};
@@ -13,6 +15,7 @@ use crate::client::{self, Connection};
 use crate::code::CodeCache;
 use crate::config::Limits;
 use crate::error::{ConnectError, NodeError};
+use crate::identity::{NodeIdentity, Security};
 use crate::language::Persona;
 use crate::server::{self, Server};
 use crate::storage::SharedStore;
@@ -134,6 +137,8 @@ pub(crate) struct Shared {
     pub(crate) session: SessionConfig,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
+    /// Our DID, keys and security policy; who may call what.
+    pub(crate) identity: NodeIdentity,
 }
 
 impl Shared {
@@ -202,6 +207,15 @@ impl Node {
         self.shared.llm().is_some()
     }
 
+    /// The node's DID, once it has one (an explicit [`NodeBuilder::identity`], or where it
+    /// first served with [`NodeBuilder::keys`]).
+    pub fn did(&self) -> Option<String> {
+        self.shared
+            .identity
+            .identity()
+            .map(|identity| identity.did().to_string())
+    }
+
     /// The actions this node serves.
     pub fn actions(&self) -> Vec<ActionSpec> {
         self.shared.actions.specs().to_vec()
@@ -262,6 +276,10 @@ pub struct NodeBuilder {
     trust_roots_pem: Vec<u8>,
     reference_compatible: bool,
     certificate_pem: Option<(Vec<u8>, Vec<u8>)>,
+    keys: Option<Keys>,
+    identity: Option<Identity>,
+    security: Security,
+    access: HashMap<String, Allow>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -289,6 +307,10 @@ impl NodeBuilder {
             trust_roots_pem: Vec::new(),
             reference_compatible: false,
             certificate_pem: None,
+            keys: None,
+            identity: None,
+            security: Security::default(),
+            access: HashMap::new(),
         }
     }
 
@@ -421,6 +443,49 @@ impl NodeBuilder {
         self
     }
 
+    /// The node's identity keys (`Keys::generate`, or `Keys::load` from where they are
+    /// kept). Its DID is fixed where it first serves: `did:wba:<host>[%3A<port>]:agents:e1_…`
+    /// with the host of its [public URL](Self::public_url), or `localhost` when it serves on
+    /// a loopback address; the document is served at that DID's path. With keys, the node
+    /// signs its upgrade requests once it has a DID (ANP DID-WBA), proves its DID in the
+    /// Noise channel, and lets [`allow`](Self::allow) name DIDs. Default: no identity
+    /// (anonymous calls, plain sessions).
+    pub fn keys(mut self, keys: Keys) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// The node's identity with an explicit DID: for a node that calls without serving, its
+    /// DID names where its document is hosted (`concord identity export` writes it).
+    pub fn identity(mut self, identity: Identity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// The security policy ([`Security::default`] otherwise: encrypted when the peer speaks
+    /// it, anonymous callers allowed where an action allows them).
+    pub fn security(mut self, security: Security) -> Self {
+        self.security = security;
+        self
+    }
+
+    /// Who may call `action`: [`Allow::Anyone`] (the default), [`Allow::Authenticated`]
+    /// (any caller that proved a DID), or [`Allow::Dids`] (those DIDs, or DID prefixes
+    /// ending in `:*`). The description says what each action requires.
+    ///
+    /// ```
+    /// use concord_node::{Allow, DidPattern, Node};
+    ///
+    /// let partners: DidPattern = "did:wba:partner.example:*".parse()?;
+    /// let builder = Node::builder("Shop").allow("placeOrder", Allow::Dids(vec![partners]));
+    /// # let _ = builder;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allow(mut self, action: impl Into<String>, allow: Allow) -> Self {
+        self.access.insert(action.into(), allow);
+        self
+    }
+
     /// Limits every protocol handler runs under in the sandbox.
     pub fn handler_limits(mut self, limits: concord_sandbox::Limits) -> Self {
         self.handler_limits = limits;
@@ -494,6 +559,21 @@ impl NodeBuilder {
             .transpose()
             .map_err(NodeError::Config)?;
         let http = crate::tls::http_client(tls.clone()).map_err(NodeError::Config)?;
+        for action in self.access.keys() {
+            if self.actions.backend(action).is_none() {
+                return Err(NodeError::Config(format!(
+                    "`allow` names the action `{action}`, which the node does not serve"
+                )));
+            }
+        }
+        let identity = NodeIdentity::new(
+            self.keys,
+            self.identity,
+            self.security,
+            self.access,
+            Arc::new(tls.clone()),
+        )
+        .map_err(NodeError::Config)?;
         let session = self.limits.session_config(if self.reference_compatible {
             SessionConfig::reference_compatible()
         } else {
@@ -519,6 +599,7 @@ impl NodeBuilder {
                 public_url,
                 session,
                 code: CodeCache::default(),
+                identity,
             }),
         })
     }

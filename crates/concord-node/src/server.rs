@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
+use concord_identity::{Caller, Identity};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
@@ -26,6 +27,8 @@ use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MED
 use crate::driver::{Driver, Settled, Settlement, Start, StopSignal, CLOSE_LINGER};
 use crate::error::NodeError;
 use crate::hello;
+use crate::identity::secure::{self, Channel, SecureSocket};
+use crate::identity::{upgrade, Encryption};
 use crate::listener::NodeListener;
 use crate::node::Shared;
 use crate::shed::IdleSessions;
@@ -51,10 +54,17 @@ pub struct Server {
     sessions: Arc<Semaphore>,
     max_sessions: usize,
     admission: Arc<Admission>,
+    did: Option<Arc<Identity>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
+    /// The node's DID (`did:wba:…`), when it has an identity: its document is served at the
+    /// path the DID names (`/agents/e1_…/did.json`).
+    pub fn did(&self) -> Option<&str> {
+        self.did.as_ref().map(|identity| identity.did().as_str())
+    }
+
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
@@ -189,6 +199,10 @@ struct ServerState {
     idle: Arc<IdleSessions>,
     stop: watch::Receiver<bool>,
     close: watch::Receiver<bool>,
+    /// Whether peers reach us over TLS (ours or a proxy's): the scheme of the URLs they sign.
+    tls: bool,
+    /// Our DID, when the node has an identity.
+    did: Option<Arc<Identity>>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
@@ -217,6 +231,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         Some(url) => url.clone(),
         None => format!("{scheme}://{local_addr}/"),
     };
+    let did = shared
+        .identity
+        .settle_did(&base_url)
+        .map_err(NodeError::Config)?;
+    let tls = base_url.starts_with("https://");
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
     let admission = Admission::new(&shared.limits);
@@ -233,11 +252,17 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         idle: IdleSessions::new(),
         stop: stopped.clone(),
         close: closing,
+        tls,
+        did: did.clone(),
     });
-    let app = Router::new()
+    let mut app = Router::new()
         .route(DESCRIPTION_PATH, get(serve_description))
-        .route(ENDPOINT_PATH, get(accept_session))
-        .with_state(state);
+        .route(ENDPOINT_PATH, get(accept_session));
+    if let Some(identity) = &did {
+        app = app.route(&identity.did().document_path(), get(serve_did_document));
+        tracing::info!(did = %identity.did(), "our DID");
+    }
+    let app = app.with_state(state);
     let accepting = Accepting {
         listener,
         app,
@@ -260,8 +285,17 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         sessions,
         max_sessions,
         admission,
+        did,
         task: Some(task),
     })
+}
+
+/// Our DID document (`application/did+json`).
+async fn serve_did_document(State(state): State<Arc<ServerState>>) -> Response {
+    match state.shared.identity.own_document() {
+        Some(bytes) => ([(header::CONTENT_TYPE, "application/did+json")], bytes.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn serve_description(State(state): State<Arc<ServerState>>) -> Response {
@@ -283,6 +317,8 @@ async fn accept_session(
     State(state): State<Arc<ServerState>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
     Extension(ticket): Extension<Ticket>,
+    uri: Uri,
+    headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     if *state.stop.borrow() {
@@ -310,8 +346,41 @@ async fn accept_session(
             return accept::refusal_response(&refusal);
         }
     };
+    // Who is calling, before any WebSocket exists: nothing runs for a caller whose
+    // credentials fail or who may call nothing here.
+    let identity = &state.shared.identity;
+    let caller = match upgrade::authenticate(identity, &uri, &headers, state.tls).await {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            state.log.refused("authentication", remote, &refusal.log);
+            return refusal.into_response();
+        }
+    };
+    let actions = state.shared.actions.specs().iter().map(|spec| spec.name.as_str());
+    if !identity.permits_any(&caller, actions) {
+        let refusal = upgrade::Refusal::forbidden(&host_of(&headers), &caller);
+        state.log.refused("authorization", remote, &refusal.log);
+        return refusal.into_response();
+    }
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|token| token.trim() == concord_secure::SUBPROTOCOL);
+    let noise = offered && state.did.is_some() && identity.speaks_noise();
+    if !noise && identity.security.encryption == Encryption::Required {
+        let refusal = upgrade::Refusal::encryption_required();
+        state.log.refused("encryption", remote, &refusal.log);
+        return refusal.into_response();
+    }
     let pending = state.admission.pending_hello();
     let limit = state.shared.limits.max_frame_size;
+    let upgrade = if noise {
+        upgrade.protocols([concord_secure::SUBPROTOCOL])
+    } else {
+        upgrade
+    };
     upgrade
         .max_message_size(limit)
         .max_frame_size(limit)
@@ -321,9 +390,31 @@ async fn accept_session(
                 _ticket: ticket,
                 _slot: slot,
             };
-            run_session(socket, state, remote, admitted, pending)
+            let opening = Opening {
+                caller,
+                noise,
+                pending,
+            };
+            run_session(socket, state, remote, admitted, opening)
                 .instrument(tracing::info_span!("connection", %remote))
         })
+}
+
+/// The host a client named (`Host`, without its port).
+fn host_of(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    host.rsplit_once(':').map_or(host, |(name, _)| name).to_owned()
+}
+
+/// How a session opens: who called (from the upgrade), whether in the Noise channel, and
+/// its place among the WebSockets waiting for their hello.
+struct Opening {
+    caller: Caller,
+    noise: bool,
+    pending: PendingHello,
 }
 
 /// What a session holds from admission for as long as it runs: its connection and its
@@ -365,17 +456,31 @@ async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
 /// One provider session: the hello (in the budget of those waiting for one), then a
 /// session permit, then the driver, holding the permit throughout.
 async fn run_session(
-    mut socket: WebSocket,
+    socket: WebSocket,
     state: Arc<ServerState>,
     remote: SocketAddr,
     _admitted: Admitted,
-    mut pending: PendingHello,
+    opening: Opening,
 ) {
+    let Opening {
+        caller,
+        noise,
+        mut pending,
+    } = opening;
     let shared = Arc::clone(&state.shared);
     let limits = &shared.limits;
+    let mut stop = state.stop.clone();
+    // The Noise handshake first, in the budget of the WebSockets waiting for their hello.
+    let mut socket = if noise {
+        match Box::pin(secure_channel(socket, &state, &caller, &mut pending, &mut stop)).await {
+            Some(channel) => channel,
+            None => return,
+        }
+    } else {
+        Channel::Plain(socket)
+    };
     // Boxed, like the session's opening below: an established session's task then holds
     // only the driver's future, not the larger state of the steps before it.
-    let mut stop = state.stop.clone();
     let wait = Box::pin(async {
         tokio::select! {
             read = hello::read(&mut socket, HelloKind::Source, limits.hello_timeout, &limits.hello) => HelloWait::Read(Box::new(read)),
@@ -389,8 +494,10 @@ async fn run_session(
         HelloWait::Read(read) => match *read {
             Ok(hello) => match session_slot(&state).await {
                 Some(permit) if !*state.stop.borrow() => {
-                    let opened =
-                        Box::pin(open_session(socket, &state, remote, hello, permit)).await;
+                    let opened = Box::pin(open_session(
+                        socket, &state, remote, hello, permit, caller,
+                    ))
+                    .await;
                     if let Some(start) = opened {
                         Driver::new(start).run().await;
                     }
@@ -431,17 +538,91 @@ async fn run_session(
     transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
 }
 
+/// The Noise channel on `socket` (we respond): the handshake, bound to the caller's DID
+/// (or to an anonymous caller) and ours, within the hello timeout; then the caller's static
+/// key checked against its DID document. `None` when it failed (the peer was told why).
+async fn secure_channel(
+    mut socket: WebSocket,
+    state: &ServerState,
+    caller: &Caller,
+    pending: &mut PendingHello,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Channel<WebSocket>> {
+    let identity = &state.shared.identity;
+    let our = state.did.as_ref()?;
+    let caller_did = match caller {
+        Caller::Authenticated(did) => Some(did),
+        _ => None,
+    };
+    let prologue =
+        concord_secure::prologue(caller_did.map(|did| did.as_str()), our.did().as_str());
+    let config = identity.channel_config(state.shared.limits.max_frame_size);
+    let limit = state.shared.limits.hello_timeout;
+    let static_key = identity.noise_static();
+    let ended = tokio::select! {
+        done = secure::handshake(
+            &mut socket,
+            concord_secure::Role::Responder,
+            &static_key,
+            &prologue,
+            Some(our.did().as_str()),
+            &config,
+            limit,
+        ) => Some(done),
+        () = pending.shed() => None,
+        () = accept::until_stop(stop) => None,
+    };
+    let (code, reason) = match ended {
+        Some(Ok((channel, peer))) => match secure::verify_peer(identity, caller_did, &peer).await {
+            Ok(()) => {
+                tracing::debug!(
+                    channel = %hex::encode(&peer.handshake_hash[..8]),
+                    "encrypted channel established"
+                );
+                return Some(Channel::Secure(Box::new(SecureSocket::new(socket, channel))));
+            }
+            Err(reason) => {
+                tracing::info!(%reason, "no session: the Noise peer is not who it said");
+                (transport::close_code::POLICY, reason)
+            }
+        },
+        Some(Err(failure)) => {
+            tracing::info!(%failure, "no session: the Noise handshake failed");
+            failure.close_frame()?
+        }
+        None => (
+            transport::close_code::GOING_AWAY,
+            "the node is shutting down or full of waiting connections".to_owned(),
+        ),
+    };
+    transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+    None
+}
+
 /// Opens an established session: answers the hello and readies what the driver starts
 /// from; `None` when the session ended on the way (the peer was told why).
 async fn open_session(
-    mut socket: WebSocket,
+    mut socket: Channel<WebSocket>,
     state: &ServerState,
     remote: SocketAddr,
-    (source, source_text): (concord_proto::Hello, String),
+    (mut source, source_text): (concord_proto::Hello, String),
     slot: OwnedSemaphorePermit,
+    caller: Caller,
 ) -> Option<Start<DrainingSocket>> {
     let shared = Arc::clone(&state.shared);
-    let peer = peer_label(&source, remote);
+    let peer = peer_label(&caller, remote);
+    if matches!(caller, Caller::Anonymous) && state.did.is_some() {
+        // A node with an identity resumes (0-RTT) and selects consensus protocols only for
+        // a caller who proved a DID: an anonymous one negotiates (its hash or URIs are not
+        // even looked up). A node without one is open to all (`nosec`), as it says.
+        if source.meta_protocol.used_protocol_hash.take().is_some()
+            || !source.meta_protocol.candidate_protocols.is_empty()
+        {
+            tracing::info!("an anonymous caller offered 0-RTT or consensus; negotiating instead");
+        }
+        source.meta_protocol.candidate_protocols.clear();
+    }
+    let encrypted = socket.is_secure();
     let offer = LocalOffer::new(shared.capabilities);
     let message_id = hello::random_id();
     let answer = {
@@ -529,6 +710,15 @@ async fn open_session(
                 Ok((stored, code))
             });
         match loaded {
+            Ok((_, code)) if !shared.identity.permits(&caller, code.action()) => {
+                tracing::info!(
+                    action = code.action(),
+                    "the stored protocol calls an action this caller may not call; negotiating instead"
+                );
+                destination.meta_protocol.used_protocol_hash = None;
+                destination.meta_protocol.selected_protocol = None;
+                agreement.protocol = ProtocolChoice::Negotiate;
+            }
             Ok((stored, code)) => settled = Some((stored.settled, code, stored.test_cases)),
             Err(error) => {
                 tracing::warn!(%error, "cannot use the stored protocol; negotiating instead");
@@ -548,7 +738,8 @@ async fn open_session(
         ProtocolChoice::Resume(hash) => tracing::info!(%hash, "0-RTT: resuming a stored protocol"),
         ProtocolChoice::Consensus(uri) => tracing::info!(%uri, "consensus protocol selected"),
     }
-    let recorder = Recorder::start(&shared.store, &peer, Role::Provider).await;
+    let channel = channel_summary(encrypted, &caller);
+    let recorder = Recorder::start(&shared.store, &peer, Role::Provider, &channel).await;
     recorder.hello(Direction::Received, &source_text);
     let destination_text = destination.encode();
     recorder.hello(Direction::Sent, &destination_text);
@@ -590,7 +781,21 @@ async fn open_session(
         shutdown: Some(closing),
         shed: Some(state.idle.register(Some(slot), close)),
         requester: None,
+        caller,
     })
+}
+
+/// How a session is protected, as its transcript records it.
+fn channel_summary(encrypted: bool, caller: &Caller) -> String {
+    let channel = if encrypted {
+        concord_secure::NOISE_PATTERN
+    } else {
+        "plain"
+    };
+    match caller {
+        Caller::Authenticated(did) => format!("{channel}; peer authenticated as {did}"),
+        _ => format!("{channel}; peer anonymous"),
+    }
 }
 
 /// Tells one session to close (`session`) once the server drains (`stop`) and the
@@ -629,7 +834,7 @@ async fn close_when_drained(
 /// closes the session only once they are answered. While the server drains it takes no
 /// new request: one that arrives is dropped unread.
 struct DrainingSocket {
-    socket: WebSocket,
+    socket: Channel<WebSocket>,
     stop: watch::Receiver<bool>,
     pending: watch::Sender<usize>,
 }
@@ -686,21 +891,18 @@ struct Stored {
     test_cases: Option<String>,
 }
 
-/// Who the peer is, for the store and transcripts: its DID when its hello names one, else
+/// Who the peer is, for the store and transcripts: the DID it proved on the upgrade, else
 /// its host (`ws://203.0.113.7`, `ws://[2001:db8::1]`): the port a client connects from is
-/// a new ephemeral one each time and says nothing about who it is.
-fn peer_label(source: &concord_proto::Hello, remote: SocketAddr) -> String {
-    ["sourceDid", "sourceDID", "did"]
-        .iter()
-        .find_map(|key| source.extra.get(*key).and_then(serde_json::Value::as_str))
-        .filter(|did| !did.is_empty() && did.len() <= 256)
-        .map_or_else(
-            || match remote.ip() {
-                std::net::IpAddr::V6(ip) => format!("ws://[{ip}]"),
-                ip => format!("ws://{ip}"),
-            },
-            str::to_owned,
-        )
+/// a new ephemeral one each time and says nothing about who it is. A DID a hello merely
+/// claims is not believed (it would let anyone take another's stored protocols).
+fn peer_label(caller: &Caller, remote: SocketAddr) -> String {
+    match caller {
+        Caller::Authenticated(did) => did.to_string(),
+        _ => match remote.ip() {
+            std::net::IpAddr::V6(ip) => format!("ws://[{ip}]"),
+            ip => format!("ws://{ip}"),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -708,31 +910,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_peer_is_its_did_or_its_host_never_its_ephemeral_port() {
-        let hello = |extra: serde_json::Value| {
-            let mut value = serde_json::json!({
-                "type": "sourceHello", "version": "1.0", "messageId": "m1",
-                "metaProtocol": {"version": "1.0"}
-            });
-            if let (Some(object), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
-                object.extend(extra.clone());
-            }
-            concord_proto::Hello::from_json(value).unwrap()
-        };
+    fn a_peer_is_its_proved_did_or_its_host_never_its_ephemeral_port() {
         let v4: SocketAddr = "203.0.113.7:51234".parse().unwrap();
         let v6: SocketAddr = "[2001:db8::1]:51234".parse().unwrap();
+        assert_eq!(peer_label(&Caller::Anonymous, v4), "ws://203.0.113.7");
+        assert_eq!(peer_label(&Caller::Anonymous, v6), "ws://[2001:db8::1]");
+        let did = concord_identity::Did::parse("did:wba:agents.example:alice").unwrap();
         assert_eq!(
-            peer_label(&hello(serde_json::json!({})), v4),
-            "ws://203.0.113.7"
-        );
-        assert_eq!(
-            peer_label(&hello(serde_json::json!({})), v6),
-            "ws://[2001:db8::1]"
-        );
-        let did = "did:wba:agents.example:alice";
-        assert_eq!(
-            peer_label(&hello(serde_json::json!({"sourceDid": did})), v4),
-            did
+            peer_label(&Caller::Authenticated(did.clone()), v4),
+            did.as_str()
         );
     }
 }

@@ -257,12 +257,18 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Starts a transcript for a session with `peer`. A store failure leaves the session
+    /// Starts a transcript for a session with `peer`, protected as `channel` says (the
+    /// Noise channel or plain; who proved which DID). A store failure leaves the session
     /// without a transcript (logged), never without a session.
-    pub(crate) async fn start(store: &SharedStore, peer: &str, role: Role) -> Self {
+    pub(crate) async fn start(store: &SharedStore, peer: &str, role: Role, channel: &str) -> Self {
         let peer_owned = peer.to_owned();
+        let channel = channel.to_owned();
         let id = match store
-            .run(move |store| store.begin_transcript(&peer_owned, role, SystemTime::now()))
+            .run(move |store| {
+                let id = store.begin_transcript(&peer_owned, role, SystemTime::now())?;
+                store.set_transcript_channel(id, &channel)?;
+                Ok(id)
+            })
             .await
         {
             Ok(id) => id,

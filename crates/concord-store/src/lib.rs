@@ -21,7 +21,8 @@
 //! - **Consensus registry** ([`Store::add_consensus`], [`Store::consensus`],
 //!   [`Store::list_consensus`], [`Store::remove_consensus`], [`Store::can_use_consensus`]).
 //! - **Negotiation transcripts** ([`Store::begin_transcript`], [`Store::append_frame`],
-//!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]),
+//!   [`Store::finish_transcript`], [`Store::list_transcripts`], [`Store::transcript`]) with
+//!   how each session was protected ([`Store::set_transcript_channel`]),
 //!   each within [`TranscriptBounds`] (long texts kept cut with their size and SHA-256, a
 //!   bounded number of frames), kept in bounds by [`Store::prune_transcripts_by`] (age
 //!   and count, in batches) and
@@ -87,7 +88,7 @@ pub use role_view::RoleView;
 pub use store::Store;
 pub use transcripts::{
     Direction, FrameContent, FrameKind, FrameRecord, Outcome, TextCut, Transcript,
-    TranscriptBounds, TranscriptId, TranscriptSummary,
+    TranscriptBounds, TranscriptId, TranscriptSummary, MAX_CHANNEL_BYTES,
 };
 pub use verified::VERIFIED_CAPACITY;
 

@@ -106,6 +106,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX protocols_roles ON protocols
         (hash, requester_handler IS NOT NULL, provider_handler IS NOT NULL);
     "#,
+    // 4: how each session was protected (`Noise_XX_…; peer authenticated as did:…`,
+    // `plain; peer anonymous`), set by the node once the session is established; NULL for
+    // transcripts recorded before (unknown).
+    r#"
+    ALTER TABLE transcripts ADD COLUMN channel TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

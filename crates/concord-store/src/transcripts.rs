@@ -429,6 +429,10 @@ impl Outcome {
     }
 }
 
+/// The most bytes of a transcript's channel text kept
+/// ([`Store::set_transcript_channel`]); a longer text keeps its start.
+pub const MAX_CHANNEL_BYTES: usize = 512;
+
 /// A transcript without its frames, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -454,6 +458,12 @@ pub struct TranscriptSummary {
     /// text, also of the ones kept cut) plus the data length of application and
     /// verification frames.
     pub bytes: u64,
+    /// How the session was protected, as the node recorded it
+    /// ([`Store::set_transcript_channel`]): e.g.
+    /// `Noise_XX_25519_ChaChaPoly_BLAKE2s; peer authenticated as did:wba:…` or
+    /// `plain; peer anonymous`. `None` until set, and for transcripts recorded before
+    /// schema version 4.
+    pub channel: Option<String>,
 }
 
 /// The columns a [`TranscriptSummary`] is read from, `bytes` computed from its frames.
@@ -478,6 +488,7 @@ impl TranscriptSummary {
             frame_count: column::count(row, "frame_count")?,
             frames_not_recorded: column::count(row, "frames_not_recorded")?,
             bytes: column::count(row, "bytes")?,
+            channel: column::opt_text(row, "channel")?,
         })
     }
 }
@@ -508,6 +519,43 @@ impl Store {
             })
             .map_err(self.sqlite("begin transcript"))?;
         Ok(TranscriptId(connection.last_insert_rowid()))
+    }
+
+    /// Records how the session of transcript `id` is protected (the channel and who the
+    /// peer was authenticated as), e.g.
+    /// `Noise_XX_25519_ChaChaPoly_BLAKE2s; peer authenticated as did:wba:…` or
+    /// `plain; peer anonymous`; called by the node once the session is established. Kept
+    /// to its first [`MAX_CHANNEL_BYTES`] bytes (cut at a character boundary); a second
+    /// call replaces the first. The transcript may be finished.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use concord_proto::Role;
+    /// use concord_store::Store;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// let id = store.begin_transcript("ws://127.0.0.1:9000", Role::Requester, SystemTime::now())?;
+    /// store.set_transcript_channel(id, "plain; peer anonymous")?;
+    /// let transcript = store.transcript(id)?.ok_or("missing")?;
+    /// assert_eq!(transcript.summary.channel.as_deref(), Some("plain; peer anonymous"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_transcript_channel(
+        &self,
+        id: TranscriptId,
+        channel: &str,
+    ) -> Result<(), StoreError> {
+        let (channel, _) = cut_text(channel, MAX_CHANNEL_BYTES);
+        let updated = self
+            .connection()
+            .prepare_cached("UPDATE transcripts SET channel = ?1 WHERE id = ?2")
+            .and_then(|mut statement| statement.execute(params![channel, id.0]))
+            .map_err(self.sqlite("set transcript channel"))?;
+        if updated == 0 {
+            return Err(StoreError::UnknownTranscript { id });
+        }
+        Ok(())
     }
 
     /// Appends a frame to an unfinished transcript, in one transaction with the

@@ -176,6 +176,8 @@ pub struct Served {
     pub endpoint: String,
     /// Everything printed on stdout up to the endpoint line.
     pub banner: String,
+    /// The DID it printed (`did:wba:localhost%3A<port>:agents:e1_…` on loopback).
+    pub did: Option<String>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -233,7 +235,7 @@ impl Served {
             }
         });
         let mut banner = String::new();
-        let (mut description, mut endpoint, mut listening) = (None, None, None);
+        let (mut description, mut endpoint, mut listening, mut did) = (None, None, None, None);
         while endpoint.is_none() {
             let Ok(line) = received.recv_timeout(Duration::from_secs(60)) else {
                 let _ = child.kill();
@@ -246,6 +248,9 @@ impl Served {
             banner.push('\n');
             if let Some(addr) = line.strip_prefix("listening: ") {
                 listening = addr.trim().parse().ok();
+            }
+            if let Some(text) = line.strip_prefix("did: ") {
+                did = Some(text.trim().to_owned());
             }
             if let Some(url) = line.strip_prefix("description: ") {
                 description = Some(url.trim().to_owned());
@@ -265,6 +270,7 @@ impl Served {
             description,
             endpoint: endpoint.unwrap_or_default(),
             banner,
+            did,
             stderr,
         }
     }
@@ -308,6 +314,62 @@ pub fn process() -> Process {
     }
     process.env_remove("RUST_LOG");
     process
+}
+
+/// A requester that signs its calls: its data directory, and its own `concord serve`
+/// (a temporary configuration) on 127.0.0.1 with that directory, which serves its DID
+/// document; calls pass [`Signer::args`].
+pub struct Signer {
+    /// The data directory (its keys and store): `--data-dir` of its calls.
+    pub data_dir: TempDir,
+    /// The node serving its DID document.
+    pub served: Served,
+    /// Its DID.
+    pub did: String,
+    /// `localhost:<port>`.
+    pub did_host: String,
+    _config: TempDir,
+}
+
+impl Signer {
+    /// Creates the identity (by serving it once) and keeps it served.
+    pub fn start() -> Signer {
+        let data_dir = tempfile::tempdir().unwrap();
+        let (config_dir, config) = temp_config("");
+        let served = Served::start(&[
+            OsStr::new("--config"),
+            config.as_os_str(),
+            OsStr::new("--data-dir"),
+            data_dir.path().as_os_str(),
+        ]);
+        let did = served.did.clone().expect("concord serve prints its DID");
+        let did_host = format!("localhost:{}", served.listening.port());
+        Signer {
+            data_dir,
+            served,
+            did,
+            did_host,
+            _config: config_dir,
+        }
+    }
+
+    /// `--did-host localhost:<port>`.
+    pub fn args(&self) -> [&OsStr; 2] {
+        [OsStr::new("--did-host"), OsStr::new(&self.did_host)]
+    }
+}
+
+/// A provider serving getProductInfo (the example's script) on 127.0.0.1:0 that resolves
+/// DIDs on localhost over plain HTTP (a [`Signer`]'s), with `extra` appended to its
+/// configuration; its store in the returned directory.
+pub fn provider(extra: &str) -> (Served, TempDir) {
+    let (dir, config) = temp_config(&format!(
+        "{extra}\n[security]\nresolve_loopback_over_http = true\n"
+    ));
+    (
+        Served::start(&[OsStr::new("--config"), config.as_os_str()]),
+        dir,
+    )
 }
 
 /// `concord call <url> getProductInfo <input> <options…> --data-dir <dir>`.

@@ -46,6 +46,18 @@ pub struct MetaProtocol {
         skip_serializing_if = "Option::is_none"
     )]
     pub consensus_protocols: Option<Vec<ConsensusProtocol>>,
+    /// The agent's DID (`did:wba:…`): a peer resolves its document to check the key the
+    /// agent proves in an encrypted session.
+    #[serde(rename = "concord:did", default, skip_serializing_if = "Option::is_none")]
+    pub did: Option<String>,
+    /// The encrypted channels the endpoint speaks, by WebSocket subprotocol token
+    /// (`concord-noise-xx.1`); absent: plain sessions only.
+    #[serde(
+        rename = "concord:secureChannels",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub secure_channels: Option<Vec<String>>,
     /// Every other term, kept as written.
     #[serde(flatten)]
     pub extensions: Map<String, Value>,
@@ -60,6 +72,8 @@ impl MetaProtocol {
             versions: vec![META_PROTOCOL_VERSION],
             capability_names: None,
             consensus_protocols: None,
+            did: None,
+            secure_channels: None,
             extensions: Map::new(),
         }
     }

@@ -257,6 +257,18 @@ impl SecurityScheme {
         SecurityScheme::NoSec(NoSecurityScheme::default())
     }
 
+    /// A scheme of a context extension: `scheme` is prefixed (`concord:didwba`).
+    pub fn extension(scheme: impl Into<String>, description: impl Into<String>) -> Self {
+        SecurityScheme::Additional(AdditionalSecurityScheme {
+            scheme: scheme.into(),
+            common: SchemeCommon {
+                description: Some(description.into()),
+                ..SchemeCommon::default()
+            },
+            extensions: Map::new(),
+        })
+    }
+
     /// `bearer` with a token in the `Authorization` header.
     pub fn bearer() -> Self {
         SecurityScheme::Bearer(BearerSecurityScheme {

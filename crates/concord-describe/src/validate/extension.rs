@@ -11,12 +11,16 @@ use crate::problem::ProblemKind;
 use crate::vocab::CONCORD_PREFIX;
 
 const META_PROTOCOL: &str = "concord:metaProtocol";
-const META_PROTOCOL_TERMS: [&str; 4] = [
+const META_PROTOCOL_TERMS: [&str; 6] = [
     "concord:endpoint",
     "concord:versions",
     "concord:capabilities",
     "concord:consensusProtocols",
+    "concord:did",
+    "concord:secureChannels",
 ];
+/// Longest `concord:did` accepted.
+const MAX_DID_LEN: usize = 2048;
 const CONSENSUS_PROTOCOL_TERMS: [&str; 2] = ["concord:uri", "concord:protocolHash"];
 
 /// Reads a `concord:versions` entry: `MAJOR.MINOR` in canonical decimal, which is stricter
@@ -54,6 +58,44 @@ impl<'v> Checker<'v> {
         self.versions(meta, &at);
         self.capabilities(meta, &at);
         self.consensus_protocols(meta, &at);
+        self.did(meta, &at);
+        self.secure_channels(meta, &at);
+    }
+
+    fn did(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(value) = meta.get("concord:did") else {
+            return;
+        };
+        let at = at.key("concord:did");
+        match value {
+            Value::String(did)
+                if did.starts_with("did:") && did.len() <= MAX_DID_LEN && !did.contains(char::is_whitespace) => {}
+            Value::String(did) => self.report(
+                ProblemKind::InvalidUri,
+                &at,
+                format!(
+                    "`{}` is not a DID: expected `did:<method>:…` without spaces, at most {MAX_DID_LEN} bytes",
+                    did.chars().take(80).collect::<String>()
+                ),
+            ),
+            other => self.wrong_type(&at, "a DID (string)", other),
+        }
+    }
+
+    fn secure_channels(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(channels) = self.array(meta, "concord:secureChannels", at) else {
+            return;
+        };
+        let at = at.key("concord:secureChannels");
+        for (i, channel) in channels.iter().enumerate() {
+            if !matches!(channel, Value::String(token) if !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic() && b != b',')) {
+                self.wrong_type(
+                    &at.index(i),
+                    "a WebSocket subprotocol token (string)",
+                    channel,
+                );
+            }
+        }
     }
 
     fn endpoint(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {

@@ -156,6 +156,8 @@ pub(crate) struct Start<T> {
     /// Provider: where the session says when it is idle (and holds its slot).
     pub(crate) shed: Option<Registration>,
     pub(crate) requester: Option<RequesterParts>,
+    /// Provider: who is calling (the DID the upgrade proved, or anonymous).
+    pub(crate) caller: concord_identity::Caller,
 }
 
 /// The driver of one session.
@@ -205,7 +207,7 @@ impl<T: Transport> Driver<T> {
         let (work_tx, work_rx) = mpsc::unbounded_channel();
         let role = match start.requester {
             Some(parts) => RoleState::Requester(Box::new(requester::RequesterState::new(parts))),
-            None => RoleState::Provider(provider::ProviderState::default()),
+            None => RoleState::Provider(provider::ProviderState::new(start.caller)),
         };
         let (settled, code, tests) = match start.settled {
             Some((settled, code, test_cases)) => (

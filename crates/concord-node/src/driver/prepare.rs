@@ -286,13 +286,23 @@ impl<T: Transport> Driver<T> {
         let shared = Arc::clone(&self.shared);
         let limit = shared.limits.negotiation_timeout;
         match &self.role {
-            RoleState::Provider(_) => {
+            RoleState::Provider(state) => {
+                // The judge sees only the actions this caller may call: a candidate for
+                // any other is one no action of ours serves.
+                let permitted: Vec<_> = shared
+                    .actions
+                    .specs()
+                    .iter()
+                    .filter(|spec| shared.identity.permits(&state.caller, &spec.name))
+                    .cloned()
+                    .collect();
                 self.spawn_step(
                     limit,
                     "judging the candidate",
                     async move {
-                        let actions = shared.actions.specs();
-                        let context = JudgeContext::Provider { actions };
+                        let context = JudgeContext::Provider {
+                            actions: &permitted,
+                        };
                         shared
                             .policy
                             .judge(context, &received.candidate, received.previous())

@@ -5,6 +5,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
+use concord_identity::Caller;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -25,10 +26,21 @@ fn panicked(_: Box<dyn Any + Send>) -> Result<Value, ActionError> {
 }
 
 /// What only a provider session tracks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ProviderState {
     /// Action calls and LLM answers running now.
     pub(crate) in_flight: usize,
+    /// Who is calling: what it may call is checked on every request.
+    pub(crate) caller: Caller,
+}
+
+impl ProviderState {
+    pub(crate) fn new(caller: Caller) -> Self {
+        Self {
+            in_flight: 0,
+            caller,
+        }
+    }
 }
 
 impl<T: Transport> Driver<T> {
@@ -65,6 +77,17 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         };
+        if let RoleState::Provider(state) = &self.role {
+            if !self.shared.identity.permits(&state.caller, code.action()) {
+                tracing::info!(action = code.action(), "a caller not allowed to call this action");
+                let error = ActionError::new(
+                    403,
+                    format!("you are not allowed to call `{}`", code.action()),
+                );
+                self.respond(&request.message_id, Err(error));
+                return;
+            }
+        }
         let Some(backend) = self.shared.actions.backend(code.action()) else {
             let error = ActionError::not_found(format!(
                 "action `{}` is not served here any more",

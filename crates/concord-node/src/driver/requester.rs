@@ -270,6 +270,9 @@ impl<T: Transport> Driver<T> {
             accounting,
             code,
             transcript,
+            peer_did: known.protection.peer_did,
+            encrypted: known.protection.encrypted,
+            signed_as: known.protection.signed_as,
         };
         tracing::info!(
             %hash,

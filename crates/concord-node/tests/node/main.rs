@@ -8,6 +8,7 @@ mod description;
 mod fix_error;
 mod foreign;
 mod hostile;
+mod identity;
 mod limits;
 mod llm;
 mod negotiation;

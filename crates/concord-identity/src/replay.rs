@@ -1,0 +1,178 @@
+//! The replay cache: each (DID, nonce) is accepted once while its signature could still be
+//! valid.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use rand_core::{OsRng, RngCore};
+use sha2::{Digest, Sha256};
+
+use crate::did::Did;
+
+/// Default capacity (entries).
+pub const DEFAULT_CAPACITY: usize = 100_000;
+/// Default time to live: 360 s, the SDK's 6 minutes (≥ max age 300 s + skew 60 s).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(360);
+
+/// Why a (DID, nonce) is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Replay {
+    /// The nonce was already used by this DID and has not expired.
+    #[error("nonce already used by this DID")]
+    Seen,
+    /// The cache holds `capacity` unexpired nonces; new ones are refused rather than old
+    /// ones forgotten (forgetting would allow replays). Answer 503 and retry later.
+    #[error("replay cache is full ({capacity} unexpired nonces)")]
+    Full {
+        /// The capacity.
+        capacity: usize,
+    },
+}
+
+/// A bounded set of (DID, nonce) pairs with expiry.
+///
+/// Stores a 16-byte keyed hash of each pair (SHA-256 under a random key drawn at
+/// [`ReplayCache::new`], so a peer cannot aim collisions), in a `HashMap` plus a `VecDeque`
+/// in insertion order for expiry. When full, expired entries are evicted first; if it is
+/// still full the new pair is refused ([`Replay::Full`]).
+pub struct ReplayCache {
+    key: [u8; 32],
+    capacity: usize,
+    ttl: i64,
+    seen: HashMap<[u8; 16], i64>,
+    order: VecDeque<(i64, [u8; 16])>,
+}
+
+impl Default for ReplayCache {
+    fn default() -> Self {
+        ReplayCache::new(DEFAULT_CAPACITY, DEFAULT_TTL)
+    }
+}
+
+impl std::fmt::Debug for ReplayCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayCache")
+            .field("capacity", &self.capacity)
+            .field("ttl", &self.ttl)
+            .field("len", &self.seen.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplayCache {
+    /// A cache of at most `capacity` pairs, each kept `ttl` after it was recorded.
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
+        let mut key = [0u8; 32];
+        OsRng.fill_bytes(&mut key);
+        ReplayCache {
+            key,
+            capacity,
+            ttl: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
+            seen: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn digest(&self, did: &Did, nonce: &str) -> [u8; 16] {
+        let mut h = Sha256::new();
+        h.update(self.key);
+        h.update((did.as_str().len() as u64).to_le_bytes());
+        h.update(did.as_str());
+        h.update(nonce);
+        let full = h.finalize();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+
+    fn evict_expired(&mut self, now_unix: i64) {
+        while let Some(&(expiry, digest)) = self.order.front() {
+            if expiry > now_unix {
+                break;
+            }
+            self.order.pop_front();
+            if self.seen.get(&digest) == Some(&expiry) {
+                self.seen.remove(&digest);
+            }
+        }
+    }
+
+    /// Records (did, nonce) at `now_unix`; [`Replay::Seen`] if it is already there and
+    /// unexpired, [`Replay::Full`] if the cache is full of unexpired pairs.
+    pub fn insert(&mut self, did: &Did, nonce: &str, now_unix: i64) -> Result<(), Replay> {
+        let digest = self.digest(did, nonce);
+        if let Some(&expiry) = self.seen.get(&digest) {
+            if expiry > now_unix {
+                return Err(Replay::Seen);
+            }
+        }
+        self.evict_expired(now_unix);
+        if self.seen.len() >= self.capacity && !self.seen.contains_key(&digest) {
+            return Err(Replay::Full { capacity: self.capacity });
+        }
+        let expiry = now_unix.saturating_add(self.ttl);
+        self.seen.insert(digest, expiry);
+        self.order.push_back((expiry, digest));
+        Ok(())
+    }
+
+    /// Pairs held (some may have expired but not yet been evicted).
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// Approximate heap bytes: the map's buckets (key, value and one control byte each) and
+    /// the queue's slots, by allocated capacity.
+    pub fn approx_memory_bytes(&self) -> usize {
+        let bucket = std::mem::size_of::<([u8; 16], i64)>() + 1;
+        // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets.
+        let buckets = if self.seen.capacity() == 0 { 0 } else { (self.seen.capacity() * 8 / 7).next_power_of_two() };
+        buckets * bucket + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16])>() + std::mem::size_of::<Self>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn did(s: &str) -> Did {
+        Did::parse(&format!("did:wba:example.com:{s}")).unwrap()
+    }
+
+    #[test]
+    fn second_use_is_a_replay_until_expiry() {
+        let mut cache = ReplayCache::new(10, Duration::from_secs(360));
+        cache.insert(&did("a"), "n1", 1000).unwrap();
+        assert_eq!(cache.insert(&did("a"), "n1", 1001), Err(Replay::Seen));
+        cache.insert(&did("b"), "n1", 1001).unwrap(); // other DID, same nonce
+        assert_eq!(cache.insert(&did("a"), "n1", 1359), Err(Replay::Seen));
+        cache.insert(&did("a"), "n1", 1360).unwrap(); // expired: accepted again
+    }
+
+    #[test]
+    fn full_refuses_rather_than_forgets() {
+        let mut cache = ReplayCache::new(2, Duration::from_secs(10));
+        cache.insert(&did("a"), "1", 0).unwrap();
+        cache.insert(&did("a"), "2", 0).unwrap();
+        assert_eq!(cache.insert(&did("a"), "3", 5), Err(Replay::Full { capacity: 2 }));
+        assert_eq!(cache.insert(&did("a"), "1", 5), Err(Replay::Seen));
+        cache.insert(&did("a"), "3", 10).unwrap(); // the old ones expired
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn memory_is_reported() {
+        let mut cache = ReplayCache::default();
+        for i in 0..1000 {
+            cache.insert(&did("a"), &i.to_string(), 0).unwrap();
+        }
+        let bytes = cache.approx_memory_bytes();
+        assert!(bytes > 1000 * 40 && bytes < 1000 * 200, "{bytes}");
+    }
+}

@@ -1,0 +1,311 @@
+//! Who is calling, and who answers: the node's DID (`did:wba`), DID authentication of the
+//! WebSocket upgrade (RFC 9421 HTTP Message Signatures or the legacy `DIDWba` header, as the
+//! reference ANP SDK writes them), the Noise channel under the frames, and who may call what.
+//!
+//! - [`Security`] is the node's policy: whether sessions must be encrypted and
+//!   authenticated, how it signs when it connects, how it resolves DID documents.
+//! - `resolve` fetches and checks peers' DID documents (HTTPS only, bounded, cached).
+//! - `upgrade` checks a caller's credentials before a WebSocket exists (401 with ANP's
+//!   challenge when they fail) and signs our own upgrade requests.
+//! - `secure` runs the Noise handshake over the WebSocket and seals every message after it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use concord_identity::{Allow, Caller, Identity, Keys, ReplayCache, Service, TimeWindow};
+
+pub(crate) mod resolve;
+pub(crate) mod secure;
+pub(crate) mod upgrade;
+
+pub use resolve::ResolverSettings;
+
+/// Whether sessions run in the Noise channel (`concord-noise-xx.1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Encryption {
+    /// Never: every session is plain (frames readable by anyone on the path unless TLS).
+    Off,
+    /// Encrypted whenever the peer speaks it; plain with a peer that cannot (the reference
+    /// SDK). A requester refuses plain with a provider whose description says it speaks it
+    /// (a stripped offer is a downgrade).
+    #[default]
+    Preferred,
+    /// Encrypted or nothing: a provider refuses a plain upgrade, a requester a plain peer.
+    Required,
+}
+
+/// Whether a provider accepts callers without a DID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Authentication {
+    /// Anonymous callers may call the actions that allow [`Allow::Anyone`] (the default for
+    /// every action); credentials, when sent, must be valid.
+    #[default]
+    Optional,
+    /// Every session is DID-authenticated; an upgrade without credentials gets 401.
+    Required,
+}
+
+/// Which of ANP's two header forms this node signs its upgrade requests with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SignatureForm {
+    /// RFC 9421 `Signature-Input`/`Signature` (ANP's current profile).
+    #[default]
+    HttpSignatures,
+    /// `Authorization: DIDWba …` (ANP's legacy header).
+    LegacyDidWba,
+}
+
+/// The node's security policy: the defaults suit a node facing strangers with an identity
+/// (encrypted when possible, anonymous callers allowed only where an action allows them).
+///
+/// ```
+/// use concord_node::{Authentication, Encryption, Security};
+///
+/// let strict = Security {
+///     encryption: Encryption::Required,
+///     authentication: Authentication::Required,
+///     ..Security::default()
+/// };
+/// assert_eq!(strict.time_window.max_age.as_secs(), 300);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Security {
+    /// Whether sessions are encrypted.
+    pub encryption: Encryption,
+    /// Whether callers must prove a DID.
+    pub authentication: Authentication,
+    /// How this node signs when it connects (with an identity).
+    pub signature_form: SignatureForm,
+    /// How long a signature is good for: `created` at most `max_skew` ahead and `max_age`
+    /// old (ANP's 60 s and 300 s).
+    pub time_window: TimeWindow,
+    /// Nonces remembered against replay (each for `replay_ttl`): past this many, new
+    /// credentials are refused (503) rather than old nonces forgotten.
+    pub replay_capacity: usize,
+    /// How long a nonce is remembered (ANP's 6 minutes).
+    pub replay_ttl: Duration,
+    /// Resolving peers' DID documents.
+    pub resolver: ResolverSettings,
+    /// The Noise channel rekeys after this many records each way…
+    pub rekey_after_records: u64,
+    /// …or after this long.
+    pub rekey_after: Duration,
+}
+
+impl Default for Security {
+    fn default() -> Self {
+        Self {
+            encryption: Encryption::default(),
+            authentication: Authentication::default(),
+            signature_form: SignatureForm::default(),
+            time_window: TimeWindow::default(),
+            replay_capacity: 100_000,
+            replay_ttl: Duration::from_secs(360),
+            resolver: ResolverSettings::default(),
+            rekey_after_records: 1 << 16,
+            rekey_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The path segments of a node's DID before its `e1_` fingerprint:
+/// `did:wba:host%3Aport:agents:e1_…`, served at `/agents/e1_…/did.json`.
+pub(crate) const DID_PATH: &[&str] = &["agents"];
+
+/// A node's identity at run time: its keys, its DID once it has one (set at build time, or
+/// fixed where it first serves), the resolver, the replay cache and who may call what.
+pub(crate) struct NodeIdentity {
+    /// The node's keys while it has no DID yet (they move into `identity` where it first
+    /// serves). Neither: the node has no identity (it connects anonymously, and serves
+    /// without authentication or encryption).
+    pending_keys: Mutex<Option<Keys>>,
+    /// The node's DID and its keys, once known.
+    identity: OnceLock<Arc<Identity>>,
+    /// Our DID document as served, built (and signed) once.
+    own_document: OnceLock<axum::body::Bytes>,
+    /// A static key for the Noise channel when the node has no identity (an anonymous
+    /// requester still gets an encrypted channel).
+    pub(crate) anonymous_static: [u8; 32],
+    pub(crate) security: Security,
+    pub(crate) resolver: resolve::Resolver,
+    replay: Mutex<ReplayCache>,
+    /// Who may call each action (absent: anyone).
+    access: HashMap<String, Allow>,
+}
+
+impl std::fmt::Debug for NodeIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeIdentity")
+            .field("did", &self.identity.get().map(|identity| identity.did()))
+            .field("security", &self.security)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeIdentity {
+    pub(crate) fn new(
+        keys: Option<Keys>,
+        identity: Option<Identity>,
+        security: Security,
+        access: HashMap<String, Allow>,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Result<Self, String> {
+        let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
+        let cell = OnceLock::new();
+        let keys = match identity {
+            Some(identity) => {
+                let _ = cell.set(Arc::new(identity));
+                None
+            }
+            None => keys,
+        };
+        let replay = ReplayCache::new(security.replay_capacity, security.replay_ttl);
+        Ok(Self {
+            pending_keys: Mutex::new(keys),
+            identity: cell,
+            own_document: OnceLock::new(),
+            anonymous_static: Keys::generate().agreement_secret(),
+            security,
+            resolver,
+            replay: Mutex::new(replay),
+            access,
+        })
+    }
+
+    /// The node's identity, once it has a DID.
+    pub(crate) fn identity(&self) -> Option<&Arc<Identity>> {
+        self.identity.get()
+    }
+
+    /// Fixes the node's DID from the URL it serves at (`http://127.0.0.1:8080/` gives
+    /// `did:wba:localhost%3A8080:agents:e1_…`: an IP address cannot be a did:wba host), unless
+    /// it has one; puts its own document in the resolver's cache.
+    pub(crate) fn settle_did(&self, base_url: &str) -> Result<Option<Arc<Identity>>, String> {
+        let mut pending = self
+            .pending_keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if pending.is_some() && self.identity.get().is_none() {
+            let url = url::Url::parse(base_url).map_err(|error| error.to_string())?;
+            let host = match url.host() {
+                Some(url::Host::Domain(domain)) => domain.to_owned(),
+                Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
+                    "localhost".to_owned()
+                }
+                Some(url::Host::Ipv6(ip)) if ip.is_loopback() || ip.is_unspecified() => {
+                    "localhost".to_owned()
+                }
+                _ => {
+                    return Err(format!(
+                        "a did:wba DID names a host, not an IP address: give the node a public URL with a host name (serving at {base_url})"
+                    ))
+                }
+            };
+            let Some(keys) = pending.take() else {
+                return Ok(None);
+            };
+            let identity = Identity::new(keys, &host, url.port(), DID_PATH)
+                .map_err(|error| error.to_string())?;
+            let _ = self.identity.set(Arc::new(identity));
+        }
+        drop(pending);
+        let identity = self.identity.get().cloned();
+        if let Some(identity) = &identity {
+            if self.own_document.get().is_none() {
+                let bytes = serde_json::to_vec_pretty(&self.document(identity, base_url))
+                    .map_err(|error| error.to_string())?;
+                let document = concord_identity::read_document(
+                    &bytes,
+                    identity.did(),
+                    &concord_identity::DocumentLimits::default(),
+                )
+                .map_err(|error| format!("our own DID document: {error}"))?;
+                self.resolver.insert_own(Arc::new(document));
+                let _ = self.own_document.set(axum::body::Bytes::from(bytes));
+            }
+        }
+        Ok(identity)
+    }
+
+    /// Our DID document as served (once the DID is settled).
+    pub(crate) fn own_document(&self) -> Option<&axum::body::Bytes> {
+        self.own_document.get()
+    }
+
+    /// Our DID document, naming our description as a service.
+    pub(crate) fn document(&self, identity: &Identity, base_url: &str) -> serde_json::Value {
+        let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let description = format!(
+            "{}{}",
+            base_url.trim_end_matches('/'),
+            crate::describe::DESCRIPTION_PATH
+        );
+        identity.document(
+            &created,
+            &[Service {
+                id_fragment: "ad".to_owned(),
+                kind: "AgentDescription".to_owned(),
+                endpoint: description,
+            }],
+        )
+    }
+
+    /// Who may call `action`.
+    pub(crate) fn allow(&self, action: &str) -> &Allow {
+        static ANYONE: Allow = Allow::Anyone;
+        self.access.get(action).unwrap_or(&ANYONE)
+    }
+
+    /// Whether `caller` may call `action`.
+    pub(crate) fn permits(&self, caller: &Caller, action: &str) -> bool {
+        if self.security.authentication == Authentication::Required
+            && matches!(caller, Caller::Anonymous)
+        {
+            return false;
+        }
+        self.allow(action).permits(caller)
+    }
+
+    /// Whether `caller` may call any of `actions`.
+    pub(crate) fn permits_any<'a>(
+        &self,
+        caller: &Caller,
+        mut actions: impl Iterator<Item = &'a str>,
+    ) -> bool {
+        actions.any(|action| self.permits(caller, action))
+    }
+
+    /// The replay cache, locked.
+    pub(crate) fn replay(&self) -> std::sync::MutexGuard<'_, ReplayCache> {
+        self.replay.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Our Noise static key: the DID's keyAgreement key, else the anonymous one.
+    pub(crate) fn noise_static(&self) -> [u8; 32] {
+        self.identity
+            .get()
+            .map_or(self.anonymous_static, |identity| {
+                identity.keys().agreement_secret()
+            })
+    }
+
+    /// The Noise channel's settings for frames up to `max_frame_size`.
+    pub(crate) fn channel_config(&self, max_frame_size: usize) -> concord_secure::ChannelConfig {
+        concord_secure::ChannelConfig {
+            max_record: max_frame_size,
+            rekey_after_records: self.security.rekey_after_records,
+            rekey_after: self.security.rekey_after,
+            ..concord_secure::ChannelConfig::default()
+        }
+    }
+
+    /// Whether this node offers or accepts the Noise channel at all.
+    pub(crate) fn speaks_noise(&self) -> bool {
+        self.security.encryption != Encryption::Off
+    }
+}

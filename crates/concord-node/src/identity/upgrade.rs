@@ -1,0 +1,264 @@
+//! DID authentication of the WebSocket upgrade, both sides: a provider checks the caller's
+//! credentials before any WebSocket exists (a failure is 401 with ANP's `WWW-Authenticate`
+//! challenge, and nothing else runs), a requester signs its upgrade request.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use concord_identity::{AuthError, Caller, Credentials, Identity, RequestTarget};
+
+use super::{NodeIdentity, SignatureForm};
+
+/// Seconds since the Unix epoch now.
+pub(crate) fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
+}
+
+/// A refused upgrade: its status, ANP's challenge and a one-line reason.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    /// What the log says (may name more than the peer is told).
+    pub(crate) log: String,
+    challenge: Option<(String, String)>,
+    reason: String,
+}
+
+impl Refusal {
+    fn unauthorized(realm: &str, error: &str, reason: String, log: String) -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            log,
+            challenge: Some((realm.to_owned(), error.to_owned())),
+            reason,
+        }
+    }
+
+    fn auth(realm: &str, error: &AuthError) -> Self {
+        let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+        Self {
+            status,
+            log: error.to_string(),
+            challenge: Some((realm.to_owned(), error.challenge_error().to_owned())),
+            reason: error.to_string(),
+        }
+    }
+
+    /// A caller the policy does not let call anything here.
+    pub(crate) fn forbidden(realm: &str, caller: &Caller) -> Self {
+        match caller {
+            Caller::Anonymous => Self::unauthorized(
+                realm,
+                "invalid_request",
+                "this node serves authenticated callers only: sign the upgrade with your DID (ANP DID-WBA)".into(),
+                "an anonymous caller, and no action is open to anonymous callers".into(),
+            ),
+            Caller::Authenticated(did) => Self {
+                status: StatusCode::FORBIDDEN,
+                log: format!("{did} may call no action here"),
+                challenge: None,
+                reason: format!("{did} is not allowed to call any action of this node"),
+            },
+            #[allow(unreachable_patterns)]
+            _ => Self {
+                status: StatusCode::FORBIDDEN,
+                log: "an unknown kind of caller".into(),
+                challenge: None,
+                reason: "not allowed".into(),
+            },
+        }
+    }
+
+    /// The node requires the Noise channel and the upgrade did not offer it.
+    pub(crate) fn encryption_required() -> Self {
+        Self {
+            status: StatusCode::UPGRADE_REQUIRED,
+            log: "a plain upgrade, and the node requires encryption".into(),
+            challenge: None,
+            reason: format!(
+                "this node requires an end-to-end encrypted session: offer the WebSocket subprotocol `{}`",
+                concord_secure::SUBPROTOCOL
+            ),
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, format!("{}\n", self.reason)).into_response();
+        let headers = response.headers_mut();
+        if let Some((realm, error)) = &self.challenge {
+            let value = format!(
+                "DIDWba realm=\"{}\", error=\"{}\", error_description=\"{}\"",
+                quoted(realm),
+                quoted(error),
+                quoted(&self.reason)
+            );
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(header::WWW_AUTHENTICATE, value);
+            }
+            headers.insert(
+                HeaderName::from_static("accept-signature"),
+                HeaderValue::from_static(ACCEPT_SIGNATURE),
+            );
+        }
+        if self.status == StatusCode::UPGRADE_REQUIRED {
+            headers.insert(
+                header::SEC_WEBSOCKET_PROTOCOL,
+                HeaderValue::from_static(concord_secure::SUBPROTOCOL),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// What ANP's verifier asks a client to sign (`Accept-Signature`, RFC 9421 §5.1).
+const ACCEPT_SIGNATURE: &str =
+    "sig1=(\"@method\" \"@target-uri\" \"@authority\" \"content-digest\");created;expires;nonce;keyid";
+
+/// `text` as the inside of a quoted string: printable ASCII, no quote or backslash.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c.is_ascii_graphic() || c == ' ' => c,
+            _ => '?',
+        })
+        .take(200)
+        .collect()
+}
+
+/// The host a client named (`Host`), without its port: the legacy header's audience and the
+/// challenge's realm.
+fn host_name(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest).to_owned(),
+        None => host.split(':').next().unwrap_or(host).to_owned(),
+    }
+}
+
+/// Checks the credentials an upgrade request carries: `Anonymous` when it carries none,
+/// the caller's DID when they verify (signature, key, time window, fresh nonce), else a
+/// refusal naming the fault. `secure` says whether the request came over TLS.
+pub(crate) async fn authenticate(
+    identity: &NodeIdentity,
+    uri: &Uri,
+    headers: &HeaderMap,
+    secure: bool,
+) -> Result<Caller, Refusal> {
+    let realm = host_name(headers);
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let credentials = match Credentials::from_headers(header) {
+        Ok(None) => return Ok(Caller::Anonymous),
+        Ok(Some(credentials)) => credentials,
+        Err(error) => return Err(Refusal::auth(&realm, &error)),
+    };
+    let did = credentials.did().clone();
+    let document = identity.resolver.resolve(&did).await.map_err(|error| {
+        Refusal::unauthorized(
+            &realm,
+            "invalid_did",
+            error.public_reason(),
+            format!("{did}: {error}"),
+        )
+    })?;
+    let authority = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    let path = uri.path_and_query().map_or("/", |path| path.as_str());
+    // The target URI as the client wrote it: the WebSocket URL, or its HTTP form.
+    let (ws, http) = if secure {
+        ("wss", "https")
+    } else {
+        ("ws", "http")
+    };
+    let now = now_unix();
+    let window = &identity.security.time_window;
+    let mut last = None;
+    for scheme in [ws, http] {
+        let target_uri = format!("{scheme}://{authority}{path}");
+        let target = RequestTarget {
+            method: "GET",
+            target_uri: &target_uri,
+        };
+        let verified = credentials.verify(
+            &document,
+            &target,
+            &realm,
+            header,
+            b"",
+            now,
+            window,
+            &mut identity.replay(),
+        );
+        match verified {
+            Ok(authenticated) => return Ok(Caller::Authenticated(authenticated.did)),
+            Err(AuthError::BadSignature) => last = Some(AuthError::BadSignature),
+            Err(error) => return Err(Refusal::auth(&realm, &error)),
+        }
+    }
+    Err(Refusal::auth(
+        &realm,
+        &last.unwrap_or(AuthError::BadSignature),
+    ))
+}
+
+/// A random nonce: 16 bytes from the OS, in hex.
+fn nonce() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No OS randomness: a nonce must still differ from every other.
+        bytes = fastrand::u128(..).to_le_bytes();
+    }
+    hex::encode(bytes)
+}
+
+/// The headers that sign our upgrade request to `endpoint` (`ws://…` or `wss://…`).
+pub(crate) fn sign(
+    identity: &Identity,
+    form: SignatureForm,
+    endpoint: &str,
+) -> Vec<(String, String)> {
+    match form {
+        SignatureForm::LegacyDidWba => {
+            let audience = url::Url::parse(endpoint)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned))
+                .unwrap_or_default();
+            let timestamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+            vec![(
+                "Authorization".to_owned(),
+                concord_identity::legacy_authorization(identity, &audience, &nonce(), &timestamp),
+            )]
+        }
+        _ => {
+            let target = RequestTarget {
+                method: "GET",
+                target_uri: endpoint,
+            };
+            let signed =
+                concord_identity::sign_request(identity, &target, b"", now_unix(), &nonce());
+            let mut headers = vec![
+                ("Signature-Input".to_owned(), signed.signature_input),
+                ("Signature".to_owned(), signed.signature),
+            ];
+            if let Some(digest) = signed.content_digest {
+                headers.push(("Content-Digest".to_owned(), digest));
+            }
+            headers
+        }
+    }
+}
