@@ -12,10 +12,15 @@ use libfuzzer_sys::fuzz_target;
 fn fixed() -> &'static Did {
     static DID: OnceLock<Did> = OnceLock::new();
     DID.get_or_init(|| {
-        Identity::new(Keys::from_secret_bytes(&[1; 32], &[2; 32]), "client.example", None, &["agents", "alice"])
-            .expect("fixed identity")
-            .did()
-            .clone()
+        Identity::new(
+            Keys::from_secret_bytes(&[1; 32], &[2; 32]),
+            "client.example",
+            None,
+            &["agents", "alice"],
+        )
+        .expect("fixed identity")
+        .did()
+        .clone()
     })
 }
 
@@ -34,8 +39,14 @@ fn check(data: &[u8], expected: &Did) {
 fuzz_target!(|data: &[u8]| {
     check(data, fixed());
     if data.len() <= 64 * 1024 {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(data) {
-            if let Some(did) = map.get("id").and_then(|v| v.as_str()).and_then(|s| Did::parse(s).ok()) {
+        if let Ok(serde_json::Value::Object(map)) =
+            serde_json::from_slice::<serde_json::Value>(data)
+        {
+            if let Some(did) = map
+                .get("id")
+                .and_then(|v| v.as_str())
+                .and_then(|s| Did::parse(s).ok())
+            {
                 check(data, &did);
             }
         }

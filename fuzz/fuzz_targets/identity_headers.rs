@@ -8,16 +8,21 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use concord_identity::{
-    read_document, Credentials, DocumentLimits, Identity, Keys, ReplayCache, RequestTarget, TimeWindow,
-    VerifiedDocument,
+    read_document, Credentials, DocumentLimits, Identity, Keys, ReplayCache, RequestTarget,
+    TimeWindow, VerifiedDocument,
 };
 use libfuzzer_sys::fuzz_target;
 
 fn document() -> &'static VerifiedDocument {
     static DOC: OnceLock<VerifiedDocument> = OnceLock::new();
     DOC.get_or_init(|| {
-        let id = Identity::new(Keys::from_secret_bytes(&[1; 32], &[2; 32]), "client.example", None, &["agents", "alice"])
-            .expect("fixed identity");
+        let id = Identity::new(
+            Keys::from_secret_bytes(&[1; 32], &[2; 32]),
+            "client.example",
+            None,
+            &["agents", "alice"],
+        )
+        .expect("fixed identity");
         let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).expect("json");
         read_document(&bytes, id.did(), &DocumentLimits::default()).expect("own document")
     })
@@ -43,11 +48,27 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = (creds.did(), creds.keyid(), creds.nonce(), creds.scheme());
-    let target = RequestTarget { method: "GET", target_uri: "https://provider.example/ws" };
+    let target = RequestTarget {
+        method: "GET",
+        target_uri: "https://provider.example/ws",
+    };
     let mut replay = ReplayCache::new(16, Duration::from_secs(360));
-    let result = creds.verify(document(), &target, "provider.example", header, b"", 1_767_225_600, &TimeWindow::default(), &mut replay);
+    let result = creds.verify(
+        document(),
+        &target,
+        "provider.example",
+        header,
+        b"",
+        1_767_225_600,
+        &TimeWindow::default(),
+        &mut replay,
+    );
     if let Err(e) = &result {
-        let _ = (e.status(), e.challenge_error(), concord_identity::challenge("r", e));
+        let _ = (
+            e.status(),
+            e.challenge_error(),
+            concord_identity::challenge("r", e),
+        );
         assert_eq!(replay.len(), 0, "a refused request was recorded");
     }
 });

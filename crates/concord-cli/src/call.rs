@@ -52,7 +52,7 @@ its DID proven by the channel (a DID on localhost resolves over http:// only for
 called at an http:// loopback address, or with --resolve-loopback-over-http).
   concord call https://shop.example getProductInfo '{\"productId\": \"P2\"}' --did-host agents.example.com
   concord call http://127.0.0.1:9000 getProductInfo '{\"productId\": \"P2\"}' \\
-      --did-host localhost:8080 --resolve-loopback-over-http     # two local agents
+      --did-host localhost:8080     # two local agents: ours serves on 8080 with this data dir
 
 Input: a JSON argument is one call; `-` reads one JSON document from standard input; with
 no input argument (standard input not a terminal) or with `--input FILE` (`-` for standard
@@ -727,8 +727,16 @@ pub fn connect_exit_code(error: &ConnectError) -> u8 {
         | ConnectError::Binding(_)
         | ConnectError::Closed(_)
         | ConnectError::Verification(_) => 1,
+        // The peer refused the upgrade: unauthenticated (401) or not allowed (403).
+        ConnectError::Connect { reason, .. } if is_refusal(reason) => 1,
         _ => 2,
     }
+}
+
+/// Whether a failed upgrade's reason is the peer's refusal of who we are (HTTP 401 or
+/// 403), rather than a failure to reach it.
+fn is_refusal(reason: &str) -> bool {
+    reason.starts_with("HTTP 401") || reason.starts_with("HTTP 403")
 }
 
 /// 1 when the call was answered with an error or its input or answer breaks the protocol;

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use concord_identity::{Identity, KeyFileError, Keys};
 use serde_json::{json, Value};
@@ -308,20 +307,6 @@ fn facts(identity: &Identity, key_file: &Path) -> Value {
 /// Now as `YYYY-MM-DDTHH:MM:SSZ` (the document's `created`).
 fn now_iso8601() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// Loads the keys of `data_dir` for `concord serve`, creating them on its first start
-/// (said on standard error with the key file's path).
-pub fn serve_keys(data_dir: &Path) -> anyhow::Result<Keys> {
-    let (keys, created) = load_or_create(data_dir)
-        .with_context(|| format!("the identity in {}", data_dir.display()))?;
-    if created {
-        eprintln!(
-            "concord: created the agent's identity keys: {} (mode 0600)",
-            key_file(data_dir).display()
-        );
-    }
-    Ok(keys)
 }
 
 #[cfg(test)]

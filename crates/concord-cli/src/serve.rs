@@ -83,8 +83,14 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         Some(dir) => dir,
         None => concord_store::Store::default_dir().context("no data directory configured")?,
     };
-    // The agent's identity: created on the first start, then the same DID every time.
-    let keys = crate::identity::serve_keys(&data_dir)?;
+    // The data directory first (its own error), then the identity in it.
+    create_private_dir(&data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    // The agent's identity: created on the first start, then the same DID every time. Keys
+    // created by a start that fails are removed again (that was no first start).
+    let (keys, created) = crate::identity::load_or_create(&data_dir)
+        .with_context(|| format!("the agent's identity in {}", data_dir.display()))?;
+    let mut created = CreatedKeys(created.then(|| crate::identity::key_file(&data_dir)));
     let mut builder = Node::builder(config.title.clone())
         .data_dir(&data_dir)
         .limits(config.limits.clone())
@@ -164,6 +170,12 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     for protocol in &config.consensus {
         outln!("consensus:   {} {}", protocol.uri, protocol.document.hash())?;
     }
+    if let Some(path) = created.keep() {
+        eprintln!(
+            "concord: created the agent's identity keys: {} (mode 0600)",
+            path.display()
+        );
+    }
     if let Some(did) = server.did() {
         outln!("did:         {did}")?;
     }
@@ -188,6 +200,41 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates `dir` and its missing parents, each `0700` on Unix (as the store does).
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// The key file a start created: removed when dropped unless [`CreatedKeys::keep`] was
+/// called (the node served).
+struct CreatedKeys(Option<PathBuf>);
+
+impl CreatedKeys {
+    /// Keeps the file; its path, when this start created it.
+    fn keep(&mut self) -> Option<PathBuf> {
+        self.0.take()
+    }
+}
+
+impl Drop for CreatedKeys {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(&path);
+            if let Some(dir) = path.parent() {
+                // Only when empty: nothing else is ever removed.
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
 }
 
 /// Generates and checks our provider code for a configured consensus protocol and

@@ -38,7 +38,7 @@ pub enum TranscriptsCommand {
     /// List the transcripts, most recently started first: id, start, our role, how the
     /// session ended (`running` while in progress), frames and bytes recorded, how the
     /// session was protected (`noise` end-to-end encrypted or `plain`, `+did` when the
-    /// peer was authenticated by its DID, `-` when not recorded), peer.
+    /// peer proved its DID, `-` when not recorded), peer.
     #[command(after_help = "\
 Examples:
   concord transcripts list
@@ -261,7 +261,7 @@ fn summary_json(summary: &TranscriptSummary) -> Value {
 }
 
 /// How a session was protected, in a few characters for `transcripts list`: `noise`
-/// (a Noise channel) or `plain`, then `+did` when the peer was authenticated by its DID;
+/// (a Noise channel) or `plain`, then `+did` when the peer proved its DID;
 /// `-` when the store has no channel for it. The full text: `transcripts show`.
 fn channel_short(channel: Option<&str>) -> String {
     let Some(channel) = channel else {
@@ -284,7 +284,9 @@ fn channel_short(channel: Option<&str>) -> String {
     if short.is_empty() {
         short.push('?');
     }
-    if peer.contains("authenticated as did:") {
+    // The provider's words (`peer authenticated as did:…`) or the requester's (`peer
+    // proved did:…`): either way the peer's DID was proven.
+    if peer.contains("peer authenticated as did:") || peer.contains("peer proved did:") {
         short.push_str("+did");
     }
     short
@@ -370,6 +372,18 @@ mod tests {
                 "noise",
             ),
             (Some("plain; peer anonymous"), "plain"),
+            (
+                Some(
+                    "Noise_XX_25519_ChaChaPoly_BLAKE2s; peer proved did:wba:localhost%3A1:agents:e1_a; \
+                     we signed as did:wba:localhost%3A2:agents:e1_b",
+                ),
+                "noise+did",
+            ),
+            (
+                Some("Noise_XX_25519_ChaChaPoly_BLAKE2s; we signed as did:wba:x.example:e1_b"),
+                "noise",
+            ),
+            (Some("plain; we called anonymously"), "plain"),
             (
                 Some("plain; peer authenticated as did:wba:example.com:e1_x"),
                 "plain+did",

@@ -16,9 +16,10 @@ fn protocols(data_dir: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn list_show_and_forget_by_hash_prefix() {
-    let provider = tempfile::tempdir().unwrap();
-    let served = Served::example(provider.path());
-    let requester = tempfile::tempdir().unwrap();
+    let (served, _provider) = provider("");
+    // A signed requester: 0-RTT only in an authenticated session.
+    let signer = Signer::start();
+    let requester = &signer.data_dir;
 
     // An empty store lists nothing.
     let output = protocols(requester.path(), &["list"]);
@@ -30,7 +31,7 @@ fn list_show_and_forget_by_hash_prefix() {
         output.stderr
     );
 
-    let call = call_json(&served.url, r#"{"productId": "P12345"}"#, requester.path());
+    let call = signed_call_json(&served.url, r#"{"productId": "P12345"}"#, &signer);
     assert_eq!(call.code, 0, "{}", call.stderr);
     let hash = call.json()["hash"].as_str().unwrap().to_owned();
     let prefix = &hash[..10];
@@ -86,7 +87,7 @@ fn list_show_and_forget_by_hash_prefix() {
         output.stdout
     );
     // A second call reuses it with 0-RTT: one resumption.
-    let resumed = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path()).json();
+    let resumed = signed_call_json(&served.url, r#"{"productId": "P2"}"#, &signer).json();
     assert_eq!(resumed["settledBy"], "resumed", "{resumed}");
     let list = protocols(requester.path(), &["list", "--json"]).json();
     assert_eq!(list[0]["resumed"], 1, "{list}");
@@ -143,7 +144,7 @@ fn list_show_and_forget_by_hash_prefix() {
         serde_json::json!([])
     );
     // Forgotten: the next call negotiates again (and agrees on the same protocol).
-    let again = call_json(&served.url, r#"{"productId": "P2"}"#, requester.path()).json();
+    let again = signed_call_json(&served.url, r#"{"productId": "P2"}"#, &signer).json();
     assert_eq!(again["settledBy"], "negotiated");
     assert!(again["offeredHash"].is_null());
     assert_eq!(again["hash"], hash.as_str());

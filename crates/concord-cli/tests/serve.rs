@@ -35,6 +35,42 @@ fn the_example_configuration_serves_until_ctrl_c() {
         "{}",
         served.banner
     );
+    // Its DID: created on the first start (the key file named), `localhost` for a loopback
+    // address, what `concord identity show` says for that URL, its document served.
+    let port = served.listening.port();
+    let did = served.did.clone().expect("a did: line");
+    assert!(
+        did.starts_with(&format!("did:wba:localhost%3A{port}:agents:e1_")),
+        "{}",
+        served.banner
+    );
+    assert!(
+        served
+            .stderr()
+            .contains("created the agent's identity keys")
+            && served.stderr().contains("identity/keys.json"),
+        "{}",
+        served.stderr()
+    );
+    let shown = run(concord()
+        .args([
+            "identity",
+            "show",
+            "--json",
+            "--url",
+            &served.url,
+            "--data-dir",
+        ])
+        .arg(data.path()))
+    .json();
+    assert_eq!(shown["did"], did.as_str());
+    let fingerprint = shown["fingerprint"].as_str().unwrap();
+    let document: serde_json::Value = serde_json::from_str(&http_get(&format!(
+        "{}agents/{fingerprint}/did.json",
+        served.url
+    )))
+    .unwrap();
+    assert_eq!(document["id"], did.as_str());
 
     let requester = tempfile::tempdir().unwrap();
     let output = run(concord()
@@ -51,6 +87,7 @@ fn the_example_configuration_serves_until_ctrl_c() {
     assert_eq!(product["productName"], "Monitor");
     assert_eq!(product["price"], 349);
 
+    let served_at = served.listening;
     let (code, log) = served.interrupt();
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("shutting down"), "{log}");
@@ -61,6 +98,24 @@ fn the_example_configuration_serves_until_ctrl_c() {
     let list = output.json();
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["handlers"], serde_json::json!(["provider"]));
+
+    // Started again on the same port with the same data dir: the same DID, keys not
+    // created again.
+    let listen = served_at.to_string();
+    let again = Served::start(&[
+        OsStr::new("--config"),
+        example_config().as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new(&listen),
+        OsStr::new("--data-dir"),
+        data.path().as_os_str(),
+    ]);
+    assert_eq!(again.did.as_deref(), Some(did.as_str()), "{}", again.banner);
+    assert!(
+        !again.stderr().contains("created the agent's identity keys"),
+        "{}",
+        again.stderr()
+    );
 }
 
 #[test]
@@ -68,7 +123,8 @@ fn a_configured_consensus_protocol_is_advertised_and_selected() {
     let uri = "https://protocols.example/product-info/seed";
     let document = seed_protocol();
     let (dir, config) = temp_config(&format!(
-        "\n[[consensus]]\nuri = {uri:?}\ndocument = {:?}\n\n[limits]\ncall_timeout = \"5s\"\n",
+        "\n[[consensus]]\nuri = {uri:?}\ndocument = {:?}\n\n[limits]\ncall_timeout = \"5s\"\n\
+         [security]\nresolve_loopback_over_http = true\n",
         document.display().to_string()
     ));
     let served = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
@@ -80,15 +136,17 @@ fn a_configured_consensus_protocol_is_advertised_and_selected() {
     // `node.data_dir` is relative to the configuration's directory.
     assert!(dir.path().join("data").is_dir());
 
-    // A requester holding the same document under the same URI selects it in the hello.
-    let requester = tempfile::tempdir().unwrap();
+    // A requester holding the same document under the same URI selects it in the hello
+    // (signed: consensus protocols only in an authenticated session).
+    let signer = Signer::start();
+    let requester = &signer.data_dir;
     let output = run(concord()
         .args(["registry", "add", uri])
         .arg(&document)
         .args(["--action", "getProductInfo", "--data-dir"])
         .arg(requester.path()));
     assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
-    let output = call_json(&served.url, r#"{"productId": "P12345"}"#, requester.path());
+    let output = signed_call_json(&served.url, r#"{"productId": "P12345"}"#, &signer);
     assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
     let report = output.json();
     assert_eq!(report["settledBy"], "consensus", "{report:#}");
@@ -225,6 +283,18 @@ fn bad_configurations_exit_1_naming_the_key_in_one_line() {
         (
             config_text("[limits]\nmax_sessions = 0\n"),
             "`limits.max_sessions`: must be greater than zero",
+        ),
+        (
+            config_text("[security]\nencryption = \"maybe\"\n"),
+            "`security.encryption`: \"maybe\" is not one of \"off\", \"preferred\", \"required\"",
+        ),
+        (
+            config_text("allow = \"friends\"\n"),
+            "`actions[0].allow`: \"friends\": expected \"anyone\", \"authenticated\"",
+        ),
+        (
+            config_text("[security]\nsignatures = \"didwba\"\n"),
+            "unknown field `signatures`",
         ),
         (
             config_text("[limits]\nmax_session = 3\n"),

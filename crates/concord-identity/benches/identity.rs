@@ -5,26 +5,51 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use concord_identity::{
-    read_document, sign_request, Credentials, Did, DocumentLimits, Identity, Keys, ReplayCache, RequestTarget,
-    TimeWindow,
+    read_document, sign_request, Credentials, Did, DocumentLimits, Identity, Keys, ReplayCache,
+    RequestTarget, TimeWindow,
 };
 use criterion::{criterion_group, Criterion};
 
 const NOW: i64 = 1_767_225_600;
-const TARGET: RequestTarget<'static> = RequestTarget { method: "GET", target_uri: "https://provider.example:8443/agents/bob/ws" };
+const TARGET: RequestTarget<'static> = RequestTarget {
+    method: "GET",
+    target_uri: "https://provider.example:8443/agents/bob/ws",
+};
 
 fn identity() -> Identity {
-    Identity::new(Keys::generate(), "client.example", Some(8443), &["agents", "alice"]).unwrap()
+    Identity::new(
+        Keys::generate(),
+        "client.example",
+        Some(8443),
+        &["agents", "alice"],
+    )
+    .unwrap()
 }
 
 fn bench_sign(c: &mut Criterion) {
     let id = identity();
     c.bench_function("sign_request (no body)", |b| {
-        b.iter(|| sign_request(&id, black_box(&TARGET), b"", NOW, "0123456789abcdef0123456789abcdef"))
+        b.iter(|| {
+            sign_request(
+                &id,
+                black_box(&TARGET),
+                b"",
+                NOW,
+                "0123456789abcdef0123456789abcdef",
+            )
+        })
     });
     let body = vec![b'x'; 1024];
     c.bench_function("sign_request (1 KiB body)", |b| {
-        b.iter(|| sign_request(&id, black_box(&TARGET), &body, NOW, "0123456789abcdef0123456789abcdef"))
+        b.iter(|| {
+            sign_request(
+                &id,
+                black_box(&TARGET),
+                &body,
+                NOW,
+                "0123456789abcdef0123456789abcdef",
+            )
+        })
     });
 }
 
@@ -44,7 +69,18 @@ fn bench_verify(c: &mut Criterion) {
     c.bench_function("from_headers + verify (cached document)", |b| {
         b.iter(|| {
             let creds = Credentials::from_headers(lookup).unwrap().unwrap();
-            creds.verify(&doc, &TARGET, "provider.example", lookup, b"", NOW, &window, &mut replay).unwrap()
+            creds
+                .verify(
+                    &doc,
+                    &TARGET,
+                    "provider.example",
+                    lookup,
+                    b"",
+                    NOW,
+                    &window,
+                    &mut replay,
+                )
+                .unwrap()
         })
     });
 }
@@ -54,9 +90,10 @@ fn bench_read(c: &mut Criterion) {
     let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).unwrap();
     let did: Did = id.did().clone();
     let limits = DocumentLimits::default();
-    c.bench_function(&format!("read_document (e1, {} bytes, proof verified)", bytes.len()), |b| {
-        b.iter(|| read_document(black_box(&bytes), &did, &limits).unwrap())
-    });
+    c.bench_function(
+        &format!("read_document (e1, {} bytes, proof verified)", bytes.len()),
+        |b| b.iter(|| read_document(black_box(&bytes), &did, &limits).unwrap()),
+    );
 }
 
 fn replay_memory() {

@@ -35,7 +35,9 @@ impl Allow {
             (Allow::Anyone, _) => true,
             (_, Caller::Anonymous) => false,
             (Allow::Authenticated, Caller::Authenticated(_)) => true,
-            (Allow::Dids(patterns), Caller::Authenticated(did)) => patterns.iter().any(|p| p.matches(did)),
+            (Allow::Dids(patterns), Caller::Authenticated(did)) => {
+                patterns.iter().any(|p| p.matches(did))
+            }
         }
     }
 }
@@ -82,7 +84,10 @@ impl DidPattern {
         if base.contains('*') {
             return Err(PatternError::Wildcard { pattern: clip() });
         }
-        let did = Did::parse(base).map_err(|source| PatternError::Did { pattern: clip(), source })?;
+        let did = Did::parse(base).map_err(|source| PatternError::Did {
+            pattern: clip(),
+            source,
+        })?;
         Ok(DidPattern { did, prefix })
     }
 
@@ -163,7 +168,8 @@ mod tests {
         assert!(rule.permits(&alice));
         assert!(!rule.permits(&Caller::Authenticated(did("did:wba:other.org:alice"))));
         assert!(!rule.permits(&Caller::Anonymous));
-        let json = serde_json::to_string(&DidPattern::parse("did:wba:example.com:*").unwrap()).unwrap();
+        let json =
+            serde_json::to_string(&DidPattern::parse("did:wba:example.com:*").unwrap()).unwrap();
         assert_eq!(json, "\"did:wba:example.com:*\"");
         let back: DidPattern = serde_json::from_str(&json).unwrap();
         assert!(back.matches(&did("did:wba:example.com:x")));

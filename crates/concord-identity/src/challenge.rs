@@ -99,16 +99,22 @@ impl AuthError {
     pub fn challenge_error(&self) -> &'static str {
         match self {
             AuthError::Malformed { .. } => "invalid_request",
-            AuthError::InvalidKeyId { .. } | AuthError::NotAuthentication { .. } => "invalid_verification_method",
-            AuthError::Document(DocumentError::NotAuthentication { .. } | DocumentError::NotEd25519 { .. }) => {
+            AuthError::InvalidKeyId { .. } | AuthError::NotAuthentication { .. } => {
                 "invalid_verification_method"
             }
-            AuthError::InvalidDid(_) | AuthError::DidMismatch { .. } | AuthError::Document(_) => "invalid_did",
-            AuthError::Digest { .. } | AuthError::BadSignature => "invalid_signature",
-            AuthError::Expired { .. } | AuthError::SignatureExpired { .. } | AuthError::NotYetValid { .. } => {
-                "invalid_timestamp"
+            AuthError::Document(
+                DocumentError::NotAuthentication { .. } | DocumentError::NotEd25519 { .. },
+            ) => "invalid_verification_method",
+            AuthError::InvalidDid(_) | AuthError::DidMismatch { .. } | AuthError::Document(_) => {
+                "invalid_did"
             }
-            AuthError::MissingNonce | AuthError::Replayed | AuthError::ReplayCacheFull { .. } => "invalid_nonce",
+            AuthError::Digest { .. } | AuthError::BadSignature => "invalid_signature",
+            AuthError::Expired { .. }
+            | AuthError::SignatureExpired { .. }
+            | AuthError::NotYetValid { .. } => "invalid_timestamp",
+            AuthError::MissingNonce | AuthError::Replayed | AuthError::ReplayCacheFull { .. } => {
+                "invalid_nonce"
+            }
         }
     }
 
@@ -116,7 +122,8 @@ impl AuthError {
     /// SDK) and 503 when the replay cache is full.
     pub fn status(&self) -> u16 {
         match self {
-            AuthError::NotAuthentication { .. } | AuthError::Document(DocumentError::NotAuthentication { .. }) => 403,
+            AuthError::NotAuthentication { .. }
+            | AuthError::Document(DocumentError::NotAuthentication { .. }) => 403,
             AuthError::ReplayCacheFull { .. } => 503,
             _ => 401,
         }
@@ -127,18 +134,21 @@ impl AuthError {
         match self {
             AuthError::Malformed { .. } => "Authentication headers are malformed.",
             AuthError::InvalidKeyId { .. } => "Signature-Input keyid is missing or invalid.",
-            AuthError::NotAuthentication { .. } | AuthError::Document(DocumentError::NotAuthentication { .. }) => {
+            AuthError::NotAuthentication { .. }
+            | AuthError::Document(DocumentError::NotAuthentication { .. }) => {
                 "Verification method is not authorized for authentication."
             }
-            AuthError::Document(DocumentError::NotEd25519 { .. }) => "Verification method is not supported.",
+            AuthError::Document(DocumentError::NotEd25519 { .. }) => {
+                "Verification method is not supported."
+            }
             AuthError::InvalidDid(_) | AuthError::DidMismatch { .. } | AuthError::Document(_) => {
                 "Failed to resolve or validate the DID document."
             }
             AuthError::Digest { .. } => "Content-Digest verification failed.",
             AuthError::BadSignature => "Signature verification failed.",
-            AuthError::Expired { .. } | AuthError::SignatureExpired { .. } | AuthError::NotYetValid { .. } => {
-                "Signature timestamp is expired or invalid."
-            }
+            AuthError::Expired { .. }
+            | AuthError::SignatureExpired { .. }
+            | AuthError::NotYetValid { .. } => "Signature timestamp is expired or invalid.",
             AuthError::MissingNonce => "Signature nonce is required.",
             AuthError::Replayed => "Nonce has already been used or expired.",
             AuthError::ReplayCacheFull { .. } => "Server is busy; retry later.",
@@ -171,14 +181,21 @@ fn quote(text: &str) -> String {
 /// `Accept-Signature: sig1=("@method" "@target-uri" "@authority" "content-digest");created;expires;nonce;keyid`.
 /// The description is fixed per error (no internals); quotes are escaped.
 pub fn challenge(realm: &str, error: &AuthError) -> Vec<(&'static str, String)> {
+    challenge_with(realm, error.challenge_error(), error.description())
+}
+
+/// The same challenge for a refusal that is not an [`AuthError`] (a DID document that
+/// cannot be fetched, a caller the policy refuses): `error` is one of the codes
+/// [`AuthError::challenge_error`] gives, `description` what the caller may be told.
+pub fn challenge_with(realm: &str, error: &str, description: &str) -> Vec<(&'static str, String)> {
     vec![
         (
             "WWW-Authenticate",
             format!(
                 "DIDWba realm=\"{}\", error=\"{}\", error_description=\"{}\"",
                 quote(realm),
-                error.challenge_error(),
-                error.description()
+                quote(error),
+                quote(description)
             ),
         ),
         ("Accept-Signature", ACCEPT_SIGNATURE.to_owned()),
@@ -197,10 +214,19 @@ mod tests {
             headers[0].1,
             "DIDWba realm=\"exa\\\"mple.com\", error=\"invalid_nonce\", error_description=\"Nonce has already been used or expired.\""
         );
-        assert_eq!(headers[1], ("Accept-Signature", ACCEPT_SIGNATURE.to_owned()));
-        assert_eq!(AuthError::NotAuthentication { keyid: "x".into() }.status(), 403);
+        assert_eq!(
+            headers[1],
+            ("Accept-Signature", ACCEPT_SIGNATURE.to_owned())
+        );
+        assert_eq!(
+            AuthError::NotAuthentication { keyid: "x".into() }.status(),
+            403
+        );
         assert_eq!(AuthError::BadSignature.status(), 401);
-        let e = AuthError::Malformed { header: "Signature", detail: "secret internals".into() };
+        let e = AuthError::Malformed {
+            header: "Signature",
+            detail: "secret internals".into(),
+        };
         assert!(!challenge("r", &e)[0].1.contains("secret"));
     }
 }

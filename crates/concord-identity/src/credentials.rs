@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ed25519_dalek::Signature;
 
-pub use crate::challenge::{challenge, AuthError, ACCEPT_SIGNATURE};
+pub use crate::challenge::{challenge, challenge_with, AuthError, ACCEPT_SIGNATURE};
 use crate::did::Did;
 use crate::document::{DocumentError, VerifiedDocument};
 use crate::encoding::{b64std_decode, b64url_decode};
@@ -42,6 +42,9 @@ impl fmt::Display for AuthScheme {
 
 /// The accepted age of a signature. `Default`: 300 s old at most, 60 s in the future at most
 /// (the SDK's verifier defaults).
+///
+/// The replay cache's TTL must be at least `max_age + max_skew` (360 s by default, the
+/// cache's default), or a signature could be replayed after its nonce was forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeWindow {
     /// How old `created` (or the legacy timestamp) may be.
@@ -52,7 +55,10 @@ pub struct TimeWindow {
 
 impl Default for TimeWindow {
     fn default() -> Self {
-        TimeWindow { max_age: Duration::from_secs(300), max_skew: Duration::from_secs(60) }
+        TimeWindow {
+            max_age: Duration::from_secs(300),
+            max_skew: Duration::from_secs(60),
+        }
     }
 }
 
@@ -98,14 +104,18 @@ pub enum Credentials {
 }
 
 fn malformed(header: &'static str, detail: impl Into<String>) -> AuthError {
-    AuthError::Malformed { header, detail: detail.into() }
+    AuthError::Malformed {
+        header,
+        detail: detail.into(),
+    }
 }
 
 fn bounded<'h>(header: &'static str, value: Option<&'h str>) -> Result<Option<&'h str>, AuthError> {
     match value {
-        Some(v) if v.len() > MAX_HEADER_BYTES => {
-            Err(malformed(header, format!("{} bytes, more than {MAX_HEADER_BYTES}", v.len())))
-        }
+        Some(v) if v.len() > MAX_HEADER_BYTES => Err(malformed(
+            header,
+            format!("{} bytes, more than {MAX_HEADER_BYTES}", v.len()),
+        )),
         other => Ok(other),
     }
 }
@@ -120,8 +130,14 @@ fn unquote<'a>(header: &'static str, name: &str, raw: &'a str) -> Result<&'a str
         .strip_prefix('"')
         .and_then(|r| r.strip_suffix('"'))
         .ok_or_else(|| malformed(header, format!("parameter {name} is not a quoted string")))?;
-    if !inner.bytes().all(|c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\') {
-        return Err(malformed(header, format!("parameter {name} holds a character that is not allowed")));
+    if !inner
+        .bytes()
+        .all(|c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+    {
+        return Err(malformed(
+            header,
+            format!("parameter {name} holds a character that is not allowed"),
+        ));
     }
     Ok(inner)
 }
@@ -129,15 +145,29 @@ fn unquote<'a>(header: &'static str, name: &str, raw: &'a str) -> Result<&'a str
 fn integer(name: &str, raw: &str) -> Result<i64, AuthError> {
     let digits = raw.strip_prefix('-').unwrap_or(raw);
     if digits.is_empty() || digits.len() > 15 || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(malformed("Signature-Input", format!("parameter {name} is not an integer")));
+        return Err(malformed(
+            "Signature-Input",
+            format!("parameter {name} is not an integer"),
+        ));
     }
-    raw.parse().map_err(|_| malformed("Signature-Input", format!("parameter {name} is not an integer")))
+    raw.parse().map_err(|_| {
+        malformed(
+            "Signature-Input",
+            format!("parameter {name} is not an integer"),
+        )
+    })
 }
 
 fn label<'a>(header: &'static str, text: &'a str) -> Result<(String, &'a str), AuthError> {
-    let eq = text.find('=').ok_or_else(|| malformed(header, "no label"))?;
+    let eq = text
+        .find('=')
+        .ok_or_else(|| malformed(header, "no label"))?;
     let label = &text[..eq];
-    if label.is_empty() || !label.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+    if label.is_empty()
+        || !label
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    {
         return Err(malformed(header, "label is not a token"));
     }
     Ok((label.to_owned(), &text[eq + 1..]))
@@ -146,8 +176,12 @@ fn label<'a>(header: &'static str, text: &'a str) -> Result<(String, &'a str), A
 fn parse_signature_input(text: &str) -> Result<(String, Vec<String>, SignatureParams), AuthError> {
     const H: &str = "Signature-Input";
     let (label, rest) = label(H, text.trim_matches(is_ows))?;
-    let rest = rest.strip_prefix('(').ok_or_else(|| malformed(H, "no inner list of components"))?;
-    let close = rest.find(')').ok_or_else(|| malformed(H, "unterminated component list"))?;
+    let rest = rest
+        .strip_prefix('(')
+        .ok_or_else(|| malformed(H, "no inner list of components"))?;
+    let close = rest
+        .find(')')
+        .ok_or_else(|| malformed(H, "unterminated component list"))?;
     let mut components: Vec<String> = Vec::new();
     for item in rest[..close].split(' ').filter(|s| !s.is_empty()) {
         let name = item
@@ -155,14 +189,21 @@ fn parse_signature_input(text: &str) -> Result<(String, Vec<String>, SignaturePa
             .and_then(|r| r.strip_suffix('"'))
             .ok_or_else(|| malformed(H, "a component is not a quoted string"))?;
         let body = name.strip_prefix('@').unwrap_or(name);
-        if body.is_empty() || !body.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_' || c == b'.') {
+        if body.is_empty()
+            || !body.bytes().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_' || c == b'.'
+            })
+        {
             return Err(malformed(H, "a component name is not a lowercase token"));
         }
         if components.iter().any(|c| c == name) {
             return Err(malformed(H, format!("component {name:?} is listed twice")));
         }
         if components.len() == MAX_COMPONENTS {
-            return Err(malformed(H, format!("more than {MAX_COMPONENTS} components")));
+            return Err(malformed(
+                H,
+                format!("more than {MAX_COMPONENTS} components"),
+            ));
         }
         components.push(name.to_owned());
     }
@@ -174,10 +215,14 @@ fn parse_signature_input(text: &str) -> Result<(String, Vec<String>, SignaturePa
     let params_text = &rest[close + 1..];
     let (mut created, mut expires, mut nonce, mut keyid) = (None, None, None, None);
     if !params_text.is_empty() {
-        let params_text = params_text.strip_prefix(';').ok_or_else(|| malformed(H, "junk after the component list"))?;
+        let params_text = params_text
+            .strip_prefix(';')
+            .ok_or_else(|| malformed(H, "junk after the component list"))?;
         for raw in params_text.split(';') {
             let raw = raw.trim_matches(is_ows);
-            let (name, value) = raw.split_once('=').ok_or_else(|| malformed(H, "a parameter has no value"))?;
+            let (name, value) = raw
+                .split_once('=')
+                .ok_or_else(|| malformed(H, "a parameter has no value"))?;
             let duplicate = || malformed(H, format!("parameter {name} is duplicated"));
             match name {
                 "created" => {
@@ -193,7 +238,10 @@ fn parse_signature_input(text: &str) -> Result<(String, Vec<String>, SignaturePa
                 "nonce" => {
                     let v = unquote(H, name, value)?;
                     if v.len() > MAX_NONCE_BYTES {
-                        return Err(malformed(H, format!("nonce longer than {MAX_NONCE_BYTES} bytes")));
+                        return Err(malformed(
+                            H,
+                            format!("nonce longer than {MAX_NONCE_BYTES} bytes"),
+                        ));
                     }
                     if nonce.replace(v.to_owned()).is_some() {
                         return Err(duplicate());
@@ -204,13 +252,32 @@ fn parse_signature_input(text: &str) -> Result<(String, Vec<String>, SignaturePa
                         return Err(duplicate());
                     }
                 }
-                other => return Err(malformed(H, format!("unknown parameter {:?}", other.chars().take(32).collect::<String>()))),
+                other => {
+                    return Err(malformed(
+                        H,
+                        format!(
+                            "unknown parameter {:?}",
+                            other.chars().take(32).collect::<String>()
+                        ),
+                    ))
+                }
             }
         }
     }
     let created = created.ok_or_else(|| malformed(H, "parameter created is missing"))?;
-    let keyid = keyid.ok_or_else(|| AuthError::InvalidKeyId { detail: "keyid is missing".into() })?;
-    Ok((label, components, SignatureParams { created, expires, nonce, keyid }))
+    let keyid = keyid.ok_or_else(|| AuthError::InvalidKeyId {
+        detail: "keyid is missing".into(),
+    })?;
+    Ok((
+        label,
+        components,
+        SignatureParams {
+            created,
+            expires,
+            nonce,
+            keyid,
+        },
+    ))
 }
 
 fn parse_signature(text: &str) -> Result<(String, Vec<u8>), AuthError> {
@@ -227,23 +294,33 @@ fn parse_signature(text: &str) -> Result<(String, Vec<u8>), AuthError> {
 fn keyid_did(keyid: &str) -> Result<Did, AuthError> {
     let (did, fragment) = keyid
         .split_once('#')
-        .ok_or_else(|| AuthError::InvalidKeyId { detail: "keyid is not did#fragment".into() })?;
+        .ok_or_else(|| AuthError::InvalidKeyId {
+            detail: "keyid is not did#fragment".into(),
+        })?;
     if fragment.is_empty() || fragment.contains('#') {
-        return Err(AuthError::InvalidKeyId { detail: "keyid fragment is empty or has '#'".into() });
+        return Err(AuthError::InvalidKeyId {
+            detail: "keyid fragment is empty or has '#'".into(),
+        });
     }
     Ok(Did::parse(did)?)
 }
 
 fn parse_legacy(text: &str) -> Result<LegacyCredentials, AuthError> {
     const H: &str = "Authorization";
-    let rest = text.trim_matches(is_ows).strip_prefix("DIDWba").ok_or_else(|| malformed(H, "scheme is not DIDWba"))?;
+    let rest = text
+        .trim_matches(is_ows)
+        .strip_prefix("DIDWba")
+        .ok_or_else(|| malformed(H, "scheme is not DIDWba"))?;
     if !rest.starts_with(is_ows) {
         return Err(malformed(H, "no space after DIDWba"));
     }
-    let (mut v, mut did, mut nonce, mut timestamp, mut vm, mut signature) = (None, None, None, None, None, None);
+    let (mut v, mut did, mut nonce, mut timestamp, mut vm, mut signature) =
+        (None, None, None, None, None, None);
     for part in rest.split(',') {
         let part = part.trim_matches(is_ows);
-        let (name, value) = part.split_once('=').ok_or_else(|| malformed(H, "a field has no value"))?;
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| malformed(H, "a field has no value"))?;
         let name = name.trim_matches(is_ows).to_ascii_lowercase();
         let value = unquote(H, &name, value.trim_matches(is_ows))?;
         let slot = match name.as_str() {
@@ -253,7 +330,15 @@ fn parse_legacy(text: &str) -> Result<LegacyCredentials, AuthError> {
             "timestamp" => &mut timestamp,
             "verification_method" => &mut vm,
             "signature" => &mut signature,
-            other => return Err(malformed(H, format!("unknown field {:?}", other.chars().take(32).collect::<String>()))),
+            other => {
+                return Err(malformed(
+                    H,
+                    format!(
+                        "unknown field {:?}",
+                        other.chars().take(32).collect::<String>()
+                    ),
+                ))
+            }
         };
         if slot.replace(value).is_some() {
             return Err(malformed(H, format!("field {name} is duplicated")));
@@ -263,13 +348,23 @@ fn parse_legacy(text: &str) -> Result<LegacyCredentials, AuthError> {
     let did = Did::parse(did.ok_or_else(|| missing("did"))?)?;
     let nonce = nonce.ok_or_else(|| missing("nonce"))?;
     if nonce.is_empty() || nonce.len() > MAX_NONCE_BYTES {
-        return Err(malformed(H, format!("nonce is empty or longer than {MAX_NONCE_BYTES} bytes")));
+        return Err(malformed(
+            H,
+            format!("nonce is empty or longer than {MAX_NONCE_BYTES} bytes"),
+        ));
     }
     let timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
-    let timestamp_unix = parse_iso8601(timestamp).ok_or_else(|| malformed(H, "timestamp is not an ISO 8601 date-time"))?;
+    let timestamp_unix = parse_iso8601(timestamp)
+        .ok_or_else(|| malformed(H, "timestamp is not an ISO 8601 date-time"))?;
     let vm = vm.ok_or_else(|| missing("verification_method"))?;
-    if vm.is_empty() || !vm.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~')) {
-        return Err(AuthError::InvalidKeyId { detail: "verification_method is not a fragment".into() });
+    if vm.is_empty()
+        || !vm
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~'))
+    {
+        return Err(AuthError::InvalidKeyId {
+            detail: "verification_method is not a fragment".into(),
+        });
     }
     let signature = b64url_decode(signature.ok_or_else(|| missing("signature"))?)
         .ok_or_else(|| malformed(H, "signature is not base64url"))?;
@@ -292,17 +387,30 @@ fn secs(d: Duration) -> i64 {
 
 fn check_window(created: i64, now: i64, window: &TimeWindow) -> Result<(), AuthError> {
     if created > now.saturating_add(secs(window.max_skew)) {
-        return Err(AuthError::NotYetValid { created, now, max_skew: window.max_skew.as_secs() });
+        return Err(AuthError::NotYetValid {
+            created,
+            now,
+            max_skew: window.max_skew.as_secs(),
+        });
     }
     if now.saturating_sub(created) > secs(window.max_age) {
-        return Err(AuthError::Expired { created, now, max_age: window.max_age.as_secs() });
+        return Err(AuthError::Expired {
+            created,
+            now,
+            max_age: window.max_age.as_secs(),
+        });
     }
     Ok(())
 }
 
-fn verify_ed25519(key: &ed25519_dalek::VerifyingKey, message: &[u8], signature: &[u8]) -> Result<(), AuthError> {
+fn verify_ed25519(
+    key: &ed25519_dalek::VerifyingKey,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), AuthError> {
     let bytes: [u8; 64] = signature.try_into().map_err(|_| AuthError::BadSignature)?;
-    key.verify_strict(message, &Signature::from_bytes(&bytes)).map_err(|_| AuthError::BadSignature)
+    key.verify_strict(message, &Signature::from_bytes(&bytes))
+        .map_err(|_| AuthError::BadSignature)
 }
 
 impl Credentials {
@@ -311,22 +419,35 @@ impl Credentials {
     /// neither `Signature-Input`/`Signature` nor `Authorization: DIDWba`. When both forms are
     /// present the HTTP signature is used (as the SDK). Bounded: each header ≤ 4 KiB, ≤ 8
     /// components, nonce ≤ 128 bytes; unknown, duplicated or odd parts are refused.
-    pub fn from_headers<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Result<Option<Credentials>, AuthError> {
+    pub fn from_headers<'h>(
+        header: impl Fn(&str) -> Option<&'h str>,
+    ) -> Result<Option<Credentials>, AuthError> {
         let input = bounded("Signature-Input", header("Signature-Input"))?;
         let signature = bounded("Signature", header("Signature"))?;
         if input.is_some() || signature.is_some() {
-            let input = input.ok_or_else(|| malformed("Signature-Input", "missing while Signature is present"))?;
-            let signature = signature.ok_or_else(|| malformed("Signature", "missing while Signature-Input is present"))?;
+            let input = input.ok_or_else(|| {
+                malformed("Signature-Input", "missing while Signature is present")
+            })?;
+            let signature = signature.ok_or_else(|| {
+                malformed("Signature", "missing while Signature-Input is present")
+            })?;
             let (label_in, components, params) = parse_signature_input(input)?;
             let (label_sig, signature) = parse_signature(signature)?;
             if label_in != label_sig {
                 return Err(malformed(
                     "Signature",
-                    format!("label {label_sig:?} does not match the Signature-Input label {label_in:?}"),
+                    format!(
+                        "label {label_sig:?} does not match the Signature-Input label {label_in:?}"
+                    ),
                 ));
             }
             let did = keyid_did(&params.keyid)?;
-            return Ok(Some(Credentials::HttpSignature(HttpSignatureCredentials { did, components, params, signature })));
+            return Ok(Some(Credentials::HttpSignature(HttpSignatureCredentials {
+                did,
+                components,
+                params,
+                signature,
+            })));
         }
         match header("Authorization") {
             Some(auth) if auth.trim_start_matches(is_ows).starts_with("DIDWba") => {
@@ -389,48 +510,86 @@ impl Credentials {
         replay: &mut ReplayCache,
     ) -> Result<Authenticated, AuthError> {
         if document.did() != self.did() {
-            return Err(AuthError::DidMismatch { document: document.did().to_string(), credentials: self.did().to_string() });
+            return Err(AuthError::DidMismatch {
+                document: document.did().to_string(),
+                credentials: self.did().to_string(),
+            });
         }
-        let key = document.authentication_key(self.keyid()).map_err(|e| match e {
-            DocumentError::NotAuthentication { keyid } => AuthError::NotAuthentication { keyid },
-            other => AuthError::Document(other),
-        })?;
+        let key = document
+            .authentication_key(self.keyid())
+            .map_err(|e| match e {
+                DocumentError::NotAuthentication { keyid } => {
+                    AuthError::NotAuthentication { keyid }
+                }
+                other => AuthError::Document(other),
+            })?;
         let nonce = match self {
             Credentials::HttpSignature(c) => {
                 let covered = c.components.iter().any(|n| n == "content-digest");
                 if !body.is_empty() && !covered {
-                    return Err(AuthError::Digest { detail: "the body is not covered by the signature" });
+                    return Err(AuthError::Digest {
+                        detail: "the body is not covered by the signature",
+                    });
                 }
                 if covered || !body.is_empty() {
-                    let given = bounded("Content-Digest", header("content-digest"))?
-                        .ok_or(AuthError::Digest { detail: "Content-Digest header is missing" })?;
+                    let given = bounded("Content-Digest", header("content-digest"))?.ok_or(
+                        AuthError::Digest {
+                            detail: "Content-Digest header is missing",
+                        },
+                    )?;
                     if given.trim_matches(is_ows) != content_digest(body) {
-                        return Err(AuthError::Digest { detail: "Content-Digest does not match the body" });
+                        return Err(AuthError::Digest {
+                            detail: "Content-Digest does not match the body",
+                        });
                     }
                 }
-                let base = signature_base(&c.components, target, &header, &c.params)
-                    .map_err(|name| malformed("Signature-Input", format!("covered header {name:?} is missing")))?;
+                let base =
+                    signature_base(&c.components, target, &header, &c.params).map_err(|name| {
+                        malformed(
+                            "Signature-Input",
+                            format!("covered header {name:?} is missing"),
+                        )
+                    })?;
                 verify_ed25519(key, &base, &c.signature)?;
                 check_window(c.params.created, now_unix, window)?;
                 if let Some(expires) = c.params.expires {
                     if expires < now_unix {
-                        return Err(AuthError::SignatureExpired { expires, now: now_unix });
+                        return Err(AuthError::SignatureExpired {
+                            expires,
+                            now: now_unix,
+                        });
                     }
                 }
-                c.params.nonce.as_deref().filter(|n| !n.is_empty()).ok_or(AuthError::MissingNonce)?
+                c.params
+                    .nonce
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .ok_or(AuthError::MissingNonce)?
             }
             Credentials::Legacy(c) => {
-                let hash = signed_hash(&c.nonce, &c.timestamp, audience, c.did.as_str(), c.aud_field);
+                let hash = signed_hash(
+                    &c.nonce,
+                    &c.timestamp,
+                    audience,
+                    c.did.as_str(),
+                    c.aud_field,
+                );
                 verify_ed25519(key, &hash, &c.signature)?;
                 check_window(c.timestamp_unix, now_unix, window)?;
                 c.nonce.as_str()
             }
         };
-        replay.insert(self.did(), nonce, now_unix).map_err(|e| match e {
-            Replay::Seen => AuthError::Replayed,
-            Replay::Full { capacity } => AuthError::ReplayCacheFull { capacity },
-        })?;
-        Ok(Authenticated { did: self.did().clone(), keyid: self.keyid().to_owned(), scheme: self.scheme() })
+        replay
+            .insert(self.did(), nonce, now_unix)
+            .map_err(|e| match e {
+                Replay::Seen => AuthError::Replayed,
+                Replay::Full { capacity } => AuthError::ReplayCacheFull { capacity },
+            })?;
+        Ok(Authenticated {
+            did: self.did().clone(),
+            keyid: self.keyid().to_owned(),
+            scheme: self.scheme(),
+        })
     }
 }
 

@@ -76,7 +76,10 @@ impl Did {
     /// Parses and validates a DID (see the type's grammar).
     pub fn parse(text: &str) -> Result<Did, DidError> {
         if text.len() > MAX_DID_LEN {
-            return Err(DidError::TooLong { len: text.len(), max: MAX_DID_LEN });
+            return Err(DidError::TooLong {
+                len: text.len(),
+                max: MAX_DID_LEN,
+            });
         }
         let rest = text
             .strip_prefix(PREFIX)
@@ -118,7 +121,9 @@ impl Did {
 
     /// The host (without the port).
     pub fn host(&self) -> &str {
-        split_port(self.authority()).map(|(h, _)| h).unwrap_or_default()
+        split_port(self.authority())
+            .map(|(h, _)| h)
+            .unwrap_or_default()
     }
 
     /// The port, when the DID names one (`%3A` port).
@@ -136,8 +141,11 @@ impl Did {
     pub fn e1_fingerprint(&self) -> Option<&str> {
         let last = self.path().pop()?;
         let fp = last.strip_prefix("e1_")?;
-        (fp.len() == 43 && fp.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'))
-            .then_some(fp)
+        (fp.len() == 43
+            && fp
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'))
+        .then_some(fp)
     }
 
     /// Whether the last segment names the `k1_` (secp256k1) profile.
@@ -178,7 +186,11 @@ fn split_port(authority: &str) -> Result<(&str, Option<&str>), DidError> {
 
 fn parse_port(port: &str) -> Result<u16, DidError> {
     let bad = || DidError::BadPort { port: clip(port) };
-    if port.is_empty() || port.len() > 5 || !port.bytes().all(|c| c.is_ascii_digit()) || port.starts_with('0') {
+    if port.is_empty()
+        || port.len() > 5
+        || !port.bytes().all(|c| c.is_ascii_digit())
+        || port.starts_with('0')
+    {
         return Err(bad());
     }
     match port.parse::<u32>() {
@@ -188,7 +200,10 @@ fn parse_port(port: &str) -> Result<u16, DidError> {
 }
 
 fn check_host(host: &str) -> Result<(), DidError> {
-    let bad = |detail| DidError::BadHost { host: clip(host), detail };
+    let bad = |detail| DidError::BadHost {
+        host: clip(host),
+        detail,
+    };
     if host.is_empty() {
         return Err(bad("empty"));
     }
@@ -198,7 +213,10 @@ fn check_host(host: &str) -> Result<(), DidError> {
     if host.starts_with('[') || host.contains(':') {
         return Err(DidError::IpHost { host: clip(host) });
     }
-    if !host.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.') {
+    if !host
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+    {
         return Err(bad("only letters, digits, '-' and '.' are allowed"));
     }
     let labels: Vec<&str> = host.split('.').collect();
@@ -227,7 +245,11 @@ fn check_host(host: &str) -> Result<(), DidError> {
 }
 
 fn check_segment(index: usize, segment: &str) -> Result<(), DidError> {
-    let bad = |detail| DidError::BadSegment { index, segment: clip(segment), detail };
+    let bad = |detail| DidError::BadSegment {
+        index,
+        segment: clip(segment),
+        detail,
+    };
     if segment.is_empty() {
         return Err(bad("empty"));
     }
@@ -239,7 +261,9 @@ fn check_segment(index: usize, segment: &str) -> Result<(), DidError> {
     while i < bytes.len() {
         let c = bytes[i];
         if c == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or_else(|| bad("truncated percent-encoding"))?;
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .ok_or_else(|| bad("truncated percent-encoding"))?;
             if !hex.iter().all(u8::is_ascii_hexdigit) {
                 return Err(bad("bad percent-encoding"));
             }
@@ -251,7 +275,9 @@ fn check_segment(index: usize, segment: &str) -> Result<(), DidError> {
         } else if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
             i += 1;
         } else {
-            return Err(bad("only unreserved characters and percent-encodings are allowed"));
+            return Err(bad(
+                "only unreserved characters and percent-encodings are allowed",
+            ));
         }
     }
     Ok(())
@@ -303,10 +329,16 @@ mod tests {
     #[test]
     fn document_urls_follow_the_spec() {
         let d = Did::parse("did:wba:example.com").unwrap();
-        assert_eq!(d.document_url("https"), "https://example.com/.well-known/did.json");
+        assert_eq!(
+            d.document_url("https"),
+            "https://example.com/.well-known/did.json"
+        );
         assert_eq!(d.path(), Vec::<&str>::new());
         let d = Did::parse("did:wba:h%3A3000:user:alice").unwrap();
-        assert_eq!(d.document_url("https"), "https://h:3000/user/alice/did.json");
+        assert_eq!(
+            d.document_url("https"),
+            "https://h:3000/user/alice/did.json"
+        );
         assert_eq!(d.document_path(), "/user/alice/did.json");
         assert_eq!(d.host(), "h");
         assert_eq!(d.port(), Some(3000));
@@ -350,7 +382,10 @@ mod tests {
         }
         let long = format!("did:wba:example.com:{}", "a".repeat(MAX_DID_LEN));
         assert!(matches!(Did::parse(&long), Err(DidError::TooLong { .. })));
-        assert!(matches!(Did::parse("did:wba:10.0.0.1"), Err(DidError::IpHost { .. })));
+        assert!(matches!(
+            Did::parse("did:wba:10.0.0.1"),
+            Err(DidError::IpHost { .. })
+        ));
     }
 
     #[test]
@@ -358,8 +393,15 @@ mod tests {
         let fp = "A".repeat(43);
         let d = Did::parse(&format!("did:wba:example.com:agents:e1_{fp}")).unwrap();
         assert_eq!(d.e1_fingerprint(), Some(fp.as_str()));
-        assert_eq!(Did::parse("did:wba:example.com:e1_short").unwrap().e1_fingerprint(), None);
-        assert!(Did::parse("did:wba:example.com:user:k1_abc").unwrap().is_k1());
+        assert_eq!(
+            Did::parse("did:wba:example.com:e1_short")
+                .unwrap()
+                .e1_fingerprint(),
+            None
+        );
+        assert!(Did::parse("did:wba:example.com:user:k1_abc")
+            .unwrap()
+            .is_k1());
     }
 
     #[test]

@@ -167,8 +167,12 @@ impl VerifiedDocument {
     pub fn authentication_key(&self, keyid: &str) -> Result<&VerifyingKey, DocumentError> {
         match self.authentication.iter().find(|(id, _)| id == keyid) {
             Some((_, Some(key))) => Ok(key),
-            Some((_, None)) => Err(DocumentError::NotEd25519 { keyid: keyid.to_owned() }),
-            None => Err(DocumentError::NotAuthentication { keyid: keyid.to_owned() }),
+            Some((_, None)) => Err(DocumentError::NotEd25519 {
+                keyid: keyid.to_owned(),
+            }),
+            None => Err(DocumentError::NotAuthentication {
+                keyid: keyid.to_owned(),
+            }),
         }
     }
 
@@ -251,14 +255,25 @@ const RELATIONSHIPS: [&str; 5] = [
 /// eddsa-jcs-2022, purpose assertionMethod, method listed in `assertionMethod`, an Ed25519
 /// key, the signature, and the key's fingerprint equal to the DID's `e1_` segment); optional
 /// for DIDs without an `e1_` segment but verified when present.
-pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> Result<VerifiedDocument, DocumentError> {
+pub fn read_document(
+    bytes: &[u8],
+    expected: &Did,
+    limits: &DocumentLimits,
+) -> Result<VerifiedDocument, DocumentError> {
     if bytes.len() > limits.max_bytes {
-        return Err(DocumentError::TooLarge { size: bytes.len(), max: limits.max_bytes });
+        return Err(DocumentError::TooLarge {
+            size: bytes.len(),
+            max: limits.max_bytes,
+        });
     }
     if !depth_within(bytes, limits.max_depth) {
-        return Err(DocumentError::TooDeep { max: limits.max_depth });
+        return Err(DocumentError::TooDeep {
+            max: limits.max_depth,
+        });
     }
-    let document: Value = serde_json::from_slice(bytes).map_err(|e| DocumentError::Json { detail: e.to_string() })?;
+    let document: Value = serde_json::from_slice(bytes).map_err(|e| DocumentError::Json {
+        detail: e.to_string(),
+    })?;
     let map = document.as_object().ok_or(DocumentError::NotObject)?;
     let id = map.get("id").and_then(Value::as_str);
     if id != Some(expected.as_str()) {
@@ -268,7 +283,9 @@ pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> R
         });
     }
     if expected.is_k1() {
-        return Err(DocumentError::UnsupportedProfile { did: expected.to_string() });
+        return Err(DocumentError::UnsupportedProfile {
+            did: expected.to_string(),
+        });
     }
     let methods = list(map, "verificationMethod", limits.max_verification_methods)?;
     for field in RELATIONSHIPS {
@@ -279,15 +296,21 @@ pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> R
     // Every method, declared or embedded in a relationship, with its material.
     let mut index: Vec<(String, &'static str, Material)> = Vec::new();
     let mut add = |entry: &Map<String, Value>, field: String| -> Result<(), DocumentError> {
-        let id = entry.get("id").and_then(Value::as_str).ok_or(DocumentError::Malformed {
-            field: format!("{field}.id"),
-            detail: "missing or not a string",
-        })?;
+        let id = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or(DocumentError::Malformed {
+                field: format!("{field}.id"),
+                detail: "missing or not a string",
+            })?;
         let id = absolute(expected, id);
         if index.iter().any(|(known, _, _)| *known == id) {
             return Err(DocumentError::DuplicateMethod { id: clip(&id, 256) });
         }
-        let material = material(entry).map_err(|detail| DocumentError::BadKey { id: clip(&id, 256), detail })?;
+        let material = material(entry).map_err(|detail| DocumentError::BadKey {
+            id: clip(&id, 256),
+            detail,
+        })?;
         index.push((id, "", material));
         Ok(())
     };
@@ -312,7 +335,12 @@ pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> R
             }
         }
     }
-    let lookup = |id: &str| index.iter().find(|(known, _, _)| known == id).map(|(_, _, m)| *m);
+    let lookup = |id: &str| {
+        index
+            .iter()
+            .find(|(known, _, _)| known == id)
+            .map(|(_, _, m)| *m)
+    };
     let relationship_ids = |field: &str| -> Vec<String> {
         map.get(field)
             .and_then(Value::as_array)
@@ -321,7 +349,10 @@ pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> R
                     .iter()
                     .filter_map(|e| match e {
                         Value::String(s) => Some(absolute(expected, s)),
-                        Value::Object(o) => o.get("id").and_then(Value::as_str).map(|s| absolute(expected, s)),
+                        Value::Object(o) => o
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .map(|s| absolute(expected, s)),
                         _ => None,
                     })
                     .collect()
@@ -354,70 +385,117 @@ pub fn read_document(bytes: &[u8], expected: &Did, limits: &DocumentLimits) -> R
         None if e1.is_some() => return Err(DocumentError::MissingProof),
         None => {}
         Some(proof) => {
-            let proof = proof.as_object().ok_or(DocumentError::BadProof { detail: "not an object" })?;
+            let proof = proof.as_object().ok_or(DocumentError::BadProof {
+                detail: "not an object",
+            })?;
             if proof.get("type").and_then(Value::as_str) != Some(proof::PROOF_TYPE) {
-                return Err(DocumentError::BadProof { detail: "type is not DataIntegrityProof" });
+                return Err(DocumentError::BadProof {
+                    detail: "type is not DataIntegrityProof",
+                });
             }
             if proof.get("cryptosuite").and_then(Value::as_str) != Some(proof::CRYPTOSUITE) {
-                return Err(DocumentError::BadProof { detail: "cryptosuite is not eddsa-jcs-2022" });
+                return Err(DocumentError::BadProof {
+                    detail: "cryptosuite is not eddsa-jcs-2022",
+                });
             }
             let vm = proof
                 .get("verificationMethod")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
-                .ok_or(DocumentError::BadProof { detail: "verificationMethod missing" })?;
+                .ok_or(DocumentError::BadProof {
+                    detail: "verificationMethod missing",
+                })?;
             let vm = absolute(expected, vm);
             if !relationship_ids("assertionMethod").contains(&vm) {
-                return Err(DocumentError::BadProof { detail: "verificationMethod is not listed in assertionMethod" });
+                return Err(DocumentError::BadProof {
+                    detail: "verificationMethod is not listed in assertionMethod",
+                });
             }
-            let typed_ed25519 = method_type(map, &vm, expected)
-                .is_some_and(|t| matches!(t, "Multikey" | "Ed25519VerificationKey2020" | "Ed25519VerificationKey2018"));
+            let typed_ed25519 = method_type(map, &vm, expected).is_some_and(|t| {
+                matches!(
+                    t,
+                    "Multikey" | "Ed25519VerificationKey2020" | "Ed25519VerificationKey2018"
+                )
+            });
             let key = match (typed_ed25519, lookup(&vm)) {
                 (true, Some(Material::Ed25519(key))) => key,
-                _ => return Err(DocumentError::BadProof { detail: "verificationMethod is not an Ed25519 method" }),
+                _ => {
+                    return Err(DocumentError::BadProof {
+                        detail: "verificationMethod is not an Ed25519 method",
+                    })
+                }
             };
             proof::verify(map, proof, &key).map_err(|fault| match fault {
-                ProofFault::MissingField(_) => DocumentError::BadProof { detail: "a required proof field is missing" },
-                ProofFault::WrongPurpose => DocumentError::BadProof { detail: "proofPurpose is not assertionMethod" },
-                ProofFault::BadProofValue => DocumentError::BadProof { detail: "proofValue is not a 64-byte signature" },
+                ProofFault::MissingField(_) => DocumentError::BadProof {
+                    detail: "a required proof field is missing",
+                },
+                ProofFault::WrongPurpose => DocumentError::BadProof {
+                    detail: "proofPurpose is not assertionMethod",
+                },
+                ProofFault::BadProofValue => DocumentError::BadProof {
+                    detail: "proofValue is not a 64-byte signature",
+                },
                 ProofFault::BadSignature => DocumentError::ProofSignature,
             })?;
             if let Some(expected_fp) = e1 {
                 let found = ed25519_thumbprint(&key.to_bytes());
                 if found != expected_fp {
-                    return Err(DocumentError::FingerprintMismatch { expected: clip(expected_fp, 64), found });
+                    return Err(DocumentError::FingerprintMismatch {
+                        expected: clip(expected_fp, 64),
+                        found,
+                    });
                 }
             }
         }
     }
 
-    Ok(VerifiedDocument { did: expected.clone(), document, authentication, key_agreement })
+    Ok(VerifiedDocument {
+        did: expected.clone(),
+        document,
+        authentication,
+        key_agreement,
+    })
 }
 
 /// The `type` of method `id`, looked for in `verificationMethod`, then embedded in
 /// `authentication` and `assertionMethod` (the SDK's search order).
 fn method_type<'a>(map: &'a Map<String, Value>, id: &str, did: &Did) -> Option<&'a str> {
-    ["verificationMethod", "authentication", "assertionMethod"].iter().find_map(|field| {
-        map.get(*field)?.as_array()?.iter().find_map(|e| {
-            let e = e.as_object()?;
-            (absolute(did, e.get("id")?.as_str()?) == id).then(|| e.get("type").and_then(Value::as_str))?
+    ["verificationMethod", "authentication", "assertionMethod"]
+        .iter()
+        .find_map(|field| {
+            map.get(*field)?.as_array()?.iter().find_map(|e| {
+                let e = e.as_object()?;
+                (absolute(did, e.get("id")?.as_str()?) == id)
+                    .then(|| e.get("type").and_then(Value::as_str))?
+            })
         })
-    })
 }
 
 /// The array `field` (absent = empty), bounded by `max`.
-fn list<'a>(map: &'a Map<String, Value>, field: &'static str, max: usize) -> Result<&'a [Value], DocumentError> {
+fn list<'a>(
+    map: &'a Map<String, Value>,
+    field: &'static str,
+    max: usize,
+) -> Result<&'a [Value], DocumentError> {
     match map.get(field) {
         None => Ok(&[]),
-        Some(Value::Array(entries)) if entries.len() > max => {
-            Err(DocumentError::TooMany { field, count: entries.len(), max })
-        }
+        Some(Value::Array(entries)) if entries.len() > max => Err(DocumentError::TooMany {
+            field,
+            count: entries.len(),
+            max,
+        }),
         Some(Value::Array(entries)) => Ok(entries),
-        Some(_) => Err(DocumentError::Malformed { field: field.to_owned(), detail: "not an array" }),
+        Some(_) => Err(DocumentError::Malformed {
+            field: field.to_owned(),
+            detail: "not an array",
+        }),
     }
 }
 
-fn str_field<'a>(entry: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, &'static str> {
+fn str_field<'a>(
+    entry: &'a Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'a str>, &'static str> {
     match entry.get(field) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -426,7 +504,9 @@ fn str_field<'a>(entry: &'a Map<String, Value>, field: &str) -> Result<Option<&'
 }
 
 fn ed25519_key(bytes: &[u8]) -> Result<VerifyingKey, &'static str> {
-    let array: [u8; 32] = bytes.try_into().map_err(|_| "Ed25519 key is not 32 bytes")?;
+    let array: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "Ed25519 key is not 32 bytes")?;
     let key = VerifyingKey::from_bytes(&array).map_err(|_| "Ed25519 key is not a curve point")?;
     if key.is_weak() {
         return Err("Ed25519 key has small order");
@@ -435,7 +515,9 @@ fn ed25519_key(bytes: &[u8]) -> Result<VerifyingKey, &'static str> {
 }
 
 fn okp_jwk(entry: &Map<String, Value>) -> Result<Option<(String, [u8; 32])>, &'static str> {
-    let Some(jwk) = entry.get("publicKeyJwk") else { return Ok(None) };
+    let Some(jwk) = entry.get("publicKeyJwk") else {
+        return Ok(None);
+    };
     let jwk = jwk.as_object().ok_or("publicKeyJwk is not an object")?;
     if jwk.contains_key("d") {
         return Err("publicKeyJwk carries a private key");
@@ -443,15 +525,26 @@ fn okp_jwk(entry: &Map<String, Value>) -> Result<Option<(String, [u8; 32])>, &'s
     if jwk.get("kty").and_then(Value::as_str) != Some("OKP") {
         return Ok(Some((String::new(), [0; 32])));
     }
-    let crv = jwk.get("crv").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let x = jwk.get("x").and_then(Value::as_str).ok_or("publicKeyJwk has no x")?;
-    let x = b64url_canonical_32(x).ok_or("publicKeyJwk x is not canonical base64url of 32 bytes")?;
+    let crv = jwk
+        .get("crv")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let x = jwk
+        .get("x")
+        .and_then(Value::as_str)
+        .ok_or("publicKeyJwk has no x")?;
+    let x =
+        b64url_canonical_32(x).ok_or("publicKeyJwk x is not canonical base64url of 32 bytes")?;
     Ok(Some((crv, x)))
 }
 
 /// The key material of one verification method (see [`read_document`] for the forms read).
 fn material(entry: &Map<String, Value>) -> Result<Material, &'static str> {
-    let kind = entry.get("type").and_then(Value::as_str).unwrap_or_default();
+    let kind = entry
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     match kind {
         "Multikey" | "Ed25519VerificationKey2018" | "Ed25519VerificationKey2020" => {
             if let Some((crv, x)) = okp_jwk(entry)? {
@@ -461,14 +554,22 @@ fn material(entry: &Map<String, Value>) -> Result<Material, &'static str> {
                 return Ok(Material::Ed25519(ed25519_key(&x)?));
             }
             if let Some(b58) = str_field(entry, "publicKeyBase58")? {
-                return Ok(Material::Ed25519(ed25519_key(&base58_decode(b58).ok_or("publicKeyBase58 is not base58")?)?));
+                return Ok(Material::Ed25519(ed25519_key(
+                    &base58_decode(b58).ok_or("publicKeyBase58 is not base58")?,
+                )?));
             }
             if let Some(mb) = str_field(entry, "publicKeyMultibase")? {
                 let bytes = multibase_z_decode(mb).ok_or("publicKeyMultibase is not z-base58")?;
                 return match bytes.len() {
-                    34 if bytes[..2] == ED25519_MULTICODEC => Ok(Material::Ed25519(ed25519_key(&bytes[2..])?)),
+                    34 if bytes[..2] == ED25519_MULTICODEC => {
+                        Ok(Material::Ed25519(ed25519_key(&bytes[2..])?))
+                    }
                     34 if kind == "Multikey" && bytes[..2] == X25519_MULTICODEC => {
-                        Ok(Material::X25519(bytes[2..].try_into().map_err(|_| "X25519 key is not 32 bytes")?))
+                        Ok(Material::X25519(
+                            bytes[2..]
+                                .try_into()
+                                .map_err(|_| "X25519 key is not 32 bytes")?,
+                        ))
                     }
                     _ => Ok(Material::Ed25519(ed25519_key(&bytes)?)),
                 };

@@ -2,7 +2,9 @@
 //! JCS (RFC 8785) and the RFC 7638 thumbprint of an Ed25519 key.
 
 use base64::alphabet;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::{
+    GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE_NO_PAD,
+};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -82,7 +84,10 @@ pub(crate) fn jcs(value: &serde_json::Value) -> Option<Vec<u8>> {
 /// its canonical form, base64url without padding (43 characters), as the SDK's
 /// `compute_multikey_fingerprint`.
 pub(crate) fn ed25519_thumbprint(public: &[u8; 32]) -> String {
-    let canonical = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, b64url(public));
+    let canonical = format!(
+        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+        b64url(public)
+    );
     b64url(&sha256(canonical.as_bytes()))
 }
 

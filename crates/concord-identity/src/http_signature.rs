@@ -42,8 +42,13 @@ pub fn authority(uri: &str) -> &str {
     let mut rest = trimmed;
     if let Some(colon) = trimmed.find(':') {
         let scheme = &trimmed[..colon];
-        let valid = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        let valid = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
         if valid {
             rest = &trimmed[colon + 1..];
         }
@@ -99,7 +104,10 @@ pub(crate) fn signature_base<'h>(
         };
         lines.push(format!("\"{component}\": {value}"));
     }
-    lines.push(format!("\"@signature-params\": {}", serialize_params(components, params)));
+    lines.push(format!(
+        "\"@signature-params\": {}",
+        serialize_params(components, params)
+    ));
     Ok(lines.join("\n").into_bytes())
 }
 
@@ -107,8 +115,16 @@ pub(crate) fn signature_base<'h>(
 /// `@method @target-uri @authority` (+ `content-digest` when `body` is not empty), parameters
 /// `created;expires(=created+300);nonce;keyid` with keyid `did#key-1`, label `sig1`.
 /// `nonce` should be a random token (e.g. 32 hex digits) without `"` or `\`.
-pub fn sign_request(identity: &Identity, target: &RequestTarget<'_>, body: &[u8], created: i64, nonce: &str) -> SignatureHeaders {
-    let mut components: Vec<String> = ["@method", "@target-uri", "@authority"].map(String::from).to_vec();
+pub fn sign_request(
+    identity: &Identity,
+    target: &RequestTarget<'_>,
+    body: &[u8],
+    created: i64,
+    nonce: &str,
+) -> SignatureHeaders {
+    let mut components: Vec<String> = ["@method", "@target-uri", "@authority"]
+        .map(String::from)
+        .to_vec();
     let digest = (!body.is_empty()).then(|| content_digest(body));
     if digest.is_some() {
         components.push("content-digest".into());
@@ -119,7 +135,13 @@ pub fn sign_request(identity: &Identity, target: &RequestTarget<'_>, body: &[u8]
         nonce: Some(nonce.to_owned()),
         keyid: identity.keyid(),
     };
-    let lookup = |name: &str| if name == "content-digest" { digest.as_deref() } else { None };
+    let lookup = |name: &str| {
+        if name == "content-digest" {
+            digest.as_deref()
+        } else {
+            None
+        }
+    };
     let base = signature_base(&components, target, lookup, &params).unwrap_or_default();
     let signature = identity.keys().sign(&base);
     SignatureHeaders {
@@ -144,6 +166,9 @@ mod tests {
 
     #[test]
     fn digest_matches_rfc9530_example_shape() {
-        assert_eq!(content_digest(b"{\"hello\": \"world\"}"), "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:");
+        assert_eq!(
+            content_digest(b"{\"hello\": \"world\"}"),
+            "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:"
+        );
     }
 }

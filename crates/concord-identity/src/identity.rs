@@ -37,7 +37,12 @@ pub struct Identity {
 impl Identity {
     /// Builds the identity `did:wba:host[%3Aport]:path…:e1_<fingerprint>` (the e1 segment is
     /// always appended, as the SDK's e1 profile does with path segments).
-    pub fn new(keys: Keys, host: &str, port: Option<u16>, path: &[&str]) -> Result<Identity, DidError> {
+    pub fn new(
+        keys: Keys,
+        host: &str,
+        port: Option<u16>,
+        path: &[&str],
+    ) -> Result<Identity, DidError> {
         let e1 = format!("e1_{}", keys.fingerprint());
         let mut segments: Vec<&str> = path.to_vec();
         segments.push(&e1);
@@ -107,6 +112,8 @@ impl Identity {
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Identity").field("did", &self.did.as_str()).finish_non_exhaustive()
+        f.debug_struct("Identity")
+            .field("did", &self.did.as_str())
+            .finish_non_exhaustive()
     }
 }

@@ -152,7 +152,11 @@ impl Keys {
     /// Reads a key file. Refuses (on Unix) a file accessible by group or others, naming the
     /// mode; a file over 4 KiB; bad JSON; another format; keys that are not 32 bytes.
     pub fn load(path: &Path) -> Result<Keys, KeyFileError> {
-        let io = |action, source| KeyFileError::Io { path: path.to_owned(), action, source };
+        let io = |action, source| KeyFileError::Io {
+            path: path.to_owned(),
+            action,
+            source,
+        };
         let file = std::fs::File::open(path).map_err(|e| io("open", e))?;
         let meta = file.metadata().map_err(|e| io("stat", e))?;
         #[cfg(unix)]
@@ -160,25 +164,42 @@ impl Keys {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o7777;
             if mode & 0o077 != 0 {
-                return Err(KeyFileError::Permissions { path: path.to_owned(), mode });
+                return Err(KeyFileError::Permissions {
+                    path: path.to_owned(),
+                    mode,
+                });
             }
         }
         if meta.len() > MAX_KEY_FILE {
-            return Err(KeyFileError::TooLarge { path: path.to_owned(), max: MAX_KEY_FILE });
+            return Err(KeyFileError::TooLarge {
+                path: path.to_owned(),
+                max: MAX_KEY_FILE,
+            });
         }
         let mut bytes = Zeroizing::new(Vec::with_capacity(512));
         file.take(MAX_KEY_FILE + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| io("read", e))?;
         if bytes.len() as u64 > MAX_KEY_FILE {
-            return Err(KeyFileError::TooLarge { path: path.to_owned(), max: MAX_KEY_FILE });
+            return Err(KeyFileError::TooLarge {
+                path: path.to_owned(),
+                max: MAX_KEY_FILE,
+            });
         }
         let parsed: KeyFile = serde_json::from_slice(&bytes).map_err(|e| KeyFileError::Json {
             path: path.to_owned(),
-            detail: format!("{} at line {} column {}", classify(&e), e.line(), e.column()),
+            detail: format!(
+                "{} at line {} column {}",
+                classify(&e),
+                e.line(),
+                e.column()
+            ),
         })?;
         if parsed.format != KEY_FILE_FORMAT {
-            return Err(KeyFileError::Format { path: path.to_owned(), found: parsed.format.chars().take(64).collect() });
+            return Err(KeyFileError::Format {
+                path: path.to_owned(),
+                found: parsed.format.chars().take(64).collect(),
+            });
         }
         let seed = decode_key(path, "ed25519", &parsed.ed25519)?;
         let secret = decode_key(path, "x25519", &parsed.x25519)?;
@@ -189,7 +210,11 @@ impl Keys {
     /// directory, synced, then renamed over `path`. A missing parent directory is created
     /// with mode 0700.
     pub fn save(&self, path: &Path) -> Result<(), KeyFileError> {
-        let io = |p: &Path, action, source| KeyFileError::Io { path: p.to_owned(), action, source };
+        let io = |p: &Path, action, source| KeyFileError::Io {
+            path: p.to_owned(),
+            action,
+            source,
+        };
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
             _ => PathBuf::from("."),
@@ -202,9 +227,14 @@ impl Keys {
                 use std::os::unix::fs::DirBuilderExt;
                 builder.mode(0o700);
             }
-            builder.create(&parent).map_err(|e| io(&parent, "create directory", e))?;
+            builder
+                .create(&parent)
+                .map_err(|e| io(&parent, "create directory", e))?;
         }
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "keys".into());
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "keys".into());
         let mut nonce = [0u8; 8];
         rand_core::RngCore::fill_bytes(&mut OsRng, &mut nonce);
         let temp = parent.join(format!(".{file_name}.tmp-{}", hex::encode(nonce)));
@@ -213,9 +243,11 @@ impl Keys {
             ed25519: b64url(self.signing.as_bytes()),
             x25519: b64url(&self.agreement.to_bytes()),
         };
-        let json = Zeroizing::new(serde_json::to_vec_pretty(&content).map_err(|e| KeyFileError::Json {
-            path: path.to_owned(),
-            detail: e.to_string(),
+        let json = Zeroizing::new(serde_json::to_vec_pretty(&content).map_err(|e| {
+            KeyFileError::Json {
+                path: path.to_owned(),
+                detail: e.to_string(),
+            }
         })?);
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
@@ -252,7 +284,11 @@ fn classify(e: &serde_json::Error) -> &'static str {
 }
 
 fn decode_key(path: &Path, field: &'static str, text: &str) -> Result<[u8; 32], KeyFileError> {
-    let bad = |detail: String| KeyFileError::Key { path: path.to_owned(), field, detail };
+    let bad = |detail: String| KeyFileError::Key {
+        path: path.to_owned(),
+        field,
+        detail,
+    };
     let bytes = Zeroizing::new(b64url_decode(text).ok_or_else(|| bad("not base64url".into()))?);
     let array: [u8; 32] = bytes
         .as_slice()
@@ -285,7 +321,11 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
-            let dmode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+            let dmode = std::fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
             assert_eq!(dmode, 0o700);
         }
         let back = Keys::load(&path).unwrap();
@@ -304,7 +344,10 @@ mod tests {
         Keys::generate().save(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         let err = Keys::load(&path).unwrap_err();
-        assert!(matches!(err, KeyFileError::Permissions { mode: 0o640, .. }), "{err}");
+        assert!(
+            matches!(err, KeyFileError::Permissions { mode: 0o640, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("0640"));
     }
 
@@ -324,11 +367,26 @@ mod tests {
         assert!(matches!(Keys::load(&path), Err(KeyFileError::Json { .. })));
         let short = b64url(&[1u8; 31]);
         let good = b64url(&[1u8; 32]);
-        write(&format!(r#"{{"format":"{KEY_FILE_FORMAT}","ed25519":"{short}","x25519":"{good}"}}"#));
-        assert!(matches!(Keys::load(&path), Err(KeyFileError::Key { field: "ed25519", .. })));
-        write(&format!(r#"{{"format":"other/1","ed25519":"{good}","x25519":"{good}"}}"#));
-        assert!(matches!(Keys::load(&path), Err(KeyFileError::Format { .. })));
-        write(&format!(r#"{{"format":"{KEY_FILE_FORMAT}","ed25519":"{good}","x25519":"{good}"}}"#));
+        write(&format!(
+            r#"{{"format":"{KEY_FILE_FORMAT}","ed25519":"{short}","x25519":"{good}"}}"#
+        ));
+        assert!(matches!(
+            Keys::load(&path),
+            Err(KeyFileError::Key {
+                field: "ed25519",
+                ..
+            })
+        ));
+        write(&format!(
+            r#"{{"format":"other/1","ed25519":"{good}","x25519":"{good}"}}"#
+        ));
+        assert!(matches!(
+            Keys::load(&path),
+            Err(KeyFileError::Format { .. })
+        ));
+        write(&format!(
+            r#"{{"format":"{KEY_FILE_FORMAT}","ed25519":"{good}","x25519":"{good}"}}"#
+        ));
         assert!(Keys::load(&path).is_ok());
     }
 

@@ -37,7 +37,7 @@ mod time;
 
 pub use authorization::{Allow, Caller, DidPattern, PatternError};
 pub use credentials::{
-    challenge, AuthError, AuthScheme, Authenticated, Credentials, TimeWindow,
+    challenge, challenge_with, AuthError, AuthScheme, Authenticated, Credentials, TimeWindow,
 };
 pub use did::{Did, DidError};
 pub use document::{read_document, DocumentError, DocumentLimits, VerifiedDocument};
@@ -47,3 +47,8 @@ pub use keys::{KeyFileError, Keys};
 pub use legacy::legacy_authorization;
 pub use replay::{Replay, ReplayCache};
 pub use time::format_iso8601;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -32,10 +32,22 @@ pub(crate) enum ProofFault {
 /// "assertionMethod")`: all of type, proofValue, proofPurpose, verificationMethod, created
 /// present; the options are the proof without `proofValue`; a `z`-base58 64-byte proofValue
 /// (the current eddsa-jcs-2022 form) also puts the document's `@context` into the options.
-pub(crate) fn verify(document: &Map<String, Value>, proof: &Map<String, Value>, key: &ed25519_dalek::VerifyingKey) -> Result<(), ProofFault> {
-    for field in ["type", "proofValue", "proofPurpose", "verificationMethod", "created"] {
+pub(crate) fn verify(
+    document: &Map<String, Value>,
+    proof: &Map<String, Value>,
+    key: &ed25519_dalek::VerifyingKey,
+) -> Result<(), ProofFault> {
+    for field in [
+        "type",
+        "proofValue",
+        "proofPurpose",
+        "verificationMethod",
+        "created",
+    ] {
         match proof.get(field) {
-            None | Some(Value::Null) | Some(Value::Bool(false)) => return Err(ProofFault::MissingField(field)),
+            None | Some(Value::Null) | Some(Value::Bool(false)) => {
+                return Err(ProofFault::MissingField(field))
+            }
             Some(Value::String(s)) if s.is_empty() => return Err(ProofFault::MissingField(field)),
             _ => {}
         }
@@ -43,9 +55,20 @@ pub(crate) fn verify(document: &Map<String, Value>, proof: &Map<String, Value>, 
     if proof.get("proofPurpose").and_then(Value::as_str) != Some("assertionMethod") {
         return Err(ProofFault::WrongPurpose);
     }
-    let proof_value = proof.get("proofValue").and_then(Value::as_str).ok_or(ProofFault::BadProofValue)?;
-    let mut options: Map<String, Value> = proof.iter().filter(|(k, _)| k.as_str() != "proofValue").map(|(k, v)| (k.clone(), v.clone())).collect();
-    let without: Map<String, Value> = document.iter().filter(|(k, _)| k.as_str() != "proof").map(|(k, v)| (k.clone(), v.clone())).collect();
+    let proof_value = proof
+        .get("proofValue")
+        .and_then(Value::as_str)
+        .ok_or(ProofFault::BadProofValue)?;
+    let mut options: Map<String, Value> = proof
+        .iter()
+        .filter(|(k, _)| k.as_str() != "proofValue")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let without: Map<String, Value> = document
+        .iter()
+        .filter(|(k, _)| k.as_str() != "proof")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let mut signature: Option<Vec<u8>> = None;
     if proof_value.starts_with('z') {
         if let Some(decoded) = multibase_z_decode(proof_value) {
@@ -61,14 +84,23 @@ pub(crate) fn verify(document: &Map<String, Value>, proof: &Map<String, Value>, 
         Some(s) => s,
         None => b64url_decode(proof_value).ok_or(ProofFault::BadProofValue)?,
     };
-    let signature: [u8; 64] = signature.as_slice().try_into().map_err(|_| ProofFault::BadProofValue)?;
-    let input = signing_input(&Value::Object(without), &Value::Object(options)).ok_or(ProofFault::BadProofValue)?;
+    let signature: [u8; 64] = signature
+        .as_slice()
+        .try_into()
+        .map_err(|_| ProofFault::BadProofValue)?;
+    let input = signing_input(&Value::Object(without), &Value::Object(options))
+        .ok_or(ProofFault::BadProofValue)?;
     key.verify_strict(&input, &ed25519_dalek::Signature::from_bytes(&signature))
         .map_err(|_| ProofFault::BadSignature)
 }
 
 /// Builds the proof object for `document` (which has no `proof`), signed by `sign`.
-pub(crate) fn create(document: &Value, verification_method: &str, created: &str, sign: impl Fn(&[u8]) -> [u8; 64]) -> Value {
+pub(crate) fn create(
+    document: &Value,
+    verification_method: &str,
+    created: &str,
+    sign: impl Fn(&[u8]) -> [u8; 64],
+) -> Value {
     let mut proof = Map::new();
     proof.insert("type".into(), PROOF_TYPE.into());
     proof.insert("created".into(), created.into());

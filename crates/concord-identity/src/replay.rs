@@ -109,7 +109,9 @@ impl ReplayCache {
         }
         self.evict_expired(now_unix);
         if self.seen.len() >= self.capacity && !self.seen.contains_key(&digest) {
-            return Err(Replay::Full { capacity: self.capacity });
+            return Err(Replay::Full {
+                capacity: self.capacity,
+            });
         }
         let expiry = now_unix.saturating_add(self.ttl);
         self.seen.insert(digest, expiry);
@@ -132,8 +134,14 @@ impl ReplayCache {
     pub fn approx_memory_bytes(&self) -> usize {
         let bucket = std::mem::size_of::<([u8; 16], i64)>() + 1;
         // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets.
-        let buckets = if self.seen.capacity() == 0 { 0 } else { (self.seen.capacity() * 8 / 7).next_power_of_two() };
-        buckets * bucket + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16])>() + std::mem::size_of::<Self>()
+        let buckets = if self.seen.capacity() == 0 {
+            0
+        } else {
+            (self.seen.capacity() * 8 / 7).next_power_of_two()
+        };
+        buckets * bucket
+            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16])>()
+            + std::mem::size_of::<Self>()
     }
 }
 
@@ -160,7 +168,10 @@ mod tests {
         let mut cache = ReplayCache::new(2, Duration::from_secs(10));
         cache.insert(&did("a"), "1", 0).unwrap();
         cache.insert(&did("a"), "2", 0).unwrap();
-        assert_eq!(cache.insert(&did("a"), "3", 5), Err(Replay::Full { capacity: 2 }));
+        assert_eq!(
+            cache.insert(&did("a"), "3", 5),
+            Err(Replay::Full { capacity: 2 })
+        );
         assert_eq!(cache.insert(&did("a"), "1", 5), Err(Replay::Seen));
         cache.insert(&did("a"), "3", 10).unwrap(); // the old ones expired
         assert_eq!(cache.len(), 1);

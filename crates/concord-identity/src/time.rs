@@ -15,7 +15,12 @@ pub(crate) fn parse_iso8601(text: &str) -> Option<i64> {
         part.iter()
             .try_fold(0i64, |acc, d| Some(acc * 10 + i64::from(d - b'0')))
     };
-    if b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b't') || b[13] != b':' || b[16] != b':' {
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || (b[10] != b'T' && b[10] != b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
@@ -113,8 +118,14 @@ mod tests {
     fn parses_the_sdk_form_and_offsets() {
         assert_eq!(parse_iso8601("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_iso8601("2024-02-29T12:34:56Z"), Some(1_709_210_096));
-        assert_eq!(parse_iso8601("2024-02-29T12:34:56.123456Z"), Some(1_709_210_096));
-        assert_eq!(parse_iso8601("2024-02-29T13:34:56+01:00"), Some(1_709_210_096));
+        assert_eq!(
+            parse_iso8601("2024-02-29T12:34:56.123456Z"),
+            Some(1_709_210_096)
+        );
+        assert_eq!(
+            parse_iso8601("2024-02-29T13:34:56+01:00"),
+            Some(1_709_210_096)
+        );
         assert_eq!(parse_iso8601("2023-02-29T12:34:56Z"), None);
         assert_eq!(parse_iso8601("2024-02-29 12:34:56Z"), None);
         assert_eq!(parse_iso8601("2024-02-29T12:34:56"), None);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use concord_identity::{
-    legacy_authorization, read_document, sign_request, Credentials, Did, DocumentLimits, Identity, Keys,
-    ReplayCache, RequestTarget, Service, TimeWindow,
+    legacy_authorization, read_document, sign_request, Credentials, Did, DocumentLimits, Identity,
+    Keys, ReplayCache, RequestTarget, Service, TimeWindow,
 };
 use serde_json::{json, Value};
 
@@ -27,7 +27,9 @@ fn python() -> String {
 
 /// Runs `tests/anp/<script>` with `input` on stdin; its JSON stdout, within `WAIT`.
 fn run(script: &str, input: &Value) -> Value {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "anp", script].iter().collect();
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "anp", script]
+        .iter()
+        .collect();
     let mut child = Command::new(python())
         .arg(&path)
         .stdin(Stdio::piped())
@@ -65,11 +67,18 @@ fn run(script: &str, input: &Value) -> Value {
     let stdout = out.join().unwrap().unwrap();
     let stderr = err.join().unwrap();
     assert!(status.success(), "{script} failed ({status}):\n{stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}\n{stderr}"))
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}\n{stderr}"))
 }
 
 fn identity() -> Identity {
-    Identity::new(Keys::generate(), "localhost", Some(9876), &["agents", "alice"]).unwrap()
+    Identity::new(
+        Keys::generate(),
+        "localhost",
+        Some(9876),
+        &["agents", "alice"],
+    )
+    .unwrap()
 }
 
 fn headers_json(h: &concord_identity::SignatureHeaders) -> Value {
@@ -90,14 +99,28 @@ fn b64(bytes: &[u8]) -> String {
 #[ignore = "needs CONCORD_ANP_PYTHON (anp==1.0.7)"]
 fn sdk_accepts_our_document() {
     let id = identity();
-    let services = [Service { id_fragment: "ad".into(), kind: "AgentDescription".into(), endpoint: "https://localhost:9876/ad.json".into() }];
-    for doc in [id.document("2026-01-01T00:00:00Z", &[]), id.document("2026-01-01T00:00:00Z", &services)] {
+    let services = [Service {
+        id_fragment: "ad".into(),
+        kind: "AgentDescription".into(),
+        endpoint: "https://localhost:9876/ad.json".into(),
+    }];
+    for doc in [
+        id.document("2026-01-01T00:00:00Z", &[]),
+        id.document("2026-01-01T00:00:00Z", &services),
+    ] {
         let out = run("check_document.py", &json!({ "document": doc }));
-        assert_eq!(out["binding"], true, "validate_did_document_binding refused: {out}");
+        assert_eq!(
+            out["binding"], true,
+            "validate_did_document_binding refused: {out}"
+        );
         assert_eq!(out["proof"], true, "verify_w3c_proof refused: {out}");
         assert_eq!(out["key1"], "Ed25519PublicKey", "{out}");
         assert_eq!(out["key3"], "X25519PublicKey", "{out}");
-        assert_eq!(out["key3_raw_b64"], b64(&id.keys().agreement_public()), "{out}");
+        assert_eq!(
+            out["key3_raw_b64"],
+            b64(&id.keys().agreement_public()),
+            "{out}"
+        );
     }
     // And a tampered one is refused there too (the oracle is not a rubber stamp).
     let mut doc = id.document("2026-01-01T00:00:00Z", &[]);
@@ -112,13 +135,24 @@ fn sdk_verifies_our_signed_requests() {
     let id = identity();
     let doc = id.document("2026-01-01T00:00:00Z", &[]);
     let url = "https://localhost:9876/agents/alice/ws?x=1";
-    let target = RequestTarget { method: "get", target_uri: url };
+    let target = RequestTarget {
+        method: "get",
+        target_uri: url,
+    };
     let plain = sign_request(&id, &target, b"", NOW, "0123456789abcdef0123456789abcdef");
     let body = br#"{"hello":"world"}"#;
-    let post = RequestTarget { method: "POST", target_uri: url };
+    let post = RequestTarget {
+        method: "POST",
+        target_uri: url,
+    };
     let with_body = sign_request(&id, &post, body, NOW, "fedcba9876543210fedcba9876543210");
     assert!(with_body.content_digest.is_some());
-    let legacy = legacy_authorization(&id, "localhost", "abcdef0123456789abcdef0123456789", "2026-01-01T00:00:00Z");
+    let legacy = legacy_authorization(
+        &id,
+        "localhost",
+        "abcdef0123456789abcdef0123456789",
+        "2026-01-01T00:00:00Z",
+    );
     let checks = json!([
         {"kind": "http", "method": "GET", "url": url, "headers": headers_json(&plain), "body_b64": ""},
         {"kind": "http", "method": "POST", "url": url, "headers": headers_json(&with_body), "body_b64": b64(body)},
@@ -129,9 +163,21 @@ fn sdk_verifies_our_signed_requests() {
         {"kind": "http", "method": "POST", "url": url, "headers": headers_json(&with_body), "body_b64": b64(b"{\"hello\":\"there\"}")},
         {"kind": "legacy", "header": legacy, "domain": "evil.example"},
     ]);
-    let out = run("verify_request.py", &json!({ "document": doc, "checks": checks }));
-    let results: Vec<bool> = out["results"].as_array().unwrap().iter().map(|r| r["ok"].as_bool().unwrap()).collect();
-    assert_eq!(results, [true, true, true, false, false, false, false], "{out}");
+    let out = run(
+        "verify_request.py",
+        &json!({ "document": doc, "checks": checks }),
+    );
+    let results: Vec<bool> = out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ok"].as_bool().unwrap())
+        .collect();
+    assert_eq!(
+        results,
+        [true, true, true, false, false, false, false],
+        "{out}"
+    );
 }
 
 #[test]
@@ -150,45 +196,157 @@ fn we_verify_the_sdks_identity_and_requests() {
     let doc_bytes = serde_json::to_vec(&out["document"]).unwrap();
     let did = Did::parse(out["document"]["id"].as_str().unwrap()).unwrap();
     assert!(did.e1_fingerprint().is_some(), "{did}");
-    assert!(did.as_str().starts_with("did:wba:localhost%3A4321:agents:x:e1_"), "{did}");
-    let verified = read_document(&doc_bytes, &did, &DocumentLimits::default()).expect("our reader refuses the SDK's document");
-    let x25519 = base64::engine::general_purpose::STANDARD.decode(out["x25519_raw_b64"].as_str().unwrap()).unwrap();
-    assert_eq!(verified.key_agreement(), &[<[u8; 32]>::try_from(x25519.as_slice()).unwrap()]);
+    assert!(
+        did.as_str()
+            .starts_with("did:wba:localhost%3A4321:agents:x:e1_"),
+        "{did}"
+    );
+    let verified = read_document(&doc_bytes, &did, &DocumentLimits::default())
+        .expect("our reader refuses the SDK's document");
+    let x25519 = base64::engine::general_purpose::STANDARD
+        .decode(out["x25519_raw_b64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        verified.key_agreement(),
+        &[<[u8; 32]>::try_from(x25519.as_slice()).unwrap()]
+    );
 
     let window = TimeWindow::default();
     let mut replay = ReplayCache::default();
     let header_from = |headers: &Value, name: &str| -> Option<String> {
-        headers.as_object()?.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| v.as_str().map(str::to_owned))
+        headers
+            .as_object()?
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| v.as_str().map(str::to_owned))
     };
-    for (key, method, body) in [("http_plain", "POST", &b""[..]), ("http_body", "POST", &body[..])] {
+    for (key, method, body) in [
+        ("http_plain", "POST", &b""[..]),
+        ("http_body", "POST", &body[..]),
+    ] {
         let headers = out[key].clone();
         let owned: Vec<(String, String)> = ["Signature-Input", "Signature", "Content-Digest"]
             .iter()
             .filter_map(|n| header_from(&headers, n).map(|v| (n.to_ascii_lowercase(), v)))
             .collect();
-        let lookup = |name: &str| owned.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
-        let creds = Credentials::from_headers(lookup).unwrap().expect("no credentials read");
+        let lookup = |name: &str| {
+            owned
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        let creds = Credentials::from_headers(lookup)
+            .unwrap()
+            .expect("no credentials read");
         assert_eq!(creds.did(), &did);
-        let target = RequestTarget { method, target_uri: url };
+        let target = RequestTarget {
+            method,
+            target_uri: url,
+        };
         let auth = creds
-            .verify(&verified, &target, "localhost", lookup, body, NOW + 5, &window, &mut replay)
+            .verify(
+                &verified,
+                &target,
+                "localhost",
+                lookup,
+                body,
+                NOW + 5,
+                &window,
+                &mut replay,
+            )
             .unwrap_or_else(|e| panic!("{key}: {e}"));
         assert_eq!(auth.did, did);
         assert_eq!(auth.keyid, format!("{did}#key-1"));
         assert_eq!(auth.scheme.to_string(), "http-signatures");
         // The same request again is a replay.
-        let again = creds.verify(&verified, &target, "localhost", lookup, body, NOW + 6, &window, &mut replay);
-        assert!(matches!(again, Err(concord_identity::AuthError::Replayed)), "{again:?}");
+        let again = creds.verify(
+            &verified,
+            &target,
+            "localhost",
+            lookup,
+            body,
+            NOW + 6,
+            &window,
+            &mut replay,
+        );
+        assert!(
+            matches!(again, Err(concord_identity::AuthError::Replayed)),
+            "{again:?}"
+        );
     }
     let legacy = out["legacy"].as_str().unwrap().to_owned();
-    let lookup = |name: &str| name.eq_ignore_ascii_case("authorization").then_some(legacy.as_str());
-    let creds = Credentials::from_headers(lookup).unwrap().expect("no legacy credentials read");
-    let target = RequestTarget { method: "GET", target_uri: url };
-    let auth = creds.verify(&verified, &target, "localhost", lookup, b"", NOW + 5, &window, &mut replay).unwrap();
+    let lookup = |name: &str| {
+        name.eq_ignore_ascii_case("authorization")
+            .then_some(legacy.as_str())
+    };
+    let creds = Credentials::from_headers(lookup)
+        .unwrap()
+        .expect("no legacy credentials read");
+    let target = RequestTarget {
+        method: "GET",
+        target_uri: url,
+    };
+    let auth = creds
+        .verify(
+            &verified,
+            &target,
+            "localhost",
+            lookup,
+            b"",
+            NOW + 5,
+            &window,
+            &mut replay,
+        )
+        .unwrap();
     assert_eq!(auth.scheme.to_string(), "didwba");
     let wrong_aud = Credentials::from_headers(lookup).unwrap().unwrap();
-    let err = wrong_aud.verify(&verified, &target, "evil.example", lookup, b"", NOW + 5, &window, &mut ReplayCache::default());
-    assert!(matches!(err, Err(concord_identity::AuthError::BadSignature)), "{err:?}");
+    let err = wrong_aud.verify(
+        &verified,
+        &target,
+        "evil.example",
+        lookup,
+        b"",
+        NOW + 5,
+        &window,
+        &mut ReplayCache::default(),
+    );
+    assert!(
+        matches!(err, Err(concord_identity::AuthError::BadSignature)),
+        "{err:?}"
+    );
     // The SDK's P-256 #key-2 is in the document but never usable for authentication.
-    assert!(verified.authentication_key(&format!("{did}#key-2")).is_err());
+    assert!(verified
+        .authentication_key(&format!("{did}#key-2"))
+        .is_err());
+}
+
+#[test]
+#[ignore = "needs CONCORD_ANP_PYTHON (anp==1.0.7)"]
+fn we_read_the_sdks_document_without_path() {
+    // e1 profile without path segments: did:wba:host%3Aport, no e1_ segment, a proof we verify.
+    let out = run(
+        "sdk_identity.py",
+        &json!({
+            "hostname": "localhost", "port": 4321, "path_segments": [],
+            "method": "GET", "url": "https://localhost:4321/", "body_b64": "", "domain": "localhost",
+            "created": NOW, "nonce": "n", "timestamp": "2026-01-01T00:00:00Z",
+        }),
+    );
+    let did = Did::parse(out["document"]["id"].as_str().unwrap()).unwrap();
+    assert_eq!(did.as_str(), "did:wba:localhost%3A4321");
+    let mut doc = out["document"].clone();
+    read_document(
+        &serde_json::to_vec(&doc).unwrap(),
+        &did,
+        &DocumentLimits::default(),
+    )
+    .expect("refused");
+    doc["authentication"] = json!([]);
+    let err = read_document(
+        &serde_json::to_vec(&doc).unwrap(),
+        &did,
+        &DocumentLimits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err, concord_identity::DocumentError::ProofSignature);
 }

@@ -78,6 +78,8 @@ pub(crate) struct Known {
     pub(crate) endpoint: String,
     pub(crate) action: String,
     pub(crate) offered_hash: Option<ProtocolHash>,
+    /// The consensus protocols we offer, by URI.
+    pub(crate) consensus: Vec<String>,
     pub(crate) started: Instant,
     /// How the session is protected: filled in when the channel is up.
     pub(crate) protection: Protection,
@@ -264,6 +266,7 @@ pub(crate) async fn connect(
         endpoint,
         action: need.action.clone(),
         offered_hash,
+        consensus,
         started,
         protection: Protection::default(),
     };
@@ -272,7 +275,7 @@ pub(crate) async fn connect(
         candidate,
         test_cases,
     };
-    start_session(shared, need, own, peer_action, peer, consensus, known, plan)
+    start_session(shared, need, own, peer_action, peer, known, plan)
         .instrument(span)
         .await
 }
@@ -284,7 +287,6 @@ async fn start_session(
     own: Own,
     peer_action: ActionSpec,
     peer: String,
-    consensus: Vec<String>,
     mut known: Known,
     plan: ChannelPlan,
 ) -> Result<Connection, ConnectError> {
@@ -301,7 +303,12 @@ async fn start_session(
     };
     known.protection = protection;
     let offer = LocalOffer::new(shared.capabilities);
-    let source = handshake::source_hello(&offer, &hello::random_id(), offered_hash, &consensus);
+    let source = handshake::source_hello(
+        &offer,
+        &hello::random_id(),
+        offered_hash,
+        &known.consensus,
+    );
     let source_text = source.encode();
     let recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel).await;
     recorder.hello(Direction::Sent, &source_text);

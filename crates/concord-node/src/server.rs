@@ -358,7 +358,7 @@ async fn accept_session(
     };
     let actions = state.shared.actions.specs().iter().map(|spec| spec.name.as_str());
     if !identity.permits_any(&caller, actions) {
-        let refusal = upgrade::Refusal::forbidden(&host_of(&headers), &caller);
+        let refusal = upgrade::Refusal::forbidden(&upgrade::host_name(&headers), &caller);
         state.log.refused("authorization", remote, &refusal.log);
         return refusal.into_response();
     }
@@ -398,15 +398,6 @@ async fn accept_session(
             run_session(socket, state, remote, admitted, opening)
                 .instrument(tracing::info_span!("connection", %remote))
         })
-}
-
-/// The host a client named (`Host`, without its port).
-fn host_of(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("");
-    host.rsplit_once(':').map_or(host, |(name, _)| name).to_owned()
 }
 
 /// How a session opens: who called (from the upgrade), whether in the Noise channel, and

@@ -829,3 +829,73 @@ async fn a_concord_requester_accepts_and_calls_the_reference_python_providers_co
     let _ = tokio::time::timeout(Duration::from_secs(5), provider.wait()).await;
     assert_clean(&stderr.lock().unwrap(), "anp_provider.py");
 }
+
+/// A caller built on the SDK's `anp.authentication` (its own e1 DID, its document served by
+/// itself on loopback) signs the WebSocket upgrade to a Concord provider that admits
+/// authenticated callers only, in both of ANP's header forms: the provider resolves the
+/// SDK's document, verifies the signature, answers the hello, and records the SDK's DID as
+/// the peer; the same signed headers replayed get 401 with ANP's `invalid_nonce` challenge.
+#[tokio::test]
+#[ignore = "needs CONCORD_ANP_PYTHON: a Python with anp==1.0.7 and websockets"]
+async fn a_concord_provider_authenticates_the_reference_sdks_did_in_both_header_forms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut security = concord_node::Security::default();
+    security.resolver.allow_loopback_http = true;
+    let provider = Node::builder("Product agent")
+        .data_dir(dir.path())
+        .action(catalogue::action(), catalogue::answer)
+        .keys(concord_node::Keys::generate())
+        .security(security)
+        .allow(catalogue::ACTION, concord_node::Allow::Authenticated)
+        .build()
+        .unwrap();
+    let server = provider.serve("127.0.0.1:0").await.unwrap();
+    for form in ["http-signatures", "didwba"] {
+        let run = tokio::process::Command::new(python())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg(script("anp_did_client.py"))
+            .arg(server.endpoint())
+            .arg(form)
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(PYTHON_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| panic!("{form}: the SDK caller took over {PYTHON_TIMEOUT:?}"))
+            .expect("the SDK caller ran");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{form}: {stderr}\n{stdout}");
+        assert_clean(&stderr, form);
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|error| panic!("{form}: {error}: {stdout}\n{stderr}"));
+        assert_eq!(
+            report["destination"]["type"], "destinationHello",
+            "{form}: {report:#}"
+        );
+        assert_eq!(report["replay"]["status"], 401, "{form}: {report:#}");
+        let challenge = report["replay"]["challenge"].as_str().unwrap_or_default();
+        assert!(
+            challenge.starts_with("DIDWba realm=") && challenge.contains("error=\"invalid_nonce\""),
+            "{form}: {challenge}"
+        );
+        // The session's transcript knows the caller by the DID it proved.
+        let did = report["did"].as_str().unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let transcripts = provider.store().list_transcripts(100).unwrap();
+            if let Some(found) = transcripts.iter().find(|t| t.peer == did) {
+                let channel = found.channel.clone().unwrap_or_default();
+                assert!(
+                    channel.contains(&format!("peer authenticated as {did}")),
+                    "{channel}"
+                );
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{form}: no transcript for {did}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

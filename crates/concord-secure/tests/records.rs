@@ -417,7 +417,7 @@ fn deterministic_channels_seal_identically() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Any single altered byte of a two-chunk record, in a length prefix or a Noise
     /// message, is refused with a typed error, and the channel is dead after it.

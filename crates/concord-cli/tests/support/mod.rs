@@ -372,6 +372,14 @@ pub fn provider(extra: &str) -> (Served, TempDir) {
     )
 }
 
+/// `concord call <url> getProductInfo <input> --json` signed as `signer` (its data
+/// directory, `--did-host`).
+pub fn signed_call_json(url: &str, input: &str, signer: &Signer) -> Output {
+    let mut options = vec![OsStr::new("--json")];
+    options.extend(signer.args());
+    call_product(url, input, signer.data_dir.path(), &options)
+}
+
 /// `concord call <url> getProductInfo <input> <options…> --data-dir <dir>`.
 pub fn call_product(url: &str, input: &str, data_dir: &Path, options: &[&OsStr]) -> Output {
     run(concord()

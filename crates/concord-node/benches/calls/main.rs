@@ -14,7 +14,10 @@
 //!   node vs. echo; and the node with that many callers sharing one connection (compared
 //!   with the echo's many connections: the echo cannot multiplex);
 //! - time to the first call's answer on a fresh connection: a full deterministic negotiation
-//!   (a fresh requester store), a 0-RTT reconnect, and the echo's connect + first call.
+//!   (a fresh requester store), a 0-RTT reconnect, and the echo's connect + first call;
+//! - the same node cases with both nodes holding a DID (`secure-1`, `secure-many`,
+//!   `secure-first-call`): upgrades signed (RFC 9421) and checked against the resolved DID
+//!   document, every frame in the Noise channel; compared with the plain node's.
 //!
 //! Each round runs every case once, the node and the echo back to back in alternating order,
 //! so that both see the same contention on a shared machine; the table shows medians over
@@ -94,6 +97,8 @@ struct Loads {
     echo_many: Vec<Sample>,
     node_many: Vec<Sample>,
     node_shared: Vec<Sample>,
+    secure_one: Vec<Sample>,
+    secure_many: Vec<Sample>,
 }
 
 #[derive(Default)]
@@ -101,12 +106,15 @@ struct FirstCalls {
     echo: Vec<Duration>,
     resumed: Vec<Duration>,
     negotiated: Vec<Duration>,
+    secure_resumed: Vec<Duration>,
+    secure_negotiated: Vec<Duration>,
 }
 
 async fn run(options: Options) -> Result<(), BoxError> {
     let catalogue = catalogue::Catalogue::new();
     let load_before = load_average();
-    let nodes = node::Nodes::start(&catalogue).await?;
+    let nodes = node::Nodes::start(&catalogue, false).await?;
+    let secure = node::Nodes::start(&catalogue, true).await?;
     let first = nodes.connect().await?;
     let wire = nodes.wire(&first.info().hash, &catalogue)?;
     let (request_size, response_size) = wire.frame_sizes(&catalogue)?;
@@ -118,11 +126,14 @@ async fn run(options: Options) -> Result<(), BoxError> {
         .collect();
     let mut node_one = vec![Client::Node(first)];
     let mut echo_one = vec![Client::echo(&echo_url, &wire).await?];
+    let mut secure_one = vec![Client::Node(secure.connect().await?)];
     let mut node_many = Vec::with_capacity(options.connections);
     let mut echo_many = Vec::with_capacity(options.connections);
+    let mut secure_many = Vec::with_capacity(options.connections);
     for _ in 0..options.connections {
         node_many.push(Client::Node(nodes.connect().await?));
         echo_many.push(Client::echo(&echo_url, &wire).await?);
+        secure_many.push(Client::Node(secure.connect().await?));
     }
 
     let duration = Duration::from_secs_f64(options.seconds);
@@ -133,6 +144,8 @@ async fn run(options: Options) -> Result<(), BoxError> {
         ("echo-many", &mut echo_many),
         ("node-many", &mut node_many),
         ("node-shared", &mut node_shared),
+        ("secure-1", &mut secure_one),
+        ("secure-many", &mut secure_many),
     ] {
         if options.runs(name) {
             let (back, _) = load::run(std::mem::take(clients), &catalogue, warm_up).await?;
@@ -148,11 +161,13 @@ async fn run(options: Options) -> Result<(), BoxError> {
             vec![
                 ("echo-1", &mut echo_one, &mut loads.echo_one),
                 ("node-1", &mut node_one, &mut loads.node_one),
+                ("secure-1", &mut secure_one, &mut loads.secure_one),
             ],
             vec![
                 ("echo-many", &mut echo_many, &mut loads.echo_many),
                 ("node-many", &mut node_many, &mut loads.node_many),
                 ("node-shared", &mut node_shared, &mut loads.node_shared),
+                ("secure-many", &mut secure_many, &mut loads.secure_many),
             ],
         ] {
             if !echo_first {
@@ -167,6 +182,16 @@ async fn run(options: Options) -> Result<(), BoxError> {
                 *clients = back;
                 samples.push(sample);
             }
+        }
+        if options.runs("secure-first-call") {
+            for _ in 0..3 {
+                firsts
+                    .secure_resumed
+                    .push(secure.first_call(false, &catalogue).await?);
+            }
+            firsts
+                .secure_negotiated
+                .push(secure.first_call(true, &catalogue).await?);
         }
         if !options.runs("first-call") {
             continue;
@@ -186,7 +211,14 @@ async fn run(options: Options) -> Result<(), BoxError> {
     let load_after = load_average();
 
     drop(node_shared);
-    for client in [node_one, echo_one, node_many, echo_many]
+    for client in [
+        node_one,
+        echo_one,
+        node_many,
+        echo_many,
+        secure_one,
+        secure_many,
+    ]
         .into_iter()
         .flatten()
     {
@@ -234,6 +266,30 @@ async fn run(options: Options) -> Result<(), BoxError> {
     print_first("raw echo: connect + call", &firsts.echo, &firsts.echo);
     print_first("node: 0-RTT reconnect", &firsts.resumed, &firsts.echo);
     print_first("node: full negotiation", &firsts.negotiated, &firsts.echo);
+    println!(
+        "\n{:<34} {:>10} {:>10} {:>10} {:>10}   {:>11} {:>9} {:>9}",
+        "DID + Noise (vs the plain node)", "calls/s", "p50", "p99", "CPU/call", "plain/this", "vs p50", "vs CPU"
+    );
+    print_load("secure node, 1 connection", &loads.secure_one, Some(&loads.node_one));
+    print_load(
+        &format!("secure node, {many} connections"),
+        &loads.secure_many,
+        Some(&loads.node_many),
+    );
+    println!(
+        "\n{:<34} {:>10} {:>10} {:>10}   {:>11}",
+        "secure time to first call", "median", "min", "max", "vs plain"
+    );
+    print_first(
+        "secure: 0-RTT reconnect",
+        &firsts.secure_resumed,
+        &firsts.resumed,
+    );
+    print_first(
+        "secure: full negotiation",
+        &firsts.secure_negotiated,
+        &firsts.negotiated,
+    );
     println!(
         "\nCPU/call: this process's CPU time (user + system, client and server) per call\nratios: the echo's calls/s over the node's (the node is that many times slower), the node's p50 and CPU/call over the echo's; medians of per-round ratios"
     );

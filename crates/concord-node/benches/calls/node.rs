@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use concord_handlers::{Outcome, Provider, Requester, Verifier};
 use concord_negotiate::ProtocolDocument;
-use concord_node::{Connection, Limits, Node, Server, Settlement};
+use concord_node::{Connection, Keys, Limits, Node, NodeBuilder, Security, Server, Settlement};
 use concord_proto::{ProtocolHash, Role};
 use concord_sandbox::Sandbox;
 use serde_json::{json, Value};
@@ -27,7 +27,36 @@ pub struct Nodes {
     pub server: Server,
     pub requester: Node,
     provider: Node,
+    /// Whether both have a DID: upgrades signed and checked, sessions in the Noise channel.
+    secure: bool,
+    /// Where a secure requester serves its DID document.
+    _requester_server: Option<Server>,
     _dirs: [TempDir; 2],
+}
+
+/// Test mode for DIDs on loopback (`localhost` resolves over `http://`).
+fn loopback_security() -> Security {
+    let mut security = Security::default();
+    security.resolver.allow_loopback_http = true;
+    security
+}
+
+/// A builder with a fresh identity when `secure`.
+fn with_identity(builder: NodeBuilder, secure: bool) -> NodeBuilder {
+    if secure {
+        builder.keys(Keys::generate()).security(loopback_security())
+    } else {
+        builder
+    }
+}
+
+/// Serves `node` (nothing but its DID document) when `secure`, so that its DID resolves.
+async fn host_did(node: &Node, secure: bool) -> Result<Option<Server>, BoxError> {
+    Ok(if secure {
+        Some(node.serve("127.0.0.1:0").await?)
+    } else {
+        None
+    })
 }
 
 /// Every caller is on 127.0.0.1: the per-address limits, made for strangers, are raised
@@ -44,10 +73,11 @@ fn limits() -> Limits {
 }
 
 impl Nodes {
-    pub async fn start(catalogue: &Catalogue) -> Result<Self, BoxError> {
+    /// The two nodes; with `secure`, each with a DID of its own (both sign, both encrypt).
+    pub async fn start(catalogue: &Catalogue, secure: bool) -> Result<Self, BoxError> {
         let (provider_dir, requester_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
         let answers = catalogue.clone();
-        let provider = Node::builder("Product agent")
+        let provider = with_identity(Node::builder("Product agent"), secure)
             .description("Product information for a small shop.")
             .data_dir(provider_dir.path())
             .limits(limits())
@@ -57,21 +87,28 @@ impl Nodes {
             })
             .build()?;
         let server = provider.serve("127.0.0.1:0").await?;
-        let requester = Node::builder("Requester")
+        let requester = with_identity(Node::builder("Requester"), secure)
             .data_dir(requester_dir.path())
             .limits(limits())
             .build()?;
+        let requester_server = host_did(&requester, secure).await?;
         Ok(Self {
             server,
             requester,
             provider,
+            secure,
+            _requester_server: requester_server,
             _dirs: [provider_dir, requester_dir],
         })
     }
 
     /// A connection from the requester (negotiated the first time, 0-RTT after).
     pub async fn connect(&self) -> Result<Connection, BoxError> {
-        Ok(self.requester.connect(self.server.url(), ACTION).await?)
+        let connection = self.requester.connect(self.server.url(), ACTION).await?;
+        if connection.info().encrypted != self.secure {
+            return Err(format!("expected encrypted = {}", self.secure).into());
+        }
+        Ok(connection)
     }
 
     /// Time to the first call's answer on a fresh connection: with a fresh requester (its
@@ -83,12 +120,18 @@ impl Nodes {
     ) -> Result<Duration, BoxError> {
         let dir = tempfile::tempdir()?;
         let node = if fresh {
-            Node::builder("Fresh requester")
+            with_identity(Node::builder("Fresh requester"), self.secure)
                 .data_dir(dir.path())
                 .limits(limits())
                 .build()?
         } else {
             self.requester.clone()
+        };
+        // A fresh identity's document is served before the clock starts (the provider
+        // still fetches it once: part of a first authentication).
+        let _hosting = match fresh {
+            true => host_did(&node, self.secure).await?,
+            false => None,
         };
         let started = Instant::now();
         let connection = node.connect(self.server.url(), ACTION).await?;

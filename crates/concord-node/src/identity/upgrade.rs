@@ -25,7 +25,8 @@ pub(crate) struct Refusal {
     pub(crate) status: StatusCode,
     /// What the log says (may name more than the peer is told).
     pub(crate) log: String,
-    challenge: Option<(String, String)>,
+    /// ANP's challenge headers (`WWW-Authenticate`, `Accept-Signature`).
+    challenge: Vec<(&'static str, String)>,
     reason: String,
 }
 
@@ -34,7 +35,7 @@ impl Refusal {
         Self {
             status: StatusCode::UNAUTHORIZED,
             log,
-            challenge: Some((realm.to_owned(), error.to_owned())),
+            challenge: concord_identity::challenge_with(realm, error, &reason),
             reason,
         }
     }
@@ -44,7 +45,7 @@ impl Refusal {
         Self {
             status,
             log: error.to_string(),
-            challenge: Some((realm.to_owned(), error.challenge_error().to_owned())),
+            challenge: concord_identity::challenge(realm, error),
             reason: error.to_string(),
         }
     }
@@ -61,14 +62,14 @@ impl Refusal {
             Caller::Authenticated(did) => Self {
                 status: StatusCode::FORBIDDEN,
                 log: format!("{did} may call no action here"),
-                challenge: None,
+                challenge: Vec::new(),
                 reason: format!("{did} is not allowed to call any action of this node"),
             },
             #[allow(unreachable_patterns)]
             _ => Self {
                 status: StatusCode::FORBIDDEN,
                 log: "an unknown kind of caller".into(),
-                challenge: None,
+                challenge: Vec::new(),
                 reason: "not allowed".into(),
             },
         }
@@ -79,7 +80,7 @@ impl Refusal {
         Self {
             status: StatusCode::UPGRADE_REQUIRED,
             log: "a plain upgrade, and the node requires encryption".into(),
-            challenge: None,
+            challenge: Vec::new(),
             reason: format!(
                 "this node requires an end-to-end encrypted session: offer the WebSocket subprotocol `{}`",
                 concord_secure::SUBPROTOCOL
@@ -92,20 +93,13 @@ impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let mut response = (self.status, format!("{}\n", self.reason)).into_response();
         let headers = response.headers_mut();
-        if let Some((realm, error)) = &self.challenge {
-            let value = format!(
-                "DIDWba realm=\"{}\", error=\"{}\", error_description=\"{}\"",
-                quoted(realm),
-                quoted(error),
-                quoted(&self.reason)
-            );
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(header::WWW_AUTHENTICATE, value);
+        for (name, value) in &self.challenge {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(name, value);
             }
-            headers.insert(
-                HeaderName::from_static("accept-signature"),
-                HeaderValue::from_static(ACCEPT_SIGNATURE),
-            );
         }
         if self.status == StatusCode::UPGRADE_REQUIRED {
             headers.insert(
@@ -120,25 +114,9 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// What ANP's verifier asks a client to sign (`Accept-Signature`, RFC 9421 §5.1).
-const ACCEPT_SIGNATURE: &str =
-    "sig1=(\"@method\" \"@target-uri\" \"@authority\" \"content-digest\");created;expires;nonce;keyid";
-
-/// `text` as the inside of a quoted string: printable ASCII, no quote or backslash.
-fn quoted(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '"' | '\\' => '\'',
-            c if c.is_ascii_graphic() || c == ' ' => c,
-            _ => '?',
-        })
-        .take(200)
-        .collect()
-}
-
 /// The host a client named (`Host`), without its port: the legacy header's audience and the
 /// challenge's realm.
-fn host_name(headers: &HeaderMap) -> String {
+pub(crate) fn host_name(headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
