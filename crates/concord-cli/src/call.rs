@@ -48,8 +48,9 @@ Identity: with --did-host, the call is signed (ANP DID-WBA) as the data director
 DID document must be served there (by `concord serve` with the same data directory, or
 `concord identity export` on a web server of your own). Without it, or with --anonymous,
 the call is anonymous. The session is end-to-end encrypted (Noise) when the peer speaks it,
-its DID proven by the channel (a DID on localhost resolves over http:// only for a peer
-called at an http:// loopback address, or with --resolve-loopback-over-http).
+its DID proven by the channel (a DID on localhost resolves on this machine, over https://
+or http://, only for a peer called at a loopback address, or with
+--resolve-loopback-over-http).
   concord call https://shop.example getProductInfo '{\"productId\": \"P2\"}' --did-host agents.example.com
   concord call http://127.0.0.1:9000 getProductInfo '{\"productId\": \"P2\"}' \\
       --did-host localhost:8080     # two local agents: ours serves on 8080 with this data dir
@@ -126,10 +127,10 @@ pub struct CallArgs {
     /// `Authorization: DIDWba` header).
     #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
     signature: Option<String>,
-    /// Test mode: resolve DIDs on `localhost` over plain http:// (the peer's, to check its
-    /// Noise key). Implied when the peer's URL is an http:// loopback address (127.0.0.1,
-    /// [::1], localhost): a local agent's DID names `localhost`. Other DIDs resolve over
-    /// HTTPS only.
+    /// Test mode: resolve DIDs on `localhost` on this machine, over https:// or else plain
+    /// http:// (the peer's, to check its Noise key). Implied when the peer's URL is a
+    /// loopback address (127.0.0.1, [::1], localhost): a local agent's DID names
+    /// `localhost`. Other DIDs resolve over HTTPS only.
     #[arg(long)]
     resolve_loopback_over_http: bool,
 }
@@ -280,16 +281,13 @@ fn did_host(location: &str) -> anyhow::Result<(String, Option<u16>)> {
     Ok((host, port))
 }
 
-/// Whether `url` is a plain `http://` URL on this machine's loopback (`127.0.0.0/8`,
-/// `[::1]`, `localhost`): an agent served there has a localhost DID whose document it
-/// serves over plain HTTP too. (An `https://` peer serves its document over HTTPS.)
+/// Whether `url` is on this machine's loopback (`127.0.0.0/8`, `[::1]`, `localhost`): an
+/// agent served there has a localhost DID whose document it serves there too (over HTTPS
+/// when it serves TLS, else HTTP).
 fn is_loopback_url(url: &str) -> bool {
     let Ok(url) = url::Url::parse(url) else {
         return false;
     };
-    if url.scheme() != "http" {
-        return false;
-    }
     match url.host() {
         Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -786,15 +784,11 @@ mod tests {
             "http://127.0.0.2:8080/.well-known/wot",
             "http://[::1]:9000/",
             "http://LOCALHOST:1/",
+            "https://localhost:8443/",
         ] {
             assert!(is_loopback_url(url), "{url}");
         }
-        for url in [
-            "https://shop.example/",
-            "http://192.0.2.1/",
-            "not a url",
-            "https://localhost:8443/",
-        ] {
+        for url in ["https://shop.example/", "http://192.0.2.1/", "not a url"] {
             assert!(!is_loopback_url(url), "{url}");
         }
     }

@@ -171,6 +171,9 @@ pub struct SessionReport {
     pub transcript: Option<i64>,
     /// When the first frame (our sourceHello) was sent.
     pub first_frame_at: Option<SystemTime>,
+    /// How the session was protected, as its transcript records it (`Noise_XX_…; peer
+    /// proved did:…; we signed as did:…`, or `plain; …`).
+    pub channel: Option<String>,
 }
 
 impl SessionReport {
@@ -199,6 +202,9 @@ impl SessionReport {
                     .collect()
             })
             .unwrap_or_default();
+        let channel = transcript
+            .as_ref()
+            .and_then(|transcript| transcript.summary.channel.clone());
         let (negotiation_in, negotiation_out) = info.accounting.tokens();
         Self {
             settlement: info.settlement.clone(),
@@ -214,6 +220,7 @@ impl SessionReport {
             setup: info.setup_time,
             transcript: info.transcript.map(TranscriptId::get),
             first_frame_at,
+            channel,
         }
     }
 
@@ -309,6 +316,7 @@ impl SessionReport {
             "code": self.code_origins,
             "setupMs": millis(self.setup),
             "transcriptId": self.transcript,
+            "channel": self.channel,
             "frames": self.frames.iter().map(FrameLine::to_json).collect::<Vec<_>>(),
         })
     }

@@ -129,6 +129,24 @@ fn the_first_call_negotiates_and_the_second_resumes_with_0_rtt() {
 }
 
 #[test]
+fn an_action_for_authenticated_callers_takes_any_proven_did() {
+    let signer = Signer::start();
+    let (served, _config) = provider("allow = \"authenticated\"\n");
+    let input = r#"{"productId": "P2"}"#;
+    let signed = signed_call_json(&served.url, input, &signer);
+    assert_eq!(signed.code, 0, "{}{}", signed.stdout, signed.stderr);
+    assert_eq!(signed.json()["output"]["productName"], "Mouse");
+    let stranger = tempfile::tempdir().unwrap();
+    let refused = call_product(&served.url, input, stranger.path(), &[]);
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains("401") && refused.stderr.lines().count() == 1,
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
 fn an_action_is_called_only_by_whom_it_allows() {
     let signer = Signer::start();
     let (served, _config) = provider(&format!("allow = [{:?}]\n", signer.did));

@@ -65,6 +65,17 @@ fn the_json_summary_reports_every_step() {
     );
     assert!(negotiated["verifiedCases"].as_u64().unwrap() >= 1);
     assert_eq!(negotiated["firstOutput"]["productName"], "Laptop");
+    // Every connection is authenticated and end-to-end encrypted, and says so.
+    for name in ["negotiated", "resumed", "consensus"] {
+        let channel = summary["connections"][name]["channel"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            channel.starts_with("Noise_XX_25519_ChaChaPoly_BLAKE2s; peer proved did:wba:localhost")
+                && channel.contains("; we signed as did:wba:localhost"),
+            "{name}: {channel}"
+        );
+    }
 
     let calls = &summary["calls"];
     assert_eq!(calls["count"], 1000);
@@ -129,6 +140,8 @@ fn the_narrative_shows_the_frames_and_the_summary() {
     assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
     let text = &output.stdout;
     for expected in [
+        "Identities: provider did:wba:localhost%3A",
+        "session: Noise_XX_25519_ChaChaPoly_BLAKE2s; peer proved did:wba:localhost",
         "1. Discovery: GET http://127.0.0.1:",
         "→  hello             sourceHello",
         "←  PT0 meta          protocolNegotiation     seq 1  accepted",
@@ -185,4 +198,21 @@ async fn with_llm_the_agents_have_it_and_count_every_call() {
     );
     assert_eq!(summary["connections"]["resumed"]["llm"]["calls"], 0);
     assert_eq!(summary["calls"]["ok"], 20);
+}
+
+#[test]
+fn plain_runs_the_same_flow_without_identities() {
+    let output = run(concord().args(["demo", "--plain", "--json", "--calls", "20"]));
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    let summary: Value = serde_json::from_str(&output.stdout).unwrap();
+    for name in ["negotiated", "resumed", "consensus"] {
+        let channel = summary["connections"][name]["channel"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            channel.starts_with("plain; we called anonymously"),
+            "{name}: {channel}"
+        );
+    }
+    assert_eq!(summary["connections"]["resumed"]["settledBy"], "resumed");
 }

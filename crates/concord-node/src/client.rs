@@ -303,12 +303,8 @@ async fn start_session(
     };
     known.protection = protection;
     let offer = LocalOffer::new(shared.capabilities);
-    let source = handshake::source_hello(
-        &offer,
-        &hello::random_id(),
-        offered_hash,
-        &known.consensus,
-    );
+    let source =
+        handshake::source_hello(&offer, &hello::random_id(), offered_hash, &known.consensus);
     let source_text = source.encode();
     let recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel).await;
     recorder.hello(Direction::Sent, &source_text);
@@ -601,8 +597,9 @@ impl ChannelPlan {
         let did = meta
             .and_then(|meta| meta.did.as_deref())
             .map(|did| {
-                concord_identity::Did::parse(did)
-                    .map_err(|error| refuse(format!("its description names the DID {did:?}: {error}")))
+                concord_identity::Did::parse(did).map_err(|error| {
+                    refuse(format!("its description names the DID {did:?}: {error}"))
+                })
             })
             .transpose()?;
         let offers_noise = did.is_some()
@@ -651,17 +648,19 @@ fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<()
                 .is_ok_and(|ip| ip.is_loopback())
     };
     let host = url.host_str().unwrap_or_default();
-    let same_host = host.eq_ignore_ascii_case(did.host()) || (loopback(host) && loopback(did.host()));
+    let same_host =
+        host.eq_ignore_ascii_case(did.host()) || (loopback(host) && loopback(did.host()));
     let same_port = did.port() == url.port();
     if same_host && same_port {
         Ok(())
     } else {
         Err(format!(
             "its description names the DID {did}, whose host is not {}",
-            url.host_str().map_or_else(String::new, |host| match url.port() {
-                Some(port) => format!("{host}:{port}"),
-                None => host.to_owned(),
-            })
+            url.host_str()
+                .map_or_else(String::new, |host| match url.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                })
         ))
     }
 }

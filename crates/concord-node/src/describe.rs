@@ -3,7 +3,9 @@
 use std::sync::{Mutex, PoisonError};
 
 use axum::body::Bytes;
-use concord_describe::{ActionBuilder, ConsensusProtocol, MetaProtocol, SecurityScheme, ThingBuilder};
+use concord_describe::{
+    ActionBuilder, ConsensusProtocol, MetaProtocol, SecurityScheme, ThingBuilder,
+};
 use concord_identity::Caller;
 use concord_proto::Role;
 use concord_store::Integrity;
@@ -83,7 +85,9 @@ fn build(
         meta.consensus_protocols = Some(consensus);
     }
     let identity = &shared.identity;
-    let did = identity.identity().map(|identity| identity.did().to_string());
+    let did = identity
+        .identity()
+        .map(|identity| identity.did().to_string());
     if let Some(did) = &did {
         if identity.speaks_noise() {
             meta.secure_channels = Some(vec![concord_secure::SUBPROTOCOL.to_owned()]);

@@ -293,7 +293,11 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
 /// Our DID document (`application/did+json`).
 async fn serve_did_document(State(state): State<Arc<ServerState>>) -> Response {
     match state.shared.identity.own_document() {
-        Some(bytes) => ([(header::CONTENT_TYPE, "application/did+json")], bytes.clone()).into_response(),
+        Some(bytes) => (
+            [(header::CONTENT_TYPE, "application/did+json")],
+            bytes.clone(),
+        )
+            .into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
@@ -356,7 +360,12 @@ async fn accept_session(
             return refusal.into_response();
         }
     };
-    let actions = state.shared.actions.specs().iter().map(|spec| spec.name.as_str());
+    let actions = state
+        .shared
+        .actions
+        .specs()
+        .iter()
+        .map(|spec| spec.name.as_str());
     if !identity.permits_any(&caller, actions) {
         let refusal = upgrade::Refusal::forbidden(&upgrade::host_name(&headers), &caller);
         state.log.refused("authorization", remote, &refusal.log);
@@ -463,7 +472,15 @@ async fn run_session(
     let mut stop = state.stop.clone();
     // The Noise handshake first, in the budget of the WebSockets waiting for their hello.
     let mut socket = if noise {
-        match Box::pin(secure_channel(socket, &state, &caller, &mut pending, &mut stop)).await {
+        match Box::pin(secure_channel(
+            socket,
+            &state,
+            &caller,
+            &mut pending,
+            &mut stop,
+        ))
+        .await
+        {
             Some(channel) => channel,
             None => return,
         }
@@ -485,10 +502,8 @@ async fn run_session(
         HelloWait::Read(read) => match *read {
             Ok(hello) => match session_slot(&state).await {
                 Some(permit) if !*state.stop.borrow() => {
-                    let opened = Box::pin(open_session(
-                        socket, &state, remote, hello, permit, caller,
-                    ))
-                    .await;
+                    let opened =
+                        Box::pin(open_session(socket, &state, remote, hello, permit, caller)).await;
                     if let Some(start) = opened {
                         Driver::new(start).run().await;
                     }
@@ -545,8 +560,7 @@ async fn secure_channel(
         Caller::Authenticated(did) => Some(did),
         _ => None,
     };
-    let prologue =
-        concord_secure::prologue(caller_did.map(|did| did.as_str()), our.did().as_str());
+    let prologue = concord_secure::prologue(caller_did.map(|did| did.as_str()), our.did().as_str());
     let config = identity.channel_config(state.shared.limits.max_frame_size);
     let limit = state.shared.limits.hello_timeout;
     let static_key = identity.noise_static();
@@ -570,7 +584,9 @@ async fn secure_channel(
                     channel = %hex::encode(&peer.handshake_hash[..8]),
                     "encrypted channel established"
                 );
-                return Some(Channel::Secure(Box::new(SecureSocket::new(socket, channel))));
+                return Some(Channel::Secure(Box::new(SecureSocket::new(
+                    socket, channel,
+                ))));
             }
             Err(reason) => {
                 tracing::info!(%reason, "no session: the Noise peer is not who it said");

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use snow::params::{CipherChoice, DHChoice, HashChoice};
-use snow::resolvers::{CryptoResolver, DefaultResolver};
+use snow::resolvers::{CryptoResolver, DefaultResolver, RingResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
 
 use crate::channel::Channel;
@@ -84,8 +84,9 @@ impl HandshakePayload {
     }
 }
 
-/// The default resolver, except for the RNG, which is the injected one (used once, for
-/// the ephemeral key).
+/// The resolver `Builder::new` uses (ring's ciphers and hashes, the default resolver's
+/// for the rest), except for the RNG, which is the injected one (used once, for the
+/// ephemeral key).
 struct InjectedRng {
     rng: RefCell<Option<Box<dyn Random>>>,
 }
@@ -98,10 +99,14 @@ impl CryptoResolver for InjectedRng {
         DefaultResolver.resolve_dh(choice)
     }
     fn resolve_hash(&self, choice: &HashChoice) -> Option<Box<dyn Hash>> {
-        DefaultResolver.resolve_hash(choice)
+        RingResolver
+            .resolve_hash(choice)
+            .or_else(|| DefaultResolver.resolve_hash(choice))
     }
     fn resolve_cipher(&self, choice: &CipherChoice) -> Option<Box<dyn Cipher>> {
-        DefaultResolver.resolve_cipher(choice)
+        RingResolver
+            .resolve_cipher(choice)
+            .or_else(|| DefaultResolver.resolve_cipher(choice))
     }
 }
 

@@ -2,6 +2,9 @@
 //! negotiation → code generation → test cases → many calls → a 0-RTT reconnect → a
 //! consensus-protocol connection; a transcript of the frames and a summary with timings.
 //! Temporary stores, no network beyond loopback, no API key (an LLM only with `--llm`).
+//! Each agent has a DID of its own (`did:wba:localhost…`): every upgrade is signed and
+//! checked, every session is end-to-end encrypted (Noise), and the provider's action is for
+//! authenticated callers only (`--plain` runs the same flow without identities).
 
 mod catalogue;
 mod latency;
@@ -16,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 use clap::Args;
 use concord_llm::LlmConfig;
-use concord_node::{Connection, Node, NodeBuilder, Settlement};
+use concord_node::{Allow, Connection, Keys, Node, NodeBuilder, Security, Server, Settlement};
 use concord_proto::{ProtocolHash, Role};
 use concord_store::{NewConsensus, Store};
 use serde_json::Value;
@@ -42,8 +45,11 @@ Examples:
 
 Everything runs in this process on 127.0.0.1 with temporary stores that are removed at
 the end. Without --llm the negotiation and the code are deterministic and no API key is
-needed. Exits 1 when a call fails or a reconnect does not skip the negotiation, 2 when a
-step cannot run.")]
+needed. Each agent gets a fresh DID (did:wba on localhost, its document served by the agent
+itself): upgrades are signed (ANP DID-WBA, RFC 9421), sessions end-to-end encrypted (Noise
+XX), and the action admits authenticated callers only; --plain runs without identities.
+Exits 1 when a call fails or a reconnect does not skip the negotiation, 2 when a step cannot
+run.")]
 pub struct DemoArgs {
     /// Give both agents the LLM configured by CONCORD_LLM_BASE_URL, CONCORD_LLM_API_KEY,
     /// CONCORD_LLM_MODEL (or OPENAI_*): it settles what the rules cannot and writes code
@@ -53,6 +59,9 @@ pub struct DemoArgs {
     /// Print a machine-readable summary (JSON) instead of the narrative.
     #[arg(long)]
     json: bool,
+    /// Run without identities: anonymous, plain sessions (as a node without keys serves).
+    #[arg(long)]
+    plain: bool,
     /// Calls to make over the negotiated protocol.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     calls: u32,
@@ -77,19 +86,48 @@ struct Agent {
     _dir: TempDir,
 }
 
-fn agent(builder: NodeBuilder, llm: Option<&LlmConfig>) -> anyhow::Result<Agent> {
-    let dir = tempfile::Builder::new()
-        .prefix("concord-demo-")
-        .tempdir()
-        .context("cannot create a temporary data directory")?;
-    let mut builder = builder.data_dir(dir.path());
-    if let Some(llm) = llm {
-        builder = builder.llm(llm.clone());
+/// Whether the agents have identities, and the LLM they share.
+struct Setup<'a> {
+    llm: Option<&'a LlmConfig>,
+    identities: bool,
+}
+
+impl Setup<'_> {
+    fn agent(&self, builder: NodeBuilder) -> anyhow::Result<Agent> {
+        let dir = tempfile::Builder::new()
+            .prefix("concord-demo-")
+            .tempdir()
+            .context("cannot create a temporary data directory")?;
+        let mut builder = builder.data_dir(dir.path());
+        if let Some(llm) = self.llm {
+            builder = builder.llm(llm.clone());
+        }
+        if self.identities {
+            // On loopback the DID documents are served over http:// (the resolver's test
+            // mode); anywhere else they are fetched over HTTPS only.
+            let mut security = Security::default();
+            security.resolver.allow_loopback_http = true;
+            builder = builder.keys(Keys::generate()).security(security);
+        }
+        Ok(Agent {
+            node: builder.build()?,
+            _dir: dir,
+        })
     }
-    Ok(Agent {
-        node: builder.build()?,
-        _dir: dir,
-    })
+
+    /// A requester that serves nothing but its DID document (so that its DID resolves), as
+    /// an agent's own node does; `None` without identities.
+    async fn host_did(&self, agent: &Agent) -> anyhow::Result<Option<Server>> {
+        if !self.identities {
+            return Ok(None);
+        }
+        let server = agent
+            .node
+            .serve("127.0.0.1:0")
+            .await
+            .context("cannot serve a requester's DID document on 127.0.0.1")?;
+        Ok(Some(server))
+    }
 }
 
 /// A connection's setup and its first call.
@@ -135,19 +173,25 @@ impl Batch {
 async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let narrate = narrate::Narrator::new(!args.json);
-    let provider = agent(
-        Node::builder("Product agent")
-            .description("Product information for a small shop (the seeds' product-info agent).")
-            .action(catalogue::action(), catalogue::answer),
-        llm.as_ref(),
-    )?;
-    let requester = agent(Node::builder("Shopper"), llm.as_ref())?;
+    let setup = Setup {
+        llm: llm.as_ref(),
+        identities: !args.plain,
+    };
+    let mut provider = Node::builder("Product agent")
+        .description("Product information for a small shop (the seeds' product-info agent).")
+        .action(catalogue::action(), catalogue::answer);
+    if setup.identities {
+        provider = provider.allow(catalogue::ACTION, Allow::Authenticated);
+    }
+    let provider = setup.agent(provider)?;
+    let requester = setup.agent(Node::builder("Shopper"))?;
     let server = provider
         .node
         .serve("127.0.0.1:0")
         .await
         .context("cannot serve the provider on 127.0.0.1")?;
-    narrate.start(&server, llm.as_ref())?;
+    let requester_server = setup.host_did(&requester).await?;
+    narrate.start(&server, requester.node.did().as_deref(), llm.as_ref())?;
 
     let discovery = summary::discover(&server.description_url()).await?;
     narrate.discovery(&discovery)?;
@@ -166,7 +210,8 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     let resumed = first.finish(&connection, &requester.node).await;
     narrate.resumed(&resumed)?;
 
-    let fresh = agent(Node::builder("New shopper"), llm.as_ref())?;
+    let fresh = setup.agent(Node::builder("New shopper"))?;
+    let fresh_server = setup.host_did(&fresh).await?;
     register_consensus(
         &provider.node,
         &requester.node,
@@ -181,6 +226,9 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     narrate.consensus(&consensus)?;
 
     server.shutdown().await.context("stopping the provider")?;
+    for hosting in [requester_server, fresh_server].into_iter().flatten() {
+        hosting.shutdown().await.context("stopping a requester")?;
+    }
     let summary = Summary {
         discovery,
         negotiated,

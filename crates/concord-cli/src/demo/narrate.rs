@@ -32,7 +32,12 @@ impl Narrator {
     }
 
     /// The two agents.
-    pub fn start(&self, server: &Server, llm: Option<&LlmConfig>) -> io::Result<()> {
+    pub fn start(
+        &self,
+        server: &Server,
+        requester_did: Option<&str>,
+        llm: Option<&LlmConfig>,
+    ) -> io::Result<()> {
         let mode = match llm {
             Some(llm) => format!(
                 "the LLM {} at {} when the rules cannot settle a step",
@@ -45,6 +50,15 @@ impl Narrator {
              Provider \"Product agent\" serves getProductInfo at {}; requester \"Shopper\" has an empty store.\n",
             server.url()
         ))?;
+        match (server.did(), requester_did) {
+            (Some(provider), Some(requester)) => self.say(&format!(
+                "Identities: provider {provider}\n            requester {requester}\n\
+                 Every upgrade is signed (ANP DID-WBA, RFC 9421) and checked against the signer's \
+                 DID document; every session is end-to-end encrypted (Noise XX, each side's DID \
+                 key); getProductInfo admits authenticated callers only.\n"
+            ))?,
+            _ => self.say("Identities: none (--plain): anonymous, unencrypted sessions.\n")?,
+        }
         Ok(())
     }
 
@@ -143,6 +157,9 @@ impl Narrator {
     }
 
     fn frames(&self, connected: &Connected) -> io::Result<()> {
+        if let Some(channel) = &connected.report.channel {
+            self.say(&format!("   session: {channel}"))?;
+        }
         for frame in &connected.report.frames {
             self.say(&format!("   {}", frame.render()))?;
         }

@@ -48,7 +48,11 @@ pub struct MetaProtocol {
     pub consensus_protocols: Option<Vec<ConsensusProtocol>>,
     /// The agent's DID (`did:wba:…`): a peer resolves its document to check the key the
     /// agent proves in an encrypted session.
-    #[serde(rename = "concord:did", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "concord:did",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub did: Option<String>,
     /// The encrypted channels the endpoint speaks, by WebSocket subprotocol token
     /// (`concord-noise-xx.1`); absent: plain sessions only.

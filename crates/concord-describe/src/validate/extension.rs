@@ -88,7 +88,8 @@ impl<'v> Checker<'v> {
         };
         let at = at.key("concord:secureChannels");
         for (i, channel) in channels.iter().enumerate() {
-            if !matches!(channel, Value::String(token) if !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic() && b != b',')) {
+            if !matches!(channel, Value::String(token) if !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic() && b != b','))
+            {
                 self.wrong_type(
                     &at.index(i),
                     "a WebSocket subprotocol token (string)",

@@ -219,8 +219,8 @@ async fn run(options: Options) -> Result<(), BoxError> {
         secure_one,
         secure_many,
     ]
-        .into_iter()
-        .flatten()
+    .into_iter()
+    .flatten()
     {
         client.close().await;
     }
@@ -268,9 +268,20 @@ async fn run(options: Options) -> Result<(), BoxError> {
     print_first("node: full negotiation", &firsts.negotiated, &firsts.echo);
     println!(
         "\n{:<34} {:>10} {:>10} {:>10} {:>10}   {:>11} {:>9} {:>9}",
-        "DID + Noise (vs the plain node)", "calls/s", "p50", "p99", "CPU/call", "plain/this", "vs p50", "vs CPU"
+        "DID + Noise (vs the plain node)",
+        "calls/s",
+        "p50",
+        "p99",
+        "CPU/call",
+        "plain/this",
+        "vs p50",
+        "vs CPU"
     );
-    print_load("secure node, 1 connection", &loads.secure_one, Some(&loads.node_one));
+    print_load(
+        "secure node, 1 connection",
+        &loads.secure_one,
+        Some(&loads.node_one),
+    );
     print_load(
         &format!("secure node, {many} connections"),
         &loads.secure_many,

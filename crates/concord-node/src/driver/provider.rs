@@ -4,8 +4,8 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
-use futures_util::FutureExt;
 use concord_identity::Caller;
+use futures_util::FutureExt;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -79,7 +79,10 @@ impl<T: Transport> Driver<T> {
         };
         if let RoleState::Provider(state) = &self.role {
             if !self.shared.identity.permits(&state.caller, code.action()) {
-                tracing::info!(action = code.action(), "a caller not allowed to call this action");
+                tracing::info!(
+                    action = code.action(),
+                    "a caller not allowed to call this action"
+                );
                 let error = ActionError::new(
                     403,
                     format!("you are not allowed to call `{}`", code.action()),

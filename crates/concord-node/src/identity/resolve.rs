@@ -6,7 +6,8 @@
 //!
 //! - HTTPS only. Plain HTTP only in loopback test mode
 //!   ([`ResolverSettings::allow_loopback_http`]), and then only for DIDs on `localhost` or
-//!   `*.localhost`, which go to `127.0.0.1` without any lookup.
+//!   `*.localhost`, which go to `127.0.0.1` without any lookup (over HTTPS first, for a
+//!   node that serves TLS itself, then over HTTP).
 //! - Every address a host name resolves to must be public: one loopback, private,
 //!   link-local, unique-local, shared (CGNAT), multicast, documentation or otherwise
 //!   reserved address (IPv4-mapped and other IPv4-embedding IPv6 forms included) refuses
@@ -60,9 +61,10 @@ const MAX_LOCATION_CHARS: usize = 200;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolverSettings {
-    /// Loopback test mode: DIDs on `localhost` or `*.localhost` resolve over `http://` to
-    /// `127.0.0.1` (every other DID still over HTTPS, to public addresses only). Default
-    /// `false`: a `localhost` DID is refused.
+    /// Loopback test mode: DIDs on `localhost` or `*.localhost` resolve on `127.0.0.1`, over
+    /// `https://` when a TLS server answers there, else over `http://` (every other DID
+    /// still over HTTPS only, to public addresses only). Default `false`: a `localhost`
+    /// DID is refused.
     pub allow_loopback_http: bool,
     /// The largest DID document read, in bytes. Default 64 KiB.
     pub max_document_bytes: usize,
@@ -439,14 +441,30 @@ impl Inner {
 
     async fn fetch(&self, did: &Did) -> Outcome {
         let host = did.host().to_ascii_lowercase();
-        let scheme = if is_localhost(&host) {
+        // A DID on localhost (test mode only) may be served by a node with TLS or without:
+        // HTTPS first, then plain HTTP when no TLS server answers.
+        let schemes: &[&str] = if is_localhost(&host) {
             if !self.settings.allow_loopback_http {
                 return Err(ResolveError::NotHttps { did: did.clone() });
             }
-            "http"
+            &["https", "http"]
         } else {
-            "https"
+            &["https"]
         };
+        let _host_slot = self.host_slot(did, &host).await?;
+        let _node_slot = self.node_slot(did).await?;
+        let mut outcome = Err(ResolveError::NotHttps { did: did.clone() });
+        for scheme in schemes {
+            outcome = self.fetch_over(did, scheme).await;
+            if !matches!(outcome, Err(ResolveError::Fetch { .. })) {
+                break;
+            }
+        }
+        outcome
+    }
+
+    /// Fetches and reads `did`'s document over `scheme`.
+    async fn fetch_over(&self, did: &Did, scheme: &str) -> Outcome {
         let url = did.document_url(scheme);
         let parsed = url::Url::parse(&url).map_err(|error| ResolveError::Fetch {
             url: url.clone(),
@@ -461,8 +479,6 @@ impl Inner {
                 detail: "the URL's host is not a DNS name".to_owned(),
             });
         }
-        let _host_slot = self.host_slot(did, &host).await?;
-        let _node_slot = self.node_slot(did).await?;
         let after = self.settings.timeout;
         let bytes = tokio::time::timeout(after, self.download(parsed, &url))
             .await

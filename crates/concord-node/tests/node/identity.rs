@@ -82,13 +82,19 @@ async fn an_authenticated_encrypted_session_calls_what_only_authenticated_caller
     let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
     let server = provider.node.serve("127.0.0.1:0").await.unwrap();
     let provider_did = server.did().unwrap().to_owned();
-    assert!(provider_did.starts_with("did:wba:localhost%3A"), "{provider_did}");
+    assert!(
+        provider_did.starts_with("did:wba:localhost%3A"),
+        "{provider_did}"
+    );
 
     // The description names the DID, the channel and the scheme the action requires.
     let description = description_of(&server).await;
     let meta = &description["concord:metaProtocol"];
     assert_eq!(meta["concord:did"], provider_did.as_str());
-    assert_eq!(meta["concord:secureChannels"], json!([concord_secure::SUBPROTOCOL]));
+    assert_eq!(
+        meta["concord:secureChannels"],
+        json!([concord_secure::SUBPROTOCOL])
+    );
     assert_eq!(
         description["securityDefinitions"]["didwba_sc"]["scheme"],
         "concord:didwba"
@@ -132,10 +138,7 @@ async fn an_anonymous_caller_is_encrypted_where_anyone_may_call_and_refused_else
     let connection = anonymous.connect(&open_server, catalogue::ACTION).await;
     assert!(connection.info().encrypted);
     assert_eq!(connection.info().signed_as, None);
-    assert_eq!(
-        connection.info().peer_did.as_deref(),
-        open_server.did()
-    );
+    assert_eq!(connection.info().peer_did.as_deref(), open_server.did());
 
     let (closed, calls) = counted_provider(loopback_security(), Allow::Authenticated);
     let closed_server = closed.node.serve("127.0.0.1:0").await.unwrap();
@@ -257,7 +260,12 @@ fn document(identity: &Identity) -> Value {
 }
 
 /// Signature headers for an upgrade to `server` by `identity`.
-fn signed(identity: &Identity, server: &Server, created: i64, nonce: &str) -> Vec<(String, String)> {
+fn signed(
+    identity: &Identity,
+    server: &Server,
+    created: i64,
+    nonce: &str,
+) -> Vec<(String, String)> {
     let endpoint = server.endpoint();
     let target = RequestTarget {
         method: "GET",
@@ -322,7 +330,11 @@ async fn hostile_upgrades_get_typed_refusals_and_nothing_reaches_the_backend() {
     // A forged signature: one byte of it changed.
     let mut forged = signed(id, &server, now(), "forged-nonce-0001");
     let signature = forged[1].1.clone();
-    let flipped = if signature.contains("sig1=:A") { "sig1=:B" } else { "sig1=:A" };
+    let flipped = if signature.contains("sig1=:A") {
+        "sig1=:B"
+    } else {
+        "sig1=:A"
+    };
     forged[1].1 = format!("{flipped}{}", &signature[7..]);
     let refused = upgrade(&server, &forged).await.unwrap_err();
     assert_eq!(refused.status(), 401, "{refused:?}");
@@ -330,9 +342,12 @@ async fn hostile_upgrades_get_typed_refusals_and_nothing_reaches_the_backend() {
 
     // Expired and future `created`.
     for created in [now() - 3600, now() + 3600] {
-        let refused = upgrade(&server, &signed(id, &server, created, &format!("n{created}")))
-            .await
-            .unwrap_err();
+        let refused = upgrade(
+            &server,
+            &signed(id, &server, created, &format!("n{created}")),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(refused.status(), 401);
         assert_eq!(challenge_error(&refused), "invalid_timestamp");
     }
@@ -349,7 +364,10 @@ async fn hostile_upgrades_get_typed_refusals_and_nothing_reaches_the_backend() {
     let mut wrong_key = signed(id, &server, now(), "wrong-key-nonce-1");
     wrong_key[0].1 = wrong_key[0].1.replace("#key-1", "#key-3");
     let refused = upgrade(&server, &wrong_key).await.unwrap_err();
-    assert!(matches!(refused.status().as_u16(), 401 | 403), "{refused:?}");
+    assert!(
+        matches!(refused.status().as_u16(), 401 | 403),
+        "{refused:?}"
+    );
 
     // A DID whose document says it is another DID.
     let impostor = host(|identity| {
@@ -358,9 +376,12 @@ async fn hostile_upgrades_get_typed_refusals_and_nothing_reaches_the_backend() {
         document
     })
     .await;
-    let refused = upgrade(&server, &signed(&impostor.identity, &server, now(), "impostor-nonce-1"))
-        .await
-        .unwrap_err();
+    let refused = upgrade(
+        &server,
+        &signed(&impostor.identity, &server, now(), "impostor-nonce-1"),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(refused.status(), 401);
     assert_eq!(challenge_error(&refused), "invalid_did");
 
@@ -452,15 +473,24 @@ async fn a_wrong_noise_key_and_replayed_or_altered_frames_end_the_session() {
     .unwrap();
     let hello = crate::support::source_hello(None);
     let sealed = channel
-        .seal(RecordKind::Text, hello.as_bytes(), std::time::Instant::now())
+        .seal(
+            RecordKind::Text,
+            hello.as_bytes(),
+            std::time::Instant::now(),
+        )
         .unwrap();
-    socket.send(Message::Binary(sealed.clone().into())).await.unwrap();
+    socket
+        .send(Message::Binary(sealed.clone().into()))
+        .await
+        .unwrap();
     // The destinationHello comes back sealed.
     let Some(Ok(Message::Binary(answer))) = socket.next().await else {
         panic!("no sealed destinationHello");
     };
     let record = channel.open(&answer, std::time::Instant::now()).unwrap();
-    assert!(String::from_utf8(record.data).unwrap().contains("destinationHello"));
+    assert!(String::from_utf8(record.data)
+        .unwrap()
+        .contains("destinationHello"));
     socket.send(Message::Binary(sealed.into())).await.unwrap();
     let (code, reason) = crate::support::closed_with(&mut socket).await;
     assert_eq!(code, 1002, "{reason}");
@@ -476,7 +506,11 @@ async fn a_wrong_noise_key_and_replayed_or_altered_frames_end_the_session() {
     .await
     .unwrap();
     let mut sealed = channel
-        .seal(RecordKind::Text, hello.as_bytes(), std::time::Instant::now())
+        .seal(
+            RecordKind::Text,
+            hello.as_bytes(),
+            std::time::Instant::now(),
+        )
         .unwrap();
     let last = sealed.len() - 1;
     sealed[last] ^= 1;
@@ -494,7 +528,10 @@ async fn a_wrong_noise_key_and_replayed_or_altered_frames_end_the_session() {
     )
     .await
     .unwrap();
-    socket.send(Message::Text(hello.clone().into())).await.unwrap();
+    socket
+        .send(Message::Text(hello.clone().into()))
+        .await
+        .unwrap();
     let (code, reason) = crate::support::closed_with(&mut socket).await;
     assert_eq!(code, 1002, "{reason}");
 
