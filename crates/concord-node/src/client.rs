@@ -8,7 +8,7 @@ use concord_describe::Thing;
 use concord_negotiate::complexity::SchemaLimits;
 use concord_negotiate::{published_actions, Accounting, ActionSpec, Need, ProtocolDocument};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
-use concord_proto::{Capabilities, HelloKind, ProtocolHash, Role, Session};
+use concord_proto::{Capabilities, Capability, HelloKind, ProtocolHash, Role, Session};
 use concord_store::{Direction, HeldBy, ResumeQuery, TranscriptId};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -337,6 +337,22 @@ async fn start_session(
     };
     recorder.hello(Direction::Received, &destination_text);
     let agreement = match handshake::accept_destination_hello(&offer, &source, &destination) {
+        Ok(agreement)
+            if agreement
+                .capabilities
+                .contains(Capability::EncryptedChannel)
+                && !known.protection.encrypted =>
+        {
+            let reason = crate::server::stripped_channel();
+            transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
+            recorder
+                .finish(concord_store::Outcome::Failed(reason.clone()))
+                .await;
+            return Err(ConnectError::Security {
+                endpoint: known.endpoint,
+                reason,
+            });
+        }
         Ok(agreement) => agreement,
         Err(error) => {
             let reason = format!("handshake: {error}");

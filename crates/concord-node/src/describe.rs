@@ -80,7 +80,8 @@ fn build(
     consensus: Vec<ConsensusProtocol>,
 ) -> Result<Vec<u8>, String> {
     let endpoint = websocket_url(base_url);
-    let mut meta = MetaProtocol::new(endpoint.clone()).with_capabilities(shared.capabilities);
+    let mut meta =
+        MetaProtocol::new(endpoint.clone()).with_capabilities(shared.provider_capabilities());
     if !consensus.is_empty() {
         meta.consensus_protocols = Some(consensus);
     }

@@ -147,6 +147,15 @@ impl Shared {
         self.policy.llm().map(LlmNegotiator::client)
     }
 
+    /// What we offer as a provider: the encrypted channel only with a DID to prove.
+    pub(crate) fn provider_capabilities(&self) -> Capabilities {
+        let mut capabilities = self.capabilities;
+        if self.identity.identity().is_none() {
+            capabilities.remove(Capability::EncryptedChannel);
+        }
+        capabilities
+    }
+
     /// The configuration of a new session, with an id seed of its own.
     pub(crate) fn session_config(&self) -> SessionConfig {
         let mut config = self.session.clone();
@@ -544,6 +553,10 @@ impl NodeBuilder {
         if has_llm {
             capabilities.insert(Capability::NaturalLanguageNegotiation);
             capabilities.insert(Capability::NaturalLanguageProtocol);
+        }
+        if self.security.encryption != crate::identity::Encryption::Off {
+            // As a provider only once it has a DID (`Shared::provider_capabilities`).
+            capabilities.insert(Capability::EncryptedChannel);
         }
         let public_url = self
             .public_url

@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use concord_identity::{Caller, Identity};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
-use concord_proto::{HelloKind, ProtocolType, Role, Session};
+use concord_proto::{Capability, HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
@@ -630,7 +630,7 @@ async fn open_session(
         source.meta_protocol.candidate_protocols.clear();
     }
     let encrypted = socket.is_secure();
-    let offer = LocalOffer::new(shared.capabilities);
+    let offer = LocalOffer::new(shared.provider_capabilities());
     let message_id = hello::random_id();
     let answer = {
         let source = source.clone();
@@ -745,6 +745,22 @@ async fn open_session(
         ProtocolChoice::Resume(hash) => tracing::info!(%hash, "0-RTT: resuming a stored protocol"),
         ProtocolChoice::Consensus(uri) => tracing::info!(%uri, "consensus protocol selected"),
     }
+    if agreement
+        .capabilities
+        .contains(Capability::EncryptedChannel)
+        && !encrypted
+    {
+        let reason = stripped_channel();
+        tracing::warn!(%reason, "no session");
+        transport::close(
+            &mut socket,
+            transport::close_code::POLICY,
+            &reason,
+            CLOSE_LINGER,
+        )
+        .await;
+        return None;
+    }
     let channel = channel_summary(encrypted, &caller);
     let recorder = Recorder::start(&shared.store, &peer, Role::Provider, &channel).await;
     recorder.hello(Direction::Received, &source_text);
@@ -790,6 +806,14 @@ async fn open_session(
         requester: None,
         caller,
     })
+}
+
+/// Why a session both sides could have encrypted is refused in the clear.
+pub(crate) fn stripped_channel() -> String {
+    format!(
+        "both hellos list encryptedChannel, yet the session is plain: the WebSocket subprotocol `{}` was dropped on the way (a proxy or an attacker); refusing to go on in the clear",
+        concord_secure::SUBPROTOCOL
+    )
 }
 
 /// How a session is protected, as its transcript records it.

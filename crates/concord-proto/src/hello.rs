@@ -83,16 +83,21 @@ pub enum Capability {
     TestCasesNegotiation,
     /// `fixErrorNegotiation` meta messages.
     FixErrorNegotiation,
+    /// The end-to-end encrypted channel under the frames (Concord's Noise XX channel,
+    /// WebSocket subprotocol `concord-noise-xx.1`). Not a meta message: when both hellos
+    /// list it and the session is plain, the channel was stripped on the way.
+    EncryptedChannel,
 }
 
 impl Capability {
-    /// Every capability, in the order the spec lists them.
-    pub const ALL: [Capability; 5] = [
+    /// Every capability, in the order the spec lists them (ours last).
+    pub const ALL: [Capability; 6] = [
         Self::NaturalLanguageProtocol,
         Self::VerificationProtocol,
         Self::NaturalLanguageNegotiation,
         Self::TestCasesNegotiation,
         Self::FixErrorNegotiation,
+        Self::EncryptedChannel,
     ];
 
     /// The wire name.
@@ -103,6 +108,7 @@ impl Capability {
             Self::NaturalLanguageNegotiation => "naturalLanguageNegotiation",
             Self::TestCasesNegotiation => "testCasesNegotiation",
             Self::FixErrorNegotiation => "fixErrorNegotiation",
+            Self::EncryptedChannel => "encryptedChannel",
         }
     }
 

@@ -597,3 +597,32 @@ async fn per_action_authorization_an_anonymous_caller_reaches_the_open_action_on
         .unwrap();
     assert_eq!(adjusted.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_plain_session_between_two_peers_that_speak_the_channel_is_refused_as_stripped() {
+    // A proxy (or an attacker) dropped the subprotocol offer: the upgrade is plain, but the
+    // sourceHello says the caller speaks the encrypted channel, and so does the provider.
+    let (provider, calls) = counted_provider(loopback_security(), Allow::Anyone);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let (mut socket, _) = upgrade(&server, &[]).await.unwrap();
+    let hello = json!({
+        "version": "1.0", "type": "sourceHello", "messageId": "stripped-1",
+        "metaProtocol": {"version": "1.0", "supportedCapabilities": ["encryptedChannel"]}
+    });
+    socket
+        .send(Message::Text(hello.to_string().into()))
+        .await
+        .unwrap();
+    let (code, reason) = crate::support::closed_with(&mut socket).await;
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("encryptedChannel"), "{reason}");
+    // Without the claim, a plain caller (the reference SDK) is served as before.
+    let (mut socket, _) = upgrade(&server, &[]).await.unwrap();
+    let destination = crate::support::hello(&mut socket, None).await;
+    assert_eq!(destination["type"], "destinationHello");
+    assert!(!destination["metaProtocol"]["supportedCapabilities"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
