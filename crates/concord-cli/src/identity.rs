@@ -114,25 +114,7 @@ impl Location {
 /// unspecified) address becomes `localhost`, as the node does; another IP address is
 /// refused (a `did:wba` DID names a host).
 pub fn host_port_of_url(url: &str) -> anyhow::Result<(String, Option<u16>)> {
-    let parsed =
-        url::Url::parse(url).map_err(|error| Wrong::error(format!("--url {url:?}: {error}")))?;
-    let host = match parsed.host() {
-        Some(url::Host::Domain(domain)) => domain.to_owned(),
-        Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
-            "localhost".to_owned()
-        }
-        Some(url::Host::Ipv6(ip)) if ip.is_loopback() || ip.is_unspecified() => {
-            "localhost".to_owned()
-        }
-        Some(_) => {
-            return Err(Wrong::error(format!(
-                "--url {url:?}: a did:wba DID names a host, not an IP address: give the host \
-                 name the node is reached at"
-            )))
-        }
-        None => return Err(Wrong::error(format!("--url {url:?} has no host"))),
-    };
-    Ok((host, parsed.port()))
+    concord_node::did_location(url).map_err(|why| Wrong::error(format!("--url {why}")))
 }
 
 /// `host`, with a loopback IP address named `localhost`.

@@ -155,7 +155,7 @@ fn unknown_capabilities_are_kept_with_a_warning() {
         [(
             ProblemKind::UnknownCapability,
             "/concord:metaProtocol/concord:capabilities/1",
-            "unknown capability `telepathy` (peers ignore it); known: naturalLanguageProtocol, verificationProtocol, naturalLanguageNegotiation, testCasesNegotiation, fixErrorNegotiation"
+            "unknown capability `telepathy` (peers ignore it); known: naturalLanguageProtocol, verificationProtocol, naturalLanguageNegotiation, testCasesNegotiation, fixErrorNegotiation, encryptedChannel"
         )]
     );
     let meta = validated.thing.meta_protocol.as_ref().unwrap();

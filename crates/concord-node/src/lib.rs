@@ -93,7 +93,9 @@ pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
 pub use error::{CallError, ConnectError, NodeError};
-pub use identity::{Authentication, Encryption, ResolverSettings, Security, SignatureForm};
+pub use identity::{
+    did_location, Authentication, Encryption, ResolverSettings, Security, SignatureForm,
+};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

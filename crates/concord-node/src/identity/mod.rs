@@ -112,9 +112,62 @@ impl Default for Security {
     }
 }
 
+impl Security {
+    /// Refuses settings that would open a hole: no room for a nonce, or nonces forgotten
+    /// while the signatures that carried them are still good (a replay would pass).
+    fn check(&self) -> Result<(), String> {
+        if self.replay_capacity == 0 {
+            return Err("security: replay_capacity must be at least 1".to_owned());
+        }
+        let window = self.time_window.max_age + self.time_window.max_skew;
+        if self.replay_ttl < window {
+            return Err(format!(
+                "security: replay_ttl ({} s) must cover the time a signature is good for (max_age + max_skew = {} s), or a replay would pass once its nonce is forgotten",
+                self.replay_ttl.as_secs(),
+                window.as_secs()
+            ));
+        }
+        if self.time_window.max_age.is_zero() {
+            return Err("security: time_window.max_age must be more than zero".to_owned());
+        }
+        Ok(())
+    }
+}
+
 /// The path segments of a node's DID before its `e1_` fingerprint:
 /// `did:wba:host%3Aport:agents:e1_…`, served at `/agents/e1_…/did.json`.
 pub(crate) const DID_PATH: &[&str] = &["agents"];
+
+/// The host and port in the DID of a node serving at `base_url`: its host name, or
+/// `localhost` for a loopback (or unspecified) address; another IP address is refused, as a
+/// `did:wba` DID names a host.
+///
+/// ```
+/// use concord_node::did_location;
+///
+/// assert_eq!(did_location("http://127.0.0.1:8080/"), Ok(("localhost".to_owned(), Some(8080))));
+/// assert_eq!(did_location("https://shop.example/"), Ok(("shop.example".to_owned(), None)));
+/// assert!(did_location("http://192.0.2.7/").unwrap_err().contains("IP address"));
+/// ```
+pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), String> {
+    let url = url::Url::parse(base_url).map_err(|error| format!("{base_url:?}: {error}"))?;
+    let host = match url.host() {
+        Some(url::Host::Domain(domain)) => domain.to_owned(),
+        Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
+            "localhost".to_owned()
+        }
+        Some(url::Host::Ipv6(ip)) if ip.is_loopback() || ip.is_unspecified() => {
+            "localhost".to_owned()
+        }
+        Some(_) => {
+            return Err(format!(
+                "{base_url:?}: a did:wba DID names a host, not an IP address: give the host name the node is reached at"
+            ))
+        }
+        None => return Err(format!("{base_url:?} has no host")),
+    };
+    Ok((host, url.port()))
+}
 
 /// A node's identity at run time: its keys, its DID once it has one (set at build time, or
 /// fixed where it first serves), the resolver, the replay cache and who may call what.
@@ -129,7 +182,7 @@ pub(crate) struct NodeIdentity {
     own_document: OnceLock<axum::body::Bytes>,
     /// A static key for the Noise channel when the node has no identity (an anonymous
     /// requester still gets an encrypted channel).
-    pub(crate) anonymous_static: [u8; 32],
+    anonymous_static: [u8; 32],
     pub(crate) security: Security,
     pub(crate) resolver: resolve::Resolver,
     replay: Mutex<ReplayCache>,
@@ -155,6 +208,7 @@ impl NodeIdentity {
         access: HashMap<String, Allow>,
         tls: Arc<rustls::ClientConfig>,
     ) -> Result<Self, String> {
+        security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
         let cell = OnceLock::new();
         let keys = match identity {
@@ -191,26 +245,12 @@ impl NodeIdentity {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if pending.is_some() && self.identity.get().is_none() {
-            let url = url::Url::parse(base_url).map_err(|error| error.to_string())?;
-            let host = match url.host() {
-                Some(url::Host::Domain(domain)) => domain.to_owned(),
-                Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
-                    "localhost".to_owned()
-                }
-                Some(url::Host::Ipv6(ip)) if ip.is_loopback() || ip.is_unspecified() => {
-                    "localhost".to_owned()
-                }
-                _ => {
-                    return Err(format!(
-                        "a did:wba DID names a host, not an IP address: give the node a public URL with a host name (serving at {base_url})"
-                    ))
-                }
-            };
+            let (host, port) = did_location(base_url)?;
             let Some(keys) = pending.take() else {
                 return Ok(None);
             };
-            let identity = Identity::new(keys, &host, url.port(), DID_PATH)
-                .map_err(|error| error.to_string())?;
+            let identity =
+                Identity::new(keys, &host, port, DID_PATH).map_err(|error| error.to_string())?;
             let _ = self.identity.set(Arc::new(identity));
         }
         drop(pending);

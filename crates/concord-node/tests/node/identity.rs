@@ -626,3 +626,18 @@ async fn a_plain_session_between_two_peers_that_speak_the_channel_is_refused_as_
         .is_empty());
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_replay_cache_that_forgets_nonces_while_their_signatures_are_good_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let security = Security {
+        replay_ttl: std::time::Duration::from_secs(60),
+        ..Security::default()
+    };
+    let error = Node::builder("Leaky")
+        .data_dir(dir.path())
+        .security(security)
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("replay_ttl"), "{error}");
+}
