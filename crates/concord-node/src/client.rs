@@ -643,6 +643,13 @@ impl ChannelPlan {
             }
             _ => None,
         };
+        // A description that came over HTTPS and names a plain `ws://` endpoint would have
+        // our signed upgrade (and, without Noise, the session) cross the network in clear.
+        if description_url.starts_with("https://") && endpoint.starts_with("ws://") {
+            return Err(refuse(
+                "its description came over HTTPS and names a plain ws:// endpoint".to_owned(),
+            ));
+        }
         Ok(Self {
             signer: identity.identity().cloned(),
             noise_with,
@@ -716,7 +723,11 @@ async fn open_channel(
             tungstenite::http::HeaderValue::from_static(concord_secure::SUBPROTOCOL),
         );
     }
-    let config = websocket_config(shared.limits.max_frame_size);
+    let limit = shared.limits.max_frame_size;
+    let config = websocket_config(match plan.noise_with {
+        Some(_) => secure::sealed_size(limit),
+        None => limit,
+    });
     let limit = shared.limits.hello_timeout;
     let tls = tokio_tungstenite::Connector::Rustls(Arc::clone(&shared.tls));
     let connecting =

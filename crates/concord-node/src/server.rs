@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -199,8 +199,8 @@ struct ServerState {
     idle: Arc<IdleSessions>,
     stop: watch::Receiver<bool>,
     close: watch::Receiver<bool>,
-    /// Whether peers reach us over TLS (ours or a proxy's): the scheme of the URLs they sign.
-    tls: bool,
+    /// Our endpoint as the description names it: what callers sign.
+    endpoint: upgrade::Endpoint,
     /// Our DID, when the node has an identity.
     did: Option<Arc<Identity>>,
 }
@@ -235,7 +235,6 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         .identity
         .settle_did(&base_url)
         .map_err(NodeError::Config)?;
-    let tls = base_url.starts_with("https://");
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
     let admission = Admission::new(&shared.limits);
@@ -252,7 +251,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         idle: IdleSessions::new(),
         stop: stopped.clone(),
         close: closing,
-        tls,
+        endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
     });
     let mut app = Router::new()
@@ -321,7 +320,6 @@ async fn accept_session(
     State(state): State<Arc<ServerState>>,
     ConnectInfo(remote): ConnectInfo<SocketAddr>,
     Extension(ticket): Extension<Ticket>,
-    uri: Uri,
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
@@ -353,7 +351,7 @@ async fn accept_session(
     // Who is calling, before any WebSocket exists: nothing runs for a caller whose
     // credentials fail or who may call nothing here.
     let identity = &state.shared.identity;
-    let caller = match upgrade::authenticate(identity, &uri, &headers, state.tls).await {
+    let caller = match upgrade::authenticate(identity, &state.endpoint, &headers).await {
         Ok(caller) => caller,
         Err(refusal) => {
             state.log.refused("authentication", remote, &refusal.log);
@@ -367,7 +365,7 @@ async fn accept_session(
         .iter()
         .map(|spec| spec.name.as_str());
     if !identity.permits_any(&caller, actions) {
-        let refusal = upgrade::Refusal::forbidden(&upgrade::host_name(&headers), &caller);
+        let refusal = upgrade::Refusal::forbidden(state.endpoint.realm(), &caller);
         state.log.refused("authorization", remote, &refusal.log);
         return refusal.into_response();
     }
@@ -385,10 +383,13 @@ async fn accept_session(
     }
     let pending = state.admission.pending_hello();
     let limit = state.shared.limits.max_frame_size;
-    let upgrade = if noise {
-        upgrade.protocols([concord_secure::SUBPROTOCOL])
+    let (upgrade, limit) = if noise {
+        (
+            upgrade.protocols([concord_secure::SUBPROTOCOL]),
+            secure::sealed_size(limit),
+        )
     } else {
-        upgrade
+        (upgrade, limit)
     };
     upgrade
         .max_message_size(limit)

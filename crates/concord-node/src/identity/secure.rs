@@ -10,6 +10,13 @@ use concord_secure::{ChannelConfig, Handshake, HandshakePayload, RecordKind, Rol
 use crate::config::human;
 use crate::transport::{close_code, Incoming, Transport, TransportError};
 
+/// The largest WebSocket message that carries a sealed record of `max_record` bytes: the
+/// record's chunks each add a length, a flags byte and a tag.
+pub(crate) fn sealed_size(max_record: usize) -> usize {
+    let chunks = max_record.div_ceil(concord_secure::MAX_CHUNK_DATA).max(1);
+    max_record + chunks * (2 + 1 + concord_secure::TAG_LEN)
+}
+
 /// What the handshake established about the peer.
 #[derive(Debug, Clone)]
 pub(crate) struct PeerStatic {

@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use concord_identity::{AuthError, Caller, Credentials, Identity, RequestTarget};
 
@@ -114,68 +114,81 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The host a client named (`Host`), without its port: the legacy header's audience and the
-/// challenge's realm.
-pub(crate) fn host_name(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("");
-    match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest).to_owned(),
-        None => host.split(':').next().unwrap_or(host).to_owned(),
+/// Our meta-protocol endpoint as the description names it: what a caller's signature must
+/// cover. Never rebuilt from the request's `Host`: a signature a caller made for another
+/// node (a hostile one it called) must not verify here.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// `ws://…/concord` or `wss://…/concord`.
+    websocket: String,
+    /// The same as `http://…` or `https://…` (how some clients name the URL they sign).
+    http: String,
+    /// Its host: the legacy header's audience and the challenge's realm.
+    host: String,
+}
+
+impl Endpoint {
+    /// The endpoint of a node whose description's base is `base_url`.
+    pub(crate) fn of(base_url: &str) -> Self {
+        let websocket = crate::describe::websocket_url(base_url);
+        let http = match websocket.split_once("://") {
+            Some(("wss", rest)) => format!("https://{rest}"),
+            Some((_, rest)) => format!("http://{rest}"),
+            None => websocket.clone(),
+        };
+        let host = url::Url::parse(base_url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        Self {
+            websocket,
+            http,
+            host,
+        }
+    }
+
+    /// The realm of our challenges: our host.
+    pub(crate) fn realm(&self) -> &str {
+        &self.host
     }
 }
 
 /// Checks the credentials an upgrade request carries: `Anonymous` when it carries none,
-/// the caller's DID when they verify (signature, key, time window, fresh nonce), else a
-/// refusal naming the fault. `secure` says whether the request came over TLS.
+/// the caller's DID when they verify (for our `endpoint`: signature, key, time window, fresh
+/// nonce), else a refusal naming the fault.
 pub(crate) async fn authenticate(
     identity: &NodeIdentity,
-    uri: &Uri,
+    endpoint: &Endpoint,
     headers: &HeaderMap,
-    secure: bool,
 ) -> Result<Caller, Refusal> {
-    let realm = host_name(headers);
+    let realm = endpoint.host.as_str();
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let credentials = match Credentials::from_headers(header) {
         Ok(None) => return Ok(Caller::Anonymous),
         Ok(Some(credentials)) => credentials,
-        Err(error) => return Err(Refusal::auth(&realm, &error)),
+        Err(error) => return Err(Refusal::auth(realm, &error)),
     };
     let did = credentials.did().clone();
     let document = identity.resolver.resolve(&did).await.map_err(|error| {
         Refusal::unauthorized(
-            &realm,
+            realm,
             "invalid_did",
             error.public_reason(),
             format!("{did}: {error}"),
         )
     })?;
-    let authority = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("");
-    let path = uri.path_and_query().map_or("/", |path| path.as_str());
-    // The target URI as the client wrote it: the WebSocket URL, or its HTTP form.
-    let (ws, http) = if secure {
-        ("wss", "https")
-    } else {
-        ("ws", "http")
-    };
     let now = now_unix();
     let window = &identity.security.time_window;
     let mut last = None;
-    for scheme in [ws, http] {
-        let target_uri = format!("{scheme}://{authority}{path}");
+    for target_uri in [&endpoint.websocket, &endpoint.http] {
         let target = RequestTarget {
             method: "GET",
-            target_uri: &target_uri,
+            target_uri,
         };
         let verified = credentials.verify(
             &document,
             &target,
-            &realm,
+            realm,
             header,
             b"",
             now,
@@ -185,11 +198,11 @@ pub(crate) async fn authenticate(
         match verified {
             Ok(authenticated) => return Ok(Caller::Authenticated(authenticated.did)),
             Err(AuthError::BadSignature) => last = Some(AuthError::BadSignature),
-            Err(error) => return Err(Refusal::auth(&realm, &error)),
+            Err(error) => return Err(Refusal::auth(realm, &error)),
         }
     }
     Err(Refusal::auth(
-        &realm,
+        realm,
         &last.unwrap_or(AuthError::BadSignature),
     ))
 }

@@ -369,6 +369,22 @@ async fn hostile_upgrades_get_typed_refusals_and_nothing_reaches_the_backend() {
         "{refused:?}"
     );
 
+    // A signature the caller made for another node's endpoint (one it called, which kept
+    // the headers), replayed here under that node's Host: it covers another @target-uri.
+    let elsewhere = RequestTarget {
+        method: "GET",
+        target_uri: "ws://evil.example/concord",
+    };
+    let made = sign_request(id, &elsewhere, b"", now(), "cross-node-nonce-1");
+    let replayed = vec![
+        ("Signature-Input".to_owned(), made.signature_input),
+        ("Signature".to_owned(), made.signature),
+        ("Host".to_owned(), "evil.example".to_owned()),
+    ];
+    let refused = upgrade(&server, &replayed).await.unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_signature");
+
     // A DID whose document says it is another DID.
     let impostor = host(|identity| {
         let mut document = document(identity);
