@@ -85,6 +85,12 @@ pub enum AuthError {
     /// The (DID, nonce) was already used.
     #[error("nonce already used by this DID (replay)")]
     Replayed,
+    /// This DID holds its whole share of the replay cache; try again later (429).
+    #[error("this DID has {limit} recent nonces, its share; try again later")]
+    DidNonceQuota {
+        /// The share of one DID.
+        limit: usize,
+    },
     /// The replay cache is full of unexpired nonces; try again later (503).
     #[error("replay cache full ({capacity} nonces); try again later")]
     ReplayCacheFull {
@@ -112,9 +118,10 @@ impl AuthError {
             AuthError::Expired { .. }
             | AuthError::SignatureExpired { .. }
             | AuthError::NotYetValid { .. } => "invalid_timestamp",
-            AuthError::MissingNonce | AuthError::Replayed | AuthError::ReplayCacheFull { .. } => {
-                "invalid_nonce"
-            }
+            AuthError::MissingNonce
+            | AuthError::Replayed
+            | AuthError::ReplayCacheFull { .. }
+            | AuthError::DidNonceQuota { .. } => "invalid_nonce",
         }
     }
 
@@ -125,6 +132,7 @@ impl AuthError {
             AuthError::NotAuthentication { .. }
             | AuthError::Document(DocumentError::NotAuthentication { .. }) => 403,
             AuthError::ReplayCacheFull { .. } => 503,
+            AuthError::DidNonceQuota { .. } => 429,
             _ => 401,
         }
     }
@@ -152,6 +160,9 @@ impl AuthError {
             AuthError::MissingNonce => "Signature nonce is required.",
             AuthError::Replayed => "Nonce has already been used or expired.",
             AuthError::ReplayCacheFull { .. } => "Server is busy; retry later.",
+            AuthError::DidNonceQuota { .. } => {
+                "Too many recent requests from this DID; retry later."
+            }
         }
     }
 }

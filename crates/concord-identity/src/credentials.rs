@@ -490,6 +490,53 @@ impl Credentials {
         }
     }
 
+    /// What can be checked before anything costly (fetching the signer's DID document):
+    /// the time window, a nonce, and that the nonce is not in `replay` already. The
+    /// signature is not checked here ([`verify`](Self::verify) checks it, and all of this
+    /// again).
+    ///
+    /// # Errors
+    /// [`AuthError::Expired`], [`AuthError::NotYetValid`], [`AuthError::SignatureExpired`],
+    /// [`AuthError::MissingNonce`] or [`AuthError::Replayed`].
+    pub fn check_fresh(
+        &self,
+        now_unix: i64,
+        window: &TimeWindow,
+        replay: &ReplayCache,
+    ) -> Result<(), AuthError> {
+        let nonce = self.fresh_nonce(now_unix, window)?;
+        if replay.contains(self.did(), nonce, now_unix) {
+            return Err(AuthError::Replayed);
+        }
+        Ok(())
+    }
+
+    /// The nonce, once the time window holds and there is one.
+    fn fresh_nonce(&self, now_unix: i64, window: &TimeWindow) -> Result<&str, AuthError> {
+        match self {
+            Credentials::HttpSignature(c) => {
+                check_window(c.params.created, now_unix, window)?;
+                if let Some(expires) = c.params.expires {
+                    if expires < now_unix {
+                        return Err(AuthError::SignatureExpired {
+                            expires,
+                            now: now_unix,
+                        });
+                    }
+                }
+                c.params
+                    .nonce
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .ok_or(AuthError::MissingNonce)
+            }
+            Credentials::Legacy(c) => {
+                check_window(c.timestamp_unix, now_unix, window)?;
+                Ok(c.nonce.as_str())
+            }
+        }
+    }
+
     /// Verifies the credentials against the resolved document: the document is the
     /// credentials' DID's; the key id is listed in `authentication`; the body is covered and
     /// matches `Content-Digest`; the signature; the time window (`created` ≤ now + skew,
@@ -551,20 +598,7 @@ impl Credentials {
                         )
                     })?;
                 verify_ed25519(key, &base, &c.signature)?;
-                check_window(c.params.created, now_unix, window)?;
-                if let Some(expires) = c.params.expires {
-                    if expires < now_unix {
-                        return Err(AuthError::SignatureExpired {
-                            expires,
-                            now: now_unix,
-                        });
-                    }
-                }
-                c.params
-                    .nonce
-                    .as_deref()
-                    .filter(|n| !n.is_empty())
-                    .ok_or(AuthError::MissingNonce)?
+                self.fresh_nonce(now_unix, window)?
             }
             Credentials::Legacy(c) => {
                 let hash = signed_hash(
@@ -575,8 +609,7 @@ impl Credentials {
                     c.aud_field,
                 );
                 verify_ed25519(key, &hash, &c.signature)?;
-                check_window(c.timestamp_unix, now_unix, window)?;
-                c.nonce.as_str()
+                self.fresh_nonce(now_unix, window)?
             }
         };
         replay
@@ -584,6 +617,7 @@ impl Credentials {
             .map_err(|e| match e {
                 Replay::Seen => AuthError::Replayed,
                 Replay::Full { capacity } => AuthError::ReplayCacheFull { capacity },
+                Replay::DidQuota { limit } => AuthError::DidNonceQuota { limit },
             })?;
         Ok(Authenticated {
             did: self.did().clone(),

@@ -13,6 +13,9 @@ use crate::did::Did;
 pub const DEFAULT_CAPACITY: usize = 100_000;
 /// Default time to live: 360 s, the SDK's 6 minutes (≥ max age 300 s + skew 60 s).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(360);
+/// Default share of one DID: 1% of the capacity (1,000 of 100,000), so that one DID
+/// signing fresh nonces as fast as it can fills its own share, not everyone's.
+pub const DEFAULT_PER_DID_SHARE: usize = 100;
 
 /// Why a (DID, nonce) is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +31,13 @@ pub enum Replay {
         /// The capacity.
         capacity: usize,
     },
+    /// This DID already holds `limit` unexpired nonces (its share of the cache): it is
+    /// refused until some expire; other DIDs are not.
+    #[error("this DID holds {limit} unexpired nonces, its share of the replay cache")]
+    DidQuota {
+        /// The share of one DID.
+        limit: usize,
+    },
 }
 
 /// A bounded set of (DID, nonce) pairs with expiry.
@@ -35,13 +45,18 @@ pub enum Replay {
 /// Stores a 16-byte keyed hash of each pair (SHA-256 under a random key drawn at
 /// [`ReplayCache::new`], so a peer cannot aim collisions), in a `HashMap` plus a `VecDeque`
 /// in insertion order for expiry. When full, expired entries are evicted first; if it is
-/// still full the new pair is refused ([`Replay::Full`]).
+/// still full the new pair is refused ([`Replay::Full`]). One DID may hold at most its
+/// share of the entries ([`ReplayCache::per_did`]; [`Replay::DidQuota`] beyond).
 pub struct ReplayCache {
     key: [u8; 32],
     capacity: usize,
+    per_did: usize,
     ttl: i64,
     seen: HashMap<[u8; 16], i64>,
-    order: VecDeque<(i64, [u8; 16])>,
+    /// Entries in insertion order: expiry, the pair's hash, the DID's hash.
+    order: VecDeque<(i64, [u8; 16], [u8; 16])>,
+    /// Unexpired entries per DID (by the DID's hash).
+    per_did_count: HashMap<[u8; 16], u32>,
 }
 
 impl Default for ReplayCache {
@@ -61,25 +76,37 @@ impl std::fmt::Debug for ReplayCache {
 }
 
 impl ReplayCache {
-    /// A cache of at most `capacity` pairs, each kept `ttl` after it was recorded.
+    /// A cache of at most `capacity` pairs, each kept `ttl` after it was recorded; one DID
+    /// holds at most 1% of them (at least 1; [`per_did`](Self::per_did) sets another share).
     pub fn new(capacity: usize, ttl: Duration) -> Self {
         let mut key = [0u8; 32];
         OsRng.fill_bytes(&mut key);
         ReplayCache {
             key,
             capacity,
+            per_did: (capacity / DEFAULT_PER_DID_SHARE).max(1),
             ttl: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
             seen: HashMap::new(),
             order: VecDeque::new(),
+            per_did_count: HashMap::new(),
         }
     }
 
-    fn digest(&self, did: &Did, nonce: &str) -> [u8; 16] {
+    /// At most `limit` unexpired nonces per DID (at least 1).
+    pub fn per_did(mut self, limit: usize) -> Self {
+        self.per_did = limit.max(1);
+        self
+    }
+
+    fn digest(&self, did: &Did, nonce: Option<&str>) -> [u8; 16] {
         let mut h = Sha256::new();
         h.update(self.key);
         h.update((did.as_str().len() as u64).to_le_bytes());
         h.update(did.as_str());
-        h.update(nonce);
+        if let Some(nonce) = nonce {
+            h.update([1u8]);
+            h.update(nonce);
+        }
         let full = h.finalize();
         let mut out = [0u8; 16];
         out.copy_from_slice(&full[..16]);
@@ -87,7 +114,7 @@ impl ReplayCache {
     }
 
     fn evict_expired(&mut self, now_unix: i64) {
-        while let Some(&(expiry, digest)) = self.order.front() {
+        while let Some(&(expiry, digest, did)) = self.order.front() {
             if expiry > now_unix {
                 break;
             }
@@ -95,19 +122,40 @@ impl ReplayCache {
             if self.seen.get(&digest) == Some(&expiry) {
                 self.seen.remove(&digest);
             }
+            if let Some(count) = self.per_did_count.get_mut(&did) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    self.per_did_count.remove(&did);
+                }
+            }
         }
+    }
+
+    /// Whether (did, nonce) was recorded and has not expired: the cheap check a verifier
+    /// makes before any costly work (fetching a document).
+    pub fn contains(&self, did: &Did, nonce: &str, now_unix: i64) -> bool {
+        self.seen
+            .get(&self.digest(did, Some(nonce)))
+            .is_some_and(|&expiry| expiry > now_unix)
     }
 
     /// Records (did, nonce) at `now_unix`; [`Replay::Seen`] if it is already there and
     /// unexpired, [`Replay::Full`] if the cache is full of unexpired pairs.
     pub fn insert(&mut self, did: &Did, nonce: &str, now_unix: i64) -> Result<(), Replay> {
-        let digest = self.digest(did, nonce);
+        let digest = self.digest(did, Some(nonce));
         if let Some(&expiry) = self.seen.get(&digest) {
             if expiry > now_unix {
                 return Err(Replay::Seen);
             }
         }
         self.evict_expired(now_unix);
+        let did_digest = self.digest(did, None);
+        let held = self.per_did_count.get(&did_digest).copied().unwrap_or(0);
+        if usize::try_from(held).unwrap_or(usize::MAX) >= self.per_did {
+            return Err(Replay::DidQuota {
+                limit: self.per_did,
+            });
+        }
         if self.seen.len() >= self.capacity && !self.seen.contains_key(&digest) {
             return Err(Replay::Full {
                 capacity: self.capacity,
@@ -115,7 +163,8 @@ impl ReplayCache {
         }
         let expiry = now_unix.saturating_add(self.ttl);
         self.seen.insert(digest, expiry);
-        self.order.push_back((expiry, digest));
+        self.order.push_back((expiry, digest, did_digest));
+        *self.per_did_count.entry(did_digest).or_insert(0) += 1;
         Ok(())
     }
 
@@ -132,15 +181,17 @@ impl ReplayCache {
     /// Approximate heap bytes: the map's buckets (key, value and one control byte each) and
     /// the queue's slots, by allocated capacity.
     pub fn approx_memory_bytes(&self) -> usize {
-        let bucket = std::mem::size_of::<([u8; 16], i64)>() + 1;
-        // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets.
-        let buckets = if self.seen.capacity() == 0 {
-            0
-        } else {
-            (self.seen.capacity() * 8 / 7).next_power_of_two()
-        };
-        buckets * bucket
-            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16])>()
+        // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets, each holding its
+        // entry and one control byte.
+        fn map_bytes<K, V>(map: &HashMap<K, V>) -> usize {
+            if map.capacity() == 0 {
+                return 0;
+            }
+            (map.capacity() * 8 / 7).next_power_of_two() * (std::mem::size_of::<(K, V)>() + 1)
+        }
+        map_bytes(&self.seen)
+            + map_bytes(&self.per_did_count)
+            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16], [u8; 16])>()
             + std::mem::size_of::<Self>()
     }
 }
@@ -165,7 +216,7 @@ mod tests {
 
     #[test]
     fn full_refuses_rather_than_forgets() {
-        let mut cache = ReplayCache::new(2, Duration::from_secs(10));
+        let mut cache = ReplayCache::new(2, Duration::from_secs(10)).per_did(3);
         cache.insert(&did("a"), "1", 0).unwrap();
         cache.insert(&did("a"), "2", 0).unwrap();
         assert_eq!(
@@ -185,5 +236,24 @@ mod tests {
         }
         let bytes = cache.approx_memory_bytes();
         assert!(bytes > 1000 * 40 && bytes < 1000 * 200, "{bytes}");
+    }
+
+    #[test]
+    fn one_did_fills_only_its_share_and_others_still_get_in() {
+        let mut cache = ReplayCache::new(100, Duration::from_secs(60)).per_did(3);
+        let flooder = did("flooder");
+        for n in 0..3 {
+            cache.insert(&flooder, &format!("n{n}"), 0).unwrap();
+        }
+        assert_eq!(
+            cache.insert(&flooder, "n3", 0),
+            Err(Replay::DidQuota { limit: 3 })
+        );
+        cache.insert(&did("someone-else"), "n0", 0).unwrap();
+        assert!(cache.contains(&flooder, "n1", 0));
+        assert!(!cache.contains(&flooder, "n3", 0));
+        // Once its nonces expire, the DID gets its share back.
+        cache.insert(&flooder, "n4", 61).unwrap();
+        assert!(!cache.contains(&flooder, "n1", 61));
     }
 }

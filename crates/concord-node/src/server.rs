@@ -351,6 +351,12 @@ async fn accept_session(
     // Who is calling, before any WebSocket exists: nothing runs for a caller whose
     // credentials fail or who may call nothing here.
     let identity = &state.shared.identity;
+    let limit = identity.security.max_authentications_per_address;
+    let Some(authenticating) = identity.authenticating.enter(ticket.key(), limit) else {
+        let refusal = upgrade::Refusal::too_many_authentications(limit);
+        state.log.refused("authentication", remote, &refusal.log);
+        return refusal.into_response();
+    };
     let caller = match upgrade::authenticate(identity, &state.endpoint, &headers).await {
         Ok(caller) => caller,
         Err(refusal) => {
@@ -358,6 +364,7 @@ async fn accept_session(
             return refusal.into_response();
         }
     };
+    drop(authenticating);
     let actions = state
         .shared
         .actions

@@ -88,6 +88,14 @@ pub struct Security {
     pub replay_capacity: usize,
     /// How long a nonce is remembered (ANP's 6 minutes).
     pub replay_ttl: Duration,
+    /// At most this many of the remembered nonces are one DID's (1,000): a DID signing
+    /// fresh nonces as fast as it can gets 429 once it holds them, and fills nobody else's
+    /// room.
+    pub replay_per_did: usize,
+    /// Upgrades from one client address (an IPv4 address or an IPv6 /64) whose credentials
+    /// are being checked at once (4): one more gets 429, so that nobody holds the DID
+    /// document fetches others need.
+    pub max_authentications_per_address: usize,
     /// Resolving peers' DID documents.
     pub resolver: ResolverSettings,
     /// The Noise channel rekeys after this many records each way…
@@ -105,6 +113,8 @@ impl Default for Security {
             time_window: TimeWindow::default(),
             replay_capacity: 100_000,
             replay_ttl: Duration::from_secs(360),
+            replay_per_did: 1_000,
+            max_authentications_per_address: 4,
             resolver: ResolverSettings::default(),
             rekey_after_records: 1 << 16,
             rekey_after: Duration::from_secs(600),
@@ -116,8 +126,13 @@ impl Security {
     /// Refuses settings that would open a hole: no room for a nonce, or nonces forgotten
     /// while the signatures that carried them are still good (a replay would pass).
     fn check(&self) -> Result<(), String> {
-        if self.replay_capacity == 0 {
-            return Err("security: replay_capacity must be at least 1".to_owned());
+        if self.replay_capacity == 0 || self.replay_per_did == 0 {
+            return Err(
+                "security: replay_capacity and replay_per_did must be at least 1".to_owned(),
+            );
+        }
+        if self.max_authentications_per_address == 0 {
+            return Err("security: max_authentications_per_address must be at least 1".to_owned());
         }
         let window = self.time_window.max_age + self.time_window.max_skew;
         if self.replay_ttl < window {
@@ -186,6 +201,8 @@ pub(crate) struct NodeIdentity {
     pub(crate) security: Security,
     pub(crate) resolver: resolve::Resolver,
     replay: Mutex<ReplayCache>,
+    /// Upgrades whose credentials are being checked, per client address.
+    pub(crate) authenticating: upgrade::InFlight,
     /// Who may call each action (absent: anyone).
     access: HashMap<String, Allow>,
 }
@@ -218,7 +235,8 @@ impl NodeIdentity {
             }
             None => keys,
         };
-        let replay = ReplayCache::new(security.replay_capacity, security.replay_ttl);
+        let replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
+            .per_did(security.replay_per_did);
         Ok(Self {
             pending_keys: Mutex::new(keys),
             identity: cell,
@@ -227,6 +245,7 @@ impl NodeIdentity {
             security,
             resolver,
             replay: Mutex::new(replay),
+            authenticating: upgrade::InFlight::default(),
             access,
         })
     }

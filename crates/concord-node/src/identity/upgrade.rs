@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use concord_identity::{AuthError, Caller, Credentials, Identity, RequestTarget};
 
 use super::{NodeIdentity, SignatureForm};
+use crate::admission::ClientKey;
 
 /// Seconds since the Unix epoch now.
 pub(crate) fn now_unix() -> i64 {
@@ -107,7 +108,10 @@ impl IntoResponse for Refusal {
                 HeaderValue::from_static(concord_secure::SUBPROTOCOL),
             );
         }
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
@@ -168,6 +172,12 @@ pub(crate) async fn authenticate(
         Ok(Some(credentials)) => credentials,
         Err(error) => return Err(Refusal::auth(realm, &error)),
     };
+    let now = now_unix();
+    let window = &identity.security.time_window;
+    // Stale, nonce-less or replayed credentials are refused before any document is
+    // fetched for them.
+    let fresh = credentials.check_fresh(now, window, &identity.replay());
+    fresh.map_err(|error| Refusal::auth(realm, &error))?;
     let did = credentials.did().clone();
     let document = identity.resolver.resolve(&did).await.map_err(|error| {
         Refusal::unauthorized(
@@ -177,8 +187,6 @@ pub(crate) async fn authenticate(
             format!("{did}: {error}"),
         )
     })?;
-    let now = now_unix();
-    let window = &identity.security.time_window;
     let mut last = None;
     for target_uri in [&endpoint.websocket, &endpoint.http] {
         let target = RequestTarget {
@@ -205,6 +213,68 @@ pub(crate) async fn authenticate(
         realm,
         &last.unwrap_or(AuthError::BadSignature),
     ))
+}
+
+/// Upgrades whose credentials are being checked, per client address: a bound on the DID
+/// document fetches one address can have the node make at once.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    counts: std::sync::Mutex<std::collections::HashMap<ClientKey, usize>>,
+}
+
+/// One upgrade's place in [`InFlight`], given back when dropped.
+pub(crate) struct InFlightGuard<'a> {
+    in_flight: &'a InFlight,
+    key: ClientKey,
+}
+
+impl InFlight {
+    /// A place for `key`'s next check, unless it has `limit` running.
+    pub(crate) fn enter(&self, key: ClientKey, limit: usize) -> Option<InFlightGuard<'_>> {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(key).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(InFlightGuard {
+            in_flight: self,
+            key,
+        })
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        let mut counts = self
+            .in_flight
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Refusal {
+    /// One address has as many upgrades being authenticated as it may.
+    pub(crate) fn too_many_authentications(limit: usize) -> Self {
+        Self {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            log: format!("{limit} upgrades from this address are being authenticated"),
+            challenge: Vec::new(),
+            reason: format!(
+                "{limit} upgrades from your address are being authenticated already; try again in a second"
+            ),
+        }
+    }
 }
 
 /// A random nonce: 16 bytes from the OS, in hex.

@@ -657,3 +657,44 @@ fn a_replay_cache_that_forgets_nonces_while_their_signatures_are_good_is_refused
         .unwrap_err();
     assert!(error.to_string().contains("replay_ttl"), "{error}");
 }
+
+#[tokio::test]
+async fn a_did_that_signs_fresh_nonces_as_fast_as_it_can_fills_only_its_share() {
+    let security = Security {
+        replay_per_did: 2,
+        ..loopback_security()
+    };
+    let (provider, _) = counted_provider(security, Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let flooder = host(document).await;
+    for n in 0..2 {
+        let (mut socket, _) = upgrade(
+            &server,
+            &signed(
+                &flooder.identity,
+                &server,
+                now(),
+                &format!("flood-nonce-{n}"),
+            ),
+        )
+        .await
+        .unwrap();
+        socket.close(None).await.unwrap();
+    }
+    let refused = upgrade(
+        &server,
+        &signed(&flooder.identity, &server, now(), "flood-nonce-2"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.status(), 429, "{refused:?}");
+    // Another DID still gets in.
+    let other = host(document).await;
+    let (mut socket, _) = upgrade(
+        &server,
+        &signed(&other.identity, &server, now(), "other-nonce-0"),
+    )
+    .await
+    .unwrap();
+    socket.close(None).await.unwrap();
+}
