@@ -1,0 +1,628 @@
+//! Long-running actions: pending → running (monotonic progress, partial output) → exactly
+//! one terminal state; query, cancel, and a lease that outlives the caller's connection.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::message::{ActionStatus, Message, MessageType, Operation};
+use crate::problem::{Problem, ProblemType};
+use crate::Limits;
+
+/// Why an action was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CancelReason {
+    /// The caller asked (`cancelaction`).
+    Requested,
+    /// The caller's connection dropped and did not come back within the lease.
+    LeaseExpired,
+}
+
+/// One action and everything known about it. Read it with [`ActionTable::query`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    id: String,
+    name: String,
+    status: ActionStatus,
+    progress: Option<f64>,
+    output: Option<Value>,
+    error: Option<Problem>,
+    cancel_reason: Option<CancelReason>,
+    lease: Duration,
+    lease_expires: Option<Instant>,
+    started_at: Instant,
+    updated_at: Instant,
+}
+
+impl Action {
+    /// The action id, unique within its table.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The action's affordance name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its status.
+    pub fn status(&self) -> ActionStatus {
+        self.status
+    }
+
+    /// Whether it reached its terminal state.
+    pub fn is_finished(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// The latest progress, 0 to 1.
+    pub fn progress(&self) -> Option<f64> {
+        self.progress
+    }
+
+    /// The output: partial while running, final once completed.
+    pub fn output(&self) -> Option<&Value> {
+        self.output.as_ref()
+    }
+
+    /// Why it failed.
+    pub fn error(&self) -> Option<&Problem> {
+        self.error.as_ref()
+    }
+
+    /// Why it was cancelled.
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        self.cancel_reason
+    }
+
+    /// How long it survives a detached caller.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// When it will be cancelled unless the caller reattaches.
+    pub fn lease_expires(&self) -> Option<Instant> {
+        self.lease_expires
+    }
+
+    /// When it started.
+    pub fn started_at(&self) -> Instant {
+        self.started_at
+    }
+
+    /// When its state last changed.
+    pub fn updated_at(&self) -> Instant {
+        self.updated_at
+    }
+
+    /// A status message about it: `actionID`, `name`, `status`, `progress`, `output`,
+    /// and for a failure or cancellation `error`. `operation` is `invokeaction` for
+    /// progress notifications, `queryaction` or `cancelaction` for those responses.
+    pub fn to_message(
+        &self,
+        message_type: MessageType,
+        operation: Operation,
+        correlation_id: &str,
+    ) -> Message {
+        let mut message = Message::new(message_type, operation, correlation_id)
+            .with_name(self.name.clone())
+            .with_action_id(self.id.clone())
+            .with_status(self.status);
+        message.progress = self.progress;
+        message.output = self.output.clone();
+        message.error = self.error.clone();
+        message
+    }
+}
+
+/// What the table tells its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ActionEvent {
+    /// The action is cancelled: stop the work behind it and tell the caller if attached.
+    Cancelled {
+        /// The action id.
+        id: String,
+        /// Why.
+        reason: CancelReason,
+    },
+}
+
+/// A change the table refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// No action has this id (or it finished long ago and was forgotten).
+    #[error("unknown action {id:?}")]
+    Unknown {
+        /// The id (its first 64 characters).
+        id: String,
+    },
+    /// The action reached its terminal state: nothing may follow.
+    #[error("action {id:?} is already {}", status.as_str())]
+    Finished {
+        /// The id.
+        id: String,
+        /// Its terminal status.
+        status: ActionStatus,
+    },
+    /// A progress value that is not a number in 0..=1.
+    #[error("action {id:?}: progress {progress} is outside 0..=1")]
+    ProgressOutOfRange {
+        /// The id.
+        id: String,
+        /// The value.
+        progress: f64,
+    },
+    /// A progress value lower than the previous one.
+    #[error("action {id:?}: progress {got} is lower than the previous {previous}")]
+    ProgressDecreased {
+        /// The id.
+        id: String,
+        /// The previous value.
+        previous: f64,
+        /// The value refused.
+        got: f64,
+    },
+    /// `Limits::max_actions` actions are unfinished already.
+    #[error("{limit} actions are unfinished already")]
+    TooMany {
+        /// `Limits::max_actions`.
+        limit: usize,
+    },
+    /// An action name that is empty or longer than `Limits::max_name`.
+    #[error("action name of {len} bytes is empty or exceeds the limit of {limit} bytes")]
+    NameTooLong {
+        /// Its length.
+        len: usize,
+        /// `Limits::max_name`.
+        limit: usize,
+    },
+    /// [`ActionTable::respond`] takes `queryaction` and `cancelaction` requests with an
+    /// `actionID` only.
+    #[error("not a queryaction or cancelaction request with an actionID")]
+    NotAnActionRequest,
+    /// [`ActionTracker::observe`] takes action status messages with an `actionID` only.
+    #[error("{0} carries no actionID")]
+    MissingActionId(&'static str),
+    /// A status going backwards (`running` → `pending`).
+    #[error("action {id:?}: {} cannot follow {}", to.as_str(), from.as_str())]
+    InvalidTransition {
+        /// The id.
+        id: String,
+        /// The current status.
+        from: ActionStatus,
+        /// The status refused.
+        to: ActionStatus,
+    },
+}
+
+impl ActionError {
+    /// The problem to answer with.
+    pub fn to_problem(&self) -> Problem {
+        let kind = match self {
+            Self::Unknown { .. } => ProblemType::UnknownAction,
+            Self::Finished { .. } => ProblemType::ActionFinished,
+            Self::ProgressOutOfRange { .. } | Self::ProgressDecreased { .. } => {
+                ProblemType::BadProgress
+            }
+            Self::TooMany { .. } => ProblemType::LimitReached,
+            Self::InvalidTransition { .. } => ProblemType::Conflict,
+            Self::NameTooLong { .. } | Self::NotAnActionRequest | Self::MissingActionId(_) => {
+                ProblemType::BadMessage
+            }
+        };
+        Problem::of(kind, self.to_string())
+    }
+}
+
+/// The provider's long-running actions of one caller session, keyed by the action ids it
+/// issues (`action-1`, `action-2`, …, never reused).
+///
+/// The backend drives each action with [`ActionTable::run`], [`ActionTable::progress`]
+/// and one of [`ActionTable::complete`], [`ActionTable::fail`]; the caller may
+/// [`ActionTable::cancel`]. When the caller's connection drops the driver calls
+/// [`ActionTable::detach`]: every unfinished action keeps running until its lease runs
+/// out ([`ActionTable::poll_timeout`], [`ActionTable::handle_timeout`]), and a caller that
+/// comes back ([`ActionTable::attach`]) can query them. Cancellations come out of
+/// [`ActionTable::poll_event`] so that the driver stops the work.
+#[derive(Debug)]
+pub struct ActionTable {
+    limits: Limits,
+    next_id: u64,
+    actions: BTreeMap<String, Action>,
+    unfinished: usize,
+    /// Finished ids, oldest first, to forget past `Limits::finished_actions`.
+    finished: VecDeque<String>,
+    detached: bool,
+    events: VecDeque<ActionEvent>,
+}
+
+impl ActionTable {
+    /// An empty table.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            next_id: 1,
+            actions: BTreeMap::new(),
+            unfinished: 0,
+            finished: VecDeque::new(),
+            detached: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Starts an action (`pending`) with the default lease `Limits::action_lease`;
+    /// returns its id.
+    pub fn start(&mut self, name: &str, now: Instant) -> Result<String, ActionError> {
+        self.start_with_lease(name, self.limits.action_lease, now)
+    }
+
+    /// Starts an action (`pending`) with the lease its affordance declares.
+    pub fn start_with_lease(
+        &mut self,
+        name: &str,
+        lease: Duration,
+        now: Instant,
+    ) -> Result<String, ActionError> {
+        if name.is_empty() || name.len() > self.limits.max_name {
+            return Err(ActionError::NameTooLong {
+                len: name.len(),
+                limit: self.limits.max_name,
+            });
+        }
+        if self.unfinished >= self.limits.max_actions {
+            return Err(ActionError::TooMany {
+                limit: self.limits.max_actions,
+            });
+        }
+        let id = format!("action-{}", self.next_id);
+        self.next_id = self.next_id.saturating_add(1);
+        let action = Action {
+            id: id.clone(),
+            name: name.to_owned(),
+            status: ActionStatus::Pending,
+            progress: None,
+            output: None,
+            error: None,
+            cancel_reason: None,
+            lease,
+            lease_expires: self.detached.then(|| now + lease),
+            started_at: now,
+            updated_at: now,
+        };
+        self.actions.insert(id.clone(), action);
+        self.unfinished += 1;
+        Ok(id)
+    }
+
+    /// The action, finished or not.
+    pub fn query(&self, id: &str) -> Result<&Action, ActionError> {
+        self.actions.get(id).ok_or_else(|| unknown(id))
+    }
+
+    fn unfinished_mut(&mut self, id: &str) -> Result<&mut Action, ActionError> {
+        let action = self.actions.get_mut(id).ok_or_else(|| unknown(id))?;
+        if action.status.is_terminal() {
+            return Err(ActionError::Finished {
+                id: action.id.clone(),
+                status: action.status,
+            });
+        }
+        Ok(action)
+    }
+
+    /// `pending` → `running` (already running: nothing changes).
+    pub fn run(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        action.status = ActionStatus::Running;
+        action.updated_at = now;
+        Ok(())
+    }
+
+    /// Reports progress (0 to 1, never lower than before) and optionally a partial
+    /// output; a pending action becomes running.
+    pub fn progress(
+        &mut self,
+        id: &str,
+        progress: f64,
+        partial_output: Option<Value>,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        if !(0.0..=1.0).contains(&progress) {
+            return Err(ActionError::ProgressOutOfRange {
+                id: action.id.clone(),
+                progress,
+            });
+        }
+        if let Some(previous) = action.progress {
+            if progress < previous {
+                return Err(ActionError::ProgressDecreased {
+                    id: action.id.clone(),
+                    previous,
+                    got: progress,
+                });
+            }
+        }
+        action.status = ActionStatus::Running;
+        action.progress = Some(progress);
+        if partial_output.is_some() {
+            action.output = partial_output;
+        }
+        action.updated_at = now;
+        Ok(())
+    }
+
+    /// Terminal: completed with this output (progress becomes 1).
+    pub fn complete(
+        &mut self,
+        id: &str,
+        output: Option<Value>,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        action.progress = Some(1.0);
+        action.output = output;
+        self.finish(id, ActionStatus::Completed, now);
+        Ok(())
+    }
+
+    /// Terminal: failed with this problem.
+    pub fn fail(&mut self, id: &str, problem: Problem, now: Instant) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        action.error = Some(problem);
+        self.finish(id, ActionStatus::Failed, now);
+        Ok(())
+    }
+
+    /// Terminal: cancelled at the caller's request; [`ActionEvent::Cancelled`] tells the
+    /// driver to stop the work.
+    pub fn cancel(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+        self.cancel_for(id, CancelReason::Requested, now)
+    }
+
+    fn cancel_for(
+        &mut self,
+        id: &str,
+        reason: CancelReason,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        action.cancel_reason = Some(reason);
+        let detail = match reason {
+            CancelReason::Requested => "cancelled by the caller",
+            CancelReason::LeaseExpired => {
+                "cancelled: the caller did not come back within the lease"
+            }
+        };
+        action.error = Some(
+            Problem::new("urn:concord:interact:cancelled")
+                .with_title("Action cancelled")
+                .with_detail(detail),
+        );
+        self.finish(id, ActionStatus::Cancelled, now);
+        self.events.push_back(ActionEvent::Cancelled {
+            id: id.to_owned(),
+            reason,
+        });
+        Ok(())
+    }
+
+    fn finish(&mut self, id: &str, status: ActionStatus, now: Instant) {
+        if let Some(action) = self.actions.get_mut(id) {
+            action.status = status;
+            action.updated_at = now;
+            action.lease_expires = None;
+            self.unfinished = self.unfinished.saturating_sub(1);
+            self.finished.push_back(action.id.clone());
+        }
+        while self.finished.len() > self.limits.finished_actions {
+            if let Some(old) = self.finished.pop_front() {
+                self.actions.remove(&old);
+            }
+        }
+    }
+
+    /// The caller's connection dropped: every unfinished action's lease starts now.
+    pub fn detach(&mut self, now: Instant) {
+        self.detached = true;
+        for action in self.actions.values_mut() {
+            if !action.status.is_terminal() {
+                action.lease_expires = Some(now + action.lease);
+            }
+        }
+    }
+
+    /// The caller is back: leases stop running.
+    pub fn attach(&mut self) {
+        self.detached = false;
+        for action in self.actions.values_mut() {
+            action.lease_expires = None;
+        }
+    }
+
+    /// Whether the caller is detached.
+    pub fn is_detached(&self) -> bool {
+        self.detached
+    }
+
+    /// When the next lease runs out.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.actions.values().filter_map(|a| a.lease_expires).min()
+    }
+
+    /// Cancels every action whose lease ran out by `now` ([`CancelReason::LeaseExpired`]).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .actions
+            .values()
+            .filter(|a| a.lease_expires.is_some_and(|t| t <= now))
+            .map(|a| a.id.clone())
+            .collect();
+        for id in expired {
+            // Only unfinished actions have a lease, so this cannot fail.
+            let _ = self.cancel_for(&id, CancelReason::LeaseExpired, now);
+        }
+    }
+
+    /// Answers a caller's `queryaction` or `cancelaction` request with the action's status
+    /// (a `cancelaction` cancels it first). The error's [`ActionError::to_problem`] makes
+    /// the error response.
+    pub fn respond(&mut self, request: &Message, now: Instant) -> Result<Message, ActionError> {
+        let Some(id) = request
+            .action_id
+            .as_deref()
+            .filter(|_| request.message_type == MessageType::Request)
+        else {
+            return Err(ActionError::NotAnActionRequest);
+        };
+        match request.operation {
+            Operation::QueryAction => {}
+            Operation::CancelAction => self.cancel(id, now)?,
+            _ => return Err(ActionError::NotAnActionRequest),
+        }
+        Ok(self.query(id)?.to_message(
+            MessageType::Response,
+            request.operation,
+            &request.correlation_id,
+        ))
+    }
+
+    /// How many actions are unfinished.
+    pub fn unfinished(&self) -> usize {
+        self.unfinished
+    }
+
+    /// The next thing the driver must act on.
+    pub fn poll_event(&mut self) -> Option<ActionEvent> {
+        self.events.pop_front()
+    }
+}
+
+fn unknown(id: &str) -> ActionError {
+    ActionError::Unknown {
+        id: id.chars().take(64).collect(),
+    }
+}
+
+/// The caller's view of its long-running actions, fed with the provider's status messages
+/// (`invokeaction` notifications, `queryaction`/`cancelaction` responses). It refuses what
+/// the provider must not send: progress going down, a status going backwards, anything
+/// after the terminal status.
+///
+/// Bounded like the provider's table: `Limits::max_actions` unfinished actions,
+/// `Limits::finished_actions` finished ones kept.
+#[derive(Debug)]
+pub struct ActionTracker {
+    limits: Limits,
+    actions: BTreeMap<String, Action>,
+    finished: VecDeque<String>,
+}
+
+impl ActionTracker {
+    /// An empty tracker.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            actions: BTreeMap::new(),
+            finished: VecDeque::new(),
+        }
+    }
+
+    /// Applies a status message from the provider; returns the action as it now stands.
+    pub fn observe(&mut self, message: &Message, now: Instant) -> Result<&Action, ActionError> {
+        let id = message
+            .action_id
+            .as_deref()
+            .ok_or(ActionError::MissingActionId(message.operation.as_str()))?;
+        if !self.actions.contains_key(id) {
+            let unfinished = self.actions.len().saturating_sub(self.finished.len());
+            if unfinished >= self.limits.max_actions {
+                return Err(ActionError::TooMany {
+                    limit: self.limits.max_actions,
+                });
+            }
+            self.actions.insert(
+                id.to_owned(),
+                Action {
+                    id: id.to_owned(),
+                    name: message.name.clone().unwrap_or_default(),
+                    status: ActionStatus::Pending,
+                    progress: None,
+                    output: None,
+                    error: None,
+                    cancel_reason: None,
+                    lease: self.limits.action_lease,
+                    lease_expires: None,
+                    started_at: now,
+                    updated_at: now,
+                },
+            );
+        }
+        let action = self.actions.get_mut(id).ok_or_else(|| unknown(id))?;
+        if action.status.is_terminal() {
+            return Err(ActionError::Finished {
+                id: action.id.clone(),
+                status: action.status,
+            });
+        }
+        let status = message.status.unwrap_or(if message.progress.is_some() {
+            ActionStatus::Running
+        } else {
+            action.status
+        });
+        if status == ActionStatus::Pending && action.status == ActionStatus::Running {
+            return Err(ActionError::InvalidTransition {
+                id: action.id.clone(),
+                from: action.status,
+                to: status,
+            });
+        }
+        if let Some(progress) = message.progress {
+            if !(0.0..=1.0).contains(&progress) {
+                return Err(ActionError::ProgressOutOfRange {
+                    id: action.id.clone(),
+                    progress,
+                });
+            }
+            if let Some(previous) = action.progress.filter(|p| progress < *p) {
+                return Err(ActionError::ProgressDecreased {
+                    id: action.id.clone(),
+                    previous,
+                    got: progress,
+                });
+            }
+            action.progress = Some(progress);
+        }
+        if message.output.is_some() {
+            action.output = message.output.clone();
+        }
+        if message.error.is_some() {
+            action.error = message.error.clone();
+        }
+        action.status = status;
+        action.updated_at = now;
+        if status.is_terminal() {
+            self.finished.push_back(id.to_owned());
+            while self.finished.len() > self.limits.finished_actions {
+                if let Some(old) = self.finished.pop_front() {
+                    self.actions.remove(&old);
+                }
+            }
+        }
+        self.actions.get(id).ok_or_else(|| unknown(id))
+    }
+
+    /// An action seen so far.
+    pub fn get(&self, id: &str) -> Option<&Action> {
+        self.actions.get(id)
+    }
+
+    /// Forgets an action; whether it was known.
+    pub fn forget(&mut self, id: &str) -> bool {
+        self.finished.retain(|f| f != id);
+        self.actions.remove(id).is_some()
+    }
+}

@@ -1,0 +1,576 @@
+//! Publish-subscribe: per-event sequence numbers, a bounded replay buffer for resuming,
+//! explicit gaps, a bounded queue per subscriber with a declared overflow policy.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::message::{Message, MessageType, Operation};
+use crate::problem::{Problem, ProblemType};
+use crate::Limits;
+
+/// Who receives events: the driver's id for one subscriber (a connection, a session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubscriberId(pub u64);
+
+/// What happens when a subscriber's queue is full and another message is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Overflow {
+    /// The oldest queued message is dropped; the subscriber later receives a [`Gap`]
+    /// naming what it missed.
+    #[default]
+    DropOldest,
+    /// The subscriber is dropped: its queue and subscriptions are gone and
+    /// [`HubEvent::SubscriberDropped`] says so.
+    Disconnect,
+}
+
+/// Events of one name that a subscriber will not receive: ids `from..=to`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Gap {
+    /// The event name.
+    pub event: Arc<str>,
+    /// The first missed id.
+    pub from: u64,
+    /// The last missed id.
+    pub to: u64,
+}
+
+/// One published event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    /// The event name.
+    pub event: Arc<str>,
+    /// Its sequence number among events of this name, from 1.
+    pub id: u64,
+    /// Its data, shared by every subscriber's queue.
+    pub data: Arc<Value>,
+    /// When it was published.
+    pub published_at: Instant,
+}
+
+/// What [`EventHub::poll_delivery`] hands out for one subscriber.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// An event to send.
+    Event(EventRecord),
+    /// Events that will never come: say so.
+    Gap(Gap),
+}
+
+impl Delivery {
+    /// The event name.
+    pub fn event(&self) -> &str {
+        match self {
+            Self::Event(record) => &record.event,
+            Self::Gap(gap) => &gap.event,
+        }
+    }
+
+    /// The notification to send on the subscription opened by the request with this
+    /// `correlationID` and operation (`subscribeevent` or `subscribeallevents`): an event
+    /// carries `eventID` and `value`; a gap carries a [`ProblemType::Gap`] problem with
+    /// `from` and `to`.
+    pub fn to_message(&self, operation: Operation, correlation_id: &str) -> Message {
+        let message = Message::new(MessageType::Notification, operation, correlation_id)
+            .with_name(self.event());
+        match self {
+            Self::Event(record) => message
+                .with_event_id(record.id)
+                .with_value(Value::clone(&record.data)),
+            Self::Gap(gap) => message.with_error(Problem::gap(&gap.event, gap.from, gap.to)),
+        }
+    }
+}
+
+/// The answer to a subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscribed {
+    /// The id of the latest event of this name so far (0: none yet).
+    pub latest: u64,
+    /// Events queued from the replay buffer.
+    pub replayed: usize,
+    /// Events older than the replay buffer that the resume asked for, queued as a
+    /// [`Delivery::Gap`] before the replay.
+    pub gap: Option<Gap>,
+}
+
+/// Why a subscriber was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// Its queue was full under [`Overflow::Disconnect`].
+    Overflow,
+}
+
+/// What the hub tells its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HubEvent {
+    /// The subscriber is gone, with everything queued for it; tell it (a
+    /// [`ProblemType::SubscriberDropped`] notification) and close its subscriptions.
+    SubscriberDropped {
+        /// Who.
+        subscriber: SubscriberId,
+        /// Why.
+        reason: DropReason,
+    },
+}
+
+/// A publish or subscription the hub refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// No event of this name is declared.
+    #[error("unknown event {name:?}")]
+    UnknownEvent {
+        /// The name (its first 64 characters).
+        name: String,
+    },
+    /// [`EventHub::declare`] of a name already declared.
+    #[error("event {name:?} is already declared")]
+    AlreadyDeclared {
+        /// The name.
+        name: String,
+    },
+    /// An event name that is empty or longer than `Limits::max_name`.
+    #[error("event name of {len} bytes is empty or exceeds the limit of {limit} bytes")]
+    NameTooLong {
+        /// Its length.
+        len: usize,
+        /// `Limits::max_name`.
+        limit: usize,
+    },
+    /// `Limits::max_events` events are declared already.
+    #[error("{limit} events are declared already")]
+    TooManyEvents {
+        /// `Limits::max_events`.
+        limit: usize,
+    },
+    /// `Limits::max_subscribers` subscribers are served already.
+    #[error("{limit} subscribers are served already")]
+    TooManySubscribers {
+        /// `Limits::max_subscribers`.
+        limit: usize,
+    },
+    /// The subscriber already has this subscription.
+    #[error("subscriber {} is already subscribed to {name:?}", subscriber.0)]
+    AlreadySubscribed {
+        /// Who.
+        subscriber: SubscriberId,
+        /// The event name, or `*` for all events.
+        name: String,
+    },
+    /// The subscriber has no such subscription (an event received through
+    /// `subscribeallevents` is unsubscribed with [`EventHub::unsubscribe_all`]).
+    #[error("subscriber {} is not subscribed to {name:?}", subscriber.0)]
+    NotSubscribed {
+        /// Who.
+        subscriber: SubscriberId,
+        /// The event name, or `*` for all events.
+        name: String,
+    },
+    /// A resume from an id this event never reached (the provider restarted?):
+    /// subscribe again without `lastEventID`.
+    #[error("lastEventID {last_seen} of {name:?} is ahead of the latest id {latest}")]
+    LastSeenAhead {
+        /// The event name.
+        name: String,
+        /// The id the subscriber claims to have seen.
+        last_seen: u64,
+        /// The latest id published.
+        latest: u64,
+    },
+    /// The subscription's replay overflowed the queue under [`Overflow::Disconnect`]: the
+    /// subscriber is dropped ([`HubEvent::SubscriberDropped`] says so too).
+    #[error("subscriber {} was dropped: its replay overflowed its queue", subscriber.0)]
+    Dropped {
+        /// Who.
+        subscriber: SubscriberId,
+    },
+}
+
+impl EventError {
+    /// The problem to answer with.
+    pub fn to_problem(&self) -> Problem {
+        let kind = match self {
+            Self::UnknownEvent { .. } => ProblemType::UnknownEvent,
+            Self::TooManyEvents { .. } | Self::TooManySubscribers { .. } => {
+                ProblemType::LimitReached
+            }
+            Self::Dropped { .. } => ProblemType::SubscriberDropped,
+            Self::NameTooLong { .. } => ProblemType::BadMessage,
+            _ => ProblemType::Conflict,
+        };
+        Problem::of(kind, self.to_string())
+    }
+}
+
+#[derive(Debug)]
+struct Log {
+    name: Arc<str>,
+    /// The id the next publish gets.
+    next_id: u64,
+    replay: VecDeque<EventRecord>,
+}
+
+impl Log {
+    fn latest(&self) -> u64 {
+        self.next_id - 1
+    }
+
+    fn prune(&mut self, limits: &Limits, now: Instant) {
+        while self.replay.len() > limits.replay_events {
+            self.replay.pop_front();
+        }
+        if let Some(age) = limits.replay_max_age {
+            while self
+                .replay
+                .front()
+                .is_some_and(|r| now.saturating_duration_since(r.published_at) >= age)
+            {
+                self.replay.pop_front();
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Subscriber {
+    all: bool,
+    events: BTreeSet<Arc<str>>,
+    queue: VecDeque<Delivery>,
+    /// Missed ranges not yet announced, per event; always older than anything queued
+    /// for that event, so they go out first.
+    gaps: BTreeMap<Arc<str>, (u64, u64)>,
+}
+
+impl Subscriber {
+    fn wants(&self, event: &str) -> bool {
+        self.all || self.events.contains(event)
+    }
+
+    fn is_idle(&self) -> bool {
+        !self.all && self.events.is_empty()
+    }
+
+    fn note_gap(&mut self, event: Arc<str>, from: u64, to: u64) {
+        self.gaps
+            .entry(event)
+            .and_modify(|(f, t)| {
+                *f = (*f).min(from);
+                *t = (*t).max(to);
+            })
+            .or_insert((from, to));
+    }
+
+    /// Queues a delivery; `false` when the subscriber must be disconnected.
+    fn push(&mut self, delivery: Delivery, capacity: usize, overflow: Overflow) -> bool {
+        if self.queue.len() >= capacity {
+            match overflow {
+                Overflow::Disconnect => return false,
+                Overflow::DropOldest => match self.queue.pop_front() {
+                    Some(Delivery::Event(r)) => self.note_gap(r.event, r.id, r.id),
+                    Some(Delivery::Gap(g)) => self.note_gap(g.event, g.from, g.to),
+                    None => {
+                        // A zero capacity: the delivery itself is missed.
+                        match delivery {
+                            Delivery::Event(r) => self.note_gap(r.event, r.id, r.id),
+                            Delivery::Gap(g) => self.note_gap(g.event, g.from, g.to),
+                        }
+                        return true;
+                    }
+                },
+            }
+        }
+        self.queue.push_back(delivery);
+        true
+    }
+}
+
+/// Publish-subscribe for one provider: every declared event has a sequence of ids from 1
+/// and a bounded replay buffer; every subscriber has a bounded queue. Sans-IO: the driver
+/// publishes, subscribes, and drains each subscriber with [`EventHub::poll_delivery`].
+///
+/// A slow subscriber never blocks a publish or another subscriber: its queue holds at
+/// most `Limits::subscriber_queue` messages, then the hub's [`Overflow`] policy applies.
+/// Nothing is lost silently: a resume from before the replay buffer and every message
+/// dropped under [`Overflow::DropOldest`] become a [`Gap`] the subscriber receives.
+#[derive(Debug)]
+pub struct EventHub {
+    limits: Limits,
+    overflow: Overflow,
+    logs: BTreeMap<Arc<str>, Log>,
+    subscribers: BTreeMap<SubscriberId, Subscriber>,
+    events: VecDeque<HubEvent>,
+}
+
+impl EventHub {
+    /// A hub with no events declared yet.
+    pub fn new(limits: Limits, overflow: Overflow) -> Self {
+        Self {
+            limits,
+            overflow,
+            logs: BTreeMap::new(),
+            subscribers: BTreeMap::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The overflow policy.
+    pub fn overflow(&self) -> Overflow {
+        self.overflow
+    }
+
+    /// Declares an event that can then be published and subscribed to.
+    pub fn declare(&mut self, name: &str) -> Result<(), EventError> {
+        if name.is_empty() || name.len() > self.limits.max_name {
+            return Err(EventError::NameTooLong {
+                len: name.len(),
+                limit: self.limits.max_name,
+            });
+        }
+        if self.logs.contains_key(name) {
+            return Err(EventError::AlreadyDeclared { name: name.into() });
+        }
+        if self.logs.len() >= self.limits.max_events {
+            return Err(EventError::TooManyEvents {
+                limit: self.limits.max_events,
+            });
+        }
+        let name: Arc<str> = name.into();
+        self.logs.insert(
+            name.clone(),
+            Log {
+                name,
+                next_id: 1,
+                replay: VecDeque::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The declared event names.
+    pub fn declared(&self) -> impl Iterator<Item = &str> {
+        self.logs.keys().map(|k| &**k)
+    }
+
+    /// The id of the latest event of this name (0: none yet).
+    pub fn latest(&self, event: &str) -> Result<u64, EventError> {
+        Ok(self.log(event)?.latest())
+    }
+
+    fn log(&self, event: &str) -> Result<&Log, EventError> {
+        self.logs.get(event).ok_or_else(|| unknown(event))
+    }
+
+    /// Publishes an event: assigns it the next id of its name, keeps it for replay and
+    /// queues it for every subscriber to it. Returns its id.
+    pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
+        let log = self.logs.get_mut(event).ok_or_else(|| unknown(event))?;
+        let record = EventRecord {
+            event: log.name.clone(),
+            id: log.next_id,
+            data: Arc::new(data),
+            published_at: now,
+        };
+        log.next_id = log.next_id.saturating_add(1);
+        log.replay.push_back(record.clone());
+        log.prune(&self.limits, now);
+        let capacity = self.limits.subscriber_queue;
+        let overflow = self.overflow;
+        let mut dropped = Vec::new();
+        for (id, subscriber) in &mut self.subscribers {
+            if subscriber.wants(event)
+                && !subscriber.push(Delivery::Event(record.clone()), capacity, overflow)
+            {
+                dropped.push(*id);
+            }
+        }
+        for id in dropped {
+            self.drop_subscriber(id);
+        }
+        Ok(record.id)
+    }
+
+    fn drop_subscriber(&mut self, subscriber: SubscriberId) {
+        self.subscribers.remove(&subscriber);
+        self.events.push_back(HubEvent::SubscriberDropped {
+            subscriber,
+            reason: DropReason::Overflow,
+        });
+    }
+
+    fn subscriber_mut(&mut self, subscriber: SubscriberId) -> Result<&mut Subscriber, EventError> {
+        if !self.subscribers.contains_key(&subscriber)
+            && self.subscribers.len() >= self.limits.max_subscribers
+        {
+            return Err(EventError::TooManySubscribers {
+                limit: self.limits.max_subscribers,
+            });
+        }
+        Ok(self.subscribers.entry(subscriber).or_default())
+    }
+
+    /// Subscribes to one event. Without `last_seen` only events published from now on
+    /// are delivered. With `last_seen` (the subscriber's `lastEventID`), every later event
+    /// still in the replay buffer is queued first, preceded by a [`Gap`] for those that
+    /// left the buffer already.
+    pub fn subscribe(
+        &mut self,
+        subscriber: SubscriberId,
+        event: &str,
+        last_seen: Option<u64>,
+        now: Instant,
+    ) -> Result<Subscribed, EventError> {
+        let limits = self.limits.clone();
+        let log = self.logs.get_mut(event).ok_or_else(|| unknown(event))?;
+        log.prune(&limits, now);
+        let latest = log.latest();
+        if let Some(seen) = last_seen {
+            if seen > latest {
+                return Err(EventError::LastSeenAhead {
+                    name: event.into(),
+                    last_seen: seen,
+                    latest,
+                });
+            }
+        }
+        let name = log.name.clone();
+        // What to queue: the gap, then the replay.
+        let mut gap = None;
+        let mut replay = Vec::new();
+        if let Some(seen) = last_seen {
+            let oldest = log.replay.front().map_or(log.next_id, |r| r.id);
+            if seen + 1 < oldest {
+                gap = Some(Gap {
+                    event: name.clone(),
+                    from: seen + 1,
+                    to: oldest - 1,
+                });
+            }
+            replay.extend(log.replay.iter().filter(|r| r.id > seen).cloned());
+        }
+        let overflow = self.overflow;
+        let sub = self.subscriber_mut(subscriber)?;
+        if sub.wants(event) {
+            return Err(EventError::AlreadySubscribed {
+                subscriber,
+                name: event.into(),
+            });
+        }
+        sub.events.insert(name);
+        let replayed = replay.len();
+        let deliveries = gap
+            .clone()
+            .map(Delivery::Gap)
+            .into_iter()
+            .chain(replay.into_iter().map(Delivery::Event));
+        for delivery in deliveries {
+            if !sub.push(delivery, limits.subscriber_queue, overflow) {
+                self.drop_subscriber(subscriber);
+                return Err(EventError::Dropped { subscriber });
+            }
+        }
+        Ok(Subscribed {
+            latest,
+            replayed,
+            gap,
+        })
+    }
+
+    /// Subscribes to every event, declared now or later, from now on (resume a single
+    /// event with [`EventHub::subscribe`]).
+    pub fn subscribe_all(&mut self, subscriber: SubscriberId) -> Result<(), EventError> {
+        let sub = self.subscriber_mut(subscriber)?;
+        if sub.all {
+            return Err(EventError::AlreadySubscribed {
+                subscriber,
+                name: "*".into(),
+            });
+        }
+        sub.all = true;
+        Ok(())
+    }
+
+    /// Ends one subscription; what was queued for it is discarded.
+    pub fn unsubscribe(&mut self, subscriber: SubscriberId, event: &str) -> Result<(), EventError> {
+        self.log(event)?;
+        let not_subscribed = || EventError::NotSubscribed {
+            subscriber,
+            name: event.into(),
+        };
+        let sub = self
+            .subscribers
+            .get_mut(&subscriber)
+            .ok_or_else(not_subscribed)?;
+        if !sub.events.remove(event) {
+            return Err(not_subscribed());
+        }
+        if !sub.all {
+            sub.queue.retain(|d| d.event() != event);
+            sub.gaps.remove(event);
+        }
+        if sub.is_idle() {
+            self.subscribers.remove(&subscriber);
+        }
+        Ok(())
+    }
+
+    /// Ends every subscription of this subscriber (`unsubscribeallevents`); what was
+    /// queued is discarded.
+    pub fn unsubscribe_all(&mut self, subscriber: SubscriberId) -> Result<(), EventError> {
+        match self.subscribers.remove(&subscriber) {
+            Some(sub) if !sub.is_idle() => Ok(()),
+            _ => Err(EventError::NotSubscribed {
+                subscriber,
+                name: "*".into(),
+            }),
+        }
+    }
+
+    /// Forgets a subscriber whose connection closed; whether it was known.
+    pub fn remove_subscriber(&mut self, subscriber: SubscriberId) -> bool {
+        self.subscribers.remove(&subscriber).is_some()
+    }
+
+    /// The next message to send to this subscriber: pending gaps first, then its queue
+    /// in order.
+    pub fn poll_delivery(&mut self, subscriber: SubscriberId) -> Option<Delivery> {
+        let sub = self.subscribers.get_mut(&subscriber)?;
+        if let Some((event, (from, to))) = sub.gaps.pop_first() {
+            return Some(Delivery::Gap(Gap { event, from, to }));
+        }
+        sub.queue.pop_front()
+    }
+
+    /// How many messages wait for this subscriber (gaps included).
+    pub fn queued(&self, subscriber: SubscriberId) -> usize {
+        self.subscribers
+            .get(&subscriber)
+            .map_or(0, |s| s.queue.len() + s.gaps.len())
+    }
+
+    /// Whether this subscriber is known (has a subscription).
+    pub fn is_subscribed(&self, subscriber: SubscriberId) -> bool {
+        self.subscribers.contains_key(&subscriber)
+    }
+
+    /// How many subscribers the hub serves.
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.len()
+    }
+
+    /// The next thing the driver must act on.
+    pub fn poll_event(&mut self) -> Option<HubEvent> {
+        self.events.pop_front()
+    }
+}
+
+fn unknown(event: &str) -> EventError {
+    EventError::UnknownEvent {
+        name: event.chars().take(64).collect(),
+    }
+}

@@ -1,0 +1,126 @@
+//! Sans-IO interaction layer for Concord: the patterns of an LMOS agent (request-reply,
+//! one request with many responses, notifications, publish-subscribe, streams) over one
+//! negotiated session.
+//!
+//! Nothing here performs I/O or reads a clock: every time-dependent call takes
+//! `now: std::time::Instant` from the driver, exactly like `concord_proto::Session`.
+//!
+//! - [`Message`]: the W3C Web Thing Protocol message (`messageType`, `operation`,
+//!   `name`, `correlationID`, …) with bounded, field-by-field decoding, and
+//!   [`Correlations`], the requester's table of open correlation ids.
+//! - [`Problem`]: RFC 9457 problem details carried in a message's `error`.
+//! - [`EventHub`]: publish-subscribe with per-event sequence numbers, a bounded replay
+//!   buffer for resuming, explicit [`Gap`]s, and a bounded queue per subscriber with a
+//!   declared [`Overflow`] policy.
+//! - [`ActionTable`]: long-running actions (pending → running → exactly one terminal
+//!   state), query, cancel, and a lease that outlives a dropped connection;
+//!   [`ActionTracker`], the caller's view that refuses what the provider must not send.
+//! - [`stream`]: binary chunks with credit-based flow control.
+//!
+//! Every bound lives in [`Limits`].
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
+
+use std::time::Duration;
+
+mod actions;
+mod events;
+mod message;
+mod problem;
+pub mod stream;
+
+pub use actions::{Action, ActionError, ActionEvent, ActionTable, ActionTracker, CancelReason};
+pub use events::{
+    Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,
+    SubscriberId,
+};
+pub use message::{
+    ActionStatus, CorrelationError, CorrelationState, Correlations, Message, MessageError,
+    MessageType, Operation,
+};
+pub use problem::{Problem, ProblemType};
+
+/// Every bound of the interaction layer (streams have their own in [`stream`]).
+/// [`Limits::default`] gives the values below.
+///
+/// | field | default | when it is hit |
+/// |---|---|---|
+/// | `max_message_size` | 1 MiB | a longer message is refused before JSON parsing ([`MessageError::TooLarge`]); ours too |
+/// | `max_depth` | 32 | a message nesting deeper is refused ([`MessageError::TooDeep`]); serde_json's own recursion limit (128) guards the parser itself |
+/// | `max_correlation_id` | 128 bytes | `correlationID` longer ([`MessageError::TooLong`]) |
+/// | `max_action_id` | 128 bytes | `actionID` longer ([`MessageError::TooLong`]) |
+/// | `max_name` | 256 bytes | `name` longer ([`MessageError::TooLong`]); an event declared with a longer name ([`EventError::NameTooLong`]) or an action started with one ([`ActionError::NameTooLong`]) |
+/// | `max_problem_text` | 4 KiB | a problem's `type`, `title`, `detail` or `instance` longer ([`MessageError::TooLong`]) |
+/// | `max_open_correlations` | 1024 | [`Correlations::open`] refuses another request ([`CorrelationError::TooMany`]) |
+/// | `max_events` | 256 | [`EventHub::declare`] refuses another event ([`EventError::TooManyEvents`]) |
+/// | `replay_events` | 256 | per event, older events leave the replay buffer; a resume from before them answers a [`Gap`] |
+/// | `replay_max_age` | none | when set, events older than this leave the replay buffer too |
+/// | `subscriber_queue` | 1024 | per subscriber, undelivered messages; past it the hub's [`Overflow`] policy applies |
+/// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
+/// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`]) |
+/// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
+/// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest encoded message accepted or sent, in bytes (default 1 MiB).
+    pub max_message_size: usize,
+    /// Deepest nesting of arrays and objects in a message, the message object itself
+    /// counting as 1 (default 32; serde_json stops at 128 whatever this says).
+    pub max_depth: usize,
+    /// Longest `correlationID`, in bytes (default 128).
+    pub max_correlation_id: usize,
+    /// Longest `actionID`, in bytes (default 128).
+    pub max_action_id: usize,
+    /// Longest affordance name (`name`, event and action names), in bytes (default 256).
+    pub max_name: usize,
+    /// Longest text member of a problem (`type`, `title`, `detail`, `instance`), in bytes
+    /// (default 4 KiB).
+    pub max_problem_text: usize,
+    /// Most requests awaiting their answers in one [`Correlations`] (default 1024).
+    pub max_open_correlations: usize,
+    /// Most events one [`EventHub`] declares (default 256).
+    pub max_events: usize,
+    /// Events kept per event name for resuming subscribers (default 256).
+    pub replay_events: usize,
+    /// When set, events older than this leave the replay buffer even if there is room
+    /// (default: none).
+    pub replay_max_age: Option<Duration>,
+    /// Undelivered messages per subscriber before the [`Overflow`] policy applies
+    /// (default 1024).
+    pub subscriber_queue: usize,
+    /// Most subscribers one [`EventHub`] serves (default 10 000).
+    pub max_subscribers: usize,
+    /// Most unfinished actions in one [`ActionTable`] (default 256).
+    pub max_actions: usize,
+    /// Finished actions kept so that a caller can still query them (default 256).
+    pub finished_actions: usize,
+    /// How long an unfinished action survives its caller's detached connection
+    /// (default 30 s).
+    pub action_lease: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message_size: 1024 * 1024,
+            max_depth: 32,
+            max_correlation_id: 128,
+            max_action_id: 128,
+            max_name: 256,
+            max_problem_text: 4096,
+            max_open_correlations: 1024,
+            max_events: 256,
+            replay_events: 256,
+            replay_max_age: None,
+            subscriber_queue: 1024,
+            max_subscribers: 10_000,
+            max_actions: 256,
+            finished_actions: 256,
+            action_lease: Duration::from_secs(30),
+        }
+    }
+}

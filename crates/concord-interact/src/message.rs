@@ -1,0 +1,815 @@
+//! The W3C Web Thing Protocol message, as JSON, and the requester's correlation table.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::problem::{Problem, ProblemType};
+use crate::Limits;
+
+/// `messageType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageType {
+    /// Asks for an operation; carries a fresh `correlationID`.
+    Request,
+    /// Answers a request once, echoing its `correlationID`.
+    Response,
+    /// Anything further about a request (event, progress, property change), echoing its
+    /// `correlationID`.
+    Notification,
+}
+
+impl MessageType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::Response => "response",
+            Self::Notification => "notification",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [Self::Request, Self::Response, Self::Notification]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
+/// `operation`: the Thing Description operation names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// `readproperty`.
+    ReadProperty,
+    /// `writeproperty`.
+    WriteProperty,
+    /// `observeproperty`: a response, then a notification per change.
+    ObserveProperty,
+    /// `unobserveproperty`.
+    UnobserveProperty,
+    /// `invokeaction`: a response, then for a long-running action notifications until a
+    /// terminal status.
+    InvokeAction,
+    /// `queryaction`, by `actionID`.
+    QueryAction,
+    /// `cancelaction`, by `actionID`.
+    CancelAction,
+    /// `subscribeevent`: a response, then a notification per event.
+    SubscribeEvent,
+    /// `unsubscribeevent`.
+    UnsubscribeEvent,
+    /// `subscribeallevents`.
+    SubscribeAllEvents,
+    /// `unsubscribeallevents`.
+    UnsubscribeAllEvents,
+}
+
+impl Operation {
+    /// Every operation.
+    pub const ALL: [Self; 11] = [
+        Self::ReadProperty,
+        Self::WriteProperty,
+        Self::ObserveProperty,
+        Self::UnobserveProperty,
+        Self::InvokeAction,
+        Self::QueryAction,
+        Self::CancelAction,
+        Self::SubscribeEvent,
+        Self::UnsubscribeEvent,
+        Self::SubscribeAllEvents,
+        Self::UnsubscribeAllEvents,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadProperty => "readproperty",
+            Self::WriteProperty => "writeproperty",
+            Self::ObserveProperty => "observeproperty",
+            Self::UnobserveProperty => "unobserveproperty",
+            Self::InvokeAction => "invokeaction",
+            Self::QueryAction => "queryaction",
+            Self::CancelAction => "cancelaction",
+            Self::SubscribeEvent => "subscribeevent",
+            Self::UnsubscribeEvent => "unsubscribeevent",
+            Self::SubscribeAllEvents => "subscribeallevents",
+            Self::UnsubscribeAllEvents => "unsubscribeallevents",
+        }
+    }
+
+    /// The operation with this wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|op| op.as_str() == s)
+    }
+
+    /// Whether a request must name an affordance (all but the `*allevents` forms).
+    pub fn needs_name(self) -> bool {
+        !matches!(self, Self::SubscribeAllEvents | Self::UnsubscribeAllEvents)
+    }
+
+    /// Whether a request must carry an `actionID` (`queryaction`, `cancelaction`).
+    pub fn needs_action_id(self) -> bool {
+        matches!(self, Self::QueryAction | Self::CancelAction)
+    }
+}
+
+/// `status` of an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionStatus {
+    /// Accepted, not started.
+    Pending,
+    /// Under way; progress may follow.
+    Running,
+    /// Terminal: done, `output` holds the result.
+    Completed,
+    /// Terminal: `error` says why.
+    Failed,
+    /// Terminal: cancelled by the caller or because its lease ran out.
+    Cancelled,
+}
+
+impl ActionStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+
+    /// Whether nothing may follow it.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// One Web Thing Protocol message.
+///
+/// ```json
+/// {"messageType": "notification", "operation": "invokeaction", "name": "getWeather",
+///  "correlationID": "c-7", "actionID": "action-1", "status": "running", "progress": 0.5}
+/// ```
+///
+/// Decoding ([`Message::decode`]) checks the size before parsing, the nesting depth, and
+/// every field, naming the field in the error; members it does not know (`thingID`,
+/// `messageID`, `timestamp`, …) are ignored. Encoding ([`Message::encode`]) checks the same
+/// rules on our own messages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Message {
+    /// `messageType`.
+    pub message_type: MessageType,
+    /// `operation`.
+    pub operation: Operation,
+    /// `name`: the property, action or event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `correlationID`: chosen by the requester, echoed by every answer.
+    #[serde(rename = "correlationID")]
+    pub correlation_id: String,
+    /// `actionID`: issued by the provider for a long-running action.
+    #[serde(rename = "actionID", skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// `value`: a property value or an event's data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// `input`: an action's input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// `output`: an action's output, partial while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// `status`: an action's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<ActionStatus>,
+    /// `progress`: an action's progress, 0 to 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    /// `eventID`: the per-event sequence number of an event notification.
+    #[serde(rename = "eventID", skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<u64>,
+    /// `lastEventID`: the last event id a resuming subscriber saw.
+    #[serde(rename = "lastEventID", skip_serializing_if = "Option::is_none")]
+    pub last_event_id: Option<u64>,
+    /// `error`: RFC 9457 problem details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+/// A message that could not be decoded or breaks a field rule. Each variant names the
+/// field (`error.status` for a member of the problem).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// Larger than `Limits::max_message_size` (checked before parsing).
+    #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// The message's size in bytes.
+        size: usize,
+        /// `Limits::max_message_size`.
+        limit: usize,
+    },
+    /// Not JSON (or nested past serde_json's recursion limit).
+    #[error("invalid JSON: {message}")]
+    Json {
+        /// serde_json's message, with line and column.
+        message: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// Nested deeper than `Limits::max_depth`.
+    #[error("message nests deeper than {limit} levels")]
+    TooDeep {
+        /// `Limits::max_depth`.
+        limit: usize,
+    },
+    /// The JSON is not an object.
+    #[error("message is not a JSON object")]
+    NotAnObject,
+    /// A required field is absent.
+    #[error("{field}: required")]
+    Missing {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field has the wrong JSON type.
+    #[error("{field}: expected {expected}")]
+    WrongType {
+        /// The field.
+        field: &'static str,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// A string field with a value outside its enumeration.
+    #[error("{field}: unknown value {value:?}")]
+    UnknownValue {
+        /// The field.
+        field: &'static str,
+        /// The value (its first 64 characters).
+        value: String,
+    },
+    /// A string longer than its limit.
+    #[error("{field}: {len} bytes exceeds the limit of {limit} bytes")]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// An empty string where one is required.
+    #[error("{field}: must not be empty")]
+    Empty {
+        /// The field.
+        field: &'static str,
+    },
+    /// A number outside its range.
+    #[error("{field}: {value} is outside {range}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value as text.
+        value: String,
+        /// The allowed range.
+        range: &'static str,
+    },
+    /// A field that breaks another rule.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+impl MessageError {
+    /// The problem to answer with ([`ProblemType::BadMessage`]).
+    pub fn to_problem(&self) -> Problem {
+        Problem::of(ProblemType::BadMessage, self.to_string())
+    }
+}
+
+/// Checks a required text field: non-empty and at most `limit` bytes.
+pub(crate) fn check_text(
+    field: &'static str,
+    text: &str,
+    limit: usize,
+) -> Result<(), MessageError> {
+    if text.is_empty() {
+        return Err(MessageError::Empty { field });
+    }
+    if text.len() > limit {
+        return Err(MessageError::TooLong {
+            field,
+            len: text.len(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+fn shorten(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn get_str<'a>(
+    map: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<&'a str>, MessageError> {
+    match map.get(field) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(MessageError::WrongType {
+            field,
+            expected: "a string",
+        }),
+    }
+}
+
+fn get_u64(map: &Map<String, Value>, field: &'static str) -> Result<Option<u64>, MessageError> {
+    match map.get(field) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or(MessageError::WrongType {
+            field,
+            expected: "a non-negative integer",
+        }),
+    }
+}
+
+fn get_enum<T>(
+    map: &Map<String, Value>,
+    field: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, MessageError> {
+    match get_str(map, field)? {
+        None => Ok(None),
+        Some(s) => parse(s)
+            .map(Some)
+            .ok_or_else(|| MessageError::UnknownValue {
+                field,
+                value: shorten(s),
+            }),
+    }
+}
+
+impl Message {
+    /// A message with only its three required fields.
+    pub fn new(
+        message_type: MessageType,
+        operation: Operation,
+        correlation_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            message_type,
+            operation,
+            name: None,
+            correlation_id: correlation_id.into(),
+            action_id: None,
+            value: None,
+            input: None,
+            output: None,
+            status: None,
+            progress: None,
+            event_id: None,
+            last_event_id: None,
+            error: None,
+        }
+    }
+
+    /// A request.
+    pub fn request(operation: Operation, correlation_id: impl Into<String>) -> Self {
+        Self::new(MessageType::Request, operation, correlation_id)
+    }
+
+    /// A response to this request: same operation, `name`, `correlationID` and `actionID`.
+    pub fn response(&self) -> Self {
+        self.answer(MessageType::Response)
+    }
+
+    /// A notification about this request: same operation, `name`, `correlationID` and
+    /// `actionID`.
+    pub fn notification(&self) -> Self {
+        self.answer(MessageType::Notification)
+    }
+
+    fn answer(&self, message_type: MessageType) -> Self {
+        Self {
+            name: self.name.clone(),
+            action_id: self.action_id.clone(),
+            ..Self::new(message_type, self.operation, self.correlation_id.clone())
+        }
+    }
+
+    /// Sets `name`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets `actionID`.
+    pub fn with_action_id(mut self, action_id: impl Into<String>) -> Self {
+        self.action_id = Some(action_id.into());
+        self
+    }
+
+    /// Sets `value`.
+    pub fn with_value(mut self, value: Value) -> Self {
+        self.value = Some(value);
+        self
+    }
+
+    /// Sets `input`.
+    pub fn with_input(mut self, input: Value) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// Sets `output`.
+    pub fn with_output(mut self, output: Value) -> Self {
+        self.output = Some(output);
+        self
+    }
+
+    /// Sets `status`.
+    pub fn with_status(mut self, status: ActionStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Sets `progress`.
+    pub fn with_progress(mut self, progress: f64) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// Sets `eventID`.
+    pub fn with_event_id(mut self, event_id: u64) -> Self {
+        self.event_id = Some(event_id);
+        self
+    }
+
+    /// Sets `lastEventID`.
+    pub fn with_last_event_id(mut self, last_event_id: u64) -> Self {
+        self.last_event_id = Some(last_event_id);
+        self
+    }
+
+    /// Sets `error`.
+    pub fn with_error(mut self, error: Problem) -> Self {
+        self.error = Some(error);
+        self
+    }
+
+    /// Decodes a message: size, then JSON, then depth, then field by field.
+    pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
+        if bytes.len() > limits.max_message_size {
+            return Err(MessageError::TooLarge {
+                size: bytes.len(),
+                limit: limits.max_message_size,
+            });
+        }
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| MessageError::Json {
+            message: e.to_string(),
+            line: e.line(),
+            column: e.column(),
+        })?;
+        if depth(&value) > limits.max_depth {
+            return Err(MessageError::TooDeep {
+                limit: limits.max_depth,
+            });
+        }
+        let Value::Object(mut map) = value else {
+            return Err(MessageError::NotAnObject);
+        };
+        let message_type =
+            get_enum(&map, "messageType", MessageType::parse)?.ok_or(MessageError::Missing {
+                field: "messageType",
+            })?;
+        let operation = get_enum(&map, "operation", Operation::parse)?
+            .ok_or(MessageError::Missing { field: "operation" })?;
+        let correlation_id = get_str(&map, "correlationID")?
+            .ok_or(MessageError::Missing {
+                field: "correlationID",
+            })?
+            .to_owned();
+        let name = get_str(&map, "name")?.map(str::to_owned);
+        let action_id = get_str(&map, "actionID")?.map(str::to_owned);
+        let status = get_enum(&map, "status", ActionStatus::parse)?;
+        let progress = match map.get("progress") {
+            None => None,
+            Some(v) => Some(v.as_f64().ok_or(MessageError::WrongType {
+                field: "progress",
+                expected: "a number",
+            })?),
+        };
+        let event_id = get_u64(&map, "eventID")?;
+        let last_event_id = get_u64(&map, "lastEventID")?;
+        let error = match map.get("error") {
+            None => None,
+            Some(v) => Some(Problem::from_value(v, limits)?),
+        };
+        let message = Self {
+            message_type,
+            operation,
+            name,
+            correlation_id,
+            action_id,
+            value: map.remove("value"),
+            input: map.remove("input"),
+            output: map.remove("output"),
+            status,
+            progress,
+            event_id,
+            last_event_id,
+            error,
+        };
+        message.validate(limits)?;
+        Ok(message)
+    }
+
+    /// Checks the field rules: `correlationID` non-empty and within its limit, `name`
+    /// present where the operation needs one, `actionID` on `queryaction`/`cancelaction`
+    /// requests, `progress` in 0..=1, the problem's fields.
+    pub fn validate(&self, limits: &Limits) -> Result<(), MessageError> {
+        check_text(
+            "correlationID",
+            &self.correlation_id,
+            limits.max_correlation_id,
+        )?;
+        match &self.name {
+            Some(name) => check_text("name", name, limits.max_name)?,
+            None if self.message_type == MessageType::Request && self.operation.needs_name() => {
+                return Err(MessageError::Missing { field: "name" })
+            }
+            None => {}
+        }
+        match &self.action_id {
+            Some(id) => check_text("actionID", id, limits.max_action_id)?,
+            None if self.message_type == MessageType::Request
+                && self.operation.needs_action_id() =>
+            {
+                return Err(MessageError::Missing { field: "actionID" })
+            }
+            None => {}
+        }
+        if let Some(p) = self.progress {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(MessageError::OutOfRange {
+                    field: "progress",
+                    value: p.to_string(),
+                    range: "0..=1",
+                });
+            }
+        }
+        if let Some(problem) = &self.error {
+            problem.validate(limits)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes the message after [`Message::validate`]; refuses one larger than
+    /// `Limits::max_message_size` or nested deeper than `Limits::max_depth`.
+    pub fn encode(&self, limits: &Limits) -> Result<Vec<u8>, MessageError> {
+        self.validate(limits)?;
+        let too_deep = [&self.value, &self.input, &self.output]
+            .into_iter()
+            .flatten()
+            .any(|v| 1 + depth(v) > limits.max_depth)
+            || self.error.as_ref().is_some_and(|p| {
+                p.extensions
+                    .values()
+                    .any(|v| 2 + depth(v) > limits.max_depth)
+            });
+        if too_deep {
+            return Err(MessageError::TooDeep {
+                limit: limits.max_depth,
+            });
+        }
+        let bytes = serde_json::to_vec(self).map_err(|e| MessageError::Json {
+            message: e.to_string(),
+            line: e.line(),
+            column: e.column(),
+        })?;
+        if bytes.len() > limits.max_message_size {
+            return Err(MessageError::TooLarge {
+                size: bytes.len(),
+                limit: limits.max_message_size,
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+/// Whether a correlation stays open after an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorrelationState {
+    /// More answers may come (an acknowledged subscription, a running action).
+    Open,
+    /// The request is answered for good; its `correlationID` is free again.
+    Closed,
+}
+
+/// An answer that matches no open request, or a request that cannot be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorrelationError {
+    /// [`Correlations::open`] takes requests only.
+    #[error("a {0} cannot open a correlation")]
+    NotARequest(&'static str),
+    /// [`Correlations::accept`] takes responses and notifications only.
+    #[error("a request is not an answer")]
+    NotAnAnswer,
+    /// A request reuses an open `correlationID`.
+    #[error("correlationID {correlation_id:?} is already open")]
+    Duplicate {
+        /// The id.
+        correlation_id: String,
+    },
+    /// `Limits::max_open_correlations` requests are open already.
+    #[error("{limit} requests are open already")]
+    TooMany {
+        /// `Limits::max_open_correlations`.
+        limit: usize,
+    },
+    /// An answer whose `correlationID` matches no open request.
+    #[error("unknown correlationID {correlation_id:?}")]
+    Unknown {
+        /// The id.
+        correlation_id: String,
+    },
+    /// An answer for another operation than the request's.
+    #[error("correlationID {correlation_id:?} belongs to {expected}, not {got}")]
+    OperationMismatch {
+        /// The id.
+        correlation_id: String,
+        /// The request's operation.
+        expected: &'static str,
+        /// The answer's operation.
+        got: &'static str,
+    },
+    /// A notification for an operation that has none (only `invokeaction`,
+    /// `observeproperty`, `subscribeevent` and `subscribeallevents` have).
+    #[error("{operation} has no notifications")]
+    UnexpectedNotification {
+        /// The operation.
+        operation: &'static str,
+    },
+}
+
+impl CorrelationError {
+    /// The problem to answer with.
+    pub fn to_problem(&self) -> Problem {
+        let kind = match self {
+            Self::Unknown { .. } => ProblemType::UnknownCorrelationId,
+            Self::Duplicate { .. } => ProblemType::Conflict,
+            Self::TooMany { .. } => ProblemType::LimitReached,
+            _ => ProblemType::BadMessage,
+        };
+        Problem::of(kind, self.to_string())
+    }
+}
+
+/// The requester's open requests by `correlationID`, so that every answer is matched to
+/// its request and an answer to nothing is a typed error.
+///
+/// A response closes its request, except the acknowledgement of `observeproperty`,
+/// `subscribeevent`, `subscribeallevents` and of a long-running `invokeaction` (status
+/// `pending` or `running`); those stay open until a terminal action status, an error
+/// response, or [`Correlations::close`] (after unobserving or unsubscribing).
+#[derive(Debug, Clone)]
+pub struct Correlations {
+    open: BTreeMap<String, Operation>,
+    limit: usize,
+}
+
+impl Correlations {
+    /// An empty table bounded by `Limits::max_open_correlations`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            open: BTreeMap::new(),
+            limit: limits.max_open_correlations,
+        }
+    }
+
+    /// Records a request we are about to send.
+    pub fn open(&mut self, request: &Message) -> Result<(), CorrelationError> {
+        if request.message_type != MessageType::Request {
+            return Err(CorrelationError::NotARequest(request.message_type.as_str()));
+        }
+        if self.open.contains_key(&request.correlation_id) {
+            return Err(CorrelationError::Duplicate {
+                correlation_id: request.correlation_id.clone(),
+            });
+        }
+        if self.open.len() >= self.limit {
+            return Err(CorrelationError::TooMany { limit: self.limit });
+        }
+        self.open
+            .insert(request.correlation_id.clone(), request.operation);
+        Ok(())
+    }
+
+    /// Matches a received response or notification to its request.
+    pub fn accept(&mut self, answer: &Message) -> Result<CorrelationState, CorrelationError> {
+        let id = &answer.correlation_id;
+        let expected = match (answer.message_type, self.open.get(id)) {
+            (MessageType::Request, _) => return Err(CorrelationError::NotAnAnswer),
+            (_, None) => {
+                return Err(CorrelationError::Unknown {
+                    correlation_id: shorten(id),
+                })
+            }
+            (_, Some(op)) => *op,
+        };
+        if expected != answer.operation {
+            return Err(CorrelationError::OperationMismatch {
+                correlation_id: shorten(id),
+                expected: expected.as_str(),
+                got: answer.operation.as_str(),
+            });
+        }
+        let long_lived = matches!(
+            expected,
+            Operation::ObserveProperty | Operation::SubscribeEvent | Operation::SubscribeAllEvents
+        );
+        let terminal = answer.status.is_some_and(ActionStatus::is_terminal);
+        let state = match answer.message_type {
+            MessageType::Response if answer.error.is_some() => CorrelationState::Closed,
+            MessageType::Response if long_lived => CorrelationState::Open,
+            MessageType::Response if expected == Operation::InvokeAction => match answer.status {
+                Some(ActionStatus::Pending | ActionStatus::Running) => CorrelationState::Open,
+                _ => CorrelationState::Closed,
+            },
+            MessageType::Response => CorrelationState::Closed,
+            _ if long_lived => CorrelationState::Open,
+            _ if expected == Operation::InvokeAction => {
+                if terminal || (answer.error.is_some() && answer.status.is_none()) {
+                    CorrelationState::Closed
+                } else {
+                    CorrelationState::Open
+                }
+            }
+            _ => {
+                return Err(CorrelationError::UnexpectedNotification {
+                    operation: expected.as_str(),
+                })
+            }
+        };
+        if state == CorrelationState::Closed {
+            self.open.remove(id);
+        }
+        Ok(state)
+    }
+
+    /// Forgets an open request (after unsubscribing, or giving up); whether it was open.
+    pub fn close(&mut self, correlation_id: &str) -> bool {
+        self.open.remove(correlation_id).is_some()
+    }
+
+    /// The operation of an open request.
+    pub fn operation(&self, correlation_id: &str) -> Option<Operation> {
+        self.open.get(correlation_id).copied()
+    }
+
+    /// How many requests are open.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether no request is open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+}

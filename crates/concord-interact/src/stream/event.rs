@@ -1,0 +1,86 @@
+//! What leaves the stream layer: events for the application and transmits for the driver.
+
+use super::header::{ResetCode, StreamId};
+#[cfg(doc)]
+use super::{PeerError, SendStream, Streams};
+
+/// Something that happened to a stream, for the application ([`Streams::poll_event`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// The peer opened a stream (its first chunk or grant arrived).
+    Opened {
+        /// The stream.
+        id: StreamId,
+    },
+    /// Data is waiting to be read (announced when the buffer stops being empty).
+    Readable {
+        /// The stream.
+        id: StreamId,
+    },
+    /// Credit or queue room came back after a send was blocked or dropped.
+    Writable {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The peer's END arrived: after what is buffered, nothing more comes.
+    Finished {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The peer truncated: what we had buffered and not read is gone.
+    Truncated {
+        /// The stream.
+        id: StreamId,
+        /// Bytes discarded from our buffer (grant them again to keep the credit level).
+        discarded: u64,
+    },
+    /// The stream was reset, both ways; its state is gone.
+    Reset {
+        /// The stream.
+        id: StreamId,
+        /// Why.
+        code: ResetCode,
+        /// Who reset it.
+        by: ResetBy,
+    },
+    /// Both directions ended cleanly and everything was read; the state is gone.
+    Closed {
+        /// The stream.
+        id: StreamId,
+    },
+}
+
+/// Who reset a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResetBy {
+    /// The peer sent a RESET.
+    Peer,
+    /// We reset it because the peer broke a rule ([`PeerError::reset_code`]); a RESET
+    /// went out. (A reset the application asks for raises no event.)
+    Violation,
+}
+
+/// What the driver sends next ([`Streams::poll_transmit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// The data of one PT 1 frame: a chunk header and its payload.
+    Chunk(Vec<u8>),
+    /// A credit grant for the peer's sending direction of a stream, to carry as a control
+    /// message: the cumulative total in bytes, the initial credit included.
+    Grant {
+        /// The stream.
+        id: StreamId,
+        /// The cumulative credit granted.
+        total: u64,
+    },
+}
+
+/// What became of a chunk given to [`SendStream::send`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sent {
+    /// Queued for transmission.
+    Queued,
+    /// Dropped for want of credit (realtime mode), and counted.
+    Dropped,
+}

@@ -1,0 +1,672 @@
+//! Binary streams both ways with credit-based flow control: the request-stream /
+//! response-stream pattern (voice in, audio out).
+//!
+//! One [`Streams`] per session owns every stream (the quinn-proto shape); the application
+//! reaches one through a short-lived borrowed handle, [`Streams::send_stream`] or
+//! [`Streams::recv_stream`]. Nothing here reads a clock or touches a socket: the driver
+//! feeds received chunks ([`Streams::handle_chunk`]) and grants ([`Streams::handle_grant`])
+//! in, and drains what to send ([`Streams::poll_transmit`]) and what happened
+//! ([`Streams::poll_event`]).
+//!
+//! - [`header`]: the 9-byte chunk header of PT 1 frames (stream id, sequence, END / RESET /
+//!   TRUNCATE).
+//! - [`credit`]: RSocket-style byte credits; a sender never exceeds what was granted.
+//! - `state`: the per-stream state machines; `event` and `error`: what leaves the layer.
+//!
+//! Every stream is bidirectional: each side has a send half and a receive half, each with
+//! its own sequence and credit. Both start with [`StreamLimits::initial_credit`] granted
+//! (both peers must declare the same value; the protocol description states it).
+//!
+//! **Where grants and opens travel.** A chunk is a PT 1 frame; a grant
+//! ([`Transmit::Grant`], the cumulative total) and the request that opens a stream are
+//! control messages the driver carries on the message layer. A stream also opens
+//! implicitly on the first chunk or grant the peer sends for a new id of its parity.
+
+pub mod credit;
+mod error;
+mod event;
+pub mod header;
+mod state;
+
+use std::collections::{BTreeMap, VecDeque};
+
+pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode};
+pub use error::{PeerError, StreamError};
+pub use event::{ResetBy, Sent, StreamEvent, Transmit};
+pub use header::{Chunk, ChunkHeader, Flags, HeaderError, ResetCode, Side, StreamId, HEADER_LEN};
+
+use state::{Pending, SendState, StreamState};
+
+/// The bounds of the stream layer. Memory per session is at most
+/// `max_streams × (max_receive_buffer + max_send_queue)` payload bytes.
+///
+/// | field | default | when it is hit |
+/// |---|---|---|
+/// | `max_streams` | 64 | [`Streams::open`] answers [`StreamError::TooManyStreams`]; a new peer stream is refused with a RESET ([`ResetCode::REFUSED`]) and [`PeerError::TooManyStreams`] |
+/// | `max_chunk_size` | 64 KiB | payload bytes per chunk: ours is refused ([`StreamError::ChunkTooLarge`]; [`SendStream::write`] splits); the peer's resets the stream ([`ResetCode::TOO_LARGE`], [`PeerError::ChunkTooLarge`]) |
+/// | `initial_credit` | 64 KiB | bytes each direction of a new stream may carry before the first grant; capped at `max_receive_buffer` |
+/// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]) |
+/// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamLimits {
+    /// Streams open at once, both initiators together (default 64).
+    pub max_streams: usize,
+    /// Largest chunk payload sent or accepted, in bytes (default 64 KiB).
+    pub max_chunk_size: usize,
+    /// Credit each direction of a new stream starts with, in bytes (default 64 KiB).
+    pub initial_credit: u64,
+    /// Most granted-but-unread bytes per stream (default 1 MiB).
+    pub max_receive_buffer: u64,
+    /// Most admitted-but-untransmitted bytes per stream (default 1 MiB).
+    pub max_send_queue: u64,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            max_streams: 64,
+            max_chunk_size: 64 * 1024,
+            initial_credit: 64 * 1024,
+            max_receive_buffer: 1024 * 1024,
+            max_send_queue: 1024 * 1024,
+        }
+    }
+}
+
+/// Every stream of one session: ids, per-stream state, the transmit queue and events.
+///
+/// ```text
+///  app ── open / accept / send_stream(id).send / recv_stream(id).read, grant ──▶ Streams
+///  peer ── handle_chunk(PT 1 data) / handle_grant(id, total) ──────────────────▶ Streams
+///  Streams ── poll_transmit: Chunk bytes (PT 1) | Grant (control message) ─────▶ peer
+///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Reset, Closed ▶ app
+/// ```
+#[derive(Debug)]
+pub struct Streams {
+    side: Side,
+    limits: StreamLimits,
+    streams: BTreeMap<StreamId, StreamState>,
+    /// The id our next [`Streams::open`] takes (`u64` so exhaustion is visible).
+    next_local: u64,
+    /// The lowest peer id not seen yet: lower peer ids that are not live are closed.
+    next_remote: u64,
+    queue: VecDeque<Pending>,
+    grants: VecDeque<StreamId>,
+    events: VecDeque<StreamEvent>,
+}
+
+/// How a peer's chunk or grant finds its stream.
+enum Target {
+    Live,
+    Closed,
+}
+
+impl Streams {
+    /// The streams of one session, for the given side (which fixes the parity of the ids
+    /// we open). `limits.initial_credit` is capped at `limits.max_receive_buffer`.
+    pub fn new(side: Side, mut limits: StreamLimits) -> Self {
+        limits.initial_credit = limits.initial_credit.min(limits.max_receive_buffer);
+        let peer_first = side.peer().first_stream_id();
+        Self {
+            side,
+            limits,
+            streams: BTreeMap::new(),
+            next_local: u64::from(side.first_stream_id().0),
+            next_remote: u64::from(peer_first.0),
+            queue: VecDeque::new(),
+            grants: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Our side.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &StreamLimits {
+        &self.limits
+    }
+
+    /// How many streams are open.
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether no stream is open.
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Whether `id` is open.
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.streams.contains_key(&id)
+    }
+
+    /// Opens a stream of ours; the caller names the id in the request that opens it on the
+    /// peer. `mode` says what our sends do without credit.
+    pub fn open(&mut self, mode: SendMode) -> Result<StreamId, StreamError> {
+        if self.streams.len() >= self.limits.max_streams {
+            return Err(StreamError::TooManyStreams {
+                limit: self.limits.max_streams,
+            });
+        }
+        let id = u32::try_from(self.next_local).map_err(|_| StreamError::IdsExhausted)?;
+        let id = StreamId(id);
+        self.next_local += 2;
+        self.streams
+            .insert(id, StreamState::new(self.limits.initial_credit, mode));
+        Ok(id)
+    }
+
+    /// Registers a peer stream named in the peer's request, before any of its chunks, so
+    /// we may send on it. Already open: only the mode changes. Over the stream limit: the
+    /// stream is refused with a RESET ([`ResetCode::REFUSED`]).
+    pub fn accept(&mut self, id: StreamId, mode: SendMode) -> Result<(), StreamError> {
+        if id.initiator() == self.side {
+            return Err(StreamError::NotPeerStream { id });
+        }
+        if let Some(stream) = self.streams.get_mut(&id) {
+            stream.send.credit.set_mode(mode);
+            return Ok(());
+        }
+        if u64::from(id.0) < self.next_remote {
+            return Err(StreamError::StreamClosed { id });
+        }
+        self.next_remote = u64::from(id.0) + 2;
+        if self.streams.len() >= self.limits.max_streams {
+            self.queue.push_back(Pending::Reset {
+                id,
+                code: ResetCode::REFUSED,
+            });
+            return Err(StreamError::TooManyStreams {
+                limit: self.limits.max_streams,
+            });
+        }
+        self.streams
+            .insert(id, StreamState::new(self.limits.initial_credit, mode));
+        Ok(())
+    }
+
+    /// The sending direction of a live stream.
+    pub fn send_stream(&mut self, id: StreamId) -> Result<SendStream<'_>, StreamError> {
+        if !self.streams.contains_key(&id) {
+            return Err(StreamError::UnknownStream { id });
+        }
+        Ok(SendStream { streams: self, id })
+    }
+
+    /// The receiving direction of a live stream.
+    pub fn recv_stream(&mut self, id: StreamId) -> Result<RecvStream<'_>, StreamError> {
+        if !self.streams.contains_key(&id) {
+            return Err(StreamError::UnknownStream { id });
+        }
+        Ok(RecvStream { streams: self, id })
+    }
+
+    /// Takes the data of a received PT 1 frame. An error drops the chunk and, when
+    /// [`PeerError::reset_code`] says so, resets the stream; the other streams and the
+    /// session go on.
+    pub fn handle_chunk(&mut self, bytes: &[u8]) -> Result<(), PeerError> {
+        let chunk = Chunk::decode(bytes)?;
+        let id = chunk.header.stream_id;
+        if let Some(code) = chunk.reset_code() {
+            if self.streams.contains_key(&id) {
+                self.remove_with_reset(id, code, Some(ResetBy::Peer));
+            } else if id.initiator() != self.side && u64::from(id.0) >= self.next_remote {
+                // Opened and cancelled before anything else reached us.
+                self.next_remote = u64::from(id.0) + 2;
+            }
+            return Ok(());
+        }
+        match self.target(id)? {
+            Target::Closed => return Err(PeerError::StreamClosed { id }),
+            Target::Live => {}
+        }
+        let max_chunk_size = self.limits.max_chunk_size;
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Err(PeerError::StreamClosed { id });
+        };
+        let received = match stream
+            .recv
+            .on_chunk(&chunk.header, chunk.payload, max_chunk_size)
+        {
+            Ok(received) => received,
+            Err(error) => {
+                if let Some(code) = error.reset_code() {
+                    self.remove_with_reset(id, code, Some(ResetBy::Violation));
+                }
+                return Err(error);
+            }
+        };
+        if let Some(discarded) = received.truncated {
+            self.events
+                .push_back(StreamEvent::Truncated { id, discarded });
+        }
+        if received.became_readable {
+            self.events.push_back(StreamEvent::Readable { id });
+        }
+        if received.ended {
+            self.events.push_back(StreamEvent::Finished { id });
+            self.remove_if_closed(id);
+        }
+        Ok(())
+    }
+
+    /// Takes a grant the peer sent for our sending direction of `id`: the cumulative total
+    /// (a repeated or older total changes nothing).
+    pub fn handle_grant(&mut self, id: StreamId, total: u64) -> Result<(), PeerError> {
+        match self.target(id)? {
+            Target::Closed => return Err(PeerError::StreamClosed { id }),
+            Target::Live => {}
+        }
+        let max_send_queue = self.limits.max_send_queue;
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Err(PeerError::StreamClosed { id });
+        };
+        let send = &mut stream.send;
+        if send.credit.update_total(total) && send.blocked && send.available(max_send_queue) > 0 {
+            send.blocked = false;
+            self.events.push_back(StreamEvent::Writable { id });
+        }
+        Ok(())
+    }
+
+    /// The next thing to send: grants first (they unblock the peer), then chunks in the
+    /// order they were admitted.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        while let Some(id) = self.grants.pop_front() {
+            if let Some(stream) = self.streams.get_mut(&id) {
+                if stream.recv.grant_pending {
+                    stream.recv.grant_pending = false;
+                    return Some(Transmit::Grant {
+                        id,
+                        total: stream.recv.credit.granted(),
+                    });
+                }
+            }
+        }
+        while let Some(pending) = self.queue.pop_front() {
+            if let Some(bytes) = self.transmit(pending) {
+                return Some(Transmit::Chunk(bytes));
+            }
+        }
+        None
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<StreamEvent> {
+        self.events.pop_front()
+    }
+
+    /// Encodes a queued chunk, assigning its sequence; `None` when its stream is gone.
+    fn transmit(&mut self, pending: Pending) -> Option<Vec<u8>> {
+        let (id, flags, payload) = match pending {
+            Pending::Reset { id, code } => return Some(Chunk::reset(id, code).encode()),
+            Pending::Data { id, flags, payload } => (id, flags, payload),
+        };
+        let max_send_queue = self.limits.max_send_queue;
+        let stream = self.streams.get_mut(&id)?;
+        let send = &mut stream.send;
+        // Reserved when queued, so it fits in 32 bits.
+        let sequence = u32::try_from(send.next_seq).ok()?;
+        send.next_seq += 1;
+        send.queued_bytes = send.queued_bytes.saturating_sub(payload.len() as u64);
+        let bytes = Chunk {
+            header: ChunkHeader {
+                stream_id: id,
+                sequence,
+                flags,
+            },
+            payload: &payload,
+        }
+        .encode();
+        if flags.contains(Flags::END) {
+            send.state = SendState::Finished;
+            self.remove_if_closed(id);
+        } else if send.blocked && send.available(max_send_queue) > 0 {
+            send.blocked = false;
+            self.events.push_back(StreamEvent::Writable { id });
+        }
+        Some(bytes)
+    }
+
+    /// Finds the stream of a peer's chunk or grant, opening a new peer stream.
+    fn target(&mut self, id: StreamId) -> Result<Target, PeerError> {
+        if self.streams.contains_key(&id) {
+            return Ok(Target::Live);
+        }
+        if id.initiator() == self.side {
+            return if u64::from(id.0) < self.next_local {
+                Ok(Target::Closed)
+            } else {
+                Err(PeerError::UnknownStream { id })
+            };
+        }
+        if u64::from(id.0) < self.next_remote {
+            return Ok(Target::Closed);
+        }
+        self.next_remote = u64::from(id.0) + 2;
+        if self.streams.len() >= self.limits.max_streams {
+            self.queue.push_back(Pending::Reset {
+                id,
+                code: ResetCode::REFUSED,
+            });
+            return Err(PeerError::TooManyStreams {
+                id,
+                limit: self.limits.max_streams,
+            });
+        }
+        self.streams.insert(
+            id,
+            StreamState::new(self.limits.initial_credit, SendMode::Reliable),
+        );
+        self.events.push_back(StreamEvent::Opened { id });
+        Ok(Target::Live)
+    }
+
+    /// Drops a stream's state and its queued chunks; queues a RESET unless the peer sent
+    /// it; raises [`StreamEvent::Reset`] unless the application asked for it.
+    fn remove_with_reset(&mut self, id: StreamId, code: ResetCode, by: Option<ResetBy>) {
+        self.streams.remove(&id);
+        self.queue.retain(|pending| pending.stream_id() != id);
+        if by != Some(ResetBy::Peer) {
+            self.queue.push_back(Pending::Reset { id, code });
+        }
+        if let Some(by) = by {
+            self.events.push_back(StreamEvent::Reset { id, code, by });
+        }
+    }
+
+    fn remove_if_closed(&mut self, id: StreamId) {
+        if self.streams.get(&id).is_some_and(StreamState::is_closed) {
+            self.streams.remove(&id);
+            self.events.push_back(StreamEvent::Closed { id });
+        }
+    }
+
+    fn stream_mut(&mut self, id: StreamId) -> Result<&mut StreamState, StreamError> {
+        self.streams
+            .get_mut(&id)
+            .ok_or(StreamError::UnknownStream { id })
+    }
+}
+
+/// The sending direction of one stream, borrowed from [`Streams`].
+#[derive(Debug)]
+pub struct SendStream<'a> {
+    streams: &'a mut Streams,
+    id: StreamId,
+}
+
+impl SendStream<'_> {
+    /// The stream.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// Bytes that may be sent now: the credit, bounded by the send queue's room.
+    pub fn available(&self) -> u64 {
+        let max_send_queue = self.streams.limits.max_send_queue;
+        self.streams
+            .streams
+            .get(&self.id)
+            .map_or(0, |s| s.send.available(max_send_queue))
+    }
+
+    /// The credit of this direction (granted, sent, dropped).
+    pub fn credit(&self) -> Option<&SendCredit> {
+        self.streams.streams.get(&self.id).map(|s| &s.send.credit)
+    }
+
+    /// Changes what sends do without credit.
+    pub fn set_mode(&mut self, mode: SendMode) -> Result<(), StreamError> {
+        self.streams.stream_mut(self.id)?.send.credit.set_mode(mode);
+        Ok(())
+    }
+
+    /// Sends `payload` as one chunk, whole or not at all (a voice frame stays a frame).
+    /// Without credit: [`StreamError::Blocked`] in reliable mode, [`Sent::Dropped`]
+    /// (counted in [`SendCredit::dropped_chunks`]) in realtime mode.
+    pub fn send(&mut self, payload: &[u8]) -> Result<Sent, StreamError> {
+        let id = self.id;
+        let limits = self.streams.limits;
+        if payload.len() > limits.max_chunk_size {
+            return Err(StreamError::ChunkTooLarge {
+                len: payload.len(),
+                limit: limits.max_chunk_size,
+            });
+        }
+        let send = &mut self.streams.stream_mut(id)?.send;
+        check_open(id, send)?;
+        let len = payload.len() as u64;
+        let queue_room = limits.max_send_queue.saturating_sub(send.queued_bytes);
+        let admitted = if len > queue_room {
+            match send.credit.mode() {
+                SendMode::Reliable => Err(CreditError::Blocked {
+                    len,
+                    available: send.available(limits.max_send_queue),
+                }),
+                SendMode::Realtime => {
+                    send.credit.record_drop(len);
+                    Ok(Admitted::Dropped)
+                }
+            }
+        } else {
+            send.credit.try_send(len)
+        };
+        match admitted {
+            Ok(Admitted::Send) => {
+                self.queue(Flags::NONE, payload.to_vec());
+                Ok(Sent::Queued)
+            }
+            Ok(Admitted::Dropped) => {
+                send.blocked = true;
+                Ok(Sent::Dropped)
+            }
+            Err(_) => {
+                send.blocked = true;
+                Err(StreamError::Blocked {
+                    id,
+                    len,
+                    available: send.available(limits.max_send_queue),
+                })
+            }
+        }
+    }
+
+    /// Sends as much of `data` as the credit, the queue and one chunk allow; returns how
+    /// many bytes went (a byte pipe). Nothing at all: [`StreamError::Blocked`]. Ignores
+    /// the realtime mode: a byte pipe never drops.
+    pub fn write(&mut self, data: &[u8]) -> Result<usize, StreamError> {
+        let id = self.id;
+        let limits = self.streams.limits;
+        let send = &mut self.streams.stream_mut(id)?.send;
+        check_open(id, send)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let available = send.available(limits.max_send_queue);
+        let n = usize::try_from(available)
+            .unwrap_or(usize::MAX)
+            .min(limits.max_chunk_size)
+            .min(data.len());
+        if n == 0 {
+            send.blocked = true;
+            return Err(StreamError::Blocked {
+                id,
+                len: data.len() as u64,
+                available,
+            });
+        }
+        // `n` is within the credit, so the mode never comes into play: nothing drops.
+        if send.credit.try_send(n as u64) != Ok(Admitted::Send) {
+            send.blocked = true;
+            return Err(StreamError::Blocked {
+                id,
+                len: data.len() as u64,
+                available,
+            });
+        }
+        let chunk = data.get(..n).unwrap_or(data).to_vec();
+        self.queue(Flags::NONE, chunk);
+        Ok(n)
+    }
+
+    /// Ends our direction (half close): an END chunk after what is queued.
+    pub fn finish(&mut self) -> Result<(), StreamError> {
+        let id = self.id;
+        let send = &mut self.streams.stream_mut(id)?.send;
+        check_open(id, send)?;
+        send.state = SendState::Finishing;
+        self.queue(Flags::END, Vec::new());
+        Ok(())
+    }
+
+    /// Cuts what the peer has not played (realtime voice interruption): our queued,
+    /// untransmitted chunks are discarded (their credit comes back) and a TRUNCATE tells
+    /// the peer to discard its buffer. The stream goes on. Returns the bytes discarded here.
+    pub fn truncate(&mut self) -> Result<u64, StreamError> {
+        let id = self.id;
+        let streams = &mut *self.streams;
+        let send = &mut streams
+            .streams
+            .get_mut(&id)
+            .ok_or(StreamError::UnknownStream { id })?
+            .send;
+        check_open(id, send)?;
+        let mut discarded_bytes = 0u64;
+        let mut discarded_chunks = 0u64;
+        streams.queue.retain(|pending| match pending {
+            Pending::Data {
+                id: chunk_id,
+                payload,
+                ..
+            } if *chunk_id == id => {
+                discarded_bytes += payload.len() as u64;
+                discarded_chunks += 1;
+                false
+            }
+            _ => true,
+        });
+        send.credit.refund(discarded_bytes);
+        send.queued_bytes = send.queued_bytes.saturating_sub(discarded_bytes);
+        send.reserved_seq = send.reserved_seq.saturating_sub(discarded_chunks);
+        self.queue(Flags::TRUNCATE, Vec::new());
+        Ok(discarded_bytes)
+    }
+
+    /// Aborts the stream both ways with `code`; its state goes at once.
+    pub fn reset(self, code: ResetCode) {
+        self.streams.remove_with_reset(self.id, code, None);
+    }
+
+    /// Queues a chunk, reserving its sequence (checked by [`check_open`]).
+    fn queue(&mut self, flags: Flags, payload: Vec<u8>) {
+        if let Some(stream) = self.streams.streams.get_mut(&self.id) {
+            stream.send.reserved_seq += 1;
+            stream.send.queued_bytes += payload.len() as u64;
+            self.streams.queue.push_back(Pending::Data {
+                id: self.id,
+                flags,
+                payload,
+            });
+        }
+    }
+}
+
+/// Refuses sending on a finished direction or one out of sequence numbers.
+fn check_open(id: StreamId, send: &state::SendHalf) -> Result<(), StreamError> {
+    if send.state != SendState::Open {
+        return Err(StreamError::SendFinished { id });
+    }
+    if !send.has_sequence_left() {
+        return Err(StreamError::SequenceExhausted { id });
+    }
+    Ok(())
+}
+
+/// The receiving direction of one stream, borrowed from [`Streams`].
+#[derive(Debug)]
+pub struct RecvStream<'a> {
+    streams: &'a mut Streams,
+    id: StreamId,
+}
+
+impl RecvStream<'_> {
+    /// The stream.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// The next chunk's payload in order, or `None` when nothing is buffered. Reading the
+    /// last chunk after END closes the stream if our direction is finished too
+    /// ([`StreamEvent::Closed`]).
+    pub fn read(&mut self) -> Option<Vec<u8>> {
+        let chunk = self.streams.streams.get_mut(&self.id)?.recv.read()?;
+        self.streams.remove_if_closed(self.id);
+        Some(chunk)
+    }
+
+    /// Bytes buffered and not read.
+    pub fn buffered(&self) -> u64 {
+        self.streams
+            .streams
+            .get(&self.id)
+            .map_or(0, |s| s.recv.credit.buffered())
+    }
+
+    /// The peer's END arrived and everything was read.
+    pub fn is_finished(&self) -> bool {
+        self.streams
+            .streams
+            .get(&self.id)
+            .is_none_or(|s| s.recv.is_drained())
+    }
+
+    /// The credit of this direction (granted, received, buffered).
+    pub fn credit(&self) -> Option<&RecvCredit> {
+        self.streams.streams.get(&self.id).map(|s| &s.recv.credit)
+    }
+
+    /// Grants the peer `n` more bytes (cumulative, like RSocket's REQUEST_N); a
+    /// [`Transmit::Grant`] carrying the new total follows. Returns the total. After the
+    /// peer's END a grant changes nothing.
+    pub fn grant(&mut self, n: u64) -> Result<u64, StreamError> {
+        let id = self.id;
+        let max = self.streams.limits.max_receive_buffer;
+        let recv = &mut self.streams.stream_mut(id)?.recv;
+        if recv.state == state::RecvState::Ended || n == 0 {
+            return Ok(recv.credit.granted());
+        }
+        let room = max.saturating_sub(recv.credit.outstanding());
+        if n > room {
+            return Err(StreamError::GrantExceedsBuffer {
+                id,
+                requested: n,
+                room,
+            });
+        }
+        let total = recv
+            .credit
+            .grant(n)
+            .map_err(|_| StreamError::GrantExceedsBuffer {
+                id,
+                requested: n,
+                room,
+            })?;
+        if !recv.grant_pending {
+            recv.grant_pending = true;
+            self.streams.grants.push_back(id);
+        }
+        Ok(total)
+    }
+
+    /// Cancels the stream both ways with `code` (a receiver that wants no more); its
+    /// state goes at once.
+    pub fn reset(self, code: ResetCode) {
+        self.streams.remove_with_reset(self.id, code, None);
+    }
+}

@@ -1,0 +1,226 @@
+//! The per-stream state machines: one [`SendHalf`] and one [`RecvHalf`] per stream.
+//!
+//! ```text
+//! send half:  Open ──finish()──▶ Finishing (END queued) ──END transmitted──▶ Finished
+//! recv half:  Open ──END received──▶ Ended ──buffer read──▶ (drained)
+//! either:     ──RESET sent or received──▶ gone (the whole stream, both ways)
+//! ```
+//!
+//! A stream's state is dropped when its send half is `Finished` and its receive half is
+//! `Ended` and drained, or at once on a RESET. Connection-wide bookkeeping (ids, the
+//! transmit queue, events) lives in [`Streams`](super::Streams).
+
+use std::collections::VecDeque;
+
+use super::credit::{RecvCredit, SendCredit, SendMode};
+use super::header::{ChunkHeader, Flags, ResetCode, StreamId};
+use super::PeerError;
+
+/// Where the sending direction of a stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SendState {
+    /// Data may be sent.
+    Open,
+    /// END is queued, not yet transmitted.
+    Finishing,
+    /// END was transmitted.
+    Finished,
+}
+
+/// The sending direction of one stream.
+#[derive(Debug)]
+pub(super) struct SendHalf {
+    pub(super) credit: SendCredit,
+    pub(super) state: SendState,
+    /// The sequence the next transmitted chunk carries.
+    pub(super) next_seq: u64,
+    /// Sequences taken by chunks transmitted or queued (`next_seq` + queued chunks).
+    pub(super) reserved_seq: u64,
+    /// Payload bytes admitted and waiting in the transmit queue.
+    pub(super) queued_bytes: u64,
+    /// A send was refused or dropped for want of credit or queue room: announce
+    /// `Writable` when room comes back.
+    pub(super) blocked: bool,
+}
+
+impl SendHalf {
+    pub(super) fn new(initial_credit: u64, mode: SendMode) -> Self {
+        Self {
+            credit: SendCredit::new(initial_credit, mode),
+            state: SendState::Open,
+            next_seq: 0,
+            reserved_seq: 0,
+            queued_bytes: 0,
+            blocked: false,
+        }
+    }
+
+    /// What may be sent now: the credit, bounded by the room left in the send queue.
+    pub(super) fn available(&self, max_send_queue: u64) -> u64 {
+        self.credit
+            .available()
+            .min(max_send_queue.saturating_sub(self.queued_bytes))
+    }
+
+    /// Whether another chunk can still get a 32-bit sequence number.
+    pub(super) fn has_sequence_left(&self) -> bool {
+        self.reserved_seq <= u64::from(u32::MAX)
+    }
+}
+
+/// Where the receiving direction of a stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecvState {
+    /// Data may arrive.
+    Open,
+    /// The peer's END arrived.
+    Ended,
+}
+
+/// The receiving direction of one stream.
+#[derive(Debug)]
+pub(super) struct RecvHalf {
+    pub(super) credit: RecvCredit,
+    pub(super) state: RecvState,
+    /// The sequence the next chunk must carry.
+    pub(super) expected_seq: u64,
+    /// Chunks received and not yet read, in order (their total is `credit.buffered()`).
+    pub(super) buffer: VecDeque<Vec<u8>>,
+    /// A grant for this stream waits in the transmit queue.
+    pub(super) grant_pending: bool,
+}
+
+/// What an accepted chunk did to the receive half.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Received {
+    /// The buffer went from empty to holding data.
+    pub(super) became_readable: bool,
+    /// Bytes a TRUNCATE discarded, when it carried the flag.
+    pub(super) truncated: Option<u64>,
+    /// The chunk carried END.
+    pub(super) ended: bool,
+}
+
+impl RecvHalf {
+    pub(super) fn new(initial_credit: u64) -> Self {
+        Self {
+            credit: RecvCredit::new(initial_credit),
+            state: RecvState::Open,
+            expected_seq: 0,
+            buffer: VecDeque::new(),
+            grant_pending: false,
+        }
+    }
+
+    /// Applies a (non-RESET) chunk. Errors say which rule it broke; the caller decides
+    /// between dropping the chunk and resetting the stream ([`PeerError::reset_code`]).
+    pub(super) fn on_chunk(
+        &mut self,
+        header: &ChunkHeader,
+        payload: &[u8],
+        max_chunk_size: usize,
+    ) -> Result<Received, PeerError> {
+        let id = header.stream_id;
+        let got = header.sequence;
+        if self.state == RecvState::Ended {
+            return Err(PeerError::DataAfterEnd { id, sequence: got });
+        }
+        let expected = self.expected_seq;
+        if u64::from(got) < expected {
+            return Err(PeerError::Duplicate { id, expected, got });
+        }
+        if u64::from(got) > expected {
+            return Err(PeerError::SequenceGap { id, expected, got });
+        }
+        if payload.len() > max_chunk_size {
+            return Err(PeerError::ChunkTooLarge {
+                id,
+                len: payload.len(),
+                limit: max_chunk_size,
+            });
+        }
+        let len = payload.len() as u64;
+        let available = self.credit.available();
+        if self.credit.on_chunk(len).is_err() {
+            return Err(PeerError::ChunkPastCredit { id, len, available });
+        }
+        self.expected_seq += 1;
+        let mut received = Received::default();
+        if header.flags.contains(Flags::TRUNCATE) {
+            let discarded = self.discard();
+            received.truncated = Some(discarded);
+        }
+        if !payload.is_empty() {
+            received.became_readable = self.buffer.is_empty();
+            self.buffer.push_back(payload.to_vec());
+        }
+        if header.flags.contains(Flags::END) {
+            self.state = RecvState::Ended;
+            received.ended = true;
+        }
+        Ok(received)
+    }
+
+    /// Pops the next buffered chunk, counting it consumed.
+    pub(super) fn read(&mut self) -> Option<Vec<u8>> {
+        let chunk = self.buffer.pop_front()?;
+        self.credit.consume(chunk.len() as u64);
+        Some(chunk)
+    }
+
+    /// Drops the whole buffer (a TRUNCATE); returns the bytes discarded.
+    fn discard(&mut self) -> u64 {
+        let discarded = self.credit.buffered();
+        self.buffer.clear();
+        self.credit.consume(discarded);
+        discarded
+    }
+
+    /// END received and everything read.
+    pub(super) fn is_drained(&self) -> bool {
+        self.state == RecvState::Ended && self.buffer.is_empty()
+    }
+}
+
+/// Both directions of one stream.
+#[derive(Debug)]
+pub(super) struct StreamState {
+    pub(super) send: SendHalf,
+    pub(super) recv: RecvHalf,
+}
+
+impl StreamState {
+    pub(super) fn new(initial_credit: u64, mode: SendMode) -> Self {
+        Self {
+            send: SendHalf::new(initial_credit, mode),
+            recv: RecvHalf::new(initial_credit),
+        }
+    }
+
+    /// Both directions are over: the state can go.
+    pub(super) fn is_closed(&self) -> bool {
+        self.send.state == SendState::Finished && self.recv.is_drained()
+    }
+}
+
+/// One entry of the transmit queue: a chunk whose sequence is assigned when it leaves
+/// (so a truncate can still discard it without leaving a gap).
+#[derive(Debug)]
+pub(super) enum Pending {
+    /// A data, END or TRUNCATE chunk.
+    Data {
+        id: StreamId,
+        flags: Flags,
+        payload: Vec<u8>,
+    },
+    /// A RESET chunk.
+    Reset { id: StreamId, code: ResetCode },
+}
+
+impl Pending {
+    pub(super) fn stream_id(&self) -> StreamId {
+        match self {
+            Self::Data { id, .. } | Self::Reset { id, .. } => *id,
+        }
+    }
+}

@@ -1,0 +1,658 @@
+//! Two peers exchanging streams by hand: voice frames both ways under credit flow,
+//! violations answered per stream, END, RESET, TRUNCATE, realtime drops, and a property:
+//! no sequence of grants and sends puts more bytes on the wire than were granted.
+
+use concord_interact::stream::{
+    Chunk, Flags, PeerError, ResetBy, ResetCode, SendCredit, SendMode, Sent, Side, StreamError,
+    StreamEvent, StreamId, StreamLimits, Streams, Transmit,
+};
+use proptest::prelude::*;
+
+/// 20 ms of 24 kHz mono PCM16.
+const FRAME: usize = 960;
+
+fn limits(initial_credit: u64) -> StreamLimits {
+    let mut limits = StreamLimits::default();
+    limits.initial_credit = initial_credit;
+    limits
+}
+
+fn pair(initial_credit: u64) -> (Streams, Streams) {
+    (
+        Streams::new(Side::Requester, limits(initial_credit)),
+        Streams::new(Side::Provider, limits(initial_credit)),
+    )
+}
+
+/// Moves everything `from` has to send into `to`; returns the peer errors and the chunk
+/// payload bytes that crossed.
+fn pump(from: &mut Streams, to: &mut Streams) -> (Vec<PeerError>, u64) {
+    let mut errors = Vec::new();
+    let mut bytes = 0;
+    while let Some(transmit) = from.poll_transmit() {
+        let result = match transmit {
+            Transmit::Chunk(data) => {
+                let chunk = Chunk::decode(&data).unwrap();
+                if chunk.reset_code().is_none() {
+                    bytes += chunk.payload.len() as u64;
+                }
+                to.handle_chunk(&data)
+            }
+            Transmit::Grant { id, total } => to.handle_grant(id, total),
+        };
+        if let Err(error) = result {
+            errors.push(error);
+        }
+    }
+    (errors, bytes)
+}
+
+fn events(streams: &mut Streams) -> Vec<StreamEvent> {
+    std::iter::from_fn(|| streams.poll_event()).collect()
+}
+
+fn frame(n: usize) -> Vec<u8> {
+    (0..FRAME).map(|i| (n * 7 + i) as u8).collect()
+}
+
+/// One side of a voice call: frames waiting to go (reliable sender with its own backlog)
+/// and frames played.
+struct Voice {
+    next_frame: usize,
+    total_frames: usize,
+    played: Vec<Vec<u8>>,
+}
+
+impl Voice {
+    fn new(total_frames: usize) -> Self {
+        Self {
+            next_frame: 0,
+            total_frames,
+            played: Vec::new(),
+        }
+    }
+
+    /// Sends frames until blocked or `burst` frames went.
+    fn speak(&mut self, streams: &mut Streams, id: StreamId, burst: usize) {
+        let mut stream = streams.send_stream(id).unwrap();
+        for _ in 0..burst {
+            if self.next_frame == self.total_frames {
+                return;
+            }
+            match stream.send(&frame(self.next_frame)) {
+                Ok(Sent::Queued) => self.next_frame += 1,
+                Ok(Sent::Dropped) => panic!("a reliable sender never drops"),
+                Err(StreamError::Blocked { available, len, .. }) => {
+                    assert!(available < len);
+                    return;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Plays one frame (20 ms) and grants its bytes back.
+    fn play(&mut self, streams: &mut Streams, id: StreamId) {
+        let mut stream = streams.recv_stream(id).unwrap();
+        if let Some(chunk) = stream.read() {
+            stream.grant(chunk.len() as u64).unwrap();
+            self.played.push(chunk);
+        }
+    }
+}
+
+fn assert_within_grant(sender: &mut Streams, receiver: &mut Streams, id: StreamId) {
+    let sent = sender.send_stream(id).unwrap().credit().unwrap().sent();
+    let granted = receiver
+        .recv_stream(id)
+        .unwrap()
+        .credit()
+        .unwrap()
+        .granted();
+    assert!(sent <= granted, "sent {sent} > granted {granted}");
+}
+
+#[test]
+fn pcm16_frames_both_ways_under_credit_flow() {
+    // Four frames of credit: the 10-frame burst at the start must wait for grants.
+    let (mut a, mut b) = pair(4 * FRAME as u64);
+    let id = a.open(SendMode::Reliable).unwrap();
+    b.accept(id, SendMode::Reliable).unwrap();
+    let frames = 150; // 3 s of audio each way
+    let (mut a_voice, mut b_voice) = (Voice::new(frames), Voice::new(frames));
+    let mut blocked_ticks = 0;
+    for tick in 0..400 {
+        let burst = if tick == 0 { 10 } else { 1 };
+        a_voice.speak(&mut a, id, burst);
+        b_voice.speak(&mut b, id, burst);
+        let before = (a_voice.next_frame, b_voice.next_frame);
+        if tick == 0 {
+            assert_eq!(before, (4, 4), "the burst stops at the initial credit");
+        }
+        assert!(pump(&mut a, &mut b).0.is_empty());
+        assert!(pump(&mut b, &mut a).0.is_empty());
+        // Bytes sent never pass bytes granted, on either side.
+        assert_within_grant(&mut a, &mut b, id);
+        assert_within_grant(&mut b, &mut a, id);
+        a_voice.play(&mut a, id);
+        b_voice.play(&mut b, id);
+        for event in events(&mut a).into_iter().chain(events(&mut b)) {
+            if matches!(event, StreamEvent::Writable { .. }) {
+                blocked_ticks += 1;
+            }
+        }
+        if a_voice.played.len() == frames && b_voice.played.len() == frames {
+            break;
+        }
+    }
+    let expected: Vec<Vec<u8>> = (0..frames).map(frame).collect();
+    assert_eq!(a_voice.played, expected);
+    assert_eq!(b_voice.played, expected);
+    assert!(blocked_ticks > 0, "credit flow held the senders back");
+
+    // Both finish: END both ways, then the state is gone on both sides.
+    a.send_stream(id).unwrap().finish().unwrap();
+    b.send_stream(id).unwrap().finish().unwrap();
+    pump(&mut a, &mut b);
+    pump(&mut b, &mut a);
+    for side in [&mut a, &mut b] {
+        let events = events(side);
+        assert!(events.contains(&StreamEvent::Finished { id }));
+        assert!(events.contains(&StreamEvent::Closed { id }));
+        assert!(side.is_empty());
+    }
+}
+
+#[test]
+fn a_sender_past_its_credit_is_refused() {
+    let (mut a, mut b) = pair(2 * FRAME as u64);
+    let id = a.open(SendMode::Reliable).unwrap();
+    let mut send = a.send_stream(id).unwrap();
+    assert_eq!(send.send(&frame(0)), Ok(Sent::Queued));
+    assert_eq!(send.send(&frame(1)), Ok(Sent::Queued));
+    assert_eq!(
+        send.send(&frame(2)),
+        Err(StreamError::Blocked {
+            id,
+            len: FRAME as u64,
+            available: 0
+        })
+    );
+    pump(&mut a, &mut b);
+    // The peer's grant wakes the sender.
+    b.recv_stream(id).unwrap().grant(FRAME as u64).unwrap();
+    pump(&mut b, &mut a);
+    assert!(events(&mut a).contains(&StreamEvent::Writable { id }));
+    assert_eq!(a.send_stream(id).unwrap().send(&frame(2)), Ok(Sent::Queued));
+    pump(&mut a, &mut b);
+    assert_eq!(b.recv_stream(id).unwrap().buffered(), 3 * FRAME as u64);
+}
+
+#[test]
+fn a_chunk_past_the_credit_resets_that_stream_429_style() {
+    let (mut a, mut b) = pair(FRAME as u64);
+    let id = a.open(SendMode::Reliable).unwrap();
+    let other = a.open(SendMode::Reliable).unwrap();
+    a.send_stream(id).unwrap().send(&frame(0)).unwrap();
+    pump(&mut a, &mut b);
+    // A misbehaving peer ignores its credit.
+    let rogue = Chunk::data(id, 1, &[0; 10], false).encode();
+    assert_eq!(
+        b.handle_chunk(&rogue),
+        Err(PeerError::ChunkPastCredit {
+            id,
+            len: 10,
+            available: 0
+        })
+    );
+    assert_eq!(
+        PeerError::ChunkPastCredit {
+            id,
+            len: 10,
+            available: 0
+        }
+        .reset_code(),
+        Some(ResetCode::CREDIT_EXCEEDED)
+    );
+    assert!(events(&mut b).contains(&StreamEvent::Reset {
+        id,
+        code: ResetCode::CREDIT_EXCEEDED,
+        by: ResetBy::Violation
+    }));
+    pump(&mut b, &mut a);
+    assert!(events(&mut a).contains(&StreamEvent::Reset {
+        id,
+        code: ResetCode::CREDIT_EXCEEDED,
+        by: ResetBy::Peer
+    }));
+    assert!(!a.contains(id) && !b.contains(id));
+
+    // The session survives: the other stream still carries data.
+    a.send_stream(other).unwrap().send(b"still here").unwrap();
+    assert!(pump(&mut a, &mut b).0.is_empty());
+    assert_eq!(
+        b.recv_stream(other).unwrap().read().as_deref(),
+        Some(&b"still here"[..])
+    );
+}
+
+#[test]
+fn data_after_end_is_refused() {
+    let (mut a, mut b) = pair(64 * 1024);
+    let id = a.open(SendMode::Reliable).unwrap();
+    let mut send = a.send_stream(id).unwrap();
+    send.send(&frame(0)).unwrap();
+    send.finish().unwrap();
+    assert_eq!(send.send(&frame(1)), Err(StreamError::SendFinished { id }));
+    pump(&mut a, &mut b);
+    assert_eq!(
+        events(&mut b),
+        [
+            StreamEvent::Opened { id },
+            StreamEvent::Readable { id },
+            StreamEvent::Finished { id }
+        ]
+    );
+    // Sequence 2 would be next; the peer said END at 1.
+    let late = Chunk::data(id, 2, b"late", false).encode();
+    assert_eq!(
+        b.handle_chunk(&late),
+        Err(PeerError::DataAfterEnd { id, sequence: 2 })
+    );
+    // Half close: b still reads what came and answers on its own direction.
+    let mut recv = b.recv_stream(id).unwrap();
+    assert_eq!(recv.read(), Some(frame(0)));
+    assert!(recv.is_finished());
+    b.send_stream(id).unwrap().send(b"answer").unwrap();
+    b.send_stream(id).unwrap().finish().unwrap();
+    assert!(pump(&mut b, &mut a).0.is_empty());
+    let mut recv = a.recv_stream(id).unwrap();
+    assert_eq!(recv.read().as_deref(), Some(&b"answer"[..]));
+    assert!(events(&mut a).contains(&StreamEvent::Closed { id }));
+    assert!(events(&mut b).contains(&StreamEvent::Closed { id }));
+    // Once gone, a chunk for the stream is a typed answer, not a panic.
+    assert_eq!(b.handle_chunk(&late), Err(PeerError::StreamClosed { id }));
+}
+
+#[test]
+fn reset_mid_stream_both_ways() {
+    let (mut a, mut b) = pair(64 * 1024);
+    let id = a.open(SendMode::Realtime).unwrap();
+    for n in 0..3 {
+        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
+    }
+    pump(&mut a, &mut b);
+    // Two more frames queued, then the sender aborts: they never leave.
+    for n in 3..5 {
+        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
+    }
+    a.send_stream(id).unwrap().reset(ResetCode(4242));
+    assert!(a.send_stream(id).is_err());
+    let (errors, bytes) = pump(&mut a, &mut b);
+    assert!(errors.is_empty());
+    assert_eq!(bytes, 0, "queued chunks are discarded by the reset");
+    assert!(events(&mut b).contains(&StreamEvent::Reset {
+        id,
+        code: ResetCode(4242),
+        by: ResetBy::Peer
+    }));
+    assert_eq!(
+        b.recv_stream(id).err(),
+        Some(StreamError::UnknownStream { id })
+    );
+    // A chunk already in flight when the reset crossed: dropped with a typed answer.
+    let in_flight = Chunk::data(id, 3, &frame(3), false).encode();
+    assert_eq!(
+        b.handle_chunk(&in_flight),
+        Err(PeerError::StreamClosed { id })
+    );
+
+    // The receiver cancels (it wants no more): the reset reaches the sender.
+    let id = a.open(SendMode::Reliable).unwrap();
+    a.send_stream(id).unwrap().send(&frame(0)).unwrap();
+    pump(&mut a, &mut b);
+    b.recv_stream(id).unwrap().reset(ResetCode::CANCELLED);
+    pump(&mut b, &mut a);
+    assert!(events(&mut a).contains(&StreamEvent::Reset {
+        id,
+        code: ResetCode::CANCELLED,
+        by: ResetBy::Peer
+    }));
+    assert!(a.is_empty() && b.is_empty());
+}
+
+#[test]
+fn truncate_discards_what_was_not_played() {
+    let (mut a, mut b) = pair(64 * 1024);
+    let id = a.open(SendMode::Realtime).unwrap();
+    for n in 0..5 {
+        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
+    }
+    pump(&mut a, &mut b);
+    // The listener has played one frame when the speaker is interrupted.
+    assert_eq!(b.recv_stream(id).unwrap().read(), Some(frame(0)));
+    for n in 5..8 {
+        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
+    }
+    let sent_before = a.send_stream(id).unwrap().credit().unwrap().sent();
+    let discarded_here = a.send_stream(id).unwrap().truncate().unwrap();
+    assert_eq!(discarded_here, 3 * FRAME as u64);
+    let sent_after = a.send_stream(id).unwrap().credit().unwrap().sent();
+    assert_eq!(sent_before - sent_after, discarded_here, "credit refunded");
+    // The answer after the interruption.
+    a.send_stream(id).unwrap().send(b"new answer").unwrap();
+    let (errors, bytes) = pump(&mut a, &mut b);
+    assert!(errors.is_empty(), "no sequence gap: {errors:?}");
+    assert_eq!(bytes, b"new answer".len() as u64);
+    let events = events(&mut b);
+    assert!(events.contains(&StreamEvent::Truncated {
+        id,
+        discarded: 4 * FRAME as u64
+    }));
+    let mut recv = b.recv_stream(id).unwrap();
+    assert_eq!(recv.read().as_deref(), Some(&b"new answer"[..]));
+    assert_eq!(recv.read(), None);
+    // The discarded bytes can be granted again.
+    recv.grant(5 * FRAME as u64).unwrap();
+}
+
+#[test]
+fn a_realtime_sender_drops_and_counts() {
+    let (mut a, mut b) = pair(2 * FRAME as u64);
+    let id = a.open(SendMode::Realtime).unwrap();
+    let outcomes: Vec<Sent> = (0..5)
+        .map(|n| a.send_stream(id).unwrap().send(&frame(n)).unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            Sent::Queued,
+            Sent::Queued,
+            Sent::Dropped,
+            Sent::Dropped,
+            Sent::Dropped
+        ]
+    );
+    let send = a.send_stream(id).unwrap();
+    let credit = send.credit().unwrap();
+    assert_eq!(credit.dropped_chunks(), 3);
+    assert_eq!(credit.dropped_bytes(), 3 * FRAME as u64);
+    pump(&mut a, &mut b);
+    let mut recv = b.recv_stream(id).unwrap();
+    while let Some(chunk) = recv.read() {
+        recv.grant(chunk.len() as u64).unwrap();
+    }
+    pump(&mut b, &mut a);
+    assert!(events(&mut a).contains(&StreamEvent::Writable { id }));
+    assert_eq!(a.send_stream(id).unwrap().send(&frame(5)), Ok(Sent::Queued));
+}
+
+#[test]
+fn sequence_gaps_and_duplicates_are_typed() {
+    let (mut a, mut b) = pair(64 * 1024);
+    let id = a.open(SendMode::Reliable).unwrap();
+    a.send_stream(id).unwrap().send(b"zero").unwrap();
+    pump(&mut a, &mut b);
+    let duplicate = Chunk::data(id, 0, b"zero", false).encode();
+    assert_eq!(
+        b.handle_chunk(&duplicate),
+        Err(PeerError::Duplicate {
+            id,
+            expected: 1,
+            got: 0
+        })
+    );
+    assert!(b.contains(id), "a duplicate is dropped, the stream lives");
+    let gap = Chunk::data(id, 5, b"five", false).encode();
+    assert_eq!(
+        b.handle_chunk(&gap),
+        Err(PeerError::SequenceGap {
+            id,
+            expected: 1,
+            got: 5
+        })
+    );
+    assert!(!b.contains(id), "a gap resets the stream");
+    pump(&mut b, &mut a);
+    assert!(events(&mut a).contains(&StreamEvent::Reset {
+        id,
+        code: ResetCode::PROTOCOL,
+        by: ResetBy::Peer
+    }));
+}
+
+#[test]
+fn bad_bytes_and_limits_get_typed_answers() {
+    let mut small = limits(64 * 1024);
+    small.max_streams = 1;
+    small.max_chunk_size = 1024;
+    let mut b = Streams::new(Side::Provider, small);
+    assert!(matches!(
+        b.handle_chunk(&[0, 0, 0]),
+        Err(PeerError::Header(_))
+    ));
+    assert!(matches!(
+        b.handle_chunk(&[0, 0, 0, 0, 0, 0, 0, 0, 0x80]),
+        Err(PeerError::Header(_))
+    ));
+    // A stream of the provider's own parity the provider never opened.
+    let unknown = Chunk::data(StreamId(1), 0, b"x", false).encode();
+    assert_eq!(
+        b.handle_chunk(&unknown),
+        Err(PeerError::UnknownStream { id: StreamId(1) })
+    );
+    let first = Chunk::data(StreamId(0), 0, b"x", false).encode();
+    b.handle_chunk(&first).unwrap();
+    // Over the stream limit: refused with a RESET.
+    let second = Chunk::data(StreamId(2), 0, b"x", false).encode();
+    assert_eq!(
+        b.handle_chunk(&second),
+        Err(PeerError::TooManyStreams {
+            id: StreamId(2),
+            limit: 1
+        })
+    );
+    let Some(Transmit::Chunk(reset)) = b.poll_transmit() else {
+        panic!("a RESET answers the refused stream");
+    };
+    let reset = Chunk::decode(&reset).unwrap();
+    assert_eq!(reset.header.stream_id, StreamId(2));
+    assert_eq!(reset.reset_code(), Some(ResetCode::REFUSED));
+    // Too large a chunk resets its stream.
+    let big = Chunk::data(StreamId(0), 1, &[0; 1025], false).encode();
+    assert_eq!(
+        b.handle_chunk(&big),
+        Err(PeerError::ChunkTooLarge {
+            id: StreamId(0),
+            len: 1025,
+            limit: 1024
+        })
+    );
+    assert!(b.is_empty());
+    // Ours too large, and too many of ours.
+    let id = b.open(SendMode::Reliable).unwrap();
+    assert_eq!(
+        b.send_stream(id).unwrap().send(&[0; 1025]),
+        Err(StreamError::ChunkTooLarge {
+            len: 1025,
+            limit: 1024
+        })
+    );
+    assert_eq!(
+        b.open(SendMode::Reliable),
+        Err(StreamError::TooManyStreams { limit: 1 })
+    );
+}
+
+#[test]
+fn grants_are_bounded_by_the_receive_buffer() {
+    let mut small = limits(1000);
+    small.max_receive_buffer = 4000;
+    let mut a = Streams::new(Side::Requester, small);
+    let mut b = Streams::new(Side::Provider, small);
+    let id = a.open(SendMode::Reliable).unwrap();
+    b.accept(id, SendMode::Reliable).unwrap();
+    let mut recv = b.recv_stream(id).unwrap();
+    assert_eq!(recv.grant(3000), Ok(4000));
+    assert_eq!(
+        recv.grant(1),
+        Err(StreamError::GrantExceedsBuffer {
+            id,
+            requested: 1,
+            room: 0
+        })
+    );
+    // Two grants before a poll leave as one, carrying the total.
+    let mut b2 = Streams::new(Side::Provider, limits(1000));
+    b2.accept(id, SendMode::Reliable).unwrap();
+    let mut recv = b2.recv_stream(id).unwrap();
+    recv.grant(10).unwrap();
+    recv.grant(20).unwrap();
+    assert_eq!(
+        b2.poll_transmit(),
+        Some(Transmit::Grant { id, total: 1030 })
+    );
+    assert_eq!(b2.poll_transmit(), None);
+    // A repeated or older total changes nothing.
+    a.handle_grant(id, 4000).unwrap();
+    a.handle_grant(id, 2000).unwrap();
+    assert_eq!(a.send_stream(id).unwrap().available(), 4000);
+}
+
+#[test]
+fn write_splits_a_byte_pipe_at_the_credit_and_chunk_size() {
+    let mut l = limits(10_000);
+    l.max_chunk_size = 4096;
+    let mut a = Streams::new(Side::Requester, l);
+    let mut b = Streams::new(Side::Provider, l);
+    let id = a.open(SendMode::Realtime).unwrap();
+    let data: Vec<u8> = (0..12_000u32).map(|i| i as u8).collect();
+    let mut offset = 0;
+    while offset < data.len() {
+        match a.send_stream(id).unwrap().write(&data[offset..]) {
+            Ok(n) => offset += n,
+            Err(StreamError::Blocked { .. }) => {
+                pump(&mut a, &mut b);
+                let mut recv = b.recv_stream(id).unwrap();
+                let mut got = 0;
+                while let Some(chunk) = recv.read() {
+                    got += chunk.len() as u64;
+                }
+                recv.grant(got).unwrap();
+                pump(&mut b, &mut a);
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(offset, data.len());
+    assert_eq!(
+        a.send_stream(id)
+            .unwrap()
+            .credit()
+            .unwrap()
+            .dropped_chunks(),
+        0,
+        "a byte pipe never drops"
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Grant(u64),
+    Send(usize),
+    Write(usize),
+    Truncate,
+    Pump,
+    Read,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u64..5000).prop_map(Op::Grant),
+        (0usize..3000).prop_map(Op::Send),
+        (0usize..9000).prop_map(Op::Write),
+        Just(Op::Truncate),
+        Just(Op::Pump),
+        Just(Op::Read),
+    ]
+}
+
+proptest! {
+    /// Whatever the application does, the bytes on the wire never exceed the bytes
+    /// granted, and the receiver never sees a chunk past its credit.
+    #[test]
+    fn sent_bytes_never_exceed_granted_bytes(
+        ops in proptest::collection::vec(op(), 1..200),
+        realtime in any::<bool>(),
+        initial in 0u64..4000,
+    ) {
+        let mut l = limits(initial);
+        l.max_receive_buffer = 16_000;
+        l.max_send_queue = 8_000;
+        l.max_chunk_size = 4096;
+        let mut a = Streams::new(Side::Requester, l);
+        let mut b = Streams::new(Side::Provider, l);
+        let mode = if realtime { SendMode::Realtime } else { SendMode::Reliable };
+        let id = a.open(mode).unwrap();
+        b.accept(id, SendMode::Reliable).unwrap();
+        let mut on_wire = 0u64;
+        for op in ops {
+            match op {
+                Op::Grant(n) => {
+                    let _ = b.recv_stream(id).unwrap().grant(n);
+                }
+                Op::Send(n) => {
+                    let _ = a.send_stream(id).unwrap().send(&vec![1; n]);
+                }
+                Op::Write(n) => {
+                    let _ = a.send_stream(id).unwrap().write(&vec![2; n]);
+                }
+                Op::Truncate => {
+                    let _ = a.send_stream(id).unwrap().truncate();
+                }
+                Op::Pump => {
+                    let (errors, bytes) = pump(&mut a, &mut b);
+                    prop_assert!(errors.is_empty(), "{errors:?}");
+                    on_wire += bytes;
+                    let (errors, _) = pump(&mut b, &mut a);
+                    prop_assert!(errors.is_empty(), "{errors:?}");
+                }
+                Op::Read => {
+                    let _ = b.recv_stream(id).unwrap().read();
+                }
+            }
+            let granted = b.recv_stream(id).unwrap().credit().unwrap().granted();
+            let credit = a.send_stream(id).unwrap().credit().unwrap().clone();
+            prop_assert!(on_wire <= granted);
+            prop_assert!(credit.sent() <= credit.granted());
+            prop_assert!(b.recv_stream(id).unwrap().buffered() <= 16_000);
+        }
+    }
+
+    /// The credit alone: any interleaving of grants and sends keeps sent ≤ granted, and
+    /// nothing overflows.
+    #[test]
+    fn send_credit_never_exceeds_its_grants(
+        initial in any::<u64>(),
+        steps in proptest::collection::vec((any::<bool>(), any::<u64>()), 0..100),
+        realtime in any::<bool>(),
+    ) {
+        let mode = if realtime { SendMode::Realtime } else { SendMode::Reliable };
+        let mut credit = SendCredit::new(initial, mode);
+        for (is_grant, n) in steps {
+            if is_grant {
+                let _ = credit.grant(n);
+            } else {
+                let _ = credit.try_send(n);
+            }
+            prop_assert!(credit.sent() <= credit.granted());
+            prop_assert_eq!(credit.available(), credit.granted() - credit.sent());
+        }
+    }
+}
+
+#[test]
+fn flags_compose() {
+    assert!(Flags::END.union(Flags::TRUNCATE).contains(Flags::TRUNCATE));
+    assert_eq!(Flags::from_bits(8), None);
+}
