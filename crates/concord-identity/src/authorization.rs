@@ -16,6 +16,16 @@ pub enum Caller {
     Authenticated(Did),
 }
 
+impl Caller {
+    /// The DID the caller proved, if it proved one.
+    pub fn did(&self) -> Option<&Did> {
+        match self {
+            Caller::Anonymous => None,
+            Caller::Authenticated(did) => Some(did),
+        }
+    }
+}
+
 /// A rule: who may call.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Allow {

@@ -343,7 +343,7 @@ async fn start_session(
                 .contains(Capability::EncryptedChannel)
                 && !known.protection.encrypted =>
         {
-            let reason = crate::server::stripped_channel();
+            let reason = secure::stripped_channel();
             transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
             recorder
                 .finish(concord_store::Outcome::Failed(reason.clone()))

@@ -564,10 +564,7 @@ async fn secure_channel(
 ) -> Option<Channel<WebSocket>> {
     let identity = &state.shared.identity;
     let our = state.did.as_ref()?;
-    let caller_did = match caller {
-        Caller::Authenticated(did) => Some(did),
-        _ => None,
-    };
+    let caller_did = caller.did();
     let prologue = concord_secure::prologue(caller_did.map(|did| did.as_str()), our.did().as_str());
     let config = identity.channel_config(state.shared.limits.max_frame_size);
     let limit = state.shared.limits.hello_timeout;
@@ -758,7 +755,7 @@ async fn open_session(
         .contains(Capability::EncryptedChannel)
         && !encrypted
     {
-        let reason = stripped_channel();
+        let reason = secure::stripped_channel();
         tracing::warn!(%reason, "no session");
         transport::close(
             &mut socket,
@@ -816,14 +813,6 @@ async fn open_session(
     })
 }
 
-/// Why a session both sides could have encrypted is refused in the clear.
-pub(crate) fn stripped_channel() -> String {
-    format!(
-        "both hellos list encryptedChannel, yet the session is plain: the WebSocket subprotocol `{}` was dropped on the way (a proxy or an attacker); refusing to go on in the clear",
-        concord_secure::SUBPROTOCOL
-    )
-}
-
 /// How a session is protected, as its transcript records it.
 fn channel_summary(encrypted: bool, caller: &Caller) -> String {
     let channel = if encrypted {
@@ -831,9 +820,9 @@ fn channel_summary(encrypted: bool, caller: &Caller) -> String {
     } else {
         "plain"
     };
-    match caller {
-        Caller::Authenticated(did) => format!("{channel}; peer authenticated as {did}"),
-        _ => format!("{channel}; peer anonymous"),
+    match caller.did() {
+        Some(did) => format!("{channel}; peer authenticated as {did}"),
+        None => format!("{channel}; peer anonymous"),
     }
 }
 
@@ -935,9 +924,9 @@ struct Stored {
 /// a new ephemeral one each time and says nothing about who it is. A DID a hello merely
 /// claims is not believed (it would let anyone take another's stored protocols).
 fn peer_label(caller: &Caller, remote: SocketAddr) -> String {
-    match caller {
-        Caller::Authenticated(did) => did.to_string(),
-        _ => match remote.ip() {
+    match caller.did() {
+        Some(did) => did.to_string(),
+        None => match remote.ip() {
             std::net::IpAddr::V6(ip) => format!("ws://[{ip}]"),
             ip => format!("ws://{ip}"),
         },

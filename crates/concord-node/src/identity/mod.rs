@@ -298,7 +298,7 @@ impl NodeIdentity {
 
     /// Our DID document, naming our description as a service.
     pub(crate) fn document(&self, identity: &Identity, base_url: &str) -> serde_json::Value {
-        let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let created = concord_identity::format_iso8601(upgrade::now_unix());
         let description = format!(
             "{}{}",
             base_url.trim_end_matches('/'),

@@ -17,6 +17,14 @@ pub(crate) fn sealed_size(max_record: usize) -> usize {
     max_record + chunks * (2 + 1 + concord_secure::TAG_LEN)
 }
 
+/// Why a session both sides could have encrypted is refused in the clear.
+pub(crate) fn stripped_channel() -> String {
+    format!(
+        "both hellos list encryptedChannel, yet the session is plain: the WebSocket subprotocol `{}` was dropped on the way (a proxy or an attacker); refusing to go on in the clear",
+        concord_secure::SUBPROTOCOL
+    )
+}
+
 /// What the handshake established about the peer.
 #[derive(Debug, Clone)]
 pub(crate) struct PeerStatic {

@@ -66,13 +66,6 @@ impl Refusal {
                 challenge: Vec::new(),
                 reason: format!("{did} is not allowed to call any action of this node"),
             },
-            #[allow(unreachable_patterns)]
-            _ => Self {
-                status: StatusCode::FORBIDDEN,
-                log: "an unknown kind of caller".into(),
-                challenge: Vec::new(),
-                reason: "not allowed".into(),
-            },
         }
     }
 
@@ -299,7 +292,7 @@ pub(crate) fn sign(
                 .ok()
                 .and_then(|url| url.host_str().map(str::to_owned))
                 .unwrap_or_default();
-            let timestamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+            let timestamp = concord_identity::format_iso8601(now_unix());
             vec![(
                 "Authorization".to_owned(),
                 concord_identity::legacy_authorization(identity, &audience, &nonce(), &timestamp),
