@@ -69,6 +69,19 @@ async fn description_of(server: &Server) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// `agent`'s connection to `server` is refused at the upgrade with HTTP `status`.
+async fn refused_at_upgrade(agent: &Agent, server: &Server, status: u16) {
+    let error = agent
+        .node
+        .connect(server.url(), catalogue::ACTION)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ConnectError::Connect { reason, .. } if reason.contains(&format!("HTTP {status}"))),
+        "{error}"
+    );
+}
+
 fn anonymous_requester() -> Agent {
     build(
         Node::builder("Anonymous requester")
@@ -142,15 +155,7 @@ async fn an_anonymous_caller_is_encrypted_where_anyone_may_call_and_refused_else
 
     let (closed, calls) = counted_provider(loopback_security(), Allow::Authenticated);
     let closed_server = closed.node.serve("127.0.0.1:0").await.unwrap();
-    let error = anonymous
-        .node
-        .connect(closed_server.url(), catalogue::ACTION)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&error, ConnectError::Connect { reason, .. } if reason.contains("401")),
-        "{error}"
-    );
+    refused_at_upgrade(&anonymous, &closed_server, 401).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
@@ -160,15 +165,7 @@ async fn a_did_outside_the_allowed_patterns_gets_403_and_a_listed_one_calls() {
     let others: DidPattern = "did:wba:partner.example:*".parse().unwrap();
     let (provider, calls) = counted_provider(loopback_security(), Allow::Dids(vec![others]));
     let server = provider.node.serve("127.0.0.1:0").await.unwrap();
-    let error = requester
-        .node
-        .connect(server.url(), catalogue::ACTION)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&error, ConnectError::Connect { reason, .. } if reason.contains("403")),
-        "{error}"
-    );
+    refused_at_upgrade(&requester, &server, 403).await;
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 
     let listed: DidPattern = requester_server.did().unwrap().parse().unwrap();
@@ -201,12 +198,7 @@ async fn a_node_that_requires_encryption_refuses_a_plain_upgrade_with_426() {
             })
             .limits(quick_limits()),
     );
-    let error = plain
-        .node
-        .connect(server.url(), catalogue::ACTION)
-        .await
-        .unwrap_err();
-    assert!(error.to_string().contains("426"), "{error}");
+    refused_at_upgrade(&plain, &server, 426).await;
     let connection = anonymous_requester()
         .node
         .connect(server.url(), catalogue::ACTION)
