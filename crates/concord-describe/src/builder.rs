@@ -6,12 +6,13 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::model::{
-    Form, LmosMetadata, LmosVendor, MetaProtocol, Operation, SecurityScheme, Thing,
+    Form, InteractionMode, LmosMetadata, LmosVendor, MetaProtocol, Operation, SecurityScheme,
+    StreamDescription, Thing,
 };
 use crate::problem::{Problem, ProblemKind, Report};
 use crate::vocab::{
-    CONCORD_NAMESPACE, CONCORD_PREFIX, LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL,
-    TD_1_1_CONTEXT,
+    CONCORD_MODE, CONCORD_NAMESPACE, CONCORD_PREFIX, CONCORD_STREAM, LMOS_AGENT, LMOS_NAMESPACE,
+    LMOS_PREFIX, LMOS_TOOL, TD_1_1_CONTEXT,
 };
 use crate::{read_thing, validate, InvalidDescription, Validator};
 
@@ -140,8 +141,11 @@ impl ThingBuilder {
         self.affordance("properties", name, terms)
     }
 
-    /// Adds an action.
-    pub fn action(self, name: impl Into<String>, action: ActionBuilder) -> Self {
+    /// Adds an action (and declares the `concord` prefix when it carries Concord's terms).
+    pub fn action(mut self, name: impl Into<String>, action: ActionBuilder) -> Self {
+        if action.terms.keys().any(|term| term.starts_with("concord:")) {
+            self.declare_concord_prefix();
+        }
         self.affordance("actions", name.into(), action.terms)
     }
 
@@ -153,12 +157,16 @@ impl ThingBuilder {
     /// Sets Concord's extension (endpoint, versions, capabilities, consensus protocols) and
     /// declares the `concord` prefix.
     pub fn meta_protocol(mut self, meta_protocol: MetaProtocol) -> Self {
+        self.declare_concord_prefix();
+        self.serialized("concord:metaProtocol", &meta_protocol)
+    }
+
+    fn declare_concord_prefix(&mut self) {
         if let Some(Value::Array(context)) = self.document.get_mut("@context") {
             if let Some(Value::Object(prefixes)) = context.get_mut(1) {
                 prefixes.insert(CONCORD_PREFIX.into(), Value::from(CONCORD_NAMESPACE));
             }
         }
-        self.serialized("concord:metaProtocol", &meta_protocol)
     }
 
     /// Validates and returns the description, or every problem found.
@@ -308,22 +316,44 @@ impl ActionBuilder {
         self
     }
 
+    /// How the action answers (`concord:mode`; absent means request-reply). A
+    /// [`InteractionMode::Progress`] action should also say `synchronous(false)` and offer
+    /// `queryaction`/`cancelaction` forms; a [`InteractionMode::Stream`] one needs
+    /// [`ActionBuilder::stream`].
+    pub fn mode(mut self, mode: InteractionMode) -> Self {
+        self.terms
+            .insert(CONCORD_MODE.into(), Value::from(mode.name()));
+        self
+    }
+
+    /// What a stream action's streams carry (`concord:stream`).
+    pub fn stream(mut self, stream: StreamDescription) -> Self {
+        let stream = serde_json::to_value(stream).unwrap_or(Value::Null);
+        self.terms.insert(CONCORD_STREAM.into(), stream);
+        self
+    }
+
     /// The security schemes every form of the action requires (names defined with
     /// [`ThingBuilder::security_definition`] or [`ThingBuilder::security`]), in place of the
-    /// description's default.
+    /// description's default. Forms added later are not covered.
     pub fn security(mut self, names: &[&str]) -> Self {
-        let value = match names {
-            [one] => Value::from(*one),
-            many => Value::from(many.to_vec()),
-        };
-        if let Some(Value::Array(forms)) = self.terms.get_mut("forms") {
-            for form in forms {
-                if let Value::Object(form) = form {
-                    form.insert("security".into(), value.clone());
-                }
+        form_security(&mut self.terms, names);
+        self
+    }
+}
+
+/// Sets `security` on every form in `terms`.
+fn form_security(terms: &mut Map<String, Value>, names: &[&str]) {
+    let value = match names {
+        [one] => Value::from(*one),
+        many => Value::from(many.to_vec()),
+    };
+    if let Some(Value::Array(forms)) = terms.get_mut("forms") {
+        for form in forms {
+            if let Value::Object(form) = form {
+                form.insert("security".into(), value.clone());
             }
         }
-        self
     }
 }
 
@@ -357,6 +387,13 @@ impl EventBuilder {
     /// Adds another form.
     pub fn form(mut self, form: Form) -> Self {
         add_form(&mut self.terms, form);
+        self
+    }
+
+    /// The security schemes every form of the event requires, in place of the
+    /// description's default (as [`ActionBuilder::security`]).
+    pub fn security(mut self, names: &[&str]) -> Self {
+        form_security(&mut self.terms, names);
         self
     }
 }
@@ -393,6 +430,13 @@ impl PropertyBuilder {
     /// Adds another form (write, observe...).
     pub fn form(mut self, form: Form) -> Self {
         add_form(&mut self.terms, form);
+        self
+    }
+
+    /// The security schemes every form of the property requires, in place of the
+    /// description's default (as [`ActionBuilder::security`]).
+    pub fn security(mut self, names: &[&str]) -> Self {
+        form_security(&mut self.terms, names);
         self
     }
 }

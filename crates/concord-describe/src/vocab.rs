@@ -31,3 +31,9 @@ pub(crate) const THING_MODEL_TYPE: &str = "tm:ThingModel";
 
 /// The media type of a Thing Model, as a `rel: "type"` link's `type`.
 pub(crate) const THING_MODEL_MEDIA_TYPE: &str = "application/tm+json";
+
+/// An action's `concord:mode` term (how it answers).
+pub(crate) const CONCORD_MODE: &str = "concord:mode";
+
+/// An action's `concord:stream` term (what its streams carry).
+pub(crate) const CONCORD_STREAM: &str = "concord:stream";

@@ -27,6 +27,7 @@ pub mod catalogue;
 pub mod foreign;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod weather;
 
 use concord_negotiate::ActionSpec;
 use serde_json::json;

@@ -435,6 +435,14 @@ impl ActionTable {
         }
     }
 
+    /// One action's caller detached (a node-wide table serving many sessions): its lease
+    /// starts now, as [`ActionTable::detach`] starts every lease.
+    pub fn detach_action(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+        let action = self.unfinished_mut(id)?;
+        action.lease_expires = Some(now + action.lease);
+        Ok(())
+    }
+
     /// The caller is back: leases stop running.
     pub fn attach(&mut self) {
         self.detached = false;

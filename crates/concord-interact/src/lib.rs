@@ -16,6 +16,13 @@
 //!   state), query, cancel, and a lease that outlives a dropped connection;
 //!   [`ActionTracker`], the caller's view that refuses what the provider must not send.
 //! - [`stream`]: binary chunks with credit-based flow control.
+//! - [`Interface`]: the affordances one session covers (actions with their [`ActionMode`],
+//!   properties, events) with their payload schemas.
+//! - [`wire`]: the PT 1 frames of an interface session (a message or a chunk).
+//! - [`Thing`]: the provider's node-wide state (events, the [`PropertyTable`], actions);
+//!   [`ProviderEndpoint`] and [`ConsumerEndpoint`]: the two ends of one session, sans-IO.
+//! - [`document`]: the interface protocol document stating an [`Interface`] and the layer
+//!   ([`LAYER_URI`]): written, parsed, judged against ours.
 //!
 //! Every bound lives in [`Limits`].
 #![cfg_attr(
@@ -27,21 +34,38 @@
 use std::time::Duration;
 
 mod actions;
+mod correlation;
+pub mod document;
+mod endpoint;
 mod events;
+mod interface;
 mod message;
 mod problem;
+mod property;
 pub mod stream;
+mod thing;
+pub mod wire;
 
 pub use actions::{Action, ActionError, ActionEvent, ActionTable, ActionTracker, CancelReason};
+pub use correlation::{CorrelationError, CorrelationState, Correlations};
+pub use document::{DocumentError, DocumentLimits, Judgement};
+pub use endpoint::{
+    ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
+    UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
+};
 pub use events::{
     Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,
     SubscriberId,
 };
-pub use message::{
-    ActionStatus, CorrelationError, CorrelationState, Correlations, Message, MessageError,
-    MessageType, Operation,
+pub use interface::{
+    ActionAffordance, ActionMode, EventAffordance, Interface, PropertyAffordance, StreamSpec,
+    LAYER_URI,
 };
+pub use message::{ActionStatus, Message, MessageError, MessageType, Operation};
 pub use problem::{Problem, ProblemType};
+pub use property::{PropertyChange, PropertyError, PropertyTable, NOT_ALLOWED, UNKNOWN_PROPERTY};
+pub use thing::{Thing, ThingError};
+pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 
 /// Every bound of the interaction layer (streams have their own in [`stream`]).
 /// [`Limits::default`] gives the values below.
@@ -63,6 +87,13 @@ pub use problem::{Problem, ProblemType};
 /// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`]) |
 /// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
 /// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
+/// | `max_pending_requests` | 1024 | per provider session, requests awaiting the node's [`ProviderEndpoint::reply`]; past it a request is answered with a [`ProblemType::LimitReached`] problem (429) |
+///
+/// A [`ConsumerEndpoint`] bounds its open requests with `max_open_correlations` and
+/// remembers at most that many notify-mode invocations (to attribute their failures); a
+/// [`Thing`] declares at most `max_events` events and `max_events` properties, and a
+/// provider session's action notifications wait at most two per unfinished action (a
+/// newer progress replaces an unsent one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -101,6 +132,8 @@ pub struct Limits {
     /// How long an unfinished action survives its caller's detached connection
     /// (default 30 s).
     pub action_lease: Duration,
+    /// Requests of one provider session awaiting the node's answer (default 1024).
+    pub max_pending_requests: usize,
 }
 
 impl Default for Limits {
@@ -121,6 +154,7 @@ impl Default for Limits {
             max_actions: 256,
             finished_actions: 256,
             action_lease: Duration::from_secs(30),
+            max_pending_requests: 1024,
         }
     }
 }

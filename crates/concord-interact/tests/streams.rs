@@ -654,5 +654,6 @@ proptest! {
 #[test]
 fn flags_compose() {
     assert!(Flags::END.union(Flags::TRUNCATE).contains(Flags::TRUNCATE));
-    assert_eq!(Flags::from_bits(8), None);
+    assert_eq!(Flags::from_bits(8), Some(Flags::CREDIT));
+    assert_eq!(Flags::from_bits(16), None);
 }

@@ -1,13 +1,16 @@
 //! Actions a provider serves: what they take and return (published in the description) and
 //! the backend that runs them.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
+use concord_interact::{ActionAffordance, ActionMode, StreamSpec};
 use concord_negotiate::ActionSpec;
 use serde_json::Value;
+
+use crate::interact::Backend;
 
 /// The future an [`Action`] returns.
 pub type ActionFuture = Pin<Box<dyn Future<Output = Result<Value, ActionError>> + Send>>;
@@ -93,51 +96,95 @@ impl ActionError {
     }
 }
 
-/// The actions of a node, sorted by name: their published specs and, at the same index,
-/// their backends.
+/// One action of a node: its published spec, how it answers and what runs it.
+#[derive(Clone)]
+struct Served {
+    spec: ActionSpec,
+    backend: Backend,
+    /// For a stream action: what its streams carry.
+    stream: Option<StreamSpec>,
+}
+
+/// The actions of a node, sorted by name.
 #[derive(Clone, Default)]
 pub(crate) struct Actions {
-    specs: Vec<ActionSpec>,
-    backends: Vec<Arc<dyn Action>>,
+    served: Vec<Served>,
 }
 
 impl fmt::Debug for Actions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
-            .entries(self.specs.iter().map(|spec| &spec.name))
+            .entries(self.served.iter().map(|served| &served.spec.name))
             .finish()
     }
 }
 
 impl Actions {
     /// Adds an action, or replaces the one with its name.
-    pub(crate) fn insert(&mut self, spec: ActionSpec, backend: Arc<dyn Action>) {
-        match self.index(&spec.name) {
-            Ok(index) => {
-                self.specs[index] = spec;
-                self.backends[index] = backend;
-            }
-            Err(index) => {
-                self.specs.insert(index, spec);
-                self.backends.insert(index, backend);
-            }
+    pub(crate) fn insert(&mut self, spec: ActionSpec, backend: Backend, stream: Option<StreamSpec>) {
+        let served = Served {
+            spec,
+            backend,
+            stream,
+        };
+        match self.index(&served.spec.name) {
+            Ok(index) => self.served[index] = served,
+            Err(index) => self.served.insert(index, served),
         }
     }
 
-    /// The backend of the action `name`.
-    pub(crate) fn backend(&self, name: &str) -> Option<&Arc<dyn Action>> {
+    /// How the action `name` runs.
+    pub(crate) fn mode_backend(&self, name: &str) -> Option<Backend> {
         self.index(name)
             .ok()
-            .and_then(|index| self.backends.get(index))
+            .and_then(|index| self.served.get(index))
+            .map(|served| served.backend.clone())
     }
 
-    /// The actions' specs, by name.
-    pub(crate) fn specs(&self) -> &[ActionSpec] {
-        &self.specs
+    /// The actions a one-action protocol can call (every one but streams), by name.
+    pub(crate) fn specs(&self) -> Vec<ActionSpec> {
+        self.served
+            .iter()
+            .filter(|served| !matches!(served.backend, Backend::Stream(_)))
+            .map(|served| served.spec.clone())
+            .collect()
+    }
+
+    /// Every action's name.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.served.iter().map(|served| served.spec.name.as_str())
+    }
+
+    /// Whether the node serves the action `name`.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.index(name).is_ok()
+    }
+
+    /// The actions as interface affordances, each with its mode.
+    pub(crate) fn affordances(&self) -> BTreeMap<String, ActionAffordance> {
+        self.served
+            .iter()
+            .map(|served| {
+                let mode = match served.backend {
+                    Backend::Reply(_) => ActionMode::Reply,
+                    Backend::Notify(_) => ActionMode::Notify,
+                    Backend::Progress(_) => ActionMode::Progress,
+                    Backend::Stream(_) => ActionMode::Stream,
+                };
+                let affordance = ActionAffordance {
+                    description: served.spec.description.clone(),
+                    input: served.spec.input.clone(),
+                    output: served.spec.output.clone(),
+                    mode,
+                    stream: served.stream.clone(),
+                };
+                (served.spec.name.clone(), affordance)
+            })
+            .collect()
     }
 
     fn index(&self, name: &str) -> Result<usize, usize> {
-        self.specs
-            .binary_search_by(|spec| spec.name.as_str().cmp(name))
+        self.served
+            .binary_search_by(|served| served.spec.name.as_str().cmp(name))
     }
 }

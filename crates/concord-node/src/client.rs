@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use concord_describe::Thing;
 use concord_negotiate::complexity::SchemaLimits;
-use concord_negotiate::{published_actions, Accounting, ActionSpec, Need, ProtocolDocument};
+use concord_negotiate::{published_actions, Accounting, Need, ProtocolDocument};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{Capabilities, Capability, HelloKind, ProtocolHash, Role, Session};
 use concord_store::{Direction, HeldBy, ResumeQuery, TranscriptId};
@@ -19,7 +19,12 @@ use tracing::Instrument;
 use crate::code::{self, CodeInfo, LocalSide};
 use crate::config::human;
 use crate::describe::DESCRIPTION_PATH;
-use crate::driver::{Command, Driver, RequesterParts, Settled, Settlement, Start, CLOSE_LINGER};
+use crate::driver::{
+    Command, Driver, RequesterParts, Settled, Settlement, Start, Target, CLOSE_LINGER,
+};
+use crate::interact::{
+    Interaction, Progressing, Sink, StreamReceiver, StreamSender, Subscription,
+};
 use crate::error::{CallError, ConnectError};
 use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
@@ -104,6 +109,8 @@ pub struct Connection {
 #[derive(Debug)]
 struct Inner {
     commands: mpsc::Sender<Command>,
+    /// The affordances, on an interface connection.
+    interface: Option<concord_interact::Interface>,
     closed: watch::Receiver<Option<String>>,
     info: ConnectionInfo,
     call_timeout: Duration,
@@ -127,6 +134,14 @@ impl Connection {
     /// [`CallError::Timeout`] after the call timeout, [`CallError::Closed`].
     pub async fn call(&self, action: &str, input: Value) -> Result<Value, CallError> {
         let inner = &self.inner;
+        if inner.interface.is_some() {
+            return self
+                .ask_interface(Interaction::Invoke {
+                    name: action.to_owned(),
+                    input,
+                })
+                .await;
+        }
         if action != inner.info.action {
             return Err(CallError::WrongAction {
                 action: action.to_owned(),
@@ -152,6 +167,242 @@ impl Connection {
                 let _ = inner.commands.try_send(Command::Cancel { message_id });
                 Err(CallError::Timeout(inner.call_timeout))
             }
+        }
+    }
+
+    /// Calls a long-running action (described with `synchronous: false`, mode `progress`):
+    /// the provider answers with an action id, then progress, then exactly one result.
+    /// Needs an interface connection ([`Want::interface`](crate::Want::interface)).
+    ///
+    /// ```no_run
+    /// # async fn run(peer: concord_node::Connection) -> Result<(), concord_node::CallError> {
+    /// use concord_node::ActionUpdate;
+    /// let mut run = peer.call_with_progress("render", serde_json::json!({"scene": 3})).await?;
+    /// while let Some(update) = run.next().await {
+    ///     match update {
+    ///         ActionUpdate::Progress { progress, .. } => println!("{:.0}%", progress * 100.0),
+    ///         ActionUpdate::Done(result) => println!("{:?}", result?),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`CallError::Unsupported`] on a one-action connection or for an action the interface
+    /// does not cover; [`CallError::Closed`].
+    pub async fn call_with_progress(
+        &self,
+        action: &str,
+        input: Value,
+    ) -> Result<Progressing, CallError> {
+        let (updates, receiver) = mpsc::channel(crate::interact::UPDATES_QUEUE);
+        let request = Interaction::Progress {
+            name: action.to_owned(),
+            input,
+        };
+        self.interact(request, Sink::Updates(updates)).await?;
+        Ok(Progressing {
+            updates: receiver,
+            action_id: None,
+            done: false,
+        })
+    }
+
+    /// Invokes a fire-and-forget action (mode `notify`): returns once the request is sent.
+    /// A failure the provider reports later is logged.
+    ///
+    /// # Errors
+    /// [`CallError::Unsupported`], [`CallError::InvalidInput`], [`CallError::Closed`].
+    pub async fn notify(&self, action: &str, input: Value) -> Result<(), CallError> {
+        let (sent, answer) = oneshot::channel();
+        let request = Interaction::Notify {
+            name: action.to_owned(),
+            input,
+        };
+        self.interact(request, Sink::Answer(sent)).await?;
+        self.answer(answer).await.map(drop)
+    }
+
+    /// The status of a long-running action by its id: `{"status": …, "progress": …,
+    /// "output"?: …}`, also after the session that started it dropped.
+    ///
+    /// # Errors
+    /// [`CallError::Remote`] 404 for an unknown id, [`CallError::Unsupported`],
+    /// [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn query_action(&self, action_id: &str) -> Result<Value, CallError> {
+        self.ask_interface(Interaction::Query {
+            action_id: action_id.to_owned(),
+        })
+        .await
+    }
+
+    /// Cancels a long-running action by its id; its updates end with a cancellation.
+    ///
+    /// # Errors
+    /// As [`Connection::query_action`]; 409 when it already finished.
+    pub async fn cancel_action(&self, action_id: &str) -> Result<Value, CallError> {
+        self.ask_interface(Interaction::Cancel {
+            action_id: action_id.to_owned(),
+        })
+        .await
+    }
+
+    /// Reads a property.
+    ///
+    /// # Errors
+    /// [`CallError::Remote`] 404 for a property the provider does not have,
+    /// [`CallError::Unsupported`], [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn read_property(&self, name: &str) -> Result<Value, CallError> {
+        self.ask_interface(Interaction::Read {
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// Writes a property (one the description does not mark `readOnly`).
+    ///
+    /// # Errors
+    /// [`CallError::InvalidInput`] for a value its schema refuses (nothing is sent),
+    /// [`CallError::Remote`] 405 for a read-only property, as [`Connection::read_property`].
+    pub async fn write_property(&self, name: &str, value: Value) -> Result<(), CallError> {
+        self.ask_interface(Interaction::Write {
+            name: name.to_owned(),
+            value,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Observes a property: a notification per change. Dropping the [`Subscription`] ends it.
+    ///
+    /// # Errors
+    /// As [`Connection::read_property`].
+    pub async fn observe_property(&self, name: &str) -> Result<Subscription, CallError> {
+        self.subscription(
+            name,
+            Interaction::Observe {
+                name: name.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// Subscribes to an event: every event from now on, or, with `last_seen`, every event
+    /// after that one (from the provider's replay buffer, else a [`Notification::Gap`] first).
+    /// Dropping the [`Subscription`] ends it.
+    ///
+    /// ```no_run
+    /// # async fn run(peer: concord_node::Connection) -> Result<(), concord_node::CallError> {
+    /// let mut feedback = peer.subscribe("userFeedbackReceived", None).await?;
+    /// while let Some(notification) = feedback.next().await {
+    ///     println!("{notification:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`CallError::Remote`] 404 for an event the provider does not have,
+    /// [`CallError::Unsupported`], [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn subscribe(
+        &self,
+        event: &str,
+        last_seen: Option<u64>,
+    ) -> Result<Subscription, CallError> {
+        self.subscription(
+            event,
+            Interaction::Subscribe {
+                event: event.to_owned(),
+                last_seen,
+            },
+        )
+        .await
+    }
+
+    /// Opens a stream action (mode `stream`): bytes both ways, each under the receiver's
+    /// credit.
+    ///
+    /// # Errors
+    /// [`CallError::Remote`] when the provider refuses the call, [`CallError::Unsupported`],
+    /// [`CallError::InvalidInput`], [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn open_stream(
+        &self,
+        action: &str,
+        input: Value,
+    ) -> Result<(StreamSender, StreamReceiver), CallError> {
+        let (opened, answer) = oneshot::channel();
+        let (incoming, receiver) = mpsc::channel(crate::interact::STREAM_QUEUE);
+        let request = Interaction::Stream {
+            name: action.to_owned(),
+            input,
+        };
+        self.interact(request, Sink::Stream { opened, incoming })
+            .await?;
+        let (id, commands) = self.answer(answer).await?;
+        Ok((
+            StreamSender {
+                id,
+                commands: commands.clone(),
+                ended: false,
+            },
+            StreamReceiver {
+                id,
+                incoming: receiver,
+                commands,
+            },
+        ))
+    }
+
+    async fn subscription(
+        &self,
+        name: &str,
+        request: Interaction,
+    ) -> Result<Subscription, CallError> {
+        let (confirmed, answer) = oneshot::channel();
+        let (notifications, receiver) = mpsc::channel(crate::interact::NOTIFICATION_QUEUE);
+        self.interact(
+            request,
+            Sink::Subscription {
+                confirmed,
+                notifications,
+            },
+        )
+        .await?;
+        let latest = self.answer(answer).await?;
+        Ok(Subscription {
+            name: name.to_owned(),
+            notifications: receiver,
+            latest,
+            last_seen: None,
+        })
+    }
+
+    /// An interaction answered once.
+    async fn ask_interface(&self, request: Interaction) -> Result<Value, CallError> {
+        let (reply, answer) = oneshot::channel();
+        self.interact(request, Sink::Answer(reply)).await?;
+        self.answer(answer).await
+    }
+
+    async fn interact(&self, request: Interaction, sink: Sink) -> Result<(), CallError> {
+        if self.inner.interface.is_none() {
+            return Err(CallError::Unsupported(
+                "this connection speaks a one-action protocol; connect with `Want::interface` for properties, events, progress and streams".to_owned(),
+            ));
+        }
+        self.inner
+            .commands
+            .send(Command::Interact { request, sink })
+            .await
+            .map_err(|_| self.closed_error())
+    }
+
+    /// Waits for an answer within the call timeout.
+    async fn answer<T>(&self, answer: oneshot::Receiver<Result<T, CallError>>) -> Result<T, CallError> {
+        match tokio::time::timeout(self.inner.call_timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => Err(CallError::Timeout(self.inner.call_timeout)),
         }
     }
 
@@ -225,7 +476,7 @@ pub(crate) async fn connect(
     want: Want,
 ) -> Result<Connection, ConnectError> {
     let started = Instant::now();
-    let (mut need, candidate, test_cases) = want.into_parts();
+    let (mut need, candidate, test_cases, names) = want.into_parts();
     let description_url = description_url(url)?;
     let thing = fetch_description(&shared, &description_url).await?;
     let endpoint = thing
@@ -235,19 +486,44 @@ pub(crate) async fn connect(
         .ok_or_else(|| ConnectError::NoEndpoint {
             url: description_url.clone(),
         })?;
-    let actions = published_actions(&thing);
-    let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned() else {
-        return Err(ConnectError::UnknownAction {
-            url: description_url,
-            action: need.action,
-            available: actions.into_iter().map(|action| action.name).collect(),
-        });
+    let target = match names {
+        Some(names) => {
+            let offered = crate::describe::interface_of(&thing).map_err(|reason| {
+                ConnectError::InvalidDescription {
+                    url: description_url.clone(),
+                    problems: reason,
+                }
+            })?;
+            let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+            let selected = concord_interact::document::select(&offered, &wanted).map_err(|_| {
+                ConnectError::UnknownAction {
+                    url: description_url.clone(),
+                    action: names.join(", "),
+                    available: crate::interface::names(&offered),
+                }
+            })?;
+            need.action = crate::interface::need_key(&names);
+            Target::Interface(selected)
+        }
+        None => {
+            let actions = published_actions(&thing);
+            let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned()
+            else {
+                return Err(ConnectError::UnknownAction {
+                    url: description_url,
+                    action: need.action,
+                    available: actions.into_iter().map(|action| action.name).collect(),
+                });
+            };
+            // What we did not say we supply or need is what the peer publishes: our
+            // handler maps the protocol's messages, whatever their layout, to and from
+            // those schemas.
+            need.input.get_or_insert_with(|| peer_action.input.clone());
+            need.output
+                .get_or_insert_with(|| peer_action.output.clone());
+            Target::Action(peer_action)
+        }
     };
-    // What we did not say we supply or need is what the peer publishes: our handler maps
-    // the protocol's messages, whatever their layout, to and from those schemas.
-    need.input.get_or_insert_with(|| peer_action.input.clone());
-    need.output
-        .get_or_insert_with(|| peer_action.output.clone());
     let peer = format!("{description_url}#{}", need.action);
     let plan = ChannelPlan::for_peer(&shared, &thing, &description_url, &endpoint)?;
     // A provider with a DID resumes and selects consensus protocols only in an
@@ -275,7 +551,7 @@ pub(crate) async fn connect(
         candidate,
         test_cases,
     };
-    start_session(shared, need, own, peer_action, peer, known, plan)
+    start_session(shared, need, own, target, peer, known, plan)
         .instrument(span)
         .await
 }
@@ -285,7 +561,7 @@ async fn start_session(
     shared: Arc<Shared>,
     need: Need,
     own: Own,
-    peer_action: ActionSpec,
+    target: Target,
     peer: String,
     mut known: Known,
     plan: ChannelPlan,
@@ -406,7 +682,7 @@ async fn start_session(
         need: need.clone(),
         candidate: own.candidate,
         test_cases: own.test_cases,
-        peer_action,
+        target: target.clone(),
         commands: command_receiver,
         ready,
         closed: closed_sender,
@@ -433,6 +709,10 @@ async fn start_session(
     Ok(Connection {
         inner: Arc::new(Inner {
             commands,
+            interface: match target {
+                Target::Interface(interface) => Some(interface),
+                Target::Action(_) => None,
+            },
             closed,
             info,
             call_timeout,

@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::action::ActionError;
 use crate::driver::WorkGate;
 use crate::error::CallError;
+use crate::interface::InterfaceCode;
 use crate::node::Shared;
 
 /// What our handler maps the protocol's messages to and from.
@@ -95,6 +96,58 @@ enum Path {
     Provider(Provider),
 }
 
+/// Our code for the protocol in force: a handler module for a one-action protocol, or the
+/// native interaction layer for an interface protocol (several affordances).
+#[derive(Debug, Clone)]
+pub(crate) enum ProtocolCode {
+    /// A handler module (our template, LLM- or peer-written code).
+    Handler(HandlerCode),
+    /// The interaction layer with the interface's payload schemas.
+    Interface(Arc<InterfaceCode>),
+}
+
+impl ProtocolCode {
+    /// The protocol's text this code was loaded for.
+    pub(crate) fn document(&self) -> &str {
+        match self {
+            Self::Handler(code) => code.document(),
+            Self::Interface(code) => code.document(),
+        }
+    }
+
+    /// What the store keeps as our handler.
+    pub(crate) fn source(&self) -> &str {
+        match self {
+            Self::Handler(code) => code.source(),
+            Self::Interface(_) => crate::interface::NATIVE_LAYER,
+        }
+    }
+
+    /// The actions the protocol calls.
+    pub(crate) fn actions(&self) -> Vec<&str> {
+        match self {
+            Self::Handler(code) => vec![code.action()],
+            Self::Interface(code) => code.interface().actions.keys().map(String::as_str).collect(),
+        }
+    }
+
+    /// The handler module, for a one-action protocol.
+    pub(crate) fn handler(&self) -> Option<&HandlerCode> {
+        match self {
+            Self::Handler(code) => Some(code),
+            Self::Interface(_) => None,
+        }
+    }
+
+    /// The interface, for an interface protocol.
+    pub(crate) fn interface(&self) -> Option<&Arc<InterfaceCode>> {
+        match self {
+            Self::Handler(_) => None,
+            Self::Interface(code) => Some(code),
+        }
+    }
+}
+
 /// Our code for one protocol and role, as a session holds it. Every session of a node that
 /// runs the same handler for the same protocol shares one [`Loaded`] through the node's
 /// [`CodeCache`]: the compiled schemas and the engines, so a node with many sessions keeps
@@ -102,7 +155,8 @@ enum Path {
 /// protocol is already in use starts without loading it. Sharing is safe because the
 /// sandbox isolates every call from every other one, and a template run natively keeps no
 /// state at all. (Our template runs natively, with no engine: see [`Code::load`].)
-pub(crate) struct ProtocolCode {
+#[derive(Clone)]
+pub(crate) struct HandlerCode {
     loaded: Arc<Loaded>,
 }
 
@@ -189,6 +243,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Default)]
 pub(crate) struct CodeCache {
     live: Mutex<Vec<Weak<Loaded>>>,
+    /// Interface protocols' compiled schemas, shared like handlers.
+    interfaces: Mutex<Vec<Weak<InterfaceCode>>>,
     /// The node-wide bound on negotiation work.
     pub(crate) gate: WorkGate,
 }
@@ -204,6 +260,23 @@ impl std::fmt::Debug for CodeCache {
 }
 
 impl CodeCache {
+    /// The interface code for the document `text`: the one a session holds, else loaded
+    /// now (its schemas checked against `limits` and compiled).
+    fn interface(&self, text: &str, limits: &SchemaLimits) -> Result<Arc<InterfaceCode>, String> {
+        let held = lock(&self.interfaces)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|code| code.document() == text);
+        if let Some(code) = held {
+            return Ok(code);
+        }
+        let code = Arc::new(InterfaceCode::load(text, limits)?);
+        let mut live = lock(&self.interfaces);
+        live.retain(|code| code.strong_count() > 0);
+        live.push(Arc::downgrade(&code));
+        Ok(code)
+    }
+
     /// Our code for the protocol `text` with the handler `source` on `side`, if a session
     /// holds it.
     fn held(
@@ -212,7 +285,7 @@ impl CodeCache {
         source: &str,
         side: &LocalSide,
         limits: &concord_sandbox::Limits,
-    ) -> Option<ProtocolCode> {
+    ) -> Option<HandlerCode> {
         lock(&self.live)
             .iter()
             .filter_map(Weak::upgrade)
@@ -222,7 +295,7 @@ impl CodeCache {
                     && loaded.side == *side
                     && loaded.limits == *limits
             })
-            .map(|loaded| ProtocolCode { loaded })
+            .map(|loaded| HandlerCode { loaded })
     }
 
     /// Our code for `document` (parsed from `text`) with the handler `source`: the one a
@@ -236,7 +309,7 @@ impl CodeCache {
         local: Local,
         source: String,
         limits: &concord_sandbox::Limits,
-    ) -> Result<ProtocolCode, String> {
+    ) -> Result<HandlerCode, String> {
         if let Some(code) = self.held(text, &source, &side, limits) {
             return Ok(code);
         }
@@ -244,13 +317,13 @@ impl CodeCache {
         let mut live = lock(&self.live);
         live.retain(|loaded| loaded.strong_count() > 0);
         live.push(Arc::downgrade(&loaded));
-        Ok(ProtocolCode { loaded })
+        Ok(HandlerCode { loaded })
     }
 }
 
-impl std::fmt::Debug for ProtocolCode {
+impl std::fmt::Debug for HandlerCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProtocolCode")
+        f.debug_struct("HandlerCode")
             .field("action", &self.loaded.action)
             .field("local", &self.loaded.local)
             .finish_non_exhaustive()
@@ -298,7 +371,7 @@ impl Loaded {
     }
 }
 
-impl ProtocolCode {
+impl HandlerCode {
     /// The protocol's text this code was loaded for.
     pub(crate) fn document(&self) -> &str {
         &self.loaded.document
@@ -746,8 +819,22 @@ pub(crate) async fn generate(
     peer: &str,
 ) -> Result<(ProtocolCode, CodeInfo), String> {
     let text = document;
+    if crate::interface::is_interface(text) {
+        let started = std::time::Instant::now();
+        let code = shared.code.interface(text, &shared.limits.schema)?;
+        let info = CodeInfo {
+            origin: "interaction layer (native)".to_owned(),
+            cases_run: 0,
+            llm_calls: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            wall: started.elapsed(),
+            native: true,
+        };
+        return Ok((ProtocolCode::Interface(code), info));
+    }
     let document = parse(text, &shared.limits.schema)?;
-    let local = local_for(&document, &side, shared.actions.specs())?;
+    let local = local_for(&document, &side, &shared.actions.specs())?;
     let cases = cases
         .as_deref()
         .map(TestCases::parse)
@@ -784,7 +871,7 @@ pub(crate) async fn generate(
         wall: generated.usage.wall_time,
         native: code.is_native(),
     };
-    Ok((code, info))
+    Ok((ProtocolCode::Handler(code), info))
 }
 
 /// Our code for `document` with a stored handler: the node's loaded copy if a session
@@ -795,20 +882,32 @@ pub(crate) fn load(
     source: &str,
     side: &LocalSide,
 ) -> Result<ProtocolCode, String> {
+    if crate::interface::is_interface(text) {
+        if source != crate::interface::NATIVE_LAYER {
+            return Err("the stored handler of an interface protocol is not the native interaction layer".to_owned());
+        }
+        return shared
+            .code
+            .interface(text, &shared.limits.schema)
+            .map(ProtocolCode::Interface);
+    }
     let limits = &shared.handler_limits;
     if let Some(code) = shared.code.held(text, source, side, limits) {
-        return Ok(code);
+        return Ok(ProtocolCode::Handler(code));
     }
     let document = parse(text, &shared.limits.schema)?;
-    let local = local_for(&document, side, shared.actions.specs())?;
-    shared.code.load(
-        text,
-        &document,
-        side.clone(),
-        local,
-        source.to_owned(),
-        limits,
-    )
+    let local = local_for(&document, side, &shared.actions.specs())?;
+    shared
+        .code
+        .load(
+            text,
+            &document,
+            side.clone(),
+            local,
+            source.to_owned(),
+            limits,
+        )
+        .map(ProtocolCode::Handler)
 }
 
 #[cfg(test)]

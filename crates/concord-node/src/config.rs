@@ -39,6 +39,9 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
+/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), the 257th unfinished action: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
+/// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream; a chunk past the credit resets its stream with a 429 problem |
 ///
 /// ```
 /// use std::time::Duration;
@@ -139,6 +142,16 @@ pub struct Limits {
     /// all sessions; the rest wait for a turn, and the wait counts against the step's own
     /// deadline (`negotiation_timeout`, `code_generation_timeout`).
     pub max_concurrent_negotiation_work: usize,
+    /// The interaction layer's bounds in interface sessions (message size and depth,
+    /// correlation ids, open requests, events, replay buffer, subscriber queues, actions,
+    /// the action lease): see [`concord_interact::Limits`].
+    pub interaction: concord_interact::Limits,
+    /// What happens to a subscriber whose queue is full (`interaction.subscriber_queue`):
+    /// its oldest notifications give way to a gap, or it is dropped.
+    pub event_overflow: concord_interact::Overflow,
+    /// Streams per session, chunk size, receive buffer and send queue per stream: see
+    /// [`concord_interact::stream::StreamLimits`] (the initial credit is the interface's).
+    pub streams: concord_interact::stream::StreamLimits,
 }
 
 impl Default for Limits {
@@ -177,6 +190,9 @@ impl Default for Limits {
             max_concurrent_negotiation_work: std::thread::available_parallelism()
                 .map_or(2, usize::from)
                 .max(2),
+            interaction: concord_interact::Limits::default(),
+            event_overflow: concord_interact::Overflow::DropOldest,
+            streams: concord_interact::stream::StreamLimits::default(),
         }
     }
 }

@@ -73,6 +73,8 @@ mod driver;
 mod error;
 mod hello;
 mod identity;
+mod interact;
+mod interface;
 mod language;
 mod listener;
 mod node;
@@ -89,12 +91,17 @@ pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use client::{Connection, ConnectionInfo};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
+pub use concord_interact::{ActionMode, StreamSpec};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
 pub use error::{CallError, ConnectError, NodeError};
 pub use identity::{
     did_location, Authentication, Encryption, ResolverSettings, Security, SignatureForm,
+};
+pub use interact::{
+    ActionUpdate, Event, Notification, ProgressAction, ProgressReporter, Progressing, Property,
+    PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};

@@ -1,10 +1,11 @@
 //! The node: what it serves, what it knows, and how it is built.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use concord_identity::{Allow, Identity, Keys};
+use concord_interact::{EventAffordance, Interface, PropertyAffordance, StreamSpec};
 use concord_llm::{LlmClient, LlmConfig};
 use concord_negotiate::{ActionSpec, EscalatingNegotiator, LlmNegotiator, Need};
 use concord_proto::{Capabilities, Capability, SessionConfig};
@@ -16,6 +17,9 @@ use crate::code::CodeCache;
 use crate::config::Limits;
 use crate::error::{ConnectError, NodeError};
 use crate::identity::{NodeIdentity, Security};
+use crate::interact::{
+    Affordances, Backend, Event, ProgressAction, Property, Publisher, StreamAction,
+};
 use crate::language::Persona;
 use crate::server::{self, Server};
 use crate::storage::SharedStore;
@@ -37,6 +41,8 @@ pub struct Want {
     need: Need,
     candidate: Option<String>,
     test_cases: Option<String>,
+    /// For an interface connection: the affordances wanted, by name.
+    interface: Option<Vec<String>>,
 }
 
 impl Want {
@@ -49,6 +55,35 @@ impl Want {
             },
             candidate: None,
             test_cases: None,
+            interface: None,
+        }
+    }
+
+    /// Several affordances of the peer over one negotiated session: actions (any mode),
+    /// properties and events, by name, as its description publishes them. One negotiation
+    /// (no LLM: the interface document is exact), one connection, one protocol hash for
+    /// 0-RTT reconnects.
+    ///
+    /// ```
+    /// use concord_node::Want;
+    ///
+    /// let want = Want::interface(["getWeather", "modelConfiguration", "userFeedbackReceived"]);
+    /// assert_eq!(want.need().action, "interface:getWeather,modelConfiguration,userFeedbackReceived");
+    /// ```
+    pub fn interface<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        Self {
+            need: Need {
+                action: crate::interface::need_key(&names),
+                ..Need::default()
+            },
+            candidate: None,
+            test_cases: None,
+            interface: Some(names),
         }
     }
 
@@ -84,8 +119,10 @@ impl Want {
         &self.need
     }
 
-    pub(crate) fn into_parts(self) -> (Need, Option<String>, Option<String>) {
-        (self.need, self.candidate, self.test_cases)
+    pub(crate) fn into_parts(
+        self,
+    ) -> (Need, Option<String>, Option<String>, Option<Vec<String>>) {
+        (self.need, self.candidate, self.test_cases, self.interface)
     }
 }
 
@@ -139,6 +176,12 @@ pub(crate) struct Shared {
     pub(crate) code: CodeCache,
     /// Our DID, keys and security policy; who may call what.
     pub(crate) identity: NodeIdentity,
+    /// Every affordance the node serves (its actions with their modes, properties,
+    /// events), as interface sessions and the description see them.
+    pub(crate) interface: concord_interact::Interface,
+    /// The node-wide state of those affordances (event fan-out, property values,
+    /// long-running actions), shared by every interface session.
+    pub(crate) affordances: Arc<Affordances>,
 }
 
 impl Shared {
@@ -227,12 +270,19 @@ impl Node {
 
     /// The actions this node serves.
     pub fn actions(&self) -> Vec<ActionSpec> {
-        self.shared.actions.specs().to_vec()
+        self.shared.actions.specs()
     }
 
     /// The LLM client, when one is configured (its usage ledger counts every call).
     pub fn llm(&self) -> Option<&LlmClient> {
         self.shared.llm()
+    }
+
+    /// Publishes the node's events and sets its properties, from anywhere.
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            affordances: Arc::clone(&self.shared.affordances),
+        }
     }
 }
 
@@ -289,6 +339,8 @@ pub struct NodeBuilder {
     identity: Option<Identity>,
     security: Security,
     access: HashMap<String, Allow>,
+    properties: BTreeMap<String, Property>,
+    events: BTreeMap<String, Event>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -320,6 +372,8 @@ impl NodeBuilder {
             identity: None,
             security: Security::default(),
             access: HashMap::new(),
+            properties: BTreeMap::new(),
+            events: BTreeMap::new(),
         }
     }
 
@@ -413,7 +467,75 @@ impl NodeBuilder {
     /// backend that runs it (an async closure, an [`ExecAction`](crate::ExecAction), an
     /// [`HttpAction`](crate::HttpAction), or any [`Action`]).
     pub fn action(mut self, spec: ActionSpec, backend: impl Action) -> Self {
-        self.actions.insert(spec, Arc::new(backend));
+        self.actions
+            .insert(spec, Backend::Reply(Arc::new(backend)), None);
+        self
+    }
+
+    /// Serves a fire-and-forget action (mode `notify`): an interface session's caller gets
+    /// no answer unless it fails; over a one-action protocol it answers like any action.
+    pub fn notify_action(mut self, spec: ActionSpec, backend: impl Action) -> Self {
+        self.actions
+            .insert(spec, Backend::Notify(Arc::new(backend)), None);
+        self
+    }
+
+    /// Serves a long-running action (mode `progress`, described `synchronous: false`): an
+    /// interface session's caller gets an action id, progress and one result, and may
+    /// query or cancel it by id; the action survives its caller's dropped connection for
+    /// [`Limits::action_lease`](crate::Limits). Over a one-action protocol it answers with
+    /// its result alone.
+    ///
+    /// ```
+    /// use concord_node::{ActionSpec, Node, ProgressReporter};
+    /// use serde_json::{json, Value};
+    ///
+    /// let spec = ActionSpec {
+    ///     name: "render".into(),
+    ///     description: "Renders a scene.".into(),
+    ///     input: json!({"type": "object"}),
+    ///     output: json!({"type": "object"}),
+    /// };
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Renderer")
+    ///     .progress_action(spec, |_input: Value, progress: ProgressReporter| async move {
+    ///         progress.report(0.5, None);
+    ///         Ok(json!({"frames": 24}))
+    ///     })
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn progress_action(mut self, spec: ActionSpec, backend: impl ProgressAction) -> Self {
+        self.actions
+            .insert(spec, Backend::Progress(Arc::new(backend)), None);
+        self
+    }
+
+    /// Serves a stream action (mode `stream`): bytes both ways under credit-based flow
+    /// control, as `stream` describes them (published as the description's `concord:stream`).
+    /// Only over an interface protocol.
+    pub fn stream_action(
+        mut self,
+        spec: ActionSpec,
+        stream: StreamSpec,
+        backend: impl StreamAction,
+    ) -> Self {
+        self.actions
+            .insert(spec, Backend::Stream(Arc::new(backend)), Some(stream));
+        self
+    }
+
+    /// Serves a property (`readproperty`; `writeproperty` and `observeproperty` as
+    /// [`Property`] says). Set it from the node's side with [`Node::publisher`].
+    pub fn property(mut self, name: impl Into<String>, property: Property) -> Self {
+        self.properties.insert(name.into(), property);
+        self
+    }
+
+    /// Declares an event (`subscribeevent`): publish it with [`Node::publisher`].
+    pub fn event(mut self, name: impl Into<String>, event: Event) -> Self {
+        self.events.insert(name.into(), event);
         self
     }
 
@@ -573,7 +695,7 @@ impl NodeBuilder {
             .map_err(NodeError::Config)?;
         let http = crate::tls::http_client(tls.clone()).map_err(NodeError::Config)?;
         for action in self.access.keys() {
-            if self.actions.backend(action).is_none() {
+            if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(
                     "`allow` names the action `{action}`, which the node does not serve"
                 )));
@@ -592,6 +714,47 @@ impl NodeBuilder {
         } else {
             SessionConfig::default()
         });
+        let interface = Interface {
+            actions: self.actions.affordances(),
+            properties: self
+                .properties
+                .iter()
+                .map(|(name, property)| {
+                    let affordance = PropertyAffordance {
+                        description: property.description.clone(),
+                        schema: property.schema.clone(),
+                        writable: property.writable,
+                        observable: property.observable,
+                    };
+                    (name.clone(), affordance)
+                })
+                .collect(),
+            events: self
+                .events
+                .iter()
+                .map(|(name, event)| {
+                    let affordance = EventAffordance {
+                        description: event.description.clone(),
+                        data: event.data.clone(),
+                    };
+                    (name.clone(), affordance)
+                })
+                .collect(),
+        };
+        let initial = self
+            .properties
+            .into_iter()
+            .map(|(name, property)| (name, property.initial))
+            .collect();
+        let affordances = Affordances::new(
+            interface.clone(),
+            initial,
+            self.limits.interaction.clone(),
+            self.limits.event_overflow,
+            &self.limits.schema,
+        )
+        .map(Arc::new)
+        .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
         let persona = Persona {
             title: self.title,
             description: self.description,
@@ -613,6 +776,8 @@ impl NodeBuilder {
                 session,
                 code: CodeCache::default(),
                 identity,
+                interface,
+                affordances,
             }),
         })
     }

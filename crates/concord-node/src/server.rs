@@ -242,6 +242,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let header_timeout = shared.limits.http_header_timeout;
     let (stop, stopped) = watch::channel(false);
     let (close, closing) = watch::channel(false);
+    tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
     let state = Arc::new(ServerState {
         shared,
         description: Description::new(base_url.clone()),
@@ -365,12 +366,7 @@ async fn accept_session(
         }
     };
     drop(authenticating);
-    let actions = state
-        .shared
-        .actions
-        .specs()
-        .iter()
-        .map(|spec| spec.name.as_str());
+    let actions = state.shared.actions.names();
     if !identity.permits_any(&caller, actions) {
         let refusal = upgrade::Refusal::forbidden(state.endpoint.realm(), &caller);
         state.log.refused("authorization", remote, &refusal.log);
@@ -722,9 +718,14 @@ async fn open_session(
                 Ok((stored, code))
             });
         match loaded {
-            Ok((_, code)) if !shared.identity.permits(&caller, code.action()) => {
+            Ok((_, code))
+                if !code
+                    .actions()
+                    .iter()
+                    .all(|action| shared.identity.permits(&caller, action)) =>
+            {
                 tracing::info!(
-                    action = code.action(),
+                    actions = ?code.actions(),
                     "the stored protocol calls an action this caller may not call; negotiating instead"
                 );
                 destination.meta_protocol.used_protocol_hash = None;

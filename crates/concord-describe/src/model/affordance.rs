@@ -4,7 +4,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Annotations, DataSchema, Form};
+use super::{Annotations, DataSchema, Form, InteractionMode, StreamDescription};
 
 /// A property: state that can be read, written or observed. Its value's schema is the
 /// property itself, so the data schema terms sit beside the interaction terms.
@@ -55,9 +55,30 @@ pub struct ActionAffordance {
     pub uri_variables: Option<IndexMap<String, DataSchema>>,
     /// How to invoke, query and cancel it (at least one).
     pub forms: Vec<Form>,
+    /// `concord:mode`: how it answers (absent: request-reply).
+    #[serde(
+        rename = "concord:mode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub mode: Option<InteractionMode>,
+    /// `concord:stream`: for a stream action, what its streams carry.
+    #[serde(
+        rename = "concord:stream",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stream: Option<StreamDescription>,
     /// Every other term, kept as written.
     #[serde(flatten)]
     pub extensions: Map<String, Value>,
+}
+
+impl ActionAffordance {
+    /// How it answers: `concord:mode`, request-reply when absent (a foreign agent's action).
+    pub fn interaction_mode(&self) -> InteractionMode {
+        self.mode.unwrap_or_default()
+    }
 }
 
 /// An event: something the agent notifies subscribers of.

@@ -5,6 +5,7 @@
 mod affordance;
 mod annotations;
 mod form;
+mod interaction;
 mod lmos;
 mod meta_protocol;
 mod one_or_many;
@@ -15,6 +16,7 @@ mod thing;
 pub use affordance::{ActionAffordance, EventAffordance, PropertyAffordance};
 pub use annotations::Annotations;
 pub use form::{AdditionalResponse, ExpectedResponse, Form, FormContext, Operation};
+pub use interaction::{InteractionMode, StreamDescription};
 pub use lmos::{LmosKind, LmosMetadata, LmosVendor};
 pub use meta_protocol::{ConsensusProtocol, MetaProtocol};
 pub use one_or_many::OneOrMany;

@@ -63,6 +63,7 @@ impl<'v> Checker<'v> {
         }
         self.schema_map(terms, "uriVariables", at, false);
         self.forms(terms, at, FormContext::Action);
+        self.action_extension(terms, at);
     }
 
     fn event(&mut self, terms: &'v Map<String, Value>, at: &Path<'_>) {

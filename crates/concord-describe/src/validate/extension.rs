@@ -6,9 +6,10 @@ use concord_proto::{Capability, MetaVersion};
 use serde_json::{Map, Value};
 
 use super::{formats, Checker};
+use crate::model::InteractionMode;
 use crate::pointer::Path;
 use crate::problem::ProblemKind;
-use crate::vocab::CONCORD_PREFIX;
+use crate::vocab::{CONCORD_MODE, CONCORD_PREFIX, CONCORD_STREAM};
 
 const META_PROTOCOL: &str = "concord:metaProtocol";
 const META_PROTOCOL_TERMS: [&str; 6] = [
@@ -22,6 +23,14 @@ const META_PROTOCOL_TERMS: [&str; 6] = [
 /// Longest `concord:did` accepted.
 const MAX_DID_LEN: usize = 2048;
 const CONSENSUS_PROTOCOL_TERMS: [&str; 2] = ["concord:uri", "concord:protocolHash"];
+/// The members of `concord:stream`; any other member is an error.
+const STREAM_TERMS: [&str; 5] = [
+    "concord:contentType",
+    "concord:outputContentType",
+    "concord:frameBytes",
+    "concord:initialCredit",
+    "concord:realtime",
+];
 
 /// Reads a `concord:versions` entry: `MAJOR.MINOR` in canonical decimal, which is stricter
 /// than [`MetaVersion`]'s own reading (a hello may say `"2"` for 2.0; a published
@@ -60,6 +69,130 @@ impl<'v> Checker<'v> {
         self.consensus_protocols(meta, &at);
         self.did(meta, &at);
         self.secure_channels(meta, &at);
+    }
+
+    /// An action's Concord terms: `concord:mode` and, for a stream action, `concord:stream`.
+    pub(super) fn action_extension(&mut self, action: &'v Map<String, Value>, at: &Path<'_>) {
+        self.unknown_concord_terms(action, &[CONCORD_MODE, CONCORD_STREAM], at);
+        let mode = match action.get(CONCORD_MODE) {
+            None => Some(InteractionMode::Reply),
+            Some(Value::String(name)) => {
+                let mode = InteractionMode::from_name(name);
+                if mode.is_none() {
+                    let known: Vec<&str> = InteractionMode::ALL
+                        .into_iter()
+                        .map(InteractionMode::name)
+                        .collect();
+                    self.report(
+                        ProblemKind::InvalidValue,
+                        &at.key(CONCORD_MODE),
+                        format!(
+                            "`{}` is not an interaction mode; expected one of {}",
+                            name.chars().take(80).collect::<String>(),
+                            known.join(", ")
+                        ),
+                    );
+                }
+                mode
+            }
+            Some(other) => {
+                self.wrong_type(&at.key(CONCORD_MODE), "an interaction mode (string)", other);
+                None
+            }
+        };
+        if mode == Some(InteractionMode::Progress)
+            && action.get("synchronous") == Some(&Value::Bool(true))
+        {
+            self.report(
+                ProblemKind::Conflict,
+                &at.key("synchronous"),
+                "a progress-mode action answers asynchronously; `synchronous` must not be true",
+            );
+        }
+        match (mode, action.get(CONCORD_STREAM)) {
+            (Some(InteractionMode::Stream), None) => self.report(
+                ProblemKind::MissingTerm,
+                &at.key(CONCORD_STREAM),
+                "a stream-mode action needs `concord:stream`: what its streams carry and their initial credit",
+            ),
+            (Some(mode), Some(_)) if mode != InteractionMode::Stream => self.report(
+                ProblemKind::Conflict,
+                &at.key(CONCORD_STREAM),
+                format!("`concord:stream` describes a stream action, but this action's mode is {}", mode.name()),
+            ),
+            _ => {}
+        }
+        if action.contains_key(CONCORD_STREAM) {
+            self.stream(action, at);
+        }
+    }
+
+    fn stream(&mut self, action: &'v Map<String, Value>, at: &Path<'_>) {
+        let Some(stream) = self.object(action, CONCORD_STREAM, at) else {
+            return;
+        };
+        let at = at.key(CONCORD_STREAM);
+        for term in stream.keys() {
+            if !STREAM_TERMS.contains(&term.as_str()) {
+                self.report(
+                    ProblemKind::InvalidValue,
+                    &at.key(term),
+                    format!(
+                        "`{}` is not a member of `concord:stream` (members: {})",
+                        term.chars().take(80).collect::<String>(),
+                        STREAM_TERMS.join(", ")
+                    ),
+                );
+            }
+        }
+        for (term, required) in [
+            ("concord:contentType", true),
+            ("concord:outputContentType", false),
+        ] {
+            let text = if required {
+                self.required_string(stream, term, &at)
+            } else {
+                self.string(stream, term, &at)
+            };
+            if let Some(media_type) = text {
+                if !formats::is_media_type(media_type) {
+                    self.report(
+                        ProblemKind::InvalidValue,
+                        &at.key(term),
+                        format!(
+                            "`{}` is not a media type (type/subtype, such as audio/pcm)",
+                            media_type.chars().take(80).collect::<String>()
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(value) = stream.get("concord:frameBytes") {
+            if value
+                .as_u64()
+                .is_none_or(|bytes| u32::try_from(bytes).is_err())
+            {
+                self.wrong_type(
+                    &at.key("concord:frameBytes"),
+                    "a byte count (integer from 0 to 4294967295)",
+                    value,
+                );
+            }
+        }
+        match stream.get("concord:initialCredit") {
+            None => self.report(
+                ProblemKind::MissingTerm,
+                &at.key("concord:initialCredit"),
+                "`concord:initialCredit` is required: the bytes of credit each direction starts with",
+            ),
+            Some(value) if value.as_u64().is_none() => self.wrong_type(
+                &at.key("concord:initialCredit"),
+                "a byte count (integer from 0 to 18446744073709551615)",
+                value,
+            ),
+            Some(_) => {}
+        }
+        self.boolean(stream, "concord:realtime", &at);
     }
 
     fn did(&mut self, meta: &'v Map<String, Value>, at: &Path<'_>) {

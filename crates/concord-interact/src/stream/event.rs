@@ -1,6 +1,6 @@
 //! What leaves the stream layer: events for the application and transmits for the driver.
 
-use super::header::{ResetCode, StreamId};
+use super::header::{Chunk, ResetCode, StreamId};
 #[cfg(doc)]
 use super::{PeerError, SendStream, Streams};
 
@@ -66,14 +66,25 @@ pub enum ResetBy {
 pub enum Transmit {
     /// The data of one PT 1 frame: a chunk header and its payload.
     Chunk(Vec<u8>),
-    /// A credit grant for the peer's sending direction of a stream, to carry as a control
-    /// message: the cumulative total in bytes, the initial credit included.
+    /// A credit grant for the peer's sending direction of a stream: the cumulative total in
+    /// bytes, the initial credit included. It travels as a CREDIT chunk
+    /// ([`Transmit::into_chunk`]).
     Grant {
         /// The stream.
         id: StreamId,
         /// The cumulative credit granted.
         total: u64,
     },
+}
+
+impl Transmit {
+    /// The chunk bytes to send: a data or RESET chunk as it is, a grant as a CREDIT chunk.
+    pub fn into_chunk(self) -> Vec<u8> {
+        match self {
+            Self::Chunk(bytes) => bytes,
+            Self::Grant { id, total } => Chunk::encode_credit(id, total),
+        }
+    }
 }
 
 /// What became of a chunk given to [`SendStream::send`].

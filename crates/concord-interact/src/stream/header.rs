@@ -6,7 +6,7 @@
 //! | stream id u32 | sequence u32  | F |  payload          |
 //! | big endian    | big endian    |   |  (the rest)       |
 //! +---------------+---------------+---+------------ … ---+
-//!  F = flags: END = 1, RESET = 2, TRUNCATE = 4; the other bits must be zero.
+//!  F = flags: END = 1, RESET = 2, TRUNCATE = 4, CREDIT = 8; the other bits must be zero.
 //! ```
 //!
 //! - A data chunk (no flag) carries the next `payload` bytes of the stream; its sequence is
@@ -15,6 +15,9 @@
 //! - TRUNCATE tells the receiver to discard everything of this direction it has buffered but
 //!   not yet played (realtime voice interruption); its payload, if any, is the first data
 //!   after the cut. It may be combined with END (cut, then close).
+//! - CREDIT carries a credit grant for the receiver's sending direction: its payload is
+//!   exactly 8 bytes, the cumulative total granted (u64 big endian, the initial credit
+//!   included). It has no sequence (the field is 0 and ignored) and no other flag.
 //! - RESET aborts the stream in both directions. It has no sequence: the sequence field
 //!   carries the [`ResetCode`] instead, and it carries no payload and no other flag.
 //!
@@ -75,7 +78,7 @@ impl Side {
     }
 }
 
-/// The flag byte of a chunk header. Only the three named bits are defined.
+/// The flag byte of a chunk header. Only the four named bits are defined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flags(u8);
 
@@ -88,8 +91,10 @@ impl Flags {
     pub const RESET: Flags = Flags(2);
     /// Discard what was received and not yet played.
     pub const TRUNCATE: Flags = Flags(4);
+    /// A credit grant: the payload is the cumulative total (u64 big endian).
+    pub const CREDIT: Flags = Flags(8);
     /// Every defined bit.
-    pub const ALL: Flags = Flags(1 | 2 | 4);
+    pub const ALL: Flags = Flags(1 | 2 | 4 | 8);
 
     /// The raw byte.
     pub fn bits(self) -> u8 {
@@ -178,7 +183,7 @@ pub enum HeaderError {
         /// The number of bytes received.
         len: usize,
     },
-    /// The flag byte has a bit that is not END, RESET or TRUNCATE.
+    /// The flag byte has a bit that is not END, RESET, TRUNCATE or CREDIT.
     #[error("chunk flags {flags:#04x} have undefined bits {:#04x}", flags & !Flags::ALL.bits())]
     UnknownFlags {
         /// The flag byte as received.
@@ -196,6 +201,18 @@ pub enum HeaderError {
     /// TRUNCATE and RESET in one chunk.
     #[error("TRUNCATE and RESET together: a reset already discards everything")]
     TruncateWithReset,
+    /// CREDIT with another flag.
+    #[error("CREDIT with flags {flags:#04x}: a grant carries no other flag")]
+    CreditWithFlags {
+        /// The flag byte as received.
+        flags: u8,
+    },
+    /// A CREDIT chunk whose payload is not 8 bytes.
+    #[error("CREDIT chunk carries {len} payload bytes; it must carry 8")]
+    CreditLength {
+        /// The payload length.
+        len: usize,
+    },
 }
 
 impl<'a> Chunk<'a> {
@@ -224,6 +241,30 @@ impl<'a> Chunk<'a> {
         }
     }
 
+    /// The bytes of a CREDIT chunk granting the peer `total` bytes on `stream_id`
+    /// (cumulative, the initial credit included).
+    pub fn encode_credit(stream_id: StreamId, total: u64) -> Vec<u8> {
+        let payload = total.to_be_bytes();
+        Chunk {
+            header: ChunkHeader {
+                stream_id,
+                sequence: 0,
+                flags: Flags::CREDIT,
+            },
+            payload: &payload,
+        }
+        .encode()
+    }
+
+    /// The cumulative total granted, when this is a CREDIT chunk.
+    pub fn credit_total(&self) -> Option<u64> {
+        if !self.header.flags.contains(Flags::CREDIT) {
+            return None;
+        }
+        let bytes: [u8; 8] = self.payload.try_into().ok()?;
+        Some(u64::from_be_bytes(bytes))
+    }
+
     /// The reset code, when this is a RESET chunk.
     pub fn reset_code(&self) -> Option<ResetCode> {
         self.header
@@ -245,6 +286,14 @@ impl<'a> Chunk<'a> {
         let payload = bytes.get(HEADER_LEN..).unwrap_or_default();
         let flags =
             Flags::from_bits(flag_byte).ok_or(HeaderError::UnknownFlags { flags: flag_byte })?;
+        if flags.contains(Flags::CREDIT) {
+            if flags != Flags::CREDIT {
+                return Err(HeaderError::CreditWithFlags { flags: flag_byte });
+            }
+            if payload.len() != 8 {
+                return Err(HeaderError::CreditLength { len: payload.len() });
+            }
+        }
         if flags.contains(Flags::RESET) {
             if flags.contains(Flags::END) {
                 return Err(HeaderError::EndWithReset);
@@ -317,11 +366,28 @@ mod tests {
     }
 
     #[test]
+    fn credit_carries_its_total() {
+        let bytes = Chunk::encode_credit(StreamId(2), 0x0102_0304_0506_0708);
+        assert_eq!(bytes.len(), HEADER_LEN + 8);
+        let chunk = Chunk::decode(&bytes).unwrap();
+        assert_eq!(chunk.credit_total(), Some(0x0102_0304_0506_0708));
+        assert_eq!(chunk.reset_code(), None);
+    }
+
+    #[test]
     fn typed_errors() {
         assert_eq!(Chunk::decode(&[0; 8]), Err(HeaderError::Short { len: 8 }));
         assert_eq!(
+            Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 16]),
+            Err(HeaderError::UnknownFlags { flags: 16 })
+        );
+        assert_eq!(
             Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 8]),
-            Err(HeaderError::UnknownFlags { flags: 8 })
+            Err(HeaderError::CreditLength { len: 0 })
+        );
+        assert_eq!(
+            Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Err(HeaderError::CreditWithFlags { flags: 9 })
         );
         assert_eq!(
             Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 2, 1]),

@@ -17,10 +17,12 @@
 //! its own sequence and credit. Both start with [`StreamLimits::initial_credit`] granted
 //! (both peers must declare the same value; the protocol description states it).
 //!
-//! **Where grants and opens travel.** A chunk is a PT 1 frame; a grant
-//! ([`Transmit::Grant`], the cumulative total) and the request that opens a stream are
-//! control messages the driver carries on the message layer. A stream also opens
-//! implicitly on the first chunk or grant the peer sends for a new id of its parity.
+//! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
+//! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
+//! flag ([`Transmit::into_chunk`] encodes it; [`Streams::handle_chunk`] takes it like
+//! [`Streams::handle_grant`]). The request that opens a stream is a message on the message
+//! layer. A stream also opens implicitly on the first chunk or grant the peer sends for a
+//! new id of its parity.
 
 pub mod credit;
 mod error;
@@ -79,7 +81,7 @@ impl Default for StreamLimits {
 /// ```text
 ///  app ── open / accept / send_stream(id).send / recv_stream(id).read, grant ──▶ Streams
 ///  peer ── handle_chunk(PT 1 data) / handle_grant(id, total) ──────────────────▶ Streams
-///  Streams ── poll_transmit: Chunk bytes (PT 1) | Grant (control message) ─────▶ peer
+///  Streams ── poll_transmit: Chunk bytes (PT 1) | Grant (a CREDIT chunk) ───────▶ peer
 ///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Reset, Closed ▶ app
 /// ```
 #[derive(Debug)]
@@ -212,6 +214,9 @@ impl Streams {
     pub fn handle_chunk(&mut self, bytes: &[u8]) -> Result<(), PeerError> {
         let chunk = Chunk::decode(bytes)?;
         let id = chunk.header.stream_id;
+        if let Some(total) = chunk.credit_total() {
+            return self.handle_grant(id, total);
+        }
         if let Some(code) = chunk.reset_code() {
             if self.streams.contains_key(&id) {
                 self.remove_with_reset(id, code, Some(ResetBy::Peer));

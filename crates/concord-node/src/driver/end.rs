@@ -18,6 +18,7 @@ impl<T: Transport> Driver<T> {
         }
         let description = self.describe(&cause);
         tracing::info!(cause = %description, "session ended");
+        self.close_interact(&description);
         // Frames the state machine queued before closing (a `rejected`, say) go out first.
         if matches!(
             cause,

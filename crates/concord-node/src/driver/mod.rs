@@ -7,6 +7,7 @@
 
 mod end;
 mod gate;
+mod interact;
 mod prepare;
 mod provider;
 mod requester;
@@ -26,8 +27,9 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 pub(crate) use gate::WorkGate;
-pub(crate) use requester::{Command, RequesterParts};
-use work::{AfterSave, Work};
+pub(crate) use requester::{Command, RequesterParts, Target};
+pub(crate) use work::Work;
+use work::AfterSave;
 
 use crate::code::{CodeInfo, ProtocolCode};
 use crate::config::human;
@@ -195,6 +197,8 @@ pub(crate) struct Driver<T: Transport> {
     /// Set when the state machine closed.
     closed: Option<CloseReason>,
     role: RoleState,
+    /// The interaction layer, once an interface protocol is in force.
+    interact: Option<interact::Interact>,
 }
 
 enum RoleState {
@@ -241,8 +245,10 @@ impl<T: Transport> Driver<T> {
             stop: None,
             closed: None,
             role,
+            interact: None,
         };
         driver.share_protocol_text();
+        driver.install_interact();
         driver
     }
 
@@ -290,6 +296,7 @@ impl<T: Transport> Driver<T> {
             while let Some(event) = self.session.poll_event() {
                 self.on_event(event);
             }
+            self.pump_interact();
             if let Err(error) = self.flush().await {
                 break match error {
                     TransportError::TooLarge { limit } => Cause::TooLarge { limit },
@@ -323,6 +330,11 @@ impl<T: Transport> Driver<T> {
                 command = next_command(&mut self.role) => {
                     self.on_command(command);
                     self.take_more_commands();
+                }
+                wake = interact::next_wake(&mut self.interact) => {
+                    if let interact::Wake::Stream(command) = wake {
+                        self.on_stream_command(command);
+                    }
                 }
                 () = &mut timer, if armed.is_some() => {
                     armed = None;
@@ -446,7 +458,13 @@ impl<T: Transport> Driver<T> {
     /// Whether to read the peer's next frame now (back-pressure on action calls).
     fn may_read(&self) -> bool {
         match &self.role {
-            RoleState::Provider(state) => state.in_flight < self.shared.limits.max_calls_in_flight,
+            RoleState::Provider(state) => {
+                let interacting = match &self.interact {
+                    Some(interact::Interact::Provider(interact)) => interact.in_flight,
+                    _ => 0,
+                };
+                state.in_flight + interacting < self.shared.limits.max_calls_in_flight
+            }
             RoleState::Requester(_) => true,
         }
     }
@@ -459,7 +477,7 @@ impl<T: Transport> Driver<T> {
             RoleState::Requester(state) => state.deadline(),
             RoleState::Provider(_) => None,
         };
-        [self.session.poll_timeout(), idle, role]
+        [self.session.poll_timeout(), idle, role, self.interact_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -486,6 +504,7 @@ impl<T: Transport> Driver<T> {
                 RoleState::Provider(state) => state.in_flight == 0,
                 RoleState::Requester(state) => state.is_idle(),
             }
+            && self.interact.as_ref().is_none_or(interact::Interact::is_idle)
     }
 
     fn on_deadline(&mut self) {
@@ -501,6 +520,7 @@ impl<T: Transport> Driver<T> {
             self.stop = Some(Cause::Idle(self.shared.limits.idle_timeout));
         }
         self.requester_deadline(now);
+        self.interact_timeout(now);
     }
 
     // ----- events ------------------------------------------------------------------------
@@ -558,6 +578,9 @@ impl<T: Transport> Driver<T> {
             Event::NaturalLanguageTimedOut { message_id } => {
                 self.on_natural_language_response(&message_id, Err(()));
             }
+            Event::Application(bytes) if self.is_interface_session() => {
+                self.on_interact_frame(&bytes);
+            }
             Event::Application(bytes) => match self.session.role() {
                 Role::Provider => self.on_request(&bytes),
                 Role::Requester => self.on_response(&bytes),
@@ -580,12 +603,16 @@ impl<T: Transport> Driver<T> {
 
     fn on_agreed(&mut self, hash: ProtocolHash, document: String) {
         tracing::info!(%hash, "protocol agreed");
+        let interface = crate::interface::is_interface(&document);
         self.settled = Some(Settled {
             hash,
             document,
             how: Settlement::Negotiated,
         });
+        // An interface protocol has no handler to test: the layer is native code and the
+        // payloads are checked against the document's schemas.
         let negotiate_cases = self.session.role() == Role::Requester
+            && !interface
             && self
                 .session
                 .capabilities()

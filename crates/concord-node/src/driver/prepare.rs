@@ -13,8 +13,9 @@ use concord_proto::{Capability, Decision, FixDecision, Role};
 use concord_store::NewProtocol;
 
 use super::work::{AfterSave, Work};
+use super::requester::Target;
 use super::{Driver, RoleState, Settlement, Tests, MAX_GENERATIONS, RECENT_MESSAGES};
-use crate::code;
+use crate::code::{self, ProtocolCode};
 use crate::config::human;
 use crate::transport::Transport;
 
@@ -124,6 +125,12 @@ impl<T: Transport> Driver<T> {
                 AfterSave::Nothing => {}
             },
             Work::ActionDone { message_id, result } => self.on_action_done(message_id, result),
+            Work::Interacted {
+                request,
+                name,
+                result,
+            } => self.on_interacted(request, &name, result),
+            Work::StreamDone { id, result } => self.on_stream_done(id, result),
             Work::Answered { message_id, answer } => {
                 if let RoleState::Provider(state) = &mut self.role {
                     state.in_flight = state.in_flight.saturating_sub(1);
@@ -167,6 +174,7 @@ impl<T: Transport> Driver<T> {
         };
         self.code = Some(code);
         self.share_protocol_text();
+        self.install_interact();
         match self.session.code_ready(Instant::now()) {
             Ok(()) => {
                 self.prep.announced = true;
@@ -283,6 +291,9 @@ impl<T: Transport> Driver<T> {
 
     /// Judges the peer's candidate.
     pub(super) fn spawn_judge(&mut self, received: ReceivedCandidate) {
+        if crate::interface::is_interface(&received.candidate) {
+            return self.judge_interface(&received.candidate);
+        }
         let shared = Arc::clone(&self.shared);
         let limit = shared.limits.negotiation_timeout;
         match &self.role {
@@ -313,7 +324,12 @@ impl<T: Transport> Driver<T> {
                 );
             }
             RoleState::Requester(state) => {
-                let (need, peer_action) = (state.need.clone(), state.peer_action.clone());
+                let Target::Action(peer_action) = &state.target else {
+                    let reason = "the provider answered our interface document with a one-action protocol".to_owned();
+                    let _ = self.session.decide(Instant::now(), Decision::Reject { reason });
+                    return;
+                };
+                let (need, peer_action) = (state.need.clone(), peer_action.clone());
                 self.spawn_step(
                     limit,
                     "judging the counter-proposal",
@@ -331,6 +347,29 @@ impl<T: Transport> Driver<T> {
                     Work::Judged,
                 );
             }
+        }
+    }
+
+    /// Judges an interface document (no LLM: the rules are exact). The provider offers
+    /// what this caller may use: every property and event, and the actions it may call.
+    fn judge_interface(&mut self, candidate: &str) {
+        let decision = match &self.role {
+            RoleState::Provider(state) => {
+                let mut ours = self.shared.interface.clone();
+                ours.actions
+                    .retain(|name, _| self.shared.identity.permits(&state.caller, name));
+                crate::interface::judge(candidate, &ours, &self.shared.persona.title)
+            }
+            RoleState::Requester(state) => match &state.target {
+                Target::Interface(wanted) => crate::interface::judge_counter(candidate, wanted),
+                Target::Action(_) => Decision::Reject {
+                    reason: "we asked for one action, not an interface".to_owned(),
+                },
+            },
+        };
+        self.accounting.record(StepRecord::deterministic(Step::Judge, Duration::ZERO));
+        if let Err(error) = self.session.decide(Instant::now(), decision) {
+            tracing::debug!(%error, "cannot answer the candidate");
         }
     }
 
@@ -402,11 +441,10 @@ impl<T: Transport> Driver<T> {
             Tests::Agreed(cases) => TestCases::parse(cases).ok(),
             _ => None,
         };
-        let check = self.code.as_ref().and_then(|code| code.case_check().ok());
+        let handler = self.code.as_ref().and_then(ProtocolCode::handler);
+        let check = handler.and_then(|code| code.case_check().ok());
         let sent: Vec<Vec<u8>> = self.sent.iter().cloned().collect();
-        let ours = self
-            .code
-            .as_ref()
+        let ours = handler
             .map(|code| code.decode_sent(&sent))
             .unwrap_or_default();
         self.spawn_step(shared.limits.negotiation_timeout, "diagnosing the error report", async move {
@@ -481,7 +519,7 @@ impl<T: Transport> Driver<T> {
                 crate::language::answer(
                     &client,
                     &shared.persona,
-                    shared.actions.specs(),
+                    &shared.actions.specs(),
                     &peer,
                     &text,
                 )

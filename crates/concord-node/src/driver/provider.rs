@@ -13,6 +13,7 @@ use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
 use crate::code::LocalSide;
 use crate::driver::work::Work;
+use crate::code::ProtocolCode;
 use crate::transport::Transport;
 
 /// The message id of the error response to a request whose own id cannot be read (not a
@@ -55,7 +56,7 @@ impl<T: Transport> Driver<T> {
 
     /// A request from the peer: decode it with our handler and run the action.
     pub(super) fn on_request(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             tracing::warn!("a request arrived before our code was in force");
             return;
         };
@@ -91,7 +92,7 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         }
-        let Some(backend) = self.shared.actions.backend(code.action()) else {
+        let Some(backend) = self.shared.actions.mode_backend(code.action()) else {
             let error = ActionError::not_found(format!(
                 "action `{}` is not served here any more",
                 code.action()
@@ -104,10 +105,20 @@ impl<T: Transport> Driver<T> {
         // What the backend logs is in an `action` span naming the action.
         let span = tracing::info_span!("action", name = code.action());
         let started = span.in_scope(|| {
-            std::panic::catch_unwind(AssertUnwindSafe(|| backend.call(request.input)))
+            std::panic::catch_unwind(AssertUnwindSafe(|| backend.call_plain(request.input)))
         });
         let mut call = match started {
-            Ok(future) => AssertUnwindSafe(future).catch_unwind().instrument(span),
+            Ok(Some(future)) => AssertUnwindSafe(future).catch_unwind().instrument(span),
+            Ok(None) => {
+                let error = ActionError::new(
+                    405,
+                    format!(
+                        "action `{}` is a stream: call it over an interface protocol",
+                        code.action()
+                    ),
+                );
+                return self.respond(&request.message_id, Err(error));
+            }
             Err(panic) => return self.respond(&request.message_id, panicked(panic)),
         };
         if let Some(result) = (&mut call).now_or_never() {
@@ -144,7 +155,7 @@ impl<T: Transport> Driver<T> {
     /// encode (a schema that refuses the empty id, say) is written in the protocol's
     /// envelope without it, so the requester is answered whatever happens.
     fn respond(&mut self, message_id: &str, result: Result<Value, ActionError>) {
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         let fallback = match &result {
@@ -188,7 +199,7 @@ impl<T: Transport> Driver<T> {
             );
             return;
         };
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         match code.answer_test_case(cases, bytes) {

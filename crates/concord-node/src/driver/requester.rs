@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+use concord_interact::Interface;
 use concord_negotiate::{ActionSpec, Decided, Need, Negotiator, TestCases};
 use concord_proto::{Capability, CloseReason, Side};
 use serde_json::Value;
@@ -15,6 +16,8 @@ use crate::client::{ConnectionInfo, Known};
 use crate::config::human;
 use crate::driver::work::{AfterSave, Work};
 use crate::error::{CallError, ConnectError};
+use crate::code::ProtocolCode;
+use crate::interact::{Interaction, Sink};
 use crate::transport::Transport;
 
 /// Error reports (and re-runs) before verification gives up on the peer's code.
@@ -38,6 +41,21 @@ pub(crate) enum Command {
     Close {
         reason: String,
     },
+    /// An interaction of an interface connection.
+    Interact {
+        request: Interaction,
+        sink: Sink,
+    },
+}
+
+/// What a requester calls on the provider.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// One action, over a protocol of its own.
+    Action(ActionSpec),
+    /// Several affordances over one interface protocol: those the requester wants, as the
+    /// provider's description states them.
+    Interface(Interface),
 }
 
 /// What the client hands the requester's driver.
@@ -48,7 +66,7 @@ pub(crate) struct RequesterParts {
     pub(crate) candidate: Option<String>,
     /// Our own test cases, instead of the negotiator's draft.
     pub(crate) test_cases: Option<String>,
-    pub(crate) peer_action: ActionSpec,
+    pub(crate) target: Target,
     pub(crate) commands: mpsc::Receiver<Command>,
     pub(crate) ready: oneshot::Sender<Result<ConnectionInfo, ConnectError>>,
     pub(crate) closed: watch::Sender<Option<String>>,
@@ -79,7 +97,7 @@ pub(crate) struct RequesterState {
     pub(crate) need: Need,
     candidate: Option<String>,
     test_cases: Option<String>,
-    pub(crate) peer_action: ActionSpec,
+    pub(crate) target: Target,
     pub(crate) commands: mpsc::Receiver<Command>,
     ready: Option<oneshot::Sender<Result<ConnectionInfo, ConnectError>>>,
     closed: watch::Sender<Option<String>>,
@@ -100,7 +118,7 @@ impl RequesterState {
             need: parts.need,
             candidate: parts.candidate,
             test_cases: parts.test_cases,
-            peer_action: parts.peer_action,
+            target: parts.target,
             commands: parts.commands,
             ready: Some(parts.ready),
             closed: parts.closed,
@@ -178,7 +196,25 @@ impl<T: Transport> Driver<T> {
             }
             return;
         }
-        let (need, peer_action) = (state.need.clone(), state.peer_action.clone());
+        let peer_action = match &state.target {
+            Target::Action(action) => action.clone(),
+            Target::Interface(interface) => {
+                let title = self.peer.clone();
+                let candidate = concord_interact::document::write(
+                    interface,
+                    &title,
+                    crate::interface::TIMEOUT,
+                );
+                tracing::info!("proposing an interface protocol");
+                if let Err(error) = self.session.propose(Instant::now(), candidate) {
+                    self.stop = Some(Cause::Local(format!(
+                        "cannot propose the interface document: {error}"
+                    )));
+                }
+                return;
+            }
+        };
+        let need = state.need.clone();
         let shared = std::sync::Arc::clone(&self.shared);
         self.spawn_step(
             shared.limits.negotiation_timeout,
@@ -297,7 +333,7 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         };
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         let mut outstanding = HashMap::new();
@@ -338,7 +374,7 @@ impl<T: Transport> Driver<T> {
     }
 
     pub(super) fn on_verification_response(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         let RoleState::Requester(state) = &mut self.role else {
@@ -480,7 +516,7 @@ impl<T: Transport> Driver<T> {
                     }
                     return;
                 }
-                let Some(code) = self.code.as_ref() else {
+                let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
                     return;
                 };
                 let bytes = match code.encode_request(&message_id, &input) {
@@ -520,12 +556,20 @@ impl<T: Transport> Driver<T> {
                 }
             }
             Command::Close { reason } => self.session.close(reason),
+            Command::Interact { request, sink } => self.on_interaction(request, sink),
+        }
+    }
+
+    /// Keeps a command until the session is ready again (the peer regenerating its code).
+    pub(super) fn wait_for_ready(&mut self, command: Command) {
+        if let Some(state) = self.requester() {
+            state.waiting.push_back(command);
         }
     }
 
     /// A response from the peer: match it to its call by messageId and decode it.
     pub(super) fn on_response(&mut self, bytes: &[u8]) {
-        let Some(code) = self.code.as_ref() else {
+        let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         let (message_id, result) = match code.read_response(bytes) {

@@ -33,6 +33,17 @@ pub(crate) enum Work {
         message_id: String,
         result: Result<Value, ActionError>,
     },
+    /// Provider, interface session: a request-reply or notify call finished.
+    Interacted {
+        request: concord_interact::RequestId,
+        name: String,
+        result: Result<Value, ActionError>,
+    },
+    /// Provider, interface session: a stream action ended.
+    StreamDone {
+        id: u32,
+        result: Result<Value, ActionError>,
+    },
     /// The LLM answered a natural-language message (`message_id` for a negotiation
     /// REQUEST, `None` for a PT 2 frame).
     Answered {

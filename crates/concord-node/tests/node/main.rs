@@ -9,6 +9,7 @@ mod fix_error;
 mod foreign;
 mod hostile;
 mod identity;
+mod interact;
 mod limits;
 mod llm;
 mod negotiation;

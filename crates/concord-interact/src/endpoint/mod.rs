@@ -1,0 +1,136 @@
+//! The two ends of an interface session, sans-IO: [`ProviderEndpoint`] (one per provider
+//! session, next to the node-wide [`Thing`](crate::Thing)) and [`ConsumerEndpoint`] (one
+//! per requester session). Both take PT 1 frame data in (`handle_frame`) and hand PT 1
+//! frame data out (`poll_transmit`); neither reads a clock nor touches a socket.
+//!
+//! Payloads are not checked against the interface's JSON Schemas here: the node does
+//! that. The endpoints check names, modes, correlation ids, sizes and stream credit, and
+//! answer every violation with a typed problem; the session goes on.
+//!
+//! **Unattributable problems.** A problem about a message whose `correlationID` cannot
+//! be read (bad JSON, a bad frame, a chunk for a stream no request opened) goes out as a
+//! response with the reserved `correlationID` [`NO_CORRELATION`] (and the message's
+//! operation when it could be read, `invokeaction` otherwise).
+
+mod consumer;
+mod provider;
+
+use serde_json::Value;
+
+use crate::interface::Interface;
+use crate::message::{Message, MessageType, Operation};
+use crate::problem::Problem;
+use crate::stream::{SendMode, StreamLimits};
+use crate::Limits;
+
+pub use consumer::{ConsumerEndpoint, ConsumerEvent, UseError};
+pub use provider::{ProviderEndpoint, ProviderEvent};
+
+/// The `correlationID` of a problem response that answers no request in particular.
+pub const NO_CORRELATION: &str = "-";
+
+/// The problem type URI of an action the session does not cover (404).
+pub const UNKNOWN_ACTION_NAME: &str = "urn:concord:interact:unknown-action-name";
+/// The problem type URI of a stream violation (a chunk past the credit: 429; a chunk
+/// after END, for an unknown stream, or breaking the chunk rules: 400).
+pub const STREAM_VIOLATION: &str = "urn:concord:interact:stream-violation";
+
+/// A `correlationID` the consumer chose for one of its requests.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Correlation(pub String);
+
+/// A request the provider's node must answer ([`ProviderEndpoint::reply`]): its
+/// `correlationID` and operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId {
+    correlation_id: String,
+    operation: Operation,
+}
+
+impl RequestId {
+    /// The request's `correlationID`.
+    pub fn correlation_id(&self) -> &str {
+        &self.correlation_id
+    }
+
+    /// The request's operation.
+    pub fn operation(&self) -> Operation {
+        self.operation
+    }
+}
+
+/// A problem with a type URI of this module.
+fn problem(uri: &str, status: u16, title: &str, detail: impl Into<String>) -> Problem {
+    Problem::new(uri)
+        .with_title(title)
+        .with_status(status)
+        .with_detail(detail)
+}
+
+/// The response carrying `problem` for a request we could not place.
+fn unattributed(operation: Option<Operation>, problem: Problem) -> Message {
+    Message::new(
+        MessageType::Response,
+        operation.unwrap_or(Operation::InvokeAction),
+        NO_CORRELATION,
+    )
+    .with_error(problem)
+}
+
+/// The response carrying `problem` for a message that did not decode: on its
+/// `correlationID` and operation when its JSON has both (and the id is within the
+/// limits), unattributed otherwise. `bytes` is within `Limits::max_message_size` or not
+/// parsed at all.
+fn answer_undecodable(bytes: &[u8], problem: Problem, limits: &Limits) -> Message {
+    let value: Option<Value> = (bytes.len() <= limits.max_message_size)
+        .then(|| serde_json::from_slice(bytes).ok())
+        .flatten();
+    let operation = value
+        .as_ref()
+        .and_then(|v| v.get("operation")?.as_str())
+        .and_then(Operation::parse);
+    let correlation = value
+        .as_ref()
+        .and_then(|v| v.get("correlationID")?.as_str())
+        .filter(|c| !c.is_empty() && c.len() <= limits.max_correlation_id);
+    match (operation, correlation) {
+        (Some(operation), Some(correlation)) => {
+            Message::new(MessageType::Response, operation, correlation).with_error(problem)
+        }
+        _ => unattributed(operation, problem),
+    }
+}
+
+/// The stream limits of a session over `interface`: the initial credit is the smallest
+/// that a stream action's [`StreamSpec`](crate::StreamSpec) declares, so both peers
+/// derive the same value from the same interface.
+fn session_stream_limits(interface: &Interface, mut limits: StreamLimits) -> StreamLimits {
+    if let Some(credit) = interface
+        .actions
+        .values()
+        .filter_map(|a| a.stream.as_ref().map(|s| s.initial_credit))
+        .min()
+    {
+        limits.initial_credit = credit;
+    }
+    limits
+}
+
+/// How an action's stream sends without credit.
+fn send_mode(interface: &Interface, action: &str) -> SendMode {
+    let realtime = interface
+        .actions
+        .get(action)
+        .and_then(|a| a.stream.as_ref())
+        .is_some_and(|s| s.realtime);
+    if realtime {
+        SendMode::Realtime
+    } else {
+        SendMode::Reliable
+    }
+}
+
+/// Encodes a message to send.
+fn encode(message: &Message, limits: &Limits) -> Result<Vec<u8>, crate::MessageError> {
+    crate::wire::encode_message(message, limits)
+}

@@ -1,0 +1,937 @@
+//! The provider's end of one interface session.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::{
+    answer_undecodable, encode, problem, send_mode, session_stream_limits, unattributed, RequestId,
+    STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
+};
+use crate::events::{EventError, SubscriberId};
+use crate::interface::{ActionMode, Interface};
+use crate::message::{ActionStatus, Message, MessageType, Operation};
+use crate::problem::{Problem, ProblemType};
+use crate::property::PropertyError;
+use crate::stream::{
+    PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
+};
+use crate::thing::{Outgoing, Thing};
+use crate::wire::{decode_frame, encode_chunk, Frame, FrameError};
+use crate::Limits;
+
+/// What the provider's node must act on ([`ProviderEndpoint::poll_event`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ProviderEvent {
+    /// An action to run. Reply, notify and stream modes: answer with
+    /// [`ProviderEndpoint::reply`]. Progress mode: the action is accepted already
+    /// (`action_id`); drive it with [`Thing::progress`], [`Thing::complete`],
+    /// [`Thing::fail`] (a reply to it is ignored).
+    Invoke {
+        /// Answer with this.
+        request: RequestId,
+        /// The action.
+        name: String,
+        /// Its input (`null` when the request had none); check it against the schema.
+        input: Value,
+        /// How it answers.
+        mode: ActionMode,
+        /// Progress mode: the action id issued.
+        action_id: Option<String>,
+        /// Stream mode: the stream the requester opened (accepted, chunks may follow).
+        stream: Option<StreamId>,
+    },
+    /// A `writeproperty`: check the value and [`ProviderEndpoint::reply`]; on `Ok` the
+    /// endpoint sets it in the Thing (observers are notified).
+    WriteProperty {
+        /// Answer with this.
+        request: RequestId,
+        /// The property.
+        name: String,
+        /// The value asked for.
+        value: Value,
+    },
+    /// The requester cancelled an action (its terminal notification is on its way; stop
+    /// the work — [`Thing::poll_action_event`] says so too).
+    Cancel {
+        /// The action id.
+        action_id: String,
+    },
+    /// Data is waiting on a stream ([`ProviderEndpoint::stream_read`]).
+    StreamReadable {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The requester ended its direction of a stream.
+    StreamFinished {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The requester truncated a stream: what was buffered is gone (its credit was
+    /// granted again).
+    StreamTruncated {
+        /// The stream.
+        id: StreamId,
+        /// Bytes discarded.
+        discarded: u64,
+    },
+    /// A stream was reset, by the requester or because it broke the stream rules.
+    StreamReset {
+        /// The stream.
+        id: StreamId,
+        /// Why.
+        code: ResetCode,
+    },
+    /// Credit came back on a stream after a send was blocked or dropped.
+    Writable {
+        /// The stream.
+        id: StreamId,
+    },
+}
+
+/// What the node still owes an answer for.
+#[derive(Debug)]
+enum Pending {
+    Invoke {
+        mode: ActionMode,
+        name: String,
+        stream: Option<StreamId>,
+    },
+    Write {
+        name: String,
+        value: Value,
+    },
+}
+
+/// A refused request: the problem to answer with (boxed: a problem is large).
+#[derive(Debug)]
+struct Refused(Box<Problem>);
+
+impl From<Problem> for Refused {
+    fn from(problem: Problem) -> Self {
+        Self(Box::new(problem))
+    }
+}
+
+/// `subscribeallevents`: its `correlationID` and the events it subscribed.
+#[derive(Debug)]
+struct AllEvents {
+    correlation_id: String,
+    events: BTreeSet<String>,
+}
+
+/// The provider's end of one interface session: decodes the requester's frames, answers
+/// what it can from the [`Thing`], hands the rest to the node as [`ProviderEvent`]s, and
+/// drains what the Thing queued for this session.
+#[derive(Debug)]
+pub struct ProviderEndpoint {
+    subscriber: SubscriberId,
+    interface: Interface,
+    limits: Limits,
+    streams: Streams,
+    pending: BTreeMap<RequestId, Pending>,
+    subscriptions: BTreeMap<String, String>,
+    all_events: Option<AllEvents>,
+    observations: BTreeMap<String, String>,
+    stream_requests: BTreeMap<StreamId, String>,
+    outgoing: VecDeque<Vec<u8>>,
+    events: VecDeque<ProviderEvent>,
+}
+
+impl ProviderEndpoint {
+    /// The endpoint of one session: `subscriber` from [`Thing::new_subscriber`],
+    /// `interface` the negotiated subset. The streams' initial credit is the smallest a
+    /// stream action of the interface declares.
+    pub fn new(
+        subscriber: SubscriberId,
+        interface: Interface,
+        limits: Limits,
+        streams: StreamLimits,
+    ) -> Self {
+        let streams = Streams::new(Side::Provider, session_stream_limits(&interface, streams));
+        Self {
+            subscriber,
+            interface,
+            limits,
+            streams,
+            pending: BTreeMap::new(),
+            subscriptions: BTreeMap::new(),
+            all_events: None,
+            observations: BTreeMap::new(),
+            stream_requests: BTreeMap::new(),
+            outgoing: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// This session's id in the Thing.
+    pub fn subscriber(&self) -> SubscriberId {
+        self.subscriber
+    }
+
+    /// The affordances this session covers.
+    pub fn interface(&self) -> &Interface {
+        &self.interface
+    }
+
+    /// How many requests wait for [`ProviderEndpoint::reply`].
+    pub fn pending_requests(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Takes the data of one PT 1 frame from the requester. Never fails: what is wrong
+    /// is answered with a typed problem and the session goes on.
+    pub fn handle_frame(&mut self, now: Instant, bytes: &[u8], thing: &mut Thing) {
+        match decode_frame(bytes, &self.limits) {
+            Ok(Frame::Message(message)) => self.handle_message(now, message, thing),
+            Ok(Frame::Chunk(chunk)) => self.handle_chunk(chunk),
+            Err(error @ FrameError::Message(_)) => {
+                let answer = answer_undecodable(bytes, error.to_problem(), &self.limits);
+                self.send(answer);
+            }
+            Err(error) => self.send(unattributed(None, error.to_problem())),
+        }
+        self.drain_stream_events();
+    }
+
+    /// The next thing the node must act on.
+    pub fn poll_event(&mut self) -> Option<ProviderEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next PT 1 frame data to send: answers first, then stream chunks and grants,
+    /// then what the Thing queued for this session (action notifications, property
+    /// changes, events).
+    pub fn poll_transmit(&mut self, thing: &mut Thing) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.outgoing.pop_front() {
+            return Some(bytes);
+        }
+        if let Some(transmit) = self.streams.poll_transmit() {
+            let bytes = encode_chunk(&transmit.into_chunk());
+            self.drain_stream_events();
+            return Some(bytes);
+        }
+        while let Some(outgoing) = thing.poll_outgoing(self.subscriber) {
+            self.queue_outgoing(outgoing);
+            if let Some(bytes) = self.outgoing.pop_front() {
+                return Some(bytes);
+            }
+        }
+        None
+    }
+
+    /// Answers a request the node got as [`ProviderEvent::Invoke`] or
+    /// [`ProviderEvent::WriteProperty`]. Reply mode: the response. Notify mode: nothing
+    /// on `Ok`, the problem on `Err`. Stream mode: the terminal notification (completed
+    /// or failed). A write: on `Ok` the
+    /// value is set in the Thing and echoed. A request already answered, or a progress
+    /// action (answered through the [`Thing`]), is ignored.
+    pub fn reply(
+        &mut self,
+        request: RequestId,
+        result: Result<Value, Problem>,
+        thing: &mut Thing,
+        now: Instant,
+    ) {
+        let Some(pending) = self.pending.remove(&request) else {
+            return;
+        };
+        let base = Message::new(
+            MessageType::Response,
+            request.operation,
+            request.correlation_id,
+        );
+        match pending {
+            Pending::Write { name, value } => {
+                let base = base.with_name(name.clone());
+                let answer = match result {
+                    Ok(_) => match thing.write_property(&name, value.clone(), now) {
+                        Ok(()) => base.with_value(value),
+                        Err(error) => base.with_error(error.to_problem()),
+                    },
+                    Err(problem) => base.with_error(problem),
+                };
+                self.send(answer);
+            }
+            Pending::Invoke { mode, name, stream } => {
+                let base = base.with_name(name);
+                match (mode, result) {
+                    // Progress requests are answered through the Thing, never pending.
+                    (ActionMode::Progress, _) | (ActionMode::Notify, Ok(_)) => {}
+                    (ActionMode::Reply, Ok(output)) => {
+                        self.send(base.with_output(output));
+                    }
+                    (ActionMode::Reply | ActionMode::Notify, Err(problem)) => {
+                        self.send(base.with_error(problem));
+                    }
+                    (ActionMode::Stream, result) => {
+                        let mut message = Message {
+                            message_type: MessageType::Notification,
+                            ..base
+                        };
+                        message.stream_id = stream.map(|s| s.0);
+                        let message = match result {
+                            Ok(output) => message
+                                .with_status(ActionStatus::Completed)
+                                .with_output(output),
+                            Err(problem) => message
+                                .with_status(ActionStatus::Failed)
+                                .with_error(problem),
+                        };
+                        self.send(message);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends one chunk on a stream, whole or not at all ([`SendStream::send`]).
+    ///
+    /// [`SendStream::send`]: crate::stream::SendStream::send
+    pub fn stream_send(&mut self, id: StreamId, bytes: &[u8]) -> Result<Sent, StreamError> {
+        let sent = self.streams.send_stream(id)?.send(bytes);
+        self.drain_stream_events();
+        sent
+    }
+
+    /// Ends our direction of a stream.
+    pub fn stream_finish(&mut self, id: StreamId) -> Result<(), StreamError> {
+        self.streams.send_stream(id)?.finish()
+    }
+
+    /// Cuts what the requester has not played; returns the bytes discarded here.
+    pub fn stream_truncate(&mut self, id: StreamId) -> Result<u64, StreamError> {
+        self.streams.send_stream(id)?.truncate()
+    }
+
+    /// Aborts a stream both ways.
+    pub fn stream_reset(&mut self, id: StreamId, code: ResetCode) -> Result<(), StreamError> {
+        self.streams.send_stream(id)?.reset(code);
+        self.stream_requests.remove(&id);
+        Ok(())
+    }
+
+    /// The next chunk received on a stream, in order; its length is granted back to the
+    /// requester, so the credit level stays where it started.
+    pub fn stream_read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+        let bytes = read_and_grant(&mut self.streams, id);
+        self.drain_stream_events();
+        bytes
+    }
+
+    /// Every stream of the session, for what the methods above do not cover.
+    pub fn streams(&mut self) -> &mut Streams {
+        &mut self.streams
+    }
+
+    /// The session keeps no timers of its own (action leases live in the [`Thing`]):
+    /// always `None`, for drivers that treat every sans-IO object alike.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Nothing to do (see [`ProviderEndpoint::poll_timeout`]).
+    pub fn handle_timeout(&mut self, _now: Instant) {}
+
+    fn handle_message(&mut self, now: Instant, message: Message, thing: &mut Thing) {
+        if message.message_type != MessageType::Request {
+            let problem = Problem::of(
+                ProblemType::UnknownCorrelationId,
+                format!(
+                    "a provider answers requests; this {} matches none",
+                    message.message_type.as_str()
+                ),
+            );
+            self.send(message.response().with_error(problem));
+            return;
+        }
+        let duplicate = self
+            .pending
+            .keys()
+            .any(|r| r.correlation_id == message.correlation_id);
+        if duplicate {
+            let problem = Problem::of(
+                ProblemType::Conflict,
+                "a request with this correlationID awaits its answer",
+            );
+            self.send(message.response().with_error(problem));
+            return;
+        }
+        let result = match message.operation {
+            Operation::ReadProperty => self.read_property(&message, thing),
+            Operation::WriteProperty => self.write_property(&message, thing),
+            Operation::ObserveProperty => self.observe(&message, thing, now),
+            Operation::UnobserveProperty => self.unobserve(&message, thing),
+            Operation::InvokeAction => self.invoke(&message, thing, now),
+            Operation::QueryAction => query_action(&message, thing),
+            Operation::CancelAction => self.cancel_action(&message, thing, now),
+            Operation::SubscribeEvent => self.subscribe(&message, thing, now),
+            Operation::UnsubscribeEvent => self.unsubscribe(&message, thing),
+            Operation::SubscribeAllEvents => self.subscribe_all(&message, thing, now),
+            Operation::UnsubscribeAllEvents => self.unsubscribe_all(&message, thing),
+        };
+        match result {
+            Ok(Some(answer)) => self.send(answer),
+            Ok(None) => {}
+            Err(Refused(problem)) => self.send(message.response().with_error(*problem)),
+        }
+    }
+
+    fn name(message: &Message) -> Result<&str, Refused> {
+        message
+            .name
+            .as_deref()
+            .ok_or_else(|| Problem::of(ProblemType::BadMessage, "name: required").into())
+    }
+
+    fn property<'m>(&self, message: &'m Message) -> Result<&'m str, Refused> {
+        let name = Self::name(message)?;
+        if !self.interface.properties.contains_key(name) {
+            return Err(Refused::from(
+                PropertyError::Unknown {
+                    name: name.chars().take(64).collect(),
+                }
+                .to_problem(),
+            ));
+        }
+        Ok(name)
+    }
+
+    fn read_property(&self, message: &Message, thing: &Thing) -> Result<Option<Message>, Refused> {
+        let name = self.property(message)?;
+        let value = thing.read_property(name).map_err(|e| e.to_problem())?;
+        Ok(Some(message.response().with_value(value.clone())))
+    }
+
+    fn write_property(
+        &mut self,
+        message: &Message,
+        thing: &Thing,
+    ) -> Result<Option<Message>, Refused> {
+        let name = self.property(message)?;
+        let writable = self
+            .interface
+            .properties
+            .get(name)
+            .is_some_and(|p| p.writable);
+        if !writable {
+            return Err(Refused::from(
+                PropertyError::ReadOnly { name: name.into() }.to_problem(),
+            ));
+        }
+        thing.check_writable(name).map_err(|e| e.to_problem())?;
+        let value = message
+            .value
+            .clone()
+            .ok_or_else(|| Problem::of(ProblemType::BadMessage, "value: required"))?;
+        let request = self.admit(message)?;
+        self.pending.insert(
+            request.clone(),
+            Pending::Write {
+                name: name.to_owned(),
+                value: value.clone(),
+            },
+        );
+        self.events.push_back(ProviderEvent::WriteProperty {
+            request,
+            name: name.to_owned(),
+            value,
+        });
+        Ok(None)
+    }
+
+    fn observe(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+        now: Instant,
+    ) -> Result<Option<Message>, Refused> {
+        let name = self.property(message)?;
+        let observable = self
+            .interface
+            .properties
+            .get(name)
+            .is_some_and(|p| p.observable);
+        if !observable {
+            return Err(Refused::from(
+                PropertyError::NotObservable { name: name.into() }.to_problem(),
+            ));
+        }
+        let latest = thing
+            .observe(self.subscriber, name, now)
+            .map_err(|e| e.to_problem())?;
+        let value = thing.read_property(name).map_err(|e| e.to_problem())?;
+        self.observations
+            .insert(name.to_owned(), message.correlation_id.clone());
+        let mut answer = message.response().with_value(value.clone());
+        answer.event_id = (latest > 0).then_some(latest);
+        Ok(Some(answer))
+    }
+
+    fn unobserve(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+    ) -> Result<Option<Message>, Refused> {
+        let name = self.property(message)?;
+        thing
+            .unobserve(self.subscriber, name)
+            .map_err(|e| e.to_problem())?;
+        self.observations.remove(name);
+        Ok(Some(message.response()))
+    }
+
+    /// Records a request the node must answer, within `Limits::max_pending_requests`.
+    fn admit(&self, message: &Message) -> Result<RequestId, Refused> {
+        if self.pending.len() >= self.limits.max_pending_requests {
+            return Err(Refused::from(Problem::of(
+                ProblemType::LimitReached,
+                format!(
+                    "{} requests await their answers already",
+                    self.limits.max_pending_requests
+                ),
+            )));
+        }
+        Ok(RequestId {
+            correlation_id: message.correlation_id.clone(),
+            operation: message.operation,
+        })
+    }
+
+    fn invoke(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+        now: Instant,
+    ) -> Result<Option<Message>, Refused> {
+        let name = Self::name(message)?;
+        let Some(affordance) = self.interface.actions.get(name) else {
+            return Err(Refused::from(problem(
+                UNKNOWN_ACTION_NAME,
+                404,
+                "Unknown action",
+                format!("this session covers no action {:?}", shorten(name)),
+            )));
+        };
+        let mode = affordance.mode;
+        match (mode, message.stream_id) {
+            (ActionMode::Stream, None) => {
+                return Err(Refused::from(Problem::of(
+                    ProblemType::BadMessage,
+                    "streamID: required by a stream action",
+                )))
+            }
+            (ActionMode::Reply | ActionMode::Progress | ActionMode::Notify, Some(_)) => {
+                return Err(Refused::from(Problem::of(
+                    ProblemType::BadMessage,
+                    "streamID: only a stream action opens a stream",
+                )))
+            }
+            _ => {}
+        }
+        let input = message.input.clone().unwrap_or(Value::Null);
+        let request = self.admit(message)?;
+        let mut action_id = None;
+        let mut stream = None;
+        let answer = match mode {
+            ActionMode::Reply | ActionMode::Notify => None,
+            ActionMode::Progress => {
+                let id = thing
+                    .start_action(name, self.subscriber, &message.correlation_id, now)
+                    .map_err(|e| e.to_problem())?;
+                action_id = Some(id.clone());
+                Some(
+                    message
+                        .response()
+                        .with_action_id(id)
+                        .with_status(ActionStatus::Pending),
+                )
+            }
+            ActionMode::Stream => {
+                let id = StreamId(message.stream_id.unwrap_or_default());
+                if self.stream_requests.contains_key(&id) {
+                    return Err(Refused::from(Problem::of(
+                        ProblemType::Conflict,
+                        format!("{id} belongs to another request"),
+                    )));
+                }
+                let mode = send_mode(&self.interface, name);
+                self.streams.accept(id, mode).map_err(|e| match e {
+                    StreamError::TooManyStreams { .. } => {
+                        Problem::of(ProblemType::LimitReached, e.to_string())
+                    }
+                    _ => Problem::of(ProblemType::BadMessage, format!("streamID: {e}")),
+                })?;
+                self.stream_requests
+                    .insert(id, message.correlation_id.clone());
+                stream = Some(id);
+                Some(
+                    message
+                        .response()
+                        .with_status(ActionStatus::Running)
+                        .with_stream_id(id.0),
+                )
+            }
+        };
+        if mode != ActionMode::Progress {
+            self.pending.insert(
+                request.clone(),
+                Pending::Invoke {
+                    mode,
+                    name: name.to_owned(),
+                    stream,
+                },
+            );
+        }
+        self.events.push_back(ProviderEvent::Invoke {
+            request,
+            name: name.to_owned(),
+            input,
+            mode,
+            action_id,
+            stream,
+        });
+        Ok(answer)
+    }
+
+    fn cancel_action(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+        now: Instant,
+    ) -> Result<Option<Message>, Refused> {
+        let id = message.action_id.as_deref().unwrap_or_default();
+        let action = thing.cancel_action(id, now).map_err(|e| e.to_problem())?;
+        let answer = action.to_message(
+            MessageType::Response,
+            Operation::CancelAction,
+            &message.correlation_id,
+        );
+        self.events.push_back(ProviderEvent::Cancel {
+            action_id: id.to_owned(),
+        });
+        Ok(Some(answer))
+    }
+
+    fn event<'m>(&self, message: &'m Message) -> Result<&'m str, Refused> {
+        let name = Self::name(message)?;
+        if !self.interface.events.contains_key(name) {
+            return Err(Refused::from(
+                EventError::UnknownEvent {
+                    name: shorten(name),
+                }
+                .to_problem(),
+            ));
+        }
+        Ok(name)
+    }
+
+    fn subscribe(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+        now: Instant,
+    ) -> Result<Option<Message>, Refused> {
+        let name = self.event(message)?;
+        let subscribed = thing
+            .subscribe(self.subscriber, name, message.last_event_id, now)
+            .map_err(|e| e.to_problem())?;
+        self.subscriptions
+            .insert(name.to_owned(), message.correlation_id.clone());
+        Ok(Some(
+            message.response().with_last_event_id(subscribed.latest),
+        ))
+    }
+
+    fn unsubscribe(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+    ) -> Result<Option<Message>, Refused> {
+        let name = self.event(message)?;
+        if !self.subscriptions.contains_key(name) {
+            return Err(Refused::from(
+                EventError::NotSubscribed {
+                    subscriber: self.subscriber,
+                    name: name.to_owned(),
+                }
+                .to_problem(),
+            ));
+        }
+        thing
+            .unsubscribe(self.subscriber, name)
+            .map_err(|e| e.to_problem())?;
+        self.subscriptions.remove(name);
+        Ok(Some(message.response()))
+    }
+
+    fn subscribe_all(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+        now: Instant,
+    ) -> Result<Option<Message>, Refused> {
+        if self.all_events.is_some() {
+            return Err(Refused::from(
+                EventError::AlreadySubscribed {
+                    subscriber: self.subscriber,
+                    name: "*".into(),
+                }
+                .to_problem(),
+            ));
+        }
+        let mut events: BTreeSet<String> = BTreeSet::new();
+        let names: Vec<String> = self
+            .interface
+            .events
+            .keys()
+            .filter(|e| !self.subscriptions.contains_key(*e))
+            .cloned()
+            .collect();
+        for name in names {
+            if let Err(error) = thing.subscribe(self.subscriber, &name, None, now) {
+                for done in &events {
+                    // Subscribed just now, so this cannot fail.
+                    let _ = thing.unsubscribe(self.subscriber, done);
+                }
+                return Err(Refused::from(error.to_problem()));
+            }
+            events.insert(name);
+        }
+        self.all_events = Some(AllEvents {
+            correlation_id: message.correlation_id.clone(),
+            events,
+        });
+        Ok(Some(message.response()))
+    }
+
+    fn unsubscribe_all(
+        &mut self,
+        message: &Message,
+        thing: &mut Thing,
+    ) -> Result<Option<Message>, Refused> {
+        let Some(all) = self.all_events.take() else {
+            return Err(Refused::from(
+                EventError::NotSubscribed {
+                    subscriber: self.subscriber,
+                    name: "*".into(),
+                }
+                .to_problem(),
+            ));
+        };
+        for name in &all.events {
+            // Unsubscribed only here, so this cannot fail.
+            let _ = thing.unsubscribe(self.subscriber, name);
+        }
+        Ok(Some(message.response()))
+    }
+
+    fn handle_chunk(&mut self, chunk: &[u8]) {
+        let Err(error) = self.streams.handle_chunk(chunk) else {
+            return;
+        };
+        let (status, id) = match &error {
+            PeerError::StreamClosed { .. } => return,
+            PeerError::ChunkPastCredit { id, .. } => (429, Some(*id)),
+            PeerError::ChunkTooLarge { id, .. } => (413, Some(*id)),
+            PeerError::SequenceGap { id, .. }
+            | PeerError::Duplicate { id, .. }
+            | PeerError::DataAfterEnd { id, .. }
+            | PeerError::UnknownStream { id } => (400, Some(*id)),
+            PeerError::TooManyStreams { id, .. } => (429, Some(*id)),
+            _ => (400, None),
+        };
+        let problem = problem(
+            STREAM_VIOLATION,
+            status,
+            "Stream violation",
+            error.to_string(),
+        );
+        self.send_stream_problem(id, problem);
+    }
+
+    /// A problem about a stream: a notification on the request that opened it (the
+    /// request goes on: status running), unattributed when no request did.
+    fn send_stream_problem(&mut self, id: Option<StreamId>, problem: Problem) {
+        let correlation = id.and_then(|id| self.stream_requests.get(&id));
+        let message = match (id, correlation) {
+            (Some(id), Some(correlation)) => Message::new(
+                MessageType::Notification,
+                Operation::InvokeAction,
+                correlation.clone(),
+            )
+            .with_status(ActionStatus::Running)
+            .with_stream_id(id.0)
+            .with_error(problem),
+            _ => {
+                let mut message = unattributed(Some(Operation::InvokeAction), problem);
+                message.stream_id = id.map(|id| id.0);
+                message
+            }
+        };
+        self.send(message);
+    }
+
+    fn drain_stream_events(&mut self) {
+        while let Some(event) = self.streams.poll_event() {
+            let event = match event {
+                StreamEvent::Opened { id } => {
+                    // Only a chunk for a stream no request named opens one implicitly.
+                    if let Ok(recv) = self.streams.recv_stream(id) {
+                        recv.reset(ResetCode::PROTOCOL);
+                    }
+                    let problem = problem(
+                        STREAM_VIOLATION,
+                        400,
+                        "Stream violation",
+                        format!("{id} was not opened by an invokeaction"),
+                    );
+                    self.send_stream_problem(Some(id), problem);
+                    continue;
+                }
+                StreamEvent::Readable { id } => ProviderEvent::StreamReadable { id },
+                StreamEvent::Writable { id } => ProviderEvent::Writable { id },
+                StreamEvent::Finished { id } => ProviderEvent::StreamFinished { id },
+                StreamEvent::Truncated { id, discarded } => {
+                    if let Ok(mut recv) = self.streams.recv_stream(id) {
+                        // Within the buffer: the discarded bytes made the room.
+                        let _ = recv.grant(discarded);
+                    }
+                    ProviderEvent::StreamTruncated { id, discarded }
+                }
+                StreamEvent::Reset { id, code, .. } => {
+                    self.stream_requests.remove(&id);
+                    ProviderEvent::StreamReset { id, code }
+                }
+                StreamEvent::Closed { id } => {
+                    self.stream_requests.remove(&id);
+                    continue;
+                }
+            };
+            self.events.push_back(event);
+        }
+    }
+
+    fn queue_outgoing(&mut self, outgoing: Outgoing) {
+        match outgoing {
+            Outgoing::Action(message) => self.send(*message),
+            Outgoing::Event(delivery) => {
+                let event = delivery.event();
+                let (operation, correlation) = match self.subscriptions.get(event) {
+                    Some(c) => (Operation::SubscribeEvent, c),
+                    None => match &self.all_events {
+                        Some(all) if all.events.contains(event) => {
+                            (Operation::SubscribeAllEvents, &all.correlation_id)
+                        }
+                        _ => return,
+                    },
+                };
+                let message = delivery.to_message(operation, correlation);
+                self.send(message);
+            }
+            Outgoing::Property(change) => {
+                let Some(correlation) = self.observations.get(&change.name) else {
+                    return;
+                };
+                let message = Message::new(
+                    MessageType::Notification,
+                    Operation::ObserveProperty,
+                    correlation.clone(),
+                )
+                .with_name(change.name)
+                .with_event_id(change.id)
+                .with_value(change.value);
+                self.send(message);
+            }
+            Outgoing::Dropped => {
+                let problem = Problem::of(
+                    ProblemType::SubscriberDropped,
+                    "this session fell too far behind: its subscriptions and observations ended",
+                );
+                let subscriptions = std::mem::take(&mut self.subscriptions)
+                    .into_iter()
+                    .map(|(name, c)| (Operation::SubscribeEvent, Some(name), c));
+                let all = self
+                    .all_events
+                    .take()
+                    .map(|all| (Operation::SubscribeAllEvents, None, all.correlation_id));
+                let observations = std::mem::take(&mut self.observations)
+                    .into_iter()
+                    .map(|(name, c)| (Operation::ObserveProperty, Some(name), c));
+                let notices: Vec<Message> = subscriptions
+                    .chain(all)
+                    .chain(observations)
+                    .map(|(operation, name, correlation)| {
+                        let mut message =
+                            Message::new(MessageType::Notification, operation, correlation)
+                                .with_error(problem.clone());
+                        message.name = name;
+                        message
+                    })
+                    .collect();
+                for message in notices {
+                    self.send(message);
+                }
+            }
+        }
+    }
+
+    /// Encodes and queues a message; one too large to encode is replaced by a problem
+    /// on the same correlation (and a terminal action status stays terminal).
+    fn send(&mut self, message: Message) {
+        match encode(&message, &self.limits) {
+            Ok(bytes) => self.outgoing.push_back(bytes),
+            Err(error) => {
+                let mut fallback = Message::new(
+                    message.message_type,
+                    message.operation,
+                    message.correlation_id,
+                )
+                .with_error(Problem::of(
+                    ProblemType::LimitReached,
+                    format!("the answer could not be sent: {error}"),
+                ));
+                fallback.name = message.name;
+                fallback.action_id = message.action_id;
+                fallback.stream_id = message.stream_id;
+                fallback.status = message.status.map(|s| {
+                    if s == ActionStatus::Completed {
+                        ActionStatus::Failed
+                    } else {
+                        s
+                    }
+                });
+                if let Ok(bytes) = encode(&fallback, &self.limits) {
+                    self.outgoing.push_back(bytes);
+                }
+            }
+        }
+    }
+}
+
+fn query_action(message: &Message, thing: &Thing) -> Result<Option<Message>, Refused> {
+    let id = message.action_id.as_deref().unwrap_or_default();
+    let action = thing.query_action(id).map_err(|e| e.to_problem())?;
+    Ok(Some(action.to_message(
+        MessageType::Response,
+        Operation::QueryAction,
+        &message.correlation_id,
+    )))
+}
+
+/// Reads the next chunk of a stream and grants its length back.
+pub(super) fn read_and_grant(streams: &mut Streams, id: StreamId) -> Option<Vec<u8>> {
+    let mut recv = streams.recv_stream(id).ok()?;
+    let bytes = recv.read()?;
+    if let Ok(mut recv) = streams.recv_stream(id) {
+        // Reading made exactly this much room.
+        let _ = recv.grant(bytes.len() as u64);
+    }
+    Some(bytes)
+}
+
+fn shorten(s: &str) -> String {
+    s.chars().take(64).collect()
+}

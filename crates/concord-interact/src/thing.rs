@@ -1,0 +1,416 @@
+//! The provider's node-wide state: one [`Thing`] per node, shared by every provider
+//! session (the node keeps it behind a lock): the event hub, the property table and the
+//! long-running actions by id.
+//!
+//! Each session has a [`SubscriberId`] ([`Thing::new_subscriber`]) under which the Thing
+//! queues what that session must send: events, property changes, and the progress and
+//! terminal notifications of the actions it invoked. [`Thing::poll_wake`] names the
+//! sessions with something queued; the node then drains that session's
+//! [`ProviderEndpoint::poll_transmit`](crate::ProviderEndpoint::poll_transmit).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::actions::{Action, ActionError, ActionEvent, ActionTable};
+use crate::events::{Delivery, EventError, EventHub, HubEvent, Overflow, Subscribed, SubscriberId};
+use crate::interface::Interface;
+use crate::message::{Message, MessageType, Operation};
+use crate::problem::Problem;
+use crate::property::{PropertyChange, PropertyError, PropertyTable};
+use crate::Limits;
+
+/// A Thing that cannot be built from its interface.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThingError {
+    /// An event the hub refuses (name too long, too many events).
+    #[error("event: {0}")]
+    Event(#[from] EventError),
+    /// A property without its initial value, a value for no property, or too many
+    /// properties.
+    #[error("property: {0}")]
+    Property(#[from] PropertyError),
+}
+
+/// Who invoked an unfinished action, to send its notifications to.
+#[derive(Debug)]
+struct Owner {
+    /// The session, `None` once it ended (the lease runs).
+    subscriber: Option<SubscriberId>,
+    /// The `correlationID` of its `invokeaction`.
+    correlation_id: String,
+}
+
+/// What the Thing queued for one session besides the hubs' deliveries.
+#[derive(Debug, Default)]
+struct Session {
+    /// Action notifications (at most one progress notification per action: a newer one
+    /// replaces it), so at most two per unfinished action.
+    outbox: VecDeque<Message>,
+    /// The session's subscriber was dropped by a hub for overflow.
+    dropped: bool,
+}
+
+/// Something the Thing queued for a session ([`Thing::poll_outgoing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outgoing {
+    /// An action notification, ready to send.
+    Action(Box<Message>),
+    /// An event or a gap.
+    Event(Delivery),
+    /// A property change.
+    Property(PropertyChange),
+    /// The session fell too far behind (under [`Overflow::Disconnect`]): its
+    /// subscriptions and observations are gone.
+    Dropped,
+}
+
+/// The node-wide state of a provider: events, properties and actions.
+#[derive(Debug)]
+pub struct Thing {
+    interface: Interface,
+    events: EventHub,
+    properties: PropertyTable,
+    actions: ActionTable,
+    owners: BTreeMap<String, Owner>,
+    sessions: BTreeMap<SubscriberId, Session>,
+    next_subscriber: u64,
+    wake: VecDeque<SubscriberId>,
+    woken: BTreeSet<SubscriberId>,
+    action_events: VecDeque<ActionEvent>,
+}
+
+impl Thing {
+    /// A Thing serving `interface` (all of the node's affordances): declares its events and
+    /// sets every property to its initial value (each needs one). `overflow` applies to
+    /// every subscriber's and observer's queue.
+    pub fn new(
+        interface: Interface,
+        initial_properties: BTreeMap<String, Value>,
+        limits: Limits,
+        overflow: Overflow,
+    ) -> Result<Self, ThingError> {
+        let mut events = EventHub::new(limits.clone(), overflow);
+        for name in interface.events.keys() {
+            events.declare(name)?;
+        }
+        let properties = PropertyTable::new(
+            interface.properties.clone(),
+            initial_properties,
+            limits.clone(),
+            overflow,
+        )?;
+        Ok(Self {
+            interface,
+            events,
+            properties,
+            actions: ActionTable::new(limits),
+            owners: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            next_subscriber: 1,
+            wake: VecDeque::new(),
+            woken: BTreeSet::new(),
+            action_events: VecDeque::new(),
+        })
+    }
+
+    /// Every affordance the node serves.
+    pub fn interface(&self) -> &Interface {
+        &self.interface
+    }
+
+    /// Publishes an event to every session subscribed to it; returns its id.
+    pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
+        let id = self.events.publish(event, data, now)?;
+        self.after_change();
+        Ok(id)
+    }
+
+    /// A property's current value.
+    pub fn read_property(&self, name: &str) -> Result<&Value, PropertyError> {
+        self.properties.read(name)
+    }
+
+    /// Sets a property (a local write, read-only properties included); its observers are
+    /// notified.
+    pub fn set_property(
+        &mut self,
+        name: &str,
+        value: Value,
+        now: Instant,
+    ) -> Result<(), PropertyError> {
+        self.properties.set(name, value, now)?;
+        self.after_change();
+        Ok(())
+    }
+
+    /// Reports an action's progress (0 to 1, never lower) and optionally a partial
+    /// output; its caller gets a notification (a newer one replaces one not sent yet).
+    pub fn progress(
+        &mut self,
+        action_id: &str,
+        progress: f64,
+        partial: Option<Value>,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        self.actions.progress(action_id, progress, partial, now)?;
+        self.notify_owner(action_id, false);
+        Ok(())
+    }
+
+    /// Terminal: the action completed with `output`; its caller gets the one terminal
+    /// notification.
+    pub fn complete(
+        &mut self,
+        action_id: &str,
+        output: Value,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        self.actions.complete(action_id, Some(output), now)?;
+        self.notify_owner(action_id, true);
+        Ok(())
+    }
+
+    /// Terminal: the action failed; its caller gets the one terminal notification.
+    pub fn fail(
+        &mut self,
+        action_id: &str,
+        problem: Problem,
+        now: Instant,
+    ) -> Result<(), ActionError> {
+        self.actions.fail(action_id, problem, now)?;
+        self.notify_owner(action_id, true);
+        Ok(())
+    }
+
+    /// An action, finished or not (`queryaction`).
+    pub fn query_action(&self, action_id: &str) -> Result<&Action, ActionError> {
+        self.actions.query(action_id)
+    }
+
+    /// Cancels an action (`cancelaction`): [`Thing::poll_action_event`] tells the node to
+    /// stop the work, its caller gets the terminal notification (status cancelled).
+    pub fn cancel_action(&mut self, action_id: &str, now: Instant) -> Result<&Action, ActionError> {
+        self.actions.cancel(action_id, now)?;
+        self.drain_action_events();
+        self.actions.query(action_id)
+    }
+
+    /// The next session with something queued (events, property changes, action
+    /// notifications, or news that it was dropped); each named once until it is named
+    /// again after new deliveries.
+    pub fn poll_wake(&mut self) -> Option<SubscriberId> {
+        let id = self.wake.pop_front()?;
+        self.woken.remove(&id);
+        Some(id)
+    }
+
+    /// The next action event for the node (cancelled by the caller or because the lease
+    /// ran out): stop the work behind it.
+    pub fn poll_action_event(&mut self) -> Option<ActionEvent> {
+        self.action_events.pop_front()
+    }
+
+    /// When the next action lease runs out.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.actions.poll_timeout()
+    }
+
+    /// Cancels the actions whose lease ran out by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.actions.handle_timeout(now);
+        self.drain_action_events();
+    }
+
+    /// A new session's id (one per provider session).
+    pub fn new_subscriber(&mut self) -> SubscriberId {
+        let id = SubscriberId(self.next_subscriber);
+        self.next_subscriber = self.next_subscriber.saturating_add(1);
+        self.sessions.insert(id, Session::default());
+        id
+    }
+
+    /// A session ended: its subscriptions, observations and queues are gone; the actions
+    /// it invoked keep running until their lease runs out ([`Thing::poll_timeout`]).
+    pub fn remove_subscriber(&mut self, id: SubscriberId, now: Instant) {
+        self.events.remove_subscriber(id);
+        self.properties.remove_observer(id);
+        self.sessions.remove(&id);
+        self.woken.remove(&id);
+        self.wake.retain(|w| *w != id);
+        for (action_id, owner) in &mut self.owners {
+            if owner.subscriber == Some(id) {
+                owner.subscriber = None;
+                // Owners are unfinished actions only, so this cannot fail.
+                let _ = self.actions.detach_action(action_id, now);
+            }
+        }
+    }
+
+    /// How many sessions are known.
+    pub fn subscriber_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// How many actions are unfinished.
+    pub fn unfinished_actions(&self) -> usize {
+        self.actions.unfinished()
+    }
+
+    pub(crate) fn start_action(
+        &mut self,
+        name: &str,
+        subscriber: SubscriberId,
+        correlation_id: &str,
+        now: Instant,
+    ) -> Result<String, ActionError> {
+        let id = self.actions.start(name, now)?;
+        self.owners.insert(
+            id.clone(),
+            Owner {
+                subscriber: Some(subscriber),
+                correlation_id: correlation_id.to_owned(),
+            },
+        );
+        Ok(id)
+    }
+
+    pub(crate) fn subscribe(
+        &mut self,
+        subscriber: SubscriberId,
+        event: &str,
+        last_seen: Option<u64>,
+        now: Instant,
+    ) -> Result<Subscribed, EventError> {
+        let result = self.events.subscribe(subscriber, event, last_seen, now);
+        self.after_change();
+        result
+    }
+
+    pub(crate) fn unsubscribe(
+        &mut self,
+        subscriber: SubscriberId,
+        event: &str,
+    ) -> Result<(), EventError> {
+        self.events.unsubscribe(subscriber, event)
+    }
+
+    pub(crate) fn write_property(
+        &mut self,
+        name: &str,
+        value: Value,
+        now: Instant,
+    ) -> Result<(), PropertyError> {
+        self.properties.check_writable(name)?;
+        self.set_property(name, value, now)
+    }
+
+    pub(crate) fn check_writable(&self, name: &str) -> Result<(), PropertyError> {
+        self.properties.check_writable(name)
+    }
+
+    pub(crate) fn observe(
+        &mut self,
+        subscriber: SubscriberId,
+        name: &str,
+        now: Instant,
+    ) -> Result<u64, PropertyError> {
+        let result = self.properties.observe(subscriber, name, now);
+        self.after_change();
+        result
+    }
+
+    pub(crate) fn unobserve(
+        &mut self,
+        subscriber: SubscriberId,
+        name: &str,
+    ) -> Result<(), PropertyError> {
+        self.properties.unobserve(subscriber, name)
+    }
+
+    /// The next thing queued for this session: news that it was dropped, action
+    /// notifications, property changes, then events.
+    pub(crate) fn poll_outgoing(&mut self, subscriber: SubscriberId) -> Option<Outgoing> {
+        let session = self.sessions.get_mut(&subscriber)?;
+        if std::mem::take(&mut session.dropped) {
+            return Some(Outgoing::Dropped);
+        }
+        if let Some(message) = session.outbox.pop_front() {
+            return Some(Outgoing::Action(Box::new(message)));
+        }
+        if let Some(change) = self.properties.poll_change(subscriber) {
+            return Some(Outgoing::Property(change));
+        }
+        self.events.poll_delivery(subscriber).map(Outgoing::Event)
+    }
+
+    /// Queues the action's current status for its attached caller; a terminal status
+    /// forgets the owner.
+    fn notify_owner(&mut self, action_id: &str, terminal: bool) {
+        let owner = if terminal {
+            self.owners.remove(action_id)
+        } else {
+            None
+        };
+        let owner = owner.as_ref().or_else(|| self.owners.get(action_id));
+        let (Some(owner), Ok(action)) = (owner, self.actions.query(action_id)) else {
+            return;
+        };
+        let Some(session) = owner.subscriber.and_then(|s| self.sessions.get_mut(&s)) else {
+            return;
+        };
+        let message = action.to_message(
+            MessageType::Notification,
+            Operation::InvokeAction,
+            &owner.correlation_id,
+        );
+        let pending_progress = session.outbox.iter_mut().find(|m| {
+            m.action_id.as_deref() == Some(action_id) && !m.status.is_some_and(|s| s.is_terminal())
+        });
+        match pending_progress {
+            Some(slot) if !terminal => *slot = message,
+            _ => session.outbox.push_back(message),
+        }
+        self.after_change();
+    }
+
+    fn drain_action_events(&mut self) {
+        while let Some(event) = self.actions.poll_event() {
+            let ActionEvent::Cancelled { id, .. } = &event;
+            let id = id.clone();
+            self.action_events.push_back(event);
+            self.notify_owner(&id, true);
+        }
+    }
+
+    /// Takes the hubs' drop notices and names every session with something queued.
+    fn after_change(&mut self) {
+        let mut dropped = Vec::new();
+        while let Some(HubEvent::SubscriberDropped { subscriber, .. }) = self.events.poll_event() {
+            dropped.push(subscriber);
+        }
+        while let Some(HubEvent::SubscriberDropped { subscriber, .. }) =
+            self.properties.poll_event()
+        {
+            dropped.push(subscriber);
+        }
+        for id in dropped {
+            self.events.remove_subscriber(id);
+            self.properties.remove_observer(id);
+            if let Some(session) = self.sessions.get_mut(&id) {
+                session.dropped = true;
+            }
+        }
+        for (id, session) in &self.sessions {
+            let queued = session.dropped
+                || !session.outbox.is_empty()
+                || self.events.queued(*id) > 0
+                || self.properties.queued(*id) > 0;
+            if queued && self.woken.insert(*id) {
+                self.wake.push_back(*id);
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Interface sessions in the driver: once the protocol in force is an interface document,
+//! application frames go to the interaction layer (`crate::interact`) instead of a
+//! handler, and the layer's frames, wake-ups and stream writes join the session's loop.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use concord_interact::RequestId;
+use serde_json::Value;
+
+use super::{Driver, RoleState};
+use crate::action::ActionError;
+use crate::interact::{ConsumerState, Interaction, ProviderInteract, Sink, StreamCommand};
+use crate::transport::Transport;
+
+/// Each side's interaction state in an interface session.
+#[derive(Debug)]
+pub(crate) enum Interact {
+    Provider(Box<ProviderInteract>),
+    Consumer(Box<ConsumerState>),
+}
+
+impl Interact {
+    /// Whether nothing is in flight either way.
+    pub(crate) fn is_idle(&self) -> bool {
+        match self {
+            Self::Provider(state) => state.is_idle(),
+            Self::Consumer(state) => state.is_idle(),
+        }
+    }
+}
+
+impl<T: Transport> Driver<T> {
+    /// Starts the interaction layer once the protocol in force is an interface.
+    pub(super) fn install_interact(&mut self) {
+        if self.interact.is_some() {
+            return;
+        }
+        let Some(code) = self.code.as_ref().and_then(|code| code.interface()) else {
+            return;
+        };
+        let code = Arc::clone(code);
+        let limits = &self.shared.limits;
+        self.interact = Some(match &self.role {
+            RoleState::Provider(_) => Interact::Provider(Box::new(ProviderInteract::new(
+                code,
+                Arc::clone(&self.shared.affordances),
+                limits.interaction.clone(),
+                limits.streams,
+            ))),
+            RoleState::Requester(_) => Interact::Consumer(Box::new(ConsumerState::new(
+                code,
+                limits.interaction.clone(),
+                limits.streams,
+            ))),
+        });
+        tracing::debug!("interaction layer in force");
+    }
+
+    /// Whether application frames belong to the interaction layer.
+    pub(super) fn is_interface_session(&self) -> bool {
+        self.interact.is_some()
+    }
+
+    /// An application frame of an interface session.
+    pub(super) fn on_interact_frame(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
+        match &mut self.interact {
+            Some(Interact::Provider(state)) => {
+                state.handle_frame(now, bytes, &self.shared.actions, &self.work_tx);
+            }
+            Some(Interact::Consumer(state)) => state.handle_frame(now, bytes),
+            None => {}
+        }
+    }
+
+    /// A connection's interaction (requester); one made before the layer is in force
+    /// waits like a call.
+    pub(super) fn on_interaction(&mut self, request: Interaction, sink: Sink) {
+        match &mut self.interact {
+            Some(Interact::Consumer(state)) => state.start(request, sink),
+            _ => self.wait_for_ready(super::Command::Interact { request, sink }),
+        }
+    }
+
+    /// A stream handle's request.
+    pub(super) fn on_stream_command(&mut self, command: StreamCommand) {
+        match &mut self.interact {
+            Some(Interact::Provider(state)) => state.on_stream_command(command),
+            Some(Interact::Consumer(state)) => state.on_stream_command(command),
+            None => {}
+        }
+    }
+
+    /// Provider: a request-reply or notify call finished.
+    pub(super) fn on_interacted(
+        &mut self,
+        request: RequestId,
+        name: &str,
+        result: Result<Value, ActionError>,
+    ) {
+        if let Some(Interact::Provider(state)) = &mut self.interact {
+            state.on_done(request, name, result);
+        }
+    }
+
+    /// Provider: a stream action ended.
+    pub(super) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
+        if let Some(Interact::Provider(state)) = &mut self.interact {
+            state.on_stream_done(id, result);
+        }
+    }
+
+    /// Moves the layer's frames into the session, to go out with the next flush.
+    pub(super) fn pump_interact(&mut self) {
+        loop {
+            let frame = match &mut self.interact {
+                Some(Interact::Provider(state)) => state.poll_transmit(),
+                Some(Interact::Consumer(state)) => state.poll_transmit(),
+                None => None,
+            };
+            let Some(frame) = frame else { return };
+            if let Err(error) = self.session.send_application(&frame) {
+                tracing::warn!(%error, "cannot send an interaction frame");
+                return;
+            }
+        }
+    }
+
+    /// The layer's next deadline.
+    pub(super) fn interact_deadline(&self) -> Option<Instant> {
+        match &self.interact {
+            Some(Interact::Provider(state)) => state.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// Runs the layer's timers up to `now`.
+    pub(super) fn interact_timeout(&mut self, now: Instant) {
+        if let Some(Interact::Provider(state)) = &mut self.interact {
+            if state.poll_timeout().is_some_and(|deadline| deadline <= now) {
+                state.handle_timeout(now);
+            }
+        }
+    }
+
+    /// The session ended: handles hear why, the node forgets our subscriptions.
+    pub(super) fn close_interact(&mut self, reason: &str) {
+        match &mut self.interact {
+            Some(Interact::Provider(state)) => state.close(reason),
+            Some(Interact::Consumer(state)) => state.close(reason),
+            None => {}
+        }
+    }
+}
+
+/// What wakes an interface session's loop besides the transport and its work.
+pub(super) enum Wake {
+    /// The node-wide thing queued something for this (provider) session.
+    Queued,
+    /// A stream handle's request.
+    Stream(StreamCommand),
+}
+
+/// The next reason the layer has to wake the session; pending outside interface sessions.
+pub(super) async fn next_wake(interact: &mut Option<Interact>) -> Wake {
+    match interact {
+        Some(Interact::Provider(state)) => {
+            let ProviderInteract {
+                wake, pipes, ..
+            } = &mut **state;
+            tokio::select! {
+                () = wake.notified() => Wake::Queued,
+                Some(command) = pipes.receiver.recv() => Wake::Stream(command),
+            }
+        }
+        Some(Interact::Consumer(state)) => match state.pipes.receiver.recv().await {
+            Some(command) => Wake::Stream(command),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}

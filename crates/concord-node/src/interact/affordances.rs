@@ -1,0 +1,497 @@
+//! What a provider serves beyond request-reply, and the node-wide state its sessions
+//! share: one `concord_interact::Thing` (event fan-out with replay, property values,
+//! long-running actions by id) behind a mutex, the sessions to wake when it has something
+//! for them, and the tasks of the long-running actions it runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use concord_interact::{
+    ActionEvent, Interface, Overflow, Problem, SubscriberId, Thing,
+};
+use concord_negotiate::complexity::SchemaLimits;
+use serde_json::Value;
+use tokio::sync::{watch, Notify};
+use tokio::task::AbortHandle;
+
+use super::handles::{StreamReceiver, StreamSender};
+use crate::action::{Action, ActionError, ActionFuture};
+use crate::interface::{Payload, PayloadSchemas};
+
+/// A property a provider serves: its value's JSON Schema, its first value, and whether
+/// peers may write and observe it.
+///
+/// ```
+/// use concord_node::Property;
+/// use serde_json::json;
+///
+/// let model = Property::new(json!({"type": "object"}), json!({"model": "gpt-4o"}))
+///     .observable()
+///     .description("The model the agent answers with.");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Property {
+    pub(crate) schema: Value,
+    pub(crate) initial: Value,
+    pub(crate) writable: bool,
+    pub(crate) observable: bool,
+    pub(crate) description: String,
+}
+
+impl Property {
+    /// A read-only, unobserved property with this schema and first value.
+    pub fn new(schema: Value, initial: Value) -> Self {
+        Self {
+            schema,
+            initial,
+            writable: false,
+            observable: false,
+            description: String::new(),
+        }
+    }
+
+    /// Peers may write it (`writeproperty`).
+    pub fn writable(mut self) -> Self {
+        self.writable = true;
+        self
+    }
+
+    /// Peers may observe it (`observeproperty`): a notification per change.
+    pub fn observable(mut self) -> Self {
+        self.observable = true;
+        self
+    }
+
+    /// What it is, in words (published in the description).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+}
+
+/// An event a provider publishes: the JSON Schema of its data.
+///
+/// ```
+/// use concord_node::Event;
+/// use serde_json::json;
+///
+/// let feedback = Event::new(json!({"type": "object", "properties": {"rating": {"type": "integer"}}}))
+///     .description("A user rated an answer.");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub(crate) data: Value,
+    pub(crate) description: String,
+}
+
+impl Event {
+    /// An event whose data follows `data` (a JSON Schema).
+    pub fn new(data: Value) -> Self {
+        Self {
+            data,
+            description: String::new(),
+        }
+    }
+
+    /// What it reports, in words (published in the description).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+}
+
+/// Runs a long-running action: reports progress through the [`ProgressReporter`] and
+/// returns the output (or an error) once, at the end.
+///
+/// Implemented for async closures `Fn(Value, ProgressReporter) -> impl Future<Output =
+/// Result<Value, ActionError>>` and by [`ExecAction`](crate::ExecAction) in progress mode.
+/// Cancelling the action (by the caller, or when its lease runs out after the caller's
+/// session dropped) drops the future.
+pub trait ProgressAction: Send + Sync + 'static {
+    /// Runs the action on `input`.
+    fn call(&self, input: Value, progress: ProgressReporter) -> ActionFuture;
+}
+
+impl<F, Fut> ProgressAction for F
+where
+    F: Fn(Value, ProgressReporter) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, ActionError>> + Send + 'static,
+{
+    fn call(&self, input: Value, progress: ProgressReporter) -> ActionFuture {
+        Box::pin(self(input, progress))
+    }
+}
+
+/// Runs a stream action: reads the requester's bytes from `stream.receiver`, writes its
+/// own to `stream.sender`, each under the other side's credit; returns when done (an
+/// error resets the stream).
+pub trait StreamAction: Send + Sync + 'static {
+    /// Runs the action on `input` with the stream's two halves.
+    fn call(&self, input: Value, stream: StreamIo) -> ActionFuture;
+}
+
+impl<F, Fut> StreamAction for F
+where
+    F: Fn(Value, StreamIo) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, ActionError>> + Send + 'static,
+{
+    fn call(&self, input: Value, stream: StreamIo) -> ActionFuture {
+        Box::pin(self(input, stream))
+    }
+}
+
+/// A stream action's two halves.
+#[derive(Debug)]
+pub struct StreamIo {
+    /// Bytes to the requester.
+    pub sender: StreamSender,
+    /// The requester's bytes.
+    pub receiver: StreamReceiver,
+}
+
+/// Where a long-running action reports its progress.
+#[derive(Debug, Clone)]
+pub struct ProgressReporter {
+    target: Option<(Arc<Affordances>, String)>,
+}
+
+impl ProgressReporter {
+    /// A reporter that reports to no one: the action was called over a one-action protocol
+    /// (a peer that speaks no interaction layer gets only the result).
+    pub(crate) fn detached() -> Self {
+        Self { target: None }
+    }
+
+    /// Reports progress (0 to 1; a report lower than the last one is ignored) and,
+    /// optionally, output so far.
+    pub fn report(&self, progress: f64, partial: Option<Value>) {
+        let Some((affordances, action_id)) = &self.target else {
+            return;
+        };
+        let mut thing = affordances.lock();
+        if let Err(error) = thing.progress(action_id, progress, partial, Instant::now()) {
+            tracing::debug!(%error, action_id, "progress not reported");
+        }
+        affordances.wake(&mut thing);
+    }
+
+    /// The action's id, as its caller knows it (none over a one-action protocol).
+    pub fn action_id(&self) -> Option<&str> {
+        self.target.as_ref().map(|(_, id)| id.as_str())
+    }
+}
+
+/// How a provider runs one of its actions.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// Request-reply.
+    Reply(Arc<dyn Action>),
+    /// Fire and forget.
+    Notify(Arc<dyn Action>),
+    /// Long-running, with progress.
+    Progress(Arc<dyn ProgressAction>),
+    /// Streams both ways.
+    Stream(Arc<dyn StreamAction>),
+}
+
+impl Backend {
+    /// A call over a one-action protocol: request-reply for every mode but streams.
+    pub(crate) fn call_plain(&self, input: Value) -> Option<ActionFuture> {
+        match self {
+            Self::Reply(action) | Self::Notify(action) => Some(action.call(input)),
+            Self::Progress(action) => Some(action.call(input, ProgressReporter::detached())),
+            Self::Stream(_) => None,
+        }
+    }
+}
+
+/// Why an event or property change was not published.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The node declares no event or property by that name.
+    #[error("the node has no {kind} named `{name}`")]
+    Unknown {
+        /// `event` or `property`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+    },
+    /// The data or value breaks its schema.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Publishes events and sets properties of a node, from anywhere (an action, a timer, a
+/// webhook). Cheap to clone.
+///
+/// ```
+/// use concord_node::{Event, Node};
+/// use serde_json::json;
+///
+/// let dir = tempfile::tempdir()?;
+/// let node = Node::builder("Weather")
+///     .event("userFeedbackReceived", Event::new(json!({"type": "object"})))
+///     .data_dir(dir.path())
+///     .build()?;
+/// let id = node.publisher().publish("userFeedbackReceived", json!({"rating": 5}))?;
+/// assert_eq!(id, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    pub(crate) affordances: Arc<Affordances>,
+}
+
+impl Publisher {
+    /// Publishes an event to every subscriber; returns its sequence number.
+    ///
+    /// # Errors
+    /// [`PublishError::Unknown`] for an undeclared event, [`PublishError::Invalid`] for data
+    /// its schema refuses.
+    pub fn publish(&self, event: &str, data: Value) -> Result<u64, PublishError> {
+        let unknown = || PublishError::Unknown {
+            kind: "event",
+            name: event.to_owned(),
+        };
+        self.affordances
+            .schemas
+            .check(Payload::Event, event, &data)
+            .map_err(|problem| {
+                if self.affordances.interface.events.contains_key(event) {
+                    PublishError::Invalid(problem)
+                } else {
+                    unknown()
+                }
+            })?;
+        let mut thing = self.affordances.lock();
+        let id = thing
+            .publish(event, data, Instant::now())
+            .map_err(|error| PublishError::Invalid(error.to_string()))?;
+        self.affordances.wake(&mut thing);
+        Ok(id)
+    }
+
+    /// Sets a property; observers are notified.
+    ///
+    /// # Errors
+    /// [`PublishError::Unknown`] for an undeclared property, [`PublishError::Invalid`] for a
+    /// value its schema refuses.
+    pub fn set_property(&self, name: &str, value: Value) -> Result<(), PublishError> {
+        self.affordances.check_property(name, &value)?;
+        let mut thing = self.affordances.lock();
+        thing
+            .set_property(name, value, Instant::now())
+            .map_err(|error| PublishError::Invalid(error.to_string()))?;
+        self.affordances.wake(&mut thing);
+        Ok(())
+    }
+
+    /// A property's value now.
+    pub fn property(&self, name: &str) -> Option<Value> {
+        self.affordances.lock().read_property(name).ok().cloned()
+    }
+}
+
+/// The node-wide state of a provider's interaction layer.
+pub(crate) struct Affordances {
+    pub(crate) interface: Interface,
+    thing: Mutex<Thing>,
+    schemas: PayloadSchemas,
+    /// The session behind each subscriber, to wake when the thing queued something for it.
+    wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
+    /// Long-running actions' tasks, by action id, to stop on cancellation.
+    running: Mutex<HashMap<String, AbortHandle>>,
+}
+
+impl std::fmt::Debug for Affordances {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Affordances")
+            .field("interface", &crate::interface::names(&self.interface))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The longest the thing's timers wait between runs.
+const TIMER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Affordances {
+    /// The state for `interface`, with the properties' first values.
+    pub(crate) fn new(
+        interface: Interface,
+        initial: BTreeMap<String, Value>,
+        limits: concord_interact::Limits,
+        overflow: Overflow,
+        schema_limits: &SchemaLimits,
+    ) -> Result<Self, String> {
+        let schemas = PayloadSchemas::compile(&interface, schema_limits)?;
+        for (name, value) in &initial {
+            schemas.check(Payload::Property, name, value)?;
+        }
+        let thing = Thing::new(interface.clone(), initial, limits, overflow)
+            .map_err(|error| error.to_string())?;
+        Ok(Self {
+            interface,
+            thing: Mutex::new(thing),
+            schemas,
+            wakers: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The thing, locked. Hold it briefly: every session of the node shares it.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Thing> {
+        lock(&self.thing)
+    }
+
+    /// A new subscriber (one per provider session) and the notify that wakes its session.
+    pub(crate) fn register(&self) -> (SubscriberId, Arc<Notify>) {
+        let id = self.lock().new_subscriber();
+        let notify = Arc::new(Notify::new());
+        lock(&self.wakers).insert(id, Arc::clone(&notify));
+        (id, notify)
+    }
+
+    /// The session of `id` ended: its subscriptions end, its actions run on for their lease.
+    pub(crate) fn unregister(&self, id: SubscriberId) {
+        lock(&self.wakers).remove(&id);
+        let mut thing = self.lock();
+        thing.remove_subscriber(id, Instant::now());
+        self.wake(&mut thing);
+    }
+
+    /// Wakes every session the thing queued something for, and stops the tasks of actions
+    /// it cancelled or gave up on.
+    pub(crate) fn wake(&self, thing: &mut Thing) {
+        let mut woken = Vec::new();
+        while let Some(id) = thing.poll_wake() {
+            woken.push(id);
+        }
+        if !woken.is_empty() {
+            let wakers = lock(&self.wakers);
+            for id in woken {
+                if let Some(notify) = wakers.get(&id) {
+                    notify.notify_one();
+                }
+            }
+        }
+        while let Some(event) = thing.poll_action_event() {
+            if let ActionEvent::Cancelled { id, .. } = event {
+                if let Some(task) = lock(&self.running).remove(&id) {
+                    task.abort();
+                }
+            }
+        }
+    }
+
+    /// Runs the thing's timers (leases, replay ages) up to now; the next deadline.
+    fn tick(&self) -> Option<Instant> {
+        let mut thing = self.lock();
+        thing.handle_timeout(Instant::now());
+        self.wake(&mut thing);
+        thing.poll_timeout()
+    }
+
+    /// Runs the thing's timers until `stop` turns true (the server stops): at each
+    /// deadline, and at least once a second (a deadline set meanwhile is never more than a
+    /// second late).
+    pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let now = Instant::now();
+            let next = self
+                .tick()
+                .map_or(now + TIMER_PERIOD, |deadline| deadline.min(now + TIMER_PERIOD));
+            tokio::select! {
+                () = tokio::time::sleep_until(next.into()) => {}
+                changed = stop.wait_for(|stopped| *stopped) => {
+                    let _ = changed;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Starts the task of the long-running action `action_id`; its result completes the
+    /// action in the thing.
+    pub(crate) fn run_progress(
+        self: &Arc<Self>,
+        action: &Arc<dyn ProgressAction>,
+        action_id: String,
+        input: Value,
+    ) {
+        let reporter = ProgressReporter {
+            target: Some((Arc::clone(self), action_id.clone())),
+        };
+        let future = action.call(input, reporter);
+        let affordances = Arc::clone(self);
+        let id = action_id.clone();
+        let name = self.action_of(&action_id);
+        let task = tokio::spawn(async move {
+            let result = std::panic::AssertUnwindSafe(future);
+            let result = futures_util::FutureExt::catch_unwind(result)
+                .await
+                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+            affordances.finish(&id, name.as_deref(), result);
+        });
+        lock(&self.running).insert(action_id, task.abort_handle());
+    }
+
+    fn action_of(&self, action_id: &str) -> Option<String> {
+        self.lock()
+            .query_action(action_id)
+            .ok()
+            .map(|action| action.name().to_owned())
+    }
+
+    /// Ends the action `action_id` with `result` (the output checked against its schema).
+    fn finish(&self, action_id: &str, name: Option<&str>, result: Result<Value, ActionError>) {
+        lock(&self.running).remove(action_id);
+        let result = result.and_then(|output| match name {
+            Some(name) => self
+                .schemas
+                .check(Payload::Output, name, &output)
+                .map(|()| output)
+                .map_err(|problem| {
+                    ActionError::internal(format!("the action's output breaks the protocol: {problem}"))
+                }),
+            None => Ok(output),
+        });
+        let now = Instant::now();
+        let mut thing = self.lock();
+        let done = match result {
+            Ok(output) => thing.complete(action_id, output, now),
+            Err(error) => thing.fail(action_id, problem_of(&error), now),
+        };
+        if let Err(error) = done {
+            tracing::debug!(%error, action_id, "the action's end was not recorded");
+        }
+        self.wake(&mut thing);
+    }
+
+    /// Checks a property value against its schema.
+    pub(crate) fn check_property(&self, name: &str, value: &Value) -> Result<(), PublishError> {
+        if !self.interface.properties.contains_key(name) {
+            return Err(PublishError::Unknown {
+                kind: "property",
+                name: name.to_owned(),
+            });
+        }
+        self.schemas
+            .check(Payload::Property, name, value)
+            .map_err(PublishError::Invalid)
+    }
+}
+
+/// An action's error as an RFC 9457 problem: `about:blank` (the status code says it all),
+/// its message as the detail.
+pub(crate) fn problem_of(error: &ActionError) -> Problem {
+    Problem::new("about:blank")
+        .with_status(error.code)
+        .with_detail(error.message.clone())
+}

@@ -1,0 +1,56 @@
+//! The LMOS interaction patterns on a node: the provider's affordances beyond
+//! request-reply (long-running actions, fire-and-forget actions, streams, properties,
+//! events) and the requester's handles for them, over one interface session.
+//!
+//! The interaction layer itself is the sans-IO `concord-interact`; this module drives it:
+//! - `affordances`: what a provider serves ([`Property`], [`Event`], the action backends
+//!   [`ProgressAction`] and [`StreamAction`]) and the node-wide state shared by its
+//!   sessions (the `Thing`: event fan-out, property values, long-running actions), with
+//!   [`Publisher`] to publish events and set properties from anywhere;
+//! - `handles`: the requester's [`Progressing`], [`Subscription`], [`StreamSender`] and
+//!   [`StreamReceiver`];
+//! - `consumer` and `provider`: each side's part of a session's driver; `pipes`: the
+//!   streams between an endpoint and the tasks reading and writing them.
+
+mod affordances;
+mod consumer;
+mod handles;
+mod pipes;
+mod provider;
+
+pub use affordances::{
+    Event, ProgressAction, ProgressReporter, Property, PublishError, Publisher, StreamAction,
+    StreamIo,
+};
+pub(crate) use affordances::{Affordances, Backend};
+pub(crate) use consumer::{ConsumerState, Interaction, Sink};
+pub use handles::{
+    ActionUpdate, Notification, Progressing, StreamReceiver, StreamSender, Subscription,
+};
+pub(crate) use provider::ProviderInteract;
+
+/// Updates of one long-running action buffered for a requester that reads them slowly;
+/// past it the oldest progress is dropped (the terminal update is never dropped).
+pub(crate) const UPDATES_QUEUE: usize = 64;
+/// Notifications of one subscription buffered for a requester that reads them slowly;
+/// past it they are dropped and reported as a gap.
+pub(crate) const NOTIFICATION_QUEUE: usize = 1024;
+/// Chunks of one stream buffered for the reader; past it the session stops taking the
+/// peer's chunks, and the peer's credit runs out.
+pub(crate) const STREAM_QUEUE: usize = 64;
+/// Stream writes (ours, waiting for credit) queued per session.
+pub(crate) const STREAM_COMMANDS: usize = 64;
+
+/// A request of a stream handle to its session.
+#[derive(Debug)]
+pub(crate) enum StreamCommand {
+    /// Send these bytes (and end our half when `finish`); answer how many were sent.
+    Write {
+        id: u32,
+        bytes: Vec<u8>,
+        finish: bool,
+        done: tokio::sync::oneshot::Sender<Result<usize, crate::error::CallError>>,
+    },
+    /// The reader made room: take more of the peer's chunks.
+    Read { id: u32 },
+}

@@ -1,0 +1,288 @@
+//! The streams of one session between its endpoint and the tasks that read and write
+//! them: writes wait for the peer's credit, received bytes wait for room in the reader's
+//! queue (and the peer's credit is granted back only as the reader makes room).
+
+use std::collections::{HashMap, VecDeque};
+
+use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
+use concord_interact::stream::{Sent, StreamError, StreamId, Streams};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handles::{StreamReceiver, StreamSender};
+use super::StreamCommand;
+use crate::error::CallError;
+
+/// The stream operations both endpoints offer.
+pub(crate) trait StreamEnd {
+    /// The session's streams.
+    fn streams(&mut self) -> &mut Streams;
+    /// The next received bytes, granting the peer credit for them.
+    fn read(&mut self, id: StreamId) -> Option<Vec<u8>>;
+}
+
+impl StreamEnd for ConsumerEndpoint {
+    fn streams(&mut self) -> &mut Streams {
+        ConsumerEndpoint::streams(self)
+    }
+
+    fn read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+        self.stream_read(id)
+    }
+}
+
+impl StreamEnd for ProviderEndpoint {
+    fn streams(&mut self) -> &mut Streams {
+        ProviderEndpoint::streams(self)
+    }
+
+    fn read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+        self.stream_read(id)
+    }
+}
+
+/// Sends as much of `bytes` as the credit and queue allow: how much (0 when blocked). A
+/// realtime stream takes `bytes` as one frame, whole or not at all: `None` when it was
+/// dropped for want of credit.
+fn send(
+    end: &mut impl StreamEnd,
+    id: StreamId,
+    bytes: &[u8],
+    realtime: bool,
+) -> Result<Option<usize>, StreamError> {
+    let mut stream = end.streams().send_stream(id)?;
+    if realtime {
+        return match stream.send(bytes) {
+            Ok(Sent::Queued) => Ok(Some(bytes.len())),
+            Ok(Sent::Dropped) | Err(StreamError::Blocked { .. }) => Ok(None),
+            Err(error) => Err(error),
+        };
+    }
+    match stream.write(bytes) {
+        Ok(n) => Ok(Some(n)),
+        Err(StreamError::Blocked { .. }) => Ok(Some(0)),
+        Err(error) => Err(error),
+    }
+}
+
+/// A write waiting for the peer's credit.
+#[derive(Debug)]
+struct Waiting {
+    bytes: Vec<u8>,
+    sent: usize,
+    finish: bool,
+    done: oneshot::Sender<Result<usize, CallError>>,
+}
+
+/// One stream: where the peer's bytes go, our writes waiting for credit.
+#[derive(Debug)]
+struct Pipe {
+    incoming: Option<mpsc::Sender<Result<Vec<u8>, CallError>>>,
+    /// Each write is one frame, sent whole or dropped for want of credit (live audio).
+    realtime: bool,
+    waiting: VecDeque<Waiting>,
+    /// The peer ended its half: the reader sees the end once it read everything.
+    finished: bool,
+    /// We ended our half.
+    ended: bool,
+}
+
+impl Pipe {
+    /// Both halves ended and everything was handed over: nothing more to do.
+    fn is_done(&self) -> bool {
+        self.finished && self.ended && self.incoming.is_none() && self.waiting.is_empty()
+    }
+}
+
+/// Every stream of one session.
+#[derive(Debug)]
+pub(crate) struct Pipes {
+    pipes: HashMap<u32, Pipe>,
+    commands: mpsc::Sender<StreamCommand>,
+    /// The handles' requests, for the session's loop.
+    pub(crate) receiver: mpsc::Receiver<StreamCommand>,
+}
+
+impl Pipes {
+    pub(crate) fn new() -> Self {
+        let (commands, receiver) = mpsc::channel(super::STREAM_COMMANDS);
+        Self {
+            pipes: HashMap::new(),
+            commands,
+            receiver,
+        }
+    }
+
+    /// Whether no stream is open.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pipes.is_empty()
+    }
+
+    /// Where the handles of a stream send their requests.
+    pub(crate) fn commands(&self) -> mpsc::Sender<StreamCommand> {
+        self.commands.clone()
+    }
+
+    /// Opens the pipe of stream `id`, delivering the peer's bytes to `incoming`.
+    pub(crate) fn open(
+        &mut self,
+        id: u32,
+        realtime: bool,
+        incoming: mpsc::Sender<Result<Vec<u8>, CallError>>,
+    ) {
+        self.pipes.insert(
+            id,
+            Pipe {
+                incoming: Some(incoming),
+                realtime,
+                waiting: VecDeque::new(),
+                finished: false,
+                ended: false,
+            },
+        );
+    }
+
+    /// Opens the pipe of stream `id` and returns both handles for it.
+    pub(crate) fn open_with_handles(
+        &mut self,
+        id: u32,
+        realtime: bool,
+    ) -> (StreamSender, StreamReceiver) {
+        let (incoming, receiver) = mpsc::channel(super::STREAM_QUEUE);
+        self.open(id, realtime, incoming);
+        (
+            StreamSender {
+                id,
+                commands: self.commands(),
+                ended: false,
+            },
+            StreamReceiver {
+                id,
+                incoming: receiver,
+                commands: self.commands(),
+            },
+        )
+    }
+
+    /// A handle's request.
+    pub(crate) fn on_command(&mut self, command: StreamCommand, end: &mut impl StreamEnd) {
+        match command {
+            StreamCommand::Write {
+                id,
+                bytes,
+                finish,
+                done,
+            } => {
+                let Some(pipe) = self.pipes.get_mut(&id) else {
+                    let _ = done.send(Err(CallError::Closed("the stream ended".to_owned())));
+                    return;
+                };
+                pipe.waiting.push_back(Waiting {
+                    bytes,
+                    sent: 0,
+                    finish,
+                    done,
+                });
+                self.write(id, end);
+            }
+            StreamCommand::Read { id } => self.read(id, end),
+        }
+    }
+
+    /// Sends what the writers of stream `id` wait to send, as far as the credit goes.
+    pub(crate) fn write(&mut self, id: u32, end: &mut impl StreamEnd) {
+        let stream = StreamId(id);
+        let Some(pipe) = self.pipes.get_mut(&id) else {
+            return;
+        };
+        while let Some(write) = pipe.waiting.front_mut() {
+            while write.sent < write.bytes.len() {
+                match send(end, stream, &write.bytes[write.sent..], pipe.realtime) {
+                    Ok(Some(0)) => return,
+                    Ok(Some(n)) => write.sent += n,
+                    // Dropped whole: the writer hears that nothing went.
+                    Ok(None) => break,
+                    Err(error) => {
+                        let error = CallError::Closed(error.to_string());
+                        for write in pipe.waiting.drain(..) {
+                            let _ = write.done.send(Err(error.clone()));
+                        }
+                        return;
+                    }
+                }
+            }
+            let Some(write) = pipe.waiting.pop_front() else {
+                return;
+            };
+            let result = if write.finish {
+                pipe.ended = true;
+                end.streams()
+                    .send_stream(stream)
+                    .and_then(|mut stream| stream.finish())
+                    .map(|()| write.sent)
+                    .map_err(|error| CallError::Closed(error.to_string()))
+            } else {
+                Ok(write.sent)
+            };
+            let _ = write.done.send(result);
+        }
+        if pipe.is_done() {
+            self.pipes.remove(&id);
+        }
+    }
+
+    /// Moves the peer's bytes on stream `id` to its reader while the reader has room.
+    pub(crate) fn read(&mut self, id: u32, end: &mut impl StreamEnd) {
+        let Some(pipe) = self.pipes.get_mut(&id) else {
+            return;
+        };
+        if let Some(incoming) = &pipe.incoming {
+            loop {
+                let Ok(permit) = incoming.try_reserve() else {
+                    return;
+                };
+                match end.read(StreamId(id)) {
+                    Some(bytes) => permit.send(Ok(bytes)),
+                    None => break,
+                }
+            }
+        }
+        if pipe.finished {
+            // Everything was handed over: the reader sees the end.
+            pipe.incoming = None;
+        }
+        if pipe.is_done() {
+            self.pipes.remove(&id);
+        }
+    }
+
+    /// The peer ended its half of stream `id`.
+    pub(crate) fn finished(&mut self, id: u32, end: &mut impl StreamEnd) {
+        if let Some(pipe) = self.pipes.get_mut(&id) {
+            pipe.finished = true;
+        }
+        self.read(id, end);
+    }
+
+    /// Stream `id` is gone (reset, or the session ended): its handles hear `error`.
+    pub(crate) fn fail(&mut self, id: u32, error: &CallError) {
+        if let Some(pipe) = self.pipes.remove(&id) {
+            fail_pipe(pipe, error);
+        }
+    }
+
+    /// Every stream is gone.
+    pub(crate) fn fail_all(&mut self, error: &CallError) {
+        for (_, pipe) in self.pipes.drain() {
+            fail_pipe(pipe, error);
+        }
+    }
+}
+
+fn fail_pipe(pipe: Pipe, error: &CallError) {
+    if let Some(incoming) = pipe.incoming {
+        let _ = incoming.try_send(Err(error.clone()));
+    }
+    for write in pipe.waiting {
+        let _ = write.done.send(Err(error.clone()));
+    }
+}

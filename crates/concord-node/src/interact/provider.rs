@@ -1,0 +1,276 @@
+//! The provider's part of an interface session: frames go into the session's
+//! `ProviderEndpoint` next to the node-wide `Thing`, and what the endpoint asks for (run an
+//! action, accept a property write, feed a stream) is done here.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId};
+use concord_interact::stream::{ResetCode, StreamId};
+use concord_interact::{ActionMode, Problem, ProblemType, SubscriberId};
+use futures_util::FutureExt;
+use serde_json::Value;
+use tokio::sync::{mpsc, Notify};
+
+use super::affordances::{problem_of, Affordances, Backend, StreamIo};
+use super::pipes::Pipes;
+use super::StreamCommand;
+use crate::action::{ActionError, Actions};
+use crate::driver::Work;
+use crate::error::CallError;
+use crate::interface::{InterfaceCode, Payload};
+
+/// The provider's interface state in one session.
+pub(crate) struct ProviderInteract {
+    endpoint: ProviderEndpoint,
+    code: Arc<InterfaceCode>,
+    affordances: Arc<Affordances>,
+    subscriber: SubscriberId,
+    /// Woken when the thing queued something for this session.
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) pipes: Pipes,
+    /// Request-reply and notify calls running now.
+    pub(crate) in_flight: usize,
+}
+
+impl std::fmt::Debug for ProviderInteract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderInteract")
+            .field("subscriber", &self.subscriber)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderInteract {
+    pub(crate) fn new(
+        code: Arc<InterfaceCode>,
+        affordances: Arc<Affordances>,
+        limits: concord_interact::Limits,
+        streams: concord_interact::stream::StreamLimits,
+    ) -> Self {
+        let (subscriber, wake) = affordances.register();
+        let endpoint = ProviderEndpoint::new(subscriber, code.interface().clone(), limits, streams);
+        Self {
+            endpoint,
+            code,
+            affordances,
+            subscriber,
+            wake,
+            pipes: Pipes::new(),
+            in_flight: 0,
+        }
+    }
+
+    /// Whether nothing runs for this session and no stream is open.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.in_flight == 0 && self.pipes.is_empty()
+    }
+
+    /// A PT 1 frame from the requester.
+    pub(crate) fn handle_frame(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        actions: &Actions,
+        work: &mpsc::UnboundedSender<Box<Work>>,
+    ) {
+        {
+            let mut thing = self.affordances.lock();
+            self.endpoint.handle_frame(now, bytes, &mut thing);
+            self.affordances.wake(&mut thing);
+        }
+        self.drain(actions, work);
+    }
+
+    /// What to send next (our answers, and what the thing queued for us).
+    pub(crate) fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        let mut thing = self.affordances.lock();
+        self.endpoint.poll_transmit(&mut thing)
+    }
+
+    /// The endpoint's next deadline.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.endpoint.poll_timeout()
+    }
+
+    /// Runs the endpoint's timers up to `now`.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+    }
+
+    /// A request-reply or notify call finished: its answer goes out.
+    pub(crate) fn on_done(
+        &mut self,
+        request: RequestId,
+        name: &str,
+        result: Result<Value, ActionError>,
+    ) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let result = result
+            .and_then(|output| {
+                self.code
+                    .check(Payload::Output, name, &output)
+                    .map(|()| output)
+                    .map_err(|problem| {
+                        ActionError::internal(format!(
+                            "the action's output breaks the protocol: {problem}"
+                        ))
+                    })
+            })
+            .map_err(|error| problem_of(&error));
+        let mut thing = self.affordances.lock();
+        self.endpoint
+            .reply(request, result, &mut thing, Instant::now());
+    }
+
+    /// A stream action ended: an error resets its stream.
+    pub(crate) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
+        if let Err(error) = result {
+            tracing::info!(%error, stream = id, "the stream action failed: resetting the stream");
+            if let Err(error) = self.endpoint.stream_reset(StreamId(id), ResetCode::CANCELLED) {
+                tracing::debug!(%error, "cannot reset the stream");
+            }
+            self.pipes.fail(id, &CallError::Closed(format!("the action failed: {error}")));
+        }
+    }
+
+    /// A stream handle's request.
+    pub(crate) fn on_stream_command(&mut self, command: StreamCommand) {
+        self.pipes.on_command(command, &mut self.endpoint);
+    }
+
+    /// The session ended: subscriptions end, long-running actions run on for their lease.
+    pub(crate) fn close(&mut self, reason: &str) {
+        self.affordances.unregister(self.subscriber);
+        self.pipes.fail_all(&CallError::Closed(reason.to_owned()));
+    }
+
+    fn drain(&mut self, actions: &Actions, work: &mpsc::UnboundedSender<Box<Work>>) {
+        while let Some(event) = self.endpoint.poll_event() {
+            self.on_event(event, actions, work);
+        }
+    }
+
+    fn refuse(&mut self, request: RequestId, problem: Problem) {
+        let mut thing = self.affordances.lock();
+        self.endpoint
+            .reply(request, Err(problem), &mut thing, Instant::now());
+    }
+
+    fn on_event(
+        &mut self,
+        event: ProviderEvent,
+        actions: &Actions,
+        work: &mpsc::UnboundedSender<Box<Work>>,
+    ) {
+        match event {
+            ProviderEvent::Invoke {
+                request,
+                name,
+                input,
+                mode,
+                action_id,
+                stream,
+            } => {
+                if let Err(problem) = self.code.check(Payload::Input, &name, &input) {
+                    return self.refuse(request, Problem::of(ProblemType::BadMessage, problem));
+                }
+                let Some(backend) = actions.mode_backend(&name) else {
+                    let problem = Problem::new("about:blank")
+                        .with_status(404)
+                        .with_detail(format!("action `{name}` is not served here any more"));
+                    return self.refuse(request, problem);
+                };
+                match (mode, backend, action_id, stream) {
+                    (ActionMode::Progress, Backend::Progress(action), Some(action_id), _) => {
+                        self.affordances.run_progress(&action, action_id, input);
+                    }
+                    (ActionMode::Stream, Backend::Stream(action), _, Some(id)) => {
+                        self.start_stream(id, &name, &action, input, work);
+                    }
+                    (_, Backend::Reply(action) | Backend::Notify(action), _, _) => {
+                        self.in_flight += 1;
+                        let future = action.call(input);
+                        let work = work.clone();
+                        tokio::spawn(async move {
+                            let result = AssertUnwindSafe(future)
+                                .catch_unwind()
+                                .await
+                                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+                            let _ = work.send(Box::new(Work::Interacted {
+                                request,
+                                name,
+                                result,
+                            }));
+                        });
+                    }
+                    _ => {
+                        let problem = Problem::new("about:blank").with_status(500).with_detail(
+                            format!("action `{name}` is not served in the mode the protocol states"),
+                        );
+                        self.refuse(request, problem);
+                    }
+                }
+            }
+            ProviderEvent::WriteProperty {
+                request,
+                name,
+                value,
+            } => {
+                let result = self
+                    .affordances
+                    .check_property(&name, &value)
+                    .map(|()| value)
+                    .map_err(|error| Problem::of(ProblemType::BadMessage, error.to_string()));
+                let mut thing = self.affordances.lock();
+                self.endpoint
+                    .reply(request, result, &mut thing, Instant::now());
+                self.affordances.wake(&mut thing);
+            }
+            ProviderEvent::StreamReadable { id } => self.pipes.read(id.0, &mut self.endpoint),
+            ProviderEvent::Writable { id } => self.pipes.write(id.0, &mut self.endpoint),
+            ProviderEvent::StreamFinished { id } => {
+                self.pipes.finished(id.0, &mut self.endpoint);
+            }
+            ProviderEvent::StreamReset { id, code } => {
+                let error = CallError::Remote {
+                    code: 499,
+                    message: format!("the requester reset the stream (code {})", code.0),
+                };
+                self.pipes.fail(id.0, &error);
+            }
+            other => tracing::debug!(?other, "interaction event ignored"),
+        }
+    }
+
+    /// Runs a stream action with the stream's two halves.
+    fn start_stream(
+        &mut self,
+        id: StreamId,
+        name: &str,
+        action: &Arc<dyn super::StreamAction>,
+        input: Value,
+        work: &mpsc::UnboundedSender<Box<Work>>,
+    ) {
+        let realtime = self
+            .code
+            .interface()
+            .actions
+            .get(name)
+            .and_then(|action| action.stream.as_ref())
+            .is_some_and(|stream| stream.realtime);
+        let (sender, receiver) = self.pipes.open_with_handles(id.0, realtime);
+        let future = action.call(input, StreamIo { sender, receiver });
+        let work = work.clone();
+        tokio::spawn(async move {
+            let result = AssertUnwindSafe(future)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+            let _ = work.send(Box::new(Work::StreamDone { id: id.0, result }));
+        });
+        self.pipes.read(id.0, &mut self.endpoint);
+    }
+}

@@ -1,0 +1,218 @@
+//! Interface sessions: the seed's WeatherAgent served whole over one negotiated session,
+//! every LMOS pattern on it, and a 0-RTT reconnect that resumes a subscription.
+
+use std::sync::{Arc, OnceLock};
+
+use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
+use concord_node::{ActionUpdate, CallError, Node, Notification, Settlement, Want};
+use serde_json::json;
+
+use crate::support::{build, quick_limits, requester, serve, Agent};
+
+fn weather_agent() -> Agent {
+    let publisher = Arc::new(OnceLock::new());
+    let agent = build(
+        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(quick_limits()),
+    );
+    let _ = publisher.set(agent.node.publisher());
+    agent
+}
+
+fn everything() -> Want {
+    Want::interface([
+        weather::GET_WEATHER,
+        weather::FORECAST_REPORT,
+        weather::LOG_FEEDBACK,
+        weather::TALK,
+        weather::MODEL_CONFIGURATION,
+        weather::USER_FEEDBACK_RECEIVED,
+    ])
+}
+
+#[tokio::test]
+async fn one_negotiation_covers_the_whole_weather_agent() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), everything())
+        .await
+        .unwrap();
+    assert_eq!(peer.info().settlement, Settlement::Negotiated);
+    assert_eq!(
+        peer.info().accounting.llm_calls(),
+        0,
+        "an interface is settled by rules alone"
+    );
+
+    // Request-reply.
+    let answer = peer
+        .call(
+            weather::GET_WEATHER,
+            json!({"question": "Weather in Lisbon?", "interactionMode": "text"}),
+        )
+        .await
+        .unwrap();
+    assert!(answer.as_str().unwrap().contains("Lisbon"), "{answer}");
+    // Input the schema refuses never leaves.
+    let refused = peer
+        .call(weather::GET_WEATHER, json!({"question": "?"}))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, CallError::InvalidInput(_)), "{refused}");
+
+    // Properties.
+    let model = peer
+        .read_property(weather::MODEL_CONFIGURATION)
+        .await
+        .unwrap();
+    assert_eq!(model, weather::model_configuration());
+    let write = peer
+        .write_property(weather::MODEL_CONFIGURATION, json!({"modelName": "x"}))
+        .await
+        .unwrap_err();
+    // Refused before anything is sent: the interface says it is read-only.
+    assert!(matches!(write, CallError::Unsupported(_)), "{write}");
+    assert!(write.to_string().contains("read-only"), "{write}");
+    let mut changes = peer
+        .observe_property(weather::MODEL_CONFIGURATION)
+        .await
+        .unwrap();
+    provider
+        .node
+        .publisher()
+        .set_property(
+            weather::MODEL_CONFIGURATION,
+            json!({"modelName": "gpt-4o-mini", "temperature": 0.5, "maxTokens": 256}),
+        )
+        .unwrap();
+    match changes.next().await.unwrap() {
+        Notification::PropertyChanged { name, value, .. } => {
+            assert_eq!(name, weather::MODEL_CONFIGURATION);
+            assert_eq!(value["modelName"], "gpt-4o-mini");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Publish-subscribe, fed by a fire-and-forget action.
+    let mut feedback = peer
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+    peer.notify(weather::LOG_FEEDBACK, json!({"rating": 5, "comment": "spot on"}))
+        .await
+        .unwrap();
+    match feedback.next().await.unwrap() {
+        Notification::Event { event, id, data } => {
+            assert_eq!(event, weather::USER_FEEDBACK_RECEIVED);
+            assert_eq!(id, 1);
+            assert_eq!(data["rating"], 5);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // One request, many responses.
+    let mut run = peer
+        .call_with_progress(weather::FORECAST_REPORT, json!({"city": "Oslo", "days": 4}))
+        .await
+        .unwrap();
+    let mut last = 0.0;
+    let mut started = false;
+    let output = loop {
+        match run.next().await.unwrap() {
+            ActionUpdate::Started { .. } => started = true,
+            ActionUpdate::Progress { progress, .. } => {
+                assert!(progress >= last, "progress went back: {last} then {progress}");
+                last = progress;
+            }
+            ActionUpdate::Done(result) => break result.unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(started);
+    assert_eq!(output["days"].as_array().unwrap().len(), 4);
+    assert!(run.next().await.is_none(), "exactly one terminal update");
+    let status = peer.query_action(run.action_id().unwrap()).await.unwrap();
+    assert_eq!(status["status"], "completed", "{status}");
+
+    // Streams both ways: ten 20 ms frames in, ten frames back with the volume halved.
+    let (sender, mut receiver) = peer.open_stream(weather::TALK, json!({})).await.unwrap();
+    let frame: Vec<u8> = (0..VOICE_FRAME_BYTES / 2)
+        .flat_map(|i| ((i as i16) * 8).to_le_bytes())
+        .collect();
+    for _ in 0..10 {
+        assert_eq!(sender.send(frame.clone()).await.unwrap(), VOICE_FRAME_BYTES);
+    }
+    sender.finish().await.unwrap();
+    let mut back = Vec::new();
+    while let Some(bytes) = receiver.next().await {
+        back.extend(bytes.unwrap());
+    }
+    assert_eq!(back.len(), 10 * VOICE_FRAME_BYTES);
+    assert_eq!(&back[..VOICE_FRAME_BYTES], &weather::halve_volume(&frame)[..]);
+
+    // A reconnect resumes the protocol (0-RTT) and the subscription from the last seen id.
+    let last_seen = feedback.last_seen();
+    drop(feedback);
+    peer.close().await;
+    provider
+        .node
+        .publisher()
+        .publish(weather::USER_FEEDBACK_RECEIVED, json!({"rating": 2}))
+        .unwrap();
+    let again = requester
+        .node
+        .connect_with(server.url(), everything())
+        .await
+        .unwrap();
+    assert_eq!(again.info().settlement, Settlement::Resumed);
+    let mut resumed = again
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, last_seen)
+        .await
+        .unwrap();
+    match resumed.next().await.unwrap() {
+        Notification::Event { id, data, .. } => {
+            assert_eq!(id, 2, "the event published while we were away");
+            assert_eq!(data["rating"], 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_interface_the_provider_does_not_serve_is_refused_before_any_session() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let error = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::interface([weather::GET_WEATHER, "getTides"]),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("getTides"), "{error}");
+}
+
+#[tokio::test]
+async fn a_one_action_connection_has_no_interactions() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester.connect(&server, weather::GET_WEATHER).await;
+    let answer = peer
+        .call(
+            weather::GET_WEATHER,
+            json!({"question": "Weather in Rome?", "interactionMode": "voice"}),
+        )
+        .await
+        .unwrap();
+    assert!(answer.as_str().unwrap().contains("Rome"));
+    let error = peer
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Unsupported(_)), "{error}");
+}
