@@ -176,7 +176,7 @@ mod serve {
                     LOG_FEEDBACK,
                     "Records a user's feedback and publishes it as userFeedbackReceived.",
                     feedback_schema(),
-                    json!({"type": "object"}),
+                    json!({"type": "object", "properties": {"recorded": {"type": "boolean"}}}),
                 ),
                 move |input: Value| {
                     let publisher = publisher.get().cloned();
@@ -186,7 +186,7 @@ mod serve {
                         publisher
                             .publish(USER_FEEDBACK_RECEIVED, input)
                             .map_err(|error| ActionError::bad_request(error.to_string()))?;
-                        Ok(json!({}))
+                        Ok(json!({"recorded": true}))
                     }
                 },
             )
@@ -195,11 +195,13 @@ mod serve {
                     TALK,
                     "Voice conversation: 20 ms PCM16 frames in, audio frames out.",
                     json!({"type": "object", "properties": {"voice": {"type": "string"}}}),
-                    json!({"type": "object"}),
+                    json!({"type": "object", "properties": {"frames": {"type": "integer"}}}),
                 ),
                 voice_stream(),
                 |_input: Value, mut stream: StreamIo| async move {
+                    let mut frames = 0u64;
                     while let Some(frame) = stream.receiver.next().await {
+                        frames += 1;
                         let frame = frame.map_err(|error| ActionError::internal(error.to_string()))?;
                         stream
                             .sender
@@ -212,7 +214,7 @@ mod serve {
                         .finish()
                         .await
                         .map_err(|error| ActionError::internal(error.to_string()))?;
-                    Ok(json!({}))
+                    Ok(json!({"frames": frames}))
                 },
             )
             .event(

@@ -226,11 +226,33 @@ impl ActionError {
 /// [`ActionTable::detach`]: every unfinished action keeps running until its lease runs
 /// out ([`ActionTable::poll_timeout`], [`ActionTable::handle_timeout`]), and a caller that
 /// comes back ([`ActionTable::attach`]) can query them. Cancellations come out of
+
+/// Where an [`ActionTable`] gets the ids of new actions. An id must not repeat within a
+/// table (a repeat is drawn again); whoever holds an id can query and cancel the action.
+pub trait ActionIds: Send + std::fmt::Debug {
+    /// The next id (at most `Limits::max_action_id` bytes, as it travels in `actionID`).
+    fn next_id(&mut self) -> String;
+}
+
+/// `action-1`, `action-2`, …: deterministic ids for tests and single-tenant use. Guessable:
+/// a node facing strangers supplies random ids ([`ActionTable::with_ids`]).
+#[derive(Debug, Default)]
+pub struct SequentialIds {
+    issued: u64,
+}
+
+impl ActionIds for SequentialIds {
+    fn next_id(&mut self) -> String {
+        self.issued = self.issued.saturating_add(1);
+        format!("action-{}", self.issued)
+    }
+}
+
 /// [`ActionTable::poll_event`] so that the driver stops the work.
 #[derive(Debug)]
 pub struct ActionTable {
     limits: Limits,
-    next_id: u64,
+    ids: Box<dyn ActionIds>,
     actions: BTreeMap<String, Action>,
     unfinished: usize,
     /// Finished ids, oldest first, to forget past `Limits::finished_actions`.
@@ -244,13 +266,21 @@ impl ActionTable {
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,
-            next_id: 1,
+            ids: Box::new(SequentialIds::default()),
             actions: BTreeMap::new(),
             unfinished: 0,
             finished: VecDeque::new(),
             detached: false,
             events: VecDeque::new(),
         }
+    }
+
+    /// Takes action ids from `ids` instead of the default [`SequentialIds`]. An action id
+    /// is all it takes to query or cancel an action, so a node facing strangers gives
+    /// unguessable ones (e.g. 128 random bits).
+    pub fn with_ids(mut self, ids: Box<dyn ActionIds>) -> Self {
+        self.ids = ids;
+        self
     }
 
     /// Starts an action (`pending`) with the default lease `Limits::action_lease`;
@@ -277,8 +307,10 @@ impl ActionTable {
                 limit: self.limits.max_actions,
             });
         }
-        let id = format!("action-{}", self.next_id);
-        self.next_id = self.next_id.saturating_add(1);
+        let mut id = self.ids.next_id();
+        while self.actions.contains_key(&id) {
+            id = self.ids.next_id();
+        }
         let action = Action {
             id: id.clone(),
             name: name.to_owned(),

@@ -46,7 +46,10 @@ pub mod stream;
 mod thing;
 pub mod wire;
 
-pub use actions::{Action, ActionError, ActionEvent, ActionTable, ActionTracker, CancelReason};
+pub use actions::{
+    Action, ActionError, ActionEvent, ActionIds, ActionTable, ActionTracker, CancelReason,
+    SequentialIds,
+};
 pub use correlation::{CorrelationError, CorrelationState, Correlations};
 pub use document::{DocumentError, DocumentLimits, Judgement};
 pub use endpoint::{

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::actions::{Action, ActionError, ActionEvent, ActionTable};
+use crate::actions::{Action, ActionError, ActionEvent, ActionIds, ActionTable};
 use crate::events::{Delivery, EventError, EventHub, HubEvent, Overflow, Subscribed, SubscriberId};
 use crate::interface::Interface;
 use crate::message::{Message, MessageType, Operation};
@@ -114,6 +114,12 @@ impl Thing {
             woken: BTreeSet::new(),
             action_events: VecDeque::new(),
         })
+    }
+
+    /// Takes long-running actions' ids from `ids` (see [`ActionTable::with_ids`]).
+    pub fn with_action_ids(mut self, ids: Box<dyn ActionIds>) -> Self {
+        self.actions = self.actions.with_ids(ids);
+        self
     }
 
     /// Every affordance the node serves.

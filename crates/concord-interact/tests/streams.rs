@@ -270,8 +270,12 @@ fn data_after_end_is_refused() {
     assert_eq!(recv.read().as_deref(), Some(&b"answer"[..]));
     assert!(events(&mut a).contains(&StreamEvent::Closed { id }));
     assert!(events(&mut b).contains(&StreamEvent::Closed { id }));
-    // Once gone, a chunk for the stream is a typed answer, not a panic.
-    assert_eq!(b.handle_chunk(&late), Err(PeerError::StreamClosed { id }));
+    // Once gone, a chunk for the stream is still data after the peer's END (the stream
+    // closed cleanly, so it cannot be a late chunk of a reset one).
+    assert_eq!(
+        b.handle_chunk(&late),
+        Err(PeerError::DataAfterEnd { id, sequence: 2 })
+    );
 }
 
 #[test]

@@ -1150,6 +1150,7 @@ fn hello_error(failure: hello::HelloFailure) -> ConnectError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use concord_negotiate::ActionSpec;
 
     #[test]
     fn a_base_url_gets_the_well_known_path() {

@@ -57,13 +57,24 @@
 //! (its own schemas, its own candidate protocol or test cases); [`Limits`] bounds sizes,
 //! counts and timeouts; [`NodeBuilder::data_dir`] says where the store lives (the platform
 //! data directory by default).
+//!
+//! An agent is more than one action: [`NodeBuilder::property`], [`NodeBuilder::event`],
+//! [`NodeBuilder::progress_action`], [`NodeBuilder::notify_action`] and
+//! [`NodeBuilder::stream_action`] serve the other LMOS patterns, and a requester that
+//! connects with [`Want::interface`] gets all of the affordances it names over one
+//! negotiated session ([`Connection::subscribe`], [`Connection::call_with_progress`],
+//! [`Connection::open_stream`], [`Connection::read_property`]…); [`Node::publisher`]
+//! publishes events and sets properties.
 #![warn(missing_docs)]
 
 pub use concord_llm::LlmConfig;
 pub use concord_negotiate::{ActionSpec, Need};
 pub use concord_node::{
-    Action, ActionError, CallError, ConnectError, Connection, ConnectionInfo, ExecAction,
-    HttpAction, Limits, Node, NodeBuilder, NodeError, Server, Settlement, Want,
+    Action, ActionError, ActionMode, ActionUpdate, CallError, ConnectError, Connection,
+    ConnectionInfo, Event, ExecAction, HttpAction, Limits, Node, NodeBuilder, NodeError,
+    Notification, ProgressAction, ProgressReporter, Progressing, Property, PublishError,
+    Publisher, Server, Settlement, StreamAction, StreamIo, StreamReceiver, StreamSender,
+    StreamSpec, Subscription, Want,
 };
 pub use serde_json::{json, Value};
 

@@ -96,6 +96,10 @@ pub struct Streams {
     queue: VecDeque<Pending>,
     grants: VecDeque<StreamId>,
     events: VecDeque<StreamEvent>,
+    /// Streams that closed after the peer's END, newest last (at most `max_streams`): a
+    /// chunk the peer sends on one of them is data after END, not a late chunk of a reset
+    /// stream, and is answered as such.
+    ended_by_peer: VecDeque<StreamId>,
 }
 
 /// How a peer's chunk or grant finds its stream.
@@ -119,6 +123,7 @@ impl Streams {
             queue: VecDeque::new(),
             grants: VecDeque::new(),
             events: VecDeque::new(),
+            ended_by_peer: VecDeque::new(),
         }
     }
 
@@ -227,6 +232,12 @@ impl Streams {
             return Ok(());
         }
         match self.target(id)? {
+            Target::Closed if self.ended_by_peer.contains(&id) => {
+                return Err(PeerError::DataAfterEnd {
+                    id,
+                    sequence: chunk.header.sequence,
+                })
+            }
             Target::Closed => return Err(PeerError::StreamClosed { id }),
             Target::Live => {}
         }
@@ -388,6 +399,11 @@ impl Streams {
     fn remove_if_closed(&mut self, id: StreamId) {
         if self.streams.get(&id).is_some_and(StreamState::is_closed) {
             self.streams.remove(&id);
+            // Closed cleanly: both ENDs, the peer's among them.
+            if self.ended_by_peer.len() >= self.limits.max_streams {
+                self.ended_by_peer.pop_front();
+            }
+            self.ended_by_peer.push_back(id);
             self.events.push_back(StreamEvent::Closed { id });
         }
     }

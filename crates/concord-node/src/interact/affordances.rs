@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionEvent, Interface, Overflow, Problem, SubscriberId, Thing,
+    ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -314,6 +314,43 @@ impl std::fmt::Debug for Affordances {
     }
 }
 
+/// Unguessable action ids: the first 128 bits of SHA-256(a random key of the node, a
+/// counter), in hex. Holding an action's id is what lets a caller query or cancel it, from
+/// any session; without the key one id says nothing about the next.
+struct RandomIds {
+    key: [u8; 32],
+    issued: u64,
+}
+
+impl std::fmt::Debug for RandomIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RandomIds")
+            .field("issued", &self.issued)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RandomIds {
+    fn new() -> Result<Self, String> {
+        let mut key = [0u8; 32];
+        getrandom::getrandom(&mut key)
+            .map_err(|error| format!("no randomness for action ids: {error}"))?;
+        Ok(Self { key, issued: 0 })
+    }
+}
+
+impl ActionIds for RandomIds {
+    fn next_id(&mut self) -> String {
+        use sha2::Digest;
+        self.issued = self.issued.wrapping_add(1);
+        let digest = sha2::Sha256::new()
+            .chain_update(self.key)
+            .chain_update(self.issued.to_be_bytes())
+            .finalize();
+        hex::encode(&digest[..16])
+    }
+}
+
 /// The longest the thing's timers wait between runs.
 const TIMER_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -335,7 +372,8 @@ impl Affordances {
             schemas.check(Payload::Property, name, value)?;
         }
         let thing = Thing::new(interface.clone(), initial, limits, overflow)
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| error.to_string())?
+            .with_action_ids(Box::new(RandomIds::new()?));
         Ok(Self {
             interface,
             thing: Mutex::new(thing),

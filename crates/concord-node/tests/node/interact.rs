@@ -216,3 +216,96 @@ async fn a_one_action_connection_has_no_interactions() {
         .unwrap_err();
     assert!(matches!(error, CallError::Unsupported(_)), "{error}");
 }
+
+#[tokio::test]
+async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let bytes = reqwest::get(server.description_url())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let report = concord_describe::validate(&bytes);
+    assert_eq!(report.errors().count(), 0, "{report:?}");
+    assert_eq!(report.warnings().count(), 0, "{report:?}");
+    let td: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let ops = |affordance: &serde_json::Value| -> Vec<String> {
+        affordance["forms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|form| match &form["op"] {
+                serde_json::Value::String(op) => vec![op.clone()],
+                serde_json::Value::Array(ops) => ops
+                    .iter()
+                    .map(|op| op.as_str().unwrap().to_owned())
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    let model = &td["properties"][weather::MODEL_CONFIGURATION];
+    assert_eq!(model["readOnly"], true, "{model}");
+    let model_ops = ops(model);
+    assert!(model_ops.contains(&"readproperty".to_owned()), "{model_ops:?}");
+    assert!(model_ops.contains(&"observeproperty".to_owned()), "{model_ops:?}");
+    assert!(!model_ops.contains(&"writeproperty".to_owned()), "{model_ops:?}");
+    let forecast = &td["actions"][weather::FORECAST_REPORT];
+    assert_eq!(forecast["synchronous"], false, "{forecast}");
+    let forecast_ops = ops(forecast);
+    for op in ["invokeaction", "queryaction", "cancelaction"] {
+        assert!(forecast_ops.contains(&op.to_owned()), "{forecast_ops:?}");
+    }
+    let talk = &td["actions"][weather::TALK];
+    assert_eq!(talk["concord:mode"], "stream", "{talk}");
+    assert_eq!(
+        talk["concord:stream"]["concord:frameBytes"],
+        json!(VOICE_FRAME_BYTES),
+        "{talk}"
+    );
+    assert_eq!(td["actions"][weather::LOG_FEEDBACK]["concord:mode"], "notify");
+    let event = &td["events"][weather::USER_FEEDBACK_RECEIVED];
+    assert_eq!(event["data"]["properties"]["rating"]["maximum"], 5, "{event}");
+    let event_ops = ops(event);
+    assert!(event_ops.contains(&"subscribeevent".to_owned()), "{event_ops:?}");
+    assert!(event_ops.contains(&"unsubscribeevent".to_owned()), "{event_ops:?}");
+}
+
+#[tokio::test]
+async fn a_long_running_action_outlives_its_callers_connection() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let want = Want::interface([weather::FORECAST_REPORT]);
+    let peer = requester
+        .node
+        .connect_with(server.url(), want.clone())
+        .await
+        .unwrap();
+    let mut run = peer
+        .call_with_progress(weather::FORECAST_REPORT, json!({"city": "Riga", "days": 10}))
+        .await
+        .unwrap();
+    let action_id = loop {
+        if let ActionUpdate::Started { action_id } = run.next().await.unwrap() {
+            break action_id;
+        }
+    };
+    // The id is the capability to query and cancel: 128 unguessable bits.
+    assert_eq!(action_id.len(), 32, "{action_id}");
+    assert!(action_id.chars().all(|c| c.is_ascii_hexdigit()), "{action_id}");
+    // The caller goes away mid-run: within the lease (30 s) the action runs on.
+    peer.close().await;
+    let again = requester.node.connect_with(server.url(), want).await.unwrap();
+    let status = loop {
+        let status = again.query_action(&action_id).await.unwrap();
+        if status["status"] != "running" && status["status"] != "pending" {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(status["output"]["days"].as_array().unwrap().len(), 10, "{status}");
+}

@@ -10,6 +10,7 @@ mod foreign;
 mod hostile;
 mod identity;
 mod interact;
+mod interact_wire;
 mod limits;
 mod llm;
 mod negotiation;
