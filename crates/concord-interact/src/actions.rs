@@ -275,6 +275,11 @@ impl ActionTable {
         }
     }
 
+    /// The limits it was made with.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// Takes action ids from `ids` instead of the default [`SequentialIds`]. An action id
     /// is all it takes to query or cancel an action, so a node facing strangers gives
     /// unguessable ones (e.g. 128 random bits).

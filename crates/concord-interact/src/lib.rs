@@ -87,6 +87,7 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `replay_max_age` | none | when set, events older than this leave the replay buffer too |
 /// | `subscriber_queue` | 1024 | per subscriber, undelivered messages; past it the hub's [`Overflow`] policy applies |
 /// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
+/// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose sessions hold this many ([`ActionError::TooMany`], a 429 problem) |
 /// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`]) |
 /// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
 /// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
@@ -130,6 +131,10 @@ pub struct Limits {
     pub max_subscribers: usize,
     /// Most unfinished actions in one [`ActionTable`] (default 256).
     pub max_actions: usize,
+    /// Most unfinished actions of one caller (all its sessions, and those that ended within
+    /// their lease, together), so that no caller takes `max_actions` from the others
+    /// (default 16).
+    pub max_actions_per_caller: usize,
     /// Finished actions kept so that a caller can still query them (default 256).
     pub finished_actions: usize,
     /// How long an unfinished action survives its caller's detached connection
@@ -155,6 +160,7 @@ impl Default for Limits {
             subscriber_queue: 1024,
             max_subscribers: 10_000,
             max_actions: 256,
+            max_actions_per_caller: 16,
             finished_actions: 256,
             action_lease: Duration::from_secs(30),
             max_pending_requests: 1024,

@@ -39,6 +39,8 @@ pub enum ThingError {
 struct Owner {
     /// The session, `None` once it ended (the lease runs).
     subscriber: Option<SubscriberId>,
+    /// Who invoked it ([`Thing::new_subscriber_for`]).
+    caller: String,
     /// The `correlationID` of its `invokeaction`.
     correlation_id: String,
 }
@@ -46,6 +48,8 @@ struct Owner {
 /// What the Thing queued for one session besides the hubs' deliveries.
 #[derive(Debug, Default)]
 struct Session {
+    /// Who the session's peer is, as the node names it.
+    caller: String,
     /// Action notifications (at most one progress notification per action: a newer one
     /// replaces it), so at most two per unfinished action.
     outbox: VecDeque<Message>,
@@ -230,11 +234,25 @@ impl Thing {
         self.drain_action_events();
     }
 
-    /// A new session's id (one per provider session).
+    /// A new session's id (one per provider session), its peer known to no other session:
+    /// its unfinished actions count against `Limits::max_actions_per_caller` alone.
     pub fn new_subscriber(&mut self) -> SubscriberId {
+        let caller = format!("session {}", self.next_subscriber);
+        self.new_subscriber_for(&caller)
+    }
+
+    /// A new session's id for a peer the node knows as `caller` (its DID, or its client
+    /// address): the unfinished actions of every session of one caller, and of those that
+    /// ended within their lease, count together against `Limits::max_actions_per_caller`,
+    /// so no caller can take the node's `max_actions` from the others.
+    pub fn new_subscriber_for(&mut self, caller: &str) -> SubscriberId {
         let id = SubscriberId(self.next_subscriber);
         self.next_subscriber = self.next_subscriber.saturating_add(1);
-        self.sessions.insert(id, Session::default());
+        let session = Session {
+            caller: caller.to_owned(),
+            ..Session::default()
+        };
+        self.sessions.insert(id, session);
         id
     }
 
@@ -272,11 +290,26 @@ impl Thing {
         correlation_id: &str,
         now: Instant,
     ) -> Result<String, ActionError> {
+        let caller = self
+            .sessions
+            .get(&subscriber)
+            .map(|session| session.caller.clone())
+            .unwrap_or_default();
+        let limit = self.actions.limits().max_actions_per_caller;
+        let running = self
+            .owners
+            .values()
+            .filter(|owner| owner.caller == caller)
+            .count();
+        if running >= limit {
+            return Err(ActionError::TooMany { limit });
+        }
         let id = self.actions.start(name, now)?;
         self.owners.insert(
             id.clone(),
             Owner {
                 subscriber: Some(subscriber),
+                caller,
                 correlation_id: correlation_id.to_owned(),
             },
         );

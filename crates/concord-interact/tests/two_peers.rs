@@ -1280,3 +1280,63 @@ fn a_stream_action_the_node_refuses_ends_with_its_problem() {
     assert_eq!(net.c(s).open_requests(), 0);
     assert!(!net.c(s).streams().contains(id));
 }
+
+#[test]
+fn one_caller_cannot_take_every_long_running_action_slot() {
+    use concord_interact::{ActionAffordance, ActionMode, Interface, Limits, Overflow, Thing};
+    let mut interface = Interface::default();
+    interface.actions.insert(
+        "render".to_owned(),
+        ActionAffordance {
+            description: String::new(),
+            input: serde_json::json!({"type": "object"}),
+            output: serde_json::json!({"type": "object"}),
+            mode: ActionMode::Progress,
+            stream: None,
+        },
+    );
+    let mut limits = Limits::default();
+    limits.max_actions_per_caller = 2;
+    let mut thing = Thing::new(
+        interface.clone(),
+        Default::default(),
+        limits.clone(),
+        Overflow::DropOldest,
+    )
+    .unwrap();
+    let now = std::time::Instant::now();
+    let invoke = |correlation: &str| {
+        concord_interact::encode_message(
+            &concord_interact::Message::request(
+                concord_interact::Operation::InvokeAction,
+                correlation,
+            )
+            .with_name("render")
+            .with_input(serde_json::json!({})),
+            &limits,
+        )
+        .unwrap()
+    };
+    let streams = concord_interact::stream::StreamLimits::default();
+    // Two sessions of one caller share its two slots; a third invoke is refused 429.
+    let first = thing.new_subscriber_for("ws://192.0.2.7");
+    let second = thing.new_subscriber_for("ws://192.0.2.7");
+    let mut a =
+        concord_interact::ProviderEndpoint::new(first, interface.clone(), limits.clone(), streams);
+    let mut b =
+        concord_interact::ProviderEndpoint::new(second, interface.clone(), limits.clone(), streams);
+    a.handle_frame(now, &invoke("c1"), &mut thing);
+    b.handle_frame(now, &invoke("c2"), &mut thing);
+    b.handle_frame(now, &invoke("c3"), &mut thing);
+    assert_eq!(thing.unfinished_actions(), 2);
+    let refused: Vec<serde_json::Value> = std::iter::from_fn(|| b.poll_transmit(&mut thing))
+        .map(|frame| serde_json::from_slice(&frame).unwrap())
+        .filter(|message: &serde_json::Value| message["correlationID"] == "c3")
+        .collect();
+    assert_eq!(refused[0]["error"]["status"], 429, "{refused:?}");
+    // Another caller still gets its own.
+    let other = thing.new_subscriber_for("ws://198.51.100.9");
+    let mut c = concord_interact::ProviderEndpoint::new(other, interface, limits.clone(), streams);
+    c.handle_frame(now, &invoke("c4"), &mut thing);
+    assert_eq!(thing.unfinished_actions(), 3);
+}

@@ -39,7 +39,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
-/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), the 257th unfinished action: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream; a chunk past the credit resets its stream with a 429 problem |
 ///

@@ -45,6 +45,9 @@ impl<T: Transport> Driver<T> {
             RoleState::Provider(_) => Interact::Provider(Box::new(ProviderInteract::new(
                 code,
                 Arc::clone(&self.shared.affordances),
+                // Long-running actions are counted per caller: the peer's proved DID, else
+                // its address (`server::peer_label`).
+                &self.peer,
                 limits.interaction.clone(),
                 limits.streams,
             ))),

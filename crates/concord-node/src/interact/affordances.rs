@@ -388,9 +388,10 @@ impl Affordances {
         lock(&self.thing)
     }
 
-    /// A new subscriber (one per provider session) and the notify that wakes its session.
-    pub(crate) fn register(&self) -> (SubscriberId, Arc<Notify>) {
-        let id = self.lock().new_subscriber();
+    /// A new subscriber (one per provider session) for the peer the node knows as `caller`
+    /// (its DID, or its client address), and the notify that wakes its session.
+    pub(crate) fn register(&self, caller: &str) -> (SubscriberId, Arc<Notify>) {
+        let id = self.lock().new_subscriber_for(caller);
         let notify = Arc::new(Notify::new());
         lock(&self.wakers).insert(id, Arc::clone(&notify));
         (id, notify)

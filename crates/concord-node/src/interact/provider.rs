@@ -44,13 +44,16 @@ impl std::fmt::Debug for ProviderInteract {
 }
 
 impl ProviderInteract {
+    /// The provider's side of an interface session with the peer the node knows as
+    /// `caller` (its DID, or its client address).
     pub(crate) fn new(
         code: Arc<InterfaceCode>,
         affordances: Arc<Affordances>,
+        caller: &str,
         limits: concord_interact::Limits,
         streams: concord_interact::stream::StreamLimits,
     ) -> Self {
-        let (subscriber, wake) = affordances.register();
+        let (subscriber, wake) = affordances.register(caller);
         let endpoint = ProviderEndpoint::new(subscriber, code.interface().clone(), limits, streams);
         Self {
             endpoint,
