@@ -15,6 +15,9 @@
 //! public_url = "https://shop.example.com/"   # optional: behind a TLS proxy (then wss://)
 //! tls = { certificate = "cert.pem", key = "key.pem" }   # optional: serve https:// and wss://
 //! shutdown_grace = "10s"             # on Ctrl-C/SIGTERM, how long calls running may finish
+//! event_ingest_token = "${SHOP_INGEST_TOKEN}"   # optional: serve POST /events/{name}
+//! #   (`Authorization: Bearer <token>`) for backend services to publish events; `${NAME}`
+//! #   is the environment variable NAME (unset: a configuration error)
 //!
 //! [[actions]]
 //! name = "getProductInfo"
@@ -22,6 +25,7 @@
 //! input = "product-id.schema.json"   # a file, or the schema inline as a table
 //! output = "product-info.schema.json"
 //! exec = { command = "sh", args = ["product-info.sh"], timeout = "5s" }
+//! #   (also: env, cwd, max_output_bytes, max_line_bytes: the longest progress/event line)
 //! #   an application error: stdout a JSON object whose only member is `error`,
 //! #   {"error": {"code": 404, "message": "no product P9"}}, exit status 0 or not (or, with
 //! #   a non-zero exit, RFC 9457 problem details {"status": 404, "detail": "…"}); any other
@@ -32,6 +36,29 @@
 //! allow = "anyone"                   # who may call it: "anyone" (default), "authenticated"
 //! #   (any caller that proved its DID), or a list of DIDs and DID prefixes ending in ":*":
 //! #   allow = ["did:wba:partner.example:*", "did:wba:localhost%3A9000:agents:e1_…"]
+//! mode = "reply"                     # "reply" (default) | "notify" (fire and forget) |
+//! #   "progress" (long-running: exec only; the command prints {"progress": 0.4} lines before
+//! #   its answer) | "stream" (exec only: bytes both ways on its stdin and stdout)
+//! # Any exec command may print {"event": "name", "data": {…}} lines: the node publishes them.
+//! # [actions.stream]                 # with mode = "stream" (and only then)
+//! # content_type = "audio/pcm;rate=24000;channels=1"
+//! # output_content_type = "audio/pcm;rate=24000;channels=1"   # default: content_type
+//! # frame_bytes = 960                # default 0: not framed
+//! # initial_credit = 48000           # bytes each direction starts with
+//! # realtime = true                  # drop rather than buffer when out of credit
+//!
+//! [[properties]]                     # readproperty (writeproperty, observeproperty)
+//! name = "stock"
+//! description = "Units in stock."
+//! schema = { type = "integer", minimum = 0 }   # or schema_file = "stock.schema.json"
+//! initial = 12                       # the first value; its schema must accept it
+//! writable = false                   # default false
+//! observable = true                  # default false
+//!
+//! [[events]]                         # subscribeevent
+//! name = "priceChanged"
+//! description = "A product's price changed."
+//! data = { type = "object" }         # or data_file = "price-changed.schema.json"
 //!
 //! [security]                         # the agent's DID identity: <data_dir>/identity/keys.json
 //! encryption = "preferred"           # "off" | "preferred" (encrypted when the peer speaks it)
@@ -72,8 +99,8 @@ use std::time::Duration;
 use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
-    Allow, Authentication, DidPattern, Encryption, ExecAction, HttpAction, Limits, Security,
-    SignatureForm,
+    ActionMode, Allow, Authentication, DidPattern, Encryption, Event, ExecAction, HttpAction,
+    Limits, Property, Security, SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -147,6 +174,47 @@ pub struct AgentConfig {
     pub limits: Limits,
     /// The security policy (`[security]`; [`Security::default`] otherwise).
     pub security: Security,
+    /// The properties served (`[[properties]]`).
+    pub properties: Vec<ConfiguredProperty>,
+    /// The events declared (`[[events]]`).
+    pub events: Vec<ConfiguredEvent>,
+    /// The token backend services post events in with (`node.event_ingest_token`).
+    pub event_ingest_token: Option<Secret>,
+}
+
+/// A secret from the configuration: `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// A property from the configuration.
+#[derive(Debug)]
+pub struct ConfiguredProperty {
+    /// Its name.
+    pub name: String,
+    /// Its schema, first value and what peers may do with it.
+    pub property: Property,
+}
+
+/// An event from the configuration.
+#[derive(Debug)]
+pub struct ConfiguredEvent {
+    /// Its name.
+    pub name: String,
+    /// Its data's schema.
+    pub event: Event,
 }
 
 /// An action with its published spec and its backend.
@@ -158,6 +226,10 @@ pub struct ConfiguredAction {
     pub backend: Backend,
     /// Who may call it (`allow`, default anyone).
     pub allow: Allow,
+    /// How it answers (`mode`, default reply).
+    pub mode: ActionMode,
+    /// What its streams carry (`[actions.stream]`), for a stream action.
+    pub stream: Option<StreamSpec>,
 }
 
 /// What runs an action.
@@ -256,6 +328,50 @@ struct File {
     limits: LimitsSection,
     #[serde(default)]
     security: SecuritySection,
+    #[serde(default)]
+    properties: Vec<PropertySection>,
+    #[serde(default)]
+    events: Vec<EventSection>,
+}
+
+/// `[[properties]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PropertySection {
+    name: String,
+    #[serde(default)]
+    description: String,
+    schema: Option<Value>,
+    schema_file: Option<PathBuf>,
+    initial: Option<Value>,
+    #[serde(default)]
+    writable: bool,
+    #[serde(default)]
+    observable: bool,
+}
+
+/// `[[events]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventSection {
+    name: String,
+    #[serde(default)]
+    description: String,
+    data: Option<Value>,
+    data_file: Option<PathBuf>,
+}
+
+/// `[actions.stream]`: a `concord_node::StreamSpec`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamSection {
+    content_type: String,
+    output_content_type: Option<String>,
+    #[serde(default)]
+    frame_bytes: u32,
+    initial_credit: u64,
+    #[serde(default)]
+    realtime: bool,
 }
 
 /// `[security]`: the node's security policy, each value a name checked in
@@ -285,6 +401,7 @@ struct NodeSection {
     public_url: Option<String>,
     tls: Option<TlsSection>,
     shutdown_grace: Option<Humane>,
+    event_ingest_token: Option<String>,
 }
 
 /// `node.tls`: serve `https://` and `wss://` with this certificate chain and key.
@@ -307,6 +424,10 @@ struct ActionSection {
     http: Option<HttpSection>,
     /// `"anyone"`, `"authenticated"`, or a list of DIDs and DID prefixes (`…:*`).
     allow: Option<Value>,
+    /// `"reply"` (default), `"notify"`, `"progress"` or `"stream"`.
+    mode: Option<String>,
+    /// What a stream action's streams carry.
+    stream: Option<StreamSection>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,6 +442,8 @@ struct ExecSection {
     cwd: Option<PathBuf>,
     timeout: Option<Humane>,
     max_output_bytes: Option<usize>,
+    /// Longest progress or event line read as one.
+    max_line_bytes: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -505,6 +628,41 @@ impl File {
             }
             actions.push(action.check(&key, base)?);
         }
+        let mut affordances: BTreeMap<String, &str> =
+            names.into_iter().map(|name| (name, "an action")).collect();
+        // One name space for actions, properties and events: a requester asks for them by
+        // name alone.
+        let mut unique = |name: &str, key: &str, kind: &'static str| match affordances.get(name) {
+            Some(taken) => Err(Problem::key(
+                format!("{key}.name"),
+                format!(
+                    "`{name}` is already {taken}: every action, property and event needs a \
+                     name of its own"
+                ),
+            )),
+            None => {
+                affordances.insert(name.to_owned(), kind);
+                Ok(())
+            }
+        };
+        let mut properties = Vec::new();
+        for (index, property) in self.properties.into_iter().enumerate() {
+            let key = format!("properties[{index}]");
+            unique(property.name.trim(), &key, "a property")?;
+            properties.push(property.check(&key, base)?);
+        }
+        let mut events = Vec::new();
+        for (index, event) in self.events.into_iter().enumerate() {
+            let key = format!("events[{index}]");
+            unique(event.name.trim(), &key, "an event")?;
+            events.push(event.check(&key, base)?);
+        }
+        let event_ingest_token = self
+            .node
+            .event_ingest_token
+            .map(|token| check_token(&token, env))
+            .transpose()
+            .map_err(|message| Problem::key("node.event_ingest_token", message))?;
         let llm = match self.llm {
             Some(section) => section.check(env, base)?,
             None => LlmConfig::from_lookup(env)
@@ -555,6 +713,9 @@ impl File {
             consensus,
             limits: self.limits.check()?,
             security: self.security.check()?,
+            properties,
+            events,
+            event_ingest_token,
         })
     }
 }
@@ -690,8 +851,56 @@ impl ActionSection {
         let input = schema(self.input, &format!("{key}.input"), base)?;
         let output = schema(self.output, &format!("{key}.output"), base)?;
         let allow = check_allow(self.allow, &format!("{key}.allow"))?;
+        let mode = match &self.mode {
+            None => ActionMode::Reply,
+            Some(mode) => choose(
+                &format!("{key}.mode"),
+                mode,
+                &[
+                    ("reply", ActionMode::Reply),
+                    ("notify", ActionMode::Notify),
+                    ("progress", ActionMode::Progress),
+                    ("stream", ActionMode::Stream),
+                ],
+            )?,
+        };
+        let stream =
+            match (mode, self.stream) {
+                (ActionMode::Stream, Some(stream)) => Some(stream.check(&format!("{key}.stream"))?),
+                (ActionMode::Stream, None) => return Err(Problem::key(
+                    format!("{key}.stream"),
+                    "is missing: a stream action says what its streams carry ([actions.stream] \
+                     with content_type and initial_credit)",
+                )),
+                (_, Some(_)) => {
+                    return Err(Problem::key(
+                        format!("{key}.stream"),
+                        format!(
+                            "only a stream action has one (this one's mode is {:?})",
+                            mode.as_str()
+                        ),
+                    ))
+                }
+                (_, None) => None,
+            };
+        if self.http.is_some() && matches!(mode, ActionMode::Progress | ActionMode::Stream) {
+            return Err(Problem::key(
+                format!("{key}.mode"),
+                format!(
+                    "an http backend serves the modes \"reply\" and \"notify\", not {:?}: use an exec backend",
+                    mode.as_str()
+                ),
+            ));
+        }
         let backend = match (self.exec, self.http) {
-            (Some(exec), None) => Backend::Exec(exec.check(&format!("{key}.exec"), base)?),
+            (Some(exec), None) => {
+                let mut exec = exec.check(&format!("{key}.exec"), base)?;
+                if let Some(stream) = &stream {
+                    exec =
+                        exec.frame_bytes(usize::try_from(stream.frame_bytes).unwrap_or(usize::MAX));
+                }
+                Backend::Exec(exec)
+            }
             (None, Some(http)) => Backend::Http(http.check(&format!("{key}.http"), base)?),
             (None, None) => {
                 return Err(Problem::key(
@@ -717,8 +926,166 @@ impl ActionSection {
             },
             backend,
             allow,
+            mode,
+            stream,
         })
     }
+}
+
+impl StreamSection {
+    fn check(self, key: &str) -> Result<StreamSpec, Problem> {
+        if self.content_type.trim().is_empty() {
+            return Err(Problem::key(format!("{key}.content_type"), "is empty"));
+        }
+        if self
+            .output_content_type
+            .as_ref()
+            .is_some_and(|media| media.trim().is_empty())
+        {
+            return Err(Problem::key(
+                format!("{key}.output_content_type"),
+                "is empty",
+            ));
+        }
+        let initial_credit = nonzero(self.initial_credit, &format!("{key}.initial_credit"))?;
+        if self.frame_bytes > 0 && initial_credit < u64::from(self.frame_bytes) {
+            return Err(Problem::key(
+                format!("{key}.initial_credit"),
+                format!(
+                    "{initial_credit} is less than one frame ({} bytes): nothing could be sent",
+                    self.frame_bytes
+                ),
+            ));
+        }
+        Ok(StreamSpec {
+            content_type: self.content_type,
+            output_content_type: self.output_content_type,
+            frame_bytes: self.frame_bytes,
+            initial_credit,
+            realtime: self.realtime,
+        })
+    }
+}
+
+/// A schema given inline (`inline_key`: a table, `true`/`false`, or a file path as for
+/// actions) or as a file (`file_key`), exactly one of them.
+fn inline_or_file(
+    inline: Option<Value>,
+    file: Option<PathBuf>,
+    key: &str,
+    (inline_key, file_key): (&str, &str),
+    base: &Path,
+) -> Result<Value, Problem> {
+    match (inline, file) {
+        (Some(value), None) => schema(value, &format!("{key}.{inline_key}"), base),
+        (None, Some(file)) => schema(
+            Value::String(file.to_string_lossy().into_owned()),
+            &format!("{key}.{file_key}"),
+            base,
+        ),
+        (None, None) => Err(Problem::key(
+            key,
+            format!("give `{inline_key}` (a JSON Schema) or `{file_key}` (its file)"),
+        )),
+        (Some(_), Some(_)) => Err(Problem::key(
+            key,
+            format!("give `{inline_key}` or `{file_key}`, not both"),
+        )),
+    }
+}
+
+/// An affordance's name: not empty.
+fn affordance_name(name: &str, key: &str) -> Result<String, Problem> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Problem::key(format!("{key}.name"), "is empty"));
+    }
+    Ok(name.to_owned())
+}
+
+impl PropertySection {
+    fn check(self, key: &str, base: &Path) -> Result<ConfiguredProperty, Problem> {
+        let name = affordance_name(&self.name, key)?;
+        let schema = inline_or_file(
+            self.schema,
+            self.schema_file,
+            key,
+            ("schema", "schema_file"),
+            base,
+        )?;
+        let initial_key = format!("{key}.initial");
+        let Some(initial) = self.initial else {
+            return Err(Problem::key(
+                initial_key,
+                "is missing: a property starts with a value its schema accepts",
+            ));
+        };
+        // The schema compiled in `schema`.
+        if let Ok(validator) = jsonschema::validator_for(&schema) {
+            if let Some(error) = validator.iter_errors(&initial).next() {
+                return Err(Problem::key(
+                    initial_key,
+                    format!(
+                        "its schema refuses it: {error} (at {})",
+                        error.instance_path()
+                    ),
+                ));
+            }
+        }
+        let mut property = Property::new(schema, initial).description(self.description);
+        if self.writable {
+            property = property.writable();
+        }
+        if self.observable {
+            property = property.observable();
+        }
+        Ok(ConfiguredProperty { name, property })
+    }
+}
+
+impl EventSection {
+    fn check(self, key: &str, base: &Path) -> Result<ConfiguredEvent, Problem> {
+        let name = affordance_name(&self.name, key)?;
+        let data = inline_or_file(self.data, self.data_file, key, ("data", "data_file"), base)?;
+        Ok(ConfiguredEvent {
+            name,
+            event: Event::new(data).description(self.description),
+        })
+    }
+}
+
+/// The event ingest token, `${NAME}` replaced by the environment variable NAME: not empty,
+/// printable ASCII without spaces (it travels in a header).
+fn check_token(token: &str, env: &impl Fn(&str) -> Option<String>) -> Result<Secret, String> {
+    let mut expanded = String::new();
+    let mut rest = token;
+    while let Some(start) = rest.find("${") {
+        expanded.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(
+                "`${` without its `}`: write `${NAME}` for the environment variable NAME"
+                    .to_owned(),
+            );
+        };
+        let name = &after[..end];
+        if name.is_empty() {
+            return Err("`${}` names no environment variable".to_owned());
+        }
+        match env(name) {
+            Some(value) => expanded.push_str(&value),
+            None => return Err(format!("the environment variable {name} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    expanded.push_str(rest);
+    if expanded.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if !expanded.chars().all(|c| c.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces (it travels in a header)".to_owned());
+    }
+    Ok(Secret(expanded))
 }
 
 /// The file at `path` (a configured path joined to the configuration's directory); an
@@ -776,6 +1143,9 @@ impl ExecSection {
         }
         if let Some(bytes) = self.max_output_bytes {
             action = action.max_output_bytes(nonzero(bytes, &format!("{key}.max_output_bytes"))?);
+        }
+        if let Some(bytes) = self.max_line_bytes {
+            action = action.max_line_bytes(nonzero(bytes, &format!("{key}.max_line_bytes"))?);
         }
         Ok(action)
     }
@@ -1199,6 +1569,62 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             Ok(Allow::Dids(patterns)) => assert_eq!(patterns.len(), 1),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn properties_events_modes_streams_and_the_ingest_token_are_read() {
+        let text = format!(
+            "[node]\nevent_ingest_token = \"tok-${{INGEST}}\"\n{MINIMAL}mode = \"progress\"\n\
+             [[actions]]\nname = \"talk\"\nmode = \"stream\"\ninput = {{}}\noutput = {{}}\n\
+             exec = {{ command = \"cat\" }}\n\
+             [actions.stream]\ncontent_type = \"audio/pcm\"\nframe_bytes = 4\ninitial_credit = 40\n\
+             realtime = true\n\
+             [[properties]]\nname = \"units\"\ndescription = \"Units.\"\nschema = {{ type = \"integer\" }}\n\
+             initial = 3\nwritable = true\n\
+             [[properties]]\nname = \"model\"\nschema_file = \"out.json\"\ninitial = {{ name = \"m\" }}\n\
+             observable = true\n\
+             [[events]]\nname = \"fed\"\ndata_file = \"out.json\"\n"
+        );
+        let config = load(&text, &[("INGEST", "abc")]).unwrap();
+        assert_eq!(
+            config.event_ingest_token.as_ref().unwrap().expose(),
+            "tok-abc"
+        );
+        assert_eq!(
+            format!("{:?}", config.event_ingest_token),
+            "Some(Secret(…))"
+        );
+        assert_eq!(config.actions[0].mode, ActionMode::Progress);
+        assert!(config.actions[0].stream.is_none());
+        let talk = &config.actions[1];
+        assert_eq!(talk.mode, ActionMode::Stream);
+        assert_eq!(
+            talk.stream,
+            Some(StreamSpec {
+                content_type: "audio/pcm".into(),
+                output_content_type: None,
+                frame_bytes: 4,
+                initial_credit: 40,
+                realtime: true,
+            })
+        );
+        let names: Vec<&str> = config.properties.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["units", "model"]);
+        assert_eq!(
+            config.properties[0].property,
+            Property::new(serde_json::json!({"type": "integer"}), serde_json::json!(3))
+                .writable()
+                .description("Units.")
+        );
+        assert_eq!(config.properties[1].property.clone(), {
+            let schema = config.actions[0].spec.output.clone();
+            Property::new(schema, serde_json::json!({"name": "m"})).observable()
+        });
+        assert_eq!(config.events[0].name, "fed");
+        // No token, the default mode.
+        let config = load(MINIMAL, &[]).unwrap();
+        assert!(config.event_ingest_token.is_none());
+        assert_eq!(config.actions[0].mode, ActionMode::Reply);
     }
 
     #[test]

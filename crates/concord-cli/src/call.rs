@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use concord_describe::InteractionMode;
 use concord_node::{
     CallError, ConnectError, Connection, ConnectionInfo, Identity, Limits, Node, Security,
     SignatureForm, Want,
@@ -18,6 +19,7 @@ use serde_json::{json, Value};
 
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
+use crate::interact::{progress, Affordance};
 use crate::llm;
 use crate::logging::Spinner;
 use crate::output::{self, outln};
@@ -63,6 +65,14 @@ standard error); the rest go on. With --json each output line is
 `{\"line\", \"output\" | \"error\", \"latencyMs\"}`. `code` is the peer's status code for an
 error response, else one of invalid-json, invalid-input, invalid-response, timeout, closed,
 wrong-action, unsupported.
+
+Long-running, fire-and-forget and stream actions (the description's `concord:mode`): a
+long-running action shows a progress bar with its partial output on a terminal, and prints
+its output at the end; with --json one line per update:
+  {\"type\": \"started\", \"actionId\"}, {\"type\": \"progress\", \"progress\": 0.5, \"partial\"},
+  {\"type\": \"done\", \"output\"} or {\"type\": \"failed\", \"error\": {\"code\", \"message\"}}.
+A fire-and-forget action prints `sent` once the request went. A stream action: `concord stream`.
+  concord call http://127.0.0.1:8080 forecastReport '{\"city\": \"Oslo\"}' --json
 
 Exit codes: 0 every call was answered with an output; 1 the peer said no (unknown action,
 rejected negotiation, an error response, input that breaks the protocol, a line that is not
@@ -284,7 +294,7 @@ fn did_host(location: &str) -> anyhow::Result<(String, Option<u16>)> {
 /// Whether `url` is on this machine's loopback (`127.0.0.0/8`, `[::1]`, `localhost`): an
 /// agent served there has a localhost DID whose document it serves there too (over HTTPS
 /// when it serves TLS, else HTTP).
-fn is_loopback_url(url: &str) -> bool {
+pub(crate) fn is_loopback_url(url: &str) -> bool {
     let Ok(url) = url::Url::parse(url) else {
         return false;
     };
@@ -404,6 +414,17 @@ async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection,
 }
 
 async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::Result<ExitCode> {
+    if args.propose.is_none() {
+        if let Some(mode) = interface_mode(&args).await {
+            let call = progress::Call {
+                url: &args.url,
+                action: &args.action,
+                input,
+                json: args.json,
+            };
+            return progress::call(&node, call, mode).await;
+        }
+    }
     let spinner = Spinner::start(&format!("connecting to {}", args.url));
     let started = Instant::now();
     let connection = match node.connect_with(&args.url, want).await {
@@ -461,9 +482,23 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
+/// The action's mode when the peer's description says it is not request-reply
+/// (long-running, fire-and-forget or stream): it is called over an interface session.
+/// `None` for a request-reply action, and when the description cannot be read here (the
+/// one-action path then says what is wrong).
+async fn interface_mode(args: &CallArgs) -> Option<InteractionMode> {
+    let described = crate::interact::describe(&args.url, args.ca_cert.as_deref())
+        .await
+        .ok()?;
+    match described.affordance(&args.action)? {
+        Affordance::Action { mode, .. } if mode != InteractionMode::Reply => Some(mode),
+        _ => None,
+    }
+}
+
 /// What a call's error says to the caller: a handler's error goes on with the generated
 /// module's stack frames, which say nothing to the caller, so only its first line.
-fn error_text(error: &CallError) -> String {
+pub(crate) fn error_text(error: &CallError) -> String {
     let text = error.to_string();
     match error {
         CallError::InvalidInput(_) | CallError::InvalidResponse(_) => {
@@ -475,7 +510,7 @@ fn error_text(error: &CallError) -> String {
 
 /// The `code` of a failed call in the output: the peer's status code for an error
 /// response, else a name for what failed here.
-fn error_code(error: &CallError) -> Value {
+pub(crate) fn error_code(error: &CallError) -> Value {
     match error {
         CallError::Remote { code, .. } => json!(code),
         CallError::WrongAction { .. } => json!("wrong-action"),
@@ -489,7 +524,7 @@ fn error_code(error: &CallError) -> Value {
 }
 
 /// The error message of a failed call: the peer's own message for an error response.
-fn error_message(error: &CallError) -> String {
+pub(crate) fn error_message(error: &CallError) -> String {
     match error {
         CallError::Remote { message, .. } => message.clone(),
         _ => error_text(error),

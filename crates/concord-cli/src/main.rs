@@ -25,6 +25,7 @@ mod describe;
 mod handler;
 mod identity;
 mod input;
+mod interact;
 mod llm;
 mod logging;
 mod output;
@@ -43,6 +44,7 @@ Examples:
   concord demo                     # two agents on loopback: discover, negotiate, 1,000 calls
   concord serve --config crates/concord-cli/examples/product-agent.toml
   concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P12345\"}'
+  concord subscribe http://127.0.0.1:8080 userFeedbackReceived
   concord protocols list           # what was negotiated, by hash
   concord identity show            # this agent's DID
 
@@ -107,6 +109,14 @@ Examples:
     Serve(serve::ServeArgs),
     /// Call a peer agent's action: discover, negotiate (or resume with 0-RTT), call.
     Call(call::CallArgs),
+    /// Follow a peer's event (or observed property) as JSON lines, reconnecting when it drops.
+    Subscribe(interact::subscribe::SubscribeArgs),
+    /// Pipe standard input through a peer's stream action to standard output.
+    Stream(interact::stream::StreamArgs),
+    /// Read a peer's property.
+    Read(interact::property::ReadArgs),
+    /// Write a peer's property.
+    Write(interact::property::WriteArgs),
     /// Watch two agents find each other, negotiate, generate and verify code, and talk.
     Demo(demo::DemoArgs),
     /// List, show and forget the protocols negotiated and stored.
@@ -132,6 +142,10 @@ fn main() -> ExitCode {
         Command::Protocol(command) => protocol::run(command),
         Command::Serve(args) => serve::run(args),
         Command::Call(args) => call::run(args),
+        Command::Subscribe(args) => interact::subscribe::run(args),
+        Command::Stream(args) => interact::stream::run(args),
+        Command::Read(args) => interact::property::read(args),
+        Command::Write(args) => interact::property::write(args),
         Command::Demo(args) => demo::run(args),
         Command::Protocols(args) => protocols::run(args),
         Command::Registry(args) => registry::run(args),

@@ -6,12 +6,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
 use concord_handlers::Generator;
 use concord_llm::LlmClient;
-use concord_node::{Node, NodeError};
+use concord_node::{ActionMode, Node, NodeError};
 use concord_proto::Role;
 use concord_store::NewConsensus;
 
@@ -43,6 +44,21 @@ of `node.public_url`, or `localhost` when it serves on a loopback address.
   resolve_loopback_over_http = false   # test mode: DIDs on localhost resolve over http://
   [[actions]]
   allow = \"anyone\"               # or \"authenticated\", or [\"did:wba:partner.example:*\", …]
+  mode = \"reply\"                 # or \"notify\", \"progress\" (exec: {\"progress\": 0.5} lines on
+                                 # stdout), \"stream\" (exec: stdin/stdout, with [actions.stream])
+
+Properties, events, and events posted in by backend services (see examples/weather/agent.toml):
+  [node]
+  event_ingest_token = \"${WEATHER_INGEST_TOKEN}\"   # serves POST /events/{name}, Bearer token
+  [[properties]]
+  name = \"modelConfiguration\"
+  schema_file = \"model-configuration.schema.json\"
+  initial = { modelName = \"gpt-4o\" }
+  observable = true
+  [[events]]
+  name = \"userFeedbackReceived\"
+  data_file = \"feedback.schema.json\"
+  An exec command publishes an event by printing {\"event\": \"userFeedbackReceived\", \"data\": {…}}.
 
 Log lines go to standard error; RUST_LOG=concord_node=debug shows every step.
 Ctrl-C or SIGTERM drains the agent: it takes no new connections or calls, lets the calls
@@ -118,12 +134,38 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         .iter()
         .map(|action| action.spec.name.clone())
         .collect();
+    if let Some(token) = &config.event_ingest_token {
+        builder = builder.event_ingest_token(token.expose());
+    }
+    // Exec commands' event lines are published once the node is built.
+    let publisher = Arc::new(OnceLock::new());
     for action in config.actions {
         builder = builder.allow(action.spec.name.clone(), action.allow);
         builder = match action.backend {
-            Backend::Exec(exec) => builder.action(action.spec, exec),
-            Backend::Http(http) => builder.action(action.spec, http),
+            Backend::Exec(exec) => {
+                let exec = exec.publish_events_to(Arc::clone(&publisher));
+                match (action.mode, action.stream) {
+                    (ActionMode::Notify, _) => builder.notify_action(action.spec, exec),
+                    (ActionMode::Progress, _) => builder.progress_action(action.spec, exec),
+                    (ActionMode::Stream, Some(stream)) => {
+                        builder.stream_action(action.spec, stream, exec)
+                    }
+                    _ => builder.action(action.spec, exec),
+                }
+            }
+            Backend::Http(http) => match action.mode {
+                ActionMode::Notify => builder.notify_action(action.spec, http),
+                _ => builder.action(action.spec, http),
+            },
         };
+    }
+    let properties: Vec<String> = config.properties.iter().map(|p| p.name.clone()).collect();
+    let events: Vec<String> = config.events.iter().map(|e| e.name.clone()).collect();
+    for property in config.properties {
+        builder = builder.property(property.name, property.property);
+    }
+    for event in config.events {
+        builder = builder.event(event.name, event.event);
     }
     let node = match builder.build() {
         Ok(node) => node,
@@ -133,6 +175,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         }
         Err(error) => return Err(error).context("cannot build the node"),
     };
+    let _ = publisher.set(node.publisher());
     for protocol in &config.consensus {
         if let Err(error) = hold_consensus(&node, protocol).await {
             eprintln!(
@@ -154,6 +197,18 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         names.len(),
         names.join(", ")
     )?;
+    if !properties.is_empty() {
+        outln!("properties:  {}", properties.join(", "))?;
+    }
+    if !events.is_empty() {
+        outln!("events:      {}", events.join(", "))?;
+    }
+    if config.event_ingest_token.is_some() {
+        outln!(
+            "event ingest: POST {}events/{{name}} (Authorization: Bearer <node.event_ingest_token>)",
+            server.url()
+        )?;
+    }
     if let Some(id) = &config.id {
         outln!("id:          {id}")?;
     }

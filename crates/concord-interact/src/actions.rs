@@ -217,16 +217,6 @@ impl ActionError {
     }
 }
 
-/// The provider's long-running actions of one caller session, keyed by the action ids it
-/// issues (`action-1`, `action-2`, …, never reused).
-///
-/// The backend drives each action with [`ActionTable::run`], [`ActionTable::progress`]
-/// and one of [`ActionTable::complete`], [`ActionTable::fail`]; the caller may
-/// [`ActionTable::cancel`]. When the caller's connection drops the driver calls
-/// [`ActionTable::detach`]: every unfinished action keeps running until its lease runs
-/// out ([`ActionTable::poll_timeout`], [`ActionTable::handle_timeout`]), and a caller that
-/// comes back ([`ActionTable::attach`]) can query them. Cancellations come out of
-
 /// Where an [`ActionTable`] gets the ids of new actions. An id must not repeat within a
 /// table (a repeat is drawn again); whoever holds an id can query and cancel the action.
 pub trait ActionIds: Send + std::fmt::Debug {
@@ -248,6 +238,15 @@ impl ActionIds for SequentialIds {
     }
 }
 
+/// The provider's long-running actions of one caller session, keyed by the action ids it
+/// issues (from its [`ActionIds`]: `action-1`, `action-2`, … by default; never reused).
+///
+/// The backend drives each action with [`ActionTable::run`], [`ActionTable::progress`]
+/// and one of [`ActionTable::complete`], [`ActionTable::fail`]; the caller may
+/// [`ActionTable::cancel`]. When the caller's connection drops the driver calls
+/// [`ActionTable::detach`]: every unfinished action keeps running until its lease runs
+/// out ([`ActionTable::poll_timeout`], [`ActionTable::handle_timeout`]), and a caller that
+/// comes back ([`ActionTable::attach`]) can query them. Cancellations come out of
 /// [`ActionTable::poll_event`] so that the driver stops the work.
 #[derive(Debug)]
 pub struct ActionTable {

@@ -201,6 +201,11 @@ impl PropertyTable {
         self.changes.queued(observer)
     }
 
+    /// Whether `observer` observes a property.
+    pub fn is_observed_by(&self, observer: SubscriberId) -> bool {
+        self.changes.is_subscribed(observer)
+    }
+
     /// Forgets an observer whose session ended.
     pub fn remove_observer(&mut self, observer: SubscriberId) {
         self.changes.remove_subscriber(observer);

@@ -273,6 +273,12 @@ impl Thing {
         }
     }
 
+    /// Whether the session `id` subscribes to an event or observes a property (a quiet
+    /// session with a subscription is waiting, not idle).
+    pub fn has_subscriptions(&self, id: SubscriberId) -> bool {
+        self.events.is_subscribed(id) || self.properties.is_observed_by(id)
+    }
+
     /// How many sessions are known.
     pub fn subscriber_count(&self) -> usize {
         self.sessions.len()

@@ -289,7 +289,9 @@ impl Connection {
     }
 
     /// Subscribes to an event: every event from now on, or, with `last_seen`, every event
-    /// after that one (from the provider's replay buffer, else a [`Notification::Gap`] first).
+    /// after that one (from the provider's replay buffer, else a [`Notification::Gap`](crate::Notification::Gap) first).
+    /// A reader that falls behind this connection's queue (1,024) gets a gap for what it
+    /// missed, too.
     /// Dropping the [`Subscription`] ends it.
     ///
     /// ```no_run
@@ -317,6 +319,15 @@ impl Connection {
             },
         )
         .await
+    }
+
+    /// Subscribes to every event the session covers (`subscribeallevents`): each
+    /// [`Notification`](crate::Notification) names its event. No resume: start from now.
+    ///
+    /// # Errors
+    /// [`CallError::Unsupported`], [`CallError::Timeout`], [`CallError::Closed`].
+    pub async fn subscribe_all(&self) -> Result<Subscription, CallError> {
+        self.subscription("*", Interaction::SubscribeAll).await
     }
 
     /// Opens a stream action (mode `stream`): bytes both ways, each under the receiver's
@@ -372,6 +383,7 @@ impl Connection {
         Ok(Subscription {
             name: name.to_owned(),
             notifications: receiver,
+            room: self.inner.commands.clone(),
             latest,
             last_seen: None,
         })

@@ -73,6 +73,7 @@ mod driver;
 mod error;
 mod hello;
 mod identity;
+mod ingest;
 mod interact;
 mod interface;
 mod language;
@@ -85,7 +86,10 @@ mod tls;
 mod transport;
 
 pub use action::{Action, ActionError, ActionFuture};
-pub use backend::exec::{ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+pub use backend::exec::{
+    ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_OUTPUT_BYTES,
+    STREAM_INPUT_ENV,
+};
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use client::{Connection, ConnectionInfo};

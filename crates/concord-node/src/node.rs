@@ -182,6 +182,8 @@ pub(crate) struct Shared {
     /// The node-wide state of those affordances (event fan-out, property values,
     /// long-running actions), shared by every interface session.
     pub(crate) affordances: Arc<Affordances>,
+    /// The token backend services post events in with (`POST /events/{name}`), when set.
+    pub(crate) event_ingest_token: Option<crate::ingest::IngestToken>,
 }
 
 impl Shared {
@@ -341,6 +343,7 @@ pub struct NodeBuilder {
     access: HashMap<String, Allow>,
     properties: BTreeMap<String, Property>,
     events: BTreeMap<String, Event>,
+    event_ingest_token: Option<String>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -374,6 +377,7 @@ impl NodeBuilder {
             access: HashMap::new(),
             properties: BTreeMap::new(),
             events: BTreeMap::new(),
+            event_ingest_token: None,
         }
     }
 
@@ -536,6 +540,31 @@ impl NodeBuilder {
     /// Declares an event (`subscribeevent`): publish it with [`Node::publisher`].
     pub fn event(mut self, name: impl Into<String>, event: Event) -> Self {
         self.events.insert(name.into(), event);
+        self
+    }
+
+    /// Lets backend services publish the node's events over HTTP: the node serves
+    /// `POST /events/{name}` (the event's data as the JSON body) to a request that carries
+    /// `Authorization: Bearer <token>`, and answers 202 `{"id": n}`; 401 without the token,
+    /// 404 for an event it does not declare, 400 for data the event's schema refuses, 413
+    /// past [`Limits::interaction`](crate::Limits)'s `max_message_size`. Default: no token,
+    /// no such route. The token must be printable ASCII without spaces.
+    ///
+    /// ```
+    /// use concord_node::{Event, Node};
+    /// use serde_json::json;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Weather")
+    ///     .event("userFeedbackReceived", Event::new(json!({"type": "object"})))
+    ///     .event_ingest_token("0f3c9a7e-a-long-random-secret")
+    ///     .data_dir(dir.path())
+    ///     .build();
+    /// assert!(node.is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn event_ingest_token(mut self, token: impl Into<String>) -> Self {
+        self.event_ingest_token = Some(token.into());
         self
     }
 
@@ -755,6 +784,11 @@ impl NodeBuilder {
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
+        let event_ingest_token = self
+            .event_ingest_token
+            .map(crate::ingest::IngestToken::new)
+            .transpose()
+            .map_err(NodeError::Config)?;
         let persona = Persona {
             title: self.title,
             description: self.description,
@@ -778,6 +812,7 @@ impl NodeBuilder {
                 identity,
                 interface,
                 affordances,
+                event_ingest_token,
             }),
         })
     }

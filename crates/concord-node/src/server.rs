@@ -262,6 +262,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         app = app.route(&identity.did().document_path(), get(serve_did_document));
         tracing::info!(did = %identity.did(), "our DID");
     }
+    if let Some(ingest) = crate::ingest::routes(&state.shared) {
+        app = app.merge(ingest);
+    }
     let app = app.with_state(state);
     let accepting = Accepting {
         listener,

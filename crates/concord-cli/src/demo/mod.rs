@@ -1,6 +1,8 @@
 //! `concord demo`: two agents on loopback in one process, the whole flow: discovery →
 //! negotiation → code generation → test cases → many calls → a 0-RTT reconnect → a
-//! consensus-protocol connection; a transcript of the frames and a summary with timings.
+//! consensus-protocol connection; then the seed's WeatherAgent with every LMOS interaction
+//! pattern over one negotiated interface session ([`patterns`]); a transcript of the frames
+//! and a summary with timings.
 //! Temporary stores, no network beyond loopback, no API key (an LLM only with `--llm`).
 //! Each agent has a DID of its own (`did:wba:localhost…`): every upgrade is signed and
 //! checked, every session is end-to-end encrypted (Noise), and the provider's action is for
@@ -9,6 +11,7 @@
 mod catalogue;
 mod latency;
 mod narrate;
+mod patterns;
 mod summary;
 
 use std::process::ExitCode;
@@ -48,6 +51,11 @@ the end. Without --llm the negotiation and the code are deterministic and no API
 needed. Each agent gets a fresh DID (did:wba on localhost, its document served by the agent
 itself): upgrades are signed (ANP DID-WBA, RFC 9421), sessions end-to-end encrypted (Noise
 XX), and the action admits authenticated callers only; --plain runs without identities.
+The last section serves the seed's WeatherAgent and shows the five LMOS interaction patterns
+over ONE negotiated interface session: request-reply, a long-running action's progress,
+fire-and-forget feeding a subscription (publish-subscribe), property read and observe, and
+a voice stream (50 frames, credit flow, round-trip percentiles); then a 0-RTT reconnect
+that resumes the subscription.
 Exits 1 when a call fails or a reconnect does not skip the negotiation, 2 when a step cannot
 run.")]
 pub struct DemoArgs {
@@ -225,6 +233,8 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     let consensus = first.finish(&connection, &fresh.node).await;
     narrate.consensus(&consensus)?;
 
+    let patterns = patterns::run(&setup, &requester.node, !args.json).await?;
+
     server.shutdown().await.context("stopping the provider")?;
     for hosting in [requester_server, fresh_server].into_iter().flatten() {
         hosting.shutdown().await.context("stopping a requester")?;
@@ -243,7 +253,11 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         total: started.elapsed(),
     };
     if args.json {
-        output::json(&summary.to_json())?;
+        let mut json = summary.to_json();
+        if let Value::Object(fields) = &mut json {
+            fields.insert("patterns".to_owned(), patterns.to_json());
+        }
+        output::json(&json)?;
     } else {
         narrate.summary(&summary)?;
     }
@@ -262,6 +276,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     ) {
         failed.push("the new requester did not connect through the consensus protocol".to_owned());
     }
+    failed.extend(patterns.problems);
     if !failed.is_empty() {
         anyhow::bail!("the demo did not complete: {}", failed.join("; "));
     }

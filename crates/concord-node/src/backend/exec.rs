@@ -1,4 +1,6 @@
-//! The `exec` backend: a command run per call, input JSON on stdin, output JSON on stdout.
+//! The `exec` backend: a command run per call, input JSON on stdin, output JSON on stdout
+//! (with progress and event lines before it), or, for a stream action, the stream's bytes
+//! on its stdin and stdout (`stream`).
 //!
 //! A command answers an application error (a 404 for an unknown product) by printing an
 //! error report on stdout; the rule that tells a report from an output is on
@@ -11,7 +13,7 @@
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,9 +21,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::action::{Action, ActionError, ActionFuture};
+use crate::backend::lines::{answer_part, read_lines, Control};
 use crate::backend::report::{read_error_object, read_problem, ReportError};
 use crate::backend::{describe_json_error, preview, FAILED, TIMED_OUT};
 use crate::config::human;
+use crate::interact::{ProgressAction, ProgressReporter, Publisher, StreamAction, StreamIo};
+
+mod stream;
 
 /// Runs a command per call: the action's input JSON is written to its stdin, and what it
 /// prints on stdout is the output JSON.
@@ -62,6 +68,39 @@ use crate::config::human;
 /// Every `warn` line names the action (the node's `action` span) and the program, and
 /// carries the end of the command's stderr (at most 500 characters) once it has ended.
 ///
+/// # Progress and event lines
+///
+/// Before its answer a command may print, one per line (each at most
+/// [`max_line_bytes`](Self::max_line_bytes)):
+///
+/// - `{"progress": 0.4, "partial": {…}}` (`partial` optional): served as a long-running
+///   action ([`NodeBuilder::progress_action`](crate::NodeBuilder::progress_action): an
+///   `ExecAction` is a [`ProgressAction`]), each such line is reported to the caller at once
+///   ([`ProgressReporter::report`]); `progress` is a number from 0 to 1;
+/// - `{"event": "userFeedbackReceived", "data": {…}}` (any mode): the node publishes the
+///   event ([`Publisher::publish`]) when the action was given the node's publisher
+///   ([`publish_events_to`](Self::publish_events_to)).
+///
+/// A line is one of these when it is a JSON object whose members are exactly `progress`
+/// (and `partial`), or `event` (and `data`): an output of that very shape must add a member
+/// to be told apart. Such lines are taken out of stdout as they arrive; what remains holds
+/// the answer: all of it when it is one JSON document (as a command that prints no such
+/// lines always did), else its last non-empty line. A line that cannot be used (a progress
+/// outside 0–1, an unknown event, data its schema refuses, a stray line before the answer, a
+/// progress line from an action not served as long-running) is reported in our log
+/// (`warn`) and ignored: the call goes on. `max_output_bytes` bounds what remains, not the
+/// progress and event lines taken out.
+///
+/// # Streams
+///
+/// Served as a stream action ([`NodeBuilder::stream_action`](crate::NodeBuilder::stream_action):
+/// an `ExecAction` is a [`StreamAction`]), the command gets the action's input JSON in the
+/// environment variable [`STREAM_INPUT_ENV`], the requester's bytes on its stdin (closed when
+/// the requester ends its half), and what it prints on stdout goes to the requester, in
+/// frames of [`frame_bytes`](Self::frame_bytes) when set; the stream ends when stdout does.
+/// Its stderr goes to our log (`info`). A command that exits non-zero, cannot start or runs
+/// past `timeout` resets the stream.
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use concord_node::ExecAction;
@@ -83,12 +122,19 @@ struct ExecSpec {
     current_dir: Option<PathBuf>,
     timeout: Duration,
     max_output_bytes: usize,
+    max_line_bytes: usize,
+    frame_bytes: usize,
+    publisher: Option<Arc<OnceLock<Publisher>>>,
 }
 
 /// Default time a command may run per call.
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on what a command may print on stdout per call (and on the stderr kept).
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 10 << 20;
+/// Default cap on one progress or event line a command prints.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 10;
+/// The environment variable a stream action's command finds its input JSON in.
+pub const STREAM_INPUT_ENV: &str = "CONCORD_ACTION_INPUT";
 
 impl ExecAction {
     /// Runs `program` (looked up in `PATH` when it has no slash) with no arguments.
@@ -101,6 +147,9 @@ impl ExecAction {
                 current_dir: None,
                 timeout: DEFAULT_EXEC_TIMEOUT,
                 max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+                max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+                frame_bytes: 0,
+                publisher: None,
             }),
         }
     }
@@ -139,9 +188,46 @@ impl ExecAction {
         self
     }
 
-    /// Cap on stdout per call (default 10 MiB).
+    /// Cap on stdout per call, progress and event lines aside (default 10 MiB).
     pub fn max_output_bytes(mut self, bytes: usize) -> Self {
         self.spec().max_output_bytes = bytes;
+        self
+    }
+
+    /// Cap on one progress or event line (default 64 KiB): a longer line is not read as
+    /// one.
+    pub fn max_line_bytes(mut self, bytes: usize) -> Self {
+        self.spec().max_line_bytes = bytes;
+        self
+    }
+
+    /// In stream mode, sends stdout to the requester in frames of this many bytes (the
+    /// stream's `frame_bytes`; the last may be shorter). Default 0: as it is read.
+    pub fn frame_bytes(mut self, bytes: usize) -> Self {
+        self.spec().frame_bytes = bytes;
+        self
+    }
+
+    /// Publishes the command's event lines with the publisher `slot` holds: set it to
+    /// [`Node::publisher`](crate::Node::publisher) once the node is built. Until then (or
+    /// without a slot) event lines are reported and ignored.
+    ///
+    /// ```no_run
+    /// use std::sync::{Arc, OnceLock};
+    /// use concord_node::{Event, ExecAction, Node};
+    /// # use concord_negotiate::ActionSpec;
+    /// # fn spec() -> ActionSpec { unimplemented!() }
+    ///
+    /// let slot = Arc::new(OnceLock::new());
+    /// let node = Node::builder("Weather")
+    ///     .event("userFeedbackReceived", Event::new(serde_json::json!({"type": "object"})))
+    ///     .notify_action(spec(), ExecAction::new("./log_feedback.sh").publish_events_to(Arc::clone(&slot)))
+    ///     .build()?;
+    /// let _ = slot.set(node.publisher());
+    /// # Ok::<(), concord_node::NodeError>(())
+    /// ```
+    pub fn publish_events_to(mut self, slot: Arc<OnceLock<Publisher>>) -> Self {
+        self.spec().publisher = Some(slot);
         self
     }
 }
@@ -149,12 +235,26 @@ impl ExecAction {
 impl Action for ExecAction {
     fn call(&self, input: Value) -> ActionFuture {
         let spec = Arc::clone(&self.inner);
-        Box::pin(async move { spec.run(&input).await })
+        Box::pin(async move { spec.run(&input, None).await })
+    }
+}
+
+impl ProgressAction for ExecAction {
+    fn call(&self, input: Value, progress: ProgressReporter) -> ActionFuture {
+        let spec = Arc::clone(&self.inner);
+        Box::pin(async move { spec.run(&input, Some(progress)).await })
+    }
+}
+
+impl StreamAction for ExecAction {
+    fn call(&self, input: Value, stream: StreamIo) -> ActionFuture {
+        let spec = Arc::clone(&self.inner);
+        Box::pin(async move { spec.run_stream(&input, stream).await })
     }
 }
 
 /// At most this many characters of a command's stderr go to our log.
-const STDERR_TAIL_CHARS: usize = 500;
+pub(super) const STDERR_TAIL_CHARS: usize = 500;
 
 /// What a command that ran to its end answered.
 #[derive(Debug, PartialEq)]
@@ -271,8 +371,16 @@ impl From<ExecError> for Failure {
 }
 
 impl ExecSpec {
-    async fn run(&self, input: &Value) -> Result<Value, ActionError> {
-        match self.run_command(input).await {
+    async fn run(
+        &self,
+        input: &Value,
+        progress: Option<ProgressReporter>,
+    ) -> Result<Value, ActionError> {
+        let control = Control {
+            progress,
+            publisher: self.publisher.clone(),
+        };
+        match self.run_command(input, &control).await {
             Ok(Answer::Output(value)) => Ok(value),
             Ok(Answer::Reported(error)) => Err(error),
             Err(Failure { error, stderr }) => {
@@ -286,9 +394,9 @@ impl ExecSpec {
         }
     }
 
-    async fn run_command(&self, input: &Value) -> Result<Answer, Failure> {
-        let program = &self.program;
-        let mut command = Command::new(program);
+    /// The command, its standard streams piped, in a process group of its own on Unix.
+    pub(super) fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
         command
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -301,12 +409,18 @@ impl ExecSpec {
         }
         #[cfg(unix)]
         command.process_group(0);
-        let mut child = command.spawn().map_err(|source| ExecError::Spawn {
+        command
+    }
+
+    async fn run_command(&self, input: &Value, control: &Control) -> Result<Answer, Failure> {
+        let program = &self.program;
+        let mut child = self.command().spawn().map_err(|source| ExecError::Spawn {
             program: program.clone(),
             source,
         })?;
         let pid = child.id();
-        let outcome = tokio::time::timeout(self.timeout, self.exchange(&mut child, input)).await;
+        let outcome =
+            tokio::time::timeout(self.timeout, self.exchange(&mut child, input, control)).await;
         match outcome {
             Ok(result) => result,
             Err(_) => {
@@ -321,7 +435,12 @@ impl ExecSpec {
         }
     }
 
-    async fn exchange(&self, child: &mut Child, input: &Value) -> Result<Answer, Failure> {
+    async fn exchange(
+        &self,
+        child: &mut Child,
+        input: &Value,
+        control: &Control,
+    ) -> Result<Answer, Failure> {
         let program = &self.program;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -342,7 +461,7 @@ impl ExecSpec {
         let limit = self.max_output_bytes;
         let (_, stdout, stderr) = tokio::join!(
             write,
-            read_limited(stdout, limit),
+            read_lines(stdout, limit, self.max_line_bytes, control),
             read_limited(stderr, limit)
         );
         let stderr = stderr.map(|(bytes, _)| bytes).unwrap_or_default();
@@ -357,14 +476,15 @@ impl ExecSpec {
                 source,
             })
         })?;
-        let (stdout, truncated) = stdout.map_err(|source| {
+        let kept = stdout.map_err(|source| {
             failure(ExecError::Read {
                 program: program.clone(),
                 source,
             })
         })?;
+        let stdout = answer_part(&kept.bytes);
         let answer =
-            read_answer(status.success(), &stdout, truncated, limit).map_err(|problem| {
+            read_answer(status.success(), stdout, kept.truncated, limit).map_err(|problem| {
                 failure(ExecError::Answer {
                     program: program.clone(),
                     ended: ended(status),
@@ -424,7 +544,7 @@ fn read_answer(
 }
 
 /// How a command ended: `exited with code 3`, `was killed by signal 9`.
-fn ended(status: ExitStatus) -> String {
+pub(super) fn ended(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exited with code {code}");
     }
@@ -436,7 +556,7 @@ fn ended(status: ExitStatus) -> String {
 }
 
 /// Reads at most `limit` bytes; the flag says whether there was more.
-async fn read_limited(
+pub(super) async fn read_limited(
     stream: impl AsyncRead + Unpin,
     limit: usize,
 ) -> std::io::Result<(Vec<u8>, bool)> {
@@ -449,7 +569,7 @@ async fn read_limited(
 }
 
 /// The last `chars` characters of `text`.
-fn tail(text: &str, chars: usize) -> String {
+pub(super) fn tail(text: &str, chars: usize) -> String {
     let count = text.chars().count();
     if count <= chars {
         return text.to_owned();
@@ -459,7 +579,7 @@ fn tail(text: &str, chars: usize) -> String {
 }
 
 /// Kills the process group the command leads (its children too), on Unix.
-fn kill_group(pid: Option<u32>) {
+pub(super) fn kill_group(pid: Option<u32>) {
     #[cfg(unix)]
     if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
         // SAFETY: kill(2) with a negative pid signals the process group we created for the

@@ -60,6 +60,23 @@ use concord_llm::with_causes;
 ///
 /// Every `warn` line names the action (the node's `action` span) and the URL.
 ///
+/// # Events from the service
+///
+/// An HTTP service answers one call at a time; to publish one of the node's events (at any
+/// moment, not only in a call), it posts the event in: with
+/// [`NodeBuilder::event_ingest_token`](crate::NodeBuilder::event_ingest_token) set (the
+/// configuration's `node.event_ingest_token`), the node serves `POST /events/{name}`, the
+/// event's data as the JSON body and `Authorization: Bearer <token>`:
+///
+/// ```text
+/// curl -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" \
+///      -d '{"rating": 4}' http://127.0.0.1:8080/events/userFeedbackReceived
+/// ```
+///
+/// It answers 202 `{"id": n}` (the event's sequence number: every subscriber gets it), 401
+/// without the token, 404 for an event the node does not declare, 400 for data the event's
+/// schema refuses, 413 past [`Limits::interaction`](crate::Limits)'s `max_message_size`.
+///
 /// ```
 /// use std::time::Duration;
 /// use concord_node::HttpAction;

@@ -7,6 +7,7 @@
 
 pub(crate) mod exec;
 pub(crate) mod http;
+pub(crate) mod lines;
 pub(crate) mod report;
 
 /// What the caller is told when a backend failed (502): nothing of the failure itself.

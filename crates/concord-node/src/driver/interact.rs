@@ -86,6 +86,13 @@ impl<T: Transport> Driver<T> {
         }
     }
 
+    /// A subscription's reader made room: the gaps waiting for it go out.
+    pub(super) fn on_room(&mut self) {
+        if let Some(Interact::Consumer(state)) = &mut self.interact {
+            state.report_gaps();
+        }
+    }
+
     /// A stream handle's request.
     pub(super) fn on_stream_command(&mut self, command: StreamCommand) {
         match &mut self.interact {

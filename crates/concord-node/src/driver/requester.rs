@@ -46,6 +46,8 @@ pub(crate) enum Command {
         request: Interaction,
         sink: Sink,
     },
+    /// A subscription's reader made room.
+    Room,
 }
 
 /// What a requester calls on the provider.
@@ -557,6 +559,7 @@ impl<T: Transport> Driver<T> {
             }
             Command::Close { reason } => self.session.close(reason),
             Command::Interact { request, sink } => self.on_interaction(request, sink),
+            Command::Room => self.on_room(),
         }
     }
 

@@ -28,6 +28,7 @@ pub(crate) enum Interaction {
     Write { name: String, value: Value },
     Observe { name: String },
     Subscribe { event: String, last_seen: Option<u64> },
+    SubscribeAll,
     Stream { name: String, input: Value },
 }
 
@@ -51,6 +52,37 @@ pub(crate) enum Sink {
     },
 }
 
+/// A subscription's handle and what it lost because its reader fell behind.
+#[derive(Debug)]
+struct Local {
+    notifications: mpsc::Sender<Notification>,
+    /// Events dropped for want of room, per event name: reported as a gap before the
+    /// next notification that fits.
+    lost: HashMap<String, (u64, u64)>,
+}
+
+impl Local {
+    fn new(notifications: mpsc::Sender<Notification>) -> Self {
+        Self {
+            notifications,
+            lost: HashMap::new(),
+        }
+    }
+
+    /// Sends the gaps that fit now.
+    fn report_gaps(&mut self) {
+        let notifications = &self.notifications;
+        self.lost.retain(|event, (from, to)| {
+            let gap = Notification::Gap {
+                event: event.clone(),
+                from: *from,
+                to: *to,
+            };
+            notifications.try_send(gap).is_err()
+        });
+    }
+}
+
 /// What a pending request is about.
 #[derive(Debug)]
 enum Affordance {
@@ -70,8 +102,8 @@ pub(crate) struct ConsumerState {
     /// action's output is checked against the protocol's schema, an observation is kept
     /// under its property's name.
     pending: HashMap<Correlation, (Sink, Affordance)>,
-    /// Live subscriptions, by event or property name.
-    subscriptions: HashMap<String, mpsc::Sender<Notification>>,
+    /// Live subscriptions, by event or property name (`*`: every event).
+    subscriptions: HashMap<String, Local>,
     /// Long-running actions' updates and names, by action id, once accepted.
     actions: HashMap<String, (mpsc::Sender<ActionUpdate>, String)>,
     pub(crate) pipes: Pipes,
@@ -187,6 +219,7 @@ impl ConsumerState {
                 .endpoint
                 .subscribe(&event, last_seen)
                 .map_err(|e| use_error(&e)),
+            Interaction::SubscribeAll => self.endpoint.subscribe_all().map_err(|e| use_error(&e)),
             Interaction::Stream { name, input } => checked(Payload::Input, &name, &input)
                 .and_then(|()| {
                     self.endpoint
@@ -205,8 +238,16 @@ impl ConsumerState {
 
     /// A PT 1 frame from the provider.
     pub(crate) fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
+        self.report_gaps();
         self.endpoint.handle_frame(now, bytes);
         self.drain();
+    }
+
+    /// Sends the gaps that waited for room in their readers' queues.
+    pub(crate) fn report_gaps(&mut self) {
+        for local in self.subscriptions.values_mut() {
+            local.report_gaps();
+        }
     }
 
     /// What to send next.
@@ -262,7 +303,7 @@ impl ConsumerState {
                         notifications,
                     } => {
                         if let (Ok(_), Affordance::Observed(name)) = (&result, affordance) {
-                            self.subscriptions.insert(name, notifications);
+                            self.subscriptions.insert(name, Local::new(notifications));
                         }
                         let _ = confirmed.send(result.map(|_| 0));
                     }
@@ -329,7 +370,7 @@ impl ConsumerState {
                 )) = self.pending.remove(&correlation)
                 {
                     let _ = confirmed.send(Ok(latest));
-                    self.subscriptions.insert(event, notifications);
+                    self.subscriptions.insert(event, Local::new(notifications));
                 }
             }
             ConsumerEvent::Event { event, id, data } => {
@@ -405,28 +446,58 @@ impl ConsumerState {
         }
     }
 
-    /// Hands a notification to its subscription; a full queue becomes a gap, a dropped
-    /// handle ends the subscription at the provider.
+    /// Hands a notification to its subscription (or to the one for every event). When the
+    /// reader's queue is full the notification is lost to it and reported as a gap before
+    /// the next one that fits: never silent loss. A dropped handle ends the subscription
+    /// at the provider.
     fn notify(&mut self, name: &str, notification: Notification) {
-        let Some(sender) = self.subscriptions.get(name) else {
+        let key = if self.subscriptions.contains_key(name) {
+            name
+        } else if matches!(notification, Notification::PropertyChanged { .. }) {
+            return;
+        } else {
+            "*"
+        };
+        let Some(local) = self.subscriptions.get_mut(key) else {
             return;
         };
-        match sender.try_send(notification) {
+        local.report_gaps();
+        let lost_id = match &notification {
+            Notification::Event { id, .. } | Notification::PropertyChanged { id, .. } => Some(*id),
+            Notification::Gap { .. } => None,
+        };
+        let pending_gap = local.lost.contains_key(name);
+        let sent = if pending_gap {
+            // The gap could not go out: this one waits behind it, lost too.
+            Err(mpsc::error::TrySendError::Full(notification))
+        } else {
+            local.notifications.try_send(notification)
+        };
+        match sent {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(notification)) => {
-                if let Notification::Event { event, id, .. } = notification {
-                    tracing::warn!(%event, id, "a subscriber reads too slowly: the event is lost to it");
+            Err(mpsc::error::TrySendError::Full(Notification::Gap { from, to, .. })) => {
+                let range = local.lost.entry(name.to_owned()).or_insert((from, to));
+                range.0 = range.0.min(from);
+                range.1 = range.1.max(to);
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                if let Some(id) = lost_id {
+                    let range = local.lost.entry(name.to_owned()).or_insert((id, id));
+                    range.0 = range.0.min(id);
+                    range.1 = range.1.max(id);
                 }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.subscriptions.remove(name);
-                let ended = if self.code.interface().events.contains_key(name) {
-                    self.endpoint.unsubscribe(name)
+                self.subscriptions.remove(key);
+                let ended = if key == "*" {
+                    self.endpoint.unsubscribe_all()
+                } else if self.code.interface().events.contains_key(key) {
+                    self.endpoint.unsubscribe(key)
                 } else {
-                    self.endpoint.unobserve_property(name)
+                    self.endpoint.unobserve_property(key)
                 };
                 if let Err(error) = ended {
-                    tracing::debug!(%error, name, "cannot end the subscription");
+                    tracing::debug!(%error, name = key, "cannot end the subscription");
                 }
             }
         }

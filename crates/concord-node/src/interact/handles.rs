@@ -117,6 +117,8 @@ pub enum Notification {
 pub struct Subscription {
     pub(crate) name: String,
     pub(crate) notifications: mpsc::Receiver<Notification>,
+    /// Tells the session the reader made room (a gap waiting for room goes out then).
+    pub(crate) room: mpsc::Sender<crate::driver::Command>,
     pub(crate) latest: u64,
     pub(crate) last_seen: Option<u64>,
 }
@@ -125,6 +127,9 @@ impl Subscription {
     /// The next notification; `None` once the session closed.
     pub async fn next(&mut self) -> Option<Notification> {
         let notification = self.notifications.recv().await?;
+        // A wake-up for a session holding a gap for lack of room; if its queue is full it
+        // is busy, and it retries its gaps on everything it handles anyway.
+        let _ = self.room.try_send(crate::driver::Command::Room);
         match &notification {
             Notification::Event { id, .. } | Notification::PropertyChanged { id, .. } => {
                 self.last_seen = Some(*id);

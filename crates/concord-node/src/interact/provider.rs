@@ -66,9 +66,12 @@ impl ProviderInteract {
         }
     }
 
-    /// Whether nothing runs for this session and no stream is open.
+    /// Whether nothing runs for this session, no stream is open and it subscribes to
+    /// nothing (a subscriber waiting for events is neither closed as idle nor shed).
     pub(crate) fn is_idle(&self) -> bool {
-        self.in_flight == 0 && self.pipes.is_empty()
+        self.in_flight == 0
+            && self.pipes.is_empty()
+            && !self.affordances.lock().has_subscriptions(self.subscriber)
     }
 
     /// A PT 1 frame from the requester.

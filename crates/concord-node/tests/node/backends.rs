@@ -537,3 +537,234 @@ async fn an_https_backend_is_trusted_with_its_private_ca() {
         .trust_root_certificates_pem("not a certificate")
         .is_err());
 }
+
+/// The node's publisher, for exec actions' event lines, once the node is built.
+fn publisher_slot() -> Arc<std::sync::OnceLock<concord_node::Publisher>> {
+    Arc::new(std::sync::OnceLock::new())
+}
+
+fn feedback_event() -> concord_node::Event {
+    concord_node::Event::new(json!({
+        "type": "object",
+        "properties": {"rating": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["rating"]
+    }))
+}
+
+#[tokio::test]
+async fn exec_prints_progress_and_event_lines_before_its_answer() {
+    let (logs, _guard) = Logs::capture();
+    let slot = publisher_slot();
+    let sh = |script: &str| {
+        ExecAction::new("sh")
+            .args(["-c", script])
+            .publish_events_to(Arc::clone(&slot))
+    };
+    // A hand-written script: two good progress lines, one out of range, an event its
+    // schema refuses, one it accepts, a stray line, then the answer.
+    // (Pauses let each report reach the caller before the next one replaces it.)
+    let progress_script = r#"cat >/dev/null
+sleep 0.3
+echo '{"progress": 0.25, "partial": {"text": "a"}}'
+sleep 0.3
+echo '{"progress": 7}'
+echo '{"event": "feedback", "data": {"rating": 9}}'
+echo '{"event": "feedback", "data": {"rating": 4}}'
+echo 'warming up'
+echo '{"progress": 0.75}'
+echo '{"text": "done"}'"#;
+    let provider = build(
+        Node::builder("Lines agent")
+            .limits(quick_limits())
+            .event("feedback", feedback_event())
+            .progress_action(text_action("long"), sh(progress_script))
+            .action(
+                text_action("reply"),
+                sh(r#"cat >/dev/null; echo '{"event": "feedback", "data": {"rating": 2}}'; printf '{\n  "text": "pretty"\n}\n'"#),
+            ),
+    );
+    let _ = slot.set(provider.node.publisher());
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(
+            server.url(),
+            concord_node::Want::interface(["long", "reply", "feedback"]),
+        )
+        .await
+        .unwrap();
+    let mut events = peer.subscribe("feedback", None).await.unwrap();
+    let mut run = peer
+        .call_with_progress("long", json!({"text": "x"}))
+        .await
+        .unwrap();
+    let mut reports = Vec::new();
+    let output = loop {
+        match run.next().await.unwrap() {
+            concord_node::ActionUpdate::Progress { progress, .. } => reports.push(progress),
+            concord_node::ActionUpdate::Done(result) => break result.unwrap(),
+            _ => {}
+        }
+    };
+    assert_eq!(output, json!({"text": "done"}));
+    assert_eq!(reports, [0.25, 0.75]);
+    match events.next().await.unwrap() {
+        concord_node::Notification::Event { id, data, .. } => {
+            assert_eq!((id, data), (1, json!({"rating": 4})));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Request-reply: event lines too; a pretty-printed answer is one JSON document.
+    let answer = peer.call("reply", json!({"text": "x"})).await.unwrap();
+    assert_eq!(answer, json!({"text": "pretty"}));
+    match events.next().await.unwrap() {
+        concord_node::Notification::Event { id, data, .. } => {
+            assert_eq!((id, data), (2, json!({"rating": 2})));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Each bad line reported, none fatal.
+    for needle in [
+        "its `progress` is not a number from 0 to 1: 7",
+        "the event `feedback` was not published",
+        "line 1 is not a progress or event line",
+    ] {
+        let lines = logs.lines_with(needle);
+        assert!(
+            lines.len() == 1 && lines[0].contains("WARN"),
+            "{needle}: {lines:?} in\n{}",
+            logs.text()
+        );
+    }
+}
+
+#[tokio::test]
+async fn exec_streams_bytes_through_its_stdin_and_stdout() {
+    let stream = concord_node::StreamSpec {
+        content_type: "text/plain".into(),
+        output_content_type: None,
+        frame_bytes: 0,
+        initial_credit: 4096,
+        realtime: false,
+    };
+    // The input in the environment first, then the requester's bytes in capitals.
+    let upper = ExecAction::new("sh").args([
+        "-c",
+        &format!(
+            "printf '%s\\n' \"${}\"; tr a-z A-Z",
+            concord_node::STREAM_INPUT_ENV
+        ),
+    ]);
+    let failing = ExecAction::new("sh").args(["-c", "cat >/dev/null; exit 3"]);
+    let provider = build(
+        Node::builder("Stream agent")
+            .limits(quick_limits())
+            .stream_action(text_action("upper"), stream.clone(), upper)
+            .stream_action(text_action("failing"), stream, failing),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(
+            server.url(),
+            concord_node::Want::interface(["upper", "failing"]),
+        )
+        .await
+        .unwrap();
+    let (sender, mut receiver) = peer
+        .open_stream("upper", json!({"text": "in"}))
+        .await
+        .unwrap();
+    // More than the initial credit: the flow control carries it through.
+    let text = "hello stream ".repeat(1000);
+    sender.send(text.clone().into_bytes()).await.unwrap();
+    sender.finish().await.unwrap();
+    let mut back = Vec::new();
+    while let Some(bytes) = receiver.next().await {
+        back.extend(bytes.unwrap());
+    }
+    let back = String::from_utf8(back).unwrap();
+    assert_eq!(
+        back,
+        format!("{{\"text\":\"in\"}}\n{}", text.to_uppercase())
+    );
+
+    let (sender, mut receiver) = peer
+        .open_stream("failing", json!({"text": "x"}))
+        .await
+        .unwrap();
+    let _ = sender.send(b"bytes".to_vec()).await;
+    let _ = sender.finish().await;
+    let mut failed = false;
+    while let Some(bytes) = receiver.next().await {
+        failed |= bytes.is_err();
+    }
+    assert!(failed, "a command that fails resets the stream");
+}
+
+#[tokio::test]
+async fn events_are_posted_in_over_http_with_the_token() {
+    let with_token = build(
+        Node::builder("Ingest agent")
+            .limits(quick_limits())
+            .event("feedback", feedback_event())
+            .event_ingest_token("s3cret-token")
+            .action(text_action("echo"), ExecAction::new("cat")),
+    );
+    let server = serve(&with_token).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}events/feedback", server.url());
+    let post = |url: String, token: Option<&'static str>, body: &'static str| {
+        let mut request = client.post(url).body(body);
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    assert_eq!(
+        post(url.clone(), Some("s3cret-token"), r#"{"rating": 3}"#).await,
+        (202, r#"{"id":1}"#.to_owned())
+    );
+    let (status, body) = post(url.clone(), None, r#"{"rating": 3}"#).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = post(url.clone(), Some("s3cret-tokeN"), r#"{"rating": 3}"#).await;
+    assert_eq!(status, 401);
+    let (status, body) = post(url.clone(), Some("s3cret-token"), r#"{"rating": 0}"#).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = post(
+        format!("{}events/nothing", server.url()),
+        Some("s3cret-token"),
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Without a token there is no such route.
+    let without = build(
+        Node::builder("No ingest")
+            .limits(quick_limits())
+            .event("feedback", feedback_event())
+            .action(text_action("echo"), ExecAction::new("cat")),
+    );
+    let server = serve(&without).await;
+    let (status, _) = post(
+        format!("{}events/feedback", server.url()),
+        Some("s3cret-token"),
+        r#"{"rating": 3}"#,
+    )
+    .await;
+    assert_eq!(status, 404);
+    // A token a header cannot carry is refused when the node is built.
+    let error = Node::builder("Bad token")
+        .event_ingest_token("two words")
+        .data_dir(without._dir.path().join("other"))
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("ingest token"), "{error}");
+}

@@ -309,3 +309,45 @@ async fn a_long_running_action_outlives_its_callers_connection() {
     assert_eq!(status["status"], "completed", "{status}");
     assert_eq!(status["output"]["days"].as_array().unwrap().len(), 10, "{status}");
 }
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface([weather::USER_FEEDBACK_RECEIVED]))
+        .await
+        .unwrap();
+    let mut all = peer.subscribe_all().await.unwrap();
+    // Far more than the connection's queue (1,024), none read meanwhile.
+    let events = 3_000u64;
+    for _ in 0..events {
+        provider
+            .node
+            .publisher()
+            .publish(weather::USER_FEEDBACK_RECEIVED, json!({"rating": 4}))
+            .unwrap();
+    }
+    let mut seen = 0u64;
+    let mut gaps = 0u64;
+    let mut last = 0u64;
+    while last < events {
+        match all.next().await.unwrap() {
+            Notification::Event { event, id, .. } => {
+                assert_eq!(event, weather::USER_FEEDBACK_RECEIVED);
+                assert!(id > last, "out of order: {last} then {id}");
+                last = id;
+                seen += 1;
+            }
+            Notification::Gap { from, to, .. } => {
+                assert!(from > last, "a gap over what was delivered");
+                gaps += to - from + 1;
+                last = to;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(seen + gaps, events, "every event delivered or reported lost");
+}

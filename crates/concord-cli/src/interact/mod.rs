@@ -1,0 +1,257 @@
+//! The commands on an interface session (one negotiated protocol for several affordances
+//! of a peer): `concord subscribe`, `concord stream`, `concord read` and `concord write`,
+//! and `concord call`'s path for long-running, fire-and-forget and stream actions
+//! ([`progress`]).
+//!
+//! Each command reads the peer's description first (what the affordance is: an action's
+//! `concord:mode` and `concord:stream`, a property, an event), then connects with
+//! `Want::interface`: the first connection negotiates (by rules, no LLM), later ones resume
+//! the stored protocol with 0-RTT.
+
+pub mod progress;
+pub mod property;
+pub mod stream;
+pub mod subscribe;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use concord_describe::{InteractionMode, StreamDescription, Thing};
+use concord_node::{CallError, Connection, Limits, Node, Security, Want};
+use serde_json::{json, Value};
+
+use crate::data_dir::DataDir;
+use crate::input::read_bytes;
+use crate::logging::Spinner;
+
+/// Largest description read (the validator's own limit).
+const MAX_DESCRIPTION_BYTES: usize = 1 << 20;
+/// How long the description may take to arrive.
+const DESCRIPTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The peer and how to reach it, shared by the interface commands.
+#[derive(Debug, Args)]
+pub struct PeerArgs {
+    /// The peer: its base URL (`http://host:port`) or its description URL.
+    pub url: String,
+    #[command(flatten)]
+    pub data_dir: DataDir,
+    /// How long to wait for each answer (e.g. `5s`; default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Also trust the root certificates in this PEM file for an `https://` peer.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// What the peer's description says an affordance is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Affordance {
+    /// An action, with its mode and, for a stream action, its stream description.
+    Action {
+        /// `concord:mode` (request-reply when absent).
+        mode: InteractionMode,
+        /// `concord:stream`.
+        stream: Option<StreamDescription>,
+    },
+    /// A property.
+    Property,
+    /// An event.
+    Event,
+}
+
+/// The peer's description, as fetched.
+#[derive(Debug)]
+pub struct Described {
+    thing: Thing,
+}
+
+impl Described {
+    /// What `name` is, if the description has it (an action first, then a property,
+    /// then an event: names are unique in a description, but a hand-written one may not be).
+    pub fn affordance(&self, name: &str) -> Option<Affordance> {
+        if let Some(action) = self.thing.actions.as_ref().and_then(|all| all.get(name)) {
+            return Some(Affordance::Action {
+                mode: action.interaction_mode(),
+                stream: action.stream.clone(),
+            });
+        }
+        if let Some(properties) = &self.thing.properties {
+            if properties.contains_key(name) {
+                return Some(Affordance::Property);
+            }
+        }
+        if let Some(events) = &self.thing.events {
+            if events.contains_key(name) {
+                return Some(Affordance::Event);
+            }
+        }
+        None
+    }
+
+    /// Whether the description has an event `name`.
+    pub fn has_event(&self, name: &str) -> bool {
+        self.thing
+            .events
+            .as_ref()
+            .is_some_and(|events| events.contains_key(name))
+    }
+
+    /// Whether the description has a property `name`.
+    pub fn has_property(&self, name: &str) -> bool {
+        self.thing
+            .properties
+            .as_ref()
+            .is_some_and(|properties| properties.contains_key(name))
+    }
+}
+
+/// The description URL for what the user gave: a base URL gets `.well-known/wot`.
+pub fn description_url(url: &str) -> anyhow::Result<String> {
+    let mut parsed = url::Url::parse(url)
+        .map_err(|error| crate::output::Wrong::error(format!("{url:?} is not a URL: {error}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(crate::output::Wrong::error(format!(
+            "{url:?}: a peer URL starts with http:// or https://"
+        )));
+    }
+    if parsed.path().ends_with('/') {
+        let path = format!("{}.well-known/wot", parsed.path());
+        parsed.set_path(&path);
+    }
+    Ok(parsed.to_string())
+}
+
+/// Fetches and reads the peer's description.
+///
+/// # Errors
+/// Could not run (exit 2) when the peer cannot be reached; wrong (exit 1) when what it
+/// serves is not a description.
+pub async fn describe(url: &str, ca_cert: Option<&Path>) -> anyhow::Result<Described> {
+    let address = description_url(url)?;
+    let mut client = reqwest::Client::builder().timeout(DESCRIPTION_TIMEOUT);
+    if let Some(path) = ca_cert {
+        for certificate in reqwest::Certificate::from_pem_bundle(&read_bytes(Some(path))?)
+            .with_context(|| format!("{} holds no PEM certificate", path.display()))?
+        {
+            client = client.add_root_certificate(certificate);
+        }
+    }
+    let client = client.build().context("cannot set up an HTTP client")?;
+    let mut response = client
+        .get(&address)
+        .header("accept", "application/td+json, application/json")
+        .send()
+        .await
+        .with_context(|| format!("cannot fetch the description at {address}"))?;
+    if !response.status().is_success() {
+        bail!(
+            "cannot fetch the description at {address}: HTTP {}",
+            response.status()
+        );
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .with_context(|| format!("cannot read the description at {address}"))?
+    {
+        if body.len() + chunk.len() > MAX_DESCRIPTION_BYTES {
+            bail!("the description at {address} is larger than {MAX_DESCRIPTION_BYTES} bytes");
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let thing: Thing = serde_json::from_slice(&body).map_err(|error| {
+        crate::output::Wrong::error(format!(
+            "{address} does not serve an agent description: {error}"
+        ))
+    })?;
+    Ok(Described { thing })
+}
+
+/// A requester node for the interface commands: anonymous, its store in the data
+/// directory, a peer on loopback resolved as `concord call` does.
+pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
+    let mut limits = Limits::default();
+    if let Some(timeout) = peer.timeout {
+        if timeout.is_zero() {
+            bail!("--timeout must be longer than zero");
+        }
+        limits.call_timeout = timeout;
+    }
+    let mut security = Security::default();
+    security.resolver.allow_loopback_http = crate::call::is_loopback_url(&peer.url);
+    let mut builder = Node::builder("concord")
+        .data_dir(peer.data_dir.path()?)
+        .limits(limits)
+        .security(security);
+    if let Some(path) = &peer.ca_cert {
+        builder = builder.trust_root_certificates_pem(read_bytes(Some(path))?);
+    }
+    builder.build().context("cannot set up the requester")
+}
+
+/// Connects for `names` with a spinner; on failure says why and gives the exit code.
+pub async fn connect(node: &Node, url: &str, names: &[&str]) -> Result<Connection, ExitCode> {
+    let spinner = Spinner::start(&format!("connecting to {url}"));
+    let connected = node
+        .connect_with(url, Want::interface(names.to_vec()))
+        .await;
+    spinner.finish();
+    connected.map_err(|error| {
+        crate::output::note(&error);
+        ExitCode::from(crate::call::connect_exit_code(&error))
+    })
+}
+
+/// A failed interaction as a JSON object: `{"code", "message"}`.
+pub fn error_json(error: &CallError) -> Value {
+    json!({
+        "code": crate::call::error_code(error),
+        "message": crate::call::error_message(error),
+    })
+}
+
+/// Says why an interaction failed and gives the exit code (1 the peer said no, 2 no
+/// answer came).
+pub fn failed(what: &str, error: &CallError) -> ExitCode {
+    crate::output::note(format_args!("{what}: {}", crate::call::error_text(error)));
+    ExitCode::from(crate::call::call_exit_code(error))
+}
+
+/// Parses a JSON argument (`-`: one JSON document on standard input).
+pub fn json_argument(text: &str, what: &str) -> anyhow::Result<Value> {
+    let bytes = if text == "-" {
+        read_bytes(None)?
+    } else {
+        text.as_bytes().to_vec()
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|error| crate::output::Wrong::error(format!("{what} is not valid JSON: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_url_gets_the_well_known_path() {
+        assert_eq!(
+            description_url("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080/.well-known/wot"
+        );
+        assert_eq!(
+            description_url("https://host/shop/").unwrap(),
+            "https://host/shop/.well-known/wot"
+        );
+        assert_eq!(
+            description_url("https://host/td.json").unwrap(),
+            "https://host/td.json"
+        );
+        assert!(description_url("ftp://host/").is_err());
+        assert!(description_url("nope").is_err());
+    }
+}

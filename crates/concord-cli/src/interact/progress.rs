@@ -1,0 +1,225 @@
+//! `concord call` on an action that is not request-reply: a long-running action's progress
+//! (a progress bar on a terminal, or one JSON line per update), a fire-and-forget action
+//! (`sent`), over an interface session for that one action.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use concord_describe::InteractionMode;
+use concord_node::{ActionUpdate, Node};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::output::{self, outln};
+
+/// Steps of the progress bar (progress 0–1 is shown in tenths of a percent).
+const BAR_STEPS: u64 = 1000;
+/// Characters of the partial output shown beside the bar.
+const PARTIAL_CHARS: usize = 60;
+
+/// What `concord call` does once it knows the action's mode.
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// The peer's URL.
+    pub url: &'a str,
+    /// The action.
+    pub action: &'a str,
+    /// Its input.
+    pub input: Value,
+    /// One JSON line per update.
+    pub json: bool,
+}
+
+/// Calls a progress or notify action over an interface session; `mode` is what the
+/// description says. A stream action is refused here: `concord stream` pipes it.
+pub async fn call(node: &Node, call: Call<'_>, mode: InteractionMode) -> anyhow::Result<ExitCode> {
+    if mode == InteractionMode::Stream {
+        return Err(output::Wrong::error(format!(
+            "`{}` is a stream action: use `concord stream {} {}`",
+            call.action, call.url, call.action
+        )));
+    }
+    let connection = match super::connect(node, call.url, &[call.action]).await {
+        Ok(connection) => connection,
+        Err(code) => return Ok(code),
+    };
+    let exit = if mode == InteractionMode::Notify {
+        match connection.notify(call.action, call.input).await {
+            Ok(()) if call.json => {
+                outln!("{}", json!({"type": "sent"}))?;
+                ExitCode::SUCCESS
+            }
+            Ok(()) => {
+                outln!("sent")?;
+                ExitCode::SUCCESS
+            }
+            Err(error) => super::failed(call.action, &error),
+        }
+    } else {
+        follow(&connection, &call).await?
+    };
+    connection.close().await;
+    Ok(exit)
+}
+
+/// Follows a long-running action to its end.
+async fn follow(
+    connection: &concord_node::Connection,
+    call: &Call<'_>,
+) -> anyhow::Result<ExitCode> {
+    let mut run = match connection
+        .call_with_progress(call.action, call.input.clone())
+        .await
+    {
+        Ok(run) => run,
+        Err(error) => return Ok(super::failed(call.action, &error)),
+    };
+    let bar = (!call.json && std::io::stderr().is_terminal()).then(|| progress_bar(call.action));
+    while let Some(update) = run.next().await {
+        if call.json {
+            outln!("{}", update_line(&update))?;
+        }
+        match update {
+            ActionUpdate::Started { action_id } => {
+                if let Some(bar) = &bar {
+                    bar.set_message(format!("{} ({action_id})", call.action));
+                }
+            }
+            ActionUpdate::Progress { progress, partial } => {
+                if let Some(bar) = &bar {
+                    bar.set_position(bar_position(progress));
+                    if let Some(partial) = &partial {
+                        bar.set_message(short_json(partial));
+                    }
+                }
+            }
+            ActionUpdate::Done(result) => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                return Ok(match result {
+                    Ok(value) => {
+                        if !call.json {
+                            output::json(&value)?;
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(error) => super::failed(call.action, &error),
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    output::note(format_args!(
+        "{}: the updates ended with no result",
+        call.action
+    ));
+    Ok(ExitCode::from(2))
+}
+
+/// One update as a JSON line: `{"type": "started" | "progress" | "done" | "failed", …}`.
+pub fn update_line(update: &ActionUpdate) -> Value {
+    match update {
+        ActionUpdate::Started { action_id } => json!({"type": "started", "actionId": action_id}),
+        ActionUpdate::Progress { progress, partial } => {
+            let mut line = json!({"type": "progress", "progress": progress});
+            if let (Some(partial), Value::Object(fields)) = (partial, &mut line) {
+                fields.insert("partial".to_owned(), partial.clone());
+            }
+            line
+        }
+        ActionUpdate::Done(Ok(output)) => json!({"type": "done", "output": output}),
+        ActionUpdate::Done(Err(error)) => {
+            json!({"type": "failed", "error": super::error_json(error)})
+        }
+        _ => json!({"type": "unknown"}),
+    }
+}
+
+/// The bar on standard error: `[####    ] 40% partial output`.
+fn progress_bar(action: &str) -> ProgressBar {
+    let bar = ProgressBar::new(BAR_STEPS);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {percent:>3}% {msg} ({elapsed})") {
+        bar.set_style(style);
+    }
+    bar.set_message(action.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+/// Progress 0–1 in bar steps (a peer's value outside is clamped).
+fn bar_position(progress: f64) -> u64 {
+    if progress.is_nan() {
+        return 0;
+    }
+    (progress.clamp(0.0, 1.0) * BAR_STEPS as f64).round() as u64
+}
+
+/// `value` as compact JSON, cut to a line beside the bar.
+fn short_json(value: &Value) -> String {
+    let text = output::one_line(&value.to_string());
+    if text.chars().count() <= PARTIAL_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(PARTIAL_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_become_json_lines() {
+        let started = ActionUpdate::Started {
+            action_id: "a1".to_owned(),
+        };
+        assert_eq!(
+            update_line(&started),
+            json!({"type": "started", "actionId": "a1"})
+        );
+        let halfway = ActionUpdate::Progress {
+            progress: 0.5,
+            partial: Some(json!({"daysDone": 2})),
+        };
+        assert_eq!(
+            update_line(&halfway),
+            json!({"type": "progress", "progress": 0.5, "partial": {"daysDone": 2}})
+        );
+        let bare = ActionUpdate::Progress {
+            progress: 1.0,
+            partial: None,
+        };
+        assert_eq!(
+            update_line(&bare),
+            json!({"type": "progress", "progress": 1.0})
+        );
+        let done = ActionUpdate::Done(Ok(json!({"city": "Oslo"})));
+        assert_eq!(
+            update_line(&done),
+            json!({"type": "done", "output": {"city": "Oslo"}})
+        );
+        let failed = ActionUpdate::Done(Err(concord_node::CallError::Closed("gone".to_owned())));
+        let line = update_line(&failed);
+        assert_eq!(line["type"], "failed");
+        assert_eq!(line["error"]["code"], "closed");
+    }
+
+    #[test]
+    fn the_bar_clamps_what_the_peer_says() {
+        assert_eq!(bar_position(0.5), 500);
+        assert_eq!(bar_position(-1.0), 0);
+        assert_eq!(bar_position(7.0), BAR_STEPS);
+        assert_eq!(bar_position(f64::NAN), 0);
+        assert_eq!(short_json(&json!({"a": 1})), r#"{"a":1}"#);
+        assert_eq!(
+            short_json(&json!("x".repeat(100))).chars().count(),
+            PARTIAL_CHARS
+        );
+    }
+}

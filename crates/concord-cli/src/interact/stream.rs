@@ -1,0 +1,190 @@
+//! `concord stream URL ACTION`: standard input to a stream action, its bytes to standard
+//! output; ends when both halves ended.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use concord_describe::InteractionMode;
+use concord_node::{CallError, StreamReceiver, StreamSender};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{Affordance, PeerArgs};
+use crate::output;
+
+/// Bytes read from standard input at a time for a stream that is not framed.
+const PIECE_BYTES: usize = 16 * 1024;
+/// Pieces queued between the reading thread and the stream.
+const PIECE_QUEUE: usize = 64;
+/// How long to wait before sending again a frame a realtime stream dropped (no credit).
+const RETRY_WAIT: Duration = Duration::from_millis(2);
+/// How many times a frame is tried before it is given up.
+const RETRIES: u32 = 2_500;
+
+/// `concord stream`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord stream http://127.0.0.1:8080 talk < voice.pcm > answer.pcm
+  concord stream http://127.0.0.1:8080 talk --input '{\"voice\": \"alloy\"}' < voice.pcm | aplay -f S16_LE -r 24000
+
+Standard input goes to the stream as it is read: in pieces of `concord:frameBytes` when the
+action declares frames (the last piece may be shorter), else as it comes. The peer's bytes
+are written to standard output as they arrive. Both halves flow at once under the
+receiver's credit; the command ends when standard input ended and the peer finished its
+half. On a realtime stream a frame the credit has no room for is sent again a moment later
+rather than dropped (standard input is a file, not a live microphone).
+
+Exit codes: 0 both halves ended; 1 the peer refused the stream or reset it, or the action
+is not a stream action; 2 the peer could not be reached or the session ended early.")]
+pub struct StreamArgs {
+    #[command(flatten)]
+    peer: PeerArgs,
+    /// The stream action.
+    action: String,
+    /// The action's input as JSON (default `{}`).
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    input: String,
+}
+
+/// Runs `concord stream`.
+pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
+    let input = super::json_argument(&args.input, "--input")?;
+    let node = super::requester(&args.peer)?;
+    crate::runtime::block_on(async move {
+        let described = super::describe(&args.peer.url, args.peer.ca_cert.as_deref()).await?;
+        let (frame_bytes, realtime) = match described.affordance(&args.action) {
+            Some(Affordance::Action {
+                mode: InteractionMode::Stream,
+                stream,
+            }) => stream.map_or((0, false), |stream| {
+                (
+                    usize::try_from(stream.frame_bytes).unwrap_or(0),
+                    stream.realtime,
+                )
+            }),
+            Some(_) => {
+                return Err(output::Wrong::error(format!(
+                    "`{}` is not a stream action (`concord call` calls it)",
+                    args.action
+                )))
+            }
+            None => {
+                return Err(output::Wrong::error(format!(
+                    "the peer's description has no action `{}`",
+                    args.action
+                )))
+            }
+        };
+        let connection = match super::connect(&node, &args.peer.url, &[&args.action]).await {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
+        };
+        let exit = pipe(&connection, &args.action, input, frame_bytes, realtime).await?;
+        connection.close().await;
+        Ok(exit)
+    })?
+}
+
+/// Opens the stream and runs both halves to their end.
+async fn pipe(
+    connection: &concord_node::Connection,
+    action: &str,
+    input: Value,
+    frame_bytes: usize,
+    realtime: bool,
+) -> anyhow::Result<ExitCode> {
+    let (sender, receiver) = match connection.open_stream(action, input).await {
+        Ok(halves) => halves,
+        Err(error) => return Ok(super::failed(action, &error)),
+    };
+    let pieces = read_stdin(if frame_bytes > 0 {
+        frame_bytes
+    } else {
+        PIECE_BYTES
+    });
+    let (sent, received) = tokio::join!(send(sender, pieces, realtime), receive(receiver));
+    let received = received?;
+    let mut exit = 0u8;
+    for result in [sent, received] {
+        if let Err(error) = result {
+            let code = super::failed(action, &error);
+            exit = exit.max(if code == ExitCode::from(1) { 1 } else { 2 });
+        }
+    }
+    Ok(ExitCode::from(exit))
+}
+
+/// Standard input in pieces of `size` bytes (each full but the last), read by a thread
+/// of its own; an error reading ends the input early (said on standard error).
+fn read_stdin(size: usize) -> mpsc::Receiver<Vec<u8>> {
+    let (pieces, receiver) = mpsc::channel(PIECE_QUEUE);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut piece = vec![0u8; size];
+            let mut filled = 0;
+            while filled < size {
+                match stdin.read(&mut piece[filled..]) {
+                    Ok(0) => break,
+                    Ok(read) => filled += read,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(error) => {
+                        output::note(format_args!("cannot read standard input: {error}"));
+                        break;
+                    }
+                }
+            }
+            if filled == 0 {
+                return;
+            }
+            piece.truncate(filled);
+            let last = filled < size;
+            if pieces.blocking_send(piece).is_err() || last {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// Our half: every piece, then the end.
+async fn send(
+    sender: StreamSender,
+    mut pieces: mpsc::Receiver<Vec<u8>>,
+    realtime: bool,
+) -> Result<(), CallError> {
+    while let Some(piece) = pieces.recv().await {
+        let mut tries = 0;
+        // A realtime stream drops a frame it has no credit for (0 bytes went): again.
+        while sender.send(piece.clone()).await? == 0 && realtime && !piece.is_empty() {
+            tries += 1;
+            if tries >= RETRIES {
+                output::note("a frame found no credit for 5 s: dropped");
+                break;
+            }
+            tokio::time::sleep(RETRY_WAIT).await;
+        }
+    }
+    sender.finish().await
+}
+
+/// The peer's half, to standard output. The outer error is a failed write (standard
+/// output gone); the inner one the stream's.
+async fn receive(mut receiver: StreamReceiver) -> anyhow::Result<Result<(), CallError>> {
+    let mut stdout = std::io::stdout();
+    while let Some(bytes) = receiver.next().await {
+        match bytes {
+            Ok(bytes) => {
+                let mut lock = stdout.lock();
+                lock.write_all(&bytes)?;
+                lock.flush()?;
+            }
+            Err(error) => return Ok(Err(error)),
+        }
+    }
+    stdout.flush()?;
+    Ok(Ok(()))
+}

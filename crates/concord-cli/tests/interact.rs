@@ -1,0 +1,466 @@
+//! The interface commands against the seed's WeatherAgent served in this process:
+//! `concord call` on a long-running and a fire-and-forget action, `concord subscribe`
+//! (replay with --from, and a reconnect that resumes after the provider restarts),
+//! `concord stream` (the talk stream halves every sample), `concord read` and `write`.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::Duration;
+
+use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
+use concord_node::{Node, Property, Server};
+use serde_json::{json, Value};
+use support::*;
+use tempfile::TempDir;
+
+/// A writable, observable property of the served agent (the WeatherAgent has none).
+const VOLUME: &str = "volume";
+
+/// The WeatherAgent with [`VOLUME`], its store in `store`.
+fn weather_node(store: &TempDir) -> Node {
+    let publisher = Arc::new(OnceLock::new());
+    let node = weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
+        .property(
+            VOLUME,
+            Property::new(
+                json!({"type": "integer", "minimum": 0, "maximum": 10}),
+                json!(5),
+            )
+            .writable()
+            .observable(),
+        )
+        .data_dir(store.path())
+        .build()
+        .unwrap();
+    let _ = publisher.set(node.publisher());
+    node
+}
+
+/// The WeatherAgent (and [`VOLUME`]) served on 127.0.0.1:0, and a data directory for the
+/// commands.
+struct Weather {
+    runtime: tokio::runtime::Runtime,
+    node: Node,
+    server: Option<Server>,
+    url: String,
+    _store: TempDir,
+    requester: TempDir,
+}
+
+impl Weather {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let node = weather_node(&store);
+        let server = runtime.block_on(node.serve("127.0.0.1:0")).unwrap();
+        let url = server.url().to_owned();
+        Weather {
+            runtime,
+            node,
+            server: Some(server),
+            url,
+            _store: store,
+            requester: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `concord <command> URL <args> --data-dir <the requester's>`.
+    fn command(&self, command: &str, args: &[&str]) -> assert_cmd::Command {
+        assert_cmd::Command::from_std(self.process(command, args))
+    }
+
+    /// As [`Weather::command`], as a process to spawn.
+    fn process(&self, command: &str, args: &[&str]) -> std::process::Command {
+        let mut concord = process();
+        concord
+            .arg(command)
+            .arg(&self.url)
+            .args(args)
+            .arg("--data-dir")
+            .arg(self.requester.path());
+        concord
+    }
+
+    fn run(&self, command: &str, args: &[&str]) -> Output {
+        run(&mut self.command(command, args))
+    }
+
+    fn publish(&self, data: Value) -> u64 {
+        self.node
+            .publisher()
+            .publish(weather::USER_FEEDBACK_RECEIVED, data)
+            .unwrap()
+    }
+
+    /// Stops the server (its sessions close), calls `while_down`, then serves the same
+    /// node on the same port (`fresh`: a new node, as a restarted process, whose events
+    /// are numbered from 1 again).
+    fn restart(&mut self, fresh: bool, while_down: impl FnOnce(&Self)) {
+        let server = self.server.take().unwrap();
+        let address = server.local_addr();
+        self.runtime
+            .block_on(server.shutdown_within(Duration::ZERO))
+            .unwrap();
+        if fresh {
+            self.node = weather_node(&self._store);
+        }
+        while_down(self);
+        let server = self
+            .runtime
+            .block_on(self.node.serve(&address.to_string()))
+            .unwrap();
+        self.server = Some(server);
+    }
+}
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+#[test]
+fn a_long_running_call_prints_one_json_line_per_update() {
+    let weather = Weather::start();
+    let output = weather.run(
+        "call",
+        &[
+            weather::FORECAST_REPORT,
+            r#"{"city": "Oslo", "days": 3}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines[0]["type"], "started", "{lines:#?}");
+    assert!(lines[0]["actionId"].is_string(), "{lines:#?}");
+    let progress: Vec<f64> = lines
+        .iter()
+        .filter(|line| line["type"] == "progress")
+        .map(|line| line["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(progress.len(), 3, "{lines:#?}");
+    assert!(
+        progress.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{progress:?}"
+    );
+    assert_eq!(progress.last(), Some(&1.0));
+    assert_eq!(lines[1]["partial"], json!({"daysDone": 1}), "{lines:#?}");
+    let done = lines.last().unwrap();
+    assert_eq!(done["type"], "done", "{lines:#?}");
+    assert_eq!(done["output"]["city"], "Oslo");
+    assert_eq!(done["output"]["days"].as_array().unwrap().len(), 3);
+
+    // Not on a terminal and without --json: the output alone, as a reply action's.
+    let plain = weather.run("call", &[weather::FORECAST_REPORT, r#"{"city": "Rome"}"#]);
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert_eq!(plain.json()["city"], "Rome");
+
+    // The input the schema refuses is refused before it is sent: a failed line, exit 1.
+    let refused = weather.run(
+        "call",
+        &[weather::FORECAST_REPORT, r#"{"city": "Oslo", "days": 99}"#],
+    );
+    assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.starts_with("concord: forecastReport: "),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn a_fire_and_forget_call_prints_sent_and_a_reply_call_is_unchanged() {
+    let weather = Weather::start();
+    let sent = weather.run(
+        "call",
+        &[weather::LOG_FEEDBACK, r#"{"rating": 4, "comment": "ok"}"#],
+    );
+    assert_eq!(sent.code, 0, "{}{}", sent.stdout, sent.stderr);
+    assert_eq!(sent.stdout, "sent\n");
+    let replied = weather.run(
+        "call",
+        &[
+            weather::GET_WEATHER,
+            r#"{"question": "Weather in Lisbon?", "interactionMode": "text"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(replied.code, 0, "{}{}", replied.stdout, replied.stderr);
+    let replied = replied.json();
+    assert!(replied["output"].as_str().unwrap().contains("Lisbon"));
+    assert_eq!(replied["action"], weather::GET_WEATHER);
+    let stream = weather.run("call", &[weather::TALK, "{}"]);
+    stream.fails(1, "concord stream");
+}
+
+#[test]
+fn read_and_write_a_property() {
+    let weather = Weather::start();
+    let read = weather.run("read", &[weather::MODEL_CONFIGURATION]);
+    assert_eq!(read.code, 0, "{}{}", read.stdout, read.stderr);
+    assert_eq!(read.json(), weather::model_configuration());
+
+    let written = weather.run("write", &[VOLUME, "7"]);
+    assert_eq!(written.code, 0, "{}{}", written.stdout, written.stderr);
+    assert_eq!(written.stdout, "");
+    assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(7)));
+    assert_eq!(weather.run("read", &[VOLUME]).json(), json!(7));
+    let from_stdin = run(weather.command("write", &[VOLUME, "-"]).write_stdin("3\n"));
+    assert_eq!(from_stdin.code, 0, "{}", from_stdin.stderr);
+    assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(3)));
+
+    weather.run("write", &[VOLUME, "99"]).fails(1, VOLUME);
+    weather
+        .run("write", &[VOLUME, "loud"])
+        .fails(1, "not valid JSON");
+    weather
+        .run(
+            "write",
+            &[weather::MODEL_CONFIGURATION, r#"{"modelName": "x"}"#],
+        )
+        .fails(1, "read-only");
+    let unknown = weather.run("read", &["nothing"]);
+    assert_eq!(unknown.code, 1, "{}{}", unknown.stdout, unknown.stderr);
+    assert!(unknown.stderr.contains("nothing"), "{}", unknown.stderr);
+    assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(3)));
+}
+
+#[test]
+fn subscribe_replays_from_an_id_and_observes_a_property() {
+    let weather = Weather::start();
+    for rating in 1..=3 {
+        weather.publish(json!({"rating": rating}));
+    }
+    let output = weather.run(
+        "subscribe",
+        &[
+            weather::USER_FEEDBACK_RECEIVED,
+            "--from",
+            "1",
+            "--count",
+            "2",
+        ],
+    );
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    assert_eq!(
+        json_lines(&output.stdout),
+        vec![
+            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": 2, "data": {"rating": 2}}),
+            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": 3, "data": {"rating": 3}}),
+        ]
+    );
+
+    // A property by name (the description has no event of that name): its changes.
+    let (lines, child) = spawn_lines(weather.process("subscribe", &[VOLUME, "--count", "1"]));
+    let changed = publish_until_a_line(&lines, || {
+        let _ = weather.node.publisher().set_property(VOLUME, json!(9));
+    });
+    assert_eq!(changed["property"], VOLUME, "{changed}");
+    assert_eq!(changed["value"], 9);
+    assert!(child.wait_with_output().unwrap().status.success());
+
+    weather
+        .run("subscribe", &["noSuchEvent"])
+        .fails(1, "noSuchEvent");
+}
+
+#[test]
+fn subscribe_reconnects_and_resumes_after_the_provider_restarts() {
+    let mut weather = Weather::start();
+    weather.publish(json!({"rating": 1}));
+    let (lines, mut child) = spawn_lines(weather.process(
+        "subscribe",
+        &[
+            weather::USER_FEEDBACK_RECEIVED,
+            "--from",
+            "0",
+            "--count",
+            "3",
+            "--reconnect-delay",
+            "50ms",
+        ],
+    ));
+    let first = next_line(&lines, &mut child);
+    assert_eq!(first["id"], 1, "{first}");
+    // Published while the provider is down: the resumed subscription replays it.
+    weather.restart(false, |down| {
+        down.publish(json!({"rating": 2}));
+    });
+    let second = next_line(&lines, &mut child);
+    assert_eq!(second["id"], 2, "{second}");
+    assert_eq!(second["data"]["rating"], 2);
+    weather.publish(json!({"rating": 3}));
+    let third = next_line(&lines, &mut child);
+    assert_eq!(third["id"], 3, "{third}");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("resuming after id 1"), "{stderr}");
+    assert!(stderr.contains("reconnected (0-RTT resume"), "{stderr}");
+}
+
+#[test]
+fn subscribe_follows_a_restarted_provider_from_its_first_event() {
+    let mut weather = Weather::start();
+    weather.publish(json!({"rating": 1}));
+    weather.publish(json!({"rating": 2}));
+    let (lines, mut child) = spawn_lines(weather.process(
+        "subscribe",
+        &[
+            weather::USER_FEEDBACK_RECEIVED,
+            "--from",
+            "0",
+            "--count",
+            "3",
+            "--reconnect-delay",
+            "50ms",
+        ],
+    ));
+    let first = next_line(&lines, &mut child);
+    assert_eq!(first["id"], 1, "{first}");
+    let second = next_line(&lines, &mut child);
+    assert_eq!(second["id"], 2, "{second}");
+    // A new process: its ids start again, and our last seen (2) is ahead of its latest (1).
+    weather.restart(true, |down| {
+        down.publish(json!({"rating": 5}));
+    });
+    let third = next_line(&lines, &mut child);
+    assert_eq!(third["id"], 1, "{third}");
+    assert_eq!(third["data"]["rating"], 5);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("afresh (it restarted)"), "{stderr}");
+}
+
+#[test]
+fn stream_pipes_standard_input_through_the_talk_stream() {
+    let weather = Weather::start();
+    // Three seconds of audio: more than the initial credit, and a short last frame.
+    let audio: Vec<u8> = (0..150 * VOICE_FRAME_BYTES + 100)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
+    let output = weather
+        .command(
+            "stream",
+            &[weather::TALK, "--input", r#"{"voice": "alloy"}"#],
+        )
+        .write_stdin(audio.clone())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected: Vec<u8> = audio
+        .chunks(VOICE_FRAME_BYTES)
+        .flat_map(weather::halve_volume)
+        .collect();
+    assert_eq!(output.stdout.len(), expected.len());
+    assert!(
+        output.stdout == expected,
+        "the bytes back are not the halved input"
+    );
+
+    weather
+        .run("stream", &[weather::GET_WEATHER])
+        .fails(1, "not a stream action");
+}
+
+#[test]
+fn the_demo_shows_all_five_patterns_over_one_session() {
+    let output = run(concord().args(["demo", "--calls", "10"]));
+    assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
+    for expected in [
+        "Five interaction patterns over ONE interface session",
+        "one negotiation: protocol ",
+        "request-reply      getWeather",
+        "progress           forecastReport",
+        " 50% {\"daysDone\":2}",
+        "fire-and-forget    logFeedback",
+        "publish-subscribe  userFeedbackReceived",
+        "readproperty modelConfiguration",
+        "observeproperty: ",
+        "stream             talk: 50 voice frames",
+        "every sample checked, 0 dropped".trim_start_matches("every sample checked, "),
+        "frame round trip p50 ",
+        "0-RTT reconnect: resumed protocol",
+        "got #2 published while away",
+    ] {
+        assert!(
+            output.stdout.contains(expected),
+            "{expected:?}:\n{}",
+            output.stdout
+        );
+    }
+
+    let json = run(concord().args(["demo", "--calls", "10", "--json"]));
+    assert_eq!(json.code, 0, "{}{}", json.stdout, json.stderr);
+    let patterns = &json.json()["patterns"];
+    assert_eq!(patterns["negotiations"], 1, "{patterns:#}");
+    assert_eq!(patterns["llmCalls"], 0, "{patterns:#}");
+    assert_eq!(patterns["stream"]["matches"], true, "{patterns:#}");
+    assert_eq!(patterns["stream"]["framesBack"], 50, "{patterns:#}");
+    assert_eq!(patterns["reconnect"]["resumed"], true, "{patterns:#}");
+    assert_eq!(patterns["reconnect"]["resumedEventId"], 2, "{patterns:#}");
+    assert_eq!(
+        patterns["hash"].as_str().unwrap().len(),
+        patterns["hash"].as_str().unwrap().trim().len()
+    );
+}
+
+/// Spawns `command` with its standard output read as JSON lines by a thread.
+fn spawn_lines(mut command: std::process::Command) -> (mpsc::Receiver<Value>, std::process::Child) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let Ok(value) = serde_json::from_str(&line) else {
+                panic!("not a JSON line: {line}");
+            };
+            if lines.send(value).is_err() {
+                return;
+            }
+        }
+    });
+    (receiver, child)
+}
+
+/// Calls `publish` every 100 ms until the first line arrives (the subscription starts
+/// some time after the process does).
+fn publish_until_a_line(lines: &mpsc::Receiver<Value>, publish: impl Fn()) -> Value {
+    for _ in 0..300 {
+        publish();
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+            return line;
+        }
+    }
+    panic!("no line in 30 s");
+}
+
+/// The next JSON line within 30 s, or a panic with what the command said.
+fn next_line(lines: &mpsc::Receiver<Value>, child: &mut std::process::Child) -> Value {
+    match lines.recv_timeout(Duration::from_secs(30)) {
+        Ok(line) => line,
+        Err(error) => {
+            let _ = child.kill();
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+            }
+            panic!("no line ({error}): {stderr}");
+        }
+    }
+}

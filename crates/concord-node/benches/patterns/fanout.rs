@@ -1,0 +1,254 @@
+//! Event fan-out: one provider, `subscribers` connections each subscribed, `events`
+//! published at once per round; events delivered per second until every subscriber has
+//! them all. The floor: a tokio broadcast channel feeding as many raw WebSockets the same
+//! JSON message.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_fixtures::weather;
+use concord_node::{Connection, Notification, Subscription};
+use futures_util::stream::{self, SelectAll};
+use futures_util::StreamExt;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::servers::{event_message, feedback, raw, want, Provider, Requester};
+use crate::BoxError;
+
+/// Connections opened at once.
+pub const OPENING_AT_ONCE: usize = 64;
+/// How long one round may take before it counts as lost.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Deliveries and losses, counted by the reading tasks.
+#[derive(Default)]
+pub struct Counts {
+    delivered: AtomicU64,
+    lost: AtomicU64,
+}
+
+impl Counts {
+    fn seen(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed) + self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// One round's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    pub per_second: f64,
+    pub elapsed: Duration,
+    pub lost: u64,
+}
+
+/// Waits until `counts` saw `target` deliveries (or losses), from `started`.
+async fn wait_for(
+    counts: &Counts,
+    target: u64,
+    started: Instant,
+    lost_before: u64,
+) -> Result<Round, BoxError> {
+    loop {
+        if counts.seen() >= target {
+            return Ok(Round {
+                per_second: 0.0,
+                elapsed: started.elapsed(),
+                lost: counts.lost.load(Ordering::Relaxed) - lost_before,
+            });
+        }
+        if started.elapsed() > ROUND_TIMEOUT {
+            return Err(format!(
+                "a fan-out round timed out: {} of {target} deliveries",
+                counts.seen()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
+
+/// Splits `items` into `groups` nearly equal parts.
+fn groups<T>(items: Vec<T>, groups: usize) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = (0..groups).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        out[i % groups].push(item);
+    }
+    out
+}
+
+/// The node side: its subscribers, read by a few tasks.
+pub struct NodeFanout {
+    provider: Provider,
+    _requester: Requester,
+    connections: Vec<Connection>,
+    counts: Arc<Counts>,
+    readers: Vec<JoinHandle<()>>,
+    subscribers: u64,
+}
+
+impl NodeFanout {
+    pub async fn start(subscribers: usize, readers: usize) -> Result<Self, BoxError> {
+        let provider = Provider::start(subscribers).await?;
+        let requester = Requester::new()?;
+        let first = requester.node.connect_with(provider.url(), want()).await?;
+        first.close().await;
+        let url = provider.url().to_owned();
+        let connections: Vec<_> = stream::iter(0..subscribers)
+            .map(|_| {
+                let (node, url) = (requester.node.clone(), url.clone());
+                async move { node.connect_with(&url, want()).await }
+            })
+            .buffer_unordered(OPENING_AT_ONCE)
+            .collect()
+            .await;
+        let connections = connections.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let subscriptions: Vec<_> = stream::iter(connections.iter())
+            .map(|connection| connection.subscribe(weather::USER_FEEDBACK_RECEIVED, None))
+            .buffer_unordered(OPENING_AT_ONCE)
+            .collect()
+            .await;
+        let subscriptions = subscriptions.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let counts = Arc::new(Counts::default());
+        let readers = groups(subscriptions, readers)
+            .into_iter()
+            .map(|group| tokio::spawn(read_subscriptions(group, Arc::clone(&counts))))
+            .collect();
+        Ok(Self {
+            provider,
+            _requester: requester,
+            connections,
+            counts,
+            readers,
+            subscribers: subscribers as u64,
+        })
+    }
+
+    /// Publishes `events` at once; waits for every delivery.
+    pub async fn round(&self, events: u64) -> Result<Round, BoxError> {
+        let publisher = self.provider.publisher();
+        let data: Vec<_> = (0..events).map(feedback).collect();
+        let target = self.counts.seen() + events * self.subscribers;
+        let lost_before = self.counts.lost.load(Ordering::Relaxed);
+        let started = Instant::now();
+        for data in data {
+            publisher.publish(weather::USER_FEEDBACK_RECEIVED, data)?;
+        }
+        let mut round = wait_for(&self.counts, target, started, lost_before).await?;
+        round.per_second = (events * self.subscribers) as f64 / round.elapsed.as_secs_f64();
+        Ok(round)
+    }
+
+    pub async fn stop(self) {
+        for reader in &self.readers {
+            reader.abort();
+        }
+        stream::iter(self.connections)
+            .for_each_concurrent(OPENING_AT_ONCE, |connection| async move {
+                connection.close().await;
+            })
+            .await;
+    }
+}
+
+async fn read_subscriptions(subscriptions: Vec<Subscription>, counts: Arc<Counts>) {
+    let mut all: SelectAll<_> = stream::select_all(subscriptions.into_iter().map(|subscription| {
+        Box::pin(stream::unfold(
+            subscription,
+            |mut subscription| async move {
+                let notification = subscription.next().await?;
+                Some((notification, subscription))
+            },
+        ))
+    }));
+    while let Some(notification) = all.next().await {
+        match notification {
+            Notification::Event { .. } => {
+                counts.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Notification::Gap { from, to, .. } => {
+                counts.lost.fetch_add(to - from + 1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The floor: raw WebSockets fed by a broadcast channel.
+pub struct RawFanout {
+    broadcast: raw::Broadcast,
+    counts: Arc<Counts>,
+    readers: Vec<JoinHandle<()>>,
+    subscribers: u64,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl RawFanout {
+    pub async fn start(subscribers: usize, readers: usize) -> Result<Self, BoxError> {
+        let (base, broadcast) = raw::serve().await?;
+        let url = format!("{base}/broadcast");
+        let sockets: Vec<_> = stream::iter(0..subscribers)
+            .map(|_| {
+                let url = url.clone();
+                async move { tokio_tungstenite::connect_async(url.as_str()).await }
+            })
+            .buffer_unordered(OPENING_AT_ONCE)
+            .collect()
+            .await;
+        let sockets = sockets
+            .into_iter()
+            .map(|socket| socket.map(|(socket, _)| socket))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Every socket's handler has subscribed before its upgrade answered.
+        let counts = Arc::new(Counts::default());
+        let readers = groups(sockets, readers)
+            .into_iter()
+            .map(|group| {
+                let counts = Arc::clone(&counts);
+                tokio::spawn(async move {
+                    let mut all = stream::select_all(group);
+                    while let Some(Ok(message)) = all.next().await {
+                        if let Message::Text(text) = message {
+                            // Decoded, as the node's requester decodes each message.
+                            match serde_json::from_str::<serde_json::Value>(text.as_str()) {
+                                Ok(_) => counts.delivered.fetch_add(1, Ordering::Relaxed),
+                                Err(_) => counts.lost.fetch_add(1, Ordering::Relaxed),
+                            };
+                        }
+                    }
+                })
+            })
+            .collect();
+        Ok(Self {
+            broadcast,
+            counts,
+            readers,
+            subscribers: subscribers as u64,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// Sends `events` at once; waits for every delivery.
+    pub async fn round(&self, events: u64) -> Result<Round, BoxError> {
+        let data: Vec<_> = (0..events).map(feedback).collect();
+        let target = self.counts.seen() + events * self.subscribers;
+        let lost_before = self.counts.lost.load(Ordering::Relaxed);
+        let started = Instant::now();
+        for data in data {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            self.broadcast
+                .send(event_message(id, &data).into())
+                .map_err(|_| "no raw subscriber")?;
+        }
+        let mut round = wait_for(&self.counts, target, started, lost_before).await?;
+        round.per_second = (events * self.subscribers) as f64 / round.elapsed.as_secs_f64();
+        Ok(round)
+    }
+
+    pub fn stop(self) {
+        for reader in &self.readers {
+            reader.abort();
+        }
+    }
+}

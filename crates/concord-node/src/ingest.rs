@@ -1,0 +1,220 @@
+//! The event-ingest endpoint: with
+//! [`NodeBuilder::event_ingest_token`](crate::NodeBuilder::event_ingest_token) set, a
+//! backend service publishes the node's
+//! events over HTTP, `POST /events/{name}` with the event's data as its JSON body and
+//! `Authorization: Bearer <token>`:
+//!
+//! | the request… | the answer |
+//! |---|---|
+//! | is published | 202 `{"id": n}` (the event's sequence number) |
+//! | has no token, or a wrong one | 401, `WWW-Authenticate: Bearer` |
+//! | names an event the node does not declare | 404 |
+//! | has a body larger than `Limits::interaction.max_message_size` | 413 |
+//! | has a body that is not JSON, or data the event's schema refuses | 400 |
+//!
+//! Errors are RFC 9457 problem details (`application/problem+json`). Without a token the
+//! route does not exist (404 for every request).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+
+use crate::interact::{PublishError, Publisher};
+use crate::node::Shared;
+
+/// Where events are posted.
+pub(crate) const INGEST_PATH: &str = "/events/{name}";
+
+/// The bearer token a backend service presents to publish events. Never shown in `Debug`.
+#[derive(Clone)]
+pub(crate) struct IngestToken(Arc<str>);
+
+impl std::fmt::Debug for IngestToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IngestToken(…)")
+    }
+}
+
+impl IngestToken {
+    /// The token, checked: not empty, no whitespace or control characters (it travels in a
+    /// header).
+    pub(crate) fn new(token: String) -> Result<Self, String> {
+        if token.is_empty() {
+            return Err("the event ingest token is empty".to_owned());
+        }
+        if token
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || !c.is_ascii())
+        {
+            return Err("the event ingest token must be printable ASCII without spaces".to_owned());
+        }
+        Ok(Self(token.into()))
+    }
+
+    /// Whether `presented` is the token, compared in constant time (its length aside).
+    fn matches(&self, presented: &[u8]) -> bool {
+        let expected = self.0.as_bytes();
+        if expected.len() != presented.len() {
+            return false;
+        }
+        expected
+            .iter()
+            .zip(presented)
+            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
+            == 0
+    }
+}
+
+struct Ingest {
+    token: IngestToken,
+    publisher: Publisher,
+    max_body: usize,
+}
+
+/// The ingest route, when the node has a token.
+pub(crate) fn routes<S>(shared: &Shared) -> Option<Router<S>>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let token = shared.event_ingest_token.clone()?;
+    let ingest = Arc::new(Ingest {
+        token,
+        publisher: Publisher {
+            affordances: Arc::clone(&shared.affordances),
+        },
+        max_body: shared.limits.interaction.max_message_size,
+    });
+    Some(
+        Router::new()
+            .route(INGEST_PATH, post(accept))
+            .with_state(ingest),
+    )
+}
+
+fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
+    let body = json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or_default(),
+        "status": status.as_u16(),
+        "detail": detail.into(),
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The bearer token of an `Authorization` header.
+fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    let scheme = value.get(..7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| value.get(7..))
+        .flatten()
+        .map(<[u8]>::trim_ascii)
+}
+
+async fn accept(
+    State(ingest): State<Arc<Ingest>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !bearer(&headers).is_some_and(|token| ingest.token.matches(token)) {
+        let mut response = problem(
+            StatusCode::UNAUTHORIZED,
+            "posting events takes `Authorization: Bearer <token>` with the node's event ingest token",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    if !ingest
+        .publisher
+        .affordances
+        .interface
+        .events
+        .contains_key(&name)
+    {
+        return problem(
+            StatusCode::NOT_FOUND,
+            format!("the node has no event named `{name}`"),
+        );
+    }
+    let bytes = match axum::body::to_bytes(body, ingest.max_body).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the event's data is larger than the limit of {} bytes (or was cut short)",
+                    ingest.max_body
+                ),
+            )
+        }
+    };
+    let data: Value = match serde_json::from_slice(&bytes) {
+        Ok(data) => data,
+        Err(error) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body is not JSON: {}",
+                    crate::backend::describe_json_error(&error)
+                ),
+            )
+        }
+    };
+    match ingest.publisher.publish(&name, data) {
+        Ok(id) => {
+            tracing::debug!(event = %name, id, "an event posted in was published");
+            (
+                StatusCode::ACCEPTED,
+                [(header::CONTENT_TYPE, "application/json")],
+                json!({ "id": id }).to_string(),
+            )
+                .into_response()
+        }
+        Err(error @ PublishError::Unknown { .. }) => {
+            problem(StatusCode::NOT_FOUND, error.to_string())
+        }
+        Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_checked_and_compared_whole() {
+        assert!(IngestToken::new(String::new()).is_err());
+        assert!(IngestToken::new("a b".into()).is_err());
+        let token = IngestToken::new("s3cret".into()).unwrap();
+        assert!(token.matches(b"s3cret"));
+        assert!(!token.matches(b"s3cre"));
+        assert!(!token.matches(b"s3creT"));
+        assert_eq!(format!("{token:?}"), "IngestToken(…)");
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, "bearer abc".parse().unwrap());
+        assert_eq!(bearer(&headers), Some(&b"abc"[..]));
+        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&headers), None);
+    }
+}
