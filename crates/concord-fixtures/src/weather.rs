@@ -88,7 +88,9 @@ pub fn halve_volume(frame: &[u8]) -> Vec<u8> {
     frame
         .chunks(2)
         .flat_map(|sample| match sample {
-            [low, high] => (i16::from_le_bytes([*low, *high]) / 2).to_le_bytes().to_vec(),
+            [low, high] => (i16::from_le_bytes([*low, *high]) / 2)
+                .to_le_bytes()
+                .to_vec(),
             other => other.to_vec(),
         })
         .collect()

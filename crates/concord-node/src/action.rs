@@ -121,7 +121,12 @@ impl fmt::Debug for Actions {
 
 impl Actions {
     /// Adds an action, or replaces the one with its name.
-    pub(crate) fn insert(&mut self, spec: ActionSpec, backend: Backend, stream: Option<StreamSpec>) {
+    pub(crate) fn insert(
+        &mut self,
+        spec: ActionSpec,
+        backend: Backend,
+        stream: Option<StreamSpec>,
+    ) {
         let served = Served {
             spec,
             backend,

@@ -22,13 +22,11 @@ use crate::describe::DESCRIPTION_PATH;
 use crate::driver::{
     Command, Driver, RequesterParts, Settled, Settlement, Start, Target, CLOSE_LINGER,
 };
-use crate::interact::{
-    Interaction, Progressing, Sink, StreamReceiver, StreamSender, Subscription,
-};
 use crate::error::{CallError, ConnectError};
 use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
 use crate::identity::{upgrade, Encryption};
+use crate::interact::{Interaction, Progressing, Sink, StreamReceiver, StreamSender, Subscription};
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
@@ -410,7 +408,10 @@ impl Connection {
     }
 
     /// Waits for an answer within the call timeout.
-    async fn answer<T>(&self, answer: oneshot::Receiver<Result<T, CallError>>) -> Result<T, CallError> {
+    async fn answer<T>(
+        &self,
+        answer: oneshot::Receiver<Result<T, CallError>>,
+    ) -> Result<T, CallError> {
         match tokio::time::timeout(self.inner.call_timeout, answer).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(self.closed_error()),
@@ -519,8 +520,7 @@ pub(crate) async fn connect(
         }
         None => {
             let actions = published_actions(&thing);
-            let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned()
-            else {
+            let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned() else {
                 return Err(ConnectError::UnknownAction {
                     url: description_url,
                     action: need.action,

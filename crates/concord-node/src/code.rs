@@ -127,7 +127,12 @@ impl ProtocolCode {
     pub(crate) fn actions(&self) -> Vec<&str> {
         match self {
             Self::Handler(code) => vec![code.action()],
-            Self::Interface(code) => code.interface().actions.keys().map(String::as_str).collect(),
+            Self::Interface(code) => code
+                .interface()
+                .actions
+                .keys()
+                .map(String::as_str)
+                .collect(),
         }
     }
 
@@ -884,7 +889,10 @@ pub(crate) fn load(
 ) -> Result<ProtocolCode, String> {
     if crate::interface::is_interface(text) {
         if source != crate::interface::NATIVE_LAYER {
-            return Err("the stored handler of an interface protocol is not the native interaction layer".to_owned());
+            return Err(
+                "the stored handler of an interface protocol is not the native interaction layer"
+                    .to_owned(),
+            );
         }
         return shared
             .code

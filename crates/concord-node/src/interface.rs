@@ -19,7 +19,8 @@ use serde_json::Value;
 /// What the store keeps as "our handler" for an interface protocol: the layer is native
 /// code, so the handler is this marker naming it. A stored handler for an interface
 /// document that is anything else is refused.
-pub(crate) const NATIVE_LAYER: &str = "// native: the Concord interaction layer, urn:concord:interaction:1\n";
+pub(crate) const NATIVE_LAYER: &str =
+    "// native: the Concord interaction layer, urn:concord:interaction:1\n";
 
 /// The timeout an interface document states.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(15);
@@ -113,11 +114,18 @@ impl PayloadSchemas {
             .next()
             .map(|error| {
                 let pointer = error.instance_path().to_string();
-                let pointer = if pointer.is_empty() { "/".to_owned() } else { pointer };
+                let pointer = if pointer.is_empty() {
+                    "/".to_owned()
+                } else {
+                    pointer
+                };
                 format!("{pointer}: {error}")
             })
             .unwrap_or_else(|| "invalid".to_owned());
-        Err(format!("the {} `{name}` is invalid at {problem}", payload.what()))
+        Err(format!(
+            "the {} `{name}` is invalid at {problem}",
+            payload.what()
+        ))
     }
 }
 

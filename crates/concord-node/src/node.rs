@@ -119,9 +119,7 @@ impl Want {
         &self.need
     }
 
-    pub(crate) fn into_parts(
-        self,
-    ) -> (Need, Option<String>, Option<String>, Option<Vec<String>>) {
+    pub(crate) fn into_parts(self) -> (Need, Option<String>, Option<String>, Option<Vec<String>>) {
         (self.need, self.candidate, self.test_cases, self.interface)
     }
 }

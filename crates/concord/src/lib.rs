@@ -72,9 +72,9 @@ pub use concord_negotiate::{ActionSpec, Need};
 pub use concord_node::{
     Action, ActionError, ActionMode, ActionUpdate, CallError, ConnectError, Connection,
     ConnectionInfo, Event, ExecAction, HttpAction, Limits, Node, NodeBuilder, NodeError,
-    Notification, ProgressAction, ProgressReporter, Progressing, Property, PublishError,
-    Publisher, Server, Settlement, StreamAction, StreamIo, StreamReceiver, StreamSender,
-    StreamSpec, Subscription, Want,
+    Notification, ProgressAction, ProgressReporter, Progressing, Property, PublishError, Publisher,
+    Server, Settlement, StreamAction, StreamIo, StreamReceiver, StreamSender, StreamSpec,
+    Subscription, Want,
 };
 pub use serde_json::{json, Value};
 

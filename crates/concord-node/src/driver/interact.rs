@@ -176,9 +176,7 @@ pub(super) enum Wake {
 pub(super) async fn next_wake(interact: &mut Option<Interact>) -> Wake {
     match interact {
         Some(Interact::Provider(state)) => {
-            let ProviderInteract {
-                wake, pipes, ..
-            } = &mut **state;
+            let ProviderInteract { wake, pipes, .. } = &mut **state;
             tokio::select! {
                 () = wake.notified() => Wake::Queued,
                 Some(command) = pipes.receiver.recv() => Wake::Stream(command),

@@ -28,8 +28,8 @@ use tracing::Instrument;
 
 pub(crate) use gate::WorkGate;
 pub(crate) use requester::{Command, RequesterParts, Target};
-pub(crate) use work::Work;
 use work::AfterSave;
+pub(crate) use work::Work;
 
 use crate::code::{CodeInfo, ProtocolCode};
 use crate::config::human;
@@ -477,10 +477,15 @@ impl<T: Transport> Driver<T> {
             RoleState::Requester(state) => state.deadline(),
             RoleState::Provider(_) => None,
         };
-        [self.session.poll_timeout(), idle, role, self.interact_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.session.poll_timeout(),
+            idle,
+            role,
+            self.interact_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Tells the node, when it changed, whether this session may be shed: ready with
@@ -504,7 +509,10 @@ impl<T: Transport> Driver<T> {
                 RoleState::Provider(state) => state.in_flight == 0,
                 RoleState::Requester(state) => state.is_idle(),
             }
-            && self.interact.as_ref().is_none_or(interact::Interact::is_idle)
+            && self
+                .interact
+                .as_ref()
+                .is_none_or(interact::Interact::is_idle)
     }
 
     fn on_deadline(&mut self) {

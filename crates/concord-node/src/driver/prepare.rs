@@ -12,8 +12,8 @@ use concord_negotiate::{
 use concord_proto::{Capability, Decision, FixDecision, Role};
 use concord_store::NewProtocol;
 
-use super::work::{AfterSave, Work};
 use super::requester::Target;
+use super::work::{AfterSave, Work};
 use super::{Driver, RoleState, Settlement, Tests, MAX_GENERATIONS, RECENT_MESSAGES};
 use crate::code::{self, ProtocolCode};
 use crate::config::human;
@@ -325,8 +325,12 @@ impl<T: Transport> Driver<T> {
             }
             RoleState::Requester(state) => {
                 let Target::Action(peer_action) = &state.target else {
-                    let reason = "the provider answered our interface document with a one-action protocol".to_owned();
-                    let _ = self.session.decide(Instant::now(), Decision::Reject { reason });
+                    let reason =
+                        "the provider answered our interface document with a one-action protocol"
+                            .to_owned();
+                    let _ = self
+                        .session
+                        .decide(Instant::now(), Decision::Reject { reason });
                     return;
                 };
                 let (need, peer_action) = (state.need.clone(), peer_action.clone());
@@ -367,7 +371,8 @@ impl<T: Transport> Driver<T> {
                 },
             },
         };
-        self.accounting.record(StepRecord::deterministic(Step::Judge, Duration::ZERO));
+        self.accounting
+            .record(StepRecord::deterministic(Step::Judge, Duration::ZERO));
         if let Err(error) = self.session.decide(Instant::now(), decision) {
             tracing::debug!(%error, "cannot answer the candidate");
         }

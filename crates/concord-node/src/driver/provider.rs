@@ -12,8 +12,8 @@ use tracing::Instrument;
 use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
 use crate::code::LocalSide;
-use crate::driver::work::Work;
 use crate::code::ProtocolCode;
+use crate::driver::work::Work;
 use crate::transport::Transport;
 
 /// The message id of the error response to a request whose own id cannot be read (not a

@@ -13,10 +13,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Cause, Driver, RoleState, Tests};
 use crate::client::{ConnectionInfo, Known};
+use crate::code::ProtocolCode;
 use crate::config::human;
 use crate::driver::work::{AfterSave, Work};
 use crate::error::{CallError, ConnectError};
-use crate::code::ProtocolCode;
 use crate::interact::{Interaction, Sink};
 use crate::transport::Transport;
 
@@ -202,11 +202,8 @@ impl<T: Transport> Driver<T> {
             Target::Action(action) => action.clone(),
             Target::Interface(interface) => {
                 let title = self.peer.clone();
-                let candidate = concord_interact::document::write(
-                    interface,
-                    &title,
-                    crate::interface::TIMEOUT,
-                );
+                let candidate =
+                    concord_interact::document::write(interface, &title, crate::interface::TIMEOUT);
                 tracing::info!("proposing an interface protocol");
                 if let Err(error) = self.session.propose(Instant::now(), candidate) {
                     self.stop = Some(Cause::Local(format!(

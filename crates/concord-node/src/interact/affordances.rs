@@ -8,9 +8,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use concord_interact::{
-    ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing,
-};
+use concord_interact::{ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing};
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
@@ -443,9 +441,9 @@ impl Affordances {
     pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         loop {
             let now = Instant::now();
-            let next = self
-                .tick()
-                .map_or(now + TIMER_PERIOD, |deadline| deadline.min(now + TIMER_PERIOD));
+            let next = self.tick().map_or(now + TIMER_PERIOD, |deadline| {
+                deadline.min(now + TIMER_PERIOD)
+            });
             tokio::select! {
                 () = tokio::time::sleep_until(next.into()) => {}
                 changed = stop.wait_for(|stopped| *stopped) => {
@@ -497,7 +495,9 @@ impl Affordances {
                 .check(Payload::Output, name, &output)
                 .map(|()| output)
                 .map_err(|problem| {
-                    ActionError::internal(format!("the action's output breaks the protocol: {problem}"))
+                    ActionError::internal(format!(
+                        "the action's output breaks the protocol: {problem}"
+                    ))
                 }),
             None => Ok(output),
         });

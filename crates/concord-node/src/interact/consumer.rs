@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, UseError};
 use concord_interact::Problem;
+use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, UseError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -19,17 +19,43 @@ use crate::interface::{InterfaceCode, Payload};
 /// What a connection asks of an interface session.
 #[derive(Debug)]
 pub(crate) enum Interaction {
-    Invoke { name: String, input: Value },
-    Progress { name: String, input: Value },
-    Notify { name: String, input: Value },
-    Query { action_id: String },
-    Cancel { action_id: String },
-    Read { name: String },
-    Write { name: String, value: Value },
-    Observe { name: String },
-    Subscribe { event: String, last_seen: Option<u64> },
+    Invoke {
+        name: String,
+        input: Value,
+    },
+    Progress {
+        name: String,
+        input: Value,
+    },
+    Notify {
+        name: String,
+        input: Value,
+    },
+    Query {
+        action_id: String,
+    },
+    Cancel {
+        action_id: String,
+    },
+    Read {
+        name: String,
+    },
+    Write {
+        name: String,
+        value: Value,
+    },
+    Observe {
+        name: String,
+    },
+    Subscribe {
+        event: String,
+        last_seen: Option<u64>,
+    },
     SubscribeAll,
-    Stream { name: String, input: Value },
+    Stream {
+        name: String,
+        input: Value,
+    },
 }
 
 /// Where the answers to an interaction go.
@@ -114,7 +140,6 @@ impl std::fmt::Debug for ConsumerState {
         f.debug_struct("ConsumerState")
             .field("pending", &self.pending.len())
             .field("subscriptions", &self.subscriptions.len())
-
             .finish_non_exhaustive()
     }
 }
@@ -191,8 +216,11 @@ impl ConsumerState {
                 return;
             }
             Interaction::Invoke { name, input } | Interaction::Progress { name, input } => {
-                checked(Payload::Input, &name, &input)
-                    .and_then(|()| self.endpoint.invoke(&name, input).map_err(|e| use_error(&e)))
+                checked(Payload::Input, &name, &input).and_then(|()| {
+                    self.endpoint
+                        .invoke(&name, input)
+                        .map_err(|e| use_error(&e))
+                })
             }
             Interaction::Query { action_id } => self
                 .endpoint
@@ -202,9 +230,10 @@ impl ConsumerState {
                 .endpoint
                 .cancel_action(&action_id)
                 .map_err(|e| use_error(&e)),
-            Interaction::Read { name } => {
-                self.endpoint.read_property(&name).map_err(|e| use_error(&e))
-            }
+            Interaction::Read { name } => self
+                .endpoint
+                .read_property(&name)
+                .map_err(|e| use_error(&e)),
             Interaction::Write { name, value } => checked(Payload::Property, &name, &value)
                 .and_then(|()| {
                     self.endpoint
@@ -220,13 +249,14 @@ impl ConsumerState {
                 .subscribe(&event, last_seen)
                 .map_err(|e| use_error(&e)),
             Interaction::SubscribeAll => self.endpoint.subscribe_all().map_err(|e| use_error(&e)),
-            Interaction::Stream { name, input } => checked(Payload::Input, &name, &input)
-                .and_then(|()| {
+            Interaction::Stream { name, input } => {
+                checked(Payload::Input, &name, &input).and_then(|()| {
                     self.endpoint
                         .open_stream(&name, input)
                         .map(|(correlation, _)| correlation)
                         .map_err(|e| use_error(&e))
-                }),
+                })
+            }
         };
         match started {
             Ok(correlation) => {
@@ -345,14 +375,15 @@ impl ConsumerState {
                 action_id, result, ..
             } => {
                 if let Some((updates, name)) = self.actions.remove(&action_id) {
-                    let result = result
-                        .map_err(|problem| call_error(&problem))
-                        .and_then(|output| {
-                            self.code
-                                .check(Payload::Output, &name, &output)
-                                .map(|()| output)
-                                .map_err(CallError::InvalidResponse)
-                        });
+                    let result =
+                        result
+                            .map_err(|problem| call_error(&problem))
+                            .and_then(|output| {
+                                self.code
+                                    .check(Payload::Output, &name, &output)
+                                    .map(|()| output)
+                                    .map_err(CallError::InvalidResponse)
+                            });
                     finish_updates(updates, result);
                 }
             }

@@ -18,11 +18,11 @@ mod handles;
 mod pipes;
 mod provider;
 
+pub(crate) use affordances::{Affordances, Backend};
 pub use affordances::{
     Event, ProgressAction, ProgressReporter, Property, PublishError, Publisher, StreamAction,
     StreamIo,
 };
-pub(crate) use affordances::{Affordances, Backend};
 pub(crate) use consumer::{ConsumerState, Interaction, Sink};
 pub use handles::{
     ActionUpdate, Notification, Progressing, StreamReceiver, StreamSender, Subscription,

@@ -4,8 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use concord_interact::stream::{Sent, StreamError, StreamId, Streams};
+use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
 
 use super::handles::{StreamReceiver, StreamSender};

@@ -6,9 +6,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId};
 use concord_interact::stream::{ResetCode, StreamId};
 use concord_interact::{ActionMode, Problem, ProblemType, SubscriberId};
+use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId};
 use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
@@ -135,10 +135,16 @@ impl ProviderInteract {
     pub(crate) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
         if let Err(error) = result {
             tracing::info!(%error, stream = id, "the stream action failed: resetting the stream");
-            if let Err(error) = self.endpoint.stream_reset(StreamId(id), ResetCode::CANCELLED) {
+            if let Err(error) = self
+                .endpoint
+                .stream_reset(StreamId(id), ResetCode::CANCELLED)
+            {
                 tracing::debug!(%error, "cannot reset the stream");
             }
-            self.pipes.fail(id, &CallError::Closed(format!("the action failed: {error}")));
+            self.pipes.fail(
+                id,
+                &CallError::Closed(format!("the action failed: {error}")),
+            );
         }
     }
 
@@ -204,7 +210,9 @@ impl ProviderInteract {
                             let result = AssertUnwindSafe(future)
                                 .catch_unwind()
                                 .await
-                                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+                                .unwrap_or_else(|_| {
+                                    Err(ActionError::internal("the action panicked"))
+                                });
                             let _ = work.send(Box::new(Work::Interacted {
                                 request,
                                 name,
@@ -213,9 +221,12 @@ impl ProviderInteract {
                         });
                     }
                     _ => {
-                        let problem = Problem::new("about:blank").with_status(500).with_detail(
-                            format!("action `{name}` is not served in the mode the protocol states"),
-                        );
+                        let problem =
+                            Problem::new("about:blank")
+                                .with_status(500)
+                                .with_detail(format!(
+                                    "action `{name}` is not served in the mode the protocol states"
+                                ));
                         self.refuse(request, problem);
                     }
                 }

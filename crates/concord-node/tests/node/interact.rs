@@ -12,7 +12,8 @@ use crate::support::{build, quick_limits, requester, serve, Agent};
 fn weather_agent() -> Agent {
     let publisher = Arc::new(OnceLock::new());
     let agent = build(
-        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(quick_limits()),
+        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
+            .limits(quick_limits()),
     );
     let _ = publisher.set(agent.node.publisher());
     agent
@@ -100,9 +101,12 @@ async fn one_negotiation_covers_the_whole_weather_agent() {
         .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
         .await
         .unwrap();
-    peer.notify(weather::LOG_FEEDBACK, json!({"rating": 5, "comment": "spot on"}))
-        .await
-        .unwrap();
+    peer.notify(
+        weather::LOG_FEEDBACK,
+        json!({"rating": 5, "comment": "spot on"}),
+    )
+    .await
+    .unwrap();
     match feedback.next().await.unwrap() {
         Notification::Event { event, id, data } => {
             assert_eq!(event, weather::USER_FEEDBACK_RECEIVED);
@@ -123,7 +127,10 @@ async fn one_negotiation_covers_the_whole_weather_agent() {
         match run.next().await.unwrap() {
             ActionUpdate::Started { .. } => started = true,
             ActionUpdate::Progress { progress, .. } => {
-                assert!(progress >= last, "progress went back: {last} then {progress}");
+                assert!(
+                    progress >= last,
+                    "progress went back: {last} then {progress}"
+                );
                 last = progress;
             }
             ActionUpdate::Done(result) => break result.unwrap(),
@@ -150,7 +157,10 @@ async fn one_negotiation_covers_the_whole_weather_agent() {
         back.extend(bytes.unwrap());
     }
     assert_eq!(back.len(), 10 * VOICE_FRAME_BYTES);
-    assert_eq!(&back[..VOICE_FRAME_BYTES], &weather::halve_volume(&frame)[..]);
+    assert_eq!(
+        &back[..VOICE_FRAME_BYTES],
+        &weather::halve_volume(&frame)[..]
+    );
 
     // A reconnect resumes the protocol (0-RTT) and the subscription from the last seen id.
     let last_seen = feedback.last_seen();
@@ -249,9 +259,18 @@ async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
     let model = &td["properties"][weather::MODEL_CONFIGURATION];
     assert_eq!(model["readOnly"], true, "{model}");
     let model_ops = ops(model);
-    assert!(model_ops.contains(&"readproperty".to_owned()), "{model_ops:?}");
-    assert!(model_ops.contains(&"observeproperty".to_owned()), "{model_ops:?}");
-    assert!(!model_ops.contains(&"writeproperty".to_owned()), "{model_ops:?}");
+    assert!(
+        model_ops.contains(&"readproperty".to_owned()),
+        "{model_ops:?}"
+    );
+    assert!(
+        model_ops.contains(&"observeproperty".to_owned()),
+        "{model_ops:?}"
+    );
+    assert!(
+        !model_ops.contains(&"writeproperty".to_owned()),
+        "{model_ops:?}"
+    );
     let forecast = &td["actions"][weather::FORECAST_REPORT];
     assert_eq!(forecast["synchronous"], false, "{forecast}");
     let forecast_ops = ops(forecast);
@@ -265,12 +284,24 @@ async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
         json!(VOICE_FRAME_BYTES),
         "{talk}"
     );
-    assert_eq!(td["actions"][weather::LOG_FEEDBACK]["concord:mode"], "notify");
+    assert_eq!(
+        td["actions"][weather::LOG_FEEDBACK]["concord:mode"],
+        "notify"
+    );
     let event = &td["events"][weather::USER_FEEDBACK_RECEIVED];
-    assert_eq!(event["data"]["properties"]["rating"]["maximum"], 5, "{event}");
+    assert_eq!(
+        event["data"]["properties"]["rating"]["maximum"], 5,
+        "{event}"
+    );
     let event_ops = ops(event);
-    assert!(event_ops.contains(&"subscribeevent".to_owned()), "{event_ops:?}");
-    assert!(event_ops.contains(&"unsubscribeevent".to_owned()), "{event_ops:?}");
+    assert!(
+        event_ops.contains(&"subscribeevent".to_owned()),
+        "{event_ops:?}"
+    );
+    assert!(
+        event_ops.contains(&"unsubscribeevent".to_owned()),
+        "{event_ops:?}"
+    );
 }
 
 #[tokio::test]
@@ -285,7 +316,10 @@ async fn a_long_running_action_outlives_its_callers_connection() {
         .await
         .unwrap();
     let mut run = peer
-        .call_with_progress(weather::FORECAST_REPORT, json!({"city": "Riga", "days": 10}))
+        .call_with_progress(
+            weather::FORECAST_REPORT,
+            json!({"city": "Riga", "days": 10}),
+        )
         .await
         .unwrap();
     let action_id = loop {
@@ -295,10 +329,17 @@ async fn a_long_running_action_outlives_its_callers_connection() {
     };
     // The id is the capability to query and cancel: 128 unguessable bits.
     assert_eq!(action_id.len(), 32, "{action_id}");
-    assert!(action_id.chars().all(|c| c.is_ascii_hexdigit()), "{action_id}");
+    assert!(
+        action_id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{action_id}"
+    );
     // The caller goes away mid-run: within the lease (30 s) the action runs on.
     peer.close().await;
-    let again = requester.node.connect_with(server.url(), want).await.unwrap();
+    let again = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
     let status = loop {
         let status = again.query_action(&action_id).await.unwrap();
         if status["status"] != "running" && status["status"] != "pending" {
@@ -307,7 +348,11 @@ async fn a_long_running_action_outlives_its_callers_connection() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     assert_eq!(status["status"], "completed", "{status}");
-    assert_eq!(status["output"]["days"].as_array().unwrap().len(), 10, "{status}");
+    assert_eq!(
+        status["output"]["days"].as_array().unwrap().len(),
+        10,
+        "{status}"
+    );
 }
 
 #[tokio::test]
@@ -317,7 +362,10 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
     let requester = requester();
     let peer = requester
         .node
-        .connect_with(server.url(), Want::interface([weather::USER_FEEDBACK_RECEIVED]))
+        .connect_with(
+            server.url(),
+            Want::interface([weather::USER_FEEDBACK_RECEIVED]),
+        )
         .await
         .unwrap();
     let mut all = peer.subscribe_all().await.unwrap();
@@ -349,5 +397,9 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(seen + gaps, events, "every event delivered or reported lost");
+    assert_eq!(
+        seen + gaps,
+        events,
+        "every event delivered or reported lost"
+    );
 }

@@ -65,7 +65,8 @@ async fn next_message(socket: &mut RawSocket) -> Value {
 async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
     let publisher = Arc::new(OnceLock::new());
     let provider = build(
-        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(quick_limits()),
+        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
+            .limits(quick_limits()),
     );
     let _ = publisher.set(provider.node.publisher());
     let server = serve(&provider).await;
@@ -76,14 +77,21 @@ async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
         weather::TALK,
         weather::USER_FEEDBACK_RECEIVED,
     ]);
-    let peer = requester.node.connect_with(server.url(), want).await.unwrap();
+    let peer = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
     let hash = peer.info().hash.to_string();
     peer.close().await;
 
     // The stranger resumes it by hash and speaks the layer directly.
     let mut socket = raw_socket(&server).await;
     let destination = hello(&mut socket, Some(&hash)).await;
-    assert_eq!(destination["metaProtocol"]["usedProtocolHash"], hash, "{destination}");
+    assert_eq!(
+        destination["metaProtocol"]["usedProtocolHash"], hash,
+        "{destination}"
+    );
 
     send_json(
         &mut socket,
@@ -94,7 +102,10 @@ async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
     let answer = next_message(&mut socket).await;
     assert_eq!(answer["messageType"], "response", "{answer}");
     assert_eq!(answer["correlationID"], "c1");
-    assert!(answer["output"].as_str().unwrap().contains("Paris"), "{answer}");
+    assert!(
+        answer["output"].as_str().unwrap().contains("Paris"),
+        "{answer}"
+    );
 
     // Input its schema refuses: 400, on the request's correlation id.
     send_json(
@@ -131,7 +142,10 @@ async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
     )
     .await;
     let problem = next_message(&mut socket).await;
-    assert!(problem["error"]["status"].as_u64().unwrap() >= 400, "{problem}");
+    assert!(
+        problem["error"]["status"].as_u64().unwrap() >= 400,
+        "{problem}"
+    );
 
     // A query for an action id that never existed: 404.
     send_json(
@@ -186,7 +200,10 @@ async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
             break message;
         }
     };
-    assert!(answer["output"].as_str().unwrap().contains("Rome"), "{answer}");
+    assert!(
+        answer["output"].as_str().unwrap().contains("Rome"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -194,9 +211,8 @@ async fn a_subscriber_that_stops_reading_is_gapped_and_nobody_else_waits() {
     let publisher = Arc::new(OnceLock::new());
     let mut limits = quick_limits();
     limits.interaction.subscriber_queue = 64;
-    let provider = build(
-        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(limits),
-    );
+    let provider =
+        build(weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(limits));
     let _ = publisher.set(provider.node.publisher());
     let server = serve(&provider).await;
     let requester = requester();
