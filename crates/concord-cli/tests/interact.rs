@@ -97,7 +97,7 @@ impl Weather {
 
     /// Stops the server (its sessions close), calls `while_down`, then serves the same
     /// node on the same port (`fresh`: a new node, as a restarted process, whose events
-    /// are numbered from 1 again).
+    /// are numbered above the old one's).
     fn restart(&mut self, fresh: bool, while_down: impl FnOnce(&Self)) {
         let server = self.server.take().unwrap();
         let address = server.local_addr();
@@ -233,15 +233,16 @@ fn read_and_write_a_property() {
 #[test]
 fn subscribe_replays_from_an_id_and_observes_a_property() {
     let weather = Weather::start();
-    for rating in 1..=3 {
-        weather.publish(json!({"rating": rating}));
-    }
+    let ids: Vec<u64> = (1..=3)
+        .map(|rating| weather.publish(json!({"rating": rating})))
+        .collect();
+    let from = ids[0].to_string();
     let output = weather.run(
         "subscribe",
         &[
             weather::USER_FEEDBACK_RECEIVED,
             "--from",
-            "1",
+            &from,
             "--count",
             "2",
         ],
@@ -250,8 +251,8 @@ fn subscribe_replays_from_an_id_and_observes_a_property() {
     assert_eq!(
         json_lines(&output.stdout),
         vec![
-            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": 2, "data": {"rating": 2}}),
-            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": 3, "data": {"rating": 3}}),
+            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": ids[1], "data": {"rating": 2}}),
+            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": ids[2], "data": {"rating": 3}}),
         ]
     );
 
@@ -272,7 +273,7 @@ fn subscribe_replays_from_an_id_and_observes_a_property() {
 #[test]
 fn subscribe_reconnects_and_resumes_after_the_provider_restarts() {
     let mut weather = Weather::start();
-    weather.publish(json!({"rating": 1}));
+    let first_id = weather.publish(json!({"rating": 1}));
     let (lines, mut child) = spawn_lines(weather.process(
         "subscribe",
         &[
@@ -286,28 +287,31 @@ fn subscribe_reconnects_and_resumes_after_the_provider_restarts() {
         ],
     ));
     let first = next_line(&lines, &mut child);
-    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["id"], first_id, "{first}");
     // Published while the provider is down: the resumed subscription replays it.
     weather.restart(false, |down| {
         down.publish(json!({"rating": 2}));
     });
     let second = next_line(&lines, &mut child);
-    assert_eq!(second["id"], 2, "{second}");
+    assert_eq!(second["id"], first_id + 1, "{second}");
     assert_eq!(second["data"]["rating"], 2);
     weather.publish(json!({"rating": 3}));
     let third = next_line(&lines, &mut child);
-    assert_eq!(third["id"], 3, "{third}");
+    assert_eq!(third["id"], first_id + 2, "{third}");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("resuming after id 1"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("resuming after id {first_id}")),
+        "{stderr}"
+    );
     assert!(stderr.contains("reconnected (0-RTT resume"), "{stderr}");
 }
 
 #[test]
 fn subscribe_follows_a_restarted_provider_from_its_first_event() {
     let mut weather = Weather::start();
-    weather.publish(json!({"rating": 1}));
+    let first_id = weather.publish(json!({"rating": 1}));
     weather.publish(json!({"rating": 2}));
     let (lines, mut child) = spawn_lines(weather.process(
         "subscribe",
@@ -316,26 +320,34 @@ fn subscribe_follows_a_restarted_provider_from_its_first_event() {
             "--from",
             "0",
             "--count",
-            "3",
+            "4",
             "--reconnect-delay",
             "50ms",
         ],
     ));
     let first = next_line(&lines, &mut child);
-    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["id"], first_id, "{first}");
     let second = next_line(&lines, &mut child);
-    assert_eq!(second["id"], 2, "{second}");
-    // A new process: its ids start again, and our last seen (2) is ahead of its latest (1).
+    assert_eq!(second["id"], first_id + 1, "{second}");
+    // A new process numbers its events above the old one's (from the clock): what the
+    // old one published after our last seen id is gone, and we are told so.
+    let mut restarted = 0;
     weather.restart(true, |down| {
-        down.publish(json!({"rating": 5}));
+        restarted = down.publish(json!({"rating": 5}));
     });
+    assert!(restarted > first_id + 1);
     let third = next_line(&lines, &mut child);
-    assert_eq!(third["id"], 1, "{third}");
-    assert_eq!(third["data"]["rating"], 5);
+    assert_eq!(
+        third["gap"],
+        json!({"event": weather::USER_FEEDBACK_RECEIVED, "from": first_id + 2, "to": restarted - 1}),
+        "{third}"
+    );
+    let fourth = next_line(&lines, &mut child);
+    assert_eq!(fourth["id"], restarted, "{fourth}");
+    assert_eq!(fourth["data"]["rating"], 5);
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("afresh (it restarted)"), "{stderr}");
 }
 
 #[test]

@@ -141,7 +141,7 @@ fn events_are_posted_in_with_the_token_only() {
     let (status, body) = post(&served, path, Some(TOKEN), br#"{"rating": 4}"#);
     assert_eq!(status, 202, "{body}");
     let id: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(id, json!({"id": 1}));
+    assert!(id["id"].as_u64().is_some_and(|id| id > 0), "{id}");
 
     let (status, body) = post(&served, path, None, br#"{"rating": 4}"#);
     assert_eq!(status, 401, "{body}");

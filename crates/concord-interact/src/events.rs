@@ -305,6 +305,8 @@ pub struct EventHub {
     logs: BTreeMap<Arc<str>, Log>,
     subscribers: BTreeMap<SubscriberId, Subscriber>,
     events: VecDeque<HubEvent>,
+    /// The id of each event name's first event ([`EventHub::number_from`]).
+    first_id: u64,
 }
 
 impl EventHub {
@@ -316,6 +318,22 @@ impl EventHub {
             logs: BTreeMap::new(),
             subscribers: BTreeMap::new(),
             events: VecDeque::new(),
+            first_id: 1,
+        }
+    }
+
+    /// Numbers every event from `first` instead of 1 (each event name its own sequence),
+    /// for events declared from now on and those not published yet. A provider that
+    /// restarts with a `first` above any id it published before (e.g. from the clock) lets
+    /// a subscriber resuming with an id from before the restart get an explicit gap, never a
+    /// silent skip.
+    pub fn number_from(&mut self, first: u64) {
+        let first = first.max(1);
+        self.first_id = first;
+        for log in self.logs.values_mut() {
+            if log.replay.is_empty() && log.next_id < first {
+                log.next_id = first;
+            }
         }
     }
 
@@ -345,7 +363,7 @@ impl EventHub {
             name.clone(),
             Log {
                 name,
-                next_id: 1,
+                next_id: self.first_id,
                 replay: VecDeque::new(),
             },
         );
@@ -444,10 +462,14 @@ impl EventHub {
         let mut replay = Vec::new();
         if let Some(seen) = last_seen {
             let oldest = log.replay.front().map_or(log.next_id, |r| r.id);
-            if seen + 1 < oldest {
+            // 0 is "nothing seen yet": everything this hub has, with no gap for the ids
+            // below its first one ([`EventHub::number_from`]); any other id before them is
+            // from an earlier numbering, and what came after it is reported lost.
+            let from = if seen == 0 { self.first_id } else { seen + 1 };
+            if from < oldest {
                 gap = Some(Gap {
                     event: name.clone(),
-                    from: seen + 1,
+                    from,
                     to: oldest - 1,
                 });
             }

@@ -120,6 +120,12 @@ impl Thing {
         })
     }
 
+    /// Numbers events from `first` (see [`EventHub::number_from`]).
+    pub fn with_first_event_id(mut self, first: u64) -> Self {
+        self.events.number_from(first);
+        self
+    }
+
     /// Takes long-running actions' ids from `ids` (see [`ActionTable::with_ids`]).
     pub fn with_action_ids(mut self, ids: Box<dyn ActionIds>) -> Self {
         self.actions = self.actions.with_ids(ids);

@@ -107,14 +107,14 @@ async fn one_negotiation_covers_the_whole_weather_agent() {
     )
     .await
     .unwrap();
-    match feedback.next().await.unwrap() {
+    let first_id = match feedback.next().await.unwrap() {
         Notification::Event { event, id, data } => {
             assert_eq!(event, weather::USER_FEEDBACK_RECEIVED);
-            assert_eq!(id, 1);
             assert_eq!(data["rating"], 5);
+            id
         }
         other => panic!("{other:?}"),
-    }
+    };
 
     // One request, many responses.
     let mut run = peer
@@ -183,7 +183,7 @@ async fn one_negotiation_covers_the_whole_weather_agent() {
         .unwrap();
     match resumed.next().await.unwrap() {
         Notification::Event { id, data, .. } => {
-            assert_eq!(id, 2, "the event published while we were away");
+            assert_eq!(id, first_id + 1, "the event published while we were away");
             assert_eq!(data["rating"], 2);
         }
         other => panic!("{other:?}"),
@@ -381,7 +381,7 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
     let mut seen = 0u64;
     let mut gaps = 0u64;
     let mut last = 0u64;
-    while last < events {
+    while seen + gaps < events {
         match all.next().await.unwrap() {
             Notification::Event { event, id, .. } => {
                 assert_eq!(event, weather::USER_FEEDBACK_RECEIVED);
