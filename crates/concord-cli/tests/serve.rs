@@ -420,10 +420,13 @@ fn ctrl_c_lets_a_call_in_flight_finish() {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
     let (dir, config) = temp_config("");
     let slow = dir.path().join("slow.sh");
+    let started = dir.path().join("started");
+    // The action says when it runs (a marker file), then takes a second.
     std::fs::write(
         &slow,
         format!(
-            "input=$(cat)\nsleep 1\nprintf '%s' \"$input\" | sh {:?}\n",
+            "input=$(cat)\necho > {:?}\nsleep 1\nprintf '%s' \"$input\" | sh {:?}\n",
+            started.display().to_string(),
             examples.join("product-info.sh").display().to_string()
         ),
     )
@@ -445,6 +448,7 @@ fn ctrl_c_lets_a_call_in_flight_finish() {
     let first = call_product(&served.url, r#"{"productId": "P2"}"#, requester.path(), &[]);
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
     // The second resumes at once and is in the action when Ctrl-C comes.
+    std::fs::remove_file(&started).unwrap();
     let second = process()
         .args([
             "call",
@@ -458,7 +462,15 @@ fn ctrl_c_lets_a_call_in_flight_finish() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Ctrl-C once the second call is in the action.
+    let waited = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "the second call never reached the action"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let (code, log) = served.interrupt();
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("shutting down (1 session(s) open)"), "{log}");
