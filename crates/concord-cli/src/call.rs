@@ -415,7 +415,7 @@ async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection,
 
 async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::Result<ExitCode> {
     if args.propose.is_none() {
-        if let Some(mode) = interface_mode(&args).await {
+        if let Some(mode) = interface_mode(&node, &args).await {
             let call = progress::Call {
                 url: &args.url,
                 action: &args.action,
@@ -486,10 +486,8 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
 /// (long-running, fire-and-forget or stream): it is called over an interface session.
 /// `None` for a request-reply action, and when the description cannot be read here (the
 /// one-action path then says what is wrong).
-async fn interface_mode(args: &CallArgs) -> Option<InteractionMode> {
-    let described = crate::interact::describe(&args.url, args.ca_cert.as_deref())
-        .await
-        .ok()?;
+async fn interface_mode(node: &Node, args: &CallArgs) -> Option<InteractionMode> {
+    let described = crate::interact::describe(node, &args.url).await.ok()?;
     match described.affordance(&args.action)? {
         Affordance::Action { mode, .. } if mode != InteractionMode::Reply => Some(mode),
         _ => None,

@@ -349,11 +349,7 @@ impl Connection {
             .await?;
         let (id, commands) = self.answer(answer).await?;
         Ok((
-            StreamSender {
-                id,
-                commands: commands.clone(),
-                ended: false,
-            },
+            StreamSender::new(id, commands.clone()),
             StreamReceiver {
                 id,
                 incoming: receiver,
@@ -732,6 +728,11 @@ async fn start_session(
             next_id: AtomicU64::new(1),
         }),
     })
+}
+
+/// The peer's description at `url` (a base or description URL), fetched and validated.
+pub(crate) async fn describe(shared: &Shared, url: &str) -> Result<Thing, ConnectError> {
+    fetch_description(shared, &description_url(url)?).await
 }
 
 /// The description URL for what the user gave: a base URL (`https://host/`,

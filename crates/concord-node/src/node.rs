@@ -278,6 +278,17 @@ impl Node {
         self.shared.llm()
     }
 
+    /// Fetches and strictly validates a peer's description (`url`: its base URL or its
+    /// description URL), with the same client, bounds and trust roots as
+    /// [`Node::connect`]: what an affordance is (an action's mode, a property, an event)
+    /// before connecting.
+    ///
+    /// # Errors
+    /// [`ConnectError::BadUrl`], [`ConnectError::Fetch`], [`ConnectError::InvalidDescription`].
+    pub async fn describe(&self, url: &str) -> Result<concord_describe::Thing, ConnectError> {
+        client::describe(&self.shared, url).await
+    }
+
     /// Publishes the node's events and sets its properties, from anywhere.
     pub fn publisher(&self) -> Publisher {
         Publisher {

@@ -13,24 +13,19 @@ pub mod property;
 pub mod stream;
 pub mod subscribe;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use concord_describe::{InteractionMode, StreamDescription, Thing};
-use concord_node::{CallError, Connection, Limits, Node, Security, Want};
+use concord_node::{CallError, ConnectError, Connection, Limits, Node, Security, Want};
 use serde_json::{json, Value};
 
 use crate::data_dir::DataDir;
 use crate::input::read_bytes;
 use crate::logging::Spinner;
-
-/// Largest description read (the validator's own limit).
-const MAX_DESCRIPTION_BYTES: usize = 1 << 20;
-/// How long the description may take to arrive.
-const DESCRIPTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The peer and how to reach it, shared by the interface commands.
 #[derive(Debug, Args)]
@@ -109,67 +104,20 @@ impl Described {
     }
 }
 
-/// The description URL for what the user gave: a base URL gets `.well-known/wot`.
-pub fn description_url(url: &str) -> anyhow::Result<String> {
-    let mut parsed = url::Url::parse(url)
-        .map_err(|error| crate::output::Wrong::error(format!("{url:?} is not a URL: {error}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(crate::output::Wrong::error(format!(
-            "{url:?}: a peer URL starts with http:// or https://"
-        )));
-    }
-    if parsed.path().ends_with('/') {
-        let path = format!("{}.well-known/wot", parsed.path());
-        parsed.set_path(&path);
-    }
-    Ok(parsed.to_string())
-}
-
-/// Fetches and reads the peer's description.
+/// Fetches and reads the peer's description, through `node` (its client, bounds and
+/// trust roots; the description strictly validated).
 ///
 /// # Errors
-/// Could not run (exit 2) when the peer cannot be reached; wrong (exit 1) when what it
-/// serves is not a description.
-pub async fn describe(url: &str, ca_cert: Option<&Path>) -> anyhow::Result<Described> {
-    let address = description_url(url)?;
-    let mut client = reqwest::Client::builder().timeout(DESCRIPTION_TIMEOUT);
-    if let Some(path) = ca_cert {
-        for certificate in reqwest::Certificate::from_pem_bundle(&read_bytes(Some(path))?)
-            .with_context(|| format!("{} holds no PEM certificate", path.display()))?
-        {
-            client = client.add_root_certificate(certificate);
+/// Could not run (exit 2) when the peer cannot be reached; wrong (exit 1) when the URL is
+/// not one or what it serves is not a valid description.
+pub async fn describe(node: &Node, url: &str) -> anyhow::Result<Described> {
+    match node.describe(url).await {
+        Ok(thing) => Ok(Described { thing }),
+        Err(error @ (ConnectError::BadUrl { .. } | ConnectError::InvalidDescription { .. })) => {
+            Err(crate::output::Wrong::error(error.to_string()))
         }
+        Err(error) => Err(anyhow::Error::new(error)),
     }
-    let client = client.build().context("cannot set up an HTTP client")?;
-    let mut response = client
-        .get(&address)
-        .header("accept", "application/td+json, application/json")
-        .send()
-        .await
-        .with_context(|| format!("cannot fetch the description at {address}"))?;
-    if !response.status().is_success() {
-        bail!(
-            "cannot fetch the description at {address}: HTTP {}",
-            response.status()
-        );
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .with_context(|| format!("cannot read the description at {address}"))?
-    {
-        if body.len() + chunk.len() > MAX_DESCRIPTION_BYTES {
-            bail!("the description at {address} is larger than {MAX_DESCRIPTION_BYTES} bytes");
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let thing: Thing = serde_json::from_slice(&body).map_err(|error| {
-        crate::output::Wrong::error(format!(
-            "{address} does not serve an agent description: {error}"
-        ))
-    })?;
-    Ok(Described { thing })
 }
 
 /// A requester node for the interface commands: anonymous, its store in the data
@@ -231,27 +179,4 @@ pub fn json_argument(text: &str, what: &str) -> anyhow::Result<Value> {
     };
     serde_json::from_slice(&bytes)
         .map_err(|error| crate::output::Wrong::error(format!("{what} is not valid JSON: {error}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_base_url_gets_the_well_known_path() {
-        assert_eq!(
-            description_url("http://127.0.0.1:8080").unwrap(),
-            "http://127.0.0.1:8080/.well-known/wot"
-        );
-        assert_eq!(
-            description_url("https://host/shop/").unwrap(),
-            "https://host/shop/.well-known/wot"
-        );
-        assert_eq!(
-            description_url("https://host/td.json").unwrap(),
-            "https://host/td.json"
-        );
-        assert!(description_url("ftp://host/").is_err());
-        assert!(description_url("nope").is_err());
-    }
 }

@@ -54,7 +54,7 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
     let input = super::json_argument(&args.input, "--input")?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
-        let described = super::describe(&args.peer.url, args.peer.ca_cert.as_deref()).await?;
+        let described = super::describe(&node, &args.peer.url).await?;
         let (frame_bytes, realtime) = match described.affordance(&args.action) {
             Some(Affordance::Action {
                 mode: InteractionMode::Stream,

@@ -82,7 +82,7 @@ pub fn run(args: SubscribeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode> {
-    let described = super::describe(&args.peer.url, args.peer.ca_cert.as_deref()).await?;
+    let described = super::describe(node, &args.peer.url).await?;
     // A name the description has only as a property is observed as one.
     let property_only = !described.has_event(&args.name) && described.has_property(&args.name);
     let target = if args.property || property_only {
