@@ -95,6 +95,13 @@ impl Local {
         }
     }
 
+    /// Notes that `from..=to` of `name` were lost to this reader.
+    fn lose(&mut self, name: &str, from: u64, to: u64) {
+        let range = self.lost.entry(name.to_owned()).or_insert((from, to));
+        range.0 = range.0.min(from);
+        range.1 = range.1.max(to);
+    }
+
     /// Sends the gaps that fit now.
     fn report_gaps(&mut self) {
         let notifications = &self.notifications;
@@ -507,15 +514,11 @@ impl ConsumerState {
         match sent {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(Notification::Gap { from, to, .. })) => {
-                let range = local.lost.entry(name.to_owned()).or_insert((from, to));
-                range.0 = range.0.min(from);
-                range.1 = range.1.max(to);
+                local.lose(name, from, to);
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 if let Some(id) = lost_id {
-                    let range = local.lost.entry(name.to_owned()).or_insert((id, id));
-                    range.0 = range.0.min(id);
-                    range.1 = range.1.max(id);
+                    local.lose(name, id, id);
                 }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
