@@ -2,6 +2,7 @@
 //! explicit gaps, a bounded queue per subscriber with a declared overflow policy.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,6 +50,28 @@ pub struct EventRecord {
     pub data: Arc<Value>,
     /// When it was published.
     pub published_at: Instant,
+    /// `data` serialised once at publish, spliced into every subscriber's notification
+    /// ([`Delivery::encode_notification`]).
+    encoded: Arc<EncodedData>,
+}
+
+/// An event's data as JSON, with its nesting depth, shared by every subscriber.
+#[derive(Debug, PartialEq)]
+struct EncodedData {
+    /// The compact JSON of the data, as `serde_json` writes it inside a message; `None`
+    /// if it could not be serialised (the message path reports why).
+    json: Option<Box<str>>,
+    /// The data's nesting depth (0 for a scalar).
+    depth: usize,
+}
+
+impl EncodedData {
+    fn of(data: &Value) -> Self {
+        Self {
+            json: serde_json::to_string(data).ok().map(String::into_boxed_str),
+            depth: crate::message::depth(data),
+        }
+    }
 }
 
 /// What [`EventHub::poll_delivery`] hands out for one subscriber.
@@ -82,6 +105,45 @@ impl Delivery {
                 .with_value(Value::clone(&record.data)),
             Self::Gap(gap) => message.with_error(Problem::gap(&gap.event, gap.from, gap.to)),
         }
+    }
+
+    /// The bytes [`Message::encode`] gives for [`Delivery::to_message`], built from the
+    /// data serialised once at publish: only the `correlationID` and `operation` are
+    /// written per subscriber. `None` for a gap, and for anything `Message::encode` would
+    /// refuse (a field over its limit, too deep, too large): take the message path, which
+    /// says why.
+    pub fn encode_notification(
+        &self,
+        operation: Operation,
+        correlation_id: &str,
+        limits: &Limits,
+    ) -> Option<Vec<u8>> {
+        let Self::Event(record) = self else {
+            return None;
+        };
+        let json = record.encoded.json.as_deref()?;
+        let fits = |text: &str, limit: usize| !text.is_empty() && text.len() <= limit;
+        if !fits(correlation_id, limits.max_correlation_id)
+            || !fits(&record.event, limits.max_name)
+            || 1 + record.encoded.depth > limits.max_depth
+        {
+            return None;
+        }
+        // The fields in `Message`'s serialisation order.
+        let mut out = Vec::with_capacity(
+            96 + record.event.len() + correlation_id.len() + json.len() + operation.as_str().len(),
+        );
+        out.extend_from_slice(b"{\"messageType\":\"notification\",\"operation\":\"");
+        out.extend_from_slice(operation.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"name\":");
+        serde_json::to_writer(&mut out, &*record.event).ok()?;
+        out.extend_from_slice(b",\"correlationID\":");
+        serde_json::to_writer(&mut out, correlation_id).ok()?;
+        out.extend_from_slice(b",\"value\":");
+        out.extend_from_slice(json.as_bytes());
+        out.extend_from_slice(b",\"eventID\":");
+        write!(out, "{}}}", record.id).ok()?;
+        (out.len() <= limits.max_message_size).then_some(out)
     }
 }
 
@@ -387,10 +449,23 @@ impl EventHub {
     /// Publishes an event: assigns it the next id of its name, keeps it for replay and
     /// queues it for every subscriber to it. Returns its id.
     pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
+        self.publish_noting(event, data, now, &mut Vec::new())
+    }
+
+    /// [`EventHub::publish`], adding to `fresh` every subscriber that had nothing queued
+    /// before and has now (one that had something queued was told so already).
+    pub(crate) fn publish_noting(
+        &mut self,
+        event: &str,
+        data: Value,
+        now: Instant,
+        fresh: &mut Vec<SubscriberId>,
+    ) -> Result<u64, EventError> {
         let log = self.logs.get_mut(event).ok_or_else(|| unknown(event))?;
         let record = EventRecord {
             event: log.name.clone(),
             id: log.next_id,
+            encoded: Arc::new(EncodedData::of(&data)),
             data: Arc::new(data),
             published_at: now,
         };
@@ -401,10 +476,14 @@ impl EventHub {
         let overflow = self.overflow;
         let mut dropped = Vec::new();
         for (id, subscriber) in &mut self.subscribers {
-            if subscriber.wants(event)
-                && !subscriber.push(Delivery::Event(record.clone()), capacity, overflow)
-            {
+            if !subscriber.wants(event) {
+                continue;
+            }
+            let was_idle = subscriber.queue.is_empty() && subscriber.gaps.is_empty();
+            if !subscriber.push(Delivery::Event(record.clone()), capacity, overflow) {
                 dropped.push(*id);
+            } else if was_idle {
+                fresh.push(*id);
             }
         }
         for id in dropped {
@@ -585,6 +664,11 @@ impl EventHub {
         self.subscribers.len()
     }
 
+    /// Whether [`EventHub::poll_event`] has something.
+    pub(crate) fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next thing the driver must act on.
     pub fn poll_event(&mut self) -> Option<HubEvent> {
         self.events.pop_front()
@@ -594,5 +678,83 @@ impl EventHub {
 fn unknown(event: &str) -> EventError {
     EventError::UnknownEvent {
         name: event.chars().take(64).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn delivery(data: Value) -> Delivery {
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("fe\u{e9}d\"back").unwrap();
+        hub.subscribe(SubscriberId(1), "fe\u{e9}d\"back", None, Instant::now())
+            .unwrap();
+        hub.publish("fe\u{e9}d\"back", data, Instant::now())
+            .unwrap();
+        hub.poll_delivery(SubscriberId(1)).unwrap()
+    }
+
+    #[test]
+    fn spliced_notification_is_what_the_message_encodes() {
+        let limits = Limits::default();
+        let data = json!({"z": [1, 2.5, null, {"a": "\u{1}\\"}], "b": true, "\u{e9}": "x"});
+        let delivery = delivery(data);
+        for operation in [Operation::SubscribeEvent, Operation::SubscribeAllEvents] {
+            for correlation in ["c-1", "c\"\n\u{7f}\u{2028}"] {
+                let spliced = delivery
+                    .encode_notification(operation, correlation, &limits)
+                    .unwrap();
+                let encoded = delivery
+                    .to_message(operation, correlation)
+                    .encode(&limits)
+                    .unwrap();
+                assert_eq!(
+                    String::from_utf8(spliced).unwrap(),
+                    String::from_utf8(encoded).unwrap()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn spliced_notification_defers_to_the_message_past_a_limit() {
+        let op = Operation::SubscribeEvent;
+        let delivery = delivery(json!({"a": {"b": [1]}}));
+        let limits = Limits::default();
+        assert!(delivery.encode_notification(op, "", &limits).is_none());
+        let long = "c".repeat(limits.max_correlation_id + 1);
+        assert!(delivery.encode_notification(op, &long, &limits).is_none());
+        let shallow = Limits {
+            max_depth: 3,
+            ..Limits::default()
+        };
+        assert!(delivery.encode_notification(op, "c", &shallow).is_none());
+        assert!(delivery.to_message(op, "c").encode(&shallow).is_err());
+        let deep_enough = Limits {
+            max_depth: 4,
+            ..Limits::default()
+        };
+        assert!(delivery
+            .encode_notification(op, "c", &deep_enough)
+            .is_some());
+        let exact = delivery.to_message(op, "c").encode(&limits).unwrap().len();
+        let small = Limits {
+            max_message_size: exact - 1,
+            ..Limits::default()
+        };
+        assert!(delivery.encode_notification(op, "c", &small).is_none());
+        let fits = Limits {
+            max_message_size: exact,
+            ..Limits::default()
+        };
+        assert!(delivery.encode_notification(op, "c", &fits).is_some());
+        let gap = Delivery::Gap(Gap {
+            event: "e".into(),
+            from: 1,
+            to: 2,
+        });
+        assert!(gap.encode_notification(op, "c", &limits).is_none());
     }
 }

@@ -347,7 +347,7 @@ pub(crate) fn shorten(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
-fn depth(value: &Value) -> usize {
+pub(crate) fn depth(value: &Value) -> usize {
     match value {
         Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
         Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
@@ -511,6 +511,11 @@ impl Message {
     }
 
     /// Decodes a message: size, then JSON, then depth, then field by field.
+    ///
+    /// A valid message is decoded in one pass ([`fast::decode`]): only its members are
+    /// parsed, no map of them is built, and unknown members are skipped with only their
+    /// depth counted. Anything that pass does not accept is decoded again the long way,
+    /// which accepts exactly the same messages and names what is wrong with the others.
     pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
         if bytes.len() > limits.max_message_size {
             return Err(MessageError::TooLarge {
@@ -518,6 +523,15 @@ impl Message {
                 limit: limits.max_message_size,
             });
         }
+        if let Some(message) = fast::decode(bytes, limits) {
+            return Ok(message);
+        }
+        Self::decode_checked(bytes, limits)
+    }
+
+    /// [`Message::decode`] after the size check, step by step: JSON into a `Value`, the
+    /// depth, then each field, naming the first that is wrong.
+    fn decode_checked(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| MessageError::Json {
             message: e.to_string(),
             line: e.line(),
@@ -656,5 +670,282 @@ impl Message {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// The one-pass decoder behind [`Message::decode`]. It accepts a message only if the
+/// step-by-step decoder would accept it and give the same `Message`; for anything else it
+/// gives `None` and that decoder says what is wrong.
+mod fast {
+    use std::fmt;
+
+    use serde::de::{
+        self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+    };
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::{depth, ActionStatus, Message, MessageType, Operation};
+    use crate::problem::Problem;
+    use crate::Limits;
+
+    /// The members the message knows; `Other` is skipped (its depth still counts).
+    enum Key {
+        MessageType,
+        Operation,
+        Name,
+        CorrelationId,
+        ActionId,
+        Value,
+        Input,
+        Output,
+        Status,
+        Progress,
+        EventId,
+        LastEventId,
+        Error,
+        StreamId,
+        Other,
+    }
+
+    impl Key {
+        fn of(name: &str) -> Self {
+            match name {
+                "messageType" => Self::MessageType,
+                "operation" => Self::Operation,
+                "name" => Self::Name,
+                "correlationID" => Self::CorrelationId,
+                "actionID" => Self::ActionId,
+                "value" => Self::Value,
+                "input" => Self::Input,
+                "output" => Self::Output,
+                "status" => Self::Status,
+                "progress" => Self::Progress,
+                "eventID" => Self::EventId,
+                "lastEventID" => Self::LastEventId,
+                "error" => Self::Error,
+                "streamID" => Self::StreamId,
+                _ => Self::Other,
+            }
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Key {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct KeyVisitor;
+            impl Visitor<'_> for KeyVisitor {
+                type Value = Key;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a member name")
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                    Ok(Key::of(v))
+                }
+            }
+            deserializer.deserialize_str(KeyVisitor)
+        }
+    }
+
+    /// The nesting depth of a member skipped without keeping it (as `message::depth`
+    /// counts it: 0 for a scalar).
+    struct Depth(usize);
+
+    impl<'de> Deserialize<'de> for Depth {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct DepthVisitor;
+            impl<'de> Visitor<'de> for DepthVisitor {
+                type Value = Depth;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_bool<E: de::Error>(self, _: bool) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_i64<E: de::Error>(self, _: i64) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_u64<E: de::Error>(self, _: u64) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_f64<E: de::Error>(self, _: f64) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_str<E: de::Error>(self, _: &str) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_unit<E: de::Error>(self) -> Result<Depth, E> {
+                    Ok(Depth(0))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Depth, A::Error> {
+                    let mut inner = 0;
+                    while let Some(Depth(d)) = seq.next_element()? {
+                        inner = inner.max(d);
+                    }
+                    Ok(Depth(1 + inner))
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Depth, A::Error> {
+                    let mut inner = 0;
+                    while let Some((IgnoredAny, Depth(d))) = map.next_entry()? {
+                        inner = inner.max(d);
+                    }
+                    Ok(Depth(1 + inner))
+                }
+            }
+            deserializer.deserialize_any(DepthVisitor)
+        }
+    }
+
+    /// The members as parsed (the last of a repeated name wins, as in a `Value` map),
+    /// and the deepest member.
+    #[derive(Default)]
+    struct Members {
+        message_type: Option<MessageType>,
+        operation: Option<Operation>,
+        name: Option<String>,
+        correlation_id: Option<String>,
+        action_id: Option<String>,
+        value: Option<Value>,
+        input: Option<Value>,
+        output: Option<Value>,
+        status: Option<ActionStatus>,
+        progress: Option<Value>,
+        event_id: Option<Value>,
+        last_event_id: Option<Value>,
+        error: Option<Value>,
+        stream_id: Option<Value>,
+        /// The deepest member's depth.
+        depth: usize,
+    }
+
+    struct MembersSeed;
+
+    impl<'de> DeserializeSeed<'de> for MembersSeed {
+        type Value = Members;
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Members, D::Error> {
+            deserializer.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for MembersSeed {
+        type Value = Members;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+            let mut m = Members::default();
+            while let Some(key) = map.next_key::<Key>()? {
+                // A string member of the wrong type or value fails the pass.
+                let slot = match key {
+                    Key::MessageType => {
+                        let Token(t) = map.next_value_seed(Token(MessageType::parse))?;
+                        m.message_type = Some(t);
+                        continue;
+                    }
+                    Key::Operation => {
+                        let Token(t) = map.next_value_seed(Token(Operation::parse))?;
+                        m.operation = Some(t);
+                        continue;
+                    }
+                    Key::Status => {
+                        let Token(t) = map.next_value_seed(Token(ActionStatus::parse))?;
+                        m.status = Some(t);
+                        continue;
+                    }
+                    Key::Name => {
+                        m.name = Some(map.next_value()?);
+                        continue;
+                    }
+                    Key::CorrelationId => {
+                        m.correlation_id = Some(map.next_value()?);
+                        continue;
+                    }
+                    Key::ActionId => {
+                        m.action_id = Some(map.next_value()?);
+                        continue;
+                    }
+                    Key::Value => &mut m.value,
+                    Key::Input => &mut m.input,
+                    Key::Output => &mut m.output,
+                    Key::Progress => &mut m.progress,
+                    Key::EventId => &mut m.event_id,
+                    Key::LastEventId => &mut m.last_event_id,
+                    Key::Error => &mut m.error,
+                    Key::StreamId => &mut m.stream_id,
+                    Key::Other => {
+                        let Depth(d) = map.next_value()?;
+                        m.depth = m.depth.max(d);
+                        continue;
+                    }
+                };
+                let value: Value = map.next_value()?;
+                m.depth = m.depth.max(depth(&value));
+                *slot = Some(value);
+            }
+            Ok(m)
+        }
+    }
+
+    /// A string member parsed as one of its values (a seed giving `Token(value)`).
+    struct Token<T>(T);
+
+    impl<'de, T, F: Fn(&str) -> Option<T>> DeserializeSeed<'de> for Token<F> {
+        type Value = Token<T>;
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Token<T>, D::Error> {
+            deserializer.deserialize_str(self)
+        }
+    }
+
+    impl<T, F: Fn(&str) -> Option<T>> Visitor<'_> for Token<F> {
+        type Value = Token<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a known value")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Token<T>, E> {
+            (self.0)(v)
+                .map(Token)
+                .ok_or_else(|| E::custom("unknown value"))
+        }
+    }
+
+    fn number<T>(value: Option<Value>, get: impl Fn(&Value) -> Option<T>) -> Option<Option<T>> {
+        match value {
+            None => Some(None),
+            Some(v) => get(&v).map(Some),
+        }
+    }
+
+    /// The message, if it is valid; `None` otherwise (see the module).
+    pub(super) fn decode(bytes: &[u8], limits: &Limits) -> Option<Message> {
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let m = MembersSeed.deserialize(&mut deserializer).ok()?;
+        deserializer.end().ok()?;
+        if 1 + m.depth > limits.max_depth {
+            return None;
+        }
+        let stream_id = match number(m.stream_id, Value::as_u64)? {
+            None => None,
+            Some(id) => Some(u32::try_from(id).ok()?),
+        };
+        let error = match &m.error {
+            None => None,
+            Some(v) => Some(Problem::from_value(v, limits).ok()?),
+        };
+        let message = Message {
+            message_type: m.message_type?,
+            operation: m.operation?,
+            name: m.name,
+            correlation_id: m.correlation_id?,
+            action_id: m.action_id,
+            value: m.value,
+            input: m.input,
+            output: m.output,
+            status: m.status,
+            progress: number(m.progress, Value::as_f64)?,
+            event_id: number(m.event_id, Value::as_u64)?,
+            last_event_id: number(m.last_event_id, Value::as_u64)?,
+            error,
+            stream_id,
+        };
+        message.validate(limits).is_ok().then_some(message)
     }
 }

@@ -139,8 +139,20 @@ impl Thing {
 
     /// Publishes an event to every session subscribed to it; returns its id.
     pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
-        let id = self.events.publish(event, data, now)?;
-        self.after_change();
+        let mut fresh = Vec::new();
+        let id = self.events.publish_noting(event, data, now, &mut fresh)?;
+        if self.events.has_events() {
+            self.after_change();
+            return Ok(id);
+        }
+        // Only the sessions that had nothing queued are news: any other was named when its
+        // queue filled and has not taken it yet (what `after_change` finds, without
+        // looking at every session on every publish).
+        for id in fresh {
+            if self.sessions.contains_key(&id) && self.woken.insert(id) {
+                self.wake.push_back(id);
+            }
+        }
         Ok(id)
     }
 
@@ -455,6 +467,9 @@ impl Thing {
             }
         }
         for (id, session) in &self.sessions {
+            if self.woken.contains(id) {
+                continue;
+            }
             let queued = session.dropped
                 || !session.outbox.is_empty()
                 || self.events.queued(*id) > 0

@@ -15,7 +15,7 @@ use crate::problem::{Problem, ProblemType};
 use crate::stream::{
     PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
 };
-use crate::wire::{decode_frame, encode_chunk, Frame};
+use crate::wire::{decode_frame, Frame, CHUNK_PREFIX};
 use crate::Limits;
 
 /// What the requester's application learns ([`ConsumerEndpoint::poll_event`]).
@@ -261,7 +261,9 @@ impl ConsumerEndpoint {
     /// The endpoint of one session over `interface` (the negotiated subset). The streams'
     /// initial credit is the smallest a stream action of the interface declares.
     pub fn new(interface: Interface, limits: Limits, streams: StreamLimits) -> Self {
-        let streams = Streams::new(Side::Requester, session_stream_limits(&interface, streams));
+        let mut streams = Streams::new(Side::Requester, session_stream_limits(&interface, streams));
+        // Chunks are built in the frame that is sent, the wire's prefix in front.
+        streams.set_frame_prefix(&[CHUNK_PREFIX]);
         Self {
             correlations: Correlations::new(&limits),
             tracker: ActionTracker::new(limits.clone()),
@@ -523,7 +525,7 @@ impl ConsumerEndpoint {
             return Some(bytes);
         }
         let transmit = self.streams.poll_transmit()?;
-        let bytes = encode_chunk(&transmit.into_chunk());
+        let bytes = transmit.into_frame(&[CHUNK_PREFIX]);
         self.drain_stream_events();
         Some(bytes)
     }

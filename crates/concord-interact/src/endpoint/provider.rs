@@ -18,7 +18,7 @@ use crate::stream::{
     PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
 };
 use crate::thing::{Outgoing, Thing};
-use crate::wire::{decode_frame, encode_chunk, Frame, FrameError};
+use crate::wire::{decode_frame, Frame, FrameError, CHUNK_PREFIX};
 use crate::Limits;
 
 /// What the provider's node must act on ([`ProviderEndpoint::poll_event`]).
@@ -137,6 +137,9 @@ pub struct ProviderEndpoint {
     observations: BTreeMap<String, String>,
     stream_requests: BTreeMap<StreamId, String>,
     outgoing: VecDeque<Vec<u8>>,
+    /// What [`ProviderEndpoint::take_queued`] took from the Thing, encoded by
+    /// [`ProviderEndpoint::poll_transmit_ready`] one frame at a time.
+    taken: VecDeque<Outgoing>,
     events: VecDeque<ProviderEvent>,
 }
 
@@ -150,7 +153,9 @@ impl ProviderEndpoint {
         limits: Limits,
         streams: StreamLimits,
     ) -> Self {
-        let streams = Streams::new(Side::Provider, session_stream_limits(&interface, streams));
+        let mut streams = Streams::new(Side::Provider, session_stream_limits(&interface, streams));
+        // Chunks are built in the frame that is sent, the wire's prefix in front.
+        streams.set_frame_prefix(&[CHUNK_PREFIX]);
         Self {
             subscriber,
             interface,
@@ -162,6 +167,7 @@ impl ProviderEndpoint {
             observations: BTreeMap::new(),
             stream_requests: BTreeMap::new(),
             outgoing: VecDeque::new(),
+            taken: VecDeque::new(),
             events: VecDeque::new(),
         }
     }
@@ -205,21 +211,51 @@ impl ProviderEndpoint {
     /// then what the Thing queued for this session (action notifications, property
     /// changes, events).
     pub fn poll_transmit(&mut self, thing: &mut Thing) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.poll_transmit_ready() {
+            return Some(bytes);
+        }
+        self.take_queued(thing);
+        self.poll_transmit_ready()
+    }
+
+    /// [`ProviderEndpoint::poll_transmit`] without the Thing: answers, stream chunks and
+    /// grants, then what [`ProviderEndpoint::take_queued`] took. A driver that shares the
+    /// Thing between sessions takes under its lock and encodes here, outside it.
+    pub fn poll_transmit_ready(&mut self) -> Option<Vec<u8>> {
         if let Some(bytes) = self.outgoing.pop_front() {
             return Some(bytes);
         }
         if let Some(transmit) = self.streams.poll_transmit() {
-            let bytes = encode_chunk(&transmit.into_chunk());
+            let bytes = transmit.into_frame(&[CHUNK_PREFIX]);
             self.drain_stream_events();
             return Some(bytes);
         }
-        while let Some(outgoing) = thing.poll_outgoing(self.subscriber) {
+        while let Some(outgoing) = self.taken.pop_front() {
             self.queue_outgoing(outgoing);
             if let Some(bytes) = self.outgoing.pop_front() {
                 return Some(bytes);
             }
         }
         None
+    }
+
+    /// Takes everything the Thing queued for this session (events share their data, so
+    /// this copies little), once what was taken before is sent; whether it took anything.
+    /// What is taken is bounded by the Thing's own queues.
+    pub fn take_queued(&mut self, thing: &mut Thing) -> bool {
+        if !self.taken.is_empty() {
+            return false;
+        }
+        while let Some(outgoing) = thing.poll_outgoing(self.subscriber) {
+            self.taken.push_back(outgoing);
+        }
+        !self.taken.is_empty()
+    }
+
+    /// Forgets what was taken for a subscription or observation that just ended (the
+    /// Thing forgets its own queue for it), so a later one never gets it.
+    fn forget_taken(&mut self, ended: impl Fn(&Outgoing) -> bool) {
+        self.taken.retain(|outgoing| !ended(outgoing));
     }
 
     /// Answers a request the node got as [`ProviderEvent::Invoke`] or
@@ -480,6 +516,7 @@ impl ProviderEndpoint {
             .unobserve(self.subscriber, name)
             .map_err(|e| e.to_problem())?;
         self.observations.remove(name);
+        self.forget_taken(|o| matches!(o, Outgoing::Property(c) if c.name == name));
         Ok(Some(message.response()))
     }
 
@@ -664,6 +701,7 @@ impl ProviderEndpoint {
             .unsubscribe(self.subscriber, name)
             .map_err(|e| e.to_problem())?;
         self.subscriptions.remove(name);
+        self.forget_taken(|o| matches!(o, Outgoing::Event(d) if d.event() == name));
         Ok(Some(message.response()))
     }
 
@@ -725,6 +763,7 @@ impl ProviderEndpoint {
             // Unsubscribed only here, so this cannot fail.
             let _ = thing.unsubscribe(self.subscriber, name);
         }
+        self.forget_taken(|o| matches!(o, Outgoing::Event(d) if all.events.contains(d.event())));
         Ok(Some(message.response()))
     }
 
@@ -828,6 +867,12 @@ impl ProviderEndpoint {
                         _ => return,
                     },
                 };
+                if let Some(bytes) =
+                    delivery.encode_notification(operation, correlation, &self.limits)
+                {
+                    self.outgoing.push_back(bytes);
+                    return;
+                }
                 let message = delivery.to_message(operation, correlation);
                 self.send(message);
             }
@@ -923,11 +968,20 @@ fn query_action(message: &Message, thing: &Thing) -> Result<Option<Message>, Ref
 
 /// Reads the next chunk of a stream and grants its length back.
 pub(super) fn read_and_grant(streams: &mut Streams, id: StreamId) -> Option<Vec<u8>> {
+    let window = streams.limits().initial_credit;
     let mut recv = streams.recv_stream(id).ok()?;
     let bytes = recv.read()?;
     if let Ok(mut recv) = streams.recv_stream(id) {
-        // Reading made exactly this much room.
-        let _ = recv.grant(bytes.len() as u64);
+        // Reading made room: the peer gets it back (the window refilled to the initial
+        // credit) once it comes to a quarter of the window, so a bulk stream is not
+        // answered with a grant per chunk. Meanwhile the peer keeps at least three
+        // quarters of its window, so it is never blocked waiting for a grant held here.
+        let room = recv
+            .credit()
+            .map_or(0, |credit| window.saturating_sub(credit.outstanding()));
+        if room > 0 && room >= window / 4 {
+            let _ = recv.grant(room);
+        }
     }
     Some(bytes)
 }

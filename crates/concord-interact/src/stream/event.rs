@@ -85,6 +85,23 @@ impl Transmit {
             Self::Grant { id, total } => Chunk::encode_credit(id, total),
         }
     }
+
+    /// The frame to send when the streams put `prefix` in front of their chunks
+    /// ([`Streams::set_frame_prefix`](super::Streams::set_frame_prefix)): a data or RESET
+    /// chunk as it is (it already starts with the prefix), a grant as `prefix` and a
+    /// CREDIT chunk.
+    pub fn into_frame(self, prefix: &[u8]) -> Vec<u8> {
+        match self {
+            Self::Chunk(bytes) => bytes,
+            Self::Grant { id, total } => {
+                let credit = Chunk::encode_credit(id, total);
+                let mut frame = Vec::with_capacity(prefix.len() + credit.len());
+                frame.extend_from_slice(prefix);
+                frame.extend_from_slice(&credit);
+                frame
+            }
+        }
+    }
 }
 
 /// What became of a chunk given to [`SendStream::send`].

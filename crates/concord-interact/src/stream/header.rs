@@ -164,6 +164,17 @@ pub struct ChunkHeader {
     pub flags: Flags,
 }
 
+impl ChunkHeader {
+    /// The header's 9 bytes: stream id, sequence (both big-endian), flags.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut bytes = [0; HEADER_LEN];
+        bytes[..4].copy_from_slice(&self.stream_id.0.to_be_bytes());
+        bytes[4..8].copy_from_slice(&self.sequence.to_be_bytes());
+        bytes[8] = self.flags.bits();
+        bytes
+    }
+}
+
 /// A decoded chunk: its header and the payload it borrows from the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk<'a> {
@@ -324,9 +335,7 @@ impl<'a> Chunk<'a> {
 
     /// Appends the chunk's bytes to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.header.stream_id.0.to_be_bytes());
-        out.extend_from_slice(&self.header.sequence.to_be_bytes());
-        out.push(self.header.flags.bits());
+        out.extend_from_slice(&self.header.to_bytes());
         out.extend_from_slice(self.payload);
     }
 }

@@ -100,6 +100,8 @@ pub struct Streams {
     /// chunk the peer sends on one of them is data after END, not a late chunk of a reset
     /// stream, and is answered as such.
     ended_by_peer: VecDeque<StreamId>,
+    /// Bytes in front of every [`Transmit::Chunk`] ([`Streams::set_frame_prefix`]).
+    frame_prefix: Vec<u8>,
 }
 
 /// How a peer's chunk or grant finds its stream.
@@ -124,7 +126,27 @@ impl Streams {
             grants: VecDeque::new(),
             events: VecDeque::new(),
             ended_by_peer: VecDeque::new(),
+            frame_prefix: Vec::new(),
         }
+    }
+
+    /// Puts `prefix` (the wire's frame prefix, say) in front of every
+    /// [`Transmit::Chunk`] from now on, so a data chunk is built once, in the buffer that
+    /// is sent: the prefix, the header and the payload, one allocation and one copy of the
+    /// payload. [`Transmit::into_frame`] gives grants the same prefix. Set it before the
+    /// first send; chunks queued earlier keep the prefix they were queued with.
+    pub fn set_frame_prefix(&mut self, prefix: &[u8]) {
+        self.frame_prefix = prefix.to_vec();
+    }
+
+    /// The buffer of one queued chunk: room for the prefix and the header (filled in when
+    /// it leaves), then `payload`.
+    fn frame_for(&self, payload: &[u8]) -> Vec<u8> {
+        let mut frame = Vec::with_capacity(self.frame_prefix.len() + HEADER_LEN + payload.len());
+        frame.extend_from_slice(&self.frame_prefix);
+        frame.extend_from_slice(&[0; HEADER_LEN]);
+        frame.extend_from_slice(payload);
+        frame
     }
 
     /// Our side.
@@ -319,9 +341,18 @@ impl Streams {
 
     /// Encodes a queued chunk, assigning its sequence; `None` when its stream is gone.
     fn transmit(&mut self, pending: Pending) -> Option<Vec<u8>> {
-        let (id, flags, payload) = match pending {
-            Pending::Reset { id, code } => return Some(Chunk::reset(id, code).encode()),
-            Pending::Data { id, flags, payload } => (id, flags, payload),
+        let (id, flags, mut frame, headroom) = match pending {
+            Pending::Reset { id, code } => {
+                let mut bytes = self.frame_prefix.clone();
+                Chunk::reset(id, code).encode_into(&mut bytes);
+                return Some(bytes);
+            }
+            Pending::Data {
+                id,
+                flags,
+                frame,
+                headroom,
+            } => (id, flags, frame, headroom),
         };
         let max_send_queue = self.limits.max_send_queue;
         let stream = self.streams.get_mut(&id)?;
@@ -329,16 +360,17 @@ impl Streams {
         // Reserved when queued, so it fits in 32 bits.
         let sequence = u32::try_from(send.next_seq).ok()?;
         send.next_seq += 1;
-        send.queued_bytes = send.queued_bytes.saturating_sub(payload.len() as u64);
-        let bytes = Chunk {
-            header: ChunkHeader {
-                stream_id: id,
-                sequence,
-                flags,
-            },
-            payload: &payload,
+        let payload_len = frame.len().saturating_sub(headroom);
+        send.queued_bytes = send.queued_bytes.saturating_sub(payload_len as u64);
+        let header = ChunkHeader {
+            stream_id: id,
+            sequence,
+            flags,
+        };
+        let start = headroom.saturating_sub(HEADER_LEN);
+        if let Some(room) = frame.get_mut(start..headroom) {
+            room.copy_from_slice(&header.to_bytes());
         }
-        .encode();
         if flags.contains(Flags::END) {
             send.state = SendState::Finished;
             self.remove_if_closed(id);
@@ -346,7 +378,7 @@ impl Streams {
             send.blocked = false;
             self.events.push_back(StreamEvent::Writable { id });
         }
-        Some(bytes)
+        Some(frame)
     }
 
     /// Finds the stream of a peer's chunk or grant, opening a new peer stream.
@@ -480,7 +512,8 @@ impl SendStream<'_> {
         };
         match admitted {
             Ok(Admitted::Send) => {
-                self.queue(Flags::NONE, payload.to_vec());
+                let frame = self.streams.frame_for(payload);
+                self.queue(Flags::NONE, frame);
                 Ok(Sent::Queued)
             }
             Ok(Admitted::Dropped) => {
@@ -531,8 +564,8 @@ impl SendStream<'_> {
                 available,
             });
         }
-        let chunk = data.get(..n).unwrap_or(data).to_vec();
-        self.queue(Flags::NONE, chunk);
+        let frame = self.streams.frame_for(data.get(..n).unwrap_or(data));
+        self.queue(Flags::NONE, frame);
         Ok(n)
     }
 
@@ -542,7 +575,8 @@ impl SendStream<'_> {
         let send = &mut self.streams.stream_mut(id)?.send;
         check_open(id, send)?;
         send.state = SendState::Finishing;
-        self.queue(Flags::END, Vec::new());
+        let frame = self.streams.frame_for(&[]);
+        self.queue(Flags::END, frame);
         Ok(())
     }
 
@@ -563,10 +597,11 @@ impl SendStream<'_> {
         streams.queue.retain(|pending| match pending {
             Pending::Data {
                 id: chunk_id,
-                payload,
+                frame,
+                headroom,
                 ..
             } if *chunk_id == id => {
-                discarded_bytes += payload.len() as u64;
+                discarded_bytes += frame.len().saturating_sub(*headroom) as u64;
                 discarded_chunks += 1;
                 false
             }
@@ -575,7 +610,8 @@ impl SendStream<'_> {
         send.credit.refund(discarded_bytes);
         send.queued_bytes = send.queued_bytes.saturating_sub(discarded_bytes);
         send.reserved_seq = send.reserved_seq.saturating_sub(discarded_chunks);
-        self.queue(Flags::TRUNCATE, Vec::new());
+        let frame = streams.frame_for(&[]);
+        self.queue(Flags::TRUNCATE, frame);
         Ok(discarded_bytes)
     }
 
@@ -584,15 +620,18 @@ impl SendStream<'_> {
         self.streams.remove_with_reset(self.id, code, None);
     }
 
-    /// Queues a chunk, reserving its sequence (checked by [`check_open`]).
-    fn queue(&mut self, flags: Flags, payload: Vec<u8>) {
+    /// Queues a chunk built by [`Streams::frame_for`], reserving its sequence (checked by
+    /// [`check_open`]).
+    fn queue(&mut self, flags: Flags, frame: Vec<u8>) {
+        let headroom = self.streams.frame_prefix.len() + HEADER_LEN;
         if let Some(stream) = self.streams.streams.get_mut(&self.id) {
             stream.send.reserved_seq += 1;
-            stream.send.queued_bytes += payload.len() as u64;
+            stream.send.queued_bytes += frame.len().saturating_sub(headroom) as u64;
             self.streams.queue.push_back(Pending::Data {
                 id: self.id,
                 flags,
-                payload,
+                frame,
+                headroom,
             });
         }
     }

@@ -207,11 +207,13 @@ impl StreamState {
 /// (so a truncate can still discard it without leaving a gap).
 #[derive(Debug)]
 pub(super) enum Pending {
-    /// A data, END or TRUNCATE chunk.
+    /// A data, END or TRUNCATE chunk: `frame` is the frame prefix, room for the header
+    /// (`headroom` bytes together) and the payload.
     Data {
         id: StreamId,
         flags: Flags,
-        payload: Vec<u8>,
+        frame: Vec<u8>,
+        headroom: usize,
     },
     /// A RESET chunk.
     Reset { id: StreamId, code: ResetCode },

@@ -1,8 +1,11 @@
 //! What a requester holds for the interactions that answer more than once: a long-running
 //! action's updates, a subscription's notifications, a stream's two halves.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::StreamCommand;
 use crate::error::CallError;
@@ -156,6 +159,70 @@ impl Subscription {
     }
 }
 
+/// Bytes one stream's sender may have queued for its session and not yet admitted
+/// under the peer's credit (1 MiB, like the default send queue). Past it `send` waits.
+pub(crate) const SEND_ROOM: usize = 1024 * 1024;
+
+/// What a [`StreamSender`] shares with its session: room for writes that are queued and
+/// not yet admitted under the peer's credit, and why the stream failed.
+///
+/// A write takes room for its bytes (at most [`SEND_ROOM`]) before it is queued and
+/// returns at once; the session gives the room back once the stream layer took the
+/// write under the peer's credit. So what a sender has in flight stays bounded by the
+/// room plus the credit, and the peer's credit still decides what goes out.
+#[derive(Debug)]
+pub(crate) struct SendRoom {
+    bytes: Semaphore,
+    /// Set by the session: the stream is not realtime, so writes need no answer.
+    pipelined: AtomicBool,
+    failed: Mutex<Option<CallError>>,
+}
+
+impl SendRoom {
+    fn new() -> Self {
+        Self {
+            bytes: Semaphore::new(SEND_ROOM),
+            pipelined: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// Session: writes on this stream may be pipelined (it is not realtime).
+    pub(crate) fn allow_pipelining(&self) {
+        self.pipelined.store(true, Ordering::Release);
+    }
+
+    /// Session: a pipelined write of `permits` room was admitted.
+    pub(crate) fn release(&self, permits: usize) {
+        self.bytes.add_permits(permits);
+    }
+
+    /// Session: the stream is gone; the sender's next write hears `error`.
+    pub(crate) fn fail(&self, error: &CallError) {
+        if let Ok(mut failed) = self.failed.lock() {
+            failed.get_or_insert_with(|| error.clone());
+        }
+        self.bytes.close();
+    }
+
+    fn error(&self) -> CallError {
+        self.failed
+            .lock()
+            .ok()
+            .and_then(|failed| failed.clone())
+            .unwrap_or_else(|| CallError::Closed("the stream ended".to_owned()))
+    }
+
+    fn has_failed(&self) -> bool {
+        self.failed.lock().map_or(true, |failed| failed.is_some())
+    }
+}
+
+/// The room a write of `len` bytes takes.
+pub(crate) fn room_for(len: usize) -> usize {
+    len.min(SEND_ROOM)
+}
+
 /// Our half of a stream: bytes to the peer, under its credit.
 #[derive(Debug)]
 pub struct StreamSender {
@@ -164,43 +231,88 @@ pub struct StreamSender {
     /// Whether our half was ended ([`StreamSender::finish`]); dropping the sender
     /// otherwise ends it too.
     pub(crate) ended: bool,
+    pub(crate) room: Arc<SendRoom>,
 }
 
 impl Drop for StreamSender {
     fn drop(&mut self) {
         if !self.ended {
-            let (done, _) = oneshot::channel();
             let _ = self.commands.try_send(StreamCommand::Write {
                 id: self.id,
                 bytes: Vec::new(),
                 finish: true,
-                done,
+                done: None,
+                room: None,
             });
         }
     }
 }
 
 impl StreamSender {
-    /// Sends `bytes` (split into chunks as needed), waiting while the peer's credit is
-    /// spent, and returns how many bytes went. On a realtime stream (live audio) `bytes` is
-    /// one frame, sent whole or, when the credit is spent, dropped at once: the answer is
-    /// then 0.
+    /// The sender of stream `id`, whose session takes `commands`.
+    pub(crate) fn new(id: u32, commands: mpsc::Sender<StreamCommand>) -> Self {
+        Self {
+            id,
+            commands,
+            ended: false,
+            room: Arc::new(SendRoom::new()),
+        }
+    }
+
+    /// Sends `bytes` (split into chunks as needed) and returns how many bytes went. On a
+    /// reliable stream the write is queued for the session and the answer is all of
+    /// `bytes` at once; it waits while earlier writes fill the sender's room (1 MiB not
+    /// yet admitted under the peer's credit), so a sender the peer does not grant credit
+    /// to stops. On a realtime stream (live audio) `bytes` is one frame, sent whole or,
+    /// when the credit is spent, dropped at once: the answer is then 0.
     ///
     /// # Errors
     /// [`CallError::Closed`] when the stream or session ended, [`CallError::Remote`] when the
-    /// peer reset the stream.
+    /// peer reset the stream. A queued write that the stream could no longer take is
+    /// reported by the next `send` or by [`StreamSender::finish`].
     pub async fn send(&self, bytes: Vec<u8>) -> Result<usize, CallError> {
-        self.command(bytes, false).await
+        if !self.room.pipelined.load(Ordering::Acquire) {
+            return self.command(bytes, false).await;
+        }
+        let len = bytes.len();
+        let permits = u32::try_from(room_for(len)).unwrap_or(u32::MAX);
+        match self.room.bytes.acquire_many(permits).await {
+            Ok(permit) => permit.forget(),
+            Err(_) => return Err(self.room.error()),
+        }
+        let command = StreamCommand::Write {
+            id: self.id,
+            bytes,
+            finish: false,
+            done: None,
+            room: Some(Arc::clone(&self.room)),
+        };
+        self.commands
+            .send(command)
+            .await
+            .map_err(|_| CallError::Closed("the session ended".to_owned()))?;
+        Ok(len)
     }
 
-    /// Ends our half: the peer reads to the end, then sees the stream finished. (Dropping
-    /// the sender ends it too, without waiting.)
+    /// Ends our half once everything sent before went: the peer reads to the end, then
+    /// sees the stream finished. (Dropping the sender ends it too, without waiting.)
     ///
     /// # Errors
-    /// As [`StreamSender::send`].
+    /// As [`StreamSender::send`], for this call and for queued writes.
     pub async fn finish(mut self) -> Result<(), CallError> {
         self.ended = true;
-        self.command(Vec::new(), true).await.map(drop)
+        let result = self.command(Vec::new(), true).await.map(drop);
+        if self.room.has_failed() {
+            return Err(self.room.error());
+        }
+        result
+    }
+
+    /// Resets the stream (both ways): queued writes are discarded and the peer sees a
+    /// reset, not an end. Returns at once.
+    pub fn abort(mut self) {
+        self.ended = true;
+        let _ = self.commands.try_send(StreamCommand::Abort { id: self.id });
     }
 
     async fn command(&self, bytes: Vec<u8>, finish: bool) -> Result<usize, CallError> {
@@ -209,7 +321,8 @@ impl StreamSender {
             id: self.id,
             bytes,
             finish,
-            done,
+            done: Some(done),
+            room: Some(Arc::clone(&self.room)),
         };
         self.commands
             .send(command)
@@ -234,9 +347,74 @@ impl StreamReceiver {
     /// then takes more from the peer and grants it credit for as many bytes.
     pub async fn next(&mut self) -> Option<Result<Vec<u8>, CallError>> {
         let item = self.incoming.recv().await?;
-        // A wake-up for a session waiting for room; if its queue is full it is busy and
-        // looks at every waiting stream anyway.
-        let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
+        // The session stops handing bytes over only when this queue is full; then this
+        // read, the first after it filled, wakes it (if the session's queue is full it is
+        // busy and looks at every waiting stream anyway). Otherwise it needs no wake-up.
+        if self.incoming.len() + 1 >= self.incoming.max_capacity() {
+            let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
+        }
         Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A session that answers the first write and then takes writes without admitting
+    /// them (the peer grants no credit): the sender stops once its room is full.
+    #[tokio::test]
+    async fn pipelined_writes_stop_at_the_room_and_hear_a_failure() {
+        let (commands, mut session) = mpsc::channel(1024);
+        let sender = StreamSender::new(1, commands);
+        let first = tokio::spawn(async move {
+            let sent = sender.send(vec![0; 10]).await;
+            (sender, sent)
+        });
+        let Some(StreamCommand::Write {
+            done: Some(done),
+            room: Some(room),
+            ..
+        }) = session.recv().await
+        else {
+            panic!("the first write asks for an answer");
+        };
+        room.allow_pipelining();
+        let _ = done.send(Ok(10));
+        let (sender, sent) = first.await.unwrap();
+        assert_eq!(sent.unwrap(), 10);
+
+        // 16 writes of 64 KiB fill the 1 MiB room; the 17th waits.
+        for _ in 0..16 {
+            let sent = tokio::time::timeout(Duration::from_secs(5), sender.send(vec![0; 65536]));
+            assert_eq!(sent.await.unwrap().unwrap(), 65536);
+        }
+        let blocked =
+            tokio::time::timeout(Duration::from_millis(100), sender.send(vec![0; 65536])).await;
+        assert!(blocked.is_err(), "past the room the sender waits");
+
+        // The session admits one write: room for one more.
+        room.release(65536);
+        let sent = tokio::time::timeout(Duration::from_secs(5), sender.send(vec![0; 65536]));
+        assert_eq!(sent.await.unwrap().unwrap(), 65536);
+
+        // The stream fails: the waiting sender hears why.
+        let waiting = tokio::spawn(async move { sender.send(vec![0; 65536]).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        room.fail(&CallError::Closed("reset".to_owned()));
+        let error = waiting.await.unwrap().unwrap_err();
+        assert!(matches!(error, CallError::Closed(reason) if reason == "reset"));
+        let mut writes = 0;
+        while let Ok(StreamCommand::Write {
+            done: None,
+            finish: false,
+            ..
+        }) = session.try_recv()
+        {
+            writes += 1;
+        }
+        assert_eq!(writes, 17, "only what fit in the room was queued");
     }
 }

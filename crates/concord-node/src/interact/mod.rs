@@ -49,8 +49,14 @@ pub(crate) enum StreamCommand {
         id: u32,
         bytes: Vec<u8>,
         finish: bool,
-        done: tokio::sync::oneshot::Sender<Result<usize, crate::error::CallError>>,
+        /// Where the answer goes; `None` for a pipelined write, which took `room` instead
+        /// and hears of a failure through it.
+        done: Option<tokio::sync::oneshot::Sender<Result<usize, crate::error::CallError>>>,
+        /// The sender's room, for the session to give back as writes are admitted.
+        room: Option<std::sync::Arc<handles::SendRoom>>,
     },
     /// The reader made room: take more of the peer's chunks.
     Read { id: u32 },
+    /// Reset the stream both ways ([`StreamSender::abort`]).
+    Abort { id: u32 },
 }

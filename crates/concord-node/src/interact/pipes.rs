@@ -3,12 +3,13 @@
 //! queue (and the peer's credit is granted back only as the reader makes room).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
-use concord_interact::stream::{Sent, StreamError, StreamId, Streams};
+use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, Streams};
 use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
 
-use super::handles::{StreamReceiver, StreamSender};
+use super::handles::{room_for, SendRoom, StreamReceiver, StreamSender};
 use super::StreamCommand;
 use crate::error::CallError;
 
@@ -64,13 +65,19 @@ fn send(
     }
 }
 
+/// Stream commands taken at once beyond the one that woke the session.
+const COMMAND_BATCH: usize = 32;
+
 /// A write waiting for the peer's credit.
 #[derive(Debug)]
 struct Waiting {
     bytes: Vec<u8>,
     sent: usize,
     finish: bool,
-    done: oneshot::Sender<Result<usize, CallError>>,
+    /// Where the answer goes; `None` for a pipelined write (or the drop of a sender).
+    done: Option<oneshot::Sender<Result<usize, CallError>>>,
+    /// The sender's room a pipelined write took, given back once it was admitted.
+    room: usize,
 }
 
 /// One stream: where the peer's bytes go, our writes waiting for credit.
@@ -80,6 +87,8 @@ struct Pipe {
     /// Each write is one frame, sent whole or dropped for want of credit (live audio).
     realtime: bool,
     waiting: VecDeque<Waiting>,
+    /// The sender's room (from its first write).
+    room: Option<Arc<SendRoom>>,
     /// The peer ended its half: the reader sees the end once it read everything.
     finished: bool,
     /// We ended our half.
@@ -135,6 +144,7 @@ impl Pipes {
                 incoming: Some(incoming),
                 realtime,
                 waiting: VecDeque::new(),
+                room: None,
                 finished: false,
                 ended: false,
             },
@@ -150,11 +160,7 @@ impl Pipes {
         let (incoming, receiver) = mpsc::channel(super::STREAM_QUEUE);
         self.open(id, realtime, incoming);
         (
-            StreamSender {
-                id,
-                commands: self.commands(),
-                ended: false,
-            },
+            StreamSender::new(id, self.commands()),
             StreamReceiver {
                 id,
                 incoming: receiver,
@@ -163,28 +169,64 @@ impl Pipes {
         )
     }
 
-    /// A handle's request.
+    /// A handle's request, and up to [`COMMAND_BATCH`] more that are already queued: the
+    /// session then sends what they queued in one flush.
     pub(crate) fn on_command(&mut self, command: StreamCommand, end: &mut impl StreamEnd) {
+        self.handle(command, end);
+        for _ in 0..COMMAND_BATCH {
+            match self.receiver.try_recv() {
+                Ok(command) => self.handle(command, end),
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn handle(&mut self, command: StreamCommand, end: &mut impl StreamEnd) {
         match command {
             StreamCommand::Write {
                 id,
                 bytes,
                 finish,
                 done,
+                room,
             } => {
                 let Some(pipe) = self.pipes.get_mut(&id) else {
-                    let _ = done.send(Err(CallError::Closed("the stream ended".to_owned())));
+                    let error = CallError::Closed("the stream ended".to_owned());
+                    if let Some(done) = done {
+                        let _ = done.send(Err(error.clone()));
+                    }
+                    if let Some(room) = room {
+                        room.fail(&error);
+                    }
                     return;
                 };
+                // A pipelined write (no answer) took room for its bytes.
+                let taken = match (&done, &room) {
+                    (None, Some(_)) => room_for(bytes.len()),
+                    _ => 0,
+                };
+                if let (None, Some(room)) = (&pipe.room, room) {
+                    if !pipe.realtime {
+                        room.allow_pipelining();
+                    }
+                    pipe.room = Some(room);
+                }
                 pipe.waiting.push_back(Waiting {
                     bytes,
                     sent: 0,
                     finish,
                     done,
+                    room: taken,
                 });
                 self.write(id, end);
             }
             StreamCommand::Read { id } => self.read(id, end),
+            StreamCommand::Abort { id } => {
+                if let Ok(stream) = end.streams().send_stream(StreamId(id)) {
+                    stream.reset(ResetCode::CANCELLED);
+                }
+                self.fail(id, &CallError::Closed("the stream was aborted".to_owned()));
+            }
         }
     }
 
@@ -204,7 +246,12 @@ impl Pipes {
                     Err(error) => {
                         let error = CallError::Closed(error.to_string());
                         for write in pipe.waiting.drain(..) {
-                            let _ = write.done.send(Err(error.clone()));
+                            if let Some(done) = write.done {
+                                let _ = done.send(Err(error.clone()));
+                            }
+                        }
+                        if let Some(room) = &pipe.room {
+                            room.fail(&error);
                         }
                         return;
                     }
@@ -223,7 +270,20 @@ impl Pipes {
             } else {
                 Ok(write.sent)
             };
-            let _ = write.done.send(result);
+            if let (Some(room), true) = (&pipe.room, write.room > 0) {
+                room.release(write.room);
+            }
+            match (write.done, result) {
+                (Some(done), result) => {
+                    let _ = done.send(result);
+                }
+                (None, Err(error)) => {
+                    if let Some(room) = &pipe.room {
+                        room.fail(&error);
+                    }
+                }
+                (None, Ok(_)) => {}
+            }
         }
         if pipe.is_done() {
             self.pipes.remove(&id);
@@ -283,6 +343,11 @@ fn fail_pipe(pipe: Pipe, error: &CallError) {
         let _ = incoming.try_send(Err(error.clone()));
     }
     for write in pipe.waiting {
-        let _ = write.done.send(Err(error.clone()));
+        if let Some(done) = write.done {
+            let _ = done.send(Err(error.clone()));
+        }
+    }
+    if let Some(room) = pipe.room {
+        room.fail(error);
     }
 }

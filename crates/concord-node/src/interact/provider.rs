@@ -91,9 +91,17 @@ impl ProviderInteract {
     }
 
     /// What to send next (our answers, and what the thing queued for us).
+    ///
+    /// What the thing queued is taken under one lock and encoded outside it, so the
+    /// sessions do not encode one after another on the node-wide mutex.
     pub(crate) fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        let mut thing = self.affordances.lock();
-        self.endpoint.poll_transmit(&mut thing)
+        if let Some(bytes) = self.endpoint.poll_transmit_ready() {
+            return Some(bytes);
+        }
+        if !self.endpoint.take_queued(&mut self.affordances.lock()) {
+            return None;
+        }
+        self.endpoint.poll_transmit_ready()
     }
 
     /// The endpoint's next deadline.

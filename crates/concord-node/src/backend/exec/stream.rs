@@ -60,7 +60,7 @@ impl ExecSpec {
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(source) => {
-                hold_open(sender);
+                reset_stream(sender);
                 return Err(failed(&StreamFailure::Spawn { program, source }, ""));
             }
         };
@@ -68,7 +68,7 @@ impl ExecSpec {
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            hold_open(sender);
+            reset_stream(sender);
             return Err(failed(&StreamFailure::NoStreams { program }, ""));
         };
         let run = async {
@@ -93,7 +93,7 @@ impl ExecSpec {
         let Ok((out, status, stderr)) = tokio::time::timeout(self.timeout, run).await else {
             kill_group(pid);
             let timeout = self.timeout;
-            hold_open(sender);
+            reset_stream(sender);
             return Err(failed(&StreamFailure::Timeout { program, timeout }, ""));
         };
         if !stderr.is_empty() {
@@ -111,7 +111,7 @@ impl ExecSpec {
                 return Ok(json!({}));
             }
         };
-        hold_open(sender);
+        reset_stream(sender);
         Err(failed(&failure, &stderr))
     }
 }
@@ -136,17 +136,10 @@ async fn pump_in(mut receiver: StreamReceiver, mut stdin: ChildStdin) {
     let _ = stdin.shutdown().await;
 }
 
-/// How long the half of a failed stream stays open after the failure is reported, so
-/// that the reset, not an orderly end, is what the requester sees.
-const RESET_FIRST: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Keeps our half open a moment: dropping a [`StreamSender`] ends the half in order, and
-/// that must not overtake the reset the failed action's error causes.
-fn hold_open(sender: StreamSender) {
-    tokio::spawn(async move {
-        tokio::time::sleep(RESET_FIRST).await;
-        drop(sender);
-    });
+/// Resets the stream of a failed command: dropping a [`StreamSender`] would end our half
+/// in order, and the requester must see the reset, not an orderly end.
+fn reset_stream(sender: StreamSender) {
+    sender.abort();
 }
 
 /// The command's stdout to the requester, in frames of `frame_bytes` when not zero. A
