@@ -500,7 +500,8 @@ impl NodeBuilder {
     /// its result alone.
     ///
     /// ```
-    /// use concord_node::{ActionSpec, Node, ProgressReporter};
+    /// use concord_negotiate::ActionSpec;
+/// use concord_node::{Node, ProgressReporter};
     /// use serde_json::{json, Value};
     ///
     /// let spec = ActionSpec {
