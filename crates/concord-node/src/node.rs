@@ -501,7 +501,7 @@ impl NodeBuilder {
     ///
     /// ```
     /// use concord_negotiate::ActionSpec;
-/// use concord_node::{Node, ProgressReporter};
+    /// use concord_node::{Node, ProgressReporter};
     /// use serde_json::{json, Value};
     ///
     /// let spec = ActionSpec {
