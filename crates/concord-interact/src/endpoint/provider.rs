@@ -190,8 +190,25 @@ impl ProviderEndpoint {
     /// Takes the data of one PT 1 frame from the requester. Never fails: what is wrong
     /// is answered with a typed problem and the session goes on.
     pub fn handle_frame(&mut self, now: Instant, bytes: &[u8], thing: &mut Thing) {
+        self.handle_frame_with(now, bytes, || thing);
+    }
+
+    /// [`ProviderEndpoint::handle_frame`] for a Thing shared behind a lock: the frame is
+    /// decoded first, and `thing` (taking the lock) is called only for a message that
+    /// needs it, never for a stream chunk. A peer's large or malformed frame then costs its
+    /// own session's time, not the time of every session waiting on the lock. Returns
+    /// whether the Thing was used.
+    pub fn handle_frame_with<T, F>(&mut self, now: Instant, bytes: &[u8], thing: F) -> bool
+    where
+        T: std::ops::DerefMut<Target = Thing>,
+        F: FnOnce() -> T,
+    {
+        let mut used = false;
         match decode_frame(bytes, &self.limits) {
-            Ok(Frame::Message(message)) => self.handle_message(now, message, thing),
+            Ok(Frame::Message(message)) => {
+                used = true;
+                self.handle_message(now, message, &mut thing());
+            }
             Ok(Frame::Chunk(chunk)) => self.handle_chunk(chunk),
             Err(error @ FrameError::Message(_)) => {
                 let answer = answer_undecodable(bytes, error.to_problem(), &self.limits);
@@ -200,6 +217,7 @@ impl ProviderEndpoint {
             Err(error) => self.send(unattributed(None, error.to_problem())),
         }
         self.drain_stream_events();
+        used
     }
 
     /// The next thing the node must act on.

@@ -212,19 +212,27 @@ impl ExecAction {
     /// [`Node::publisher`](crate::Node::publisher) once the node is built. Until then (or
     /// without a slot) event lines are reported and ignored.
     ///
-    /// ```no_run
+    /// ```
     /// use std::sync::{Arc, OnceLock};
+    /// use concord_negotiate::ActionSpec;
     /// use concord_node::{Event, ExecAction, Node};
-    /// # use concord_negotiate::ActionSpec;
-    /// # fn spec() -> ActionSpec { unimplemented!() }
+    /// use serde_json::json;
     ///
+    /// let feedback = ActionSpec {
+    ///     name: "logFeedback".into(),
+    ///     description: "Records a rating and publishes it.".into(),
+    ///     input: json!({"type": "object", "properties": {"rating": {"type": "integer"}}}),
+    ///     output: json!({"type": "object", "properties": {"recorded": {"type": "boolean"}}}),
+    /// };
     /// let slot = Arc::new(OnceLock::new());
+    /// let dir = tempfile::tempdir()?;
     /// let node = Node::builder("Weather")
-    ///     .event("userFeedbackReceived", Event::new(serde_json::json!({"type": "object"})))
-    ///     .notify_action(spec(), ExecAction::new("./log_feedback.sh").publish_events_to(Arc::clone(&slot)))
+    ///     .event("userFeedbackReceived", Event::new(json!({"type": "object"})))
+    ///     .notify_action(feedback, ExecAction::new("./log_feedback.sh").publish_events_to(Arc::clone(&slot)))
+    ///     .data_dir(dir.path())
     ///     .build()?;
-    /// let _ = slot.set(node.publisher());
-    /// # Ok::<(), concord_node::NodeError>(())
+    /// assert!(slot.set(node.publisher()).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn publish_events_to(mut self, slot: Arc<OnceLock<Publisher>>) -> Self {
         self.spec().publisher = Some(slot);

@@ -82,10 +82,13 @@ impl ProviderInteract {
         actions: &Actions,
         work: &mpsc::UnboundedSender<Box<Work>>,
     ) {
+        // Decoded outside the node-wide lock; only a message that needs the Thing takes it.
+        let affordances = &self.affordances;
+        if self
+            .endpoint
+            .handle_frame_with(now, bytes, || affordances.lock())
         {
-            let mut thing = self.affordances.lock();
-            self.endpoint.handle_frame(now, bytes, &mut thing);
-            self.affordances.wake(&mut thing);
+            affordances.wake(&mut affordances.lock());
         }
         self.drain(actions, work);
     }
