@@ -12,7 +12,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(frame) = Frame::decode(data, DEFAULT_MAX_FRAME_SIZE) {
-        assert_eq!(Frame::encode(frame.protocol_type, frame.data).len(), data.len());
+        assert_eq!(
+            Frame::encode(frame.protocol_type, frame.data).len(),
+            data.len()
+        );
     }
     // A ready session (0-RTT) receiving the bytes: every PT path is reachable.
     let agreement = Agreement {
@@ -22,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let now = Instant::now();
     let mut session = Session::new(Role::Provider, &agreement, SessionConfig::default(), now);
-    session.handle_frame(now, data);
+    session.handle_frame(now, data.to_vec());
     while session.poll_event().is_some() {}
     while session.poll_transmit().is_some() {}
 });

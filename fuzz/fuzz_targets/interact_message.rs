@@ -8,9 +8,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
     if let Ok(message) = Message::decode(data, &limits) {
-        let encoded = message
-            .encode(&limits)
-            .expect("a decoded message encodes");
+        let encoded = message.encode(&limits).expect("a decoded message encodes");
         let again = Message::decode(&encoded, &limits).expect("an encoded message decodes");
         assert_eq!(again, message);
     }

@@ -51,7 +51,7 @@ fn provider_survives(data: &[u8], agreement: &Agreement, config: SessionConfig) 
         let mut frame = Vec::with_capacity(part.len() + 1);
         frame.push(0);
         frame.extend_from_slice(part);
-        session.handle_frame(now, &frame);
+        session.handle_frame(now, frame);
         while let Some(event) = session.poll_event() {
             if let concord_proto::Event::CandidateReceived { .. } = event {
                 let _ = session.decide(now, concord_proto::Decision::Accept);

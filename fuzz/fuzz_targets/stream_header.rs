@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         let (record, next) = tail.split_at(len);
         rest = next;
         if kind & 1 == 0 {
-            let _ = streams.handle_chunk(record);
+            let _ = streams.handle_chunk(record.to_vec());
         } else if let [a, b, c, d, total @ ..] = record {
             let id = StreamId(u32::from_be_bytes([*a, *b, *c, *d]));
             let total = total.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         }
         match (kind >> 1) & 3 {
             1 => {
-                if let Ok(id) = streams.open(Default::default()) {
+                if let Ok(id) = streams.open(Default::default(), len as u64 * 64) {
                     let _ = streams.send_stream(id).map(|mut s| s.send(record));
                 }
             }

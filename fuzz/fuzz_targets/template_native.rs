@@ -29,8 +29,14 @@ fuzz_target!(|data: &[u8]| {
     let mut limits = Limits::default();
     limits.call_timeout = Duration::from_secs(5);
     for (role, functions) in [
-        (Role::Requester, [Function::EncodeRequest, Function::DecodeResponse]),
-        (Role::Provider, [Function::DecodeRequest, Function::EncodeResponse]),
+        (
+            Role::Requester,
+            [Function::EncodeRequest, Function::DecodeResponse],
+        ),
+        (
+            Role::Provider,
+            [Function::DecodeRequest, Function::EncodeResponse],
+        ),
     ] {
         let local = Local::from_protocol(&document, role, "fuzzAction");
         let Ok(template) = Template::new(&document, &local) else {

@@ -36,7 +36,7 @@ fn pump(from: &mut Streams, to: &mut Streams) -> (Vec<PeerError>, u64) {
                 if chunk.reset_code().is_none() {
                     bytes += chunk.payload.len() as u64;
                 }
-                to.handle_chunk(&data)
+                to.handle_chunk(data.clone())
             }
             Transmit::Grant { id, total } => to.handle_grant(id, total),
         };
@@ -96,7 +96,7 @@ impl Voice {
         let mut stream = streams.recv_stream(id).unwrap();
         if let Some(chunk) = stream.read() {
             stream.grant(chunk.len() as u64).unwrap();
-            self.played.push(chunk);
+            self.played.push(chunk.to_vec());
         }
     }
 }
@@ -116,8 +116,11 @@ fn assert_within_grant(sender: &mut Streams, receiver: &mut Streams, id: StreamI
 fn pcm16_frames_both_ways_under_credit_flow() {
     // Four frames of credit: the 10-frame burst at the start must wait for grants.
     let (mut a, mut b) = pair(4 * FRAME as u64);
-    let id = a.open(SendMode::Reliable).unwrap();
-    b.accept(id, SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
+    b.accept(id, SendMode::Reliable, b.limits().initial_credit)
+        .unwrap();
     let frames = 150; // 3 s of audio each way
     let (mut a_voice, mut b_voice) = (Voice::new(frames), Voice::new(frames));
     let mut blocked_ticks = 0;
@@ -166,7 +169,9 @@ fn pcm16_frames_both_ways_under_credit_flow() {
 #[test]
 fn a_sender_past_its_credit_is_refused() {
     let (mut a, mut b) = pair(2 * FRAME as u64);
-    let id = a.open(SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
     let mut send = a.send_stream(id).unwrap();
     assert_eq!(send.send(&frame(0)), Ok(Sent::Queued));
     assert_eq!(send.send(&frame(1)), Ok(Sent::Queued));
@@ -191,14 +196,18 @@ fn a_sender_past_its_credit_is_refused() {
 #[test]
 fn a_chunk_past_the_credit_resets_that_stream_429_style() {
     let (mut a, mut b) = pair(FRAME as u64);
-    let id = a.open(SendMode::Reliable).unwrap();
-    let other = a.open(SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
+    let other = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
     a.send_stream(id).unwrap().send(&frame(0)).unwrap();
     pump(&mut a, &mut b);
     // A misbehaving peer ignores its credit.
     let rogue = Chunk::data(id, 1, &[0; 10], false).encode();
     assert_eq!(
-        b.handle_chunk(&rogue),
+        b.handle_chunk(rogue.clone()),
         Err(PeerError::ChunkPastCredit {
             id,
             len: 10,
@@ -239,7 +248,9 @@ fn a_chunk_past_the_credit_resets_that_stream_429_style() {
 #[test]
 fn data_after_end_is_refused() {
     let (mut a, mut b) = pair(64 * 1024);
-    let id = a.open(SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
     let mut send = a.send_stream(id).unwrap();
     send.send(&frame(0)).unwrap();
     send.finish().unwrap();
@@ -256,12 +267,12 @@ fn data_after_end_is_refused() {
     // Sequence 2 would be next; the peer said END at 1.
     let late = Chunk::data(id, 2, b"late", false).encode();
     assert_eq!(
-        b.handle_chunk(&late),
+        b.handle_chunk(late.clone()),
         Err(PeerError::DataAfterEnd { id, sequence: 2 })
     );
     // Half close: b still reads what came and answers on its own direction.
     let mut recv = b.recv_stream(id).unwrap();
-    assert_eq!(recv.read(), Some(frame(0)));
+    assert_eq!(recv.read().as_deref(), Some(&frame(0)[..]));
     assert!(recv.is_finished());
     b.send_stream(id).unwrap().send(b"answer").unwrap();
     b.send_stream(id).unwrap().finish().unwrap();
@@ -273,7 +284,7 @@ fn data_after_end_is_refused() {
     // Once gone, a chunk for the stream is still data after the peer's END (the stream
     // closed cleanly, so it cannot be a late chunk of a reset one).
     assert_eq!(
-        b.handle_chunk(&late),
+        b.handle_chunk(late.clone()),
         Err(PeerError::DataAfterEnd { id, sequence: 2 })
     );
 }
@@ -281,7 +292,9 @@ fn data_after_end_is_refused() {
 #[test]
 fn reset_mid_stream_both_ways() {
     let (mut a, mut b) = pair(64 * 1024);
-    let id = a.open(SendMode::Realtime).unwrap();
+    let id = a
+        .open(SendMode::Realtime, a.limits().initial_credit)
+        .unwrap();
     for n in 0..3 {
         a.send_stream(id).unwrap().send(&frame(n)).unwrap();
     }
@@ -307,12 +320,14 @@ fn reset_mid_stream_both_ways() {
     // A chunk already in flight when the reset crossed: dropped with a typed answer.
     let in_flight = Chunk::data(id, 3, &frame(3), false).encode();
     assert_eq!(
-        b.handle_chunk(&in_flight),
+        b.handle_chunk(in_flight.clone()),
         Err(PeerError::StreamClosed { id })
     );
 
     // The receiver cancels (it wants no more): the reset reaches the sender.
-    let id = a.open(SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
     a.send_stream(id).unwrap().send(&frame(0)).unwrap();
     pump(&mut a, &mut b);
     b.recv_stream(id).unwrap().reset(ResetCode::CANCELLED);
@@ -328,13 +343,18 @@ fn reset_mid_stream_both_ways() {
 #[test]
 fn truncate_discards_what_was_not_played() {
     let (mut a, mut b) = pair(64 * 1024);
-    let id = a.open(SendMode::Realtime).unwrap();
+    let id = a
+        .open(SendMode::Realtime, a.limits().initial_credit)
+        .unwrap();
     for n in 0..5 {
         a.send_stream(id).unwrap().send(&frame(n)).unwrap();
     }
     pump(&mut a, &mut b);
     // The listener has played one frame when the speaker is interrupted.
-    assert_eq!(b.recv_stream(id).unwrap().read(), Some(frame(0)));
+    assert_eq!(
+        b.recv_stream(id).unwrap().read().as_deref(),
+        Some(&frame(0)[..])
+    );
     for n in 5..8 {
         a.send_stream(id).unwrap().send(&frame(n)).unwrap();
     }
@@ -363,7 +383,9 @@ fn truncate_discards_what_was_not_played() {
 #[test]
 fn a_realtime_sender_drops_and_counts() {
     let (mut a, mut b) = pair(2 * FRAME as u64);
-    let id = a.open(SendMode::Realtime).unwrap();
+    let id = a
+        .open(SendMode::Realtime, a.limits().initial_credit)
+        .unwrap();
     let outcomes: Vec<Sent> = (0..5)
         .map(|n| a.send_stream(id).unwrap().send(&frame(n)).unwrap())
         .collect();
@@ -394,12 +416,14 @@ fn a_realtime_sender_drops_and_counts() {
 #[test]
 fn sequence_gaps_and_duplicates_are_typed() {
     let (mut a, mut b) = pair(64 * 1024);
-    let id = a.open(SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
     a.send_stream(id).unwrap().send(b"zero").unwrap();
     pump(&mut a, &mut b);
     let duplicate = Chunk::data(id, 0, b"zero", false).encode();
     assert_eq!(
-        b.handle_chunk(&duplicate),
+        b.handle_chunk(duplicate.clone()),
         Err(PeerError::Duplicate {
             id,
             expected: 1,
@@ -409,7 +433,7 @@ fn sequence_gaps_and_duplicates_are_typed() {
     assert!(b.contains(id), "a duplicate is dropped, the stream lives");
     let gap = Chunk::data(id, 5, b"five", false).encode();
     assert_eq!(
-        b.handle_chunk(&gap),
+        b.handle_chunk(gap.clone()),
         Err(PeerError::SequenceGap {
             id,
             expected: 1,
@@ -432,25 +456,25 @@ fn bad_bytes_and_limits_get_typed_answers() {
     small.max_chunk_size = 1024;
     let mut b = Streams::new(Side::Provider, small);
     assert!(matches!(
-        b.handle_chunk(&[0, 0, 0]),
+        b.handle_chunk(vec![0, 0, 0]),
         Err(PeerError::Header(_))
     ));
     assert!(matches!(
-        b.handle_chunk(&[0, 0, 0, 0, 0, 0, 0, 0, 0x80]),
+        b.handle_chunk(vec![0, 0, 0, 0, 0, 0, 0, 0, 0x80]),
         Err(PeerError::Header(_))
     ));
     // A stream of the provider's own parity the provider never opened.
     let unknown = Chunk::data(StreamId(1), 0, b"x", false).encode();
     assert_eq!(
-        b.handle_chunk(&unknown),
+        b.handle_chunk(unknown.clone()),
         Err(PeerError::UnknownStream { id: StreamId(1) })
     );
     let first = Chunk::data(StreamId(0), 0, b"x", false).encode();
-    b.handle_chunk(&first).unwrap();
+    b.handle_chunk(first.clone()).unwrap();
     // Over the stream limit: refused with a RESET.
     let second = Chunk::data(StreamId(2), 0, b"x", false).encode();
     assert_eq!(
-        b.handle_chunk(&second),
+        b.handle_chunk(second.clone()),
         Err(PeerError::TooManyStreams {
             id: StreamId(2),
             limit: 1
@@ -465,7 +489,7 @@ fn bad_bytes_and_limits_get_typed_answers() {
     // Too large a chunk resets its stream.
     let big = Chunk::data(StreamId(0), 1, &[0; 1025], false).encode();
     assert_eq!(
-        b.handle_chunk(&big),
+        b.handle_chunk(big.clone()),
         Err(PeerError::ChunkTooLarge {
             id: StreamId(0),
             len: 1025,
@@ -474,7 +498,9 @@ fn bad_bytes_and_limits_get_typed_answers() {
     );
     assert!(b.is_empty());
     // Ours too large, and too many of ours.
-    let id = b.open(SendMode::Reliable).unwrap();
+    let id = b
+        .open(SendMode::Reliable, b.limits().initial_credit)
+        .unwrap();
     assert_eq!(
         b.send_stream(id).unwrap().send(&[0; 1025]),
         Err(StreamError::ChunkTooLarge {
@@ -483,7 +509,7 @@ fn bad_bytes_and_limits_get_typed_answers() {
         })
     );
     assert_eq!(
-        b.open(SendMode::Reliable),
+        b.open(SendMode::Reliable, b.limits().initial_credit),
         Err(StreamError::TooManyStreams { limit: 1 })
     );
 }
@@ -494,8 +520,11 @@ fn grants_are_bounded_by_the_receive_buffer() {
     small.max_receive_buffer = 4000;
     let mut a = Streams::new(Side::Requester, small);
     let mut b = Streams::new(Side::Provider, small);
-    let id = a.open(SendMode::Reliable).unwrap();
-    b.accept(id, SendMode::Reliable).unwrap();
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
+    b.accept(id, SendMode::Reliable, b.limits().initial_credit)
+        .unwrap();
     let mut recv = b.recv_stream(id).unwrap();
     assert_eq!(recv.grant(3000), Ok(4000));
     assert_eq!(
@@ -508,7 +537,8 @@ fn grants_are_bounded_by_the_receive_buffer() {
     );
     // Two grants before a poll leave as one, carrying the total.
     let mut b2 = Streams::new(Side::Provider, limits(1000));
-    b2.accept(id, SendMode::Reliable).unwrap();
+    b2.accept(id, SendMode::Reliable, b2.limits().initial_credit)
+        .unwrap();
     let mut recv = b2.recv_stream(id).unwrap();
     recv.grant(10).unwrap();
     recv.grant(20).unwrap();
@@ -529,7 +559,9 @@ fn write_splits_a_byte_pipe_at_the_credit_and_chunk_size() {
     l.max_chunk_size = 4096;
     let mut a = Streams::new(Side::Requester, l);
     let mut b = Streams::new(Side::Provider, l);
-    let id = a.open(SendMode::Realtime).unwrap();
+    let id = a
+        .open(SendMode::Realtime, a.limits().initial_credit)
+        .unwrap();
     let data: Vec<u8> = (0..12_000u32).map(|i| i as u8).collect();
     let mut offset = 0;
     while offset < data.len() {
@@ -597,8 +629,8 @@ proptest! {
         let mut a = Streams::new(Side::Requester, l);
         let mut b = Streams::new(Side::Provider, l);
         let mode = if realtime { SendMode::Realtime } else { SendMode::Reliable };
-        let id = a.open(mode).unwrap();
-        b.accept(id, SendMode::Reliable).unwrap();
+        let id = a.open(mode, a.limits().initial_credit).unwrap();
+        b.accept(id, SendMode::Reliable, b.limits().initial_credit).unwrap();
         let mut on_wire = 0u64;
         for op in ops {
             match op {

@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 
 const FRAME: usize = 960;
 const CREDIT: u64 = 2048;
+/// The bulk `upload` action's credit: each stream starts with its own action's.
+const BULK_CREDIT: u64 = 256 * 1024;
 
 fn interface() -> Interface {
     serde_json::from_value(json!({
@@ -26,6 +28,7 @@ fn interface() -> Interface {
             "ping": {"mode": "notify"},
             "talk": {"mode": "stream", "stream": {"contentType": "audio/pcm", "frameBytes": 960, "initialCredit": CREDIT}},
             "voice": {"mode": "stream", "stream": {"contentType": "audio/pcm", "frameBytes": 960, "initialCredit": CREDIT, "realtime": true}},
+            "upload": {"mode": "stream", "stream": {"contentType": "application/octet-stream", "initialCredit": BULK_CREDIT}},
         },
         "properties": {
             "level": {"schema": {"type": "integer"}, "writable": true, "observable": true},
@@ -115,11 +118,11 @@ impl Net {
         loop {
             let mut moved = false;
             while let Some(bytes) = session.consumer.poll_transmit() {
-                session.provider.handle_frame(now, &bytes, &mut self.thing);
+                session.provider.handle_frame(now, bytes, &mut self.thing);
                 moved = true;
             }
             while let Some(bytes) = session.provider.poll_transmit(&mut self.thing) {
-                session.consumer.handle_frame(now, &bytes);
+                session.consumer.handle_frame(now, bytes.clone());
                 session.to_consumer.push(bytes);
                 moved = true;
             }
@@ -155,7 +158,7 @@ impl Net {
         let now = self.now;
         self.sessions[s]
             .provider
-            .handle_frame(now, bytes, &mut self.thing);
+            .handle_frame(now, bytes.to_vec(), &mut self.thing);
         self.pump(s);
     }
 
@@ -171,8 +174,8 @@ impl Net {
     fn sent_messages(&mut self, s: usize) -> Vec<Message> {
         let limits = self.limits.clone();
         std::mem::take(&mut self.sessions[s].to_consumer)
-            .iter()
-            .filter_map(|b| match decode_frame(b, &limits).unwrap() {
+            .into_iter()
+            .filter_map(|b| match decode_frame(&b.into(), &limits).unwrap() {
                 Frame::Message(m) => Some(m),
                 Frame::Chunk(_) => None,
             })
@@ -849,8 +852,8 @@ fn streams_both_ways_under_credit_with_credit_chunks() {
     assert!(events.contains(&ProviderEvent::StreamReadable { id }));
 
     // Reading grants the bytes back as a CREDIT chunk (flag 8), and the sender may go on.
-    assert_eq!(net.p(s).stream_read(id), Some(frame(1)));
-    assert_eq!(net.p(s).stream_read(id), Some(frame(2)));
+    assert_eq!(net.p(s).stream_read(id).as_deref(), Some(&frame(1)[..]));
+    assert_eq!(net.p(s).stream_read(id).as_deref(), Some(&frame(2)[..]));
     assert_eq!(net.p(s).stream_read(id), None);
     net.sent_messages(s);
     net.pump(s);
@@ -864,11 +867,11 @@ fn streams_both_ways_under_credit_with_credit_chunks() {
     net.pump(s);
     let events = net.provider_events(s);
     assert!(events.contains(&ProviderEvent::StreamFinished { id }));
-    assert_eq!(net.p(s).stream_read(id), Some(frame(3)));
+    assert_eq!(net.p(s).stream_read(id).as_deref(), Some(&frame(3)[..]));
     let events = net.consumer_events(s);
     assert!(events.contains(&ConsumerEvent::StreamReadable { id }));
     assert!(events.contains(&ConsumerEvent::StreamFinished { id }));
-    assert_eq!(net.c(s).stream_read(id), Some(frame(9)));
+    assert_eq!(net.c(s).stream_read(id).as_deref(), Some(&frame(9)[..]));
 
     // The final answer.
     let now = net.now;
@@ -1135,7 +1138,7 @@ fn typed_answers_and_the_session_survives() {
         .encode(&Limits::default())
         .unwrap();
     let now = net.now;
-    net.c(s).handle_frame(now, &stray);
+    net.c(s).handle_frame(now, stray.clone());
     assert!(matches!(
         net.c(s).poll_event(),
         Some(ConsumerEvent::Unexpected { .. })
@@ -1325,9 +1328,9 @@ fn one_caller_cannot_take_every_long_running_action_slot() {
         concord_interact::ProviderEndpoint::new(first, interface.clone(), limits.clone(), streams);
     let mut b =
         concord_interact::ProviderEndpoint::new(second, interface.clone(), limits.clone(), streams);
-    a.handle_frame(now, &invoke("c1"), &mut thing);
-    b.handle_frame(now, &invoke("c2"), &mut thing);
-    b.handle_frame(now, &invoke("c3"), &mut thing);
+    a.handle_frame(now, invoke("c1"), &mut thing);
+    b.handle_frame(now, invoke("c2"), &mut thing);
+    b.handle_frame(now, invoke("c3"), &mut thing);
     assert_eq!(thing.unfinished_actions(), 2);
     let refused: Vec<serde_json::Value> = std::iter::from_fn(|| b.poll_transmit(&mut thing))
         .map(|frame| serde_json::from_slice(&frame).unwrap())
@@ -1337,6 +1340,110 @@ fn one_caller_cannot_take_every_long_running_action_slot() {
     // Another caller still gets its own.
     let other = thing.new_subscriber_for("ws://198.51.100.9");
     let mut c = concord_interact::ProviderEndpoint::new(other, interface, limits.clone(), streams);
-    c.handle_frame(now, &invoke("c4"), &mut thing);
+    c.handle_frame(now, invoke("c4"), &mut thing);
     assert_eq!(thing.unfinished_actions(), 3);
+}
+
+#[test]
+fn each_stream_starts_with_the_credit_its_action_declares() {
+    let mut net = Net::standard();
+    let s = net.connect();
+    let (_, talk) = net.c(s).open_stream("talk", json!({})).unwrap();
+    let (_, upload) = net.c(s).open_stream("upload", json!({})).unwrap();
+    net.pump(s);
+    for (id, credit) in [(talk, CREDIT), (upload, BULK_CREDIT)] {
+        assert_eq!(
+            net.c(s).streams().send_stream(id).unwrap().available(),
+            credit
+        );
+        assert_eq!(
+            net.p(s).streams().send_stream(id).unwrap().available(),
+            credit
+        );
+        let granted = |e: &mut ProviderEndpoint| {
+            e.streams()
+                .recv_stream(id)
+                .unwrap()
+                .credit()
+                .map(|c| c.granted())
+        };
+        assert_eq!(granted(net.p(s)), Some(credit));
+    }
+    // The bulk stream carries its whole credit at once, the voice stream's stays small.
+    let bulk = vec![1u8; BULK_CREDIT as usize];
+    let mut written = 0;
+    while written < bulk.len() {
+        let mut stream = net.c(s).streams().send_stream(upload).unwrap();
+        written += stream.write(&bulk[written..]).unwrap();
+    }
+    net.pump(s);
+    let mut read = 0;
+    while let Some(bytes) = net.p(s).stream_read(upload) {
+        read += bytes.len();
+    }
+    assert_eq!(read, bulk.len());
+    assert!(!net
+        .provider_events(s)
+        .iter()
+        .any(|e| matches!(e, ProviderEvent::StreamReset { .. })));
+    let written = net.c(s).streams().send_stream(talk).unwrap().write(&bulk);
+    assert_eq!(written, Ok(CREDIT as usize));
+}
+
+#[test]
+fn frames_with_headroom_are_the_same_frames_one_header_later() {
+    // Two sessions alike but for a byte of headroom in front of every frame of the second:
+    // the same calls give the same frames (messages, chunks, grants), each behind one
+    // zero byte that the carrier fills with its header.
+    let mut plain = Net::standard();
+    let a = plain.connect();
+    let mut roomy = Net::standard();
+    let b = roomy.connect();
+    roomy.c(b).set_frame_headroom(1);
+    roomy.p(b).set_frame_headroom(1);
+    let frames = |c: &mut ConsumerEndpoint| std::iter::from_fn(|| c.poll_transmit()).collect();
+    let mut sent: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (net, s) in [(&mut plain, a), (&mut roomy, b)] {
+        net.c(s).invoke("echo", json!({"x": 1})).unwrap();
+        let (_, id) = net.c(s).open_stream("upload", json!({})).unwrap();
+        net.c(s).stream_send(id, &[7; 1000]).unwrap();
+        sent.push(frames(net.c(s)));
+    }
+    let [plain_frames, roomy_frames] = [&sent[0], &sent[1]];
+    assert_eq!(plain_frames.len(), 3);
+    assert_eq!(roomy_frames.len(), plain_frames.len());
+    for (plain_frame, roomy_frame) in plain_frames.iter().zip(roomy_frames) {
+        assert_eq!(roomy_frame[0], 0);
+        assert_eq!(&roomy_frame[1..], &plain_frame[..]);
+    }
+    // The providers take the same frames and answer alike, the grant included.
+    let mut answers: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (net, s) in [(&mut plain, a), (&mut roomy, b)] {
+        let now = net.now;
+        for frame in plain_frames {
+            net.sessions[s]
+                .provider
+                .handle_frame(now, frame.clone(), &mut net.thing);
+        }
+        let id = StreamId(1);
+        while net.p(s).stream_read(id).is_some() {}
+        let reply = std::iter::from_fn(|| net.p(s).poll_event())
+            .find_map(|e| match e {
+                ProviderEvent::Invoke { request, name, .. } if name == "echo" => Some(request),
+                _ => None,
+            })
+            .unwrap();
+        let Net {
+            thing, sessions, ..
+        } = &mut *net;
+        let provider = &mut sessions[s].provider;
+        provider.reply(reply, Ok(json!({"x": 1})), thing, now);
+        answers.push(std::iter::from_fn(|| provider.poll_transmit(thing)).collect());
+    }
+    assert!(!answers[0].is_empty());
+    assert_eq!(answers[1].len(), answers[0].len());
+    for (plain_frame, roomy_frame) in answers[0].iter().zip(&answers[1]) {
+        assert_eq!(roomy_frame[0], 0);
+        assert_eq!(&roomy_frame[1..], &plain_frame[..]);
+    }
 }

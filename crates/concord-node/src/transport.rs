@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::ws::{self, WebSocket};
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{self, protocol::frame::coding::CloseCode};
@@ -37,7 +38,8 @@ const MAX_CLOSE_REASON: usize = 123;
 #[derive(Debug)]
 pub(crate) enum Incoming {
     Text(String),
-    Binary(Vec<u8>),
+    /// As the WebSocket library read it: the frame is sliced from here on, never copied.
+    Binary(Bytes),
     /// The peer closed, with its code and reason if it gave them.
     Close(Option<(u16, String)>),
 }
@@ -176,7 +178,7 @@ impl Transport for WebSocket {
             };
             return Some(Ok(match message {
                 ws::Message::Text(text) => Incoming::Text(text.as_str().to_owned()),
-                ws::Message::Binary(bytes) => Incoming::Binary(bytes.into()),
+                ws::Message::Binary(bytes) => Incoming::Binary(bytes),
                 ws::Message::Close(frame) => {
                     Incoming::Close(frame.map(|f| (f.code, f.reason.as_str().to_owned())))
                 }
@@ -254,7 +256,7 @@ impl Transport for ClientSocket {
             };
             return Some(Ok(match message {
                 tungstenite::Message::Text(text) => Incoming::Text(text.as_str().to_owned()),
-                tungstenite::Message::Binary(bytes) => Incoming::Binary(bytes.into()),
+                tungstenite::Message::Binary(bytes) => Incoming::Binary(bytes),
                 tungstenite::Message::Close(frame) => Incoming::Close(
                     frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())),
                 ),

@@ -90,7 +90,7 @@ fn deliver(direction: &str, from: &mut Session, to: &mut Session, now: Instant) 
     let mut moved = false;
     while let Some(frame) = from.poll_transmit() {
         print_frame(direction, &frame);
-        to.handle_frame(now, &frame);
+        to.handle_frame(now, frame.clone());
         moved = true;
     }
     moved

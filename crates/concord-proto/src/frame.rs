@@ -98,6 +98,9 @@ pub enum FrameError {
 }
 
 impl<'a> Frame<'a> {
+    /// Bytes of the header in front of the protocol data.
+    pub const HEADER_LEN: usize = 1;
+
     /// Splits `bytes` into header and protocol data, enforcing `max_size` (header included).
     pub fn decode(bytes: &'a [u8], max_size: usize) -> Result<Self, FrameError> {
         if bytes.len() > max_size {
@@ -115,7 +118,7 @@ impl<'a> Frame<'a> {
 
     /// Writes a frame: header byte (reserved bits zero) followed by `data`.
     pub fn encode(protocol_type: ProtocolType, data: &[u8]) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(data.len() + 1);
+        let mut bytes = Vec::with_capacity(Self::HEADER_LEN + data.len());
         bytes.push(protocol_type.header());
         bytes.extend_from_slice(data);
         bytes

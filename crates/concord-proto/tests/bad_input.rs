@@ -10,7 +10,7 @@ use support::{meta_frame, Pair};
 /// violation it closed with and whether it answered `rejected`.
 fn provider_rejects(frame: &[u8]) -> (ProtocolViolation, bool) {
     let mut pair = Pair::new();
-    pair.provider.handle_frame(pair.now, frame);
+    pair.provider.handle_frame(pair.now, frame.to_vec());
     let events = pair.provider_events();
     let [Event::Closed(CloseReason::Violation(violation))] = events.as_slice() else {
         panic!("expected one violation, got {events:?}");
@@ -128,10 +128,10 @@ fn every_protocol_type_is_defined_so_reserved_bits_never_make_a_frame_unknown() 
 #[test]
 fn frames_after_close_are_ignored() {
     let mut pair = Pair::new();
-    pair.provider.handle_frame(pair.now, b"");
+    pair.provider.handle_frame(pair.now, &b""[..]);
     pair.provider_events();
     pair.provider.poll_transmit();
-    pair.provider.handle_frame(pair.now, b"\x40anything");
+    pair.provider.handle_frame(pair.now, &b"\x40anything"[..]);
     assert_eq!(pair.provider_events(), vec![]);
     assert_eq!(pair.provider.poll_transmit(), None);
 }

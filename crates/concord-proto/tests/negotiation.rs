@@ -79,7 +79,9 @@ fn happy_path_agrees_generates_code_and_exchanges_data() {
     pair.flush();
     assert_eq!(
         pair.provider_events(),
-        vec![Event::Application(br#"{"productId":"P12345"}"#.to_vec())]
+        vec![Event::Application(
+            br#"{"productId":"P12345"}"#.to_vec().into()
+        )]
     );
     assert_eq!(
         pair.take_wire(),
@@ -319,14 +321,14 @@ fn requester_answered_with(frame: &str) -> Vec<Event> {
     let mut pair = Pair::new();
     pair.requester.propose(pair.now, "v1".into()).unwrap();
     pair.flush();
-    pair.requester.handle_frame(pair.now, &meta_frame(frame));
+    pair.requester.handle_frame(pair.now, meta_frame(frame));
     pair.requester_events()
 }
 
 fn provider_receiving(frames: &[&str]) -> Pair {
     let mut pair = Pair::new();
     for frame in frames {
-        pair.provider.handle_frame(pair.now, &meta_frame(frame));
+        pair.provider.handle_frame(pair.now, meta_frame(frame));
     }
     pair
 }
@@ -339,7 +341,7 @@ fn a_sequence_id_gap_is_answered_with_rejected_and_a_reason() {
     pair.provider_events();
     // The provider's counter should carry 1; a peer that skips to 5 is rejected.
     let bad = r#"{"action":"protocolNegotiation","sequenceId":5,"candidateProtocols":"v2","modificationSummary":"s","status":"negotiating"}"#;
-    pair.requester.handle_frame(pair.now, &meta_frame(bad));
+    pair.requester.handle_frame(pair.now, meta_frame(bad));
     let violation = ProtocolViolation::SequenceId {
         expected: Some(1),
         got: 5,
@@ -368,7 +370,7 @@ fn a_repeated_sequence_id_is_rejected() {
     pair.provider.decide(pair.now, counter("v2", "s")).unwrap();
     pair.provider.poll_transmit();
     let repeat = r#"{"action":"protocolNegotiation","sequenceId":1,"candidateProtocols":"v3","modificationSummary":"s","status":"negotiating"}"#;
-    pair.provider.handle_frame(pair.now, &meta_frame(repeat));
+    pair.provider.handle_frame(pair.now, meta_frame(repeat));
     assert_eq!(
         pair.provider_events().last(),
         Some(&Event::Closed(CloseReason::Violation(

@@ -215,7 +215,7 @@ fn only_the_requester_opens_test_cases_and_only_when_negotiated() {
     // A peer that sends it anyway breaks the protocol.
     bare.provider.handle_frame(
         bare.now,
-        &meta_frame(r#"{"action":"testCasesNegotiation","testCases":"x","status":"negotiating"}"#),
+        meta_frame(r#"{"action":"testCasesNegotiation","testCases":"x","status":"negotiating"}"#),
     );
     assert_eq!(
         bare.provider_events(),
@@ -433,10 +433,10 @@ fn unanswered_natural_language_requests_are_bounded() {
         ))
     };
     for n in 0..limit {
-        pair.provider.handle_frame(pair.now, &request(n));
+        pair.provider.handle_frame(pair.now, request(n));
     }
     assert_eq!(pair.provider_events().len(), limit, "each one is delivered");
-    pair.provider.handle_frame(pair.now, &request(limit));
+    pair.provider.handle_frame(pair.now, request(limit));
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -449,7 +449,7 @@ fn unanswered_natural_language_requests_are_bounded() {
 fn an_unsolicited_natural_language_response_is_a_violation() {
     let mut pair = Pair::new();
     pair.provider
-        .handle_frame(pair.now, &meta_frame(r#"{"action":"naturalLanguageNegotiation","type":"RESPONSE","messageId":"abcdefghijklmnop","message":"hi"}"#));
+        .handle_frame(pair.now, meta_frame(r#"{"action":"naturalLanguageNegotiation","type":"RESPONSE","messageId":"abcdefghijklmnop","message":"hi"}"#));
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -468,7 +468,7 @@ fn an_application_frame_before_ready_is_refused_both_ways() {
         pair.requester.send_application(b"{}"),
         Err(SessionError::NotReady(ProtocolType::Application))
     );
-    pair.provider.handle_frame(pair.now, b"\x40{}");
+    pair.provider.handle_frame(pair.now, &b"\x40{}"[..]);
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -491,7 +491,7 @@ fn natural_language_and_verification_frames_need_their_capability() {
         with.provider_events(),
         vec![
             Event::NaturalLanguage("# Output\n- price: 1299.99".into()),
-            Event::Verification(vec![1, 2]),
+            Event::Verification(vec![1, 2].into()),
         ]
     );
     let mut without = ready(Capabilities::none());
@@ -507,7 +507,7 @@ fn natural_language_and_verification_frames_need_their_capability() {
             Capability::VerificationProtocol
         ))
     );
-    without.provider.handle_frame(without.now, b"\xC0data");
+    without.provider.handle_frame(without.now, &b"\xC0data"[..]);
     assert_eq!(
         without.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -522,7 +522,7 @@ fn natural_language_and_verification_frames_need_their_capability() {
 #[test]
 fn a_natural_language_frame_must_be_utf8() {
     let mut pair = ready(Capabilities::all());
-    pair.provider.handle_frame(pair.now, b"\x80ok\xff");
+    pair.provider.handle_frame(pair.now, &b"\x80ok\xff"[..]);
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -624,7 +624,7 @@ fn oversized_frames_are_refused_both_ways() {
     assert_eq!(pair.provider_events().len(), 1);
     let mut big = vec![0x40];
     big.extend_from_slice(&[b'x'; 64]);
-    pair.provider.handle_frame(pair.now, &big);
+    pair.provider.handle_frame(pair.now, big.clone());
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(

@@ -19,7 +19,7 @@ fn our_provider_accepts_a_reference_requester() {
     // Reference requester: round 1, no modificationSummary.
     pair.provider.handle_frame(
         pair.now,
-        &meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
+        meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
                      "candidateProtocols": PRODUCT_INFO, "status": "negotiating"})),
     );
     assert_eq!(
@@ -41,7 +41,7 @@ fn our_provider_accepts_a_reference_requester() {
     // The reference requester then echoes `accepted` with its own stale round (1).
     pair.provider.handle_frame(
         pair.now,
-        &meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
+        meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
                      "candidateProtocols": PRODUCT_INFO, "status": "accepted"})),
     );
     let events = pair.provider_events();
@@ -55,7 +55,7 @@ fn our_provider_accepts_a_reference_requester() {
     // It sends codeGeneration once its code is written.
     pair.provider.handle_frame(
         pair.now,
-        &meta(json!({"action": "codeGeneration", "status": "generated"})),
+        meta(json!({"action": "codeGeneration", "status": "generated"})),
     );
     pair.provider.code_ready(pair.now).unwrap();
     assert!(matches!(
@@ -105,7 +105,7 @@ fn a_reference_rejection_with_empty_text_is_understood() {
     pair.requester.poll_transmit();
     pair.requester.handle_frame(
         pair.now,
-        &meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
+        meta(json!({"action": "protocolNegotiation", "sequenceId": 1,
                      "candidateProtocols": "", "status": "rejected"})),
     );
     assert_eq!(

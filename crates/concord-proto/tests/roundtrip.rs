@@ -145,7 +145,7 @@ proptest! {
             protocol: ProtocolChoice::Negotiate,
         };
         let mut session = Session::new(Role::Provider, &agreement, SessionConfig::default(), Instant::now());
-        session.handle_frame(Instant::now(), &bytes);
+        session.handle_frame(Instant::now(), bytes.clone());
         while session.poll_event().is_some() {}
     }
 }

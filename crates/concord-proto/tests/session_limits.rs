@@ -74,7 +74,7 @@ fn a_1_mb_candidate_is_refused_on_the_frame_length() {
     let mut pair = Pair::new();
     let frame = protocol_frame(&"x".repeat(MB));
     let size = frame.len() - 1;
-    pair.provider.handle_frame(pair.now, &frame);
+    pair.provider.handle_frame(pair.now, frame.clone());
     let violation = ProtocolViolation::MetaMessageTooLarge {
         size,
         limit: 256 * KIB,
@@ -96,7 +96,7 @@ fn a_1_mb_candidate_is_refused_on_the_frame_length() {
     let mut pair = Pair::new();
     let mut garbage = vec![0u8];
     garbage.extend(std::iter::repeat_n(b'{', 300 * KIB));
-    pair.provider.handle_frame(pair.now, &garbage);
+    pair.provider.handle_frame(pair.now, garbage.clone());
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -386,7 +386,7 @@ fn a_1_mb_test_case_text_closes_the_session_with_a_typed_violation() {
     pair.take_wire();
     let frame = test_cases_frame(&"t".repeat(MB));
     let size = frame.len() - 1;
-    pair.requester.handle_frame(pair.now, &frame);
+    pair.requester.handle_frame(pair.now, frame.clone());
     let violation = ProtocolViolation::MetaMessageTooLarge {
         size,
         limit: 256 * KIB,
@@ -402,7 +402,7 @@ fn a_1_mb_test_case_text_closes_the_session_with_a_typed_violation() {
     );
     // Opening test cases that large: the provider closes with the same typed violation.
     let mut pair = agreed(SessionConfig::default(), SessionConfig::default());
-    pair.provider.handle_frame(pair.now, &frame);
+    pair.provider.handle_frame(pair.now, frame.clone());
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(violation))]
@@ -418,7 +418,7 @@ fn any_other_oversized_meta_message_is_a_typed_violation() {
         r#"{{"action":"naturalLanguageNegotiation","type":"REQUEST","messageId":"abcdefghijklmnop","message":"{}"}}"#,
         "n".repeat(300 * KIB)
     );
-    pair.provider.handle_frame(pair.now, &meta_frame(&text));
+    pair.provider.handle_frame(pair.now, meta_frame(&text));
     assert_eq!(
         pair.provider_events(),
         vec![Event::Closed(CloseReason::Violation(
@@ -607,4 +607,58 @@ fn a_requester_that_never_proposes_is_bounded_by_the_deadline() {
         support::describe(&pair.requester.poll_transmit().unwrap())["status"],
         json!("rejected")
     );
+}
+
+/// A frame built in place (`send_application_frame`) leaves exactly as `send_application`
+/// would send its payload, and is held to the same rules: not before ready, no frame
+/// without room for its header, none over the size limit.
+#[test]
+fn a_frame_built_in_place_is_the_same_frame_under_the_same_rules() {
+    let mut pair = agreed(SessionConfig::default(), SessionConfig::default());
+    assert_eq!(
+        pair.requester.send_application_frame(vec![0, b'{', b'}']),
+        Err(SessionError::NotReady(
+            concord_proto::ProtocolType::Application
+        ))
+    );
+    pair.requester.code_ready(pair.now).unwrap();
+    pair.provider.code_ready(pair.now).unwrap();
+    pair.flush();
+    assert!(pair
+        .requester_events()
+        .iter()
+        .any(|event| matches!(event, Event::Ready { .. })));
+    pair.provider_events();
+
+    let payload = br#"{"productId":"P12345"}"#;
+    let mut frame = vec![0xAB];
+    frame.extend_from_slice(payload);
+    pair.requester.send_application_frame(frame).unwrap();
+    pair.requester.send_application(payload).unwrap();
+    let in_place = pair.requester.poll_transmit().unwrap();
+    let copied = pair.requester.poll_transmit().unwrap();
+    assert_eq!(in_place, copied);
+    assert_eq!(
+        in_place,
+        concord_proto::Frame::encode(concord_proto::ProtocolType::Application, payload)
+    );
+    pair.provider.handle_frame(pair.now, in_place);
+    assert_eq!(
+        pair.provider_events(),
+        vec![Event::Application(payload.to_vec().into())]
+    );
+
+    assert_eq!(
+        pair.requester.send_application_frame(Vec::new()),
+        Err(SessionError::NoHeaderRoom)
+    );
+    let limit = SessionConfig::default().max_frame_size;
+    assert_eq!(
+        pair.requester.send_application_frame(vec![0; limit + 1]),
+        Err(SessionError::FrameTooLarge {
+            size: limit + 1,
+            limit
+        })
+    );
+    assert_eq!(pair.requester.poll_transmit(), None);
 }

@@ -3,10 +3,13 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::provider::read_and_grant;
-use super::{encode, send_mode, session_stream_limits, Correlation, NO_CORRELATION};
+use super::{
+    chunk_prefix, encode, initial_credit, send_mode, with_headroom, Correlation, NO_CORRELATION,
+};
 use crate::actions::ActionTracker;
 use crate::correlation::{CorrelationError, CorrelationState, Correlations};
 use crate::interface::{ActionMode, Interface};
@@ -15,7 +18,7 @@ use crate::problem::{Problem, ProblemType};
 use crate::stream::{
     PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
 };
-use crate::wire::{decode_frame, Frame, CHUNK_PREFIX};
+use crate::wire::{decode_frame, Frame};
 use crate::Limits;
 
 /// What the requester's application learns ([`ConsumerEndpoint::poll_event`]).
@@ -255,15 +258,17 @@ pub struct ConsumerEndpoint {
     streams: Streams,
     outgoing: VecDeque<Vec<u8>>,
     events: VecDeque<ConsumerEvent>,
+    /// Room left in front of every frame for the carrier's header.
+    headroom: usize,
 }
 
 impl ConsumerEndpoint {
-    /// The endpoint of one session over `interface` (the negotiated subset). The streams'
-    /// initial credit is the smallest a stream action of the interface declares.
+    /// The endpoint of one session over `interface` (the negotiated subset). Each stream
+    /// starts with the initial credit its action declares.
     pub fn new(interface: Interface, limits: Limits, streams: StreamLimits) -> Self {
-        let mut streams = Streams::new(Side::Requester, session_stream_limits(&interface, streams));
+        let mut streams = Streams::new(Side::Requester, streams);
         // Chunks are built in the frame that is sent, the wire's prefix in front.
-        streams.set_frame_prefix(&[CHUNK_PREFIX]);
+        streams.set_frame_prefix(&chunk_prefix(0));
         Self {
             correlations: Correlations::new(&limits),
             tracker: ActionTracker::new(limits.clone()),
@@ -277,7 +282,16 @@ impl ConsumerEndpoint {
             streams,
             outgoing: VecDeque::new(),
             events: VecDeque::new(),
+            headroom: 0,
         }
+    }
+
+    /// Starts every frame [`ConsumerEndpoint::poll_transmit`] gives from now on with
+    /// `headroom` bytes of room (zeros) for the carrier's own header, like
+    /// [`ProviderEndpoint::set_frame_headroom`](crate::ProviderEndpoint::set_frame_headroom).
+    pub fn set_frame_headroom(&mut self, headroom: usize) {
+        self.headroom = headroom;
+        self.streams.set_frame_prefix(&chunk_prefix(headroom));
     }
 
     /// The affordances this session covers.
@@ -335,7 +349,10 @@ impl ConsumerEndpoint {
             }
             .into());
         }
-        let id = self.streams.open(send_mode(&self.interface, name))?;
+        let credit = initial_credit(&self.interface, name, self.streams.limits());
+        let id = self
+            .streams
+            .open(send_mode(&self.interface, name), credit)?;
         let message = Message::request(Operation::InvokeAction, self.fresh_correlation())
             .with_name(name)
             .with_input(input)
@@ -490,7 +507,7 @@ impl ConsumerEndpoint {
 
     /// The next chunk received on a stream, in order; its length is granted back to the
     /// provider, so the credit level stays where it started.
-    pub fn stream_read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+    pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
         let bytes = read_and_grant(&mut self.streams, id);
         self.drain_stream_events();
         bytes
@@ -501,9 +518,10 @@ impl ConsumerEndpoint {
         &mut self.streams
     }
 
-    /// Takes the data of one PT 1 frame from the provider.
-    pub fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
-        match decode_frame(bytes, &self.limits) {
+    /// Takes the data of one PT 1 frame from the provider. A chunk's payload is kept as a
+    /// slice of `frame` until read, not copied.
+    pub fn handle_frame(&mut self, now: Instant, frame: impl Into<Bytes>) {
+        match decode_frame(&frame.into(), &self.limits) {
             Ok(Frame::Message(message)) => self.handle_message(now, message),
             Ok(Frame::Chunk(chunk)) => match self.streams.handle_chunk(chunk) {
                 Ok(()) | Err(PeerError::StreamClosed { .. }) => {}
@@ -522,10 +540,10 @@ impl ConsumerEndpoint {
     /// The next PT 1 frame data to send: requests in order, then stream chunks and grants.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         if let Some(bytes) = self.outgoing.pop_front() {
-            return Some(bytes);
+            return Some(with_headroom(bytes, self.headroom));
         }
         let transmit = self.streams.poll_transmit()?;
-        let bytes = transmit.into_frame(&[CHUNK_PREFIX]);
+        let bytes = transmit.into_frame(self.streams.frame_prefix());
         self.drain_stream_events();
         Some(bytes)
     }

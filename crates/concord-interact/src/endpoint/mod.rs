@@ -21,6 +21,7 @@ use crate::interface::Interface;
 use crate::message::{Message, MessageType, Operation};
 use crate::problem::Problem;
 use crate::stream::{SendMode, StreamLimits};
+use crate::wire::CHUNK_PREFIX;
 use crate::Limits;
 
 pub use consumer::{ConsumerEndpoint, ConsumerEvent, UseError};
@@ -101,21 +102,6 @@ fn answer_undecodable(bytes: &[u8], problem: Problem, limits: &Limits) -> Messag
     }
 }
 
-/// The stream limits of a session over `interface`: the initial credit is the smallest
-/// that a stream action's [`StreamSpec`](crate::StreamSpec) declares, so both peers
-/// derive the same value from the same interface.
-fn session_stream_limits(interface: &Interface, mut limits: StreamLimits) -> StreamLimits {
-    if let Some(credit) = interface
-        .actions
-        .values()
-        .filter_map(|a| a.stream.as_ref().map(|s| s.initial_credit))
-        .min()
-    {
-        limits.initial_credit = credit;
-    }
-    limits
-}
-
 /// How an action's stream sends without credit.
 fn send_mode(interface: &Interface, action: &str) -> SendMode {
     let realtime = interface
@@ -130,7 +116,36 @@ fn send_mode(interface: &Interface, action: &str) -> SendMode {
     }
 }
 
+/// The credit each direction of a stream for `action` starts with: what the action
+/// declares (both peers read it from the same interface), else the limits' default.
+fn initial_credit(interface: &Interface, action: &str, limits: &StreamLimits) -> u64 {
+    interface
+        .actions
+        .get(action)
+        .and_then(|a| a.stream.as_ref())
+        .map_or(limits.initial_credit, |s| s.initial_credit)
+}
+
 /// Encodes a message to send.
 fn encode(message: &Message, limits: &Limits) -> Result<Vec<u8>, crate::MessageError> {
     crate::wire::encode_message(message, limits)
+}
+
+/// The prefix of every chunk frame of an endpoint whose frames start with `headroom`
+/// bytes of room for the carrier's header: that room, then [`CHUNK_PREFIX`].
+fn chunk_prefix(headroom: usize) -> Vec<u8> {
+    let mut prefix = vec![0; headroom];
+    prefix.push(CHUNK_PREFIX);
+    prefix
+}
+
+/// An encoded message as a frame with `headroom` bytes of room in front.
+fn with_headroom(message: Vec<u8>, headroom: usize) -> Vec<u8> {
+    if headroom == 0 {
+        return message;
+    }
+    let mut frame = Vec::with_capacity(headroom + message.len());
+    frame.resize(headroom, 0);
+    frame.extend_from_slice(&message);
+    frame
 }

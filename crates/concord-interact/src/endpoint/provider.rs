@@ -3,11 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
+use bytes::Bytes;
 use serde_json::Value;
 
 use super::{
-    answer_undecodable, encode, problem, send_mode, session_stream_limits, unattributed, RequestId,
-    STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
+    answer_undecodable, chunk_prefix, encode, initial_credit, problem, send_mode, unattributed,
+    with_headroom, RequestId, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
 };
 use crate::events::{EventError, SubscriberId};
 use crate::interface::{ActionMode, Interface};
@@ -15,10 +16,11 @@ use crate::message::{ActionStatus, Message, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
 use crate::property::PropertyError;
 use crate::stream::{
-    PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
+    PeerError, RecvCredit, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits,
+    Streams,
 };
 use crate::thing::{Outgoing, Thing};
-use crate::wire::{decode_frame, Frame, FrameError, CHUNK_PREFIX};
+use crate::wire::{decode_frame, Frame, FrameError};
 use crate::Limits;
 
 /// What the provider's node must act on ([`ProviderEndpoint::poll_event`]).
@@ -141,21 +143,23 @@ pub struct ProviderEndpoint {
     /// [`ProviderEndpoint::poll_transmit_ready`] one frame at a time.
     taken: VecDeque<Outgoing>,
     events: VecDeque<ProviderEvent>,
+    /// Room left in front of every frame for the carrier's header.
+    headroom: usize,
 }
 
 impl ProviderEndpoint {
     /// The endpoint of one session: `subscriber` from [`Thing::new_subscriber`],
-    /// `interface` the negotiated subset. The streams' initial credit is the smallest a
-    /// stream action of the interface declares.
+    /// `interface` the negotiated subset. Each stream starts with the initial credit its
+    /// action declares.
     pub fn new(
         subscriber: SubscriberId,
         interface: Interface,
         limits: Limits,
         streams: StreamLimits,
     ) -> Self {
-        let mut streams = Streams::new(Side::Provider, session_stream_limits(&interface, streams));
+        let mut streams = Streams::new(Side::Provider, streams);
         // Chunks are built in the frame that is sent, the wire's prefix in front.
-        streams.set_frame_prefix(&[CHUNK_PREFIX]);
+        streams.set_frame_prefix(&chunk_prefix(0));
         Self {
             subscriber,
             interface,
@@ -169,7 +173,19 @@ impl ProviderEndpoint {
             outgoing: VecDeque::new(),
             taken: VecDeque::new(),
             events: VecDeque::new(),
+            headroom: 0,
         }
+    }
+
+    /// Starts every frame [`ProviderEndpoint::poll_transmit`] gives from now on with
+    /// `headroom` bytes of room (zeros) for the carrier's own header, so that the carrier
+    /// writes its header in place instead of copying each frame behind it: a stream chunk
+    /// is then copied once on its way out, into the frame that is sent. For a
+    /// `concord_proto::Session`, `Frame::HEADER_LEN` and `Session::send_application_frame`.
+    /// Set it before the first frame.
+    pub fn set_frame_headroom(&mut self, headroom: usize) {
+        self.headroom = headroom;
+        self.streams.set_frame_prefix(&chunk_prefix(headroom));
     }
 
     /// This session's id in the Thing.
@@ -189,8 +205,8 @@ impl ProviderEndpoint {
 
     /// Takes the data of one PT 1 frame from the requester. Never fails: what is wrong
     /// is answered with a typed problem and the session goes on.
-    pub fn handle_frame(&mut self, now: Instant, bytes: &[u8], thing: &mut Thing) {
-        self.handle_frame_with(now, bytes, || thing);
+    pub fn handle_frame(&mut self, now: Instant, frame: impl Into<Bytes>, thing: &mut Thing) {
+        self.handle_frame_with(now, frame, || thing);
     }
 
     /// [`ProviderEndpoint::handle_frame`] for a Thing shared behind a lock: the frame is
@@ -198,20 +214,26 @@ impl ProviderEndpoint {
     /// needs it, never for a stream chunk. A peer's large or malformed frame then costs its
     /// own session's time, not the time of every session waiting on the lock. Returns
     /// whether the Thing was used.
-    pub fn handle_frame_with<T, F>(&mut self, now: Instant, bytes: &[u8], thing: F) -> bool
+    pub fn handle_frame_with<T, F>(
+        &mut self,
+        now: Instant,
+        frame: impl Into<Bytes>,
+        thing: F,
+    ) -> bool
     where
         T: std::ops::DerefMut<Target = Thing>,
         F: FnOnce() -> T,
     {
         let mut used = false;
-        match decode_frame(bytes, &self.limits) {
+        let bytes: Bytes = frame.into();
+        match decode_frame(&bytes, &self.limits) {
             Ok(Frame::Message(message)) => {
                 used = true;
                 self.handle_message(now, message, &mut thing());
             }
             Ok(Frame::Chunk(chunk)) => self.handle_chunk(chunk),
             Err(error @ FrameError::Message(_)) => {
-                let answer = answer_undecodable(bytes, error.to_problem(), &self.limits);
+                let answer = answer_undecodable(&bytes, error.to_problem(), &self.limits);
                 self.send(answer);
             }
             Err(error) => self.send(unattributed(None, error.to_problem())),
@@ -241,17 +263,17 @@ impl ProviderEndpoint {
     /// Thing between sessions takes under its lock and encodes here, outside it.
     pub fn poll_transmit_ready(&mut self) -> Option<Vec<u8>> {
         if let Some(bytes) = self.outgoing.pop_front() {
-            return Some(bytes);
+            return Some(with_headroom(bytes, self.headroom));
         }
         if let Some(transmit) = self.streams.poll_transmit() {
-            let bytes = transmit.into_frame(&[CHUNK_PREFIX]);
+            let bytes = transmit.into_frame(self.streams.frame_prefix());
             self.drain_stream_events();
             return Some(bytes);
         }
         while let Some(outgoing) = self.taken.pop_front() {
             self.queue_outgoing(outgoing);
             if let Some(bytes) = self.outgoing.pop_front() {
-                return Some(bytes);
+                return Some(with_headroom(bytes, self.headroom));
             }
         }
         None
@@ -369,7 +391,7 @@ impl ProviderEndpoint {
 
     /// The next chunk received on a stream, in order; its length is granted back to the
     /// requester, so the credit level stays where it started.
-    pub fn stream_read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+    pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
         let bytes = read_and_grant(&mut self.streams, id);
         self.drain_stream_events();
         bytes
@@ -613,7 +635,8 @@ impl ProviderEndpoint {
                     )));
                 }
                 let mode = send_mode(&self.interface, name);
-                self.streams.accept(id, mode).map_err(|e| match e {
+                let credit = initial_credit(&self.interface, name, self.streams.limits());
+                self.streams.accept(id, mode, credit).map_err(|e| match e {
                     StreamError::TooManyStreams { .. } => {
                         Problem::of(ProblemType::LimitReached, e.to_string())
                     }
@@ -785,7 +808,7 @@ impl ProviderEndpoint {
         Ok(Some(message.response()))
     }
 
-    fn handle_chunk(&mut self, chunk: &[u8]) {
+    fn handle_chunk(&mut self, chunk: Bytes) {
         let Err(error) = self.streams.handle_chunk(chunk) else {
             return;
         };
@@ -985,9 +1008,9 @@ fn query_action(message: &Message, thing: &Thing) -> Result<Option<Message>, Ref
 }
 
 /// Reads the next chunk of a stream and grants its length back.
-pub(super) fn read_and_grant(streams: &mut Streams, id: StreamId) -> Option<Vec<u8>> {
-    let window = streams.limits().initial_credit;
+pub(super) fn read_and_grant(streams: &mut Streams, id: StreamId) -> Option<Bytes> {
     let mut recv = streams.recv_stream(id).ok()?;
+    let window = recv.credit().map_or(0, RecvCredit::initial);
     let bytes = recv.read()?;
     if let Ok(mut recv) = streams.recv_stream(id) {
         // Reading made room: the peer gets it back (the window refilled to the initial

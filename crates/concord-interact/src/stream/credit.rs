@@ -164,6 +164,7 @@ impl SendCredit {
 /// The receiver's side of one direction of a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecvCredit {
+    initial: u64,
     granted: u64,
     received: u64,
     consumed: u64,
@@ -173,10 +174,16 @@ impl RecvCredit {
     /// A receiver that starts by granting `initial` bytes.
     pub fn new(initial: u64) -> Self {
         Self {
+            initial,
             granted: initial,
             received: 0,
             consumed: 0,
         }
+    }
+
+    /// The credit the stream started with: the window a reader refills as it reads.
+    pub fn initial(&self) -> u64 {
+        self.initial
     }
 
     /// The cumulative credit granted so far, the initial credit included; what a grant

@@ -14,8 +14,10 @@
 //! - `state`: the per-stream state machines; `event` and `error`: what leaves the layer.
 //!
 //! Every stream is bidirectional: each side has a send half and a receive half, each with
-//! its own sequence and credit. Both start with [`StreamLimits::initial_credit`] granted
-//! (both peers must declare the same value; the protocol description states it).
+//! its own sequence and credit. Both start with the initial credit the stream was opened
+//! with ([`Streams::open`], [`Streams::accept`]; both peers must use the same value: the
+//! protocol description states it per stream action), capped at
+//! [`StreamLimits::max_receive_buffer`].
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
@@ -32,6 +34,8 @@ mod state;
 
 use std::collections::{BTreeMap, VecDeque};
 
+use bytes::Bytes;
+
 pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode};
 pub use error::{PeerError, StreamError};
 pub use event::{ResetBy, Sent, StreamEvent, Transmit};
@@ -46,7 +50,7 @@ use state::{Pending, SendState, StreamState};
 /// |---|---|---|
 /// | `max_streams` | 64 | [`Streams::open`] answers [`StreamError::TooManyStreams`]; a new peer stream is refused with a RESET ([`ResetCode::REFUSED`]) and [`PeerError::TooManyStreams`] |
 /// | `max_chunk_size` | 64 KiB | payload bytes per chunk: ours is refused ([`StreamError::ChunkTooLarge`]; [`SendStream::write`] splits); the peer's resets the stream ([`ResetCode::TOO_LARGE`], [`PeerError::ChunkTooLarge`]) |
-/// | `initial_credit` | 64 KiB | bytes each direction of a new stream may carry before the first grant; capped at `max_receive_buffer` |
+/// | `initial_credit` | 64 KiB | bytes each direction of a stream the peer opened implicitly (by its first chunk, without a request naming the stream) may carry before the first grant; capped at `max_receive_buffer` |
 /// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]) |
 /// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +60,9 @@ pub struct StreamLimits {
     pub max_streams: usize,
     /// Largest chunk payload sent or accepted, in bytes (default 64 KiB).
     pub max_chunk_size: usize,
-    /// Credit each direction of a new stream starts with, in bytes (default 64 KiB).
+    /// Credit each direction of a stream the peer opened implicitly starts with, in bytes
+    /// (default 64 KiB). Streams opened by name ([`Streams::open`], [`Streams::accept`])
+    /// start with the credit given there.
     pub initial_credit: u64,
     /// Most granted-but-unread bytes per stream (default 1 MiB).
     pub max_receive_buffer: u64,
@@ -139,6 +145,11 @@ impl Streams {
         self.frame_prefix = prefix.to_vec();
     }
 
+    /// What [`Streams::set_frame_prefix`] put in front of every chunk (empty by default).
+    pub fn frame_prefix(&self) -> &[u8] {
+        &self.frame_prefix
+    }
+
     /// The buffer of one queued chunk: room for the prefix and the header (filled in when
     /// it leaves), then `payload`.
     fn frame_for(&self, payload: &[u8]) -> Vec<u8> {
@@ -175,8 +186,10 @@ impl Streams {
     }
 
     /// Opens a stream of ours; the caller names the id in the request that opens it on the
-    /// peer. `mode` says what our sends do without credit.
-    pub fn open(&mut self, mode: SendMode) -> Result<StreamId, StreamError> {
+    /// peer. `mode` says what our sends do without credit; each direction starts with
+    /// `initial_credit` bytes (capped at [`StreamLimits::max_receive_buffer`]), the value
+    /// the peer uses too.
+    pub fn open(&mut self, mode: SendMode, initial_credit: u64) -> Result<StreamId, StreamError> {
         if self.streams.len() >= self.limits.max_streams {
             return Err(StreamError::TooManyStreams {
                 limit: self.limits.max_streams,
@@ -185,15 +198,21 @@ impl Streams {
         let id = u32::try_from(self.next_local).map_err(|_| StreamError::IdsExhausted)?;
         let id = StreamId(id);
         self.next_local += 2;
-        self.streams
-            .insert(id, StreamState::new(self.limits.initial_credit, mode));
+        let credit = self.capped(initial_credit);
+        self.streams.insert(id, StreamState::new(credit, mode));
         Ok(id)
     }
 
     /// Registers a peer stream named in the peer's request, before any of its chunks, so
-    /// we may send on it. Already open: only the mode changes. Over the stream limit: the
+    /// we may send on it; each direction starts with `initial_credit` bytes as in
+    /// [`Streams::open`]. Already open: only the mode changes. Over the stream limit: the
     /// stream is refused with a RESET ([`ResetCode::REFUSED`]).
-    pub fn accept(&mut self, id: StreamId, mode: SendMode) -> Result<(), StreamError> {
+    pub fn accept(
+        &mut self,
+        id: StreamId,
+        mode: SendMode,
+        initial_credit: u64,
+    ) -> Result<(), StreamError> {
         if id.initiator() == self.side {
             return Err(StreamError::NotPeerStream { id });
         }
@@ -214,9 +233,14 @@ impl Streams {
                 limit: self.limits.max_streams,
             });
         }
-        self.streams
-            .insert(id, StreamState::new(self.limits.initial_credit, mode));
+        let credit = self.capped(initial_credit);
+        self.streams.insert(id, StreamState::new(credit, mode));
         Ok(())
+    }
+
+    /// `credit`, at most what a receive buffer may hold.
+    fn capped(&self, credit: u64) -> u64 {
+        credit.min(self.limits.max_receive_buffer)
     }
 
     /// The sending direction of a live stream.
@@ -238,8 +262,12 @@ impl Streams {
     /// Takes the data of a received PT 1 frame. An error drops the chunk and, when
     /// [`PeerError::reset_code`] says so, resets the stream; the other streams and the
     /// session go on.
-    pub fn handle_chunk(&mut self, bytes: &[u8]) -> Result<(), PeerError> {
-        let chunk = Chunk::decode(bytes)?;
+    ///
+    /// `chunk` is the frame's data after its prefix (header and payload); the payload is
+    /// kept as a slice of it until read, not copied.
+    pub fn handle_chunk(&mut self, chunk: impl Into<Bytes>) -> Result<(), PeerError> {
+        let bytes: Bytes = chunk.into();
+        let chunk = Chunk::decode(&bytes)?;
         let id = chunk.header.stream_id;
         if let Some(total) = chunk.credit_total() {
             return self.handle_grant(id, total);
@@ -267,18 +295,19 @@ impl Streams {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Err(PeerError::StreamClosed { id });
         };
-        let received = match stream
-            .recv
-            .on_chunk(&chunk.header, chunk.payload, max_chunk_size)
-        {
-            Ok(received) => received,
-            Err(error) => {
-                if let Some(code) = error.reset_code() {
-                    self.remove_with_reset(id, code, Some(ResetBy::Violation));
+        let received =
+            match stream
+                .recv
+                .on_chunk(&chunk.header, bytes.slice(HEADER_LEN..), max_chunk_size)
+            {
+                Ok(received) => received,
+                Err(error) => {
+                    if let Some(code) = error.reset_code() {
+                        self.remove_with_reset(id, code, Some(ResetBy::Violation));
+                    }
+                    return Err(error);
                 }
-                return Err(error);
-            }
-        };
+            };
         if let Some(discarded) = received.truncated {
             self.events
                 .push_back(StreamEvent::Truncated { id, discarded });
@@ -664,7 +693,7 @@ impl RecvStream<'_> {
     /// The next chunk's payload in order, or `None` when nothing is buffered. Reading the
     /// last chunk after END closes the stream if our direction is finished too
     /// ([`StreamEvent::Closed`]).
-    pub fn read(&mut self) -> Option<Vec<u8>> {
+    pub fn read(&mut self) -> Option<Bytes> {
         let chunk = self.streams.streams.get_mut(&self.id)?.recv.read()?;
         self.streams.remove_if_closed(self.id);
         Some(chunk)

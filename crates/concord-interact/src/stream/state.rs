@@ -12,6 +12,8 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
+
 use super::credit::{RecvCredit, SendCredit, SendMode};
 use super::header::{ChunkHeader, Flags, ResetCode, StreamId};
 use super::PeerError;
@@ -84,8 +86,9 @@ pub(super) struct RecvHalf {
     pub(super) state: RecvState,
     /// The sequence the next chunk must carry.
     pub(super) expected_seq: u64,
-    /// Chunks received and not yet read, in order (their total is `credit.buffered()`).
-    pub(super) buffer: VecDeque<Vec<u8>>,
+    /// Chunks received and not yet read, in order (their total is `credit.buffered()`):
+    /// slices of the frames they came in.
+    pub(super) buffer: VecDeque<Bytes>,
     /// A grant for this stream waits in the transmit queue.
     pub(super) grant_pending: bool,
 }
@@ -117,7 +120,7 @@ impl RecvHalf {
     pub(super) fn on_chunk(
         &mut self,
         header: &ChunkHeader,
-        payload: &[u8],
+        payload: Bytes,
         max_chunk_size: usize,
     ) -> Result<Received, PeerError> {
         let id = header.stream_id;
@@ -152,7 +155,7 @@ impl RecvHalf {
         }
         if !payload.is_empty() {
             received.became_readable = self.buffer.is_empty();
-            self.buffer.push_back(payload.to_vec());
+            self.buffer.push_back(payload);
         }
         if header.flags.contains(Flags::END) {
             self.state = RecvState::Ended;
@@ -162,7 +165,7 @@ impl RecvHalf {
     }
 
     /// Pops the next buffered chunk, counting it consumed.
-    pub(super) fn read(&mut self) -> Option<Vec<u8>> {
+    pub(super) fn read(&mut self) -> Option<Bytes> {
         let chunk = self.buffer.pop_front()?;
         self.credit.consume(chunk.len() as u64);
         Some(chunk)

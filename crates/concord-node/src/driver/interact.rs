@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use concord_interact::RequestId;
 use serde_json::Value;
 
@@ -66,7 +67,7 @@ impl<T: Transport> Driver<T> {
     }
 
     /// An application frame of an interface session.
-    pub(super) fn on_interact_frame(&mut self, bytes: &[u8]) {
+    pub(super) fn on_interact_frame(&mut self, bytes: Bytes) {
         let now = Instant::now();
         match &mut self.interact {
             Some(Interact::Provider(state)) => {
@@ -130,7 +131,8 @@ impl<T: Transport> Driver<T> {
                 None => None,
             };
             let Some(frame) = frame else { return };
-            if let Err(error) = self.session.send_application(&frame) {
+            // The layer left room for the frame's header (`install_interact`).
+            if let Err(error) = self.session.send_application_frame(frame) {
                 tracing::warn!(%error, "cannot send an interaction frame");
                 return;
             }

@@ -437,7 +437,7 @@ impl<T: Transport> Driver<T> {
                 if let Some(recorder) = &self.recorder {
                     recorder.frame(Direction::Received, &bytes);
                 }
-                self.session.handle_frame(now, &bytes);
+                self.session.handle_frame(now, bytes);
             }
             Some(Ok(Incoming::Text(_))) => {
                 self.stop = Some(Cause::Binding(
@@ -587,7 +587,7 @@ impl<T: Transport> Driver<T> {
                 self.on_natural_language_response(&message_id, Err(()));
             }
             Event::Application(bytes) if self.is_interface_session() => {
-                self.on_interact_frame(&bytes);
+                self.on_interact_frame(bytes);
             }
             Event::Application(bytes) => match self.session.role() {
                 Role::Provider => self.on_request(&bytes),

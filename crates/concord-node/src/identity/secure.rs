@@ -186,7 +186,7 @@ impl<T: Transport> Transport for SecureSocket<T> {
                         )))
                     }
                 },
-                _ => Incoming::Binary(record.data),
+                _ => Incoming::Binary(record.data.into()),
             })),
             Err(error) => {
                 let reason = format!("encrypted channel: {error}");

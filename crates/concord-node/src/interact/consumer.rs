@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use concord_interact::Problem;
 use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, UseError};
+use concord_proto::Frame;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -74,7 +76,7 @@ pub(crate) enum Sink {
     /// the provider's bytes.
     Stream {
         opened: oneshot::Sender<Result<(u32, mpsc::Sender<StreamCommand>), CallError>>,
-        incoming: mpsc::Sender<Result<Vec<u8>, CallError>>,
+        incoming: mpsc::Sender<Result<Bytes, CallError>>,
     },
 }
 
@@ -174,7 +176,9 @@ impl ConsumerState {
         limits: concord_interact::Limits,
         streams: concord_interact::stream::StreamLimits,
     ) -> Self {
-        let endpoint = ConsumerEndpoint::new(code.interface().clone(), limits, streams);
+        let mut endpoint = ConsumerEndpoint::new(code.interface().clone(), limits, streams);
+        // Frames leave with room for the session's header (`Session::send_application_frame`).
+        endpoint.set_frame_headroom(Frame::HEADER_LEN);
         Self {
             endpoint,
             code,
@@ -274,7 +278,7 @@ impl ConsumerState {
     }
 
     /// A PT 1 frame from the provider.
-    pub(crate) fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
+    pub(crate) fn handle_frame(&mut self, now: Instant, bytes: Bytes) {
         self.report_gaps();
         self.endpoint.handle_frame(now, bytes);
         self.drain();

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -338,14 +339,14 @@ impl StreamSender {
 #[derive(Debug)]
 pub struct StreamReceiver {
     pub(crate) id: u32,
-    pub(crate) incoming: mpsc::Receiver<Result<Vec<u8>, CallError>>,
+    pub(crate) incoming: mpsc::Receiver<Result<Bytes, CallError>>,
     pub(crate) commands: mpsc::Sender<StreamCommand>,
 }
 
 impl StreamReceiver {
     /// The next bytes; `None` at the end of the stream. Reading makes room: the session
     /// then takes more from the peer and grants it credit for as many bytes.
-    pub async fn next(&mut self) -> Option<Result<Vec<u8>, CallError>> {
+    pub async fn next(&mut self) -> Option<Result<Bytes, CallError>> {
         let item = self.incoming.recv().await?;
         // The session stops handing bytes over only when this queue is full; then this
         // read, the first after it filled, wakes it (if the session's queue is full it is

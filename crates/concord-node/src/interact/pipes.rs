@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, Streams};
 use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
@@ -18,7 +19,7 @@ pub(crate) trait StreamEnd {
     /// The session's streams.
     fn streams(&mut self) -> &mut Streams;
     /// The next received bytes, granting the peer credit for them.
-    fn read(&mut self, id: StreamId) -> Option<Vec<u8>>;
+    fn read(&mut self, id: StreamId) -> Option<Bytes>;
 }
 
 impl StreamEnd for ConsumerEndpoint {
@@ -26,7 +27,7 @@ impl StreamEnd for ConsumerEndpoint {
         ConsumerEndpoint::streams(self)
     }
 
-    fn read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+    fn read(&mut self, id: StreamId) -> Option<Bytes> {
         self.stream_read(id)
     }
 }
@@ -36,7 +37,7 @@ impl StreamEnd for ProviderEndpoint {
         ProviderEndpoint::streams(self)
     }
 
-    fn read(&mut self, id: StreamId) -> Option<Vec<u8>> {
+    fn read(&mut self, id: StreamId) -> Option<Bytes> {
         self.stream_read(id)
     }
 }
@@ -83,7 +84,7 @@ struct Waiting {
 /// One stream: where the peer's bytes go, our writes waiting for credit.
 #[derive(Debug)]
 struct Pipe {
-    incoming: Option<mpsc::Sender<Result<Vec<u8>, CallError>>>,
+    incoming: Option<mpsc::Sender<Result<Bytes, CallError>>>,
     /// Each write is one frame, sent whole or dropped for want of credit (live audio).
     realtime: bool,
     waiting: VecDeque<Waiting>,
@@ -136,7 +137,7 @@ impl Pipes {
         &mut self,
         id: u32,
         realtime: bool,
-        incoming: mpsc::Sender<Result<Vec<u8>, CallError>>,
+        incoming: mpsc::Sender<Result<Bytes, CallError>>,
     ) {
         self.pipes.insert(
             id,

@@ -6,9 +6,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use concord_interact::stream::{ResetCode, StreamId};
 use concord_interact::{ActionMode, Problem, ProblemType, SubscriberId};
 use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId};
+use concord_proto::Frame;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
@@ -54,7 +56,10 @@ impl ProviderInteract {
         streams: concord_interact::stream::StreamLimits,
     ) -> Self {
         let (subscriber, wake) = affordances.register(caller);
-        let endpoint = ProviderEndpoint::new(subscriber, code.interface().clone(), limits, streams);
+        let mut endpoint =
+            ProviderEndpoint::new(subscriber, code.interface().clone(), limits, streams);
+        // Frames leave with room for the session's header (`Session::send_application_frame`).
+        endpoint.set_frame_headroom(Frame::HEADER_LEN);
         Self {
             endpoint,
             code,
@@ -78,7 +83,7 @@ impl ProviderInteract {
     pub(crate) fn handle_frame(
         &mut self,
         now: Instant,
-        bytes: &[u8],
+        bytes: Bytes,
         actions: &Actions,
         work: &mpsc::UnboundedSender<Box<Work>>,
     ) {

@@ -170,6 +170,10 @@ pub enum SessionError {
         /// The limit.
         limit: usize,
     },
+    /// A frame built in place ([`Session::send_application_frame`](super::Session::send_application_frame))
+    /// without room for its header.
+    #[error("a frame built in place needs its first byte as room for the header; it was empty")]
+    NoHeaderRoom,
     /// The meta message would exceed the meta-message size limit.
     #[error("{action} of {size} bytes exceeds the meta-message limit of {limit} bytes")]
     MetaMessageTooLarge {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use bytes::Bytes;
+
 use crate::frame::ProtocolType;
 use crate::hash::ProtocolHash;
 use crate::session::error::ProtocolViolation;
@@ -265,12 +267,13 @@ pub enum Event {
         /// The id of our request.
         message_id: String,
     },
-    /// A PT 1 application message (protocol data only).
-    Application(Vec<u8>),
+    /// A PT 1 application message (protocol data only): a slice of the received frame,
+    /// not a copy.
+    Application(Bytes),
     /// A PT 2 natural-language message.
     NaturalLanguage(String),
-    /// A PT 3 verification message (protocol data only).
-    Verification(Vec<u8>),
+    /// A PT 3 verification message (protocol data only), a slice of the received frame.
+    Verification(Bytes),
     /// The session is over; send any queued frames, then close the transport.
     Closed(CloseReason),
 }

@@ -58,12 +58,12 @@ impl Pair {
         loop {
             let mut moved = false;
             while let Some(frame) = self.requester.poll_transmit() {
-                self.provider.handle_frame(self.now, &frame);
+                self.provider.handle_frame(self.now, frame.clone());
                 self.wire.push((From::Requester, frame));
                 moved = true;
             }
             while let Some(frame) = self.provider.poll_transmit() {
-                self.requester.handle_frame(self.now, &frame);
+                self.requester.handle_frame(self.now, frame.clone());
                 self.wire.push((From::Provider, frame));
                 moved = true;
             }
