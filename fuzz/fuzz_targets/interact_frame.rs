@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-use bytes::Bytes;
 use concord_interact::stream::{Chunk, StreamLimits};
 use concord_interact::wire::{decode_frame, encode_message, Frame};
 use concord_interact::{
@@ -29,7 +28,7 @@ fn interface() -> Interface {
     .expect("a valid interface")
 }
 
-fn check_frame(bytes: &Bytes, limits: &Limits) {
+fn check_frame(bytes: &[u8], limits: &Limits) {
     match decode_frame(bytes, limits) {
         Ok(Frame::Message(message)) => {
             let encoded = encode_message(&message, limits).expect("a decoded message encodes");
@@ -37,7 +36,7 @@ fn check_frame(bytes: &Bytes, limits: &Limits) {
             assert_eq!(again, message);
         }
         Ok(Frame::Chunk(chunk)) => {
-            let _ = Chunk::decode(&chunk);
+            let _ = Chunk::decode(chunk);
         }
         Err(_) => {}
     }
@@ -45,7 +44,7 @@ fn check_frame(bytes: &Bytes, limits: &Limits) {
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
-    check_frame(&Bytes::copy_from_slice(data), &limits);
+    check_frame(data, &limits);
 
     let now = Instant::now();
     let mut thing = Thing::new(
@@ -65,8 +64,8 @@ fuzz_target!(|data: &[u8]| {
     provider.set_frame_headroom(1);
     let mut consumer = ConsumerEndpoint::new(interface(), limits.clone(), StreamLimits::default());
     for frame in data.split(|b| *b == 0xFF) {
-        provider.handle_frame(now, frame.to_vec(), &mut thing);
-        consumer.handle_frame(now, frame.to_vec());
+        provider.handle_frame(now, frame, &mut thing);
+        consumer.handle_frame(now, frame);
         let _ = thing.publish("alarm", json!({}), now);
         while let Some(out) = provider.poll_transmit(&mut thing) {
             assert_eq!(
@@ -74,9 +73,8 @@ fuzz_target!(|data: &[u8]| {
                 Some(&0),
                 "the provider's frame lost its headroom"
             );
-            let out = Bytes::from(out).slice(1..);
             assert!(
-                decode_frame(&out, &limits).is_ok(),
+                decode_frame(&out[1..], &limits).is_ok(),
                 "the provider sent a bad frame"
             );
         }
@@ -84,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
         while consumer.poll_event().is_some() {}
         while let Some(out) = consumer.poll_transmit() {
             assert!(
-                decode_frame(&out.into(), &limits).is_ok(),
+                decode_frame(&out, &limits).is_ok(),
                 "the consumer sent a bad frame"
             );
         }

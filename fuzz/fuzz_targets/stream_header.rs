@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         let (record, next) = tail.split_at(len);
         rest = next;
         if kind & 1 == 0 {
-            let _ = streams.handle_chunk(record.to_vec());
+            let _ = streams.handle_chunk(record);
         } else if let [a, b, c, d, total @ ..] = record {
             let id = StreamId(u32::from_be_bytes([*a, *b, *c, *d]));
             let total = total.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));

@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use concord_describe::InteractionMode;
-use concord_node::{
-    CallError, ConnectError, Connection, ConnectionInfo, Identity, Limits, Node, Security,
-    SignatureForm, Want,
-};
+use concord_node::{CallError, ConnectError, Connection, ConnectionInfo, Limits, Node, Want};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+use crate::caller::CallerArgs;
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
 use crate::interact::{progress, Affordance};
@@ -125,24 +123,8 @@ pub struct CallArgs {
     /// sequenceId 1 instead of 0, and an `accepted` echo. For a provider built on that SDK.
     #[arg(long)]
     reference_compatible: bool,
-    /// Sign the call as the data directory's identity, whose DID names this host (and
-    /// port): `agents.example.com`, `localhost:8080`. Its DID document must be served
-    /// there (`concord serve`, or `concord identity export` on your own server).
-    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "anonymous")]
-    did_host: Option<String>,
-    /// Call anonymously, even with an identity and --did-host.
-    #[arg(long)]
-    anonymous: bool,
-    /// How to sign: `http-signatures` (RFC 9421, the default) or `didwba` (ANP's legacy
-    /// `Authorization: DIDWba` header).
-    #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
-    signature: Option<String>,
-    /// Test mode: resolve DIDs on `localhost` on this machine, over https:// or else plain
-    /// http:// (the peer's, to check its Noise key). Implied when the peer's URL is a
-    /// loopback address (127.0.0.1, [::1], localhost): a local agent's DID names
-    /// `localhost`. Other DIDs resolve over HTTPS only.
-    #[arg(long)]
-    resolve_loopback_over_http: bool,
+    #[command(flatten)]
+    caller: CallerArgs,
 }
 
 /// What the calls are made with.
@@ -179,28 +161,14 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         limits.call_timeout = timeout;
     }
     let data_dir = args.data_dir.path()?;
-    let mut security = Security::default();
-    // A peer called on a loopback address is reached over this machine's own loopback: its
-    // localhost DID document is fetched the same way (production DIDs: HTTPS only).
-    security.resolver.allow_loopback_http =
-        args.resolve_loopback_over_http || is_loopback_url(&args.url);
-    if args.signature.as_deref() == Some("didwba") {
-        security.signature_form = SignatureForm::LegacyDidWba;
-    }
-    let mut builder = Node::builder("concord call")
+    let builder = Node::builder("concord call")
         .data_dir(&data_dir)
         .limits(limits)
-        .reference_compatible(args.reference_compatible)
-        .security(security);
-    match signer(&args, &data_dir)? {
-        Signer::Identity(identity) => builder = builder.identity(*identity),
-        Signer::Anonymous { note } => {
-            // Said once, for people; `--json` carries `signedAs: null` instead.
-            if let (Some(note), false) = (note, args.json) {
-                crate::output::note(note);
-            }
-        }
-    }
+        .reference_compatible(args.reference_compatible);
+    // Said once, for people; `--json` carries `signedAs: null` instead.
+    let mut builder = args
+        .caller
+        .apply(builder, &args.url, &data_dir, args.json)?;
     if args.llm {
         builder = builder.llm(llm::from_env()?);
     }
@@ -215,95 +183,6 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
             (Inputs::Lines(lines), _) => call_lines(node, args, want, lines).await,
         }
     })?
-}
-
-/// Who the calls are made as.
-enum Signer {
-    /// Signed as this identity.
-    Identity(Box<Identity>),
-    /// Anonymous; `note` says why when the data directory has an identity that was not
-    /// used (no --did-host).
-    Anonymous { note: Option<String> },
-}
-
-/// The identity the calls are signed as: the data directory's keys at `--did-host`, unless
-/// `--anonymous` or there are no keys (an error with --did-host: it asked for a signature).
-fn signer(args: &CallArgs, data_dir: &std::path::Path) -> anyhow::Result<Signer> {
-    if args.anonymous {
-        return Ok(Signer::Anonymous { note: None });
-    }
-    let keys = crate::identity::load(data_dir)?;
-    match (keys, &args.did_host) {
-        (Some(keys), Some(location)) => {
-            let (host, port) = did_host(location)?;
-            let identity = Identity::new(keys, &host, port, &["agents"]).map_err(|error| {
-                crate::output::Wrong::error(format!(
-                    "--did-host {location:?}: no did:wba DID for this host: {error}"
-                ))
-            })?;
-            Ok(Signer::Identity(Box::new(identity)))
-        }
-        (None, Some(_)) => Err(crate::output::Wrong::error(format!(
-            "--did-host: no identity to sign with in {}: `concord identity new` or start \
-             `concord serve` once",
-            data_dir.display()
-        ))),
-        (Some(_), None) => Ok(Signer::Anonymous {
-            note: Some(
-                "calling anonymously: give --did-host HOST[:PORT] (where this identity's DID \
-                 document is served) to sign as it"
-                    .to_owned(),
-            ),
-        }),
-        (None, None) => Ok(Signer::Anonymous { note: None }),
-    }
-}
-
-/// `HOST[:PORT]` of `--did-host` (a loopback IP address named `localhost`, as a node names
-/// itself); a URL is read as the node's base URL.
-fn did_host(location: &str) -> anyhow::Result<(String, Option<u16>)> {
-    if location.contains("://") {
-        return crate::identity::host_port_of_url(location);
-    }
-    let wrong = |why: &str| crate::output::Wrong::error(format!("--did-host {location:?}: {why}"));
-    let (host, port) = match location.rsplit_once(':') {
-        Some(("", _)) => return Err(wrong("no host")),
-        // A bare IPv6 address has colons but no port.
-        Some((host, port)) if !host.is_empty() && !port.contains(']') && !host.ends_with(':') => {
-            let port: u16 = port
-                .parse()
-                .ok()
-                .filter(|port| *port > 0)
-                .ok_or_else(|| wrong("the port is not a number from 1 to 65535"))?;
-            (host, Some(port))
-        }
-        _ => (location, None),
-    };
-    if host.is_empty() {
-        return Err(wrong("no host"));
-    }
-    let url = match port {
-        Some(port) => format!("http://{host}:{port}/"),
-        None => format!("http://{host}/"),
-    };
-    let (host, _) = crate::identity::host_port_of_url(&url)
-        .map_err(|_| wrong("not a host name (a did:wba DID names a host, not an IP address)"))?;
-    Ok((host, port))
-}
-
-/// Whether `url` is on this machine's loopback (`127.0.0.0/8`, `[::1]`, `localhost`): an
-/// agent served there has a localhost DID whose document it serves there too (over HTTPS
-/// when it serves TLS, else HTTP).
-pub(crate) fn is_loopback_url(url: &str) -> bool {
-    let Ok(url) = url::Url::parse(url) else {
-        return false;
-    };
-    match url.host() {
-        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 /// How the session is protected, for people: `encrypted (Noise), peer did:…, signed as
@@ -776,53 +655,5 @@ pub fn call_exit_code(error: &CallError) -> u8 {
     match error {
         CallError::Timeout(_) | CallError::Closed(_) => 2,
         _ => 1,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn did_host_takes_a_host_and_an_optional_port() {
-        let parsed = |text: &str| did_host(text).map_err(|error| error.to_string());
-        assert_eq!(
-            parsed("agents.example.com"),
-            Ok(("agents.example.com".to_owned(), None))
-        );
-        assert_eq!(
-            parsed("localhost:8080"),
-            Ok(("localhost".to_owned(), Some(8080)))
-        );
-        assert_eq!(
-            parsed("127.0.0.1:8080"),
-            Ok(("localhost".to_owned(), Some(8080)))
-        );
-        assert_eq!(
-            parsed("http://127.0.0.1:9000/"),
-            Ok(("localhost".to_owned(), Some(9000)))
-        );
-        assert!(parsed("localhost:0").unwrap_err().contains("port"));
-        assert!(parsed("localhost:http").unwrap_err().contains("port"));
-        assert!(parsed("192.0.2.1:8080")
-            .unwrap_err()
-            .contains("not a host name"));
-        assert!(parsed(":8080").unwrap_err().contains("no host"));
-    }
-
-    #[test]
-    fn loopback_peers_are_recognised() {
-        for url in [
-            "http://127.0.0.1:8080",
-            "http://127.0.0.2:8080/.well-known/wot",
-            "http://[::1]:9000/",
-            "http://LOCALHOST:1/",
-            "https://localhost:8443/",
-        ] {
-            assert!(is_loopback_url(url), "{url}");
-        }
-        for url in ["https://shop.example/", "http://192.0.2.1/", "not a url"] {
-            assert!(!is_loopback_url(url), "{url}");
-        }
     }
 }

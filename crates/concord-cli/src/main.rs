@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 mod agent_config;
 mod aicl;
 mod call;
+mod caller;
 mod consensus;
 mod context;
 mod data_dir;

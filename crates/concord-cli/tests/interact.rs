@@ -1,7 +1,9 @@
 //! The interface commands against the seed's WeatherAgent served in this process:
 //! `concord call` on a long-running and a fire-and-forget action, `concord subscribe`
 //! (replay with --from, and a reconnect that resumes after the provider restarts),
-//! `concord stream` (the talk stream halves every sample), `concord read` and `write`.
+//! `concord stream` (the talk stream halves every sample), `concord read` and `write`;
+//! and, against a provider that requires authentication, the same identity flags as
+//! `concord call` (`--did-host`) on the interface commands.
 
 mod support;
 
@@ -11,7 +13,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
 use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
-use concord_node::{Node, Property, Server};
+use concord_node::{Authentication, Node, Property, Security, Server};
 use serde_json::{json, Value};
 use support::*;
 use tempfile::TempDir;
@@ -19,8 +21,14 @@ use tempfile::TempDir;
 /// A writable, observable property of the served agent (the WeatherAgent has none).
 const VOLUME: &str = "volume";
 
-/// The WeatherAgent with [`VOLUME`], its store in `store`.
-fn weather_node(store: &TempDir) -> Node {
+/// The WeatherAgent with [`VOLUME`], its store in `store`, its callers authenticated as
+/// `authentication` says (their DIDs on localhost resolved over plain HTTP).
+fn weather_node(store: &TempDir, authentication: Authentication) -> Node {
+    let mut security = Security {
+        authentication,
+        ..Security::default()
+    };
+    security.resolver.allow_loopback_http = true;
     let publisher = Arc::new(OnceLock::new());
     let node = weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
         .property(
@@ -33,6 +41,7 @@ fn weather_node(store: &TempDir) -> Node {
             .observable(),
         )
         .data_dir(store.path())
+        .security(security)
         .build()
         .unwrap();
     let _ = publisher.set(node.publisher());
@@ -46,15 +55,21 @@ struct Weather {
     node: Node,
     server: Option<Server>,
     url: String,
+    authentication: Authentication,
     _store: TempDir,
     requester: TempDir,
 }
 
 impl Weather {
     fn start() -> Self {
+        Weather::start_with(Authentication::Optional)
+    }
+
+    /// [`Weather::start`] with its callers authenticated as `authentication` says.
+    fn start_with(authentication: Authentication) -> Self {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let store = tempfile::tempdir().unwrap();
-        let node = weather_node(&store);
+        let node = weather_node(&store, authentication);
         let server = runtime.block_on(node.serve("127.0.0.1:0")).unwrap();
         let url = server.url().to_owned();
         Weather {
@@ -62,6 +77,7 @@ impl Weather {
             node,
             server: Some(server),
             url,
+            authentication,
             _store: store,
             requester: tempfile::tempdir().unwrap(),
         }
@@ -74,14 +90,34 @@ impl Weather {
 
     /// As [`Weather::command`], as a process to spawn.
     fn process(&self, command: &str, args: &[&str]) -> std::process::Command {
+        self.process_in(command, args, self.requester.path())
+    }
+
+    /// `concord <command> URL <args> --data-dir <data_dir>`, as a process to spawn.
+    fn process_in(
+        &self,
+        command: &str,
+        args: &[&str],
+        data_dir: &std::path::Path,
+    ) -> std::process::Command {
         let mut concord = process();
         concord
             .arg(command)
             .arg(&self.url)
             .args(args)
             .arg("--data-dir")
-            .arg(self.requester.path());
+            .arg(data_dir);
         concord
+    }
+
+    /// `concord <command> URL <args>` signed as `signer` (its data directory, `--did-host`),
+    /// or with its data directory alone when `signed` is false.
+    fn run_as(&self, signer: &Signer, signed: bool, command: &str, args: &[&str]) -> Output {
+        let mut concord = self.process_in(command, args, signer.data_dir.path());
+        if signed {
+            concord.args(signer.args());
+        }
+        run(&mut assert_cmd::Command::from_std(concord))
     }
 
     fn run(&self, command: &str, args: &[&str]) -> Output {
@@ -105,7 +141,7 @@ impl Weather {
             .block_on(server.shutdown_within(Duration::ZERO))
             .unwrap();
         if fresh {
-            self.node = weather_node(&self._store);
+            self.node = weather_node(&self._store, self.authentication);
         }
         while_down(self);
         let server = self
@@ -383,6 +419,85 @@ fn stream_pipes_standard_input_through_the_talk_stream() {
     weather
         .run("stream", &[weather::GET_WEATHER])
         .fails(1, "not a stream action");
+}
+
+#[test]
+fn the_interface_commands_sign_as_call_does_for_a_provider_that_requires_it() {
+    let weather = Weather::start_with(Authentication::Required);
+    let signer = Signer::start();
+    let question = r#"{"question": "Weather in Lisbon?", "interactionMode": "text"}"#;
+    let first_id = weather.publish(json!({"rating": 4}));
+    let subscribe = [
+        weather::USER_FEEDBACK_RECEIVED,
+        "--from",
+        "0",
+        "--count",
+        "1",
+    ];
+
+    // Anonymous: every command is refused (HTTP 401) with `concord call`'s exit code,
+    // saying why in one line.
+    let called = weather.run("call", &[weather::GET_WEATHER, question]);
+    assert_eq!(called.code, 1, "{}{}", called.stdout, called.stderr);
+    for (command, args) in [
+        ("read", &[weather::MODEL_CONFIGURATION][..]),
+        ("subscribe", &subscribe[..]),
+        ("stream", &[weather::TALK][..]),
+    ] {
+        let refused = run(weather.command(command, args).write_stdin(""));
+        assert_eq!(
+            refused.code, called.code,
+            "{command}: {}{}",
+            refused.stdout, refused.stderr
+        );
+        assert_eq!(refused.stdout, "", "{command}");
+        assert!(
+            refused.stderr.contains("401") && refused.stderr.lines().count() == 1,
+            "{command}: {}",
+            refused.stderr
+        );
+    }
+    // With an identity but no --did-host: anonymous too, said once, as `concord call` says.
+    let unsigned = weather.run_as(&signer, false, "read", &[weather::MODEL_CONFIGURATION]);
+    assert_eq!(unsigned.code, called.code, "{}", unsigned.stderr);
+    assert_eq!(
+        unsigned.stderr.matches("calling anonymously").count(),
+        1,
+        "{}",
+        unsigned.stderr
+    );
+
+    // Signed with --did-host: answered, and nothing said about calling anonymously.
+    let called = weather.run_as(&signer, true, "call", &[weather::GET_WEATHER, question]);
+    assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
+    let read = weather.run_as(&signer, true, "read", &[weather::MODEL_CONFIGURATION]);
+    assert_eq!(read.code, 0, "{}{}", read.stdout, read.stderr);
+    assert_eq!(read.json(), weather::model_configuration());
+    assert_eq!(read.stderr, "");
+    let written = weather.run_as(&signer, true, "write", &[VOLUME, "8"]);
+    assert_eq!(written.code, 0, "{}{}", written.stdout, written.stderr);
+    assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(8)));
+    let followed = weather.run_as(&signer, true, "subscribe", &subscribe);
+    assert_eq!(followed.code, 0, "{}{}", followed.stdout, followed.stderr);
+    assert_eq!(
+        json_lines(&followed.stdout),
+        vec![
+            json!({"event": weather::USER_FEEDBACK_RECEIVED, "id": first_id, "data": {"rating": 4}})
+        ]
+    );
+    // --signature needs --did-host, as `concord call`'s does.
+    let unsigned_form = weather.run_as(
+        &signer,
+        false,
+        "read",
+        &[weather::MODEL_CONFIGURATION, "--signature", "didwba"],
+    );
+    assert_eq!(unsigned_form.code, 2, "{}", unsigned_form.stderr);
+    assert!(
+        unsigned_form.stderr.contains("--did-host"),
+        "{}",
+        unsigned_form.stderr
+    );
 }
 
 #[test]

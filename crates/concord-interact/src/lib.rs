@@ -54,7 +54,7 @@ pub use correlation::{CorrelationError, CorrelationState, Correlations};
 pub use document::{DocumentError, DocumentLimits, Judgement};
 pub use endpoint::{
     ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
-    UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
+    StreamUpdate, UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
 };
 pub use events::{
     Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,

@@ -9,8 +9,6 @@
 //!
 //! Anything else is a bad frame: the receiver answers a problem and the session goes on.
 
-use bytes::Bytes;
-
 use crate::message::{Message, MessageError};
 use crate::problem::{Problem, ProblemType};
 use crate::Limits;
@@ -25,13 +23,12 @@ pub const MESSAGE_PREFIX: u8 = b'{';
 /// once, and most frames are messages.)
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)]
-pub enum Frame {
+pub enum Frame<'a> {
     /// A message, decoded and checked ([`Message::decode`]).
     Message(Message),
     /// A stream chunk: the bytes after the [`CHUNK_PREFIX`] (header and payload), for
-    /// [`Streams::handle_chunk`](crate::stream::Streams::handle_chunk). A slice of the
-    /// frame, not a copy.
-    Chunk(Bytes),
+    /// [`Streams::handle_chunk`](crate::stream::Streams::handle_chunk).
+    Chunk(&'a [u8]),
 }
 
 /// Why bytes are not a frame.
@@ -61,10 +58,10 @@ impl FrameError {
 
 /// Decodes one frame. A message is bounded by [`Limits`] like [`Message::decode`]; a
 /// chunk is only split off here (the stream layer checks it).
-pub fn decode_frame(bytes: &Bytes, limits: &Limits) -> Result<Frame, FrameError> {
+pub fn decode_frame<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Frame<'a>, FrameError> {
     match bytes.split_first() {
         None => Err(FrameError::Empty),
-        Some((&CHUNK_PREFIX, _)) => Ok(Frame::Chunk(bytes.slice(1..))),
+        Some((&CHUNK_PREFIX, rest)) => Ok(Frame::Chunk(rest)),
         Some((&MESSAGE_PREFIX, _)) => Ok(Frame::Message(Message::decode(bytes, limits)?)),
         Some((&byte, _)) => Err(FrameError::UnknownPrefix { byte }),
     }
@@ -94,7 +91,7 @@ mod tests {
     fn message_round_trip() {
         let limits = Limits::default();
         let message = Message::request(Operation::ReadProperty, "c-1").with_name("level");
-        let bytes = Bytes::from(encode_message(&message, &limits).unwrap());
+        let bytes = encode_message(&message, &limits).unwrap();
         assert_eq!(bytes.first(), Some(&MESSAGE_PREFIX));
         assert_eq!(
             decode_frame(&bytes, &limits).unwrap(),
@@ -104,26 +101,28 @@ mod tests {
 
     #[test]
     fn chunk_is_split_off() {
-        let bytes = Bytes::from(encode_chunk(&[1, 2, 3]));
+        let bytes = encode_chunk(&[1, 2, 3]);
         assert_eq!(
             decode_frame(&bytes, &Limits::default()).unwrap(),
-            Frame::Chunk(Bytes::from_static(&[1, 2, 3]))
+            Frame::Chunk(&[1, 2, 3])
         );
     }
 
     #[test]
     fn typed_errors() {
         let limits = Limits::default();
-        let decode = |bytes: &'static [u8]| decode_frame(&Bytes::from_static(bytes), &limits);
-        assert_eq!(decode(&[]), Err(FrameError::Empty));
+        assert_eq!(decode_frame(&[], &limits), Err(FrameError::Empty));
         assert_eq!(
-            decode(b" {}"),
+            decode_frame(b" {}", &limits),
             Err(FrameError::UnknownPrefix { byte: b' ' })
         );
         assert!(matches!(
-            decode(b"{nope"),
+            decode_frame(b"{nope", &limits),
             Err(FrameError::Message(MessageError::Json { .. }))
         ));
-        assert_eq!(decode(b"x").unwrap_err().to_problem().status, Some(400));
+        assert_eq!(
+            decode_frame(b"x", &limits).unwrap_err().to_problem().status,
+            Some(400)
+        );
     }
 }

@@ -36,7 +36,7 @@ fn pump(from: &mut Streams, to: &mut Streams) -> (Vec<PeerError>, u64) {
                 if chunk.reset_code().is_none() {
                     bytes += chunk.payload.len() as u64;
                 }
-                to.handle_chunk(data.clone())
+                to.handle_chunk(&data)
             }
             Transmit::Grant { id, total } => to.handle_grant(id, total),
         };
@@ -55,11 +55,13 @@ fn frame(n: usize) -> Vec<u8> {
     (0..FRAME).map(|i| (n * 7 + i) as u8).collect()
 }
 
-/// One side of a voice call: frames waiting to go (reliable sender with its own backlog)
-/// and frames played.
+/// One side of a voice call: frames waiting to go (reliable sender with its own backlog),
+/// bytes received and not yet played (a stream is a byte stream: a read may hold several
+/// frames), and frames played.
 struct Voice {
     next_frame: usize,
     total_frames: usize,
+    received: Vec<u8>,
     played: Vec<Vec<u8>>,
 }
 
@@ -68,6 +70,7 @@ impl Voice {
         Self {
             next_frame: 0,
             total_frames,
+            received: Vec::new(),
             played: Vec::new(),
         }
     }
@@ -91,12 +94,20 @@ impl Voice {
         }
     }
 
-    /// Plays one frame (20 ms) and grants its bytes back.
+    /// Plays one frame (20 ms), reading more when it has less than a frame, and grants
+    /// the frame's bytes back once played.
     fn play(&mut self, streams: &mut Streams, id: StreamId) {
         let mut stream = streams.recv_stream(id).unwrap();
-        if let Some(chunk) = stream.read() {
-            stream.grant(chunk.len() as u64).unwrap();
-            self.played.push(chunk.to_vec());
+        if self.received.len() < FRAME {
+            if let Some(bytes) = stream.read() {
+                self.received.extend_from_slice(&bytes);
+            }
+        }
+        if self.received.len() >= FRAME {
+            let rest = self.received.split_off(FRAME);
+            self.played
+                .push(std::mem::replace(&mut self.received, rest));
+            stream.grant(FRAME as u64).unwrap();
         }
     }
 }
@@ -207,7 +218,7 @@ fn a_chunk_past_the_credit_resets_that_stream_429_style() {
     // A misbehaving peer ignores its credit.
     let rogue = Chunk::data(id, 1, &[0; 10], false).encode();
     assert_eq!(
-        b.handle_chunk(rogue.clone()),
+        b.handle_chunk(&rogue),
         Err(PeerError::ChunkPastCredit {
             id,
             len: 10,
@@ -267,7 +278,7 @@ fn data_after_end_is_refused() {
     // Sequence 2 would be next; the peer said END at 1.
     let late = Chunk::data(id, 2, b"late", false).encode();
     assert_eq!(
-        b.handle_chunk(late.clone()),
+        b.handle_chunk(&late),
         Err(PeerError::DataAfterEnd { id, sequence: 2 })
     );
     // Half close: b still reads what came and answers on its own direction.
@@ -284,7 +295,7 @@ fn data_after_end_is_refused() {
     // Once gone, a chunk for the stream is still data after the peer's END (the stream
     // closed cleanly, so it cannot be a late chunk of a reset one).
     assert_eq!(
-        b.handle_chunk(late.clone()),
+        b.handle_chunk(&late),
         Err(PeerError::DataAfterEnd { id, sequence: 2 })
     );
 }
@@ -320,7 +331,7 @@ fn reset_mid_stream_both_ways() {
     // A chunk already in flight when the reset crossed: dropped with a typed answer.
     let in_flight = Chunk::data(id, 3, &frame(3), false).encode();
     assert_eq!(
-        b.handle_chunk(in_flight.clone()),
+        b.handle_chunk(&in_flight),
         Err(PeerError::StreamClosed { id })
     );
 
@@ -346,15 +357,17 @@ fn truncate_discards_what_was_not_played() {
     let id = a
         .open(SendMode::Realtime, a.limits().initial_credit)
         .unwrap();
-    for n in 0..5 {
-        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
-    }
+    a.send_stream(id).unwrap().send(&frame(0)).unwrap();
     pump(&mut a, &mut b);
     // The listener has played one frame when the speaker is interrupted.
     assert_eq!(
         b.recv_stream(id).unwrap().read().as_deref(),
         Some(&frame(0)[..])
     );
+    for n in 1..5 {
+        a.send_stream(id).unwrap().send(&frame(n)).unwrap();
+    }
+    pump(&mut a, &mut b);
     for n in 5..8 {
         a.send_stream(id).unwrap().send(&frame(n)).unwrap();
     }
@@ -423,7 +436,7 @@ fn sequence_gaps_and_duplicates_are_typed() {
     pump(&mut a, &mut b);
     let duplicate = Chunk::data(id, 0, b"zero", false).encode();
     assert_eq!(
-        b.handle_chunk(duplicate.clone()),
+        b.handle_chunk(&duplicate),
         Err(PeerError::Duplicate {
             id,
             expected: 1,
@@ -433,7 +446,7 @@ fn sequence_gaps_and_duplicates_are_typed() {
     assert!(b.contains(id), "a duplicate is dropped, the stream lives");
     let gap = Chunk::data(id, 5, b"five", false).encode();
     assert_eq!(
-        b.handle_chunk(gap.clone()),
+        b.handle_chunk(&gap),
         Err(PeerError::SequenceGap {
             id,
             expected: 1,
@@ -456,25 +469,25 @@ fn bad_bytes_and_limits_get_typed_answers() {
     small.max_chunk_size = 1024;
     let mut b = Streams::new(Side::Provider, small);
     assert!(matches!(
-        b.handle_chunk(vec![0, 0, 0]),
+        b.handle_chunk(&[0, 0, 0]),
         Err(PeerError::Header(_))
     ));
     assert!(matches!(
-        b.handle_chunk(vec![0, 0, 0, 0, 0, 0, 0, 0, 0x80]),
+        b.handle_chunk(&[0, 0, 0, 0, 0, 0, 0, 0, 0x80]),
         Err(PeerError::Header(_))
     ));
     // A stream of the provider's own parity the provider never opened.
     let unknown = Chunk::data(StreamId(1), 0, b"x", false).encode();
     assert_eq!(
-        b.handle_chunk(unknown.clone()),
+        b.handle_chunk(&unknown),
         Err(PeerError::UnknownStream { id: StreamId(1) })
     );
     let first = Chunk::data(StreamId(0), 0, b"x", false).encode();
-    b.handle_chunk(first.clone()).unwrap();
+    b.handle_chunk(&first).unwrap();
     // Over the stream limit: refused with a RESET.
     let second = Chunk::data(StreamId(2), 0, b"x", false).encode();
     assert_eq!(
-        b.handle_chunk(second.clone()),
+        b.handle_chunk(&second),
         Err(PeerError::TooManyStreams {
             id: StreamId(2),
             limit: 1
@@ -489,7 +502,7 @@ fn bad_bytes_and_limits_get_typed_answers() {
     // Too large a chunk resets its stream.
     let big = Chunk::data(StreamId(0), 1, &[0; 1025], false).encode();
     assert_eq!(
-        b.handle_chunk(big.clone()),
+        b.handle_chunk(&big),
         Err(PeerError::ChunkTooLarge {
             id: StreamId(0),
             len: 1025,
@@ -692,4 +705,32 @@ fn flags_compose() {
     assert!(Flags::END.union(Flags::TRUNCATE).contains(Flags::TRUNCATE));
     assert_eq!(Flags::from_bits(8), Some(Flags::CREDIT));
     assert_eq!(Flags::from_bits(16), None);
+}
+
+/// A peer that spends its credit on one-byte chunks (each its own frame) gets its bytes
+/// buffered, not a buffer per chunk: what it holds in our memory is what its credit
+/// allows, and the bytes read back are its bytes in order.
+#[test]
+fn tiny_chunks_cost_their_bytes_not_a_buffer_each() {
+    let credit = 100_000;
+    let (mut a, mut b) = pair(credit);
+    let id = a
+        .open(SendMode::Reliable, a.limits().initial_credit)
+        .unwrap();
+    let sent: Vec<u8> = (0..credit).map(|i| (i % 251) as u8).collect();
+    for byte in &sent {
+        a.send_stream(id).unwrap().send(&[*byte]).unwrap();
+    }
+    let (errors, bytes) = pump(&mut a, &mut b);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(bytes, credit);
+    let mut recv = b.recv_stream(id).unwrap();
+    assert_eq!(recv.buffered(), credit);
+    let pieces: Vec<_> = std::iter::from_fn(|| recv.read()).collect();
+    assert!(
+        pieces.len() <= 8,
+        "{} pieces for {credit} one-byte chunks",
+        pieces.len()
+    );
+    assert_eq!(pieces.concat(), sent);
 }

@@ -20,9 +20,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Args;
 use concord_describe::{InteractionMode, StreamDescription, Thing};
-use concord_node::{CallError, ConnectError, Connection, Limits, Node, Security, Want};
+use concord_node::{CallError, ConnectError, Connection, Limits, Node, Want};
 use serde_json::{json, Value};
 
+use crate::caller::CallerArgs;
 use crate::data_dir::DataDir;
 use crate::input::read_bytes;
 use crate::logging::Spinner;
@@ -40,6 +41,8 @@ pub struct PeerArgs {
     /// Also trust the root certificates in this PEM file for an `https://` peer.
     #[arg(long, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+    #[command(flatten)]
+    pub caller: CallerArgs,
 }
 
 /// What the peer's description says an affordance is.
@@ -120,8 +123,8 @@ pub async fn describe(node: &Node, url: &str) -> anyhow::Result<Described> {
     }
 }
 
-/// A requester node for the interface commands: anonymous, its store in the data
-/// directory, a peer on loopback resolved as `concord call` does.
+/// A requester node for the interface commands: its store in the data directory, signed
+/// (or anonymous) and resolving a peer's DID as `concord call` does.
 pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
     let mut limits = Limits::default();
     if let Some(timeout) = peer.timeout {
@@ -130,12 +133,9 @@ pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
         }
         limits.call_timeout = timeout;
     }
-    let mut security = Security::default();
-    security.resolver.allow_loopback_http = crate::call::is_loopback_url(&peer.url);
-    let mut builder = Node::builder("concord")
-        .data_dir(peer.data_dir.path()?)
-        .limits(limits)
-        .security(security);
+    let data_dir = peer.data_dir.path()?;
+    let builder = Node::builder("concord").data_dir(&data_dir).limits(limits);
+    let mut builder = peer.caller.apply(builder, &peer.url, &data_dir, false)?;
     if let Some(path) = &peer.ca_cert {
         builder = builder.trust_root_certificates_pem(read_bytes(Some(path))?);
     }

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 use super::provider::read_and_grant;
 use super::{
-    chunk_prefix, encode, initial_credit, send_mode, with_headroom, Correlation, NO_CORRELATION,
+    chunk_prefix, encode, initial_credit, poll_stream_event, send_mode, with_headroom, Correlation,
+    StreamNews, StreamUpdate, NO_CORRELATION,
 };
 use crate::actions::ActionTracker;
 use crate::correlation::{CorrelationError, CorrelationState, Correlations};
@@ -16,7 +17,7 @@ use crate::interface::{ActionMode, Interface};
 use crate::message::{ActionStatus, Message, MessageError, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
 use crate::stream::{
-    PeerError, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits, Streams,
+    PeerError, ResetCode, Sent, Side, StreamError, StreamId, StreamLimits, Streams,
 };
 use crate::wire::{decode_frame, Frame};
 use crate::Limits;
@@ -108,36 +109,9 @@ pub enum ConsumerEvent {
         /// The stream.
         id: StreamId,
     },
-    /// Data is waiting on a stream ([`ConsumerEndpoint::stream_read`]).
-    StreamReadable {
-        /// The stream.
-        id: StreamId,
-    },
-    /// The provider ended its direction of a stream.
-    StreamFinished {
-        /// The stream.
-        id: StreamId,
-    },
-    /// The provider truncated a stream: what was buffered is gone (its credit was granted
-    /// again).
-    StreamTruncated {
-        /// The stream.
-        id: StreamId,
-        /// Bytes discarded.
-        discarded: u64,
-    },
-    /// A stream was reset, by the provider or because it broke the stream rules.
-    StreamReset {
-        /// The stream.
-        id: StreamId,
-        /// Why.
-        code: ResetCode,
-    },
-    /// Credit came back on a stream after a send was blocked or dropped.
-    Writable {
-        /// The stream.
-        id: StreamId,
-    },
+    /// Something happened on a stream: data to read, the provider's END, a truncation, a
+    /// reset, credit back.
+    Stream(StreamUpdate),
     /// A problem that is not an answer: a notify-mode action that failed, a stream
     /// violation on a running stream action, a subscription dropped for falling behind,
     /// or a problem the provider could not attribute (`correlation` `None`).
@@ -518,10 +492,9 @@ impl ConsumerEndpoint {
         &mut self.streams
     }
 
-    /// Takes the data of one PT 1 frame from the provider. A chunk's payload is kept as a
-    /// slice of `frame` until read, not copied.
-    pub fn handle_frame(&mut self, now: Instant, frame: impl Into<Bytes>) {
-        match decode_frame(&frame.into(), &self.limits) {
+    /// Takes the data of one PT 1 frame from the provider.
+    pub fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
+        match decode_frame(bytes, &self.limits) {
             Ok(Frame::Message(message)) => self.handle_message(now, message),
             Ok(Frame::Chunk(chunk)) => match self.streams.handle_chunk(chunk) {
                 Ok(()) | Err(PeerError::StreamClosed { .. }) => {}
@@ -823,31 +796,18 @@ impl ConsumerEndpoint {
     }
 
     fn drain_stream_events(&mut self) {
-        while let Some(event) = self.streams.poll_event() {
-            let event = match event {
-                StreamEvent::Opened { id } => {
+        while let Some(news) = poll_stream_event(&mut self.streams) {
+            match news {
+                StreamNews::Update(update) => self.emit(ConsumerEvent::Stream(update)),
+                StreamNews::Opened(id) => {
                     // The provider opens no streams of its own in an interface session.
                     if let Ok(recv) = self.streams.recv_stream(id) {
                         recv.reset(ResetCode::REFUSED);
                     }
-                    ConsumerEvent::Unexpected {
-                        reason: format!("the provider opened {id}"),
-                    }
+                    self.unexpected(format!("the provider opened {id}"));
                 }
-                StreamEvent::Readable { id } => ConsumerEvent::StreamReadable { id },
-                StreamEvent::Writable { id } => ConsumerEvent::Writable { id },
-                StreamEvent::Finished { id } => ConsumerEvent::StreamFinished { id },
-                StreamEvent::Truncated { id, discarded } => {
-                    if let Ok(mut recv) = self.streams.recv_stream(id) {
-                        // Within the buffer: the discarded bytes made the room.
-                        let _ = recv.grant(discarded);
-                    }
-                    ConsumerEvent::StreamTruncated { id, discarded }
-                }
-                StreamEvent::Reset { id, code, .. } => ConsumerEvent::StreamReset { id, code },
-                StreamEvent::Closed { .. } => continue,
-            };
-            self.events.push_back(event);
+                StreamNews::Closed(_) => {}
+            }
         }
     }
 }

@@ -20,12 +20,96 @@ use serde_json::Value;
 use crate::interface::Interface;
 use crate::message::{Message, MessageType, Operation};
 use crate::problem::Problem;
-use crate::stream::{SendMode, StreamLimits};
+use crate::stream::{ResetCode, SendMode, StreamEvent, StreamId, StreamLimits, Streams};
 use crate::wire::CHUNK_PREFIX;
 use crate::Limits;
 
 pub use consumer::{ConsumerEndpoint, ConsumerEvent, UseError};
 pub use provider::{ProviderEndpoint, ProviderEvent};
+
+/// What happened on one of the session's streams, as either endpoint reports it
+/// ([`ConsumerEvent::Stream`], [`ProviderEvent::Stream`]). "The peer" is the provider for
+/// the consumer, the requester for the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamUpdate {
+    /// Data is waiting on the stream ([`ConsumerEndpoint::stream_read`],
+    /// [`ProviderEndpoint::stream_read`]).
+    Readable {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The peer ended its direction of the stream.
+    Finished {
+        /// The stream.
+        id: StreamId,
+    },
+    /// The peer truncated the stream: what was buffered is gone (its credit was granted
+    /// again).
+    Truncated {
+        /// The stream.
+        id: StreamId,
+        /// Bytes discarded.
+        discarded: u64,
+    },
+    /// The stream was reset, by the peer or because it broke the stream rules.
+    Reset {
+        /// The stream.
+        id: StreamId,
+        /// Why.
+        code: ResetCode,
+    },
+    /// Credit came back on the stream after a send was blocked or dropped.
+    Writable {
+        /// The stream.
+        id: StreamId,
+    },
+}
+
+impl StreamUpdate {
+    /// The stream it is about.
+    pub fn id(&self) -> StreamId {
+        match *self {
+            Self::Readable { id }
+            | Self::Finished { id }
+            | Self::Truncated { id, .. }
+            | Self::Reset { id, .. }
+            | Self::Writable { id } => id,
+        }
+    }
+}
+
+/// The next event of an endpoint's streams, sorted for the endpoint
+/// ([`poll_stream_event`]).
+enum StreamNews {
+    /// For the application.
+    Update(StreamUpdate),
+    /// The peer opened a stream of its own (no request named it): the endpoint refuses it.
+    Opened(StreamId),
+    /// A stream ended cleanly both ways; its state is gone.
+    Closed(StreamId),
+}
+
+/// The next event of `streams`. A truncation's discarded bytes are granted back first, so
+/// the credit level stays where it was.
+fn poll_stream_event(streams: &mut Streams) -> Option<StreamNews> {
+    let update = match streams.poll_event()? {
+        StreamEvent::Opened { id } => return Some(StreamNews::Opened(id)),
+        StreamEvent::Closed { id } => return Some(StreamNews::Closed(id)),
+        StreamEvent::Readable { id } => StreamUpdate::Readable { id },
+        StreamEvent::Writable { id } => StreamUpdate::Writable { id },
+        StreamEvent::Finished { id } => StreamUpdate::Finished { id },
+        StreamEvent::Truncated { id, discarded } => {
+            if let Ok(mut recv) = streams.recv_stream(id) {
+                // Within the buffer: the discarded bytes made the room.
+                let _ = recv.grant(discarded);
+            }
+            StreamUpdate::Truncated { id, discarded }
+        }
+        StreamEvent::Reset { id, code, .. } => StreamUpdate::Reset { id, code },
+    };
+    Some(StreamNews::Update(update))
+}
 
 /// The `correlationID` of a problem response that answers no request in particular.
 pub const NO_CORRELATION: &str = "-";

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::{
-    answer_undecodable, chunk_prefix, encode, initial_credit, problem, send_mode, unattributed,
-    with_headroom, RequestId, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
+    answer_undecodable, chunk_prefix, encode, initial_credit, poll_stream_event, problem,
+    send_mode, unattributed, with_headroom, RequestId, StreamNews, StreamUpdate, STREAM_VIOLATION,
+    UNKNOWN_ACTION_NAME,
 };
 use crate::events::{EventError, SubscriberId};
 use crate::interface::{ActionMode, Interface};
@@ -16,8 +17,7 @@ use crate::message::{ActionStatus, Message, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
 use crate::property::PropertyError;
 use crate::stream::{
-    PeerError, RecvCredit, ResetCode, Sent, Side, StreamError, StreamEvent, StreamId, StreamLimits,
-    Streams,
+    PeerError, RecvCredit, ResetCode, Sent, Side, StreamError, StreamId, StreamLimits, Streams,
 };
 use crate::thing::{Outgoing, Thing};
 use crate::wire::{decode_frame, Frame, FrameError};
@@ -61,36 +61,9 @@ pub enum ProviderEvent {
         /// The action id.
         action_id: String,
     },
-    /// Data is waiting on a stream ([`ProviderEndpoint::stream_read`]).
-    StreamReadable {
-        /// The stream.
-        id: StreamId,
-    },
-    /// The requester ended its direction of a stream.
-    StreamFinished {
-        /// The stream.
-        id: StreamId,
-    },
-    /// The requester truncated a stream: what was buffered is gone (its credit was
-    /// granted again).
-    StreamTruncated {
-        /// The stream.
-        id: StreamId,
-        /// Bytes discarded.
-        discarded: u64,
-    },
-    /// A stream was reset, by the requester or because it broke the stream rules.
-    StreamReset {
-        /// The stream.
-        id: StreamId,
-        /// Why.
-        code: ResetCode,
-    },
-    /// Credit came back on a stream after a send was blocked or dropped.
-    Writable {
-        /// The stream.
-        id: StreamId,
-    },
+    /// Something happened on a stream: data to read, the requester's END, a truncation,
+    /// a reset, credit back.
+    Stream(StreamUpdate),
 }
 
 /// What the node still owes an answer for.
@@ -205,8 +178,8 @@ impl ProviderEndpoint {
 
     /// Takes the data of one PT 1 frame from the requester. Never fails: what is wrong
     /// is answered with a typed problem and the session goes on.
-    pub fn handle_frame(&mut self, now: Instant, frame: impl Into<Bytes>, thing: &mut Thing) {
-        self.handle_frame_with(now, frame, || thing);
+    pub fn handle_frame(&mut self, now: Instant, bytes: &[u8], thing: &mut Thing) {
+        self.handle_frame_with(now, bytes, || thing);
     }
 
     /// [`ProviderEndpoint::handle_frame`] for a Thing shared behind a lock: the frame is
@@ -214,26 +187,20 @@ impl ProviderEndpoint {
     /// needs it, never for a stream chunk. A peer's large or malformed frame then costs its
     /// own session's time, not the time of every session waiting on the lock. Returns
     /// whether the Thing was used.
-    pub fn handle_frame_with<T, F>(
-        &mut self,
-        now: Instant,
-        frame: impl Into<Bytes>,
-        thing: F,
-    ) -> bool
+    pub fn handle_frame_with<T, F>(&mut self, now: Instant, bytes: &[u8], thing: F) -> bool
     where
         T: std::ops::DerefMut<Target = Thing>,
         F: FnOnce() -> T,
     {
         let mut used = false;
-        let bytes: Bytes = frame.into();
-        match decode_frame(&bytes, &self.limits) {
+        match decode_frame(bytes, &self.limits) {
             Ok(Frame::Message(message)) => {
                 used = true;
                 self.handle_message(now, message, &mut thing());
             }
             Ok(Frame::Chunk(chunk)) => self.handle_chunk(chunk),
             Err(error @ FrameError::Message(_)) => {
-                let answer = answer_undecodable(&bytes, error.to_problem(), &self.limits);
+                let answer = answer_undecodable(bytes, error.to_problem(), &self.limits);
                 self.send(answer);
             }
             Err(error) => self.send(unattributed(None, error.to_problem())),
@@ -808,7 +775,7 @@ impl ProviderEndpoint {
         Ok(Some(message.response()))
     }
 
-    fn handle_chunk(&mut self, chunk: Bytes) {
+    fn handle_chunk(&mut self, chunk: &[u8]) {
         let Err(error) = self.streams.handle_chunk(chunk) else {
             return;
         };
@@ -855,9 +822,15 @@ impl ProviderEndpoint {
     }
 
     fn drain_stream_events(&mut self) {
-        while let Some(event) = self.streams.poll_event() {
-            let event = match event {
-                StreamEvent::Opened { id } => {
+        while let Some(news) = poll_stream_event(&mut self.streams) {
+            match news {
+                StreamNews::Update(update) => {
+                    if let StreamUpdate::Reset { id, .. } = update {
+                        self.stream_requests.remove(&id);
+                    }
+                    self.events.push_back(ProviderEvent::Stream(update));
+                }
+                StreamNews::Opened(id) => {
                     // Only a chunk for a stream no request named opens one implicitly.
                     if let Ok(recv) = self.streams.recv_stream(id) {
                         recv.reset(ResetCode::PROTOCOL);
@@ -869,28 +842,11 @@ impl ProviderEndpoint {
                         format!("{id} was not opened by an invokeaction"),
                     );
                     self.send_stream_problem(Some(id), problem);
-                    continue;
                 }
-                StreamEvent::Readable { id } => ProviderEvent::StreamReadable { id },
-                StreamEvent::Writable { id } => ProviderEvent::Writable { id },
-                StreamEvent::Finished { id } => ProviderEvent::StreamFinished { id },
-                StreamEvent::Truncated { id, discarded } => {
-                    if let Ok(mut recv) = self.streams.recv_stream(id) {
-                        // Within the buffer: the discarded bytes made the room.
-                        let _ = recv.grant(discarded);
-                    }
-                    ProviderEvent::StreamTruncated { id, discarded }
-                }
-                StreamEvent::Reset { id, code, .. } => {
+                StreamNews::Closed(id) => {
                     self.stream_requests.remove(&id);
-                    ProviderEvent::StreamReset { id, code }
                 }
-                StreamEvent::Closed { id } => {
-                    self.stream_requests.remove(&id);
-                    continue;
-                }
-            };
-            self.events.push_back(event);
+            }
         }
     }
 

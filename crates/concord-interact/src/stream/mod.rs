@@ -30,6 +30,7 @@ pub mod credit;
 mod error;
 mod event;
 pub mod header;
+mod recv_buffer;
 mod state;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -263,11 +264,12 @@ impl Streams {
     /// [`PeerError::reset_code`] says so, resets the stream; the other streams and the
     /// session go on.
     ///
-    /// `chunk` is the frame's data after its prefix (header and payload); the payload is
-    /// kept as a slice of it until read, not copied.
-    pub fn handle_chunk(&mut self, chunk: impl Into<Bytes>) -> Result<(), PeerError> {
-        let bytes: Bytes = chunk.into();
-        let chunk = Chunk::decode(&bytes)?;
+    /// `bytes` is the frame's data after its prefix (header and payload). The payload is
+    /// copied once, into the stream's receive buffer (small payloads coalesced): what a
+    /// peer holds in our memory is what its credit allows, never the buffers its frames
+    /// were read into.
+    pub fn handle_chunk(&mut self, bytes: &[u8]) -> Result<(), PeerError> {
+        let chunk = Chunk::decode(bytes)?;
         let id = chunk.header.stream_id;
         if let Some(total) = chunk.credit_total() {
             return self.handle_grant(id, total);
@@ -295,19 +297,18 @@ impl Streams {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Err(PeerError::StreamClosed { id });
         };
-        let received =
-            match stream
-                .recv
-                .on_chunk(&chunk.header, bytes.slice(HEADER_LEN..), max_chunk_size)
-            {
-                Ok(received) => received,
-                Err(error) => {
-                    if let Some(code) = error.reset_code() {
-                        self.remove_with_reset(id, code, Some(ResetBy::Violation));
-                    }
-                    return Err(error);
+        let received = match stream
+            .recv
+            .on_chunk(&chunk.header, chunk.payload, max_chunk_size)
+        {
+            Ok(received) => received,
+            Err(error) => {
+                if let Some(code) = error.reset_code() {
+                    self.remove_with_reset(id, code, Some(ResetBy::Violation));
                 }
-            };
+                return Err(error);
+            }
+        };
         if let Some(discarded) = received.truncated {
             self.events
                 .push_back(StreamEvent::Truncated { id, discarded });
@@ -690,8 +691,9 @@ impl RecvStream<'_> {
         self.id
     }
 
-    /// The next chunk's payload in order, or `None` when nothing is buffered. Reading the
-    /// last chunk after END closes the stream if our direction is finished too
+    /// The oldest received bytes not yet read (one chunk's payload, or several small
+    /// ones together: a stream is a byte stream), or `None` when nothing is buffered.
+    /// Reading the last bytes after END closes the stream if our direction is finished too
     /// ([`StreamEvent::Closed`]).
     pub fn read(&mut self) -> Option<Bytes> {
         let chunk = self.streams.streams.get_mut(&self.id)?.recv.read()?;

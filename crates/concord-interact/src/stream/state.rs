@@ -10,12 +10,11 @@
 //! `Ended` and drained, or at once on a RESET. Connection-wide bookkeeping (ids, the
 //! transmit queue, events) lives in [`Streams`](super::Streams).
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 
 use super::credit::{RecvCredit, SendCredit, SendMode};
 use super::header::{ChunkHeader, Flags, ResetCode, StreamId};
+use super::recv_buffer::RecvBuffer;
 use super::PeerError;
 
 /// Where the sending direction of a stream stands.
@@ -86,9 +85,8 @@ pub(super) struct RecvHalf {
     pub(super) state: RecvState,
     /// The sequence the next chunk must carry.
     pub(super) expected_seq: u64,
-    /// Chunks received and not yet read, in order (their total is `credit.buffered()`):
-    /// slices of the frames they came in.
-    pub(super) buffer: VecDeque<Bytes>,
+    /// Bytes received and not yet read, in order (their total is `credit.buffered()`).
+    pub(super) buffer: RecvBuffer,
     /// A grant for this stream waits in the transmit queue.
     pub(super) grant_pending: bool,
 }
@@ -110,7 +108,7 @@ impl RecvHalf {
             credit: RecvCredit::new(initial_credit),
             state: RecvState::Open,
             expected_seq: 0,
-            buffer: VecDeque::new(),
+            buffer: RecvBuffer::default(),
             grant_pending: false,
         }
     }
@@ -120,7 +118,7 @@ impl RecvHalf {
     pub(super) fn on_chunk(
         &mut self,
         header: &ChunkHeader,
-        payload: Bytes,
+        payload: &[u8],
         max_chunk_size: usize,
     ) -> Result<Received, PeerError> {
         let id = header.stream_id;
@@ -155,7 +153,7 @@ impl RecvHalf {
         }
         if !payload.is_empty() {
             received.became_readable = self.buffer.is_empty();
-            self.buffer.push_back(payload);
+            self.buffer.push(payload);
         }
         if header.flags.contains(Flags::END) {
             self.state = RecvState::Ended;
@@ -164,9 +162,9 @@ impl RecvHalf {
         Ok(received)
     }
 
-    /// Pops the next buffered chunk, counting it consumed.
+    /// Pops the oldest buffered bytes, counting them consumed.
     pub(super) fn read(&mut self) -> Option<Bytes> {
-        let chunk = self.buffer.pop_front()?;
+        let chunk = self.buffer.pop()?;
         self.credit.consume(chunk.len() as u64);
         Some(chunk)
     }

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use concord_interact::RequestId;
 use serde_json::Value;
 
@@ -67,7 +66,7 @@ impl<T: Transport> Driver<T> {
     }
 
     /// An application frame of an interface session.
-    pub(super) fn on_interact_frame(&mut self, bytes: Bytes) {
+    pub(super) fn on_interact_frame(&mut self, bytes: &[u8]) {
         let now = Instant::now();
         match &mut self.interact {
             Some(Interact::Provider(state)) => {

@@ -587,7 +587,7 @@ impl<T: Transport> Driver<T> {
                 self.on_natural_language_response(&message_id, Err(()));
             }
             Event::Application(bytes) if self.is_interface_session() => {
-                self.on_interact_frame(bytes);
+                self.on_interact_frame(&bytes);
             }
             Event::Application(bytes) => match self.session.role() {
                 Role::Provider => self.on_request(&bytes),

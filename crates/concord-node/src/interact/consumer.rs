@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use concord_interact::Problem;
-use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, UseError};
+use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, StreamUpdate, UseError};
 use concord_proto::Frame;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -278,7 +278,7 @@ impl ConsumerState {
     }
 
     /// A PT 1 frame from the provider.
-    pub(crate) fn handle_frame(&mut self, now: Instant, bytes: Bytes) {
+    pub(crate) fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
         self.report_gaps();
         self.endpoint.handle_frame(now, bytes);
         self.drain();
@@ -456,12 +456,16 @@ impl ConsumerState {
                     self.pipes.read(id.0, &mut self.endpoint);
                 }
             }
-            ConsumerEvent::StreamReadable { id } => self.pipes.read(id.0, &mut self.endpoint),
-            ConsumerEvent::Writable { id } => self.pipes.write(id.0, &mut self.endpoint),
-            ConsumerEvent::StreamFinished { id } => {
+            ConsumerEvent::Stream(StreamUpdate::Readable { id }) => {
+                self.pipes.read(id.0, &mut self.endpoint)
+            }
+            ConsumerEvent::Stream(StreamUpdate::Writable { id }) => {
+                self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ConsumerEvent::Stream(StreamUpdate::Finished { id }) => {
                 self.pipes.finished(id.0, &mut self.endpoint);
             }
-            ConsumerEvent::StreamReset { id, code } => {
+            ConsumerEvent::Stream(StreamUpdate::Reset { id, code }) => {
                 let error = CallError::Remote {
                     code: 499,
                     message: format!("the provider reset the stream (code {})", code.0),

@@ -6,10 +6,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use concord_interact::stream::{ResetCode, StreamId};
 use concord_interact::{ActionMode, Problem, ProblemType, SubscriberId};
-use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId};
+use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId, StreamUpdate};
 use concord_proto::Frame;
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -83,7 +82,7 @@ impl ProviderInteract {
     pub(crate) fn handle_frame(
         &mut self,
         now: Instant,
-        bytes: Bytes,
+        bytes: &[u8],
         actions: &Actions,
         work: &mpsc::UnboundedSender<Box<Work>>,
     ) {
@@ -262,12 +261,16 @@ impl ProviderInteract {
                     .reply(request, result, &mut thing, Instant::now());
                 self.affordances.wake(&mut thing);
             }
-            ProviderEvent::StreamReadable { id } => self.pipes.read(id.0, &mut self.endpoint),
-            ProviderEvent::Writable { id } => self.pipes.write(id.0, &mut self.endpoint),
-            ProviderEvent::StreamFinished { id } => {
+            ProviderEvent::Stream(StreamUpdate::Readable { id }) => {
+                self.pipes.read(id.0, &mut self.endpoint)
+            }
+            ProviderEvent::Stream(StreamUpdate::Writable { id }) => {
+                self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ProviderEvent::Stream(StreamUpdate::Finished { id }) => {
                 self.pipes.finished(id.0, &mut self.endpoint);
             }
-            ProviderEvent::StreamReset { id, code } => {
+            ProviderEvent::Stream(StreamUpdate::Reset { id, code }) => {
                 let error = CallError::Remote {
                     code: 499,
                     message: format!("the requester reset the stream (code {})", code.0),
