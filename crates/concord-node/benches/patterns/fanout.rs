@@ -14,11 +14,9 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::servers::{event_message, feedback, raw, want, Provider, Requester};
-use crate::BoxError;
+use crate::servers::{event_message, feedback, raw, subscribe_each, want, Provider, Requester};
+use crate::{open, BoxError};
 
-/// Connections opened at once.
-pub const OPENING_AT_ONCE: usize = 64;
 /// How long one round may take before it counts as lost.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -94,22 +92,8 @@ impl NodeFanout {
         let requester = Requester::new()?;
         let first = requester.node.connect_with(provider.url(), want()).await?;
         first.close().await;
-        let url = provider.url().to_owned();
-        let connections: Vec<_> = stream::iter(0..subscribers)
-            .map(|_| {
-                let (node, url) = (requester.node.clone(), url.clone());
-                async move { node.connect_with(&url, want()).await }
-            })
-            .buffer_unordered(OPENING_AT_ONCE)
-            .collect()
-            .await;
-        let connections = connections.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let subscriptions: Vec<_> = stream::iter(connections.iter())
-            .map(|connection| connection.subscribe(weather::USER_FEEDBACK_RECEIVED, None))
-            .buffer_unordered(OPENING_AT_ONCE)
-            .collect()
-            .await;
-        let subscriptions = subscriptions.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let connections = requester.connect_all(provider.url(), subscribers).await?;
+        let subscriptions = subscribe_each(&connections).await?;
         let counts = Arc::new(Counts::default());
         let readers = groups(subscriptions, readers)
             .into_iter()
@@ -144,11 +128,7 @@ impl NodeFanout {
         for reader in &self.readers {
             reader.abort();
         }
-        stream::iter(self.connections)
-            .for_each_concurrent(OPENING_AT_ONCE, |connection| async move {
-                connection.close().await;
-            })
-            .await;
+        open::close_all(self.connections).await;
     }
 }
 
@@ -187,19 +167,7 @@ pub struct RawFanout {
 impl RawFanout {
     pub async fn start(subscribers: usize, readers: usize) -> Result<Self, BoxError> {
         let (base, broadcast) = raw::serve().await?;
-        let url = format!("{base}/broadcast");
-        let sockets: Vec<_> = stream::iter(0..subscribers)
-            .map(|_| {
-                let url = url.clone();
-                async move { tokio_tungstenite::connect_async(url.as_str()).await }
-            })
-            .buffer_unordered(OPENING_AT_ONCE)
-            .collect()
-            .await;
-        let sockets = sockets
-            .into_iter()
-            .map(|socket| socket.map(|(socket, _)| socket))
-            .collect::<Result<Vec<_>, _>>()?;
+        let sockets = open::websockets(&format!("{base}/broadcast"), subscribers).await?;
         // Every socket's handler has subscribed before its upgrade answered.
         let counts = Arc::new(Counts::default());
         let readers = groups(sockets, readers)

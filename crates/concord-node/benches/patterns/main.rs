@@ -33,8 +33,20 @@ mod memory;
 mod servers;
 mod streams;
 
+#[path = "../common/counting.rs"]
+mod counting;
+#[path = "../common/descriptors.rs"]
+mod descriptors;
+#[path = "../common/limits.rs"]
+mod limits;
+#[path = "../common/open.rs"]
+mod open;
 #[path = "../common/report.rs"]
 mod report;
+#[path = "../common/resident.rs"]
+mod resident;
+#[path = "../common/server_process.rs"]
+mod server_process;
 
 use std::error::Error;
 use std::time::Duration;
@@ -44,7 +56,10 @@ use report::{human, load_average};
 type BoxError = Box<dyn Error + Send + Sync>;
 
 #[global_allocator]
-static ALLOCATOR: memory::Counting = memory::Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
+
+/// What to run fewer of when the descriptors are short.
+const FEWER: &str = "connections (--subscribers, --idle)";
 
 struct Options {
     subscribers: usize,
@@ -111,22 +126,19 @@ impl Options {
 }
 
 fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    if let [_, flag, what, count] = args.as_slice() {
-        if flag == "--serve" {
-            return runtime.block_on(memory::serve(what, count.parse()?));
-        }
+    if let Some((what, sessions)) = server_process::requested()? {
+        return runtime.block_on(memory::serve(&what, sessions));
     }
     let options = Options::from_args()?;
     runtime.block_on(run(&options))
 }
 
 async fn run(options: &Options) -> Result<(), BoxError> {
-    let limit =
-        raise_descriptor_limit(2 * options.subscribers.max(options.idle) + 2 * servers::SPARE)?;
+    let needed = 2 * options.subscribers.max(options.idle) + 2 * limits::SPARE;
+    let limit = descriptors::raise_limit(needed, FEWER)?;
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     println!(
         "{cpus} CPUs, load {}, RLIMIT_NOFILE {limit}",
@@ -202,29 +214,24 @@ async fn fanout_phase(options: &Options) -> Result<(), BoxError> {
 
 async fn stream_phase(options: &Options) -> Result<(), BoxError> {
     let total = options.stream_mb * 1024 * 1024;
-    let provider = servers::Provider::start(16).await?;
-    let requester = servers::Requester::new()?;
-    let connection = requester
-        .node
-        .connect_with(provider.url(), servers::want())
-        .await?;
-    let (base, _) = servers::raw::serve().await?;
+    let pair = servers::Pair::start().await?;
+    let (connection, base) = (&pair.connection, &pair.raw);
     let mb = total as f64 / 1e6;
     let (mut node_rates, mut raw_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..options.rounds {
         let (n, r) = if round % 2 == 0 {
-            let n = streams::node_stream(&connection, total).await?;
-            (n, streams::raw_stream(&base, total).await?)
+            let n = streams::node_stream(connection, total).await?;
+            (n, streams::raw_stream(base, total).await?)
         } else {
-            let r = streams::raw_stream(&base, total).await?;
-            (streams::node_stream(&connection, total).await?, r)
+            let r = streams::raw_stream(base, total).await?;
+            (streams::node_stream(connection, total).await?, r)
         };
         let (n, r) = (mb / n.as_secs_f64(), mb / r.as_secs_f64());
         node_rates.push(n);
         raw_rates.push(r);
         ratios.push(n / r);
     }
-    connection.close().await;
+    pair.close().await;
     println!(
         "\n## Stream throughput: {} MiB per round in 64 KiB writes, {} rounds",
         options.stream_mb, options.rounds
@@ -245,16 +252,10 @@ async fn stream_phase(options: &Options) -> Result<(), BoxError> {
 }
 
 async fn voice_phase(options: &Options) -> Result<(), BoxError> {
-    let provider = servers::Provider::start(16).await?;
-    let requester = servers::Requester::new()?;
-    let connection = requester
-        .node
-        .connect_with(provider.url(), servers::want())
-        .await?;
-    let (base, _) = servers::raw::serve().await?;
-    let node = streams::node_voice(&connection, options.frames).await?;
-    let raw = streams::raw_voice(&base, options.frames).await?;
-    connection.close().await;
+    let pair = servers::Pair::start().await?;
+    let node = streams::node_voice(&pair.connection, options.frames).await?;
+    let raw = streams::raw_voice(&pair.raw, options.frames).await?;
+    pair.close().await;
     println!(
         "\n## Voice: {} frames of {} bytes paced at 20 ms, round trip",
         options.frames,
@@ -307,39 +308,4 @@ async fn memory_phase(options: &Options) -> Result<(), BoxError> {
         memory.node_subscription.kb, memory.node_subscription.heap
     );
     Ok(())
-}
-
-/// Raises the soft descriptor limit to the hard one; an error when the hard one is below
-/// `needed`. Returns the limit now in force.
-fn raise_descriptor_limit(needed: usize) -> Result<u64, BoxError> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `getrlimit` and `setrlimit` only read and write the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(format!(
-            "cannot read RLIMIT_NOFILE: {}",
-            std::io::Error::last_os_error()
-        )
-        .into());
-    }
-    if limit.rlim_max < needed as u64 {
-        return Err(format!(
-            "this run needs {needed} file descriptors, but the hard limit (ulimit -Hn) is {}: \
-             raise it or run fewer connections (--subscribers, --idle)",
-            limit.rlim_max
-        )
-        .into());
-    }
-    limit.rlim_cur = limit.rlim_max;
-    // SAFETY: as above.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-        return Err(format!(
-            "cannot raise RLIMIT_NOFILE: {}",
-            std::io::Error::last_os_error()
-        )
-        .into());
-    }
-    Ok(limit.rlim_cur)
 }

@@ -2,22 +2,21 @@
 //! sink stream action) and the floor, a raw axum WebSocket server.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use concord_fixtures::weather;
 use concord_negotiate::ActionSpec;
-use concord_node::{ActionError, Limits, Node, Publisher, Server, StreamIo, StreamSpec, Want};
+use concord_node::{
+    ActionError, Connection, Node, Publisher, Server, StreamIo, StreamSpec, Subscription, Want,
+};
 use serde_json::{json, Value};
 
-use crate::BoxError;
+use crate::{limits, open, BoxError};
 
 /// The non-realtime stream action: it reads every byte, then answers their count as
 /// 8 bytes (u64 big-endian) and ends its half.
 pub const SINK: &str = "sink";
 /// Credit each direction of a `sink` stream starts with (the default receive buffer).
 pub const SINK_CREDIT: u64 = 1024 * 1024;
-/// Descriptors kept beyond one per connection.
-pub const SPARE: usize = 256;
 
 /// The provider node, serving on loopback.
 pub struct Provider {
@@ -35,7 +34,7 @@ impl Provider {
         let node = weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
             .stream_action(sink_spec(), sink_stream(), sink)
             .data_dir(dir.path())
-            .limits(provider_limits(sessions))
+            .limits(limits::provider(sessions))
             .build()?;
         let _ = publisher.set(node.publisher());
         let server = node.serve("127.0.0.1:0").await?;
@@ -75,40 +74,15 @@ fn sink_stream() -> StreamSpec {
 }
 
 async fn sink(_input: Value, mut stream: StreamIo) -> Result<Value, ActionError> {
+    let internal = |error: concord_node::CallError| ActionError::internal(error.to_string());
     let mut total: u64 = 0;
     while let Some(bytes) = stream.receiver.next().await {
-        let bytes = bytes.map_err(|error| ActionError::internal(error.to_string()))?;
-        total += bytes.len() as u64;
+        total += bytes.map_err(internal)?.len() as u64;
     }
-    stream
-        .sender
-        .send(total.to_be_bytes().to_vec())
-        .await
-        .map_err(|error| ActionError::internal(error.to_string()))?;
-    stream
-        .sender
-        .finish()
-        .await
-        .map_err(|error| ActionError::internal(error.to_string()))?;
+    let count = total.to_be_bytes().to_vec();
+    stream.sender.send(count).await.map_err(internal)?;
+    stream.sender.finish().await.map_err(internal)?;
     Ok(json!({}))
-}
-
-/// Room for every session, all from 127.0.0.1, opened as fast as the client can, and
-/// never closed as idle.
-fn provider_limits(sessions: usize) -> Limits {
-    let room = sessions + SPARE;
-    let rate = u32::try_from(room).unwrap_or(u32::MAX);
-    Limits {
-        max_sessions: room,
-        max_sessions_per_address: room,
-        max_connections: room,
-        max_connections_per_address: room,
-        connection_rate_per_address: rate,
-        connection_burst_per_address: rate,
-        max_pending_hellos: room,
-        idle_timeout: Duration::from_secs(3600),
-        ..Limits::default()
-    }
 }
 
 /// The requester: one node for every connection (the first negotiates, the rest resume
@@ -123,12 +97,50 @@ impl Requester {
         let dir = tempfile::tempdir()?;
         let node = Node::builder("Requester")
             .data_dir(dir.path())
-            .limits(Limits {
-                idle_timeout: Duration::from_secs(3600),
-                ..Limits::default()
-            })
+            .limits(limits::requester())
             .build()?;
         Ok(Self { node, _dir: dir })
+    }
+
+    /// `count` interface sessions to `url`, [`open::AT_ONCE`] opened at a time.
+    pub async fn connect_all(&self, url: &str, count: usize) -> Result<Vec<Connection>, BoxError> {
+        Ok(open::all(count, |_| self.node.connect_with(url, want())).await?)
+    }
+}
+
+/// Each connection subscribed to the event, [`open::AT_ONCE`] at a time.
+pub async fn subscribe_each(connections: &[Connection]) -> Result<Vec<Subscription>, BoxError> {
+    let subscribe = |i: usize| connections[i].subscribe(weather::USER_FEEDBACK_RECEIVED, None);
+    Ok(open::all(connections.len(), subscribe).await?)
+}
+
+/// One interface session to a fresh provider, and a fresh raw server beside it: what the
+/// stream and voice phases compare.
+pub struct Pair {
+    pub connection: Connection,
+    /// The raw server's `ws://address`.
+    pub raw: String,
+    _requester: Requester,
+    _provider: Provider,
+}
+
+impl Pair {
+    pub async fn start() -> Result<Self, BoxError> {
+        let provider = Provider::start(16).await?;
+        let requester = Requester::new()?;
+        let connection = requester.node.connect_with(provider.url(), want()).await?;
+        let (raw, _) = raw::serve().await?;
+        Ok(Self {
+            connection,
+            raw,
+            _requester: requester,
+            _provider: provider,
+        })
+    }
+
+    /// Closes the session; the servers end with it.
+    pub async fn close(self) {
+        self.connection.close().await;
     }
 }
 

@@ -31,8 +31,12 @@ use legit::{Caller, Served};
 use provider::Provider;
 use tokio::sync::watch;
 
+#[path = "../common/descriptors.rs"]
+mod descriptors;
 #[path = "../common/report.rs"]
 mod report;
+#[path = "../common/resident.rs"]
+mod resident;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -227,21 +231,10 @@ fn print_table(phases: &[Phase]) {
 
 /// Raises the soft descriptor limit to the hard one; says so when the hard one is low.
 fn raise_descriptor_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    if limit.rlim_cur < 4096 {
+    let limit = descriptors::raise_limit(0, "attacks").unwrap_or(0);
+    if limit < 4096 {
         eprintln!(
-            "soak: only {} descriptors allowed (hard limit); attacks may fail to connect. Raise it with `ulimit -Hn 65536` as root, or LimitNOFILE= under systemd",
-            limit.rlim_cur
+            "soak: only {limit} descriptors allowed (hard limit); attacks may fail to connect. Raise it with `ulimit -Hn 65536` as root, or LimitNOFILE= under systemd"
         );
     }
 }

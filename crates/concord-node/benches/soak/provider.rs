@@ -88,16 +88,7 @@ impl Provider {
 
     /// Resident memory now and its peak since the last [`Provider::reset_peak`], in KiB.
     pub fn memory(&self) -> Result<(u64, u64), BoxError> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|kib| kib.parse::<u64>().ok())
-                .ok_or_else(|| format!("/proc status has no {name}"))
-        };
-        Ok((field("VmRSS:")?, field("VmHWM:")?))
+        crate::resident::memory_of(self.child.id())
     }
 
     /// Starts a new peak-RSS window (`/proc/PID/clear_refs` 5, Linux ≥ 4.0).
