@@ -26,7 +26,9 @@ use crate::error::{CallError, ConnectError};
 use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
 use crate::identity::{upgrade, Encryption};
-use crate::interact::{Interaction, Progressing, Sink, StreamReceiver, StreamSender, Subscription};
+use crate::interact::{
+    Interaction, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
+};
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
@@ -340,7 +342,7 @@ impl Connection {
         input: Value,
     ) -> Result<(StreamSender, StreamReceiver), CallError> {
         let (opened, answer) = oneshot::channel();
-        let (incoming, receiver) = mpsc::channel(crate::interact::STREAM_QUEUE);
+        let (incoming, end) = ReaderQueue::new();
         let request = Interaction::Stream {
             name: action.to_owned(),
             input,
@@ -350,11 +352,7 @@ impl Connection {
         let (id, commands) = self.answer(answer).await?;
         Ok((
             StreamSender::new(id, commands.clone()),
-            StreamReceiver {
-                id,
-                incoming: receiver,
-                commands,
-            },
+            StreamReceiver::new(id, end, commands),
         ))
     }
 

@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use concord_interact::Problem;
 use concord_interact::{ConsumerEndpoint, ConsumerEvent, Correlation, StreamUpdate, UseError};
 use concord_proto::Frame;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::handles::{ActionUpdate, Notification};
+use super::handles::{ActionUpdate, Notification, ReaderQueue};
 use super::pipes::Pipes;
 use super::StreamCommand;
 use crate::error::CallError;
@@ -76,7 +75,7 @@ pub(crate) enum Sink {
     /// the provider's bytes.
     Stream {
         opened: oneshot::Sender<Result<(u32, mpsc::Sender<StreamCommand>), CallError>>,
-        incoming: mpsc::Sender<Result<Bytes, CallError>>,
+        incoming: ReaderQueue,
     },
 }
 

@@ -1,14 +1,14 @@
 //! What a requester holds for the interactions that answer more than once: a long-running
 //! action's updates, a subscription's notifications, a stream's two halves.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use super::StreamCommand;
+use super::{StreamCommand, STREAM_QUEUE, STREAM_QUEUE_BYTES};
 use crate::error::CallError;
 
 /// One update of a long-running action ([`Connection::call_with_progress`](crate::Connection::call_with_progress)).
@@ -335,23 +335,97 @@ impl StreamSender {
     }
 }
 
+/// The session's end of the queue between a stream and its reader, bounded in pieces
+/// ([`STREAM_QUEUE`]) and in bytes ([`STREAM_QUEUE_BYTES`]).
+#[derive(Debug)]
+pub(crate) struct ReaderQueue {
+    pieces: mpsc::Sender<Result<Bytes, CallError>>,
+    /// Bytes in the queue, counted down by the reader.
+    queued: Arc<AtomicUsize>,
+}
+
+/// The reader's end of a [`ReaderQueue`], for a [`StreamReceiver`].
+#[derive(Debug)]
+pub(crate) struct ReaderEnd {
+    incoming: mpsc::Receiver<Result<Bytes, CallError>>,
+    /// Bytes in `incoming`, shared with the session's end.
+    queued: Arc<AtomicUsize>,
+}
+
+impl ReaderQueue {
+    /// A queue and its reader's end.
+    pub(crate) fn new() -> (Self, ReaderEnd) {
+        let (pieces, incoming) = mpsc::channel(STREAM_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let end = ReaderEnd {
+            incoming,
+            queued: Arc::clone(&queued),
+        };
+        (Self { pieces, queued }, end)
+    }
+
+    /// Room for one more piece, if the queue has a free place and is under its byte
+    /// bound (the reader only ever makes more room).
+    pub(crate) fn slot(&self) -> Option<ReaderSlot<'_>> {
+        if self.queued.load(Ordering::Acquire) >= STREAM_QUEUE_BYTES {
+            return None;
+        }
+        let permit = self.pieces.try_reserve().ok()?;
+        Some(ReaderSlot {
+            permit,
+            queued: &self.queued,
+        })
+    }
+
+    /// Tells the reader the stream failed, if there is room to say so.
+    pub(crate) fn fail(&self, error: CallError) {
+        let _ = self.pieces.try_send(Err(error));
+    }
+}
+
+/// A place in a [`ReaderQueue`], taken before the bytes that fill it are read from the
+/// stream (reading grants the peer credit for them).
+pub(crate) struct ReaderSlot<'a> {
+    permit: mpsc::Permit<'a, Result<Bytes, CallError>>,
+    queued: &'a AtomicUsize,
+}
+
+impl ReaderSlot<'_> {
+    /// Hands `bytes` to the reader.
+    pub(crate) fn send(self, bytes: Bytes) {
+        self.queued.fetch_add(bytes.len(), Ordering::AcqRel);
+        self.permit.send(Ok(bytes));
+    }
+}
+
 /// The peer's half of a stream, as it arrives.
 #[derive(Debug)]
 pub struct StreamReceiver {
-    pub(crate) id: u32,
-    pub(crate) incoming: mpsc::Receiver<Result<Bytes, CallError>>,
-    pub(crate) commands: mpsc::Sender<StreamCommand>,
+    id: u32,
+    end: ReaderEnd,
+    commands: mpsc::Sender<StreamCommand>,
 }
 
 impl StreamReceiver {
+    /// The reader of stream `id` at `end`; its requests go to the session's `commands`.
+    pub(crate) fn new(id: u32, end: ReaderEnd, commands: mpsc::Sender<StreamCommand>) -> Self {
+        Self { id, end, commands }
+    }
+
     /// The next bytes; `None` at the end of the stream. Reading makes room: the session
     /// then takes more from the peer and grants it credit for as many bytes.
     pub async fn next(&mut self) -> Option<Result<Bytes, CallError>> {
-        let item = self.incoming.recv().await?;
-        // The session stops handing bytes over only when this queue is full; then this
-        // read, the first after it filled, wakes it (if the session's queue is full it is
-        // busy and looks at every waiting stream anyway). Otherwise it needs no wake-up.
-        if self.incoming.len() + 1 >= self.incoming.max_capacity() {
+        let ReaderEnd { incoming, queued } = &mut self.end;
+        let item = incoming.recv().await?;
+        let len = item.as_ref().map_or(0, Bytes::len);
+        let before = queued.fetch_sub(len, Ordering::AcqRel);
+        // The session stops handing bytes over only when this queue is full, in pieces or
+        // in bytes; then this read, the first to make room after it filled, wakes it (if
+        // the session's queue is full it is busy and looks at every waiting stream
+        // anyway). Otherwise it needs no wake-up.
+        let pieces_full = incoming.len() + 1 >= incoming.max_capacity();
+        let bytes_full = before >= STREAM_QUEUE_BYTES && before - len < STREAM_QUEUE_BYTES;
+        if pieces_full || bytes_full {
             let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
         }
         Some(item)
@@ -363,6 +437,38 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A reader that does not read holds at most `STREAM_QUEUE_BYTES` in its queue (the
+    /// rest waits in the stream's receive buffer, under the peer's credit); its first read
+    /// below the bound wakes the session, and only that one.
+    #[tokio::test]
+    async fn the_reader_queue_is_bounded_in_bytes_and_wakes_the_session_once() {
+        let (queue, end) = ReaderQueue::new();
+        let (commands, mut session) = mpsc::channel(8);
+        let mut receiver = StreamReceiver::new(1, end, commands);
+        let piece = Bytes::from(vec![0; 64 * 1024]);
+        let mut handed = 0;
+        while let Some(slot) = queue.slot() {
+            slot.send(piece.clone());
+            handed += 1;
+        }
+        assert_eq!(handed, STREAM_QUEUE_BYTES / piece.len());
+        assert!(handed < STREAM_QUEUE, "the byte bound held first");
+        assert_eq!(
+            receiver.next().await.map(|r| r.map(|b| b.len())),
+            Some(Ok(piece.len()))
+        );
+        assert!(matches!(
+            session.try_recv(),
+            Ok(StreamCommand::Read { id: 1 })
+        ));
+        assert!(queue.slot().is_some());
+        assert!(receiver.next().await.is_some());
+        assert!(
+            session.try_recv().is_err(),
+            "one wake-up per time the queue filled"
+        );
+    }
 
     /// A session that answers the first write and then takes writes without admitting
     /// them (the peer grants no credit): the sender stops once its room is full.

@@ -24,6 +24,7 @@ pub use affordances::{
     StreamIo,
 };
 pub(crate) use consumer::{ConsumerState, Interaction, Sink};
+pub(crate) use handles::ReaderQueue;
 pub use handles::{
     ActionUpdate, Notification, Progressing, StreamReceiver, StreamSender, Subscription,
 };
@@ -35,9 +36,14 @@ pub(crate) const UPDATES_QUEUE: usize = 64;
 /// Notifications of one subscription buffered for a requester that reads them slowly;
 /// past it they are dropped and reported as a gap.
 pub(crate) const NOTIFICATION_QUEUE: usize = 1024;
-/// Chunks of one stream buffered for the reader; past it the session stops taking the
-/// peer's chunks, and the peer's credit runs out.
+/// Pieces of one stream buffered for the reader; past it the session stops handing the
+/// reader the peer's bytes (they wait in the stream's receive buffer, and the peer's credit
+/// runs out).
 pub(crate) const STREAM_QUEUE: usize = 64;
+/// Bytes of one stream buffered for the reader, the same way: the peer's credit is granted
+/// back as bytes move into the reader's queue, so this bounds what a reader that does not
+/// read holds beyond the credit.
+pub(crate) const STREAM_QUEUE_BYTES: usize = 256 * 1024;
 /// Stream writes (ours, waiting for credit) queued per session.
 pub(crate) const STREAM_COMMANDS: usize = 64;
 

@@ -10,7 +10,7 @@ use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, Streams};
 use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
 
-use super::handles::{room_for, SendRoom, StreamReceiver, StreamSender};
+use super::handles::{room_for, ReaderQueue, SendRoom, StreamReceiver, StreamSender};
 use super::StreamCommand;
 use crate::error::CallError;
 
@@ -84,7 +84,7 @@ struct Waiting {
 /// One stream: where the peer's bytes go, our writes waiting for credit.
 #[derive(Debug)]
 struct Pipe {
-    incoming: Option<mpsc::Sender<Result<Bytes, CallError>>>,
+    incoming: Option<ReaderQueue>,
     /// Each write is one frame, sent whole or dropped for want of credit (live audio).
     realtime: bool,
     waiting: VecDeque<Waiting>,
@@ -133,12 +133,7 @@ impl Pipes {
     }
 
     /// Opens the pipe of stream `id`, delivering the peer's bytes to `incoming`.
-    pub(crate) fn open(
-        &mut self,
-        id: u32,
-        realtime: bool,
-        incoming: mpsc::Sender<Result<Bytes, CallError>>,
-    ) {
+    pub(crate) fn open(&mut self, id: u32, realtime: bool, incoming: ReaderQueue) {
         self.pipes.insert(
             id,
             Pipe {
@@ -158,15 +153,11 @@ impl Pipes {
         id: u32,
         realtime: bool,
     ) -> (StreamSender, StreamReceiver) {
-        let (incoming, receiver) = mpsc::channel(super::STREAM_QUEUE);
+        let (incoming, end) = ReaderQueue::new();
         self.open(id, realtime, incoming);
         (
             StreamSender::new(id, self.commands()),
-            StreamReceiver {
-                id,
-                incoming: receiver,
-                commands: self.commands(),
-            },
+            StreamReceiver::new(id, end, self.commands()),
         )
     }
 
@@ -298,11 +289,11 @@ impl Pipes {
         };
         if let Some(incoming) = &pipe.incoming {
             loop {
-                let Ok(permit) = incoming.try_reserve() else {
+                let Some(slot) = incoming.slot() else {
                     return;
                 };
                 match end.read(StreamId(id)) {
-                    Some(bytes) => permit.send(Ok(bytes)),
+                    Some(bytes) => slot.send(bytes),
                     None => break,
                 }
             }
@@ -341,7 +332,7 @@ impl Pipes {
 
 fn fail_pipe(pipe: Pipe, error: &CallError) {
     if let Some(incoming) = pipe.incoming {
-        let _ = incoming.try_send(Err(error.clone()));
+        incoming.fail(error.clone());
     }
     for write in pipe.waiting {
         if let Some(done) = write.done {
