@@ -41,7 +41,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
-/// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 256 KiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
+/// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
 ///
 /// ```
 /// use std::time::Duration;

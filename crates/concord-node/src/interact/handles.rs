@@ -420,11 +420,12 @@ impl StreamReceiver {
         let len = item.as_ref().map_or(0, Bytes::len);
         let before = queued.fetch_sub(len, Ordering::AcqRel);
         // The session stops handing bytes over only when this queue is full, in pieces or
-        // in bytes; then this read, the first to make room after it filled, wakes it (if
-        // the session's queue is full it is busy and looks at every waiting stream
-        // anyway). Otherwise it needs no wake-up.
+        // in bytes; then the first read that makes room for a piece, or that takes the
+        // bytes below half the bound, wakes it (if the session's queue is full it is busy
+        // and looks at every waiting stream anyway). Otherwise it needs no wake-up.
         let pieces_full = incoming.len() + 1 >= incoming.max_capacity();
-        let bytes_full = before >= STREAM_QUEUE_BYTES && before - len < STREAM_QUEUE_BYTES;
+        let refill = STREAM_QUEUE_BYTES / 2;
+        let bytes_full = before >= refill && before - len < refill;
         if pieces_full || bytes_full {
             let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
         }
@@ -439,10 +440,10 @@ mod tests {
     use super::*;
 
     /// A reader that does not read holds at most `STREAM_QUEUE_BYTES` in its queue (the
-    /// rest waits in the stream's receive buffer, under the peer's credit); its first read
-    /// below the bound wakes the session, and only that one.
+    /// rest waits in the stream's receive buffer, under the peer's credit); the session is
+    /// woken to refill it once the reader took it below half, and only then.
     #[tokio::test]
-    async fn the_reader_queue_is_bounded_in_bytes_and_wakes_the_session_once() {
+    async fn the_reader_queue_is_bounded_in_bytes_and_refilled_at_half() {
         let (queue, end) = ReaderQueue::new();
         let (commands, mut session) = mpsc::channel(8);
         let mut receiver = StreamReceiver::new(1, end, commands);
@@ -454,20 +455,14 @@ mod tests {
         }
         assert_eq!(handed, STREAM_QUEUE_BYTES / piece.len());
         assert!(handed < STREAM_QUEUE, "the byte bound held first");
-        assert_eq!(
-            receiver.next().await.map(|r| r.map(|b| b.len())),
-            Some(Ok(piece.len()))
-        );
-        assert!(matches!(
-            session.try_recv(),
-            Ok(StreamCommand::Read { id: 1 })
-        ));
+        let half = handed / 2;
+        for read in 1..=handed {
+            let bytes = receiver.next().await.map(|r| r.map(|b| b.len()));
+            assert_eq!(bytes, Some(Ok(piece.len())));
+            let woken = matches!(session.try_recv(), Ok(StreamCommand::Read { id: 1 }));
+            assert_eq!(woken, read == half + 1, "read {read}");
+        }
         assert!(queue.slot().is_some());
-        assert!(receiver.next().await.is_some());
-        assert!(
-            session.try_recv().is_err(),
-            "one wake-up per time the queue filled"
-        );
     }
 
     /// A session that answers the first write and then takes writes without admitting

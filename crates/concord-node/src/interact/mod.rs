@@ -42,8 +42,9 @@ pub(crate) const NOTIFICATION_QUEUE: usize = 1024;
 pub(crate) const STREAM_QUEUE: usize = 64;
 /// Bytes of one stream buffered for the reader, the same way: the peer's credit is granted
 /// back as bytes move into the reader's queue, so this bounds what a reader that does not
-/// read holds beyond the credit.
-pub(crate) const STREAM_QUEUE_BYTES: usize = 256 * 1024;
+/// read holds beyond the credit. A full queue is refilled once the reader has taken half
+/// of it, so a fast reader costs its session one wake-up per half queue, not per piece.
+pub(crate) const STREAM_QUEUE_BYTES: usize = 1024 * 1024;
 /// Stream writes (ours, waiting for credit) queued per session.
 pub(crate) const STREAM_COMMANDS: usize = 64;
 
