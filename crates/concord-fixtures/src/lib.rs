@@ -2,8 +2,8 @@
 //! `concord demo`: the `getProductInfo` action and a small catalogue that answers it.
 //!
 //! Not published: the crates' tests and benchmarks take it as a dev-dependency, and the
-//! CLI's demo serves its catalogue. With the `node` feature, [`catalogue::answer`] is the
-//! catalogue as a `concord-node` action backend; with `tls`, [`tls`] puts a node behind a
+//! CLI's demo serves its catalogue. With the `node` feature, `catalogue::answer` is the
+//! catalogue as a `concord-node` action backend; with `tls`, `tls` puts a node behind a
 //! TLS-terminating proxy signed by a private CA. [`foreign`] is a corpus of candidate
 //! protocols written the way other agents write them, with the decision each should get
 //! and the actions they call (with `node`, each action as a backend).

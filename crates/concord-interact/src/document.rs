@@ -3,7 +3,7 @@
 //! states the affordances as one JSON block (an [`Interface`] in its serde form); the layer
 //! itself is fixed and implemented here, so a handler only deals with payloads.
 //!
-//! [`write`] gives the canonical text (byte-stable: the same inputs give the same bytes);
+//! [`write`](fn@write) gives the canonical text (byte-stable: the same inputs give the same bytes);
 //! [`parse`] reads ours and hand-written variants (other heading wording or levels, a bare
 //! JSON object instead of a fenced block), within [`DocumentLimits`]. A provider answers a
 //! candidate with [`judge`]; a requester picks what it wants from a provider's interface

@@ -512,7 +512,7 @@ impl Message {
 
     /// Decodes a message: size, then JSON, then depth, then field by field.
     ///
-    /// A valid message is decoded in one pass ([`fast::decode`]): only its members are
+    /// A valid message is decoded in one pass (`fast::decode`): only its members are
     /// parsed, no map of them is built, and unknown members are skipped with only their
     /// depth counted. Anything that pass does not accept is decoded again the long way,
     /// which accepts exactly the same messages and names what is wrong with the others.

@@ -78,6 +78,10 @@ pub use concord_node::{
 };
 pub use serde_json::{json, Value};
 
+/// The bytes a stream's reader gets ([`StreamReceiver::next`]): pieces of the peer's
+/// stream, cheap to clone and to slice.
+pub use bytes::Bytes;
+
 /// The agent node, [`concord_node`]: everything above and the rest of its API (handler
 /// code reports, backend defaults, address checks).
 pub use concord_node as node;
