@@ -310,18 +310,7 @@ fn subscribe_replays_from_an_id_and_observes_a_property() {
 fn subscribe_reconnects_and_resumes_after_the_provider_restarts() {
     let mut weather = Weather::start();
     let first_id = weather.publish(json!({"rating": 1}));
-    let (lines, mut child) = spawn_lines(weather.process(
-        "subscribe",
-        &[
-            weather::USER_FEEDBACK_RECEIVED,
-            "--from",
-            "0",
-            "--count",
-            "3",
-            "--reconnect-delay",
-            "50ms",
-        ],
-    ));
+    let (lines, mut child) = subscribe_from_the_start(&weather, 3);
     let first = next_line(&lines, &mut child);
     assert_eq!(first["id"], first_id, "{first}");
     // Published while the provider is down: the resumed subscription replays it.
@@ -349,18 +338,7 @@ fn subscribe_follows_a_restarted_provider_from_its_first_event() {
     let mut weather = Weather::start();
     let first_id = weather.publish(json!({"rating": 1}));
     weather.publish(json!({"rating": 2}));
-    let (lines, mut child) = spawn_lines(weather.process(
-        "subscribe",
-        &[
-            weather::USER_FEEDBACK_RECEIVED,
-            "--from",
-            "0",
-            "--count",
-            "4",
-            "--reconnect-delay",
-            "50ms",
-        ],
-    ));
+    let (lines, mut child) = subscribe_from_the_start(&weather, 4);
     let first = next_line(&lines, &mut child);
     assert_eq!(first["id"], first_id, "{first}");
     let second = next_line(&lines, &mut child);
@@ -545,6 +523,27 @@ fn the_demo_shows_all_five_patterns_over_one_session() {
         patterns["hash"].as_str().unwrap().len(),
         patterns["hash"].as_str().unwrap().trim().len()
     );
+}
+
+/// `concord subscribe` to the feedback event from its first id, for `count` events,
+/// reconnecting quickly: its JSON lines as they come.
+fn subscribe_from_the_start(
+    weather: &Weather,
+    count: u32,
+) -> (mpsc::Receiver<Value>, std::process::Child) {
+    let count = count.to_string();
+    spawn_lines(weather.process(
+        "subscribe",
+        &[
+            weather::USER_FEEDBACK_RECEIVED,
+            "--from",
+            "0",
+            "--count",
+            &count,
+            "--reconnect-delay",
+            "50ms",
+        ],
+    ))
 }
 
 /// Spawns `command` with its standard output read as JSON lines by a thread.

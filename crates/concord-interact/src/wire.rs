@@ -72,16 +72,6 @@ pub fn encode_message(message: &Message, limits: &Limits) -> Result<Vec<u8>, Mes
     message.encode(limits)
 }
 
-/// Encodes a chunk's bytes (header and payload, as
-/// [`Transmit::into_chunk`](crate::stream::Transmit::into_chunk) gives them) as a frame's
-/// data: [`CHUNK_PREFIX`], then the chunk.
-pub fn encode_chunk(chunk: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + chunk.len());
-    out.push(CHUNK_PREFIX);
-    out.extend_from_slice(chunk);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +91,7 @@ mod tests {
 
     #[test]
     fn chunk_is_split_off() {
-        let bytes = encode_chunk(&[1, 2, 3]);
+        let bytes = [CHUNK_PREFIX, 1, 2, 3];
         assert_eq!(
             decode_frame(&bytes, &Limits::default()).unwrap(),
             Frame::Chunk(&[1, 2, 3])

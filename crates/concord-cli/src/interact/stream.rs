@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use concord_describe::InteractionMode;
+use concord_describe::{InteractionMode, StreamDescription};
 use concord_node::{CallError, StreamReceiver, StreamSender};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -16,6 +16,8 @@ use crate::output;
 
 /// Bytes read from standard input at a time for a stream that is not framed.
 const PIECE_BYTES: usize = 16 * 1024;
+/// The largest stream chunk (`StreamLimits::max_chunk_size`, the default both peers use).
+const MAX_CHUNK_BYTES: usize = 64 * 1024;
 /// Pieces queued between the reading thread and the stream.
 const PIECE_QUEUE: usize = 64;
 /// How long to wait before sending again a frame a realtime stream dropped (no credit).
@@ -55,16 +57,14 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
         let described = super::describe(&node, &args.peer.url).await?;
-        let (frame_bytes, realtime) = match described.affordance(&args.action) {
+        let (piece_bytes, realtime) = match described.affordance(&args.action) {
             Some(Affordance::Action {
                 mode: InteractionMode::Stream,
                 stream,
-            }) => stream.map_or((0, false), |stream| {
-                (
-                    usize::try_from(stream.frame_bytes).unwrap_or(0),
-                    stream.realtime,
-                )
-            }),
+            }) => match stream {
+                Some(stream) => (piece_bytes(&stream, &args.action)?, stream.realtime),
+                None => (PIECE_BYTES, false),
+            },
             Some(_) => {
                 return Err(output::Wrong::error(format!(
                     "`{}` is not a stream action (`concord call` calls it)",
@@ -82,7 +82,7 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
             Ok(connection) => connection,
             Err(code) => return Ok(code),
         };
-        let exit = pipe(&connection, &args.action, input, frame_bytes, realtime).await?;
+        let exit = pipe(&connection, &args.action, input, piece_bytes, realtime).await?;
         connection.close().await;
         Ok(exit)
     })?
@@ -93,18 +93,14 @@ async fn pipe(
     connection: &concord_node::Connection,
     action: &str,
     input: Value,
-    frame_bytes: usize,
+    piece_bytes: usize,
     realtime: bool,
 ) -> anyhow::Result<ExitCode> {
     let (sender, receiver) = match connection.open_stream(action, input).await {
         Ok(halves) => halves,
         Err(error) => return Ok(super::failed(action, &error)),
     };
-    let pieces = read_stdin(if frame_bytes > 0 {
-        frame_bytes
-    } else {
-        PIECE_BYTES
-    });
+    let pieces = read_stdin(piece_bytes);
     let (sent, received) = tokio::join!(send(sender, pieces, realtime), receive(receiver));
     let received = received?;
     let mut exit = 0u8;
@@ -115,6 +111,28 @@ async fn pipe(
         }
     }
     Ok(ExitCode::from(exit))
+}
+
+/// The size of the pieces standard input is sent in: the stream's frames as the peer's
+/// description declares them (`concord:frameBytes`), else [`PIECE_BYTES`]. What the peer
+/// declares is bounded: a frame larger than a stream chunk is sent in chunk-sized pieces,
+/// and a realtime stream whose frame is larger than its credit or a chunk is refused (no
+/// frame of it could ever go whole).
+fn piece_bytes(stream: &StreamDescription, action: &str) -> anyhow::Result<usize> {
+    let frame = usize::try_from(stream.frame_bytes).unwrap_or(usize::MAX);
+    if frame == 0 {
+        return Ok(PIECE_BYTES);
+    }
+    let sendable = usize::try_from(stream.initial_credit)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CHUNK_BYTES);
+    if stream.realtime && frame > sendable {
+        return Err(output::Wrong::error(format!(
+            "`{action}` is a realtime stream of {frame}-byte frames, but at most {sendable} \
+             bytes can go at once (its credit, or a stream chunk): no frame could be sent"
+        )));
+    }
+    Ok(frame.min(MAX_CHUNK_BYTES))
 }
 
 /// Standard input in pieces of `size` bytes (each full but the last), read by a thread
@@ -157,9 +175,13 @@ async fn send(
     realtime: bool,
 ) -> Result<(), CallError> {
     while let Some(piece) = pieces.recv().await {
+        if !realtime {
+            sender.send(piece).await?;
+            continue;
+        }
         let mut tries = 0;
         // A realtime stream drops a frame it has no credit for (0 bytes went): again.
-        while sender.send(piece.clone()).await? == 0 && realtime && !piece.is_empty() {
+        while sender.send(piece.clone()).await? == 0 && !piece.is_empty() {
             tries += 1;
             if tries >= RETRIES {
                 output::note("a frame found no credit for 5 s: dropped");
@@ -187,4 +209,35 @@ async fn receive(mut receiver: StreamReceiver) -> anyhow::Result<Result<(), Call
     }
     stdout.flush()?;
     Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream as another agent's description may declare it (parsed from its JSON).
+    fn declared(json: &str) -> StreamDescription {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn what_a_peer_declares_bounds_the_pieces_not_the_other_way_round() {
+        let unframed = declared(r#"{"concord:contentType": "x", "concord:initialCredit": 10}"#);
+        assert_eq!(piece_bytes(&unframed, "a").unwrap(), PIECE_BYTES);
+        let framed = declared(
+            r#"{"concord:contentType": "audio/pcm", "concord:frameBytes": 960, "concord:initialCredit": 48000, "concord:realtime": true}"#,
+        );
+        assert_eq!(piece_bytes(&framed, "a").unwrap(), 960);
+        // 4 GiB frames on a reliable stream: read in chunk-sized pieces, never allocated.
+        let huge = declared(
+            r#"{"concord:contentType": "x", "concord:frameBytes": 4294967295, "concord:initialCredit": 1048576}"#,
+        );
+        assert_eq!(piece_bytes(&huge, "a").unwrap(), MAX_CHUNK_BYTES);
+        // A realtime frame larger than the credit could never be sent whole: refused.
+        let unsendable = declared(
+            r#"{"concord:contentType": "x", "concord:frameBytes": 2000, "concord:initialCredit": 1000, "concord:realtime": true}"#,
+        );
+        let error = piece_bytes(&unsendable, "talk").unwrap_err().to_string();
+        assert!(error.contains("2000-byte frames"), "{error}");
+    }
 }

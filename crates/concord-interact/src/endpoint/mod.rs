@@ -66,19 +66,6 @@ pub enum StreamUpdate {
     },
 }
 
-impl StreamUpdate {
-    /// The stream it is about.
-    pub fn id(&self) -> StreamId {
-        match *self {
-            Self::Readable { id }
-            | Self::Finished { id }
-            | Self::Truncated { id, .. }
-            | Self::Reset { id, .. }
-            | Self::Writable { id } => id,
-        }
-    }
-}
-
 /// The next event of an endpoint's streams, sorted for the endpoint
 /// ([`poll_stream_event`]).
 enum StreamNews {

@@ -68,7 +68,7 @@ pub enum Transmit {
     Chunk(Vec<u8>),
     /// A credit grant for the peer's sending direction of a stream: the cumulative total in
     /// bytes, the initial credit included. It travels as a CREDIT chunk
-    /// ([`Transmit::into_chunk`]).
+    /// ([`Transmit::into_frame`]).
     Grant {
         /// The stream.
         id: StreamId,
@@ -78,14 +78,6 @@ pub enum Transmit {
 }
 
 impl Transmit {
-    /// The chunk bytes to send: a data or RESET chunk as it is, a grant as a CREDIT chunk.
-    pub fn into_chunk(self) -> Vec<u8> {
-        match self {
-            Self::Chunk(bytes) => bytes,
-            Self::Grant { id, total } => Chunk::encode_credit(id, total),
-        }
-    }
-
     /// The frame to send when the streams put `prefix` in front of their chunks
     /// ([`Streams::set_frame_prefix`](super::Streams::set_frame_prefix)): a data or RESET
     /// chunk as it is (it already starts with the prefix), a grant as `prefix` and a

@@ -21,7 +21,7 @@
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
-//! flag ([`Transmit::into_chunk`] encodes it; [`Streams::handle_chunk`] takes it like
+//! flag ([`Transmit::into_frame`] encodes it; [`Streams::handle_chunk`] takes it like
 //! [`Streams::handle_grant`]). The request that opens a stream is a message on the message
 //! layer. A stream also opens implicitly on the first chunk or grant the peer sends for a
 //! new id of its parity.

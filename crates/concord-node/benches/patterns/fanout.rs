@@ -179,9 +179,16 @@ impl RawFanout {
                     while let Some(Ok(message)) = all.next().await {
                         if let Message::Text(text) = message {
                             // Decoded, as the node's requester decodes each message.
-                            match serde_json::from_str::<serde_json::Value>(text.as_str()) {
-                                Ok(_) => counts.delivered.fetch_add(1, Ordering::Relaxed),
-                                Err(_) => counts.lost.fetch_add(1, Ordering::Relaxed),
+                            // "lagged N": the broadcast channel dropped N for this socket.
+                            let lagged = text.as_str().strip_prefix("lagged ");
+                            match lagged.and_then(|n| n.parse::<u64>().ok()) {
+                                Some(n) => counts.lost.fetch_add(n, Ordering::Relaxed),
+                                None => {
+                                    match serde_json::from_str::<serde_json::Value>(text.as_str()) {
+                                        Ok(_) => counts.delivered.fetch_add(1, Ordering::Relaxed),
+                                        Err(_) => counts.lost.fetch_add(1, Ordering::Relaxed),
+                                    }
+                                }
                             };
                         }
                     }

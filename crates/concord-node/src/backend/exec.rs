@@ -88,8 +88,9 @@ mod stream;
 /// lines always did), else its last non-empty line. A line that cannot be used (a progress
 /// outside 0–1, an unknown event, data its schema refuses, a stray line before the answer, a
 /// progress line from an action not served as long-running) is reported in our log
-/// (`warn`) and ignored: the call goes on. `max_output_bytes` bounds what remains, not the
-/// progress and event lines taken out.
+/// (`warn`) and ignored: the call goes on. `max_output_bytes` bounds everything the command
+/// prints on stdout, the progress and event lines taken out included: a command that
+/// floods them fails like one that prints too much.
 ///
 /// # Streams
 ///

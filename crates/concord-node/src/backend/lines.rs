@@ -159,8 +159,8 @@ pub(crate) struct Kept {
     pub(crate) truncated: bool,
 }
 
-/// Reads `stream` to its end (or until more than `limit` bytes are to be kept), acting on
-/// control lines of at most `max_line` bytes as they arrive.
+/// Reads `stream` to its end (or until it printed more than `limit` bytes, control lines
+/// included), acting on control lines of at most `max_line` bytes as they arrive.
 pub(crate) async fn read_lines(
     mut stream: impl AsyncRead + Unpin,
     limit: usize,
@@ -175,11 +175,17 @@ pub(crate) async fn read_lines(
         max_line,
     };
     let mut buffer = vec![0; 8192];
+    let mut printed = 0usize;
     loop {
         let read = stream.read(&mut buffer).await?;
         let Some(bytes) = buffer.get(..read).filter(|bytes| !bytes.is_empty()) else {
             break;
         };
+        printed = printed.saturating_add(bytes.len());
+        if printed > limit {
+            reader.kept.truncated = true;
+            return Ok(reader.kept);
+        }
         reader.feed(bytes, control);
         if reader.kept.truncated {
             return Ok(reader.kept);
@@ -312,6 +318,17 @@ mod tests {
         assert_eq!(kept.bytes, line.as_bytes());
         let kept = read(&line, 50, 32).await;
         assert!(kept.truncated);
+    }
+
+    #[tokio::test]
+    async fn control_lines_count_against_the_output_limit() {
+        // A command that floods progress lines, each taken out, still stops at the limit.
+        let flood = "{\"progress\": 0.5}\n".repeat(1_000);
+        let kept = read(&flood, 4096, 1024).await;
+        assert!(kept.truncated);
+        assert!(kept.bytes.is_empty());
+        let kept = read(&flood, flood.len(), 1024).await;
+        assert!(!kept.truncated);
     }
 
     #[test]

@@ -131,9 +131,13 @@ impl Subscription {
     /// The next notification; `None` once the session closed.
     pub async fn next(&mut self) -> Option<Notification> {
         let notification = self.notifications.recv().await?;
-        // A wake-up for a session holding a gap for lack of room; if its queue is full it
-        // is busy, and it retries its gaps on everything it handles anyway.
-        let _ = self.room.try_send(crate::driver::Command::Room);
+        // A session holds a gap only when this queue was full; then this read, the first
+        // after it filled, wakes it to send the gap (if its own queue is full it is busy,
+        // and it retries its gaps on every frame it handles anyway). Otherwise no wake-up:
+        // a reader keeping up costs its session nothing.
+        if self.notifications.len() + 1 >= self.notifications.max_capacity() {
+            let _ = self.room.try_send(crate::driver::Command::Room);
+        }
         match &notification {
             Notification::Event { id, .. } | Notification::PropertyChanged { id, .. } => {
                 self.last_seen = Some(*id);

@@ -33,6 +33,10 @@ pub(crate) struct ProviderInteract {
     pub(crate) pipes: Pipes,
     /// Request-reply and notify calls running now.
     pub(crate) in_flight: usize,
+    /// Whether the session subscribes to or observes anything, as of the last message
+    /// that took the node-wide lock (only messages change it): the idle check on every
+    /// turn of the session's loop then does not take that lock.
+    subscribed: bool,
 }
 
 impl std::fmt::Debug for ProviderInteract {
@@ -67,15 +71,14 @@ impl ProviderInteract {
             wake,
             pipes: Pipes::new(),
             in_flight: 0,
+            subscribed: false,
         }
     }
 
     /// Whether nothing runs for this session, no stream is open and it subscribes to
     /// nothing (a subscriber waiting for events is neither closed as idle nor shed).
     pub(crate) fn is_idle(&self) -> bool {
-        self.in_flight == 0
-            && self.pipes.is_empty()
-            && !self.affordances.lock().has_subscriptions(self.subscriber)
+        self.in_flight == 0 && self.pipes.is_empty() && !self.subscribed
     }
 
     /// A PT 1 frame from the requester.
@@ -92,7 +95,9 @@ impl ProviderInteract {
             .endpoint
             .handle_frame_with(now, bytes, || affordances.lock())
         {
-            affordances.wake(&mut affordances.lock());
+            let mut thing = affordances.lock();
+            self.subscribed = thing.has_subscriptions(self.subscriber);
+            affordances.wake(&mut thing);
         }
         self.drain(actions, work);
     }

@@ -402,4 +402,8 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
         events,
         "every event delivered or reported lost"
     );
+    assert!(
+        gaps > 0,
+        "3,000 unread events overflow a 1,024 queue: a gap was due"
+    );
 }
