@@ -154,7 +154,7 @@ fn a_configured_consensus_protocol_is_advertised_and_selected() {
     assert_eq!(report["negotiationMessages"], 0);
     assert_eq!(report["output"]["productName"], "Laptop");
     assert!(
-        served.stderr().contains("consensus protocol selected"),
+        served.logged("consensus protocol selected"),
         "{}",
         served.stderr()
     );

@@ -179,6 +179,7 @@ pub struct Served {
     /// The DID it printed (`did:wba:localhost%3A<port>:agents:e1_…` on loopback).
     pub did: Option<String>,
     stderr: Arc<Mutex<String>>,
+    stderr_reader: std::thread::JoinHandle<()>,
 }
 
 impl Served {
@@ -213,7 +214,7 @@ impl Served {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut stderr_pipe = child.stderr.take().unwrap();
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(n) = stderr_pipe.read(&mut buffer) {
                 if n == 0 {
@@ -263,6 +264,16 @@ impl Served {
         let url = description.trim_end_matches(".well-known/wot").to_owned();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || while received.recv().is_ok() {});
+        // stderr is another pipe, read by another thread: what the server printed there
+        // before its banner's last line is complete once its last line arrives.
+        let started = Served::await_stderr(&stderr, "press Ctrl-C to stop");
+        if !started {
+            let _ = child.kill();
+            panic!(
+                "concord serve never said it was ready; stdout: {banner}\nstderr: {}",
+                stderr.lock().unwrap()
+            );
+        }
         Served {
             child,
             url,
@@ -272,12 +283,29 @@ impl Served {
             banner,
             did,
             stderr,
+            stderr_reader,
         }
     }
 
     /// What the server logged so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits up to 20 s for the server to log `needle`; true once it has. What a server
+    /// logs while answering may reach us after its answer (another pipe, another thread).
+    pub fn logged(&self, needle: &str) -> bool {
+        Served::await_stderr(&self.stderr, needle)
+    }
+
+    fn await_stderr(stderr: &Mutex<String>, needle: &str) -> bool {
+        for _ in 0..400 {
+            if stderr.lock().unwrap().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 
     /// Sends SIGINT (Ctrl-C) and waits up to 20 s for the exit code.
@@ -289,7 +317,13 @@ impl Served {
         assert!(status.success());
         for _ in 0..200 {
             if let Some(status) = self.child.try_wait().unwrap() {
-                std::thread::sleep(Duration::from_millis(50));
+                // The reader ends at the pipe's end: then all the server wrote is in.
+                for _ in 0..100 {
+                    if self.stderr_reader.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 return (status.code().unwrap_or(-1), self.stderr());
             }
             std::thread::sleep(Duration::from_millis(100));
