@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::caller::CallerArgs;
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
-use crate::interact::{progress, Affordance};
+use crate::interact::{progress, Affordance, Described};
 use crate::llm;
 use crate::logging::Spinner;
 use crate::output::{self, outln};
@@ -293,10 +293,23 @@ async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection,
 }
 
 async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::Result<ExitCode> {
+    let spinner = Spinner::start(&format!("connecting to {}", args.url));
+    let started = Instant::now();
+    // The description is fetched once: for the action's mode, then to connect with.
+    let described = match node.describe(&args.url).await {
+        Ok(peer) => Described::new(peer),
+        Err(error) => {
+            spinner.finish();
+            crate::output::note(&error);
+            return Ok(ExitCode::from(connect_exit_code(&error)));
+        }
+    };
     if args.propose.is_none() {
-        if let Some(mode) = interface_mode(&node, &args).await {
+        if let Some(mode) = interface_mode(&described, &args.action) {
+            spinner.finish();
             let call = progress::Call {
                 url: &args.url,
+                described: &described,
                 action: &args.action,
                 input,
                 json: args.json,
@@ -304,9 +317,7 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
             return progress::call(&node, call, mode).await;
         }
     }
-    let spinner = Spinner::start(&format!("connecting to {}", args.url));
-    let started = Instant::now();
-    let connection = match node.connect_with(&args.url, want).await {
+    let connection = match node.connect_described(described.peer(), want).await {
         Ok(connection) => connection,
         Err(error) => {
             spinner.finish();
@@ -363,11 +374,10 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
 
 /// The action's mode when the peer's description says it is not request-reply
 /// (long-running, fire-and-forget or stream): it is called over an interface session.
-/// `None` for a request-reply action, and when the description cannot be read here (the
-/// one-action path then says what is wrong).
-async fn interface_mode(node: &Node, args: &CallArgs) -> Option<InteractionMode> {
-    let described = crate::interact::describe(node, &args.url).await.ok()?;
-    match described.affordance(&args.action)? {
+/// `None` for a request-reply action, and for one the description does not have (the
+/// one-action path then says so).
+fn interface_mode(described: &Described, action: &str) -> Option<InteractionMode> {
+    match described.affordance(action)? {
         Affordance::Action { mode, .. } if mode != InteractionMode::Reply => Some(mode),
         _ => None,
     }

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
@@ -137,22 +136,18 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(token) = &config.event_ingest_token {
         builder = builder.event_ingest_token(token.expose());
     }
-    // Exec commands' event lines are published once the node is built.
-    let publisher = Arc::new(OnceLock::new());
+    // The node hands its publisher to the exec commands (their event lines) when built.
     for action in config.actions {
         builder = builder.allow(action.spec.name.clone(), action.allow);
         builder = match action.backend {
-            Backend::Exec(exec) => {
-                let exec = exec.publish_events_to(Arc::clone(&publisher));
-                match (action.mode, action.stream) {
-                    (ActionMode::Notify, _) => builder.notify_action(action.spec, exec),
-                    (ActionMode::Progress, _) => builder.progress_action(action.spec, exec),
-                    (ActionMode::Stream, Some(stream)) => {
-                        builder.stream_action(action.spec, stream, exec)
-                    }
-                    _ => builder.action(action.spec, exec),
+            Backend::Exec(exec) => match (action.mode, action.stream) {
+                (ActionMode::Notify, _) => builder.notify_action(action.spec, exec),
+                (ActionMode::Progress, _) => builder.progress_action(action.spec, exec),
+                (ActionMode::Stream, Some(stream)) => {
+                    builder.stream_action(action.spec, stream, exec)
                 }
-            }
+                _ => builder.action(action.spec, exec),
+            },
             Backend::Http(http) => match action.mode {
                 ActionMode::Notify => builder.notify_action(action.spec, http),
                 _ => builder.action(action.spec, http),
@@ -175,7 +170,6 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         }
         Err(error) => return Err(error).context("cannot build the node"),
     };
-    let _ = publisher.set(node.publisher());
     for protocol in &config.consensus {
         if let Err(error) = hold_consensus(&node, protocol).await {
             eprintln!(

@@ -9,7 +9,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
@@ -29,8 +29,7 @@ fn weather_node(store: &TempDir, authentication: Authentication) -> Node {
         ..Security::default()
     };
     security.resolver.allow_loopback_http = true;
-    let publisher = Arc::new(OnceLock::new());
-    let node = weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
+    let node = weather::agent(Node::builder(weather::TITLE))
         .property(
             VOLUME,
             Property::new(
@@ -44,7 +43,6 @@ fn weather_node(store: &TempDir, authentication: Authentication) -> Node {
         .security(security)
         .build()
         .unwrap();
-    let _ = publisher.set(node.publisher());
     node
 }
 

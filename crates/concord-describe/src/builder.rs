@@ -11,8 +11,8 @@ use crate::model::{
 };
 use crate::problem::{Problem, ProblemKind, Report};
 use crate::vocab::{
-    CONCORD_MODE, CONCORD_NAMESPACE, CONCORD_PREFIX, CONCORD_STREAM, LMOS_AGENT, LMOS_NAMESPACE,
-    LMOS_PREFIX, LMOS_TOOL, TD_1_1_CONTEXT,
+    CONCORD_ACTION_LEASE, CONCORD_MODE, CONCORD_NAMESPACE, CONCORD_PREFIX, CONCORD_STREAM,
+    LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL, TD_1_1_CONTEXT,
 };
 use crate::{read_thing, validate, InvalidDescription, Validator};
 
@@ -323,6 +323,16 @@ impl ActionBuilder {
     pub fn mode(mut self, mode: InteractionMode) -> Self {
         self.terms
             .insert(CONCORD_MODE.into(), Value::from(mode.name()));
+        self
+    }
+
+    /// How long an unfinished run of a progress action outlives its caller's connection
+    /// (`concord:actionLease`, in whole seconds, at least one).
+    pub fn action_lease(mut self, lease: std::time::Duration) -> Self {
+        self.terms.insert(
+            CONCORD_ACTION_LEASE.into(),
+            Value::from(lease.as_secs().max(1)),
+        );
         self
     }
 

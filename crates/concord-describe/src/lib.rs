@@ -61,7 +61,7 @@ pub use model::*;
 pub use problem::{Position, Problem, ProblemKind, Report, Severity};
 pub use vocab::{
     CONCORD_NAMESPACE, CONCORD_PREFIX, LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL,
-    TD_1_0_CONTEXT, TD_1_1_CONTEXT,
+    MAX_ACTION_LEASE_SECS, TD_1_0_CONTEXT, TD_1_1_CONTEXT,
 };
 
 /// Validates a description with the default limits. See [`Validator::validate`].

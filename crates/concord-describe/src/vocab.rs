@@ -37,3 +37,10 @@ pub(crate) const CONCORD_MODE: &str = "concord:mode";
 
 /// An action's `concord:stream` term (what its streams carry).
 pub(crate) const CONCORD_STREAM: &str = "concord:stream";
+
+/// A progress action's `concord:actionLease` term: the seconds an unfinished run outlives
+/// its caller's connection (it can reconnect and query it meanwhile).
+pub(crate) const CONCORD_ACTION_LEASE: &str = "concord:actionLease";
+
+/// The longest `concord:actionLease` accepted: a day, in seconds.
+pub const MAX_ACTION_LEASE_SECS: u64 = 86_400;

@@ -1,4 +1,5 @@
-//! Concord's action terms: `concord:mode` and `concord:stream` — built, read back, and
+//! Concord's action terms: `concord:mode`, `concord:stream` and `concord:actionLease` —
+//! built, read back, and
 //! checked strictly (types, required members, unknown members, consistency with the mode).
 
 use concord_describe::{
@@ -37,6 +38,7 @@ fn described() -> Value {
             ActionBuilder::new(ENDPOINT)
                 .mode(InteractionMode::Progress)
                 .synchronous(false)
+                .action_lease(std::time::Duration::from_secs(45))
                 .form(cancel),
         )
         .build()
@@ -77,6 +79,8 @@ fn the_terms_are_built_read_back_and_declare_the_prefix() {
     let render = &read.thing.actions.as_ref().unwrap()["render"];
     assert_eq!(render.interaction_mode(), InteractionMode::Progress);
     assert_eq!(render.synchronous, Some(false));
+    assert_eq!(render.lease(), Some(std::time::Duration::from_secs(45)));
+    assert_eq!(document["actions"]["render"]["concord:actionLease"], 45);
     assert!(render.extensions.is_empty());
     assert_eq!(read.report.warning_count(), 0, "{:?}", read.report);
 }
@@ -173,6 +177,30 @@ fn wrong_terms_are_errors_at_their_place() {
             json!(true),
             ProblemKind::Conflict,
             "/actions/render/synchronous",
+        ),
+        (
+            "/actions/render/concord:actionLease",
+            json!(0),
+            ProblemKind::WrongType,
+            "/actions/render/concord:actionLease",
+        ),
+        (
+            "/actions/render/concord:actionLease",
+            json!(86_401),
+            ProblemKind::WrongType,
+            "/actions/render/concord:actionLease",
+        ),
+        (
+            "/actions/render/concord:actionLease",
+            json!("30s"),
+            ProblemKind::WrongType,
+            "/actions/render/concord:actionLease",
+        ),
+        (
+            "/actions/talk/concord:actionLease",
+            json!(30),
+            ProblemKind::Conflict,
+            "/actions/talk/concord:actionLease",
         ),
     ];
     for (place, value, kind, pointer) in cases {

@@ -98,12 +98,13 @@ pub fn halve_volume(frame: &[u8]) -> Vec<u8> {
 
 #[cfg(feature = "node")]
 mod serve {
+    use std::sync::OnceLock;
     use std::time::Duration;
 
     use concord_negotiate::ActionSpec;
     use concord_node::{
-        ActionError, Event, NodeBuilder, ProgressReporter, Property, Publisher, StreamIo,
-        StreamSpec,
+        Action, ActionError, ActionFuture, Event, NodeBuilder, ProgressReporter, Property,
+        Publisher, StreamIo, StreamSpec,
     };
     use serde_json::{json, Value};
 
@@ -130,13 +131,32 @@ mod serve {
         }
     }
 
-    /// Adds the WeatherAgent's property, actions and event to `builder`. `publisher`
-    /// gives `logFeedback` the node's publisher once the node is built (set it with
-    /// [`std::sync::OnceLock::set`]).
-    pub fn agent(
-        builder: NodeBuilder,
-        publisher: std::sync::Arc<std::sync::OnceLock<Publisher>>,
-    ) -> NodeBuilder {
+    /// `logFeedback`: publishes its input as `userFeedbackReceived` with the publisher its
+    /// node gives it when built ([`Action::attach`]).
+    #[derive(Debug, Default)]
+    struct LogFeedback {
+        publisher: OnceLock<Publisher>,
+    }
+
+    impl Action for LogFeedback {
+        fn call(&self, input: Value) -> ActionFuture {
+            let published = match self.publisher.get() {
+                Some(publisher) => publisher
+                    .publish(USER_FEEDBACK_RECEIVED, input)
+                    .map(|_| json!({"recorded": true}))
+                    .map_err(|error| ActionError::bad_request(error.to_string())),
+                None => Err(ActionError::internal("the action is not served by a node")),
+            };
+            Box::pin(std::future::ready(published))
+        }
+
+        fn attach(&self, publisher: &Publisher) {
+            let _ = self.publisher.set(publisher.clone());
+        }
+    }
+
+    /// Adds the WeatherAgent's property, actions and event to `builder`.
+    pub fn agent(builder: NodeBuilder) -> NodeBuilder {
         builder
             .description("Weather information in natural language, by text or voice.")
             .property(
@@ -180,17 +200,7 @@ mod serve {
                     feedback_schema(),
                     json!({"type": "object", "properties": {"recorded": {"type": "boolean"}}}),
                 ),
-                move |input: Value| {
-                    let publisher = publisher.get().cloned();
-                    async move {
-                        let publisher = publisher
-                            .ok_or_else(|| ActionError::internal("the node is not running"))?;
-                        publisher
-                            .publish(USER_FEEDBACK_RECEIVED, input)
-                            .map_err(|error| ActionError::bad_request(error.to_string()))?;
-                        Ok(json!({"recorded": true}))
-                    }
-                },
+                LogFeedback::default(),
             )
             .stream_action(
                 spec(

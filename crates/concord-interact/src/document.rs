@@ -39,6 +39,7 @@ use serde_json::Value;
 use crate::interface::{
     ActionAffordance, ActionMode, EventAffordance, Interface, PropertyAffordance, LAYER_URI,
 };
+use crate::stream::StreamLimits;
 
 /// The start every interaction layer URI shares; a document naming another version of the
 /// layer is refused ([`DocumentError::UnsupportedLayer`]).
@@ -135,6 +136,19 @@ pub enum DocumentError {
         name: String,
         /// The limit.
         limit: usize,
+    },
+    /// A stream action's `stream.initialCredit` is more than this side's receive buffer
+    /// per stream ([`StreamLimits::max_receive_buffer`]) holds: both peers start each
+    /// direction with that credit, so the peer could send more than we buffer
+    /// ([`check_credits`]).
+    #[error("action `{name}`: `stream.initialCredit` of {credit} bytes exceeds this agent's receive buffer of {limit} bytes per stream")]
+    CreditExceedsBuffer {
+        /// The action.
+        name: String,
+        /// Its initial credit.
+        credit: u64,
+        /// [`StreamLimits::max_receive_buffer`].
+        limit: u64,
     },
     /// An affordance is inconsistent (a schema that is not a JSON Schema, a stream action
     /// without a stream specification, …).
@@ -289,6 +303,25 @@ pub fn judge(candidate: &Interface, ours: &Interface) -> Judgement {
         None if counter.is_empty() => Judgement::Accept,
         None => Judgement::Counter(counter),
     }
+}
+
+/// Whether this side can hold every stream action's initial credit: `Err` names the first
+/// action (by name) whose `stream.initialCredit` exceeds
+/// [`StreamLimits::max_receive_buffer`] ([`DocumentError::CreditExceedsBuffer`]). A
+/// provider checks its own interface with it before serving it, a requester a provider's
+/// before agreeing to it.
+pub fn check_credits(interface: &Interface, streams: &StreamLimits) -> Result<(), DocumentError> {
+    let limit = streams.max_receive_buffer;
+    for (name, action) in &interface.actions {
+        if let Some(stream) = action.stream.as_ref().filter(|s| s.initial_credit > limit) {
+            return Err(DocumentError::CreditExceedsBuffer {
+                name: name.clone(),
+                credit: stream.initial_credit,
+                limit,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The part of our interface a requester wants: each name may be an action, a property or

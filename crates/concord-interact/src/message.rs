@@ -529,6 +529,21 @@ impl Message {
         Self::decode_checked(bytes, limits)
     }
 
+    /// Both decoders on the same bytes, for the differential fuzz target
+    /// (`fuzz/fuzz_targets/interact_message_diff.rs`): what the one-pass decoder gives, and
+    /// what the step-by-step one gives. The size check of [`Message::decode`] is not made.
+    #[cfg(fuzzing)]
+    #[doc(hidden)]
+    pub fn decode_paths(
+        bytes: &[u8],
+        limits: &Limits,
+    ) -> (Option<Self>, Result<Self, MessageError>) {
+        (
+            fast::decode(bytes, limits),
+            Self::decode_checked(bytes, limits),
+        )
+    }
+
     /// [`Message::decode`] after the size check, step by step: JSON into a `Value`, the
     /// depth, then each field, naming the first that is wrong.
     fn decode_checked(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
@@ -947,5 +962,203 @@ mod fast {
             stream_id,
         };
         message.validate(limits).is_ok().then_some(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The one-pass decoder against the step-by-step one: whenever it gives a message, the
+    //! other accepts the same bytes and gives the same message (the promise of `fast`;
+    //! `fuzz/fuzz_targets/interact_message_diff.rs` checks it on arbitrary bytes).
+
+    use proptest::prelude::*;
+
+    use super::{fast, Message};
+    use crate::Limits;
+
+    /// Limits small enough for short messages to reach every limit check.
+    fn tight() -> Limits {
+        Limits {
+            max_depth: 3,
+            max_correlation_id: 8,
+            max_action_id: 8,
+            max_name: 8,
+            max_problem_text: 16,
+            ..Limits::default()
+        }
+    }
+
+    /// Both decoders on `bytes` under both limits; `Err` says how they disagree. Returns
+    /// whether the one-pass decoder accepted it under the default limits.
+    fn agree(bytes: &[u8]) -> Result<bool, String> {
+        let mut accepted = false;
+        for (i, limits) in [Limits::default(), tight()].iter().enumerate() {
+            let Some(fast) = fast::decode(bytes, limits) else {
+                continue;
+            };
+            accepted |= i == 0;
+            match Message::decode_checked(bytes, limits) {
+                Ok(checked) if checked == fast => {}
+                Ok(checked) => return Err(format!("fast {fast:?}, checked {checked:?}")),
+                Err(error) => return Err(format!("fast {fast:?}, checked refuses: {error}")),
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// The seed corpus of the fuzz target, and a few more.
+    const SEEDS: &[&str] = &[
+        r#"{"messageType":"request","operation":"invokeaction","name":"getWeather","correlationID":"c-1","input":{"city":"Oslo"}}"#,
+        r#"{"messageType":"response","operation":"invokeaction","name":"getWeather","correlationID":"c-1","output":"sunny","thingID":"https://example.org/things/w","messageID":"m-9","timestamp":"2026-11-26T10:00:00Z"}"#,
+        r#"{"messageType":"notification","operation":"invokeaction","name":"getWeather","correlationID":"c-7","actionID":"action-1","status":"running","progress":0.5}"#,
+        r#"{"messageType":"notification","operation":"invokeaction","name":"x","correlationID":"c","actionID":"a","status":"completed","progress":1.0,"output":{"a":[1,2,{"b":null}]}}"#,
+        r#"{"messageType":"notification","operation":"invokeaction","name":"x","correlationID":"c","actionID":"a","status":"completed","progress":1}"#,
+        r#"{"messageType":"response","operation":"readproperty","name":"temp","correlationID":"c-2","error":{"type":"https://example.org/problems/not-found","title":"Not Found","status":404,"detail":"no such property","instance":"/things/w/properties/temp","extra":{"nested":[1,[2,[3]]]}}}"#,
+        r#"{"messageType":"request","operation":"subscribeevent","name":"alarm","correlationID":"c-3","lastEventID":18446744073709551615,"deep":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#,
+        r#"{"messageType":"request","operation":"readproperty","name":"a","name":"b","correlationID":"c","correlationID":"d","value":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"value":1}"#,
+        r#"{"messag\u0065Type":"request","operation":"writeproperty","name":"t\u00e9mp\ud83d\ude00","correlationID":"c\"\\\/\b\f\n\r\t","value":"\u0000"}"#,
+        r#"{"messageType":"request","operation":"invokeaction","name":"talk","correlationID":"s-1","streamID":4294967295,"value":1e308,"input":-0.0,"eventID":0}"#,
+        r#"{"messageType":"response","operation":"invokeaction","name":"talk","correlationID":"s-2","streamID":4294967296}"#,
+        r#"{"messageType":"notification","operation":"subscribeevent","name":"alarm","correlationID":"c-4","eventID":12345678901234567890,"value":123456789012345678901234567890,"progress":1e-400}"#,
+        r#"{"messageType":"request","operation":"queryaction","correlationID":"q","actionID":"a-1","streamID":-1,"unknown":{"\ud800":1}}"#,
+        r#"  {"messageType":"request","operation":"subscribeallevents","correlationID":"z","streamID":0.0}  "#,
+        r#"{"messageType":"request","operation":"subscribeallevents","correlationID":"z","x":{"k":1,"k":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
+        r#"{"messageType":"request","messageType":"nonsense","operation":"readproperty","name":"a","correlationID":"c"}"#,
+        r#"{"messageType":"nonsense","messageType":"request","operation":"readproperty","name":"a","correlationID":"c"}"#,
+        r#"{"messageType":"response","operation":"readproperty","name":"a","correlationID":"c","error":{"status":99},"error":{"title":"ok"}}"#,
+        r#"{"messageType":"response","operation":"readproperty","correlationID":"c","progress":1.0000000000000002}"#,
+        r#"[{"messageType":"request"}]"#,
+    ];
+
+    #[test]
+    fn the_decoders_agree_on_the_seeds() {
+        let mut accepted = 0;
+        for seed in SEEDS {
+            accepted +=
+                usize::from(agree(seed.as_bytes()).unwrap_or_else(|e| panic!("{seed}: {e}")));
+        }
+        // The seeds reach the one-pass decoder's acceptance, not only its refusals.
+        assert!(accepted >= 8, "{accepted} seeds accepted");
+    }
+
+    /// Every seed with one byte removed, and with the bytes of a few JSON tokens put in at
+    /// each position.
+    #[test]
+    fn the_decoders_agree_on_seed_mutations() {
+        for seed in SEEDS {
+            let bytes = seed.as_bytes();
+            for at in 0..bytes.len() {
+                let mut cut = bytes.to_vec();
+                cut.remove(at);
+                agree(&cut).unwrap_or_else(|e| panic!("{seed} without byte {at}: {e}"));
+                for token in [&b"\""[..], b",", b"}", b"1", b"\\"] {
+                    let mut put = bytes.to_vec();
+                    put.splice(at..at, token.iter().copied());
+                    agree(&put).unwrap_or_else(|e| panic!("{seed} with {token:?} at {at}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// A member name: mostly the ones the message knows.
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "messageType",
+            "operation",
+            "name",
+            "correlationID",
+            "actionID",
+            "value",
+            "input",
+            "output",
+            "status",
+            "progress",
+            "eventID",
+            "lastEventID",
+            "error",
+            "streamID",
+            "thingID",
+            "messag\\u0065Type",
+            "stream\\u0049D",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    /// A member value, as JSON text: the values the fields take, their edges, wrong types,
+    /// problems, nesting.
+    fn value() -> impl Strategy<Value = String> {
+        let scalar = prop::sample::select(vec![
+            "\"request\"",
+            "\"response\"",
+            "\"notification\"",
+            "\"readproperty\"",
+            "\"invokeaction\"",
+            "\"queryaction\"",
+            "\"subscribeallevents\"",
+            "\"running\"",
+            "\"completed\"",
+            "\"Request\"",
+            "\"\"",
+            "\"a\"",
+            "\"abcdefghi\"",
+            "\"\\u0061\"",
+            "\"\\ud83d\\ude00\"",
+            "0",
+            "1",
+            "1.0",
+            "0.5",
+            "-0.0",
+            "-1",
+            "1e-400",
+            "1.0000000000000002",
+            "4294967295",
+            "4294967296",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1e308",
+            "null",
+            "true",
+            "{}",
+            "[]",
+            "{\"status\":404,\"title\":\"x\"}",
+            "{\"status\":99}",
+            "{\"type\":\"\",\"detail\":\"abcdefghijklmnopq\"}",
+            "{\"title\":\"x\",\"ext\":[[1]]}",
+        ])
+        .prop_map(str::to_owned);
+        prop_oneof![
+            4 => scalar,
+            1 => (0usize..6, prop::bool::ANY).prop_map(|(depth, object)| {
+                let (open, close) = if object { ("{\"k\":", "}") } else { ("[", "]") };
+                format!("{}1{}", open.repeat(depth), close.repeat(depth))
+            }),
+        ]
+    }
+
+    /// A message: usually its required members first, then random members (repeated
+    /// names included).
+    fn message() -> impl Strategy<Value = String> {
+        let base = prop::sample::select(vec![
+            "",
+            r#""messageType":"request","operation":"readproperty","name":"t","correlationID":"c""#,
+            r#""messageType":"response","operation":"invokeaction","name":"a","correlationID":"c""#,
+            r#""messageType":"notification","operation":"invokeaction","correlationID":"c","actionID":"x""#,
+        ]);
+        (base, prop::collection::vec((key(), value()), 0..6)).prop_map(|(base, members)| {
+            let mut parts: Vec<String> = Vec::new();
+            if !base.is_empty() {
+                parts.push(base.to_owned());
+            }
+            parts.extend(members.iter().map(|(k, v)| format!("\"{k}\":{v}")));
+            format!("{{{}}}", parts.join(","))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn the_decoders_agree_on_generated_messages(text in message()) {
+            prop_assert!(agree(text.as_bytes()).is_ok(), "{text}: {:?}", agree(text.as_bytes()));
+        }
     }
 }

@@ -12,7 +12,8 @@
 //! heap bytes a counting global allocator (this binary's, the system allocator underneath)
 //! reports. This process is the client side. Cases, each against a fresh child:
 //! - **echo**: `N` raw WebSockets to a trivial axum echo server (tungstenite, the node's
-//!   16 KiB read buffer), held idle: KB per raw WebSocket, the floor;
+//!   4 KiB read buffer, `transport::READ_BUFFER_SIZE`), held idle: KB per raw WebSocket,
+//!   the floor;
 //! - **0-RTT**: one full negotiation, then `N` connections that resume it by 0-RTT, held
 //!   idle: KB per session, sessions/s to open;
 //! - **negotiated**: `--negotiated` connections (default 200) each negotiated in full by a

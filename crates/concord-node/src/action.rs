@@ -10,7 +10,7 @@ use concord_interact::{ActionAffordance, ActionMode, StreamSpec};
 use concord_negotiate::ActionSpec;
 use serde_json::Value;
 
-use crate::interact::Backend;
+use crate::interact::{Backend, Publisher};
 
 /// The future an [`Action`] returns.
 pub type ActionFuture = Pin<Box<dyn Future<Output = Result<Value, ActionError>> + Send>>;
@@ -37,6 +37,14 @@ pub trait Action: Send + Sync + 'static {
     /// Runs the action on `input` (already checked against the action's input schema by
     /// the protocol's handler).
     fn call(&self, input: Value) -> ActionFuture;
+
+    /// Takes the node's publisher: [`NodeBuilder::build`](crate::NodeBuilder::build) calls
+    /// it once, before any call, on every action it serves. An action that publishes events
+    /// or sets properties itself keeps it (as [`ExecAction`](crate::ExecAction) does for its
+    /// command's event lines); by default it is ignored.
+    fn attach(&self, publisher: &Publisher) {
+        let _ = publisher;
+    }
 }
 
 impl<F, Fut> Action for F

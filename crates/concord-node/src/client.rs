@@ -27,7 +27,7 @@ use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
 use crate::identity::{upgrade, Encryption};
 use crate::interact::{
-    Interaction, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
+    Interaction, OnDrop, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
 };
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
@@ -65,7 +65,7 @@ pub struct ConnectionInfo {
     pub code: Vec<CodeInfo>,
     /// The negotiation transcript in our store.
     pub transcript: Option<TranscriptId>,
-    /// From `connect` to ready.
+    /// From `connect` (the description's fetch included) or `connect_described` to ready.
     pub setup_time: Duration,
     /// The peer's DID, when its description names one and the encrypted channel proved it
     /// (its Noise key is its DID document's keyAgreement key).
@@ -74,6 +74,56 @@ pub struct ConnectionInfo {
     pub encrypted: bool,
     /// The DID we signed the upgrade request with, if any (else we called anonymously).
     pub signed_as: Option<String>,
+}
+
+/// A peer's description, fetched from its URL and strictly validated by
+/// [`Node::describe`](crate::Node::describe): what the peer serves (an action's mode, its
+/// properties and events) before connecting, and what
+/// [`Node::connect_described`](crate::Node::connect_described) connects with without
+/// fetching it again.
+///
+/// ```no_run
+/// # async fn run(node: concord_node::Node) -> Result<(), Box<dyn std::error::Error>> {
+/// use concord_node::Want;
+///
+/// let peer = node.describe("http://127.0.0.1:8080").await?;
+/// // What the stream carries (`concord:stream`), before opening it.
+/// let frame_bytes = peer
+///     .action("talk")
+///     .and_then(|talk| talk.stream.as_ref())
+///     .map(|stream| stream.frame_bytes);
+/// let connection = node.connect_described(&peer, Want::interface(["talk"])).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PeerDescription {
+    url: String,
+    thing: Thing,
+}
+
+impl PeerDescription {
+    /// The description URL it was fetched from (a base URL gets `/.well-known/wot`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The description.
+    pub fn thing(&self) -> &Thing {
+        &self.thing
+    }
+
+    /// The description's action `name`, with its mode
+    /// ([`interaction_mode`](concord_describe::ActionAffordance::interaction_mode)) and,
+    /// for a stream action, what its streams carry.
+    pub fn action(&self, name: &str) -> Option<&concord_describe::ActionAffordance> {
+        self.thing.actions.as_ref()?.get(name)
+    }
+
+    /// The description, kept.
+    pub fn into_thing(self) -> Thing {
+        self.thing
+    }
 }
 
 /// What the client knows before the session starts.
@@ -351,7 +401,7 @@ impl Connection {
             .await?;
         let (id, commands) = self.answer(answer).await?;
         Ok((
-            StreamSender::new(id, commands.clone()),
+            StreamSender::new(id, commands.clone(), OnDrop::Finish),
             StreamReceiver::new(id, end, commands),
         ))
     }
@@ -483,9 +533,21 @@ pub(crate) async fn connect(
     want: Want,
 ) -> Result<Connection, ConnectError> {
     let started = Instant::now();
+    let described = describe(&shared, url).await?;
+    connect_described(shared, &described, want, started).await
+}
+
+/// The hello and the session up to ready, with the peer's description fetched already
+/// (`started`: when the connection began, for its setup time).
+pub(crate) async fn connect_described(
+    shared: Arc<Shared>,
+    described: &PeerDescription,
+    want: Want,
+    started: Instant,
+) -> Result<Connection, ConnectError> {
     let (mut need, candidate, test_cases, names) = want.into_parts();
-    let description_url = description_url(url)?;
-    let thing = fetch_description(&shared, &description_url).await?;
+    let thing = &described.thing;
+    let description_url = described.url.clone();
     let endpoint = thing
         .meta_protocol
         .as_ref()
@@ -495,7 +557,7 @@ pub(crate) async fn connect(
         })?;
     let target = match names {
         Some(names) => {
-            let offered = crate::describe::interface_of(&thing).map_err(|reason| {
+            let offered = crate::describe::interface_of(thing).map_err(|reason| {
                 ConnectError::InvalidDescription {
                     url: description_url.clone(),
                     problems: reason,
@@ -509,11 +571,18 @@ pub(crate) async fn connect(
                     available: crate::interface::names(&offered),
                 }
             })?;
+            // Both peers start each direction of a stream with the credit the provider
+            // states: a stream we cannot buffer is refused before anything is agreed.
+            concord_interact::document::check_credits(&selected, &shared.limits.streams).map_err(
+                |error| {
+                    ConnectError::Local(format!("{error} (`limits.streams.max_receive_buffer`)"))
+                },
+            )?;
             need.action = crate::interface::need_key(&names);
             Target::Interface(selected)
         }
         None => {
-            let actions = published_actions(&thing);
+            let actions = published_actions(thing);
             let Some(peer_action) = actions.iter().find(|a| a.name == need.action).cloned() else {
                 return Err(ConnectError::UnknownAction {
                     url: description_url,
@@ -531,7 +600,7 @@ pub(crate) async fn connect(
         }
     };
     let peer = format!("{description_url}#{}", need.action);
-    let plan = ChannelPlan::for_peer(&shared, &thing, &description_url, &endpoint)?;
+    let plan = ChannelPlan::for_peer(&shared, thing, &description_url, &endpoint)?;
     // A provider with a DID resumes and selects consensus protocols only in an
     // authenticated session, so an anonymous requester does not offer them there.
     let provider_has_did = thing
@@ -539,7 +608,7 @@ pub(crate) async fn connect(
         .as_ref()
         .is_some_and(|meta| meta.did.is_some());
     let (offered_hash, consensus) = if plan.signer.is_some() || !provider_has_did {
-        shortcuts(&shared, &thing, &peer, &need.action).await?
+        shortcuts(&shared, thing, &peer, &need.action).await?
     } else {
         (None, Vec::new())
     };
@@ -729,8 +798,10 @@ async fn start_session(
 }
 
 /// The peer's description at `url` (a base or description URL), fetched and validated.
-pub(crate) async fn describe(shared: &Shared, url: &str) -> Result<Thing, ConnectError> {
-    fetch_description(shared, &description_url(url)?).await
+pub(crate) async fn describe(shared: &Shared, url: &str) -> Result<PeerDescription, ConnectError> {
+    let url = description_url(url)?;
+    let thing = fetch_description(shared, &url).await?;
+    Ok(PeerDescription { url, thing })
 }
 
 /// The description URL for what the user gave: a base URL (`https://host/`,

@@ -127,7 +127,8 @@ fn build(
         builder = builder.description(description.clone());
     }
     let secured = |name: &str| (did.is_some() && any_open && !open(name)).then_some(DIDWBA_SCHEME);
-    let thing = describe_interface(builder, &shared.interface, &endpoint, secured)
+    let lease = shared.limits.interaction.action_lease;
+    let thing = describe_interface(builder, &shared.interface, &endpoint, lease, secured)
         .meta_protocol(meta)
         .build()
         .map_err(|invalid| invalid.to_string())?;
@@ -151,13 +152,14 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
 /// - a property: `readproperty`, `writeproperty` when writable (else `readOnly`),
 ///   `observeproperty`/`unobserveproperty` when observable; its schema inline;
 /// - an action: `invokeaction` and `concord:mode`; a progress action also
-///   `queryaction`/`cancelaction` and `synchronous: false`; a stream action
-///   `concord:stream`;
+///   `queryaction`/`cancelaction`, `synchronous: false` and the `lease` an unfinished
+///   run outlives its caller (`concord:actionLease`); a stream action `concord:stream`;
 /// - an event: `subscribeevent`/`unsubscribeevent` and its `data` schema.
 fn describe_interface<'a>(
     mut builder: ThingBuilder,
     interface: &Interface,
     endpoint: &str,
+    lease: std::time::Duration,
     secured: impl Fn(&str) -> Option<&'a str>,
 ) -> ThingBuilder {
     let security = |name: &str| secured(name).map(|scheme| [scheme]);
@@ -198,7 +200,7 @@ fn describe_interface<'a>(
             described = described.description(action.description.clone());
         }
         if action.mode == ActionMode::Progress {
-            described = described.synchronous(false).form(form(
+            described = described.synchronous(false).action_lease(lease).form(form(
                 endpoint,
                 &[Operation::QueryAction, Operation::CancelAction],
             ));
@@ -447,7 +449,8 @@ mod tests {
             .base(BASE)
             .security("nosec_sc", SecurityScheme::nosec())
             .security_definition(DIDWBA_SCHEME, didwba);
-        describe_interface(builder, interface, &endpoint, |name| {
+        let lease = std::time::Duration::from_secs(45);
+        describe_interface(builder, interface, &endpoint, lease, |name| {
             locked.contains(&name).then_some(DIDWBA_SCHEME)
         })
         .meta_protocol(MetaProtocol::new(endpoint.clone()))
@@ -507,6 +510,7 @@ mod tests {
             ["invokeaction", "queryaction", "cancelaction"]
         );
         assert_eq!(forecast["synchronous"], false);
+        assert_eq!(forecast["concord:actionLease"], 45);
         assert_eq!(forecast["concord:mode"], "progress");
         let feedback = &td["actions"]["feedback"];
         assert_eq!(feedback["concord:mode"], "notify");

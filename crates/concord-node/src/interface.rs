@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use concord_interact::document::{self, DocumentLimits, Judgement};
+use concord_interact::stream::StreamLimits;
 use concord_interact::Interface;
 use concord_negotiate::complexity::{check_complexity, SchemaLimits};
 use concord_proto::Decision;
@@ -175,7 +176,17 @@ pub(crate) fn is_interface(text: &str) -> bool {
 /// The provider's decision on a candidate interface document: accepted when it states
 /// exactly our affordances (of those the caller may use), countered with ours when it
 /// states them differently, rejected when it names one we do not serve to this caller.
-pub(crate) fn judge(candidate: &str, ours: &Interface, title: &str) -> Decision {
+///
+/// A candidate asking a stream action for another initial credit than ours is countered
+/// with ours (which the node's builder made sure our receive buffer holds); when it asked
+/// for more than `streams.max_receive_buffer`, the summary names the action and
+/// `stream.initialCredit`.
+pub(crate) fn judge(
+    candidate: &str,
+    ours: &Interface,
+    title: &str,
+    streams: &StreamLimits,
+) -> Decision {
     let interface = match document::parse(candidate, &DocumentLimits::default()) {
         Ok(interface) => interface,
         Err(error) => {
@@ -186,22 +197,41 @@ pub(crate) fn judge(candidate: &str, ours: &Interface, title: &str) -> Decision 
     };
     match document::judge(&interface, ours) {
         Judgement::Accept => Decision::Accept,
-        Judgement::Counter(ours) => Decision::Counter {
-            candidate: document::write(&ours, title, TIMEOUT),
-            modification_summary: format!(
+        Judgement::Counter(ours) => {
+            let mut modification_summary = format!(
                 "The affordances {} as this agent serves them.",
                 names(&ours).join(", ")
-            ),
-        },
+            );
+            if let Err(error) = document::check_credits(&interface, streams) {
+                modification_summary.push_str(&format!(" The candidate's {error}."));
+            }
+            Decision::Counter {
+                candidate: document::write(&ours, title, TIMEOUT),
+                modification_summary,
+            }
+        }
         Judgement::Reject(reason) => Decision::Reject { reason },
     }
 }
 
 /// The requester's decision on the provider's counter-proposal: accepted when it covers
-/// exactly the affordances we asked for (the provider states its own schemas).
-pub(crate) fn judge_counter(candidate: &str, wanted: &Interface) -> Decision {
+/// exactly the affordances we asked for (the provider states its own schemas), and every
+/// stream action's initial credit fits our receive buffer per stream
+/// (`streams.max_receive_buffer`; refused naming the action and `stream.initialCredit`).
+pub(crate) fn judge_counter(
+    candidate: &str,
+    wanted: &Interface,
+    streams: &StreamLimits,
+) -> Decision {
     match document::parse(candidate, &DocumentLimits::default()) {
-        Ok(interface) if names(&interface) == names(wanted) => Decision::Accept,
+        Ok(interface) if names(&interface) == names(wanted) => {
+            match document::check_credits(&interface, streams) {
+                Ok(()) => Decision::Accept,
+                Err(error) => Decision::Reject {
+                    reason: format!("the counter-proposal's {error}"),
+                },
+            }
+        }
         Ok(interface) => Decision::Reject {
             reason: format!(
                 "we asked for {} and the counter-proposal covers {}",
@@ -226,4 +256,97 @@ pub(crate) fn names(interface: &Interface) -> Vec<String> {
         .collect();
     names.sort_unstable();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    //! A stream action's initial credit against the judging side's receive buffer.
+
+    use concord_interact::document::{self, DocumentLimits};
+    use concord_interact::stream::StreamLimits;
+    use concord_interact::{ActionAffordance, ActionMode, Interface, StreamSpec};
+    use concord_proto::Decision;
+    use serde_json::json;
+
+    use super::{judge, judge_counter, TIMEOUT};
+
+    /// A provider serving one stream action starting with `credit` bytes.
+    fn talk(credit: u64) -> Interface {
+        let mut interface = Interface::default();
+        interface.actions.insert(
+            "talk".into(),
+            ActionAffordance {
+                description: "Talk.".into(),
+                input: json!({"type": "object"}),
+                output: json!({"type": "object"}),
+                mode: ActionMode::Stream,
+                stream: Some(StreamSpec {
+                    content_type: "audio/pcm;rate=24000;channels=1".into(),
+                    output_content_type: None,
+                    frame_bytes: 960,
+                    initial_credit: credit,
+                    realtime: true,
+                }),
+            },
+        );
+        interface
+    }
+
+    fn buffer(bytes: u64) -> StreamLimits {
+        let mut streams = StreamLimits::default();
+        streams.max_receive_buffer = bytes;
+        streams
+    }
+
+    fn credit_of(text: &str) -> u64 {
+        let interface = document::parse(text, &DocumentLimits::default()).unwrap();
+        interface.actions["talk"]
+            .stream
+            .as_ref()
+            .unwrap()
+            .initial_credit
+    }
+
+    /// A foreign requester's hand-written document asks for 4 MiB; we hold 1 MiB and serve
+    /// 96 000 bytes: countered with ours, the summary naming the action and the field.
+    #[test]
+    fn a_foreign_candidate_credit_over_our_buffer_is_countered_naming_the_field() {
+        let candidate = "# What we want\n\nTo talk.\n\n# Interaction layer\n\nurn:concord:interaction:1\n\n# Interface\n\n```json\n{\"actions\": {\"talk\": {\"mode\": \"stream\", \"input\": {\"type\": \"object\"}, \"output\": {\"type\": \"object\"}, \"stream\": {\"contentType\": \"audio/pcm;rate=24000;channels=1\", \"frameBytes\": 960, \"initialCredit\": 4194304, \"realtime\": true}}}}\n```\n";
+        let decision = judge(candidate, &talk(96_000), "Agent", &buffer(1 << 20));
+        let Decision::Counter {
+            candidate,
+            modification_summary,
+        } = decision
+        else {
+            panic!("expected a counter: {decision:?}");
+        };
+        assert_eq!(credit_of(&candidate), 96_000);
+        assert!(
+            modification_summary.contains("`talk`")
+                && modification_summary.contains("stream.initialCredit")
+                && modification_summary.contains("4194304"),
+            "{modification_summary}"
+        );
+    }
+
+    /// The requester holds 64 000 bytes; the provider's counter states 96 000: refused,
+    /// naming the field. A counter within the buffer is accepted.
+    #[test]
+    fn a_requester_refuses_a_counter_credit_over_its_buffer() {
+        let wanted = talk(1);
+        let counter = document::write(&talk(96_000), "Agent", TIMEOUT);
+        match judge_counter(&counter, &wanted, &buffer(64_000)) {
+            Decision::Reject { reason } => assert!(
+                reason.contains("`talk`")
+                    && reason.contains("stream.initialCredit")
+                    && reason.contains("64000"),
+                "{reason}"
+            ),
+            other => panic!("expected a refusal: {other:?}"),
+        }
+        assert_eq!(
+            judge_counter(&counter, &wanted, &buffer(96_000)),
+            Decision::Accept
+        );
+    }
 }

@@ -12,7 +12,7 @@ use concord_proto::{Capabilities, Capability, SessionConfig};
 use concord_store::{Store, StoreError};
 
 use crate::action::{Action, Actions};
-use crate::client::{self, Connection};
+use crate::client::{self, Connection, PeerDescription};
 use crate::code::CodeCache;
 use crate::config::Limits;
 use crate::error::{ConnectError, NodeError};
@@ -243,6 +243,41 @@ impl Node {
         client::connect(Arc::clone(&self.shared), url, want).await
     }
 
+    /// [`Node::connect_with`] the peer whose description [`Node::describe`] fetched: no
+    /// second fetch. Everything else is as `connect_with` does it: the peer's DID checked
+    /// against the description's origin and proved over the channel, 0-RTT resume of a
+    /// protocol we hold, consensus protocols, negotiation.
+    ///
+    /// ```no_run
+    /// # async fn run(node: concord_node::Node) -> Result<(), Box<dyn std::error::Error>> {
+    /// use concord_describe::InteractionMode;
+    /// use concord_node::Want;
+    ///
+    /// let peer = node.describe("http://127.0.0.1:8080").await?;
+    /// // A request-reply action over a one-action protocol, any other mode over an
+    /// // interface session.
+    /// let mode = peer.action("forecastReport").map(|action| action.interaction_mode());
+    /// let want = match mode {
+    ///     Some(InteractionMode::Reply) | None => Want::action("forecastReport"),
+    ///     Some(_) => Want::interface(["forecastReport"]),
+    /// };
+    /// let connection = node.connect_described(&peer, want).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// A [`ConnectError`] naming the step that failed (the description's steps excepted:
+    /// `describe` reported those).
+    pub async fn connect_described(
+        &self,
+        peer: &PeerDescription,
+        want: Want,
+    ) -> Result<Connection, ConnectError> {
+        let started = std::time::Instant::now();
+        client::connect_described(Arc::clone(&self.shared), peer, want, started).await
+    }
+
     /// The store this node keeps protocols, the consensus registry and transcripts in.
     pub fn store(&self) -> &Arc<Store> {
         self.shared.store.get()
@@ -281,11 +316,12 @@ impl Node {
     /// Fetches and strictly validates a peer's description (`url`: its base URL or its
     /// description URL), with the same client, bounds and trust roots as
     /// [`Node::connect`]: what an affordance is (an action's mode, a property, an event)
-    /// before connecting.
+    /// before connecting. [`Node::connect_described`] then connects without fetching it
+    /// again.
     ///
     /// # Errors
     /// [`ConnectError::BadUrl`], [`ConnectError::Fetch`], [`ConnectError::InvalidDescription`].
-    pub async fn describe(&self, url: &str) -> Result<concord_describe::Thing, ConnectError> {
+    pub async fn describe(&self, url: &str) -> Result<PeerDescription, ConnectError> {
         client::describe(&self.shared, url).await
     }
 
@@ -665,8 +701,10 @@ impl NodeBuilder {
     /// Opens the store and builds the node.
     ///
     /// # Errors
-    /// [`NodeError::Config`] for a zero limit, an empty title or an `id` that is not an
-    /// absolute URI, [`NodeError::Store`] when the store cannot be opened,
+    /// [`NodeError::Config`] for a zero limit, an empty title, an `id` that is not an
+    /// absolute URI, or a stream action whose initial credit is more than
+    /// `limits.streams.max_receive_buffer` holds, [`NodeError::Store`] when the store cannot
+    /// be opened,
     /// [`NodeError::Llm`] when the LLM client cannot be built.
     pub fn build(self) -> Result<Node, NodeError> {
         if self.title.trim().is_empty() {
@@ -780,6 +818,11 @@ impl NodeBuilder {
                 })
                 .collect(),
         };
+        // Both peers start each direction of a stream with the credit the description
+        // states: we must be able to hold it.
+        concord_interact::document::check_credits(&interface, &self.limits.streams).map_err(
+            |error| NodeError::Config(format!("{error} (`limits.streams.max_receive_buffer`)")),
+        )?;
         let initial = self
             .properties
             .into_iter()
@@ -803,6 +846,21 @@ impl NodeBuilder {
             title: self.title,
             description: self.description,
         };
+        // Every backend gets the node's publisher before its first call
+        // (`Action::attach`): an `ExecAction` publishes its command's event lines with it.
+        let publisher = Publisher {
+            affordances: Arc::clone(&affordances),
+        };
+        for name in self.actions.names() {
+            match self.actions.mode_backend(name) {
+                Some(Backend::Reply(action) | Backend::Notify(action)) => {
+                    action.attach(&publisher);
+                }
+                Some(Backend::Progress(action)) => action.attach(&publisher),
+                Some(Backend::Stream(action)) => action.attach(&publisher),
+                None => {}
+            }
+        }
         Ok(Node {
             shared: Arc::new(Shared {
                 id: self.id,

@@ -64,7 +64,10 @@
 //! connects with [`Want::interface`] gets all of the affordances it names over one
 //! negotiated session ([`Connection::subscribe`], [`Connection::call_with_progress`],
 //! [`Connection::open_stream`], [`Connection::read_property`]…); [`Node::publisher`]
-//! publishes events and sets properties.
+//! publishes events and sets properties (and the node hands it to its actions when built,
+//! [`Action::attach`]: an [`ExecAction`]'s command publishes events by printing them).
+//! [`Node::describe`] reads a peer's description before connecting (what each affordance
+//! is) and [`Node::connect_described`] connects with it without fetching it again.
 #![warn(missing_docs)]
 
 pub use concord_llm::LlmConfig;
@@ -72,9 +75,9 @@ pub use concord_negotiate::{ActionSpec, Need};
 pub use concord_node::{
     Action, ActionError, ActionMode, ActionUpdate, CallError, ConnectError, Connection,
     ConnectionInfo, Event, ExecAction, HttpAction, Limits, Node, NodeBuilder, NodeError,
-    Notification, ProgressAction, ProgressReporter, Progressing, Property, PublishError, Publisher,
-    Server, Settlement, StreamAction, StreamIo, StreamReceiver, StreamSender, StreamSpec,
-    Subscription, Want,
+    Notification, PeerDescription, ProgressAction, ProgressReporter, Progressing, Property,
+    PublishError, Publisher, Server, Settlement, StreamAction, StreamIo, StreamReceiver,
+    StreamSender, StreamSpec, Subscription, Want,
 };
 pub use serde_json::{json, Value};
 

@@ -233,7 +233,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     let consensus = first.finish(&connection, &fresh.node).await;
     narrate.consensus(&consensus)?;
 
-    let patterns = patterns::run(&setup, &requester.node, !args.json).await?;
+    let patterns = patterns::run(&setup, &requester.node, narrate).await?;
 
     server.shutdown().await.context("stopping the provider")?;
     for hosting in [requester_server, fresh_server].into_iter().flatten() {

@@ -24,7 +24,8 @@ impl Narrator {
         Self { enabled }
     }
 
-    fn say(&self, text: &str) -> io::Result<()> {
+    /// Prints one step (a line or more), when enabled.
+    pub fn say(&self, text: impl std::fmt::Display) -> io::Result<()> {
         if self.enabled {
             outln!("{text}")?;
         }
@@ -45,13 +46,13 @@ impl Narrator {
             ),
             None => "deterministic negotiation and code (no LLM, no API key)".to_owned(),
         };
-        self.say(&format!(
+        self.say(format!(
             "Concord demo: two agents on loopback, {mode}.\n\
              Provider \"Product agent\" serves getProductInfo at {}; requester \"Shopper\" has an empty store.\n",
             server.url()
         ))?;
         match (server.did(), requester_did) {
-            (Some(provider), Some(requester)) => self.say(&format!(
+            (Some(provider), Some(requester)) => self.say(format!(
                 "Identities: provider {provider}\n            requester {requester}\n\
                  Every upgrade is signed (ANP DID-WBA, RFC 9421) and checked against the signer's \
                  DID document; every session is end-to-end encrypted (Noise XX, each side's DID \
@@ -64,7 +65,7 @@ impl Narrator {
 
     /// Step 1.
     pub fn discovery(&self, discovery: &Discovery) -> io::Result<()> {
-        self.say(&format!(
+        self.say(format!(
             "1. Discovery: GET {} ({} bytes, {})\n   \
              agent {:?}, actions: {}; endpoint {}\n   \
              capabilities: {}\n",
@@ -87,7 +88,7 @@ impl Narrator {
              → sent, ← received):",
         )?;
         self.frames(connected)?;
-        self.say(&format!(
+        self.say(format!(
             "   agreed protocol {} in {} negotiation messages over {} round trips; \
              our code: {}; the peer's code passed {} agreed test case(s); \
              {} LLM call(s); ready after {}\n",
@@ -105,7 +106,7 @@ impl Narrator {
     /// Step 3: the calls.
     pub fn batch(&self, batch: &Batch) -> io::Result<()> {
         let latencies = &batch.latencies;
-        self.say(&format!(
+        self.say(format!(
             "3. {} calls over the negotiated protocol ({} in flight, no LLM): {} ok, {} failed in {}\n   \
              {:.0} calls/s; latency p50 {}, p90 {}, p99 {}, max {}",
             latencies.count() + batch.failed,
@@ -120,7 +121,7 @@ impl Narrator {
             human(latencies.max()),
         ))?;
         for failure in &batch.failures {
-            self.say(&format!("   failed: {failure}"))?;
+            self.say(format!("   failed: {failure}"))?;
         }
         self.say("")?;
         Ok(())
@@ -135,7 +136,7 @@ impl Narrator {
 
     /// Step 5: the consensus connection.
     pub fn consensus(&self, connected: &Connected) -> io::Result<()> {
-        self.say(&format!(
+        self.say(format!(
             "5. Consensus protocol: protocol {} registered as {CONSENSUS_URI} on the provider \
              and on a new requester (whose store holds nothing else); the provider's \
              description now advertises it, and the new requester offers it in its hello:",
@@ -147,7 +148,7 @@ impl Narrator {
 
     /// How a connection with no negotiation was settled, and its first call.
     fn settled_with_no_negotiation(&self, connected: &Connected) -> io::Result<()> {
-        self.say(&format!(
+        self.say(format!(
             "   {}: {} negotiation messages, {} LLM calls; first call answered after {}\n",
             connected.report.settled_text(),
             connected.report.negotiation_messages(),
@@ -158,10 +159,10 @@ impl Narrator {
 
     fn frames(&self, connected: &Connected) -> io::Result<()> {
         if let Some(channel) = &connected.report.channel {
-            self.say(&format!("   session: {channel}"))?;
+            self.say(format!("   session: {channel}"))?;
         }
         for frame in &connected.report.frames {
-            self.say(&format!("   {}", frame.render()))?;
+            self.say(format!("   {}", frame.render()))?;
         }
         Ok(())
     }
@@ -174,9 +175,9 @@ impl Narrator {
         )?;
         for phase in phases(&summary.negotiated) {
             let ms = phase.duration.as_secs_f64() * 1e3;
-            self.say(&format!("    {:<34} {ms:>6.0} ms", phase.name))?;
+            self.say(format!("    {:<34} {ms:>6.0} ms", phase.name))?;
         }
-        self.say(&format!(
+        self.say(format!(
             "\n  {:<18} {:<11} {:>9} {:>12} {:>10} {:>8} {:>19}",
             "connection",
             "settled by",
@@ -192,7 +193,7 @@ impl Narrator {
             ("consensus", &summary.consensus),
         ] {
             let report = &connected.report;
-            self.say(&format!(
+            self.say(format!(
                 "  {name:<18} {:<11} {:>9} {:>12} {:>10} {:>8} {:>19}",
                 report.settled_by(),
                 report.negotiation_messages(),
@@ -206,7 +207,7 @@ impl Narrator {
             "  (round trips before the first call: description, WebSocket upgrade, hello, and the negotiation's)",
         )?;
         let latencies = &summary.batch.latencies;
-        self.say(&format!(
+        self.say(format!(
             "\n  {} calls: {:.0} calls/s, latency p50 {}, p90 {}, p99 {} ({} in flight)",
             latencies.count() + summary.batch.failed,
             summary.batch.calls_per_second(),
@@ -217,7 +218,7 @@ impl Narrator {
         ))?;
         let (calls, tokens_in, tokens_out) = summary.llm_totals();
         if summary.llm_configured {
-            self.say(&format!(
+            self.say(format!(
                 "  LLM, both agents: {calls} call(s), {tokens_in} tokens in, {tokens_out} out"
             ))?;
         } else {
@@ -228,7 +229,7 @@ impl Narrator {
         } else {
             "release build"
         };
-        self.say(&format!("  total {} ({build})", human(summary.total)))?;
+        self.say(format!("  total {} ({build})", human(summary.total)))?;
         Ok(())
     }
 }

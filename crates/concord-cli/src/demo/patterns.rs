@@ -4,8 +4,7 @@
 //! read and observe, and a voice stream with credit flow; then a 0-RTT reconnect that
 //! resumes the subscription after the last event seen.
 
-use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -16,8 +15,8 @@ use concord_node::{
 use serde_json::{json, Value};
 
 use super::latency::Latencies;
+use super::narrate::Narrator;
 use super::Setup;
-use crate::output::outln;
 use crate::session_report::{millis, short};
 
 /// Voice frames sent over `talk`: one second of audio.
@@ -44,20 +43,6 @@ impl Patterns {
     }
 }
 
-/// Prints the section as it happens when `enabled`.
-struct Say {
-    enabled: bool,
-}
-
-impl Say {
-    fn line(&self, text: impl std::fmt::Display) -> io::Result<()> {
-        if self.enabled {
-            outln!("{text}")?;
-        }
-        Ok(())
-    }
-}
-
 /// Every affordance of the WeatherAgent: one interface, one negotiation.
 fn everything() -> Want {
     Want::interface([
@@ -70,21 +55,20 @@ fn everything() -> Want {
     ])
 }
 
-/// Serves the WeatherAgent and shows the five patterns to `requester` over one session.
-pub async fn run(setup: &Setup<'_>, requester: &Node, narrate: bool) -> anyhow::Result<Patterns> {
-    let say = Say { enabled: narrate };
-    let publisher = Arc::new(OnceLock::new());
-    let provider = setup.agent(weather::agent(
-        Node::builder(weather::TITLE),
-        Arc::clone(&publisher),
-    ))?;
-    let _ = publisher.set(provider.node.publisher());
+/// Serves the WeatherAgent and shows the five patterns to `requester` over one session,
+/// told by `narrate` as it happens.
+pub async fn run(
+    setup: &Setup<'_>,
+    requester: &Node,
+    narrate: Narrator,
+) -> anyhow::Result<Patterns> {
+    let provider = setup.agent(weather::agent(Node::builder(weather::TITLE)))?;
     let server = provider
         .node
         .serve("127.0.0.1:0")
         .await
         .context("cannot serve the WeatherAgent on 127.0.0.1")?;
-    say.line(format_args!(
+    narrate.say(format_args!(
         "Five interaction patterns over ONE interface session: the seed's WeatherAgent at {}",
         server.url()
     ))?;
@@ -99,7 +83,7 @@ pub async fn run(setup: &Setup<'_>, requester: &Node, narrate: bool) -> anyhow::
     if info.settlement != Settlement::Negotiated {
         problems.push("the interface was not negotiated afresh".to_owned());
     }
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  one negotiation: protocol {} (settled by rules, {} LLM calls, {:.1} ms) covers \
          3 actions in 3 modes, a stream, a property and an event",
         short(&info.hash.to_string()),
@@ -107,11 +91,11 @@ pub async fn run(setup: &Setup<'_>, requester: &Node, narrate: bool) -> anyhow::
         millis(info.setup_time),
     ))?;
 
-    let weather = request_reply(&peer, &say).await?;
-    let forecast = progress(&peer, &say).await?;
-    let (feedback, mut subscription) = publish_subscribe(&peer, &say).await?;
-    let model = properties(&peer, &provider.node, &say).await?;
-    let talk = stream(&peer, &say).await?;
+    let weather = request_reply(&peer, &narrate).await?;
+    let forecast = progress(&peer, &narrate).await?;
+    let (feedback, mut subscription) = publish_subscribe(&peer, &narrate).await?;
+    let model = properties(&peer, &provider.node, &narrate).await?;
+    let talk = stream(&peer, &narrate).await?;
     if !talk.matches {
         problems.push("the stream's frames did not come back halved".to_owned());
     }
@@ -155,7 +139,7 @@ pub async fn run(setup: &Setup<'_>, requester: &Node, narrate: bool) -> anyhow::
             "the resumed subscription did not deliver the missed event: {resumed_event:?}"
         ));
     }
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  0-RTT reconnect: {} protocol {} with no negotiation; subscription resumed after #{}: \
          got #{} published while away ({:.1} ms)\n",
         if resumed { "resumed" } else { "did NOT resume" },
@@ -202,7 +186,7 @@ async fn step<T>(what: &str, future: impl std::future::Future<Output = T>) -> an
 }
 
 /// 1. getWeather: one request, one response.
-async fn request_reply(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
+async fn request_reply(peer: &Connection, narrate: &Narrator) -> anyhow::Result<Value> {
     let sent = Instant::now();
     let answer = peer
         .call(
@@ -212,7 +196,7 @@ async fn request_reply(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
         .await
         .context("getWeather failed")?;
     let took = sent.elapsed();
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  1. request-reply      getWeather → {answer} ({:.1} ms)",
         millis(took)
     ))?;
@@ -220,7 +204,7 @@ async fn request_reply(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
 }
 
 /// 2. forecastReport: one request, many responses (progress, then the output).
-async fn progress(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
+async fn progress(peer: &Connection, narrate: &Narrator) -> anyhow::Result<Value> {
     let sent = Instant::now();
     let mut run = peer
         .call_with_progress(
@@ -229,7 +213,7 @@ async fn progress(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
         )
         .await
         .context("forecastReport failed")?;
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  2. progress           forecastReport {{\"city\": \"Oslo\", \"days\": {FORECAST_DAYS}}}"
     ))?;
     let mut updates = Vec::new();
@@ -240,9 +224,9 @@ async fn progress(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
         updates.push(crate::interact::progress::update_line(&update));
         match update {
             ActionUpdate::Started { action_id } => {
-                say.line(format_args!("       started, action id {action_id}"))?;
+                narrate.say(format_args!("       started, action id {action_id}"))?;
             }
-            ActionUpdate::Progress { progress, partial } => say.line(format_args!(
+            ActionUpdate::Progress { progress, partial } => narrate.say(format_args!(
                 "       {:>3.0}% {}",
                 progress * 100.0,
                 partial.map(|value| value.to_string()).unwrap_or_default()
@@ -252,7 +236,7 @@ async fn progress(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
         }
     };
     let days = output["days"].as_array().map_or(0, Vec::len);
-    say.line(format_args!(
+    narrate.say(format_args!(
         "       done: {days} days ({:.1} ms)",
         millis(sent.elapsed())
     ))?;
@@ -266,7 +250,7 @@ async fn progress(peer: &Connection, say: &Say) -> anyhow::Result<Value> {
 /// 3 and 4. logFeedback (fire-and-forget) publishes userFeedbackReceived (publish-subscribe).
 async fn publish_subscribe(
     peer: &Connection,
-    say: &Say,
+    narrate: &Narrator,
 ) -> anyhow::Result<(Value, concord_node::Subscription)> {
     let mut subscription = peer
         .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
@@ -277,7 +261,7 @@ async fn publish_subscribe(
     peer.notify(weather::LOG_FEEDBACK, feedback.clone())
         .await
         .context("logFeedback failed")?;
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  3. fire-and-forget    logFeedback {feedback} → sent, no response"
     ))?;
     let notification = step("userFeedbackReceived", subscription.next())
@@ -285,7 +269,7 @@ async fn publish_subscribe(
         .context("the subscription ended")?;
     let took = sent.elapsed();
     let event = crate::interact::subscribe::notification_line(&notification);
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  4. publish-subscribe  userFeedbackReceived {event} ({:.1} ms after the notify)",
         millis(took)
     ))?;
@@ -296,7 +280,11 @@ async fn publish_subscribe(
 }
 
 /// Properties: readproperty, then observeproperty and a change on the provider.
-async fn properties(peer: &Connection, provider: &Node, say: &Say) -> anyhow::Result<Value> {
+async fn properties(
+    peer: &Connection,
+    provider: &Node,
+    narrate: &Narrator,
+) -> anyhow::Result<Value> {
     let value = peer
         .read_property(weather::MODEL_CONFIGURATION)
         .await
@@ -315,7 +303,7 @@ async fn properties(peer: &Connection, provider: &Node, say: &Say) -> anyhow::Re
         .await?
         .context("the observation ended")?;
     let change = crate::interact::subscribe::notification_line(&change);
-    say.line(format_args!(
+    narrate.say(format_args!(
         "     properties         readproperty modelConfiguration → {value}\n\
          \x20                       observeproperty: {change}"
     ))?;
@@ -329,7 +317,7 @@ struct Talk {
 }
 
 /// 5. talk: voice frames in at real-time pace, the volume halved back, under credit.
-async fn stream(peer: &Connection, say: &Say) -> anyhow::Result<Talk> {
+async fn stream(peer: &Connection, narrate: &Narrator) -> anyhow::Result<Talk> {
     let (sender, receiver) = peer
         .open_stream(weather::TALK, json!({}))
         .await
@@ -361,7 +349,7 @@ async fn stream(peer: &Connection, say: &Say) -> anyhow::Result<Talk> {
         .collect();
     let matches = dropped == 0 && bytes == expected;
     let spec = weather::voice_stream();
-    say.line(format_args!(
+    narrate.say(format_args!(
         "  5. stream             talk: {FRAMES} voice frames (20 ms PCM16, {VOICE_FRAME_BYTES} B) \
          in at real-time pace, {} back with the volume halved ({}), {dropped} dropped\n\
          \x20                       credit flow: {} B initial each way, granted again as each side \

@@ -5,8 +5,9 @@
 //!
 //! Each command reads the peer's description first (what the affordance is: an action's
 //! `concord:mode` and `concord:stream`, a property, an event), then connects with
-//! `Want::interface`: the first connection negotiates (by rules, no LLM), later ones resume
-//! the stored protocol with 0-RTT.
+//! `Want::interface` and that description (`Node::connect_described`: it is fetched
+//! once): the first connection negotiates (by rules, no LLM), later ones resume the stored
+//! protocol with 0-RTT.
 
 pub mod progress;
 pub mod property;
@@ -19,8 +20,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use concord_describe::{InteractionMode, StreamDescription, Thing};
-use concord_node::{CallError, ConnectError, Connection, Limits, Node, Want};
+use concord_describe::{InteractionMode, StreamDescription};
+use concord_node::{CallError, ConnectError, Connection, Limits, Node, PeerDescription, Want};
 use serde_json::{json, Value};
 
 use crate::caller::CallerArgs;
@@ -64,25 +65,36 @@ pub enum Affordance {
 /// The peer's description, as fetched.
 #[derive(Debug)]
 pub struct Described {
-    thing: Thing,
+    peer: PeerDescription,
 }
 
 impl Described {
+    /// The description `Node::describe` fetched.
+    pub fn new(peer: PeerDescription) -> Self {
+        Self { peer }
+    }
+
+    /// That description, to connect with (`Node::connect_described`).
+    pub fn peer(&self) -> &PeerDescription {
+        &self.peer
+    }
+
     /// What `name` is, if the description has it (an action first, then a property,
     /// then an event: names are unique in a description, but a hand-written one may not be).
     pub fn affordance(&self, name: &str) -> Option<Affordance> {
-        if let Some(action) = self.thing.actions.as_ref().and_then(|all| all.get(name)) {
+        if let Some(action) = self.peer.action(name) {
             return Some(Affordance::Action {
                 mode: action.interaction_mode(),
                 stream: action.stream.clone(),
             });
         }
-        if let Some(properties) = &self.thing.properties {
+        let thing = self.peer.thing();
+        if let Some(properties) = &thing.properties {
             if properties.contains_key(name) {
                 return Some(Affordance::Property);
             }
         }
-        if let Some(events) = &self.thing.events {
+        if let Some(events) = &thing.events {
             if events.contains_key(name) {
                 return Some(Affordance::Event);
             }
@@ -92,7 +104,8 @@ impl Described {
 
     /// Whether the description has an event `name`.
     pub fn has_event(&self, name: &str) -> bool {
-        self.thing
+        self.peer
+            .thing()
             .events
             .as_ref()
             .is_some_and(|events| events.contains_key(name))
@@ -100,7 +113,8 @@ impl Described {
 
     /// Whether the description has a property `name`.
     pub fn has_property(&self, name: &str) -> bool {
-        self.thing
+        self.peer
+            .thing()
             .properties
             .as_ref()
             .is_some_and(|properties| properties.contains_key(name))
@@ -115,7 +129,7 @@ impl Described {
 /// not one or what it serves is not a valid description.
 pub async fn describe(node: &Node, url: &str) -> anyhow::Result<Described> {
     match node.describe(url).await {
-        Ok(thing) => Ok(Described { thing }),
+        Ok(peer) => Ok(Described::new(peer)),
         Err(error @ (ConnectError::BadUrl { .. } | ConnectError::InvalidDescription { .. })) => {
             Err(crate::output::Wrong::error(error.to_string()))
         }
@@ -144,10 +158,30 @@ pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
 
 /// Connects for `names` with a spinner; on failure says why and gives the exit code.
 pub async fn connect(node: &Node, url: &str, names: &[&str]) -> Result<Connection, ExitCode> {
+    let want = Want::interface(names.to_vec());
+    connecting(url, node.connect_with(url, want)).await
+}
+
+/// [`connect`] to the peer at `url` whose description [`describe`] fetched: it is not
+/// fetched again.
+pub async fn connect_described(
+    node: &Node,
+    url: &str,
+    described: &Described,
+    names: &[&str],
+) -> Result<Connection, ExitCode> {
+    let want = Want::interface(names.to_vec());
+    connecting(url, node.connect_described(described.peer(), want)).await
+}
+
+/// Waits for a connection to `url` with a spinner; on failure says why and gives the exit
+/// code.
+async fn connecting(
+    url: &str,
+    connection: impl std::future::Future<Output = Result<Connection, ConnectError>>,
+) -> Result<Connection, ExitCode> {
     let spinner = Spinner::start(&format!("connecting to {url}"));
-    let connected = node
-        .connect_with(url, Want::interface(names.to_vec()))
-        .await;
+    let connected = connection.await;
     spinner.finish();
     connected.map_err(|error| {
         crate::output::note(&error);

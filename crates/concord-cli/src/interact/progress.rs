@@ -11,6 +11,7 @@ use concord_node::{ActionUpdate, Node};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
+use super::Described;
 use crate::output::{self, outln};
 
 /// Steps of the progress bar (progress 0–1 is shown in tenths of a percent).
@@ -23,6 +24,8 @@ const PARTIAL_CHARS: usize = 60;
 pub struct Call<'a> {
     /// The peer's URL.
     pub url: &'a str,
+    /// Its description, fetched already.
+    pub described: &'a Described,
     /// The action.
     pub action: &'a str,
     /// Its input.
@@ -40,10 +43,11 @@ pub async fn call(node: &Node, call: Call<'_>, mode: InteractionMode) -> anyhow:
             call.action, call.url, call.action
         )));
     }
-    let connection = match super::connect(node, call.url, &[call.action]).await {
-        Ok(connection) => connection,
-        Err(code) => return Ok(code),
-    };
+    let connection =
+        match super::connect_described(node, call.url, call.described, &[call.action]).await {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
+        };
     let exit = if mode == InteractionMode::Notify {
         match connection.notify(call.action, call.input).await {
             Ok(()) if call.json => {

@@ -78,10 +78,12 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
                 )))
             }
         };
-        let connection = match super::connect(&node, &args.peer.url, &[&args.action]).await {
-            Ok(connection) => connection,
-            Err(code) => return Ok(code),
-        };
+        let names = [args.action.as_str()];
+        let connection =
+            match super::connect_described(&node, &args.peer.url, &described, &names).await {
+                Ok(connection) => connection,
+                Err(code) => return Ok(code),
+            };
         let exit = pipe(&connection, &args.action, input, piece_bytes, realtime).await?;
         connection.close().await;
         Ok(exit)

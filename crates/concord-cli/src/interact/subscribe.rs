@@ -24,7 +24,7 @@ Examples:
   concord subscribe http://127.0.0.1:8080 modelConfiguration --property
 
 Each notification is one JSON line on standard output:
-  {\"event\": NAME, \"id\": N, \"data\": …}          an event (ids count from 1 per event)
+  {\"event\": NAME, \"id\": N, \"data\": …}          an event (each event's ids go up by 1)
   {\"gap\": {\"event\": NAME, \"from\": A, \"to\": B}}  events A..=B are lost to us (the
                                                  provider's replay buffer no longer holds them)
   {\"property\": NAME, \"id\": N, \"value\": …}      an observed property's new value
@@ -33,8 +33,9 @@ It runs until Ctrl-C (exit 0), or --count notifications. When the connection dro
 reconnects (resuming the stored protocol with 0-RTT), waiting --reconnect-delay, doubled
 after each failure up to 5 s, at most --reconnect-attempts times in a row, and resumes an
 event subscription after the last id seen (a property is observed afresh). A provider that
-restarted numbers its events from 1 again: the subscription then follows from its first
-event (said on standard error).
+restarted numbers its events above every id it used before (they start from its clock):
+the resumed subscription starts with a gap line for the ids between the last one seen and
+its first event (what it published before it restarted and we did not see is lost).
 
 Exit codes: 0 stopped (Ctrl-C, --count); 1 the peer refused (no such event or property);
 2 the peer could not be reached, or the reconnections failed.")]
@@ -106,11 +107,12 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
     }
     let mut last_seen = args.from;
     let mut printed = 0u64;
-    let mut reconnected = false;
-    let mut connection = match super::connect(node, &args.peer.url, &[&args.name]).await {
-        Ok(connection) => connection,
-        Err(code) => return Ok(code),
-    };
+    let names = [args.name.as_str()];
+    let mut connection =
+        match super::connect_described(node, &args.peer.url, &described, &names).await {
+            Ok(connection) => connection,
+            Err(code) => return Ok(code),
+        };
     loop {
         let mut subscription = match follow(&connection, target, &args.name, last_seen).await {
             Ok(subscription) => subscription,
@@ -121,18 +123,6 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
                 }
                 None => return Ok(ExitCode::from(2)),
             },
-            // After a reconnect: the provider restarted and numbers its events from 1 again.
-            Err(CallError::Remote { code: 409, .. })
-                if reconnected && last_seen.is_some_and(|id| id > 0) =>
-            {
-                output::note(format_args!(
-                    "the provider numbers `{}` afresh (it restarted): following from its \
-                     first event; what it published before it restarted is lost to us",
-                    args.name
-                ));
-                last_seen = Some(0);
-                continue;
-            }
             Err(error) => return Ok(super::failed(&args.name, &error)),
         };
         while let Some(notification) = subscription.next().await {
@@ -150,10 +140,7 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
             }
         }
         match reconnect(node, args, last_seen).await? {
-            Some(again) => {
-                connection = again;
-                reconnected = true;
-            }
+            Some(again) => connection = again,
             None => return Ok(ExitCode::from(2)),
         }
     }

@@ -69,6 +69,14 @@ pub struct ActionAffordance {
         skip_serializing_if = "Option::is_none"
     )]
     pub stream: Option<StreamDescription>,
+    /// `concord:actionLease`: for a progress action, the seconds an unfinished run
+    /// outlives its caller's connection (1 to 86,400).
+    #[serde(
+        rename = "concord:actionLease",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub action_lease: Option<u64>,
     /// Every other term, kept as written.
     #[serde(flatten)]
     pub extensions: Map<String, Value>,
@@ -78,6 +86,12 @@ impl ActionAffordance {
     /// How it answers: `concord:mode`, request-reply when absent (a foreign agent's action).
     pub fn interaction_mode(&self) -> InteractionMode {
         self.mode.unwrap_or_default()
+    }
+
+    /// How long an unfinished run outlives its caller's connection
+    /// (`concord:actionLease`), when the action declares it.
+    pub fn lease(&self) -> Option<std::time::Duration> {
+        self.action_lease.map(std::time::Duration::from_secs)
     }
 }
 

@@ -9,7 +9,9 @@ use super::{formats, Checker};
 use crate::model::InteractionMode;
 use crate::pointer::Path;
 use crate::problem::ProblemKind;
-use crate::vocab::{CONCORD_MODE, CONCORD_PREFIX, CONCORD_STREAM};
+use crate::vocab::{
+    CONCORD_ACTION_LEASE, CONCORD_MODE, CONCORD_PREFIX, CONCORD_STREAM, MAX_ACTION_LEASE_SECS,
+};
 
 const META_PROTOCOL: &str = "concord:metaProtocol";
 const META_PROTOCOL_TERMS: [&str; 6] = [
@@ -71,9 +73,14 @@ impl<'v> Checker<'v> {
         self.secure_channels(meta, &at);
     }
 
-    /// An action's Concord terms: `concord:mode` and, for a stream action, `concord:stream`.
+    /// An action's Concord terms: `concord:mode`, for a stream action `concord:stream`, for
+    /// a progress action `concord:actionLease`.
     pub(super) fn action_extension(&mut self, action: &'v Map<String, Value>, at: &Path<'_>) {
-        self.unknown_concord_terms(action, &[CONCORD_MODE, CONCORD_STREAM], at);
+        self.unknown_concord_terms(
+            action,
+            &[CONCORD_MODE, CONCORD_STREAM, CONCORD_ACTION_LEASE],
+            at,
+        );
         let mode = match action.get(CONCORD_MODE) {
             None => Some(InteractionMode::Reply),
             Some(Value::String(name)) => {
@@ -124,6 +131,28 @@ impl<'v> Checker<'v> {
         }
         if action.contains_key(CONCORD_STREAM) {
             self.stream(action, at);
+        }
+        if let Some(lease) = action.get(CONCORD_ACTION_LEASE) {
+            self.action_lease(lease, mode, &at.key(CONCORD_ACTION_LEASE));
+        }
+    }
+
+    fn action_lease(&mut self, lease: &Value, mode: Option<InteractionMode>, at: &Path<'_>) {
+        if lease
+            .as_u64()
+            .is_none_or(|secs| secs == 0 || secs > MAX_ACTION_LEASE_SECS)
+        {
+            self.wrong_type(at, "a number of seconds (integer from 1 to 86400)", lease);
+        }
+        if let Some(mode) = mode.filter(|mode| *mode != InteractionMode::Progress) {
+            self.report(
+                ProblemKind::Conflict,
+                at,
+                format!(
+                    "`concord:actionLease` is how long a progress action outlives its caller, but this action's mode is {}",
+                    mode.name()
+                ),
+            );
         }
     }
 

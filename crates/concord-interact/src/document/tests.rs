@@ -343,3 +343,56 @@ fn timeouts_are_written_and_read() {
         assert_eq!(timeout(&format!("## Timeout\n{line}\n")), read, "{line}");
     }
 }
+
+/// Stream limits whose receive buffer holds `bytes`.
+fn buffer(bytes: u64) -> StreamLimits {
+    StreamLimits {
+        max_receive_buffer: bytes,
+        ..StreamLimits::default()
+    }
+}
+
+/// A requester's hand-written document (not ours: other headings, a bare object) asking
+/// for the stream action with a credit our receive buffer cannot hold.
+#[test]
+fn a_candidate_credit_over_our_buffer_is_countered_and_named() {
+    let text = "## Goal\n\nTalk.\n\n## Interaction layer\n\nWe use urn:concord:interaction:1.\n\n## Interface\n\n{\"actions\": {\"talk\": {\"mode\": \"stream\", \"input\": {\"type\": \"object\"}, \"output\": {\"type\": \"object\"},\n  \"stream\": {\"contentType\": \"audio/pcm;rate=24000;channels=1\", \"frameBytes\": 960, \"initialCredit\": 4194304, \"realtime\": true}}}}\n";
+    let candidate = parse(text, &limits()).unwrap();
+    let ours = weather();
+    let streams = StreamLimits::default();
+    let Judgement::Counter(counter) = judge(&candidate, &ours) else {
+        panic!("expected a counter");
+    };
+    assert_eq!(counter, select(&ours, &["talk"]).unwrap());
+    assert_eq!(check_credits(&counter, &streams), Ok(()));
+    let refused = check_credits(&candidate, &streams).unwrap_err();
+    assert_eq!(
+        refused,
+        DocumentError::CreditExceedsBuffer {
+            name: "talk".into(),
+            credit: 4_194_304,
+            limit: 1_048_576
+        }
+    );
+    let said = refused.to_string();
+    assert!(
+        said.contains("`talk`") && said.contains("stream.initialCredit"),
+        "{said}"
+    );
+}
+
+/// A credit is checked against a buffer: at its edge it fits, one byte less does not;
+/// affordances without a stream always fit.
+#[test]
+fn credits_are_checked_against_the_receive_buffer() {
+    let ours = weather();
+    let talk = select(&ours, &["talk"]).unwrap();
+    let credit = talk.actions["talk"].stream.as_ref().unwrap().initial_credit;
+    assert_eq!(check_credits(&talk, &buffer(credit)), Ok(()));
+    assert!(matches!(
+        check_credits(&talk, &buffer(credit - 1)),
+        Err(DocumentError::CreditExceedsBuffer { .. })
+    ));
+    let plain = select(&ours, &["getWeather", "modelConfiguration"]).unwrap();
+    assert_eq!(check_credits(&plain, &buffer(1)), Ok(()));
+}

@@ -67,6 +67,20 @@ pub enum StreamError {
         /// The stream.
         id: StreamId,
     },
+    /// [`Streams::open`] or [`Streams::accept`] with an initial credit larger than
+    /// [`StreamLimits::max_receive_buffer`]: the peer, which starts with the same credit,
+    /// could send more than we hold, so the stream is not opened (an accepted one is
+    /// refused with a RESET, [`ResetCode::REFUSED`]). The interface document's
+    /// `stream.initialCredit` must fit both peers' receive buffers.
+    #[error(
+        "an initial credit of {credit} bytes exceeds the receive buffer of {limit} bytes per stream"
+    )]
+    CreditExceedsBuffer {
+        /// The initial credit asked for.
+        credit: u64,
+        /// [`StreamLimits::max_receive_buffer`].
+        limit: u64,
+    },
     /// A grant that would let more than [`StreamLimits::max_receive_buffer`] bytes wait
     /// unread.
     #[error("{id}: granting {requested} bytes exceeds the receive buffer ({room} bytes of room)")]

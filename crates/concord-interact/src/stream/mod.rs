@@ -16,8 +16,9 @@
 //! Every stream is bidirectional: each side has a send half and a receive half, each with
 //! its own sequence and credit. Both start with the initial credit the stream was opened
 //! with ([`Streams::open`], [`Streams::accept`]; both peers must use the same value: the
-//! protocol description states it per stream action), capped at
-//! [`StreamLimits::max_receive_buffer`].
+//! protocol description states it per stream action). A credit larger than
+//! [`StreamLimits::max_receive_buffer`] is refused ([`StreamError::CreditExceedsBuffer`]),
+//! not cut down: the peer starts with the full credit and would send past ours.
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
@@ -52,7 +53,7 @@ use state::{Pending, SendState, StreamState};
 /// | `max_streams` | 64 | [`Streams::open`] answers [`StreamError::TooManyStreams`]; a new peer stream is refused with a RESET ([`ResetCode::REFUSED`]) and [`PeerError::TooManyStreams`] |
 /// | `max_chunk_size` | 64 KiB | payload bytes per chunk: ours is refused ([`StreamError::ChunkTooLarge`]; [`SendStream::write`] splits); the peer's resets the stream ([`ResetCode::TOO_LARGE`], [`PeerError::ChunkTooLarge`]) |
 /// | `initial_credit` | 64 KiB | bytes each direction of a stream the peer opened implicitly (by its first chunk, without a request naming the stream) may carry before the first grant; capped at `max_receive_buffer` |
-/// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]) |
+/// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]), and so is a larger initial credit at [`Streams::open`] and [`Streams::accept`] ([`StreamError::CreditExceedsBuffer`]) |
 /// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -188,9 +189,10 @@ impl Streams {
 
     /// Opens a stream of ours; the caller names the id in the request that opens it on the
     /// peer. `mode` says what our sends do without credit; each direction starts with
-    /// `initial_credit` bytes (capped at [`StreamLimits::max_receive_buffer`]), the value
-    /// the peer uses too.
+    /// `initial_credit` bytes, the value the peer uses too: more than
+    /// [`StreamLimits::max_receive_buffer`] is refused ([`StreamError::CreditExceedsBuffer`]).
     pub fn open(&mut self, mode: SendMode, initial_credit: u64) -> Result<StreamId, StreamError> {
+        self.check_credit(initial_credit)?;
         if self.streams.len() >= self.limits.max_streams {
             return Err(StreamError::TooManyStreams {
                 limit: self.limits.max_streams,
@@ -199,15 +201,16 @@ impl Streams {
         let id = u32::try_from(self.next_local).map_err(|_| StreamError::IdsExhausted)?;
         let id = StreamId(id);
         self.next_local += 2;
-        let credit = self.capped(initial_credit);
-        self.streams.insert(id, StreamState::new(credit, mode));
+        self.streams
+            .insert(id, StreamState::new(initial_credit, mode));
         Ok(id)
     }
 
     /// Registers a peer stream named in the peer's request, before any of its chunks, so
     /// we may send on it; each direction starts with `initial_credit` bytes as in
-    /// [`Streams::open`]. Already open: only the mode changes. Over the stream limit: the
-    /// stream is refused with a RESET ([`ResetCode::REFUSED`]).
+    /// [`Streams::open`]. Already open: only the mode changes. Over the stream limit, or
+    /// with a credit over [`StreamLimits::max_receive_buffer`]: the stream is refused with
+    /// a RESET ([`ResetCode::REFUSED`]) and its chunks are not taken.
     pub fn accept(
         &mut self,
         id: StreamId,
@@ -225,23 +228,34 @@ impl Streams {
             return Err(StreamError::StreamClosed { id });
         }
         self.next_remote = u64::from(id.0) + 2;
-        if self.streams.len() >= self.limits.max_streams {
+        let refused = if self.streams.len() >= self.limits.max_streams {
+            Err(StreamError::TooManyStreams {
+                limit: self.limits.max_streams,
+            })
+        } else {
+            self.check_credit(initial_credit)
+        };
+        if let Err(error) = refused {
             self.queue.push_back(Pending::Reset {
                 id,
                 code: ResetCode::REFUSED,
             });
-            return Err(StreamError::TooManyStreams {
-                limit: self.limits.max_streams,
-            });
+            return Err(error);
         }
-        let credit = self.capped(initial_credit);
-        self.streams.insert(id, StreamState::new(credit, mode));
+        self.streams
+            .insert(id, StreamState::new(initial_credit, mode));
         Ok(())
     }
 
-    /// `credit`, at most what a receive buffer may hold.
-    fn capped(&self, credit: u64) -> u64 {
-        credit.min(self.limits.max_receive_buffer)
+    /// Refuses an initial credit our receive buffer cannot hold.
+    fn check_credit(&self, credit: u64) -> Result<(), StreamError> {
+        if credit > self.limits.max_receive_buffer {
+            return Err(StreamError::CreditExceedsBuffer {
+                credit,
+                limit: self.limits.max_receive_buffer,
+            });
+        }
+        Ok(())
     }
 
     /// The sending direction of a live stream.
@@ -759,5 +773,119 @@ impl RecvStream<'_> {
     /// state goes at once.
     pub fn reset(self, code: ResetCode) {
         self.streams.remove_with_reset(self.id, code, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! An initial credit one side cannot buffer, between two peers whose receive buffers
+    //! differ: refused where it does not fit, never cut down on one side only.
+
+    use super::*;
+
+    fn limits(max_receive_buffer: u64) -> StreamLimits {
+        StreamLimits {
+            max_receive_buffer,
+            ..StreamLimits::default()
+        }
+    }
+
+    /// Moves what `from` sends into `to`: the peer errors, and the data bytes that crossed.
+    fn pump(from: &mut Streams, to: &mut Streams) -> (Vec<PeerError>, u64) {
+        let (mut errors, mut bytes) = (Vec::new(), 0);
+        while let Some(transmit) = from.poll_transmit() {
+            let result = match transmit {
+                Transmit::Chunk(data) => {
+                    let chunk = Chunk::decode(&data).unwrap();
+                    if chunk.reset_code().is_none() {
+                        bytes += chunk.payload.len() as u64;
+                    }
+                    to.handle_chunk(&data)
+                }
+                Transmit::Grant { id, total } => to.handle_grant(id, total),
+            };
+            errors.extend(result.err());
+        }
+        (errors, bytes)
+    }
+
+    #[test]
+    fn an_initial_credit_over_our_receive_buffer_is_refused_at_open() {
+        let mut a = Streams::new(Side::Requester, limits(4000));
+        assert_eq!(
+            a.open(SendMode::Reliable, 6000),
+            Err(StreamError::CreditExceedsBuffer {
+                credit: 6000,
+                limit: 4000
+            })
+        );
+        assert!(a.is_empty());
+        // Within the buffer (its edge included) as before.
+        let id = a.open(SendMode::Reliable, 4000).unwrap();
+        assert_eq!(a.send_stream(id).unwrap().available(), 4000);
+        assert_eq!(id, StreamId(0), "a refused open takes no id");
+    }
+
+    /// The requester holds 8000 bytes, the provider 4000, the document says 6000: the
+    /// requester opens and sends its 6000 bytes at once, the provider refuses the stream
+    /// (a RESET) and takes none of them; before, it cut its credit to 4000 and reset the
+    /// stream mid-way when the requester's 6000 went past it.
+    #[test]
+    fn the_side_that_cannot_hold_the_credit_refuses_the_stream_and_buffers_nothing() {
+        let mut requester = Streams::new(Side::Requester, limits(8000));
+        let mut provider = Streams::new(Side::Provider, limits(4000));
+        let id = requester.open(SendMode::Reliable, 6000).unwrap();
+        assert_eq!(
+            requester.send_stream(id).unwrap().send(&[7; 6000]),
+            Ok(Sent::Queued)
+        );
+        assert_eq!(
+            provider.accept(id, SendMode::Reliable, 6000),
+            Err(StreamError::CreditExceedsBuffer {
+                credit: 6000,
+                limit: 4000
+            })
+        );
+        let (errors, bytes) = pump(&mut requester, &mut provider);
+        assert_eq!(bytes, 6000);
+        assert_eq!(errors, vec![PeerError::StreamClosed { id }]);
+        assert!(provider.is_empty());
+        assert!(matches!(
+            provider.recv_stream(id),
+            Err(StreamError::UnknownStream { .. })
+        ));
+        // The refusal reaches the requester as a RESET.
+        let (errors, _) = pump(&mut provider, &mut requester);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(requester.is_empty());
+        let events: Vec<_> = std::iter::from_fn(|| requester.poll_event()).collect();
+        assert!(
+            events.contains(&StreamEvent::Reset {
+                id,
+                code: ResetCode::REFUSED,
+                by: ResetBy::Peer
+            }),
+            "{events:?}"
+        );
+    }
+
+    /// A credit both hold works as before: the provider takes all of it.
+    #[test]
+    fn a_credit_both_sides_hold_carries_its_bytes() {
+        let mut requester = Streams::new(Side::Requester, limits(8000));
+        let mut provider = Streams::new(Side::Provider, limits(4000));
+        let id = requester.open(SendMode::Reliable, 4000).unwrap();
+        provider.accept(id, SendMode::Reliable, 4000).unwrap();
+        assert_eq!(
+            requester.send_stream(id).unwrap().send(&[7; 4000]),
+            Ok(Sent::Queued)
+        );
+        let (errors, bytes) = pump(&mut requester, &mut provider);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(bytes, 4000);
+        assert_eq!(
+            provider.recv_stream(id).unwrap().read().unwrap().len(),
+            4000
+        );
     }
 }

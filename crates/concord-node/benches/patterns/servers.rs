@@ -1,8 +1,6 @@
 //! Both servers of every case: the provider node (the seed's WeatherAgent and a byte
 //! sink stream action) and the floor, a raw axum WebSocket server.
 
-use std::sync::{Arc, OnceLock};
-
 use concord_fixtures::weather;
 use concord_negotiate::ActionSpec;
 use concord_node::{
@@ -30,13 +28,11 @@ impl Provider {
     /// sessions from 127.0.0.1.
     pub async fn start(sessions: usize) -> Result<Self, BoxError> {
         let dir = tempfile::tempdir()?;
-        let publisher = Arc::new(OnceLock::new());
-        let node = weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
+        let node = weather::agent(Node::builder(weather::TITLE))
             .stream_action(sink_spec(), sink_stream(), sink)
             .data_dir(dir.path())
             .limits(limits::provider(sessions))
             .build()?;
-        let _ = publisher.set(node.publisher());
         let server = node.serve("127.0.0.1:0").await?;
         Ok(Self {
             node,

@@ -77,9 +77,10 @@ mod stream;
 ///   action ([`NodeBuilder::progress_action`](crate::NodeBuilder::progress_action): an
 ///   `ExecAction` is a [`ProgressAction`]), each such line is reported to the caller at once
 ///   ([`ProgressReporter::report`]); `progress` is a number from 0 to 1;
-/// - `{"event": "userFeedbackReceived", "data": {…}}` (any mode): the node publishes the
-///   event ([`Publisher::publish`]) when the action was given the node's publisher
-///   ([`publish_events_to`](Self::publish_events_to)).
+/// - `{"event": "userFeedbackReceived", "data": {…}}` (any mode): the node serving the
+///   action publishes the event ([`Publisher::publish`]; the node hands its publisher to
+///   its actions when it is built, [`Action::attach`]). An `ExecAction` called outside a
+///   node has no publisher: its event lines are reported and ignored.
 ///
 /// A line is one of these when it is a JSON object whose members are exactly `progress`
 /// (and `partial`), or `event` (and `data`): an output of that very shape must add a member
@@ -110,9 +111,35 @@ mod stream;
 ///     .arg("product_info.py")
 ///     .timeout(Duration::from_secs(5));
 /// ```
+///
+/// A command that publishes events needs nothing more than the node declaring them: the
+/// node gives the action its publisher when it is built.
+///
+/// ```
+/// use concord_negotiate::ActionSpec;
+/// use concord_node::{Event, ExecAction, Node};
+/// use serde_json::json;
+///
+/// let feedback = ActionSpec {
+///     name: "logFeedback".into(),
+///     description: "Records a rating and publishes it.".into(),
+///     input: json!({"type": "object", "properties": {"rating": {"type": "integer"}}}),
+///     output: json!({"type": "object", "properties": {"recorded": {"type": "boolean"}}}),
+/// };
+/// // log_feedback.sh prints `{"event": "userFeedbackReceived", "data": {"rating": 5}}`.
+/// let dir = tempfile::tempdir()?;
+/// let node = Node::builder("Weather")
+///     .event("userFeedbackReceived", Event::new(json!({"type": "object"})))
+///     .notify_action(feedback, ExecAction::new("./log_feedback.sh"))
+///     .data_dir(dir.path())
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ExecAction {
     inner: Arc<ExecSpec>,
+    /// The serving node's publisher, for the command's event lines ([`Action::attach`]).
+    publisher: OnceLock<Publisher>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,7 +152,6 @@ struct ExecSpec {
     max_output_bytes: usize,
     max_line_bytes: usize,
     frame_bytes: usize,
-    publisher: Option<Arc<OnceLock<Publisher>>>,
 }
 
 /// Default time a command may run per call.
@@ -150,8 +176,8 @@ impl ExecAction {
                 max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
                 max_line_bytes: DEFAULT_MAX_LINE_BYTES,
                 frame_bytes: 0,
-                publisher: None,
             }),
+            publisher: OnceLock::new(),
         }
     }
 
@@ -209,49 +235,40 @@ impl ExecAction {
         self
     }
 
-    /// Publishes the command's event lines with the publisher `slot` holds: set it to
-    /// [`Node::publisher`](crate::Node::publisher) once the node is built. Until then (or
-    /// without a slot) event lines are reported and ignored.
-    ///
-    /// ```
-    /// use std::sync::{Arc, OnceLock};
-    /// use concord_negotiate::ActionSpec;
-    /// use concord_node::{Event, ExecAction, Node};
-    /// use serde_json::json;
-    ///
-    /// let feedback = ActionSpec {
-    ///     name: "logFeedback".into(),
-    ///     description: "Records a rating and publishes it.".into(),
-    ///     input: json!({"type": "object", "properties": {"rating": {"type": "integer"}}}),
-    ///     output: json!({"type": "object", "properties": {"recorded": {"type": "boolean"}}}),
-    /// };
-    /// let slot = Arc::new(OnceLock::new());
-    /// let dir = tempfile::tempdir()?;
-    /// let node = Node::builder("Weather")
-    ///     .event("userFeedbackReceived", Event::new(json!({"type": "object"})))
-    ///     .notify_action(feedback, ExecAction::new("./log_feedback.sh").publish_events_to(Arc::clone(&slot)))
-    ///     .data_dir(dir.path())
-    ///     .build()?;
-    /// assert!(slot.set(node.publisher()).is_ok());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn publish_events_to(mut self, slot: Arc<OnceLock<Publisher>>) -> Self {
-        self.spec().publisher = Some(slot);
-        self
+    /// Runs the command for one call; `progress` in progress mode.
+    fn call_command(&self, input: Value, progress: Option<ProgressReporter>) -> ActionFuture {
+        let spec = Arc::clone(&self.inner);
+        let control = Control {
+            progress,
+            publisher: self.publisher.get().cloned(),
+        };
+        Box::pin(async move { spec.run(&input, &control).await })
+    }
+
+    /// Keeps the publisher of the node that serves the action (the first one given: a
+    /// node owns the actions it serves, so there is no second).
+    fn keep(&self, publisher: &Publisher) {
+        let _ = self.publisher.set(publisher.clone());
     }
 }
 
 impl Action for ExecAction {
     fn call(&self, input: Value) -> ActionFuture {
-        let spec = Arc::clone(&self.inner);
-        Box::pin(async move { spec.run(&input, None).await })
+        self.call_command(input, None)
+    }
+
+    fn attach(&self, publisher: &Publisher) {
+        self.keep(publisher);
     }
 }
 
 impl ProgressAction for ExecAction {
     fn call(&self, input: Value, progress: ProgressReporter) -> ActionFuture {
-        let spec = Arc::clone(&self.inner);
-        Box::pin(async move { spec.run(&input, Some(progress)).await })
+        self.call_command(input, Some(progress))
+    }
+
+    fn attach(&self, publisher: &Publisher) {
+        self.keep(publisher);
     }
 }
 
@@ -380,16 +397,8 @@ impl From<ExecError> for Failure {
 }
 
 impl ExecSpec {
-    async fn run(
-        &self,
-        input: &Value,
-        progress: Option<ProgressReporter>,
-    ) -> Result<Value, ActionError> {
-        let control = Control {
-            progress,
-            publisher: self.publisher.clone(),
-        };
-        match self.run_command(input, &control).await {
+    async fn run(&self, input: &Value, control: &Control) -> Result<Value, ActionError> {
+        match self.run_command(input, control).await {
             Ok(Answer::Output(value)) => Ok(value),
             Ok(Answer::Reported(error)) => Err(error),
             Err(Failure { error, stderr }) => {

@@ -4,8 +4,6 @@
 //! kept, and what is kept holds the answer: all of it when it is one JSON document, else its
 //! last non-empty line (the lines before it are reported and ignored).
 
-use std::sync::{Arc, OnceLock};
-
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -32,8 +30,8 @@ pub(crate) enum BadLine {
         /// Why.
         reason: PublishError,
     },
-    /// The action was given no publisher (`ExecAction::publish_events_to`), or the node is
-    /// not built yet.
+    /// The action has no publisher: it was called outside a node (a node gives its
+    /// actions its publisher when it is built, `Action::attach`).
     #[error("the event `{0}` was not published: the action has no publisher")]
     NoPublisher(String),
     /// A line before the last that is neither a progress nor an event line.
@@ -53,8 +51,8 @@ pub(crate) enum BadLine {
 pub(crate) struct Control {
     /// Set in progress mode.
     pub(crate) progress: Option<ProgressReporter>,
-    /// Set when the action publishes events.
-    pub(crate) publisher: Option<Arc<OnceLock<Publisher>>>,
+    /// The serving node's publisher (none outside a node).
+    pub(crate) publisher: Option<Publisher>,
 }
 
 /// A line as a control line, when it is one: an object whose members are `progress` (and
@@ -129,8 +127,7 @@ impl Control {
                 None => Err(BadLine::NotProgressMode),
             },
             Line::Event { name, data } => {
-                let publisher = self.publisher.as_ref().and_then(|slot| slot.get());
-                let Some(publisher) = publisher else {
+                let Some(publisher) = &self.publisher else {
                     return Err(BadLine::NoPublisher(name));
                 };
                 publisher

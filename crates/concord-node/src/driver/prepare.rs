@@ -362,10 +362,13 @@ impl<T: Transport> Driver<T> {
                 let mut ours = self.shared.interface.clone();
                 ours.actions
                     .retain(|name, _| self.shared.identity.permits(&state.caller, name));
-                crate::interface::judge(candidate, &ours, &self.shared.persona.title)
+                let streams = &self.shared.limits.streams;
+                crate::interface::judge(candidate, &ours, &self.shared.persona.title, streams)
             }
             RoleState::Requester(state) => match &state.target {
-                Target::Interface(wanted) => crate::interface::judge_counter(candidate, wanted),
+                Target::Interface(wanted) => {
+                    crate::interface::judge_counter(candidate, wanted, &self.shared.limits.streams)
+                }
                 Target::Action(_) => Decision::Reject {
                     reason: "we asked for one action, not an interface".to_owned(),
                 },

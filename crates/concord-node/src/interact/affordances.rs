@@ -110,6 +110,11 @@ impl Event {
 pub trait ProgressAction: Send + Sync + 'static {
     /// Runs the action on `input`.
     fn call(&self, input: Value, progress: ProgressReporter) -> ActionFuture;
+
+    /// Takes the node's publisher, as [`Action::attach`] does.
+    fn attach(&self, publisher: &Publisher) {
+        let _ = publisher;
+    }
 }
 
 impl<F, Fut> ProgressAction for F
@@ -128,6 +133,11 @@ where
 pub trait StreamAction: Send + Sync + 'static {
     /// Runs the action on `input` with the stream's two halves.
     fn call(&self, input: Value, stream: StreamIo) -> ActionFuture;
+
+    /// Takes the node's publisher, as [`Action::attach`] does.
+    fn attach(&self, publisher: &Publisher) {
+        let _ = publisher;
+    }
 }
 
 impl<F, Fut> StreamAction for F

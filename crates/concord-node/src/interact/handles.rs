@@ -2,7 +2,7 @@
 //! action's updates, a subscription's notifications, a stream's two halves.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -228,38 +228,75 @@ pub(crate) fn room_for(len: usize) -> usize {
     len.min(SEND_ROOM)
 }
 
+/// What dropping a [`StreamSender`] that was not finished does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnDrop {
+    /// Ends our half in order (a requester's sender).
+    Finish,
+    /// Tells the session the action let go of it ([`StreamCommand::Release`]): the
+    /// stream ends once the action also returned `Ok`; an action that failed resets it.
+    Release,
+}
+
 /// Our half of a stream: bytes to the peer, under its credit.
+///
+/// Its end: [`StreamSender::finish`], or dropping it. A requester's sender ends its half
+/// when dropped. A stream action's sender ends it once the sender is dropped *and* the
+/// action returned `Ok`; when the action returns an error (or panics) the peer sees the
+/// stream reset, never an orderly end, whatever it had sent before.
 #[derive(Debug)]
 pub struct StreamSender {
     pub(crate) id: u32,
     pub(crate) commands: mpsc::Sender<StreamCommand>,
-    /// Whether our half was ended ([`StreamSender::finish`]); dropping the sender
-    /// otherwise ends it too.
+    /// Whether our half was ended ([`StreamSender::finish`]) or reset
+    /// ([`StreamSender::abort`]); dropping it otherwise does `on_drop`.
     pub(crate) ended: bool,
+    on_drop: OnDrop,
     pub(crate) room: Arc<SendRoom>,
 }
 
 impl Drop for StreamSender {
     fn drop(&mut self) {
-        if !self.ended {
-            let _ = self.commands.try_send(StreamCommand::Write {
+        if self.ended {
+            return;
+        }
+        let command = match self.on_drop {
+            OnDrop::Finish => StreamCommand::Write {
                 id: self.id,
                 bytes: Vec::new(),
                 finish: true,
                 done: None,
                 room: None,
+            },
+            OnDrop::Release => StreamCommand::Release { id: self.id },
+        };
+        send_without_waiting(&self.commands, command);
+    }
+}
+
+/// Queues `command` for the session without waiting (from a destructor, or a call that
+/// returns at once): when the session's queue is full it is sent from a task, so it is
+/// not lost while the session runs.
+fn send_without_waiting(commands: &mpsc::Sender<StreamCommand>, command: StreamCommand) {
+    if let Err(mpsc::error::TrySendError::Full(command)) = commands.try_send(command) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let commands = commands.clone();
+            runtime.spawn(async move {
+                let _ = commands.send(command).await;
             });
         }
     }
 }
 
 impl StreamSender {
-    /// The sender of stream `id`, whose session takes `commands`.
-    pub(crate) fn new(id: u32, commands: mpsc::Sender<StreamCommand>) -> Self {
+    /// The sender of stream `id`, whose session takes `commands`; `on_drop` says what
+    /// dropping it unfinished does.
+    pub(crate) fn new(id: u32, commands: mpsc::Sender<StreamCommand>, on_drop: OnDrop) -> Self {
         Self {
             id,
             commands,
             ended: false,
+            on_drop,
             room: Arc::new(SendRoom::new()),
         }
     }
@@ -300,7 +337,8 @@ impl StreamSender {
     }
 
     /// Ends our half once everything sent before went: the peer reads to the end, then
-    /// sees the stream finished. (Dropping the sender ends it too, without waiting.)
+    /// sees the stream finished. (Dropping the sender ends it too, without waiting; see
+    /// [`StreamSender`] for a stream action's.)
     ///
     /// # Errors
     /// As [`StreamSender::send`], for this call and for queued writes.
@@ -317,7 +355,7 @@ impl StreamSender {
     /// reset, not an end. Returns at once.
     pub fn abort(mut self) {
         self.ended = true;
-        let _ = self.commands.try_send(StreamCommand::Abort { id: self.id });
+        send_without_waiting(&self.commands, StreamCommand::Abort { id: self.id });
     }
 
     async fn command(&self, bytes: Vec<u8>, finish: bool) -> Result<usize, CallError> {
@@ -339,58 +377,78 @@ impl StreamSender {
     }
 }
 
+/// What the two ends of a [`ReaderQueue`] share.
+#[derive(Debug, Default)]
+struct ReaderShared {
+    /// Bytes in the queue, counted down by the reader.
+    queued: AtomicUsize,
+    /// How the peer's half ended, set before the session's end is dropped: `Ok` for an
+    /// orderly end, the error for a reset or a session that ended. A queue dropped with
+    /// neither was lost with its session, which the reader hears as an error too.
+    outcome: OnceLock<Result<(), CallError>>,
+}
+
 /// The session's end of the queue between a stream and its reader, bounded in pieces
-/// ([`STREAM_QUEUE`]) and in bytes ([`STREAM_QUEUE_BYTES`]).
+/// ([`STREAM_QUEUE`]) and in bytes ([`STREAM_QUEUE_BYTES`]). The reader sees the end of
+/// the stream only after [`ReaderQueue::finish`]; a reset or a lost session is an error,
+/// never an end, even when the queue is full at that moment.
 #[derive(Debug)]
 pub(crate) struct ReaderQueue {
-    pieces: mpsc::Sender<Result<Bytes, CallError>>,
-    /// Bytes in the queue, counted down by the reader.
-    queued: Arc<AtomicUsize>,
+    pieces: mpsc::Sender<Bytes>,
+    shared: Arc<ReaderShared>,
 }
 
 /// The reader's end of a [`ReaderQueue`], for a [`StreamReceiver`].
 #[derive(Debug)]
 pub(crate) struct ReaderEnd {
-    incoming: mpsc::Receiver<Result<Bytes, CallError>>,
-    /// Bytes in `incoming`, shared with the session's end.
-    queued: Arc<AtomicUsize>,
+    incoming: mpsc::Receiver<Bytes>,
+    shared: Arc<ReaderShared>,
+    /// The outcome was reported: the next read says `None`.
+    over: bool,
 }
 
 impl ReaderQueue {
     /// A queue and its reader's end.
     pub(crate) fn new() -> (Self, ReaderEnd) {
         let (pieces, incoming) = mpsc::channel(STREAM_QUEUE);
-        let queued = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(ReaderShared::default());
         let end = ReaderEnd {
             incoming,
-            queued: Arc::clone(&queued),
+            shared: Arc::clone(&shared),
+            over: false,
         };
-        (Self { pieces, queued }, end)
+        (Self { pieces, shared }, end)
     }
 
     /// Room for one more piece, if the queue has a free place and is under its byte
     /// bound (the reader only ever makes more room).
     pub(crate) fn slot(&self) -> Option<ReaderSlot<'_>> {
-        if self.queued.load(Ordering::Acquire) >= STREAM_QUEUE_BYTES {
+        if self.shared.queued.load(Ordering::Acquire) >= STREAM_QUEUE_BYTES {
             return None;
         }
         let permit = self.pieces.try_reserve().ok()?;
         Some(ReaderSlot {
             permit,
-            queued: &self.queued,
+            queued: &self.shared.queued,
         })
     }
 
-    /// Tells the reader the stream failed, if there is room to say so.
-    pub(crate) fn fail(&self, error: CallError) {
-        let _ = self.pieces.try_send(Err(error));
+    /// The peer ended its half and everything was handed over: the reader reads what is
+    /// queued, then the end.
+    pub(crate) fn finish(self) {
+        let _ = self.shared.outcome.set(Ok(()));
+    }
+
+    /// The stream failed: the reader reads what is queued, then `error`.
+    pub(crate) fn fail(self, error: CallError) {
+        let _ = self.shared.outcome.set(Err(error));
     }
 }
 
 /// A place in a [`ReaderQueue`], taken before the bytes that fill it are read from the
 /// stream (reading grants the peer credit for them).
 pub(crate) struct ReaderSlot<'a> {
-    permit: mpsc::Permit<'a, Result<Bytes, CallError>>,
+    permit: mpsc::Permit<'a, Bytes>,
     queued: &'a AtomicUsize,
 }
 
@@ -398,7 +456,7 @@ impl ReaderSlot<'_> {
     /// Hands `bytes` to the reader.
     pub(crate) fn send(self, bytes: Bytes) {
         self.queued.fetch_add(bytes.len(), Ordering::AcqRel);
-        self.permit.send(Ok(bytes));
+        self.permit.send(bytes);
     }
 }
 
@@ -419,10 +477,27 @@ impl StreamReceiver {
     /// The next bytes; `None` at the end of the stream. Reading makes room: the session
     /// then takes more from the peer and grants it credit for as many bytes.
     pub async fn next(&mut self) -> Option<Result<Bytes, CallError>> {
-        let ReaderEnd { incoming, queued } = &mut self.end;
-        let item = incoming.recv().await?;
-        let len = item.as_ref().map_or(0, Bytes::len);
-        let before = queued.fetch_sub(len, Ordering::AcqRel);
+        let ReaderEnd {
+            incoming,
+            shared,
+            over,
+        } = &mut self.end;
+        let Some(bytes) = incoming.recv().await else {
+            // The session's end is gone: the stream ended, failed, or was lost with its
+            // session. That is said once; afterwards the stream is over.
+            if std::mem::replace(over, true) {
+                return None;
+            }
+            return match shared.outcome.get() {
+                Some(Ok(())) => None,
+                Some(Err(error)) => Some(Err(error.clone())),
+                None => Some(Err(CallError::Closed(
+                    "the session ended before the stream did".to_owned(),
+                ))),
+            };
+        };
+        let len = bytes.len();
+        let before = shared.queued.fetch_sub(len, Ordering::AcqRel);
         // The session stops handing bytes over only when this queue is full, in pieces or
         // in bytes; then the first read that makes room for a piece, or that takes the
         // bytes below half the bound, wakes it (if the session's queue is full it is busy
@@ -433,7 +508,7 @@ impl StreamReceiver {
         if pieces_full || bytes_full {
             let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
         }
-        Some(item)
+        Some(Ok(bytes))
     }
 }
 
@@ -474,7 +549,7 @@ mod tests {
     #[tokio::test]
     async fn pipelined_writes_stop_at_the_room_and_hear_a_failure() {
         let (commands, mut session) = mpsc::channel(1024);
-        let sender = StreamSender::new(1, commands);
+        let sender = StreamSender::new(1, commands, OnDrop::Finish);
         let first = tokio::spawn(async move {
             let sent = sender.send(vec![0; 10]).await;
             (sender, sent)

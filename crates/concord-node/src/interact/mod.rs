@@ -24,10 +24,10 @@ pub use affordances::{
     StreamIo,
 };
 pub(crate) use consumer::{ConsumerState, Interaction, Sink};
-pub(crate) use handles::ReaderQueue;
 pub use handles::{
     ActionUpdate, Notification, Progressing, StreamReceiver, StreamSender, Subscription,
 };
+pub(crate) use handles::{OnDrop, ReaderQueue};
 pub(crate) use provider::ProviderInteract;
 
 /// Updates of one long-running action buffered for a requester that reads them slowly;
@@ -66,4 +66,7 @@ pub(crate) enum StreamCommand {
     Read { id: u32 },
     /// Reset the stream both ways ([`StreamSender::abort`]).
     Abort { id: u32 },
+    /// A stream action's sender was dropped unfinished: the stream ends once the action
+    /// returned `Ok` too ([`handles::OnDrop::Release`]).
+    Release { id: u32 },
 }

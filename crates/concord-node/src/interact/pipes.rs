@@ -11,7 +11,7 @@ use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
 
 use super::handles::{room_for, ReaderQueue, SendRoom, StreamReceiver, StreamSender};
-use super::StreamCommand;
+use super::{OnDrop, StreamCommand};
 use crate::error::CallError;
 
 /// The stream operations both endpoints offer.
@@ -94,6 +94,17 @@ struct Pipe {
     finished: bool,
     /// We ended our half.
     ended: bool,
+    /// On a provider, the stream action's part in ending our half.
+    action: Option<ActionEnd>,
+}
+
+/// When a stream action's half ends: once the action returned `Ok` *and* let go of its
+/// sender, in whichever order (its writes queued before the sender was dropped go first).
+/// An action that fails resets the stream instead ([`Pipes::fail`]).
+#[derive(Debug, Default)]
+struct ActionEnd {
+    returned: bool,
+    released: bool,
 }
 
 impl Pipe {
@@ -132,8 +143,35 @@ impl Pipes {
         self.commands.clone()
     }
 
-    /// Opens the pipe of stream `id`, delivering the peer's bytes to `incoming`.
+    /// Opens the pipe of stream `id` (a requester's), delivering the peer's bytes to
+    /// `incoming`.
     pub(crate) fn open(&mut self, id: u32, realtime: bool, incoming: ReaderQueue) {
+        self.insert(id, realtime, incoming, None);
+    }
+
+    /// Opens the pipe of stream `id` for a stream action and returns both its handles:
+    /// our half ends once the action returned `Ok` and dropped its sender
+    /// ([`Pipes::action_returned`]).
+    pub(crate) fn open_for_action(
+        &mut self,
+        id: u32,
+        realtime: bool,
+    ) -> (StreamSender, StreamReceiver) {
+        let (incoming, end) = ReaderQueue::new();
+        self.insert(id, realtime, incoming, Some(ActionEnd::default()));
+        (
+            StreamSender::new(id, self.commands(), OnDrop::Release),
+            StreamReceiver::new(id, end, self.commands()),
+        )
+    }
+
+    fn insert(
+        &mut self,
+        id: u32,
+        realtime: bool,
+        incoming: ReaderQueue,
+        action: Option<ActionEnd>,
+    ) {
         self.pipes.insert(
             id,
             Pipe {
@@ -143,22 +181,43 @@ impl Pipes {
                 room: None,
                 finished: false,
                 ended: false,
+                action,
             },
         );
     }
 
-    /// Opens the pipe of stream `id` and returns both handles for it.
-    pub(crate) fn open_with_handles(
-        &mut self,
-        id: u32,
-        realtime: bool,
-    ) -> (StreamSender, StreamReceiver) {
-        let (incoming, end) = ReaderQueue::new();
-        self.open(id, realtime, incoming);
-        (
-            StreamSender::new(id, self.commands()),
-            StreamReceiver::new(id, end, self.commands()),
-        )
+    /// The stream action of stream `id` returned `Ok`.
+    pub(crate) fn action_returned(&mut self, id: u32, end: &mut impl StreamEnd) {
+        if let Some(action) = self
+            .pipes
+            .get_mut(&id)
+            .and_then(|pipe| pipe.action.as_mut())
+        {
+            action.returned = true;
+        }
+        self.end_after_action(id, end);
+    }
+
+    /// Ends our half of stream `id` once its action is done with it.
+    fn end_after_action(&mut self, id: u32, end: &mut impl StreamEnd) {
+        let Some(pipe) = self.pipes.get_mut(&id) else {
+            return;
+        };
+        let done_with = pipe
+            .action
+            .as_ref()
+            .is_some_and(|action| action.returned && action.released);
+        let ending = pipe.ended || pipe.waiting.iter().any(|write| write.finish);
+        if done_with && !ending {
+            pipe.waiting.push_back(Waiting {
+                bytes: Vec::new(),
+                sent: 0,
+                finish: true,
+                done: None,
+                room: 0,
+            });
+            self.write(id, end);
+        }
     }
 
     /// A handle's request, and up to [`COMMAND_BATCH`] more that are already queued: the
@@ -213,6 +272,16 @@ impl Pipes {
                 self.write(id, end);
             }
             StreamCommand::Read { id } => self.read(id, end),
+            StreamCommand::Release { id } => {
+                if let Some(action) = self
+                    .pipes
+                    .get_mut(&id)
+                    .and_then(|pipe| pipe.action.as_mut())
+                {
+                    action.released = true;
+                }
+                self.end_after_action(id, end);
+            }
             StreamCommand::Abort { id } => {
                 if let Ok(stream) = end.streams().send_stream(StreamId(id)) {
                     stream.reset(ResetCode::CANCELLED);
@@ -300,7 +369,9 @@ impl Pipes {
         }
         if pipe.finished {
             // Everything was handed over: the reader sees the end.
-            pipe.incoming = None;
+            if let Some(incoming) = pipe.incoming.take() {
+                incoming.finish();
+            }
         }
         if pipe.is_done() {
             self.pipes.remove(&id);

@@ -151,21 +151,24 @@ impl ProviderInteract {
             .reply(request, result, &mut thing, Instant::now());
     }
 
-    /// A stream action ended: an error resets its stream.
+    /// A stream action ended: `Ok` ends our half once the action let go of its sender
+    /// too; an error (or a panic) resets the stream, whatever the action sent before.
     pub(crate) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
-        if let Err(error) = result {
-            tracing::info!(%error, stream = id, "the stream action failed: resetting the stream");
-            if let Err(error) = self
-                .endpoint
-                .stream_reset(StreamId(id), ResetCode::CANCELLED)
-            {
-                tracing::debug!(%error, "cannot reset the stream");
-            }
-            self.pipes.fail(
-                id,
-                &CallError::Closed(format!("the action failed: {error}")),
-            );
+        let Err(error) = result else {
+            self.pipes.action_returned(id, &mut self.endpoint);
+            return;
+        };
+        tracing::info!(%error, stream = id, "the stream action failed: resetting the stream");
+        if let Err(error) = self
+            .endpoint
+            .stream_reset(StreamId(id), ResetCode::CANCELLED)
+        {
+            tracing::debug!(%error, "cannot reset the stream");
         }
+        self.pipes.fail(
+            id,
+            &CallError::Closed(format!("the action failed: {error}")),
+        );
     }
 
     /// A stream handle's request.
@@ -302,7 +305,7 @@ impl ProviderInteract {
             .get(name)
             .and_then(|action| action.stream.as_ref())
             .is_some_and(|stream| stream.realtime);
-        let (sender, receiver) = self.pipes.open_with_handles(id.0, realtime);
+        let (sender, receiver) = self.pipes.open_for_action(id.0, realtime);
         let future = action.call(input, StreamIo { sender, receiver });
         let work = work.clone();
         tokio::spawn(async move {

@@ -538,11 +538,6 @@ async fn an_https_backend_is_trusted_with_its_private_ca() {
         .is_err());
 }
 
-/// The node's publisher, for exec actions' event lines, once the node is built.
-fn publisher_slot() -> Arc<std::sync::OnceLock<concord_node::Publisher>> {
-    Arc::new(std::sync::OnceLock::new())
-}
-
 fn feedback_event() -> concord_node::Event {
     concord_node::Event::new(json!({
         "type": "object",
@@ -554,12 +549,8 @@ fn feedback_event() -> concord_node::Event {
 #[tokio::test]
 async fn exec_prints_progress_and_event_lines_before_its_answer() {
     let (logs, _guard) = Logs::capture();
-    let slot = publisher_slot();
-    let sh = |script: &str| {
-        ExecAction::new("sh")
-            .args(["-c", script])
-            .publish_events_to(Arc::clone(&slot))
-    };
+    // The node hands its publisher to the exec actions it serves when it is built.
+    let sh = |script: &str| ExecAction::new("sh").args(["-c", script]);
     // A hand-written script: two good progress lines, one out of range, an event its
     // schema refuses, one it accepts, a stray line, then the answer.
     // (Pauses let each report reach the caller before the next one replaces it.)
@@ -583,7 +574,6 @@ echo '{"text": "done"}'"#;
                 sh(r#"cat >/dev/null; echo '{"event": "feedback", "data": {"rating": 2}}'; printf '{\n  "text": "pretty"\n}\n'"#),
             ),
     );
-    let _ = slot.set(provider.node.publisher());
     let server = serve(&provider).await;
     let requester = requester();
     let peer = requester

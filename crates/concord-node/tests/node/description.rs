@@ -113,14 +113,8 @@ async fn the_description_follows_the_consensus_registry_while_serving() {
 
 /// The meta-protocol part of the server's description, as served now.
 async fn served_meta(server: &concord_node::Server) -> MetaProtocol {
-    let bytes = reqwest::get(server.description_url())
+    served_description(server)
         .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    concord_describe::parse(&bytes)
-        .unwrap()
         .thing
         .meta_protocol
         .unwrap()

@@ -18,7 +18,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Response};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{build, catalogue, finished_transcripts, quick_limits, Agent, RawSocket};
+use crate::support::{
+    build, catalogue, finished_transcripts, quick_limits, served_description_bytes, Agent,
+    RawSocket,
+};
 
 /// Test mode: DIDs on `localhost` resolve over `http://` (everything here is on loopback).
 fn loopback_security() -> Security {
@@ -60,13 +63,7 @@ async fn requester_with_did() -> (Agent, Server) {
 
 /// The server's description, as served.
 async fn description_of(server: &Server) -> Value {
-    let bytes = reqwest::get(server.description_url())
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+    serde_json::from_slice(&served_description_bytes(server).await).unwrap()
 }
 
 /// `agent`'s connection to `server` is refused at the upgrade with HTTP `status`.

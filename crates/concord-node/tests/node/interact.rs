@@ -1,22 +1,15 @@
 //! Interface sessions: the seed's WeatherAgent served whole over one negotiated session,
 //! every LMOS pattern on it, and a 0-RTT reconnect that resumes a subscription.
 
-use std::sync::{Arc, OnceLock};
-
+use concord_describe::{Form, InteractionMode, Operation, Validated};
 use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
 use concord_node::{ActionUpdate, CallError, Node, Notification, Settlement, Want};
 use serde_json::json;
 
-use crate::support::{build, quick_limits, requester, serve, Agent};
+use crate::support::{build, quick_limits, requester, serve, served_description, Agent};
 
 fn weather_agent() -> Agent {
-    let publisher = Arc::new(OnceLock::new());
-    let agent = build(
-        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
-            .limits(quick_limits()),
-    );
-    let _ = publisher.set(agent.node.publisher());
-    agent
+    build(weather::agent(Node::builder(weather::TITLE)).limits(quick_limits()))
 }
 
 fn everything() -> Want {
@@ -231,75 +224,65 @@ async fn a_one_action_connection_has_no_interactions() {
 async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
     let provider = weather_agent();
     let server = serve(&provider).await;
-    let bytes = reqwest::get(server.description_url())
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let report = concord_describe::validate(&bytes);
-    assert_eq!(report.errors().count(), 0, "{report:?}");
+    let Validated { thing, report, .. } = served_description(&server).await;
     assert_eq!(report.warnings().count(), 0, "{report:?}");
-    let td: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    let ops = |affordance: &serde_json::Value| -> Vec<String> {
-        affordance["forms"]
-            .as_array()
-            .unwrap()
+    let ops = |forms: &[Form]| -> Vec<Operation> {
+        forms
             .iter()
-            .flat_map(|form| match &form["op"] {
-                serde_json::Value::String(op) => vec![op.clone()],
-                serde_json::Value::Array(ops) => ops
-                    .iter()
-                    .map(|op| op.as_str().unwrap().to_owned())
-                    .collect(),
-                _ => Vec::new(),
-            })
+            .flat_map(|form| form.op.iter().flat_map(|ops| ops.iter().copied()))
             .collect()
     };
-    let model = &td["properties"][weather::MODEL_CONFIGURATION];
-    assert_eq!(model["readOnly"], true, "{model}");
-    let model_ops = ops(model);
+    let properties = thing.properties.as_ref().unwrap();
+    let actions = thing.actions.as_ref().unwrap();
+    let events = thing.events.as_ref().unwrap();
+
+    let model = &properties[weather::MODEL_CONFIGURATION];
+    assert_eq!(model.schema.read_only, Some(true), "{model:?}");
+    let model_ops = ops(&model.forms);
     assert!(
-        model_ops.contains(&"readproperty".to_owned()),
+        model_ops.contains(&Operation::ReadProperty),
         "{model_ops:?}"
     );
     assert!(
-        model_ops.contains(&"observeproperty".to_owned()),
+        model_ops.contains(&Operation::ObserveProperty),
         "{model_ops:?}"
     );
     assert!(
-        !model_ops.contains(&"writeproperty".to_owned()),
+        !model_ops.contains(&Operation::WriteProperty),
         "{model_ops:?}"
     );
-    let forecast = &td["actions"][weather::FORECAST_REPORT];
-    assert_eq!(forecast["synchronous"], false, "{forecast}");
-    let forecast_ops = ops(forecast);
-    for op in ["invokeaction", "queryaction", "cancelaction"] {
-        assert!(forecast_ops.contains(&op.to_owned()), "{forecast_ops:?}");
+
+    let forecast = &actions[weather::FORECAST_REPORT];
+    assert_eq!(forecast.synchronous, Some(false), "{forecast:?}");
+    assert_eq!(forecast.interaction_mode(), InteractionMode::Progress);
+    let forecast_ops = ops(&forecast.forms);
+    for op in [
+        Operation::InvokeAction,
+        Operation::QueryAction,
+        Operation::CancelAction,
+    ] {
+        assert!(forecast_ops.contains(&op), "{forecast_ops:?}");
     }
-    let talk = &td["actions"][weather::TALK];
-    assert_eq!(talk["concord:mode"], "stream", "{talk}");
+
+    let talk = &actions[weather::TALK];
+    assert_eq!(talk.interaction_mode(), InteractionMode::Stream);
+    let stream = talk.stream.as_ref().unwrap();
+    assert_eq!(stream.frame_bytes as usize, VOICE_FRAME_BYTES, "{stream:?}");
     assert_eq!(
-        talk["concord:stream"]["concord:frameBytes"],
-        json!(VOICE_FRAME_BYTES),
-        "{talk}"
+        actions[weather::LOG_FEEDBACK].interaction_mode(),
+        InteractionMode::Notify
     );
-    assert_eq!(
-        td["actions"][weather::LOG_FEEDBACK]["concord:mode"],
-        "notify"
-    );
-    let event = &td["events"][weather::USER_FEEDBACK_RECEIVED];
-    assert_eq!(
-        event["data"]["properties"]["rating"]["maximum"], 5,
-        "{event}"
-    );
-    let event_ops = ops(event);
+
+    let event = &events[weather::USER_FEEDBACK_RECEIVED];
+    let rating = &event.data.as_ref().unwrap().properties.as_ref().unwrap()["rating"];
+    assert_eq!(rating.maximum, Some(5.into()), "{event:?}");
+    let event_ops = ops(&event.forms);
     assert!(
-        event_ops.contains(&"subscribeevent".to_owned()),
+        event_ops.contains(&Operation::SubscribeEvent),
         "{event_ops:?}"
     );
     assert!(
-        event_ops.contains(&"unsubscribeevent".to_owned()),
+        event_ops.contains(&Operation::UnsubscribeEvent),
         "{event_ops:?}"
     );
 }
@@ -405,5 +388,73 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
     assert!(
         gaps > 0,
         "3,000 unread events overflow a 1,024 queue: a gap was due"
+    );
+}
+
+/// `quick_limits` with a receive buffer per stream of `bytes`.
+fn stream_buffer(bytes: u64) -> concord_node::Limits {
+    let mut limits = quick_limits();
+    limits.streams.max_receive_buffer = bytes;
+    limits
+}
+
+/// The talk action starts each direction with 48 000 bytes of credit; this requester
+/// buffers 32 000 per stream. It refuses to connect for talk before anything is agreed,
+/// naming the action, the credit and its buffer, instead of letting the provider send
+/// 48 000 bytes to a side that holds 32 000; without talk it connects.
+#[tokio::test]
+async fn a_stream_credit_the_requester_cannot_hold_is_refused_before_negotiating() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = build(Node::builder("Requester").limits(stream_buffer(32_000)));
+    let refused = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::interface([weather::TALK, weather::GET_WEATHER]),
+        )
+        .await
+        .expect_err("refused");
+    let said = refused.to_string();
+    assert!(
+        said.contains("`talk`")
+            && said.contains("48000")
+            && said.contains("32000")
+            && said.contains("max_receive_buffer"),
+        "{refused:?}"
+    );
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface([weather::GET_WEATHER]))
+        .await
+        .unwrap();
+    let answer = peer
+        .call(
+            weather::GET_WEATHER,
+            json!({"question": "Weather in Oslo?", "interactionMode": "text"}),
+        )
+        .await
+        .unwrap();
+    assert!(answer.as_str().unwrap().contains("Oslo"), "{answer}");
+}
+
+/// A provider that buffers 32 000 bytes per stream cannot serve talk with 48 000 of
+/// credit: its description would promise what it cannot hold. The builder refuses it,
+/// naming the action, the field and the limit.
+#[test]
+fn a_provider_cannot_promise_a_credit_it_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = weather::agent(Node::builder(weather::TITLE))
+        .limits(stream_buffer(32_000))
+        .data_dir(dir.path())
+        .build()
+        .expect_err("refused");
+    let said = refused.to_string();
+    assert!(
+        said.contains("`talk`")
+            && said.contains("stream.initialCredit")
+            && said.contains("48000")
+            && said.contains("max_receive_buffer"),
+        "{said}"
     );
 }

@@ -3,8 +3,6 @@
 //! stream chunks by hand, as another implementation would, including bad ones. Every bad
 //! input gets a typed answer (an RFC 9457 problem) and the session goes on.
 
-use std::sync::{Arc, OnceLock};
-
 use concord_fixtures::weather;
 use concord_node::{Node, Notification, Want};
 use futures_util::SinkExt;
@@ -63,12 +61,7 @@ async fn next_message(socket: &mut RawSocket) -> Value {
 
 #[tokio::test]
 async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
-    let publisher = Arc::new(OnceLock::new());
-    let provider = build(
-        weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher))
-            .limits(quick_limits()),
-    );
-    let _ = publisher.set(provider.node.publisher());
+    let provider = build(weather::agent(Node::builder(weather::TITLE)).limits(quick_limits()));
     let server = serve(&provider).await;
     // A Concord requester negotiates the interface once: the provider stores it by hash.
     let requester = requester();
@@ -208,12 +201,9 @@ async fn hand_written_messages_get_answers_and_bad_ones_typed_problems() {
 
 #[tokio::test]
 async fn a_subscriber_that_stops_reading_is_gapped_and_nobody_else_waits() {
-    let publisher = Arc::new(OnceLock::new());
     let mut limits = quick_limits();
     limits.interaction.subscriber_queue = 64;
-    let provider =
-        build(weather::agent(Node::builder(weather::TITLE), Arc::clone(&publisher)).limits(limits));
-    let _ = publisher.set(provider.node.publisher());
+    let provider = build(weather::agent(Node::builder(weather::TITLE)).limits(limits));
     let server = serve(&provider).await;
     let requester = requester();
     let want = Want::interface([weather::USER_FEEDBACK_RECEIVED]);

@@ -90,6 +90,23 @@ pub async fn serve(agent: &Agent) -> Server {
     agent.node.serve("127.0.0.1:0").await.unwrap()
 }
 
+/// The bytes of the description `server` serves now (`GET /.well-known/wot`).
+pub async fn served_description_bytes(server: &Server) -> Vec<u8> {
+    reqwest::get(server.description_url())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+/// The description `server` serves now, valid and read into the typed model (`report`
+/// holds its warnings).
+pub async fn served_description(server: &Server) -> concord_describe::Validated {
+    concord_describe::parse(&served_description_bytes(server).await).unwrap()
+}
+
 /// A WebSocket to the server's endpoint, before any hello.
 pub async fn raw_socket(server: &Server) -> RawSocket {
     let (socket, _) = tokio_tungstenite::connect_async(server.endpoint())

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 
-use super::{ended, kill_group, read_limited, tail, ExecSpec, STDERR_TAIL_CHARS, STREAM_INPUT_ENV};
+use super::{ended, kill_group, tail, ExecSpec, STDERR_TAIL_CHARS, STREAM_INPUT_ENV};
 use crate::action::ActionError;
 use crate::backend::{FAILED, TIMED_OUT};
 use crate::config::human;
@@ -40,10 +40,14 @@ enum StreamFailure {
         program: String,
         timeout: std::time::Duration,
     },
+    /// The requester reset the stream (or its session ended): the command was killed.
+    #[error("`{program}` was killed: {reason}")]
+    Abandoned { program: String, reason: String },
 }
 
 impl ExecSpec {
-    /// Runs the command for one stream.
+    /// Runs the command for one stream. Returning an error resets the stream (the
+    /// requester never takes a failed command's output for a whole one).
     pub(super) async fn run_stream(
         &self,
         input: &Value,
@@ -59,16 +63,12 @@ impl ExecSpec {
         );
         let mut child = match command.spawn() {
             Ok(child) => child,
-            Err(source) => {
-                reset_stream(sender);
-                return Err(failed(&StreamFailure::Spawn { program, source }, ""));
-            }
+            Err(source) => return Err(failed(&StreamFailure::Spawn { program, source }, "")),
         };
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            reset_stream(sender);
             return Err(failed(&StreamFailure::NoStreams { program }, ""));
         };
         let run = async {
@@ -76,25 +76,32 @@ impl ExecSpec {
             let outbound = pin!(async {
                 tokio::join!(
                     pump_out(stdout, &sender, self.frame_bytes),
-                    read_limited(stderr, self.max_output_bytes)
+                    stderr_tail(stderr)
                 )
             });
             // The stream ends when the command's stdout does: the requester's half is
-            // not waited for.
-            let (out, err) = match futures_util::future::select(inbound, outbound).await {
-                futures_util::future::Either::Left(((), outbound)) => outbound.await,
+            // not waited for, unless it is reset.
+            let (out, stderr) = match futures_util::future::select(inbound, outbound).await {
+                futures_util::future::Either::Left((Ok(()), outbound)) => outbound.await,
+                futures_util::future::Either::Left((Err(error), _)) => return Err(error),
                 futures_util::future::Either::Right((done, _)) => done,
             };
-            let stderr = err.map(|(bytes, _)| bytes).unwrap_or_default();
             let stderr = tail(String::from_utf8_lossy(&stderr).trim(), STDERR_TAIL_CHARS);
             let status = child.wait().await;
-            (out, status, stderr)
+            Ok((out, status, stderr))
         };
-        let Ok((out, status, stderr)) = tokio::time::timeout(self.timeout, run).await else {
-            kill_group(pid);
-            let timeout = self.timeout;
-            reset_stream(sender);
-            return Err(failed(&StreamFailure::Timeout { program, timeout }, ""));
+        let (out, status, stderr) = match tokio::time::timeout(self.timeout, run).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(error)) => {
+                kill_group(pid);
+                let reason = error.to_string();
+                return Err(failed(&StreamFailure::Abandoned { program, reason }, ""));
+            }
+            Err(_) => {
+                kill_group(pid);
+                let timeout = self.timeout;
+                return Err(failed(&StreamFailure::Timeout { program, timeout }, ""));
+            }
         };
         if !stderr.is_empty() {
             tracing::info!(%stderr, "the stream's command wrote on stderr");
@@ -105,13 +112,9 @@ impl ExecSpec {
                 program,
                 ended: ended(status),
             },
-            (Ok(()), Ok(_)) => {
-                // Our half ends only now: a command that failed resets the stream instead.
-                let _ = sender.finish().await;
-                return Ok(json!({}));
-            }
+            // Our half ends once this returns `Ok` (a failure resets the stream instead).
+            (Ok(()), Ok(_)) => return Ok(json!({})),
         };
-        reset_stream(sender);
         Err(failed(&failure, &stderr))
     }
 }
@@ -126,20 +129,38 @@ fn failed(failure: &StreamFailure, stderr: &str) -> ActionError {
 }
 
 /// The requester's bytes to the command's stdin, closed when the requester ends its half
-/// (or the stream fails, or the command stops reading).
-async fn pump_in(mut receiver: StreamReceiver, mut stdin: ChildStdin) {
-    while let Some(Ok(bytes)) = receiver.next().await {
-        if stdin.write_all(&bytes).await.is_err() {
-            return;
+/// (or the command stops reading). A stream reset by the requester (or lost with its
+/// session) is an error: the command is then killed, not told the input ended.
+async fn pump_in(
+    mut receiver: StreamReceiver,
+    mut stdin: ChildStdin,
+) -> Result<(), crate::error::CallError> {
+    while let Some(bytes) = receiver.next().await {
+        if stdin.write_all(&bytes?).await.is_err() {
+            return Ok(());
         }
     }
     let _ = stdin.shutdown().await;
+    Ok(())
 }
 
-/// Resets the stream of a failed command: dropping a [`StreamSender`] would end our half
-/// in order, and the requester must see the reset, not an orderly end.
-fn reset_stream(sender: StreamSender) {
-    sender.abort();
+/// Bytes of a stream command's stderr kept for the log: its last ones. The rest is read
+/// and dropped, so a command may write on stderr for as long as its stream lasts.
+const STDERR_KEPT: usize = 4 * STDERR_TAIL_CHARS;
+
+/// Reads `stderr` to its end and returns its last [`STDERR_KEPT`] bytes.
+async fn stderr_tail(mut stderr: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(2 * STDERR_KEPT);
+    let mut buffer = [0u8; 4096];
+    while let Ok(read @ 1..) = stderr.read(&mut buffer).await {
+        kept.extend_from_slice(buffer.get(..read).unwrap_or_default());
+        if kept.len() > 2 * STDERR_KEPT {
+            kept.drain(..kept.len() - STDERR_KEPT);
+        }
+    }
+    let excess = kept.len().saturating_sub(STDERR_KEPT);
+    kept.drain(..excess);
+    kept
 }
 
 /// The command's stdout to the requester, in frames of `frame_bytes` when not zero. A
@@ -163,13 +184,14 @@ async fn pump_out(
             continue;
         }
         frame.extend_from_slice(bytes);
-        while frame.len() >= frame_bytes {
-            let rest = frame.split_off(frame_bytes);
-            let whole = std::mem::replace(&mut frame, rest);
-            if sender.send(whole).await.is_err() {
+        let mut whole = frame.chunks_exact(frame_bytes);
+        for piece in whole.by_ref() {
+            if sender.send(piece.to_vec()).await.is_err() {
                 return Ok(());
             }
         }
+        let rest = whole.remainder().len();
+        frame.drain(..frame.len() - rest);
     }
     if !frame.is_empty() {
         let _ = sender.send(frame).await;

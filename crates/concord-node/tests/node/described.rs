@@ -1,0 +1,209 @@
+//! Connecting with a description fetched already (`Node::describe`, then
+//! `Node::connect_described`): the provider is asked for its description once, and the
+//! connection is what `connect_with` makes: the provider's DID checked against where its
+//! description came from and proved over the channel, 0-RTT resume on a reconnect.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use concord_node::{ConnectError, Keys, Node, Security, Server, Settlement, Want};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::{build, catalogue, quick_limits, Agent};
+
+/// What a description request starts with on the wire.
+const DESCRIPTION_REQUEST: &[u8] = b"GET /.well-known/wot ";
+
+/// Test mode: DIDs on `localhost` resolve over `http://` (everything here is on loopback).
+fn loopback_security() -> Security {
+    let mut security = Security::default();
+    security.resolver.allow_loopback_http = true;
+    security
+}
+
+/// A plain TCP proxy on loopback in front of the provider, counting the description
+/// requests that cross it.
+struct CountingProxy {
+    listener: TcpListener,
+    descriptions: Arc<AtomicUsize>,
+}
+
+impl CountingProxy {
+    async fn bind() -> Self {
+        Self {
+            listener: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            descriptions: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// `http://localhost:PORT/`, the provider's public URL.
+    fn url(&self) -> String {
+        format!(
+            "http://localhost:{}/",
+            self.listener.local_addr().unwrap().port()
+        )
+    }
+
+    /// Forwards every connection to `backend` in a task; the counter stays readable.
+    fn forward_to(self, backend: std::net::SocketAddr) -> Arc<AtomicUsize> {
+        let descriptions = Arc::clone(&self.descriptions);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = self.listener.accept().await {
+                let descriptions = Arc::clone(&self.descriptions);
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(backend).await {
+                        relay(client, server, &descriptions).await;
+                    }
+                });
+            }
+        });
+        descriptions
+    }
+}
+
+/// Copies both ways, counting the description requests from `client`.
+async fn relay(client: TcpStream, server: TcpStream, descriptions: &AtomicUsize) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let upstream = async {
+        let mut buffer = vec![0; 16 << 10];
+        // The end of the last read, for a request line split across reads.
+        let mut carried: Vec<u8> = Vec::new();
+        loop {
+            let read = match client_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => read,
+            };
+            let bytes = &buffer[..read];
+            let mut window = std::mem::take(&mut carried);
+            window.extend_from_slice(bytes);
+            let found = window
+                .windows(DESCRIPTION_REQUEST.len())
+                .filter(|part| *part == DESCRIPTION_REQUEST)
+                .count();
+            descriptions.fetch_add(found, Ordering::SeqCst);
+            let keep = window.len().min(DESCRIPTION_REQUEST.len() - 1);
+            carried = window[window.len() - keep..].to_vec();
+            if server_write.write_all(bytes).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let downstream = async {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(upstream, downstream);
+}
+
+/// The product provider with a DID, reached through the proxy (its public URL, so its
+/// description, endpoint and DID name the proxy); the description request counter.
+async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicUsize>) {
+    let proxy = CountingProxy::bind().await;
+    let url = proxy.url();
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .public_url(url.clone())
+            .limits(quick_limits()),
+    );
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let descriptions = proxy.forward_to(server.local_addr());
+    (provider, server, url, descriptions)
+}
+
+/// A requester with a DID of its own (served, so the provider can resolve it): a provider
+/// with a DID resumes only for authenticated callers.
+async fn requester_with_did() -> (Agent, Server) {
+    let agent = build(
+        Node::builder("Requester")
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .limits(quick_limits()),
+    );
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    (agent, server)
+}
+
+#[tokio::test]
+async fn a_fetched_description_connects_with_one_description_request() {
+    let (_provider, server, url, descriptions) = provider_behind_counting_proxy().await;
+    let provider_did = server.did().unwrap().to_owned();
+    let (requester, _requester_server) = requester_with_did().await;
+    let want = || Want::action(catalogue::ACTION);
+
+    // Described once, connected without asking again: the DID proved over the channel.
+    let peer = requester.node.describe(&url).await.unwrap();
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    assert!(peer.url().ends_with("/.well-known/wot"), "{}", peer.url());
+    assert!(peer.action(catalogue::ACTION).is_some());
+    let first = requester
+        .node
+        .connect_described(&peer, want())
+        .await
+        .unwrap();
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    assert_eq!(first.info().settlement, Settlement::Negotiated);
+    assert_eq!(
+        first.info().peer_did.as_deref(),
+        Some(provider_did.as_str())
+    );
+    assert!(first.info().encrypted);
+    let output = first
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["price"], 1299.99);
+    first.close().await;
+
+    // The same description again: a 0-RTT resume, still no second request.
+    let again = requester
+        .node
+        .connect_described(&peer, want())
+        .await
+        .unwrap();
+    assert_eq!(again.info().settlement, Settlement::Resumed);
+    assert_eq!(
+        again.info().peer_did.as_deref(),
+        Some(provider_did.as_str())
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    again.close().await;
+
+    // `connect_with` fetches it itself, once, and resumes alike.
+    let fetched = requester.node.connect_with(&url, want()).await.unwrap();
+    assert_eq!(fetched.info().settlement, Settlement::Resumed);
+    assert_eq!(fetched.info().peer, peer.url());
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    fetched.close().await;
+}
+
+#[tokio::test]
+async fn a_description_from_an_origin_its_did_does_not_name_is_refused_alike() {
+    let (_provider, server, _url, descriptions) = provider_behind_counting_proxy().await;
+    let (requester, _requester_server) = requester_with_did().await;
+    // Straight from the server's own address: the description names the proxy's DID.
+    let own_address = format!("http://{}/", server.local_addr());
+    let direct = requester.node.describe(&own_address).await.unwrap();
+    let described = requester
+        .node
+        .connect_described(&direct, Want::action(catalogue::ACTION))
+        .await
+        .unwrap_err();
+    let fetched = requester
+        .node
+        .connect_with(&own_address, Want::action(catalogue::ACTION))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&described, ConnectError::Security { reason, .. } if reason.contains("whose host is not")),
+        "{described}"
+    );
+    assert_eq!(described.to_string(), fetched.to_string());
+    assert_eq!(descriptions.load(Ordering::SeqCst), 0);
+}
