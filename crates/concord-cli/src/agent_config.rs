@@ -85,10 +85,18 @@
 //! max_candidate_size = 65536         # bytes of a peer's candidate protocol
 //! transcript_max_age = "7d"          # the node prunes its transcripts by age and count
 //! transcript_max_count = 10000
+//! event_overflow = "drop_oldest"     # a full subscriber queue: "drop_oldest" (a gap) or "disconnect"
 //! [limits.hello]                     # bounds on a peer's hello (`HelloLimits`)
 //! max_text_size = 65536
 //! [limits.schema]                    # bounds on a protocol's JSON Schemas (`SchemaLimits`)
 //! max_enum_values = 1024
+//! [limits.interaction]               # interface sessions (`concord_interact::Limits`)
+//! action_lease = "30s"               # a progress action outlives its dropped caller this
+//! #                                    long (whole seconds: `concord:actionLease`)
+//! subscriber_queue = 1024            # notifications waiting per subscriber
+//! replay_max_age = "10m"             # optional: older events leave the replay buffer
+//! [limits.streams]                   # streams of a session (`StreamLimits`)
+//! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -100,7 +108,7 @@ use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
     ActionMode, Allow, Authentication, DidPattern, Encryption, Event, ExecAction, HttpAction,
-    Limits, Property, Security, SignatureForm, StreamSpec,
+    Limits, Overflow, Property, Security, SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -514,10 +522,54 @@ struct LimitsSection {
     transcript_text_max_bytes: Option<usize>,
     transcript_max_frames: Option<u64>,
     protocol_max_count: Option<u64>,
+    event_overflow: Option<String>,
     #[serde(default)]
     hello: HelloLimitsSection,
     #[serde(default)]
     schema: SchemaLimitsSection,
+    #[serde(default)]
+    interaction: InteractionLimitsSection,
+    #[serde(default)]
+    streams: StreamLimitsSection,
+}
+
+/// `[limits.interaction]`: bounds of interface sessions (`concord_interact::Limits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InteractionLimitsSection {
+    max_message_size: Option<usize>,
+    max_depth: Option<usize>,
+    max_correlation_id: Option<usize>,
+    max_action_id: Option<usize>,
+    max_name: Option<usize>,
+    max_problem_text: Option<usize>,
+    max_open_correlations: Option<usize>,
+    max_events: Option<usize>,
+    /// 0: no replay buffer.
+    replay_events: Option<usize>,
+    /// Absent: events leave the replay buffer by count alone.
+    replay_max_age: Option<Humane>,
+    subscriber_queue: Option<usize>,
+    max_subscribers: Option<usize>,
+    max_actions: Option<usize>,
+    max_actions_per_caller: Option<usize>,
+    /// 0: a finished action is forgotten at once.
+    finished_actions: Option<usize>,
+    /// Whole seconds (the description publishes it as `concord:actionLease`).
+    action_lease: Option<Humane>,
+    max_pending_requests: Option<usize>,
+}
+
+/// `[limits.streams]`: bounds of the streams of one session
+/// (`concord_interact::stream::StreamLimits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamLimitsSection {
+    max_streams: Option<usize>,
+    max_chunk_size: Option<usize>,
+    initial_credit: Option<u64>,
+    max_receive_buffer: Option<u64>,
+    max_send_queue: Option<u64>,
 }
 
 /// `[limits.hello]`: bounds on a peer's hello (`concord_proto::HelloLimits`).
@@ -696,6 +748,8 @@ impl File {
                 key,
             });
         }
+        let limits = self.limits.check()?;
+        check_credits(&actions, &limits)?;
         Ok(AgentConfig {
             title,
             id: self.agent.id,
@@ -711,7 +765,7 @@ impl File {
             actions,
             llm,
             consensus,
-            limits: self.limits.check()?,
+            limits,
             security: self.security.check()?,
             properties,
             events,
@@ -1326,14 +1380,69 @@ impl LimitsSection {
             max_pattern_len,
             max_pattern_total
         );
-        limits.validate().map_err(|invalid| {
-            Problem::key(
-                format!("limits.{}", invalid.name),
-                "must be greater than zero",
-            )
-        })?;
+        given!(self.interaction => limits.interaction;
+            max_message_size,
+            max_depth,
+            max_correlation_id,
+            max_action_id,
+            max_name,
+            max_problem_text,
+            max_open_correlations,
+            max_events,
+            replay_events,
+            subscriber_queue,
+            max_subscribers,
+            max_actions,
+            max_actions_per_caller,
+            finished_actions,
+            action_lease,
+            max_pending_requests
+        );
+        if let Some(age) = self.interaction.replay_max_age {
+            limits.interaction.replay_max_age = Some(age.into());
+        }
+        given!(self.streams => limits.streams;
+            max_streams,
+            max_chunk_size,
+            initial_credit,
+            max_receive_buffer,
+            max_send_queue
+        );
+        if let Some(policy) = &self.event_overflow {
+            limits.event_overflow = choose(
+                "limits.event_overflow",
+                policy,
+                &[
+                    ("drop_oldest", Overflow::DropOldest),
+                    ("disconnect", Overflow::Disconnect),
+                ],
+            )?;
+        }
+        limits
+            .validate()
+            .map_err(|invalid| Problem::key(format!("limits.{}", invalid.name), invalid.reason))?;
         Ok(limits)
     }
+}
+
+/// Every stream action's initial credit fits in the receive buffer the limits give a
+/// stream: a peer may send that much before we read any of it.
+fn check_credits(actions: &[ConfiguredAction], limits: &Limits) -> Result<(), Problem> {
+    let buffer = limits.streams.max_receive_buffer;
+    for (index, action) in actions.iter().enumerate() {
+        if let Some(stream) = action.stream.as_ref().filter(|s| s.initial_credit > buffer) {
+            return Err(Problem::key(
+                format!("actions[{index}].stream.initial_credit"),
+                format!(
+                    "{} is more than limits.streams.max_receive_buffer ({buffer}) holds: a peer \
+                     may send that much before the agent reads any of it; raise the buffer \
+                     under [limits.streams] or lower the credit",
+                    stream.initial_credit
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn positive(duration: Humane, key: &str) -> Result<Duration, Problem> {
@@ -1424,6 +1533,148 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let text = format!("{MINIMAL}\n[limits.hello]\nmax_size = 1\n");
         let error = load(&text, &[]).unwrap_err();
         assert!(error.contains("unknown field `max_size`"), "{error}");
+    }
+
+    #[test]
+    fn interaction_and_stream_limits_can_be_set() {
+        let text = format!(
+            "{MINIMAL}\n[limits.interaction]\nmax_message_size = 2048\nmax_depth = 8\n\
+             max_correlation_id = 1\nmax_action_id = 2\nmax_name = 3\nmax_problem_text = 4\n\
+             max_open_correlations = 5\nmax_events = 6\nreplay_events = 0\n\
+             replay_max_age = \"10m\"\nsubscriber_queue = 7\nmax_subscribers = 8\n\
+             max_actions = 9\nmax_actions_per_caller = 10\nfinished_actions = 0\n\
+             action_lease = \"2m\"\nmax_pending_requests = 11\n\
+             [limits.streams]\nmax_streams = 12\nmax_chunk_size = 13\ninitial_credit = 14\n\
+             max_receive_buffer = 15\nmax_send_queue = 16\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        let interaction = &limits.interaction;
+        assert_eq!(
+            [
+                interaction.max_message_size,
+                interaction.max_depth,
+                interaction.max_correlation_id,
+                interaction.max_action_id,
+                interaction.max_name,
+                interaction.max_problem_text,
+                interaction.max_open_correlations,
+                interaction.max_events,
+                interaction.replay_events,
+                interaction.subscriber_queue,
+                interaction.max_subscribers,
+                interaction.max_actions,
+                interaction.max_actions_per_caller,
+                interaction.finished_actions,
+                interaction.max_pending_requests,
+            ],
+            [2048, 8, 1, 2, 3, 4, 5, 6, 0, 7, 8, 9, 10, 0, 11]
+        );
+        assert_eq!(interaction.replay_max_age, Some(Duration::from_secs(600)));
+        assert_eq!(interaction.action_lease, Duration::from_secs(120));
+        let streams = &limits.streams;
+        assert_eq!((streams.max_streams, streams.max_chunk_size), (12, 13));
+        assert_eq!(
+            (
+                streams.initial_credit,
+                streams.max_receive_buffer,
+                streams.max_send_queue
+            ),
+            (14, 15, 16)
+        );
+        // The rest keeps the node's defaults; no replay age unless given.
+        let defaults = Limits::default();
+        assert_eq!(limits.max_sessions, defaults.max_sessions);
+        assert_eq!(
+            load(MINIMAL, &[])
+                .unwrap()
+                .limits
+                .interaction
+                .replay_max_age,
+            None
+        );
+
+        let error = |section: &str, line: &str| {
+            load(&format!("{MINIMAL}\n[limits.{section}]\n{line}\n"), &[]).unwrap_err()
+        };
+        for (section, key, zero) in [
+            ("interaction", "max_message_size", "0"),
+            ("interaction", "max_depth", "0"),
+            ("interaction", "subscriber_queue", "0"),
+            ("interaction", "max_actions_per_caller", "0"),
+            ("interaction", "replay_max_age", "\"0s\""),
+            ("interaction", "action_lease", "\"0s\""),
+            ("streams", "max_streams", "0"),
+            ("streams", "initial_credit", "0"),
+            ("streams", "max_receive_buffer", "0"),
+            ("streams", "max_send_queue", "0"),
+        ] {
+            assert_eq!(
+                error(section, &format!("{key} = {zero}")),
+                format!("limits.{section}.{key}: must be greater than zero")
+            );
+        }
+        assert_eq!(
+            error("interaction", "action_lease = \"1500ms\""),
+            "limits.interaction.action_lease: is 1.5 s: a whole number of seconds up to a day \
+             is what the description can publish (`concord:actionLease`)"
+        );
+        assert!(error("interaction", "action_lease = \"2d\"")
+            .starts_with("limits.interaction.action_lease: is 172800 s: a whole number"));
+        assert!(load(
+            &format!("{MINIMAL}\n[limits.interaction]\naction_lease = \"1d\"\n"),
+            &[]
+        )
+        .is_ok());
+        assert_eq!(
+            error("streams", "initial_credit = 2000000"),
+            "limits.streams.initial_credit: is 2000000, more than \
+             streams.max_receive_buffer (1048576) holds"
+        );
+        let overflow = |policy: &str| {
+            load(
+                &format!("{MINIMAL}\n[limits]\nevent_overflow = {policy:?}\n"),
+                &[],
+            )
+            .map(|config| config.limits.event_overflow)
+        };
+        assert_eq!(overflow("disconnect"), Ok(Overflow::Disconnect));
+        assert_eq!(overflow("drop_oldest"), Ok(Overflow::DropOldest));
+        assert_eq!(
+            overflow("block"),
+            Err(
+                "limits.event_overflow: \"block\" is not one of \"drop_oldest\", \"disconnect\""
+                    .to_owned()
+            )
+        );
+        assert!(error("interaction", "lease = \"1s\"").contains("unknown field `lease`"));
+        assert!(error("streams", "max_buffer = 1").contains("unknown field `max_buffer`"));
+    }
+
+    #[test]
+    fn a_stream_actions_credit_must_fit_the_receive_buffer() {
+        let stream = |credit: u64, limits: &str| {
+            format!(
+                "{MINIMAL}\n[[actions]]\nname = \"talk\"\nmode = \"stream\"\ninput = {{}}\n\
+                 output = {{}}\nexec = {{ command = \"cat\" }}\n[actions.stream]\n\
+                 content_type = \"audio/pcm\"\ninitial_credit = {credit}\n{limits}"
+            )
+        };
+        assert_eq!(
+            load(&stream(2_000_000, ""), &[]).unwrap_err(),
+            "actions[1].stream.initial_credit: 2000000 is more than \
+             limits.streams.max_receive_buffer (1048576) holds: a peer may send that much \
+             before the agent reads any of it; raise the buffer under [limits.streams] or \
+             lower the credit"
+        );
+        let larger = "[limits.streams]\nmax_receive_buffer = 4194304\n";
+        let config = load(&stream(2_000_000, larger), &[]).unwrap();
+        assert_eq!(config.limits.streams.max_receive_buffer, 4_194_304);
+        assert_eq!(
+            config.actions[1].stream.as_ref().unwrap().initial_credit,
+            2_000_000
+        );
+        // Exactly the buffer is fine.
+        assert!(load(&stream(1_048_576, ""), &[]).is_ok());
     }
 
     #[test]

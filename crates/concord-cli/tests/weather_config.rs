@@ -112,6 +112,8 @@ fn the_weather_configuration_describes_every_affordance() {
     assert!(weather.get("synchronous").is_none(), "{weather}");
     let forecast = &td["actions"]["forecastReport"];
     assert_eq!(forecast["synchronous"], false, "{forecast}");
+    // The node's default lease: the configuration sets none.
+    assert_eq!(forecast["concord:actionLease"], 30, "{forecast}");
     assert_eq!(
         ops(forecast),
         ["invokeaction", "queryaction", "cancelaction"]
@@ -335,6 +337,35 @@ fn the_new_keys_are_checked_by_file_and_key() {
             base.replace("exec = { command = \"cat\" }", "http = { url = \"http://127.0.0.1:9/\" }\nmode = \"progress\""),
             "actions[0].mode: an http backend serves the modes \"reply\" and \"notify\"",
         ),
+        (
+            format!("{base}\n[limits.interaction]\nmax_depth = 0\n"),
+            "limits.interaction.max_depth: must be greater than zero",
+        ),
+        (
+            format!("{base}\n[limits.interaction]\naction_lease = \"1500ms\"\n"),
+            "limits.interaction.action_lease: 1s 500ms is not a whole number of seconds",
+        ),
+        (
+            format!("{base}\n[limits.interaction]\nlease = \"45s\"\n"),
+            "unknown field `lease`",
+        ),
+        (
+            format!("{base}\n[limits.streams]\nmax_send_queue = 0\n"),
+            "limits.streams.max_send_queue: must be greater than zero",
+        ),
+        (
+            format!("{base}\n[limits.streams]\nchunk = 1\n"),
+            "unknown field `chunk`",
+        ),
+        (
+            format!("{base}mode = \"stream\"\n[actions.stream]\ncontent_type = \"x\"\ninitial_credit = 2000000\n"),
+            "actions[0].stream.initial_credit: 2000000 is more than limits.streams.max_receive_buffer (1048576) holds",
+        ),
+        (
+            format!("{base}mode = \"stream\"\n[actions.stream]\ncontent_type = \"x\"\ninitial_credit = 200\n\
+                     [limits.streams]\nmax_receive_buffer = 100\ninitial_credit = 100\n"),
+            "actions[0].stream.initial_credit: 200 is more than limits.streams.max_receive_buffer (100) holds",
+        ),
     ];
     for (text, expected) in cases {
         // Messages name the key in backquotes: `actions[0].mode`: …
@@ -347,4 +378,32 @@ fn the_new_keys_are_checked_by_file_and_key() {
         let output = run(concord().arg("serve").arg("--config").arg(&path));
         output.fails(1, expected);
     }
+}
+
+/// `[limits.interaction]` and `[limits.streams]` reach the node: the description publishes
+/// the configured lease, and a stream action may declare a credit only a larger receive
+/// buffer holds.
+#[test]
+fn interaction_and_stream_limits_reach_the_node() {
+    let (dir, path) = write_config(
+        "[agent]\ntitle = \"Leases\"\n\n[node]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"data\"\n\n\
+         [[actions]]\nname = \"forecastReport\"\nmode = \"progress\"\ninput = { type = \"object\" }\n\
+         output = { type = \"object\" }\nexec = { command = \"cat\" }\n\n\
+         [[actions]]\nname = \"talk\"\nmode = \"stream\"\ninput = {}\noutput = {}\n\
+         exec = { command = \"cat\" }\n[actions.stream]\ncontent_type = \"audio/pcm\"\n\
+         initial_credit = 2000000\n\n\
+         [limits.interaction]\naction_lease = \"45s\"\n\n\
+         [limits.streams]\nmax_receive_buffer = 4194304\n",
+    );
+    let served = Served::start(&[OsStr::new("--config"), path.as_os_str()]);
+    let td: Value = serde_json::from_str(&http_get(&served.description)).unwrap();
+    let forecast = &td["actions"]["forecastReport"];
+    assert_eq!(forecast["concord:actionLease"], 45, "{forecast}");
+    let talk = &td["actions"]["talk"];
+    assert_eq!(
+        talk["concord:stream"]["concord:initialCredit"], 2_000_000,
+        "{talk}"
+    );
+    drop(served);
+    drop(dir);
 }

@@ -281,20 +281,120 @@ impl Limits {
                 self.max_concurrent_negotiation_work == 0,
             ),
         ];
-        match zero.iter().find(|(_, zero)| *zero) {
-            Some(&(name, _)) => Err(InvalidLimit { name }),
-            None => Ok(()),
+        if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
+            return Err(InvalidLimit::zero(name));
         }
+        self.validate_interaction()
+    }
+
+    /// [`Limits::validate`] for `interaction` and `streams`. `interaction.replay_events`
+    /// and `interaction.finished_actions` may be 0 (no replay; finished actions forgotten
+    /// at once).
+    fn validate_interaction(&self) -> Result<(), InvalidLimit> {
+        let (interaction, streams) = (&self.interaction, &self.streams);
+        let zero = [
+            (
+                "interaction.max_message_size",
+                interaction.max_message_size == 0,
+            ),
+            ("interaction.max_depth", interaction.max_depth == 0),
+            (
+                "interaction.max_correlation_id",
+                interaction.max_correlation_id == 0,
+            ),
+            ("interaction.max_action_id", interaction.max_action_id == 0),
+            ("interaction.max_name", interaction.max_name == 0),
+            (
+                "interaction.max_problem_text",
+                interaction.max_problem_text == 0,
+            ),
+            (
+                "interaction.max_open_correlations",
+                interaction.max_open_correlations == 0,
+            ),
+            ("interaction.max_events", interaction.max_events == 0),
+            (
+                "interaction.replay_max_age",
+                interaction.replay_max_age.is_some_and(|age| age.is_zero()),
+            ),
+            (
+                "interaction.subscriber_queue",
+                interaction.subscriber_queue == 0,
+            ),
+            (
+                "interaction.max_subscribers",
+                interaction.max_subscribers == 0,
+            ),
+            ("interaction.max_actions", interaction.max_actions == 0),
+            (
+                "interaction.max_actions_per_caller",
+                interaction.max_actions_per_caller == 0,
+            ),
+            (
+                "interaction.action_lease",
+                interaction.action_lease.is_zero(),
+            ),
+            (
+                "interaction.max_pending_requests",
+                interaction.max_pending_requests == 0,
+            ),
+            ("streams.max_streams", streams.max_streams == 0),
+            ("streams.max_chunk_size", streams.max_chunk_size == 0),
+            ("streams.initial_credit", streams.initial_credit == 0),
+            (
+                "streams.max_receive_buffer",
+                streams.max_receive_buffer == 0,
+            ),
+            ("streams.max_send_queue", streams.max_send_queue == 0),
+        ];
+        if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
+            return Err(InvalidLimit::zero(name));
+        }
+        // The description publishes the lease in whole seconds, at most a day.
+        let lease = interaction.action_lease;
+        if lease.subsec_nanos() != 0 || lease.as_secs() > concord_describe::MAX_ACTION_LEASE_SECS {
+            return Err(InvalidLimit {
+                name: "interaction.action_lease",
+                reason: format!(
+                    "is {}: a whole number of seconds up to a day is what the description \
+                     can publish (`concord:actionLease`)",
+                    human(lease)
+                ),
+            });
+        }
+        // A stream opened by its first chunk would silently get less.
+        if streams.initial_credit > streams.max_receive_buffer {
+            return Err(InvalidLimit {
+                name: "streams.initial_credit",
+                reason: format!(
+                    "is {}, more than streams.max_receive_buffer ({}) holds",
+                    streams.initial_credit, streams.max_receive_buffer
+                ),
+            });
+        }
+        Ok(())
     }
 }
 
-/// A [`Limits`] field that is zero, where every limit must be greater than zero.
+/// A [`Limits`] field out of its range: most must be greater than zero.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{name} must be greater than zero")]
+#[error("{name} {reason}")]
 #[non_exhaustive]
 pub struct InvalidLimit {
-    /// The field's name, as in [`Limits`] (`max_sessions`, `call_timeout`, …).
+    /// The field's name, as in [`Limits`] (`max_sessions`, `call_timeout`,
+    /// `interaction.action_lease`, …).
     pub name: &'static str,
+    /// What is wrong with it (`must be greater than zero`, …).
+    pub reason: String,
+}
+
+impl InvalidLimit {
+    fn zero(name: &'static str) -> Self {
+        Self {
+            name,
+            reason: "must be greater than zero".to_owned(),
+        }
+    }
 }
 
 /// A duration for people: `300 ms`, `15 s`, `2.5 s`.

@@ -95,7 +95,7 @@ pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
-pub use concord_interact::{ActionMode, StreamSpec};
+pub use concord_interact::{ActionMode, Overflow, StreamSpec};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
