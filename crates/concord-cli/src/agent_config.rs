@@ -1615,11 +1615,11 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         }
         assert_eq!(
             error("interaction", "action_lease = \"1500ms\""),
-            "limits.interaction.action_lease: is 1.5 s: a whole number of seconds up to a day \
-             is what the description can publish (`concord:actionLease`)"
+            "limits.interaction.action_lease: must be a whole number of seconds up to a day, \
+             not 1.5 s: the description publishes it (`concord:actionLease`)"
         );
         assert!(error("interaction", "action_lease = \"2d\"")
-            .starts_with("limits.interaction.action_lease: is 172800 s: a whole number"));
+            .contains("up to a day, not 172800 s"));
         assert!(load(
             &format!("{MINIMAL}\n[limits.interaction]\naction_lease = \"1d\"\n"),
             &[]
@@ -1627,8 +1627,8 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .is_ok());
         assert_eq!(
             error("streams", "initial_credit = 2000000"),
-            "limits.streams.initial_credit: is 2000000, more than \
-             streams.max_receive_buffer (1048576) holds"
+            "limits.streams.initial_credit: must be at most streams.max_receive_buffer \
+             (1048576), not 2000000"
         );
         let overflow = |policy: &str| {
             load(

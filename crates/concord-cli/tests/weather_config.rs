@@ -343,7 +343,7 @@ fn the_new_keys_are_checked_by_file_and_key() {
         ),
         (
             format!("{base}\n[limits.interaction]\naction_lease = \"1500ms\"\n"),
-            "limits.interaction.action_lease: 1s 500ms is not a whole number of seconds",
+            "limits.interaction.action_lease: must be a whole number of seconds up to a day, not 1.5 s",
         ),
         (
             format!("{base}\n[limits.interaction]\nlease = \"45s\"\n"),

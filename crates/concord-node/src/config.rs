@@ -356,8 +356,8 @@ impl Limits {
             return Err(InvalidLimit {
                 name: "interaction.action_lease",
                 reason: format!(
-                    "is {}: a whole number of seconds up to a day is what the description \
-                     can publish (`concord:actionLease`)",
+                    "must be a whole number of seconds up to a day, not {}: the description \
+                     publishes it (`concord:actionLease`)",
                     human(lease)
                 ),
             });
@@ -367,8 +367,8 @@ impl Limits {
             return Err(InvalidLimit {
                 name: "streams.initial_credit",
                 reason: format!(
-                    "is {}, more than streams.max_receive_buffer ({}) holds",
-                    streams.initial_credit, streams.max_receive_buffer
+                    "must be at most streams.max_receive_buffer ({}), not {}",
+                    streams.max_receive_buffer, streams.initial_credit
                 ),
             });
         }
