@@ -1618,8 +1618,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             "limits.interaction.action_lease: must be a whole number of seconds up to a day, \
              not 1.5 s: the description publishes it (`concord:actionLease`)"
         );
-        assert!(error("interaction", "action_lease = \"2d\"")
-            .contains("up to a day, not 172800 s"));
+        assert!(error("interaction", "action_lease = \"2d\"").contains("up to a day, not 172800 s"));
         assert!(load(
             &format!("{MINIMAL}\n[limits.interaction]\naction_lease = \"1d\"\n"),
             &[]
