@@ -532,7 +532,7 @@ impl Message {
     /// Both decoders on the same bytes, for the differential fuzz target
     /// (`fuzz/fuzz_targets/interact_message_diff.rs`): what the one-pass decoder gives, and
     /// what the step-by-step one gives. The size check of [`Message::decode`] is not made.
-    #[cfg(fuzzing)]
+    #[cfg(feature = "fuzzing")]
     #[doc(hidden)]
     pub fn decode_paths(
         bytes: &[u8],
