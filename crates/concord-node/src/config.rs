@@ -440,4 +440,28 @@ mod tests {
         assert_eq!(config.max_candidate_size, 64 * 1024);
         assert_eq!(config.first_proposal_timeout, Duration::from_secs(30));
     }
+
+    #[test]
+    fn interaction_limits_are_refused_by_name_and_reason() {
+        let refused = |change: fn(&mut Limits)| {
+            let mut limits = Limits::default();
+            change(&mut limits);
+            limits.validate().unwrap_err()
+        };
+        let zero = refused(|limits| limits.interaction.subscriber_queue = 0);
+        assert_eq!(zero.name, "interaction.subscriber_queue");
+        let lease = refused(|limits| limits.interaction.action_lease = Duration::from_millis(1500));
+        assert_eq!(lease.name, "interaction.action_lease");
+        assert!(lease.reason.contains("not 1.5 s"), "{lease}");
+        let long = refused(|limits| limits.interaction.action_lease = Duration::from_secs(86_401));
+        assert_eq!(long.name, "interaction.action_lease");
+        let credit = refused(|limits| limits.streams.max_receive_buffer = 1024);
+        assert_eq!(credit.name, "streams.initial_credit");
+        // Zero replay and no finished actions kept are choices, not mistakes.
+        let mut limits = Limits::default();
+        limits.interaction.replay_events = 0;
+        limits.interaction.finished_actions = 0;
+        limits.interaction.action_lease = Duration::from_secs(86_400);
+        assert_eq!(limits.validate(), Ok(()));
+    }
 }

@@ -391,10 +391,12 @@ async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
     );
 }
 
-/// `quick_limits` with a receive buffer per stream of `bytes`.
+/// `quick_limits` with a receive buffer per stream of `bytes` (and the credit of a stream
+/// opened by its first chunk within it).
 fn stream_buffer(bytes: u64) -> concord_node::Limits {
     let mut limits = quick_limits();
     limits.streams.max_receive_buffer = bytes;
+    limits.streams.initial_credit = limits.streams.initial_credit.min(bytes);
     limits
 }
 
