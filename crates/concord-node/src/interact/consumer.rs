@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::handles::{ActionUpdate, Notification, ReaderQueue};
-use super::pipes::Pipes;
+use super::pipes::{reset_error, Pipes};
 use super::StreamCommand;
 use crate::error::CallError;
 use crate::interface::{InterfaceCode, Payload};
@@ -465,11 +465,7 @@ impl ConsumerState {
                 self.pipes.finished(id.0, &mut self.endpoint);
             }
             ConsumerEvent::Stream(StreamUpdate::Reset { id, code }) => {
-                let error = CallError::Remote {
-                    code: 499,
-                    message: format!("the provider reset the stream (code {})", code.0),
-                };
-                self.pipes.fail(id.0, &error);
+                self.pipes.fail(id.0, &reset_error("provider", code));
             }
             ConsumerEvent::Problem {
                 correlation,

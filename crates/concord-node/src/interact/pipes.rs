@@ -401,6 +401,18 @@ impl Pipes {
     }
 }
 
+/// What the handles of a stream the peer (`by`: "provider" or "requester") reset hear: the
+/// reset code as the status when it is one (a failed action's, 400–599), else 499.
+pub(crate) fn reset_error(by: &str, code: ResetCode) -> CallError {
+    let status = Some(i64::from(code.0))
+        .filter(|status| (400..=599).contains(status))
+        .unwrap_or(499);
+    CallError::Remote {
+        code: status,
+        message: format!("the {by} reset the stream (code {code})"),
+    }
+}
+
 fn fail_pipe(pipe: Pipe, error: &CallError) {
     if let Some(incoming) = pipe.incoming {
         incoming.fail(error.clone());

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
 
 use super::affordances::{problem_of, Affordances, Backend, StreamIo};
-use super::pipes::Pipes;
+use super::pipes::{reset_error, Pipes};
 use super::StreamCommand;
 use crate::action::{ActionError, Actions};
 use crate::driver::Work;
@@ -159,10 +159,9 @@ impl ProviderInteract {
             return;
         };
         tracing::info!(%error, stream = id, "the stream action failed: resetting the stream");
-        if let Err(error) = self
-            .endpoint
-            .stream_reset(StreamId(id), ResetCode::CANCELLED)
-        {
+        // The requester hears the action's status as the reset code (500, 502, 504, …).
+        let code = ResetCode(u32::from(error.code));
+        if let Err(error) = self.endpoint.stream_reset(StreamId(id), code) {
             tracing::debug!(%error, "cannot reset the stream");
         }
         self.pipes.fail(
@@ -279,11 +278,7 @@ impl ProviderInteract {
                 self.pipes.finished(id.0, &mut self.endpoint);
             }
             ProviderEvent::Stream(StreamUpdate::Reset { id, code }) => {
-                let error = CallError::Remote {
-                    code: 499,
-                    message: format!("the requester reset the stream (code {})", code.0),
-                };
-                self.pipes.fail(id.0, &error);
+                self.pipes.fail(id.0, &reset_error("requester", code));
             }
             other => tracing::debug!(?other, "interaction event ignored"),
         }

@@ -129,8 +129,9 @@ async fn a_stream_ends_in_order_only_when_its_action_succeeded() {
         // The reader starts late: whatever was queued for it, the reset is not lost.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (bytes, end) = read_to_end(receiver).await;
+        // The action's status (500: it failed, or panicked) is the reset code.
         assert!(
-            matches!(end, Err(CallError::Closed(_) | CallError::Remote { .. })),
+            matches!(end, Err(CallError::Remote { code: 500, .. })),
             "{name}: {end:?} after {:?}",
             String::from_utf8_lossy(&bytes)
         );
