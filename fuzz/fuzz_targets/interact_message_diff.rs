@@ -8,18 +8,8 @@
 use concord_interact::{Limits, Message};
 use libfuzzer_sys::fuzz_target;
 
-fn tight() -> Limits {
-    let mut limits = Limits::default();
-    limits.max_depth = 3;
-    limits.max_correlation_id = 8;
-    limits.max_action_id = 8;
-    limits.max_name = 8;
-    limits.max_problem_text = 16;
-    limits
-}
-
 fuzz_target!(|data: &[u8]| {
-    for limits in [Limits::default(), tight()] {
+    for limits in [Limits::default(), Message::tight_limits()] {
         if data.len() > limits.max_message_size {
             return;
         }

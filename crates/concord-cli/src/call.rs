@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::caller::CallerArgs;
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
-use crate::interact::{progress, Affordance, Described};
+use crate::interact::{self, progress, Affordance, Described};
 use crate::llm;
 use crate::logging::Spinner;
 use crate::output::{self, outln};
@@ -281,29 +281,16 @@ fn read_lines(
     receiver
 }
 
-/// Connects with a spinner; on failure says why and gives the exit code.
-async fn connect(node: &Node, args: &CallArgs, want: Want) -> Result<Connection, ExitCode> {
-    let spinner = Spinner::start(&format!("connecting to {}", args.url));
-    let connected = node.connect_with(&args.url, want).await;
-    spinner.finish();
-    connected.map_err(|error| {
-        crate::output::note(&error);
-        ExitCode::from(connect_exit_code(&error))
-    })
-}
-
 async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::Result<ExitCode> {
     let spinner = Spinner::start(&format!("connecting to {}", args.url));
     let started = Instant::now();
     // The description is fetched once: for the action's mode, then to connect with.
-    let described = match node.describe(&args.url).await {
+    let described = match interact::connecting(&spinner, node.describe(&args.url)).await {
         Ok(peer) => Described::new(peer),
-        Err(error) => {
-            spinner.finish();
-            crate::output::note(&error);
-            return Ok(ExitCode::from(connect_exit_code(&error)));
-        }
+        Err(code) => return Ok(code),
     };
+    // The connection's setup time starts after the fetch; `setupMs` includes it.
+    let describe_time = started.elapsed();
     if args.propose.is_none() {
         if let Some(mode) = interface_mode(&described, &args.action) {
             spinner.finish();
@@ -317,13 +304,14 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
             return progress::call(&node, call, mode).await;
         }
     }
-    let connection = match node.connect_described(described.peer(), want).await {
+    let connection = match interact::connecting(
+        &spinner,
+        node.connect_described(described.peer(), want),
+    )
+    .await
+    {
         Ok(connection) => connection,
-        Err(error) => {
-            spinner.finish();
-            crate::output::note(&error);
-            return Ok(ExitCode::from(connect_exit_code(&error)));
-        }
+        Err(code) => return Ok(code),
     };
     spinner.set(&format!("calling {}", args.action));
     let call_started = Instant::now();
@@ -331,7 +319,8 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     let call_time = call_started.elapsed();
     spinner.set("closing");
     connection.close().await;
-    let report = SessionReport::of(connection.info(), node.store()).await;
+    let mut report = SessionReport::of(connection.info(), node.store()).await;
+    report.setup += describe_time;
     spinner.finish();
     let output = match result {
         Ok(output) => output,
@@ -450,7 +439,7 @@ async fn connect_for_many(
     args: &CallArgs,
     want: Want,
 ) -> Result<(Connection, usize), ExitCode> {
-    let connection = connect(node, args, want).await?;
+    let connection = interact::connect_with(node, &args.url, want).await?;
     Ok((connection, usize::try_from(args.concurrency).unwrap_or(1)))
 }
 

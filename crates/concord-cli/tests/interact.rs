@@ -133,13 +133,25 @@ impl Weather {
     /// node on the same port (`fresh`: a new node, as a restarted process, whose events
     /// are numbered above the old one's).
     fn restart(&mut self, fresh: bool, while_down: impl FnOnce(&Self)) {
+        let node = fresh.then(|| self.fresh_node());
+        self.restart_as(node, while_down);
+    }
+
+    /// A new node on the same store, as a restarted process (its events numbered from the
+    /// clock now).
+    fn fresh_node(&self) -> Node {
+        weather_node(&self._store, self.authentication)
+    }
+
+    /// [`Weather::restart`] serving `node` (when given) instead of the same node.
+    fn restart_as(&mut self, node: Option<Node>, while_down: impl FnOnce(&Self)) {
         let server = self.server.take().unwrap();
         let address = server.local_addr();
         self.runtime
             .block_on(server.shutdown_within(Duration::ZERO))
             .unwrap();
-        if fresh {
-            self.node = weather_node(&self._store, self.authentication);
+        if let Some(node) = node {
+            self.node = node;
         }
         while_down(self);
         let server = self
@@ -360,6 +372,39 @@ fn subscribe_follows_a_restarted_provider_from_its_first_event() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(output.status.success(), "{stderr}");
+}
+
+#[test]
+fn subscribe_follows_a_provider_whose_numbering_went_back_afresh() {
+    let mut weather = Weather::start();
+    // Built now, it numbers its events below those of a node built later: a provider whose
+    // clock was stepped back.
+    let earlier = weather.fresh_node();
+    std::thread::sleep(Duration::from_millis(2));
+    weather.restart(true, |_| {});
+    let later_id = weather.publish(json!({"rating": 1}));
+    let (lines, mut child) = subscribe_from_the_start(&weather, 2);
+    let first = next_line(&lines, &mut child);
+    assert_eq!(first["id"], later_id, "{first}");
+    // Resuming after `later_id` is refused (409: ahead of the latest id): followed afresh.
+    weather.restart_as(Some(earlier), |_| {});
+    let second = publish_until_a_line(&lines, || {
+        weather.publish(json!({"rating": 2}));
+    });
+    let second_id = second["id"].as_u64().unwrap_or_else(|| panic!("{second}"));
+    assert!(second_id < later_id, "{second}");
+    assert_eq!(second["data"]["rating"], 2);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("went back (it never reached id {later_id})")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("following from its current position"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -326,13 +326,12 @@ impl ActionBuilder {
         self
     }
 
-    /// How long an unfinished run of a progress action outlives its caller's connection
-    /// (`concord:actionLease`, in whole seconds, at least one).
-    pub fn action_lease(mut self, lease: std::time::Duration) -> Self {
-        self.terms.insert(
-            CONCORD_ACTION_LEASE.into(),
-            Value::from(lease.as_secs().max(1)),
-        );
+    /// How many seconds an unfinished run of a progress action outlives its caller's
+    /// connection (`concord:actionLease`: 1 to [`MAX_ACTION_LEASE_SECS`](crate::MAX_ACTION_LEASE_SECS);
+    /// the validator refuses others).
+    pub fn action_lease(mut self, seconds: u64) -> Self {
+        self.terms
+            .insert(CONCORD_ACTION_LEASE.into(), Value::from(seconds));
         self
     }
 

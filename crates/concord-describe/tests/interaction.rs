@@ -38,7 +38,7 @@ fn described() -> Value {
             ActionBuilder::new(ENDPOINT)
                 .mode(InteractionMode::Progress)
                 .synchronous(false)
-                .action_lease(std::time::Duration::from_secs(45))
+                .action_lease(45)
                 .form(cancel),
         )
         .build()

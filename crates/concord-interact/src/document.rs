@@ -141,7 +141,7 @@ pub enum DocumentError {
     /// per stream ([`StreamLimits::max_receive_buffer`]) holds: both peers start each
     /// direction with that credit, so the peer could send more than we buffer
     /// ([`check_credits`]).
-    #[error("action `{name}`: `stream.initialCredit` of {credit} bytes exceeds this agent's receive buffer of {limit} bytes per stream")]
+    #[error("action `{name}`: `stream.initialCredit` of {credit} bytes exceeds this agent's receive buffer of {limit} bytes per stream (`limits.streams.max_receive_buffer`)")]
     CreditExceedsBuffer {
         /// The action.
         name: String,

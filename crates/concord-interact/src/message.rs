@@ -544,6 +544,22 @@ impl Message {
         )
     }
 
+    /// Limits small enough for short messages to reach every limit check (depth, ids,
+    /// names, problem texts): the differential fuzz target and its unit test decode under
+    /// these as well as the default ones.
+    #[cfg(any(test, feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn tight_limits() -> Limits {
+        Limits {
+            max_depth: 3,
+            max_correlation_id: 8,
+            max_action_id: 8,
+            max_name: 8,
+            max_problem_text: 16,
+            ..Limits::default()
+        }
+    }
+
     /// [`Message::decode`] after the size check, step by step: JSON into a `Value`, the
     /// depth, then each field, naming the first that is wrong.
     fn decode_checked(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
@@ -976,23 +992,14 @@ mod tests {
     use super::{fast, Message};
     use crate::Limits;
 
-    /// Limits small enough for short messages to reach every limit check.
-    fn tight() -> Limits {
-        Limits {
-            max_depth: 3,
-            max_correlation_id: 8,
-            max_action_id: 8,
-            max_name: 8,
-            max_problem_text: 16,
-            ..Limits::default()
-        }
-    }
-
     /// Both decoders on `bytes` under both limits; `Err` says how they disagree. Returns
     /// whether the one-pass decoder accepted it under the default limits.
     fn agree(bytes: &[u8]) -> Result<bool, String> {
         let mut accepted = false;
-        for (i, limits) in [Limits::default(), tight()].iter().enumerate() {
+        for (i, limits) in [Limits::default(), Message::tight_limits()]
+            .iter()
+            .enumerate()
+        {
             let Some(fast) = fast::decode(bytes, limits) else {
                 continue;
             };
@@ -1006,36 +1013,38 @@ mod tests {
         Ok(accepted)
     }
 
-    /// The seed corpus of the fuzz target, and a few more.
-    const SEEDS: &[&str] = &[
-        r#"{"messageType":"request","operation":"invokeaction","name":"getWeather","correlationID":"c-1","input":{"city":"Oslo"}}"#,
-        r#"{"messageType":"response","operation":"invokeaction","name":"getWeather","correlationID":"c-1","output":"sunny","thingID":"https://example.org/things/w","messageID":"m-9","timestamp":"2026-11-26T10:00:00Z"}"#,
-        r#"{"messageType":"notification","operation":"invokeaction","name":"getWeather","correlationID":"c-7","actionID":"action-1","status":"running","progress":0.5}"#,
-        r#"{"messageType":"notification","operation":"invokeaction","name":"x","correlationID":"c","actionID":"a","status":"completed","progress":1.0,"output":{"a":[1,2,{"b":null}]}}"#,
-        r#"{"messageType":"notification","operation":"invokeaction","name":"x","correlationID":"c","actionID":"a","status":"completed","progress":1}"#,
-        r#"{"messageType":"response","operation":"readproperty","name":"temp","correlationID":"c-2","error":{"type":"https://example.org/problems/not-found","title":"Not Found","status":404,"detail":"no such property","instance":"/things/w/properties/temp","extra":{"nested":[1,[2,[3]]]}}}"#,
-        r#"{"messageType":"request","operation":"subscribeevent","name":"alarm","correlationID":"c-3","lastEventID":18446744073709551615,"deep":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#,
-        r#"{"messageType":"request","operation":"readproperty","name":"a","name":"b","correlationID":"c","correlationID":"d","value":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"value":1}"#,
-        r#"{"messag\u0065Type":"request","operation":"writeproperty","name":"t\u00e9mp\ud83d\ude00","correlationID":"c\"\\\/\b\f\n\r\t","value":"\u0000"}"#,
-        r#"{"messageType":"request","operation":"invokeaction","name":"talk","correlationID":"s-1","streamID":4294967295,"value":1e308,"input":-0.0,"eventID":0}"#,
-        r#"{"messageType":"response","operation":"invokeaction","name":"talk","correlationID":"s-2","streamID":4294967296}"#,
-        r#"{"messageType":"notification","operation":"subscribeevent","name":"alarm","correlationID":"c-4","eventID":12345678901234567890,"value":123456789012345678901234567890,"progress":1e-400}"#,
-        r#"{"messageType":"request","operation":"queryaction","correlationID":"q","actionID":"a-1","streamID":-1,"unknown":{"\ud800":1}}"#,
-        r#"  {"messageType":"request","operation":"subscribeallevents","correlationID":"z","streamID":0.0}  "#,
-        r#"{"messageType":"request","operation":"subscribeallevents","correlationID":"z","x":{"k":1,"k":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
-        r#"{"messageType":"request","messageType":"nonsense","operation":"readproperty","name":"a","correlationID":"c"}"#,
-        r#"{"messageType":"nonsense","messageType":"request","operation":"readproperty","name":"a","correlationID":"c"}"#,
-        r#"{"messageType":"response","operation":"readproperty","name":"a","correlationID":"c","error":{"status":99},"error":{"title":"ok"}}"#,
-        r#"{"messageType":"response","operation":"readproperty","correlationID":"c","progress":1.0000000000000002}"#,
-        r#"[{"messageType":"request"}]"#,
+    /// The seed corpus of the fuzz target (`fuzz/corpus/interact_message_diff/seed_*`),
+    /// and a few more.
+    const SEEDS: &[&[u8]] = &[
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_01_request_invoke"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_02_response_unknown_members"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_03_notification_progress"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_04_progress_float_one"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_05_progress_int_one"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_06_error_problem"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_07_deep_unknown_bigint"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_08_duplicate_keys"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_09_escapes"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_10_stream_id_max"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_11_stream_id_over"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_12_big_numbers"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_13_negative_stream_lone_surrogate"),
+        include_bytes!("../../../fuzz/corpus/interact_message_diff/seed_14_stream_id_float"),
+        br#"{"messageType":"request","operation":"subscribeallevents","correlationID":"z","x":{"k":1,"k":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}"#,
+        br#"{"messageType":"request","messageType":"nonsense","operation":"readproperty","name":"a","correlationID":"c"}"#,
+        br#"{"messageType":"nonsense","messageType":"request","operation":"readproperty","name":"a","correlationID":"c"}"#,
+        br#"{"messageType":"response","operation":"readproperty","name":"a","correlationID":"c","error":{"status":99},"error":{"title":"ok"}}"#,
+        br#"{"messageType":"response","operation":"readproperty","correlationID":"c","progress":1.0000000000000002}"#,
+        br#"[{"messageType":"request"}]"#,
     ];
 
     #[test]
     fn the_decoders_agree_on_the_seeds() {
         let mut accepted = 0;
         for seed in SEEDS {
-            accepted +=
-                usize::from(agree(seed.as_bytes()).unwrap_or_else(|e| panic!("{seed}: {e}")));
+            accepted += usize::from(
+                agree(seed).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(seed))),
+            );
         }
         // The seeds reach the one-pass decoder's acceptance, not only its refusals.
         assert!(accepted >= 8, "{accepted} seeds accepted");
@@ -1045,8 +1054,8 @@ mod tests {
     /// each position.
     #[test]
     fn the_decoders_agree_on_seed_mutations() {
-        for seed in SEEDS {
-            let bytes = seed.as_bytes();
+        for bytes in SEEDS {
+            let seed = String::from_utf8_lossy(bytes);
             for at in 0..bytes.len() {
                 let mut cut = bytes.to_vec();
                 cut.remove(at);

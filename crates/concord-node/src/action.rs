@@ -168,6 +168,13 @@ impl Actions {
         self.served.iter().map(|served| served.spec.name.as_str())
     }
 
+    /// Hands every backend the node's publisher ([`Action::attach`]).
+    pub(crate) fn attach(&self, publisher: &Publisher) {
+        for served in &self.served {
+            served.backend.attach(publisher);
+        }
+    }
+
     /// Whether the node serves the action `name`.
     pub(crate) fn contains(&self, name: &str) -> bool {
         self.index(name).is_ok()

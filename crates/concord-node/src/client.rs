@@ -27,7 +27,7 @@ use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
 use crate::identity::{upgrade, Encryption};
 use crate::interact::{
-    Interaction, OnDrop, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
+    Interaction, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
 };
 use crate::node::{Shared, Want};
 use crate::storage::Recorder;
@@ -399,11 +399,9 @@ impl Connection {
         };
         self.interact(request, Sink::Stream { opened, incoming })
             .await?;
-        let (id, commands) = self.answer(answer).await?;
-        Ok((
-            StreamSender::new(id, commands.clone(), OnDrop::Finish),
-            StreamReceiver::new(id, end, commands),
-        ))
+        let sender = self.answer(answer).await?;
+        let receiver = StreamReceiver::new(sender.id, end, sender.commands.clone());
+        Ok((sender, receiver))
     }
 
     async fn subscription(
@@ -573,11 +571,8 @@ pub(crate) async fn connect_described(
             })?;
             // Both peers start each direction of a stream with the credit the provider
             // states: a stream we cannot buffer is refused before anything is agreed.
-            concord_interact::document::check_credits(&selected, &shared.limits.streams).map_err(
-                |error| {
-                    ConnectError::Local(format!("{error} (`limits.streams.max_receive_buffer`)"))
-                },
-            )?;
+            concord_interact::document::check_credits(&selected, &shared.limits.streams)
+                .map_err(|error| ConnectError::Local(error.to_string()))?;
             need.action = crate::interface::need_key(&names);
             Target::Interface(selected)
         }
@@ -841,6 +836,25 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
             .await
             .map_err(|error| failed(with_causes(&error.without_url())))?;
         let status = response.status();
+        // Not followed (the client follows none): the origin checks are made against the
+        // URL asked for, which must be the one that serves the description.
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map_or_else(
+                    || "no Location".to_owned(),
+                    // Its first 256 bytes: it is the peer's text.
+                    |location| {
+                        let bytes = location.as_bytes();
+                        String::from_utf8_lossy(&bytes[..bytes.len().min(256)]).into_owned()
+                    },
+                );
+            return Err(failed(format!(
+                "HTTP {status}: redirected to {location}; a description is not fetched \
+                 through a redirect (ask for the URL that serves it)"
+            )));
+        }
         if !status.is_success() {
             return Err(failed(format!("HTTP {status}")));
         }

@@ -200,10 +200,13 @@ fn describe_interface<'a>(
             described = described.description(action.description.clone());
         }
         if action.mode == ActionMode::Progress {
-            described = described.synchronous(false).action_lease(lease).form(form(
-                endpoint,
-                &[Operation::QueryAction, Operation::CancelAction],
-            ));
+            described = described
+                .synchronous(false)
+                .action_lease(lease.as_secs())
+                .form(form(
+                    endpoint,
+                    &[Operation::QueryAction, Operation::CancelAction],
+                ));
         }
         if let Some(stream) = &action.stream {
             described = described.stream(stream_description(stream));

@@ -770,7 +770,7 @@ impl NodeBuilder {
             .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
             .transpose()
             .map_err(NodeError::Config)?;
-        let http = crate::tls::http_client(tls.clone()).map_err(NodeError::Config)?;
+        let http = crate::tls::description_client(tls.clone()).map_err(NodeError::Config)?;
         for action in self.access.keys() {
             if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(
@@ -820,9 +820,8 @@ impl NodeBuilder {
         };
         // Both peers start each direction of a stream with the credit the description
         // states: we must be able to hold it.
-        concord_interact::document::check_credits(&interface, &self.limits.streams).map_err(
-            |error| NodeError::Config(format!("{error} (`limits.streams.max_receive_buffer`)")),
-        )?;
+        concord_interact::document::check_credits(&interface, &self.limits.streams)
+            .map_err(|error| NodeError::Config(error.to_string()))?;
         let initial = self
             .properties
             .into_iter()
@@ -848,19 +847,9 @@ impl NodeBuilder {
         };
         // Every backend gets the node's publisher before its first call
         // (`Action::attach`): an `ExecAction` publishes its command's event lines with it.
-        let publisher = Publisher {
+        self.actions.attach(&Publisher {
             affordances: Arc::clone(&affordances),
-        };
-        for name in self.actions.names() {
-            match self.actions.mode_backend(name) {
-                Some(Backend::Reply(action) | Backend::Notify(action)) => {
-                    action.attach(&publisher);
-                }
-                Some(Backend::Progress(action)) => action.attach(&publisher),
-                Some(Backend::Stream(action)) => action.attach(&publisher),
-                None => {}
-            }
-        }
+        });
         Ok(Node {
             shared: Arc::new(Shared {
                 id: self.id,

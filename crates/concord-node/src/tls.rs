@@ -84,12 +84,26 @@ fn config_with(
 /// A reqwest client with `config` for HTTPS, offering HTTP/2 (reqwest adds no ALPN to a
 /// configuration it is handed). The WebSocket keeps `config` without ALPN: an upgrade
 /// needs HTTP/1.1.
-pub(crate) fn http_client(mut config: ClientConfig) -> Result<reqwest::Client, String> {
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(config)
+pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, String> {
+    client_builder(config)
         .build()
         .map_err(|error| format!("HTTP client: {error}"))
+}
+
+/// [`http_client`] for peers' descriptions: it follows no redirect (a `3xx` is the
+/// answer), so the description's origin checks (its DID, no `ws://` endpoint from an
+/// `https://` description) are made against the URL that served it, as the DID resolver
+/// follows none either.
+pub(crate) fn description_client(config: ClientConfig) -> Result<reqwest::Client, String> {
+    client_builder(config)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| format!("HTTP client: {error}"))
+}
+
+fn client_builder(mut config: ClientConfig) -> reqwest::ClientBuilder {
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    reqwest::Client::builder().tls_backend_preconfigured(config)
 }
 
 /// The server configuration for serving `https://` and `wss://` directly: the certificate

@@ -158,8 +158,15 @@ pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
 
 /// Connects for `names` with a spinner; on failure says why and gives the exit code.
 pub async fn connect(node: &Node, url: &str, names: &[&str]) -> Result<Connection, ExitCode> {
-    let want = Want::interface(names.to_vec());
-    connecting(url, node.connect_with(url, want)).await
+    connect_with(node, url, Want::interface(names.to_vec())).await
+}
+
+/// [`connect`] for `want`.
+pub async fn connect_with(node: &Node, url: &str, want: Want) -> Result<Connection, ExitCode> {
+    let spinner = Spinner::start(&format!("connecting to {url}"));
+    let connected = connecting(&spinner, node.connect_with(url, want)).await;
+    spinner.finish();
+    connected
 }
 
 /// [`connect`] to the peer at `url` whose description [`describe`] fetched: it is not
@@ -171,19 +178,20 @@ pub async fn connect_described(
     names: &[&str],
 ) -> Result<Connection, ExitCode> {
     let want = Want::interface(names.to_vec());
-    connecting(url, node.connect_described(described.peer(), want)).await
+    let spinner = Spinner::start(&format!("connecting to {url}"));
+    let connected = connecting(&spinner, node.connect_described(described.peer(), want)).await;
+    spinner.finish();
+    connected
 }
 
-/// Waits for a connection to `url` with a spinner; on failure says why and gives the exit
-/// code.
-async fn connecting(
-    url: &str,
-    connection: impl std::future::Future<Output = Result<Connection, ConnectError>>,
-) -> Result<Connection, ExitCode> {
-    let spinner = Spinner::start(&format!("connecting to {url}"));
-    let connected = connection.await;
-    spinner.finish();
-    connected.map_err(|error| {
+/// Waits for a step of connecting (the description's fetch, the connection) while
+/// `spinner` turns; on failure finishes it, says why and gives the exit code.
+pub async fn connecting<T>(
+    spinner: &Spinner,
+    step: impl std::future::Future<Output = Result<T, ConnectError>>,
+) -> Result<T, ExitCode> {
+    step.await.map_err(|error| {
+        spinner.finish();
         crate::output::note(&error);
         ExitCode::from(crate::call::connect_exit_code(&error))
     })

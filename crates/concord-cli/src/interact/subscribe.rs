@@ -35,7 +35,11 @@ after each failure up to 5 s, at most --reconnect-attempts times in a row, and r
 event subscription after the last id seen (a property is observed afresh). A provider that
 restarted numbers its events above every id it used before (they start from its clock):
 the resumed subscription starts with a gap line for the ids between the last one seen and
-its first event (what it published before it restarted and we did not see is lost).
+its first event (what it published before it restarted and we did not see is lost). A
+provider whose numbering went back (its clock was stepped back, or it numbers its events
+from 1 again) refuses to resume after an id it never reached: the event is then followed
+afresh, from the provider's current position, and a line on standard error says so (what
+it published in between is lost to us, as after a gap).
 
 Exit codes: 0 stopped (Ctrl-C, --count); 1 the peer refused (no such event or property);
 2 the peer could not be reached, or the reconnections failed.")]
@@ -107,6 +111,7 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
     }
     let mut last_seen = args.from;
     let mut printed = 0u64;
+    let mut reconnected = false;
     let names = [args.name.as_str()];
     let mut connection =
         match super::connect_described(node, &args.peer.url, &described, &names).await {
@@ -119,10 +124,26 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
             Err(CallError::Closed(_)) => match reconnect(node, args, last_seen).await? {
                 Some(again) => {
                     connection = again;
+                    reconnected = true;
                     continue;
                 }
                 None => return Ok(ExitCode::from(2)),
             },
+            // After a reconnect, the provider's ids are below the last one seen (a clock
+            // stepped back, a provider that numbers its events from 1): follow afresh.
+            Err(CallError::Remote { code: 409, .. })
+                if reconnected && target == Target::Event && last_seen.is_some() =>
+            {
+                let seen = last_seen.unwrap_or_default();
+                output::note(format_args!(
+                    "gap: the provider's ids for `{}` went back (it never reached id {seen}): \
+                     following from its current position; what it published since it went back \
+                     is lost to us",
+                    args.name
+                ));
+                last_seen = None;
+                continue;
+            }
             Err(error) => return Ok(super::failed(&args.name, &error)),
         };
         while let Some(notification) = subscription.next().await {
@@ -140,7 +161,10 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
             }
         }
         match reconnect(node, args, last_seen).await? {
-            Some(again) => connection = again,
+            Some(again) => {
+                connection = again;
+                reconnected = true;
+            }
             None => return Ok(ExitCode::from(2)),
         }
     }

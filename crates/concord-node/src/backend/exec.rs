@@ -248,7 +248,12 @@ impl ExecAction {
     /// Keeps the publisher of the node that serves the action (the first one given: a
     /// node owns the actions it serves, so there is no second).
     fn keep(&self, publisher: &Publisher) {
-        let _ = self.publisher.set(publisher.clone());
+        if self.publisher.set(publisher.clone()).is_err() {
+            tracing::warn!(
+                program = %self.inner.program,
+                "an exec action served by a second node keeps publishing to the first one's events"
+            );
+        }
     }
 }
 
@@ -480,9 +485,8 @@ impl ExecSpec {
         let (_, stdout, stderr) = tokio::join!(
             write,
             read_lines(stdout, limit, self.max_line_bytes, control),
-            read_limited(stderr, limit)
+            stderr_tail(stderr)
         );
-        let stderr = stderr.map(|(bytes, _)| bytes).unwrap_or_default();
         let stderr = tail(String::from_utf8_lossy(&stderr).trim(), STDERR_TAIL_CHARS);
         let failure = |error| Failure {
             error,
@@ -573,17 +577,24 @@ pub(super) fn ended(status: ExitStatus) -> String {
     format!("ended with {status}")
 }
 
-/// Reads at most `limit` bytes; the flag says whether there was more.
-pub(super) async fn read_limited(
-    stream: impl AsyncRead + Unpin,
-    limit: usize,
-) -> std::io::Result<(Vec<u8>, bool)> {
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    stream.take(cap).read_to_end(&mut bytes).await?;
-    let truncated = bytes.len() > limit;
-    bytes.truncate(limit);
-    Ok((bytes, truncated))
+/// Bytes of a command's stderr kept for the log: its last ones. The rest is read and
+/// dropped, so a command may write on stderr as much as it likes (its timeout still
+/// applies) without ever blocking on a full pipe.
+const STDERR_KEPT: usize = 4 * STDERR_TAIL_CHARS;
+
+/// Reads `stderr` to its end and returns its last [`STDERR_KEPT`] bytes.
+pub(super) async fn stderr_tail(mut stderr: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(2 * STDERR_KEPT);
+    let mut buffer = [0u8; 4096];
+    while let Ok(read @ 1..) = stderr.read(&mut buffer).await {
+        kept.extend_from_slice(buffer.get(..read).unwrap_or_default());
+        if kept.len() > 2 * STDERR_KEPT {
+            kept.drain(..kept.len() - STDERR_KEPT);
+        }
+    }
+    let excess = kept.len().saturating_sub(STDERR_KEPT);
+    kept.drain(..excess);
+    kept
 }
 
 /// The last `chars` characters of `text`.

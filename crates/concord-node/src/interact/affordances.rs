@@ -205,6 +205,15 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    /// Hands the backend the node's publisher (`attach` of its trait).
+    pub(crate) fn attach(&self, publisher: &Publisher) {
+        match self {
+            Self::Reply(action) | Self::Notify(action) => action.attach(publisher),
+            Self::Progress(action) => action.attach(publisher),
+            Self::Stream(action) => action.attach(publisher),
+        }
+    }
+
     /// A call over a one-action protocol: request-reply for every mode but streams.
     pub(crate) fn call_plain(&self, input: Value) -> Option<ActionFuture> {
         match self {

@@ -11,7 +11,7 @@ use concord_proto::Frame;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::handles::{ActionUpdate, Notification, ReaderQueue};
+use super::handles::{ActionUpdate, Notification, ReaderQueue, StreamSender};
 use super::pipes::{reset_error, Pipes};
 use super::StreamCommand;
 use crate::error::CallError;
@@ -74,7 +74,7 @@ pub(crate) enum Sink {
     /// A stream: its id and where to send our writes once the provider accepted it, then
     /// the provider's bytes.
     Stream {
-        opened: oneshot::Sender<Result<(u32, mpsc::Sender<StreamCommand>), CallError>>,
+        opened: oneshot::Sender<Result<StreamSender, CallError>>,
         incoming: ReaderQueue,
     },
 }
@@ -450,8 +450,8 @@ impl ConsumerState {
                         .and_then(|name| self.code.interface().actions.get(&name).cloned())
                         .and_then(|action| action.stream)
                         .is_some_and(|stream| stream.realtime);
-                    self.pipes.open(id.0, realtime, incoming);
-                    let _ = opened.send(Ok((id.0, self.pipes.commands())));
+                    let sender = self.pipes.open(id.0, realtime, incoming);
+                    let _ = opened.send(Ok(sender));
                     self.pipes.read(id.0, &mut self.endpoint);
                 }
             }

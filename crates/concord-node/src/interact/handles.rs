@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use super::{StreamCommand, STREAM_QUEUE, STREAM_QUEUE_BYTES};
 use crate::error::CallError;
@@ -181,6 +181,8 @@ pub(crate) struct SendRoom {
     /// Set by the session: the stream is not realtime, so writes need no answer.
     pipelined: AtomicBool,
     failed: Mutex<Option<CallError>>,
+    /// Wakes [`StreamSender::closed`] when the stream fails.
+    gone: Notify,
 }
 
 impl SendRoom {
@@ -189,6 +191,7 @@ impl SendRoom {
             bytes: Semaphore::new(SEND_ROOM),
             pipelined: AtomicBool::new(false),
             failed: Mutex::new(None),
+            gone: Notify::new(),
         }
     }
 
@@ -208,6 +211,7 @@ impl SendRoom {
             failed.get_or_insert_with(|| error.clone());
         }
         self.bytes.close();
+        self.gone.notify_waiters();
     }
 
     fn error(&self) -> CallError {
@@ -253,6 +257,8 @@ pub struct StreamSender {
     pub(crate) ended: bool,
     on_drop: OnDrop,
     pub(crate) room: Arc<SendRoom>,
+    /// The runtime it was made on: where a command that cannot wait is sent from.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Drop for StreamSender {
@@ -261,25 +267,32 @@ impl Drop for StreamSender {
             return;
         }
         let command = match self.on_drop {
+            // Whoever held it panicked: what was sent is not the whole of it.
+            _ if std::thread::panicking() => StreamCommand::Abort { id: self.id },
             OnDrop::Finish => StreamCommand::Write {
                 id: self.id,
                 bytes: Vec::new(),
                 finish: true,
                 done: None,
-                room: None,
+                pipelined: false,
             },
             OnDrop::Release => StreamCommand::Release { id: self.id },
         };
-        send_without_waiting(&self.commands, command);
+        send_without_waiting(&self.commands, &self.runtime, command);
     }
 }
 
 /// Queues `command` for the session without waiting (from a destructor, or a call that
-/// returns at once): when the session's queue is full it is sent from a task, so it is
-/// not lost while the session runs.
-fn send_without_waiting(commands: &mpsc::Sender<StreamCommand>, command: StreamCommand) {
+/// returns at once): when the session's queue is full it is sent from a task on the
+/// handle's runtime, so it is not lost while the session runs (wherever the handle is
+/// dropped).
+fn send_without_waiting(
+    commands: &mpsc::Sender<StreamCommand>,
+    runtime: &Option<tokio::runtime::Handle>,
+    command: StreamCommand,
+) {
     if let Err(mpsc::error::TrySendError::Full(command)) = commands.try_send(command) {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        if let Some(runtime) = runtime {
             let commands = commands.clone();
             runtime.spawn(async move {
                 let _ = commands.send(command).await;
@@ -298,6 +311,7 @@ impl StreamSender {
             ended: false,
             on_drop,
             room: Arc::new(SendRoom::new()),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -327,7 +341,7 @@ impl StreamSender {
             bytes,
             finish: false,
             done: None,
-            room: Some(Arc::clone(&self.room)),
+            pipelined: true,
         };
         self.commands
             .send(command)
@@ -344,18 +358,41 @@ impl StreamSender {
     /// As [`StreamSender::send`], for this call and for queued writes.
     pub async fn finish(mut self) -> Result<(), CallError> {
         self.ended = true;
-        let result = self.command(Vec::new(), true).await.map(drop);
+        // A stream action's half ends only once the action returned `Ok`: its `finish`
+        // waits for what it sent, then lets go of the stream like a drop does.
+        let release = self.on_drop == OnDrop::Release;
+        let result = self.command(Vec::new(), !release).await.map(drop);
+        if release {
+            let release = StreamCommand::Release { id: self.id };
+            send_without_waiting(&self.commands, &self.runtime, release);
+        }
         if self.room.has_failed() {
             return Err(self.room.error());
         }
         result
     }
 
+    /// Waits until the stream is gone (the peer reset it, its session ended, or it was
+    /// aborted) and says why: what a writer with nothing to send waits on to notice, e.g.
+    /// to stop the work that would have produced the bytes.
+    pub async fn closed(&self) -> CallError {
+        loop {
+            let gone = self.room.gone.notified();
+            tokio::pin!(gone);
+            gone.as_mut().enable();
+            if self.room.has_failed() {
+                return self.room.error();
+            }
+            gone.await;
+        }
+    }
+
     /// Resets the stream (both ways): queued writes are discarded and the peer sees a
     /// reset, not an end. Returns at once.
     pub fn abort(mut self) {
         self.ended = true;
-        send_without_waiting(&self.commands, StreamCommand::Abort { id: self.id });
+        let abort = StreamCommand::Abort { id: self.id };
+        send_without_waiting(&self.commands, &self.runtime, abort);
     }
 
     async fn command(&self, bytes: Vec<u8>, finish: bool) -> Result<usize, CallError> {
@@ -365,7 +402,7 @@ impl StreamSender {
             bytes,
             finish,
             done: Some(done),
-            room: Some(Arc::clone(&self.room)),
+            pipelined: false,
         };
         self.commands
             .send(command)
@@ -443,6 +480,11 @@ impl ReaderQueue {
     pub(crate) fn fail(self, error: CallError) {
         let _ = self.shared.outcome.set(Err(error));
     }
+
+    /// Whether the reader is gone (its [`StreamReceiver`] was dropped).
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.pieces.is_closed()
+    }
 }
 
 /// A place in a [`ReaderQueue`], taken before the bytes that fill it are read from the
@@ -466,6 +508,14 @@ pub struct StreamReceiver {
     id: u32,
     end: ReaderEnd,
     commands: mpsc::Sender<StreamCommand>,
+}
+
+impl Drop for StreamReceiver {
+    /// The session then drops what the peer still sends (granting it credit), so that the
+    /// stream can end.
+    fn drop(&mut self) {
+        let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
+    }
 }
 
 impl StreamReceiver {
@@ -550,14 +600,13 @@ mod tests {
     async fn pipelined_writes_stop_at_the_room_and_hear_a_failure() {
         let (commands, mut session) = mpsc::channel(1024);
         let sender = StreamSender::new(1, commands, OnDrop::Finish);
+        let room = Arc::clone(&sender.room);
         let first = tokio::spawn(async move {
             let sent = sender.send(vec![0; 10]).await;
             (sender, sent)
         });
         let Some(StreamCommand::Write {
-            done: Some(done),
-            room: Some(room),
-            ..
+            done: Some(done), ..
         }) = session.recv().await
         else {
             panic!("the first write asks for an answer");

@@ -56,11 +56,12 @@ pub(crate) enum StreamCommand {
         id: u32,
         bytes: Vec<u8>,
         finish: bool,
-        /// Where the answer goes; `None` for a pipelined write, which took `room` instead
-        /// and hears of a failure through it.
+        /// Where the answer goes; `None` for a pipelined write (or a drop), which hears of
+        /// a failure through the sender's room.
         done: Option<tokio::sync::oneshot::Sender<Result<usize, crate::error::CallError>>>,
-        /// The sender's room, for the session to give back as writes are admitted.
-        room: Option<std::sync::Arc<handles::SendRoom>>,
+        /// A pipelined write: it took room for its bytes from the sender's room, which the
+        /// session gives back once the write is admitted.
+        pipelined: bool,
     },
     /// The reader made room: take more of the peer's chunks.
     Read { id: u32 },

@@ -88,8 +88,8 @@ struct Pipe {
     /// Each write is one frame, sent whole or dropped for want of credit (live audio).
     realtime: bool,
     waiting: VecDeque<Waiting>,
-    /// The sender's room (from its first write).
-    room: Option<Arc<SendRoom>>,
+    /// The sender's room: what its pipelined writes took, and how it hears of a failure.
+    room: Arc<SendRoom>,
     /// The peer ended its half: the reader sees the end once it read everything.
     finished: bool,
     /// We ended our half.
@@ -144,9 +144,11 @@ impl Pipes {
     }
 
     /// Opens the pipe of stream `id` (a requester's), delivering the peer's bytes to
-    /// `incoming`.
-    pub(crate) fn open(&mut self, id: u32, realtime: bool, incoming: ReaderQueue) {
-        self.insert(id, realtime, incoming, None);
+    /// `incoming`, and returns its sender (which ends our half when dropped).
+    pub(crate) fn open(&mut self, id: u32, realtime: bool, incoming: ReaderQueue) -> StreamSender {
+        let sender = StreamSender::new(id, self.commands(), OnDrop::Finish);
+        self.insert(id, realtime, incoming, &sender, None);
+        sender
     }
 
     /// Opens the pipe of stream `id` for a stream action and returns both its handles:
@@ -158,27 +160,31 @@ impl Pipes {
         realtime: bool,
     ) -> (StreamSender, StreamReceiver) {
         let (incoming, end) = ReaderQueue::new();
-        self.insert(id, realtime, incoming, Some(ActionEnd::default()));
-        (
-            StreamSender::new(id, self.commands(), OnDrop::Release),
-            StreamReceiver::new(id, end, self.commands()),
-        )
+        let sender = StreamSender::new(id, self.commands(), OnDrop::Release);
+        self.insert(id, realtime, incoming, &sender, Some(ActionEnd::default()));
+        (sender, StreamReceiver::new(id, end, self.commands()))
     }
 
+    /// The pipe of `sender`'s stream: a reliable stream's writes are pipelined (a realtime
+    /// one's each wait for their answer: sent whole, or dropped).
     fn insert(
         &mut self,
         id: u32,
         realtime: bool,
         incoming: ReaderQueue,
+        sender: &StreamSender,
         action: Option<ActionEnd>,
     ) {
+        if !realtime {
+            sender.room.allow_pipelining();
+        }
         self.pipes.insert(
             id,
             Pipe {
                 incoming: Some(incoming),
                 realtime,
                 waiting: VecDeque::new(),
-                room: None,
+                room: Arc::clone(&sender.room),
                 finished: false,
                 ended: false,
                 action,
@@ -239,29 +245,16 @@ impl Pipes {
                 bytes,
                 finish,
                 done,
-                room,
+                pipelined,
             } => {
+                // A stream that is gone failed its sender's room already.
                 let Some(pipe) = self.pipes.get_mut(&id) else {
-                    let error = CallError::Closed("the stream ended".to_owned());
                     if let Some(done) = done {
-                        let _ = done.send(Err(error.clone()));
-                    }
-                    if let Some(room) = room {
-                        room.fail(&error);
+                        let _ = done.send(Err(CallError::Closed("the stream ended".to_owned())));
                     }
                     return;
                 };
-                // A pipelined write (no answer) took room for its bytes.
-                let taken = match (&done, &room) {
-                    (None, Some(_)) => room_for(bytes.len()),
-                    _ => 0,
-                };
-                if let (None, Some(room)) = (&pipe.room, room) {
-                    if !pipe.realtime {
-                        room.allow_pipelining();
-                    }
-                    pipe.room = Some(room);
-                }
+                let taken = if pipelined { room_for(bytes.len()) } else { 0 };
                 pipe.waiting.push_back(Waiting {
                     bytes,
                     sent: 0,
@@ -311,9 +304,7 @@ impl Pipes {
                                 let _ = done.send(Err(error.clone()));
                             }
                         }
-                        if let Some(room) = &pipe.room {
-                            room.fail(&error);
-                        }
+                        pipe.room.fail(&error);
                         return;
                     }
                 }
@@ -331,18 +322,14 @@ impl Pipes {
             } else {
                 Ok(write.sent)
             };
-            if let (Some(room), true) = (&pipe.room, write.room > 0) {
-                room.release(write.room);
+            if write.room > 0 {
+                pipe.room.release(write.room);
             }
             match (write.done, result) {
                 (Some(done), result) => {
                     let _ = done.send(result);
                 }
-                (None, Err(error)) => {
-                    if let Some(room) = &pipe.room {
-                        room.fail(&error);
-                    }
-                }
+                (None, Err(error)) => pipe.room.fail(&error),
                 (None, Ok(_)) => {}
             }
         }
@@ -352,12 +339,32 @@ impl Pipes {
     }
 
     /// Moves the peer's bytes on stream `id` to its reader while the reader has room.
+    ///
+    /// A reader that is gone takes nothing more. A requester that ended its half and
+    /// dropped its reader wants nothing more of the stream: it is reset (the provider's
+    /// action hears it). Otherwise what the peer sends is read and dropped, granting it
+    /// credit, so that it can end its half: a stream action whose command's output ended
+    /// while the requester still sends, or a requester still sending that stopped reading.
     pub(crate) fn read(&mut self, id: u32, end: &mut impl StreamEnd) {
         let Some(pipe) = self.pipes.get_mut(&id) else {
             return;
         };
-        if let Some(incoming) = &pipe.incoming {
-            loop {
+        if pipe
+            .incoming
+            .as_ref()
+            .is_some_and(ReaderQueue::is_abandoned)
+        {
+            pipe.incoming = None;
+            if pipe.action.is_none() && pipe.ended && !pipe.finished {
+                if let Ok(stream) = end.streams().recv_stream(StreamId(id)) {
+                    stream.reset(ResetCode::CANCELLED);
+                }
+                self.fail(id, &CallError::Closed("the reader was dropped".to_owned()));
+                return;
+            }
+        }
+        match &pipe.incoming {
+            Some(incoming) => loop {
                 let Some(slot) = incoming.slot() else {
                     return;
                 };
@@ -365,7 +372,8 @@ impl Pipes {
                     Some(bytes) => slot.send(bytes),
                     None => break,
                 }
-            }
+            },
+            None => while end.read(StreamId(id)).is_some() {},
         }
         if pipe.finished {
             // Everything was handed over: the reader sees the end.
@@ -422,7 +430,5 @@ fn fail_pipe(pipe: Pipe, error: &CallError) {
             let _ = done.send(Err(error.clone()));
         }
     }
-    if let Some(room) = pipe.room {
-        room.fail(error);
-    }
+    pipe.room.fail(error);
 }

@@ -759,3 +759,22 @@ async fn events_are_posted_in_over_http_with_the_token() {
         .unwrap_err();
     assert!(error.to_string().contains("ingest token"), "{error}");
 }
+
+/// A command may write far more on stderr than `max_output_bytes` (which bounds what it
+/// prints on stdout): stderr is read to its end, its last bytes kept for the log, so the
+/// command never blocks on a full pipe and answers in time.
+#[tokio::test]
+async fn a_command_may_write_much_on_stderr_and_still_answer() {
+    let noisy = ExecAction::new("sh")
+        .args(["-c", "head -c 2097152 /dev/zero | tr '\\0' x >&2 && cat"])
+        .max_output_bytes(64 * 1024)
+        .timeout(Duration::from_secs(10));
+    let provider = build(
+        Node::builder("Noisy agent")
+            .limits(quick_limits())
+            .action(text_action("noisy"), noisy),
+    );
+    let server = serve(&provider).await;
+    let answer = call_once(&requester(), server.url(), "noisy", "still here").await;
+    assert_eq!(answer.unwrap(), json!({"text": "still here"}));
+}

@@ -15,6 +15,7 @@ mod interact_wire;
 mod limits;
 mod llm;
 mod negotiation;
+mod redirect;
 mod rejection;
 mod retention;
 mod store_bounds;

@@ -101,6 +101,29 @@ async fn a_stream_ends_in_order_only_when_its_action_succeeded() {
                 },
             )
             .stream_action(
+                any_action("finishes_then_fails"),
+                reliable(),
+                |_, io: StreamIo| async move {
+                    // Its own `finish` ends the stream only once it returned `Ok`.
+                    io.sender.send(b"all of it?".to_vec()).await.ok();
+                    io.sender.finish().await.ok();
+                    Err::<serde_json::Value, _>(ActionError::internal("no"))
+                },
+            )
+            .stream_action(
+                any_action("hands_off_then_panics"),
+                reliable(),
+                |_, io: StreamIo| async move {
+                    tokio::spawn(async move {
+                        // The task panics holding the sender: the peer must not read an end.
+                        if io.sender.send(b"a beginning".to_vec()).await.is_ok() {
+                            panic!("the writer broke");
+                        }
+                    });
+                    Ok(json!({}))
+                },
+            )
+            .stream_action(
                 any_action("hands_off"),
                 reliable(),
                 |_, io: StreamIo| async move {
@@ -120,23 +143,48 @@ async fn a_stream_ends_in_order_only_when_its_action_succeeded() {
     let (_server, peer) = connect(
         &provider,
         &requester,
-        &["fails", "panics", "floods_then_fails", "hands_off"],
+        &[
+            "fails",
+            "panics",
+            "floods_then_fails",
+            "finishes_then_fails",
+            "hands_off_then_panics",
+            "hands_off",
+        ],
     )
     .await;
 
-    for name in ["fails", "panics", "floods_then_fails"] {
+    for name in [
+        "fails",
+        "panics",
+        "floods_then_fails",
+        "finishes_then_fails",
+    ] {
         let (sender, receiver) = peer.open_stream(name, json!({})).await.unwrap();
         // The reader starts late: whatever was queued for it, the reset is not lost.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (bytes, end) = read_to_end(receiver).await;
-        // The action's status (500: it failed, or panicked) is the reset code.
+        // The action's status (500) is the reset code; a panic resets the stream as the
+        // sender unwinds (cancelled, 499) or when the node catches it (500), whichever
+        // comes first.
+        let status = match end {
+            Err(CallError::Remote { code, .. }) => code,
+            _ => 0,
+        };
         assert!(
-            matches!(end, Err(CallError::Remote { code: 500, .. })),
+            status == 500 || (name == "panics" && status == 499),
             "{name}: {end:?} after {:?}",
             String::from_utf8_lossy(&bytes)
         );
         drop(sender);
     }
+    // Reset by the task's sender as it unwinds (not a status: the action had returned).
+    let (_sender, receiver) = peer
+        .open_stream("hands_off_then_panics", json!({}))
+        .await
+        .unwrap();
+    let (_, end) = read_to_end(receiver).await;
+    assert!(end.is_err(), "{end:?}");
     let (_sender, receiver) = peer.open_stream("hands_off", json!({})).await.unwrap();
     let (bytes, end) = read_to_end(receiver).await;
     assert_eq!(end, Ok(()));
@@ -185,7 +233,7 @@ fn gone(pid: u32) -> bool {
 }
 
 #[tokio::test]
-async fn an_exec_stream_lives_through_a_chatty_stderr_and_dies_with_a_reset() {
+async fn exec_streams_outlive_chatty_stderr_and_deaf_commands_and_die_with_a_reset() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     // 2 MiB on stderr, far past the output limit, then (only if all of it could be
@@ -193,6 +241,8 @@ async fn an_exec_stream_lives_through_a_chatty_stderr_and_dies_with_a_reset() {
     let chatty = ExecAction::new("sh")
         .args(["-c", "head -c 2097152 /dev/zero | tr '\\0' x >&2 && cat"])
         .max_output_bytes(64 * 1024);
+    // Reads 10 bytes, answers them and ends while the requester still sends.
+    let short = ExecAction::new("head").args(["-c", "10"]);
     let waiting = ExecAction::new("sh").args([
         "-c",
         // It would outlive the end of its input: only a kill stops it.
@@ -202,16 +252,31 @@ async fn an_exec_stream_lives_through_a_chatty_stderr_and_dies_with_a_reset() {
         Node::builder("Exec streams")
             .limits(quick_limits())
             .stream_action(any_action("chatty"), reliable(), chatty)
+            .stream_action(any_action("short"), reliable(), short)
             .stream_action(any_action("waiting"), reliable(), waiting),
     );
     let requester = requester();
-    let (_server, peer) = connect(&provider, &requester, &["chatty", "waiting"]).await;
+    let (_server, peer) = connect(&provider, &requester, &["chatty", "short", "waiting"]).await;
 
     let (sender, receiver) = peer.open_stream("chatty", json!({})).await.unwrap();
     sender.send(b"still here".to_vec()).await.unwrap();
     sender.finish().await.unwrap();
     let (bytes, end) = read_to_end(receiver).await;
     assert_eq!((bytes.as_slice(), end), (&b"still here"[..], Ok(())));
+
+    // The command stopped reading: what the requester still sends (16 times the credit)
+    // is taken and dropped, so its half can end and the stream closes in order.
+    let (sender, receiver) = peer.open_stream("short", json!({})).await.unwrap();
+    let reading = tokio::spawn(read_to_end(receiver));
+    for _ in 0..16 {
+        sender.send(vec![b'y'; 64 * 1024]).await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(20), sender.finish())
+        .await
+        .expect("the requester's half ends")
+        .unwrap();
+    let (bytes, end) = reading.await.unwrap();
+    assert_eq!((bytes.as_slice(), end), (&b"yyyyyyyyyy"[..], Ok(())));
 
     let (sender, mut receiver) = peer.open_stream("waiting", json!({})).await.unwrap();
     sender.send(b"ping".to_vec()).await.unwrap();
@@ -223,7 +288,10 @@ async fn an_exec_stream_lives_through_a_chatty_stderr_and_dies_with_a_reset() {
         .parse()
         .unwrap();
     assert!(!gone(pid));
-    sender.abort();
+    // The requester ends its half (the command's `cat` ends, its `sleep` goes on) and then
+    // stops reading: it wants nothing more, the stream is reset, the command killed.
+    sender.finish().await.unwrap();
+    drop(receiver);
     let mut waited = Duration::ZERO;
     while !gone(pid) {
         assert!(

@@ -1,16 +1,18 @@
 //! Stream mode: the requester's bytes to the command's stdin, its stdout to the
 //! requester, its stderr to our log.
 
+use std::convert::Infallible;
 use std::pin::pin;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 
-use super::{ended, kill_group, tail, ExecSpec, STDERR_TAIL_CHARS, STREAM_INPUT_ENV};
+use super::{ended, kill_group, stderr_tail, tail, ExecSpec, STDERR_TAIL_CHARS, STREAM_INPUT_ENV};
 use crate::action::ActionError;
 use crate::backend::{FAILED, TIMED_OUT};
 use crate::config::human;
+use crate::error::CallError;
 use crate::interact::{StreamIo, StreamReceiver, StreamSender};
 
 /// Why a stream's command failed, for our log (the requester sees the stream reset).
@@ -72,30 +74,40 @@ impl ExecSpec {
             return Err(failed(&StreamFailure::NoStreams { program }, ""));
         };
         let run = async {
-            let inbound = pin!(pump_in(receiver, stdin));
+            // The requester's bytes to stdin until it ends its half; then a reset (or its
+            // session ending) is heard through our sender.
+            let inbound = pin!(async {
+                pump_in(receiver, stdin).await?;
+                Err::<Infallible, _>(sender.closed().await)
+            });
             let outbound = pin!(async {
-                tokio::join!(
-                    pump_out(stdout, &sender, self.frame_bytes),
-                    stderr_tail(stderr)
-                )
+                tokio::try_join!(pump_out(stdout, &sender, self.frame_bytes), async {
+                    Ok(stderr_tail(stderr).await)
+                })
             });
             // The stream ends when the command's stdout does: the requester's half is
-            // not waited for, unless it is reset.
-            let (out, stderr) = match futures_util::future::select(inbound, outbound).await {
-                futures_util::future::Either::Left((Ok(()), outbound)) => outbound.await,
-                futures_util::future::Either::Left((Err(error), _)) => return Err(error),
-                futures_util::future::Either::Right((done, _)) => done,
+            // not waited for, unless it is reset, which kills the command.
+            let ((), stderr) = match futures_util::future::select(inbound, outbound).await {
+                futures_util::future::Either::Left((Err(gone), _)) => return Err(Pump::Gone(gone)),
+                futures_util::future::Either::Left((Ok(never), _)) => match never {},
+                futures_util::future::Either::Right((done, _)) => done?,
             };
             let stderr = tail(String::from_utf8_lossy(&stderr).trim(), STDERR_TAIL_CHARS);
-            let status = child.wait().await;
-            Ok((out, status, stderr))
+            let status = child.wait().await.map_err(Pump::Io)?;
+            Ok((status, stderr))
         };
-        let (out, status, stderr) = match tokio::time::timeout(self.timeout, run).await {
+        let (status, stderr) = match tokio::time::timeout(self.timeout, run).await {
             Ok(Ok(done)) => done,
-            Ok(Err(error)) => {
+            Ok(Err(pump)) => {
                 kill_group(pid);
-                let reason = error.to_string();
-                return Err(failed(&StreamFailure::Abandoned { program, reason }, ""));
+                let failure = match pump {
+                    Pump::Gone(error) => StreamFailure::Abandoned {
+                        program,
+                        reason: error.to_string(),
+                    },
+                    Pump::Io(source) => StreamFailure::Io { program, source },
+                };
+                return Err(failed(&failure, ""));
             }
             Err(_) => {
                 kill_group(pid);
@@ -106,17 +118,24 @@ impl ExecSpec {
         if !stderr.is_empty() {
             tracing::info!(%stderr, "the stream's command wrote on stderr");
         }
-        let failure = match (out, status) {
-            (Err(source), _) | (_, Err(source)) => StreamFailure::Io { program, source },
-            (Ok(()), Ok(status)) if !status.success() => StreamFailure::Failed {
+        if !status.success() {
+            let failure = StreamFailure::Failed {
                 program,
                 ended: ended(status),
-            },
-            // Our half ends once this returns `Ok` (a failure resets the stream instead).
-            (Ok(()), Ok(_)) => return Ok(json!({})),
-        };
-        Err(failed(&failure, &stderr))
+            };
+            return Err(failed(&failure, &stderr));
+        }
+        // Our half ends once this returns `Ok` (a failure resets the stream instead).
+        Ok(json!({}))
     }
+}
+
+/// Why the pipes between a stream and its command stopped early.
+enum Pump {
+    /// The requester reset the stream (or its session ended): the command is killed.
+    Gone(CallError),
+    /// Reading the command's stdout, or waiting for it, failed.
+    Io(std::io::Error),
 }
 
 /// Logs a failure; what the requester is told.
@@ -131,10 +150,7 @@ fn failed(failure: &StreamFailure, stderr: &str) -> ActionError {
 /// The requester's bytes to the command's stdin, closed when the requester ends its half
 /// (or the command stops reading). A stream reset by the requester (or lost with its
 /// session) is an error: the command is then killed, not told the input ended.
-async fn pump_in(
-    mut receiver: StreamReceiver,
-    mut stdin: ChildStdin,
-) -> Result<(), crate::error::CallError> {
+async fn pump_in(mut receiver: StreamReceiver, mut stdin: ChildStdin) -> Result<(), CallError> {
     while let Some(bytes) = receiver.next().await {
         if stdin.write_all(&bytes?).await.is_err() {
             return Ok(());
@@ -144,57 +160,35 @@ async fn pump_in(
     Ok(())
 }
 
-/// Bytes of a stream command's stderr kept for the log: its last ones. The rest is read
-/// and dropped, so a command may write on stderr for as long as its stream lasts.
-const STDERR_KEPT: usize = 4 * STDERR_TAIL_CHARS;
-
-/// Reads `stderr` to its end and returns its last [`STDERR_KEPT`] bytes.
-async fn stderr_tail(mut stderr: impl AsyncRead + Unpin) -> Vec<u8> {
-    let mut kept = Vec::with_capacity(2 * STDERR_KEPT);
-    let mut buffer = [0u8; 4096];
-    while let Ok(read @ 1..) = stderr.read(&mut buffer).await {
-        kept.extend_from_slice(buffer.get(..read).unwrap_or_default());
-        if kept.len() > 2 * STDERR_KEPT {
-            kept.drain(..kept.len() - STDERR_KEPT);
-        }
-    }
-    let excess = kept.len().saturating_sub(STDERR_KEPT);
-    kept.drain(..excess);
-    kept
-}
-
 /// The command's stdout to the requester, in frames of `frame_bytes` when not zero. A
-/// requester gone stops the reading (the command then sees a closed pipe).
+/// stream the requester reset (or lost with its session) is [`Pump::Gone`]: the command
+/// is then killed.
 async fn pump_out(
     mut stdout: impl AsyncRead + Unpin,
     sender: &StreamSender,
     frame_bytes: usize,
-) -> std::io::Result<()> {
+) -> Result<(), Pump> {
     let mut buffer = vec![0; 16 << 10];
     let mut frame = Vec::new();
     loop {
-        let read = stdout.read(&mut buffer).await?;
+        let read = stdout.read(&mut buffer).await.map_err(Pump::Io)?;
         let Some(bytes) = buffer.get(..read).filter(|bytes| !bytes.is_empty()) else {
             break;
         };
         if frame_bytes == 0 {
-            if sender.send(bytes.to_vec()).await.is_err() {
-                return Ok(());
-            }
+            sender.send(bytes.to_vec()).await.map_err(Pump::Gone)?;
             continue;
         }
         frame.extend_from_slice(bytes);
         let mut whole = frame.chunks_exact(frame_bytes);
         for piece in whole.by_ref() {
-            if sender.send(piece.to_vec()).await.is_err() {
-                return Ok(());
-            }
+            sender.send(piece.to_vec()).await.map_err(Pump::Gone)?;
         }
         let rest = whole.remainder().len();
         frame.drain(..frame.len() - rest);
     }
     if !frame.is_empty() {
-        let _ = sender.send(frame).await;
+        sender.send(frame).await.map_err(Pump::Gone)?;
     }
     Ok(())
 }
