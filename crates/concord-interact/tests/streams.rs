@@ -734,3 +734,93 @@ fn tiny_chunks_cost_their_bytes_not_a_buffer_each() {
     );
     assert_eq!(pieces.concat(), sent);
 }
+
+/// Default limits but a receive buffer of `max_receive_buffer` bytes per stream.
+fn buffer(max_receive_buffer: u64) -> StreamLimits {
+    let mut limits = StreamLimits::default();
+    limits.max_receive_buffer = max_receive_buffer;
+    limits
+}
+
+// An initial credit one side cannot buffer, between two peers whose receive buffers
+// differ: refused where it does not fit, never cut down on one side only.
+
+#[test]
+fn an_initial_credit_over_our_receive_buffer_is_refused_at_open() {
+    let mut a = Streams::new(Side::Requester, buffer(4000));
+    assert_eq!(
+        a.open(SendMode::Reliable, 6000),
+        Err(StreamError::CreditExceedsBuffer {
+            credit: 6000,
+            limit: 4000
+        })
+    );
+    assert!(a.is_empty());
+    // Within the buffer (its edge included) as before.
+    let id = a.open(SendMode::Reliable, 4000).unwrap();
+    assert_eq!(a.send_stream(id).unwrap().available(), 4000);
+    assert_eq!(id, StreamId(0), "a refused open takes no id");
+}
+
+/// The requester holds 8000 bytes, the provider 4000, the document says 6000: the
+/// requester opens and sends its 6000 bytes at once, the provider refuses the stream
+/// (a RESET) and takes none of them; before, it cut its credit to 4000 and reset the
+/// stream mid-way when the requester's 6000 went past it.
+#[test]
+fn the_side_that_cannot_hold_the_credit_refuses_the_stream_and_buffers_nothing() {
+    let mut requester = Streams::new(Side::Requester, buffer(8000));
+    let mut provider = Streams::new(Side::Provider, buffer(4000));
+    let id = requester.open(SendMode::Reliable, 6000).unwrap();
+    assert_eq!(
+        requester.send_stream(id).unwrap().send(&[7; 6000]),
+        Ok(Sent::Queued)
+    );
+    assert_eq!(
+        provider.accept(id, SendMode::Reliable, 6000),
+        Err(StreamError::CreditExceedsBuffer {
+            credit: 6000,
+            limit: 4000
+        })
+    );
+    let (errors, bytes) = pump(&mut requester, &mut provider);
+    assert_eq!(bytes, 6000);
+    assert_eq!(errors, vec![PeerError::StreamClosed { id }]);
+    assert!(provider.is_empty());
+    assert!(matches!(
+        provider.recv_stream(id),
+        Err(StreamError::UnknownStream { .. })
+    ));
+    // The refusal reaches the requester as a RESET.
+    let (errors, _) = pump(&mut provider, &mut requester);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(requester.is_empty());
+    let events: Vec<_> = std::iter::from_fn(|| requester.poll_event()).collect();
+    assert!(
+        events.contains(&StreamEvent::Reset {
+            id,
+            code: ResetCode::REFUSED,
+            by: ResetBy::Peer
+        }),
+        "{events:?}"
+    );
+}
+
+/// A credit both hold works as before: the provider takes all of it.
+#[test]
+fn a_credit_both_sides_hold_carries_its_bytes() {
+    let mut requester = Streams::new(Side::Requester, buffer(8000));
+    let mut provider = Streams::new(Side::Provider, buffer(4000));
+    let id = requester.open(SendMode::Reliable, 4000).unwrap();
+    provider.accept(id, SendMode::Reliable, 4000).unwrap();
+    assert_eq!(
+        requester.send_stream(id).unwrap().send(&[7; 4000]),
+        Ok(Sent::Queued)
+    );
+    let (errors, bytes) = pump(&mut requester, &mut provider);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(bytes, 4000);
+    assert_eq!(
+        provider.recv_stream(id).unwrap().read().unwrap().len(),
+        4000
+    );
+}

@@ -6,22 +6,17 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use concord_node::{ConnectError, Keys, Node, Security, Server, Settlement, Want};
+use concord_node::{ConnectError, Keys, Node, Server, Settlement, Want};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::{build, catalogue, quick_limits, Agent};
+use crate::support::{
+    build, catalogue, loopback_security, quick_limits, requester_with_did, Agent,
+};
 
 /// What a description request starts with on the wire.
 const DESCRIPTION_REQUEST: &[u8] = b"GET /.well-known/wot ";
-
-/// Test mode: DIDs on `localhost` resolve over `http://` (everything here is on loopback).
-fn loopback_security() -> Security {
-    let mut security = Security::default();
-    security.resolver.allow_loopback_http = true;
-    security
-}
 
 /// A plain TCP proxy on loopback in front of the provider, counting the description
 /// requests that cross it.
@@ -115,19 +110,6 @@ async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicU
     let server = provider.node.serve("127.0.0.1:0").await.unwrap();
     let descriptions = proxy.forward_to(server.local_addr());
     (provider, server, url, descriptions)
-}
-
-/// A requester with a DID of its own (served, so the provider can resolve it): a provider
-/// with a DID resumes only for authenticated callers.
-async fn requester_with_did() -> (Agent, Server) {
-    let agent = build(
-        Node::builder("Requester")
-            .keys(Keys::generate())
-            .security(loopback_security())
-            .limits(quick_limits()),
-    );
-    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
-    (agent, server)
 }
 
 #[tokio::test]

@@ -19,16 +19,9 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, Response};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::{
-    build, catalogue, finished_transcripts, quick_limits, served_description_bytes, Agent,
-    RawSocket,
+    build, catalogue, finished_transcripts, loopback_security, quick_limits, requester_with_did,
+    served_description_bytes, Agent, RawSocket,
 };
-
-/// Test mode: DIDs on `localhost` resolve over `http://` (everything here is on loopback).
-fn loopback_security() -> Security {
-    let mut security = Security::default();
-    security.resolver.allow_loopback_http = true;
-    security
-}
 
 /// A provider of the catalogue whose backend counts its calls.
 fn counted_provider(security: Security, allow: Allow) -> (Agent, Arc<AtomicUsize>) {
@@ -46,19 +39,6 @@ fn counted_provider(security: Security, allow: Allow) -> (Agent, Arc<AtomicUsize
             .limits(quick_limits()),
     );
     (agent, calls)
-}
-
-/// A requester with an identity of its own: it serves (nothing) so that its DID document
-/// is reachable, as an agent's node does.
-async fn requester_with_did() -> (Agent, Server) {
-    let agent = build(
-        Node::builder("Requester")
-            .keys(Keys::generate())
-            .security(loopback_security())
-            .limits(quick_limits()),
-    );
-    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
-    (agent, server)
 }
 
 /// The server's description, as served.

@@ -5,7 +5,7 @@ use std::sync::Once;
 use std::time::Duration;
 
 pub use concord_fixtures::catalogue;
-use concord_node::{Connection, Limits, Node, NodeBuilder, Server};
+use concord_node::{Connection, Keys, Limits, Node, NodeBuilder, Security, Server};
 use concord_store::{Store, Transcript};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -260,4 +260,25 @@ pub fn assert_in_order(frames: &[String], expected: &[String]) {
             "{wanted:?} missing (in order) from {frames:#?}"
         );
     }
+}
+
+/// Test mode: DIDs on `localhost` resolve over `http://` (everything here is on loopback).
+pub fn loopback_security() -> Security {
+    let mut security = Security::default();
+    security.resolver.allow_loopback_http = true;
+    security
+}
+
+/// A requester with an identity of its own: it serves (nothing) so that its DID document
+/// is reachable, as an agent's node does; a provider with a DID resumes only for
+/// authenticated callers.
+pub async fn requester_with_did() -> (Agent, Server) {
+    let agent = build(
+        Node::builder("Requester")
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .limits(quick_limits()),
+    );
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    (agent, server)
 }
