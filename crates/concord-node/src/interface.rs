@@ -329,13 +329,13 @@ mod tests {
         );
     }
 
-    /// The requester holds 64 000 bytes; the provider's counter states 96 000: refused,
-    /// naming the field. A counter within the buffer is accepted.
+    /// The requester holds 64 000 bytes; a foreign provider's hand-written counter states
+    /// 96 000: refused, naming the field. A counter within the buffer is accepted.
     #[test]
     fn a_requester_refuses_a_counter_credit_over_its_buffer() {
         let wanted = talk(1);
-        let counter = document::write(&talk(96_000), "Agent", TIMEOUT);
-        match judge_counter(&counter, &wanted, &buffer(64_000)) {
+        let counter = "## Purpose\n\nVoice.\n\n## Layer\n\nurn:concord:interaction:1\n\n## Affordances\n\n{\"actions\": {\"talk\": {\"mode\": \"stream\", \"input\": {\"type\": \"object\"}, \"output\": {\"type\": \"object\"}, \"stream\": {\"contentType\": \"audio/pcm;rate=24000;channels=1\", \"frameBytes\": 960, \"initialCredit\": 96000, \"realtime\": true}}}}\n";
+        match judge_counter(counter, &wanted, &buffer(64_000)) {
             Decision::Reject { reason } => assert!(
                 reason.contains("`talk`")
                     && reason.contains("stream.initialCredit")
@@ -345,7 +345,7 @@ mod tests {
             other => panic!("expected a refusal: {other:?}"),
         }
         assert_eq!(
-            judge_counter(&counter, &wanted, &buffer(96_000)),
+            judge_counter(counter, &wanted, &buffer(96_000)),
             Decision::Accept
         );
     }

@@ -6,7 +6,9 @@ use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
 use concord_node::{ActionUpdate, CallError, Node, Notification, Settlement, Want};
 use serde_json::json;
 
-use crate::support::{build, quick_limits, requester, serve, served_description, Agent};
+use crate::support::{
+    build, quick_limits, requester, serve, served_description, served_description_bytes, Agent,
+};
 
 fn weather_agent() -> Agent {
     build(weather::agent(Node::builder(weather::TITLE)).limits(quick_limits()))
@@ -226,6 +228,30 @@ async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
     let server = serve(&provider).await;
     let Validated { thing, report, .. } = served_description(&server).await;
     assert_eq!(report.warnings().count(), 0, "{report:?}");
+    // The terms as spelt on the wire (what other agents read), not only through our parser.
+    let raw: serde_json::Value =
+        serde_json::from_slice(&served_description_bytes(&server).await).unwrap();
+    let talk = &raw["actions"][weather::TALK];
+    assert_eq!(talk["concord:mode"], "stream");
+    assert_eq!(
+        talk["concord:stream"]["concord:frameBytes"],
+        VOICE_FRAME_BYTES
+    );
+    assert!(talk["concord:stream"]["concord:initialCredit"].is_u64());
+    let forecast = &raw["actions"][weather::FORECAST_REPORT];
+    assert_eq!(forecast["synchronous"], false);
+    assert_eq!(forecast["concord:actionLease"], 30);
+    // `op` is a string or an array of them, per form.
+    let raw_ops: Vec<&str> = raw["events"][weather::USER_FEEDBACK_RECEIVED]["forms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|form| match &form["op"] {
+            serde_json::Value::Array(ops) => ops.iter().filter_map(|op| op.as_str()).collect(),
+            op => op.as_str().into_iter().collect::<Vec<_>>(),
+        })
+        .collect();
+    assert_eq!(raw_ops, ["subscribeevent", "unsubscribeevent"]);
     let ops = |forms: &[Form]| -> Vec<Operation> {
         forms
             .iter()
