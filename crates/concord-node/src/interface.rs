@@ -268,7 +268,7 @@ mod tests {
     use concord_proto::Decision;
     use serde_json::json;
 
-    use super::{judge, judge_counter, TIMEOUT};
+    use super::{judge, judge_counter};
 
     /// A provider serving one stream action starting with `credit` bytes.
     fn talk(credit: u64) -> Interface {
