@@ -280,6 +280,66 @@ impl Limits {
                 "max_concurrent_negotiation_work",
                 self.max_concurrent_negotiation_work == 0,
             ),
+            // `interaction.replay_events` and `interaction.finished_actions` may be 0 (no
+            // replay; finished actions forgotten at once).
+            (
+                "interaction.max_message_size",
+                self.interaction.max_message_size == 0,
+            ),
+            ("interaction.max_depth", self.interaction.max_depth == 0),
+            (
+                "interaction.max_correlation_id",
+                self.interaction.max_correlation_id == 0,
+            ),
+            (
+                "interaction.max_action_id",
+                self.interaction.max_action_id == 0,
+            ),
+            ("interaction.max_name", self.interaction.max_name == 0),
+            (
+                "interaction.max_problem_text",
+                self.interaction.max_problem_text == 0,
+            ),
+            (
+                "interaction.max_open_correlations",
+                self.interaction.max_open_correlations == 0,
+            ),
+            ("interaction.max_events", self.interaction.max_events == 0),
+            (
+                "interaction.replay_max_age",
+                self.interaction
+                    .replay_max_age
+                    .is_some_and(|age| age.is_zero()),
+            ),
+            (
+                "interaction.subscriber_queue",
+                self.interaction.subscriber_queue == 0,
+            ),
+            (
+                "interaction.max_subscribers",
+                self.interaction.max_subscribers == 0,
+            ),
+            ("interaction.max_actions", self.interaction.max_actions == 0),
+            (
+                "interaction.max_actions_per_caller",
+                self.interaction.max_actions_per_caller == 0,
+            ),
+            (
+                "interaction.action_lease",
+                self.interaction.action_lease.is_zero(),
+            ),
+            (
+                "interaction.max_pending_requests",
+                self.interaction.max_pending_requests == 0,
+            ),
+            ("streams.max_streams", self.streams.max_streams == 0),
+            ("streams.max_chunk_size", self.streams.max_chunk_size == 0),
+            ("streams.initial_credit", self.streams.initial_credit == 0),
+            (
+                "streams.max_receive_buffer",
+                self.streams.max_receive_buffer == 0,
+            ),
+            ("streams.max_send_queue", self.streams.max_send_queue == 0),
         ];
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimit::zero(name));
@@ -287,69 +347,10 @@ impl Limits {
         self.validate_interaction()
     }
 
-    /// [`Limits::validate`] for `interaction` and `streams`. `interaction.replay_events`
-    /// and `interaction.finished_actions` may be 0 (no replay; finished actions forgotten
-    /// at once).
+    /// The ranges of `interaction` and `streams` beyond zero (checked by
+    /// [`Limits::validate`] first).
     fn validate_interaction(&self) -> Result<(), InvalidLimit> {
         let (interaction, streams) = (&self.interaction, &self.streams);
-        let zero = [
-            (
-                "interaction.max_message_size",
-                interaction.max_message_size == 0,
-            ),
-            ("interaction.max_depth", interaction.max_depth == 0),
-            (
-                "interaction.max_correlation_id",
-                interaction.max_correlation_id == 0,
-            ),
-            ("interaction.max_action_id", interaction.max_action_id == 0),
-            ("interaction.max_name", interaction.max_name == 0),
-            (
-                "interaction.max_problem_text",
-                interaction.max_problem_text == 0,
-            ),
-            (
-                "interaction.max_open_correlations",
-                interaction.max_open_correlations == 0,
-            ),
-            ("interaction.max_events", interaction.max_events == 0),
-            (
-                "interaction.replay_max_age",
-                interaction.replay_max_age.is_some_and(|age| age.is_zero()),
-            ),
-            (
-                "interaction.subscriber_queue",
-                interaction.subscriber_queue == 0,
-            ),
-            (
-                "interaction.max_subscribers",
-                interaction.max_subscribers == 0,
-            ),
-            ("interaction.max_actions", interaction.max_actions == 0),
-            (
-                "interaction.max_actions_per_caller",
-                interaction.max_actions_per_caller == 0,
-            ),
-            (
-                "interaction.action_lease",
-                interaction.action_lease.is_zero(),
-            ),
-            (
-                "interaction.max_pending_requests",
-                interaction.max_pending_requests == 0,
-            ),
-            ("streams.max_streams", streams.max_streams == 0),
-            ("streams.max_chunk_size", streams.max_chunk_size == 0),
-            ("streams.initial_credit", streams.initial_credit == 0),
-            (
-                "streams.max_receive_buffer",
-                streams.max_receive_buffer == 0,
-            ),
-            ("streams.max_send_queue", streams.max_send_queue == 0),
-        ];
-        if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
-            return Err(InvalidLimit::zero(name));
-        }
         // The description publishes the lease in whole seconds, at most a day.
         let lease = interaction.action_lease;
         if lease.subsec_nanos() != 0 || lease.as_secs() > concord_describe::MAX_ACTION_LEASE_SECS {
