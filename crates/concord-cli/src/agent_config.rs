@@ -566,7 +566,6 @@ struct InteractionLimitsSection {
 #[serde(deny_unknown_fields)]
 struct StreamLimitsSection {
     max_streams: Option<usize>,
-    max_chunk_size: Option<usize>,
     initial_credit: Option<u64>,
     max_receive_buffer: Option<u64>,
     max_send_queue: Option<u64>,
@@ -1403,7 +1402,6 @@ impl LimitsSection {
         }
         given!(self.streams => limits.streams;
             max_streams,
-            max_chunk_size,
             initial_credit,
             max_receive_buffer,
             max_send_queue
@@ -1544,7 +1542,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
              replay_max_age = \"10m\"\nsubscriber_queue = 7\nmax_subscribers = 8\n\
              max_actions = 9\nmax_actions_per_caller = 10\nfinished_actions = 0\n\
              action_lease = \"2m\"\nmax_pending_requests = 11\n\
-             [limits.streams]\nmax_streams = 12\nmax_chunk_size = 13\ninitial_credit = 14\n\
+             [limits.streams]\nmax_streams = 12\ninitial_credit = 14\n\
              max_receive_buffer = 15\nmax_send_queue = 16\n"
         );
         let limits = load(&text, &[]).unwrap().limits;
@@ -1572,7 +1570,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(interaction.replay_max_age, Some(Duration::from_secs(600)));
         assert_eq!(interaction.action_lease, Duration::from_secs(120));
         let streams = &limits.streams;
-        assert_eq!((streams.max_streams, streams.max_chunk_size), (12, 13));
+        assert_eq!(streams.max_streams, 12);
         assert_eq!(
             (
                 streams.initial_credit,

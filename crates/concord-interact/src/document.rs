@@ -150,6 +150,15 @@ pub enum DocumentError {
         /// [`StreamLimits::max_receive_buffer`].
         limit: u64,
     },
+    /// A stream action's `stream.initialCredit` is 0: no byte could ever move on its
+    /// streams (credit is granted back only for bytes read) ([`check_credits`]).
+    #[error(
+        "action `{name}`: `stream.initialCredit` is 0: nothing could ever be sent on its streams"
+    )]
+    NoCredit {
+        /// The action.
+        name: String,
+    },
     /// An affordance is inconsistent (a schema that is not a JSON Schema, a stream action
     /// without a stream specification, …).
     #[error("{kind} `{name}`: {reason}")]
@@ -307,13 +316,19 @@ pub fn judge(candidate: &Interface, ours: &Interface) -> Judgement {
 
 /// Whether this side can hold every stream action's initial credit: `Err` names the first
 /// action (by name) whose `stream.initialCredit` exceeds
-/// [`StreamLimits::max_receive_buffer`] ([`DocumentError::CreditExceedsBuffer`]). A
-/// provider checks its own interface with it before serving it, a requester a provider's
-/// before agreeing to it.
+/// [`StreamLimits::max_receive_buffer`] ([`DocumentError::CreditExceedsBuffer`]) or is 0
+/// ([`DocumentError::NoCredit`]). A provider checks its own interface with it before
+/// serving it, a requester a provider's before agreeing to it.
 pub fn check_credits(interface: &Interface, streams: &StreamLimits) -> Result<(), DocumentError> {
     let limit = streams.max_receive_buffer;
     for (name, action) in &interface.actions {
-        if let Some(stream) = action.stream.as_ref().filter(|s| s.initial_credit > limit) {
+        let Some(stream) = &action.stream else {
+            continue;
+        };
+        if stream.initial_credit == 0 {
+            return Err(DocumentError::NoCredit { name: name.clone() });
+        }
+        if stream.initial_credit > limit {
             return Err(DocumentError::CreditExceedsBuffer {
                 name: name.clone(),
                 credit: stream.initial_credit,

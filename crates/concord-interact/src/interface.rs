@@ -100,7 +100,8 @@ pub struct StreamSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_content_type: Option<String>,
     /// Bytes of one frame (a 20 ms PCM16 mono frame at 24 kHz is 960), 0 when the bytes
-    /// are not framed.
+    /// are not framed. A realtime sender sends each frame whole or drops it; a reader
+    /// gets byte pieces and recovers frames by this size.
     #[serde(default)]
     pub frame_bytes: u32,
     /// Credit each direction starts with, in bytes.

@@ -115,26 +115,32 @@ async fn pipe(
     Ok(ExitCode::from(exit))
 }
 
-/// The size of the pieces standard input is sent in: the stream's frames as the peer's
-/// description declares them (`concord:frameBytes`), else [`PIECE_BYTES`]. What the peer
-/// declares is bounded: a frame larger than a stream chunk is sent in chunk-sized pieces,
-/// and a realtime stream whose frame is larger than its credit or a chunk is refused (no
-/// frame of it could ever go whole).
+/// The size of the pieces standard input is sent in: [`PIECE_BYTES`] on a reliable stream
+/// (a byte stream: a peer's tiny `concord:frameBytes` does not make us send byte by byte);
+/// on a realtime one each piece goes whole or is dropped, so it is the declared frame, or
+/// for an unframed one at most the credit. A realtime stream whose frame is larger than
+/// its credit or a chunk is refused (no frame of it could ever go whole).
 fn piece_bytes(stream: &StreamDescription, action: &str) -> anyhow::Result<usize> {
     let frame = usize::try_from(stream.frame_bytes).unwrap_or(usize::MAX);
-    if frame == 0 {
-        return Ok(PIECE_BYTES);
-    }
     let sendable = usize::try_from(stream.initial_credit)
         .unwrap_or(usize::MAX)
-        .min(MAX_CHUNK_BYTES);
-    if stream.realtime && frame > sendable {
+        .clamp(1, MAX_CHUNK_BYTES);
+    if !stream.realtime {
+        // Frames do not matter on a reliable stream (it is a byte stream): pieces of our
+        // size, whatever tiny frame a peer declares.
+        return Ok(PIECE_BYTES);
+    }
+    if frame == 0 {
+        // Unframed realtime: a piece is sent whole or dropped, so no larger than the credit.
+        return Ok(PIECE_BYTES.min(sendable));
+    }
+    if frame > sendable {
         return Err(output::Wrong::error(format!(
             "`{action}` is a realtime stream of {frame}-byte frames, but at most {sendable} \
              bytes can go at once (its credit, or a stream chunk): no frame could be sent"
         )));
     }
-    Ok(frame.min(MAX_CHUNK_BYTES))
+    Ok(frame)
 }
 
 /// Standard input in pieces of `size` bytes (each full but the last), read by a thread
@@ -230,11 +236,21 @@ mod tests {
             r#"{"concord:contentType": "audio/pcm", "concord:frameBytes": 960, "concord:initialCredit": 48000, "concord:realtime": true}"#,
         );
         assert_eq!(piece_bytes(&framed, "a").unwrap(), 960);
-        // 4 GiB frames on a reliable stream: read in chunk-sized pieces, never allocated.
+        // 4 GiB frames on a reliable stream: read in our own pieces, never allocated.
         let huge = declared(
             r#"{"concord:contentType": "x", "concord:frameBytes": 4294967295, "concord:initialCredit": 1048576}"#,
         );
-        assert_eq!(piece_bytes(&huge, "a").unwrap(), MAX_CHUNK_BYTES);
+        assert_eq!(piece_bytes(&huge, "a").unwrap(), PIECE_BYTES);
+        // 1-byte frames on a reliable stream: not a send per byte.
+        let tiny = declared(
+            r#"{"concord:contentType": "x", "concord:frameBytes": 1, "concord:initialCredit": 1048576}"#,
+        );
+        assert_eq!(piece_bytes(&tiny, "a").unwrap(), PIECE_BYTES);
+        // Unframed realtime with little credit: pieces that can go whole.
+        let small = declared(
+            r#"{"concord:contentType": "x", "concord:initialCredit": 1000, "concord:realtime": true}"#,
+        );
+        assert_eq!(piece_bytes(&small, "a").unwrap(), 1000);
         // A realtime frame larger than the credit could never be sent whole: refused.
         let unsendable = declared(
             r#"{"concord:contentType": "x", "concord:frameBytes": 2000, "concord:initialCredit": 1000, "concord:realtime": true}"#,

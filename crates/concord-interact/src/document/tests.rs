@@ -395,4 +395,15 @@ fn credits_are_checked_against_the_receive_buffer() {
     ));
     let plain = select(&ours, &["getWeather", "modelConfiguration"]).unwrap();
     assert_eq!(check_credits(&plain, &buffer(1)), Ok(()));
+    // A credit of 0 could never move a byte.
+    let mut none = talk;
+    if let Some(stream) = none.actions.get_mut("talk").and_then(|a| a.stream.as_mut()) {
+        stream.initial_credit = 0;
+    }
+    assert_eq!(
+        check_credits(&none, &buffer(credit)),
+        Err(DocumentError::NoCredit {
+            name: "talk".into()
+        })
+    );
 }

@@ -479,8 +479,9 @@ impl ConsumerEndpoint {
         Ok(())
     }
 
-    /// The next chunk received on a stream, in order; its length is granted back to the
-    /// provider, so the credit level stays where it started.
+    /// The next bytes received on a stream, in order: a byte piece, not a frame (small
+    /// chunks arrive together in one read); its length is granted back to the provider, so
+    /// the credit level stays where it started.
     pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
         let bytes = read_and_grant(&mut self.streams, id);
         self.drain_stream_events();

@@ -356,8 +356,9 @@ impl ProviderEndpoint {
         Ok(())
     }
 
-    /// The next chunk received on a stream, in order; its length is granted back to the
-    /// requester, so the credit level stays where it started.
+    /// The next bytes received on a stream, in order: a byte piece, not a frame (small
+    /// chunks arrive together in one read); its length is granted back to the requester, so
+    /// the credit level stays where it started.
     pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
         let bytes = read_and_grant(&mut self.streams, id);
         self.drain_stream_events();
@@ -604,7 +605,8 @@ impl ProviderEndpoint {
                 let mode = send_mode(&self.interface, name);
                 let credit = initial_credit(&self.interface, name, self.streams.limits());
                 self.streams.accept(id, mode, credit).map_err(|e| match e {
-                    StreamError::TooManyStreams { .. } => {
+                    StreamError::TooManyStreams { .. }
+                    | StreamError::CreditExceedsBuffer { .. } => {
                         Problem::of(ProblemType::LimitReached, e.to_string())
                     }
                     _ => Problem::of(ProblemType::BadMessage, format!("streamID: {e}")),

@@ -32,6 +32,12 @@ impl RecvBuffer {
     /// Appends a copy of `payload`.
     pub(super) fn push(&mut self, payload: &[u8]) {
         if payload.len() < COALESCE_BELOW {
+            // The tail never grows its allocation (growing doubles it, and a frozen piece
+            // keeps its whole allocation): a payload that does not fit starts a new one.
+            if self.tail.capacity() - self.tail.len() < payload.len() {
+                self.close_tail();
+                self.tail = BytesMut::with_capacity(PIECE);
+            }
             self.tail.extend_from_slice(payload);
             if self.tail.len() >= PIECE {
                 self.close_tail();
@@ -50,7 +56,8 @@ impl RecvBuffer {
         if self.tail.is_empty() {
             return None;
         }
-        Some(std::mem::take(&mut self.tail).freeze())
+        // What follows goes on in the rest of the same allocation.
+        Some(self.tail.split().freeze())
     }
 
     /// Drops everything.
@@ -64,11 +71,11 @@ impl RecvBuffer {
         self.pieces.is_empty() && self.tail.is_empty()
     }
 
-    /// Ends the tail as a piece of its own (in a new allocation for what follows).
+    /// Ends the tail as a piece of its own (what follows goes on in the rest of its
+    /// allocation, if any).
     fn close_tail(&mut self) {
         if !self.tail.is_empty() {
-            self.pieces
-                .push_back(std::mem::take(&mut self.tail).freeze());
+            self.pieces.push_back(self.tail.split().freeze());
         }
     }
 }
@@ -108,6 +115,32 @@ mod tests {
         assert_eq!(pieces.iter().map(Bytes::len).sum::<usize>(), 100_000);
         assert_eq!(pieces.len(), 100_000_usize.div_ceil(PIECE));
         assert!(pieces.iter().all(|piece| piece.len() <= PIECE));
+    }
+
+    /// Payloads sized to make a growing tail double its allocation: the tail's allocation
+    /// stays one piece, so what the buffer holds costs its bytes, not twice them.
+    #[test]
+    fn the_tail_never_grows_past_one_piece() {
+        let mut buffer = RecvBuffer::default();
+        let mut sent = Vec::new();
+        for (i, len) in [4095, 4095, 4095, 4095, 4095, 1, 4000, 3999, 4095, 17]
+            .into_iter()
+            .cycle()
+            .take(200)
+            .enumerate()
+        {
+            let payload = vec![i as u8; len];
+            buffer.push(&payload);
+            sent.extend_from_slice(&payload);
+            assert!(buffer.tail.capacity() <= PIECE, "after push {i}");
+            if i % 7 == 0 {
+                // A reader taking what is there leaves the rest of the allocation.
+                let read = drain(&mut buffer).concat();
+                assert_eq!(read, sent[..read.len()]);
+                sent.drain(..read.len());
+            }
+        }
+        assert_eq!(drain(&mut buffer).concat(), sent);
     }
 
     #[test]

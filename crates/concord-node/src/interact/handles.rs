@@ -357,12 +357,14 @@ impl StreamSender {
     /// # Errors
     /// As [`StreamSender::send`], for this call and for queued writes.
     pub async fn finish(mut self) -> Result<(), CallError> {
-        self.ended = true;
         // A stream action's half ends only once the action returned `Ok`: its `finish`
-        // waits for what it sent, then lets go of the stream like a drop does.
+        // waits for what it sent, then lets go of the stream as a drop does (a `finish`
+        // cancelled while it waits still lets go, through the drop).
         let release = self.on_drop == OnDrop::Release;
+        self.ended = !release;
         let result = self.command(Vec::new(), !release).await.map(drop);
         if release {
+            self.ended = true;
             let release = StreamCommand::Release { id: self.id };
             send_without_waiting(&self.commands, &self.runtime, release);
         }
@@ -508,20 +510,28 @@ pub struct StreamReceiver {
     id: u32,
     end: ReaderEnd,
     commands: mpsc::Sender<StreamCommand>,
+    /// The runtime it was made on: where a wake-up that cannot wait is sent from.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Drop for StreamReceiver {
     /// The session then drops what the peer still sends (granting it credit), so that the
     /// stream can end.
     fn drop(&mut self) {
-        let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
+        let read = StreamCommand::Read { id: self.id };
+        send_without_waiting(&self.commands, &self.runtime, read);
     }
 }
 
 impl StreamReceiver {
     /// The reader of stream `id` at `end`; its requests go to the session's `commands`.
     pub(crate) fn new(id: u32, end: ReaderEnd, commands: mpsc::Sender<StreamCommand>) -> Self {
-        Self { id, end, commands }
+        Self {
+            id,
+            end,
+            commands,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
     }
 
     /// The next bytes; `None` at the end of the stream. Reading makes room: the session
@@ -550,13 +560,14 @@ impl StreamReceiver {
         let before = shared.queued.fetch_sub(len, Ordering::AcqRel);
         // The session stops handing bytes over only when this queue is full, in pieces or
         // in bytes; then the first read that makes room for a piece, or that takes the
-        // bytes below half the bound, wakes it (if the session's queue is full it is busy
-        // and looks at every waiting stream anyway). Otherwise it needs no wake-up.
+        // bytes below half the bound, wakes it (once: so that wake-up is never lost, it
+        // waits for room in the session's queue). Otherwise it needs no wake-up.
         let pieces_full = incoming.len() + 1 >= incoming.max_capacity();
         let refill = STREAM_QUEUE_BYTES / 2;
         let bytes_full = before >= refill && before - len < refill;
         if pieces_full || bytes_full {
-            let _ = self.commands.try_send(StreamCommand::Read { id: self.id });
+            let read = StreamCommand::Read { id: self.id };
+            send_without_waiting(&self.commands, &self.runtime, read);
         }
         Some(Ok(bytes))
     }

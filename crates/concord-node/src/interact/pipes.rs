@@ -96,6 +96,16 @@ struct Pipe {
     ended: bool,
     /// On a provider, the stream action's part in ending our half.
     action: Option<ActionEnd>,
+    /// Its reader is gone: what the peer sends is read and dropped.
+    abandoned: bool,
+}
+
+impl Pipe {
+    /// A requester that ended its half and dropped its reader wants nothing more of the
+    /// stream (whichever it did first).
+    fn is_unwanted(&self) -> bool {
+        self.abandoned && self.action.is_none() && self.ended && !self.finished
+    }
 }
 
 /// When a stream action's half ends: once the action returned `Ok` *and* let go of its
@@ -188,6 +198,7 @@ impl Pipes {
                 finished: false,
                 ended: false,
                 action,
+                abandoned: false,
             },
         );
     }
@@ -333,9 +344,20 @@ impl Pipes {
                 (None, Ok(_)) => {}
             }
         }
+        if pipe.is_unwanted() {
+            return self.reset_unwanted(id, end);
+        }
         if pipe.is_done() {
             self.pipes.remove(&id);
         }
+    }
+
+    /// Resets stream `id`, which its requester no longer wants ([`Pipe::is_unwanted`]).
+    fn reset_unwanted(&mut self, id: u32, end: &mut impl StreamEnd) {
+        if let Ok(stream) = end.streams().recv_stream(StreamId(id)) {
+            stream.reset(ResetCode::CANCELLED);
+        }
+        self.fail(id, &CallError::Closed("the reader was dropped".to_owned()));
     }
 
     /// Moves the peer's bytes on stream `id` to its reader while the reader has room.
@@ -355,12 +377,9 @@ impl Pipes {
             .is_some_and(ReaderQueue::is_abandoned)
         {
             pipe.incoming = None;
-            if pipe.action.is_none() && pipe.ended && !pipe.finished {
-                if let Ok(stream) = end.streams().recv_stream(StreamId(id)) {
-                    stream.reset(ResetCode::CANCELLED);
-                }
-                self.fail(id, &CallError::Closed("the reader was dropped".to_owned()));
-                return;
+            pipe.abandoned = true;
+            if pipe.is_unwanted() {
+                return self.reset_unwanted(id, end);
             }
         }
         match &pipe.incoming {

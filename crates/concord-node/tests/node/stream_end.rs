@@ -278,27 +278,36 @@ async fn exec_streams_outlive_chatty_stderr_and_deaf_commands_and_die_with_a_res
     let (bytes, end) = reading.await.unwrap();
     assert_eq!((bytes.as_slice(), end), (&b"yyyyyyyyyy"[..], Ok(())));
 
-    let (sender, mut receiver) = peer.open_stream("waiting", json!({})).await.unwrap();
-    sender.send(b"ping".to_vec()).await.unwrap();
-    let echoed = receiver.next().await.unwrap().unwrap();
-    assert_eq!(&echoed[..], b"ping");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!gone(pid));
-    // The requester ends its half (the command's `cat` ends, its `sleep` goes on) and then
-    // stops reading: it wants nothing more, the stream is reset, the command killed.
-    sender.finish().await.unwrap();
-    drop(receiver);
-    let mut waited = Duration::ZERO;
-    while !gone(pid) {
-        assert!(
-            waited < Duration::from_secs(10),
-            "the command outlived the reset"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        waited += Duration::from_millis(50);
+    // The requester ends its half (the command's `cat` ends, its `sleep` goes on) and
+    // stops reading, in either order: it wants nothing more, the stream is reset, the
+    // command killed.
+    for reader_first in [false, true] {
+        let (sender, mut receiver) = peer.open_stream("waiting", json!({})).await.unwrap();
+        sender.send(b"ping".to_vec()).await.unwrap();
+        let echoed = receiver.next().await.unwrap().unwrap();
+        assert_eq!(&echoed[..], b"ping");
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!gone(pid));
+        if reader_first {
+            drop(receiver);
+            // The finish resets the stream it was the last user of: it may say so.
+            let _ = sender.finish().await;
+        } else {
+            sender.finish().await.unwrap();
+            drop(receiver);
+        }
+        let mut waited = Duration::ZERO;
+        while !gone(pid) {
+            assert!(
+                waited < Duration::from_secs(10),
+                "the command outlived the reset (reader dropped first: {reader_first})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waited += Duration::from_millis(50);
+        }
     }
 }

@@ -77,7 +77,12 @@ impl ExecSpec {
             // The requester's bytes to stdin until it ends its half; then a reset (or its
             // session ending) is heard through our sender.
             let inbound = pin!(async {
-                pump_in(receiver, stdin).await?;
+                // A reset is heard even while stdin is blocked on a command that does not
+                // read (and after the requester ended its half).
+                tokio::select! {
+                    pumped = pump_in(receiver, stdin) => pumped?,
+                    gone = sender.closed() => return Err(gone),
+                }
                 Err::<Infallible, _>(sender.closed().await)
             });
             let outbound = pin!(async {
