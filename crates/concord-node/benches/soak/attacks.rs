@@ -1,6 +1,8 @@
 //! The attacks, each a crowd of raw clients from addresses other than the legitimate
-//! caller's (127.0.0.2 to 127.0.0.9: Linux routes all of 127/8 to the loopback), that
-//! reconnect whenever the provider drops them, until told to stop.
+//! caller's (127.0.0.2 to 127.0.0.17: Linux routes all of 127/8 to the loopback), that
+//! reconnect whenever the provider drops them, until told to stop. The interface attacks
+//! resume the provider's interface protocol by hash (0-RTT, as any stranger may on a node
+//! without a DID) and write W3C Web Thing Protocol messages by hand.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,15 +11,25 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use concord_fixtures::weather;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::provider::WORK;
+
 /// How many source addresses the attackers spread over.
-const ADDRESSES: u8 = 8;
+pub const ADDRESSES: u8 = 16;
+
+/// How long a silent interface client holds its session before it reconnects (so that a
+/// client the provider shed comes back).
+const HOLD: Duration = Duration::from_secs(5);
+
+/// PT 1 (application) header byte.
+const APPLICATION: u8 = 0x40;
 
 /// Where the attacks aim.
 #[derive(Debug, Clone)]
@@ -26,6 +38,10 @@ pub struct Target {
     pub endpoint: String,
     /// A protocol the provider holds (the legitimate caller's), for 0-RTT hellos.
     pub hash: String,
+    /// The provider's interface protocol (every affordance), for 0-RTT hellos.
+    pub interface_hash: String,
+    /// The provider's description URL, for keep-alive fetches.
+    pub description_path: String,
 }
 
 /// One attack: a name for the table and how to run it.
@@ -48,6 +64,19 @@ pub enum Attack {
     StoreFill { clients: usize },
     /// Connections opened and dropped as fast as possible.
     ConnectionChurn { clients: usize },
+    /// WebSockets upgraded that never say hello, all from one address.
+    SilentUpgradesFromOne { clients: usize },
+    /// Interface sessions that subscribe to the event (or observe the property) and
+    /// then neither read nor answer pings.
+    SilentSubscribers { clients: usize },
+    /// Interface sessions that open a stream and then send and read nothing.
+    SilentStreams { clients: usize },
+    /// Interface sessions that start long-running actions, as many as they may.
+    ActionTableFill { clients: usize },
+    /// Interface sessions that invoke the process-backed notify action 20 times a second.
+    ProcessFlood { clients: usize },
+    /// Kept-alive HTTP connections fetching the description as fast as answered.
+    KeepAliveFetches { connections: usize },
 }
 
 impl Attack {
@@ -65,6 +94,16 @@ impl Attack {
             Self::ZeroRttFlood { clients } => format!("{clients} 0-RTT hello floods"),
             Self::StoreFill { clients } => format!("{clients} store fillers"),
             Self::ConnectionChurn { clients } => format!("{clients} connection churners"),
+            Self::SilentUpgradesFromOne { clients } => {
+                format!("{clients} silent upgrades from one address")
+            }
+            Self::SilentSubscribers { clients } => format!("{clients} silent subscribers"),
+            Self::SilentStreams { clients } => format!("{clients} silent streams"),
+            Self::ActionTableFill { clients } => format!("{clients} action-table fillers"),
+            Self::ProcessFlood { clients } => format!("{clients} x 20/s process starters"),
+            Self::KeepAliveFetches { connections } => {
+                format!("{connections} kept-alive description fetchers")
+            }
         }
     }
 
@@ -72,10 +111,12 @@ impl Attack {
     pub async fn run(self, target: Target, stop: watch::Receiver<bool>) -> u64 {
         let opened = Arc::new(AtomicU64::new(0));
         let mut tasks = JoinSet::new();
-        let mut spawn = |index: usize, kind: Kind| {
+        let mut spawn_from = |index: usize, addresses: u8, kind: Kind| {
             let (target, stop, opened) = (target.clone(), stop.clone(), Arc::clone(&opened));
-            tasks.spawn(client(index, kind, target, stop, opened));
+            let source = Ipv4Addr::new(127, 0, 0, 2 + (index % usize::from(addresses)) as u8);
+            tasks.spawn(client(index, source, kind, target, stop, opened));
         };
+        let mut spawn = |index: usize, kind: Kind| spawn_from(index, ADDRESSES, kind);
         match self {
             Self::SilentUpgrades { clients } => {
                 (0..clients).for_each(|i| spawn(i, Kind::Upgrade { hello: None }));
@@ -106,6 +147,23 @@ impl Attack {
             Self::ConnectionChurn { clients } => {
                 (0..clients).for_each(|i| spawn(i, Kind::Churn));
             }
+            Self::SilentUpgradesFromOne { clients } => (0..clients)
+                .for_each(|i| spawn_from(i, 1, Kind::Upgrade { hello: None })),
+            Self::SilentSubscribers { clients } => (0..clients).for_each(|i| {
+                spawn(i, Kind::Interface(Script::Subscribe));
+            }),
+            Self::SilentStreams { clients } => {
+                (0..clients).for_each(|i| spawn(i, Kind::Interface(Script::HoldStream)));
+            }
+            Self::ActionTableFill { clients } => {
+                (0..clients).for_each(|i| spawn(i, Kind::Interface(Script::StartActions)));
+            }
+            Self::ProcessFlood { clients } => {
+                (0..clients).for_each(|i| spawn(i, Kind::Interface(Script::StartProcesses)));
+            }
+            Self::KeepAliveFetches { connections } => {
+                (0..connections).for_each(|i| spawn(i, Kind::KeepAlive));
+            }
         }
         while tasks.join_next().await.is_some() {}
         opened.load(Ordering::Relaxed)
@@ -130,18 +188,36 @@ enum Kind {
         proposal: Message,
     },
     Churn,
+    /// A 0-RTT hello naming the interface protocol, then a script.
+    Interface(Script),
+    /// HTTP/1.1 requests for the description over one kept-alive connection.
+    KeepAlive,
+}
+
+/// What an interface client does once its session is resumed.
+#[derive(Debug, Clone, Copy)]
+enum Script {
+    /// Subscribe to the event (even clients) or observe the property (odd ones), then
+    /// read nothing.
+    Subscribe,
+    /// Open the voice stream, then send and read nothing.
+    HoldStream,
+    /// Start the long-running action again and again, reading the answers.
+    StartActions,
+    /// Invoke the process-backed notify action 20 times a second, reading the answers.
+    StartProcesses,
 }
 
 /// One attacking client: connects from its address, does its kind of harm, and
 /// reconnects when dropped (after a short pause when refused), until `stop`.
 async fn client(
     index: usize,
+    source: Ipv4Addr,
     kind: Kind,
     target: Target,
     mut stop: watch::Receiver<bool>,
     opened: Arc<AtomicU64>,
 ) {
-    let source = Ipv4Addr::new(127, 0, 0, 2 + (index % usize::from(ADDRESSES)) as u8);
     while !*stop.borrow() {
         opened.fetch_add(1, Ordering::Relaxed);
         let round = async {
@@ -155,13 +231,14 @@ async fn client(
                     drop(tcp);
                     true
                 }
+                Kind::KeepAlive => keep_alive(tcp, &target.description_path).await,
                 _ => {
                     let Ok((socket, _)) =
                         tokio_tungstenite::client_async(target.endpoint.as_str(), tcp).await
                     else {
                         return false;
                     };
-                    websocket(kind.clone(), socket, &target.hash, index).await
+                    websocket(kind.clone(), socket, &target, index).await
                 }
             }
         };
@@ -205,7 +282,8 @@ async fn slowloris(mut tcp: TcpStream) -> bool {
 
 type Socket = WebSocketStream<TcpStream>;
 
-async fn websocket(kind: Kind, mut socket: Socket, hash: &str, index: usize) -> bool {
+async fn websocket(kind: Kind, mut socket: Socket, target: &Target, index: usize) -> bool {
+    let hash = target.hash.as_str();
     match kind {
         Kind::Upgrade { hello: None } => {}
         Kind::Upgrade {
@@ -238,7 +316,17 @@ async fn websocket(kind: Kind, mut socket: Socket, hash: &str, index: usize) -> 
                 return true;
             }
         }
-        Kind::IdleTcp | Kind::Slowloris | Kind::Churn => return true,
+        Kind::Interface(script) => {
+            if socket
+                .send(hello(Some(&target.interface_hash), index))
+                .await
+                .is_err()
+            {
+                return true;
+            }
+            return interface(script, socket, index).await;
+        }
+        Kind::IdleTcp | Kind::Slowloris | Kind::Churn | Kind::KeepAlive => return true,
     }
     // Read (and so answer pings) until the provider ends it.
     while let Some(Ok(message)) = socket.next().await {
@@ -297,4 +385,122 @@ fn candidate(enum_values: &str, requirement: &str) -> String {
          \"code\":{{\"type\":\"integer\"}},\"name\":{{\"type\":\"string\"}}}},\
          \"required\":[\"messageId\",\"code\"]}}\n```\n"
     )
+}
+
+/// Runs an interface client's script on a session resumed by its hello.
+async fn interface(script: Script, mut socket: Socket, index: usize) -> bool {
+    // The provider's destination hello (or its refusal).
+    if !matches!(socket.next().await, Some(Ok(Message::Text(_)))) {
+        return false;
+    }
+    let correlation = |n: usize| format!("a{index}-{n}");
+    match script {
+        Script::Subscribe => {
+            let request = if index.is_multiple_of(2) {
+                json!({"messageType": "request", "operation": "subscribeevent",
+                       "name": weather::USER_FEEDBACK_RECEIVED, "correlationID": correlation(0)})
+            } else {
+                json!({"messageType": "request", "operation": "observeproperty",
+                       "name": weather::MODEL_CONFIGURATION, "correlationID": correlation(0)})
+            };
+            if socket.send(application(&request)).await.is_err() {
+                return true;
+            }
+            // Neither read nor answer pings: hold, then come back.
+            tokio::time::sleep(HOLD).await;
+            true
+        }
+        Script::HoldStream => {
+            let request = json!({"messageType": "request", "operation": "invokeaction",
+                "name": weather::TALK, "correlationID": correlation(0), "input": {}, "streamID": 0});
+            if socket.send(application(&request)).await.is_err() {
+                return true;
+            }
+            // Keep the session answering pings but never use the stream.
+            let _ = tokio::time::timeout(HOLD, drain(&mut socket)).await;
+            true
+        }
+        Script::StartActions | Script::StartProcesses => {
+            let (name, input, every) = match script {
+                Script::StartActions => (
+                    weather::FORECAST_REPORT,
+                    json!({"city": "Oslo", "days": 14}),
+                    Duration::from_millis(10),
+                ),
+                _ => (WORK, json!({"job": index}), Duration::from_millis(50)),
+            };
+            let (mut sink, mut stream) = socket.split();
+            let reading = async { while let Some(Ok(_)) = stream.next().await {} };
+            let writing = async {
+                for n in 0.. {
+                    let request = json!({"messageType": "request", "operation": "invokeaction",
+                        "name": name, "correlationID": correlation(n), "input": input});
+                    if sink.send(application(&request)).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(every).await;
+                }
+            };
+            tokio::select! {
+                () = reading => {}
+                () = writing => {}
+            }
+            true
+        }
+    }
+}
+
+/// Reads (and so answers pings) until the provider ends the session.
+async fn drain(socket: &mut Socket) {
+    while let Some(Ok(message)) = socket.next().await {
+        if matches!(message, Message::Close(_)) {
+            break;
+        }
+    }
+}
+
+/// A PT 1 frame carrying one interaction message.
+fn application(message: &serde_json::Value) -> Message {
+    let mut bytes = vec![APPLICATION];
+    bytes.extend_from_slice(message.to_string().as_bytes());
+    Message::Binary(bytes.into())
+}
+
+/// Requests the description again and again over one connection, reading each answer,
+/// until the provider closes it or refuses (then `false`: pause before reconnecting).
+async fn keep_alive(tcp: TcpStream, path: &str) -> bool {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: soak\r\n\r\n");
+    let mut tcp = tokio::io::BufReader::new(tcp);
+    loop {
+        if tcp.get_mut().write_all(request.as_bytes()).await.is_err() {
+            return true;
+        }
+        let mut status = String::new();
+        if tcp.read_line(&mut status).await.unwrap_or(0) == 0 {
+            return true;
+        }
+        let mut length = 0_usize;
+        loop {
+            let mut line = String::new();
+            if tcp.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return true;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0_u8; length];
+        if tcp.read_exact(&mut body).await.is_err() {
+            return true;
+        }
+        if !status.contains(" 200 ") {
+            return false;
+        }
+    }
 }

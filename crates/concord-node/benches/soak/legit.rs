@@ -1,13 +1,41 @@
 //! The legitimate caller: a Concord requester that connects and calls, again and again,
-//! from 127.0.0.1 while an attack runs from other addresses.
+//! from 127.0.0.1 while an attack runs from other addresses; in the phase where every
+//! attack runs at once it also listens to the provider's event and talks over its voice
+//! stream, on the provider's interface protocol.
 
 use std::time::{Duration, Instant};
 
-use concord_fixtures::catalogue;
-use concord_node::{Limits, Node};
+use concord_fixtures::{catalogue, weather};
+use concord_node::{Limits, Node, Notification, Want};
 use tokio::sync::watch;
 
+use crate::provider::WORK;
 use crate::BoxError;
+
+/// Every affordance of the provider's interface.
+fn interface() -> Want {
+    Want::interface([
+        weather::GET_WEATHER,
+        weather::FORECAST_REPORT,
+        weather::LOG_FEEDBACK,
+        weather::TALK,
+        weather::USER_FEEDBACK_RECEIVED,
+        weather::MODEL_CONFIGURATION,
+        WORK,
+    ])
+}
+
+/// Voice frames one stream round trip sends (and expects back).
+const FRAMES: usize = 10;
+
+/// What the legitimate listener got: events, gaps, how often it had to reconnect.
+#[derive(Debug, Default)]
+pub struct Listened {
+    pub events: u64,
+    pub gaps: u64,
+    pub sessions: u32,
+    pub failures: Vec<String>,
+}
 
 /// How long one attempt (connect, negotiate or resume, call) may take before it counts
 /// as not served.
@@ -80,6 +108,115 @@ impl Caller {
         Ok(hash)
     }
 
+    /// The provider's interface negotiated once; returns its hash (the one the interface
+    /// attacks resume).
+    pub async fn first_interface(&self, url: &str) -> Result<String, BoxError> {
+        let connection = self.resuming.connect_with(url, interface()).await?;
+        let hash = connection.info().hash.to_string();
+        connection.close().await;
+        Ok(hash)
+    }
+
+    /// Listens to the provider's event until `stop`, resuming from the last event seen
+    /// whenever its session ends.
+    pub async fn listen(&self, url: &str, mut stop: watch::Receiver<bool>) -> Listened {
+        let mut listened = Listened::default();
+        let mut last_seen = None;
+        while !*stop.borrow() {
+            listened.sessions += 1;
+            let subscribed = async {
+                let connection = self.resuming.connect_with(url, interface()).await?;
+                let subscription = connection
+                    .subscribe(weather::USER_FEEDBACK_RECEIVED, last_seen)
+                    .await?;
+                Ok::<_, BoxError>((connection, subscription))
+            };
+            let (connection, mut subscription) =
+                match tokio::time::timeout(ATTEMPT_DEADLINE, subscribed).await {
+                    Ok(Ok(subscribed)) => subscribed,
+                    Ok(Err(error)) => {
+                        note_failure(&mut listened.failures, error.to_string());
+                        continue;
+                    }
+                    Err(_) => {
+                        note_failure(
+                            &mut listened.failures,
+                            format!("not subscribed within {ATTEMPT_DEADLINE:?}"),
+                        );
+                        continue;
+                    }
+                };
+            loop {
+                let notification = tokio::select! {
+                    notification = subscription.next() => notification,
+                    _ = stop.changed() => break,
+                };
+                match notification {
+                    Some(Notification::Event { id, .. }) => {
+                        listened.events += 1;
+                        last_seen = Some(id);
+                    }
+                    Some(Notification::Gap { to, .. }) => {
+                        listened.gaps += 1;
+                        last_seen = Some(to);
+                    }
+                    Some(_) => {}
+                    None => {
+                        note_failure(&mut listened.failures, "the subscription ended".into());
+                        break;
+                    }
+                }
+            }
+            connection.close().await;
+        }
+        listened
+    }
+
+    /// Talks over the voice stream until `stop`: one round trip of [`FRAMES`] frames every
+    /// half second, each on a session resumed by 0-RTT.
+    pub async fn talk(&self, url: &str, mut stop: watch::Receiver<bool>) -> Served {
+        let mut served = Served::default();
+        while !*stop.borrow() {
+            let started = Instant::now();
+            let attempt = async {
+                let connection = self.resuming.connect_with(url, interface()).await?;
+                let (sender, mut receiver) = connection
+                    .open_stream(weather::TALK, serde_json::json!({}))
+                    .await?;
+                for _ in 0..FRAMES {
+                    sender.send(vec![1; weather::VOICE_FRAME_BYTES]).await?;
+                }
+                sender.finish().await?;
+                let mut bytes = 0;
+                while let Some(piece) = receiver.next().await {
+                    bytes += piece?.len();
+                }
+                connection.close().await;
+                if bytes < FRAMES * weather::VOICE_FRAME_BYTES / 2 {
+                    return Err(format!("{bytes} bytes came back").into());
+                }
+                Ok::<(), BoxError>(())
+            };
+            served.attempts += 1;
+            match tokio::time::timeout(ATTEMPT_DEADLINE, attempt).await {
+                Ok(Ok(())) => {
+                    served.served += 1;
+                    served.times.push(started.elapsed());
+                }
+                Ok(Err(error)) => note(&mut served, error.to_string()),
+                Err(_) => note(
+                    &mut served,
+                    format!("no round trip within {ATTEMPT_DEADLINE:?}"),
+                ),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = stop.changed() => {}
+            }
+        }
+        served
+    }
+
     /// Calls until `stop`, alternating full negotiations and 0-RTT reconnects.
     pub async fn run(&self, url: &str, mut stop: watch::Receiver<bool>) -> Served {
         let mut served = Served::default();
@@ -132,7 +269,12 @@ impl Caller {
 }
 
 fn note(served: &mut Served, failure: String) {
-    if served.failures.len() < 3 && !served.failures.contains(&failure) {
-        served.failures.push(failure);
+    note_failure(&mut served.failures, failure);
+}
+
+/// Keeps the first three distinct failures, to say why.
+fn note_failure(failures: &mut Vec<String>, failure: String) {
+    if failures.len() < 3 && !failures.contains(&failure) {
+        failures.push(failure);
     }
 }

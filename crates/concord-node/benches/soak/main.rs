@@ -8,13 +8,16 @@
 //! cargo bench -p concord-node --bench soak -- --only slowloris  # one attack (by a word of its name)
 //! ```
 //!
-//! Each phase runs one attack from 127.0.0.2–127.0.0.9 while the legitimate caller, a
+//! Each phase runs one attack from 127.0.0.2–127.0.0.17 while the legitimate caller, a
 //! Concord requester on 127.0.0.1, connects and calls about ten times a second
 //! (alternating full negotiations from a fresh store and 0-RTT reconnects), each attempt
 //! given 5 s. The first phase runs no attack: its figures are the baseline the others are
-//! compared with. For each phase the table prints the share of the caller's attempts
-//! served and their median time, the provider's peak resident memory during the phase and
-//! after it (memory given back), and how much the store's files grew.
+//! compared with. The last phase runs every attack at once, and the legitimate caller
+//! also listens to the provider's event (100 KiB every 100 ms) and talks over its voice
+//! stream. For each phase the table prints the share of the caller's attempts served and
+//! their median time, the provider's peak resident memory during the phase and after it
+//! (memory given back), the most backend processes it ran at once, and how much the
+//! store's files grew; the last phase's listener and stream figures follow.
 //!
 //! The attacks need about 1,000 descriptors: the bench raises its soft `RLIMIT_NOFILE` to
 //! the hard limit (the provider inherits it).
@@ -27,7 +30,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use attacks::{Attack, Target};
-use legit::{Caller, Served};
+use legit::{Caller, Listened, Served};
 use provider::Provider;
 use tokio::sync::watch;
 
@@ -89,8 +92,36 @@ fn attacks() -> Vec<Attack> {
         Attack::ZeroRttFlood { clients: 64 },
         Attack::StoreFill { clients: 32 },
         Attack::ConnectionChurn { clients: 16 },
+        Attack::SilentUpgradesFromOne { clients: 64 },
+        Attack::SilentSubscribers { clients: 256 },
+        Attack::SilentStreams { clients: 64 },
+        Attack::ActionTableFill { clients: 32 },
+        Attack::ProcessFlood { clients: 16 },
+        Attack::KeepAliveFetches { connections: 8 },
     ]
 }
+
+/// The attacks of the last phase, all at once.
+fn all_at_once() -> Vec<Attack> {
+    vec![
+        Attack::SilentUpgradesFromOne { clients: 64 },
+        Attack::HelloThenSilence { clients: 64 },
+        Attack::IdleTcp {
+            silent: 200,
+            dribbling: 32,
+        },
+        Attack::SilentSubscribers { clients: 256 },
+        Attack::SilentStreams { clients: 32 },
+        Attack::ActionTableFill { clients: 16 },
+        Attack::ProcessFlood { clients: 16 },
+        Attack::StoreFill { clients: 16 },
+        Attack::ZeroRttFlood { clients: 16 },
+        Attack::KeepAliveFetches { connections: 8 },
+    ]
+}
+
+/// The last phase's name (for `--only`).
+const ALL_AT_ONCE: &str = "every attack at once";
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -113,17 +144,23 @@ struct Phase {
     attack_connections: u64,
     peak_kib: u64,
     after_kib: u64,
+    most_processes: usize,
     store_growth: i64,
+    /// The listener's and the stream's figures (the last phase only).
+    interface: Option<(Listened, Served)>,
 }
 
 async fn run(options: &Options) -> Result<(), BoxError> {
     let provider = Provider::spawn()?;
     let caller = Caller::new()?;
     let hash = caller.first(&provider.url).await?;
+    let interface_hash = caller.first_interface(&provider.url).await?;
     let target = Target {
         addr: provider.addr()?,
         endpoint: provider.endpoint(),
         hash,
+        interface_hash,
+        description_path: "/.well-known/wot".to_owned(),
     };
     let duration = Duration::from_secs_f64(options.seconds);
     println!(
@@ -131,17 +168,15 @@ async fn run(options: &Options) -> Result<(), BoxError> {
         options.seconds,
         report::load_average()
     );
+    let wanted = |name: &str| options.only.as_deref().is_none_or(|only| name.contains(only));
     let mut phases = vec![phase(&provider, &caller, &target, None, duration).await?];
     for attack in attacks() {
-        let name = attack.name();
-        if options
-            .only
-            .as_deref()
-            .is_some_and(|only| !name.contains(only))
-        {
-            continue;
+        if wanted(&attack.name()) {
+            phases.push(phase(&provider, &caller, &target, Some(vec![attack]), duration).await?);
         }
-        phases.push(phase(&provider, &caller, &target, Some(attack), duration).await?);
+    }
+    if wanted(ALL_AT_ONCE) {
+        phases.push(phase(&provider, &caller, &target, Some(all_at_once()), duration).await?);
     }
     print_table(&phases);
     Ok(())
@@ -151,29 +186,61 @@ async fn phase(
     provider: &Provider,
     caller: &Caller,
     target: &Target,
-    attack: Option<Attack>,
+    attacks: Option<Vec<Attack>>,
     duration: Duration,
 ) -> Result<Phase, BoxError> {
-    let name = attack.map_or_else(|| "no attack (baseline)".to_owned(), |a| a.name());
+    let together = attacks.as_ref().is_some_and(|attacks| attacks.len() > 1);
+    let name = match &attacks {
+        None => "no attack (baseline)".to_owned(),
+        Some(_) if together => ALL_AT_ONCE.to_owned(),
+        Some(attacks) => attacks.iter().map(Attack::name).collect(),
+    };
     eprintln!("phase: {name}");
     // Let the previous phase's connections go.
     tokio::time::sleep(Duration::from_secs(1)).await;
     provider.reset_peak()?;
     let store_before = provider.store_bytes()?;
     let (stop, stopped) = watch::channel(false);
-    let attacking = attack.map(|attack| tokio::spawn(attack.run(target.clone(), stopped.clone())));
+    let attacking: Vec<_> = attacks
+        .into_iter()
+        .flatten()
+        .map(|attack| tokio::spawn(attack.run(target.clone(), stopped.clone())))
+        .collect();
     // The attack first takes hold.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let calling = caller.run(&provider.url, stopped);
+    let calling = caller.run(&provider.url, stopped.clone());
+    let using_interface = async {
+        if together {
+            Some(tokio::join!(
+                caller.listen(&provider.url, stopped.clone()),
+                caller.talk(&provider.url, stopped.clone())
+            ))
+        } else {
+            None
+        }
+    };
+    let counting = async {
+        let mut most = 0;
+        let mut stopped = stopped.clone();
+        while !*stopped.borrow() {
+            most = most.max(provider.children());
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = stopped.changed() => {}
+            }
+        }
+        most
+    };
     let timer = async {
         tokio::time::sleep(duration).await;
         stop.send_replace(true);
     };
-    let (served, ()) = tokio::join!(calling, timer);
-    let attack_connections = match attacking {
-        Some(task) => task.await?,
-        None => 0,
-    };
+    let (served, interface, most_processes, ()) =
+        tokio::join!(calling, using_interface, counting, timer);
+    let mut attack_connections = 0;
+    for task in attacking {
+        attack_connections += task.await?;
+    }
     let (_, peak_kib) = provider.memory()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (after_kib, _) = provider.memory()?;
@@ -184,8 +251,10 @@ async fn phase(
         attack_connections,
         peak_kib,
         after_kib,
+        most_processes,
         store_growth: i64::try_from(store_after).unwrap_or(i64::MAX)
             - i64::try_from(store_before).unwrap_or(i64::MAX),
+        interface,
     })
 }
 
@@ -195,9 +264,9 @@ fn print_table(phases: &[Phase]) {
     };
     println!();
     println!(
-        "| phase | attack connections | legitimate calls served | x baseline | median time | x baseline | provider peak RSS | x baseline | RSS 2 s after | store growth |"
+        "| phase | attack connections | legitimate calls served | x baseline | median time | x baseline | provider peak RSS | x baseline | RSS 2 s after | most processes | store growth |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for phase in phases {
         let median = phase.served.median();
         let time_ratio = match (median, baseline.served.median()) {
@@ -207,7 +276,7 @@ fn print_table(phases: &[Phase]) {
             _ => "-".to_owned(),
         };
         println!(
-            "| {} | {} | {:.0}% ({}/{}) | {:.2} | {} | {} | {:.1} MiB | {:.2} | {:.1} MiB | {} KiB |",
+            "| {} | {} | {:.0}% ({}/{}) | {:.2} | {} | {} | {:.1} MiB | {:.2} | {:.1} MiB | {} | {} KiB |",
             phase.name,
             phase.attack_connections,
             phase.served.share(),
@@ -219,8 +288,29 @@ fn print_table(phases: &[Phase]) {
             phase.peak_kib as f64 / 1024.0,
             phase.peak_kib as f64 / baseline.peak_kib.max(1) as f64,
             phase.after_kib as f64 / 1024.0,
+            phase.most_processes,
             phase.store_growth / 1024,
         );
+    }
+    for phase in phases {
+        if let Some((listened, talked)) = &phase.interface {
+            println!();
+            println!(
+                "{}: the legitimate listener got {} events ({} gaps) over {} sessions; \
+                 stream round trips served {:.0}% ({}/{}), median {}",
+                phase.name,
+                listened.events,
+                listened.gaps,
+                listened.sessions,
+                talked.share(),
+                talked.served,
+                talked.attempts,
+                talked.median().map_or_else(|| "-".to_owned(), report::human),
+            );
+            for failure in listened.failures.iter().chain(&talked.failures) {
+                println!("{}: a legitimate listener or stream failed: {failure}", phase.name);
+            }
+        }
     }
     for phase in phases {
         for failure in &phase.served.failures {

@@ -1,27 +1,64 @@
 //! The provider under attack, in a child process of its own (this bench binary run with
-//! `--provider DIR`), so that its resident memory is measured alone.
+//! `--provider DIR`), so that its resident memory and its backend processes are measured
+//! alone. It serves the product-info action, the seed's WeatherAgent (a property, an
+//! event, progress, notify and stream actions) and [`WORK`], a notify action whose
+//! backend is a process, and publishes a large [`weather::USER_FEEDBACK_RECEIVED`] event
+//! every [`EVENT_EVERY`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 
-use concord_fixtures::catalogue;
-use concord_node::{Limits, Node};
+use std::time::Duration;
+
+use concord_fixtures::{catalogue, weather};
+use concord_negotiate::ActionSpec;
+use concord_node::{ExecAction, Limits, Node};
+use serde_json::json;
 
 use crate::BoxError;
 
 /// The line the child prints once it serves: `serving <base URL>`.
 const READY: &str = "serving ";
 
-/// Child side: serves the product-info action with the node's default limits until its
-/// standard input closes.
+/// The notify action whose backend is a process (`sleep 1`).
+pub const WORK: &str = "work";
+/// How often the provider publishes its event.
+pub const EVENT_EVERY: Duration = Duration::from_millis(100);
+/// The size of the comment in each published event.
+pub const EVENT_BYTES: usize = 100 * 1024;
+
+/// Child side: serves the product-info action, the WeatherAgent and [`WORK`] with the
+/// node's default limits until its standard input closes.
 pub async fn run(dir: &Path) -> Result<(), BoxError> {
-    let node = Node::builder("Product agent")
+    let work = ActionSpec {
+        name: WORK.to_owned(),
+        description: "Starts a job that takes a second.".to_owned(),
+        input: json!({"type": "object", "properties": {"job": {"type": "integer"}}}),
+        output: json!({"type": "object"}),
+    };
+    let node = weather::agent(Node::builder("Product agent"))
         .description("Product information for a small shop.")
         .data_dir(dir)
         .limits(Limits::default())
         .action(catalogue::action(), catalogue::answer)
+        .notify_action(work, ExecAction::new("sleep").args(["1"]))
         .build()?;
+    let publisher = node.publisher();
+    tokio::spawn(async move {
+        let comment = "n".repeat(EVENT_BYTES);
+        let mut ticks = tokio::time::interval(EVENT_EVERY);
+        loop {
+            ticks.tick().await;
+            let data = json!({"rating": 5, "comment": comment});
+            if publisher
+                .publish(weather::USER_FEEDBACK_RECEIVED, data)
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
     let server = node.serve("127.0.0.1:0").await?;
     println!("{READY}{}", server.url());
     std::io::stdout().flush()?;
@@ -89,6 +126,25 @@ impl Provider {
     /// Resident memory now and its peak since the last [`Provider::reset_peak`], in KiB.
     pub fn memory(&self) -> Result<(u64, u64), BoxError> {
         crate::resident::memory_of(self.child.id())
+    }
+
+    /// How many processes the provider has started that are running now (its children).
+    pub fn children(&self) -> usize {
+        let pid = self.child.id().to_string();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+                    // `pid (comm) state ppid ...`: the command may hold spaces.
+                    stat.rsplit_once(')')
+                        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                        == Some(pid.as_str())
+                })
+            })
+            .count()
     }
 
     /// Starts a new peak-RSS window (`/proc/PID/clear_refs` 5, Linux ≥ 4.0).
