@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use concord_negotiate::ActionSpec;
 use concord_node::{
-    ActionUpdate, CallError, Connection, ExecAction, Limits, Node, ProgressReporter, Want,
+    ActionUpdate, CallError, Connection, ExecAction, Keys, Limits, Node, ProgressReporter, Want,
 };
 use serde_json::{json, Value};
 
-use crate::support::{build, quick_limits, serve, Agent};
+use crate::support::{build, loopback_security, quick_limits, serve, Agent};
 
 fn text_action(name: &str) -> ActionSpec {
     let schema = json!({
@@ -212,12 +212,16 @@ async fn long_running_and_closure_calls_share_the_budget() {
         .call_with_progress("long", json!({"text": "x"}))
         .await
         .unwrap();
-    let failed = loop {
-        match third.next().await.unwrap() {
-            ActionUpdate::Done(result) => break result,
-            _ => continue,
+    let failed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match third.next().await.unwrap() {
+                ActionUpdate::Done(result) => break result,
+                _ => continue,
+            }
         }
-    };
+    })
+    .await
+    .expect("the third action neither ran nor was refused");
     match failed {
         Err(CallError::Remote { code: 429, .. }) => {}
         other => panic!("{other:?}"),
@@ -296,9 +300,6 @@ async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_a
         agents.push(agent);
     }
     println!("attackers: {started} actions started, refused {refused:?}");
-    // Three addresses take the shared six places, the fourth one reserved place.
-    assert_eq!(started, 7);
-    assert!(refused.iter().all(|code| *code == 429 || *code == 503), "{refused:?}");
     // The legitimate caller, from another address, still starts one.
     let legitimate = requester_from("127.0.0.1");
     let peer = legitimate
@@ -314,4 +315,62 @@ async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_a
         ActionUpdate::Started { .. } => {}
         other => panic!("the legitimate caller was refused: {other:?}"),
     }
+    // Three addresses took the shared six places, the fourth one reserved place.
+    assert_eq!(started, 7);
+    assert!(refused.iter().all(|code| *code == 429 || *code == 503), "{refused:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dids_minted_on_one_address_share_its_long_running_actions() {
+    let never = |_: Value, _: ProgressReporter| async move {
+        std::future::pending::<()>().await;
+        Ok(json!({"text": "never"}))
+    };
+    let mut limits = quick_limits();
+    limits.interaction.max_actions = 8;
+    limits.interaction.max_actions_per_caller = 2;
+    limits.interaction.reserved_actions = 2;
+    let provider = build(
+        Node::builder("Long agent")
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .limits(limits)
+            .progress_action(text_action("long"), never),
+    );
+    let server = serve(&provider).await;
+    // Three DIDs, each served (so that its document resolves) and calling from 127.0.0.6.
+    let (mut runs, mut kept, mut started, mut refused) = (Vec::new(), Vec::new(), 0, Vec::new());
+    for _ in 0..3 {
+        let agent = build(
+            Node::builder("Minted")
+                .keys(Keys::generate())
+                .security(loopback_security())
+                .limits(quick_limits())
+                .local_address("127.0.0.6".parse().unwrap()),
+        );
+        let own = agent.node.serve("127.0.0.1:0").await.unwrap();
+        let peer = agent
+            .node
+            .connect_with(server.url(), Want::interface(["long"]))
+            .await
+            .unwrap();
+        assert_eq!(peer.info().signed_as.as_deref(), own.did());
+        for _ in 0..2 {
+            let mut run = peer
+                .call_with_progress("long", json!({"text": "x"}))
+                .await
+                .unwrap();
+            match run.next().await.unwrap() {
+                ActionUpdate::Started { .. } => started += 1,
+                ActionUpdate::Done(Err(CallError::Remote { code, .. })) => refused.push(code),
+                other => panic!("{other:?}"),
+            }
+            runs.push(run);
+        }
+        kept.push((agent, own, peer));
+    }
+    println!("three DIDs on one address: {started} actions started, refused {refused:?}");
+    // The address's share, whatever the number of DIDs.
+    assert_eq!(started, 2);
+    assert_eq!(refused, [429, 429, 429, 429]);
 }
