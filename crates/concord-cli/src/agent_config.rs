@@ -1557,7 +1557,8 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             ),
             (6, 3, Duration::from_secs(2))
         );
-        let error = |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();
+        let error =
+            |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();
         for key in ["max_backend_calls", "max_backend_calls_per_address"] {
             assert_eq!(
                 error(&format!("{key} = 0")),

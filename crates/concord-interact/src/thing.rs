@@ -377,14 +377,16 @@ impl Thing {
                 .count()
         };
         let by_address = count(&|owner| owner.address == caller.address);
-        let by_identity = caller
-            .identity
-            .as_ref()
-            .map_or(0, |identity| count(&|owner| owner.identity.as_ref() == Some(identity)));
+        let by_identity = caller.identity.as_ref().map_or(0, |identity| {
+            count(&|owner| owner.identity.as_ref() == Some(identity))
+        });
         if by_address >= limit || by_identity >= limit {
             return Err(ActionError::CallerLimit { limit });
         }
-        let holds_some = self.owners.values().any(|owner| caller.shares_with(&owner.caller));
+        let holds_some = self
+            .owners
+            .values()
+            .any(|owner| caller.shares_with(&owner.caller));
         if holds_some && self.actions.unfinished() >= max.saturating_sub(reserved) {
             return Err(ActionError::Reserved { reserved });
         }

@@ -45,7 +45,11 @@ impl std::fmt::Display for ClientKey {
         match *self {
             Self::V4(ip) => write!(f, "{}", std::net::Ipv4Addr::from(ip)),
             Self::V6Prefix(prefix) => {
-                write!(f, "{}/64", std::net::Ipv6Addr::from(u128::from(prefix) << 64))
+                write!(
+                    f,
+                    "{}/64",
+                    std::net::Ipv6Addr::from(u128::from(prefix) << 64)
+                )
             }
         }
     }

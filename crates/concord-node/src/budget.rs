@@ -152,7 +152,8 @@ impl CallBudget {
     /// A slot for a call from `key` if one is free now (and nobody waits for it).
     pub(crate) fn try_enter(self: &Arc<Self>, key: ClientKey) -> Option<CallPermit> {
         let mut state = self.lock();
-        self.can_run(&state, key).then(|| self.grant(&mut state, key))
+        self.can_run(&state, key)
+            .then(|| self.grant(&mut state, key))
     }
 
     /// A slot for a call from `key`, waiting for one at most `Limits::backend_call_wait`.

@@ -1075,8 +1075,11 @@ async fn tcp_from(
     local: std::net::IpAddr,
     uri: &tungstenite::http::Uri,
 ) -> std::io::Result<tokio::net::TcpStream> {
-    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned());
-    let host = uri.host().ok_or_else(|| invalid("the endpoint has no host"))?;
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned());
+    let host = uri
+        .host()
+        .ok_or_else(|| invalid("the endpoint has no host"))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
         Some("wss") => 443,
@@ -1085,7 +1088,9 @@ async fn tcp_from(
     let remote = tokio::net::lookup_host((host, port))
         .await?
         .find(|address| address.is_ipv4() == local.is_ipv4())
-        .ok_or_else(|| invalid("the endpoint's host has no address in the local address's family"))?;
+        .ok_or_else(|| {
+            invalid("the endpoint's host has no address in the local address's family")
+        })?;
     let socket = if local.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {

@@ -14,10 +14,10 @@ use tracing::Instrument;
 use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
 use crate::admission::ClientKey;
-use crate::interact::Backend;
 use crate::code::LocalSide;
 use crate::code::ProtocolCode;
 use crate::driver::work::Work;
+use crate::interact::Backend;
 use crate::transport::Transport;
 
 /// The message id of the error response to a request whose own id cannot be read (not a

@@ -515,9 +515,10 @@ impl Affordances {
         let task = tokio::spawn(async move {
             let result = match budget.enter(client).await {
                 Ok(_permit) => {
-                    let call = std::panic::AssertUnwindSafe(async move {
-                        action.call(input, reporter).await
-                    });
+                    let call =
+                        std::panic::AssertUnwindSafe(
+                            async move { action.call(input, reporter).await },
+                        );
                     futures_util::FutureExt::catch_unwind(call)
                         .await
                         .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")))

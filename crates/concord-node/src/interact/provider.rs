@@ -6,8 +6,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use concord_interact::stream::{ResetCode, StreamId};
 use concord_identity::Caller;
+use concord_interact::stream::{ResetCode, StreamId};
 use concord_interact::{ActionCaller, ActionMode, Problem, ProblemType, SubscriberId};
 use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId, StreamUpdate};
 use concord_proto::Frame;
@@ -236,7 +236,8 @@ impl ProviderInteract {
                 match (mode, backend, action_id, stream) {
                     (ActionMode::Progress, Backend::Progress(action), Some(action_id), _) => {
                         let calls = (Arc::clone(&self.calls), self.client);
-                        self.affordances.run_progress(&action, action_id, input, calls);
+                        self.affordances
+                            .run_progress(&action, action_id, input, calls);
                     }
                     (ActionMode::Stream, Backend::Stream(action), _, Some(id)) => {
                         self.start_stream(id, &name, &action, input, work);
@@ -249,14 +250,14 @@ impl ProviderInteract {
                             // A slot of the node's budget first (waiting for one, or
                             // refused with 429 / 503), held until the call ends.
                             let result = match calls.enter(client).await {
-                                Ok(_permit) => AssertUnwindSafe(async move {
-                                    action.call(input).await
-                                })
-                                .catch_unwind()
-                                .await
-                                .unwrap_or_else(|_| {
-                                    Err(ActionError::internal("the action panicked"))
-                                }),
+                                Ok(_permit) => {
+                                    AssertUnwindSafe(async move { action.call(input).await })
+                                        .catch_unwind()
+                                        .await
+                                        .unwrap_or_else(|_| {
+                                            Err(ActionError::internal("the action panicked"))
+                                        })
+                                }
                                 Err(refused) => Err(refused),
                             };
                             let _ = work.send(Box::new(Work::Interacted {

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use concord_negotiate::ActionSpec;
 use concord_node::{
-    ActionUpdate, CallError, Connection, ExecAction, Keys, Limits, Node, ProgressReporter, Want,
+    ActionError, ActionUpdate, CallError, Connection, ExecAction, Keys, Limits, Node,
+    ProgressReporter, StreamIo, StreamSpec, Want,
 };
 use serde_json::{json, Value};
 
@@ -50,7 +51,13 @@ fn processes_with(marker: &str) -> usize {
     let us = std::process::id().to_string();
     entries
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter(|entry| {
             // `pid (comm) state ppid …`: the parent is the second field after the `)`.
             std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
@@ -97,11 +104,10 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
         backend_call_wait: Duration::from_secs(5),
         ..quick_limits()
     };
-    let provider = build(
-        Node::builder("Sleepy agent")
-            .limits(limits)
-            .action(text_action("nap"), ExecAction::new("sh").args(["-c", &script])),
-    );
+    let provider = build(Node::builder("Sleepy agent").limits(limits).action(
+        text_action("nap"),
+        ExecAction::new("sh").args(["-c", &script]),
+    ));
     let server = serve(&provider).await;
 
     // Two attackers: one over a one-action protocol, one over an interface session.
@@ -161,7 +167,7 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_running_and_closure_calls_share_the_budget() {
+async fn long_running_stream_and_closure_calls_share_the_budget() {
     // A progress action that holds its slot until told to finish.
     let release = Arc::new(tokio::sync::Notify::new());
     let running = Arc::new(AtomicUsize::new(0));
@@ -187,13 +193,43 @@ async fn long_running_and_closure_calls_share_the_budget() {
         Node::builder("Long agent")
             .limits(limits)
             .progress_action(text_action("long"), long)
-            .action(text_action("quick"), |input: Value| async move { Ok(input) }),
+            .action(
+                text_action("quick"),
+                |input: Value| async move { Ok(input) },
+            )
+            .stream_action(
+                text_action("echo"),
+                StreamSpec {
+                    content_type: "text/plain".into(),
+                    output_content_type: None,
+                    frame_bytes: 0,
+                    initial_credit: 4096,
+                    realtime: false,
+                },
+                |_: Value, stream: StreamIo| async move {
+                    let StreamIo {
+                        sender,
+                        mut receiver,
+                    } = stream;
+                    while let Some(bytes) = receiver.next().await {
+                        sender
+                            .send(
+                                bytes
+                                    .map_err(|e| ActionError::internal(e.to_string()))?
+                                    .to_vec(),
+                            )
+                            .await
+                            .map_err(|e| ActionError::internal(e.to_string()))?;
+                    }
+                    Ok(json!({"text": "echoed"}))
+                },
+            ),
     );
     let server = serve(&provider).await;
     let attacker = requester_from("127.0.0.2");
     let peer = attacker
         .node
-        .connect_with(server.url(), Want::interface(["long", "quick"]))
+        .connect_with(server.url(), Want::interface(["long", "quick", "echo"]))
         .await
         .unwrap();
     let mut runs = Vec::new();
@@ -224,6 +260,15 @@ async fn long_running_and_closure_calls_share_the_budget() {
     .expect("the third action neither ran nor was refused");
     match failed {
         Err(CallError::Remote { code: 429, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // So does a stream: its action never starts, the stream is reset with 429.
+    let (_sender, mut receiver) = peer
+        .open_stream("echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    match receiver.next().await {
+        Some(Err(CallError::Remote { code: 429, .. })) => {}
         other => panic!("{other:?}"),
     }
     // A closure's call counts too: the node is full for another address (503).
@@ -317,7 +362,10 @@ async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_a
     }
     // Three addresses took the shared six places, the fourth one reserved place.
     assert_eq!(started, 7);
-    assert!(refused.iter().all(|code| *code == 429 || *code == 503), "{refused:?}");
+    assert!(
+        refused.iter().all(|code| *code == 429 || *code == 503),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
