@@ -1367,6 +1367,11 @@ impl LimitsSection {
             transcript_max_frames,
             protocol_max_count
         );
+        // A total given alone keeps its default share per address.
+        if self.max_backend_calls.is_some() && self.max_backend_calls_per_address.is_none() {
+            limits.max_backend_calls_per_address =
+                Limits::backend_share_of(limits.max_backend_calls);
+        }
         given!(self.hello => limits.hello;
             max_text_size,
             max_message_id_len,
@@ -1556,6 +1561,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 limits.backend_call_wait
             ),
             (6, 3, Duration::from_secs(2))
+        );
+        // The total alone: the share follows it.
+        let alone = format!("{MINIMAL}\n[limits]\nmax_backend_calls = 3\n");
+        assert_eq!(
+            load(&alone, &[])
+                .unwrap()
+                .limits
+                .max_backend_calls_per_address,
+            2
         );
         let error =
             |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();

@@ -183,7 +183,7 @@ impl Default for Limits {
             max_sessions: 256,
             max_calls_in_flight: 256,
             max_backend_calls: default_backend_calls(),
-            max_backend_calls_per_address: (default_backend_calls() / 4).max(2),
+            max_backend_calls_per_address: Limits::backend_share_of(default_backend_calls()),
             backend_call_wait: Duration::from_secs(10),
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
@@ -226,6 +226,18 @@ fn default_backend_calls() -> usize {
 }
 
 impl Limits {
+    /// The default share of one client address in `total` backend calls
+    /// (`max_backend_calls_per_address` for `max_backend_calls = total`): a quarter, at
+    /// least 2, at most `total`.
+    ///
+    /// ```
+    /// assert_eq!(concord_node::Limits::backend_share_of(32), 8);
+    /// assert_eq!(concord_node::Limits::backend_share_of(1), 1);
+    /// ```
+    pub fn backend_share_of(total: usize) -> usize {
+        (total / 4).max(2).min(total)
+    }
+
     /// `base` (the spec's numbering, or the reference implementation's) with these limits.
     pub(crate) fn session_config(&self, base: SessionConfig) -> SessionConfig {
         let mut config = base;
