@@ -104,10 +104,13 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
         backend_call_wait: Duration::from_secs(5),
         ..quick_limits()
     };
-    let provider = build(Node::builder("Sleepy agent").limits(limits).action(
-        text_action("nap"),
-        ExecAction::new("sh").args(["-c", &script]),
-    ));
+    let exec = || ExecAction::new("sh").args(["-c", &script]);
+    let provider = build(
+        Node::builder("Sleepy agent")
+            .limits(limits)
+            .action(text_action("nap"), exec())
+            .notify_action(text_action("ping"), exec()),
+    );
     let server = serve(&provider).await;
 
     // Two attackers: one over a one-action protocol, one over an interface session.
@@ -116,7 +119,7 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
     let interface = requester_from("127.0.0.3");
     let interface = interface
         .node
-        .connect_with(server.url(), Want::interface(["nap"]))
+        .connect_with(server.url(), Want::interface(["nap", "ping"]))
         .await
         .unwrap();
     let legitimate = requester_from("127.0.0.1");
@@ -138,6 +141,13 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
     };
     let mut calls = flood(plain.clone());
     calls.extend(flood(interface.clone()));
+    // Fire-and-forget calls take slots too (their refusals are only logged by the caller).
+    for _ in 0..FLOOD {
+        interface
+            .notify("ping", json!({"text": "z"}))
+            .await
+            .unwrap();
+    }
     // The legitimate call comes while the node is full.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let served = legitimate.call("nap", json!({"text": "me"})).await;
