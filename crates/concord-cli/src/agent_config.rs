@@ -499,6 +499,9 @@ struct LimitsSection {
     max_test_cases_size: Option<usize>,
     max_sessions: Option<usize>,
     max_calls_in_flight: Option<usize>,
+    max_backend_calls: Option<usize>,
+    max_backend_calls_per_address: Option<usize>,
+    backend_call_wait: Option<Humane>,
     idle_shed_after: Option<Humane>,
     max_pending_hellos: Option<usize>,
     max_sessions_per_address: Option<usize>,
@@ -553,6 +556,8 @@ struct InteractionLimitsSection {
     max_subscribers: Option<usize>,
     max_actions: Option<usize>,
     max_actions_per_caller: Option<usize>,
+    /// 0: no reserve for callers holding no action.
+    reserved_actions: Option<usize>,
     /// 0: a finished action is forgotten at once.
     finished_actions: Option<usize>,
     /// Whole seconds (the description publishes it as `concord:actionLease`).
@@ -1335,6 +1340,9 @@ impl LimitsSection {
             max_test_cases_size,
             max_sessions,
             max_calls_in_flight,
+            max_backend_calls,
+            max_backend_calls_per_address,
+            backend_call_wait,
             idle_shed_after,
             max_pending_hellos,
             max_sessions_per_address,
@@ -1359,6 +1367,11 @@ impl LimitsSection {
             transcript_max_frames,
             protocol_max_count
         );
+        // A total given alone keeps its default share per address.
+        if self.max_backend_calls.is_some() && self.max_backend_calls_per_address.is_none() {
+            limits.max_backend_calls_per_address =
+                Limits::backend_share_of(limits.max_backend_calls);
+        }
         given!(self.hello => limits.hello;
             max_text_size,
             max_message_id_len,
@@ -1393,6 +1406,7 @@ impl LimitsSection {
             max_subscribers,
             max_actions,
             max_actions_per_caller,
+            reserved_actions,
             finished_actions,
             action_lease,
             max_pending_requests
@@ -1534,13 +1548,56 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn the_backend_call_budget_can_be_set_and_is_refused_by_key_when_wrong() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_backend_calls = 6\nmax_backend_calls_per_address = 3\n\
+             backend_call_wait = \"2s\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(
+            (
+                limits.max_backend_calls,
+                limits.max_backend_calls_per_address,
+                limits.backend_call_wait
+            ),
+            (6, 3, Duration::from_secs(2))
+        );
+        // The total alone: the share follows it.
+        let alone = format!("{MINIMAL}\n[limits]\nmax_backend_calls = 3\n");
+        assert_eq!(
+            load(&alone, &[])
+                .unwrap()
+                .limits
+                .max_backend_calls_per_address,
+            2
+        );
+        let error =
+            |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();
+        for key in ["max_backend_calls", "max_backend_calls_per_address"] {
+            assert_eq!(
+                error(&format!("{key} = 0")),
+                format!("limits.{key}: must be greater than zero")
+            );
+        }
+        assert_eq!(
+            error("backend_call_wait = \"0s\""),
+            "limits.backend_call_wait: must be greater than zero"
+        );
+        assert_eq!(
+            error("max_backend_calls = 2\nmax_backend_calls_per_address = 3"),
+            "limits.max_backend_calls_per_address: must be at most max_backend_calls (2), not 3"
+        );
+    }
+
+    #[test]
     fn interaction_and_stream_limits_can_be_set() {
         let text = format!(
             "{MINIMAL}\n[limits.interaction]\nmax_message_size = 2048\nmax_depth = 8\n\
              max_correlation_id = 1\nmax_action_id = 2\nmax_name = 3\nmax_problem_text = 4\n\
              max_open_correlations = 5\nmax_events = 6\nreplay_events = 0\n\
              replay_max_age = \"10m\"\nsubscriber_queue = 7\nmax_subscribers = 8\n\
-             max_actions = 9\nmax_actions_per_caller = 10\nfinished_actions = 0\n\
+             max_actions = 9\nmax_actions_per_caller = 10\nreserved_actions = 3\n\
+             finished_actions = 0\n\
              action_lease = \"2m\"\nmax_pending_requests = 11\n\
              [limits.streams]\nmax_streams = 12\ninitial_credit = 14\n\
              max_receive_buffer = 15\nmax_send_queue = 16\n"
@@ -1567,6 +1624,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             ],
             [2048, 8, 1, 2, 3, 4, 5, 6, 0, 7, 8, 9, 10, 0, 11]
         );
+        assert_eq!(interaction.reserved_actions, 3);
         assert_eq!(interaction.replay_max_age, Some(Duration::from_secs(600)));
         assert_eq!(interaction.action_lease, Duration::from_secs(120));
         let streams = &limits.streams;
@@ -1617,6 +1675,11 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
              not 1.5 s: the description publishes it (`concord:actionLease`)"
         );
         assert!(error("interaction", "action_lease = \"2d\"").contains("up to a day, not 172800 s"));
+        assert_eq!(
+            error("interaction", "reserved_actions = 256"),
+            "limits.interaction.reserved_actions: must be less than interaction.max_actions \
+             (256), not 256"
+        );
         assert!(load(
             &format!("{MINIMAL}\n[limits.interaction]\naction_lease = \"1d\"\n"),
             &[]

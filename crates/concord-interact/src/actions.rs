@@ -171,6 +171,23 @@ pub enum ActionError {
         /// `Limits::max_actions`.
         limit: usize,
     },
+    /// The caller holds `Limits::max_actions_per_caller` unfinished actions already, under
+    /// its address or under its identity ([`Thing`](crate::Thing) counts both).
+    #[error("{limit} actions of this caller (its address or its identity) are unfinished already")]
+    CallerLimit {
+        /// `Limits::max_actions_per_caller`.
+        limit: usize,
+    },
+    /// Only the node's last `Limits::reserved_actions` places are free, and they are kept
+    /// for callers that hold no unfinished action: this one holds some.
+    #[error(
+        "the node's last {reserved} places for actions are kept for callers that run none, \
+         and this caller runs some; try again when one has finished"
+    )]
+    Reserved {
+        /// `Limits::reserved_actions`.
+        reserved: usize,
+    },
     /// An action name that is empty or longer than `Limits::max_name`.
     #[error("action name of {len} bytes is empty or exceeds the limit of {limit} bytes")]
     NameTooLong {
@@ -207,7 +224,11 @@ impl ActionError {
             Self::ProgressOutOfRange { .. } | Self::ProgressDecreased { .. } => {
                 ProblemType::BadProgress
             }
-            Self::TooMany { .. } => ProblemType::LimitReached,
+            Self::CallerLimit { .. } => ProblemType::LimitReached,
+            // The node is full (for this caller): 503, not the caller's own 429.
+            Self::TooMany { .. } | Self::Reserved { .. } => {
+                return Problem::of(ProblemType::LimitReached, self.to_string()).with_status(503)
+            }
             Self::InvalidTransition { .. } => ProblemType::Conflict,
             Self::NameTooLong { .. } | Self::NotAnActionRequest | Self::MissingActionId(_) => {
                 ProblemType::BadMessage

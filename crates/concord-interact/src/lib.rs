@@ -67,7 +67,7 @@ pub use interface::{
 pub use message::{ActionStatus, Message, MessageError, MessageType, Operation};
 pub use problem::{Problem, ProblemType};
 pub use property::{PropertyChange, PropertyError, PropertyTable, NOT_ALLOWED, UNKNOWN_PROPERTY};
-pub use thing::{Thing, ThingError};
+pub use thing::{ActionCaller, Thing, ThingError};
 pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 
 /// Every bound of the interaction layer (streams have their own in [`stream`]).
@@ -87,8 +87,9 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `replay_max_age` | none | when set, events older than this leave the replay buffer too |
 /// | `subscriber_queue` | 1024 | per subscriber, undelivered messages; past it the hub's [`Overflow`] policy applies |
 /// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
-/// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose sessions hold this many ([`ActionError::TooMany`], a 429 problem) |
-/// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`]) |
+/// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose address, or whose identity, holds this many over all its sessions ([`ActionError::CallerLimit`], a 429 problem; [`ActionCaller`]) |
+/// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`], a 503 problem) |
+/// | `reserved_actions` | 64 | the last this many of `max_actions` are for callers holding none: [`Thing`] refuses another to a caller that holds one ([`ActionError::Reserved`], a 503 problem) |
 /// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
 /// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
 /// | `max_pending_requests` | 1024 | per provider session, requests awaiting the node's [`ProviderEndpoint::reply`]; past it a request is answered with a [`ProblemType::LimitReached`] problem (429) |
@@ -135,6 +136,10 @@ pub struct Limits {
     /// their lease, together), so that no caller takes `max_actions` from the others
     /// (default 16).
     pub max_actions_per_caller: usize,
+    /// Of `max_actions`, the last this many are only for callers (addresses, identities)
+    /// that hold no unfinished action, so that callers filling their shares cannot keep a
+    /// newcomer out (default 64, a quarter; 0: no reserve; less than `max_actions`).
+    pub reserved_actions: usize,
     /// Finished actions kept so that a caller can still query them (default 256).
     pub finished_actions: usize,
     /// How long an unfinished action survives its caller's detached connection
@@ -161,6 +166,7 @@ impl Default for Limits {
             max_subscribers: 10_000,
             max_actions: 256,
             max_actions_per_caller: 16,
+            reserved_actions: 64,
             finished_actions: 256,
             action_lease: Duration::from_secs(30),
             max_pending_requests: 1024,

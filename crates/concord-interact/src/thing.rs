@@ -34,13 +34,56 @@ pub enum ThingError {
     Property(#[from] PropertyError),
 }
 
+/// Who invokes long-running actions, as the node counts them against
+/// `Limits::max_actions_per_caller`: by the client address it calls from (as the node keys
+/// addresses: an IPv4 address, an IPv6 /64), and, when it proved one, by its identity (a
+/// DID) too. An identity costs nothing to mint, so its actions count against its address
+/// as well; an address may be shared, so an identity's count follows it across addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionCaller {
+    address: String,
+    identity: Option<String>,
+}
+
+impl ActionCaller {
+    /// A caller known by its client address only.
+    pub fn address(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            identity: None,
+        }
+    }
+
+    /// The same caller, having proved `identity` (a DID).
+    pub fn with_identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// Whether an action of `owner` counts against this caller (same address, or same
+    /// identity).
+    fn shares_with(&self, owner: &ActionCaller) -> bool {
+        self.address == owner.address
+            || self
+                .identity
+                .as_ref()
+                .is_some_and(|identity| owner.identity.as_ref() == Some(identity))
+    }
+}
+
+impl From<&str> for ActionCaller {
+    fn from(address: &str) -> Self {
+        Self::address(address)
+    }
+}
+
 /// Who invoked an unfinished action, to send its notifications to.
 #[derive(Debug)]
 struct Owner {
     /// The session, `None` once it ended (the lease runs).
     subscriber: Option<SubscriberId>,
     /// Who invoked it ([`Thing::new_subscriber_for`]).
-    caller: String,
+    caller: ActionCaller,
     /// The `correlationID` of its `invokeaction`.
     correlation_id: String,
 }
@@ -49,7 +92,7 @@ struct Owner {
 #[derive(Debug, Default)]
 struct Session {
     /// Who the session's peer is, as the node names it.
-    caller: String,
+    caller: ActionCaller,
     /// Action notifications (at most one progress notification per action: a newer one
     /// replaces it), so at most two per unfinished action.
     outbox: VecDeque<Message>,
@@ -255,19 +298,21 @@ impl Thing {
     /// A new session's id (one per provider session), its peer known to no other session:
     /// its unfinished actions count against `Limits::max_actions_per_caller` alone.
     pub fn new_subscriber(&mut self) -> SubscriberId {
-        let caller = format!("session {}", self.next_subscriber);
-        self.new_subscriber_for(&caller)
+        let caller = ActionCaller::address(format!("session {}", self.next_subscriber));
+        self.new_subscriber_for(caller)
     }
 
-    /// A new session's id for a peer the node knows as `caller` (its DID, or its client
-    /// address): the unfinished actions of every session of one caller, and of those that
-    /// ended within their lease, count together against `Limits::max_actions_per_caller`,
-    /// so no caller can take the node's `max_actions` from the others.
-    pub fn new_subscriber_for(&mut self, caller: &str) -> SubscriberId {
+    /// A new session's id for a peer the node knows as `caller` (its client address, and
+    /// its DID if it proved one): the unfinished actions of every session of one address,
+    /// or of one identity, and of those that ended within their lease, count together
+    /// against `Limits::max_actions_per_caller`, so no caller can take the node's
+    /// `max_actions` from the others; and the last `Limits::reserved_actions` are only
+    /// for callers that hold none.
+    pub fn new_subscriber_for(&mut self, caller: impl Into<ActionCaller>) -> SubscriberId {
         let id = SubscriberId(self.next_subscriber);
         self.next_subscriber = self.next_subscriber.saturating_add(1);
         let session = Session {
-            caller: caller.to_owned(),
+            caller: caller.into(),
             ..Session::default()
         };
         self.sessions.insert(id, session);
@@ -319,14 +364,31 @@ impl Thing {
             .get(&subscriber)
             .map(|session| session.caller.clone())
             .unwrap_or_default();
-        let limit = self.actions.limits().max_actions_per_caller;
-        let running = self
+        let limits = self.actions.limits();
+        let (limit, reserved, max) = (
+            limits.max_actions_per_caller,
+            limits.reserved_actions,
+            limits.max_actions,
+        );
+        let count = |matches: &dyn Fn(&ActionCaller) -> bool| {
+            self.owners
+                .values()
+                .filter(|owner| matches(&owner.caller))
+                .count()
+        };
+        let by_address = count(&|owner| owner.address == caller.address);
+        let by_identity = caller.identity.as_ref().map_or(0, |identity| {
+            count(&|owner| owner.identity.as_ref() == Some(identity))
+        });
+        if by_address >= limit || by_identity >= limit {
+            return Err(ActionError::CallerLimit { limit });
+        }
+        let holds_some = self
             .owners
             .values()
-            .filter(|owner| owner.caller == caller)
-            .count();
-        if running >= limit {
-            return Err(ActionError::TooMany { limit });
+            .any(|owner| caller.shares_with(&owner.caller));
+        if holds_some && self.actions.unfinished() >= max.saturating_sub(reserved) {
+            return Err(ActionError::Reserved { reserved });
         }
         let id = self.actions.start(name, now)?;
         self.owners.insert(

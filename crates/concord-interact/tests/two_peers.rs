@@ -1449,3 +1449,95 @@ fn frames_with_headroom_are_the_same_frames_one_header_later() {
         assert_eq!(&roomy_frame[1..], &plain_frame[..]);
     }
 }
+
+#[test]
+fn actions_count_per_address_and_per_identity_with_a_reserve_for_callers_holding_none() {
+    use concord_interact::{
+        ActionAffordance, ActionCaller, ActionMode, Interface, Limits, Overflow, ProviderEndpoint,
+        Thing,
+    };
+    let mut interface = Interface::default();
+    interface.actions.insert(
+        "render".to_owned(),
+        ActionAffordance {
+            description: String::new(),
+            input: json!({"type": "object"}),
+            output: json!({"type": "object"}),
+            mode: ActionMode::Progress,
+            stream: None,
+        },
+    );
+    let mut limits = Limits::default();
+    limits.max_actions = 6;
+    limits.max_actions_per_caller = 2;
+    limits.reserved_actions = 2;
+    let mut thing = Thing::new(
+        interface.clone(),
+        Default::default(),
+        limits.clone(),
+        Overflow::DropOldest,
+    )
+    .unwrap();
+    let now = Instant::now();
+    let streams = concord_interact::stream::StreamLimits::default();
+    let mut next = 0;
+    // Invokes once as `caller`: the refusal's status, or None when it started.
+    let mut invoke = |thing: &mut Thing, caller: ActionCaller| {
+        next += 1;
+        let correlation = format!("c{next}");
+        let session = thing.new_subscriber_for(caller);
+        let mut endpoint =
+            ProviderEndpoint::new(session, interface.clone(), limits.clone(), streams);
+        let frame = concord_interact::encode_message(
+            &concord_interact::Message::request(
+                concord_interact::Operation::InvokeAction,
+                &correlation,
+            )
+            .with_name("render")
+            .with_input(json!({})),
+            &limits,
+        )
+        .unwrap();
+        endpoint.handle_frame(now, &frame, thing);
+        std::iter::from_fn(|| endpoint.poll_transmit(thing))
+            .map(|frame| serde_json::from_slice::<Value>(&frame).unwrap())
+            .find(|message| message["correlationID"] == correlation.as_str())
+            .and_then(|message| message["error"]["status"].as_u64())
+    };
+    let did = |address: &str, did: &str| ActionCaller::address(address).with_identity(did);
+    // Two DIDs minted on one address share its two places (429 for the third).
+    assert_eq!(
+        invoke(&mut thing, did("192.0.2.7", "did:wba:a.example:1")),
+        None
+    );
+    assert_eq!(
+        invoke(&mut thing, did("192.0.2.7", "did:wba:a.example:2")),
+        None
+    );
+    assert_eq!(
+        invoke(&mut thing, did("192.0.2.7", "did:wba:a.example:3")),
+        Some(429)
+    );
+    // One DID over two addresses has its own two places.
+    assert_eq!(
+        invoke(&mut thing, did("198.51.100.1", "did:wba:b.example")),
+        None
+    );
+    assert_eq!(
+        invoke(&mut thing, did("198.51.100.2", "did:wba:b.example")),
+        None
+    );
+    assert_eq!(
+        invoke(&mut thing, did("198.51.100.3", "did:wba:b.example")),
+        Some(429)
+    );
+    assert_eq!(thing.unfinished_actions(), 4);
+    // Only the reserve is left: a caller holding one is refused (503), a newcomer is not.
+    assert_eq!(invoke(&mut thing, "198.51.100.1".into()), Some(503));
+    assert_eq!(invoke(&mut thing, "203.0.113.9".into()), None);
+    assert_eq!(invoke(&mut thing, "203.0.113.9".into()), Some(503));
+    assert_eq!(invoke(&mut thing, "2001:db8::/64".into()), None);
+    // The table is full.
+    assert_eq!(invoke(&mut thing, "2001:db8:1::/64".into()), Some(503));
+    assert_eq!(thing.unfinished_actions(), 6);
+}

@@ -38,6 +38,23 @@ impl ClientKey {
     }
 }
 
+/// `203.0.113.7`, or `2001:db8:0:1::/64`: how logs and the node's per-caller counts name a
+/// client address.
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::V4(ip) => write!(f, "{}", std::net::Ipv4Addr::from(ip)),
+            Self::V6Prefix(prefix) => {
+                write!(
+                    f,
+                    "{}/64",
+                    std::net::Ipv6Addr::from(u128::from(prefix) << 64)
+                )
+            }
+        }
+    }
+}
+
 /// Why a new connection or session was refused: each says which limit and for how long
 /// the client should wait.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -348,6 +365,15 @@ impl Drop for PendingHello {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_key_names_an_ipv4_address_or_an_ipv6_slash_64() {
+        let key = |ip: &str| ClientKey::of(ip.parse().unwrap()).to_string();
+        assert_eq!(key("203.0.113.7"), "203.0.113.7");
+        assert_eq!(key("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(key("2001:db8:0:1::7"), "2001:db8:0:1::/64");
+        assert_eq!(key("2001:db8:0:1:ffff::9"), key("2001:db8:0:1::7"));
+    }
 
     fn limits() -> Limits {
         Limits {

@@ -769,6 +769,7 @@ async fn start_session(
         shed: None,
         requester: Some(parts),
         caller: concord_identity::Caller::Anonymous,
+        client: crate::admission::ClientKey::of(std::net::Ipv4Addr::UNSPECIFIED.into()),
     });
     tokio::spawn(driver.run());
     let info = ready_receiver.await.unwrap_or_else(|_| {
@@ -1067,6 +1068,40 @@ fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<()
 /// Opens the WebSocket to `endpoint` as `plan` says: the upgrade signed with our DID, the
 /// Noise subprotocol offered, then the handshake and the provider's key checked against
 /// its DID document.
+/// A TCP connection to `uri`'s host and port from the local address `local`
+/// ([`NodeBuilder::local_address`](crate::NodeBuilder::local_address)): the first of the
+/// host's addresses in `local`'s family.
+async fn tcp_from(
+    local: std::net::IpAddr,
+    uri: &tungstenite::http::Uri,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned());
+    let host = uri
+        .host()
+        .ok_or_else(|| invalid("the endpoint has no host"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+        Some("wss") => 443,
+        _ => 80,
+    });
+    let remote = tokio::net::lookup_host((host, port))
+        .await?
+        .find(|address| address.is_ipv4() == local.is_ipv4())
+        .ok_or_else(|| {
+            invalid("the endpoint's host has no address in the local address's family")
+        })?;
+    let socket = if local.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(std::net::SocketAddr::new(local, 0))?;
+    let stream = socket.connect(remote).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
 async fn open_channel(
     shared: &Shared,
     endpoint: &str,
@@ -1106,8 +1141,22 @@ async fn open_channel(
     });
     let limit = shared.limits.hello_timeout;
     let tls = tokio_tungstenite::Connector::Rustls(Arc::clone(&shared.tls));
-    let connecting =
-        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, Some(tls));
+    let connecting = async {
+        let Some(local) = shared.local_address else {
+            return tokio_tungstenite::connect_async_tls_with_config(
+                request,
+                Some(config),
+                true,
+                Some(tls),
+            )
+            .await;
+        };
+        let stream = tcp_from(local, request.uri())
+            .await
+            .map_err(tungstenite::Error::Io)?;
+        tokio_tungstenite::client_async_tls_with_config(request, stream, Some(config), Some(tls))
+            .await
+    };
     let (mut socket, response) = match tokio::time::timeout(limit, connecting).await {
         Err(_) => return Err(failed(format!("no connection within {}", human(limit)))),
         Ok(Err(tungstenite::Error::Http(response))) => {

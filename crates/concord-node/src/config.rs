@@ -17,6 +17,9 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `hello` | see [`HelloLimits`] | a hello over a limit (64 KiB, `messageId` ≤ 128 bytes, lists, strings, unknown fields) closes the WebSocket with 1002 and a reason naming the field and the limit |
 /// | `max_sessions` | 256 | further WebSocket upgrades are answered HTTP 503 until a session ends |
 /// | `max_calls_in_flight` | 256 per session | the provider stops reading the peer's frames until one finishes (back-pressure) |
+/// | `max_backend_calls` | 4 per CPU (at least 8) | action calls running at once over the whole node (every mode, every backend: a closure, a command, a POST); a call waits for a slot within `backend_call_wait`, then is answered 503 (a problem with status 503 in an interface session, a stream reset with code 503) |
+/// | `max_backend_calls_per_address` | a quarter of `max_backend_calls` (at least 2) | of those, running at once for one client address (an IPv4 address or an IPv6 /64; authenticated callers count against their address too); as many more may wait: one more, or one still waiting after `backend_call_wait`, is answered 429 |
+/// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
 /// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session idle longest (ready with nothing in flight, or waiting for its first proposal) once it has been idle this long; that session is closed with 1013 and a reason |
@@ -39,7 +42,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
-/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
 ///
@@ -72,6 +75,19 @@ pub struct Limits {
     pub max_sessions: usize,
     /// Most application calls one provider session runs at once.
     pub max_calls_in_flight: usize,
+    /// Most action calls running at once over the whole node, every mode (request-reply,
+    /// notify, progress, stream) and every backend (a closure, a command, a POST) alike:
+    /// a call waits for a slot (`backend_call_wait`), the slot going to the waiting call
+    /// whose address holds the fewest running.
+    pub max_backend_calls: usize,
+    /// Most action calls running at once for one client address (an IPv4 address or an
+    /// IPv6 /64 prefix; an authenticated caller counts against its address too); as many
+    /// more may wait for a slot, and one more is refused at once (429).
+    pub max_backend_calls_per_address: usize,
+    /// How long an action call waits for a slot (`max_backend_calls`,
+    /// `max_backend_calls_per_address`) before it is refused: 429 when its address holds
+    /// its share, 503 when the node is full.
+    pub backend_call_wait: Duration,
     /// How long each side waits for the other's hello.
     pub hello_timeout: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
@@ -166,6 +182,9 @@ impl Default for Limits {
             schema: SchemaLimits::default(),
             max_sessions: 256,
             max_calls_in_flight: 256,
+            max_backend_calls: default_backend_calls(),
+            max_backend_calls_per_address: Limits::backend_share_of(default_backend_calls()),
+            backend_call_wait: Duration::from_secs(10),
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             idle_shed_after: Duration::from_secs(1),
@@ -198,7 +217,27 @@ impl Default for Limits {
     }
 }
 
+/// The default of `Limits::max_backend_calls`: 4 per CPU, at least 8.
+fn default_backend_calls() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .saturating_mul(4)
+        .max(8)
+}
+
 impl Limits {
+    /// The default share of one client address in `total` backend calls
+    /// (`max_backend_calls_per_address` for `max_backend_calls = total`): a quarter, at
+    /// least 2, at most `total`.
+    ///
+    /// ```
+    /// assert_eq!(concord_node::Limits::backend_share_of(32), 8);
+    /// assert_eq!(concord_node::Limits::backend_share_of(1), 1);
+    /// ```
+    pub fn backend_share_of(total: usize) -> usize {
+        (total / 4).max(2).min(total)
+    }
+
     /// `base` (the spec's numbering, or the reference implementation's) with these limits.
     pub(crate) fn session_config(&self, base: SessionConfig) -> SessionConfig {
         let mut config = base;
@@ -235,6 +274,12 @@ impl Limits {
             ("negotiation_deadline", self.negotiation_deadline.is_zero()),
             ("max_sessions", self.max_sessions == 0),
             ("max_calls_in_flight", self.max_calls_in_flight == 0),
+            ("max_backend_calls", self.max_backend_calls == 0),
+            (
+                "max_backend_calls_per_address",
+                self.max_backend_calls_per_address == 0,
+            ),
+            ("backend_call_wait", self.backend_call_wait.is_zero()),
             ("hello_timeout", self.hello_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
             ("idle_shed_after", self.idle_shed_after.is_zero()),
@@ -344,7 +389,22 @@ impl Limits {
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimit::zero(name));
         }
+        self.validate_backend_calls()?;
         self.validate_interaction()
+    }
+
+    /// An address's share of the backend calls is at most the whole.
+    fn validate_backend_calls(&self) -> Result<(), InvalidLimit> {
+        if self.max_backend_calls_per_address > self.max_backend_calls {
+            return Err(InvalidLimit {
+                name: "max_backend_calls_per_address",
+                reason: format!(
+                    "must be at most max_backend_calls ({}), not {}",
+                    self.max_backend_calls, self.max_backend_calls_per_address
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The ranges of `interaction` and `streams` beyond zero (checked by
@@ -360,6 +420,16 @@ impl Limits {
                     "must be a whole number of seconds up to a day, not {}: the description \
                      publishes it (`concord:actionLease`)",
                     human(lease)
+                ),
+            });
+        }
+        // A reserve of the whole table would refuse every caller its second action.
+        if interaction.reserved_actions >= interaction.max_actions {
+            return Err(InvalidLimit {
+                name: "interaction.reserved_actions",
+                reason: format!(
+                    "must be less than interaction.max_actions ({}), not {}",
+                    interaction.max_actions, interaction.reserved_actions
                 ),
             });
         }

@@ -65,6 +65,7 @@
 mod action;
 mod admission;
 mod backend;
+mod budget;
 mod client;
 mod code;
 mod config;

@@ -1,6 +1,7 @@
 //! The node: what it serves, what it knows, and how it is built.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use concord_proto::{Capabilities, Capability, SessionConfig};
 use concord_store::{Store, StoreError};
 
 use crate::action::{Action, Actions};
+use crate::budget::CallBudget;
 use crate::client::{self, Connection, PeerDescription};
 use crate::code::CodeCache;
 use crate::config::Limits;
@@ -154,6 +156,8 @@ pub(crate) struct Shared {
     pub(crate) persona: Persona,
     pub(crate) actions: Actions,
     pub(crate) store: SharedStore,
+    /// The node-wide budget of running action calls, shared by every session.
+    pub(crate) calls: Arc<CallBudget>,
     /// The rules, escalating to the LLM when the node has one.
     pub(crate) policy: EscalatingNegotiator,
     pub(crate) limits: Limits,
@@ -161,6 +165,8 @@ pub(crate) struct Shared {
     pub(crate) handler_limits: concord_sandbox::Limits,
     /// Fetches peers' descriptions.
     pub(crate) http: reqwest::Client,
+    /// The local address we connect to peers from, when one is chosen.
+    pub(crate) local_address: Option<IpAddr>,
     /// TLS for `wss://` endpoints (`http` uses the same configuration).
     pub(crate) tls: Arc<rustls::ClientConfig>,
     /// TLS for serving `https://` and `wss://` directly, when the node has a certificate.
@@ -380,6 +386,7 @@ pub struct NodeBuilder {
     handler_limits: concord_sandbox::Limits,
     public_url: Option<String>,
     trust_roots_pem: Vec<u8>,
+    local_address: Option<IpAddr>,
     reference_compatible: bool,
     certificate_pem: Option<(Vec<u8>, Vec<u8>)>,
     keys: Option<Keys>,
@@ -414,6 +421,7 @@ impl NodeBuilder {
             handler_limits: concord_sandbox::Limits::default(),
             public_url: None,
             trust_roots_pem: Vec::new(),
+            local_address: None,
             reference_compatible: false,
             certificate_pem: None,
             keys: None,
@@ -492,6 +500,13 @@ impl NodeBuilder {
     /// platform's trust store: for peers whose certificates a private CA signed.
     pub fn trust_root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.trust_roots_pem = pem.into();
+        self
+    }
+
+    /// Connects to peers from this local address (a host with several): descriptions are
+    /// fetched and WebSockets opened from it. By default the system picks one.
+    pub fn local_address(mut self, address: IpAddr) -> Self {
+        self.local_address = Some(address);
         self
     }
 
@@ -770,7 +785,8 @@ impl NodeBuilder {
             .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
             .transpose()
             .map_err(NodeError::Config)?;
-        let http = crate::tls::description_client(tls.clone()).map_err(NodeError::Config)?;
+        let http = crate::tls::description_client(tls.clone(), self.local_address)
+            .map_err(NodeError::Config)?;
         for action in self.access.keys() {
             if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(
@@ -856,11 +872,13 @@ impl NodeBuilder {
                 persona,
                 actions: self.actions,
                 store: SharedStore::new(store, &self.limits),
+                calls: Arc::new(CallBudget::new(&self.limits)),
                 policy,
                 limits: self.limits,
                 capabilities,
                 handler_limits: self.handler_limits,
                 http,
+                local_address: self.local_address,
                 tls: Arc::new(tls),
                 tls_server,
                 public_url,

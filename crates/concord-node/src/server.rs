@@ -814,6 +814,7 @@ async fn open_session(
         shed: Some(state.idle.register(Some(slot), close)),
         requester: None,
         caller,
+        client: crate::admission::ClientKey::of(remote.ip()),
     })
 }
 

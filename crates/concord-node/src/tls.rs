@@ -94,8 +94,12 @@ pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, Strin
 /// answer), so the description's origin checks (its DID, no `ws://` endpoint from an
 /// `https://` description) are made against the URL that served it, as the DID resolver
 /// follows none either.
-pub(crate) fn description_client(config: ClientConfig) -> Result<reqwest::Client, String> {
+pub(crate) fn description_client(
+    config: ClientConfig,
+    local_address: Option<std::net::IpAddr>,
+) -> Result<reqwest::Client, String> {
     client_builder(config)
+        .local_address(local_address)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|error| format!("HTTP client: {error}"))

@@ -42,12 +42,12 @@ impl<T: Transport> Driver<T> {
         let code = Arc::clone(code);
         let limits = &self.shared.limits;
         self.interact = Some(match &self.role {
-            RoleState::Provider(_) => Interact::Provider(Box::new(ProviderInteract::new(
+            RoleState::Provider(state) => Interact::Provider(Box::new(ProviderInteract::new(
                 code,
                 Arc::clone(&self.shared.affordances),
-                // Long-running actions are counted per caller: the peer's proved DID, else
-                // its address (`server::peer_label`).
-                &self.peer,
+                // Long-running actions are counted per client address and per proved DID.
+                &state.caller,
+                (Arc::clone(&self.shared.calls), state.client),
                 limits.interaction.clone(),
                 limits.streams,
             ))),

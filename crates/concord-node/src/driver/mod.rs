@@ -160,6 +160,9 @@ pub(crate) struct Start<T> {
     pub(crate) requester: Option<RequesterParts>,
     /// Provider: who is calling (the DID the upgrade proved, or anonymous).
     pub(crate) caller: concord_identity::Caller,
+    /// Provider: the client address the caller's action calls count against (a
+    /// requester's, like its `caller`, is unused).
+    pub(crate) client: crate::admission::ClientKey,
 }
 
 /// The driver of one session.
@@ -211,7 +214,7 @@ impl<T: Transport> Driver<T> {
         let (work_tx, work_rx) = mpsc::unbounded_channel();
         let role = match start.requester {
             Some(parts) => RoleState::Requester(Box::new(requester::RequesterState::new(parts))),
-            None => RoleState::Provider(provider::ProviderState::new(start.caller)),
+            None => RoleState::Provider(provider::ProviderState::new(start.caller, start.client)),
         };
         let (settled, code, tests) = match start.settled {
             Some((settled, code, test_cases)) => (

@@ -2,7 +2,9 @@
 //! requests to the agreed test cases.
 
 use std::any::Any;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use concord_identity::Caller;
 use futures_util::FutureExt;
@@ -11,9 +13,11 @@ use tracing::Instrument;
 
 use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
+use crate::admission::ClientKey;
 use crate::code::LocalSide;
 use crate::code::ProtocolCode;
 use crate::driver::work::Work;
+use crate::interact::Backend;
 use crate::transport::Transport;
 
 /// The message id of the error response to a request whose own id cannot be read (not a
@@ -26,6 +30,23 @@ fn panicked(_: Box<dyn Any + Send>) -> Result<Value, ActionError> {
     Err(ActionError::internal("the action panicked"))
 }
 
+/// The answer to a call of a stream action over a one-action protocol.
+fn not_plain(action: &str) -> ActionError {
+    ActionError::new(
+        405,
+        format!("action `{action}` is a stream: call it over an interface protocol"),
+    )
+}
+
+/// Calls `backend` over a one-action protocol (a panic while starting it is a 500).
+async fn run_plain(backend: &Backend, action: &str, input: Value) -> Result<Value, ActionError> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| backend.call_plain(input))) {
+        Ok(Some(future)) => future.await,
+        Ok(None) => Err(not_plain(action)),
+        Err(panic) => panicked(panic),
+    }
+}
+
 /// What only a provider session tracks.
 #[derive(Debug)]
 pub(crate) struct ProviderState {
@@ -33,13 +54,16 @@ pub(crate) struct ProviderState {
     pub(crate) in_flight: usize,
     /// Who is calling: what it may call is checked on every request.
     pub(crate) caller: Caller,
+    /// The client address its action calls count against (`Limits::max_backend_calls_per_address`).
+    pub(crate) client: ClientKey,
 }
 
 impl ProviderState {
-    pub(crate) fn new(caller: Caller) -> Self {
+    pub(crate) fn new(caller: Caller, client: ClientKey) -> Self {
         Self {
             in_flight: 0,
             caller,
+            client,
         }
     }
 }
@@ -100,38 +124,64 @@ impl<T: Transport> Driver<T> {
             self.respond(&request.message_id, Err(error));
             return;
         };
-        // An action that answers at once (from memory) is answered here; anything else
-        // runs as a task and its result comes back as work. A panic is a 500, either way.
+        let RoleState::Provider(state) = &self.role else {
+            return;
+        };
+        let client = state.client;
+        if matches!(backend, Backend::Stream(_)) {
+            return self.respond(&request.message_id, Err(not_plain(code.action())));
+        }
         // What the backend logs is in an `action` span naming the action.
         let span = tracing::info_span!("action", name = code.action());
+        let action = code.action().to_owned();
+        let message_id = request.message_id;
+        let Some(permit) = self.shared.calls.try_enter(client) else {
+            // No slot free now: the call waits for one in a task of its own
+            // (`Limits::backend_call_wait`), then runs or is refused (429 / 503).
+            let budget = Arc::clone(&self.shared.calls);
+            let call = async move {
+                let _permit = budget.enter(client).await?;
+                run_plain(&backend, &action, request.input).await
+            };
+            return self.spawn_call(message_id, call.instrument(span));
+        };
+        // An action that answers at once (from memory) is answered here; anything else
+        // runs as a task and its result comes back as work. A panic is a 500, either way.
         let started = span.in_scope(|| {
             std::panic::catch_unwind(AssertUnwindSafe(|| backend.call_plain(request.input)))
         });
         let mut call = match started {
             Ok(Some(future)) => AssertUnwindSafe(future).catch_unwind().instrument(span),
-            Ok(None) => {
-                let error = ActionError::new(
-                    405,
-                    format!(
-                        "action `{}` is a stream: call it over an interface protocol",
-                        code.action()
-                    ),
-                );
-                return self.respond(&request.message_id, Err(error));
-            }
-            Err(panic) => return self.respond(&request.message_id, panicked(panic)),
+            Ok(None) => return self.respond(&message_id, Err(not_plain(&action))),
+            Err(panic) => return self.respond(&message_id, panicked(panic)),
         };
         if let Some(result) = (&mut call).now_or_never() {
-            self.respond(&request.message_id, result.unwrap_or_else(panicked));
+            drop(permit);
+            self.respond(&message_id, result.unwrap_or_else(panicked));
             return;
         }
+        self.spawn_call(message_id, async move {
+            let result = call.await.unwrap_or_else(panicked);
+            drop(permit);
+            result
+        });
+    }
+
+    /// Runs `call` as a task (counted in flight); its result comes back as work.
+    fn spawn_call(
+        &mut self,
+        message_id: String,
+        call: impl Future<Output = Result<Value, ActionError>> + Send + 'static,
+    ) {
         if let RoleState::Provider(state) = &mut self.role {
             state.in_flight += 1;
         }
         let work = self.work_tx.clone();
-        let message_id = request.message_id;
         tokio::spawn(async move {
-            let result = call.await.unwrap_or_else(panicked);
+            let result = AssertUnwindSafe(call)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(panicked);
             let _ = work.send(Box::new(Work::ActionDone { message_id, result }));
         });
     }

@@ -8,7 +8,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use concord_interact::{ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing};
+use concord_interact::{
+    ActionCaller, ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing,
+};
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
@@ -16,6 +18,8 @@ use tokio::task::AbortHandle;
 
 use super::handles::{StreamReceiver, StreamSender};
 use crate::action::{Action, ActionError, ActionFuture};
+use crate::admission::ClientKey;
+use crate::budget::CallBudget;
 use crate::interface::{Payload, PayloadSchemas};
 
 /// A property a provider serves: its value's JSON Schema, its first value, and whether
@@ -420,8 +424,9 @@ impl Affordances {
     }
 
     /// A new subscriber (one per provider session) for the peer the node knows as `caller`
-    /// (its DID, or its client address), and the notify that wakes its session.
-    pub(crate) fn register(&self, caller: &str) -> (SubscriberId, Arc<Notify>) {
+    /// (its client address, and its DID if it proved one), and the notify that wakes its
+    /// session.
+    pub(crate) fn register(&self, caller: ActionCaller) -> (SubscriberId, Arc<Notify>) {
         let id = self.lock().new_subscriber_for(caller);
         let notify = Arc::new(Notify::new());
         lock(&self.wakers).insert(id, Arc::clone(&notify));
@@ -488,28 +493,41 @@ impl Affordances {
     }
 
     /// Starts the task of the long-running action `action_id`; its result completes the
-    /// action in the thing.
+    /// action in the thing. The call takes a slot of the node's budget first, for the
+    /// client address `calls.1` (waiting for one; refused, the action fails with 429 or
+    /// 503), and holds it until it ends.
     pub(crate) fn run_progress(
         self: &Arc<Self>,
         action: &Arc<dyn ProgressAction>,
         action_id: String,
         input: Value,
+        (budget, client): (Arc<CallBudget>, ClientKey),
     ) {
         let reporter = ProgressReporter {
             target: Some((Arc::clone(self), action_id.clone())),
         };
-        let future = action.call(input, reporter);
+        let action = Arc::clone(action);
         let affordances = Arc::clone(self);
         let id = action_id.clone();
         let name = self.action_of(&action_id);
+        // Held while the task starts, so that its end (which forgets it) comes after.
+        let mut running = lock(&self.running);
         let task = tokio::spawn(async move {
-            let result = std::panic::AssertUnwindSafe(future);
-            let result = futures_util::FutureExt::catch_unwind(result)
-                .await
-                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+            let result = match budget.enter(client).await {
+                Ok(_permit) => {
+                    let call =
+                        std::panic::AssertUnwindSafe(
+                            async move { action.call(input, reporter).await },
+                        );
+                    futures_util::FutureExt::catch_unwind(call)
+                        .await
+                        .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")))
+                }
+                Err(refused) => Err(refused),
+            };
             affordances.finish(&id, name.as_deref(), result);
         });
-        lock(&self.running).insert(action_id, task.abort_handle());
+        running.insert(action_id, task.abort_handle());
     }
 
     fn action_of(&self, action_id: &str) -> Option<String> {

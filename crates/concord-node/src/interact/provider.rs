@@ -6,8 +6,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
+use concord_identity::Caller;
 use concord_interact::stream::{ResetCode, StreamId};
-use concord_interact::{ActionMode, Problem, ProblemType, SubscriberId};
+use concord_interact::{ActionCaller, ActionMode, Problem, ProblemType, SubscriberId};
 use concord_interact::{ProviderEndpoint, ProviderEvent, RequestId, StreamUpdate};
 use concord_proto::Frame;
 use futures_util::FutureExt;
@@ -18,6 +19,8 @@ use super::affordances::{problem_of, Affordances, Backend, StreamIo};
 use super::pipes::{reset_error, Pipes};
 use super::StreamCommand;
 use crate::action::{ActionError, Actions};
+use crate::admission::ClientKey;
+use crate::budget::CallBudget;
 use crate::driver::Work;
 use crate::error::CallError;
 use crate::interface::{InterfaceCode, Payload};
@@ -33,6 +36,10 @@ pub(crate) struct ProviderInteract {
     pub(crate) pipes: Pipes,
     /// Request-reply and notify calls running now.
     pub(crate) in_flight: usize,
+    /// The node-wide budget of running action calls, and the client address this
+    /// session's calls count against.
+    calls: Arc<CallBudget>,
+    client: ClientKey,
     /// Whether the session subscribes to or observes anything, as of the last message
     /// that took the node-wide lock (only messages change it): the idle check on every
     /// turn of the session's loop then does not take that lock.
@@ -49,16 +56,23 @@ impl std::fmt::Debug for ProviderInteract {
 }
 
 impl ProviderInteract {
-    /// The provider's side of an interface session with the peer the node knows as
-    /// `caller` (its DID, or its client address).
+    /// The provider's side of an interface session with `caller` (the DID the upgrade
+    /// proved, or anonymous) from the client address `client`: its long-running actions
+    /// count against both (`concord_interact::ActionCaller`), its action calls against
+    /// `client` in `calls`.
     pub(crate) fn new(
         code: Arc<InterfaceCode>,
         affordances: Arc<Affordances>,
-        caller: &str,
+        caller: &Caller,
+        (calls, client): (Arc<CallBudget>, ClientKey),
         limits: concord_interact::Limits,
         streams: concord_interact::stream::StreamLimits,
     ) -> Self {
-        let (subscriber, wake) = affordances.register(caller);
+        let mut counted = ActionCaller::address(client.to_string());
+        if let Some(did) = caller.did() {
+            counted = counted.with_identity(did.as_str());
+        }
+        let (subscriber, wake) = affordances.register(counted);
         let mut endpoint =
             ProviderEndpoint::new(subscriber, code.interface().clone(), limits, streams);
         // Frames leave with room for the session's header (`Session::send_application_frame`).
@@ -71,6 +85,8 @@ impl ProviderInteract {
             wake,
             pipes: Pipes::new(),
             in_flight: 0,
+            calls,
+            client,
             subscribed: false,
         }
     }
@@ -219,22 +235,31 @@ impl ProviderInteract {
                 };
                 match (mode, backend, action_id, stream) {
                     (ActionMode::Progress, Backend::Progress(action), Some(action_id), _) => {
-                        self.affordances.run_progress(&action, action_id, input);
+                        let calls = (Arc::clone(&self.calls), self.client);
+                        self.affordances
+                            .run_progress(&action, action_id, input, calls);
                     }
                     (ActionMode::Stream, Backend::Stream(action), _, Some(id)) => {
                         self.start_stream(id, &name, &action, input, work);
                     }
                     (_, Backend::Reply(action) | Backend::Notify(action), _, _) => {
                         self.in_flight += 1;
-                        let future = action.call(input);
+                        let (calls, client) = (Arc::clone(&self.calls), self.client);
                         let work = work.clone();
                         tokio::spawn(async move {
-                            let result = AssertUnwindSafe(future)
-                                .catch_unwind()
-                                .await
-                                .unwrap_or_else(|_| {
-                                    Err(ActionError::internal("the action panicked"))
-                                });
+                            // A slot of the node's budget first (waiting for one, or
+                            // refused with 429 / 503), held until the call ends.
+                            let result = match calls.enter(client).await {
+                                Ok(_permit) => {
+                                    AssertUnwindSafe(async move { action.call(input).await })
+                                        .catch_unwind()
+                                        .await
+                                        .unwrap_or_else(|_| {
+                                            Err(ActionError::internal("the action panicked"))
+                                        })
+                                }
+                                Err(refused) => Err(refused),
+                            };
                             let _ = work.send(Box::new(Work::Interacted {
                                 request,
                                 name,
@@ -301,13 +326,20 @@ impl ProviderInteract {
             .and_then(|action| action.stream.as_ref())
             .is_some_and(|stream| stream.realtime);
         let (sender, receiver) = self.pipes.open_for_action(id.0, realtime);
-        let future = action.call(input, StreamIo { sender, receiver });
+        let action = Arc::clone(action);
+        let (calls, client) = (Arc::clone(&self.calls), self.client);
         let work = work.clone();
         tokio::spawn(async move {
-            let result = AssertUnwindSafe(future)
+            // A refused call (429 / 503) resets the stream with that code.
+            let result = match calls.enter(client).await {
+                Ok(_permit) => AssertUnwindSafe(async move {
+                    action.call(input, StreamIo { sender, receiver }).await
+                })
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")));
+                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked"))),
+                Err(refused) => Err(refused),
+            };
             let _ = work.send(Box::new(Work::StreamDone { id: id.0, result }));
         });
         self.pipes.read(id.0, &mut self.endpoint);

@@ -1,0 +1,417 @@
+//! The node-wide budget of running backend calls: every call of an action (request-reply,
+//! notify, progress, stream; a closure, a command, a POST) holds a slot while it runs, so
+//! that strangers cannot start more processes or requests than the machine can take.
+//!
+//! `Limits::max_backend_calls` slots in all, at most `Limits::max_backend_calls_per_address`
+//! of them held by one client address (an IPv4 address or an IPv6 /64, as admission counts
+//! them; an authenticated caller counts against its address too). A call that finds no slot
+//! waits, at most `Limits::backend_call_wait`; when a slot frees it goes to the waiter whose
+//! address holds the fewest running calls (the oldest first among equals), so a flood from
+//! a few addresses does not keep another address waiting behind it. At most an address's
+//! share of its calls wait (one more is refused at once, 429), and at most
+//! `max_backend_calls` wait in all: one more then takes the place of the newest waiter of
+//! the address with the most waiting, when that address has at least two more waiting than
+//! the newcomer's, and is refused at once (503) otherwise. A call still waiting when its
+//! wait is over is refused: 429 when its address holds its share, 503 when the node is full.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::action::ActionError;
+use crate::admission::ClientKey;
+use crate::config::Limits;
+
+/// The budget of one node.
+#[derive(Debug)]
+pub(crate) struct CallBudget {
+    limit: usize,
+    per_address: usize,
+    wait: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    running: usize,
+    addresses: HashMap<ClientKey, Counts>,
+    waiting: Vec<Waiter>,
+    next_seq: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    running: usize,
+    waiting: usize,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    seq: u64,
+    key: ClientKey,
+    wake: oneshot::Sender<CallPermit>,
+}
+
+/// One running call's slot; dropping it hands the slot to the next waiter.
+#[derive(Debug)]
+pub(crate) struct CallPermit {
+    budget: Option<Arc<CallBudget>>,
+    key: ClientKey,
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        if let Some(budget) = self.budget.take() {
+            let mut state = budget.lock();
+            state.release(self.key);
+            budget.dispatch(&mut state);
+        }
+    }
+}
+
+/// A waiter's place in the queue; dropping it (the call gave up or was cancelled) leaves
+/// the queue.
+struct Place<'a> {
+    budget: &'a Arc<CallBudget>,
+    seq: u64,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.budget.lock().leave(self.seq);
+    }
+}
+
+impl State {
+    fn counts(&mut self, key: ClientKey) -> &mut Counts {
+        self.addresses.entry(key).or_default()
+    }
+
+    fn take_slot(&mut self, key: ClientKey) {
+        self.running += 1;
+        self.counts(key).running += 1;
+    }
+
+    fn release(&mut self, key: ClientKey) {
+        self.running = self.running.saturating_sub(1);
+        let counts = self.counts(key);
+        counts.running = counts.running.saturating_sub(1);
+        self.forget_if_empty(key);
+    }
+
+    fn forget_if_empty(&mut self, key: ClientKey) {
+        if self
+            .addresses
+            .get(&key)
+            .is_some_and(|counts| counts.running == 0 && counts.waiting == 0)
+        {
+            self.addresses.remove(&key);
+        }
+    }
+
+    /// Removes the waiter `seq` if it is still waiting.
+    fn leave(&mut self, seq: u64) {
+        if let Some(index) = self.waiting.iter().position(|waiter| waiter.seq == seq) {
+            let waiter = self.waiting.swap_remove(index);
+            self.unwait(waiter.key);
+        }
+    }
+
+    fn unwait(&mut self, key: ClientKey) {
+        let counts = self.counts(key);
+        counts.waiting = counts.waiting.saturating_sub(1);
+        self.forget_if_empty(key);
+    }
+
+    fn running_of(&self, key: ClientKey) -> usize {
+        self.addresses.get(&key).map_or(0, |counts| counts.running)
+    }
+
+    fn waiting_of(&self, key: ClientKey) -> usize {
+        self.addresses.get(&key).map_or(0, |counts| counts.waiting)
+    }
+}
+
+impl CallBudget {
+    /// The budget `limits` set.
+    pub(crate) fn new(limits: &Limits) -> Self {
+        Self {
+            limit: limits.max_backend_calls,
+            per_address: limits.max_backend_calls_per_address,
+            wait: limits.backend_call_wait,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A slot for a call from `key` if one is free now (and nobody waits for it).
+    pub(crate) fn try_enter(self: &Arc<Self>, key: ClientKey) -> Option<CallPermit> {
+        let mut state = self.lock();
+        self.can_run(&state, key)
+            .then(|| self.grant(&mut state, key))
+    }
+
+    /// A slot for a call from `key`, waiting for one at most `Limits::backend_call_wait`.
+    ///
+    /// # Errors
+    /// 429 when `key` is over its share, 503 when the node is full (at once when too many
+    /// wait already, else once the wait is over).
+    pub(crate) async fn enter(self: &Arc<Self>, key: ClientKey) -> Result<CallPermit, ActionError> {
+        let (seq, mut woken) = {
+            let mut state = self.lock();
+            if self.can_run(&state, key) {
+                return Ok(self.grant(&mut state, key));
+            }
+            if state.waiting_of(key) >= self.per_address {
+                return Err(self.over_share());
+            }
+            if state.waiting.len() >= self.limit && !Self::displace_for(&mut state, key) {
+                return Err(self.full());
+            }
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            let (wake, woken) = oneshot::channel();
+            state.waiting.push(Waiter { seq, key, wake });
+            state.counts(key).waiting += 1;
+            (seq, woken)
+        };
+        let place = Place { budget: self, seq };
+        match tokio::time::timeout(self.wait, &mut woken).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // Displaced by a waiter from an address with fewer waiting.
+            Ok(Err(_)) => Err(self.full()),
+            Err(_) => {
+                drop(place);
+                // A slot handed over just as the wait ran out is taken.
+                if let Ok(permit) = woken.try_recv() {
+                    return Ok(permit);
+                }
+                let over_share = self.lock().running_of(key) >= self.per_address;
+                Err(if over_share {
+                    self.over_share()
+                } else {
+                    self.full()
+                })
+            }
+        }
+    }
+
+    /// Calls running now (for tests and logs).
+    #[cfg(test)]
+    fn running(&self) -> usize {
+        self.lock().running
+    }
+
+    fn can_run(&self, state: &State, key: ClientKey) -> bool {
+        state.running < self.limit
+            && state.running_of(key) < self.per_address
+            // Nobody from this address waits already: its calls run in order.
+            && state.waiting_of(key) == 0
+    }
+
+    fn grant(self: &Arc<Self>, state: &mut State, key: ClientKey) -> CallPermit {
+        state.take_slot(key);
+        CallPermit {
+            budget: Some(Arc::clone(self)),
+            key,
+        }
+    }
+
+    /// Makes room in a full queue for a waiter from `key` by refusing the newest waiter of
+    /// the address with the most waiting, if that address has at least two more waiting
+    /// than `key` has.
+    fn displace_for(state: &mut State, key: ClientKey) -> bool {
+        let mine = state.waiting_of(key);
+        let Some((_, most)) = state
+            .addresses
+            .iter()
+            .map(|(other, counts)| (*other, counts.waiting))
+            .max_by_key(|(_, waiting)| *waiting)
+        else {
+            return false;
+        };
+        if most < mine + 2 {
+            return false;
+        }
+        let victim = state
+            .waiting
+            .iter()
+            .enumerate()
+            .filter(|(_, waiter)| state.waiting_of(waiter.key) == most)
+            .max_by_key(|(_, waiter)| waiter.seq)
+            .map(|(index, _)| index);
+        let Some(index) = victim else {
+            return false;
+        };
+        // Dropping its sender tells it: refused, the node is full.
+        let waiter = state.waiting.swap_remove(index);
+        state.unwait(waiter.key);
+        true
+    }
+
+    /// Hands free slots to waiters: each to the one whose address holds the fewest running
+    /// calls (the oldest among equals), skipping addresses at their share.
+    fn dispatch(self: &Arc<Self>, state: &mut State) {
+        while state.running < self.limit {
+            let next = state
+                .waiting
+                .iter()
+                .enumerate()
+                .filter(|(_, waiter)| state.running_of(waiter.key) < self.per_address)
+                .min_by_key(|(_, waiter)| (state.running_of(waiter.key), waiter.seq))
+                .map(|(index, _)| index);
+            let Some(index) = next else {
+                return;
+            };
+            let waiter = state.waiting.swap_remove(index);
+            state.unwait(waiter.key);
+            let permit = self.grant(state, waiter.key);
+            if let Err(mut permit) = waiter.wake.send(permit) {
+                // It gave up meanwhile: the slot is free again (released here, under the
+                // lock we hold, not by the permit's drop).
+                permit.budget = None;
+                state.release(waiter.key);
+            }
+        }
+    }
+
+    fn over_share(&self) -> ActionError {
+        ActionError::new(
+            429,
+            format!(
+                "this node runs at most {} action calls at once for one address, and yours \
+                 has that many running and waiting; try again later",
+                self.per_address
+            ),
+        )
+    }
+
+    fn full(&self) -> ActionError {
+        ActionError::new(
+            503,
+            format!(
+                "this node runs at most {} action calls at once and is full; try again later",
+                self.limit
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(limit: usize, per_address: usize, wait_ms: u64) -> Arc<CallBudget> {
+        let limits = Limits {
+            max_backend_calls: limit,
+            max_backend_calls_per_address: per_address,
+            backend_call_wait: Duration::from_millis(wait_ms),
+            ..Limits::default()
+        };
+        Arc::new(CallBudget::new(&limits))
+    }
+
+    fn key(last: u8) -> ClientKey {
+        ClientKey::of(std::net::IpAddr::from([192, 0, 2, last]))
+    }
+
+    #[tokio::test]
+    async fn an_address_over_its_share_waits_then_gets_429() {
+        let budget = budget(4, 2, 50);
+        let held = [budget.try_enter(key(1)), budget.try_enter(key(1))];
+        assert!(held.iter().all(Option::is_some));
+        assert!(budget.try_enter(key(1)).is_none());
+        let refused = budget.enter(key(1)).await.unwrap_err();
+        assert_eq!(refused.code, 429);
+        // Another address still runs.
+        assert!(budget.enter(key(2)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_full_node_answers_503_and_a_freed_slot_goes_to_the_address_with_fewest_running() {
+        let budget = budget(2, 2, 5_000);
+        let first = budget.try_enter(key(1));
+        let _second = budget.try_enter(key(1));
+        assert_eq!(budget.running(), 2);
+        // key(1) waits for its own share; key(3) waits for the node.
+        let flood = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            async move { budget.enter(key(1)).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        let other = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            async move { budget.enter(key(3)).await.map(|permit| permit.key) }
+        });
+        tokio::task::yield_now().await;
+        drop(first);
+        assert_eq!(other.await.unwrap().unwrap(), key(3));
+        flood.abort();
+        let short = budget_full_refusal().await;
+        assert_eq!(short, 503);
+    }
+
+    async fn budget_full_refusal() -> u16 {
+        let budget = budget(1, 1, 20);
+        let _held = budget.try_enter(key(1));
+        budget.enter(key(2)).await.unwrap_err().code
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_room_for_an_address_with_none_waiting() {
+        let budget = budget(2, 2, 5_000);
+        let _held = [budget.try_enter(key(1)), budget.try_enter(key(1))];
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let budget = Arc::clone(&budget);
+                tokio::spawn(async move { budget.enter(key(1)).await.map(|_| ()) })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert_eq!(budget.lock().waiting.len(), 2);
+        // A third from key(1) is over its share at once.
+        assert_eq!(budget.enter(key(1)).await.unwrap_err().code, 429);
+        // key(2) takes the place of key(1)'s newest waiter, which hears 503.
+        let newcomer = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            async move { budget.enter(key(2)).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        let mut refused = Vec::new();
+        for waiter in waiters {
+            if !waiter.is_finished() {
+                waiter.abort();
+                continue;
+            }
+            refused.push(waiter.await.unwrap().unwrap_err().code);
+        }
+        assert_eq!(refused, [503]);
+        newcomer.abort();
+        // Every place given back: nothing left waiting, nothing counted for nobody.
+        tokio::task::yield_now().await;
+        assert!(budget.lock().waiting.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gives_up_leaves_no_slot_taken() {
+        let budget = budget(1, 1, 5_000);
+        let held = budget.try_enter(key(1));
+        let waiter = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            async move { budget.enter(key(2)).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        waiter.abort();
+        let _ = waiter.await;
+        drop(held);
+        assert_eq!(budget.running(), 0);
+        assert!(budget.lock().addresses.is_empty());
+        assert!(budget.try_enter(key(3)).is_some());
+    }
+}
