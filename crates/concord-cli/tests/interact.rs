@@ -245,6 +245,88 @@ fn a_fire_and_forget_call_prints_sent_and_a_reply_call_is_unchanged() {
 }
 
 #[test]
+fn every_notification_reported_sent_reached_the_provider() {
+    let weather = Weather::start();
+    let calls = 12u64;
+    for rating in 0..calls {
+        let input = json!({"rating": rating % 5 + 1, "comment": format!("call {rating}")});
+        let sent = weather.run("call", &[weather::LOG_FEEDBACK, &input.to_string()]);
+        assert_eq!(sent.code, 0, "{}{}", sent.stdout, sent.stderr);
+        assert_eq!(sent.stdout, "sent\n");
+    }
+    // Every one of them was published by the provider, in order (a subscription from the
+    // start replays them; one that never arrived leaves `next_line` waiting, then failing).
+    let (lines, mut child) = subscribe_from_the_start(&weather, calls as u32);
+    for rating in 0..calls {
+        let line = next_line(&lines, &mut child);
+        assert_eq!(line["data"]["comment"], format!("call {rating}"), "{line}");
+    }
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn every_command_against_one_agent_leaves_one_protocol_in_the_callers_store() {
+    let weather = Weather::start();
+    weather.publish(json!({"rating": 2}));
+    let question = r#"{"question": "Weather in Lisbon?", "interactionMode": "text"}"#;
+    let audio: Vec<u8> = (0..10 * VOICE_FRAME_BYTES)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let commands: [(&str, Vec<&str>); 8] = [
+        ("call", vec![weather::GET_WEATHER, question]),
+        (
+            "call",
+            vec![weather::FORECAST_REPORT, r#"{"city": "Oslo", "days": 2}"#],
+        ),
+        ("call", vec![weather::LOG_FEEDBACK, r#"{"rating": 5}"#]),
+        ("read", vec![weather::MODEL_CONFIGURATION]),
+        ("write", vec![VOLUME, "6"]),
+        (
+            "subscribe",
+            vec![
+                weather::USER_FEEDBACK_RECEIVED,
+                "--from",
+                "0",
+                "--count",
+                "1",
+            ],
+        ),
+        ("stream", vec![weather::TALK]),
+        ("call", vec![weather::GET_WEATHER, question, "--json"]),
+    ];
+    for (command, args) in &commands {
+        let output = weather
+            .command(command, args)
+            .write_stdin(audio.clone())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{command} {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let listed = run(&mut concord()
+        .args(["protocols", "list", "--json", "--data-dir"])
+        .arg(weather.requester.path()))
+    .json();
+    let protocols = listed.as_array().unwrap();
+    assert_eq!(protocols.len(), 1, "{listed:#}");
+    // Negotiated by the first command, resumed by 0-RTT by every later one.
+    assert_eq!(protocols[0]["resumed"], commands.len() - 1, "{listed:#}");
+    // A reply call over the whole interface still reports how it was settled.
+    let last = weather
+        .run("call", &[weather::GET_WEATHER, question, "--json"])
+        .json();
+    assert_eq!(last["settledBy"], "resumed", "{last:#}");
+    assert_eq!(last["action"], weather::GET_WEATHER, "{last:#}");
+    assert!(
+        last["output"].as_str().unwrap().contains("Lisbon"),
+        "{last:#}"
+    );
+}
+
+#[test]
 fn read_and_write_a_property() {
     let weather = Weather::start();
     let read = weather.run("read", &[weather::MODEL_CONFIGURATION]);
@@ -274,6 +356,82 @@ fn read_and_write_a_property() {
     assert_eq!(unknown.code, 1, "{}{}", unknown.stdout, unknown.stderr);
     assert!(unknown.stderr.contains("nothing"), "{}", unknown.stderr);
     assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(3)));
+}
+
+#[test]
+fn a_name_is_looked_up_among_its_kind_and_another_kind_is_named() {
+    let weather = Weather::start();
+    let unknown = weather.run("read", &["nothing"]);
+    assert_eq!(unknown.code, 1, "{}{}", unknown.stdout, unknown.stderr);
+    assert!(
+        unknown.stderr.contains("no property `nothing`"),
+        "{}",
+        unknown.stderr
+    );
+    // Only the properties are listed.
+    assert!(
+        unknown.stderr.contains(weather::MODEL_CONFIGURATION) && unknown.stderr.contains(VOLUME),
+        "{}",
+        unknown.stderr
+    );
+    for other in [weather::GET_WEATHER, weather::USER_FEEDBACK_RECEIVED] {
+        assert!(!unknown.stderr.contains(other), "{}", unknown.stderr);
+    }
+    for (command, args, expected) in [
+        (
+            "read",
+            vec![weather::GET_WEATHER],
+            "`getWeather` is an action, not a property",
+        ),
+        (
+            "write",
+            vec![weather::USER_FEEDBACK_RECEIVED, "1"],
+            "is an event, not a property",
+        ),
+        (
+            "subscribe",
+            vec![weather::FORECAST_REPORT],
+            "is an action, not an event",
+        ),
+        (
+            "call",
+            vec![VOLUME, "{}"],
+            "`volume` is a property, not an action",
+        ),
+        (
+            "stream",
+            vec![weather::USER_FEEDBACK_RECEIVED],
+            "is an event, not an action",
+        ),
+    ] {
+        let output = run(weather.command(command, &args).write_stdin(""));
+        assert_eq!(output.code, 1, "{command}: {}", output.stderr);
+        assert!(
+            output.stderr.contains(expected),
+            "{command}: {}",
+            output.stderr
+        );
+    }
+    // A read-only property: said so, in our words, not the library's.
+    let read_only = weather.run(
+        "write",
+        &[weather::MODEL_CONFIGURATION, r#"{"modelName": "x"}"#],
+    );
+    assert_eq!(read_only.code, 1, "{}", read_only.stderr);
+    assert!(
+        read_only
+            .stderr
+            .contains("property `modelConfiguration` is read-only"),
+        "{}",
+        read_only.stderr
+    );
+    assert!(
+        !read_only
+            .stderr
+            .contains("not available on this connection"),
+        "{}",
+        read_only.stderr
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use concord_node::{CallError, StreamReceiver, StreamSender};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Affordance, PeerArgs};
+use super::{Affordance, Kind, PeerArgs};
 use crate::output;
 
 /// Bytes read from standard input at a time for a stream that is not framed.
@@ -65,17 +65,18 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
                 Some(stream) => (piece_bytes(&stream, &args.action)?, stream.realtime),
                 None => (PIECE_BYTES, false),
             },
-            Some(_) => {
+            Some(Affordance::Action { .. }) => {
                 return Err(output::Wrong::error(format!(
                     "`{}` is not a stream action (`concord call` calls it)",
                     args.action
                 )))
             }
-            None => {
+            _ => {
+                described.require(&args.action, Kind::Action)?;
                 return Err(output::Wrong::error(format!(
                     "the peer's description has no action `{}`",
                     args.action
-                )))
+                )));
             }
         };
         let names = [args.action.as_str()];
