@@ -11,6 +11,7 @@
 //! kind, resumes that one protocol with 0-RTT (the same affordances make the same need key
 //! and the same document, so the caller's store keeps one protocol per agent).
 
+pub mod action;
 pub mod progress;
 pub mod property;
 pub mod stream;

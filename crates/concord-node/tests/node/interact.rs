@@ -559,3 +559,59 @@ fn a_provider_cannot_promise_a_credit_it_cannot_hold() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn a_realtime_sender_counts_the_frames_it_dropped() {
+    // A realtime stream whose action never reads: no credit comes back once its reader's
+    // queue is full.
+    let frame = 100usize;
+    let deaf = concord_node::StreamSpec {
+        content_type: "application/octet-stream".to_owned(),
+        output_content_type: None,
+        frame_bytes: frame as u32,
+        initial_credit: 3 * frame as u64,
+        realtime: true,
+    };
+    let provider = build(
+        Node::builder("Deaf")
+            .stream_action(
+                concord_negotiate::ActionSpec {
+                    name: "listen".to_owned(),
+                    description: "Never reads.".to_owned(),
+                    input: json!({"type": "object"}),
+                    output: json!({"type": "object"}),
+                },
+                deaf,
+                |_input: serde_json::Value, stream: concord_node::StreamIo| async move {
+                    // Held, never read (a dropped reader would take and discard everything).
+                    let concord_node::StreamIo {
+                        sender, receiver, ..
+                    } = stream;
+                    let _ = sender.closed().await;
+                    drop(receiver);
+                    Ok(json!({}))
+                },
+            )
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface(["listen"]))
+        .await
+        .unwrap();
+    let (sender, _receiver) = peer.open_stream("listen", json!({})).await.unwrap();
+    assert_eq!(sender.dropped(), (0, 0));
+    // Far more than the credit and the provider's reader queue (64 pieces) hold.
+    let mut dropped = 0u64;
+    for _ in 0..200 {
+        match sender.send(vec![7u8; frame]).await.unwrap() {
+            0 => dropped += 1,
+            went => assert_eq!(went, frame),
+        }
+    }
+    assert!(dropped > 0, "nothing was dropped");
+    assert_eq!(sender.dropped(), (dropped, dropped * frame as u64));
+    sender.abort();
+}
