@@ -357,7 +357,7 @@ fn every_command_against_one_agent_leaves_one_protocol_in_the_callers_store() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let listed = run(&mut concord()
+    let listed = run(concord()
         .args(["protocols", "list", "--json", "--data-dir"])
         .arg(weather.requester.path()))
     .json();
