@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::caller::CallerArgs;
 use crate::data_dir::DataDir;
 use crate::input::{read_bytes, read_text};
-use crate::interact::{self, progress, Affordance, Described};
+use crate::interact::{self, progress, Affordance, Described, Kind};
 use crate::llm;
 use crate::logging::Spinner;
 use crate::output::{self, outln};
@@ -69,7 +69,10 @@ long-running action shows a progress bar with its partial output on a terminal, 
 its output at the end; with --json one line per update:
   {\"type\": \"started\", \"actionId\"}, {\"type\": \"progress\", \"progress\": 0.5, \"partial\"},
   {\"type\": \"done\", \"output\"} or {\"type\": \"failed\", \"error\": {\"code\", \"message\"}}.
-A fire-and-forget action prints `sent` once the request went. A stream action: `concord stream`.
+Ctrl-C cancels a long-running action before exiting (130; a second Ctrl-C exits at once);
+`concord status URL ACTION_ID` and `concord cancel URL ACTION_ID` take its id. A
+fire-and-forget action prints `sent` once the request was written to the connection (a
+request that could not be: an error, exit 2). A stream action: `concord stream`.
   concord call http://127.0.0.1:8080 forecastReport '{\"city\": \"Oslo\"}' --json
 
 Exit codes: 0 every call was answered with an output; 1 the peer said no (unknown action,
@@ -304,9 +307,18 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
             return progress::call(&node, call, mode).await;
         }
     }
+    // A name the description has as a property or an event, not an action: said so.
+    if !described.has(&args.action, Kind::Action) {
+        let other =
+            described.has(&args.action, Kind::Property) || described.has(&args.action, Kind::Event);
+        if other {
+            spinner.finish();
+            described.require(&args.action, Kind::Action)?;
+        }
+    }
     let connection = match interact::connecting(
         &spinner,
-        node.connect_described(described.peer(), want),
+        connect_for_call(&node, &args, &described, want),
     )
     .await
     {
@@ -359,6 +371,42 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
         crate::output::note(session_line(connection.info()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `concord call` reaches a request-reply action over the peer's whole interface
+/// (`interact::whole_interface`: one protocol for every command against the agent, resumed
+/// by 0-RTT, whatever the command), rather than a protocol negotiated for the one action:
+/// when the peer serves more than request-reply actions (properties, events, other modes:
+/// the commands that use them share that protocol) and the call is made by rules (no
+/// `--propose`, `--llm` or `--reference-compatible`, which negotiate one action's protocol
+/// as the other agent writes it).
+fn over_interface(args: &CallArgs, described: &Described) -> bool {
+    args.propose.is_none()
+        && !args.llm
+        && !args.reference_compatible
+        && described.has_interface()
+        && matches!(
+            described.affordance(&args.action),
+            Some(Affordance::Action {
+                mode: InteractionMode::Reply,
+                ..
+            })
+        )
+}
+
+/// Connects for `concord call` to the peer whose description was fetched: over its whole
+/// interface ([`over_interface`]), else with `want` (the one action).
+async fn connect_for_call(
+    node: &Node,
+    args: &CallArgs,
+    described: &Described,
+    want: Want,
+) -> Result<Connection, ConnectError> {
+    if over_interface(args, described) {
+        interact::whole_interface(node, described, &[args.action.as_str()]).await
+    } else {
+        node.connect_described(described.peer(), want).await
+    }
 }
 
 /// The action's mode when the peer's description says it is not request-reply
@@ -439,7 +487,13 @@ async fn connect_for_many(
     args: &CallArgs,
     want: Want,
 ) -> Result<(Connection, usize), ExitCode> {
-    let connection = interact::connect_with(node, &args.url, want).await?;
+    let spinner = Spinner::start(&format!("connecting to {}", args.url));
+    let described = interact::connecting(&spinner, node.describe(&args.url))
+        .await
+        .map(Described::new)?;
+    let connection =
+        interact::connecting(&spinner, connect_for_call(node, args, &described, want)).await?;
+    spinner.finish();
     Ok((connection, usize::try_from(args.concurrency).unwrap_or(1)))
 }
 

@@ -118,6 +118,10 @@ Examples:
     Read(interact::property::ReadArgs),
     /// Write a peer's property.
     Write(interact::property::WriteArgs),
+    /// Show the status of a peer's long-running action by its id.
+    Status(interact::action::StatusArgs),
+    /// Cancel a peer's long-running action by its id.
+    Cancel(interact::action::CancelArgs),
     /// Watch two agents find each other, negotiate, generate and verify code, and talk.
     Demo(demo::DemoArgs),
     /// List, show and forget the protocols negotiated and stored.
@@ -147,6 +151,8 @@ fn main() -> ExitCode {
         Command::Stream(args) => interact::stream::run(args),
         Command::Read(args) => interact::property::read(args),
         Command::Write(args) => interact::property::write(args),
+        Command::Status(args) => interact::action::status(args),
+        Command::Cancel(args) => interact::action::cancel(args),
         Command::Demo(args) => demo::run(args),
         Command::Protocols(args) => protocols::run(args),
         Command::Registry(args) => registry::run(args),

@@ -13,13 +13,23 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
-use concord_node::{Authentication, Node, Property, Security, Server};
+use concord_node::{
+    Authentication, Node, ProgressReporter, Property, Security, Server, StreamIo, StreamSpec,
+};
 use serde_json::{json, Value};
 use support::*;
 use tempfile::TempDir;
 
 /// A writable, observable property of the served agent (the WeatherAgent has none).
 const VOLUME: &str = "volume";
+/// A long-running action of the served agent that runs for a minute (the forecast is over
+/// in a fraction of a second): to be cancelled.
+const RENDER: &str = "render";
+/// A realtime stream action of the served agent that ends its half at once and reads none
+/// of ours for 9 s: its credit runs out once its reader's queue is full.
+const DEAF: &str = "deaf";
+/// The frames of [`DEAF`]: as large as a chunk allows, so its reader's queue holds few.
+const DEAF_FRAME: usize = 60_000;
 
 /// The WeatherAgent with [`VOLUME`], its store in `store`, its callers authenticated as
 /// `authentication` says (their DIDs on localhost resolved over plain HTTP).
@@ -38,6 +48,47 @@ fn weather_node(store: &TempDir, authentication: Authentication) -> Node {
             )
             .writable()
             .observable(),
+        )
+        .progress_action(
+            concord_negotiate::ActionSpec {
+                name: RENDER.to_owned(),
+                description: "Renders for a minute, reporting progress.".to_owned(),
+                input: json!({"type": "object"}),
+                output: json!({"type": "object"}),
+            },
+            |_input: Value, progress: ProgressReporter| async move {
+                for step in 1..=600u32 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    progress.report(f64::from(step) / 600.0, None);
+                }
+                Ok(json!({"frames": 600}))
+            },
+        )
+        .stream_action(
+            concord_negotiate::ActionSpec {
+                name: DEAF.to_owned(),
+                description: "Takes a realtime stream and never reads it.".to_owned(),
+                input: json!({"type": "object"}),
+                output: json!({"type": "object"}),
+            },
+            StreamSpec {
+                content_type: "application/octet-stream".to_owned(),
+                output_content_type: None,
+                frame_bytes: DEAF_FRAME as u32,
+                initial_credit: DEAF_FRAME as u64,
+                realtime: true,
+            },
+            |_input: Value, stream: StreamIo| async move {
+                let StreamIo {
+                    sender, receiver, ..
+                } = stream;
+                let _ = sender.finish().await;
+                // Held, never read, for longer than a caller waits for credit for a frame
+                // (5 s); then dropped (the rest of the input is taken and discarded).
+                tokio::time::sleep(Duration::from_secs(9)).await;
+                drop(receiver);
+                Ok(json!({}))
+            },
         )
         .data_dir(store.path())
         .security(security)
@@ -245,6 +296,173 @@ fn a_fire_and_forget_call_prints_sent_and_a_reply_call_is_unchanged() {
 }
 
 #[test]
+fn every_notification_reported_sent_reached_the_provider() {
+    let weather = Weather::start();
+    let calls = 12u64;
+    for rating in 0..calls {
+        let input = json!({"rating": rating % 5 + 1, "comment": format!("call {rating}")});
+        let sent = weather.run("call", &[weather::LOG_FEEDBACK, &input.to_string()]);
+        assert_eq!(sent.code, 0, "{}{}", sent.stdout, sent.stderr);
+        assert_eq!(sent.stdout, "sent\n");
+    }
+    // Every one of them was published by the provider, in order (a subscription from the
+    // start replays them; one that never arrived leaves `next_line` waiting, then failing).
+    let (lines, mut child) = subscribe_from_the_start(&weather, calls as u32);
+    for rating in 0..calls {
+        let line = next_line(&lines, &mut child);
+        assert_eq!(line["data"]["comment"], format!("call {rating}"), "{line}");
+    }
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn every_command_against_one_agent_leaves_one_protocol_in_the_callers_store() {
+    let weather = Weather::start();
+    weather.publish(json!({"rating": 2}));
+    let question = r#"{"question": "Weather in Lisbon?", "interactionMode": "text"}"#;
+    let audio: Vec<u8> = (0..10 * VOICE_FRAME_BYTES)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let commands: [(&str, Vec<&str>); 8] = [
+        ("call", vec![weather::GET_WEATHER, question]),
+        (
+            "call",
+            vec![weather::FORECAST_REPORT, r#"{"city": "Oslo", "days": 2}"#],
+        ),
+        ("call", vec![weather::LOG_FEEDBACK, r#"{"rating": 5}"#]),
+        ("read", vec![weather::MODEL_CONFIGURATION]),
+        ("write", vec![VOLUME, "6"]),
+        (
+            "subscribe",
+            vec![
+                weather::USER_FEEDBACK_RECEIVED,
+                "--from",
+                "0",
+                "--count",
+                "1",
+            ],
+        ),
+        ("stream", vec![weather::TALK]),
+        ("call", vec![weather::GET_WEATHER, question, "--json"]),
+    ];
+    for (command, args) in &commands {
+        let output = weather
+            .command(command, args)
+            .write_stdin(audio.clone())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{command} {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let listed = run(concord()
+        .args(["protocols", "list", "--json", "--data-dir"])
+        .arg(weather.requester.path()))
+    .json();
+    let protocols = listed.as_array().unwrap();
+    assert_eq!(protocols.len(), 1, "{listed:#}");
+    // Negotiated by the first command, resumed by 0-RTT by every later one.
+    assert_eq!(protocols[0]["resumed"], commands.len() - 1, "{listed:#}");
+    // A reply call over the whole interface still reports how it was settled.
+    let last = weather
+        .run("call", &[weather::GET_WEATHER, question, "--json"])
+        .json();
+    assert_eq!(last["settledBy"], "resumed", "{last:#}");
+    assert_eq!(last["action"], weather::GET_WEATHER, "{last:#}");
+    assert!(
+        last["output"].as_str().unwrap().contains("Lisbon"),
+        "{last:#}"
+    );
+}
+
+#[test]
+fn a_long_running_action_is_cancelled_by_its_id_or_by_ctrl_c() {
+    let weather = Weather::start();
+    let status_of = |id: &str| {
+        let status = weather.run("status", &[id]);
+        assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+        status.json()["status"].as_str().unwrap().to_owned()
+    };
+
+    // `concord status` and `concord cancel` take the id `concord call` showed.
+    let (lines, mut child) = spawn_lines(weather.process("call", &[RENDER, "{}", "--json"]));
+    let started = next_line(&lines, &mut child);
+    assert_eq!(started["type"], "started", "{started}");
+    let id = started["actionId"].as_str().unwrap().to_owned();
+    assert!(
+        ["pending", "running"].contains(&status_of(&id).as_str()),
+        "{id}"
+    );
+    let cancelled = weather.run("cancel", &[&id]);
+    assert_eq!(
+        cancelled.code, 0,
+        "{}{}",
+        cancelled.stdout, cancelled.stderr
+    );
+    assert_eq!(status_of(&id), "cancelled");
+    // Its caller hears the cancellation as the action's end, and exits.
+    let caller = child.wait_with_output().unwrap();
+    assert_eq!(caller.status.code(), Some(1), "{caller:?}");
+    // Cancelled already: the peer says no (409), exit 1; an id it never gave: exit 1.
+    weather.run("cancel", &[&id]).fails(1, &id);
+    let unknown = "0".repeat(32);
+    weather.run("status", &[&unknown]).fails(1, &unknown);
+
+    // Ctrl-C during the call cancels the action before exiting 130, and says so.
+    let (lines, mut child) = spawn_lines(weather.process("call", &[RENDER, "{}", "--json"]));
+    let id = next_line(&lines, &mut child)["actionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let interrupted = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&interrupted.stderr);
+    assert_eq!(interrupted.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cancelled (action {id})")),
+        "{stderr}"
+    );
+    assert_eq!(status_of(&id), "cancelled");
+}
+
+#[test]
+fn a_realtime_stream_says_how_many_frames_this_side_dropped() {
+    let weather = Weather::start();
+    // Forty frames; the peer's credit and its reader's queue (1 MiB) hold about 19: the
+    // next finds no credit within 5 s and is dropped, and counted (the ones after it go
+    // once the action let go of its reader).
+    let input = vec![3u8; 40 * DEAF_FRAME];
+    let output = weather
+        .command("stream", &[DEAF])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("frame(s)") && stderr.contains("dropped by this side"),
+        "{stderr}"
+    );
+    let dropped: u64 = stderr
+        .split("deaf: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {stderr}"));
+    assert!((1..=40).contains(&dropped), "{stderr}");
+    assert!(
+        stderr.contains(&format!("({} bytes)", dropped * DEAF_FRAME as u64)),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn read_and_write_a_property() {
     let weather = Weather::start();
     let read = weather.run("read", &[weather::MODEL_CONFIGURATION]);
@@ -274,6 +492,82 @@ fn read_and_write_a_property() {
     assert_eq!(unknown.code, 1, "{}{}", unknown.stdout, unknown.stderr);
     assert!(unknown.stderr.contains("nothing"), "{}", unknown.stderr);
     assert_eq!(weather.node.publisher().property(VOLUME), Some(json!(3)));
+}
+
+#[test]
+fn a_name_is_looked_up_among_its_kind_and_another_kind_is_named() {
+    let weather = Weather::start();
+    let unknown = weather.run("read", &["nothing"]);
+    assert_eq!(unknown.code, 1, "{}{}", unknown.stdout, unknown.stderr);
+    assert!(
+        unknown.stderr.contains("no property `nothing`"),
+        "{}",
+        unknown.stderr
+    );
+    // Only the properties are listed.
+    assert!(
+        unknown.stderr.contains(weather::MODEL_CONFIGURATION) && unknown.stderr.contains(VOLUME),
+        "{}",
+        unknown.stderr
+    );
+    for other in [weather::GET_WEATHER, weather::USER_FEEDBACK_RECEIVED] {
+        assert!(!unknown.stderr.contains(other), "{}", unknown.stderr);
+    }
+    for (command, args, expected) in [
+        (
+            "read",
+            vec![weather::GET_WEATHER],
+            "`getWeather` is an action, not a property",
+        ),
+        (
+            "write",
+            vec![weather::USER_FEEDBACK_RECEIVED, "1"],
+            "is an event, not a property",
+        ),
+        (
+            "subscribe",
+            vec![weather::FORECAST_REPORT],
+            "is an action, not an event",
+        ),
+        (
+            "call",
+            vec![VOLUME, "{}"],
+            "`volume` is a property, not an action",
+        ),
+        (
+            "stream",
+            vec![weather::USER_FEEDBACK_RECEIVED],
+            "is an event, not an action",
+        ),
+    ] {
+        let output = run(weather.command(command, &args).write_stdin(""));
+        assert_eq!(output.code, 1, "{command}: {}", output.stderr);
+        assert!(
+            output.stderr.contains(expected),
+            "{command}: {}",
+            output.stderr
+        );
+    }
+    // A read-only property: said so, in our words, not the library's.
+    let read_only = weather.run(
+        "write",
+        &[weather::MODEL_CONFIGURATION, r#"{"modelName": "x"}"#],
+    );
+    assert_eq!(read_only.code, 1, "{}", read_only.stderr);
+    assert!(
+        read_only
+            .stderr
+            .contains("property `modelConfiguration` is read-only"),
+        "{}",
+        read_only.stderr
+    );
+    assert!(
+        !read_only
+            .stderr
+            .contains("not available on this connection"),
+        "{}",
+        read_only.stderr
+    );
 }
 
 #[test]

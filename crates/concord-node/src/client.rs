@@ -259,11 +259,13 @@ impl Connection {
         })
     }
 
-    /// Invokes a fire-and-forget action (mode `notify`): returns once the request is sent.
-    /// A failure the provider reports later is logged.
+    /// Invokes a fire-and-forget action (mode `notify`): returns once the request was
+    /// written to the connection (flushed), so a [`Connection::close`] or drop right after
+    /// cannot lose it. A failure the provider reports later is logged.
     ///
     /// # Errors
-    /// [`CallError::Unsupported`], [`CallError::InvalidInput`], [`CallError::Closed`].
+    /// [`CallError::Unsupported`], [`CallError::InvalidInput`] (nothing is sent),
+    /// [`CallError::Closed`] when the session ended before the request was written.
     pub async fn notify(&self, action: &str, input: Value) -> Result<(), CallError> {
         let (sent, answer) = oneshot::channel();
         let request = Interaction::Notify {
@@ -480,7 +482,8 @@ impl Connection {
     }
 
     /// Closes the session and waits until it ended; its transcript (see
-    /// [`ConnectionInfo::transcript`]) is then complete, outcome included.
+    /// [`ConnectionInfo::transcript`]) is then complete, outcome included. What was
+    /// asked before the close (a notification not yet written, say) goes out before it.
     pub async fn close(&self) {
         let _ = self
             .inner

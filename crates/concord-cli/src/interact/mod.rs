@@ -4,11 +4,14 @@
 //! ([`progress`]).
 //!
 //! Each command reads the peer's description first (what the affordance is: an action's
-//! `concord:mode` and `concord:stream`, a property, an event), then connects with
-//! `Want::interface` and that description (`Node::connect_described`: it is fetched
-//! once): the first connection negotiates (by rules, no LLM), later ones resume the stored
-//! protocol with 0-RTT.
+//! `concord:mode` and `concord:stream`, a property, an event), then connects with the
+//! peer's WHOLE interface ([`whole_interface`]: every affordance it offers that we can
+//! hold) and that description (`Node::connect_described`: it is fetched once): the first
+//! command against an agent negotiates (by rules, no LLM), and every later one, of any
+//! kind, resumes that one protocol with 0-RTT (the same affordances make the same need key
+//! and the same document, so the caller's store keeps one protocol per agent).
 
+pub mod action;
 pub mod progress;
 pub mod property;
 pub mod stream;
@@ -22,6 +25,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use concord_describe::{InteractionMode, StreamDescription};
 use concord_node::{CallError, ConnectError, Connection, Limits, Node, PeerDescription, Want};
+use concord_proto::CloseReason;
 use serde_json::{json, Value};
 
 use crate::caller::CallerArgs;
@@ -60,6 +64,46 @@ pub enum Affordance {
     Property,
     /// An event.
     Event,
+}
+
+/// A kind of affordance, as a command expects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An action (`concord call`, `concord stream`).
+    Action,
+    /// A property (`concord read`, `concord write`).
+    Property,
+    /// An event (`concord subscribe`).
+    Event,
+}
+
+impl Kind {
+    /// The kind's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Action => "action",
+            Self::Property => "property",
+            Self::Event => "event",
+        }
+    }
+
+    /// Its plural, for the list of names.
+    fn plural(self) -> &'static str {
+        match self {
+            Self::Action => "actions",
+            Self::Property => "properties",
+            Self::Event => "events",
+        }
+    }
+
+    /// The command that uses an affordance of this kind.
+    fn command(self) -> &'static str {
+        match self {
+            Self::Action => "concord call",
+            Self::Property => "concord read",
+            Self::Event => "concord subscribe",
+        }
+    }
 }
 
 /// The peer's description, as fetched.
@@ -102,6 +146,136 @@ impl Described {
         None
     }
 
+    /// Every affordance of the description a command may use, by name (sorted, once
+    /// each): its actions, properties and events, less the stream actions whose initial
+    /// credit we could not hold (`receive_buffer`: our receive buffer per stream; such a
+    /// stream would make the whole interface refused before anything is agreed), unless
+    /// it is `needed`. `needed` is always in.
+    pub fn interface_names(&self, needed: &[&str], receive_buffer: u64) -> Vec<String> {
+        let thing = self.peer.thing();
+        let holdable = |action: &concord_describe::ActionAffordance| {
+            action.stream.as_ref().is_none_or(|stream| {
+                stream.initial_credit > 0 && stream.initial_credit <= receive_buffer
+            })
+        };
+        let mut names: Vec<String> = thing
+            .actions
+            .iter()
+            .flatten()
+            .filter(|(_, action)| holdable(action))
+            .map(|(name, _)| name)
+            .chain(
+                thing
+                    .properties
+                    .iter()
+                    .flat_map(|properties| properties.keys()),
+            )
+            .chain(thing.events.iter().flat_map(|events| events.keys()))
+            .cloned()
+            .chain(needed.iter().map(|&name| name.to_owned()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Whether the peer serves more than request-reply actions (a property, an event, or
+    /// an action of another mode): an agent the interface commands speak to, whose
+    /// request-reply actions `concord call` also reaches over its whole interface.
+    pub fn has_interface(&self) -> bool {
+        let thing = self.peer.thing();
+        thing.properties.as_ref().is_some_and(|p| !p.is_empty())
+            || thing.events.as_ref().is_some_and(|e| !e.is_empty())
+            || thing
+                .actions
+                .iter()
+                .flatten()
+                .any(|(_, action)| action.interaction_mode() != InteractionMode::Reply)
+    }
+
+    /// The names of the description's affordances of `kind`, in its order.
+    pub fn names_of(&self, kind: Kind) -> Vec<&str> {
+        let thing = self.peer.thing();
+        match kind {
+            Kind::Action => thing
+                .actions
+                .iter()
+                .flatten()
+                .map(|(n, _)| n.as_str())
+                .collect(),
+            Kind::Property => thing
+                .properties
+                .iter()
+                .flatten()
+                .map(|(n, _)| n.as_str())
+                .collect(),
+            Kind::Event => thing
+                .events
+                .iter()
+                .flatten()
+                .map(|(n, _)| n.as_str())
+                .collect(),
+        }
+    }
+
+    /// Whether the description has an affordance `name` of `kind`.
+    pub fn has(&self, name: &str, kind: Kind) -> bool {
+        self.names_of(kind).contains(&name)
+    }
+
+    /// `Ok` when the description has `name` as a `kind`; else wrong (exit 1), naming the
+    /// kind asked for and listing only the names of that kind, and, when `name` is
+    /// another kind of affordance, saying which and the command for it.
+    pub fn require(&self, name: &str, kind: Kind) -> anyhow::Result<()> {
+        if self.has(name, kind) {
+            return Ok(());
+        }
+        let other = [Kind::Action, Kind::Property, Kind::Event]
+            .into_iter()
+            .find(|&other| other != kind && self.has(name, other));
+        if let Some(other) = other {
+            return Err(crate::output::Wrong::error(format!(
+                "`{name}` is {} {}, not {} {} (`{} URL {name}`)",
+                article(other.name()),
+                other.name(),
+                article(kind.name()),
+                kind.name(),
+                other.command()
+            )));
+        }
+        let names = self.names_of(kind);
+        let list = if names.is_empty() {
+            format!("it has no {}", kind.plural())
+        } else {
+            format!("its {}: {}", kind.plural(), names.join(", "))
+        };
+        Err(crate::output::Wrong::error(format!(
+            "the peer's description has no {} `{name}` ({list})",
+            kind.name()
+        )))
+    }
+
+    /// Whether the description's property `name` can be written: not `readOnly`, and a
+    /// form offers `writeproperty` (a form without `op` offers it, as TD 1.1 says).
+    pub fn is_writable(&self, name: &str) -> bool {
+        let Some(property) = self
+            .peer
+            .thing()
+            .properties
+            .as_ref()
+            .and_then(|properties| properties.get(name))
+        else {
+            return false;
+        };
+        property.schema.read_only != Some(true)
+            && property.forms.iter().any(|form| match &form.op {
+                Some(operations) => operations
+                    .as_slice()
+                    .contains(&concord_describe::Operation::WriteProperty),
+                None => true,
+            })
+    }
+
     /// Whether the description has an event `name`.
     pub fn has_event(&self, name: &str) -> bool {
         self.peer
@@ -118,6 +292,15 @@ impl Described {
             .properties
             .as_ref()
             .is_some_and(|properties| properties.contains_key(name))
+    }
+}
+
+/// "a" or "an" before `word`.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }
 
@@ -156,32 +339,51 @@ pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
     builder.build().context("cannot set up the requester")
 }
 
-/// Connects for `names` with a spinner; on failure says why and gives the exit code.
-pub async fn connect(node: &Node, url: &str, names: &[&str]) -> Result<Connection, ExitCode> {
-    connect_with(node, url, Want::interface(names.to_vec())).await
-}
-
-/// [`connect`] for `want`.
-pub async fn connect_with(node: &Node, url: &str, want: Want) -> Result<Connection, ExitCode> {
-    let spinner = Spinner::start(&format!("connecting to {url}"));
-    let connected = connecting(&spinner, node.connect_with(url, want)).await;
-    spinner.finish();
-    connected
-}
-
-/// [`connect`] to the peer at `url` whose description [`describe`] fetched: it is not
-/// fetched again.
+/// [`whole_interface`] of the peer at `url` whose description [`describe`] fetched (it is
+/// not fetched again), with a spinner; on failure says why and gives the exit code.
 pub async fn connect_described(
     node: &Node,
     url: &str,
     described: &Described,
-    names: &[&str],
+    needed: &[&str],
 ) -> Result<Connection, ExitCode> {
-    let want = Want::interface(names.to_vec());
     let spinner = Spinner::start(&format!("connecting to {url}"));
-    let connected = connecting(&spinner, node.connect_described(described.peer(), want)).await;
+    let connected = connecting(&spinner, whole_interface(node, described, needed)).await;
     spinner.finish();
     connected
+}
+
+/// Our receive buffer per stream: a stream action whose initial credit exceeds it is
+/// left out of the interface we want (the CLI's requester keeps the default limits).
+fn receive_buffer() -> u64 {
+    Limits::default().streams.max_receive_buffer
+}
+
+/// Connects to the peer wanting its whole interface ([`Described::interface_names`]),
+/// so that every command against one agent settles on one protocol, resumed by 0-RTT
+/// after the first. A provider that refuses the whole (an action this caller may not
+/// call) is asked again for `needed` alone.
+pub async fn whole_interface(
+    node: &Node,
+    described: &Described,
+    needed: &[&str],
+) -> Result<Connection, ConnectError> {
+    let names = described.interface_names(needed, receive_buffer());
+    let whole = names.len() > needed.len();
+    match node
+        .connect_described(described.peer(), Want::interface(names))
+        .await
+    {
+        Err(ConnectError::Closed(CloseReason::NegotiationRejected { reason, .. })) if whole => {
+            tracing::info!(
+                reason = reason.as_deref().unwrap_or_default(),
+                "the peer refused its whole interface; asking for what this command uses"
+            );
+            node.connect_described(described.peer(), Want::interface(needed.to_vec()))
+                .await
+        }
+        connected => connected,
+    }
 }
 
 /// Waits for a step of connecting (the description's fetch, the connection) while

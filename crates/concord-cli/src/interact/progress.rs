@@ -11,7 +11,7 @@ use concord_node::{ActionUpdate, Node};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
-use super::Described;
+use super::{action, Described};
 use crate::output::{self, outln};
 
 /// Steps of the progress bar (progress 0–1 is shown in tenths of a percent).
@@ -67,28 +67,59 @@ pub async fn call(node: &Node, call: Call<'_>, mode: InteractionMode) -> anyhow:
     Ok(exit)
 }
 
-/// Follows a long-running action to its end.
+/// Follows a long-running action to its end. Ctrl-C cancels it (once its id is known)
+/// before exiting 130; a second Ctrl-C exits at once.
 async fn follow(
     connection: &concord_node::Connection,
     call: &Call<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let mut run = match connection
-        .call_with_progress(call.action, call.input.clone())
-        .await
-    {
-        Ok(run) => run,
-        Err(error) => return Ok(super::failed(call.action, &error)),
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    let mut run = tokio::select! {
+        run = connection.call_with_progress(call.action, call.input.clone()) => match run {
+            Ok(run) => run,
+            Err(error) => return Ok(super::failed(call.action, &error)),
+        },
+        _ = &mut interrupt => return Ok(ExitCode::from(action::INTERRUPTED)),
     };
     let bar = (!call.json && std::io::stderr().is_terminal()).then(|| progress_bar(call.action));
-    while let Some(update) = run.next().await {
+    let mut action_id: Option<String> = None;
+    let mut interrupted = false;
+    loop {
+        let update = tokio::select! {
+            update = run.next() => update,
+            _ = &mut interrupt, if !interrupted => {
+                interrupted = true;
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                if let Some(id) = &action_id {
+                    return Ok(action::cancel_on_interrupt(connection, call.action, id).await);
+                }
+                output::note(format_args!(
+                    "interrupted: {} has no action id yet; it is cancelled once it has one                      (Ctrl-C again to exit at once)",
+                    call.action
+                ));
+                continue;
+            }
+            _ = tokio::signal::ctrl_c(), if interrupted => {
+                return Ok(ExitCode::from(action::INTERRUPTED));
+            }
+        };
+        let Some(update) = update else { break };
         if call.json {
             outln!("{}", update_line(&update))?;
+            output::flush()?;
         }
         match update {
-            ActionUpdate::Started { action_id } => {
-                if let Some(bar) = &bar {
-                    bar.set_message(format!("{} ({action_id})", call.action));
+            ActionUpdate::Started { action_id: id } => {
+                if interrupted {
+                    return Ok(action::cancel_on_interrupt(connection, call.action, &id).await);
                 }
+                if let Some(bar) = &bar {
+                    bar.set_message(format!("{} ({id})", call.action));
+                }
+                action_id = Some(id);
             }
             ActionUpdate::Progress { progress, partial } => {
                 if let Some(bar) = &bar {

@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::PeerArgs;
+use concord_node::CallError;
+
+use super::{Kind, PeerArgs};
 use crate::output;
 
 /// `concord read`.
@@ -47,10 +49,14 @@ pub struct WriteArgs {
 pub fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
-        let connection = match super::connect(&node, &args.peer.url, &[&args.property]).await {
-            Ok(connection) => connection,
-            Err(code) => return Ok(code),
-        };
+        let described = super::describe(&node, &args.peer.url).await?;
+        described.require(&args.property, Kind::Property)?;
+        let names = [args.property.as_str()];
+        let connection =
+            match super::connect_described(&node, &args.peer.url, &described, &names).await {
+                Ok(connection) => connection,
+                Err(code) => return Ok(code),
+            };
         let read = connection.read_property(&args.property).await;
         connection.close().await;
         match read {
@@ -68,15 +74,31 @@ pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
     let value = super::json_argument(&args.value, "the value")?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
-        let connection = match super::connect(&node, &args.peer.url, &[&args.property]).await {
-            Ok(connection) => connection,
-            Err(code) => return Ok(code),
-        };
+        let described = super::describe(&node, &args.peer.url).await?;
+        described.require(&args.property, Kind::Property)?;
+        if !described.is_writable(&args.property) {
+            return Err(read_only(&args.property));
+        }
+        let names = [args.property.as_str()];
+        let connection =
+            match super::connect_described(&node, &args.peer.url, &described, &names).await {
+                Ok(connection) => connection,
+                Err(code) => return Ok(code),
+            };
         let written = connection.write_property(&args.property, value).await;
         connection.close().await;
         match written {
             Ok(()) => Ok(ExitCode::SUCCESS),
+            // The interface the peer agreed to says it is read-only.
+            Err(CallError::Unsupported(_)) => Err(read_only(&args.property)),
             Err(error) => Ok(super::failed(&args.property, &error)),
         }
     })?
+}
+
+/// A write to a read-only property: wrong (exit 1), saying what can be done instead.
+fn read_only(property: &str) -> anyhow::Error {
+    output::Wrong::error(format!(
+        "property `{property}` is read-only: it can be read (`concord read`) but not written"
+    ))
 }

@@ -11,7 +11,7 @@ use concord_node::{CallError, StreamReceiver, StreamSender};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Affordance, PeerArgs};
+use super::{Affordance, Kind, PeerArgs};
 use crate::output;
 
 /// Bytes read from standard input at a time for a stream that is not framed.
@@ -22,8 +22,8 @@ const MAX_CHUNK_BYTES: usize = 64 * 1024;
 const PIECE_QUEUE: usize = 64;
 /// How long to wait before sending again a frame a realtime stream dropped (no credit).
 const RETRY_WAIT: Duration = Duration::from_millis(2);
-/// How many times a frame is tried before it is given up.
-const RETRIES: u32 = 2_500;
+/// How long a frame is tried again before it is given up.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(5);
 
 /// `concord stream`.
 #[derive(Debug, Args)]
@@ -36,8 +36,16 @@ Standard input goes to the stream as it is read: in pieces of `concord:frameByte
 action declares frames (the last piece may be shorter), else as it comes. The peer's bytes
 are written to standard output as they arrive. Both halves flow at once under the
 receiver's credit; the command ends when standard input ended and the peer finished its
-half. On a realtime stream a frame the credit has no room for is sent again a moment later
-rather than dropped (standard input is a file, not a live microphone).
+half.
+
+Realtime streams (`concord:realtime`) drop a frame the receiver's credit has no room for,
+rather than wait. Our side sends such a frame again a moment later (standard input is a
+file, not a live microphone), for up to 5 s; a frame still refused then is dropped, and at
+the end standard error says how many frames (and bytes) of standard input this side
+dropped: `concord: ACTION: N frame(s) (B bytes) of standard input were dropped by this
+side`. The exit code stays 0: losing frames is what a realtime stream does. Frames the
+peer's side drops of its half (its output arrives faster than we read it) are not reported
+to us over the wire; a Concord peer logs them (\"our realtime sender dropped frames\").
 
 Exit codes: 0 both halves ended; 1 the peer refused the stream or reset it, or the action
 is not a stream action; 2 the peer could not be reached or the session ended early.")]
@@ -65,17 +73,18 @@ pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
                 Some(stream) => (piece_bytes(&stream, &args.action)?, stream.realtime),
                 None => (PIECE_BYTES, false),
             },
-            Some(_) => {
+            Some(Affordance::Action { .. }) => {
                 return Err(output::Wrong::error(format!(
                     "`{}` is not a stream action (`concord call` calls it)",
                     args.action
                 )))
             }
-            None => {
+            _ => {
+                described.require(&args.action, Kind::Action)?;
                 return Err(output::Wrong::error(format!(
                     "the peer's description has no action `{}`",
                     args.action
-                )))
+                )));
             }
         };
         let names = [args.action.as_str()];
@@ -103,7 +112,9 @@ async fn pipe(
         Err(error) => return Ok(super::failed(action, &error)),
     };
     let pieces = read_stdin(piece_bytes);
-    let (sent, received) = tokio::join!(send(sender, pieces, realtime), receive(receiver));
+    let ((sent, given_up), received) =
+        tokio::join!(send(sender, pieces, realtime), receive(receiver));
+    given_up.report(action);
     let received = received?;
     let mut exit = 0u8;
     for result in [sent, received] {
@@ -176,29 +187,57 @@ fn read_stdin(size: usize) -> mpsc::Receiver<Vec<u8>> {
     receiver
 }
 
-/// Our half: every piece, then the end.
+/// Frames of our half given up (realtime: no credit for them within 5 s), and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct GivenUp {
+    frames: u64,
+    bytes: u64,
+}
+
+impl GivenUp {
+    /// Says on standard error what of standard input never went, if anything.
+    fn report(self, action: &str) {
+        if self.frames > 0 {
+            output::note(format_args!(
+                "{action}: {} frame(s) ({} bytes) of standard input were dropped by this side:                  the peer's credit had no room for them within 5 s",
+                self.frames, self.bytes
+            ));
+        }
+    }
+}
+
+/// Our half: every piece, then the end; the frames given up on a realtime stream.
 async fn send(
     sender: StreamSender,
     mut pieces: mpsc::Receiver<Vec<u8>>,
     realtime: bool,
-) -> Result<(), CallError> {
+) -> (Result<(), CallError>, GivenUp) {
+    let mut given_up = GivenUp::default();
     while let Some(piece) = pieces.recv().await {
         if !realtime {
-            sender.send(piece).await?;
+            if let Err(error) = sender.send(piece).await {
+                return (Err(error), given_up);
+            }
             continue;
         }
-        let mut tries = 0;
-        // A realtime stream drops a frame it has no credit for (0 bytes went): again.
-        while sender.send(piece.clone()).await? == 0 && !piece.is_empty() {
-            tries += 1;
-            if tries >= RETRIES {
-                output::note("a frame found no credit for 5 s: dropped");
+        // A realtime stream drops a frame it has no credit for (0 bytes went): again, for
+        // up to 5 s, then it is given up and counted.
+        let give_up = tokio::time::Instant::now() + GIVE_UP_AFTER;
+        loop {
+            match sender.send(piece.clone()).await {
+                Err(error) => return (Err(error), given_up),
+                Ok(0) if !piece.is_empty() => {}
+                Ok(_) => break,
+            }
+            if tokio::time::Instant::now() >= give_up {
+                given_up.frames += 1;
+                given_up.bytes += piece.len() as u64;
                 break;
             }
             tokio::time::sleep(RETRY_WAIT).await;
         }
     }
-    sender.finish().await
+    (sender.finish().await, given_up)
 }
 
 /// The peer's half, to standard output. The outer error is a failed write (standard

@@ -95,20 +95,13 @@ async fn subscribe(node: &Node, args: &SubscribeArgs) -> anyhow::Result<ExitCode
     } else {
         Target::Event
     };
-    let has = match target {
-        Target::Event => described.has_event(&args.name),
-        Target::Property => described.has_property(&args.name),
-    };
-    if !has {
-        let kind = match target {
-            Target::Event => "event (or property)",
-            Target::Property => "property",
-        };
-        return Err(output::Wrong::error(format!(
-            "the peer's description has no {kind} `{}`",
-            args.name
-        )));
-    }
+    described.require(
+        &args.name,
+        match target {
+            Target::Event => super::Kind::Event,
+            Target::Property => super::Kind::Property,
+        },
+    )?;
     let mut last_seen = args.from;
     let mut printed = 0u64;
     let mut reconnected = false;
@@ -195,13 +188,16 @@ async fn reconnect(
     let mut delay = args.reconnect_delay;
     for attempt in 1..=args.reconnect_attempts {
         tokio::time::sleep(delay).await;
-        match node
-            .connect_with(
-                &args.peer.url,
-                concord_node::Want::interface([args.name.as_str()]),
-            )
-            .await
-        {
+        // The description again (the provider may have restarted with another), then the
+        // same whole interface as the first connection: the stored protocol resumes.
+        let connected = match node.describe(&args.peer.url).await {
+            Ok(peer) => {
+                let described = super::Described::new(peer);
+                super::whole_interface(node, &described, &[args.name.as_str()]).await
+            }
+            Err(error) => Err(error),
+        };
+        match connected {
             Ok(connection) => {
                 let how = if connection.info().settlement == Settlement::Resumed {
                     "0-RTT resume"

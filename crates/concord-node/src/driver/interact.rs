@@ -9,9 +9,12 @@ use concord_interact::RequestId;
 use serde_json::Value;
 
 use super::{Driver, RoleState};
+use tokio::sync::oneshot;
+
 use crate::action::ActionError;
+use crate::error::CallError;
 use crate::interact::{ConsumerState, Interaction, ProviderInteract, Sink, StreamCommand};
-use crate::transport::Transport;
+use crate::transport::{Transport, TransportError};
 
 /// Each side's interaction state in an interface session.
 #[derive(Debug)]
@@ -121,20 +124,30 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    /// Moves the layer's frames into the session, to go out with the next flush.
-    pub(super) fn pump_interact(&mut self) {
+    /// Moves the layer's frames into the session, to go out with the next flush; `Err`
+    /// says why the session took no more (it closed), the rest staying in the layer.
+    pub(super) fn pump_interact(&mut self) -> Result<(), String> {
         loop {
             let frame = match &mut self.interact {
                 Some(Interact::Provider(state)) => state.poll_transmit(),
                 Some(Interact::Consumer(state)) => state.poll_transmit(),
                 None => None,
             };
-            let Some(frame) = frame else { return };
+            let Some(frame) = frame else { return Ok(()) };
             // The layer left room for the frame's header (`install_interact`).
             if let Err(error) = self.session.send_application_frame(frame) {
                 tracing::warn!(%error, "cannot send an interaction frame");
-                return;
+                return Err(error.to_string());
             }
+        }
+    }
+
+    /// Requester: the fire-and-forget requests whose frames [`Self::pump_interact`] moved
+    /// into the session (or failed to), to answer once the flush says whether they went.
+    pub(super) fn take_unwritten(&mut self) -> Vec<Written> {
+        match &mut self.interact {
+            Some(Interact::Consumer(state)) => state.take_unwritten(),
+            _ => Vec::new(),
         }
     }
 
@@ -162,6 +175,34 @@ impl<T: Transport> Driver<T> {
             Some(Interact::Consumer(state)) => state.close(reason),
             None => {}
         }
+    }
+}
+
+/// The answer to a fire-and-forget request, given once its frame was written.
+pub(super) type Written = oneshot::Sender<Result<Value, CallError>>;
+
+/// Answers fire-and-forget requests once their frames were pumped into the session and
+/// flushed to the connection: sent, or why not (the session closed first, the write
+/// failed). A caller told "sent" knows the frame was written before any close.
+pub(super) fn settle_written(
+    written: Vec<Written>,
+    pumped: &Result<(), String>,
+    flushed: &Result<(), TransportError>,
+) {
+    if written.is_empty() {
+        return;
+    }
+    let outcome = match (pumped, flushed) {
+        (Ok(()), Ok(())) => Ok(Value::Null),
+        (Err(reason), _) => Err(CallError::Closed(format!(
+            "the request was not sent: {reason}"
+        ))),
+        (_, Err(error)) => Err(CallError::Closed(format!(
+            "the request was not written: {error}"
+        ))),
+    };
+    for reply in written {
+        let _ = reply.send(outcome.clone());
     }
 }
 

@@ -299,8 +299,11 @@ impl<T: Transport> Driver<T> {
             while let Some(event) = self.session.poll_event() {
                 self.on_event(event);
             }
-            self.pump_interact();
-            if let Err(error) = self.flush().await {
+            let pumped = self.pump_interact();
+            let written = self.take_unwritten();
+            let flushed = self.flush().await;
+            interact::settle_written(written, &pumped, &flushed);
+            if let Err(error) = flushed {
                 break match error {
                     TransportError::TooLarge { limit } => Cause::TooLarge { limit },
                     TransportError::Other(error) => Cause::Transport(error),

@@ -554,7 +554,12 @@ impl<T: Transport> Driver<T> {
                     }
                 }
             }
-            Command::Close { reason } => self.session.close(reason),
+            Command::Close { reason } => {
+                // What the layer queued before the close goes out before it (the end
+                // flushes the session's frames, then closes).
+                let _ = self.pump_interact();
+                self.session.close(reason);
+            }
             Command::Interact { request, sink } => self.on_interaction(request, sink),
             Command::Room => self.on_room(),
         }

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionCaller, ActionEvent, ActionIds, Interface, Overflow, Problem, SubscriberId, Thing,
+    ActionCaller, ActionEvent, ActionIds, CancelReason, Interface, Overflow, Problem, SubscriberId,
+    Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -457,7 +458,18 @@ impl Affordances {
             }
         }
         while let Some(event) = thing.poll_action_event() {
-            if let ActionEvent::Cancelled { id, .. } = event {
+            if let ActionEvent::Cancelled { id, reason } = event {
+                let name = thing
+                    .query_action(&id)
+                    .map(|action| action.name().to_owned())
+                    .unwrap_or_default();
+                let why = match reason {
+                    CancelReason::Requested => "the caller cancelled it",
+                    CancelReason::LeaseExpired => {
+                        "its caller's connection dropped and its lease ran out"
+                    }
+                };
+                tracing::info!(action_id = %id, action = %name, reason = why, "action cancelled");
                 if let Some(task) = lock(&self.running).remove(&id) {
                     task.abort();
                 }

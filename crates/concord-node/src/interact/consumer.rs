@@ -140,6 +140,9 @@ pub(crate) struct ConsumerState {
     subscriptions: HashMap<String, Local>,
     /// Long-running actions' updates and names, by action id, once accepted.
     actions: HashMap<String, (mpsc::Sender<ActionUpdate>, String)>,
+    /// Fire-and-forget requests queued in the endpoint: each is answered once the session
+    /// wrote its frame to the connection (`take_unwritten`), or failed when it could not.
+    unwritten: Vec<oneshot::Sender<Result<Value, CallError>>>,
     pub(crate) pipes: Pipes,
 }
 
@@ -184,6 +187,7 @@ impl ConsumerState {
             pending: HashMap::new(),
             subscriptions: HashMap::new(),
             actions: HashMap::new(),
+            unwritten: Vec::new(),
             pipes: Pipes::new(),
         }
     }
@@ -193,6 +197,7 @@ impl ConsumerState {
         self.pending.is_empty()
             && self.subscriptions.is_empty()
             && self.actions.is_empty()
+            && self.unwritten.is_empty()
             && self.pipes.is_empty()
     }
 
@@ -212,16 +217,18 @@ impl ConsumerState {
         };
         let started = match request {
             Interaction::Notify { name, input } => {
-                // Fire and forget: done once sent; a failure the provider reports later
-                // answers no one and is logged.
-                let sent = checked(Payload::Input, &name, &input).and_then(|()| {
+                // Fire and forget: done once written to the connection (`take_unwritten`);
+                // a failure the provider reports later answers no one and is logged.
+                let queued = checked(Payload::Input, &name, &input).and_then(|()| {
                     self.endpoint
                         .invoke(&name, input)
                         .map(drop)
                         .map_err(|e| use_error(&e))
                 });
-                if let Sink::Answer(reply) = sink {
-                    let _ = reply.send(sent.map(|()| Value::Null));
+                match (queued, sink) {
+                    (Ok(()), Sink::Answer(reply)) => self.unwritten.push(reply),
+                    (Err(error), sink) => fail(sink, error),
+                    (Ok(()), _) => {}
                 }
                 return;
             }
@@ -293,6 +300,12 @@ impl ConsumerState {
     /// What to send next.
     pub(crate) fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         self.endpoint.poll_transmit()
+    }
+
+    /// The fire-and-forget requests queued so far, whose frames the endpoint has handed
+    /// over (`poll_transmit`): the driver answers them once the session wrote them.
+    pub(crate) fn take_unwritten(&mut self) -> Vec<oneshot::Sender<Result<Value, CallError>>> {
+        std::mem::take(&mut self.unwritten)
     }
 
     /// A stream handle's request.
@@ -543,6 +556,9 @@ impl ConsumerState {
     /// The session ended: every waiting handle hears why.
     pub(crate) fn close(&mut self, reason: &str) {
         let error = CallError::Closed(reason.to_owned());
+        for reply in self.unwritten.drain(..) {
+            let _ = reply.send(Err(error.clone()));
+        }
         for (_, (sink, _)) in self.pending.drain() {
             fail(sink, error.clone());
         }

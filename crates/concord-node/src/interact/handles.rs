@@ -1,7 +1,7 @@
 //! What a requester holds for the interactions that answer more than once: a long-running
 //! action's updates, a subscription's notifications, a stream's two halves.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -183,6 +183,9 @@ pub(crate) struct SendRoom {
     failed: Mutex<Option<CallError>>,
     /// Wakes [`StreamSender::closed`] when the stream fails.
     gone: Notify,
+    /// Frames of a realtime stream dropped for want of the peer's credit, and their bytes.
+    dropped_frames: AtomicU64,
+    dropped_bytes: AtomicU64,
 }
 
 impl SendRoom {
@@ -192,7 +195,24 @@ impl SendRoom {
             pipelined: AtomicBool::new(false),
             failed: Mutex::new(None),
             gone: Notify::new(),
+            dropped_frames: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Session: a realtime frame of `len` bytes was dropped (no credit for it).
+    pub(crate) fn record_drop(&self, len: usize) {
+        self.dropped_frames.fetch_add(1, Ordering::Relaxed);
+        self.dropped_bytes
+            .fetch_add(u64::try_from(len).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// The frames dropped so far, and their bytes.
+    pub(crate) fn dropped(&self) -> (u64, u64) {
+        (
+            self.dropped_frames.load(Ordering::Relaxed),
+            self.dropped_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Session: writes on this stream may be pipelined (it is not realtime).
@@ -348,6 +368,13 @@ impl StreamSender {
             .await
             .map_err(|_| CallError::Closed("the session ended".to_owned()))?;
         Ok(len)
+    }
+
+    /// How many frames of a realtime stream this sender's [`send`](Self::send)s dropped
+    /// for want of the peer's credit (each answered 0), and their bytes: what of our half
+    /// the peer never got, unless sent again. Always `(0, 0)` on a reliable stream.
+    pub fn dropped(&self) -> (u64, u64) {
+        self.room.dropped()
     }
 
     /// Ends our half once everything sent before went: the peer reads to the end, then

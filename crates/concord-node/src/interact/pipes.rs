@@ -100,6 +100,21 @@ struct Pipe {
     abandoned: bool,
 }
 
+impl Drop for Pipe {
+    /// The stream is over: the realtime frames our side dropped are logged (a provider's
+    /// stream action, which may not count them itself, and a requester alike).
+    fn drop(&mut self) {
+        let (frames, bytes) = self.room.dropped();
+        if frames > 0 {
+            tracing::info!(
+                frames,
+                bytes,
+                "the stream is over; our realtime sender dropped frames for want of the peer's credit"
+            );
+        }
+    }
+}
+
 impl Pipe {
     /// A requester that ended its half and dropped its reader wants nothing more of the
     /// stream (whichever it did first).
@@ -306,8 +321,11 @@ impl Pipes {
                 match send(end, stream, &write.bytes[write.sent..], pipe.realtime) {
                     Ok(Some(0)) => return,
                     Ok(Some(n)) => write.sent += n,
-                    // Dropped whole: the writer hears that nothing went.
-                    Ok(None) => break,
+                    // Dropped whole: the writer hears that nothing went, and it counts.
+                    Ok(None) => {
+                        pipe.room.record_drop(write.bytes.len() - write.sent);
+                        break;
+                    }
                     Err(error) => {
                         let error = CallError::Closed(error.to_string());
                         for write in pipe.waiting.drain(..) {
@@ -440,11 +458,11 @@ pub(crate) fn reset_error(by: &str, code: ResetCode) -> CallError {
     }
 }
 
-fn fail_pipe(pipe: Pipe, error: &CallError) {
-    if let Some(incoming) = pipe.incoming {
+fn fail_pipe(mut pipe: Pipe, error: &CallError) {
+    if let Some(incoming) = pipe.incoming.take() {
         incoming.fail(error.clone());
     }
-    for write in pipe.waiting {
+    for write in pipe.waiting.drain(..) {
         if let Some(done) = write.done {
             let _ = done.send(Err(error.clone()));
         }

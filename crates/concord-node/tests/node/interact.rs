@@ -364,6 +364,79 @@ async fn a_long_running_action_outlives_its_callers_connection() {
     );
 }
 
+/// The next `count` feedback events on `feedback`, within 10 s each; their ratings.
+async fn next_ratings(feedback: &mut concord_node::Subscription, count: usize) -> Vec<u64> {
+    let mut ratings = Vec::new();
+    while ratings.len() < count {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(10), feedback.next())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {count} notifications arrived", ratings.len()));
+        match next {
+            Some(Notification::Event { data, .. }) => {
+                ratings.push(data["rating"].as_u64().unwrap())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    ratings
+}
+
+#[tokio::test]
+async fn a_notification_reported_sent_reaches_the_provider_even_when_closed_at_once() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let watcher = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::interface([weather::USER_FEEDBACK_RECEIVED]),
+        )
+        .await
+        .unwrap();
+    let mut feedback = watcher
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+    let want = Want::interface([weather::LOG_FEEDBACK]);
+    // Each caller sends one notification and closes as soon as it is told "sent", as
+    // `concord call` does.
+    let calls = 12;
+    for rating in 1..=calls {
+        let peer = requester
+            .node
+            .connect_with(server.url(), want.clone())
+            .await
+            .unwrap();
+        peer.notify(weather::LOG_FEEDBACK, json!({"rating": rating % 5 + 1}))
+            .await
+            .unwrap();
+        peer.close().await;
+    }
+    let received = next_ratings(&mut feedback, calls as usize).await;
+    assert_eq!(received.len(), calls as usize);
+
+    // A close asked for while the notification is still queued does not drop it: the
+    // notification goes first, and is reported sent.
+    let peer = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
+    let (sent, ()) = tokio::join!(
+        peer.notify(weather::LOG_FEEDBACK, json!({"rating": 3})),
+        peer.close()
+    );
+    sent.unwrap();
+    assert_eq!(next_ratings(&mut feedback, 1).await, [3]);
+    // After the close, a notification is an error, never "sent".
+    let late = peer
+        .notify(weather::LOG_FEEDBACK, json!({"rating": 3}))
+        .await
+        .unwrap_err();
+    assert!(matches!(late, CallError::Closed(_)), "{late}");
+}
+
 #[tokio::test]
 async fn a_reader_that_falls_behind_its_own_queue_is_told_with_a_gap() {
     let provider = weather_agent();
@@ -485,4 +558,60 @@ fn a_provider_cannot_promise_a_credit_it_cannot_hold() {
             && said.contains("max_receive_buffer"),
         "{said}"
     );
+}
+
+#[tokio::test]
+async fn a_realtime_sender_counts_the_frames_it_dropped() {
+    // A realtime stream whose action never reads: no credit comes back once its reader's
+    // queue is full.
+    let frame = 100usize;
+    let deaf = concord_node::StreamSpec {
+        content_type: "application/octet-stream".to_owned(),
+        output_content_type: None,
+        frame_bytes: frame as u32,
+        initial_credit: 3 * frame as u64,
+        realtime: true,
+    };
+    let provider = build(
+        Node::builder("Deaf")
+            .stream_action(
+                concord_negotiate::ActionSpec {
+                    name: "listen".to_owned(),
+                    description: "Never reads.".to_owned(),
+                    input: json!({"type": "object"}),
+                    output: json!({"type": "object"}),
+                },
+                deaf,
+                |_input: serde_json::Value, stream: concord_node::StreamIo| async move {
+                    // Held, never read (a dropped reader would take and discard everything).
+                    let concord_node::StreamIo {
+                        sender, receiver, ..
+                    } = stream;
+                    let _ = sender.closed().await;
+                    drop(receiver);
+                    Ok(json!({}))
+                },
+            )
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface(["listen"]))
+        .await
+        .unwrap();
+    let (sender, _receiver) = peer.open_stream("listen", json!({})).await.unwrap();
+    assert_eq!(sender.dropped(), (0, 0));
+    // Far more than the credit and the provider's reader queue (64 pieces) hold.
+    let mut dropped = 0u64;
+    for _ in 0..200 {
+        match sender.send(vec![7u8; frame]).await.unwrap() {
+            0 => dropped += 1,
+            went => assert_eq!(went, frame),
+        }
+    }
+    assert!(dropped > 0, "nothing was dropped");
+    assert_eq!(sender.dropped(), (dropped, dropped * frame as u64));
+    sender.abort();
 }
