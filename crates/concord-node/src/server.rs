@@ -387,7 +387,15 @@ async fn accept_session(
         state.log.refused("encryption", remote, &refusal.log);
         return refusal.into_response();
     }
-    let pending = state.admission.pending_hello();
+    let pending = match state.admission.pending_hello(ticket.key()) {
+        Ok(pending) => pending,
+        Err(refusal) => {
+            state
+                .log
+                .refused(refusal.name(), remote, &refusal.to_string());
+            return accept::refusal_response(&refusal);
+        }
+    };
     let limit = state.shared.limits.max_frame_size;
     let (upgrade, limit) = if noise {
         (
@@ -536,7 +544,7 @@ async fn run_session(
         },
         HelloWait::Shed => {
             let reason = format!(
-                "{} connections were waiting for their sourceHello; this one waited longest (hello timeout {})",
+                "{} connections were waiting for their sourceHello; this one waited longest of its address (hello timeout {})",
                 limits.max_pending_hellos,
                 human(limits.hello_timeout)
             );
