@@ -19,8 +19,8 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_calls_in_flight` | 256 per session | the provider stops reading the peer's frames until one finishes (back-pressure) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
-/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session idle longest (ready with nothing in flight, or waiting for its first proposal) once it has been idle this long; that session is closed with 1013 and a reason |
-/// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting with code 1008 and a reason |
+/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session whose peer has sent nothing for longest, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal), once that peer has been silent this long; that session is closed with 1013 and a reason |
+/// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
 /// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
 /// | `pending_hello_shed_after` | 1 s | a WebSocket waiting for its hello is never shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off); with nothing older to shed, the newcomer is answered HTTP 503 |
@@ -83,14 +83,16 @@ pub struct Limits {
     pub hello_timeout: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
-    /// When every session slot is taken, how long a session must have been idle (ready
-    /// with nothing in flight, or a provider waiting for the first proposal) before a
+    /// When every session slot is taken, how long a session's peer must have sent nothing,
+    /// with no call of the session running (ready, or a provider waiting for the first
+    /// proposal; a subscription, an observation or a stream is not a call), before a
     /// newcomer with a valid hello may take its slot (it is closed with 1013, try again
-    /// later).
+    /// later). The session whose peer was silent longest goes first.
     pub idle_shed_after: Duration,
     /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
     /// `max_sessions` (a session counts there once its hello is answered). When it is full,
-    /// a new one closes the oldest waiting (code 1008, with a reason).
+    /// a new one closes the oldest waiting of the address holding the most (code 1008,
+    /// with a reason): see `max_pending_hellos_per_address`.
     pub max_pending_hellos: usize,
     /// Most sessions from one client address at once, waiting for their hello or
     /// established. A client address is an IPv4 address or an IPv6 /64 prefix.

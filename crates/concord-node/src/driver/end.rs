@@ -38,6 +38,10 @@ impl<T: Transport> Driver<T> {
                 "the node is shutting down".to_owned(),
             )),
             Cause::Idle(limit) => Some((close_code::NORMAL, format!("idle for {}", human(*limit)))),
+            Cause::Unresponsive(limit) => Some((
+                close_code::POLICY,
+                format!("no answer to a ping within {}", human(*limit)),
+            )),
             Cause::Shed => Some((close_code::TRY_AGAIN_LATER, SHED_REASON.to_owned())),
             Cause::Local(reason) | Cause::Verification(reason) => {
                 Some((close_code::NORMAL, reason.clone()))
@@ -59,6 +63,7 @@ impl<T: Transport> Driver<T> {
             Cause::Session(CloseReason::Local { .. })
                 | Cause::PeerClosed { .. }
                 | Cause::Idle(_)
+                | Cause::Unresponsive(_)
                 | Cause::Shed
                 | Cause::Shutdown
                 | Cause::Local(_)
@@ -102,6 +107,9 @@ impl<T: Transport> Driver<T> {
             Cause::Binding(reason) => format!("the peer broke the WebSocket binding: {reason}"),
             Cause::Shutdown => "the node is shutting down".to_owned(),
             Cause::Idle(limit) => format!("idle for {}", human(*limit)),
+            Cause::Unresponsive(limit) => {
+                format!("the peer sent nothing within {} of our ping", human(*limit))
+            }
             Cause::Shed => SHED_REASON.to_owned(),
             Cause::Local(reason) => reason.clone(),
             Cause::Verification(reason) => {

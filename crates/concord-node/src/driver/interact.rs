@@ -50,6 +50,7 @@ impl<T: Transport> Driver<T> {
                 &self.peer,
                 limits.interaction.clone(),
                 limits.streams,
+                limits.stream_idle_timeout,
             ))),
             RoleState::Requester(_) => Interact::Consumer(Box::new(ConsumerState::new(
                 code,
@@ -70,7 +71,10 @@ impl<T: Transport> Driver<T> {
         let now = Instant::now();
         match &mut self.interact {
             Some(Interact::Provider(state)) => {
-                state.handle_frame(now, bytes, &self.shared.actions, &self.work_tx);
+                let shed = self.shed.as_ref();
+                state.handle_frame(now, bytes, &self.shared.actions, &self.work_tx, || {
+                    shed.map_or(Ok(()), |registration| registration.try_hold(now))
+                });
             }
             Some(Interact::Consumer(state)) => state.handle_frame(now, bytes),
             None => {}
@@ -135,6 +139,23 @@ impl<T: Transport> Driver<T> {
                 tracing::warn!(%error, "cannot send an interaction frame");
                 return;
             }
+        }
+    }
+
+    /// Provider: gives the session's place among the holders back once it holds nothing.
+    pub(super) fn release_hold(&mut self) {
+        if let (Some(Interact::Provider(state)), Some(shed)) = (&mut self.interact, &self.shed) {
+            if state.stopped_holding() {
+                shed.release_hold();
+            }
+        }
+    }
+
+    /// Request-reply and notify calls of the interaction layer running now.
+    pub(super) fn interact_calls(&self) -> usize {
+        match &self.interact {
+            Some(Interact::Provider(state)) => state.in_flight,
+            _ => 0,
         }
     }
 
