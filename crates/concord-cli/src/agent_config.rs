@@ -1548,6 +1548,36 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn pinned_slot_limits_can_be_set_and_are_refused_by_key_at_zero() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_pending_hellos_per_address = 4\n\
+             pending_hello_shed_after = \"500ms\"\nmax_holding_sessions = 32\n\
+             max_holding_sessions_per_address = 2\nping_interval = \"15s\"\n\
+             pong_timeout = \"5s\"\nstream_idle_timeout = \"2m\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.max_pending_hellos_per_address, 4);
+        assert_eq!(limits.pending_hello_shed_after, Duration::from_millis(500));
+        assert_eq!(limits.max_holding_sessions, 32);
+        assert_eq!(limits.max_holding_sessions_per_address, 2);
+        assert_eq!(limits.ping_interval, Duration::from_secs(15));
+        assert_eq!(limits.pong_timeout, Duration::from_secs(5));
+        assert_eq!(limits.stream_idle_timeout, Duration::from_secs(120));
+        for key in [
+            "max_holding_sessions_per_address = 0",
+            "pong_timeout = \"0s\"",
+        ] {
+            let text = format!("{MINIMAL}\n[limits]\n{key}\n");
+            let error = load(&text, &[]).unwrap_err();
+            let name = key.split(' ').next().unwrap_or_default();
+            assert!(
+                error.contains(&format!("limits.{name}: must be greater than zero")),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn interaction_and_stream_limits_can_be_set() {
         let text = format!(
             "{MINIMAL}\n[limits.interaction]\nmax_message_size = 2048\nmax_depth = 8\n\

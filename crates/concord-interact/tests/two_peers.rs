@@ -1473,7 +1473,9 @@ fn the_holding_gate_is_asked_before_a_first_hold_only_and_its_problem_answers() 
                 if allow {
                     Ok(())
                 } else {
-                    Err(Problem::of(ProblemType::LimitReached, "no room").with_status(503))
+                    Err(Box::new(
+                        Problem::of(ProblemType::LimitReached, "no room").with_status(503),
+                    ))
                 }
             },
         );

@@ -171,7 +171,7 @@ impl Registration {
     /// address holds its share (`max_holding_sessions_per_address`); when the node-wide
     /// budget (`max_holding_sessions`) is full, the holding session whose peer was silent
     /// longest (at least `idle_shed_after`) is shed and its place taken, else 503.
-    pub(crate) fn try_hold(&self, now: Instant) -> Result<(), Problem> {
+    pub(crate) fn try_hold(&self, now: Instant) -> Result<(), Box<Problem>> {
         let registry = &self.registry;
         let sessions = registry.lock();
         if self.activity.holding.load(Ordering::Relaxed) {
@@ -226,8 +226,8 @@ impl Registration {
 }
 
 /// The problem answering a request the holders' budget refuses.
-fn hold_refused(status: u16, detail: String) -> Problem {
-    Problem::of(concord_interact::ProblemType::LimitReached, detail).with_status(status)
+fn hold_refused(status: u16, detail: String) -> Box<Problem> {
+    Box::new(Problem::of(concord_interact::ProblemType::LimitReached, detail).with_status(status))
 }
 
 impl Drop for Registration {

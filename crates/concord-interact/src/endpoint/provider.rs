@@ -213,14 +213,14 @@ impl ProviderEndpoint {
     where
         T: std::ops::DerefMut<Target = Thing>,
         F: FnOnce() -> T,
-        G: FnOnce() -> Result<(), Problem>,
+        G: FnOnce() -> Result<(), Box<Problem>>,
     {
         let mut used = false;
         match decode_frame(bytes, &self.limits) {
             Ok(Frame::Message(message)) => {
                 if !self.holds() && self.would_hold(&message) {
                     if let Err(problem) = hold() {
-                        self.send(message.response().with_error(problem));
+                        self.send(message.response().with_error(*problem));
                         self.drain_stream_events();
                         return false;
                     }

@@ -98,7 +98,7 @@ impl ProviderInteract {
         bytes: &[u8],
         actions: &Actions,
         work: &mpsc::UnboundedSender<Box<Work>>,
-        hold: impl FnOnce() -> Result<(), Problem>,
+        hold: impl FnOnce() -> Result<(), Box<Problem>>,
     ) {
         // Decoded outside the node-wide lock; only a message that needs the Thing takes it.
         let affordances = &self.affordances;
