@@ -112,17 +112,18 @@ impl IdleSessions {
     /// newcomers never shed the same session.
     pub(crate) fn shed_longest_idle(&self, at_least: Duration, now: Instant) -> bool {
         let sessions = self.lock();
-        self.shed_among(&sessions, at_least, now, |_| true)
+        self.shed_among(&sessions, at_least, now, StopSignal::Shed, |_| true)
             .is_some()
     }
 
-    /// Sheds the session idle longest (at least `at_least`) among those `eligible` picks;
-    /// returns it.
+    /// Sheds the session idle longest (at least `at_least`) among those `eligible` picks,
+    /// telling it `why`; returns it.
     fn shed_among(
         &self,
         sessions: &[Arc<Activity>],
         at_least: Duration,
         now: Instant,
+        why: StopSignal,
         eligible: impl Fn(&Activity) -> bool,
     ) -> Option<Arc<Activity>> {
         let latest = self.millis(now).saturating_sub(millis(at_least));
@@ -141,7 +142,7 @@ impl IdleSessions {
         {
             return None;
         }
-        StopSignal::send(&activity.stop, StopSignal::Shed);
+        StopSignal::send(&activity.stop, why);
         Some(Arc::clone(activity))
     }
 
@@ -197,9 +198,15 @@ impl Registration {
         }
         if all >= registry.max_holding {
             let me = &self.activity;
-            let shed = registry.shed_among(&sessions, registry.shed_after, now, |activity| {
-                activity.holding.load(Ordering::Relaxed) && !std::ptr::eq(activity, &**me)
-            });
+            let shed = registry.shed_among(
+                &sessions,
+                registry.shed_after,
+                now,
+                StopSignal::ShedHolder,
+                |activity| {
+                    activity.holding.load(Ordering::Relaxed) && !std::ptr::eq(activity, &**me)
+                },
+            );
             let Some(shed) = shed else {
                 return Err(hold_refused(
                     503,

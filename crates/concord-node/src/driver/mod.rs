@@ -137,8 +137,9 @@ pub(crate) enum Cause {
     Idle(Duration),
     /// The peer sent nothing, not even a pong, within this after our ping.
     Unresponsive(Duration),
-    /// The node was full and gave this session's slot, idle longest, to a newcomer.
-    Shed,
+    /// The node was full and gave this session's slot, silent longest, to a newcomer
+    /// (`holder`: its place in the holders' budget, to a new holder).
+    Shed { holder: bool },
     /// Our application ended it (with a reason for the peer).
     Local(String),
     /// Requester: the peer's code fails the agreed test cases and was not fixed.
@@ -756,7 +757,8 @@ async fn stop_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> C
         .await
         .map(|signal| *signal);
     match signal {
-        Ok(StopSignal::Shed) => Cause::Shed,
+        Ok(StopSignal::Shed) => Cause::Shed { holder: false },
+        Ok(StopSignal::ShedHolder) => Cause::Shed { holder: true },
         Ok(_) => Cause::Shutdown,
         // The server is gone without saying stop: keep serving this session.
         Err(_) => std::future::pending().await,
@@ -773,6 +775,8 @@ pub(crate) enum StopSignal {
     Shutdown,
     /// The node is full and gives this idle session's slot to a newcomer.
     Shed,
+    /// The holders' budget is full and gives this session's place to a new holder.
+    ShedHolder,
 }
 
 impl StopSignal {

@@ -657,7 +657,7 @@ fn connect_error(cause: &Cause, description: &str) -> ConnectError {
         Cause::Binding(reason) => ConnectError::Binding(reason.clone()),
         Cause::Idle(_) | Cause::Unresponsive(_) => ConnectError::Timeout(description.to_owned()),
         Cause::Verification(reason) => ConnectError::Verification(reason.clone()),
-        Cause::Shutdown | Cause::Shed | Cause::Local(_) => {
+        Cause::Shutdown | Cause::Shed { .. } | Cause::Local(_) => {
             ConnectError::Local(description.to_owned())
         }
     }

@@ -352,6 +352,10 @@ async fn a_full_holders_budget_sheds_the_holder_silent_longest_for_a_new_subscri
     peer.subscribe(weather::USER_FEEDBACK_RECEIVED, None)
         .await
         .unwrap();
-    let (code, reason) = closed_with(&mut older).await;
-    assert_eq!(code, 1013, "{reason}");
+    assert_closed_with(
+        &mut older,
+        1013,
+        "the node holds as many subscriptions and streams as it serves and yours was silent longest; resume later",
+    )
+    .await;
 }
