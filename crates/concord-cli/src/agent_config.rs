@@ -505,6 +505,13 @@ struct LimitsSection {
     idle_shed_after: Option<Humane>,
     max_pending_hellos: Option<usize>,
     max_sessions_per_address: Option<usize>,
+    max_pending_hellos_per_address: Option<usize>,
+    pending_hello_shed_after: Option<Humane>,
+    max_holding_sessions: Option<usize>,
+    max_holding_sessions_per_address: Option<usize>,
+    ping_interval: Option<Humane>,
+    pong_timeout: Option<Humane>,
+    stream_idle_timeout: Option<Humane>,
     max_connections: Option<usize>,
     max_connections_per_address: Option<usize>,
     connection_rate_per_address: Option<u32>,
@@ -1346,6 +1353,13 @@ impl LimitsSection {
             idle_shed_after,
             max_pending_hellos,
             max_sessions_per_address,
+            max_pending_hellos_per_address,
+            pending_hello_shed_after,
+            max_holding_sessions,
+            max_holding_sessions_per_address,
+            ping_interval,
+            pong_timeout,
+            stream_idle_timeout,
             max_connections,
             max_connections_per_address,
             connection_rate_per_address,
@@ -1587,6 +1601,36 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             error("max_backend_calls = 2\nmax_backend_calls_per_address = 3"),
             "limits.max_backend_calls_per_address: must be at most max_backend_calls (2), not 3"
         );
+    }
+
+    #[test]
+    fn pinned_slot_limits_can_be_set_and_are_refused_by_key_at_zero() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_pending_hellos_per_address = 4\n\
+             pending_hello_shed_after = \"500ms\"\nmax_holding_sessions = 32\n\
+             max_holding_sessions_per_address = 2\nping_interval = \"15s\"\n\
+             pong_timeout = \"5s\"\nstream_idle_timeout = \"2m\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.max_pending_hellos_per_address, 4);
+        assert_eq!(limits.pending_hello_shed_after, Duration::from_millis(500));
+        assert_eq!(limits.max_holding_sessions, 32);
+        assert_eq!(limits.max_holding_sessions_per_address, 2);
+        assert_eq!(limits.ping_interval, Duration::from_secs(15));
+        assert_eq!(limits.pong_timeout, Duration::from_secs(5));
+        assert_eq!(limits.stream_idle_timeout, Duration::from_secs(120));
+        for key in [
+            "max_holding_sessions_per_address = 0",
+            "pong_timeout = \"0s\"",
+        ] {
+            let text = format!("{MINIMAL}\n[limits]\n{key}\n");
+            let error = load(&text, &[]).unwrap_err();
+            let name = key.split(' ').next().unwrap_or_default();
+            assert!(
+                error.contains(&format!("limits.{name}: must be greater than zero")),
+                "{error}"
+            );
+        }
     }
 
     #[test]

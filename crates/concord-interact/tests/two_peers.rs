@@ -1541,3 +1541,72 @@ fn actions_count_per_address_and_per_identity_with_a_reserve_for_callers_holding
     assert_eq!(invoke(&mut thing, "2001:db8:1::/64".into()), Some(503));
     assert_eq!(thing.unfinished_actions(), 6);
 }
+
+/// The node's gate on holding: asked only when a request would make a session that holds
+/// nothing hold something (a subscription, an observation, a stream), and its problem
+/// answers that request.
+#[test]
+fn the_holding_gate_is_asked_before_a_first_hold_only_and_its_problem_answers() {
+    let mut net = Net::standard();
+    let s = net.connect();
+    let now = net.now;
+    let mut asked = 0;
+    let send = |net: &mut Net, message: Value, allow: bool, asked: &mut usize| {
+        let bytes = message.to_string().into_bytes();
+        let Net {
+            sessions, thing, ..
+        } = net;
+        sessions[s].provider.handle_frame_gated(
+            now,
+            &bytes,
+            || &mut *thing,
+            || {
+                *asked += 1;
+                if allow {
+                    Ok(())
+                } else {
+                    Err(Box::new(
+                        Problem::of(ProblemType::LimitReached, "no room").with_status(503),
+                    ))
+                }
+            },
+        );
+        net.pump(s);
+        net.sent_messages(s)
+    };
+    // A read and a reply-mode call hold nothing: the gate is not asked.
+    let read = json!({"messageType": "request", "operation": "readproperty", "name": "level", "correlationID": "r"});
+    send(&mut net, read, false, &mut asked);
+    assert_eq!(asked, 0);
+    // Refused: the gate's problem answers, nothing is held.
+    let observe = json!({"messageType": "request", "operation": "observeproperty", "name": "level", "correlationID": "o"});
+    let answers = send(&mut net, observe.clone(), false, &mut asked);
+    assert_eq!(asked, 1);
+    assert_eq!(
+        answers[0].error.as_ref().unwrap().status,
+        Some(503),
+        "{answers:?}"
+    );
+    assert!(!net.p(s).holds());
+    let stream = json!({"messageType": "request", "operation": "invokeaction", "name": "talk", "correlationID": "t", "streamID": 2, "input": {}});
+    let answers = send(&mut net, stream, false, &mut asked);
+    assert_eq!(asked, 2);
+    assert_eq!(
+        answers[0].error.as_ref().unwrap().status,
+        Some(503),
+        "{answers:?}"
+    );
+    assert!(!net.p(s).holds());
+    // Allowed: held; a second hold while holding does not ask again.
+    send(&mut net, observe, true, &mut asked);
+    assert_eq!(asked, 3);
+    assert!(net.p(s).holds());
+    let subscribe = json!({"messageType": "request", "operation": "subscribeevent", "name": "alarm", "correlationID": "e"});
+    send(&mut net, subscribe, false, &mut asked);
+    assert_eq!(asked, 3);
+    let unobserve = json!({"messageType": "request", "operation": "unobserveproperty", "name": "level", "correlationID": "u"});
+    send(&mut net, unobserve, false, &mut asked);
+    let unsubscribe = json!({"messageType": "request", "operation": "unsubscribeevent", "name": "alarm", "correlationID": "v"});
+    send(&mut net, unsubscribe, false, &mut asked);
+    assert!(!net.p(s).holds(), "nothing held any more");
+}

@@ -1,6 +1,8 @@
 //! Who gets in: TCP connections at once (all and per client address), new connections per
 //! address per second (a token bucket), sessions per address, and the WebSockets waiting
-//! for their hello (a budget of their own whose oldest member is shed for a newcomer).
+//! for their hello (a budget of their own, with a share per address: when it is full, a
+//! newcomer sheds the oldest waiting of the address holding the most, never one from
+//! another address younger than a floor).
 //! Every count is held by a guard that gives it back when dropped; per-address entries
 //! go when nothing holds them and their bucket is full again, so the table stays bounded.
 
@@ -69,16 +71,21 @@ pub(crate) enum Refusal {
     Addresses,
     #[error("this node serves at most {limit} sessions at once from one address; close one or try again later")]
     SessionsPerAddress { limit: usize },
+    #[error("this node holds at most {limit} connections waiting for their sourceHello from one address; say hello on those or try again later")]
+    PendingHellosPerAddress { limit: usize },
+    #[error("this node holds at most {limit} connections waiting for their sourceHello, all of them new; try again later")]
+    PendingHellos { limit: usize },
 }
 
 impl Refusal {
     /// 429 when the client itself is over its share, 503 when the node is full.
     pub(crate) fn status(&self) -> u16 {
         match self {
-            Self::Connections { .. } | Self::Addresses => 503,
+            Self::Connections { .. } | Self::Addresses | Self::PendingHellos { .. } => 503,
             Self::ConnectionsPerAddress { .. }
             | Self::Rate { .. }
-            | Self::SessionsPerAddress { .. } => 429,
+            | Self::SessionsPerAddress { .. }
+            | Self::PendingHellosPerAddress { .. } => 429,
         }
     }
 
@@ -95,6 +102,8 @@ impl Refusal {
             Self::Rate { .. } => "connection_rate_per_address",
             Self::Addresses => "client_addresses",
             Self::SessionsPerAddress { .. } => "max_sessions_per_address",
+            Self::PendingHellosPerAddress { .. } => "max_pending_hellos_per_address",
+            Self::PendingHellos { .. } => "max_pending_hellos",
         }
     }
 }
@@ -122,13 +131,70 @@ impl Entry {
     }
 }
 
+/// One WebSocket waiting for its hello: whose, since when, and how to tell it to go.
+#[derive(Debug)]
+struct Waiting {
+    key: ClientKey,
+    since: Instant,
+    tell: oneshot::Sender<()>,
+}
+
 #[derive(Debug, Default)]
 struct Table {
     connections: usize,
     clients: HashMap<ClientKey, Entry>,
     last_sweep: Option<Instant>,
-    pending: BTreeMap<u64, oneshot::Sender<()>>,
+    /// The WebSockets waiting for their hello, oldest first.
+    pending: BTreeMap<u64, Waiting>,
+    /// How many of them each address holds (no entry for none).
+    pending_per_address: HashMap<ClientKey, usize>,
     next_pending: u64,
+}
+
+impl Table {
+    /// The oldest waiting of `key`'s address, younger than `latest` or not.
+    fn oldest_of(&self, key: ClientKey) -> Option<(u64, Instant)> {
+        self.pending
+            .iter()
+            .find(|(_, waiting)| waiting.key == key)
+            .map(|(id, waiting)| (*id, waiting.since))
+    }
+
+    /// The address holding the most waiting WebSockets, other than `except` (ties: the
+    /// one whose oldest waited longest), with how many it holds.
+    fn heaviest_other(&self, except: ClientKey) -> Option<(ClientKey, usize)> {
+        let most = self
+            .pending_per_address
+            .iter()
+            .filter(|(key, _)| **key != except)
+            .map(|(_, count)| *count)
+            .max()?;
+        // Oldest first: the first of the heaviest addresses met is the one that waited longest.
+        self.pending
+            .values()
+            .find(|waiting| {
+                waiting.key != except && self.pending_per_address.get(&waiting.key) == Some(&most)
+            })
+            .map(|waiting| (waiting.key, most))
+    }
+
+    /// Tells the waiting WebSocket `id` to go and forgets it.
+    fn shed(&mut self, id: u64) {
+        if let Some(waiting) = self.pending.remove(&id) {
+            self.forget_pending(waiting.key);
+            // A waiter already gone is simply dropped.
+            let _ = waiting.tell.send(());
+        }
+    }
+
+    fn forget_pending(&mut self, key: ClientKey) {
+        if let Some(count) = self.pending_per_address.get_mut(&key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.pending_per_address.remove(&key);
+            }
+        }
+    }
 }
 
 /// The admission state of one server.
@@ -138,6 +204,8 @@ pub(crate) struct Admission {
     max_connections_per_address: usize,
     max_sessions_per_address: usize,
     max_pending_hellos: usize,
+    max_pending_hellos_per_address: usize,
+    pending_hello_shed_after: Duration,
     rate: f64,
     burst: f64,
     rate_limit: (u32, u32),
@@ -157,6 +225,8 @@ impl Admission {
             max_connections_per_address: limits.max_connections_per_address,
             max_sessions_per_address: limits.max_sessions_per_address,
             max_pending_hellos: limits.max_pending_hellos,
+            max_pending_hellos_per_address: limits.max_pending_hellos_per_address,
+            pending_hello_shed_after: limits.pending_hello_shed_after,
             rate: f64::from(limits.connection_rate_per_address),
             burst: f64::from(limits.connection_burst_per_address),
             rate_limit: (
@@ -245,28 +315,63 @@ impl Admission {
         })
     }
 
-    /// Enters a WebSocket into the budget of those waiting for their hello. When the budget
-    /// is full, the oldest waiting is told to go (its [`PendingHello::shed`] resolves).
-    pub(crate) fn pending_hello(self: &Arc<Self>) -> PendingHello {
-        let (tell, shed) = oneshot::channel();
+    /// Enters a WebSocket from `key`'s address into the budget of those waiting for their
+    /// hello, or refuses it: 429 when its address holds its share
+    /// (`max_pending_hellos_per_address`), 503 when the budget is full of WebSockets from
+    /// other addresses that have not waited `pending_hello_shed_after` yet. When the
+    /// budget is full, the oldest waiting of the address holding the most is told to go
+    /// (its [`PendingHello::shed`] resolves): the newcomer's own, when its address holds
+    /// at least as many as any other, else another address's that waited at least the
+    /// floor. An address reconnecting in a loop thus sheds its own, not another's caller
+    /// in the middle of its handshake.
+    pub(crate) fn pending_hello(self: &Arc<Self>, key: ClientKey) -> Result<PendingHello, Refusal> {
+        let now = Instant::now();
         let mut table = self.table();
-        while table.pending.len() >= self.max_pending_hellos {
-            match table.pending.pop_first() {
-                // A waiter already gone is simply dropped.
-                Some((_, oldest)) => {
-                    let _ = oldest.send(());
-                }
-                None => break,
-            }
+        let own = table.pending_per_address.get(&key).copied().unwrap_or(0);
+        if own >= self.max_pending_hellos_per_address {
+            return Err(Refusal::PendingHellosPerAddress {
+                limit: self.max_pending_hellos_per_address,
+            });
         }
+        while table.pending.len() >= self.max_pending_hellos {
+            let own = table.pending_per_address.get(&key).copied().unwrap_or(0);
+            let other = table
+                .heaviest_other(key)
+                .filter(|(_, count)| *count > own)
+                .and_then(|(heaviest, _)| table.oldest_of(heaviest))
+                .filter(|(_, since)| {
+                    now.saturating_duration_since(*since) >= self.pending_hello_shed_after
+                });
+            let victim = match other {
+                Some((id, _)) => id,
+                None => match table.oldest_of(key) {
+                    Some((id, _)) => id,
+                    None => {
+                        return Err(Refusal::PendingHellos {
+                            limit: self.max_pending_hellos,
+                        })
+                    }
+                },
+            };
+            table.shed(victim);
+        }
+        let (tell, shed) = oneshot::channel();
         let id = table.next_pending;
         table.next_pending += 1;
-        table.pending.insert(id, tell);
-        PendingHello {
+        table.pending.insert(
+            id,
+            Waiting {
+                key,
+                since: now,
+                tell,
+            },
+        );
+        *table.pending_per_address.entry(key).or_insert(0) += 1;
+        Ok(PendingHello {
             admission: Arc::clone(self),
             id,
             shed,
-        }
+        })
     }
 
     /// WebSockets waiting for their hello now.
@@ -358,7 +463,10 @@ impl PendingHello {
 
 impl Drop for PendingHello {
     fn drop(&mut self) {
-        self.admission.table().pending.remove(&self.id);
+        let mut table = self.admission.table();
+        if let Some(waiting) = table.pending.remove(&self.id) {
+            table.forget_pending(waiting.key);
+        }
     }
 }
 
@@ -473,10 +581,11 @@ mod tests {
     #[tokio::test]
     async fn a_full_pending_budget_sheds_its_oldest() {
         let admission = Admission::new(&limits());
-        let mut first = admission.pending_hello();
-        let mut second = admission.pending_hello();
+        let key = ClientKey::of(at("192.0.2.1").ip());
+        let mut first = admission.pending_hello(key).unwrap();
+        let mut second = admission.pending_hello(key).unwrap();
         assert_eq!(admission.pending(), 2);
-        let _third = admission.pending_hello();
+        let _third = admission.pending_hello(key).unwrap();
         assert_eq!(admission.pending(), 2);
         tokio::time::timeout(Duration::from_secs(1), first.shed())
             .await
@@ -490,5 +599,53 @@ mod tests {
         drop(first);
         drop(second);
         assert_eq!(admission.pending(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_full_pending_budget_sheds_from_the_address_holding_most_and_not_the_young() {
+        let admission = Admission::new(&Limits {
+            max_pending_hellos: 4,
+            max_pending_hellos_per_address: 3,
+            pending_hello_shed_after: Duration::from_millis(200),
+            ..limits()
+        });
+        let (attacker, caller, third) = (
+            ClientKey::of(at("192.0.2.1").ip()),
+            ClientKey::of(at("192.0.2.2").ip()),
+            ClientKey::of(at("192.0.2.3").ip()),
+        );
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(admission.pending_hello(attacker).unwrap());
+        }
+        // Its share is taken: a fourth from the same address is refused, 429.
+        let refused = admission.pending_hello(attacker).unwrap_err();
+        assert_eq!(refused, Refusal::PendingHellosPerAddress { limit: 3 });
+        assert_eq!(refused.status(), 429);
+        let mut caller_waiting = admission.pending_hello(caller).unwrap();
+        assert_eq!(admission.pending(), 4);
+        // Full, and the attacker's are younger than the floor: nobody is shed, 503.
+        let refused = admission.pending_hello(third).unwrap_err();
+        assert_eq!(refused, Refusal::PendingHellos { limit: 4 });
+        assert_eq!(refused.status(), 503);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        // Past the floor: the newcomer sheds the attacker's oldest, not the caller.
+        let _third = admission.pending_hello(third).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), held[0].shed())
+            .await
+            .expect("the oldest of the heaviest address is shed");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), caller_waiting.shed())
+                .await
+                .is_err(),
+            "the caller stays"
+        );
+        assert_eq!(admission.pending(), 4);
+        drop(held);
+        assert_eq!(admission.pending(), 2);
+        assert!(!admission
+            .table()
+            .pending_per_address
+            .contains_key(&attacker));
     }
 }

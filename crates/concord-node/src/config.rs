@@ -22,9 +22,16 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
-/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session idle longest (ready with nothing in flight, or waiting for its first proposal) once it has been idle this long; that session is closed with 1013 and a reason |
-/// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting with code 1008 and a reason |
+/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session whose peer has sent nothing for longest, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal), once that peer has been silent this long; that session is closed with 1013 and a reason |
+/// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
+/// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
+/// | `pending_hello_shed_after` | 1 s | a WebSocket waiting for its hello is never shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off); with nothing older to shed, the newcomer is answered HTTP 503 |
+/// | `max_holding_sessions` | 128 | sessions holding a subscription, an observation or a stream at once: the next `subscribeevent`, `subscribeallevents`, `observeproperty` or stream `invokeaction` sheds the holding session whose peer was silent longest (at least `idle_shed_after`), else is answered with a 503 problem; the session goes on |
+/// | `max_holding_sessions_per_address` | 8 | such sessions from one client address: the next such request is answered with a 429 problem; the session goes on |
+/// | `ping_interval` | 30 s | an established session whose peer sent nothing (not even a pong) for this long is sent a WebSocket ping |
+/// | `pong_timeout` | 10 s | a peer that sends nothing within this after a ping is closed with 1008 and a reason |
+/// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle) |
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
@@ -92,18 +99,46 @@ pub struct Limits {
     pub hello_timeout: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
-    /// When every session slot is taken, how long a session must have been idle (ready
-    /// with nothing in flight, or a provider waiting for the first proposal) before a
+    /// When every session slot is taken, how long a session's peer must have sent nothing,
+    /// with no call of the session running (ready, or a provider waiting for the first
+    /// proposal; a subscription, an observation or a stream is not a call), before a
     /// newcomer with a valid hello may take its slot (it is closed with 1013, try again
-    /// later).
+    /// later). The session whose peer was silent longest goes first.
     pub idle_shed_after: Duration,
     /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
     /// `max_sessions` (a session counts there once its hello is answered). When it is full,
-    /// a new one closes the oldest waiting (code 1008, with a reason).
+    /// a new one closes the oldest waiting of the address holding the most (code 1008,
+    /// with a reason): see `max_pending_hellos_per_address`.
     pub max_pending_hellos: usize,
     /// Most sessions from one client address at once, waiting for their hello or
     /// established. A client address is an IPv4 address or an IPv6 /64 prefix.
     pub max_sessions_per_address: usize,
+    /// Most WebSockets waiting for their hello from one client address, within
+    /// `max_pending_hellos`: one more is refused (HTTP 429) before any upgrade. When the
+    /// whole budget is full, a newcomer sheds the oldest waiting of the address holding the
+    /// most (its own, if that is the one), never one from another address younger than
+    /// `pending_hello_shed_after`.
+    pub max_pending_hellos_per_address: usize,
+    /// How long a WebSocket waits for its hello before a newcomer from another address may
+    /// shed it (when the budget is full and nothing older is there, the newcomer gets
+    /// HTTP 503): a caller in its upgrade and Noise handshake is not cut off.
+    pub pending_hello_shed_after: Duration,
+    /// Most sessions holding a subscription, an observation or a stream at once. Such a
+    /// session may be shed for a newcomer when the node is full, like an idle one: the
+    /// one whose peer was silent longest (a subscriber resumes from its last event id).
+    pub max_holding_sessions: usize,
+    /// Most sessions holding a subscription, an observation or a stream from one client
+    /// address at once.
+    pub max_holding_sessions_per_address: usize,
+    /// How long an established session's peer may send nothing (not even a pong) before
+    /// it is sent a WebSocket ping.
+    pub ping_interval: Duration,
+    /// How long a pinged peer has to send something (a pong will do) before its session
+    /// is closed (1008, with a reason).
+    pub pong_timeout: Duration,
+    /// How long a stream may carry no byte either way (data, credit, end) before it is
+    /// reset with code 408.
+    pub stream_idle_timeout: Duration,
     /// Most TCP connections the provider holds at once, in any state (HTTP, waiting for a
     /// hello, established).
     pub max_connections: usize,
@@ -190,6 +225,13 @@ impl Default for Limits {
             idle_shed_after: Duration::from_secs(1),
             max_pending_hellos: 64,
             max_sessions_per_address: 64,
+            max_pending_hellos_per_address: 16,
+            pending_hello_shed_after: Duration::from_secs(1),
+            max_holding_sessions: 128,
+            max_holding_sessions_per_address: 8,
+            ping_interval: Duration::from_secs(30),
+            pong_timeout: Duration::from_secs(10),
+            stream_idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
             max_connections_per_address: 256,
             connection_rate_per_address: 64,
@@ -288,6 +330,22 @@ impl Limits {
                 "max_sessions_per_address",
                 self.max_sessions_per_address == 0,
             ),
+            (
+                "max_pending_hellos_per_address",
+                self.max_pending_hellos_per_address == 0,
+            ),
+            (
+                "pending_hello_shed_after",
+                self.pending_hello_shed_after.is_zero(),
+            ),
+            ("max_holding_sessions", self.max_holding_sessions == 0),
+            (
+                "max_holding_sessions_per_address",
+                self.max_holding_sessions_per_address == 0,
+            ),
+            ("ping_interval", self.ping_interval.is_zero()),
+            ("pong_timeout", self.pong_timeout.is_zero()),
+            ("stream_idle_timeout", self.stream_idle_timeout.is_zero()),
             ("max_connections", self.max_connections == 0),
             (
                 "max_connections_per_address",

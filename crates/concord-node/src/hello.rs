@@ -54,7 +54,7 @@ pub(crate) async fn read(
     bounds: &HelloLimits,
 ) -> Result<(Hello, String), HelloFailure> {
     let name = kind.name();
-    let message = match tokio::time::timeout(limit, transport.recv()).await {
+    let message = match tokio::time::timeout(limit, crate::transport::recv_data(transport)).await {
         Err(_) => return Err(HelloFailure::Timeout(name, limit)),
         Ok(None) => {
             return Err(HelloFailure::PeerClosed {
@@ -70,7 +70,8 @@ pub(crate) async fn read(
     };
     let text = match message {
         Incoming::Text(text) => text,
-        Incoming::Binary(_) => return Err(HelloFailure::Binary(name)),
+        // `recv_data` passes over pongs: what is not text is binary.
+        Incoming::Binary(_) | Incoming::Pong => return Err(HelloFailure::Binary(name)),
         Incoming::Close(frame) => {
             let (code, reason) = frame.map_or((None, String::new()), |(c, r)| (Some(c), r));
             return Err(HelloFailure::PeerClosed { code, reason });

@@ -20,7 +20,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::admission::accept::{self, Accepting, Ticket};
-use crate::admission::{Admission, PendingHello, RefusalLog, SessionGuard};
+use crate::admission::{Admission, ClientKey, PendingHello, RefusalLog, SessionGuard};
 use crate::code::{self, LocalSide};
 use crate::config::human;
 use crate::describe::{self, Description, DESCRIPTION_PATH, ENDPOINT_PATH, TD_MEDIA_TYPE};
@@ -243,13 +243,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let (stop, stopped) = watch::channel(false);
     let (close, closing) = watch::channel(false);
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
+    let idle = IdleSessions::new(&shared.limits);
     let state = Arc::new(ServerState {
         shared,
         description: Description::new(base_url.clone()),
         sessions: Arc::clone(&sessions),
         admission: Arc::clone(&admission),
         log: Arc::clone(&log),
-        idle: IdleSessions::new(),
+        idle,
         stop: stopped.clone(),
         close: closing,
         endpoint: upgrade::Endpoint::of(&base_url),
@@ -387,7 +388,15 @@ async fn accept_session(
         state.log.refused("encryption", remote, &refusal.log);
         return refusal.into_response();
     }
-    let pending = state.admission.pending_hello();
+    let pending = match state.admission.pending_hello(ticket.key()) {
+        Ok(pending) => pending,
+        Err(refusal) => {
+            state
+                .log
+                .refused(refusal.name(), remote, &refusal.to_string());
+            return accept::refusal_response(&refusal);
+        }
+    };
     let limit = state.shared.limits.max_frame_size;
     let (upgrade, limit) = if noise {
         (
@@ -444,7 +453,8 @@ enum HelloWait {
 const SHED_WAIT: Duration = Duration::from_secs(2);
 
 /// A session slot for a peer whose hello is valid: a free one, else the slot of the
-/// session idle longest (idle at least `idle_shed_after`), which is told to close.
+/// session whose peer was silent longest (at least `idle_shed_after`) with no call running,
+/// which is told to close.
 async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
     if let Ok(permit) = Arc::clone(&state.sessions).try_acquire_owned() {
         return Some(permit);
@@ -453,7 +463,7 @@ async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
     if !state.idle.shed_longest_idle(after, Instant::now()) {
         return None;
     }
-    tracing::info!("the node is full: shed the session idle longest for a newcomer");
+    tracing::info!("the node is full: shed the session silent longest for a newcomer");
     match tokio::time::timeout(SHED_WAIT, Arc::clone(&state.sessions).acquire_owned()).await {
         Ok(Ok(permit)) => Some(permit),
         _ => None,
@@ -536,7 +546,7 @@ async fn run_session(
         },
         HelloWait::Shed => {
             let reason = format!(
-                "{} connections were waiting for their sourceHello; this one waited longest (hello timeout {})",
+                "{} connections were waiting for their sourceHello; this one waited longest of its address (hello timeout {})",
                 limits.max_pending_hellos,
                 human(limits.hello_timeout)
             );
@@ -811,7 +821,11 @@ async fn open_session(
         recorder,
         settled,
         shutdown: Some(closing),
-        shed: Some(state.idle.register(Some(slot), close)),
+        shed: Some(
+            state
+                .idle
+                .register(Some(slot), close, ClientKey::of(remote.ip())),
+        ),
         requester: None,
         caller,
         client: crate::admission::ClientKey::of(remote.ip()),
@@ -914,6 +928,10 @@ impl Transport for DrainingSocket {
 
     async fn send_close(&mut self, code: u16, reason: String) -> Result<(), TransportError> {
         Transport::send_close(&mut self.socket, code, reason).await
+    }
+
+    async fn send_ping(&mut self) -> Result<(), TransportError> {
+        Transport::send_ping(&mut self.socket).await
     }
 }
 

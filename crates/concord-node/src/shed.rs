@@ -1,15 +1,23 @@
-//! Shedding idle sessions when the provider is full: every established session says when
-//! it became idle (ready with nothing in flight, or still waiting for the requester's
-//! first proposal); when every session slot is taken and a newcomer has sent a valid
-//! hello, the session idle longest is told to close, so that peers holding slots without
-//! using them cannot keep working peers out.
+//! Shedding idle sessions when the provider is full: every established session says since
+//! when its peer has sent nothing while no call of its runs (ready, or still waiting for
+//! the requester's first proposal); when every session slot is taken and a newcomer has
+//! sent a valid hello, the session whose peer was silent longest is told to close, so
+//! that peers holding slots without using them cannot keep working peers out. A
+//! subscription, an observation or a stream does not make a session busy: a subscriber
+//! resumes from its last event id.
+//!
+//! The sessions that hold such things have a budget of their own, in all and per client
+//! address ([`Registration::try_hold`]); when it is full, a new holder sheds the holding
+//! session whose peer was silent longest.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use concord_interact::Problem;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
+use crate::admission::ClientKey;
 use crate::driver::StopSignal;
 
 /// `idle_since` of a session that is busy.
@@ -21,6 +29,12 @@ pub(crate) struct IdleSessions {
     /// The instant `idle_since` values count from.
     epoch: Instant,
     sessions: Mutex<Vec<Arc<Activity>>>,
+    /// Sessions holding a subscription, an observation or a stream at most, in all and
+    /// per client address.
+    max_holding: usize,
+    max_holding_per_address: usize,
+    /// How long a holder's peer must have been silent before a new holder may shed it.
+    shed_after: Duration,
 }
 
 /// One session's side: when it became idle, and its stop signal.
@@ -32,6 +46,11 @@ pub(crate) struct Activity {
     /// The session's stop signal (the one a shutdown uses too): shedding sets it to
     /// [`StopSignal::Shed`].
     stop: Arc<watch::Sender<StopSignal>>,
+    /// The client address the session counts against.
+    key: ClientKey,
+    /// Whether it holds a subscription, an observation or a stream (counted in the
+    /// holders' budget). Only changed under the registry's lock.
+    holding: AtomicBool,
 }
 
 /// A session's registration, holding its session slot: says when it is idle, learns when
@@ -46,23 +65,29 @@ pub(crate) struct Registration {
 }
 
 impl IdleSessions {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(limits: &crate::Limits) -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
             sessions: Mutex::new(Vec::new()),
+            max_holding: limits.max_holding_sessions,
+            max_holding_per_address: limits.max_holding_sessions_per_address,
+            shed_after: limits.idle_shed_after,
         })
     }
 
-    /// Registers a new established session holding `slot`, told to stop through `stop`,
-    /// busy until it says otherwise.
+    /// Registers a new established session from `key`'s address holding `slot`, told to
+    /// stop through `stop`, busy until it says otherwise.
     pub(crate) fn register(
         self: &Arc<Self>,
         slot: Option<OwnedSemaphorePermit>,
         stop: Arc<watch::Sender<StopSignal>>,
+        key: ClientKey,
     ) -> Registration {
         let activity = Arc::new(Activity {
             idle_since: AtomicU64::new(BUSY),
             stop,
+            key,
+            holding: AtomicBool::new(false),
         });
         self.lock().push(Arc::clone(&activity));
         Registration {
@@ -86,26 +111,39 @@ impl IdleSessions {
     /// returns whether one was told. It stops counting as idle at once, so that two
     /// newcomers never shed the same session.
     pub(crate) fn shed_longest_idle(&self, at_least: Duration, now: Instant) -> bool {
-        let latest = self.millis(now).saturating_sub(millis(at_least));
         let sessions = self.lock();
+        self.shed_among(&sessions, at_least, now, StopSignal::Shed, |_| true)
+            .is_some()
+    }
+
+    /// Sheds the session idle longest (at least `at_least`) among those `eligible` picks,
+    /// telling it `why`; returns it.
+    fn shed_among(
+        &self,
+        sessions: &[Arc<Activity>],
+        at_least: Duration,
+        now: Instant,
+        why: StopSignal,
+        eligible: impl Fn(&Activity) -> bool,
+    ) -> Option<Arc<Activity>> {
+        let latest = self.millis(now).saturating_sub(millis(at_least));
         let oldest = sessions
             .iter()
+            .filter(|activity| eligible(activity))
             .map(|activity| (activity.idle_since.load(Ordering::Relaxed), activity))
             .filter(|(since, _)| *since != BUSY && *since <= latest)
             .min_by_key(|(since, _)| *since);
-        let Some((since, activity)) = oldest else {
-            return false;
-        };
+        let (since, activity) = oldest?;
         // Claim it: a session that turned busy meanwhile is left alone.
         if activity
             .idle_since
             .compare_exchange(since, BUSY, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
-            return false;
+            return None;
         }
-        StopSignal::send(&activity.stop, StopSignal::Shed);
-        true
+        StopSignal::send(&activity.stop, why);
+        Some(Arc::clone(activity))
     }
 
     fn millis(&self, at: Instant) -> u64 {
@@ -122,11 +160,81 @@ fn millis(duration: Duration) -> u64 {
 }
 
 impl Registration {
-    /// Says the session is idle since `since`, or busy (`None`).
+    /// Says the session's peer has been silent since `since` with no call of its running
+    /// (it may be shed), or that it is busy (`None`).
     pub(crate) fn set_idle(&self, since: Option<Instant>) {
         let value = since.map_or(BUSY, |since| self.registry.millis(since));
         self.activity.idle_since.store(value, Ordering::Relaxed);
     }
+
+    /// Counts this session among those holding a subscription, an observation or a
+    /// stream, or says why not, as the problem that answers the request: 429 when its
+    /// address holds its share (`max_holding_sessions_per_address`); when the node-wide
+    /// budget (`max_holding_sessions`) is full, the holding session whose peer was silent
+    /// longest (at least `idle_shed_after`) is shed and its place taken, else 503.
+    pub(crate) fn try_hold(&self, now: Instant) -> Result<(), Box<Problem>> {
+        let registry = &self.registry;
+        let sessions = registry.lock();
+        if self.activity.holding.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let key = self.activity.key;
+        let (mut all, mut ours) = (0, 0);
+        for activity in sessions.iter() {
+            if activity.holding.load(Ordering::Relaxed) {
+                all += 1;
+                ours += usize::from(activity.key == key);
+            }
+        }
+        if ours >= registry.max_holding_per_address {
+            return Err(hold_refused(
+                429,
+                format!(
+                    "this node serves at most {} sessions holding a subscription, an \
+                     observation or a stream from one address; close one first",
+                    registry.max_holding_per_address
+                ),
+            ));
+        }
+        if all >= registry.max_holding {
+            let me = &self.activity;
+            let shed = registry.shed_among(
+                &sessions,
+                registry.shed_after,
+                now,
+                StopSignal::ShedHolder,
+                |activity| {
+                    activity.holding.load(Ordering::Relaxed) && !std::ptr::eq(activity, &**me)
+                },
+            );
+            let Some(shed) = shed else {
+                return Err(hold_refused(
+                    503,
+                    format!(
+                        "this node serves at most {} sessions holding a subscription, an \
+                         observation or a stream, all of them in use; try again later",
+                        registry.max_holding
+                    ),
+                ));
+            };
+            tracing::info!("the holders' budget is full: shed the holder silent longest");
+            // Its place is ours now, not when it has finished closing.
+            shed.holding.store(false, Ordering::Relaxed);
+        }
+        self.activity.holding.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// This session holds nothing any more.
+    pub(crate) fn release_hold(&self) {
+        let _sessions = self.registry.lock();
+        self.activity.holding.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The problem answering a request the holders' budget refuses.
+fn hold_refused(status: u16, detail: String) -> Box<Problem> {
+    Box::new(Problem::of(concord_interact::ProblemType::LimitReached, detail).with_status(status))
 }
 
 impl Drop for Registration {
@@ -143,12 +251,13 @@ mod tests {
 
     fn session(registry: &Arc<IdleSessions>) -> (Registration, watch::Receiver<StopSignal>) {
         let (stop, signal) = watch::channel(StopSignal::Running);
-        (registry.register(None, Arc::new(stop)), signal)
+        let key = ClientKey::of(std::net::Ipv4Addr::LOCALHOST.into());
+        (registry.register(None, Arc::new(stop), key), signal)
     }
 
     #[test]
     fn the_session_idle_longest_is_shed_and_only_once() {
-        let registry = IdleSessions::new();
+        let registry = IdleSessions::new(&crate::Limits::default());
         let now = Instant::now() + Duration::from_secs(10);
         let (busy, _) = session(&registry);
         let (older, older_signal) = session(&registry);

@@ -42,6 +42,8 @@ pub(crate) enum Incoming {
     Binary(Bytes),
     /// The peer closed, with its code and reason if it gave them.
     Close(Option<(u16, String)>),
+    /// A pong: the peer is alive (the answer to our ping, or a heartbeat of its own).
+    Pong,
 }
 
 /// Why the WebSocket failed.
@@ -121,6 +123,21 @@ pub(crate) trait Transport: Send + 'static {
         code: u16,
         reason: String,
     ) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Sends a ping (empty), with what was queued before it.
+    fn send_ping(&mut self) -> impl Future<Output = Result<(), TransportError>> + Send;
+}
+
+/// The next message that is not a pong (the steps before a session, which send no ping,
+/// pass over a peer's heartbeats).
+pub(crate) async fn recv_data(
+    transport: &mut impl Transport,
+) -> Option<Result<Incoming, TransportError>> {
+    loop {
+        match transport.recv().await {
+            Some(Ok(Incoming::Pong)) => {}
+            other => return other,
+        }
+    }
 }
 
 /// Sends a close message with `reason` (cut to what the protocol allows), then reads until
@@ -182,7 +199,8 @@ impl Transport for WebSocket {
                 ws::Message::Close(frame) => {
                     Incoming::Close(frame.map(|f| (f.code, f.reason.as_str().to_owned())))
                 }
-                ws::Message::Ping(_) | ws::Message::Pong(_) => continue,
+                ws::Message::Pong(_) => Incoming::Pong,
+                ws::Message::Ping(_) => continue,
             }));
         }
     }
@@ -210,6 +228,12 @@ impl Transport for WebSocket {
         })))
         .await
         .map_err(server_error)
+    }
+
+    async fn send_ping(&mut self) -> Result<(), TransportError> {
+        self.send(ws::Message::Ping(Bytes::new()))
+            .await
+            .map_err(server_error)
     }
 }
 
@@ -260,9 +284,8 @@ impl Transport for ClientSocket {
                 tungstenite::Message::Close(frame) => Incoming::Close(
                     frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())),
                 ),
-                tungstenite::Message::Ping(_)
-                | tungstenite::Message::Pong(_)
-                | tungstenite::Message::Frame(_) => continue,
+                tungstenite::Message::Pong(_) => Incoming::Pong,
+                tungstenite::Message::Ping(_) | tungstenite::Message::Frame(_) => continue,
             }));
         }
     }
@@ -292,6 +315,12 @@ impl Transport for ClientSocket {
         )))
         .await
         .map_err(client_error)
+    }
+
+    async fn send_ping(&mut self) -> Result<(), TransportError> {
+        self.send(tungstenite::Message::Ping(Bytes::new()))
+            .await
+            .map_err(client_error)
     }
 }
 

@@ -192,9 +192,39 @@ impl ProviderEndpoint {
         T: std::ops::DerefMut<Target = Thing>,
         F: FnOnce() -> T,
     {
+        self.handle_frame_gated(now, bytes, thing, || Ok(()))
+    }
+
+    /// [`ProviderEndpoint::handle_frame_with`] with a gate on holding: `hold` is called
+    /// (at most once) when a request would make this session hold something while it
+    /// holds nothing ([`ProviderEndpoint::holds`]: a `subscribeevent`,
+    /// `subscribeallevents`, `observeproperty`, or an `invokeaction` of a stream action).
+    /// A problem it returns answers the request, which is not taken; the session goes on.
+    /// The node uses it to bound the sessions that hold something (they are never idle).
+    /// A request the gate let through may still fail on its own: the caller then sees
+    /// `holds()` false again.
+    pub fn handle_frame_gated<T, F, G>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        thing: F,
+        hold: G,
+    ) -> bool
+    where
+        T: std::ops::DerefMut<Target = Thing>,
+        F: FnOnce() -> T,
+        G: FnOnce() -> Result<(), Box<Problem>>,
+    {
         let mut used = false;
         match decode_frame(bytes, &self.limits) {
             Ok(Frame::Message(message)) => {
+                if !self.holds() && self.would_hold(&message) {
+                    if let Err(problem) = hold() {
+                        self.send(message.response().with_error(*problem));
+                        self.drain_stream_events();
+                        return false;
+                    }
+                }
                 used = true;
                 self.handle_message(now, message, &mut thing());
             }
@@ -207,6 +237,33 @@ impl ProviderEndpoint {
         }
         self.drain_stream_events();
         used
+    }
+
+    /// Whether this session holds something that keeps it from being idle: a
+    /// subscription, an observation or an open stream.
+    pub fn holds(&self) -> bool {
+        !self.subscriptions.is_empty()
+            || self.all_events.is_some()
+            || !self.observations.is_empty()
+            || !self.streams.is_empty()
+    }
+
+    /// Whether `message` is a request that would make the session hold something.
+    fn would_hold(&self, message: &Message) -> bool {
+        if message.message_type != MessageType::Request {
+            return false;
+        }
+        match message.operation {
+            Operation::ObserveProperty
+            | Operation::SubscribeEvent
+            | Operation::SubscribeAllEvents => true,
+            Operation::InvokeAction => message
+                .name
+                .as_deref()
+                .and_then(|name| self.interface.actions.get(name))
+                .is_some_and(|action| action.mode == ActionMode::Stream),
+            _ => false,
+        }
     }
 
     /// The next thing the node must act on.

@@ -136,6 +136,8 @@ impl ResetCode {
     pub const INTERNAL: ResetCode = ResetCode(500);
     /// A new stream refused: the receiver is at its concurrent stream limit.
     pub const REFUSED: ResetCode = ResetCode(503);
+    /// No byte moved either way for longer than the resetting side allows.
+    pub const IDLE: ResetCode = ResetCode(408);
 }
 
 impl fmt::Display for ResetCode {
@@ -147,6 +149,7 @@ impl fmt::Display for ResetCode {
             Self::CREDIT_EXCEEDED => "credit exceeded",
             Self::INTERNAL => "internal error",
             Self::REFUSED => "refused",
+            Self::IDLE => "idle",
             _ => "application code",
         };
         write!(f, "{} ({name})", self.0)

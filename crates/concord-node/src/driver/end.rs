@@ -13,7 +13,7 @@ impl<T: Transport> Driver<T> {
         // A shed session's slot goes to the newcomer now, not after the close handshake
         // below; any other session holds it to its end, so that a draining server knows
         // its sessions are closed and their transcripts written when it gets them back.
-        if matches!(cause, Cause::Shed) {
+        if matches!(cause, Cause::Shed { .. }) {
             drop(self.shed.take());
         }
         let description = self.describe(&cause);
@@ -38,7 +38,13 @@ impl<T: Transport> Driver<T> {
                 "the node is shutting down".to_owned(),
             )),
             Cause::Idle(limit) => Some((close_code::NORMAL, format!("idle for {}", human(*limit)))),
-            Cause::Shed => Some((close_code::TRY_AGAIN_LATER, SHED_REASON.to_owned())),
+            Cause::Unresponsive(limit) => Some((
+                close_code::POLICY,
+                format!("no answer to a ping within {}", human(*limit)),
+            )),
+            Cause::Shed { holder } => {
+                Some((close_code::TRY_AGAIN_LATER, shed_reason(*holder).to_owned()))
+            }
             Cause::Local(reason) | Cause::Verification(reason) => {
                 Some((close_code::NORMAL, reason.clone()))
             }
@@ -59,7 +65,8 @@ impl<T: Transport> Driver<T> {
             Cause::Session(CloseReason::Local { .. })
                 | Cause::PeerClosed { .. }
                 | Cause::Idle(_)
-                | Cause::Shed
+                | Cause::Unresponsive(_)
+                | Cause::Shed { .. }
                 | Cause::Shutdown
                 | Cause::Local(_)
                 | Cause::Transport(_)
@@ -102,7 +109,10 @@ impl<T: Transport> Driver<T> {
             Cause::Binding(reason) => format!("the peer broke the WebSocket binding: {reason}"),
             Cause::Shutdown => "the node is shutting down".to_owned(),
             Cause::Idle(limit) => format!("idle for {}", human(*limit)),
-            Cause::Shed => SHED_REASON.to_owned(),
+            Cause::Unresponsive(limit) => {
+                format!("the peer sent nothing within {} of our ping", human(*limit))
+            }
+            Cause::Shed { holder } => shed_reason(*holder).to_owned(),
             Cause::Local(reason) => reason.clone(),
             Cause::Verification(reason) => {
                 format!("the peer's code fails the agreed test cases: {reason}")
@@ -114,6 +124,19 @@ impl<T: Transport> Driver<T> {
 /// Why a shed session closes (with 1013, try again later).
 const SHED_REASON: &str =
     "the node is at its session limit and this session was idle longest; reconnect when you need it";
+
+/// Why a session holding a subscription, an observation or a stream closes when a new
+/// holder took its place in the holders' budget (with 1013, try again later).
+const SHED_HOLDER_REASON: &str = "the node holds as many subscriptions and streams as it serves and yours was silent longest; resume later";
+
+/// The close reason of a shed session: for a newcomer's slot, or for a new holder.
+fn shed_reason(holder: bool) -> &'static str {
+    if holder {
+        SHED_HOLDER_REASON
+    } else {
+        SHED_REASON
+    }
+}
 
 /// The close code for a session that closed for `reason`.
 fn close_code_for(reason: &CloseReason) -> u16 {

@@ -53,6 +53,7 @@ impl<T: Transport> Driver<T> {
                 (Arc::clone(&self.shared.calls), state.client),
                 limits.interaction.clone(),
                 limits.streams,
+                limits.stream_idle_timeout,
             ))),
             RoleState::Requester(_) => Interact::Consumer(Box::new(ConsumerState::new(
                 code,
@@ -73,7 +74,10 @@ impl<T: Transport> Driver<T> {
         let now = Instant::now();
         match &mut self.interact {
             Some(Interact::Provider(state)) => {
-                state.handle_frame(now, bytes, &self.shared.actions, &self.work_tx);
+                let shed = self.shed.as_ref();
+                state.handle_frame(now, bytes, &self.shared.actions, &self.work_tx, || {
+                    shed.map_or(Ok(()), |registration| registration.try_hold(now))
+                });
             }
             Some(Interact::Consumer(state)) => state.handle_frame(now, bytes),
             None => {}
@@ -148,6 +152,23 @@ impl<T: Transport> Driver<T> {
         match &mut self.interact {
             Some(Interact::Consumer(state)) => state.take_unwritten(),
             _ => Vec::new(),
+        }
+    }
+
+    /// Provider: gives the session's place among the holders back once it holds nothing.
+    pub(super) fn release_hold(&mut self) {
+        if let (Some(Interact::Provider(state)), Some(shed)) = (&mut self.interact, &self.shed) {
+            if state.stopped_holding() {
+                shed.release_hold();
+            }
+        }
+    }
+
+    /// Request-reply and notify calls of the interaction layer running now.
+    pub(super) fn interact_calls(&self) -> usize {
+        match &self.interact {
+            Some(Interact::Provider(state)) => state.in_flight,
+            _ => 0,
         }
     }
 

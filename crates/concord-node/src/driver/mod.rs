@@ -135,8 +135,11 @@ pub(crate) enum Cause {
     Shutdown,
     /// No frame either way for the idle timeout.
     Idle(Duration),
-    /// The node was full and gave this session's slot, idle longest, to a newcomer.
-    Shed,
+    /// The peer sent nothing, not even a pong, within this after our ping.
+    Unresponsive(Duration),
+    /// The node was full and gave this session's slot, silent longest, to a newcomer
+    /// (`holder`: its place in the holders' budget, to a new holder).
+    Shed { holder: bool },
     /// Our application ended it (with a reason for the peer).
     Local(String),
     /// Requester: the peer's code fails the agreed test cases and was not fixed.
@@ -178,11 +181,20 @@ pub(crate) struct Driver<T: Transport> {
     work_rx: mpsc::UnboundedReceiver<Box<Work>>,
     shutdown: Option<watch::Receiver<StopSignal>>,
     shed: Option<Registration>,
-    /// Whether `shed` was last told the session is idle.
-    said_idle: bool,
+    /// What `shed` was last told: since when the session may be shed, or busy (`None`).
+    said_idle: Option<Instant>,
     /// Whether the peer has sent a frame since the hellos.
     heard_from_peer: bool,
     last_activity: Instant,
+    /// When the peer last sent a frame (a pong does not count): shedding picks the
+    /// session silent longest.
+    last_heard: Instant,
+    /// When the peer last sent anything, a pong included (liveness).
+    last_contact: Instant,
+    /// Provider: when we pinged the peer and have heard nothing since.
+    ping_sent: Option<Instant>,
+    /// Provider: a ping is to go out with the next flush.
+    ping_due: bool,
     settled: Option<Settled>,
     /// Our code in force (announced).
     code: Option<ProtocolCode>,
@@ -234,9 +246,13 @@ impl<T: Transport> Driver<T> {
             work_rx,
             shutdown: start.shutdown,
             shed: start.shed,
-            said_idle: false,
+            said_idle: None,
             heard_from_peer: false,
             last_activity: Instant::now(),
+            last_heard: Instant::now(),
+            last_contact: Instant::now(),
+            ping_sent: None,
+            ping_due: false,
             settled,
             code,
             prep: Preparation::new(tests),
@@ -399,6 +415,20 @@ impl<T: Transport> Driver<T> {
     // ----- I/O ---------------------------------------------------------------------------
 
     async fn flush(&mut self) -> Result<(), TransportError> {
+        if self.ping_due {
+            self.ping_due = false;
+            let limit = self.shared.limits.pong_timeout;
+            match tokio::time::timeout(limit, self.transport.send_ping()).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(TransportError::Other(format!(
+                        "the peer read nothing for {}",
+                        human(limit)
+                    )))
+                }
+            }
+            self.ping_sent = Some(Instant::now());
+        }
         let mut sent_any = false;
         while let Some(frame) = self.session.poll_transmit() {
             if let Some(recorder) = &self.recorder {
@@ -436,9 +466,16 @@ impl<T: Transport> Driver<T> {
                 self.stop = Some(Cause::TooLarge { limit });
             }
             Some(Err(TransportError::Other(error))) => self.stop = Some(Cause::Transport(error)),
+            Some(Ok(Incoming::Pong)) => {
+                self.last_contact = Instant::now();
+                self.ping_sent = None;
+            }
             Some(Ok(Incoming::Binary(bytes))) => {
                 let now = Instant::now();
                 self.last_activity = now;
+                self.last_heard = now;
+                self.last_contact = now;
+                self.ping_sent = None;
                 self.heard_from_peer = true;
                 if let Some(recorder) = &self.recorder {
                     recorder.frame(Direction::Received, &bytes);
@@ -488,23 +525,47 @@ impl<T: Transport> Driver<T> {
             idle,
             role,
             self.interact_deadline(),
+            self.ping_deadline(),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
-    /// Tells the node, when it changed, whether this session may be shed: ready with
-    /// nothing in flight, or a provider still waiting for the requester's first frame.
+    /// Provider: when to ping the silent peer, or, pinged, when to give up on it.
+    fn ping_deadline(&self) -> Option<Instant> {
+        if !matches!(self.role, RoleState::Provider(_)) || self.ping_due {
+            return None;
+        }
+        let limits = &self.shared.limits;
+        Some(match self.ping_sent {
+            None => self.last_contact + limits.ping_interval,
+            Some(sent) => sent + limits.pong_timeout,
+        })
+    }
+
+    /// Tells the node, when it changed, since when this (provider) session may be shed:
+    /// no call of its running, ready or still waiting for the requester's first frame,
+    /// counted from the peer's last frame. A subscription, an observation or a stream
+    /// does not keep a session from being shed (a subscriber resumes from its last event
+    /// id); a call running does. Gives its place among the holders back once it holds
+    /// nothing.
     fn say_whether_idle(&mut self) {
-        let Some(shed) = &self.shed else { return };
-        let idle = self.is_idle()
-            || (matches!(self.role, RoleState::Provider(_))
-                && !self.heard_from_peer
-                && !self.session.is_ready());
-        if idle != self.said_idle {
-            shed.set_idle(idle.then_some(self.last_activity));
-            self.said_idle = idle;
+        if self.shed.is_none() {
+            return;
+        }
+        self.release_hold();
+        let calls = match &self.role {
+            RoleState::Provider(state) => state.in_flight + self.interact_calls(),
+            RoleState::Requester(_) => return,
+        };
+        let sheddable = calls == 0 && (self.session.is_ready() || !self.heard_from_peer);
+        let since = sheddable.then_some(self.last_heard);
+        if since != self.said_idle {
+            if let Some(shed) = &self.shed {
+                shed.set_idle(since);
+            }
+            self.said_idle = since;
         }
     }
 
@@ -532,6 +593,14 @@ impl<T: Transport> Driver<T> {
         }
         if self.is_idle() && self.last_activity + self.shared.limits.idle_timeout <= now {
             self.stop = Some(Cause::Idle(self.shared.limits.idle_timeout));
+        }
+        if self.ping_deadline().is_some_and(|deadline| deadline <= now) {
+            match self.ping_sent {
+                None => self.ping_due = true,
+                Some(_) => {
+                    self.stop = Some(Cause::Unresponsive(self.shared.limits.pong_timeout));
+                }
+            }
         }
         self.requester_deadline(now);
         self.interact_timeout(now);
@@ -694,7 +763,8 @@ async fn stop_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> C
         .await
         .map(|signal| *signal);
     match signal {
-        Ok(StopSignal::Shed) => Cause::Shed,
+        Ok(StopSignal::Shed) => Cause::Shed { holder: false },
+        Ok(StopSignal::ShedHolder) => Cause::Shed { holder: true },
         Ok(_) => Cause::Shutdown,
         // The server is gone without saying stop: keep serving this session.
         Err(_) => std::future::pending().await,
@@ -711,6 +781,8 @@ pub(crate) enum StopSignal {
     Shutdown,
     /// The node is full and gives this idle session's slot to a newcomer.
     Shed,
+    /// The holders' budget is full and gives this session's place to a new holder.
+    ShedHolder,
 }
 
 impl StopSignal {

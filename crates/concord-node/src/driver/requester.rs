@@ -660,9 +660,9 @@ fn connect_error(cause: &Cause, description: &str) -> ConnectError {
             ConnectError::Transport(description.to_owned())
         }
         Cause::Binding(reason) => ConnectError::Binding(reason.clone()),
-        Cause::Idle(_) => ConnectError::Timeout(description.to_owned()),
+        Cause::Idle(_) | Cause::Unresponsive(_) => ConnectError::Timeout(description.to_owned()),
         Cause::Verification(reason) => ConnectError::Verification(reason.clone()),
-        Cause::Shutdown | Cause::Shed | Cause::Local(_) => {
+        Cause::Shutdown | Cause::Shed { .. } | Cause::Local(_) => {
             ConnectError::Local(description.to_owned())
         }
     }

@@ -103,6 +103,8 @@ pub(crate) async fn handshake<T: Transport>(
                     Some(Err(error)) => return Err(HandshakeFailure::Transport(error.to_string())),
                     Some(Ok(Incoming::Text(_))) => return Err(HandshakeFailure::Text),
                     Some(Ok(Incoming::Binary(message))) => message,
+                    // A heartbeat of the peer's, not a handshake message.
+                    Some(Ok(Incoming::Pong)) => continue,
                 };
                 state
                     .read_message(&message)
@@ -220,6 +222,10 @@ impl<T: Transport> Transport for SecureSocket<T> {
     async fn send_close(&mut self, code: u16, reason: String) -> Result<(), TransportError> {
         self.inner.send_close(code, reason).await
     }
+
+    async fn send_ping(&mut self) -> Result<(), TransportError> {
+        self.inner.send_ping().await
+    }
 }
 
 /// A session's WebSocket: plain, or in the Noise channel.
@@ -270,6 +276,13 @@ impl<T: Transport> Transport for Channel<T> {
         match self {
             Self::Plain(socket) => socket.send_close(code, reason).await,
             Self::Secure(socket) => socket.send_close(code, reason).await,
+        }
+    }
+
+    async fn send_ping(&mut self) -> Result<(), TransportError> {
+        match self {
+            Self::Plain(socket) => socket.send_ping().await,
+            Self::Secure(socket) => socket.send_ping().await,
         }
     }
 }

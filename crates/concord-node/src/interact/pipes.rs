@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, Streams};
@@ -98,6 +99,8 @@ struct Pipe {
     action: Option<ActionEnd>,
     /// Its reader is gone: what the peer sends is read and dropped.
     abandoned: bool,
+    /// When a byte last moved either way (data, credit, end).
+    last_byte: Instant,
 }
 
 impl Drop for Pipe {
@@ -163,6 +166,28 @@ impl Pipes {
         self.pipes.is_empty()
     }
 
+    /// A byte moved on stream `id` (the peer's data, credit or end, or ours).
+    pub(crate) fn touch(&mut self, id: u32) {
+        if let Some(pipe) = self.pipes.get_mut(&id) {
+            pipe.last_byte = Instant::now();
+        }
+    }
+
+    /// When the stream idle longest reaches `limit` with no byte either way.
+    pub(crate) fn idle_deadline(&self, limit: Duration) -> Option<Instant> {
+        let oldest = self.pipes.values().map(|pipe| pipe.last_byte).min()?;
+        Some(oldest + limit)
+    }
+
+    /// The streams with no byte either way for `limit` at `now`.
+    pub(crate) fn idle(&self, now: Instant, limit: Duration) -> Vec<u32> {
+        self.pipes
+            .iter()
+            .filter(|(_, pipe)| pipe.last_byte + limit <= now)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Where the handles of a stream send their requests.
     pub(crate) fn commands(&self) -> mpsc::Sender<StreamCommand> {
         self.commands.clone()
@@ -214,6 +239,7 @@ impl Pipes {
                 ended: false,
                 action,
                 abandoned: false,
+                last_byte: Instant::now(),
             },
         );
     }
@@ -320,7 +346,10 @@ impl Pipes {
             while write.sent < write.bytes.len() {
                 match send(end, stream, &write.bytes[write.sent..], pipe.realtime) {
                     Ok(Some(0)) => return,
-                    Ok(Some(n)) => write.sent += n,
+                    Ok(Some(n)) => {
+                        write.sent += n;
+                        pipe.last_byte = Instant::now();
+                    }
                     // Dropped whole: the writer hears that nothing went, and it counts.
                     Ok(None) => {
                         pipe.room.record_drop(write.bytes.len() - write.sent);
@@ -406,7 +435,11 @@ impl Pipes {
                     return;
                 };
                 match end.read(StreamId(id)) {
-                    Some(bytes) => slot.send(bytes),
+                    Some(bytes) => {
+                        // Read, the peer is granted credit for it: a byte goes out.
+                        pipe.last_byte = Instant::now();
+                        slot.send(bytes);
+                    }
                     None => break,
                 }
             },

@@ -4,7 +4,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use concord_identity::Caller;
 use concord_interact::stream::{ResetCode, StreamId};
@@ -44,6 +44,11 @@ pub(crate) struct ProviderInteract {
     /// that took the node-wide lock (only messages change it): the idle check on every
     /// turn of the session's loop then does not take that lock.
     subscribed: bool,
+    /// Whether the session counts among those holding a subscription, an observation or
+    /// a stream (`Registration::try_hold`).
+    holding: bool,
+    /// A stream with no byte either way for this long is reset (`stream_idle_timeout`).
+    stream_idle: Duration,
 }
 
 impl std::fmt::Debug for ProviderInteract {
@@ -67,6 +72,7 @@ impl ProviderInteract {
         (calls, client): (Arc<CallBudget>, ClientKey),
         limits: concord_interact::Limits,
         streams: concord_interact::stream::StreamLimits,
+        stream_idle: Duration,
     ) -> Self {
         let mut counted = ActionCaller::address(client.to_string());
         if let Some(did) = caller.did() {
@@ -88,6 +94,8 @@ impl ProviderInteract {
             calls,
             client,
             subscribed: false,
+            holding: false,
+            stream_idle,
         }
     }
 
@@ -97,20 +105,30 @@ impl ProviderInteract {
         self.in_flight == 0 && self.pipes.is_empty() && !self.subscribed
     }
 
-    /// A PT 1 frame from the requester.
+    /// A PT 1 frame from the requester; `hold` is asked before a request makes the
+    /// session hold something while it holds nothing (a subscription, an observation, a
+    /// stream), and its problem answers the request instead.
     pub(crate) fn handle_frame(
         &mut self,
         now: Instant,
         bytes: &[u8],
         actions: &Actions,
         work: &mpsc::UnboundedSender<Box<Work>>,
+        hold: impl FnOnce() -> Result<(), Box<Problem>>,
     ) {
         // Decoded outside the node-wide lock; only a message that needs the Thing takes it.
         let affordances = &self.affordances;
-        if self
+        let mut took = false;
+        let gate = || {
+            let answer = hold();
+            took = answer.is_ok();
+            answer
+        };
+        let used = self
             .endpoint
-            .handle_frame_with(now, bytes, || affordances.lock())
-        {
+            .handle_frame_gated(now, bytes, || affordances.lock(), gate);
+        self.holding |= took;
+        if used {
             let mut thing = affordances.lock();
             self.subscribed = thing.has_subscriptions(self.subscriber);
             affordances.wake(&mut thing);
@@ -132,14 +150,43 @@ impl ProviderInteract {
         self.endpoint.poll_transmit_ready()
     }
 
-    /// The endpoint's next deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+    /// Whether the session counted among the holders and now holds nothing: it leaves
+    /// their budget (said once).
+    pub(crate) fn stopped_holding(&mut self) -> bool {
+        if self.holding && !self.endpoint.holds() && self.pipes.is_empty() {
+            self.holding = false;
+            return true;
+        }
+        false
     }
 
-    /// Runs the endpoint's timers up to `now`.
+    /// The next deadline: the endpoint's, or a stream's idle limit.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let idle = self.pipes.idle_deadline(self.stream_idle);
+        [self.endpoint.poll_timeout(), idle]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Runs the endpoint's timers up to `now`, and resets the streams idle for
+    /// `stream_idle_timeout` (code 408: both sides hear it).
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
+        for id in self.pipes.idle(now, self.stream_idle) {
+            tracing::info!(
+                stream = id,
+                "no byte either way on the stream: resetting it"
+            );
+            if let Err(error) = self.endpoint.stream_reset(StreamId(id), ResetCode::IDLE) {
+                tracing::debug!(%error, "cannot reset the stream");
+            }
+            let reason = format!(
+                "the stream was reset: no byte either way for {}",
+                crate::config::human(self.stream_idle)
+            );
+            self.pipes.fail(id, &CallError::Closed(reason));
+        }
     }
 
     /// A request-reply or notify call finished: its answer goes out.
@@ -294,12 +341,15 @@ impl ProviderInteract {
                 self.affordances.wake(&mut thing);
             }
             ProviderEvent::Stream(StreamUpdate::Readable { id }) => {
+                self.pipes.touch(id.0);
                 self.pipes.read(id.0, &mut self.endpoint)
             }
             ProviderEvent::Stream(StreamUpdate::Writable { id }) => {
+                self.pipes.touch(id.0);
                 self.pipes.write(id.0, &mut self.endpoint)
             }
             ProviderEvent::Stream(StreamUpdate::Finished { id }) => {
+                self.pipes.touch(id.0);
                 self.pipes.finished(id.0, &mut self.endpoint);
             }
             ProviderEvent::Stream(StreamUpdate::Reset { id, code }) => {

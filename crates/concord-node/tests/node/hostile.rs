@@ -18,7 +18,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::support::*;
 
 /// A TCP connection to the server from `source` (any port).
-async fn tcp_from(source: &str, server: &Server) -> TcpStream {
+pub(crate) async fn tcp_from(source: &str, server: &Server) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket
         .bind(SocketAddr::new(source.parse().unwrap(), 0))
