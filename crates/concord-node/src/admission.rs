@@ -15,6 +15,7 @@ use crate::config::Limits;
 
 pub(crate) mod accept;
 mod log;
+mod requests;
 
 pub(crate) use log::RefusalLog;
 
@@ -52,6 +53,8 @@ pub(crate) enum Refusal {
     Addresses,
     #[error("this node serves at most {limit} sessions at once from one address; close one or try again later")]
     SessionsPerAddress { limit: usize },
+    #[error("this node answers at most {rate} HTTP requests per second from one address (bursts of {burst}); slow down")]
+    Requests { rate: u32, burst: u32 },
 }
 
 impl Refusal {
@@ -61,7 +64,8 @@ impl Refusal {
             Self::Connections { .. } | Self::Addresses => 503,
             Self::ConnectionsPerAddress { .. }
             | Self::Rate { .. }
-            | Self::SessionsPerAddress { .. } => 429,
+            | Self::SessionsPerAddress { .. }
+            | Self::Requests { .. } => 429,
         }
     }
 
@@ -78,6 +82,7 @@ impl Refusal {
             Self::Rate { .. } => "connection_rate_per_address",
             Self::Addresses => "client_addresses",
             Self::SessionsPerAddress { .. } => "max_sessions_per_address",
+            Self::Requests { .. } => "request_rate_per_address",
         }
     }
 }
@@ -128,6 +133,8 @@ pub(crate) struct Admission {
     /// half as many.
     max_clients: usize,
     table: Mutex<Table>,
+    /// HTTP requests per address, over all its connections.
+    requests: requests::RequestBudget,
 }
 
 /// The shortest time between two sweeps of spent entries.
@@ -148,7 +155,14 @@ impl Admission {
             ),
             max_clients: limits.max_connections.saturating_mul(4).max(1024),
             table: Mutex::new(Table::default()),
+            requests: requests::RequestBudget::new(limits),
         })
+    }
+
+    /// Spends one HTTP request (on any route, on a new or a kept-alive connection) of
+    /// `key`'s address, or says it is over its budget.
+    pub(crate) fn request(&self, key: ClientKey) -> Result<(), Refusal> {
+        self.requests.take(key, Instant::now())
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {

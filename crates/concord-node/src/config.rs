@@ -25,6 +25,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
+/// | `request_rate_per_address` | 256 per s, bursts of `request_burst_per_address` (1,024) | HTTP requests from one client address on every route (description, DID document, WebSocket upgrades, any other), over all its connections, kept-alive ones included: one over it is answered HTTP 429 with `Retry-After` and its connection closed |
 /// | `http_header_timeout` | 10 s | a connection that sends no complete request head within it (from its start, or from its previous response) is closed |
 /// | `first_proposal_timeout` | 30 s | a requester that said hello and proposes nothing within it is answered `rejected` and the session closes (not after 0-RTT or consensus); long enough for a requester whose LLM drafts the candidate after the hellos, as the reference SDK's does (a silent session is shed sooner when the node is full: `idle_shed_after`) |
 /// | `negotiation_deadline` | 180 s | the whole way from the hellos to a ready session (negotiation, code generation, test cases): past it, `rejected` and closed |
@@ -98,6 +99,12 @@ pub struct Limits {
     /// New TCP connections one client address may open at once above the rate (the
     /// bucket's size).
     pub connection_burst_per_address: u32,
+    /// HTTP requests one client address may make per second, on average, on every route
+    /// and over all its connections (kept-alive ones included).
+    pub request_rate_per_address: u32,
+    /// HTTP requests one client address may make at once above the rate (the bucket's
+    /// size).
+    pub request_burst_per_address: u32,
     /// How long a connection may take to send a complete HTTP request head, counted from
     /// its start and, between requests on a kept-alive connection, from the previous
     /// response: a silent or dribbling connection is closed after it.
@@ -175,6 +182,8 @@ impl Default for Limits {
             max_connections_per_address: 256,
             connection_rate_per_address: 64,
             connection_burst_per_address: 256,
+            request_rate_per_address: 256,
+            request_burst_per_address: 1024,
             http_header_timeout: Duration::from_secs(10),
             first_proposal_timeout: Duration::from_secs(30),
             negotiation_deadline: Duration::from_secs(180),
@@ -255,6 +264,14 @@ impl Limits {
             (
                 "connection_burst_per_address",
                 self.connection_burst_per_address == 0,
+            ),
+            (
+                "request_rate_per_address",
+                self.request_rate_per_address == 0,
+            ),
+            (
+                "request_burst_per_address",
+                self.request_burst_per_address == 0,
             ),
             ("http_header_timeout", self.http_header_timeout.is_zero()),
             ("negotiation_timeout", self.negotiation_timeout.is_zero()),
