@@ -524,6 +524,7 @@ struct LimitsSection {
     transcript_text_max_bytes: Option<usize>,
     transcript_max_frames: Option<u64>,
     protocol_max_count: Option<u64>,
+    protocol_max_per_peer: Option<u64>,
     event_overflow: Option<String>,
     #[serde(default)]
     hello: HelloLimitsSection,
@@ -1361,7 +1362,8 @@ impl LimitsSection {
             transcript_prune_interval,
             transcript_text_max_bytes,
             transcript_max_frames,
-            protocol_max_count
+            protocol_max_count,
+            protocol_max_per_peer
         );
         given!(self.hello => limits.hello;
             max_text_size,

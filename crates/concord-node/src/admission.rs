@@ -37,6 +37,18 @@ impl ClientKey {
             },
         }
     }
+
+    /// The address as a peer's name in the store and transcripts: `ws://203.0.113.7`,
+    /// `ws://[2001:db8:1:2::]/64`.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Self::V4(ip) => format!("ws://{}", std::net::Ipv4Addr::from(ip)),
+            Self::V6Prefix(prefix) => {
+                let network = std::net::Ipv6Addr::from(u128::from(prefix) << 64);
+                format!("ws://[{network}]/64")
+            }
+        }
+    }
 }
 
 /// Why a new connection or session was refused: each says which limit and for how long

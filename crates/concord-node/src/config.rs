@@ -39,6 +39,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_text_max_bytes` | 4 KiB | a longer hello or frame text is recorded as its prefix, its size and its SHA-256 |
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
+/// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
@@ -144,6 +145,10 @@ pub struct Limits {
     /// Most negotiated protocols the store keeps: each transcript prune also deletes the
     /// least recently used beyond it. Consensus protocols are not counted nor deleted.
     pub protocol_max_count: u64,
+    /// Most negotiated protocols one peer holds (its proved DID, else its client address:
+    /// an IPv4 address or an IPv6 /64): each save or resume for it takes it off the
+    /// protocols it used least recently beyond this, deleting those no other peer holds.
+    pub protocol_max_per_peer: u64,
     /// Most pieces of negotiation work (judging, drafting, diagnosing, code generation
     /// and its test run, compiling the protocol's schemas) the node runs at once, over
     /// all sessions; the rest wait for a turn, and the wait counts against the step's own
@@ -197,6 +202,7 @@ impl Default for Limits {
             transcript_text_max_bytes: 4096,
             transcript_max_frames: 512,
             protocol_max_count: 10_000,
+            protocol_max_per_peer: 32,
             max_concurrent_negotiation_work: std::thread::available_parallelism()
                 .map_or(2, usize::from)
                 .max(2),
@@ -293,6 +299,7 @@ impl Limits {
             ),
             ("transcript_max_frames", self.transcript_max_frames == 0),
             ("protocol_max_count", self.protocol_max_count == 0),
+            ("protocol_max_per_peer", self.protocol_max_per_peer == 0),
             (
                 "max_concurrent_negotiation_work",
                 self.max_concurrent_negotiation_work == 0,

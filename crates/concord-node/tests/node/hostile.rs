@@ -3,28 +3,18 @@
 //! be typed (an HTTP status with `Retry-After` and a body, or a close code with a reason),
 //! and legitimate callers must still get in.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use concord_node::{Limits, Server};
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::support::*;
-
-/// A TCP connection to the server from `source` (any port).
-async fn tcp_from(source: &str, server: &Server) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::new(source.parse().unwrap(), 0))
-        .unwrap();
-    socket.connect(server.local_addr()).await.unwrap()
-}
 
 /// Reads an HTTP response head byte by byte (nothing after it is consumed).
 async fn read_head(stream: &mut TcpStream) -> String {
