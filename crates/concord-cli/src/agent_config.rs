@@ -553,6 +553,9 @@ struct InteractionLimitsSection {
     /// Absent: events leave the replay buffer by count alone.
     replay_max_age: Option<Humane>,
     subscriber_queue: Option<usize>,
+    subscriber_queue_bytes: Option<usize>,
+    /// 0: no replay buffer.
+    replay_bytes: Option<usize>,
     max_subscribers: Option<usize>,
     max_actions: Option<usize>,
     max_actions_per_caller: Option<usize>,
@@ -1396,6 +1399,8 @@ impl LimitsSection {
             max_events,
             replay_events,
             subscriber_queue,
+            subscriber_queue_bytes,
+            replay_bytes,
             max_subscribers,
             max_actions,
             max_actions_per_caller,

@@ -41,7 +41,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
 /// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
-/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (its DID, else its address, over all its sessions) or the node's 257th: each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
 ///
@@ -304,8 +304,9 @@ impl Limits {
                 "max_concurrent_negotiation_work",
                 self.max_concurrent_negotiation_work == 0,
             ),
-            // `interaction.replay_events` and `interaction.finished_actions` may be 0 (no
-            // replay; finished actions forgotten at once).
+            // `interaction.replay_events`, `interaction.replay_bytes` and
+            // `interaction.finished_actions` may be 0 (no replay; finished actions forgotten
+            // at once).
             (
                 "interaction.max_message_size",
                 self.interaction.max_message_size == 0,
@@ -338,6 +339,10 @@ impl Limits {
             (
                 "interaction.subscriber_queue",
                 self.interaction.subscriber_queue == 0,
+            ),
+            (
+                "interaction.subscriber_queue_bytes",
+                self.interaction.subscriber_queue_bytes == 0,
             ),
             (
                 "interaction.max_subscribers",

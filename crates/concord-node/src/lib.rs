@@ -78,6 +78,7 @@ mod interact;
 mod interface;
 mod language;
 mod listener;
+mod memory;
 mod node;
 mod server;
 mod shed;

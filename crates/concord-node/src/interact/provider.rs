@@ -37,6 +37,17 @@ pub(crate) struct ProviderInteract {
     /// that took the node-wide lock (only messages change it): the idle check on every
     /// turn of the session's loop then does not take that lock.
     subscribed: bool,
+    /// What the session's queues held when it closed: a large backlog is handed back to
+    /// the operating system once the session is gone.
+    released: usize,
+}
+
+impl Drop for ProviderInteract {
+    fn drop(&mut self) {
+        if self.released >= crate::memory::GIVE_BACK_AFTER {
+            crate::memory::give_back();
+        }
+    }
 }
 
 impl std::fmt::Debug for ProviderInteract {
@@ -72,6 +83,7 @@ impl ProviderInteract {
             pipes: Pipes::new(),
             in_flight: 0,
             subscribed: false,
+            released: 0,
         }
     }
 
@@ -177,7 +189,8 @@ impl ProviderInteract {
 
     /// The session ended: subscriptions end, long-running actions run on for their lease.
     pub(crate) fn close(&mut self, reason: &str) {
-        self.affordances.unregister(self.subscriber);
+        let released = self.affordances.unregister(self.subscriber);
+        self.released = released.saturating_add(self.endpoint.taken_bytes());
         self.pipes.fail_all(&CallError::Closed(reason.to_owned()));
     }
 
