@@ -94,6 +94,7 @@
 //! action_lease = "30s"               # a progress action outlives its dropped caller this
 //! #                                    long (whole seconds: `concord:actionLease`)
 //! subscriber_queue = 1024            # notifications waiting per subscriber
+//! subscriber_queue_bytes = 4194304  # and their bytes (event data as JSON), whichever is hit first
 //! replay_max_age = "10m"             # optional: older events leave the replay buffer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
