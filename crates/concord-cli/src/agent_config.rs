@@ -1546,6 +1546,38 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn request_budget_protocol_share_and_queue_bytes_can_be_set_and_zero_is_refused() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nrequest_rate_per_address = 5\nrequest_burst_per_address = 6\n\
+             protocol_max_per_peer = 7\n[limits.interaction]\nsubscriber_queue_bytes = 8\n\
+             replay_bytes = 0\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.request_rate_per_address, 5);
+        assert_eq!(limits.request_burst_per_address, 6);
+        assert_eq!(limits.protocol_max_per_peer, 7);
+        assert_eq!(limits.interaction.subscriber_queue_bytes, 8);
+        assert_eq!(limits.interaction.replay_bytes, 0);
+        for key in [
+            "request_rate_per_address",
+            "request_burst_per_address",
+            "protocol_max_per_peer",
+        ] {
+            let error = load(&format!("{MINIMAL}\n[limits]\n{key} = 0\n"), &[]).unwrap_err();
+            assert!(
+                error.contains(&format!("limits.{key}: must be greater than zero")),
+                "{error}"
+            );
+        }
+        let text = format!("{MINIMAL}\n[limits.interaction]\nsubscriber_queue_bytes = 0\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(
+            error.contains("limits.interaction.subscriber_queue_bytes: must be greater than zero"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn interaction_and_stream_limits_can_be_set() {
         let text = format!(
             "{MINIMAL}\n[limits.interaction]\nmax_message_size = 2048\nmax_depth = 8\n\

@@ -437,7 +437,7 @@ impl Affordances {
     }
 
     /// The session of `id` ended: its subscriptions end, its actions run on for their lease.
-    /// Forgets a session that ended; returns what its queues weighed (now released).
+    /// Returns what its queues weighed (now released).
     pub(crate) fn unregister(&self, id: SubscriberId) -> usize {
         lock(&self.wakers).remove(&id);
         let mut thing = self.lock();
