@@ -94,6 +94,7 @@
 //! action_lease = "30s"               # a progress action outlives its dropped caller this
 //! #                                    long (whole seconds: `concord:actionLease`)
 //! subscriber_queue = 1024            # notifications waiting per subscriber
+//! subscriber_queue_bytes = 4194304  # and their bytes (event data as JSON), whichever is hit first
 //! replay_max_age = "10m"             # optional: older events leave the replay buffer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
@@ -516,6 +517,8 @@ struct LimitsSection {
     max_connections_per_address: Option<usize>,
     connection_rate_per_address: Option<u32>,
     connection_burst_per_address: Option<u32>,
+    request_rate_per_address: Option<u32>,
+    request_burst_per_address: Option<u32>,
     http_header_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
     idle_timeout: Option<Humane>,
@@ -532,6 +535,7 @@ struct LimitsSection {
     transcript_text_max_bytes: Option<usize>,
     transcript_max_frames: Option<u64>,
     protocol_max_count: Option<u64>,
+    protocol_max_per_peer: Option<u64>,
     event_overflow: Option<String>,
     #[serde(default)]
     hello: HelloLimitsSection,
@@ -560,6 +564,9 @@ struct InteractionLimitsSection {
     /// Absent: events leave the replay buffer by count alone.
     replay_max_age: Option<Humane>,
     subscriber_queue: Option<usize>,
+    subscriber_queue_bytes: Option<usize>,
+    /// 0: no replay buffer.
+    replay_bytes: Option<usize>,
     max_subscribers: Option<usize>,
     max_actions: Option<usize>,
     max_actions_per_caller: Option<usize>,
@@ -1364,6 +1371,8 @@ impl LimitsSection {
             max_connections_per_address,
             connection_rate_per_address,
             connection_burst_per_address,
+            request_rate_per_address,
+            request_burst_per_address,
             http_header_timeout,
             max_negotiation_rounds,
             max_concurrent_negotiation_work,
@@ -1379,7 +1388,8 @@ impl LimitsSection {
             transcript_prune_interval,
             transcript_text_max_bytes,
             transcript_max_frames,
-            protocol_max_count
+            protocol_max_count,
+            protocol_max_per_peer
         );
         // A total given alone keeps its default share per address.
         if self.max_backend_calls.is_some() && self.max_backend_calls_per_address.is_none() {
@@ -1417,6 +1427,8 @@ impl LimitsSection {
             max_events,
             replay_events,
             subscriber_queue,
+            subscriber_queue_bytes,
+            replay_bytes,
             max_subscribers,
             max_actions,
             max_actions_per_caller,
@@ -1631,6 +1643,38 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn request_budget_protocol_share_and_queue_bytes_can_be_set_and_zero_is_refused() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nrequest_rate_per_address = 5\nrequest_burst_per_address = 6\n\
+             protocol_max_per_peer = 7\n[limits.interaction]\nsubscriber_queue_bytes = 8\n\
+             replay_bytes = 0\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.request_rate_per_address, 5);
+        assert_eq!(limits.request_burst_per_address, 6);
+        assert_eq!(limits.protocol_max_per_peer, 7);
+        assert_eq!(limits.interaction.subscriber_queue_bytes, 8);
+        assert_eq!(limits.interaction.replay_bytes, 0);
+        for key in [
+            "request_rate_per_address",
+            "request_burst_per_address",
+            "protocol_max_per_peer",
+        ] {
+            let error = load(&format!("{MINIMAL}\n[limits]\n{key} = 0\n"), &[]).unwrap_err();
+            assert!(
+                error.contains(&format!("limits.{key}: must be greater than zero")),
+                "{error}"
+            );
+        }
+        let text = format!("{MINIMAL}\n[limits.interaction]\nsubscriber_queue_bytes = 0\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(
+            error.contains("limits.interaction.subscriber_queue_bytes: must be greater than zero"),
+            "{error}"
+        );
     }
 
     #[test]

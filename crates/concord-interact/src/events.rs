@@ -65,6 +65,23 @@ struct EncodedData {
     depth: usize,
 }
 
+/// What a gap weighs in a queue besides its event name.
+const GAP_WEIGHT: usize = 16;
+
+/// The most entries an empty queue or replay buffer keeps room for: one grown past it by a
+/// burst gives its memory back once it drains (below it, keeping the room saves an
+/// allocation per event).
+pub(crate) const KEPT_CAPACITY: usize = 64;
+
+impl EventRecord {
+    /// What the event weighs in a queue or the replay buffer: its data as JSON plus its
+    /// name (`Limits::subscriber_queue_bytes`, `Limits::replay_bytes`).
+    pub fn weight(&self) -> usize {
+        let json = self.encoded.json.as_deref().map_or(0, str::len);
+        json.saturating_add(self.event.len())
+    }
+}
+
 impl EncodedData {
     fn of(data: &Value) -> Self {
         Self {
@@ -84,6 +101,15 @@ pub enum Delivery {
 }
 
 impl Delivery {
+    /// What it weighs in a subscriber's queue: an event's [`EventRecord::weight`], a gap
+    /// its name plus 16 bytes.
+    pub fn weight(&self) -> usize {
+        match self {
+            Self::Event(record) => record.weight(),
+            Self::Gap(gap) => gap.event.len() + GAP_WEIGHT,
+        }
+    }
+
     /// The event name.
     pub fn event(&self) -> &str {
         match self {
@@ -276,6 +302,8 @@ struct Log {
     /// The id the next publish gets.
     next_id: u64,
     replay: VecDeque<EventRecord>,
+    /// The replay buffer's weight.
+    replay_bytes: usize,
 }
 
 impl Log {
@@ -283,9 +311,14 @@ impl Log {
         self.next_id - 1
     }
 
+    fn keep(&mut self, record: EventRecord) {
+        self.replay_bytes += record.weight();
+        self.replay.push_back(record);
+    }
+
     fn prune(&mut self, limits: &Limits, now: Instant) {
-        while self.replay.len() > limits.replay_events {
-            self.replay.pop_front();
+        while self.replay.len() > limits.replay_events || self.replay_bytes > limits.replay_bytes {
+            self.drop_oldest();
         }
         if let Some(age) = limits.replay_max_age {
             while self
@@ -293,8 +326,18 @@ impl Log {
                 .front()
                 .is_some_and(|r| now.saturating_duration_since(r.published_at) >= age)
             {
-                self.replay.pop_front();
+                self.drop_oldest();
             }
+        }
+        if self.replay.is_empty() && self.replay.capacity() > KEPT_CAPACITY {
+            // A buffer grown by a burst gives its memory back.
+            self.replay = VecDeque::new();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(record) = self.replay.pop_front() {
+            self.replay_bytes = self.replay_bytes.saturating_sub(record.weight());
         }
     }
 }
@@ -304,6 +347,8 @@ struct Subscriber {
     all: bool,
     events: BTreeSet<Arc<str>>,
     queue: VecDeque<Delivery>,
+    /// The queue's weight ([`Delivery::weight`]).
+    bytes: usize,
     /// Missed ranges not yet announced, per event; always older than anything queued
     /// for that event, so they go out first.
     gaps: BTreeMap<Arc<str>, (u64, u64)>,
@@ -328,27 +373,55 @@ impl Subscriber {
             .or_insert((from, to));
     }
 
-    /// Queues a delivery; `false` when the subscriber must be disconnected.
-    fn push(&mut self, delivery: Delivery, capacity: usize, overflow: Overflow) -> bool {
-        if self.queue.len() >= capacity {
+    fn note_missed(&mut self, delivery: Delivery) {
+        match delivery {
+            Delivery::Event(r) => self.note_gap(r.event, r.id, r.id),
+            Delivery::Gap(g) => self.note_gap(g.event, g.from, g.to),
+        }
+    }
+
+    /// Queues a delivery within both bounds, the count and the bytes (a queue takes one
+    /// message whatever its weight); `false` when the subscriber must be disconnected.
+    fn push(&mut self, delivery: Delivery, limits: &Limits, overflow: Overflow) -> bool {
+        let weight = delivery.weight();
+        while !self.queue.is_empty()
+            && (self.queue.len() >= limits.subscriber_queue
+                || self.bytes + weight > limits.subscriber_queue_bytes)
+        {
             match overflow {
                 Overflow::Disconnect => return false,
-                Overflow::DropOldest => match self.queue.pop_front() {
-                    Some(Delivery::Event(r)) => self.note_gap(r.event, r.id, r.id),
-                    Some(Delivery::Gap(g)) => self.note_gap(g.event, g.from, g.to),
-                    None => {
-                        // A zero capacity: the delivery itself is missed.
-                        match delivery {
-                            Delivery::Event(r) => self.note_gap(r.event, r.id, r.id),
-                            Delivery::Gap(g) => self.note_gap(g.event, g.from, g.to),
-                        }
-                        return true;
+                Overflow::DropOldest => {
+                    if let Some(oldest) = self.pop() {
+                        self.note_missed(oldest);
                     }
-                },
+                }
             }
         }
+        if limits.subscriber_queue == 0 {
+            // A zero capacity: the delivery itself is missed.
+            if overflow == Overflow::Disconnect {
+                return false;
+            }
+            self.note_missed(delivery);
+            return true;
+        }
+        self.bytes += weight;
         self.queue.push_back(delivery);
         true
+    }
+
+    /// Takes the oldest queued message; a queue that drained gives back the memory a
+    /// burst grew it to.
+    fn pop(&mut self) -> Option<Delivery> {
+        let delivery = self.queue.pop_front()?;
+        self.bytes = self.bytes.saturating_sub(delivery.weight());
+        if self.queue.is_empty() {
+            self.bytes = 0;
+            if self.queue.capacity() > KEPT_CAPACITY {
+                self.queue = VecDeque::new();
+            }
+        }
+        Some(delivery)
     }
 }
 
@@ -357,7 +430,8 @@ impl Subscriber {
 /// publishes, subscribes, and drains each subscriber with [`EventHub::poll_delivery`].
 ///
 /// A slow subscriber never blocks a publish or another subscriber: its queue holds at
-/// most `Limits::subscriber_queue` messages, then the hub's [`Overflow`] policy applies.
+/// most `Limits::subscriber_queue` messages and `Limits::subscriber_queue_bytes` bytes of
+/// them, then the hub's [`Overflow`] policy applies.
 /// Nothing is lost silently: a resume from before the replay buffer and every message
 /// dropped under [`Overflow::DropOldest`] become a [`Gap`] the subscriber receives.
 #[derive(Debug)]
@@ -427,6 +501,7 @@ impl EventHub {
                 name,
                 next_id: self.first_id,
                 replay: VecDeque::new(),
+                replay_bytes: 0,
             },
         );
         Ok(())
@@ -470,9 +545,9 @@ impl EventHub {
             published_at: now,
         };
         log.next_id = log.next_id.saturating_add(1);
-        log.replay.push_back(record.clone());
+        log.keep(record.clone());
         log.prune(&self.limits, now);
-        let capacity = self.limits.subscriber_queue;
+        let limits = &self.limits;
         let overflow = self.overflow;
         let mut dropped = Vec::new();
         for (id, subscriber) in &mut self.subscribers {
@@ -480,7 +555,7 @@ impl EventHub {
                 continue;
             }
             let was_idle = subscriber.queue.is_empty() && subscriber.gaps.is_empty();
-            if !subscriber.push(Delivery::Event(record.clone()), capacity, overflow) {
+            if !subscriber.push(Delivery::Event(record.clone()), limits, overflow) {
                 dropped.push(*id);
             } else if was_idle {
                 fresh.push(*id);
@@ -570,7 +645,7 @@ impl EventHub {
             .into_iter()
             .chain(replay.into_iter().map(Delivery::Event));
         for delivery in deliveries {
-            if !sub.push(delivery, limits.subscriber_queue, overflow) {
+            if !sub.push(delivery, &limits, overflow) {
                 self.drop_subscriber(subscriber);
                 return Err(EventError::Dropped { subscriber });
             }
@@ -612,6 +687,7 @@ impl EventHub {
         }
         if !sub.all {
             sub.queue.retain(|d| d.event() != event);
+            sub.bytes = sub.queue.iter().map(Delivery::weight).sum();
             sub.gaps.remove(event);
         }
         if sub.is_idle() {
@@ -644,7 +720,7 @@ impl EventHub {
         if let Some((event, (from, to))) = sub.gaps.pop_first() {
             return Some(Delivery::Gap(Gap { event, from, to }));
         }
-        sub.queue.pop_front()
+        sub.pop()
     }
 
     /// How many messages wait for this subscriber (gaps included).
@@ -652,6 +728,18 @@ impl EventHub {
         self.subscribers
             .get(&subscriber)
             .map_or(0, |s| s.queue.len() + s.gaps.len())
+    }
+
+    /// What the messages waiting for this subscriber weigh ([`Delivery::weight`]; gaps
+    /// not yet queued are not counted): at most `Limits::subscriber_queue_bytes`, or one
+    /// message's weight when a single message is larger.
+    pub fn queued_bytes(&self, subscriber: SubscriberId) -> usize {
+        self.subscribers.get(&subscriber).map_or(0, |s| s.bytes)
+    }
+
+    /// What the messages waiting for every subscriber weigh, together.
+    pub fn total_queued_bytes(&self) -> usize {
+        self.subscribers.values().map(|s| s.bytes).sum()
     }
 
     /// Whether this subscriber is known (has a subscription).
@@ -694,6 +782,104 @@ mod tests {
         hub.publish("fe\u{e9}d\"back", data, Instant::now())
             .unwrap();
         hub.poll_delivery(SubscriberId(1)).unwrap()
+    }
+
+    /// An event whose data is a string of `bytes` characters (its JSON has 2 more).
+    fn large(bytes: usize) -> Value {
+        Value::String("x".repeat(bytes))
+    }
+
+    fn byte_bounded(overflow: Overflow) -> EventHub {
+        let limits = Limits {
+            subscriber_queue_bytes: 10_000,
+            replay_bytes: 25_000,
+            ..Limits::default()
+        };
+        let mut hub = EventHub::new(limits, overflow);
+        hub.declare("e").unwrap();
+        hub
+    }
+
+    #[test]
+    fn a_slow_subscriber_holds_at_most_its_bytes_and_hears_of_the_rest_as_a_gap() {
+        let mut hub = byte_bounded(Overflow::DropOldest);
+        let now = Instant::now();
+        let slow = SubscriberId(1);
+        hub.subscribe(slow, "e", None, now).unwrap();
+        // 100 events of about 1 KB each: 100 KB, far under the queue's 1,024 messages.
+        for _ in 0..100 {
+            hub.publish("e", large(1_000), now).unwrap();
+            assert!(
+                hub.queued_bytes(slow) <= 10_000,
+                "{}",
+                hub.queued_bytes(slow)
+            );
+        }
+        // Each weighs 1,002 + 1 bytes: 9 fit.
+        assert_eq!(hub.queued_bytes(slow), 9 * 1_003);
+        let mut delivered = Vec::new();
+        let mut gaps = Vec::new();
+        while let Some(delivery) = hub.poll_delivery(slow) {
+            match delivery {
+                Delivery::Gap(gap) => gaps.push((gap.from, gap.to)),
+                Delivery::Event(record) => delivered.push(record.id),
+            }
+        }
+        assert_eq!(gaps, [(1, 91)]);
+        assert_eq!(delivered, (92..=100).collect::<Vec<_>>());
+        assert_eq!(hub.queued_bytes(slow), 0);
+    }
+
+    #[test]
+    fn a_message_larger_than_the_byte_bound_is_still_delivered_alone() {
+        let mut hub = byte_bounded(Overflow::DropOldest);
+        let now = Instant::now();
+        hub.subscribe(SubscriberId(1), "e", None, now).unwrap();
+        hub.publish("e", large(10), now).unwrap();
+        hub.publish("e", large(20_000), now).unwrap();
+        assert_eq!(hub.queued_bytes(SubscriberId(1)), 20_003);
+        assert!(matches!(
+            hub.poll_delivery(SubscriberId(1)),
+            Some(Delivery::Gap(Gap { from: 1, to: 1, .. }))
+        ));
+        assert!(matches!(
+            hub.poll_delivery(SubscriberId(1)),
+            Some(Delivery::Event(EventRecord { id: 2, .. }))
+        ));
+    }
+
+    #[test]
+    fn the_byte_bound_disconnects_under_that_policy() {
+        let mut hub = byte_bounded(Overflow::Disconnect);
+        let now = Instant::now();
+        hub.subscribe(SubscriberId(1), "e", None, now).unwrap();
+        for _ in 0..9 {
+            hub.publish("e", large(1_000), now).unwrap();
+        }
+        assert!(hub.is_subscribed(SubscriberId(1)));
+        hub.publish("e", large(1_000), now).unwrap();
+        assert!(!hub.is_subscribed(SubscriberId(1)));
+        assert_eq!(
+            hub.poll_event(),
+            Some(HubEvent::SubscriberDropped {
+                subscriber: SubscriberId(1),
+                reason: DropReason::Overflow,
+            })
+        );
+    }
+
+    #[test]
+    fn the_replay_buffer_keeps_at_most_its_bytes_and_a_resume_before_them_gets_a_gap() {
+        let mut hub = byte_bounded(Overflow::DropOldest);
+        let now = Instant::now();
+        for _ in 0..100 {
+            hub.publish("e", large(1_000), now).unwrap();
+        }
+        // 24 events of 1,003 bytes fit in 25,000; the resume's queue takes 9 of them.
+        let subscribed = hub.subscribe(SubscriberId(1), "e", Some(0), now).unwrap();
+        assert_eq!(subscribed.replayed, 24);
+        assert_eq!(subscribed.gap.map(|gap| (gap.from, gap.to)), Some((1, 76)));
+        assert!(hub.queued_bytes(SubscriberId(1)) <= 10_000);
     }
 
     #[test]

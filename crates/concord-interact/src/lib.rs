@@ -86,6 +86,8 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `replay_events` | 256 | per event, older events leave the replay buffer; a resume from before them answers a [`Gap`] |
 /// | `replay_max_age` | none | when set, events older than this leave the replay buffer too |
 /// | `subscriber_queue` | 1024 | per subscriber, undelivered messages; past it the hub's [`Overflow`] policy applies |
+/// | `subscriber_queue_bytes` | 4 MiB | per subscriber, the undelivered events' data as JSON (a gap counts its name and 16 bytes); past it the hub's [`Overflow`] policy applies as past `subscriber_queue` (one message is queued whatever its size) |
+/// | `replay_bytes` | 4 MiB | per event, the replay buffer's data as JSON: older events leave it past this as past `replay_events` (0: no replay) |
 /// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
 /// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose address, or whose identity, holds this many over all its sessions ([`ActionError::CallerLimit`], a 429 problem; [`ActionCaller`]) |
 /// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`], a 503 problem) |
@@ -122,12 +124,22 @@ pub struct Limits {
     pub max_events: usize,
     /// Events kept per event name for resuming subscribers (default 256).
     pub replay_events: usize,
+    /// Bytes of events kept per event name for resuming subscribers, weighed as in
+    /// `subscriber_queue_bytes`: the oldest leave the replay buffer past it (default 4 MiB;
+    /// 0: no replay).
+    pub replay_bytes: usize,
     /// When set, events older than this leave the replay buffer even if there is room
     /// (default: none).
     pub replay_max_age: Option<Duration>,
     /// Undelivered messages per subscriber before the [`Overflow`] policy applies
     /// (default 1024).
     pub subscriber_queue: usize,
+    /// Bytes of undelivered messages per subscriber before the [`Overflow`] policy
+    /// applies, whatever their count: each event weighs its data as JSON plus its name (the
+    /// data is shared with the replay buffer and the other subscribers, and held in memory
+    /// once more as parsed JSON), a gap its name plus 16. A queue always takes one message,
+    /// however large (default 4 MiB).
+    pub subscriber_queue_bytes: usize,
     /// Most subscribers one [`EventHub`] serves (default 10 000).
     pub max_subscribers: usize,
     /// Most unfinished actions in one [`ActionTable`] (default 256).
@@ -161,8 +173,10 @@ impl Default for Limits {
             max_open_correlations: 1024,
             max_events: 256,
             replay_events: 256,
+            replay_bytes: 4 * 1024 * 1024,
             replay_max_age: None,
             subscriber_queue: 1024,
+            subscriber_queue_bytes: 4 * 1024 * 1024,
             max_subscribers: 10_000,
             max_actions: 256,
             max_actions_per_caller: 16,

@@ -201,6 +201,16 @@ impl PropertyTable {
         self.changes.queued(observer)
     }
 
+    /// What the changes waiting for this observer weigh ([`EventHub::queued_bytes`]).
+    pub fn queued_bytes(&self, observer: SubscriberId) -> usize {
+        self.changes.queued_bytes(observer)
+    }
+
+    /// What the changes waiting for every observer weigh, together.
+    pub fn total_queued_bytes(&self) -> usize {
+        self.changes.total_queued_bytes()
+    }
+
     /// Whether `observer` observes a property.
     pub fn is_observed_by(&self, observer: SubscriberId) -> bool {
         self.changes.is_subscribed(observer)

@@ -342,6 +342,22 @@ impl Thing {
         self.events.is_subscribed(id) || self.properties.is_observed_by(id)
     }
 
+    /// What the events and property changes waiting for the session `id` weigh
+    /// ([`EventHub::queued_bytes`]).
+    pub fn queued_bytes(&self, id: SubscriberId) -> usize {
+        self.events
+            .queued_bytes(id)
+            .saturating_add(self.properties.queued_bytes(id))
+    }
+
+    /// What the events and property changes waiting for every session weigh, together:
+    /// each session's share is bounded by `Limits::subscriber_queue_bytes` per hub.
+    pub fn total_queued_bytes(&self) -> usize {
+        self.events
+            .total_queued_bytes()
+            .saturating_add(self.properties.total_queued_bytes())
+    }
+
     /// How many sessions are known.
     pub fn subscriber_count(&self) -> usize {
         self.sessions.len()

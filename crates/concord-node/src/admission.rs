@@ -17,6 +17,7 @@ use crate::config::Limits;
 
 pub(crate) mod accept;
 mod log;
+mod requests;
 
 pub(crate) use log::RefusalLog;
 
@@ -36,6 +37,18 @@ impl ClientKey {
                 Some(ip) => Self::V4(u32::from(ip)),
                 None => Self::V6Prefix((u128::from(ip) >> 64) as u64),
             },
+        }
+    }
+
+    /// The address as a peer's name in the store and transcripts: `ws://203.0.113.7`,
+    /// `ws://[2001:db8:1:2::]/64`.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Self::V4(ip) => format!("ws://{}", std::net::Ipv4Addr::from(ip)),
+            Self::V6Prefix(prefix) => {
+                let network = std::net::Ipv6Addr::from(u128::from(prefix) << 64);
+                format!("ws://[{network}]/64")
+            }
         }
     }
 }
@@ -75,6 +88,8 @@ pub(crate) enum Refusal {
     PendingHellosPerAddress { limit: usize },
     #[error("this node holds at most {limit} connections waiting for their sourceHello, all of them new; try again later")]
     PendingHellos { limit: usize },
+    #[error("this node answers at most {rate} HTTP requests per second from one address (bursts of {burst}); slow down")]
+    Requests { rate: u32, burst: u32 },
 }
 
 impl Refusal {
@@ -86,6 +101,7 @@ impl Refusal {
             | Self::Rate { .. }
             | Self::SessionsPerAddress { .. }
             | Self::PendingHellosPerAddress { .. } => 429,
+            | Self::Requests { .. } => 429,
         }
     }
 
@@ -104,6 +120,7 @@ impl Refusal {
             Self::SessionsPerAddress { .. } => "max_sessions_per_address",
             Self::PendingHellosPerAddress { .. } => "max_pending_hellos_per_address",
             Self::PendingHellos { .. } => "max_pending_hellos",
+            Self::Requests { .. } => "request_rate_per_address",
         }
     }
 }
@@ -213,6 +230,8 @@ pub(crate) struct Admission {
     /// half as many.
     max_clients: usize,
     table: Mutex<Table>,
+    /// HTTP requests per address, over all its connections.
+    requests: requests::RequestBudget,
 }
 
 /// The shortest time between two sweeps of spent entries.
@@ -235,7 +254,14 @@ impl Admission {
             ),
             max_clients: limits.max_connections.saturating_mul(4).max(1024),
             table: Mutex::new(Table::default()),
+            requests: requests::RequestBudget::new(limits),
         })
+    }
+
+    /// Spends one HTTP request (on any route, on a new or a kept-alive connection) of
+    /// `key`'s address, or says it is over its budget.
+    pub(crate) fn request(&self, key: ClientKey) -> Result<(), Refusal> {
+        self.requests.take(key, Instant::now())
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {

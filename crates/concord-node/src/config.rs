@@ -35,6 +35,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
+/// | `request_rate_per_address` | 256 per s, bursts of `request_burst_per_address` (1,024) | HTTP requests from one client address on every route (description, DID document, WebSocket upgrades, any other), over all its connections, kept-alive ones included: one over it is answered HTTP 429 with `Retry-After` and its connection closed |
 /// | `http_header_timeout` | 10 s | a connection that sends no complete request head within it (from its start, or from its previous response) is closed |
 /// | `first_proposal_timeout` | 30 s | a requester that said hello and proposes nothing within it is answered `rejected` and the session closes (not after 0-RTT or consensus); long enough for a requester whose LLM drafts the candidate after the hellos, as the reference SDK's does (a silent session is shed sooner when the node is full: `idle_shed_after`) |
 /// | `negotiation_deadline` | 180 s | the whole way from the hellos to a ready session (negotiation, code generation, test cases): past it, `rejected` and closed |
@@ -48,8 +49,9 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_text_max_bytes` | 4 KiB | a longer hello or frame text is recorded as its prefix, its size and its SHA-256 |
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
+/// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
-/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
 ///
@@ -149,6 +151,12 @@ pub struct Limits {
     /// New TCP connections one client address may open at once above the rate (the
     /// bucket's size).
     pub connection_burst_per_address: u32,
+    /// HTTP requests one client address may make per second, on average, on every route
+    /// and over all its connections (kept-alive ones included).
+    pub request_rate_per_address: u32,
+    /// HTTP requests one client address may make at once above the rate (the bucket's
+    /// size).
+    pub request_burst_per_address: u32,
     /// How long a connection may take to send a complete HTTP request head, counted from
     /// its start and, between requests on a kept-alive connection, from the previous
     /// response: a silent or dribbling connection is closed after it.
@@ -188,6 +196,10 @@ pub struct Limits {
     /// Most negotiated protocols the store keeps: each transcript prune also deletes the
     /// least recently used beyond it. Consensus protocols are not counted nor deleted.
     pub protocol_max_count: u64,
+    /// Most negotiated protocols one peer holds (its proved DID, else its client address:
+    /// an IPv4 address or an IPv6 /64): each save or resume for it takes it off the
+    /// protocols it used least recently beyond this, deleting those no other peer holds.
+    pub protocol_max_per_peer: u64,
     /// Most pieces of negotiation work (judging, drafting, diagnosing, code generation
     /// and its test run, compiling the protocol's schemas) the node runs at once, over
     /// all sessions; the rest wait for a turn, and the wait counts against the step's own
@@ -236,6 +248,8 @@ impl Default for Limits {
             max_connections_per_address: 256,
             connection_rate_per_address: 64,
             connection_burst_per_address: 256,
+            request_rate_per_address: 256,
+            request_burst_per_address: 1024,
             http_header_timeout: Duration::from_secs(10),
             first_proposal_timeout: Duration::from_secs(30),
             negotiation_deadline: Duration::from_secs(180),
@@ -249,6 +263,7 @@ impl Default for Limits {
             transcript_text_max_bytes: 4096,
             transcript_max_frames: 512,
             protocol_max_count: 10_000,
+            protocol_max_per_peer: 32,
             max_concurrent_negotiation_work: std::thread::available_parallelism()
                 .map_or(2, usize::from)
                 .max(2),
@@ -359,6 +374,14 @@ impl Limits {
                 "connection_burst_per_address",
                 self.connection_burst_per_address == 0,
             ),
+            (
+                "request_rate_per_address",
+                self.request_rate_per_address == 0,
+            ),
+            (
+                "request_burst_per_address",
+                self.request_burst_per_address == 0,
+            ),
             ("http_header_timeout", self.http_header_timeout.is_zero()),
             ("negotiation_timeout", self.negotiation_timeout.is_zero()),
             (
@@ -379,12 +402,14 @@ impl Limits {
             ),
             ("transcript_max_frames", self.transcript_max_frames == 0),
             ("protocol_max_count", self.protocol_max_count == 0),
+            ("protocol_max_per_peer", self.protocol_max_per_peer == 0),
             (
                 "max_concurrent_negotiation_work",
                 self.max_concurrent_negotiation_work == 0,
             ),
-            // `interaction.replay_events` and `interaction.finished_actions` may be 0 (no
-            // replay; finished actions forgotten at once).
+            // `interaction.replay_events`, `interaction.replay_bytes` and
+            // `interaction.finished_actions` may be 0 (no replay; finished actions forgotten
+            // at once).
             (
                 "interaction.max_message_size",
                 self.interaction.max_message_size == 0,
@@ -417,6 +442,10 @@ impl Limits {
             (
                 "interaction.subscriber_queue",
                 self.interaction.subscriber_queue == 0,
+            ),
+            (
+                "interaction.subscriber_queue_bytes",
+                self.interaction.subscriber_queue_bytes == 0,
             ),
             (
                 "interaction.max_subscribers",

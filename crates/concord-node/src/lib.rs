@@ -79,6 +79,7 @@ mod interact;
 mod interface;
 mod language;
 mod listener;
+mod memory;
 mod node;
 mod server;
 mod shed;

@@ -942,17 +942,16 @@ struct Stored {
     test_cases: Option<String>,
 }
 
-/// Who the peer is, for the store and transcripts: the DID it proved on the upgrade, else
-/// its host (`ws://203.0.113.7`, `ws://[2001:db8::1]`): the port a client connects from is
-/// a new ephemeral one each time and says nothing about who it is. A DID a hello merely
-/// claims is not believed (it would let anyone take another's stored protocols).
+/// Who the peer is, for the store (its share of protocols, `protocol_max_per_peer`) and
+/// transcripts: the DID it proved on the upgrade, else its client address as admission
+/// counts it (`ws://203.0.113.7`, `ws://[2001:db8:1:2::]/64`: one host usually holds a
+/// whole IPv6 /64): the port a client connects from is a new ephemeral one each time and
+/// says nothing about who it is. A DID a hello merely claims is not believed (it would
+/// let anyone take another's stored protocols).
 fn peer_label(caller: &Caller, remote: SocketAddr) -> String {
     match caller.did() {
         Some(did) => did.to_string(),
-        None => match remote.ip() {
-            std::net::IpAddr::V6(ip) => format!("ws://[{ip}]"),
-            ip => format!("ws://{ip}"),
-        },
+        None => ClientKey::of(remote.ip()).label(),
     }
 }
 
@@ -965,7 +964,20 @@ mod tests {
         let v4: SocketAddr = "203.0.113.7:51234".parse().unwrap();
         let v6: SocketAddr = "[2001:db8::1]:51234".parse().unwrap();
         assert_eq!(peer_label(&Caller::Anonymous, v4), "ws://203.0.113.7");
-        assert_eq!(peer_label(&Caller::Anonymous, v6), "ws://[2001:db8::1]");
+        assert_eq!(peer_label(&Caller::Anonymous, v6), "ws://[2001:db8::]/64");
+        // One IPv6 /64 is one peer, as admission counts it; another /64 is another.
+        let same_64: SocketAddr = "[2001:db8::ffff:1:2:3]:51234".parse().unwrap();
+        let next_64: SocketAddr = "[2001:db8:0:1::1]:51234".parse().unwrap();
+        assert_eq!(
+            peer_label(&Caller::Anonymous, same_64),
+            "ws://[2001:db8::]/64"
+        );
+        assert_eq!(
+            peer_label(&Caller::Anonymous, next_64),
+            "ws://[2001:db8:0:1::]/64"
+        );
+        let mapped: SocketAddr = "[::ffff:203.0.113.7]:51234".parse().unwrap();
+        assert_eq!(peer_label(&Caller::Anonymous, mapped), "ws://203.0.113.7");
         let did = concord_identity::Did::parse("did:wba:agents.example:alice").unwrap();
         assert_eq!(
             peer_label(&Caller::Authenticated(did.clone()), v4),

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rusqlite::{params, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use crate::error::StoreError;
 use crate::store::Store;
@@ -279,6 +279,75 @@ impl Store {
                 return Ok(deleted);
             }
         }
+    }
+
+    /// Keeps at most `max` negotiated protocols held by `peer` (saved for it or used with
+    /// it, as [`NewProtocol::peer`](crate::NewProtocol::peer) names it), so that one peer
+    /// cannot fill the store and have [`prune_protocols`](Self::prune_protocols) evict
+    /// everyone else's: beyond the `max` it used most recently, `peer` is taken off each
+    /// protocol's peers, and a protocol left with no peer is deleted. A protocol another
+    /// peer holds stays theirs. Protocols settled by consensus are never touched. One
+    /// transaction; returns how many protocols were deleted.
+    ///
+    /// ```
+    /// use concord_store::{NewProtocol, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// let shared = store.save_protocol(&NewProtocol::negotiated("# shared\n", "caller"))?;
+    /// store.touch_protocol(&shared, "filler")?;
+    /// for i in 0..3 {
+    ///     store.save_protocol(&NewProtocol::negotiated(format!("# {i}\n"), "filler"))?;
+    /// }
+    /// assert_eq!(store.cap_peer_protocols("filler", 1)?, 2);
+    /// // The caller still holds the protocol it shared with the filler.
+    /// assert_eq!(store.protocol(&shared)?.unwrap().peers, ["caller"]);
+    /// assert_eq!(store.list_protocols()?.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cap_peer_protocols(&self, peer: &str, max: u64) -> Result<u64, StoreError> {
+        let sql = self.sqlite("cap a peer's protocols");
+        let keep = i64::try_from(max).unwrap_or(i64::MAX);
+        let mut connection = self.connection();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        let beyond: Vec<String> = tx
+            .prepare_cached(
+                "SELECT pp.hash FROM protocol_peers pp JOIN protocols p ON p.hash = pp.hash
+                 WHERE pp.peer = ?1 AND p.settlement = 'negotiated'
+                 ORDER BY pp.last_used_ms DESC, pp.rowid DESC LIMIT -1 OFFSET ?2",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_map(params![peer, keep], |row| row.get(0))?
+                    .collect()
+            })
+            .map_err(&sql)?;
+        let mut deleted = Vec::new();
+        for hash in &beyond {
+            tx.prepare_cached("DELETE FROM protocol_peers WHERE hash = ?1 AND peer = ?2")
+                .and_then(|mut statement| statement.execute(params![hash, peer]))
+                .map_err(&sql)?;
+            // Its other peers, if any, keep it.
+            let gone: Option<String> = tx
+                .prepare_cached(
+                    "DELETE FROM protocols WHERE hash = ?1 AND settlement = 'negotiated'
+                         AND NOT EXISTS (SELECT 1 FROM protocol_peers WHERE hash = ?1)
+                     RETURNING hash",
+                )
+                .and_then(|mut statement| statement.query_row([hash], |row| row.get(0)).optional())
+                .map_err(&sql)?;
+            deleted.extend(gone);
+        }
+        tx.commit().map_err(&sql)?;
+        drop(connection);
+        for hash in &deleted {
+            if let Ok(hash) = hash.parse() {
+                self.verified.remove(&hash);
+            }
+        }
+        Ok(u64::try_from(deleted.len()).unwrap_or(u64::MAX))
     }
 
     /// Copies the write-ahead log into the database (`PRAGMA wal_checkpoint`):

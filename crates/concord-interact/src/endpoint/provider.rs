@@ -11,7 +11,7 @@ use super::{
     send_mode, unattributed, with_headroom, RequestId, StreamNews, StreamUpdate, STREAM_VIOLATION,
     UNKNOWN_ACTION_NAME,
 };
-use crate::events::{EventError, SubscriberId};
+use crate::events::{EventError, SubscriberId, KEPT_CAPACITY};
 use crate::interface::{ActionMode, Interface};
 use crate::message::{ActionStatus, Message, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
@@ -300,7 +300,29 @@ impl ProviderEndpoint {
                 return Some(with_headroom(bytes, self.headroom));
             }
         }
+        // Queues a burst grew give their memory back once drained.
+        if self.taken.capacity() > KEPT_CAPACITY {
+            self.taken = VecDeque::new();
+        }
+        if self.outgoing.capacity() > KEPT_CAPACITY {
+            self.outgoing = VecDeque::new();
+        }
         None
+    }
+
+    /// What this session took from the Thing and has not sent yet weighs: events by
+    /// [`Delivery::weight`](crate::Delivery::weight), encoded messages by their length
+    /// (at most a Thing's queue for it, `Limits::subscriber_queue_bytes` per hub).
+    pub fn taken_bytes(&self) -> usize {
+        let taken: usize = self
+            .taken
+            .iter()
+            .map(|outgoing| match outgoing {
+                Outgoing::Event(delivery) => delivery.weight(),
+                _ => 0,
+            })
+            .sum();
+        taken.saturating_add(self.outgoing.iter().map(Vec::len).sum())
     }
 
     /// Takes everything the Thing queued for this session (events share their data, so

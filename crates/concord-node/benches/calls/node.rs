@@ -68,6 +68,9 @@ fn limits() -> Limits {
         max_connections_per_address: 8192,
         connection_rate_per_address: 100_000,
         connection_burst_per_address: 100_000,
+        // Each connection fetches the description and upgrades: two requests.
+        request_rate_per_address: 200_000,
+        request_burst_per_address: 200_000,
         ..Limits::default()
     }
 }

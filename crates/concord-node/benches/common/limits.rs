@@ -19,6 +19,9 @@ pub fn provider(sessions: usize) -> Limits {
         max_connections_per_address: room,
         connection_rate_per_address: rate,
         connection_burst_per_address: rate,
+        // Each connection fetches the description and upgrades: two requests.
+        request_rate_per_address: rate.saturating_mul(2),
+        request_burst_per_address: rate.saturating_mul(2),
         max_pending_hellos: room,
         idle_timeout: Duration::from_secs(3600),
         ..Limits::default()

@@ -9,6 +9,7 @@
 //! and is the session's to bound (hello timeout, negotiation and idle timeouts).
 
 use std::convert::Infallible;
+use std::future::Ready;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,9 @@ use std::time::Duration;
 use axum::extract::ConnectInfo;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::future::RouteFuture;
 use axum::Router;
+use futures_util::future::Either;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -70,9 +73,15 @@ impl Accepting {
             };
             match self.admission.connect(remote) {
                 Ok(guard) => {
-                    let (tls, app) = (tls.clone(), self.app.clone());
-                    let (header_timeout, stop) = (self.header_timeout, self.stop.clone());
-                    let ticket = Ticket(Arc::new(guard));
+                    let (tls, stop) = (tls.clone(), self.stop.clone());
+                    let header_timeout = self.header_timeout;
+                    let service = PerConnection {
+                        app: self.app.clone(),
+                        remote,
+                        ticket: Ticket(Arc::new(guard)),
+                        admission: Arc::clone(&self.admission),
+                        log: Arc::clone(&self.log),
+                    };
                     connections.spawn(async move {
                         let mut stopping = stop.clone();
                         // A handshake in progress when the server stops is dropped.
@@ -81,7 +90,7 @@ impl Accepting {
                             () = until_stop(&mut stopping) => None,
                         };
                         if let Some(stream) = stream {
-                            serve(stream, remote, ticket, app, header_timeout, stop).await;
+                            serve(stream, service, header_timeout, stop).await;
                         }
                     });
                 }
@@ -105,17 +114,11 @@ impl Accepting {
 /// its response in progress is written.
 async fn serve(
     stream: listener::Stream,
-    remote: SocketAddr,
-    ticket: Ticket,
-    app: Router,
+    service: PerConnection,
     header_timeout: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    let service = PerConnection {
-        app,
-        remote,
-        ticket,
-    };
+    let remote = service.remote;
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -188,23 +191,32 @@ pub(crate) fn refusal_response(refusal: &Refusal) -> Response {
         .into_response()
 }
 
-/// The router for one connection: every request carries the peer's address
+/// The router for one connection: every request, on whatever route, first spends one of
+/// its address's request budget (over it, the refusal is the answer and the connection
+/// closes after it), then reaches the router carrying the peer's address
 /// (`ConnectInfo<SocketAddr>`) and the connection's [`Ticket`].
 #[derive(Clone)]
 struct PerConnection {
     app: Router,
     remote: SocketAddr,
     ticket: Ticket,
+    admission: Arc<Admission>,
+    log: Arc<RefusalLog>,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for PerConnection {
     type Response = Response;
     type Error = Infallible;
-    type Future = axum::routing::future::RouteFuture<Infallible>;
+    type Future = Either<Ready<Result<Response, Infallible>>, RouteFuture<Infallible>>;
 
     fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
+        if let Err(refusal) = self.admission.request(self.ticket.key()) {
+            self.log
+                .refused(refusal.name(), self.remote, &refusal.to_string());
+            return Either::Left(std::future::ready(Ok(refusal_response(&refusal))));
+        }
         request.extensions_mut().insert(ConnectInfo(self.remote));
         request.extensions_mut().insert(self.ticket.clone());
-        tower_service::Service::call(&mut self.app.clone(), request)
+        Either::Right(tower_service::Service::call(&mut self.app.clone(), request))
     }
 }

@@ -69,20 +69,8 @@ impl Drop for Turn {
     fn drop(&mut self) {
         drop(self.permit.take());
         if self.semaphore.available_permits() == self.turns {
-            give_back_memory();
+            crate::memory::give_back();
         }
-    }
-}
-
-/// Hands freed heap memory back to the operating system, off the async threads.
-fn give_back_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn_blocking(|| {
-            // SAFETY: `malloc_trim` only walks glibc's own arenas under their locks; it
-            // takes no pointer of ours and is safe to call from any thread at any time.
-            unsafe { libc::malloc_trim(0) };
-        });
     }
 }
 

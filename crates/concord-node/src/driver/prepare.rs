@@ -207,11 +207,16 @@ impl<T: Transport> Driver<T> {
         let text = text.to_owned();
         let role = self.session.role();
         let peer = self.peer.clone();
+        let per_peer = self.shared.limits.protocol_max_per_peer;
         let mut protocol = match &settled.how {
             Settlement::Resumed => {
-                // Already stored: note the use, and that this peer holds it.
+                // Already stored: note the use, and that this peer holds it (within its
+                // share of the store).
                 let hash = settled.hash;
-                self.background_store(move |store| store.touch_protocol(&hash, &peer).map(drop));
+                self.background_store(move |store| {
+                    store.touch_protocol(&hash, &peer)?;
+                    store.cap_peer_protocols(&peer, per_peer).map(drop)
+                });
                 return self.continue_after_save(then);
             }
             Settlement::Consensus { uri } => NewProtocol::consensus(uri.clone(), text, peer),
@@ -229,10 +234,13 @@ impl<T: Transport> Driver<T> {
         let store = self.shared.store.clone();
         let work = self.work_tx.clone();
         tokio::spawn(async move {
-            if let Err(error) = store
-                .run(move |store| store.save_protocol(&protocol).map(drop))
-                .await
-            {
+            // Saved within the peer's share of the store, before it is told our code is
+            // ready: one peer filling the store evicts its own protocols, not others'.
+            let save = move |store: &concord_store::Store| {
+                store.save_protocol(&protocol)?;
+                store.cap_peer_protocols(&protocol.peer, per_peer).map(drop)
+            };
+            if let Err(error) = store.run(save).await {
                 tracing::warn!(%error, "cannot save the protocol; it will be negotiated again next time");
             }
             let _ = work.send(Box::new(Work::Saved { then }));

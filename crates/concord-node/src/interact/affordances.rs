@@ -297,6 +297,14 @@ impl Publisher {
         Ok(id)
     }
 
+    /// What the events and property changes waiting in every session's queue weigh now
+    /// (their data as JSON): each session holds at most
+    /// `limits.interaction.subscriber_queue_bytes` of events and as much of property
+    /// changes (one message more when a single one is larger).
+    pub fn queued_bytes(&self) -> usize {
+        self.affordances.lock().total_queued_bytes()
+    }
+
     /// Sets a property; observers are notified.
     ///
     /// # Errors
@@ -435,11 +443,14 @@ impl Affordances {
     }
 
     /// The session of `id` ended: its subscriptions end, its actions run on for their lease.
-    pub(crate) fn unregister(&self, id: SubscriberId) {
+    /// Returns what its queues weighed (now released).
+    pub(crate) fn unregister(&self, id: SubscriberId) -> usize {
         lock(&self.wakers).remove(&id);
         let mut thing = self.lock();
+        let released = thing.queued_bytes(id);
         thing.remove_subscriber(id, Instant::now());
         self.wake(&mut thing);
+        released
     }
 
     /// Wakes every session the thing queued something for, and stops the tasks of actions

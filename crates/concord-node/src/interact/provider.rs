@@ -49,6 +49,17 @@ pub(crate) struct ProviderInteract {
     holding: bool,
     /// A stream with no byte either way for this long is reset (`stream_idle_timeout`).
     stream_idle: Duration,
+    /// What the session's queues held when it closed: a large backlog is handed back to
+    /// the operating system once the session is gone.
+    released: usize,
+}
+
+impl Drop for ProviderInteract {
+    fn drop(&mut self) {
+        if self.released >= crate::memory::GIVE_BACK_AFTER {
+            crate::memory::give_back();
+        }
+    }
 }
 
 impl std::fmt::Debug for ProviderInteract {
@@ -96,6 +107,7 @@ impl ProviderInteract {
             subscribed: false,
             holding: false,
             stream_idle,
+            released: 0,
         }
     }
 
@@ -240,7 +252,8 @@ impl ProviderInteract {
 
     /// The session ended: subscriptions end, long-running actions run on for their lease.
     pub(crate) fn close(&mut self, reason: &str) {
-        self.affordances.unregister(self.subscriber);
+        let released = self.affordances.unregister(self.subscriber);
+        self.released = released.saturating_add(self.endpoint.taken_bytes());
         self.pipes.fail_all(&CallError::Closed(reason.to_owned()));
     }
 

@@ -3,28 +3,18 @@
 //! be typed (an HTTP status with `Retry-After` and a body, or a close code with a reason),
 //! and legitimate callers must still get in.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use concord_node::{Limits, Server};
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::support::*;
-
-/// A TCP connection to the server from `source` (any port).
-pub(crate) async fn tcp_from(source: &str, server: &Server) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::new(source.parse().unwrap(), 0))
-        .unwrap();
-    socket.connect(server.local_addr()).await.unwrap()
-}
 
 /// Reads an HTTP response head byte by byte (nothing after it is consumed).
 async fn read_head(stream: &mut TcpStream) -> String {
@@ -398,4 +388,73 @@ async fn a_full_node_whose_sessions_are_all_busy_still_answers_503() {
         .to_string();
     assert!(error.contains("503"), "{error}");
     assert!(error.contains("at most 1 sessions"), "{error}");
+}
+
+/// One GET of the description on a kept-alive connection: the status and the head (the
+/// body, sized by `Content-Length`, is read and dropped).
+async fn get_kept_alive(stream: &mut TcpStream) -> (u16, String) {
+    stream
+        .write_all(b"GET /.well-known/wot HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_head(stream).await;
+    let length = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut body))
+        .await
+        .expect("no body within 5 s")
+        .unwrap();
+    let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head)
+}
+
+#[tokio::test]
+async fn requests_over_kept_alive_connections_are_budgeted_per_address_with_a_typed_429() {
+    let provider = provider_with(Limits {
+        request_rate_per_address: 1,
+        request_burst_per_address: 20,
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    // The attacker: 8 kept-alive connections from one address, 10 requests on each.
+    let mut connections = Vec::new();
+    for _ in 0..8 {
+        connections.push(Some(tcp_from("127.0.0.2", &server).await));
+    }
+    let (mut served, mut refused) = (0, Vec::new());
+    for _ in 0..10 {
+        for slot in &mut connections {
+            let Some(stream) = slot else { continue };
+            let (status, head) = get_kept_alive(stream).await;
+            match status {
+                200 => served += 1,
+                429 => {
+                    refused.push(head);
+                    // The refusal closes its connection.
+                    *slot = None;
+                }
+                other => panic!("unexpected status {other}: {head}"),
+            }
+        }
+    }
+    assert!(
+        !refused.is_empty(),
+        "80 requests over 8 kept-alive connections, none refused ({served} served)"
+    );
+    assert!((20..80).contains(&served), "{served} served");
+    let head = refused[0].to_ascii_lowercase();
+    assert!(head.contains("retry-after: 1\r\n"), "{head}");
+    assert!(head.contains("connection: close\r\n"), "{head}");
+    // Another address is still served, on every route.
+    let mut other = tcp_from("127.0.0.1", &server).await;
+    assert_eq!(get_kept_alive(&mut other).await.0, 200);
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, None).await;
 }

@@ -9,7 +9,9 @@ use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{build, hello, next, quick_limits, raw_socket, requester, serve, RawSocket};
+use crate::support::{
+    build, hello, next, quick_limits, raw_socket, raw_socket_from, requester, serve, RawSocket,
+};
 
 /// PT 1 (application) header byte.
 const APPLICATION: u8 = 0x40;
@@ -266,6 +268,82 @@ async fn a_subscriber_that_stops_reading_is_gapped_and_nobody_else_waits() {
         let message = next_message(&mut stalled).await;
         if message["error"]["type"] == "urn:concord:interact:gap" {
             saw_gap = true;
+            continue;
+        }
+        if let Some(id) = message["eventID"].as_u64() {
+            last = id;
+        }
+    }
+    assert!(saw_gap, "the stalled subscriber was not told of its losses");
+}
+
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_large_events_holds_at_most_its_bytes() {
+    const BOUND: usize = 1024 * 1024;
+    let mut limits = quick_limits();
+    limits.interaction.subscriber_queue_bytes = BOUND;
+    let provider = build(weather::agent(Node::builder(weather::TITLE)).limits(limits));
+    let server = serve(&provider).await;
+    let requester = requester();
+    let want = Want::interface([weather::USER_FEEDBACK_RECEIVED]);
+    let reader = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
+    let hash = reader.info().hash.to_string();
+    let mut feedback = reader
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+
+    // The stranger, from another address, subscribes and then reads nothing at all.
+    let mut stalled = raw_socket_from("127.0.0.2", &server).await;
+    hello(&mut stalled, Some(&hash)).await;
+    send_json(
+        &mut stalled,
+        &json!({"messageType": "request", "operation": "subscribeevent",
+                "name": weather::USER_FEEDBACK_RECEIVED, "correlationID": "s1"}),
+    )
+    .await;
+    let confirmed = next_message(&mut stalled).await;
+    assert_eq!(confirmed["correlationID"], "s1", "{confirmed}");
+
+    // 160 events of 100 KB (16 MB, far under the queue's 1,024 messages): the reader keeps
+    // up batch by batch; what the node holds for the stalled one stays within its bytes.
+    let publisher = provider.node.publisher();
+    let comment = "x".repeat(100 * 1024);
+    let events = 160u64;
+    let mut most = 0;
+    let mut last_read = 0;
+    for _ in 0..events / 8 {
+        for _ in 0..8 {
+            publisher
+                .publish(
+                    weather::USER_FEEDBACK_RECEIVED,
+                    json!({"rating": 3, "comment": comment}),
+                )
+                .unwrap();
+        }
+        for _ in 0..8 {
+            match feedback.next().await.unwrap() {
+                Notification::Event { id, .. } => last_read = id,
+                other => panic!("the reading subscriber lost events: {other:?}"),
+            }
+        }
+        // The reader's queue is empty now: what is queued is the stalled subscriber's.
+        most = most.max(publisher.queued_bytes());
+    }
+    assert!(most <= BOUND, "{most} bytes queued for one subscriber");
+
+    // Once it reads, it learns what it lost: a gap, never silence.
+    let mut saw_gap = false;
+    let mut last = 0;
+    while last < last_read {
+        let message = next_message(&mut stalled).await;
+        if message["error"]["type"] == "urn:concord:interact:gap" {
+            saw_gap = true;
+            last = message["error"]["to"].as_u64().unwrap_or(last);
             continue;
         }
         if let Some(id) = message["eventID"].as_u64() {

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::MaybeTlsStream;
 
-use crate::hostile::tcp_from;
+use crate::support::tcp_from;
 use crate::support::*;
 
 /// A WebSocket to `server` from `source`, before any hello; `None` when it was refused.

@@ -115,6 +115,25 @@ pub async fn raw_socket(server: &Server) -> RawSocket {
     socket
 }
 
+/// A TCP connection to the server from `source` (any port): attackers play from other
+/// loopback addresses than the legitimate caller's 127.0.0.1.
+pub async fn tcp_from(source: &str, server: &Server) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::new(source.parse().unwrap(), 0))
+        .unwrap();
+    socket.connect(server.local_addr()).await.unwrap()
+}
+
+/// A WebSocket to the server's endpoint from `source`, before any hello.
+pub async fn raw_socket_from(source: &str, server: &Server) -> RawSocket {
+    let tcp = tokio_tungstenite::MaybeTlsStream::Plain(tcp_from(source, server).await);
+    let (socket, _) = tokio_tungstenite::client_async(server.endpoint(), tcp)
+        .await
+        .unwrap();
+    socket
+}
+
 /// A sourceHello offering every capability, optionally a 0-RTT hash.
 pub fn source_hello(hash: Option<&str>) -> String {
     let mut meta = json!({
