@@ -67,6 +67,10 @@
 //! signature = "http-signatures"      # how this agent signs when it calls: "http-signatures"
 //! #                                    (RFC 9421) or "didwba" (ANP's legacy header)
 //! resolve_loopback_over_http = false # test mode: DIDs on localhost resolve over http://
+//! resolver_connect_timeout = "2s"    # a caller's DID host connects (TCP, TLS) within this
+//! resolver_first_byte_timeout = "3s" # …and answers (status, headers) within this
+//! resolver_max_concurrent_per_address = 2 # DID document fetches one client address's
+//! #                                    upgrades hold at once
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -391,6 +395,9 @@ struct SecuritySection {
     authentication: Option<String>,
     signature: Option<String>,
     resolve_loopback_over_http: Option<Value>,
+    resolver_connect_timeout: Option<Humane>,
+    resolver_first_byte_timeout: Option<Humane>,
+    resolver_max_concurrent_per_address: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -831,6 +838,35 @@ impl SecuritySection {
                     format!("{other} is not true or false"),
                 ))
             }
+        }
+        let resolver = &mut security.resolver;
+        for (key, given, target) in [
+            (
+                "security.resolver_connect_timeout",
+                self.resolver_connect_timeout,
+                &mut resolver.connect_timeout,
+            ),
+            (
+                "security.resolver_first_byte_timeout",
+                self.resolver_first_byte_timeout,
+                &mut resolver.first_byte_timeout,
+            ),
+        ] {
+            if let Some(Humane(duration)) = given {
+                if duration.is_zero() {
+                    return Err(Problem::key(key, "must be more than zero"));
+                }
+                *target = duration;
+            }
+        }
+        if let Some(count) = self.resolver_max_concurrent_per_address {
+            if count == 0 {
+                return Err(Problem::key(
+                    "security.resolver_max_concurrent_per_address",
+                    "must be at least 1",
+                ));
+            }
+            resolver.max_concurrent_per_address = count;
         }
         Ok(security)
     }
@@ -1749,6 +1785,44 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert!(load(&own_ca, &unreadable)
             .unwrap_err()
             .starts_with("llm.ca_cert: no `-----BEGIN CERTIFICATE-----`"));
+    }
+
+    #[test]
+    fn the_did_resolver_limits_can_be_set_and_zero_is_refused_by_key() {
+        let defaults = Security::default().resolver;
+        let config = load(MINIMAL, &[]).unwrap();
+        assert_eq!(config.security.resolver, defaults);
+        let text = format!(
+            "{MINIMAL}\n[security]\nresolver_connect_timeout = \"500ms\"\n\
+             resolver_first_byte_timeout = \"1s\"\nresolver_max_concurrent_per_address = 3\n"
+        );
+        let resolver = load(&text, &[]).unwrap().security.resolver;
+        assert_eq!(resolver.connect_timeout, Duration::from_millis(500));
+        assert_eq!(resolver.first_byte_timeout, Duration::from_secs(1));
+        assert_eq!(resolver.max_concurrent_per_address, 3);
+        for (key, value, problem) in [
+            (
+                "resolver_connect_timeout",
+                "\"0s\"",
+                "must be more than zero",
+            ),
+            (
+                "resolver_first_byte_timeout",
+                "\"0s\"",
+                "must be more than zero",
+            ),
+            (
+                "resolver_max_concurrent_per_address",
+                "0",
+                "must be at least 1",
+            ),
+        ] {
+            let text = format!("{MINIMAL}\n[security]\n{key} = {value}\n");
+            assert_eq!(
+                load(&text, &[]).unwrap_err(),
+                format!("security.{key}: {problem}")
+            );
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use concord_identity::{Allow, Caller, Identity, Keys, ReplayCache, Service, Time
 
 pub(crate) mod resolve;
 pub(crate) mod secure;
+mod slots;
 pub(crate) mod upgrade;
 
 pub use resolve::ResolverSettings;

@@ -150,12 +150,13 @@ impl Endpoint {
     }
 }
 
-/// Checks the credentials an upgrade request carries: `Anonymous` when it carries none,
-/// the caller's DID when they verify (for our `endpoint`: signature, key, time window, fresh
-/// nonce), else a refusal naming the fault.
+/// Checks the credentials an upgrade request from `client` carries: `Anonymous` when it
+/// carries none, the caller's DID when they verify (for our `endpoint`: signature, key, time
+/// window, fresh nonce), else a refusal naming the fault.
 pub(crate) async fn authenticate(
     identity: &NodeIdentity,
     endpoint: &Endpoint,
+    client: ClientKey,
     headers: &HeaderMap,
 ) -> Result<Caller, Refusal> {
     let realm = endpoint.host.as_str();
@@ -172,14 +173,18 @@ pub(crate) async fn authenticate(
     let fresh = credentials.check_fresh(now, window, &identity.replay());
     fresh.map_err(|error| Refusal::auth(realm, &error))?;
     let did = credentials.did().clone();
-    let document = identity.resolver.resolve(&did).await.map_err(|error| {
-        Refusal::unauthorized(
-            realm,
-            "invalid_did",
-            error.public_reason(),
-            format!("{did}: {error}"),
-        )
-    })?;
+    let document = identity
+        .resolver
+        .resolve(&did, Some(client))
+        .await
+        .map_err(|error| {
+            Refusal::unauthorized(
+                realm,
+                "invalid_did",
+                error.public_reason(),
+                format!("{did}: {error}"),
+            )
+        })?;
     let mut last = None;
     for target_uri in [&endpoint.websocket, &endpoint.http] {
         let target = RequestTarget {

@@ -667,3 +667,110 @@ async fn a_did_that_signs_fresh_nonces_as_fast_as_it_can_fills_only_its_share() 
     .unwrap();
     socket.close(None).await.unwrap();
 }
+
+// ----- DID resolution under strangers ----------------------------------------------------
+
+/// Upgrades with these headers from the client address `source`; `Err` is the HTTP answer
+/// when refused.
+async fn upgrade_from(
+    source: &str,
+    server: &Server,
+    headers: &[(String, String)],
+) -> Result<RawSocket, Response<Option<Vec<u8>>>> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::new(source.parse().unwrap(), 0))
+        .unwrap();
+    let stream = socket.connect(server.local_addr()).await.unwrap();
+    let mut request = server.endpoint().into_client_request().unwrap();
+    for (name, value) in headers {
+        request.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    match tokio_tungstenite::client_async(request, stream).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(*response),
+        Err(other) => panic!("not an HTTP refusal: {other}"),
+    }
+}
+
+/// A listener on 127.0.0.1 that accepts connections and never writes a byte: the DID
+/// host of a stranger whose server never answers.
+async fn silent_host() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_caller() {
+    let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    // 16 attacking addresses, each with as many upgrades in authentication as it may (4),
+    // each signed by a DID on its own host of one domain (h0.evil.localhost, …), whose
+    // server never answers.
+    let silent = silent_host().await;
+    let mut attacks = Vec::new();
+    for address in 0..16 {
+        for n in 0..4 {
+            let host = format!("h{address}x{n}.evil.localhost");
+            let identity =
+                Identity::new(Keys::generate(), &host, Some(silent), &["agents"]).unwrap();
+            let headers = signed(
+                &identity,
+                &server,
+                now(),
+                &format!("stranger-{address}-{n}"),
+            );
+            let source = format!("127.0.0.{}", address + 2);
+            attacks.push((source, headers));
+        }
+    }
+    let server = Arc::new(server);
+    let pending: Vec<_> = attacks
+        .into_iter()
+        .map(|(source, headers)| {
+            let server = Arc::clone(&server);
+            tokio::spawn(async move { upgrade_from(&source, &server, &headers).await.map(|_| ()) })
+        })
+        .collect();
+    // Let the strangers' upgrades reach their fetches.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Legitimate signed callers from 127.0.0.1, each with a DID of its own: all served.
+    for call in 0..3 {
+        let (requester, _requester_server) = requester_with_did().await;
+        let connected = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            requester.node.connect(server.url(), catalogue::ACTION),
+        )
+        .await
+        .expect("no answer within 20 s");
+        let connection = connected.unwrap_or_else(|error| panic!("call {call}: {error}"));
+        connection
+            .call(catalogue::ACTION, json!({"productId": "P12345"}))
+            .await
+            .unwrap();
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // No stranger got in.
+    for attack in pending {
+        attack.abort();
+        if let Ok(Ok(outcome)) =
+            tokio::time::timeout(std::time::Duration::from_millis(1), attack).await
+        {
+            assert!(
+                outcome.is_err(),
+                "a stranger whose DID never resolves got in"
+            );
+        }
+    }
+}
