@@ -67,6 +67,10 @@
 //! signature = "http-signatures"      # how this agent signs when it calls: "http-signatures"
 //! #                                    (RFC 9421) or "didwba" (ANP's legacy header)
 //! resolve_loopback_over_http = false # test mode: DIDs on localhost resolve over http://
+//! legacy_didwba = false              # accept ANP's legacy `Authorization: DIDWba` header
+//! #                                    from old clients; it signs the host name only, so a
+//! #                                    header sent to another service on this host name
+//! #                                    verifies here too (once): off unless needed
 //! resolver_connect_timeout = "2s"    # a caller's DID host connects (TCP, TLS) within this
 //! resolver_first_byte_timeout = "3s" # …and answers (status, headers) within this
 //! resolver_max_concurrent_per_address = 2 # DID document fetches one client address's
@@ -395,6 +399,7 @@ struct SecuritySection {
     authentication: Option<String>,
     signature: Option<String>,
     resolve_loopback_over_http: Option<Value>,
+    legacy_didwba: Option<Value>,
     resolver_connect_timeout: Option<Humane>,
     resolver_first_byte_timeout: Option<Humane>,
     resolver_max_concurrent_per_address: Option<usize>,
@@ -835,6 +840,16 @@ impl SecuritySection {
             Some(other) => {
                 return Err(Problem::key(
                     "security.resolve_loopback_over_http",
+                    format!("{other} is not true or false"),
+                ))
+            }
+        }
+        match self.legacy_didwba {
+            None => {}
+            Some(Value::Bool(legacy)) => security.legacy_didwba = legacy,
+            Some(other) => {
+                return Err(Problem::key(
+                    "security.legacy_didwba",
                     format!("{other} is not true or false"),
                 ))
             }
@@ -1833,13 +1848,18 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(config.security.authentication, defaults.authentication);
         assert_eq!(config.security.signature_form, defaults.signature_form);
         assert!(!config.security.resolver.allow_loopback_http);
+        assert!(
+            !config.security.legacy_didwba,
+            "the legacy header is off by default"
+        );
         assert!(matches!(config.actions[0].allow, Allow::Anyone));
 
         let text = format!(
             "{MINIMAL}\n[security]\nencryption = \"required\"\nauthentication = \"required\"\n\
-             signature = \"didwba\"\nresolve_loopback_over_http = true\n"
+             signature = \"didwba\"\nresolve_loopback_over_http = true\nlegacy_didwba = true\n"
         );
         let security = load(&text, &[]).unwrap().security;
+        assert!(security.legacy_didwba);
         assert_eq!(security.encryption, Encryption::Required);
         assert_eq!(security.authentication, Authentication::Required);
         assert_eq!(security.signature_form, SignatureForm::LegacyDidWba);
@@ -1999,6 +2019,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{MINIMAL}\n[security]\nauthentication = \"yes\"\n"), "security.authentication: \"yes\" is not one of \"optional\", \"required\""),
             (format!("{MINIMAL}\n[security]\nsignature = \"rsa\"\n"), "security.signature: \"rsa\" is not one of \"http-signatures\", \"didwba\""),
             (format!("{MINIMAL}\n[security]\nresolve_loopback_over_http = \"yes\"\n"), "security.resolve_loopback_over_http: \"yes\" is not true or false"),
+            (format!("{MINIMAL}\n[security]\nlegacy_didwba = \"on\"\n"), "security.legacy_didwba: \"on\" is not true or false"),
             (format!("{MINIMAL}\n[security]\nencrypt = \"off\"\n"), "unknown field `encrypt`"),
             (format!("{MINIMAL}\n[security.limits]\nreplay_capacity = 1\n"), "unknown field `limits`"),
             (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = \"everyone\""), "actions[0].allow: \"everyone\": expected \"anyone\", \"authenticated\", or a list"),

@@ -19,7 +19,8 @@ pub struct CallerArgs {
     #[arg(long)]
     anonymous: bool,
     /// How to sign: `http-signatures` (RFC 9421, the default) or `didwba` (ANP's legacy
-    /// `Authorization: DIDWba` header).
+    /// `Authorization: DIDWba` header, for old peers; a Concord agent refuses it unless its
+    /// `[security] legacy_didwba` is on).
     #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
     signature: Option<String>,
     /// Test mode: resolve DIDs on `localhost` on this machine, over https:// or else plain

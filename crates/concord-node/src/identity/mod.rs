@@ -97,6 +97,18 @@ pub struct Security {
     /// are being checked at once (4): one more gets 429, so that nobody holds the DID
     /// document fetches others need.
     pub max_authentications_per_address: usize,
+    /// Whether a caller may authenticate with ANP's legacy `Authorization: DIDWba` header
+    /// (default `false`: such an upgrade gets 401 with ANP's challenge, whose
+    /// `Accept-Signature` names the RFC 9421 form, ANP's current one).
+    ///
+    /// The risk when `true`: the legacy header signs only the host name of the service it
+    /// was made for (its nonce, timestamp and DID), not the port, path or endpoint. A
+    /// header a caller sent to any service on the same host name (another agent on another
+    /// port, or a hostile one that kept it) verifies here too, once, within the signature
+    /// window ([`time_window`](Self::time_window)): each node remembers its own nonces
+    /// only. Turn it on only for old
+    /// clients that cannot sign RFC 9421, on a host name no other service shares.
+    pub legacy_didwba: bool,
     /// Resolving peers' DID documents.
     pub resolver: ResolverSettings,
     /// The Noise channel rekeys after this many records each way…
@@ -116,6 +128,7 @@ impl Default for Security {
             replay_ttl: Duration::from_secs(360),
             replay_per_did: 1_000,
             max_authentications_per_address: 4,
+            legacy_didwba: false,
             resolver: ResolverSettings::default(),
             rekey_after_records: 1 << 16,
             rekey_after: Duration::from_secs(600),

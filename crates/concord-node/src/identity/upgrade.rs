@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use concord_identity::{AuthError, Caller, Credentials, Identity, RequestTarget};
+use concord_identity::{AuthError, AuthScheme, Caller, Credentials, Identity, RequestTarget};
 
 use super::{NodeIdentity, SignatureForm};
 use crate::admission::ClientKey;
@@ -49,6 +49,21 @@ impl Refusal {
             challenge: concord_identity::challenge(realm, error),
             reason: error.to_string(),
         }
+    }
+
+    /// Legacy `Authorization: DIDWba` credentials on a node that accepts RFC 9421 ones only
+    /// (`Security::legacy_didwba` off): the challenge's `Accept-Signature` names the form
+    /// to use.
+    fn legacy_off(realm: &str, did: &concord_identity::Did) -> Self {
+        Self::unauthorized(
+            realm,
+            "invalid_request",
+            "this node accepts ANP's RFC 9421 HTTP Message Signatures only (Signature-Input and \
+             Signature, as Accept-Signature shows); the legacy Authorization: DIDWba header is \
+             not accepted"
+                .to_owned(),
+            format!("{did}: a legacy DIDWba header, and legacy_didwba is off"),
+        )
     }
 
     /// A caller the policy does not let call anything here.
@@ -166,6 +181,9 @@ pub(crate) async fn authenticate(
         Ok(Some(credentials)) => credentials,
         Err(error) => return Err(Refusal::auth(realm, &error)),
     };
+    if credentials.scheme() == AuthScheme::LegacyDidWba && !identity.security.legacy_didwba {
+        return Err(Refusal::legacy_off(realm, credentials.did()));
+    }
     let now = now_unix();
     let window = &identity.security.time_window;
     // Stale, nonce-less or replayed credentials are refused before any document is

@@ -774,3 +774,71 @@ async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_c
         }
     }
 }
+
+// ----- the legacy `Authorization: DIDWba` header -----------------------------------------
+
+/// A legacy `Authorization: DIDWba` header for an upgrade to `server` by `identity`.
+fn legacy(identity: &Identity, server: &Server, nonce: &str) -> Vec<(String, String)> {
+    let timestamp = concord_identity::format_iso8601(now());
+    let audience = server.local_addr().ip().to_string();
+    vec![(
+        "Authorization".to_owned(),
+        concord_identity::legacy_authorization(identity, &audience, nonce, &timestamp),
+    )]
+}
+
+#[tokio::test]
+async fn a_legacy_didwba_header_is_refused_by_default_with_a_challenge_naming_rfc_9421() {
+    let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let refused = upgrade(
+        &server,
+        &legacy(&caller.identity, &server, "legacy-nonce-0001"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_request");
+    let challenge = refused.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("RFC 9421"), "{challenge}");
+    let accepted = refused.headers()["accept-signature"].to_str().unwrap();
+    assert!(accepted.starts_with("sig1=(\"@method\""), "{accepted}");
+    // The description offers the RFC 9421 form alone.
+    let description = description_of(&server).await.to_string();
+    assert!(
+        !description.contains("Authorization: DIDWba"),
+        "{description}"
+    );
+    // The same caller signing RFC 9421 gets in.
+    let (mut socket, _) = upgrade(
+        &server,
+        &signed(&caller.identity, &server, now(), "rfc-9421-nonce-01"),
+    )
+    .await
+    .unwrap();
+    socket.close(None).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn with_legacy_didwba_on_a_legacy_header_passes_once() {
+    let security = Security {
+        legacy_didwba: true,
+        ..loopback_security()
+    };
+    let (provider, _) = counted_provider(security, Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let headers = legacy(&caller.identity, &server, "legacy-nonce-0002");
+    let (mut socket, _) = upgrade(&server, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    let refused = upgrade(&server, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+    let description = description_of(&server).await.to_string();
+    assert!(
+        description.contains("Authorization: DIDWba"),
+        "{description}"
+    );
+}
