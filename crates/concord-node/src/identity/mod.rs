@@ -215,6 +215,8 @@ pub(crate) struct NodeIdentity {
     pub(crate) security: Security,
     pub(crate) resolver: resolve::Resolver,
     replay: Mutex<ReplayCache>,
+    /// Where accepted nonces are kept across restarts (the node's store).
+    nonces: Arc<concord_store::Store>,
     /// Upgrades whose credentials are being checked, per client address.
     pub(crate) authenticating: upgrade::InFlight,
     /// Who may call each action (absent: anyone).
@@ -238,6 +240,7 @@ impl NodeIdentity {
         security: Security,
         access: HashMap<String, Allow>,
         tls: Arc<rustls::ClientConfig>,
+        nonces: Arc<concord_store::Store>,
     ) -> Result<Self, String> {
         security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
@@ -249,8 +252,20 @@ impl NodeIdentity {
             }
             None => keys,
         };
-        let replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
+        let mut replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
             .per_did(security.replay_per_did);
+        // The nonces accepted before a restart, while their signatures could still be good.
+        let kept = nonces
+            .unexpired_nonces(upgrade::now_unix())
+            .map_err(|error| format!("reading the accepted nonces: {error}"))?;
+        for used in kept {
+            match concord_identity::Did::parse(&used.did) {
+                Ok(did) => replay.restore(&did, &used.nonce, used.recorded),
+                Err(error) => {
+                    tracing::warn!(did = %used.did, %error, "a stored nonce's DID does not parse; skipped")
+                }
+            }
+        }
         Ok(Self {
             pending_keys: Mutex::new(keys),
             identity: cell,
@@ -259,6 +274,7 @@ impl NodeIdentity {
             security,
             resolver,
             replay: Mutex::new(replay),
+            nonces,
             authenticating: upgrade::InFlight::default(),
             access,
         })
@@ -351,6 +367,25 @@ impl NodeIdentity {
         mut actions: impl Iterator<Item = &'a str>,
     ) -> bool {
         actions.any(|action| self.permits(caller, action))
+    }
+
+    /// Records `did`'s accepted `nonce` in the store (until the replay cache would forget
+    /// it), before the upgrade that carried it is answered: `Ok(false)` when the store
+    /// already holds it (a replay another process accepted).
+    pub(crate) async fn persist_nonce(
+        &self,
+        did: &concord_identity::Did,
+        nonce: &str,
+        now: i64,
+    ) -> Result<bool, String> {
+        let store = Arc::clone(&self.nonces);
+        let (did, nonce) = (did.to_string(), nonce.to_owned());
+        let ttl = i64::try_from(self.security.replay_ttl.as_secs()).unwrap_or(i64::MAX);
+        let expires = now.saturating_add(ttl);
+        tokio::task::spawn_blocking(move || store.record_nonce(&did, &nonce, now, expires))
+            .await
+            .map_err(|error| format!("the nonce writer stopped: {error}"))?
+            .map_err(|error| error.to_string())
     }
 
     /// The replay cache, locked.

@@ -220,7 +220,11 @@ pub(crate) async fn authenticate(
             &mut identity.replay(),
         );
         match verified {
-            Ok(authenticated) => return Ok(Caller::Authenticated(authenticated.did)),
+            Ok(authenticated) => {
+                return persisted(identity, realm, &credentials, now)
+                    .await
+                    .map(|()| Caller::Authenticated(authenticated.did))
+            }
             Err(AuthError::BadSignature) => last = Some(AuthError::BadSignature),
             Err(error) => return Err(Refusal::auth(realm, &error)),
         }
@@ -229,6 +233,36 @@ pub(crate) async fn authenticate(
         realm,
         &last.unwrap_or(AuthError::BadSignature),
     ))
+}
+
+/// Records the nonce of credentials that just verified in the store, before the upgrade is
+/// answered, so that they are refused after a restart too: a store that cannot record it
+/// refuses the upgrade (503, as a full replay cache does) rather than accept a nonce it may
+/// forget.
+async fn persisted(
+    identity: &NodeIdentity,
+    realm: &str,
+    credentials: &Credentials,
+    now: i64,
+) -> Result<(), Refusal> {
+    let Some(nonce) = credentials.nonce() else {
+        return Err(Refusal::auth(realm, &AuthError::MissingNonce));
+    };
+    match identity.persist_nonce(credentials.did(), nonce, now).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Refusal::auth(realm, &AuthError::Replayed)),
+        Err(error) => {
+            let busy = AuthError::ReplayCacheFull {
+                capacity: identity.security.replay_capacity,
+            };
+            Err(Refusal {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                log: format!("{}: cannot record its nonce: {error}", credentials.did()),
+                challenge: concord_identity::challenge(realm, &busy),
+                reason: "this node cannot record your nonce right now; try again later".to_owned(),
+            })
+        }
+    }
 }
 
 /// Upgrades whose credentials are being checked, per client address: a bound on the DID

@@ -842,3 +842,47 @@ async fn with_legacy_didwba_on_a_legacy_header_passes_once() {
         "{description}"
     );
 }
+
+// ----- replays across a restart -----------------------------------------------------------
+
+/// A provider on `data_dir` with `keys`, admitting authenticated callers only.
+fn provider_on(data_dir: &std::path::Path, keys: Keys) -> concord_node::Node {
+    Node::builder("Product agent")
+        .action(catalogue::action(), catalogue::answer)
+        .keys(keys)
+        .security(loopback_security())
+        .allow(catalogue::ACTION, Allow::Authenticated)
+        .limits(quick_limits())
+        .data_dir(data_dir)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_signed_upgrade_accepted_before_a_restart_is_refused_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("provider-keys.json");
+    Keys::generate().save(&key_file).unwrap();
+    let keys = || Keys::load(&key_file).unwrap();
+    let caller = host(document).await;
+    let first = provider_on(dir.path(), keys());
+    let server = first.serve("127.0.0.1:0").await.unwrap();
+    let address = server.local_addr();
+    let headers = signed(&caller.identity, &server, now(), "before-the-restart");
+    let (mut socket, _) = upgrade(&server, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    server.shutdown().await.unwrap();
+    drop(first);
+
+    // The same data directory and keys, on the same address: the same endpoint, so the
+    // header's signature still covers it.
+    let second = provider_on(dir.path(), keys());
+    let server = second.serve(&address.to_string()).await.unwrap();
+    let refused = upgrade(&server, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+    // A fresh nonce of the same caller gets in.
+    let fresh = signed(&caller.identity, &server, now(), "after-the-restart");
+    let (mut socket, _) = upgrade(&server, &fresh).await.unwrap();
+    socket.close(None).await.unwrap();
+}
