@@ -23,8 +23,9 @@ pub struct CallerArgs {
     /// `[security] legacy_didwba` is on).
     #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
     signature: Option<String>,
-    /// Test mode: resolve DIDs on `localhost` on this machine, over https:// or else plain
-    /// http:// (the peer's, to check its Noise key). Implied when the peer's URL is a
+    /// Test mode: resolve DIDs on `localhost` on this machine, over the scheme the peer
+    /// was reached at (else https:// or else plain http://; the peer's, to check its Noise
+    /// key). Implied when the peer's URL is a
     /// loopback address (127.0.0.1, [::1], localhost): a local agent's DID names
     /// `localhost`. Other DIDs resolve over HTTPS only.
     #[arg(long)]
