@@ -711,20 +711,24 @@ async fn silent_host() -> u16 {
     port
 }
 
-#[tokio::test]
-async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_caller() {
+/// 16 attacking addresses (127.0.0.2–17), each with as many upgrades in authentication as
+/// it may (4), each signed by a DID on `host(address, n)` (at a server that never
+/// answers); meanwhile 3 legitimate signed callers from 127.0.0.1, each with a DID of its
+/// own, must all be served, and no stranger gets in.
+async fn signed_callers_are_served_beside_silent_did_hosts(host: fn(usize, usize) -> String) {
     let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
-    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
-    // 16 attacking addresses, each with as many upgrades in authentication as it may (4),
-    // each signed by a DID on its own host of one domain (h0.evil.localhost, …), whose
-    // server never answers.
+    let server = Arc::new(provider.node.serve("127.0.0.1:0").await.unwrap());
     let silent = silent_host().await;
-    let mut attacks = Vec::new();
+    let mut pending = Vec::new();
     for address in 0..16 {
         for n in 0..4 {
-            let host = format!("h{address}x{n}.evil.localhost");
-            let identity =
-                Identity::new(Keys::generate(), &host, Some(silent), &["agents"]).unwrap();
+            let identity = Identity::new(
+                Keys::generate(),
+                &host(address, n),
+                Some(silent),
+                &["agents"],
+            )
+            .unwrap();
             let headers = signed(
                 &identity,
                 &server,
@@ -732,20 +736,14 @@ async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_c
                 &format!("stranger-{address}-{n}"),
             );
             let source = format!("127.0.0.{}", address + 2);
-            attacks.push((source, headers));
+            let server = Arc::clone(&server);
+            pending.push(tokio::spawn(async move {
+                upgrade_from(&source, &server, &headers).await.map(|_| ())
+            }));
         }
     }
-    let server = Arc::new(server);
-    let pending: Vec<_> = attacks
-        .into_iter()
-        .map(|(source, headers)| {
-            let server = Arc::clone(&server);
-            tokio::spawn(async move { upgrade_from(&source, &server, &headers).await.map(|_| ()) })
-        })
-        .collect();
     // Let the strangers' upgrades reach their fetches.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    // Legitimate signed callers from 127.0.0.1, each with a DID of its own: all served.
     for call in 0..3 {
         let (requester, _requester_server) = requester_with_did().await;
         let connected = tokio::time::timeout(
@@ -773,6 +771,26 @@ async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_c
             );
         }
     }
+}
+
+#[tokio::test]
+async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_caller() {
+    // Every host under one domain: evil.localhost's 4 fetch slots at most.
+    signed_callers_are_served_beside_silent_did_hosts(|address, n| {
+        format!("h{address}x{n}.evil.localhost")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn strangers_on_a_domain_each_hold_their_addresses_share_of_fetch_slots_only() {
+    // A registrable domain per address (free to mint under a public suffix): each address
+    // holds at most its share of the node's fetch slots, and a host that never answers
+    // gives its slot back at the connect deadline.
+    signed_callers_are_served_beside_silent_did_hosts(|address, n| {
+        format!("h{n}.evil{address}.localhost")
+    })
+    .await;
 }
 
 // ----- the legacy `Authorization: DIDWba` header -----------------------------------------
