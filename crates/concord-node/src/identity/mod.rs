@@ -105,8 +105,9 @@ pub struct Security {
     /// was made for (its nonce, timestamp and DID), not the port, path or endpoint. A
     /// header a caller sent to any service on the same host name (another agent on another
     /// port, or a hostile one that kept it) verifies here too, once, within the signature
-    /// window ([`time_window`](Self::time_window)): each node remembers its own nonces
-    /// only. Turn it on only for old
+    /// window ([`time_window`](Self::time_window)), unless that service is a node sharing
+    /// this node's store (accepted nonces are recorded there): each store remembers its own
+    /// nonces only. Turn it on only for old
     /// clients that cannot sign RFC 9421, on a host name no other service shares.
     pub legacy_didwba: bool,
     /// Resolving peers' DID documents.

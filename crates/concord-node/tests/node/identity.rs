@@ -865,10 +865,19 @@ async fn with_legacy_didwba_on_a_legacy_header_passes_once() {
 
 /// A provider on `data_dir` with `keys`, admitting authenticated callers only.
 fn provider_on(data_dir: &std::path::Path, keys: Keys) -> concord_node::Node {
+    provider_with_security(data_dir, keys, loopback_security())
+}
+
+/// [`provider_on`] with `security`.
+fn provider_with_security(
+    data_dir: &std::path::Path,
+    keys: Keys,
+    security: Security,
+) -> concord_node::Node {
     Node::builder("Product agent")
         .action(catalogue::action(), catalogue::answer)
         .keys(keys)
-        .security(loopback_security())
+        .security(security)
         .allow(catalogue::ACTION, Allow::Authenticated)
         .limits(quick_limits())
         .data_dir(data_dir)
@@ -903,4 +912,27 @@ async fn a_signed_upgrade_accepted_before_a_restart_is_refused_after_it() {
     let fresh = signed(&caller.identity, &server, now(), "after-the-restart");
     let (mut socket, _) = upgrade(&server, &fresh).await.unwrap();
     socket.close(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn agents_sharing_a_store_accept_a_legacy_header_once_between_them() {
+    // Two agents on one host (the default data directory is one per user), the legacy
+    // header on: it signs the host name only, so it verifies at both; the nonce recorded
+    // in the shared store refuses it at the second.
+    let dir = tempfile::tempdir().unwrap();
+    let security = Security {
+        legacy_didwba: true,
+        ..loopback_security()
+    };
+    let one = provider_with_security(dir.path(), Keys::generate(), security.clone());
+    let other = provider_with_security(dir.path(), Keys::generate(), security);
+    let first = one.serve("127.0.0.1:0").await.unwrap();
+    let second = other.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let headers = legacy(&caller.identity, &first, "legacy-shared-0001");
+    let (mut socket, _) = upgrade(&first, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    let refused = upgrade(&second, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
 }
