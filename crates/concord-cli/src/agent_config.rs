@@ -67,6 +67,14 @@
 //! signature = "http-signatures"      # how this agent signs when it calls: "http-signatures"
 //! #                                    (RFC 9421) or "didwba" (ANP's legacy header)
 //! resolve_loopback_over_http = false # test mode: DIDs on localhost resolve over http://
+//! legacy_didwba = false              # accept ANP's legacy `Authorization: DIDWba` header
+//! #                                    from old clients; it signs the host name only, so a
+//! #                                    header sent to another service on this host name
+//! #                                    verifies here too (once): off unless needed
+//! resolver_connect_timeout = "2s"    # a caller's DID host connects (TCP, TLS) within this
+//! resolver_first_byte_timeout = "3s" # …and answers (status, headers) within this
+//! resolver_max_concurrent_per_address = 2 # DID document fetches one client address's
+//! #                                    upgrades hold at once
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -392,6 +400,10 @@ struct SecuritySection {
     authentication: Option<String>,
     signature: Option<String>,
     resolve_loopback_over_http: Option<Value>,
+    legacy_didwba: Option<Value>,
+    resolver_connect_timeout: Option<Humane>,
+    resolver_first_byte_timeout: Option<Humane>,
+    resolver_max_concurrent_per_address: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -850,6 +862,45 @@ impl SecuritySection {
                     format!("{other} is not true or false"),
                 ))
             }
+        }
+        match self.legacy_didwba {
+            None => {}
+            Some(Value::Bool(legacy)) => security.legacy_didwba = legacy,
+            Some(other) => {
+                return Err(Problem::key(
+                    "security.legacy_didwba",
+                    format!("{other} is not true or false"),
+                ))
+            }
+        }
+        let resolver = &mut security.resolver;
+        for (key, given, target) in [
+            (
+                "security.resolver_connect_timeout",
+                self.resolver_connect_timeout,
+                &mut resolver.connect_timeout,
+            ),
+            (
+                "security.resolver_first_byte_timeout",
+                self.resolver_first_byte_timeout,
+                &mut resolver.first_byte_timeout,
+            ),
+        ] {
+            if let Some(Humane(duration)) = given {
+                if duration.is_zero() {
+                    return Err(Problem::key(key, "must be more than zero"));
+                }
+                *target = duration;
+            }
+        }
+        if let Some(count) = self.resolver_max_concurrent_per_address {
+            if count == 0 {
+                return Err(Problem::key(
+                    "security.resolver_max_concurrent_per_address",
+                    "must be at least 1",
+                ));
+            }
+            resolver.max_concurrent_per_address = count;
         }
         Ok(security)
     }
@@ -1903,6 +1954,44 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn the_did_resolver_limits_can_be_set_and_zero_is_refused_by_key() {
+        let defaults = Security::default().resolver;
+        let config = load(MINIMAL, &[]).unwrap();
+        assert_eq!(config.security.resolver, defaults);
+        let text = format!(
+            "{MINIMAL}\n[security]\nresolver_connect_timeout = \"500ms\"\n\
+             resolver_first_byte_timeout = \"1s\"\nresolver_max_concurrent_per_address = 3\n"
+        );
+        let resolver = load(&text, &[]).unwrap().security.resolver;
+        assert_eq!(resolver.connect_timeout, Duration::from_millis(500));
+        assert_eq!(resolver.first_byte_timeout, Duration::from_secs(1));
+        assert_eq!(resolver.max_concurrent_per_address, 3);
+        for (key, value, problem) in [
+            (
+                "resolver_connect_timeout",
+                "\"0s\"",
+                "must be more than zero",
+            ),
+            (
+                "resolver_first_byte_timeout",
+                "\"0s\"",
+                "must be more than zero",
+            ),
+            (
+                "resolver_max_concurrent_per_address",
+                "0",
+                "must be at least 1",
+            ),
+        ] {
+            let text = format!("{MINIMAL}\n[security]\n{key} = {value}\n");
+            assert_eq!(
+                load(&text, &[]).unwrap_err(),
+                format!("security.{key}: {problem}")
+            );
+        }
+    }
+
+    #[test]
     fn security_defaults_to_the_nodes_and_each_key_can_be_set() {
         let config = load(MINIMAL, &[]).unwrap();
         let defaults = Security::default();
@@ -1910,13 +1999,18 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(config.security.authentication, defaults.authentication);
         assert_eq!(config.security.signature_form, defaults.signature_form);
         assert!(!config.security.resolver.allow_loopback_http);
+        assert!(
+            !config.security.legacy_didwba,
+            "the legacy header is off by default"
+        );
         assert!(matches!(config.actions[0].allow, Allow::Anyone));
 
         let text = format!(
             "{MINIMAL}\n[security]\nencryption = \"required\"\nauthentication = \"required\"\n\
-             signature = \"didwba\"\nresolve_loopback_over_http = true\n"
+             signature = \"didwba\"\nresolve_loopback_over_http = true\nlegacy_didwba = true\n"
         );
         let security = load(&text, &[]).unwrap().security;
+        assert!(security.legacy_didwba);
         assert_eq!(security.encryption, Encryption::Required);
         assert_eq!(security.authentication, Authentication::Required);
         assert_eq!(security.signature_form, SignatureForm::LegacyDidWba);
@@ -2076,6 +2170,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{MINIMAL}\n[security]\nauthentication = \"yes\"\n"), "security.authentication: \"yes\" is not one of \"optional\", \"required\""),
             (format!("{MINIMAL}\n[security]\nsignature = \"rsa\"\n"), "security.signature: \"rsa\" is not one of \"http-signatures\", \"didwba\""),
             (format!("{MINIMAL}\n[security]\nresolve_loopback_over_http = \"yes\"\n"), "security.resolve_loopback_over_http: \"yes\" is not true or false"),
+            (format!("{MINIMAL}\n[security]\nlegacy_didwba = \"on\"\n"), "security.legacy_didwba: \"on\" is not true or false"),
             (format!("{MINIMAL}\n[security]\nencrypt = \"off\"\n"), "unknown field `encrypt`"),
             (format!("{MINIMAL}\n[security.limits]\nreplay_capacity = 1\n"), "unknown field `limits`"),
             (MINIMAL.replace("output = \"out.json\"", "output = \"out.json\"\nallow = \"everyone\""), "actions[0].allow: \"everyone\": expected \"anyone\", \"authenticated\", or a list"),

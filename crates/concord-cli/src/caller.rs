@@ -19,11 +19,13 @@ pub struct CallerArgs {
     #[arg(long)]
     anonymous: bool,
     /// How to sign: `http-signatures` (RFC 9421, the default) or `didwba` (ANP's legacy
-    /// `Authorization: DIDWba` header).
+    /// `Authorization: DIDWba` header, for old peers; a Concord agent refuses it unless its
+    /// `[security] legacy_didwba` is on).
     #[arg(long, value_name = "FORM", value_parser = ["http-signatures", "didwba"], requires = "did_host")]
     signature: Option<String>,
-    /// Test mode: resolve DIDs on `localhost` on this machine, over https:// or else plain
-    /// http:// (the peer's, to check its Noise key). Implied when the peer's URL is a
+    /// Test mode: resolve DIDs on `localhost` on this machine, over the scheme the peer
+    /// was reached at (else https:// or else plain http://; the peer's, to check its Noise
+    /// key). Implied when the peer's URL is a
     /// loopback address (127.0.0.1, [::1], localhost): a local agent's DID names
     /// `localhost`. Other DIDs resolve over HTTPS only.
     #[arg(long)]

@@ -168,6 +168,23 @@ impl ReplayCache {
         Ok(())
     }
 
+    /// Records (did, nonce) as recorded at `recorded_unix` (by an earlier process, read
+    /// back from durable storage), whatever the capacity and the DID's share: what was
+    /// accepted must not be forgotten while its signature could still be valid, so a cache
+    /// restored over its bounds refuses new pairs until enough expire. Restore pairs oldest
+    /// first, before any [`insert`](Self::insert).
+    pub fn restore(&mut self, did: &Did, nonce: &str, recorded_unix: i64) {
+        let digest = self.digest(did, Some(nonce));
+        let did_digest = self.digest(did, None);
+        if self.seen.contains_key(&digest) {
+            return;
+        }
+        let expiry = recorded_unix.saturating_add(self.ttl);
+        self.seen.insert(digest, expiry);
+        *self.per_did_count.entry(did_digest).or_insert(0) += 1;
+        self.order.push_back((expiry, digest, did_digest));
+    }
+
     /// Pairs held (some may have expired but not yet been evicted).
     pub fn len(&self) -> usize {
         self.seen.len()
@@ -225,6 +242,22 @@ mod tests {
         );
         assert_eq!(cache.insert(&did("a"), "1", 5), Err(Replay::Seen));
         cache.insert(&did("a"), "3", 10).unwrap(); // the old ones expired
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn restored_pairs_are_replays_until_they_expire_whatever_the_bounds() {
+        let mut cache = ReplayCache::new(2, Duration::from_secs(10)).per_did(1);
+        for nonce in ["1", "2", "3"] {
+            cache.restore(&did("a"), nonce, 0);
+        }
+        assert_eq!(cache.len(), 3, "over the capacity: nothing forgotten");
+        assert_eq!(cache.insert(&did("a"), "2", 5), Err(Replay::Seen));
+        assert_eq!(
+            cache.insert(&did("b"), "1", 5),
+            Err(Replay::Full { capacity: 2 })
+        );
+        cache.insert(&did("a"), "2", 10).unwrap(); // expired: accepted again
         assert_eq!(cache.len(), 1);
     }
 

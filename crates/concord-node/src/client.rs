@@ -1019,6 +1019,7 @@ impl ChannelPlan {
         let noise_with = match did {
             Some(did) if noise => {
                 check_origin(&did, description_url).map_err(refuse)?;
+                identity.resolver.reached_over(&did, description_url);
                 Some(did)
             }
             _ => None,

@@ -108,9 +108,14 @@ fn build(
     let open = |name: &str| identity.permits(&Caller::Anonymous, name);
     let any_open = names(&shared.interface).any(open);
     if did.is_some() {
+        let forms = if identity.security.legacy_didwba {
+            "RFC 9421 Signature-Input/Signature over @method @target-uri @authority, or Authorization: DIDWba"
+        } else {
+            "RFC 9421 Signature-Input/Signature over @method @target-uri @authority"
+        };
         let didwba = SecurityScheme::extension(
             "concord:didwba",
-            "ANP DID-WBA: sign the WebSocket upgrade with your did:wba DID (RFC 9421 Signature-Input/Signature over @method @target-uri @authority, or Authorization: DIDWba)",
+            format!("ANP DID-WBA: sign the WebSocket upgrade with your did:wba DID ({forms})"),
         );
         builder = if any_open {
             builder

@@ -800,6 +800,7 @@ impl NodeBuilder {
             self.security,
             self.access,
             Arc::new(tls.clone()),
+            Arc::clone(&store),
         )
         .map_err(NodeError::Config)?;
         let session = self.limits.session_config(if self.reference_compatible {

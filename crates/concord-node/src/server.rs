@@ -362,13 +362,14 @@ async fn accept_session(
         state.log.refused("authentication", remote, &refusal.log);
         return refusal.into_response();
     };
-    let caller = match upgrade::authenticate(identity, &state.endpoint, &headers).await {
-        Ok(caller) => caller,
-        Err(refusal) => {
-            state.log.refused("authentication", remote, &refusal.log);
-            return refusal.into_response();
-        }
-    };
+    let caller =
+        match upgrade::authenticate(identity, &state.endpoint, ticket.key(), &headers).await {
+            Ok(caller) => caller,
+            Err(refusal) => {
+                state.log.refused("authentication", remote, &refusal.log);
+                return refusal.into_response();
+            }
+        };
     drop(authenticating);
     let actions = state.shared.actions.names();
     if !identity.permits_any(&caller, actions) {

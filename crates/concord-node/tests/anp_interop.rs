@@ -841,6 +841,8 @@ async fn a_concord_provider_authenticates_the_reference_sdks_did_in_both_header_
     let dir = tempfile::tempdir().unwrap();
     let mut security = concord_node::Security::default();
     security.resolver.allow_loopback_http = true;
+    // The SDK's legacy form is tried too: accepted only where the node turns it on.
+    security.legacy_didwba = true;
     let provider = Node::builder("Product agent")
         .data_dir(dir.path())
         .action(catalogue::action(), catalogue::answer)

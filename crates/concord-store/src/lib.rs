@@ -28,6 +28,9 @@
 //!   and count, in batches) and
 //!   [`Store::checkpoint`] (the write-ahead log shrinks); [`Store::claim_recording`]
 //!   closes the ones a dead process left open as [`Outcome::Interrupted`].
+//! - **Nonces of accepted DID-signed requests** ([`Store::record_nonce`],
+//!   [`Store::unexpired_nonces`]), each until its signature could no longer be valid, so
+//!   that a replay is refused across a restart.
 //!
 //! The API is synchronous and the [`Store`] is `Send + Sync`: share it in an `Arc` and
 //! call it through `spawn_blocking` from async code. It survives `kill -9` mid-write (see
@@ -60,6 +63,7 @@ mod column;
 mod error;
 mod handlers;
 mod integrity;
+mod nonces;
 mod prefix;
 mod protocols;
 mod registry;
@@ -75,6 +79,7 @@ pub use check::Problem;
 pub use error::StoreError;
 pub use handlers::Handlers;
 pub use integrity::{Corruption, Integrity};
+pub use nonces::{UsedNonce, NONCE_PRUNE_BATCH};
 pub use prefix::MIN_PREFIX_LEN;
 pub use protocols::{
     HeldBy, NewProtocol, ProtocolSummary, ResumeOffer, ResumeQuery, Settlement, StoredProtocol,

@@ -112,6 +112,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE transcripts ADD COLUMN channel TEXT;
     "#,
+    // 5: the nonces of accepted DID-signed upgrades, each until its signature could no
+    // longer be valid, so that a header accepted before a restart is refused after it.
+    r#"
+    CREATE TABLE auth_nonces (
+        did TEXT NOT NULL CHECK (length(did) > 0),
+        nonce TEXT NOT NULL CHECK (length(nonce) > 0),
+        recorded INTEGER NOT NULL,
+        expires INTEGER NOT NULL CHECK (expires >= recorded),
+        UNIQUE (did, nonce)
+    );
+    CREATE INDEX auth_nonces_by_expiry ON auth_nonces (expires);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -17,6 +17,7 @@ use concord_identity::{Allow, Caller, Identity, Keys, ReplayCache, Service, Time
 
 pub(crate) mod resolve;
 pub(crate) mod secure;
+mod slots;
 pub(crate) mod upgrade;
 
 pub use resolve::ResolverSettings;
@@ -96,6 +97,19 @@ pub struct Security {
     /// are being checked at once (4): one more gets 429, so that nobody holds the DID
     /// document fetches others need.
     pub max_authentications_per_address: usize,
+    /// Whether a caller may authenticate with ANP's legacy `Authorization: DIDWba` header
+    /// (default `false`: such an upgrade gets 401 with ANP's challenge, whose
+    /// `Accept-Signature` names the RFC 9421 form, ANP's current one).
+    ///
+    /// The risk when `true`: the legacy header signs only the host name of the service it
+    /// was made for (its nonce, timestamp and DID), not the port, path or endpoint. A
+    /// header a caller sent to any service on the same host name (another agent on another
+    /// port, or a hostile one that kept it) verifies here too, once, within the signature
+    /// window ([`time_window`](Self::time_window)), unless that service is a node sharing
+    /// this node's store (accepted nonces are recorded there): each store remembers its own
+    /// nonces only. Turn it on only for old
+    /// clients that cannot sign RFC 9421, on a host name no other service shares.
+    pub legacy_didwba: bool,
     /// Resolving peers' DID documents.
     pub resolver: ResolverSettings,
     /// The Noise channel rekeys after this many records each way…
@@ -115,6 +129,7 @@ impl Default for Security {
             replay_ttl: Duration::from_secs(360),
             replay_per_did: 1_000,
             max_authentications_per_address: 4,
+            legacy_didwba: false,
             resolver: ResolverSettings::default(),
             rekey_after_records: 1 << 16,
             rekey_after: Duration::from_secs(600),
@@ -201,6 +216,8 @@ pub(crate) struct NodeIdentity {
     pub(crate) security: Security,
     pub(crate) resolver: resolve::Resolver,
     replay: Mutex<ReplayCache>,
+    /// Where accepted nonces are kept across restarts (the node's store).
+    nonces: Arc<concord_store::Store>,
     /// Upgrades whose credentials are being checked, per client address.
     pub(crate) authenticating: upgrade::InFlight,
     /// Who may call each action (absent: anyone).
@@ -224,6 +241,7 @@ impl NodeIdentity {
         security: Security,
         access: HashMap<String, Allow>,
         tls: Arc<rustls::ClientConfig>,
+        nonces: Arc<concord_store::Store>,
     ) -> Result<Self, String> {
         security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
@@ -235,8 +253,20 @@ impl NodeIdentity {
             }
             None => keys,
         };
-        let replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
+        let mut replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
             .per_did(security.replay_per_did);
+        // The nonces accepted before a restart, while their signatures could still be good.
+        let kept = nonces
+            .unexpired_nonces(upgrade::now_unix())
+            .map_err(|error| format!("reading the accepted nonces: {error}"))?;
+        for used in kept {
+            match concord_identity::Did::parse(&used.did) {
+                Ok(did) => replay.restore(&did, &used.nonce, used.recorded),
+                Err(error) => {
+                    tracing::warn!(did = %used.did, %error, "a stored nonce's DID does not parse; skipped")
+                }
+            }
+        }
         Ok(Self {
             pending_keys: Mutex::new(keys),
             identity: cell,
@@ -245,6 +275,7 @@ impl NodeIdentity {
             security,
             resolver,
             replay: Mutex::new(replay),
+            nonces,
             authenticating: upgrade::InFlight::default(),
             access,
         })
@@ -337,6 +368,25 @@ impl NodeIdentity {
         mut actions: impl Iterator<Item = &'a str>,
     ) -> bool {
         actions.any(|action| self.permits(caller, action))
+    }
+
+    /// Records `did`'s accepted `nonce` in the store (until the replay cache would forget
+    /// it), before the upgrade that carried it is answered: `Ok(false)` when the store
+    /// already holds it (a replay another process accepted).
+    pub(crate) async fn persist_nonce(
+        &self,
+        did: &concord_identity::Did,
+        nonce: &str,
+        now: i64,
+    ) -> Result<bool, String> {
+        let store = Arc::clone(&self.nonces);
+        let (did, nonce) = (did.to_string(), nonce.to_owned());
+        let ttl = i64::try_from(self.security.replay_ttl.as_secs()).unwrap_or(i64::MAX);
+        let expires = now.saturating_add(ttl);
+        tokio::task::spawn_blocking(move || store.record_nonce(&did, &nonce, now, expires))
+            .await
+            .map_err(|error| format!("the nonce writer stopped: {error}"))?
+            .map_err(|error| error.to_string())
     }
 
     /// The replay cache, locked.

@@ -6,8 +6,9 @@
 //!
 //! - HTTPS only. Plain HTTP only in loopback test mode
 //!   ([`ResolverSettings::allow_loopback_http`]), and then only for DIDs on `localhost` or
-//!   `*.localhost`, which go to `127.0.0.1` without any lookup (over HTTPS first, for a
-//!   node that serves TLS itself, then over HTTP).
+//!   `*.localhost`, which go to `127.0.0.1` without any lookup, over the scheme that host
+//!   and port last answered on (or that our own request to it used: a node that serves TLS
+//!   itself answers HTTPS, others HTTP), else HTTPS first, then HTTP.
 //! - Every address a host name resolves to must be public: one loopback, private,
 //!   link-local, unique-local, shared (CGNAT), multicast, documentation or otherwise
 //!   reserved address (IPv4-mapped and other IPv4-embedding IPv6 forms included) refuses
@@ -16,11 +17,16 @@
 //! - No redirect is followed ([`ResolveError::Redirect`]), no proxy is taken from the
 //!   environment.
 //! - The body is refused as soon as it exceeds [`ResolverSettings::max_document_bytes`]
-//!   (a `Content-Length` over it before any byte is read); the whole fetch (connect,
-//!   headers, body) has [`ResolverSettings::timeout`].
-//! - Fetches are bounded node-wide ([`ResolverSettings::max_concurrent`]) and per DID host
-//!   ([`ResolverSettings::max_concurrent_per_host`]); concurrent requests for one DID share
-//!   one fetch.
+//!   (a `Content-Length` over it before any byte is read). A host must connect (TCP and
+//!   TLS) within [`ResolverSettings::connect_timeout`] and answer (status and headers)
+//!   within [`ResolverSettings::first_byte_timeout`]; the whole fetch has
+//!   [`ResolverSettings::timeout`].
+//! - Fetches are bounded node-wide ([`ResolverSettings::max_concurrent`]), per registrable
+//!   domain of the DID host ([`ResolverSettings::max_concurrent_per_host`]: the DIDs of
+//!   `a.evil.example` and `b.evil.example` share `evil.example`'s slots, by the Public
+//!   Suffix List) and per client address whose upgrade asked for them
+//!   ([`ResolverSettings::max_concurrent_per_address`]); concurrent requests for one DID
+//!   share one fetch.
 //! - Good documents are cached ([`ResolverSettings::cache_ttl`]), failures too
 //!   ([`ResolverSettings::failure_cache_ttl`]), each in at most
 //!   [`ResolverSettings::cache_capacity`] entries, so a flood of bad DIDs costs one fetch
@@ -41,6 +47,8 @@ use reqwest::header::{ACCEPT, LOCATION};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use super::slots::KeyedSlots;
+use crate::admission::ClientKey;
 use crate::config::human;
 
 /// The media types asked for.
@@ -62,15 +70,25 @@ const MAX_LOCATION_CHARS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolverSettings {
     /// Loopback test mode: DIDs on `localhost` or `*.localhost` resolve on `127.0.0.1`, over
-    /// `https://` when a TLS server answers there, else over `http://` (every other DID
-    /// still over HTTPS only, to public addresses only). Default `false`: a `localhost`
-    /// DID is refused.
+    /// the scheme that host and port answered on before (`https://` when a TLS server
+    /// answers there, else `http://`; HTTPS tried first when nothing is known yet); every
+    /// other DID still over HTTPS only, to public addresses only. Default `false`: a
+    /// `localhost` DID is refused.
     pub allow_loopback_http: bool,
     /// The largest DID document read, in bytes. Default 64 KiB.
     pub max_document_bytes: usize,
     /// The whole fetch (connect, headers, body) of one document; also the longest wait for
     /// a free fetch slot. Default 5 s.
     pub timeout: Duration,
+    /// The longest a DID host may take to accept the connection (TCP, and the TLS
+    /// handshake), so that a host that never answers holds a fetch slot briefly
+    /// ([`ResolveError::Timeout`] naming the connection); the later deadlines still apply.
+    /// Default 2 s.
+    pub connect_timeout: Duration,
+    /// The longest from a fetch's start to the answer's status and headers (its first
+    /// byte); the body then has what is left of [`timeout`](Self::timeout), which applies
+    /// whatever this is. Default 3 s.
+    pub first_byte_timeout: Duration,
     /// How long a good document is cached. Default 300 s.
     pub cache_ttl: Duration,
     /// How long a failure is cached, so a DID that failed is not fetched again before.
@@ -82,9 +100,16 @@ pub struct ResolverSettings {
     /// How many documents are fetched at once, node-wide; more wait (at most
     /// [`timeout`](Self::timeout)). Default 32.
     pub max_concurrent: usize,
-    /// How many documents are fetched at once from one DID host, so one peer cannot take
-    /// every fetch slot; more wait (at most [`timeout`](Self::timeout)). Default 4.
+    /// How many documents are fetched at once for DIDs under one registrable domain (the
+    /// DID host's domain by the Public Suffix List: `a.evil.example` and `b.evil.example`
+    /// are `evil.example`; a host with none, such as `localhost`, is its own), so that one
+    /// peer minting hosts cannot take every fetch slot; more wait (at most
+    /// [`timeout`](Self::timeout)). Default 4.
     pub max_concurrent_per_host: usize,
+    /// How many of the node's fetch slots the upgrades of one client address (an IPv4
+    /// address or an IPv6 /64) hold at once, so that a few addresses cannot take them all;
+    /// more wait (at most [`timeout`](Self::timeout)). Default 2.
+    pub max_concurrent_per_address: usize,
 }
 
 impl Default for ResolverSettings {
@@ -93,11 +118,14 @@ impl Default for ResolverSettings {
             allow_loopback_http: false,
             max_document_bytes: 64 * 1024,
             timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            first_byte_timeout: Duration::from_secs(3),
             cache_ttl: Duration::from_secs(300),
             failure_cache_ttl: Duration::from_secs(10),
             cache_capacity: 1024,
             max_concurrent: 32,
             max_concurrent_per_host: 4,
+            max_concurrent_per_address: 2,
         }
     }
 }
@@ -110,6 +138,10 @@ impl ResolverSettings {
             ("cache_capacity", self.cache_capacity),
             ("max_concurrent", self.max_concurrent),
             ("max_concurrent_per_host", self.max_concurrent_per_host),
+            (
+                "max_concurrent_per_address",
+                self.max_concurrent_per_address,
+            ),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -119,6 +151,10 @@ impl ResolverSettings {
         for (name, value) in [
             ("max_concurrent", self.max_concurrent),
             ("max_concurrent_per_host", self.max_concurrent_per_host),
+            (
+                "max_concurrent_per_address",
+                self.max_concurrent_per_address,
+            ),
         ] {
             if value > Semaphore::MAX_PERMITS {
                 return Err(format!(
@@ -127,8 +163,14 @@ impl ResolverSettings {
                 ));
             }
         }
-        if self.timeout.is_zero() {
-            return Err("resolver timeout must be greater than zero".to_owned());
+        for (name, value) in [
+            ("timeout", self.timeout),
+            ("connect_timeout", self.connect_timeout),
+            ("first_byte_timeout", self.first_byte_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("resolver {name} must be greater than zero"));
+            }
         }
         Ok(())
     }
@@ -139,10 +181,15 @@ impl ResolverSettings {
 pub(crate) enum Capacity {
     /// [`ResolverSettings::max_concurrent`].
     Node(usize),
-    /// [`ResolverSettings::max_concurrent_per_host`] for this host.
-    Host {
-        /// The DID host.
-        host: String,
+    /// [`ResolverSettings::max_concurrent_per_host`] for this registrable domain.
+    Domain {
+        /// The DID host's registrable domain.
+        domain: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// [`ResolverSettings::max_concurrent_per_address`] for the calling client address.
+    Address {
         /// The limit.
         limit: usize,
     },
@@ -152,10 +199,37 @@ impl fmt::Display for Capacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Node(limit) => write!(f, "the node's {limit} concurrent fetches"),
-            Self::Host { host, limit } => {
-                write!(f, "the {limit} concurrent fetches allowed from host {host}")
+            Self::Domain { domain, limit } => {
+                write!(f, "the {limit} concurrent fetches allowed under {domain}")
+            }
+            Self::Address { limit } => {
+                write!(
+                    f,
+                    "the {limit} concurrent fetches allowed for one client address"
+                )
             }
         }
+    }
+}
+
+/// Which of a fetch's deadlines passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// [`ResolverSettings::connect_timeout`].
+    Connect,
+    /// [`ResolverSettings::first_byte_timeout`].
+    FirstByte,
+    /// [`ResolverSettings::timeout`].
+    Whole,
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Connect => "no connection",
+            Self::FirstByte => "no answer",
+            Self::Whole => "no complete DID document",
+        })
     }
 }
 
@@ -226,12 +300,14 @@ pub(crate) enum ResolveError {
         /// The limit, in bytes.
         limit: usize,
     },
-    /// No complete answer within [`ResolverSettings::timeout`].
-    #[error("{url}: no complete DID document within {}", human(*after))]
+    /// No connection, answer or complete document within its deadline.
+    #[error("{url}: {deadline} within {}", human(*after))]
     Timeout {
         /// The document's URL.
         url: String,
-        /// The timeout.
+        /// Which deadline passed.
+        deadline: Deadline,
+        /// The deadline.
         after: Duration,
     },
     /// The document was fetched but is not a valid document of the DID.
@@ -279,8 +355,10 @@ impl ResolveError {
             Self::TooLarge { limit, .. } => {
                 format!("your DID document exceeds {limit} bytes")
             }
-            Self::Timeout { after, .. } => format!(
-                "your DID document could not be fetched within {}",
+            Self::Timeout {
+                deadline, after, ..
+            } => format!(
+                "your DID document could not be fetched: {deadline} within {}",
                 human(*after)
             ),
             Self::Document { source, .. } => format!("your DID document is not valid: {source}"),
@@ -308,8 +386,35 @@ struct Inner {
     /// The fetch in flight for each DID; the callers of one DID wait on the same cell.
     in_flight: Mutex<HashMap<Did, Arc<OnceCell<Outcome>>>>,
     node_slots: Arc<Semaphore>,
-    /// One semaphore per DID host with a fetch in flight or waiting (gone when none is).
-    host_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Fetch slots per registrable domain of the DID host.
+    domain_slots: KeyedSlots<String>,
+    /// Fetch slots per client address whose upgrade asked for them.
+    address_slots: KeyedSlots<ClientKey>,
+    /// Loopback test mode: the scheme each `localhost` host and port answered on.
+    loopback_schemes: Mutex<HashMap<String, Scheme>>,
+}
+
+/// The scheme a loopback DID's document is fetched over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Https,
+    Http,
+}
+
+impl Scheme {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Https => "https",
+            Self::Http => "http",
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            Self::Https => Self::Http,
+            Self::Http => Self::Https,
+        }
+    }
 }
 
 impl Resolver {
@@ -340,6 +445,7 @@ impl Resolver {
             lookup,
         };
         let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
             .tls_backend_preconfigured(config)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -355,7 +461,9 @@ impl Resolver {
                 cache: Mutex::new(Cache::new(settings.cache_capacity)),
                 in_flight: Mutex::new(HashMap::new()),
                 node_slots: Arc::new(Semaphore::new(settings.max_concurrent)),
-                host_slots: Mutex::new(HashMap::new()),
+                domain_slots: KeyedSlots::new(settings.max_concurrent_per_host),
+                address_slots: KeyedSlots::new(settings.max_concurrent_per_address),
+                loopback_schemes: Mutex::new(HashMap::new()),
                 client,
                 limits,
                 settings,
@@ -364,19 +472,25 @@ impl Resolver {
     }
 
     /// The verified document of `did` ([`concord_identity::read_document`] against `did`),
-    /// from the cache or fetched.
+    /// from the cache or fetched; a fetch asked for by the upgrade of `client` takes one of
+    /// that address's fetch slots (`None`: our own request, such as checking a provider we
+    /// called).
     ///
     /// # Errors
     /// Why it could not be fetched or is not a valid document of `did` (failures are
     /// cached for [`ResolverSettings::failure_cache_ttl`], except
     /// [`ResolveError::Busy`]).
-    pub(crate) async fn resolve(&self, did: &Did) -> Result<Arc<VerifiedDocument>, ResolveError> {
+    pub(crate) async fn resolve(
+        &self,
+        did: &Did,
+        client: Option<ClientKey>,
+    ) -> Result<Arc<VerifiedDocument>, ResolveError> {
         if let Some(cached) = self.inner.cached(did) {
             return cached;
         }
         let flight = self.inner.flight(did);
         flight
-            .get_or_init(|| self.inner.fetch_and_remember(did, &flight))
+            .get_or_init(|| self.inner.fetch_and_remember(did, client, &flight))
             .await
             .clone()
     }
@@ -386,6 +500,22 @@ impl Resolver {
     /// replaces it.
     pub(crate) fn insert_own(&self, document: Arc<VerifiedDocument>) {
         self.inner.lock_cache().insert_own(document);
+    }
+
+    /// We reached the host and port of `did` ourselves over `url` (a peer's description,
+    /// whose DID names that origin): in loopback test mode, a `localhost` DID's document is
+    /// then fetched over the same scheme first (`https://` for `https` or `wss`, else
+    /// `http://`), with no attempt over the other. Nothing for any other DID.
+    pub(crate) fn reached_over(&self, did: &Did, url: &str) {
+        let scheme = if url.starts_with("https://") || url.starts_with("wss://") {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        if self.inner.settings.allow_loopback_http && is_localhost(&did.host().to_ascii_lowercase())
+        {
+            self.inner.remember_scheme(did, scheme);
+        }
     }
 }
 
@@ -410,7 +540,12 @@ impl Inner {
     /// Fetches `did`'s document (unless a fetch that just ended cached it) and caches the
     /// outcome. `flight` leaves the in-flight map when this ends, cancelled or not: a
     /// caller still waiting on it runs the fetch again itself.
-    async fn fetch_and_remember(&self, did: &Did, flight: &Arc<OnceCell<Outcome>>) -> Outcome {
+    async fn fetch_and_remember(
+        &self,
+        did: &Did,
+        client: Option<ClientKey>,
+        flight: &Arc<OnceCell<Outcome>>,
+    ) -> Outcome {
         let _landing = Landing {
             in_flight: &self.in_flight,
             did,
@@ -419,7 +554,7 @@ impl Inner {
         if let Some(cached) = self.cached(did) {
             return cached;
         }
-        let outcome = self.fetch(did).await;
+        let outcome = self.fetch(did, client).await;
         match &outcome {
             Ok(document) => {
                 let expires = Instant::now() + self.settings.cache_ttl;
@@ -439,28 +574,82 @@ impl Inner {
         outcome
     }
 
-    async fn fetch(&self, did: &Did) -> Outcome {
+    async fn fetch(&self, did: &Did, client: Option<ClientKey>) -> Outcome {
         let host = did.host().to_ascii_lowercase();
-        // A DID on localhost (test mode only) may be served by a node with TLS or without:
-        // HTTPS first, then plain HTTP when no TLS server answers.
-        let schemes: &[&str] = if is_localhost(&host) {
-            if !self.settings.allow_loopback_http {
-                return Err(ResolveError::NotHttps { did: did.clone() });
-            }
-            &["https", "http"]
-        } else {
-            &["https"]
+        let loopback = is_localhost(&host);
+        if loopback && !self.settings.allow_loopback_http {
+            return Err(ResolveError::NotHttps { did: did.clone() });
+        }
+        let wait = self.settings.timeout;
+        let _address_slot = match client {
+            Some(client) => Some(self.address_slots.acquire(client, wait).await.ok_or_else(
+                || ResolveError::Busy {
+                    did: did.clone(),
+                    capacity: Capacity::Address {
+                        limit: self.address_slots.limit(),
+                    },
+                    waited: wait,
+                },
+            )?),
+            None => None,
         };
-        let _host_slot = self.host_slot(did, &host).await?;
+        let domain = registrable_domain(&host);
+        let _domain_slot = self
+            .domain_slots
+            .acquire(domain.clone(), wait)
+            .await
+            .ok_or_else(|| ResolveError::Busy {
+                did: did.clone(),
+                capacity: Capacity::Domain {
+                    domain,
+                    limit: self.domain_slots.limit(),
+                },
+                waited: wait,
+            })?;
         let _node_slot = self.node_slot(did).await?;
+        if !loopback {
+            return self.fetch_over(did, Scheme::Https.as_str()).await;
+        }
+        // A DID on localhost (test mode only) may be served by a node with TLS or without:
+        // the scheme it answered on before, else HTTPS first, then plain HTTP when no TLS
+        // server answers.
+        let first = self.known_scheme(did).unwrap_or(Scheme::Https);
         let mut outcome = Err(ResolveError::NotHttps { did: did.clone() });
-        for scheme in schemes {
-            outcome = self.fetch_over(did, scheme).await;
+        for scheme in [first, first.other()] {
+            outcome = self.fetch_over(did, scheme.as_str()).await;
             if !matches!(outcome, Err(ResolveError::Fetch { .. })) {
+                if !matches!(outcome, Err(ResolveError::Timeout { .. })) {
+                    self.remember_scheme(did, scheme);
+                }
                 break;
             }
         }
         outcome
+    }
+
+    /// The scheme `did`'s host and port answered on, when known.
+    fn known_scheme(&self, did: &Did) -> Option<Scheme> {
+        self.lock_schemes().get(&authority(did)).copied()
+    }
+
+    /// Remembers the scheme `did`'s host and port answered on (at most
+    /// [`ResolverSettings::cache_capacity`] hosts and ports: past it, one goes).
+    fn remember_scheme(&self, did: &Did, scheme: Scheme) {
+        let key = authority(did);
+        let mut schemes = self.lock_schemes();
+        if !schemes.contains_key(&key) && schemes.len() >= self.settings.cache_capacity {
+            let some = schemes.keys().next().cloned();
+            if let Some(some) = some {
+                schemes.remove(&some);
+            }
+        }
+        schemes.insert(key, scheme);
+    }
+
+    fn lock_schemes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Scheme>> {
+        self.loopback_schemes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Fetches and reads `did`'s document over `scheme`.
@@ -484,6 +673,7 @@ impl Inner {
             .await
             .map_err(|_| ResolveError::Timeout {
                 url: url.clone(),
+                deadline: Deadline::Whole,
                 after,
             })??;
         read_document(&bytes, did, &self.limits)
@@ -508,54 +698,23 @@ impl Inner {
         }
     }
 
-    /// One of `host`'s fetch slots, waiting at most the timeout.
-    async fn host_slot(&self, did: &Did, host: &str) -> Result<HostSlot<'_>, ResolveError> {
-        let semaphore =
-            {
-                let mut slots = self
-                    .host_slots
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                Arc::clone(slots.entry(host.to_owned()).or_insert_with(|| {
-                    Arc::new(Semaphore::new(self.settings.max_concurrent_per_host))
-                }))
-            };
-        // Made before waiting, so a wait that times out also cleans up.
-        let mut slot = HostSlot {
-            slots: &self.host_slots,
-            host: host.to_owned(),
-            semaphore,
-            permit: None,
-        };
-        let waited = self.settings.timeout;
-        let acquired =
-            tokio::time::timeout(waited, Arc::clone(&slot.semaphore).acquire_owned()).await;
-        match acquired {
-            Ok(Ok(permit)) => {
-                slot.permit = Some(permit);
-                Ok(slot)
-            }
-            Ok(Err(_)) | Err(_) => Err(ResolveError::Busy {
-                did: did.clone(),
-                capacity: Capacity::Host {
-                    host: host.to_owned(),
-                    limit: self.settings.max_concurrent_per_host,
-                },
-                waited,
-            }),
-        }
-    }
-
     /// The body at `url`, bounded by `max_document_bytes`.
     async fn download(&self, parsed: url::Url, url: &str) -> Result<Vec<u8>, ResolveError> {
         let limit = self.settings.max_document_bytes;
-        let mut response = self
+        let first_byte = self.settings.first_byte_timeout;
+        let sent = self
             .client
             .get(parsed)
             .header(ACCEPT, ACCEPT_DID_DOCUMENT)
-            .send()
+            .send();
+        let mut response = tokio::time::timeout(first_byte, sent)
             .await
-            .map_err(|error| send_error(url, error))?;
+            .map_err(|_| ResolveError::Timeout {
+                url: url.to_owned(),
+                deadline: Deadline::FirstByte,
+                after: first_byte,
+            })?
+            .map_err(|error| send_error(url, error, self.settings.connect_timeout))?;
         let status = response.status();
         if status.is_redirection() {
             let location = response.headers().get(LOCATION).map_or_else(
@@ -623,32 +782,16 @@ impl Drop for Landing<'_> {
     }
 }
 
-/// A fetch slot of one host; the host's semaphore leaves the map with the last slot.
-struct HostSlot<'a> {
-    slots: &'a Mutex<HashMap<String, Arc<Semaphore>>>,
-    host: String,
-    semaphore: Arc<Semaphore>,
-    permit: Option<OwnedSemaphorePermit>,
-}
-
-impl Drop for HostSlot<'_> {
-    fn drop(&mut self) {
-        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        drop(self.permit.take());
-        // Clones are made under this lock: the map's and ours alone mean no other fetch
-        // holds or waits for this host.
-        if Arc::strong_count(&self.semaphore) == 2
-            && slots
-                .get(&self.host)
-                .is_some_and(|semaphore| Arc::ptr_eq(semaphore, &self.semaphore))
-        {
-            slots.remove(&self.host);
-        }
+/// The error of a request that got no answer: a refusal of `GuardedDns` keeps its type, a
+/// connection not made within `connect_timeout` is a [`ResolveError::Timeout`].
+fn send_error(url: &str, error: reqwest::Error, connect_timeout: Duration) -> ResolveError {
+    if error.is_connect() && error.is_timeout() {
+        return ResolveError::Timeout {
+            url: url.to_owned(),
+            deadline: Deadline::Connect,
+            after: connect_timeout,
+        };
     }
-}
-
-/// The error of a request that got no answer: a refusal of `GuardedDns` keeps its type.
-fn send_error(url: &str, error: reqwest::Error) -> ResolveError {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(cause) = next {
         if let Some(failure) = cause.downcast_ref::<DnsFailure>() {
@@ -678,6 +821,22 @@ fn printable(bytes: &[u8]) -> String {
         .filter(|c| !c.is_control())
         .take(MAX_LOCATION_CHARS)
         .collect()
+}
+
+/// The registrable domain of `host` (lowercase) by the Public Suffix List
+/// (`a.evil.example` → `evil.example`, `x.y.example.co.uk` → `example.co.uk`); a host that
+/// has none (a public suffix itself, or a single label such as `localhost`) is its own.
+fn registrable_domain(host: &str) -> String {
+    psl::domain_str(host).unwrap_or(host).to_owned()
+}
+
+/// `did`'s host (lowercase) and port, as `host:port` (or `host`).
+fn authority(did: &Did) -> String {
+    let host = did.host().to_ascii_lowercase();
+    match did.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    }
 }
 
 /// Whether `host` (lowercase) is `localhost` or under it.
@@ -1014,10 +1173,10 @@ mod tests {
     async fn a_good_document_resolves_in_test_mode_then_comes_from_the_cache() {
         let (site, identity) = site_of("localhost").await;
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
-        let first = resolver.resolve(identity.did()).await.unwrap();
+        let first = resolver.resolve(identity.did(), None).await.unwrap();
         assert_eq!(first.did(), identity.did());
         assert_eq!(site.hits.load(Ordering::SeqCst), 1);
-        let second = resolver.resolve(identity.did()).await.unwrap();
+        let second = resolver.resolve(identity.did(), None).await.unwrap();
         assert!(Arc::ptr_eq(&first, &second));
         assert_eq!(
             site.hits.load(Ordering::SeqCst),
@@ -1030,7 +1189,7 @@ mod tests {
     async fn a_subdomain_of_localhost_goes_to_loopback_in_test_mode() {
         let (site, identity) = site_of("agent.localhost").await;
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
-        assert!(resolver.resolve(identity.did()).await.is_ok());
+        assert!(resolver.resolve(identity.did(), None).await.is_ok());
         assert_eq!(site.hits.load(Ordering::SeqCst), 1);
     }
 
@@ -1038,7 +1197,7 @@ mod tests {
     async fn production_mode_refuses_a_localhost_did_without_a_request() {
         let (site, identity) = site_of("localhost").await;
         let resolver = Resolver::new(ResolverSettings::default(), tls()).unwrap();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(
             matches!(&error, ResolveError::NotHttps { did } if did == identity.did()),
             "{error}"
@@ -1084,7 +1243,7 @@ mod tests {
                 .find(|address| !is_public(*address))
                 .unwrap();
             let resolver = Resolver::with_lookup(settings, tls(), lookup_to(answer)).unwrap();
-            let error = resolver.resolve(identity.did()).await.unwrap_err();
+            let error = resolver.resolve(identity.did(), None).await.unwrap_err();
             match &error {
                 ResolveError::PrivateAddress { host, address } => {
                     assert_eq!(host, "rebind.example");
@@ -1108,14 +1267,14 @@ mod tests {
         ))
         .unwrap();
         let resolver = Resolver::with_lookup(ResolverSettings::default(), tls(), failing).unwrap();
-        let error = resolver.resolve(&did).await.unwrap_err();
+        let error = resolver.resolve(&did, None).await.unwrap_err();
         assert!(
             matches!(&error, ResolveError::Dns { host, detail } if host == "nowhere.example" && detail.contains("no such host")),
             "{error:?}"
         );
         let empty =
             Resolver::with_lookup(ResolverSettings::default(), tls(), lookup_to(vec![])).unwrap();
-        let error = empty.resolve(&did).await.unwrap_err();
+        let error = empty.resolve(&did, None).await.unwrap_err();
         assert!(
             matches!(&error, ResolveError::Dns { detail, .. } if detail == "no address"),
             "{error:?}"
@@ -1134,7 +1293,7 @@ mod tests {
         });
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
         let started = StdInstant::now();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(
             matches!(&error, ResolveError::TooLarge { limit, .. } if *limit == 64 * 1024),
             "{error:?}"
@@ -1167,7 +1326,7 @@ mod tests {
         });
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
         let started = StdInstant::now();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(matches!(&error, ResolveError::TooLarge { .. }), "{error:?}");
         assert!(
             started.elapsed() < Duration::from_secs(2),
@@ -1192,7 +1351,7 @@ mod tests {
         };
         let resolver = Resolver::new(settings, tls()).unwrap();
         let started = StdInstant::now();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         let elapsed = started.elapsed();
         assert!(
             matches!(&error, ResolveError::Timeout { after, .. } if *after == Duration::from_millis(300)),
@@ -1219,7 +1378,7 @@ mod tests {
             async move { (StatusCode::FOUND, [(header::LOCATION, location)]).into_response() }
         });
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         match &error {
             ResolveError::Redirect {
                 status, location, ..
@@ -1244,7 +1403,7 @@ mod tests {
             async move { answer }
         });
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
-        let error = resolver.resolve(asked.did()).await.unwrap_err();
+        let error = resolver.resolve(asked.did(), None).await.unwrap_err();
         assert!(
             matches!(
                 &error,
@@ -1269,7 +1428,7 @@ mod tests {
             ..test_mode()
         };
         let resolver = Resolver::new(settings, tls()).unwrap();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(
             matches!(&error, ResolveError::Status { status: 404, .. }),
             "{error:?}"
@@ -1278,11 +1437,11 @@ mod tests {
             error.public_reason(),
             "your DID document could not be fetched (HTTP 404)"
         );
-        let again = resolver.resolve(identity.did()).await.unwrap_err();
+        let again = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(matches!(again, ResolveError::Status { status: 404, .. }));
         assert_eq!(site.hits.load(Ordering::SeqCst), 1, "the failure is cached");
         tokio::time::sleep(Duration::from_millis(450)).await;
-        let _ = resolver.resolve(identity.did()).await.unwrap_err();
+        let _ = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert_eq!(site.hits.load(Ordering::SeqCst), 2, "…for its TTL only");
     }
 
@@ -1302,7 +1461,7 @@ mod tests {
         let resolves = (0..10).map(|_| {
             let resolver = resolver.clone();
             let did = identity.did().clone();
-            tokio::spawn(async move { resolver.resolve(&did).await })
+            tokio::spawn(async move { resolver.resolve(&did, None).await })
         });
         for resolved in futures_util::future::join_all(resolves).await {
             assert!(resolved.unwrap().is_ok());
@@ -1316,12 +1475,13 @@ mod tests {
         let (identities, _) = slow_site(1, Duration::from_millis(300)).await;
         let did = identities[0].did();
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
-        let cancelled = tokio::time::timeout(Duration::from_millis(50), resolver.resolve(did));
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(50), resolver.resolve(did, None));
         assert!(cancelled.await.is_err(), "the fetch takes 300 ms");
         assert!(resolver.inner.in_flight.lock().unwrap().is_empty());
-        assert!(resolver.inner.host_slots.lock().unwrap().is_empty());
+        assert!(resolver.inner.domain_slots.is_empty());
         assert_eq!(resolver.inner.node_slots.available_permits(), 32);
-        assert!(resolver.resolve(did).await.is_ok());
+        assert!(resolver.resolve(did, None).await.is_ok());
     }
 
     /// Serves the documents of `count` identities on one port, each after `delay`,
@@ -1360,7 +1520,7 @@ mod tests {
         let resolves = identities.iter().map(|identity| {
             let resolver = resolver.clone();
             let did = identity.did().clone();
-            tokio::spawn(async move { resolver.resolve(&did).await })
+            tokio::spawn(async move { resolver.resolve(&did, None).await })
         });
         for resolved in futures_util::future::join_all(resolves).await {
             assert!(resolved.unwrap().is_ok());
@@ -1373,7 +1533,7 @@ mod tests {
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
         resolve_all(&resolver, &identities).await;
         assert_eq!(most.load(Ordering::SeqCst), 4, "at most 4 per host");
-        assert!(resolver.inner.host_slots.lock().unwrap().is_empty());
+        assert!(resolver.inner.domain_slots.is_empty());
 
         let (identities, most) = slow_site(6, Duration::from_millis(150)).await;
         let settings = ResolverSettings {
@@ -1398,7 +1558,7 @@ mod tests {
             .acquire_owned()
             .await
             .unwrap();
-        let error = resolver.resolve(identity.did()).await.unwrap_err();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
         assert!(
             matches!(
                 &error,
@@ -1412,7 +1572,7 @@ mod tests {
         assert_eq!(site.hits.load(Ordering::SeqCst), 0);
         drop(taken);
         assert!(
-            resolver.resolve(identity.did()).await.is_ok(),
+            resolver.resolve(identity.did(), None).await.is_ok(),
             "Busy is not cached"
         );
         assert_eq!(site.hits.load(Ordering::SeqCst), 1);
@@ -1432,7 +1592,7 @@ mod tests {
         .unwrap();
         let resolver = Resolver::new(test_mode(), tls()).unwrap();
         resolver.insert_own(Arc::new(document));
-        let resolved = resolver.resolve(identity.did()).await.unwrap();
+        let resolved = resolver.resolve(identity.did(), None).await.unwrap();
         assert_eq!(resolved.did(), identity.did());
     }
 
@@ -1460,6 +1620,18 @@ mod tests {
                 ..ResolverSettings::default()
             },
             ResolverSettings {
+                connect_timeout: Duration::ZERO,
+                ..ResolverSettings::default()
+            },
+            ResolverSettings {
+                first_byte_timeout: Duration::ZERO,
+                ..ResolverSettings::default()
+            },
+            ResolverSettings {
+                max_concurrent_per_address: 0,
+                ..ResolverSettings::default()
+            },
+            ResolverSettings {
                 max_concurrent: usize::MAX,
                 ..ResolverSettings::default()
             },
@@ -1467,6 +1639,293 @@ mod tests {
             let error = Resolver::new(settings, tls()).err().unwrap();
             assert!(error.starts_with("resolver "), "{error}");
         }
+    }
+
+    /// Serves the documents of `count` identities on hosts `host(n)` of one port, each
+    /// after `delay`, recording the most requests in progress at once.
+    async fn slow_hosts(
+        count: usize,
+        host: impl Fn(usize) -> String,
+        delay: Duration,
+    ) -> (Vec<Identity>, Arc<AtomicUsize>) {
+        let (listener, port) = listen().await;
+        let identities: Vec<Identity> = (0..count).map(|n| identity(&host(n), port)).collect();
+        let documents: Arc<HashMap<String, Bytes>> = Arc::new(
+            identities
+                .iter()
+                .map(|identity| (identity.did().document_path(), document_bytes(identity)))
+                .collect(),
+        );
+        let current = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let most_seen = Arc::clone(&most);
+        serve(listener, move |path: String| {
+            let documents = Arc::clone(&documents);
+            let current = Arc::clone(&current);
+            let most = Arc::clone(&most_seen);
+            async move {
+                let now = current.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                current.fetch_sub(1, Ordering::SeqCst);
+                match documents.get(&path) {
+                    Some(bytes) => did_json(bytes.clone()),
+                    None => StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        });
+        (identities, most)
+    }
+
+    #[test]
+    fn hosts_of_one_registrable_domain_share_it() {
+        for (host, domain) in [
+            ("a.evil.example", "evil.example"),
+            ("x.y.evil.example", "evil.example"),
+            ("shop.example.co.uk", "example.co.uk"),
+            ("a.evil.localhost", "evil.localhost"),
+            ("localhost", "localhost"),
+            ("co.uk", "co.uk"),
+        ] {
+            assert_eq!(registrable_domain(host), domain, "{host}");
+        }
+    }
+
+    #[tokio::test]
+    async fn hosts_minted_under_one_domain_share_its_fetch_slots() {
+        // Ten hosts under `evil.localhost`: one domain, so at most 4 fetches at once.
+        let (identities, most) = slow_hosts(
+            10,
+            |n| format!("h{n}.evil.localhost"),
+            Duration::from_millis(150),
+        )
+        .await;
+        let resolver = Resolver::new(test_mode(), tls()).unwrap();
+        resolve_all(&resolver, &identities).await;
+        assert_eq!(most.load(Ordering::SeqCst), 4, "at most 4 per domain");
+        assert!(resolver.inner.domain_slots.is_empty());
+    }
+
+    #[tokio::test]
+    async fn one_client_address_holds_its_share_of_the_fetch_slots() {
+        // Six DIDs on six domains, all asked for by one client address: 2 at once.
+        let (identities, most) = slow_hosts(
+            6,
+            |n| format!("agent.d{n}.localhost"),
+            Duration::from_millis(150),
+        )
+        .await;
+        let resolver = Resolver::new(test_mode(), tls()).unwrap();
+        let client = ClientKey::of(IpAddr::from([127, 0, 0, 2]));
+        let resolves = identities.iter().map(|identity| {
+            let resolver = resolver.clone();
+            let did = identity.did().clone();
+            tokio::spawn(async move { resolver.resolve(&did, Some(client)).await })
+        });
+        for resolved in futures_util::future::join_all(resolves).await {
+            assert!(resolved.unwrap().is_ok());
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 2, "at most 2 per address");
+        assert!(resolver.inner.address_slots.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_full_address_share_is_busy_for_that_address_only() {
+        let (_site, identity) = site_of("localhost").await;
+        let settings = ResolverSettings {
+            max_concurrent_per_address: 1,
+            timeout: Duration::from_millis(200),
+            ..test_mode()
+        };
+        let resolver = Resolver::new(settings, tls()).unwrap();
+        let attacker = ClientKey::of(IpAddr::from([127, 0, 0, 2]));
+        let _held = resolver
+            .inner
+            .address_slots
+            .acquire(attacker, Duration::from_millis(10))
+            .await
+            .unwrap();
+        let error = resolver
+            .resolve(identity.did(), Some(attacker))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                ResolveError::Busy {
+                    capacity: Capacity::Address { limit: 1 },
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let other = ClientKey::of(IpAddr::from([127, 0, 0, 1]));
+        assert!(resolver.resolve(identity.did(), Some(other)).await.is_ok());
+    }
+
+    /// A server on 127.0.0.1 that accepts connections and never writes a byte.
+    async fn silent() -> u16 {
+        let (listener, port) = listen().await;
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_host_that_never_answers_frees_its_slot_at_the_first_byte_deadline() {
+        let identity = identity("localhost", silent().await);
+        let settings = ResolverSettings {
+            first_byte_timeout: Duration::from_millis(300),
+            ..test_mode()
+        };
+        let resolver = Resolver::new(settings, tls()).unwrap();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                ResolveError::Timeout { deadline: Deadline::Connect | Deadline::FirstByte, after, .. }
+                    if *after < Duration::from_secs(3)
+            ),
+            "{error:?}"
+        );
+        assert_eq!(resolver.inner.node_slots.available_permits(), 32);
+    }
+
+    #[tokio::test]
+    async fn a_tls_handshake_that_never_ends_is_a_connect_timeout() {
+        let identity = identity("localhost", silent().await);
+        let settings = ResolverSettings {
+            connect_timeout: Duration::from_millis(200),
+            ..test_mode()
+        };
+        let resolver = Resolver::new(settings, tls()).unwrap();
+        let error = resolver.resolve(identity.did(), None).await.unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                ResolveError::Timeout { deadline: Deadline::Connect, after, .. }
+                    if *after == Duration::from_millis(200)
+            ),
+            "{error:?}"
+        );
+        assert!(error
+            .public_reason()
+            .contains("no connection within 200 ms"));
+    }
+
+    /// A plain HTTP server on 127.0.0.1 answering every request with `document`, counting
+    /// the connections that opened with a TLS handshake (first byte 0x16) and the
+    /// requests answered.
+    async fn plain_counting(
+        port_for: impl FnOnce(u16) -> Bytes,
+    ) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (listener, port) = listen().await;
+        let document = port_for(port);
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (tls_seen, answers) = (Arc::clone(&handshakes), Arc::clone(&answered));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buffer = [0_u8; 1024];
+                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(read) => request.extend_from_slice(&buffer[..read]),
+                    }
+                    if request.first() == Some(&0x16) {
+                        tls_seen.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                }
+                if request.first() == Some(&0x16) {
+                    continue;
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/did+json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    document.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&document).await;
+                answers.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        (port, handshakes, answered)
+    }
+
+    #[tokio::test]
+    async fn a_loopback_host_reached_over_http_is_resolved_with_no_tls_attempt() {
+        let mut made = None;
+        let (port, handshakes, answered) = plain_counting(|port| {
+            let identity = identity("localhost", port);
+            let bytes = document_bytes(&identity);
+            made = Some(identity);
+            bytes
+        })
+        .await;
+        let identity = made.unwrap();
+        let resolver = Resolver::new(test_mode(), tls()).unwrap();
+        resolver.reached_over(
+            identity.did(),
+            &format!("http://127.0.0.1:{port}/.well-known/wot"),
+        );
+        assert!(resolver.resolve(identity.did(), None).await.is_ok());
+        assert_eq!(answered.load(Ordering::SeqCst), 1);
+        assert_eq!(handshakes.load(Ordering::SeqCst), 0, "no HTTPS attempt");
+    }
+
+    #[tokio::test]
+    async fn a_loopback_host_is_fetched_over_the_scheme_it_answered_on_before() {
+        let mut made = Vec::new();
+        let (port, handshakes, answered) = plain_counting(|port| {
+            let identity = identity("localhost", port);
+            let bytes = document_bytes(&identity);
+            made.push(identity);
+            bytes
+        })
+        .await;
+        let identity = made.pop().unwrap();
+        // Another DID on the same host and port (its document is the first's: refused,
+        // but over HTTP, which answered).
+        let other = Identity::new(Keys::generate(), "localhost", Some(port), &["agents"]).unwrap();
+        let resolver = Resolver::new(test_mode(), tls()).unwrap();
+        assert!(resolver.resolve(identity.did(), None).await.is_ok());
+        assert_eq!(handshakes.load(Ordering::SeqCst), 1, "HTTPS first, once");
+        let error = resolver.resolve(other.did(), None).await.unwrap_err();
+        assert!(matches!(error, ResolveError::Document { .. }), "{error:?}");
+        assert_eq!(answered.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            handshakes.load(Ordering::SeqCst),
+            1,
+            "then HTTP straight away"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_public_host_is_never_tried_over_http_whatever_was_reached() {
+        let did = Did::parse(&format!(
+            "did:wba:shop.example:agents:e1_{}",
+            "a".repeat(43)
+        ))
+        .unwrap();
+        let resolver = Resolver::with_lookup(
+            test_mode(),
+            tls(),
+            lookup_to(vec![IpAddr::from([127, 0, 0, 1])]),
+        )
+        .unwrap();
+        resolver.reached_over(&did, "http://shop.example/.well-known/wot");
+        assert!(resolver.inner.loopback_schemes.lock().unwrap().is_empty());
+        let error = resolver.resolve(&did, None).await.unwrap_err();
+        assert!(
+            matches!(error, ResolveError::PrivateAddress { .. }),
+            "{error:?}"
+        );
     }
 
     fn ips(addresses: &[&str]) -> Vec<IpAddr> {

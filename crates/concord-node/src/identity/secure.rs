@@ -311,7 +311,7 @@ pub(crate) async fn verify_peer(
     }
     let document = identity
         .resolver
-        .resolve(did)
+        .resolve(did, None)
         .await
         .map_err(|error| error.public_reason())?;
     if document.key_agreement().contains(&peer.key) {

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use concord_identity::{AuthError, Caller, Credentials, Identity, RequestTarget};
+use concord_identity::{AuthError, AuthScheme, Caller, Credentials, Identity, RequestTarget};
 
 use super::{NodeIdentity, SignatureForm};
 use crate::admission::ClientKey;
@@ -49,6 +49,21 @@ impl Refusal {
             challenge: concord_identity::challenge(realm, error),
             reason: error.to_string(),
         }
+    }
+
+    /// Legacy `Authorization: DIDWba` credentials on a node that accepts RFC 9421 ones only
+    /// (`Security::legacy_didwba` off): the challenge's `Accept-Signature` names the form
+    /// to use.
+    fn legacy_off(realm: &str, did: &concord_identity::Did) -> Self {
+        Self::unauthorized(
+            realm,
+            "invalid_request",
+            "this node accepts ANP's RFC 9421 HTTP Message Signatures only (Signature-Input and \
+             Signature, as Accept-Signature shows); the legacy Authorization: DIDWba header is \
+             not accepted"
+                .to_owned(),
+            format!("{did}: a legacy DIDWba header, and legacy_didwba is off"),
+        )
     }
 
     /// A caller the policy does not let call anything here.
@@ -150,12 +165,13 @@ impl Endpoint {
     }
 }
 
-/// Checks the credentials an upgrade request carries: `Anonymous` when it carries none,
-/// the caller's DID when they verify (for our `endpoint`: signature, key, time window, fresh
-/// nonce), else a refusal naming the fault.
+/// Checks the credentials an upgrade request from `client` carries: `Anonymous` when it
+/// carries none, the caller's DID when they verify (for our `endpoint`: signature, key, time
+/// window, fresh nonce), else a refusal naming the fault.
 pub(crate) async fn authenticate(
     identity: &NodeIdentity,
     endpoint: &Endpoint,
+    client: ClientKey,
     headers: &HeaderMap,
 ) -> Result<Caller, Refusal> {
     let realm = endpoint.host.as_str();
@@ -165,6 +181,9 @@ pub(crate) async fn authenticate(
         Ok(Some(credentials)) => credentials,
         Err(error) => return Err(Refusal::auth(realm, &error)),
     };
+    if credentials.scheme() == AuthScheme::LegacyDidWba && !identity.security.legacy_didwba {
+        return Err(Refusal::legacy_off(realm, credentials.did()));
+    }
     let now = now_unix();
     let window = &identity.security.time_window;
     // Stale, nonce-less or replayed credentials are refused before any document is
@@ -172,14 +191,18 @@ pub(crate) async fn authenticate(
     let fresh = credentials.check_fresh(now, window, &identity.replay());
     fresh.map_err(|error| Refusal::auth(realm, &error))?;
     let did = credentials.did().clone();
-    let document = identity.resolver.resolve(&did).await.map_err(|error| {
-        Refusal::unauthorized(
-            realm,
-            "invalid_did",
-            error.public_reason(),
-            format!("{did}: {error}"),
-        )
-    })?;
+    let document = identity
+        .resolver
+        .resolve(&did, Some(client))
+        .await
+        .map_err(|error| {
+            Refusal::unauthorized(
+                realm,
+                "invalid_did",
+                error.public_reason(),
+                format!("{did}: {error}"),
+            )
+        })?;
     let mut last = None;
     for target_uri in [&endpoint.websocket, &endpoint.http] {
         let target = RequestTarget {
@@ -197,7 +220,11 @@ pub(crate) async fn authenticate(
             &mut identity.replay(),
         );
         match verified {
-            Ok(authenticated) => return Ok(Caller::Authenticated(authenticated.did)),
+            Ok(authenticated) => {
+                return persisted(identity, realm, &credentials, now)
+                    .await
+                    .map(|()| Caller::Authenticated(authenticated.did))
+            }
             Err(AuthError::BadSignature) => last = Some(AuthError::BadSignature),
             Err(error) => return Err(Refusal::auth(realm, &error)),
         }
@@ -206,6 +233,36 @@ pub(crate) async fn authenticate(
         realm,
         &last.unwrap_or(AuthError::BadSignature),
     ))
+}
+
+/// Records the nonce of credentials that just verified in the store, before the upgrade is
+/// answered, so that they are refused after a restart too: a store that cannot record it
+/// refuses the upgrade (503, as a full replay cache does) rather than accept a nonce it may
+/// forget.
+async fn persisted(
+    identity: &NodeIdentity,
+    realm: &str,
+    credentials: &Credentials,
+    now: i64,
+) -> Result<(), Refusal> {
+    let Some(nonce) = credentials.nonce() else {
+        return Err(Refusal::auth(realm, &AuthError::MissingNonce));
+    };
+    match identity.persist_nonce(credentials.did(), nonce, now).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Refusal::auth(realm, &AuthError::Replayed)),
+        Err(error) => {
+            let busy = AuthError::ReplayCacheFull {
+                capacity: identity.security.replay_capacity,
+            };
+            Err(Refusal {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                log: format!("{}: cannot record its nonce: {error}", credentials.did()),
+                challenge: concord_identity::challenge(realm, &busy),
+                reason: "this node cannot record your nonce right now; try again later".to_owned(),
+            })
+        }
+    }
 }
 
 /// Upgrades whose credentials are being checked, per client address: a bound on the DID

@@ -667,3 +667,272 @@ async fn a_did_that_signs_fresh_nonces_as_fast_as_it_can_fills_only_its_share() 
     .unwrap();
     socket.close(None).await.unwrap();
 }
+
+// ----- DID resolution under strangers ----------------------------------------------------
+
+/// Upgrades with these headers from the client address `source`; `Err` is the HTTP answer
+/// when refused.
+async fn upgrade_from(
+    source: &str,
+    server: &Server,
+    headers: &[(String, String)],
+) -> Result<RawSocket, Response<Option<Vec<u8>>>> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::new(source.parse().unwrap(), 0))
+        .unwrap();
+    let stream = socket.connect(server.local_addr()).await.unwrap();
+    let mut request = server.endpoint().into_client_request().unwrap();
+    for (name, value) in headers {
+        request.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    match tokio_tungstenite::client_async(request, stream).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(*response),
+        Err(other) => panic!("not an HTTP refusal: {other}"),
+    }
+}
+
+/// A listener on 127.0.0.1 that accepts connections and never writes a byte: the DID
+/// host of a stranger whose server never answers.
+async fn silent_host() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+/// 16 attacking addresses (127.0.0.2–17), each with as many upgrades in authentication as
+/// it may (4), each signed by a DID on `host(address, n)` (at a server that never
+/// answers); meanwhile 3 legitimate signed callers from 127.0.0.1, each with a DID of its
+/// own, must all be served, and no stranger gets in.
+async fn signed_callers_are_served_beside_silent_did_hosts(host: fn(usize, usize) -> String) {
+    let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
+    let server = Arc::new(provider.node.serve("127.0.0.1:0").await.unwrap());
+    let silent = silent_host().await;
+    let mut pending = Vec::new();
+    for address in 0..16 {
+        for n in 0..4 {
+            let identity = Identity::new(
+                Keys::generate(),
+                &host(address, n),
+                Some(silent),
+                &["agents"],
+            )
+            .unwrap();
+            let headers = signed(
+                &identity,
+                &server,
+                now(),
+                &format!("stranger-{address}-{n}"),
+            );
+            let source = format!("127.0.0.{}", address + 2);
+            let server = Arc::clone(&server);
+            pending.push(tokio::spawn(async move {
+                upgrade_from(&source, &server, &headers).await.map(|_| ())
+            }));
+        }
+    }
+    // Let the strangers' upgrades reach their fetches.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    for call in 0..3 {
+        let (requester, _requester_server) = requester_with_did().await;
+        let connected = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            requester.node.connect(server.url(), catalogue::ACTION),
+        )
+        .await
+        .expect("no answer within 20 s");
+        let connection = connected.unwrap_or_else(|error| panic!("call {call}: {error}"));
+        connection
+            .call(catalogue::ACTION, json!({"productId": "P12345"}))
+            .await
+            .unwrap();
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // No stranger got in.
+    for attack in pending {
+        attack.abort();
+        if let Ok(Ok(outcome)) =
+            tokio::time::timeout(std::time::Duration::from_millis(1), attack).await
+        {
+            assert!(
+                outcome.is_err(),
+                "a stranger whose DID never resolves got in"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn strangers_whose_did_hosts_never_answer_leave_fetch_slots_for_a_signed_caller() {
+    // Every host under one domain: evil.localhost's 4 fetch slots at most.
+    signed_callers_are_served_beside_silent_did_hosts(|address, n| {
+        format!("h{address}x{n}.evil.localhost")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn strangers_on_a_domain_each_hold_their_addresses_share_of_fetch_slots_only() {
+    // A registrable domain per address (free to mint under a public suffix): each address
+    // holds at most its share of the node's fetch slots, and a host that never answers
+    // gives its slot back at the connect deadline.
+    signed_callers_are_served_beside_silent_did_hosts(|address, n| {
+        format!("h{n}.evil{address}.localhost")
+    })
+    .await;
+}
+
+// ----- the legacy `Authorization: DIDWba` header -----------------------------------------
+
+/// A legacy `Authorization: DIDWba` header for an upgrade to `server` by `identity`.
+fn legacy(identity: &Identity, server: &Server, nonce: &str) -> Vec<(String, String)> {
+    let timestamp = concord_identity::format_iso8601(now());
+    let audience = server.local_addr().ip().to_string();
+    vec![(
+        "Authorization".to_owned(),
+        concord_identity::legacy_authorization(identity, &audience, nonce, &timestamp),
+    )]
+}
+
+#[tokio::test]
+async fn a_legacy_didwba_header_is_refused_by_default_with_a_challenge_naming_rfc_9421() {
+    let (provider, calls) = counted_provider(loopback_security(), Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let refused = upgrade(
+        &server,
+        &legacy(&caller.identity, &server, "legacy-nonce-0001"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_request");
+    let challenge = refused.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("RFC 9421"), "{challenge}");
+    let accepted = refused.headers()["accept-signature"].to_str().unwrap();
+    assert!(accepted.starts_with("sig1=(\"@method\""), "{accepted}");
+    // The description offers the RFC 9421 form alone.
+    let description = description_of(&server).await.to_string();
+    assert!(
+        !description.contains("Authorization: DIDWba"),
+        "{description}"
+    );
+    // The same caller signing RFC 9421 gets in.
+    let (mut socket, _) = upgrade(
+        &server,
+        &signed(&caller.identity, &server, now(), "rfc-9421-nonce-01"),
+    )
+    .await
+    .unwrap();
+    socket.close(None).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn with_legacy_didwba_on_a_legacy_header_passes_once() {
+    let security = Security {
+        legacy_didwba: true,
+        ..loopback_security()
+    };
+    let (provider, _) = counted_provider(security, Allow::Authenticated);
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let headers = legacy(&caller.identity, &server, "legacy-nonce-0002");
+    let (mut socket, _) = upgrade(&server, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    let refused = upgrade(&server, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+    let description = description_of(&server).await.to_string();
+    assert!(
+        description.contains("Authorization: DIDWba"),
+        "{description}"
+    );
+}
+
+// ----- replays across a restart -----------------------------------------------------------
+
+/// A provider on `data_dir` with `keys`, admitting authenticated callers only.
+fn provider_on(data_dir: &std::path::Path, keys: Keys) -> concord_node::Node {
+    provider_with_security(data_dir, keys, loopback_security())
+}
+
+/// [`provider_on`] with `security`.
+fn provider_with_security(
+    data_dir: &std::path::Path,
+    keys: Keys,
+    security: Security,
+) -> concord_node::Node {
+    Node::builder("Product agent")
+        .action(catalogue::action(), catalogue::answer)
+        .keys(keys)
+        .security(security)
+        .allow(catalogue::ACTION, Allow::Authenticated)
+        .limits(quick_limits())
+        .data_dir(data_dir)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_signed_upgrade_accepted_before_a_restart_is_refused_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("provider-keys.json");
+    Keys::generate().save(&key_file).unwrap();
+    let keys = || Keys::load(&key_file).unwrap();
+    let caller = host(document).await;
+    let first = provider_on(dir.path(), keys());
+    let server = first.serve("127.0.0.1:0").await.unwrap();
+    let address = server.local_addr();
+    let headers = signed(&caller.identity, &server, now(), "before-the-restart");
+    let (mut socket, _) = upgrade(&server, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    server.shutdown().await.unwrap();
+    drop(first);
+
+    // The same data directory and keys, on the same address: the same endpoint, so the
+    // header's signature still covers it.
+    let second = provider_on(dir.path(), keys());
+    let server = second.serve(&address.to_string()).await.unwrap();
+    let refused = upgrade(&server, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+    // A fresh nonce of the same caller gets in.
+    let fresh = signed(&caller.identity, &server, now(), "after-the-restart");
+    let (mut socket, _) = upgrade(&server, &fresh).await.unwrap();
+    socket.close(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn agents_sharing_a_store_accept_a_legacy_header_once_between_them() {
+    // Two agents on one host (the default data directory is one per user), the legacy
+    // header on: it signs the host name only, so it verifies at both; the nonce recorded
+    // in the shared store refuses it at the second.
+    let dir = tempfile::tempdir().unwrap();
+    let security = Security {
+        legacy_didwba: true,
+        ..loopback_security()
+    };
+    let one = provider_with_security(dir.path(), Keys::generate(), security.clone());
+    let other = provider_with_security(dir.path(), Keys::generate(), security);
+    let first = one.serve("127.0.0.1:0").await.unwrap();
+    let second = other.serve("127.0.0.1:0").await.unwrap();
+    let caller = host(document).await;
+    let headers = legacy(&caller.identity, &first, "legacy-shared-0001");
+    let (mut socket, _) = upgrade(&first, &headers).await.unwrap();
+    socket.close(None).await.unwrap();
+    let refused = upgrade(&second, &headers).await.unwrap_err();
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+}
