@@ -18,6 +18,7 @@ mod negotiation;
 mod redirect;
 mod rejection;
 mod retention;
+mod schema_rules;
 mod store_bounds;
 mod stream_end;
 mod support;
