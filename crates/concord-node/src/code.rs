@@ -462,23 +462,19 @@ impl HandlerCode {
             return Err(self.bad(bytes, "this session is not the provider".to_owned(), None));
         };
         match provider.decode_request(bytes) {
-            Ok(incoming) => match self.check_input(&incoming.input) {
-                Ok(()) => Ok(Request {
-                    message_id: incoming.message_id,
-                    input: incoming.input,
-                }),
-                Err(reason) => Err(BadMessage {
-                    message_id: Some(incoming.message_id),
-                    reason,
-                    report: None,
-                }),
-            },
+            Ok(incoming) => Ok(Request {
+                message_id: incoming.message_id,
+                input: incoming.input,
+            }),
             Err(error) => Err(self.runtime_failure(bytes, error)),
         }
     }
 
-    /// Checks an action input against our side's schema for it (see `Loaded::input_check`).
-    fn check_input(&self, input: &Value) -> Result<(), String> {
+    /// Checks an action input against our side's schema for it (see `Loaded::input_check`):
+    /// a requester's before its handler runs, a provider's decoded from a live request
+    /// before the action runs (a verification request runs no action: the agreed case's
+    /// response stands in for it).
+    pub(crate) fn check_input(&self, input: &Value) -> Result<(), String> {
         match &self.loaded.input_check {
             Some(check) => check.check(input),
             None => Ok(()),
