@@ -229,11 +229,16 @@ fn what_goes_wrong_has_an_exit_code_and_says_what_in_one_line() {
     );
     // Input the action's schema refuses is refused before sending, naming the action and
     // where, as every mode says it: 1.
-    let invalid = "getProductInfo: invalid input: the input of the action `getProductInfo` is invalid at /";
-    call(&[url, "getProductInfo", r#"{"productId": 7}"#])
-        .fails(1, &format!("{invalid}productId: 7 is not of type \"string\""));
-    call(&[url, "getProductInfo", "{}"])
-        .fails(1, &format!("{invalid}: \"productId\" is a required property"));
+    let invalid =
+        "getProductInfo: invalid input: the input of the action `getProductInfo` is invalid at /";
+    call(&[url, "getProductInfo", r#"{"productId": 7}"#]).fails(
+        1,
+        &format!("{invalid}productId: 7 is not of type \"string\""),
+    );
+    call(&[url, "getProductInfo", "{}"]).fails(
+        1,
+        &format!("{invalid}: \"productId\" is a required property"),
+    );
     call(&[url, "getProductInfo", "[1]"])
         .fails(1, &format!("{invalid}: [1] is not of type \"object\""));
     // Input that is not JSON, as an argument or on standard input: 2.
@@ -611,7 +616,10 @@ input = {{ type = "object", properties = {{ productId = {{ type = "string" }}, l
 output = {output:?}
 exec = {{ command = "sh", args = [{script:?}], timeout = "5s" }}
 "#,
-        output = examples.join("product-info.schema.json").display().to_string(),
+        output = examples
+            .join("product-info.schema.json")
+            .display()
+            .to_string(),
         script = examples.join("product-info.sh").display().to_string(),
     ));
     let requester = tempfile::tempdir().unwrap();

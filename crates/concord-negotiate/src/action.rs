@@ -241,7 +241,11 @@ fn admit(members: &Value, envelope: &Map<String, Value>, depth: usize) -> Value 
         let mut object = object.clone();
         let closes = ["additionalProperties", "unevaluatedProperties"]
             .iter()
-            .any(|keyword| object.get(*keyword).is_some_and(|value| value != &json!(true)));
+            .any(|keyword| {
+                object
+                    .get(*keyword)
+                    .is_some_and(|value| value != &json!(true))
+            });
         if closes {
             let properties = object
                 .entry("properties")
@@ -446,9 +450,7 @@ mod tests {
         assert!(!schemas
             .check_request(&request(json!({"input": "XYZ"})))
             .is_empty());
-        let response = |tree: Value| {
-            json!({"messageId": "m1", "type": "RESPONSE", "status": {"code": 200, "message": "OK"}, "tree": tree})
-        };
+        let response = |tree: Value| json!({"messageId": "m1", "type": "RESPONSE", "status": {"code": 200, "message": "OK"}, "tree": tree});
         let tree = |leaf: Value| (0..9).fold(leaf, |inner, _| json!({"children": [inner]}));
         let deep = tree(json!({"children": []}));
         assert!(schemas.check_response(&response(deep)).is_empty());

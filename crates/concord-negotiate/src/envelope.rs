@@ -804,7 +804,10 @@ mod tests {
         });
         let layout = status_layout(&response);
         let status = layout.status_text.clone().unwrap();
-        assert_eq!((status.field.as_str(), &status.success), ("status", &json!("success")));
+        assert_eq!(
+            (status.field.as_str(), &status.success),
+            ("status", &json!("success"))
+        );
         assert_eq!(status.word_for(404), &json!("error"));
         assert_eq!(layout.error_field.as_deref(), Some("error"));
         assert_eq!(layout.code_at.as_deref(), Some("/error/code"));

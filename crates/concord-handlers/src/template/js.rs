@@ -1,8 +1,8 @@
 //! Writing a template's JavaScript from its plan: lines, safe literals, mapping tables, the
 //! contract functions statement by statement, and the fixed helper functions.
 
-use concord_sandbox::Role;
 use concord_negotiate::envelope::UNKNOWN_WORD_CODE;
+use concord_sandbox::Role;
 use serde_json::{json, Value};
 
 use super::plan::{
@@ -157,8 +157,14 @@ fn constants(out: &mut Writer, plan: &ModulePlan) {
     }
     if let Some(status) = &plan.status {
         out.line("// The response's status word: a success's, and an error's by its code.");
-        out.line(&format!("const STATUS_FIELD = {};", name_literal(&status.field)));
-        out.line(&format!("const STATUS_SUCCESS = {};", literal(&status.success)));
+        out.line(&format!(
+            "const STATUS_FIELD = {};",
+            name_literal(&status.field)
+        ));
+        out.line(&format!(
+            "const STATUS_SUCCESS = {};",
+            literal(&status.success)
+        ));
         let ranges = status
             .errors
             .iter()
@@ -168,7 +174,10 @@ fn constants(out: &mut Writer, plan: &ModulePlan) {
             "const STATUS_ERRORS = {};",
             literal(&Value::Array(ranges))
         ));
-        out.line(&format!("const STATUS_ERROR = {};", literal(&status.fallback)));
+        out.line(&format!(
+            "const STATUS_ERROR = {};",
+            literal(&status.fallback)
+        ));
     }
 }
 
@@ -434,7 +443,9 @@ fn decode_response(out: &mut Writer, function: &DecodeResponse, plan: &ModulePla
             out.line("    const text = getAt(message, MESSAGE_AT);");
             out.line("    return { messageId, error: { code: statusCode(status), message: typeof text === \"string\" ? text : \"\" } };");
         } else {
-            out.line("    return { messageId, error: { code: statusCode(status), message: \"\" } };");
+            out.line(
+                "    return { messageId, error: { code: statusCode(status), message: \"\" } };",
+            );
         }
         out.line("  }");
     }

@@ -150,3 +150,57 @@ async fn a_misspelt_optional_member_is_refused_in_every_mode() {
         .unwrap_err();
     assert_refused(&error, "settings");
 }
+
+/// A foreign candidate looser than the action (its `days` has no minimum), agreed as
+/// written: a requester that speaks it may send what the action's schema refuses, and the
+/// provider refuses it before the action runs, in the same words, as a 400.
+#[tokio::test]
+async fn a_provider_refuses_what_its_action_refuses_whatever_the_protocol_let_through() {
+    let provider = forecaster();
+    let server = serve(&provider).await;
+    let requester = requester();
+    let loose = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"]
+    });
+    let candidate = r#"# Requirement
+The forecast of a city.
+
+# Data format
+
+## Request
+```json
+{"type": "object", "properties": {"messageId": {"type": "string"}, "type": {"type": "string", "const": "REQUEST"}, "action": {"type": "string", "const": "forecast"}, "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["messageId", "type", "action", "city"]}
+```
+
+## Response
+```json
+{"type": "object", "properties": {"messageId": {"type": "string"}, "type": {"type": "string", "const": "RESPONSE"}, "status": {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}, "required": ["code", "message"]}, "result": {"type": "object", "properties": {"days": {"type": "integer"}}}}, "required": ["messageId", "type", "status"]}
+```
+"#;
+    let want = Want::action("forecast").input(loose).propose(candidate);
+    let peer = requester
+        .node
+        .connect_with(server.url(), want)
+        .await
+        .unwrap();
+    assert_eq!(peer.info().settlement, concord_node::Settlement::Negotiated);
+    assert_eq!(
+        peer.call("forecast", json!({"city": "Oslo", "days": 2}))
+            .await
+            .unwrap(),
+        json!({"days": 2})
+    );
+    match peer
+        .call("forecast", json!({"city": "Oslo", "days": 0}))
+        .await
+        .unwrap_err()
+    {
+        CallError::Remote { code: 400, message } => assert!(
+            message.contains("the input of the action `forecast` is invalid at /days"),
+            "{message}"
+        ),
+        other => panic!("expected a 400 from the provider, got {other:?}"),
+    }
+}
