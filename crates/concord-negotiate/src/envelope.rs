@@ -13,7 +13,8 @@
 //! | action | `action`, `operation`, `method`, `command`, `actionName` |
 //! | status code | `status.code`, `status` (an integer), `code`, `statusCode`, `httpStatus`, `responseCode`, `resultCode`, then `error.code` |
 //! | status message | `status.message`, `message`, `statusMessage`, `msg`, `detail`, then the error object's `message`/`msg`/`detail`/`description`/`reason`, or an `error` string |
-//! | error object | `error`, `errors`, `err`, `fault`, `problem`: written on errors only |
+//! | status word | `status`, `outcome`, `state`, `result` as a string enum with a success word (`success`, `ok`, `done`…) and error words (`error`, `not_found`, `client_error`…): [`StatusText`] |
+//! | error object | `error`, `errors`, `err`, `fault`, `problem`: written on errors only (optional, or required and `null` on success) |
 //!
 //! Everything else in a response is its data (one field such as `data` or `result`, or
 //! several flat fields); everything else in a request is the action's input (flat fields,
