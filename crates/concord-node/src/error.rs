@@ -169,8 +169,8 @@ pub enum CallError {
         protocol_action: String,
     },
     /// The input breaks the action's input schema on our side (checked before our handler
-    /// runs, in every mode, in the same words: `the input of the action `NAME` is invalid
-    /// at /pointer: …`), or our handler could not turn it into a request, or the request
+    /// runs, in every mode, in the same words: "the input of the action \`NAME\` is invalid
+    /// at /pointer: …"), or our handler could not turn it into a request, or the request
     /// breaks the protocol's request schema. Nothing was sent.
     #[error("invalid input: {0}")]
     InvalidInput(String),
