@@ -336,10 +336,8 @@ async fn call(node: Node, args: CallArgs, want: Want, input: Value) -> anyhow::R
     spinner.finish();
     let output = match result {
         Ok(output) => output,
-        Err(error) => {
-            crate::output::note(error_text(&error));
-            return Ok(ExitCode::from(call_exit_code(&error)));
-        }
+        // Said as every mode says it: `ACTION: what failed`.
+        Err(error) => return Ok(interact::failed(&args.action, &error)),
     };
     if args.json {
         let mut summary = json!({

@@ -227,11 +227,20 @@ fn what_goes_wrong_has_an_exit_code_and_says_what_in_one_line() {
         "{}",
         output.stderr
     );
-    // Input that breaks the protocol's request schema is refused before sending: 1.
-    call(&[url, "getProductInfo", r#"{"productId": 7}"#]).fails(1, "invalid input");
-    // Input our handler cannot map (a required field is missing): 1, with no JS stack.
-    call(&[url, "getProductInfo", "{}"]).fails(1, "lacks \"productId\"");
-    call(&[url, "getProductInfo", "[1]"]).fails(1, "must be an object");
+    // Input the action's schema refuses is refused before sending, naming the action and
+    // where, as every mode says it: 1.
+    let invalid =
+        "getProductInfo: invalid input: the input of the action `getProductInfo` is invalid at /";
+    call(&[url, "getProductInfo", r#"{"productId": 7}"#]).fails(
+        1,
+        &format!("{invalid}productId: 7 is not of type \"string\""),
+    );
+    call(&[url, "getProductInfo", "{}"]).fails(
+        1,
+        &format!("{invalid}: \"productId\" is a required property"),
+    );
+    call(&[url, "getProductInfo", "[1]"])
+        .fails(1, &format!("{invalid}: [1] is not of type \"object\""));
     // Input that is not JSON, as an argument or on standard input: 2.
     call(&[url, "getProductInfo", "{productId: P2}"]).fails(
         2,
@@ -590,4 +599,40 @@ fn repeat_sends_the_input_n_times_and_prints_a_summary() {
         .arg("--data-dir")
         .arg(requester.path()));
     assert_eq!(output.code, 2, "{}", output.stderr);
+}
+
+/// A request-reply action whose input closes its members: a misspelt optional member is
+/// refused before anything is sent (not answered as if absent), in the words every mode
+/// uses, with exit 1.
+#[test]
+fn a_misspelt_member_of_a_closed_input_is_refused_naming_the_action_and_where() {
+    let examples = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let (served, _config) = provider(&format!(
+        r#"
+[[actions]]
+name = "lookupProduct"
+description = "A product, optionally in a locale."
+input = {{ type = "object", properties = {{ productId = {{ type = "string" }}, locale = {{ type = "string" }} }}, required = ["productId"], additionalProperties = false }}
+output = {output:?}
+exec = {{ command = "sh", args = [{script:?}], timeout = "5s" }}
+"#,
+        output = examples
+            .join("product-info.schema.json")
+            .display()
+            .to_string(),
+        script = examples.join("product-info.sh").display().to_string(),
+    ));
+    let requester = tempfile::tempdir().unwrap();
+    let call = |input: &str| {
+        run(concord()
+            .args(["call", served.url.as_str(), "lookupProduct", input])
+            .arg("--data-dir")
+            .arg(requester.path()))
+    };
+    let found = call(r#"{"productId": "P2", "locale": "fr"}"#);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    call(r#"{"productId": "P2", "locael": "fr"}"#).fails(
+        1,
+        "lookupProduct: invalid input: the input of the action `lookupProduct` is invalid at /: Additional properties are not allowed ('locael' was unexpected)",
+    );
 }

@@ -65,6 +65,8 @@ pub const DOCUMENTS: &[(&str, &str)] = documents![
     "21-reject-stock-market-cap.md",
     "22-counter-order-items-as-text.md",
     "23-reject-unknown-action.md",
+    "24-llm-currency-status-words-nullable-error.md",
+    "25-agora-product-status-words.md",
 ];
 
 /// The whole corpus: the provider's actions and the candidates written against them.

@@ -261,6 +261,22 @@ impl DeterministicNegotiator {
                     set_at(&mut response, pointer, json!(message));
                 }
             }
+            if let Some(status) = &envelope.status_text {
+                let word = if is_error {
+                    status.word_for(code)
+                } else {
+                    &status.success
+                };
+                response[status.field.as_str()] = word.clone();
+            }
+            // A required error object is `null` on success.
+            if let Some(field) = envelope
+                .error_field
+                .as_deref()
+                .filter(|field| !is_error && required(response_schema).contains(field))
+            {
+                response[field] = Value::Null;
+            }
             let payload = envelope.payload_fields.clone().unwrap_or_default();
             for field in &payload {
                 let schema = properties(response_schema)
@@ -322,7 +338,8 @@ impl DeterministicNegotiator {
             }
         }
         // A not-found case for the first required string field, when errors are HTTP codes.
-        let http = envelope.success_code == Some(200) && envelope.code_at.is_some();
+        let http = (envelope.success_code == Some(200) && envelope.code_at.is_some())
+            || (envelope.code_at.is_none() && envelope.status_text.is_some());
         if http {
             if let Some((name, _)) = properties(&wire_input).into_iter().find(|(name, schema)| {
                 required(&wire_input).contains(name)
@@ -688,7 +705,7 @@ fn compare_envelope(
             .mechanical
             .push("add a `messageId` to responses, echoing the request's".into());
     }
-    if envelope.code_at.is_none() {
+    if envelope.code_at.is_none() && envelope.status_text.is_none() {
         differences
             .mechanical
             .push("add a status code to responses (`status.code`, HTTP codes) so that errors can be reported".into());

@@ -13,7 +13,8 @@
 //! | action | `action`, `operation`, `method`, `command`, `actionName` |
 //! | status code | `status.code`, `status` (an integer), `code`, `statusCode`, `httpStatus`, `responseCode`, `resultCode`, then `error.code` |
 //! | status message | `status.message`, `message`, `statusMessage`, `msg`, `detail`, then the error object's `message`/`msg`/`detail`/`description`/`reason`, or an `error` string |
-//! | error object | `error`, `errors`, `err`, `fault`, `problem`: written on errors only |
+//! | status word | `status`, `outcome`, `state`, `result` as a string enum with a success word (`success`, `ok`, `done`…) and error words (`error`, `not_found`, `client_error`…): [`StatusText`] |
+//! | error object | `error`, `errors`, `err`, `fault`, `problem`: written on errors only (optional, or required and `null` on success) |
 //!
 //! Everything else in a response is its data (one field such as `data` or `result`, or
 //! several flat fields); everything else in a request is the action's input (flat fields,
@@ -49,7 +50,9 @@
 use serde_json::{Map, Value};
 
 use crate::document::ProtocolDocument;
-use crate::json_schema::{fixed_value, is_object_schema, is_required, properties, types};
+use crate::json_schema::{
+    allows_null, fixed_value, is_object_schema, is_required, properties, types,
+};
 use crate::naming::key;
 
 /// The envelope of one protocol.
@@ -78,6 +81,9 @@ pub struct Envelope {
     pub error_field: Option<String>,
     /// The code of a successful response (200 when codes are HTTP status codes).
     pub success_code: Option<i64>,
+    /// A response's status as a word (`"status": "success" | "error"`), when the schema
+    /// has one: written on every response, read before the data.
+    pub status_text: Option<StatusText>,
     /// The response's data fields, in schema order (`None`: no schema, read from messages).
     pub payload_fields: Option<Vec<String>>,
     /// The request's data fields, in schema order (`None`: no schema).
@@ -147,6 +153,7 @@ pub(crate) struct StatusLayout {
     pub code_at: Option<String>,
     pub message_at: Option<String>,
     pub error_field: Option<String>,
+    pub status_text: Option<StatusText>,
 }
 
 /// Reads a response schema's status code, message and error object.
@@ -173,10 +180,15 @@ pub(crate) fn status_layout(response: &Value) -> StatusLayout {
         });
         layout.code_at = code.map(|(name, _)| format!("/{}", escape(name)));
     }
+    layout.status_text = properties(response)
+        .into_iter()
+        .find_map(|(name, schema)| StatusText::of(name, schema));
+    // The error object is written on errors only: optional, or required and `null` on
+    // success.
     let error = properties(response).into_iter().find(|(name, schema)| {
         ERROR_KEYS.contains(&key(name).as_str())
             && (is_object_schema(schema) || types(schema).contains(&"string"))
-            && !is_required(response, name)
+            && (!is_required(response, name) || allows_null(schema))
     });
     if layout.message_at.is_none() {
         layout.message_at = properties(response)
@@ -295,6 +307,7 @@ impl Envelope {
             message_at,
             error_field: layout.error_field,
             success_code,
+            status_text: layout.status_text,
             payload_fields: None,
             request_fields: None,
             request_object_field: None,
@@ -340,6 +353,7 @@ impl Envelope {
             message_at: Some(DEFAULT_MESSAGE_AT.into()),
             error_field: None,
             success_code: Some(200),
+            status_text: None,
             payload_fields: None,
             request_fields: None,
             request_object_field: None,
@@ -383,6 +397,10 @@ impl Envelope {
             || root(&self.code_at)
             || root(&self.message_at)
             || self.error_field.as_deref() == Some(name)
+            || self
+                .status_text
+                .as_ref()
+                .is_some_and(|status| status.field == name)
     }
 
     /// Whether a top-level response field is written only on errors (the error object).
@@ -437,21 +455,36 @@ impl Envelope {
         }
     }
 
-    /// The status code of a response, when it has an integer one.
+    /// The status code of a response: its integer code, else, for an error status word,
+    /// the code that word stands for (see [`StatusText::code_of`]).
     pub fn code(&self, message: &Value) -> Option<i64> {
+        self.numeric_code(message)
+            .or_else(|| self.error_word_code(message))
+    }
+
+    /// The integer at the code pointer.
+    fn numeric_code(&self, message: &Value) -> Option<i64> {
         self.code_at
             .as_deref()
             .and_then(|pointer| message.pointer(pointer))
             .and_then(Value::as_i64)
     }
 
+    /// The code of the response's status word, when it is not the success word.
+    fn error_word_code(&self, message: &Value) -> Option<i64> {
+        let status = self.status_text.as_ref()?;
+        let word = message.get(status.field.as_str())?;
+        (*word != status.success).then(|| status.code_of(word))
+    }
+
     /// Whether a response reports an error: a status code of 400 or more, or (for
-    /// protocols whose success code is not HTTP's) any code other than the success code.
+    /// protocols whose success code is not HTTP's) any code other than the success code;
+    /// without a code, a status word other than the success word.
     pub fn is_error(&self, message: &Value) -> bool {
-        match (self.code(message), self.success_code) {
+        match (self.numeric_code(message), self.success_code) {
             (Some(code), Some(success)) if !(200..300).contains(&success) => code != success,
             (Some(code), _) => code >= 400,
-            (None, _) => false,
+            (None, _) => self.error_word_code(message).is_some(),
         }
     }
 
@@ -499,6 +532,148 @@ fn success_code(schema: &Value) -> i64 {
         0
     } else {
         200
+    }
+}
+
+/// Words that say a response succeeded (compared style-independently).
+const SUCCESS_WORDS: [&str; 8] = [
+    "success",
+    "succeeded",
+    "successful",
+    "ok",
+    "done",
+    "completed",
+    "complete",
+    "succeed",
+];
+
+/// Error words that stand for one HTTP status code.
+const EXACT_ERROR_WORDS: [(&str, i64); 17] = [
+    ("badrequest", 400),
+    ("invalid", 400),
+    ("invalidrequest", 400),
+    ("invalidinput", 400),
+    ("validationerror", 400),
+    ("unauthorized", 401),
+    ("unauthenticated", 401),
+    ("forbidden", 403),
+    ("denied", 403),
+    ("permissiondenied", 403),
+    ("notfound", 404),
+    ("conflict", 409),
+    ("ratelimited", 429),
+    ("toomanyrequests", 429),
+    ("unavailable", 503),
+    ("serviceunavailable", 503),
+    ("timeout", 504),
+];
+
+/// Error words that stand for a class of codes (`4xx`, `5xx`), with the code read for them.
+const CLASS_ERROR_WORDS: [(&str, i64); 4] = [
+    ("clienterror", 400),
+    ("servererror", 500),
+    ("internalerror", 500),
+    ("internal", 500),
+];
+
+/// Error words that stand for any error.
+const GENERIC_ERROR_WORDS: [&str; 8] = [
+    "error", "failure", "failed", "fail", "err", "ko", "rejected", "errored",
+];
+
+/// The code a generic or unknown error word is read as.
+pub const UNKNOWN_WORD_CODE: i64 = 500;
+
+/// A response status written as a word, from a schema such as
+/// `"status": {"type": "string", "enum": ["success", "error"]}` (no numeric code, as
+/// LLM-drafted and Agora-style documents often write it): which word a success carries,
+/// and which error word a code is written as, by its HTTP class.
+///
+/// ```
+/// use concord_negotiate::envelope::StatusText;
+/// use serde_json::json;
+///
+/// let schema = json!({"type": "string", "enum": ["ok", "invalid_request", "not_found", "error"]});
+/// let status = StatusText::of("status", &schema).unwrap();
+/// assert_eq!(status.success, json!("ok"));
+/// assert_eq!(status.word_for(404), &json!("not_found"));
+/// assert_eq!(status.word_for(422), &json!("error"));
+/// assert_eq!(status.code_of(&json!("invalid_request")), 400);
+/// assert_eq!(status.code_of(&json!("error")), 500);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusText {
+    /// The response's top-level field.
+    pub field: String,
+    /// The word of a success.
+    pub success: Value,
+    /// The error words, in the order a code picks them: `(low, high, word)`, the code
+    /// range each stands for (one code, then a class).
+    pub errors: Vec<(i64, i64, Value)>,
+    /// The word of an error no range covers.
+    pub fallback: Value,
+}
+
+impl StatusText {
+    /// The status word of `field`, when `schema` is a string enum with a success word
+    /// and at least one other word.
+    pub fn of(field: &str, schema: &Value) -> Option<Self> {
+        if !["status", "outcome", "state", "result", "resultstatus"].contains(&key(field).as_str())
+            || !(types(schema).is_empty() || types(schema) == ["string"])
+        {
+            return None;
+        }
+        let words = schema.get("enum")?.as_array()?;
+        if words.len() < 2 || !words.iter().all(Value::is_string) {
+            return None;
+        }
+        let word_key = |word: &Value| key(word.as_str().unwrap_or_default());
+        let success = words
+            .iter()
+            .find(|word| SUCCESS_WORDS.contains(&word_key(word).as_str()))?
+            .clone();
+        let mut errors = Vec::new();
+        for word in words {
+            if let Some((_, code)) = EXACT_ERROR_WORDS.iter().find(|(k, _)| *k == word_key(word)) {
+                errors.push((*code, *code, word.clone()));
+            }
+        }
+        for word in words {
+            if let Some((_, code)) = CLASS_ERROR_WORDS.iter().find(|(k, _)| *k == word_key(word)) {
+                let low = code / 100 * 100;
+                errors.push((low, low + 99, word.clone()));
+            }
+        }
+        let fallback = words
+            .iter()
+            .find(|word| GENERIC_ERROR_WORDS.contains(&word_key(word).as_str()))
+            .or_else(|| errors.first().map(|(_, _, word)| word))
+            .or_else(|| words.iter().find(|word| **word != success))?
+            .clone();
+        Some(Self {
+            field: field.to_owned(),
+            success,
+            errors,
+            fallback,
+        })
+    }
+
+    /// The word an error with `code` is written as.
+    pub fn word_for(&self, code: i64) -> &Value {
+        self.errors
+            .iter()
+            .find(|(low, high, _)| (*low..=*high).contains(&code))
+            .map_or(&self.fallback, |(_, _, word)| word)
+    }
+
+    /// The code an error word is read as: the code it stands for, the first of its class,
+    /// else 500.
+    pub fn code_of(&self, word: &Value) -> i64 {
+        self.errors
+            .iter()
+            .find(|(_, _, known)| known == word)
+            .map_or(UNKNOWN_WORD_CODE, |(low, _, _)| *low)
     }
 }
 
@@ -614,6 +789,60 @@ mod tests {
         let layout = status_layout(&error_string);
         assert_eq!(layout.code_at, None);
         assert_eq!(layout.message_at.as_deref(), Some("/error"));
+    }
+
+    #[test]
+    fn a_status_word_and_a_required_nullable_error_are_the_envelope() {
+        let response = json!({
+            "type": "object",
+            "properties": {
+                "messageId": {"type": "string"},
+                "status": {"type": "string", "enum": ["success", "error"]},
+                "data": {"type": ["object", "null"]},
+                "error": {"type": ["object", "null"], "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}}
+            },
+            "required": ["messageId", "status", "data", "error"]
+        });
+        let layout = status_layout(&response);
+        let status = layout.status_text.clone().unwrap();
+        assert_eq!(
+            (status.field.as_str(), &status.success),
+            ("status", &json!("success"))
+        );
+        assert_eq!(status.word_for(404), &json!("error"));
+        assert_eq!(layout.error_field.as_deref(), Some("error"));
+        assert_eq!(layout.code_at.as_deref(), Some("/error/code"));
+        assert_eq!(layout.message_at.as_deref(), Some("/error/message"));
+        let envelope = Envelope {
+            code_at: layout.code_at,
+            message_at: layout.message_at,
+            error_field: layout.error_field,
+            status_text: layout.status_text,
+            success_code: None,
+            ..Envelope::seeds()
+        };
+        assert!(envelope.is_response_envelope("status") && envelope.is_response_envelope("error"));
+        assert!(!envelope.is_response_envelope("data"));
+        let ok = json!({"messageId": "m", "status": "success", "data": {}, "error": null});
+        assert!(!envelope.is_error(&ok));
+        let failed = json!({"messageId": "m", "status": "error", "data": null, "error": {"code": 404, "message": "no"}});
+        assert!(envelope.is_error(&failed));
+        assert_eq!(envelope.code(&failed), Some(404));
+        // Without a code anywhere, the word's own code.
+        let words = json!({"properties": {"status": {"enum": ["ok", "not_found", "failure"]}, "message": {"type": "string"}}});
+        let status = status_layout(&words).status_text.unwrap();
+        let envelope = Envelope {
+            code_at: None,
+            status_text: Some(status),
+            success_code: None,
+            ..Envelope::seeds()
+        };
+        assert_eq!(envelope.code(&json!({"status": "not_found"})), Some(404));
+        assert_eq!(envelope.code(&json!({"status": "failure"})), Some(500));
+        assert!(!envelope.is_error(&json!({"status": "ok"})));
+        // A status that is a number, or a free string, is no status word.
+        assert!(StatusText::of("status", &json!({"type": "string"})).is_none());
+        assert!(StatusText::of("status", &json!({"enum": ["red", "green"]})).is_none());
     }
 
     #[test]

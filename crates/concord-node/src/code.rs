@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::action::ActionError;
 use crate::driver::WorkGate;
 use crate::error::CallError;
-use crate::interface::InterfaceCode;
+use crate::interface::{InterfaceCode, Payload, PayloadSchema};
 use crate::node::Shared;
 
 /// What our handler maps the protocol's messages to and from.
@@ -181,6 +181,11 @@ struct Loaded {
     /// cases), the response's data fields.
     envelope: Envelope,
     input_limit: usize,
+    /// The action's input schema on our side (the provider's action, the requester's
+    /// need), compiled: a requester checks its input against it before its handler runs,
+    /// a provider the input its handler decoded before the action runs, in the words of
+    /// every other mode.
+    input_check: Option<PayloadSchema>,
     /// Our code as first loaded: more engines are copies of it (an `Arc` for our template,
     /// the compiled bytecode for other code), never loaded again from the source.
     prototype: Mutex<Code>,
@@ -359,7 +364,22 @@ impl Loaded {
             tracing::debug!("our handler is the template: it runs natively");
         }
         let envelope = Envelope::of(document);
+        let input_schema = match &local {
+            Local::Provider(action) => Some(&action.input),
+            Local::Requester(need) => need.input.as_ref(),
+        };
+        let input_check = input_schema
+            .map(|schema| {
+                PayloadSchema::compile(
+                    Payload::Input,
+                    local.action(),
+                    schema,
+                    document.schema_limits(),
+                )
+            })
+            .transpose()?;
         Ok(Self {
+            input_check,
             document: text.to_owned(),
             action: local.action().to_owned(),
             source,
@@ -403,6 +423,7 @@ impl HandlerCode {
         message_id: &str,
         input: &Value,
     ) -> Result<Vec<u8>, String> {
+        self.check_input(input)?;
         let mut engine = self.loaded.engine()?;
         let Some(Path::Requester(requester)) = &mut engine.path else {
             return Err("this session is not the requester".to_owned());
@@ -446,6 +467,17 @@ impl HandlerCode {
                 input: incoming.input,
             }),
             Err(error) => Err(self.runtime_failure(bytes, error)),
+        }
+    }
+
+    /// Checks an action input against our side's schema for it (see `Loaded::input_check`):
+    /// a requester's before its handler runs, a provider's decoded from a live request
+    /// before the action runs (a verification request runs no action: the agreed case's
+    /// response stands in for it).
+    pub(crate) fn check_input(&self, input: &Value) -> Result<(), String> {
+        match &self.loaded.input_check {
+            Some(check) => check.check(input),
+            None => Ok(()),
         }
     }
 

@@ -168,8 +168,10 @@ pub enum CallError {
         /// The action the protocol was negotiated for.
         protocol_action: String,
     },
-    /// Our handler could not turn the input into a request, or the request breaks the
-    /// protocol's request schema. Nothing was sent.
+    /// The input breaks the action's input schema on our side (checked before our handler
+    /// runs, in every mode, in the same words: "the input of the action \`NAME\` is invalid
+    /// at /pointer: …"), or our handler could not turn it into a request, or the request
+    /// breaks the protocol's request schema. Nothing was sent.
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// The peer answered with an error response.

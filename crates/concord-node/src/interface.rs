@@ -61,7 +61,7 @@ impl Payload {
 
 /// The payload schemas of an interface, compiled once.
 pub(crate) struct PayloadSchemas {
-    validators: HashMap<(Payload, String), jsonschema::Validator>,
+    validators: HashMap<(Payload, String), PayloadSchema>,
 }
 
 impl std::fmt::Debug for PayloadSchemas {
@@ -88,14 +88,7 @@ impl PayloadSchemas {
         }
         let mut validators = HashMap::with_capacity(schemas.len());
         for (payload, name, schema) in schemas {
-            check_complexity(schema, limits)
-                .map_err(|error| format!("the {} `{name}`: {error}", payload.what()))?;
-            let validator = jsonschema::validator_for(schema).map_err(|error| {
-                format!(
-                    "the schema of the {} `{name}` does not compile: {error}",
-                    payload.what()
-                )
-            })?;
+            let validator = PayloadSchema::compile(payload, name, schema, limits)?;
             validators.insert((payload, name.to_owned()), validator);
         }
         Ok(Self { validators })
@@ -107,10 +100,60 @@ impl PayloadSchemas {
         let Some(validator) = self.validators.get(&(payload, name.to_owned())) else {
             return Err(format!("no {} `{name}` in this interface", payload.what()));
         };
-        if validator.is_valid(value) {
+        validator.check(value)
+    }
+}
+
+/// One payload schema of one affordance, compiled: the one check of a payload in every
+/// mode (an interface's affordances, and a one-action protocol's input on either side), so
+/// that every mode refuses the same values in the same words.
+pub(crate) struct PayloadSchema {
+    payload: Payload,
+    name: String,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for PayloadSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PayloadSchema")
+            .field("payload", &self.payload)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PayloadSchema {
+    /// Compiles `schema`, the `payload` of the affordance `name`, checked against `limits`
+    /// first.
+    pub(crate) fn compile(
+        payload: Payload,
+        name: &str,
+        schema: &Value,
+        limits: &SchemaLimits,
+    ) -> Result<Self, String> {
+        check_complexity(schema, limits)
+            .map_err(|error| format!("the {} `{name}`: {error}", payload.what()))?;
+        let validator = jsonschema::validator_for(schema).map_err(|error| {
+            format!(
+                "the schema of the {} `{name}` does not compile: {error}",
+                payload.what()
+            )
+        })?;
+        Ok(Self {
+            payload,
+            name: name.to_owned(),
+            validator,
+        })
+    }
+
+    /// Checks `value`: `Err` names the payload, the affordance, where (a JSON pointer) and
+    /// the first problem.
+    pub(crate) fn check(&self, value: &Value) -> Result<(), String> {
+        if self.validator.is_valid(value) {
             return Ok(());
         }
-        let problem = validator
+        let problem = self
+            .validator
             .iter_errors(value)
             .next()
             .map(|error| {
@@ -124,8 +167,9 @@ impl PayloadSchemas {
             })
             .unwrap_or_else(|| "invalid".to_owned());
         Err(format!(
-            "the {} `{name}` is invalid at {problem}",
-            payload.what()
+            "the {} `{}` is invalid at {problem}",
+            self.payload.what(),
+            self.name
         ))
     }
 }

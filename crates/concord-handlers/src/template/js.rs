@@ -1,8 +1,9 @@
 //! Writing a template's JavaScript from its plan: lines, safe literals, mapping tables, the
 //! contract functions statement by statement, and the fixed helper functions.
 
+use concord_negotiate::envelope::UNKNOWN_WORD_CODE;
 use concord_sandbox::Role;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::plan::{
     Body, Branch, Check, Data, DecodeRequest, DecodeResponse, EncodeResponse, Expected, ModulePlan,
@@ -18,7 +19,10 @@ pub(super) fn module(plan: &ModulePlan) -> String {
     constants(&mut out, plan);
     match &plan.body {
         Body::Provider(provider) => provider_body(&mut out, provider),
-        Body::Requester(requester) => requester_body(&mut out, requester),
+        Body::Requester(requester) => requester_body(&mut out, requester, plan),
+    }
+    if plan.status.is_some() {
+        status_helper(&mut out, plan.role);
     }
     out.raw(HELPERS);
     out.finish()
@@ -151,6 +155,59 @@ fn constants(out: &mut Writer, plan: &ModulePlan) {
     if let Some(message_at) = &plan.message_at {
         out.line(&format!("const MESSAGE_AT = {};", path_literal(message_at)));
     }
+    if let Some(status) = &plan.status {
+        out.line("// The response's status word: a success's, and an error's by its code.");
+        out.line(&format!(
+            "const STATUS_FIELD = {};",
+            name_literal(&status.field)
+        ));
+        out.line(&format!(
+            "const STATUS_SUCCESS = {};",
+            literal(&status.success)
+        ));
+        let ranges = status
+            .errors
+            .iter()
+            .map(|(low, high, word)| json!([low, high, word]))
+            .collect();
+        out.line(&format!(
+            "const STATUS_ERRORS = {};",
+            literal(&Value::Array(ranges))
+        ));
+        out.line(&format!(
+            "const STATUS_ERROR = {};",
+            literal(&status.fallback)
+        ));
+    }
+}
+
+/// The function reading or writing a status word: the provider writes an error code's
+/// word, the requester reads a word's code.
+fn status_helper(out: &mut Writer, role: Role) {
+    match role {
+        Role::Provider => {
+            out.line("// The status word of an error with this code.");
+            out.line("function statusWord(code) {");
+            out.line("  for (const range of STATUS_ERRORS) {");
+            out.line("    if (code >= range[0] && code <= range[1]) {");
+            out.line("      return range[2];");
+            out.line("    }");
+            out.line("  }");
+            out.line("  return STATUS_ERROR;");
+        }
+        Role::Requester => {
+            out.line("// The code an error's status word stands for.");
+            out.line("function statusCode(word) {");
+            out.line("  for (const range of STATUS_ERRORS) {");
+            out.line("    if (word === range[2]) {");
+            out.line("      return range[0];");
+            out.line("    }");
+            out.line("  }");
+            out.line(&format!("  return {UNKNOWN_WORD_CODE};"));
+        }
+    }
+    out.line("}");
+    out.blank();
 }
 
 /// `const NAME = <table>;`, saying so when the table copies values as they are.
@@ -300,6 +357,8 @@ fn writes(out: &mut Writer, writes: &[Write], indent: &str) {
                 "setAt(message, MESSAGE_AT, SUCCESS_MESSAGE);".to_owned()
             }
             Write::SetMessage(Branch::Error) => "setAt(message, MESSAGE_AT, expectString(own(error, \"message\"), \"the error's message\"));".to_owned(),
+            Write::SetStatus(Branch::Success) => "put(message, STATUS_FIELD, STATUS_SUCCESS);".to_owned(),
+            Write::SetStatus(Branch::Error) => "put(message, STATUS_FIELD, statusWord(expectInteger(own(error, \"code\"), \"the error's code\")));".to_owned(),
         };
         out.line(&format!("{indent}{statement}"));
     }
@@ -321,7 +380,7 @@ fn capitalised(text: &str) -> String {
         .unwrap_or_default()
 }
 
-fn requester_body(out: &mut Writer, requester: &RequesterPlan) {
+fn requester_body(out: &mut Writer, requester: &RequesterPlan, plan: &ModulePlan) {
     out.blank();
     match &requester.request_data {
         Data::Fields => out.line("// The input -> the request's data fields."),
@@ -352,10 +411,10 @@ fn requester_body(out: &mut Writer, requester: &RequesterPlan) {
     out.line("  return message;");
     out.line("}");
     out.blank();
-    decode_response(out, &requester.decode_response);
+    decode_response(out, &requester.decode_response, plan);
 }
 
-fn decode_response(out: &mut Writer, function: &DecodeResponse) {
+fn decode_response(out: &mut Writer, function: &DecodeResponse, plan: &ModulePlan) {
     out.line("function decodeResponse(message) {");
     out.line("  expectObject(message, \"the response\");");
     if let Some(check) = &function.check {
@@ -374,6 +433,19 @@ fn decode_response(out: &mut Writer, function: &DecodeResponse) {
             out.line("    return { messageId, error: { code, message: typeof text === \"string\" ? text : \"\" } };");
         } else {
             out.line("    return { messageId, error: { code, message: \"\" } };");
+        }
+        out.line("  }");
+    }
+    if plan.status.is_some() {
+        out.line("  const status = own(message, STATUS_FIELD);");
+        out.line("  if (status !== STATUS_SUCCESS) {");
+        if plan.message_at.is_some() {
+            out.line("    const text = getAt(message, MESSAGE_AT);");
+            out.line("    return { messageId, error: { code: statusCode(status), message: typeof text === \"string\" ? text : \"\" } };");
+        } else {
+            out.line(
+                "    return { messageId, error: { code: statusCode(status), message: \"\" } };",
+            );
         }
         out.line("  }");
     }

@@ -36,7 +36,8 @@ use concord_negotiate::fit::{self, payload_schema, request_data_schema, RequestD
 
 use plan::{
     Body, Branch, Check, Data, DecodeRequest, DecodeResponse, EncodeResponse, Expected, ModulePlan,
-    ProviderPlan, ReadId, RequestInput, RequesterPlan, ResponseOutput, Source, StatusRead, Write,
+    ProviderPlan, ReadId, RequestInput, RequesterPlan, ResponseOutput, Source, StatusRead,
+    StatusWords, Write,
 };
 
 /// The status message of a successful response.
@@ -267,6 +268,12 @@ fn module_plan(document: &ProtocolDocument, local: &Local) -> Result<ModulePlan,
             .then(|| layout.action.clone()),
         code_at: envelope.code_at.as_deref().map(segments),
         message_at: envelope.message_at.as_deref().map(segments),
+        status: envelope.status_text.as_ref().map(|status| StatusWords {
+            field: status.field.clone(),
+            success: status.success.clone(),
+            errors: status.errors.clone(),
+            fallback: status.fallback.clone(),
+        }),
         body,
     })
 }
@@ -416,10 +423,9 @@ fn provider_plan(layout: &Layout<'_>) -> ProviderPlan {
         },
         encode_response: EncodeResponse {
             common: response_writes(layout, common, Branch::Success),
-            error: envelope
-                .code_at
-                .as_ref()
-                .map(|_| response_writes(layout, varying, Branch::Error)),
+            // An error is reported by a code or a status word; without either it throws.
+            error: (envelope.code_at.is_some() || envelope.status_text.is_some())
+                .then(|| response_writes(layout, varying, Branch::Error)),
             maps_result: layout.payload.len() != 1,
             success: response_writes(layout, varying, Branch::Success),
         },
@@ -476,10 +482,18 @@ fn response_writes(layout: &Layout<'_>, names: &[String], branch: Branch) -> Vec
             .filter(|(type_field, _)| type_field == name)
         {
             writes.push(Write::Put(name.clone(), tag(value, layout)));
-        } else if (code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name))
-            // The error object is written on errors only.
-            && !(branch == Branch::Success && envelope.is_error_only(name))
+        } else if envelope
+            .status_text
+            .as_ref()
+            .is_some_and(|status| status.field == *name)
         {
+            writes.push(Write::SetStatus(branch));
+        } else if branch == Branch::Success && envelope.is_error_only(name) {
+            // The error object is written on errors only: `null` on success when required.
+            if is_required(layout.response, name) {
+                writes.push(Write::Put(name.clone(), Source::Null));
+            }
+        } else if code_root.as_ref() == Some(name) || message_root.as_ref() == Some(name) {
             if code_root.as_ref() == Some(name) {
                 writes.push(Write::SetCode(branch));
             }

@@ -9,11 +9,12 @@ use serde_json::{Map, Value};
 
 use super::plan::{
     Body, Branch, Check, Data, ModulePlan, ProviderPlan, ReadId, RequestInput, RequesterPlan,
-    ResponseOutput, Source, Write,
+    ResponseOutput, Source, StatusWords, Write,
 };
 use super::text::{describe, quote, stringify};
 use crate::contract::Outcome;
 use crate::mapping::{find_source, FieldPlan, Plan};
+use concord_negotiate::envelope::UNKNOWN_WORD_CODE;
 use concord_negotiate::naming::key;
 
 /// A `TypeError` the module throws, with its message.
@@ -306,6 +307,23 @@ fn decode_response_body(
             });
         }
     }
+    if let Some(status) = &module.status {
+        let word = own(Some(message), &status.field);
+        if word != Some(&status.success) {
+            let text = match &module.message_at {
+                Some(message_at) => get_at(message, message_at)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                None => String::new(),
+            };
+            return Ok(Decoded::Error {
+                message_id,
+                code: round_trip(&Value::from(status_code(status, word))).into_owned(),
+                message: text,
+            });
+        }
+    }
     let output = match &function.output {
         ResponseOutput::Single { field, what } => match own(Some(message), field) {
             Some(value) => map_value(value, &requester.output, &At::Root(what))?,
@@ -323,6 +341,26 @@ fn decode_response_body(
         }
     };
     Ok(Decoded::Output { message_id, output })
+}
+
+/// `statusWord(code)`: the word of the first range holding `code`, else `STATUS_ERROR`
+/// (compared as JavaScript numbers).
+fn status_word<'s>(status: &'s StatusWords, code: &Value) -> &'s Value {
+    let code = code.as_f64().unwrap_or(f64::NAN);
+    status
+        .errors
+        .iter()
+        .find(|(low, high, _)| code >= *low as f64 && code <= *high as f64)
+        .map_or(&status.fallback, |(_, _, word)| word)
+}
+
+/// `statusCode(word)`: the low code of the range of `word`, else the unknown word's code.
+fn status_code(status: &StatusWords, word: Option<&Value>) -> i64 {
+    status
+        .errors
+        .iter()
+        .find(|(_, _, known)| Some(known) == word)
+        .map_or(UNKNOWN_WORD_CODE, |(low, _, _)| *low)
 }
 
 /// `{ messageId, <key>: value }`.
@@ -435,6 +473,19 @@ impl<'a> Message<'a> {
                 if let Some(path) = &self.module.code_at {
                     set_at(&mut self.fields, path, code);
                 }
+            }
+            Write::SetStatus(branch) => {
+                let Some(status) = &self.module.status else {
+                    return Ok(());
+                };
+                let word = match (branch, scope) {
+                    (Branch::Error, Scope::Error(error)) => {
+                        let code = expect_integer(own(Some(error), "code"), "the error's code")?;
+                        status_word(status, code).clone()
+                    }
+                    _ => status.success.clone(),
+                };
+                self.fields.insert(status.field.clone(), word);
             }
             Write::SetMessage(branch) => {
                 let text = match (branch, scope) {

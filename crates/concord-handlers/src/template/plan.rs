@@ -19,7 +19,23 @@ pub(super) struct ModulePlan {
     pub code_at: Option<Vec<String>>,
     /// `MESSAGE_AT`: the path of a response's status message.
     pub message_at: Option<Vec<String>>,
+    /// The response's status word, when it has one (`STATUS_FIELD` and its words).
+    pub status: Option<StatusWords>,
     pub body: Body,
+}
+
+/// A response's status written as a word (`concord_negotiate::envelope::StatusText`).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct StatusWords {
+    /// `STATUS_FIELD`: the response's top-level field.
+    pub field: String,
+    /// `STATUS_SUCCESS`: the word of a success.
+    pub success: Value,
+    /// `STATUS_ERRORS`: `[low, high, word]`, the first range holding a code picks its word;
+    /// a word is read as its range's low code.
+    pub errors: Vec<(i64, i64, Value)>,
+    /// `STATUS_ERROR`: the word of an error no range holds.
+    pub fallback: Value,
 }
 
 impl ModulePlan {
@@ -28,6 +44,13 @@ impl ModulePlan {
     pub fn in_engine_form(mut self) -> Self {
         if let Some(action) = &mut self.action {
             engine_form(action);
+        }
+        if let Some(status) = &mut self.status {
+            engine_form(&mut status.success);
+            engine_form(&mut status.fallback);
+            for (_, _, word) in &mut status.errors {
+                engine_form(word);
+            }
         }
         match &mut self.body {
             Body::Provider(provider) => {
@@ -212,7 +235,7 @@ pub(super) struct DecodeResponse {
     pub output: ResponseOutput,
 }
 
-/// Reading an error status.
+/// Reading an error status code.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct StatusRead {
     /// Whether the message is read from `MESSAGE_AT` (else it is `""`).
@@ -239,6 +262,9 @@ pub(super) enum Write {
     SetCode(Branch),
     /// `setAt(message, MESSAGE_AT, SUCCESS_MESSAGE | expectString(own(error, "message"), …))`.
     SetMessage(Branch),
+    /// `put(message, STATUS_FIELD, STATUS_SUCCESS | statusWord(expectInteger(own(error,
+    /// "code"), …)))`.
+    SetStatus(Branch),
 }
 
 /// What a [`Write::Put`] writes.

@@ -97,7 +97,7 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::sample::select(vec!["messageId", "message_id", "MessageID", "msgId"]),
         0u8..3,
         0u8..3,
-        0u8..4,
+        0u8..5,
         0u8..6,
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.8),
@@ -226,6 +226,15 @@ fn write_document(
         2 => {
             // The pointers name a place the schema does not list.
             convention.code_pointer = Some("/outcome/code".into());
+        }
+        4 => {
+            // A status word per outcome, no numeric code.
+            response.insert(
+                "status".into(),
+                json!({"type": "string", "enum": ["success", "not_found", "client_error", "error"]}),
+            );
+            response.insert("message".into(), json!({"type": "string"}));
+            response_required.push(json!("status"));
         }
         _ => {}
     }

@@ -116,6 +116,13 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         }
+        // The action's own schema, whatever the agreed protocol let through: refused as
+        // every other mode refuses it.
+        if let Err(reason) = code.check_input(&request.input) {
+            tracing::info!(%reason, "a request whose input the action's schema refuses");
+            self.respond(&request.message_id, Err(ActionError::bad_request(reason)));
+            return;
+        }
         let Some(backend) = self.shared.actions.mode_backend(code.action()) else {
             let error = ActionError::not_found(format!(
                 "action `{}` is not served here any more",
