@@ -100,7 +100,7 @@ impl Refusal {
             Self::ConnectionsPerAddress { .. }
             | Self::Rate { .. }
             | Self::SessionsPerAddress { .. }
-            | Self::PendingHellosPerAddress { .. } => 429,
+            | Self::PendingHellosPerAddress { .. }
             | Self::Requests { .. } => 429,
         }
     }

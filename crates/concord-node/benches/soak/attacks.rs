@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use concord_fixtures::weather;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use concord_fixtures::weather;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
@@ -147,8 +147,9 @@ impl Attack {
             Self::ConnectionChurn { clients } => {
                 (0..clients).for_each(|i| spawn(i, Kind::Churn));
             }
-            Self::SilentUpgradesFromOne { clients } => (0..clients)
-                .for_each(|i| spawn_from(i, 1, Kind::Upgrade { hello: None })),
+            Self::SilentUpgradesFromOne { clients } => {
+                (0..clients).for_each(|i| spawn_from(i, 1, Kind::Upgrade { hello: None }))
+            }
             Self::SilentSubscribers { clients } => (0..clients).for_each(|i| {
                 spawn(i, Kind::Interface(Script::Subscribe));
             }),

@@ -168,7 +168,12 @@ async fn run(options: &Options) -> Result<(), BoxError> {
         options.seconds,
         report::load_average()
     );
-    let wanted = |name: &str| options.only.as_deref().is_none_or(|only| name.contains(only));
+    let wanted = |name: &str| {
+        options
+            .only
+            .as_deref()
+            .is_none_or(|only| name.contains(only))
+    };
     let mut phases = vec![phase(&provider, &caller, &target, None, duration).await?];
     for attack in attacks() {
         if wanted(&attack.name()) {
@@ -305,10 +310,15 @@ fn print_table(phases: &[Phase]) {
                 talked.share(),
                 talked.served,
                 talked.attempts,
-                talked.median().map_or_else(|| "-".to_owned(), report::human),
+                talked
+                    .median()
+                    .map_or_else(|| "-".to_owned(), report::human),
             );
             for failure in listened.failures.iter().chain(&talked.failures) {
-                println!("{}: a legitimate listener or stream failed: {failure}", phase.name);
+                println!(
+                    "{}: a legitimate listener or stream failed: {failure}",
+                    phase.name
+                );
             }
         }
     }
