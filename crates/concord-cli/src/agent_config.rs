@@ -515,6 +515,8 @@ struct LimitsSection {
     max_backend_calls: Option<usize>,
     max_backend_calls_per_address: Option<usize>,
     backend_call_wait: Option<Humane>,
+    max_backend_waiting: Option<usize>,
+    max_backend_waiting_per_address: Option<usize>,
     idle_shed_after: Option<Humane>,
     max_pending_hellos: Option<usize>,
     max_sessions_per_address: Option<usize>,
@@ -1408,6 +1410,8 @@ impl LimitsSection {
             max_backend_calls,
             max_backend_calls_per_address,
             backend_call_wait,
+            max_backend_waiting,
+            max_backend_waiting_per_address,
             idle_shed_after,
             max_pending_hellos,
             max_sessions_per_address,
@@ -1628,7 +1632,8 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     fn the_backend_call_budget_can_be_set_and_is_refused_by_key_when_wrong() {
         let text = format!(
             "{MINIMAL}\n[limits]\nmax_backend_calls = 6\nmax_backend_calls_per_address = 3\n\
-             backend_call_wait = \"2s\"\n"
+             backend_call_wait = \"2s\"\nmax_backend_waiting = 9\n\
+             max_backend_waiting_per_address = 4\n"
         );
         let limits = load(&text, &[]).unwrap().limits;
         assert_eq!(
@@ -1638,6 +1643,13 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 limits.backend_call_wait
             ),
             (6, 3, Duration::from_secs(2))
+        );
+        assert_eq!(
+            (
+                limits.max_backend_waiting,
+                limits.max_backend_waiting_per_address
+            ),
+            (9, 4)
         );
         // The total alone: the share follows it.
         let alone = format!("{MINIMAL}\n[limits]\nmax_backend_calls = 3\n");
@@ -1650,7 +1662,12 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         );
         let error =
             |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();
-        for key in ["max_backend_calls", "max_backend_calls_per_address"] {
+        for key in [
+            "max_backend_calls",
+            "max_backend_calls_per_address",
+            "max_backend_waiting",
+            "max_backend_waiting_per_address",
+        ] {
             assert_eq!(
                 error(&format!("{key} = 0")),
                 format!("limits.{key}: must be greater than zero")

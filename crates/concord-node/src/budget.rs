@@ -7,11 +7,11 @@
 //! them; an authenticated caller counts against its address too). A call that finds no slot
 //! waits, at most `Limits::backend_call_wait`; when a slot frees it goes to the waiter whose
 //! address holds the fewest running calls (the oldest first among equals), so a flood from
-//! a few addresses does not keep another address waiting behind it. At most an address's
-//! share of its calls wait (one more is refused at once, 429), and at most
-//! `max_backend_calls` wait in all: one more then takes the place of the newest waiter of
-//! the address with the most waiting, when that address has at least two more waiting than
-//! the newcomer's, and is refused at once (503) otherwise. A call still waiting when its
+//! a few addresses does not keep another address waiting behind it. At most
+//! `Limits::max_backend_waiting_per_address` of an address's calls wait (one more is
+//! refused at once, 429), and at most `Limits::max_backend_waiting` in all: one more then takes the place of
+//! the newest waiter of the address with the most waiting, when that address has at least
+//! two more waiting than the newcomer's, and is refused at once (503) otherwise. A call still waiting when its
 //! wait is over is refused: 429 when its address holds its share, 503 when the node is full.
 
 use std::collections::HashMap;
@@ -30,6 +30,8 @@ pub(crate) struct CallBudget {
     limit: usize,
     per_address: usize,
     wait: Duration,
+    waiting_limit: usize,
+    waiting_per_address: usize,
     state: Mutex<State>,
 }
 
@@ -141,6 +143,8 @@ impl CallBudget {
             limit: limits.max_backend_calls,
             per_address: limits.max_backend_calls_per_address,
             wait: limits.backend_call_wait,
+            waiting_limit: limits.max_backend_waiting,
+            waiting_per_address: limits.max_backend_waiting_per_address,
             state: Mutex::new(State::default()),
         }
     }
@@ -167,10 +171,10 @@ impl CallBudget {
             if self.can_run(&state, key) {
                 return Ok(self.grant(&mut state, key));
             }
-            if state.waiting_of(key) >= self.per_address {
+            if state.waiting_of(key) >= self.waiting_per_address {
                 return Err(self.over_share());
             }
-            if state.waiting.len() >= self.limit && !Self::displace_for(&mut state, key) {
+            if state.waiting.len() >= self.waiting_limit && !Self::displace_for(&mut state, key) {
                 return Err(self.full());
             }
             let seq = state.next_seq;
@@ -311,6 +315,8 @@ mod tests {
             max_backend_calls: limit,
             max_backend_calls_per_address: per_address,
             backend_call_wait: Duration::from_millis(wait_ms),
+            max_backend_waiting: limit,
+            max_backend_waiting_per_address: per_address,
             ..Limits::default()
         };
         Arc::new(CallBudget::new(&limits))

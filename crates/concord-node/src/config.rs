@@ -18,7 +18,9 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_sessions` | 256 | further WebSocket upgrades are answered HTTP 503 until a session ends |
 /// | `max_calls_in_flight` | 256 per session | the provider stops reading the peer's frames until one finishes (back-pressure) |
 /// | `max_backend_calls` | 4 per CPU (at least 8) | action calls running at once over the whole node (every mode, every backend: a closure, a command, a POST); a call waits for a slot within `backend_call_wait`, then is answered 503 (a problem with status 503 in an interface session, a stream reset with code 503) |
-/// | `max_backend_calls_per_address` | a quarter of `max_backend_calls` (at least 2) | of those, running at once for one client address (an IPv4 address or an IPv6 /64; authenticated callers count against their address too); as many more may wait: one more, or one still waiting after `backend_call_wait`, is answered 429 |
+/// | `max_backend_calls_per_address` | a quarter of `max_backend_calls` (at least 2) | of those, running at once for one client address (an IPv4 address or an IPv6 /64; authenticated callers count against their address too); a call still waiting after `backend_call_wait` while its address holds its share is answered 429 |
+/// | `max_backend_waiting` | 1,024 | action calls waiting for a slot over the whole node; one more takes the place of the newest waiter of the address with the most waiting (that one is answered 503), else it is answered 503 at once |
+/// | `max_backend_waiting_per_address` | 64 | of those, waiting for one client address; one more is answered 429 at once |
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
@@ -90,9 +92,16 @@ pub struct Limits {
     /// whose address holds the fewest running.
     pub max_backend_calls: usize,
     /// Most action calls running at once for one client address (an IPv4 address or an
-    /// IPv6 /64 prefix; an authenticated caller counts against its address too); as many
-    /// more may wait for a slot, and one more is refused at once (429).
+    /// IPv6 /64 prefix; an authenticated caller counts against its address too).
     pub max_backend_calls_per_address: usize,
+    /// Most action calls waiting for a slot over the whole node: one more takes the place
+    /// of the newest waiter of the address with the most waiting (refused, 503), when that
+    /// address has at least two more waiting than the newcomer's, else it is refused (503).
+    pub max_backend_waiting: usize,
+    /// Most action calls waiting for a slot for one client address: one more is refused at
+    /// once (429). A caller's burst (`concord call --concurrency`) waits here instead of
+    /// being refused.
+    pub max_backend_waiting_per_address: usize,
     /// How long an action call waits for a slot (`max_backend_calls`,
     /// `max_backend_calls_per_address`) before it is refused: 429 when its address holds
     /// its share, 503 when the node is full.
@@ -232,6 +241,8 @@ impl Default for Limits {
             max_backend_calls: default_backend_calls(),
             max_backend_calls_per_address: Limits::backend_share_of(default_backend_calls()),
             backend_call_wait: Duration::from_secs(10),
+            max_backend_waiting: 1024,
+            max_backend_waiting_per_address: 64,
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             idle_shed_after: Duration::from_secs(1),
@@ -337,6 +348,11 @@ impl Limits {
                 self.max_backend_calls_per_address == 0,
             ),
             ("backend_call_wait", self.backend_call_wait.is_zero()),
+            ("max_backend_waiting", self.max_backend_waiting == 0),
+            (
+                "max_backend_waiting_per_address",
+                self.max_backend_waiting_per_address == 0,
+            ),
             ("hello_timeout", self.hello_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
             ("idle_shed_after", self.idle_shed_after.is_zero()),

@@ -23,6 +23,14 @@ pub fn provider(sessions: usize) -> Limits {
         request_rate_per_address: rate.saturating_mul(2),
         request_burst_per_address: rate.saturating_mul(2),
         max_pending_hellos: room,
+        max_pending_hellos_per_address: room,
+        // Subscribers and streams, all from one address.
+        max_holding_sessions: room,
+        max_holding_sessions_per_address: room,
+        // One address may use every backend slot, and wait for one.
+        max_backend_calls_per_address: Limits::default().max_backend_calls,
+        max_backend_waiting: room,
+        max_backend_waiting_per_address: room,
         idle_timeout: Duration::from_secs(3600),
         ..Limits::default()
     }

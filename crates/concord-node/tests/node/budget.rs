@@ -102,6 +102,9 @@ async fn a_flood_of_exec_calls_from_two_addresses_stays_within_the_budget_and_an
         max_backend_calls: BUDGET,
         max_backend_calls_per_address: 2,
         backend_call_wait: Duration::from_secs(5),
+        // A flood waits at most its share: the rest is refused at once.
+        max_backend_waiting: BUDGET,
+        max_backend_waiting_per_address: 2,
         ..quick_limits()
     };
     let exec = || ExecAction::new("sh").args(["-c", &script]);
@@ -197,6 +200,8 @@ async fn long_running_stream_and_closure_calls_share_the_budget() {
         max_backend_calls: 2,
         max_backend_calls_per_address: 2,
         backend_call_wait: Duration::from_millis(300),
+        max_backend_waiting: 2,
+        max_backend_waiting_per_address: 2,
         ..quick_limits()
     };
     let provider = build(
