@@ -51,7 +51,7 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `transcript_text_max_bytes` | 4 KiB | a longer hello or frame text is recorded as its prefix, its size and its SHA-256 |
 /// | `transcript_max_frames` | 512 | further frames of a session are counted in its transcript, not recorded |
 /// | `protocol_max_count` | 10,000 | the prune after a session deletes the least recently used negotiated protocols beyond it (never consensus ones) |
-/// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
+/// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64; a DID's protocols count against its address too, so minted DIDs share one address's share): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
@@ -208,6 +208,8 @@ pub struct Limits {
     /// Most negotiated protocols one peer holds (its proved DID, else its client address:
     /// an IPv4 address or an IPv6 /64): each save or resume for it takes it off the
     /// protocols it used least recently beyond this, deleting those no other peer holds.
+    /// A caller who proved a DID is counted under its client address too (DIDs cost
+    /// nothing to mint): one address holds at most this many whatever DIDs it signs with.
     pub protocol_max_per_peer: u64,
     /// Most pieces of negotiation work (judging, drafting, diagnosing, code generation
     /// and its test run, compiling the protocol's schemas) the node runs at once, over

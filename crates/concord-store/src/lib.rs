@@ -17,7 +17,9 @@
 //!   A row that fails this is reported ([`StoreError::CorruptProtocol`],
 //!   [`Integrity::Corrupt`], [`Store::check`], which re-hashes every row) and never used.
 //! - **Bounded protocols** ([`Store::prune_protocols`]): at most N negotiated protocols,
-//!   the least recently used evicted first (consensus entries never).
+//!   the least recently used evicted first (consensus entries never); at most N per peer
+//!   ([`Store::cap_peer_protocols`]) and per client address whatever DIDs it proved
+//!   ([`Store::cap_address_protocols`]).
 //! - **Consensus registry** ([`Store::add_consensus`], [`Store::consensus`],
 //!   [`Store::list_consensus`], [`Store::remove_consensus`], [`Store::can_use_consensus`]).
 //! - **Negotiation transcripts** ([`Store::begin_transcript`], [`Store::append_frame`],

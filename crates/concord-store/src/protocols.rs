@@ -516,6 +516,33 @@ impl Store {
         Ok(count)
     }
 
+    /// Adds `peer` to the peers of the protocol `hash` (or marks it used by `peer` now)
+    /// without counting a use: a second name of the peer of a session already counted by
+    /// [`save_protocol`](Self::save_protocol) or [`touch_protocol`](Self::touch_protocol),
+    /// such as the client address of a caller saved under its DID. One transaction.
+    pub fn add_protocol_peer(&self, hash: &ProtocolHash, peer: &str) -> Result<(), StoreError> {
+        let sql = self.sqlite("add a protocol peer");
+        let hash_text = hash.to_string();
+        let mut connection = self.connection();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&sql)?;
+        let stored: Option<i64> = tx
+            .prepare_cached("SELECT 1 FROM protocols WHERE hash = ?1")
+            .and_then(|mut statement| {
+                statement
+                    .query_row([&hash_text], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(&sql)?;
+        if stored.is_none() {
+            return Err(StoreError::UnknownProtocol { hash: *hash });
+        }
+        record_peer(&tx, &hash_text, peer, now_millis()).map_err(&sql)?;
+        tx.commit().map_err(&sql)?;
+        Ok(())
+    }
+
     /// The 0-RTT rule: whether a session in `role` can resume the protocol `hash` — the
     /// stored document reproduces `hash` (the stored hash column is not trusted) and
     /// `role`'s handler module is stored. A row whose document does not reproduce its

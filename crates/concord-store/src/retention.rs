@@ -306,6 +306,55 @@ impl Store {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cap_peer_protocols(&self, peer: &str, max: u64) -> Result<u64, StoreError> {
+        self.cap_protocols_held_by(
+            peer,
+            max,
+            "DELETE FROM protocols WHERE hash = ?1 AND settlement = 'negotiated'
+                 AND NOT EXISTS (SELECT 1 FROM protocol_peers WHERE hash = ?1)
+             RETURNING hash",
+        )
+    }
+
+    /// [`cap_peer_protocols`](Self::cap_peer_protocols) for a client `address` (any peer
+    /// name that is not a DID, such as `ws://203.0.113.7`), which sessions proving DIDs
+    /// are saved under too: a DID costs nothing to mint, so the protocols of DIDs that
+    /// called only from this address are its own. Beyond the `max` it used most
+    /// recently, the address is taken off each protocol's peers, and a protocol left with
+    /// no peer but DIDs (`did:…`) is deleted: one address keeps at most `max` whatever
+    /// DIDs it signs with. A protocol another address (or any other peer that is not a
+    /// DID) holds stays theirs. One transaction; returns how many protocols were deleted.
+    ///
+    /// ```
+    /// use concord_store::{NewProtocol, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path())?;
+    /// let shared = store.save_protocol(&NewProtocol::negotiated("# shared\n", "ws://198.51.100.1"))?;
+    /// store.touch_protocol(&shared, "ws://203.0.113.7")?;
+    /// for i in 0..3 {
+    ///     let did = format!("did:wba:minted.example:{i}");
+    ///     let hash = store.save_protocol(&NewProtocol::negotiated(format!("# {i}\n"), did))?;
+    ///     store.add_protocol_peer(&hash, "ws://203.0.113.7")?;
+    /// }
+    /// assert_eq!(store.cap_address_protocols("ws://203.0.113.7", 1)?, 2);
+    /// assert_eq!(store.protocol(&shared)?.unwrap().peers, ["ws://198.51.100.1"]);
+    /// assert_eq!(store.list_protocols()?.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cap_address_protocols(&self, address: &str, max: u64) -> Result<u64, StoreError> {
+        self.cap_protocols_held_by(
+            address,
+            max,
+            "DELETE FROM protocols WHERE hash = ?1 AND settlement = 'negotiated'
+                 AND NOT EXISTS (SELECT 1 FROM protocol_peers
+                                 WHERE hash = ?1 AND peer NOT GLOB 'did:*')
+             RETURNING hash",
+        )
+    }
+
+    /// Takes `peer` off its negotiated protocols beyond the `max` it used most recently,
+    /// then runs `orphan` (bound to each such hash as `?1`, returning the hash deleted).
+    fn cap_protocols_held_by(&self, peer: &str, max: u64, orphan: &str) -> Result<u64, StoreError> {
         let sql = self.sqlite("cap a peer's protocols");
         let keep = i64::try_from(max).unwrap_or(i64::MAX);
         let mut connection = self.connection();
@@ -331,11 +380,7 @@ impl Store {
                 .map_err(&sql)?;
             // Its other peers, if any, keep it.
             let gone: Option<String> = tx
-                .prepare_cached(
-                    "DELETE FROM protocols WHERE hash = ?1 AND settlement = 'negotiated'
-                         AND NOT EXISTS (SELECT 1 FROM protocol_peers WHERE hash = ?1)
-                     RETURNING hash",
-                )
+                .prepare_cached(orphan)
                 .and_then(|mut statement| statement.query_row([hash], |row| row.get(0)).optional())
                 .map_err(&sql)?;
             deleted.extend(gone);

@@ -207,15 +207,16 @@ impl<T: Transport> Driver<T> {
         let text = text.to_owned();
         let role = self.session.role();
         let peer = self.peer.clone();
+        let address = self.peer_address();
         let per_peer = self.shared.limits.protocol_max_per_peer;
         let mut protocol = match &settled.how {
             Settlement::Resumed => {
-                // Already stored: note the use, and that this peer holds it (within its
-                // share of the store).
+                // Already stored: note the use, and that this peer (and its address) holds
+                // it, within their shares of the store.
                 let hash = settled.hash;
                 self.background_store(move |store| {
                     store.touch_protocol(&hash, &peer)?;
-                    store.cap_peer_protocols(&peer, per_peer).map(drop)
+                    hold_within_shares(store, &hash, &peer, address.as_deref(), per_peer)
                 });
                 return self.continue_after_save(then);
             }
@@ -237,14 +238,27 @@ impl<T: Transport> Driver<T> {
             // Saved within the peer's share of the store, before it is told our code is
             // ready: one peer filling the store evicts its own protocols, not others'.
             let save = move |store: &concord_store::Store| {
-                store.save_protocol(&protocol)?;
-                store.cap_peer_protocols(&protocol.peer, per_peer).map(drop)
+                let hash = store.save_protocol(&protocol)?;
+                hold_within_shares(store, &hash, &protocol.peer, address.as_deref(), per_peer)
             };
             if let Err(error) = store.run(save).await {
                 tracing::warn!(%error, "cannot save the protocol; it will be negotiated again next time");
             }
             let _ = work.send(Box::new(Work::Saved { then }));
         });
+    }
+
+    /// Provider: the client address of a caller who proved a DID (`ClientKey::label`),
+    /// under which its protocols are kept too: DIDs cost nothing to mint, so an address
+    /// holds at most its share whatever DIDs it signs with. `None` for an anonymous caller
+    /// (its peer is that address already) and for a requester.
+    fn peer_address(&self) -> Option<String> {
+        match &self.role {
+            RoleState::Provider(state) => {
+                Some(state.client.label()).filter(|address| *address != self.peer)
+            }
+            RoleState::Requester(_) => None,
+        }
     }
 
     pub(super) fn continue_after_save(&mut self, then: AfterSave) {
@@ -575,4 +589,25 @@ impl<T: Transport> Driver<T> {
             Err(error) => tracing::debug!(%error, "cannot report the error"),
         }
     }
+}
+
+/// Records that `address` (when the peer proved a DID, see `Driver::peer_address`) holds
+/// the protocol `hash` too, then keeps `peer` and `address` within their shares of the
+/// store (`Limits::protocol_max_per_peer`): the address last, so that the protocols beyond
+/// its share go even when the DIDs it minted still name them.
+fn hold_within_shares(
+    store: &concord_store::Store,
+    hash: &concord_proto::ProtocolHash,
+    peer: &str,
+    address: Option<&str>,
+    per_peer: u64,
+) -> Result<(), concord_store::StoreError> {
+    if let Some(address) = address {
+        store.add_protocol_peer(hash, address)?;
+    }
+    store.cap_peer_protocols(peer, per_peer)?;
+    if let Some(address) = address {
+        store.cap_address_protocols(address, per_peer)?;
+    }
+    Ok(())
 }

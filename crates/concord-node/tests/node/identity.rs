@@ -187,13 +187,13 @@ async fn a_node_that_requires_encryption_refuses_a_plain_upgrade_with_426() {
 // ----- hostile upgrades -------------------------------------------------------------------
 
 /// An identity of our own making on `localhost:port`, its document served there.
-struct Hosted {
-    identity: Identity,
+pub(crate) struct Hosted {
+    pub(crate) identity: Identity,
     _server: tokio::task::JoinHandle<()>,
 }
 
 /// Serves `document(did)` at the DID document path of a new identity.
-async fn host(document: impl Fn(&Identity) -> Value) -> Hosted {
+pub(crate) async fn host(document: impl Fn(&Identity) -> Value) -> Hosted {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let identity = Identity::new(Keys::generate(), "localhost", Some(port), &["agents"]).unwrap();
@@ -214,7 +214,7 @@ async fn host(document: impl Fn(&Identity) -> Value) -> Hosted {
     }
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     i64::try_from(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -224,12 +224,12 @@ fn now() -> i64 {
     .unwrap()
 }
 
-fn document(identity: &Identity) -> Value {
+pub(crate) fn document(identity: &Identity) -> Value {
     identity.document(&concord_identity::format_iso8601(now()), &[])
 }
 
 /// Signature headers for an upgrade to `server` by `identity`.
-fn signed(
+pub(crate) fn signed(
     identity: &Identity,
     server: &Server,
     created: i64,
@@ -672,7 +672,7 @@ async fn a_did_that_signs_fresh_nonces_as_fast_as_it_can_fills_only_its_share() 
 
 /// Upgrades with these headers from the client address `source`; `Err` is the HTTP answer
 /// when refused.
-async fn upgrade_from(
+pub(crate) async fn upgrade_from(
     source: &str,
     server: &Server,
     headers: &[(String, String)],
