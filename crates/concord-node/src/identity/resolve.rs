@@ -25,8 +25,9 @@
 //!   domain of the DID host ([`ResolverSettings::max_concurrent_per_host`]: the DIDs of
 //!   `a.evil.example` and `b.evil.example` share `evil.example`'s slots, by the Public
 //!   Suffix List) and per client address whose upgrade asked for them
-//!   ([`ResolverSettings::max_concurrent_per_address`]); concurrent requests for one DID
-//!   share one fetch.
+//!   ([`ResolverSettings::max_concurrent_per_address`]: each caller holds its own
+//!   address's slot, so an address out of slots is refused alone); concurrent requests for
+//!   one DID share one fetch.
 //! - Good documents are cached ([`ResolverSettings::cache_ttl`]), failures too
 //!   ([`ResolverSettings::failure_cache_ttl`]), each in at most
 //!   [`ResolverSettings::cache_capacity`] entries, so a flood of bad DIDs costs one fetch
@@ -472,8 +473,9 @@ impl Resolver {
     }
 
     /// The verified document of `did` ([`concord_identity::read_document`] against `did`),
-    /// from the cache or fetched; a fetch asked for by the upgrade of `client` takes one of
-    /// that address's fetch slots (`None`: our own request, such as checking a provider we
+    /// from the cache or fetched; a resolve asked for by the upgrade of `client` holds one
+    /// of that address's fetch slots while it waits, its own even when it joins a fetch
+    /// another caller started (`None`: our own request, such as checking a provider we
     /// called).
     ///
     /// # Errors
@@ -488,9 +490,29 @@ impl Resolver {
         if let Some(cached) = self.inner.cached(did) {
             return cached;
         }
+        // The address's slot is this caller's own, taken before it joins the flight shared
+        // by every caller of `did`: an address out of slots is refused alone, never a
+        // caller from another address waiting on the same DID.
+        let wait = self.inner.settings.timeout;
+        let _address_slot = match client {
+            Some(client) => Some(
+                self.inner
+                    .address_slots
+                    .acquire(client, wait)
+                    .await
+                    .ok_or_else(|| ResolveError::Busy {
+                        did: did.clone(),
+                        capacity: Capacity::Address {
+                            limit: self.inner.address_slots.limit(),
+                        },
+                        waited: wait,
+                    })?,
+            ),
+            None => None,
+        };
         let flight = self.inner.flight(did);
         flight
-            .get_or_init(|| self.inner.fetch_and_remember(did, client, &flight))
+            .get_or_init(|| self.inner.fetch_and_remember(did, &flight))
             .await
             .clone()
     }
@@ -540,12 +562,7 @@ impl Inner {
     /// Fetches `did`'s document (unless a fetch that just ended cached it) and caches the
     /// outcome. `flight` leaves the in-flight map when this ends, cancelled or not: a
     /// caller still waiting on it runs the fetch again itself.
-    async fn fetch_and_remember(
-        &self,
-        did: &Did,
-        client: Option<ClientKey>,
-        flight: &Arc<OnceCell<Outcome>>,
-    ) -> Outcome {
+    async fn fetch_and_remember(&self, did: &Did, flight: &Arc<OnceCell<Outcome>>) -> Outcome {
         let _landing = Landing {
             in_flight: &self.in_flight,
             did,
@@ -554,7 +571,7 @@ impl Inner {
         if let Some(cached) = self.cached(did) {
             return cached;
         }
-        let outcome = self.fetch(did, client).await;
+        let outcome = self.fetch(did).await;
         match &outcome {
             Ok(document) => {
                 let expires = Instant::now() + self.settings.cache_ttl;
@@ -574,25 +591,13 @@ impl Inner {
         outcome
     }
 
-    async fn fetch(&self, did: &Did, client: Option<ClientKey>) -> Outcome {
+    async fn fetch(&self, did: &Did) -> Outcome {
         let host = did.host().to_ascii_lowercase();
         let loopback = is_localhost(&host);
         if loopback && !self.settings.allow_loopback_http {
             return Err(ResolveError::NotHttps { did: did.clone() });
         }
         let wait = self.settings.timeout;
-        let _address_slot = match client {
-            Some(client) => Some(self.address_slots.acquire(client, wait).await.ok_or_else(
-                || ResolveError::Busy {
-                    did: did.clone(),
-                    capacity: Capacity::Address {
-                        limit: self.address_slots.limit(),
-                    },
-                    waited: wait,
-                },
-            )?),
-            None => None,
-        };
         let domain = registrable_domain(&host);
         let _domain_slot = self
             .domain_slots
@@ -1575,6 +1580,48 @@ mod tests {
             resolver.resolve(identity.did(), None).await.is_ok(),
             "Busy is not cached"
         );
+        assert_eq!(site.hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_caller_joining_a_fetch_of_its_did_is_not_refused_for_another_address_busy() {
+        let (site, identity) = site_of("localhost").await;
+        let settings = ResolverSettings {
+            max_concurrent_per_address: 1,
+            timeout: Duration::from_millis(300),
+            ..test_mode()
+        };
+        let resolver = Resolver::new(settings, tls()).unwrap();
+        let attacker = ClientKey::of("127.0.0.2".parse().unwrap());
+        let victim = ClientKey::of("127.0.0.1".parse().unwrap());
+        // The attacker's address holds its only slot (a DID on a host that never answers)…
+        let held = resolver
+            .inner
+            .address_slots
+            .acquire(attacker, Duration::from_millis(10))
+            .await
+            .unwrap();
+        // …and it claims the victim's DID, first; the victim's own upgrade comes next.
+        let claimed = {
+            let resolver = resolver.clone();
+            let did = identity.did().clone();
+            tokio::spawn(async move { resolver.resolve(&did, Some(attacker)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let served = resolver.resolve(identity.did(), Some(victim)).await;
+        assert!(served.is_ok(), "{served:?}");
+        let refused = claimed.await.unwrap();
+        assert!(
+            matches!(
+                &refused,
+                Err(ResolveError::Busy {
+                    capacity: Capacity::Address { limit: 1 },
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        drop(held);
         assert_eq!(site.hits.load(Ordering::SeqCst), 1);
     }
 
