@@ -46,17 +46,22 @@ pub enum Replay {
 /// [`ReplayCache::new`], so a peer cannot aim collisions), in a `HashMap` plus a `VecDeque`
 /// in insertion order for expiry. When full, expired entries are evicted first; if it is
 /// still full the new pair is refused ([`Replay::Full`]). One DID may hold at most its
-/// share of the entries ([`ReplayCache::per_did`]; [`Replay::DidQuota`] beyond).
+/// share of the entries ([`ReplayCache::per_did`]; [`Replay::DidQuota`] beyond). Pairs
+/// [restored](ReplayCache::restore) from an earlier process are kept until they expire but
+/// count against neither bound: new pairs have the whole capacity beside them.
 pub struct ReplayCache {
     key: [u8; 32],
     capacity: usize,
     per_did: usize,
     ttl: i64,
     seen: HashMap<[u8; 16], i64>,
-    /// Entries in insertion order: expiry, the pair's hash, the DID's hash.
-    order: VecDeque<(i64, [u8; 16], [u8; 16])>,
-    /// Unexpired entries per DID (by the DID's hash).
+    /// Entries in insertion order: expiry, the pair's hash, the DID's hash (`None` for a
+    /// restored pair, which counts against no bound).
+    order: VecDeque<(i64, [u8; 16], Option<[u8; 16]>)>,
+    /// Unexpired entries per DID (by the DID's hash), restored ones left out.
     per_did_count: HashMap<[u8; 16], u32>,
+    /// Unexpired entries recorded by [`insert`](Self::insert): what the capacity bounds.
+    inserted: usize,
 }
 
 impl Default for ReplayCache {
@@ -89,6 +94,7 @@ impl ReplayCache {
             seen: HashMap::new(),
             order: VecDeque::new(),
             per_did_count: HashMap::new(),
+            inserted: 0,
         }
     }
 
@@ -122,6 +128,10 @@ impl ReplayCache {
             if self.seen.get(&digest) == Some(&expiry) {
                 self.seen.remove(&digest);
             }
+            let Some(did) = did else {
+                continue;
+            };
+            self.inserted = self.inserted.saturating_sub(1);
             if let Some(count) = self.per_did_count.get_mut(&did) {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
@@ -156,33 +166,35 @@ impl ReplayCache {
                 limit: self.per_did,
             });
         }
-        if self.seen.len() >= self.capacity && !self.seen.contains_key(&digest) {
+        if self.inserted >= self.capacity {
             return Err(Replay::Full {
                 capacity: self.capacity,
             });
         }
         let expiry = now_unix.saturating_add(self.ttl);
         self.seen.insert(digest, expiry);
-        self.order.push_back((expiry, digest, did_digest));
+        self.order.push_back((expiry, digest, Some(did_digest)));
+        self.inserted += 1;
         *self.per_did_count.entry(did_digest).or_insert(0) += 1;
         Ok(())
     }
 
     /// Records (did, nonce) as recorded at `recorded_unix` (by an earlier process, read
-    /// back from durable storage), whatever the capacity and the DID's share: what was
-    /// accepted must not be forgotten while its signature could still be valid, so a cache
-    /// restored over its bounds refuses new pairs until enough expire. Restore pairs oldest
-    /// first, before any [`insert`](Self::insert).
+    /// back from durable storage): it is a replay until it expires, whatever the bounds
+    /// (what was accepted must not be forgotten while its signature could still be valid),
+    /// and counts against neither the capacity nor the DID's share, so that new pairs are
+    /// accepted beside everything restored (agents sharing a store may together have
+    /// recorded several times one cache's capacity): the cache holds at most the capacity
+    /// plus the pairs restored, shrinking back as they expire. Restore pairs oldest first,
+    /// before any [`insert`](Self::insert).
     pub fn restore(&mut self, did: &Did, nonce: &str, recorded_unix: i64) {
         let digest = self.digest(did, Some(nonce));
-        let did_digest = self.digest(did, None);
         if self.seen.contains_key(&digest) {
             return;
         }
         let expiry = recorded_unix.saturating_add(self.ttl);
         self.seen.insert(digest, expiry);
-        *self.per_did_count.entry(did_digest).or_insert(0) += 1;
-        self.order.push_back((expiry, digest, did_digest));
+        self.order.push_back((expiry, digest, None));
     }
 
     /// Pairs held (some may have expired but not yet been evicted).
@@ -208,7 +220,7 @@ impl ReplayCache {
         }
         map_bytes(&self.seen)
             + map_bytes(&self.per_did_count)
-            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16], [u8; 16])>()
+            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16], Option<[u8; 16]>)>()
             + std::mem::size_of::<Self>()
     }
 }
@@ -253,12 +265,40 @@ mod tests {
         }
         assert_eq!(cache.len(), 3, "over the capacity: nothing forgotten");
         assert_eq!(cache.insert(&did("a"), "2", 5), Err(Replay::Seen));
-        assert_eq!(
-            cache.insert(&did("b"), "1", 5),
-            Err(Replay::Full { capacity: 2 })
-        );
         cache.insert(&did("a"), "2", 10).unwrap(); // expired: accepted again
         assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn a_cache_restored_over_its_capacity_still_takes_new_pairs_and_refuses_every_replay() {
+        // Agents sharing a store recorded three times this cache's capacity between them.
+        let mut cache = ReplayCache::new(2, Duration::from_secs(10)).per_did(1);
+        for nonce in ["1", "2", "3", "4", "5", "6"] {
+            cache.restore(&did("a"), nonce, 0);
+        }
+        // Every restored pair is a replay until it expires…
+        for nonce in ["1", "2", "3", "4", "5", "6"] {
+            assert_eq!(cache.insert(&did("a"), nonce, 5), Err(Replay::Seen));
+        }
+        // …and new pairs have the whole capacity and their DID's share beside them.
+        cache.insert(&did("a"), "7", 5).unwrap();
+        assert_eq!(
+            cache.insert(&did("a"), "8", 5),
+            Err(Replay::DidQuota { limit: 1 })
+        );
+        cache.insert(&did("b"), "1", 5).unwrap();
+        assert_eq!(
+            cache.insert(&did("c"), "1", 5),
+            Err(Replay::Full { capacity: 2 })
+        );
+        assert_eq!(cache.len(), 8, "the capacity plus the pairs restored");
+        // The restored pairs expire (at 10), the new ones later (at 15).
+        assert_eq!(cache.insert(&did("a"), "7", 12), Err(Replay::Seen));
+        assert_eq!(
+            cache.insert(&did("c"), "1", 12),
+            Err(Replay::Full { capacity: 2 })
+        );
+        assert_eq!(cache.len(), 2, "shrunk back as the restored pairs expired");
     }
 
     #[test]

@@ -255,7 +255,9 @@ impl NodeIdentity {
         };
         let mut replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
             .per_did(security.replay_per_did);
-        // The nonces accepted before a restart, while their signatures could still be good.
+        // The nonces accepted before a restart, while their signatures could still be good:
+        // replays until they expire, beside the capacity for new ones (agents sharing the
+        // store may have recorded more between them than one cache holds).
         let kept = nonces
             .unexpired_nonces(upgrade::now_unix())
             .map_err(|error| format!("reading the accepted nonces: {error}"))?;
