@@ -69,8 +69,9 @@ long-running action shows a progress bar with its partial output on a terminal, 
 its output at the end; with --json one line per update:
   {\"type\": \"started\", \"actionId\"}, {\"type\": \"progress\", \"progress\": 0.5, \"partial\"},
   {\"type\": \"done\", \"output\"} or {\"type\": \"failed\", \"error\": {\"code\", \"message\"}}.
-Ctrl-C cancels a long-running action before exiting (130; a second Ctrl-C exits at once);
-`concord status URL ACTION_ID` and `concord cancel URL ACTION_ID` take its id. A
+Ctrl-C cancels a long-running action before exiting (130), once it has its id (waiting
+up to 5 s for it); a second Ctrl-C exits at once, saying the action may run on until its
+lease ends. `concord status URL ACTION_ID` and `concord cancel URL ACTION_ID` take its id. A
 fire-and-forget action prints `sent` once the request was written to the connection (a
 request that could not be: an error, exit 2). A stream action: `concord stream`.
   concord call http://127.0.0.1:8080 forecastReport '{\"city\": \"Oslo\"}' --json

@@ -296,6 +296,62 @@ fn a_fire_and_forget_call_prints_sent_and_a_reply_call_is_unchanged() {
 }
 
 #[test]
+fn a_whole_interface_over_our_candidate_limit_falls_back_to_what_the_command_uses() {
+    // An agent whose whole interface makes a document over the requester's candidate
+    // limit (64 KiB): twelve actions, each with an input of 300 long enum words; `ping`
+    // alone makes a small one. Its property makes it an interface agent, whose
+    // request-reply actions `concord call` reaches over its whole interface.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let words: Vec<String> = (0..300)
+        .map(|i| format!("enumerated-value-{i:06}"))
+        .collect();
+    let mut builder = Node::builder("Bulky agent")
+        .property(
+            "level",
+            Property::new(json!({"type": "integer"}), json!(1)).observable(),
+        )
+        .action(
+            concord_negotiate::ActionSpec {
+                name: "ping".to_owned(),
+                description: "Answers pong.".to_owned(),
+                input: json!({"type": "object"}),
+                output: json!({"type": "object", "properties": {"pong": {"type": "boolean"}}}),
+            },
+            |_input: Value| async move { Ok(json!({"pong": true})) },
+        );
+    for bulky in 0..12 {
+        builder = builder.action(
+            concord_negotiate::ActionSpec {
+                name: format!("bulky{bulky}"),
+                description: "Takes one of many words.".to_owned(),
+                input: json!({
+                    "type": "object",
+                    "properties": {"word": {"type": "string", "enum": words}},
+                    "required": ["word"]
+                }),
+                output: json!({"type": "object"}),
+            },
+            |_input: Value| async move { Ok(json!({})) },
+        );
+    }
+    let node = builder.data_dir(store.path()).build().unwrap();
+    let server = runtime.block_on(node.serve("127.0.0.1:0")).unwrap();
+    let requester = tempfile::tempdir().unwrap();
+    let called = run(concord()
+        .args(["call", server.url(), "ping", "{}", "--json", "--data-dir"])
+        .arg(requester.path()));
+    assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
+    assert_eq!(
+        called.json()["output"],
+        json!({"pong": true}),
+        "{}",
+        called.stdout
+    );
+    runtime.block_on(server.shutdown()).unwrap();
+}
+
+#[test]
 fn every_notification_reported_sent_reached_the_provider() {
     let weather = Weather::start();
     let calls = 12u64;
@@ -447,6 +503,11 @@ fn a_realtime_stream_says_how_many_frames_this_side_dropped() {
     assert!(output.status.success(), "{stderr}");
     assert!(
         stderr.contains("frame(s)") && stderr.contains("dropped by this side"),
+        "{stderr}"
+    );
+    // One line of prose: no run of spaces where a line continuation was lost.
+    assert!(
+        stderr.contains("dropped by this side: the peer's credit"),
         "{stderr}"
     );
     let dropped: u64 = stderr

@@ -9,6 +9,7 @@ use concord_describe::InteractionMode;
 use concord_node::{CallError, Connection};
 use serde_json::Value;
 
+use super::interrupt::Interrupts;
 use super::{Affordance, Described, PeerArgs};
 use crate::output;
 
@@ -113,13 +114,14 @@ fn long_running(described: &Described) -> Vec<&str> {
         .collect()
 }
 
-/// Cancels the action `action_id` (`action`) over `connection` after an interrupt,
-/// saying so on standard error; a second Ctrl-C gives up at once. Exit code 130 either way
-/// (interrupted).
+/// Cancels the action `action_id` (`action`, of the peer at `url`) over `connection` after
+/// an interrupt, saying so on standard error; the next press of `interrupts` gives up at
+/// once, saying the action may run on. Exit code 130 either way (interrupted).
 pub async fn cancel_on_interrupt(
     connection: &Connection,
-    action: &str,
+    (url, action): (&str, &str),
     action_id: &str,
+    interrupts: &mut Interrupts,
 ) -> ExitCode {
     output::note(format_args!(
         "interrupted: cancelling {action} (action {action_id}); Ctrl-C again to exit at once"
@@ -128,16 +130,26 @@ pub async fn cancel_on_interrupt(
         cancelled = connection.cancel_action(action_id) => match cancelled {
             Ok(_) => output::note(format_args!("{action}: cancelled (action {action_id})")),
             Err(error) => output::note(format_args!(
-                "{action}: cannot cancel action {action_id}: {}; it runs on until its lease ends \
-                 (`concord cancel` with its id)",
-                crate::call::error_text(&error)
+                "{action}: cannot cancel action {action_id}: {}; {}",
+                crate::call::error_text(&error),
+                may_run_on(url, Some(action_id))
             )),
         },
-        _ = tokio::signal::ctrl_c() => output::note(format_args!(
-            "{action}: not waiting for the cancellation of action {action_id}"
+        () = interrupts.next() => output::note(format_args!(
+            "{action}: not waiting for the cancellation of action {action_id}; {}",
+            may_run_on(url, Some(action_id))
         )),
     }
     ExitCode::from(INTERRUPTED)
+}
+
+/// What a user is told of an action left running: it may run on until its lease ends,
+/// and how to cancel it (with its id, when known).
+pub fn may_run_on(url: &str, action_id: Option<&str>) -> String {
+    format!(
+        "it may run on until its lease ends; `concord cancel {url} {}` stops it",
+        action_id.unwrap_or("ACTION_ID")
+    )
 }
 
 /// The exit code after Ctrl-C (128 + SIGINT, as a shell reports an interrupted command).

@@ -12,6 +12,7 @@
 //! and the same document, so the caller's store keeps one protocol per agent).
 
 pub mod action;
+pub mod interrupt;
 pub mod progress;
 pub mod property;
 pub mod stream;
@@ -25,7 +26,6 @@ use anyhow::{bail, Context};
 use clap::Args;
 use concord_describe::{InteractionMode, StreamDescription};
 use concord_node::{CallError, ConnectError, Connection, Limits, Node, PeerDescription, Want};
-use concord_proto::CloseReason;
 use serde_json::{json, Value};
 
 use crate::caller::CallerArgs;
@@ -361,8 +361,9 @@ fn receive_buffer() -> u64 {
 
 /// Connects to the peer wanting its whole interface ([`Described::interface_names`]),
 /// so that every command against one agent settles on one protocol, resumed by 0-RTT
-/// after the first. A provider that refuses the whole (an action this caller may not
-/// call) is asked again for `needed` alone.
+/// after the first. When agreeing on the whole fails ([`failed_on_the_whole`]: the
+/// provider refuses it, a limit of either side, a countered document), the provider is
+/// asked again for `needed` alone; a peer that cannot be reached is not asked twice.
 pub async fn whole_interface(
     node: &Node,
     described: &Described,
@@ -374,16 +375,35 @@ pub async fn whole_interface(
         .connect_described(described.peer(), Want::interface(names))
         .await
     {
-        Err(ConnectError::Closed(CloseReason::NegotiationRejected { reason, .. })) if whole => {
+        Err(error) if whole && failed_on_the_whole(&error) => {
             tracing::info!(
-                reason = reason.as_deref().unwrap_or_default(),
-                "the peer refused its whole interface; asking for what this command uses"
+                %error,
+                "no agreement on the peer's whole interface; asking for what this command uses"
             );
             node.connect_described(described.peer(), Want::interface(needed.to_vec()))
                 .await
         }
         connected => connected,
     }
+}
+
+/// Whether connecting failed in agreeing on the protocol (the session closed before it
+/// was ready, the peer's code failed the test cases, we could not draft it, the peer
+/// closed on a message too large for it), where a narrower want may succeed; not when the
+/// peer could not be reached, or is not who it says.
+fn failed_on_the_whole(error: &ConnectError) -> bool {
+    /// The WebSocket close code for a message too large for the peer.
+    const MESSAGE_TOO_BIG: u16 = 1009;
+    matches!(
+        error,
+        ConnectError::Closed(_) | ConnectError::Verification(_) | ConnectError::Local(_)
+    ) || matches!(
+        error,
+        ConnectError::PeerClosed {
+            code: Some(MESSAGE_TOO_BIG),
+            ..
+        }
+    )
 }
 
 /// Waits for a step of connecting (the description's fetch, the connection) while

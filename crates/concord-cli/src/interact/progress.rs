@@ -4,13 +4,14 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use concord_describe::InteractionMode;
 use concord_node::{ActionUpdate, Node};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
+use super::interrupt::Interrupts;
 use super::{action, Described};
 use crate::output::{self, outln};
 
@@ -18,6 +19,8 @@ use crate::output::{self, outln};
 const BAR_STEPS: u64 = 1000;
 /// Characters of the partial output shown beside the bar.
 const PARTIAL_CHARS: usize = 60;
+/// How long Ctrl-C waits for a long-running action's id, to cancel the action.
+const ID_WAIT: Duration = Duration::from_secs(5);
 
 /// What `concord call` does once it knows the action's mode.
 #[derive(Debug)]
@@ -67,42 +70,70 @@ pub async fn call(node: &Node, call: Call<'_>, mode: InteractionMode) -> anyhow:
     Ok(exit)
 }
 
-/// Follows a long-running action to its end. Ctrl-C cancels it (once its id is known)
-/// before exiting 130; a second Ctrl-C exits at once.
+/// Follows a long-running action to its end. Ctrl-C cancels it before exiting 130: at
+/// once when its id is known, else once the id comes (waiting at most [`ID_WAIT`]); a
+/// second Ctrl-C exits at once. Either way the user is told whether the action may run on.
 async fn follow(
     connection: &concord_node::Connection,
     call: &Call<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
-    let mut run = tokio::select! {
-        run = connection.call_with_progress(call.action, call.input.clone()) => match run {
-            Ok(run) => run,
-            Err(error) => return Ok(super::failed(call.action, &error)),
-        },
-        _ = &mut interrupt => return Ok(ExitCode::from(action::INTERRUPTED)),
+    // One stream for the whole call: a press while none is awaited is not lost.
+    let mut interrupts = Interrupts::listen()?;
+    // Set by the first Ctrl-C: until when to wait for the action's id to cancel it.
+    let mut cancel_by: Option<Instant> = None;
+    let request = connection.call_with_progress(call.action, call.input.clone());
+    tokio::pin!(request);
+    let requested = loop {
+        tokio::select! {
+            requested = &mut request => break requested,
+            () = interrupts.next() => {
+                if cancel_by.is_some() {
+                    return Ok(not_sent(call));
+                }
+                cancel_by = Some(Instant::now() + ID_WAIT);
+                waiting_for_id(call);
+            }
+            () = sleep_until(cancel_by), if cancel_by.is_some() => return Ok(not_sent(call)),
+        }
+    };
+    let mut run = match requested {
+        Ok(run) => run,
+        Err(error) => return Ok(super::failed(call.action, &error)),
     };
     let bar = (!call.json && std::io::stderr().is_terminal()).then(|| progress_bar(call.action));
+    let clear = || {
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+    };
     let mut action_id: Option<String> = None;
-    let mut interrupted = false;
     loop {
         let update = tokio::select! {
             update = run.next() => update,
-            _ = &mut interrupt, if !interrupted => {
-                interrupted = true;
-                if let Some(bar) = &bar {
-                    bar.finish_and_clear();
-                }
+            () = interrupts.next() => {
+                clear();
                 if let Some(id) = &action_id {
-                    return Ok(action::cancel_on_interrupt(connection, call.action, id).await);
+                    return Ok(cancel(connection, call, id, &mut interrupts).await);
                 }
-                output::note(format_args!(
-                    "interrupted: {} has no action id yet; it is cancelled once it has one                      (Ctrl-C again to exit at once)",
-                    call.action
-                ));
+                if cancel_by.is_some() {
+                    output::note(format_args!(
+                        "{}: not waiting for its action id; {}",
+                        call.action,
+                        action::may_run_on(call.url, None)
+                    ));
+                    return Ok(ExitCode::from(action::INTERRUPTED));
+                }
+                cancel_by = Some(Instant::now() + ID_WAIT);
+                waiting_for_id(call);
                 continue;
             }
-            _ = tokio::signal::ctrl_c(), if interrupted => {
+            () = sleep_until(cancel_by), if cancel_by.is_some() => {
+                output::note(format_args!(
+                    "{}: no action id came within {} s; {}",
+                    call.action,
+                    ID_WAIT.as_secs(),
+                    action::may_run_on(call.url, None)
+                ));
                 return Ok(ExitCode::from(action::INTERRUPTED));
             }
         };
@@ -113,8 +144,8 @@ async fn follow(
         }
         match update {
             ActionUpdate::Started { action_id: id } => {
-                if interrupted {
-                    return Ok(action::cancel_on_interrupt(connection, call.action, &id).await);
+                if cancel_by.is_some() {
+                    return Ok(cancel(connection, call, &id, &mut interrupts).await);
                 }
                 if let Some(bar) = &bar {
                     bar.set_message(format!("{} ({id})", call.action));
@@ -130,9 +161,7 @@ async fn follow(
                 }
             }
             ActionUpdate::Done(result) => {
-                if let Some(bar) = &bar {
-                    bar.finish_and_clear();
-                }
+                clear();
                 return Ok(match result {
                     Ok(value) => {
                         if !call.json {
@@ -146,14 +175,49 @@ async fn follow(
             _ => {}
         }
     }
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    clear();
     output::note(format_args!(
         "{}: the updates ended with no result",
         call.action
     ));
     Ok(ExitCode::from(2))
+}
+
+/// Cancels the call's action `id` after Ctrl-C (see [`action::cancel_on_interrupt`]).
+async fn cancel(
+    connection: &concord_node::Connection,
+    call: &Call<'_>,
+    id: &str,
+    interrupts: &mut Interrupts,
+) -> ExitCode {
+    action::cancel_on_interrupt(connection, (call.url, call.action), id, interrupts).await
+}
+
+/// Says that Ctrl-C waits for the action's id to cancel the action.
+fn waiting_for_id(call: &Call<'_>) {
+    output::note(format_args!(
+        "interrupted: {} has no action id yet; it is cancelled once it has one (waiting up \
+         to {} s; Ctrl-C again to exit at once)",
+        call.action,
+        ID_WAIT.as_secs()
+    ));
+}
+
+/// Interrupted before the request was handed to the connection: it was never sent.
+fn not_sent(call: &Call<'_>) -> ExitCode {
+    output::note(format_args!(
+        "{}: interrupted before the request was sent; the action does not run",
+        call.action
+    ));
+    ExitCode::from(action::INTERRUPTED)
+}
+
+/// Sleeps until `deadline`; never wakes without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One update as a JSON line: `{"type": "started" | "progress" | "done" | "failed", …}`.

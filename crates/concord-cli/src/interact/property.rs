@@ -4,8 +4,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use concord_node::CallError;
-
 use super::{Kind, PeerArgs};
 use crate::output;
 
@@ -89,8 +87,8 @@ pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
         connection.close().await;
         match written {
             Ok(()) => Ok(ExitCode::SUCCESS),
-            // The interface the peer agreed to says it is read-only.
-            Err(CallError::Unsupported(_)) => Err(read_only(&args.property)),
+            // The description says it is writable (checked above): whatever the library
+            // refuses here (the interface agreed lacks it, or says otherwise) is its to say.
             Err(error) => Ok(super::failed(&args.property, &error)),
         }
     })?

@@ -199,7 +199,8 @@ impl GivenUp {
     fn report(self, action: &str) {
         if self.frames > 0 {
             output::note(format_args!(
-                "{action}: {} frame(s) ({} bytes) of standard input were dropped by this side:                  the peer's credit had no room for them within 5 s",
+                "{action}: {} frame(s) ({} bytes) of standard input were dropped by this side: \
+                 the peer's credit had no room for them within 5 s",
                 self.frames, self.bytes
             ));
         }

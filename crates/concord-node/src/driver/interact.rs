@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use concord_interact::RequestId;
+use concord_proto::SessionError;
 use serde_json::Value;
 
 use super::{Driver, RoleState};
@@ -129,8 +130,9 @@ impl<T: Transport> Driver<T> {
     }
 
     /// Moves the layer's frames into the session, to go out with the next flush; `Err`
-    /// says why the session took no more (it closed), the rest staying in the layer.
-    pub(super) fn pump_interact(&mut self) -> Result<(), String> {
+    /// says why the session took no more (it closed, or a frame was over the size
+    /// limit and was dropped), the rest staying in the layer.
+    pub(super) fn pump_interact(&mut self) -> Result<(), SessionError> {
         loop {
             let frame = match &mut self.interact {
                 Some(Interact::Provider(state)) => state.poll_transmit(),
@@ -141,7 +143,7 @@ impl<T: Transport> Driver<T> {
             // The layer left room for the frame's header (`install_interact`).
             if let Err(error) = self.session.send_application_frame(frame) {
                 tracing::warn!(%error, "cannot send an interaction frame");
-                return Err(error.to_string());
+                return Err(error);
             }
         }
     }
@@ -207,7 +209,7 @@ pub(super) type Written = oneshot::Sender<Result<Value, CallError>>;
 /// failed). A caller told "sent" knows the frame was written before any close.
 pub(super) fn settle_written(
     written: Vec<Written>,
-    pumped: &Result<(), String>,
+    pumped: &Result<(), SessionError>,
     flushed: &Result<(), TransportError>,
 ) {
     if written.is_empty() {
@@ -215,15 +217,25 @@ pub(super) fn settle_written(
     }
     let outcome = match (pumped, flushed) {
         (Ok(()), Ok(())) => Ok(Value::Null),
-        (Err(reason), _) => Err(CallError::Closed(format!(
-            "the request was not sent: {reason}"
-        ))),
+        (Err(error), _) => Err(unsent(error)),
         (_, Err(error)) => Err(CallError::Closed(format!(
             "the request was not written: {error}"
         ))),
     };
     for reply in written {
         let _ = reply.send(outcome.clone());
+    }
+}
+
+/// The error of a request the session would not queue: over the frame size limit, a
+/// request that cannot be sent as it is ([`CallError::InvalidInput`], naming the limit);
+/// anything else, the session could not carry it ([`CallError::Closed`]: it could not run).
+pub(super) fn unsent(error: &SessionError) -> CallError {
+    match error {
+        SessionError::FrameTooLarge { .. } | SessionError::MetaMessageTooLarge { .. } => {
+            CallError::InvalidInput(error.to_string())
+        }
+        _ => CallError::Closed(format!("the request was not sent: {error}")),
     }
 }
 

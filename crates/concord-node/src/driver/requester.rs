@@ -526,7 +526,7 @@ impl<T: Transport> Driver<T> {
                     }
                 };
                 if let Err(error) = self.session.send_application(&bytes) {
-                    let _ = reply.send(Err(CallError::InvalidInput(error.to_string())));
+                    let _ = reply.send(Err(super::interact::unsent(&error)));
                     return;
                 }
                 self.remember_sent(bytes);

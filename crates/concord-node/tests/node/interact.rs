@@ -3,7 +3,7 @@
 
 use concord_describe::{Form, InteractionMode, Operation, Validated};
 use concord_fixtures::weather::{self, VOICE_FRAME_BYTES};
-use concord_node::{ActionUpdate, CallError, Node, Notification, Settlement, Want};
+use concord_node::{ActionUpdate, CallError, Limits, Node, Notification, Settlement, Want};
 use serde_json::json;
 
 use crate::support::{
@@ -435,6 +435,35 @@ async fn a_notification_reported_sent_reaches_the_provider_even_when_closed_at_o
         .await
         .unwrap_err();
     assert!(matches!(late, CallError::Closed(_)), "{late}");
+}
+
+#[tokio::test]
+async fn a_notification_over_the_frame_limit_is_invalid_input_naming_the_limit() {
+    let provider = weather_agent();
+    let server = serve(&provider).await;
+    let requester = build(Node::builder("Requester").limits(Limits {
+        max_frame_size: 64 * 1024,
+        ..quick_limits()
+    }));
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface([weather::LOG_FEEDBACK]))
+        .await
+        .unwrap();
+    let large = json!({"rating": 3, "comment": "x".repeat(70_000)});
+    let error = peer.notify(weather::LOG_FEEDBACK, large).await.unwrap_err();
+    match &error {
+        // Not "closed": the request cannot go as it is, and the limit is named.
+        CallError::InvalidInput(text) => {
+            assert!(text.contains("limit of 65536 bytes"), "{text}")
+        }
+        other => panic!("{other}"),
+    }
+    // Nothing was sent: the session goes on.
+    peer.notify(weather::LOG_FEEDBACK, json!({"rating": 4}))
+        .await
+        .unwrap();
+    assert!(!peer.is_closed());
 }
 
 #[tokio::test]
