@@ -117,7 +117,7 @@ use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
     ActionMode, Allow, Authentication, DidPattern, Encryption, Event, ExecAction, HttpAction,
-    Limits, Overflow, Property, Security, SignatureForm, StreamSpec,
+    InteractionLimits, Limits, Overflow, Property, Security, SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -517,6 +517,8 @@ struct LimitsSection {
     backend_call_wait: Option<Humane>,
     max_backend_waiting: Option<usize>,
     max_backend_waiting_per_address: Option<usize>,
+    max_long_backend_calls: Option<usize>,
+    max_long_backend_calls_per_address: Option<usize>,
     idle_shed_after: Option<Humane>,
     max_pending_hellos: Option<usize>,
     max_sessions_per_address: Option<usize>,
@@ -1412,6 +1414,8 @@ impl LimitsSection {
             backend_call_wait,
             max_backend_waiting,
             max_backend_waiting_per_address,
+            max_long_backend_calls,
+            max_long_backend_calls_per_address,
             idle_shed_after,
             max_pending_hellos,
             max_sessions_per_address,
@@ -1450,6 +1454,19 @@ impl LimitsSection {
         if self.max_backend_calls.is_some() && self.max_backend_calls_per_address.is_none() {
             limits.max_backend_calls_per_address =
                 Limits::backend_share_of(limits.max_backend_calls);
+        }
+        // Likewise its cap of long-lived calls, which is at most the total.
+        if self.max_backend_calls.is_some() && self.max_long_backend_calls.is_none() {
+            limits.max_long_backend_calls = Limits::long_backend_share_of(limits.max_backend_calls);
+        }
+        if limits.max_long_backend_calls > limits.max_backend_calls {
+            return Err(Problem::key(
+                "limits.max_long_backend_calls",
+                format!(
+                    "must be at most max_backend_calls ({}), not {}",
+                    limits.max_backend_calls, limits.max_long_backend_calls
+                ),
+            ));
         }
         given!(self.hello => limits.hello;
             max_text_size,
@@ -1492,6 +1509,11 @@ impl LimitsSection {
             action_lease,
             max_pending_requests
         );
+        // The places lowered alone: the reserve follows them (a quarter).
+        if self.interaction.max_actions.is_some() && self.interaction.reserved_actions.is_none() {
+            limits.interaction.reserved_actions =
+                InteractionLimits::reserve_share_of(limits.interaction.max_actions);
+        }
         if let Some(age) = self.interaction.replay_max_age {
             limits.interaction.replay_max_age = Some(age.into());
         }
@@ -1684,6 +1706,52 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
     }
 
     #[test]
+    fn the_long_lived_calls_cap_can_be_set_follows_a_lone_total_and_is_refused_by_key() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_backend_calls = 6\nmax_long_backend_calls = 2\n\
+             max_long_backend_calls_per_address = 2\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(
+            (
+                limits.max_long_backend_calls,
+                limits.max_long_backend_calls_per_address
+            ),
+            (2, 2)
+        );
+        // The total alone: the cap is half of it.
+        let alone = format!("{MINIMAL}\n[limits]\nmax_backend_calls = 12\n");
+        let limits = load(&alone, &[]).unwrap().limits;
+        assert_eq!(
+            (
+                limits.max_long_backend_calls,
+                limits.max_long_backend_calls_per_address
+            ),
+            (6, 1)
+        );
+        let error =
+            |lines: &str| load(&format!("{MINIMAL}\n[limits]\n{lines}\n"), &[]).unwrap_err();
+        for key in [
+            "max_long_backend_calls",
+            "max_long_backend_calls_per_address",
+        ] {
+            assert_eq!(
+                error(&format!("{key} = 0")),
+                format!("limits.{key}: must be greater than zero")
+            );
+        }
+        assert_eq!(
+            error("max_backend_calls = 4\nmax_long_backend_calls = 5"),
+            "limits.max_long_backend_calls: must be at most max_backend_calls (4), not 5"
+        );
+        assert_eq!(
+            error("max_long_backend_calls = 2\nmax_long_backend_calls_per_address = 3"),
+            "limits.max_long_backend_calls_per_address: must be at most \
+             max_long_backend_calls (2), not 3"
+        );
+    }
+
+    #[test]
     fn pinned_slot_limits_can_be_set_and_are_refused_by_key_at_zero() {
         let text = format!(
             "{MINIMAL}\n[limits]\nmax_pending_hellos_per_address = 4\n\
@@ -1741,6 +1809,28 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let error = load(&text, &[]).unwrap_err();
         assert!(
             error.contains("limits.interaction.subscriber_queue_bytes: must be greater than zero"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn max_actions_lowered_alone_keeps_a_quarter_of_it_in_reserve() {
+        let text = format!("{MINIMAL}\n[limits.interaction]\nmax_actions = 32\n");
+        let interaction = load(&text, &[]).unwrap().limits.interaction;
+        assert_eq!(
+            (interaction.max_actions, interaction.reserved_actions),
+            (32, 8)
+        );
+        // Both given: as given, and a reserve not below the places is refused by key.
+        let text =
+            format!("{MINIMAL}\n[limits.interaction]\nmax_actions = 32\nreserved_actions = 31\n");
+        let interaction = load(&text, &[]).unwrap().limits.interaction;
+        assert_eq!(interaction.reserved_actions, 31);
+        let text =
+            format!("{MINIMAL}\n[limits.interaction]\nmax_actions = 32\nreserved_actions = 32\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(
+            error.contains("limits.interaction.reserved_actions: must be less than"),
             "{error}"
         );
     }

@@ -91,7 +91,7 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
 /// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose address, or whose identity, holds this many over all its sessions ([`ActionError::CallerLimit`], a 429 problem; [`ActionCaller`]) |
 /// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`], a 503 problem) |
-/// | `reserved_actions` | 64 | the last this many of `max_actions` are for callers holding none: [`Thing`] refuses another to a caller that holds one ([`ActionError::Reserved`], a 503 problem) |
+/// | `reserved_actions` | 64 | the last this many of `max_actions` are for callers holding none: [`Thing`] refuses another to a caller that holds one ([`ActionError::Reserved`], a 503 problem); a reserve not below `max_actions` (`max_actions` lowered alone) counts as a quarter of it ([`Limits::reserved_actions_in_force`]) |
 /// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
 /// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
 /// | `max_pending_requests` | 1024 | per provider session, requests awaiting the node's [`ProviderEndpoint::reply`]; past it a request is answered with a [`ProblemType::LimitReached`] problem (429) |
@@ -150,7 +150,9 @@ pub struct Limits {
     pub max_actions_per_caller: usize,
     /// Of `max_actions`, the last this many are only for callers (addresses, identities)
     /// that hold no unfinished action, so that callers filling their shares cannot keep a
-    /// newcomer out (default 64, a quarter; 0: no reserve; less than `max_actions`).
+    /// newcomer out (default 64, a quarter; 0: no reserve; less than `max_actions`: a
+    /// reserve not below it counts as a quarter of it, see
+    /// [`Limits::reserved_actions_in_force`]).
     pub reserved_actions: usize,
     /// Finished actions kept so that a caller can still query them (default 256).
     pub finished_actions: usize,
@@ -159,6 +161,38 @@ pub struct Limits {
     pub action_lease: Duration,
     /// Requests of one provider session awaiting the node's answer (default 1024).
     pub max_pending_requests: usize,
+}
+
+impl Limits {
+    /// The default reserve of `max_actions` places (`reserved_actions` for that
+    /// `max_actions`): a quarter of them.
+    ///
+    /// ```
+    /// assert_eq!(concord_interact::Limits::reserve_share_of(256), 64);
+    /// assert_eq!(concord_interact::Limits::reserve_share_of(32), 8);
+    /// ```
+    pub fn reserve_share_of(max_actions: usize) -> usize {
+        max_actions / 4
+    }
+
+    /// The reserve [`Thing`] keeps: `reserved_actions`, or, when that is not below
+    /// `max_actions` (the default reserve with `max_actions` lowered alone), a quarter of
+    /// `max_actions` ([`Limits::reserve_share_of`]), so that a caller holding an action may
+    /// still start another while the table has room.
+    ///
+    /// ```
+    /// let mut limits = concord_interact::Limits::default();
+    /// assert_eq!(limits.reserved_actions_in_force(), 64);
+    /// limits.max_actions = 32;
+    /// assert_eq!(limits.reserved_actions_in_force(), 8);
+    /// ```
+    pub fn reserved_actions_in_force(&self) -> usize {
+        if self.reserved_actions < self.max_actions {
+            self.reserved_actions
+        } else {
+            Self::reserve_share_of(self.max_actions)
+        }
+    }
 }
 
 impl Default for Limits {

@@ -383,7 +383,7 @@ impl Thing {
         let limits = self.actions.limits();
         let (limit, reserved, max) = (
             limits.max_actions_per_caller,
-            limits.reserved_actions,
+            limits.reserved_actions_in_force(),
             limits.max_actions,
         );
         let count = |matches: &dyn Fn(&ActionCaller) -> bool| {
@@ -556,5 +556,53 @@ impl Thing {
                 self.wake.push_back(*id);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interface::{ActionAffordance, ActionMode};
+
+    fn thing_with(limits: Limits) -> Thing {
+        let mut interface = Interface::default();
+        interface.actions.insert(
+            "render".to_owned(),
+            ActionAffordance {
+                description: String::new(),
+                input: serde_json::json!({"type": "object"}),
+                output: serde_json::json!({"type": "object"}),
+                mode: ActionMode::Progress,
+                stream: None,
+            },
+        );
+        Thing::new(interface, BTreeMap::new(), limits, Overflow::DropOldest).unwrap()
+    }
+
+    #[test]
+    fn max_actions_lowered_alone_keeps_a_quarter_in_reserve_not_every_place() {
+        // The default reserve (64) with 8 places: a quarter of them (2) is kept.
+        let limits = Limits {
+            max_actions: 8,
+            ..Limits::default()
+        };
+        let mut thing = thing_with(limits);
+        let now = Instant::now();
+        let holder = thing.new_subscriber_for("ws://192.0.2.7");
+        // A caller holding one starts more, up to the reserve.
+        for n in 0..6 {
+            let correlation = format!("c{n}");
+            thing
+                .start_action("render", holder, &correlation, now)
+                .unwrap();
+        }
+        assert!(matches!(
+            thing.start_action("render", holder, "c6", now),
+            Err(ActionError::Reserved { reserved: 2 })
+        ));
+        // A newcomer takes a reserved place.
+        let newcomer = thing.new_subscriber_for("ws://198.51.100.9");
+        thing.start_action("render", newcomer, "c7", now).unwrap();
+        assert_eq!(thing.unfinished_actions(), 7);
     }
 }

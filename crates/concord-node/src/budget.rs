@@ -13,6 +13,14 @@
 //! the newest waiter of the address with the most waiting, when that address has at least
 //! two more waiting than the newcomer's, and is refused at once (503) otherwise. A call still waiting when its
 //! wait is over is refused: 429 when its address holds its share, 503 when the node is full.
+//!
+//! Long-lived calls (progress and stream actions, [`CallKind::Long`]) run for as long as
+//! they like, so they have a cap of their own within the budget: at most
+//! `Limits::max_long_backend_calls` of them at once, `Limits::max_long_backend_calls_per_address`
+//! for one address. The rest of the slots stay for request-reply and notify calls
+//! ([`CallKind::Brief`]), which strangers holding never-ending actions cannot take. A long
+//! call beyond its caps waits and is refused as any other (429 over its address's share,
+//! 503 when the long-lived calls' cap is full).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -24,11 +32,22 @@ use crate::action::ActionError;
 use crate::admission::ClientKey;
 use crate::config::Limits;
 
+/// What a call holds its slot for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    /// Request-reply and notify calls: bounded by `Limits::call_timeout`.
+    Brief,
+    /// Progress and stream actions: as long as they run, within the long-lived calls' cap.
+    Long,
+}
+
 /// The budget of one node.
 #[derive(Debug)]
 pub(crate) struct CallBudget {
     limit: usize,
     per_address: usize,
+    long_limit: usize,
+    long_per_address: usize,
     wait: Duration,
     waiting_limit: usize,
     waiting_per_address: usize,
@@ -38,6 +57,8 @@ pub(crate) struct CallBudget {
 #[derive(Debug, Default)]
 struct State {
     running: usize,
+    /// Of `running`, the long-lived calls.
+    long_running: usize,
     addresses: HashMap<ClientKey, Counts>,
     waiting: Vec<Waiter>,
     next_seq: u64,
@@ -47,12 +68,17 @@ struct State {
 struct Counts {
     running: usize,
     waiting: usize,
+    /// Of `running`, the long-lived calls.
+    long_running: usize,
+    /// Of `waiting`, the long-lived calls.
+    long_waiting: usize,
 }
 
 #[derive(Debug)]
 struct Waiter {
     seq: u64,
     key: ClientKey,
+    kind: CallKind,
     wake: oneshot::Sender<CallPermit>,
 }
 
@@ -61,13 +87,14 @@ struct Waiter {
 pub(crate) struct CallPermit {
     budget: Option<Arc<CallBudget>>,
     key: ClientKey,
+    kind: CallKind,
 }
 
 impl Drop for CallPermit {
     fn drop(&mut self) {
         if let Some(budget) = self.budget.take() {
             let mut state = budget.lock();
-            state.release(self.key);
+            state.release(self.key, self.kind);
             budget.dispatch(&mut state);
         }
     }
@@ -91,15 +118,22 @@ impl State {
         self.addresses.entry(key).or_default()
     }
 
-    fn take_slot(&mut self, key: ClientKey) {
+    fn take_slot(&mut self, key: ClientKey, kind: CallKind) {
         self.running += 1;
-        self.counts(key).running += 1;
+        let long = kind == CallKind::Long;
+        self.long_running += usize::from(long);
+        let counts = self.counts(key);
+        counts.running += 1;
+        counts.long_running += usize::from(long);
     }
 
-    fn release(&mut self, key: ClientKey) {
+    fn release(&mut self, key: ClientKey, kind: CallKind) {
         self.running = self.running.saturating_sub(1);
+        let long = kind == CallKind::Long;
+        self.long_running = self.long_running.saturating_sub(usize::from(long));
         let counts = self.counts(key);
         counts.running = counts.running.saturating_sub(1);
+        counts.long_running = counts.long_running.saturating_sub(usize::from(long));
         self.forget_if_empty(key);
     }
 
@@ -117,13 +151,16 @@ impl State {
     fn leave(&mut self, seq: u64) {
         if let Some(index) = self.waiting.iter().position(|waiter| waiter.seq == seq) {
             let waiter = self.waiting.swap_remove(index);
-            self.unwait(waiter.key);
+            self.unwait(waiter.key, waiter.kind);
         }
     }
 
-    fn unwait(&mut self, key: ClientKey) {
+    fn unwait(&mut self, key: ClientKey, kind: CallKind) {
         let counts = self.counts(key);
         counts.waiting = counts.waiting.saturating_sub(1);
+        if kind == CallKind::Long {
+            counts.long_waiting = counts.long_waiting.saturating_sub(1);
+        }
         self.forget_if_empty(key);
     }
 
@@ -134,14 +171,31 @@ impl State {
     fn waiting_of(&self, key: ClientKey) -> usize {
         self.addresses.get(&key).map_or(0, |counts| counts.waiting)
     }
+
+    fn long_running_of(&self, key: ClientKey) -> usize {
+        self.addresses
+            .get(&key)
+            .map_or(0, |counts| counts.long_running)
+    }
+
+    /// Calls of `kind` from `key` waiting.
+    fn waiting_of_kind(&self, key: ClientKey, kind: CallKind) -> usize {
+        self.addresses.get(&key).map_or(0, |counts| match kind {
+            CallKind::Long => counts.long_waiting,
+            CallKind::Brief => counts.waiting.saturating_sub(counts.long_waiting),
+        })
+    }
 }
 
 impl CallBudget {
     /// The budget `limits` set.
     pub(crate) fn new(limits: &Limits) -> Self {
+        let long_limit = limits.long_backend_calls();
         Self {
             limit: limits.max_backend_calls,
             per_address: limits.max_backend_calls_per_address,
+            long_limit,
+            long_per_address: limits.max_long_backend_calls_per_address.min(long_limit),
             wait: limits.backend_call_wait,
             waiting_limit: limits.max_backend_waiting,
             waiting_per_address: limits.max_backend_waiting_per_address,
@@ -153,23 +207,33 @@ impl CallBudget {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A slot for a call from `key` if one is free now (and nobody waits for it).
-    pub(crate) fn try_enter(self: &Arc<Self>, key: ClientKey) -> Option<CallPermit> {
+    /// A slot for a `kind` call from `key` if one is free now (and nobody waits for it).
+    pub(crate) fn try_enter(
+        self: &Arc<Self>,
+        key: ClientKey,
+        kind: CallKind,
+    ) -> Option<CallPermit> {
         let mut state = self.lock();
-        self.can_run(&state, key)
-            .then(|| self.grant(&mut state, key))
+        self.can_run(&state, key, kind)
+            .then(|| self.grant(&mut state, key, kind))
     }
 
-    /// A slot for a call from `key`, waiting for one at most `Limits::backend_call_wait`.
+    /// A slot for a `kind` call from `key`, waiting for one at most
+    /// `Limits::backend_call_wait`.
     ///
     /// # Errors
-    /// 429 when `key` is over its share, 503 when the node is full (at once when too many
-    /// wait already, else once the wait is over).
-    pub(crate) async fn enter(self: &Arc<Self>, key: ClientKey) -> Result<CallPermit, ActionError> {
+    /// 429 when `key` is over its share, 503 when the node (or, for a long-lived call, the
+    /// long-lived calls' cap) is full (at once when too many wait already, else once the
+    /// wait is over).
+    pub(crate) async fn enter(
+        self: &Arc<Self>,
+        key: ClientKey,
+        kind: CallKind,
+    ) -> Result<CallPermit, ActionError> {
         let (seq, mut woken) = {
             let mut state = self.lock();
-            if self.can_run(&state, key) {
-                return Ok(self.grant(&mut state, key));
+            if self.can_run(&state, key, kind) {
+                return Ok(self.grant(&mut state, key, kind));
             }
             if state.waiting_of(key) >= self.waiting_per_address {
                 return Err(self.over_share());
@@ -180,8 +244,17 @@ impl CallBudget {
             let seq = state.next_seq;
             state.next_seq += 1;
             let (wake, woken) = oneshot::channel();
-            state.waiting.push(Waiter { seq, key, wake });
-            state.counts(key).waiting += 1;
+            state.waiting.push(Waiter {
+                seq,
+                key,
+                kind,
+                wake,
+            });
+            let counts = state.counts(key);
+            counts.waiting += 1;
+            if kind == CallKind::Long {
+                counts.long_waiting += 1;
+            }
             (seq, woken)
         };
         let place = Place { budget: self, seq };
@@ -195,9 +268,14 @@ impl CallBudget {
                 if let Ok(permit) = woken.try_recv() {
                     return Ok(permit);
                 }
-                let over_share = self.lock().running_of(key) >= self.per_address;
-                Err(if over_share {
+                let state = self.lock();
+                let long = kind == CallKind::Long;
+                Err(if state.running_of(key) >= self.per_address {
                     self.over_share()
+                } else if long && state.long_running_of(key) >= self.long_per_address {
+                    self.over_long_share()
+                } else if long && state.long_running >= self.long_limit {
+                    self.long_full()
                 } else {
                     self.full()
                 })
@@ -211,18 +289,28 @@ impl CallBudget {
         self.lock().running
     }
 
-    fn can_run(&self, state: &State, key: ClientKey) -> bool {
-        state.running < self.limit
-            && state.running_of(key) < self.per_address
-            // Nobody from this address waits already: its calls run in order.
-            && state.waiting_of(key) == 0
+    fn can_run(&self, state: &State, key: ClientKey, kind: CallKind) -> bool {
+        self.has_room(state, key, kind)
+            // Nobody from this address waits already for a call of this kind: its calls
+            // of one kind run in order.
+            && state.waiting_of_kind(key, kind) == 0
     }
 
-    fn grant(self: &Arc<Self>, state: &mut State, key: ClientKey) -> CallPermit {
-        state.take_slot(key);
+    /// Whether a `kind` call from `key` fits in the budget now.
+    fn has_room(&self, state: &State, key: ClientKey, kind: CallKind) -> bool {
+        state.running < self.limit
+            && state.running_of(key) < self.per_address
+            && (kind == CallKind::Brief
+                || (state.long_running < self.long_limit
+                    && state.long_running_of(key) < self.long_per_address))
+    }
+
+    fn grant(self: &Arc<Self>, state: &mut State, key: ClientKey, kind: CallKind) -> CallPermit {
+        state.take_slot(key, kind);
         CallPermit {
             budget: Some(Arc::clone(self)),
             key,
+            kind,
         }
     }
 
@@ -254,32 +342,33 @@ impl CallBudget {
         };
         // Dropping its sender tells it: refused, the node is full.
         let waiter = state.waiting.swap_remove(index);
-        state.unwait(waiter.key);
+        state.unwait(waiter.key, waiter.kind);
         true
     }
 
     /// Hands free slots to waiters: each to the one whose address holds the fewest running
-    /// calls (the oldest among equals), skipping addresses at their share.
+    /// calls (the oldest among equals), skipping those that do not fit (their address at
+    /// its share, a long-lived call beyond the long-lived calls' caps).
     fn dispatch(self: &Arc<Self>, state: &mut State) {
         while state.running < self.limit {
             let next = state
                 .waiting
                 .iter()
                 .enumerate()
-                .filter(|(_, waiter)| state.running_of(waiter.key) < self.per_address)
+                .filter(|(_, waiter)| self.has_room(state, waiter.key, waiter.kind))
                 .min_by_key(|(_, waiter)| (state.running_of(waiter.key), waiter.seq))
                 .map(|(index, _)| index);
             let Some(index) = next else {
                 return;
             };
             let waiter = state.waiting.swap_remove(index);
-            state.unwait(waiter.key);
-            let permit = self.grant(state, waiter.key);
+            state.unwait(waiter.key, waiter.kind);
+            let permit = self.grant(state, waiter.key, waiter.kind);
             if let Err(mut permit) = waiter.wake.send(permit) {
                 // It gave up meanwhile: the slot is free again (released here, under the
                 // lock we hold, not by the permit's drop).
                 permit.budget = None;
-                state.release(waiter.key);
+                state.release(waiter.key, waiter.kind);
             }
         }
     }
@@ -291,6 +380,28 @@ impl CallBudget {
                 "this node runs at most {} action calls at once for one address, and yours \
                  has that many running and waiting; try again later",
                 self.per_address
+            ),
+        )
+    }
+
+    fn over_long_share(&self) -> ActionError {
+        ActionError::new(
+            429,
+            format!(
+                "this node runs at most {} long-running (progress or stream) action calls at \
+                 once for one address, and yours has that many running; try again later",
+                self.long_per_address
+            ),
+        )
+    }
+
+    fn long_full(&self) -> ActionError {
+        ActionError::new(
+            503,
+            format!(
+                "this node runs at most {} long-running (progress or stream) action calls at \
+                 once and has that many running; try again later",
+                self.long_limit
             ),
         )
     }
@@ -317,9 +428,52 @@ mod tests {
             backend_call_wait: Duration::from_millis(wait_ms),
             max_backend_waiting: limit,
             max_backend_waiting_per_address: per_address,
+            max_long_backend_calls: limit,
+            max_long_backend_calls_per_address: per_address,
             ..Limits::default()
         };
         Arc::new(CallBudget::new(&limits))
+    }
+
+    #[tokio::test]
+    async fn long_lived_calls_leave_the_brief_ones_the_rest_of_the_slots() {
+        let limits = Limits {
+            max_backend_calls: 8,
+            max_backend_calls_per_address: 2,
+            backend_call_wait: Duration::from_millis(50),
+            max_long_backend_calls: 4,
+            max_long_backend_calls_per_address: 1,
+            ..Limits::default()
+        };
+        let budget = Arc::new(CallBudget::new(&limits));
+        // Four addresses each try for two never-ending long calls: one each runs.
+        let mut held = Vec::new();
+        for last in 2..6 {
+            held.push(budget.enter(key(last), CallKind::Long).await.unwrap());
+            let refused = budget.enter(key(last), CallKind::Long).await.unwrap_err();
+            assert_eq!(refused.code, 429, "{}", refused.message);
+        }
+        // The long-lived calls' cap is full: a fifth address's long call is refused, 503.
+        let refused = budget.enter(key(6), CallKind::Long).await.unwrap_err();
+        assert_eq!(refused.code, 503, "{}", refused.message);
+        // Brief calls from anyone, an attacker's address too, still run.
+        let brief = [
+            budget.enter(key(1), CallKind::Brief).await.unwrap(),
+            budget.enter(key(1), CallKind::Brief).await.unwrap(),
+            budget.enter(key(2), CallKind::Brief).await.unwrap(),
+        ];
+        assert_eq!(budget.running(), 7);
+        drop(brief);
+        // A long call that ends gives its place to a waiting long one.
+        let waiting = tokio::spawn({
+            let budget = Arc::clone(&budget);
+            async move { budget.enter(key(6), CallKind::Long).await.map(|p| p.key) }
+        });
+        tokio::task::yield_now().await;
+        drop(held.pop());
+        assert_eq!(waiting.await.unwrap().unwrap(), key(6));
+        drop(held);
+        assert!(budget.lock().addresses.is_empty());
     }
 
     fn key(last: u8) -> ClientKey {
@@ -329,30 +483,38 @@ mod tests {
     #[tokio::test]
     async fn an_address_over_its_share_waits_then_gets_429() {
         let budget = budget(4, 2, 50);
-        let held = [budget.try_enter(key(1)), budget.try_enter(key(1))];
+        let held = [
+            budget.try_enter(key(1), CallKind::Brief),
+            budget.try_enter(key(1), CallKind::Brief),
+        ];
         assert!(held.iter().all(Option::is_some));
-        assert!(budget.try_enter(key(1)).is_none());
-        let refused = budget.enter(key(1)).await.unwrap_err();
+        assert!(budget.try_enter(key(1), CallKind::Brief).is_none());
+        let refused = budget.enter(key(1), CallKind::Brief).await.unwrap_err();
         assert_eq!(refused.code, 429);
         // Another address still runs.
-        assert!(budget.enter(key(2)).await.is_ok());
+        assert!(budget.enter(key(2), CallKind::Brief).await.is_ok());
     }
 
     #[tokio::test]
     async fn a_full_node_answers_503_and_a_freed_slot_goes_to_the_address_with_fewest_running() {
         let budget = budget(2, 2, 5_000);
-        let first = budget.try_enter(key(1));
-        let _second = budget.try_enter(key(1));
+        let first = budget.try_enter(key(1), CallKind::Brief);
+        let _second = budget.try_enter(key(1), CallKind::Brief);
         assert_eq!(budget.running(), 2);
         // key(1) waits for its own share; key(3) waits for the node.
         let flood = tokio::spawn({
             let budget = Arc::clone(&budget);
-            async move { budget.enter(key(1)).await.map(|_| ()) }
+            async move { budget.enter(key(1), CallKind::Brief).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
         let other = tokio::spawn({
             let budget = Arc::clone(&budget);
-            async move { budget.enter(key(3)).await.map(|permit| permit.key) }
+            async move {
+                budget
+                    .enter(key(3), CallKind::Brief)
+                    .await
+                    .map(|permit| permit.key)
+            }
         });
         tokio::task::yield_now().await;
         drop(first);
@@ -364,29 +526,43 @@ mod tests {
 
     async fn budget_full_refusal() -> u16 {
         let budget = budget(1, 1, 20);
-        let _held = budget.try_enter(key(1));
-        budget.enter(key(2)).await.unwrap_err().code
+        let _held = budget.try_enter(key(1), CallKind::Brief);
+        budget
+            .enter(key(2), CallKind::Brief)
+            .await
+            .unwrap_err()
+            .code
     }
 
     #[tokio::test]
     async fn a_full_queue_makes_room_for_an_address_with_none_waiting() {
         let budget = budget(2, 2, 5_000);
-        let _held = [budget.try_enter(key(1)), budget.try_enter(key(1))];
+        let _held = [
+            budget.try_enter(key(1), CallKind::Brief),
+            budget.try_enter(key(1), CallKind::Brief),
+        ];
         let waiters: Vec<_> = (0..2)
             .map(|_| {
                 let budget = Arc::clone(&budget);
-                tokio::spawn(async move { budget.enter(key(1)).await.map(|_| ()) })
+                tokio::spawn(async move { budget.enter(key(1), CallKind::Brief).await.map(|_| ()) })
             })
             .collect();
         tokio::task::yield_now().await;
         tokio::task::yield_now().await;
         assert_eq!(budget.lock().waiting.len(), 2);
         // A third from key(1) is over its share at once.
-        assert_eq!(budget.enter(key(1)).await.unwrap_err().code, 429);
+        assert_eq!(
+            budget
+                .enter(key(1), CallKind::Brief)
+                .await
+                .unwrap_err()
+                .code,
+            429
+        );
         // key(2) takes the place of key(1)'s newest waiter, which hears 503.
         let newcomer = tokio::spawn({
             let budget = Arc::clone(&budget);
-            async move { budget.enter(key(2)).await.map(|_| ()) }
+            async move { budget.enter(key(2), CallKind::Brief).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
         let mut refused = Vec::new();
@@ -407,10 +583,10 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_that_gives_up_leaves_no_slot_taken() {
         let budget = budget(1, 1, 5_000);
-        let held = budget.try_enter(key(1));
+        let held = budget.try_enter(key(1), CallKind::Brief);
         let waiter = tokio::spawn({
             let budget = Arc::clone(&budget);
-            async move { budget.enter(key(2)).await.map(|_| ()) }
+            async move { budget.enter(key(2), CallKind::Brief).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
         waiter.abort();
@@ -418,6 +594,6 @@ mod tests {
         drop(held);
         assert_eq!(budget.running(), 0);
         assert!(budget.lock().addresses.is_empty());
-        assert!(budget.try_enter(key(3)).is_some());
+        assert!(budget.try_enter(key(3), CallKind::Brief).is_some());
     }
 }

@@ -21,6 +21,8 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `max_backend_calls_per_address` | a quarter of `max_backend_calls` (at least 2) | of those, running at once for one client address (an IPv4 address or an IPv6 /64; authenticated callers count against their address too); a call still waiting after `backend_call_wait` while its address holds its share is answered 429 |
 /// | `max_backend_waiting` | 1,024 | action calls waiting for a slot over the whole node; one more takes the place of the newest waiter of the address with the most waiting (that one is answered 503), else it is answered 503 at once |
 /// | `max_backend_waiting_per_address` | 64 | of those, waiting for one client address; one more is answered 429 at once |
+/// | `max_long_backend_calls` | half of `max_backend_calls` | of those, long-lived calls (progress and stream actions, which run as long as they like) running at once: the rest of the slots stay for request-reply and notify calls; a long-lived call beyond it waits within `backend_call_wait`, then is answered 503 (a value above `max_backend_calls` counts as half of it) |
+/// | `max_long_backend_calls_per_address` | 1 | of those, long-lived calls running at once for one client address; one more waits within `backend_call_wait`, then is answered 429 |
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
@@ -102,6 +104,15 @@ pub struct Limits {
     /// once (429). A caller's burst (`concord call --concurrency`) waits here instead of
     /// being refused.
     pub max_backend_waiting_per_address: usize,
+    /// Of `max_backend_calls`, most long-lived calls (progress and stream actions, which run
+    /// as long as they like) running at once, so that callers holding never-ending ones
+    /// leave the rest of the slots to request-reply and notify calls: one more waits for a
+    /// slot (`backend_call_wait`), then is refused (503). A value above `max_backend_calls`
+    /// (a total lowered alone) counts as half of it ([`Limits::long_backend_share_of`]).
+    pub max_long_backend_calls: usize,
+    /// Of `max_long_backend_calls`, most running at once for one client address: one more
+    /// waits for a slot (`backend_call_wait`), then is refused (429).
+    pub max_long_backend_calls_per_address: usize,
     /// How long an action call waits for a slot (`max_backend_calls`,
     /// `max_backend_calls_per_address`) before it is refused: 429 when its address holds
     /// its share, 503 when the node is full.
@@ -245,6 +256,8 @@ impl Default for Limits {
             backend_call_wait: Duration::from_secs(10),
             max_backend_waiting: 1024,
             max_backend_waiting_per_address: 64,
+            max_long_backend_calls: Limits::long_backend_share_of(default_backend_calls()),
+            max_long_backend_calls_per_address: 1,
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             idle_shed_after: Duration::from_secs(1),
@@ -308,6 +321,27 @@ impl Limits {
         (total / 4).max(2).min(total)
     }
 
+    /// The default cap of long-lived calls in `total` backend calls
+    /// (`max_long_backend_calls` for `max_backend_calls = total`): half, at least 1.
+    ///
+    /// ```
+    /// assert_eq!(concord_node::Limits::long_backend_share_of(8), 4);
+    /// assert_eq!(concord_node::Limits::long_backend_share_of(1), 1);
+    /// ```
+    pub fn long_backend_share_of(total: usize) -> usize {
+        (total / 2).max(1).min(total)
+    }
+
+    /// The cap of long-lived calls in force: `max_long_backend_calls`, or half of
+    /// `max_backend_calls` when it is above that.
+    pub(crate) fn long_backend_calls(&self) -> usize {
+        if self.max_long_backend_calls <= self.max_backend_calls {
+            self.max_long_backend_calls
+        } else {
+            Limits::long_backend_share_of(self.max_backend_calls)
+        }
+    }
+
     /// `base` (the spec's numbering, or the reference implementation's) with these limits.
     pub(crate) fn session_config(&self, base: SessionConfig) -> SessionConfig {
         let mut config = base;
@@ -354,6 +388,11 @@ impl Limits {
             (
                 "max_backend_waiting_per_address",
                 self.max_backend_waiting_per_address == 0,
+            ),
+            ("max_long_backend_calls", self.max_long_backend_calls == 0),
+            (
+                "max_long_backend_calls_per_address",
+                self.max_long_backend_calls_per_address == 0,
             ),
             ("hello_timeout", self.hello_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
@@ -498,7 +537,8 @@ impl Limits {
         self.validate_interaction()
     }
 
-    /// An address's share of the backend calls is at most the whole.
+    /// An address's share of the backend calls (and of the long-lived ones) is at most the
+    /// whole.
     fn validate_backend_calls(&self) -> Result<(), InvalidLimit> {
         if self.max_backend_calls_per_address > self.max_backend_calls {
             return Err(InvalidLimit {
@@ -506,6 +546,15 @@ impl Limits {
                 reason: format!(
                     "must be at most max_backend_calls ({}), not {}",
                     self.max_backend_calls, self.max_backend_calls_per_address
+                ),
+            });
+        }
+        if self.max_long_backend_calls_per_address > self.max_long_backend_calls {
+            return Err(InvalidLimit {
+                name: "max_long_backend_calls_per_address",
+                reason: format!(
+                    "must be at most max_long_backend_calls ({}), not {}",
+                    self.max_long_backend_calls, self.max_long_backend_calls_per_address
                 ),
             });
         }

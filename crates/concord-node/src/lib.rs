@@ -97,6 +97,8 @@ pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
+/// The bounds of interface sessions (`Limits::interaction`).
+pub use concord_interact::Limits as InteractionLimits;
 pub use concord_interact::{ActionMode, Overflow, StreamSpec};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;

@@ -29,6 +29,9 @@ pub fn provider(sessions: usize) -> Limits {
         max_holding_sessions_per_address: room,
         // One address may use every backend slot, and wait for one.
         max_backend_calls_per_address: Limits::default().max_backend_calls,
+        // Its streams and progress actions too.
+        max_long_backend_calls: Limits::default().max_backend_calls,
+        max_long_backend_calls_per_address: Limits::default().max_backend_calls,
         max_backend_waiting: room,
         max_backend_waiting_per_address: room,
         idle_timeout: Duration::from_secs(3600),

@@ -195,6 +195,9 @@ pub(crate) struct Driver<T: Transport> {
     ping_sent: Option<Instant>,
     /// Provider: a ping is to go out with the next flush.
     ping_due: bool,
+    /// Provider: the session does not read (its calls in flight at `max_calls_in_flight`),
+    /// so a pong would wait unread: no ping deadline runs meanwhile.
+    reading_paused: bool,
     settled: Option<Settled>,
     /// Our code in force (announced).
     code: Option<ProtocolCode>,
@@ -253,6 +256,7 @@ impl<T: Transport> Driver<T> {
             last_contact: Instant::now(),
             ping_sent: None,
             ping_due: false,
+            reading_paused: false,
             settled,
             code,
             prep: Preparation::new(tests),
@@ -331,6 +335,7 @@ impl<T: Transport> Driver<T> {
             if let Some(cause) = self.stop.take() {
                 break cause;
             }
+            self.note_reading();
             if let Some(deadline) = self.next_deadline() {
                 if armed.is_none_or(|armed| deadline < armed) {
                     timer.as_mut().reset(deadline.into());
@@ -512,6 +517,22 @@ impl<T: Transport> Driver<T> {
         }
     }
 
+    /// Provider: notes whether the session reads the peer now. While it does not (busy
+    /// with `max_calls_in_flight` calls), the peer's pongs wait unread, so liveness is not
+    /// judged; once it reads again, its calls running until then count as contact and
+    /// a ping already sent has its whole `pong_timeout` from then.
+    fn note_reading(&mut self) {
+        let reading = self.may_read();
+        if reading && self.reading_paused {
+            let now = Instant::now();
+            self.last_contact = now;
+            if self.ping_sent.is_some() {
+                self.ping_sent = Some(now);
+            }
+        }
+        self.reading_paused = !reading;
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
         let idle = self
             .is_idle()
@@ -532,9 +553,10 @@ impl<T: Transport> Driver<T> {
         .min()
     }
 
-    /// Provider: when to ping the silent peer, or, pinged, when to give up on it.
+    /// Provider: when to ping the silent peer, or, pinged, when to give up on it (none
+    /// while the session does not read: the pong would not be seen).
     fn ping_deadline(&self) -> Option<Instant> {
-        if !matches!(self.role, RoleState::Provider(_)) || self.ping_due {
+        if !matches!(self.role, RoleState::Provider(_)) || self.ping_due || self.reading_paused {
             return None;
         }
         let limits = &self.shared.limits;

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::{Driver, RoleState, Tests};
 use crate::action::ActionError;
 use crate::admission::ClientKey;
+use crate::budget::CallKind;
 use crate::code::LocalSide;
 use crate::code::ProtocolCode;
 use crate::driver::work::Work;
@@ -142,12 +143,18 @@ impl<T: Transport> Driver<T> {
         let span = tracing::info_span!("action", name = code.action());
         let action = code.action().to_owned();
         let message_id = request.message_id;
-        let Some(permit) = self.shared.calls.try_enter(client) else {
+        // A progress action runs as long as it likes, even called plainly.
+        let kind = if matches!(backend, Backend::Progress(_)) {
+            CallKind::Long
+        } else {
+            CallKind::Brief
+        };
+        let Some(permit) = self.shared.calls.try_enter(client, kind) else {
             // No slot free now: the call waits for one in a task of its own
             // (`Limits::backend_call_wait`), then runs or is refused (429 / 503).
             let budget = Arc::clone(&self.shared.calls);
             let call = async move {
-                let _permit = budget.enter(client).await?;
+                let _permit = budget.enter(client, kind).await?;
                 run_plain(&backend, &action, request.input).await
             };
             return self.spawn_call(message_id, call.instrument(span));

@@ -20,7 +20,7 @@ use tokio::task::AbortHandle;
 use super::handles::{StreamReceiver, StreamSender};
 use crate::action::{Action, ActionError, ActionFuture};
 use crate::admission::ClientKey;
-use crate::budget::CallBudget;
+use crate::budget::{CallBudget, CallKind};
 use crate::interface::{Payload, PayloadSchemas};
 
 /// A property a provider serves: its value's JSON Schema, its first value, and whether
@@ -536,7 +536,7 @@ impl Affordances {
         // Held while the task starts, so that its end (which forgets it) comes after.
         let mut running = lock(&self.running);
         let task = tokio::spawn(async move {
-            let result = match budget.enter(client).await {
+            let result = match budget.enter(client, CallKind::Long).await {
                 Ok(_permit) => {
                     let call =
                         std::panic::AssertUnwindSafe(

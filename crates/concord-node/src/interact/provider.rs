@@ -20,7 +20,7 @@ use super::pipes::{reset_error, Pipes};
 use super::StreamCommand;
 use crate::action::{ActionError, Actions};
 use crate::admission::ClientKey;
-use crate::budget::CallBudget;
+use crate::budget::{CallBudget, CallKind};
 use crate::driver::Work;
 use crate::error::CallError;
 use crate::interface::{InterfaceCode, Payload};
@@ -309,7 +309,7 @@ impl ProviderInteract {
                         tokio::spawn(async move {
                             // A slot of the node's budget first (waiting for one, or
                             // refused with 429 / 503), held until the call ends.
-                            let result = match calls.enter(client).await {
+                            let result = match calls.enter(client, CallKind::Brief).await {
                                 Ok(_permit) => {
                                     AssertUnwindSafe(async move { action.call(input).await })
                                         .catch_unwind()
@@ -394,7 +394,7 @@ impl ProviderInteract {
         let work = work.clone();
         tokio::spawn(async move {
             // A refused call (429 / 503) resets the stream with that code.
-            let result = match calls.enter(client).await {
+            let result = match calls.enter(client, CallKind::Long).await {
                 Ok(_permit) => AssertUnwindSafe(async move {
                     action.call(input, StreamIo { sender, receiver }).await
                 })

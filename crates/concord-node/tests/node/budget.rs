@@ -202,6 +202,9 @@ async fn long_running_stream_and_closure_calls_share_the_budget() {
         backend_call_wait: Duration::from_millis(300),
         max_backend_waiting: 2,
         max_backend_waiting_per_address: 2,
+        // Long-lived calls may take the whole budget here.
+        max_long_backend_calls: 2,
+        max_long_backend_calls_per_address: 2,
         ..quick_limits()
     };
     let provider = build(
@@ -314,25 +317,58 @@ async fn long_running_stream_and_closure_calls_share_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_action() {
-    // Actions that run until the test ends.
+    // Actions and streams that run until the test ends.
     let never = |_: Value, _: ProgressReporter| async move {
         std::future::pending::<()>().await;
         Ok(json!({"text": "never"}))
     };
-    let mut limits = quick_limits();
+    let hold = |_: Value, _: StreamIo| async move {
+        std::future::pending::<()>().await;
+        Ok(json!({"text": "never"}))
+    };
+    let mut limits = Limits {
+        // The defaults of 2 CPUs, with room for one long-lived call beyond the attackers'.
+        max_backend_calls: 8,
+        max_backend_calls_per_address: 2,
+        max_long_backend_calls: 5,
+        max_long_backend_calls_per_address: 1,
+        backend_call_wait: Duration::from_secs(1),
+        ..quick_limits()
+    };
     limits.interaction.max_actions = 8;
     limits.interaction.max_actions_per_caller = 2;
     limits.interaction.reserved_actions = 2;
     let provider = build(
         Node::builder("Long agent")
             .limits(limits)
-            .progress_action(text_action("long"), never),
+            .progress_action(text_action("long"), never)
+            .progress_action(
+                text_action("work"),
+                |input: Value, _: ProgressReporter| async move { Ok(input) },
+            )
+            .stream_action(
+                text_action("hold"),
+                StreamSpec {
+                    content_type: "text/plain".into(),
+                    output_content_type: None,
+                    frame_bytes: 0,
+                    initial_credit: 4096,
+                    realtime: false,
+                },
+                hold,
+            )
+            .action(
+                text_action("quick"),
+                |input: Value| async move { Ok(input) },
+            ),
     );
     let server = serve(&provider).await;
-    // Four attacking addresses, two sessions each, each trying for three actions: under
-    // a count per caller alone they would hold all 8 places.
+    // Four attacking addresses, two sessions each, each trying for three actions (under
+    // a count per caller alone they would hold all 8 places) and a stream: under one
+    // budget for every call they would hold all 8 backend slots.
     // Everything the attackers hold stays open until the end.
-    let (mut agents, mut peers, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut agents, mut peers, mut runs, mut streams) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut started = 0;
     let mut refused = Vec::new();
     for address in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
@@ -340,7 +376,7 @@ async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_a
         for _ in 0..2 {
             let peer = agent
                 .node
-                .connect_with(server.url(), Want::interface(["long"]))
+                .connect_with(server.url(), Want::interface(["long", "hold"]))
                 .await
                 .unwrap();
             for _ in 0..3 {
@@ -357,24 +393,56 @@ async fn attackers_filling_their_action_shares_leave_a_newcomer_a_long_running_a
             }
             peers.push(peer);
         }
+        streams.push(
+            peers
+                .last()
+                .unwrap()
+                .open_stream("hold", json!({"text": "x"}))
+                .await
+                .unwrap(),
+        );
         agents.push(agent);
     }
     println!("attackers: {started} actions started, refused {refused:?}");
-    // The legitimate caller, from another address, still starts one.
+    // The legitimate caller, from another address, still starts one, and it runs to its
+    // end while the attackers hold theirs.
     let legitimate = requester_from("127.0.0.1");
     let peer = legitimate
         .node
-        .connect_with(server.url(), Want::interface(["long"]))
+        .connect_with(server.url(), Want::interface(["work"]))
         .await
         .unwrap();
     let mut run = peer
-        .call_with_progress("long", json!({"text": "mine"}))
+        .call_with_progress("work", json!({"text": "mine"}))
         .await
         .unwrap();
     match run.next().await.unwrap() {
         ActionUpdate::Started { .. } => {}
         other => panic!("the legitimate caller was refused: {other:?}"),
     }
+    let done = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match run.next().await {
+                Some(ActionUpdate::Done(result)) => break result,
+                Some(_) => continue,
+                None => panic!("the legitimate action's updates ended with no result"),
+            }
+        }
+    })
+    .await
+    .expect("the legitimate action neither ran nor was refused");
+    assert_eq!(done.unwrap(), json!({"text": "mine"}));
+    // A request-reply call from yet another address is served too.
+    let other = requester_from("127.0.0.6");
+    let other = other
+        .node
+        .connect_with(server.url(), Want::interface(["quick"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        other.call("quick", json!({"text": "y"})).await.unwrap(),
+        json!({"text": "y"})
+    );
     // Three addresses took the shared six places, the fourth one reserved place.
     assert_eq!(started, 7);
     assert!(

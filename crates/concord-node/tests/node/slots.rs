@@ -359,3 +359,47 @@ async fn a_full_holders_budget_sheds_the_holder_silent_longest_for_a_new_subscri
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_session_too_busy_to_read_is_not_closed_as_unresponsive() {
+    // One call in flight at most, so the session reads nothing (the pong to its ping
+    // included) while that call runs, which is longer than a ping and its pong's deadline.
+    let schema = json!({
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"]
+    });
+    let slow = concord_negotiate::ActionSpec {
+        name: "slow".into(),
+        description: "An action that takes its time.".into(),
+        input: schema.clone(),
+        output: schema,
+    };
+    let provider = build(
+        Node::builder("Busy agent")
+            .limits(Limits {
+                max_calls_in_flight: 1,
+                ping_interval: Duration::from_millis(200),
+                pong_timeout: Duration::from_millis(200),
+                ..quick_limits()
+            })
+            .action(slow, |input: Value| async move {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                Ok(input)
+            }),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface(["slow"]))
+        .await
+        .unwrap();
+    for n in 0..2 {
+        let text = format!("call {n}");
+        assert_eq!(
+            peer.call("slow", json!({ "text": text })).await.unwrap(),
+            json!({ "text": text })
+        );
+    }
+}
