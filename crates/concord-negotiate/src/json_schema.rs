@@ -143,14 +143,46 @@ pub fn types(schema: &Value) -> Vec<&str> {
     }
 }
 
-/// Whether the schema allows `null` (by `type`, or an `enum`/`const` of null).
+/// Whether the schema allows `null` (by `type`, an `enum`/`const` of null, or an
+/// `anyOf`/`oneOf` with a member that does).
 pub fn allows_null(schema: &Value) -> bool {
-    types(schema).contains(&"null")
+    nullable_members(schema).is_some()
+        || types(schema).contains(&"null")
         || schema.get("const") == Some(&Value::Null)
         || schema
             .get("enum")
             .and_then(Value::as_array)
             .is_some_and(|values| values.contains(&Value::Null))
+}
+
+/// The members of `schema`'s `anyOf` (else `oneOf`) when one of them allows `null`: that
+/// member's index and the list.
+fn nullable_members(schema: &Value) -> Option<(usize, &Vec<Value>)> {
+    ["anyOf", "oneOf"].into_iter().find_map(|keyword| {
+        let members = schema.get(keyword)?.as_array()?;
+        let null = members.iter().position(|member| {
+            types(member) == ["null"] || member.get("const") == Some(&Value::Null)
+        })?;
+        Some((null, members))
+    })
+}
+
+/// The schema of a nullable value when it is not null: the one other member of an
+/// `anyOf`/`oneOf: [{…}, {"type": "null"}]`, else `schema` itself.
+///
+/// ```
+/// use concord_negotiate::json_schema::non_null;
+/// use serde_json::json;
+///
+/// let error = json!({"anyOf": [{"type": "object"}, {"type": "null"}]});
+/// assert_eq!(non_null(&error), &json!({"type": "object"}));
+/// assert_eq!(non_null(&json!({"type": "string"})), &json!({"type": "string"}));
+/// ```
+pub fn non_null(schema: &Value) -> &Value {
+    match nullable_members(schema) {
+        Some((null, members)) if members.len() == 2 => &members[1 - null],
+        _ => schema,
+    }
 }
 
 /// The schema of an array's items, when the schema describes an array with one item schema.
