@@ -337,6 +337,19 @@ impl Budget {
     }
 }
 
+/// Keywords whose values are data, not schemas: a `$ref` in them is a value.
+const DATA_KEYWORDS: [&str; 4] = ["const", "enum", "default", "examples"];
+
+/// The member `key` of a schema object with its references inlined, unless it is data.
+fn inline_member(key: &str, sub: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Value {
+    if DATA_KEYWORDS.contains(&key) {
+        budget.spend(values_in(sub));
+        sub.clone()
+    } else {
+        inline(sub, root, depth, budget)
+    }
+}
+
 fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Value {
     budget.spend(1);
     match value {
@@ -362,7 +375,8 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Val
                     merged.remove("definitions");
                     for (key, sub) in object {
                         if key != "$ref" {
-                            merged.insert(key.clone(), inline(sub, root, depth, budget));
+                            merged
+                                .insert(key.clone(), inline_member(key, sub, root, depth, budget));
                         }
                     }
                     Value::Object(merged)
@@ -375,7 +389,7 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Val
                                 budget.spend(values_in(sub));
                                 sub.clone()
                             } else {
-                                inline(sub, root, depth, budget)
+                                inline_member(key, sub, root, depth, budget)
                             };
                             (key.clone(), sub)
                         })
