@@ -385,7 +385,7 @@ mod tests {
         let tree = |anchor: bool| {
             let mut input = json!({
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+                "properties": {"name": {"type": "string"}, "$anchor": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
                 "required": ["name"],
                 "additionalProperties": false
             });
@@ -412,6 +412,12 @@ mod tests {
                 json!({"name": "a", "children": [{"name": "b", "nmae": 1}]})
             ));
             assert!(!takes(&schemas, json!({"name": "a", "chidlren": []})));
+            // A member named like a keyword is a member.
+            assert!(takes(&schemas, json!({"name": "a", "$anchor": "x"})));
+            assert!(!takes(
+                &schemas,
+                json!({"name": "a", "children": [{"name": "c", "$anchor": 1}]})
+            ));
         }
     }
 

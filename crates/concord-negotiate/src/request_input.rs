@@ -10,8 +10,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::complexity::{check_complexity, SchemaLimits};
+use crate::complexity::SchemaLimits;
 use crate::envelope::escape;
+use crate::json_schema::inline_refs_within;
 
 /// The `$defs` entry holding the published input (suffixed when the input uses it).
 const RESERVED: &str = "concordPublishedInput";
@@ -115,13 +116,15 @@ pub(crate) fn request_keywords(
     }
     root.insert("required".into(), Value::Array(required));
     root.insert("$defs".into(), json!({ reserved: copy }));
-    check_complexity(&Value::Object(root.clone()), &SchemaLimits::default()).map_err(|error| {
-        DraftError::Unadjustable {
+    // The document's reader inlines references within the default limits: the draft must
+    // stay readable once they are.
+    inline_refs_within(&Value::Object(root.clone()), &SchemaLimits::default()).map_err(
+        |error| DraftError::Unadjustable {
             keyword: "$ref".into(),
             pointer: error.pointer,
             reason: "the references copied inline make the request schema too complex",
-        }
-    })?;
+        },
+    )?;
     Ok(root)
 }
 
@@ -169,6 +172,15 @@ pub(crate) fn rebase(schema: &mut Value, prefix: &str) {
     }
 }
 
+/// Keywords whose values map names (of members, definitions) to schemas.
+const NAME_MAPS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
 /// Removes `$anchor` and `$dynamicAnchor` from `schema`, whose anchors the kept input
 /// already defines (a name is defined once per document).
 fn strip_anchors(schema: &mut Value) {
@@ -177,8 +189,14 @@ fn strip_anchors(schema: &mut Value) {
             object.remove("$anchor");
             object.remove("$dynamicAnchor");
             for (keyword, value) in object.iter_mut() {
-                if !DATA_KEYWORDS.contains(&keyword.as_str()) {
-                    strip_anchors(value);
+                if DATA_KEYWORDS.contains(&keyword.as_str()) {
+                    continue;
+                }
+                match value {
+                    Value::Object(named) if NAME_MAPS.contains(&keyword.as_str()) => {
+                        named.values_mut().for_each(strip_anchors);
+                    }
+                    other => strip_anchors(other),
                 }
             }
         }
