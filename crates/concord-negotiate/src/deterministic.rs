@@ -292,6 +292,8 @@ impl DeterministicNegotiator {
                 response[field] = Value::Null;
             }
             let payload = envelope.payload_fields.clone().unwrap_or_default();
+            // Each data field's examples, the fullest first (see `example_candidates`).
+            let mut examples: Vec<(&str, Vec<Value>)> = Vec::new();
             for field in &payload {
                 let schema = properties(response_schema)
                     .into_iter()
@@ -299,12 +301,35 @@ impl DeterministicNegotiator {
                     .map(|(_, schema)| schema.clone())
                     .unwrap_or(Value::Null);
                 if !is_error {
-                    response[field.as_str()] = example(&schema, field);
+                    let full = example(&schema, field);
+                    let mut each = vec![full.clone()];
+                    if full.is_object() {
+                        each.extend(example_candidates(&schema).into_iter().skip(1));
+                    }
+                    examples.push((field, each));
                 } else if required(response_schema).contains(&field.as_str()) {
                     response[field.as_str()] = Value::Null;
                 }
             }
-            response
+            // The first filling the response schema takes, else the fullest.
+            let rounds = examples
+                .iter()
+                .map(|(_, each)| each.len())
+                .max()
+                .unwrap_or(1);
+            let filled = |round: usize| {
+                let mut filled = response.clone();
+                for (field, each) in &examples {
+                    if let Some(value) = each.get(round).or_else(|| each.last()) {
+                        filled[*field] = value.clone();
+                    }
+                }
+                filled
+            };
+            (0..rounds)
+                .map(filled)
+                .find(|candidate| schemas.check_response(candidate).is_empty())
+                .unwrap_or_else(|| filled(0))
         };
         add(
             "found".into(),

@@ -435,3 +435,28 @@ fn a_drafted_case_the_schema_refuses_is_dropped_alone() {
         Decision::Accept
     );
 }
+
+#[test]
+fn a_result_a_full_fill_breaks_is_drafted_from_one_branch() {
+    let negotiator = DeterministicNegotiator::new();
+    let action = concord_negotiate::ActionSpec {
+        name: "book".into(),
+        description: "Books a table.".into(),
+        input: json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        output: json!({"title": "Booking", "type": "object",
+            "properties": {"table": {"type": "integer"}, "waitlist": {"type": "integer"}},
+            "oneOf": [{"required": ["table"]}, {"required": ["waitlist"]}]}),
+    };
+    let protocol = ProtocolDocument::parse(&concord_negotiate::canonical_protocol(
+        &action,
+        std::time::Duration::from_secs(15),
+    ))
+    .unwrap();
+    let text = negotiator.draft_test_cases_now(&protocol).unwrap();
+    let cases = TestCases::parse(&text).unwrap().cases;
+    assert_eq!(cases[0].response["booking"], json!({"table": 1}));
+    assert_eq!(
+        negotiator.judge_test_cases_now(&protocol, &text),
+        Decision::Accept
+    );
+}
