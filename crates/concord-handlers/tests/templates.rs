@@ -448,3 +448,43 @@ fn the_provider_side_is_the_action_the_protocol_calls() {
         Some(Local::Provider(weather))
     );
 }
+
+/// A status word with two success words: a requester reads either as a success, in the
+/// module and natively alike, and the provider writes the first.
+#[test]
+fn every_success_word_reads_as_a_success() {
+    let document = document_from(
+        json!({"type": "object", "properties": {
+            "messageId": {"type": "string"}, "action": {"type": "string", "const": "lookUp"},
+            "city": {"type": "string"}}, "required": ["messageId", "action", "city"]}),
+        json!({"type": "object", "properties": {
+            "messageId": {"type": "string"},
+            "status": {"type": "string", "enum": ["success", "ok", "error"]},
+            "message": {"type": "string"},
+            "data": {"type": "object", "properties": {"temp": {"type": "number"}}}},
+            "required": ["messageId", "status"]}),
+        ErrorConvention::default(),
+    );
+    let requester = Local::from_protocol(&document, Role::Requester, "lookUp");
+    let provider = Local::from_protocol(&document, Role::Provider, "lookUp");
+    let native = concord_handlers::Template::new(&document, &requester).unwrap();
+    let mut module = load(&template(&document, &requester).unwrap(), &requester);
+    for (word, error) in [("success", false), ("ok", false), ("error", true)] {
+        let response =
+            json!({"messageId": "m1", "status": word, "message": "m", "data": {"temp": 1.5}});
+        let read = module.call(Function::DecodeResponse, &response).unwrap();
+        assert_eq!(read.get("error").is_some(), error, "{word}: {read}");
+        assert_eq!(
+            native.call(Function::DecodeResponse, &response).unwrap(),
+            read
+        );
+    }
+    let mut writer = load(&template(&document, &provider).unwrap(), &provider);
+    let written = writer
+        .call(
+            Function::EncodeResponse,
+            &json!({"messageId": "m1", "result": {"temp": 2.0}}),
+        )
+        .unwrap();
+    assert_eq!(written["status"], "success");
+}

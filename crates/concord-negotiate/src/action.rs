@@ -9,6 +9,7 @@ use crate::document::{Encoding, ErrorConvention, ProtocolDocument, ProtocolSpec}
 use crate::envelope::escape;
 use crate::json_schema::is_object_schema;
 use crate::naming::{convert, NamingStyle};
+use crate::request_input::{rebase, request_keywords};
 
 /// An action an agent publishes in its description: name and JSON Schemas.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -147,25 +148,15 @@ pub(crate) fn canonical_spec(action: &ActionSpec, timeout: Duration) -> Protocol
     }
 }
 
-/// Keywords of an action's input that are about the input as a document, not about the
-/// request message: they are not carried into the request schema.
-const ANNOTATIONS: [&str; 7] = [
-    "$schema",
-    "$id",
-    "title",
-    "description",
-    "examples",
-    "default",
-    "$comment",
-];
-
 /// The request schema: the envelope's properties, then the action's input schema as
 /// published, every keyword kept (`additionalProperties`, `patternProperties`,
 /// `propertyNames`, `minProperties`/`maxProperties`, `dependentRequired`, `if`/`then`,
-/// composition, `$defs`...), so a request validates exactly as its input would. An input
-/// that is not an object travels in the one field `input`, its references rebased there.
+/// composition, `$defs`...) and made to admit the envelope's members (see
+/// [`crate::request_input`]), so a request validates exactly as its input would. An input
+/// that is not an object, or one whose keywords cannot admit the envelope (a
+/// `$dynamicRef`, a remote `$ref` applying to the whole input…), travels in the one field
+/// `input`, its references rebased there; the schema's description says why.
 fn request_schema(title: &str, envelope: Map<String, Value>, input: &Value) -> Value {
-    let names: Vec<Value> = envelope.keys().map(|name| json!(name)).collect();
     let mut schema = Map::new();
     schema.insert(
         "$schema".into(),
@@ -173,102 +164,32 @@ fn request_schema(title: &str, envelope: Map<String, Value>, input: &Value) -> V
     );
     schema.insert("title".into(), json!(format!("{title}Request")));
     schema.insert("type".into(), json!("object"));
-    let Some(published) = input.as_object().filter(|_| is_object_schema(input)) else {
-        let mut properties = envelope;
-        properties.insert(INPUT_FIELD.into(), nested(input, INPUT_FIELD));
-        schema.insert("properties".into(), Value::Object(properties));
-        let mut required = names;
-        required.push(json!(INPUT_FIELD));
-        schema.insert("required".into(), Value::Array(required));
-        return Value::Object(schema);
-    };
-    let mut properties = envelope.clone();
-    if let Some(own) = published.get("properties").and_then(Value::as_object) {
-        for (name, sub) in own {
-            properties.insert(name.clone(), sub.clone());
+    let drafted = input
+        .as_object()
+        .filter(|_| is_object_schema(input))
+        .map(|published| request_keywords(published, &envelope));
+    match drafted {
+        Some(Ok(keywords)) => {
+            schema.extend(keywords);
+            return Value::Object(schema);
         }
+        Some(Err(why)) => {
+            schema.insert(
+                "description".into(),
+                json!(format!(
+                    "The action's input travels in `{INPUT_FIELD}`: {why}."
+                )),
+            );
+        }
+        None => {}
     }
+    let mut required: Vec<Value> = envelope.keys().map(|name| json!(name)).collect();
+    required.push(json!(INPUT_FIELD));
+    let mut properties = envelope;
+    properties.insert(INPUT_FIELD.into(), nested(input, INPUT_FIELD));
     schema.insert("properties".into(), Value::Object(properties));
-    let mut required = names.clone();
-    for name in published
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if !required.contains(name) {
-            required.push(name.clone());
-        }
-    }
     schema.insert("required".into(), Value::Array(required));
-    for (keyword, value) in published {
-        if ANNOTATIONS.contains(&keyword.as_str())
-            || ["type", "properties", "required"].contains(&keyword.as_str())
-        {
-            continue;
-        }
-        let value = match keyword.as_str() {
-            // The envelope's members count among the message's members.
-            "minProperties" | "maxProperties" => value
-                .as_u64()
-                .map(|count| json!(count.saturating_add(envelope.len() as u64)))
-                .unwrap_or_else(|| value.clone()),
-            // The envelope's names are allowed whatever the input's names must look like.
-            "propertyNames" => json!({"anyOf": [{"enum": names}, value]}),
-            // A member that closes its properties lets the envelope's through.
-            "allOf" | "oneOf" | "anyOf" => admit(value, &envelope, 0),
-            _ => value.clone(),
-        };
-        schema.insert(keyword.clone(), value);
-    }
     Value::Object(schema)
-}
-
-/// How deep [`admit`] follows composed members.
-const MAX_ADMIT_DEPTH: usize = 8;
-
-/// `members` (of an `allOf`/`oneOf`/`anyOf`), each that closes its properties
-/// (`additionalProperties` or `unevaluatedProperties` other than `true`) given the
-/// envelope's properties too, so that a request's envelope does not break it.
-fn admit(members: &Value, envelope: &Map<String, Value>, depth: usize) -> Value {
-    let Some(list) = members.as_array() else {
-        return members.clone();
-    };
-    let admitted = list.iter().map(|member| {
-        let Some(object) = member.as_object() else {
-            return member.clone();
-        };
-        let mut object = object.clone();
-        let closes = ["additionalProperties", "unevaluatedProperties"]
-            .iter()
-            .any(|keyword| {
-                object
-                    .get(*keyword)
-                    .is_some_and(|value| value != &json!(true))
-            });
-        if closes {
-            let properties = object
-                .entry("properties")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Some(properties) = properties.as_object_mut() {
-                for (name, schema) in envelope {
-                    properties
-                        .entry(name.clone())
-                        .or_insert_with(|| schema.clone());
-                }
-            }
-        }
-        if depth < MAX_ADMIT_DEPTH {
-            for keyword in ["allOf", "oneOf", "anyOf"] {
-                if let Some(inner) = object.get(keyword) {
-                    let inner = admit(inner, envelope, depth + 1);
-                    object.insert(keyword.to_owned(), inner);
-                }
-            }
-        }
-        Value::Object(object)
-    });
-    Value::Array(admitted.collect())
 }
 
 /// A schema that will sit in the field `field` of a message's schema: its local
@@ -283,26 +204,6 @@ fn nested(schema: &Value, field: &str) -> Value {
     }
     rebase(&mut schema, &format!("/properties/{}", escape(field)));
     schema
-}
-
-/// Rewrites every local `$ref` in `schema` to point `prefix` deeper.
-fn rebase(schema: &mut Value, prefix: &str) {
-    match schema {
-        Value::Object(object) => {
-            for (keyword, value) in object.iter_mut() {
-                match value {
-                    Value::String(reference) if keyword == "$ref" => {
-                        if let Some(pointer) = reference.strip_prefix('#') {
-                            *reference = format!("#{prefix}{pointer}");
-                        }
-                    }
-                    other => rebase(other, prefix),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| rebase(item, prefix)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -459,5 +360,177 @@ mod tests {
         assert!(!schemas
             .check_response(&response(json!({"children": [], "extra": 1})))
             .is_empty());
+    }
+
+    #[test]
+    fn root_pattern_properties_leave_the_envelope_alone() {
+        let input = json!({"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"}}, "additionalProperties": false});
+        let schemas =
+            ProtocolSchemas::compile(&drafted(&action(input, json!({"type": "object"})))).unwrap();
+        assert!(takes(&schemas, json!({"seats": 2})));
+        assert!(takes(&schemas, json!({})));
+        assert!(!takes(&schemas, json!({"seats": "two"})));
+        assert!(!takes(&schemas, json!({"Seats": 2})));
+        // An unanchored pattern still matches anywhere in a name.
+        let input = json!({"type": "object", "patternProperties": {"a": {"type": "integer"}}});
+        let schemas =
+            ProtocolSchemas::compile(&drafted(&action(input, json!({"type": "object"})))).unwrap();
+        assert!(takes(&schemas, json!({"seats": 2, "xa": 1})));
+        assert!(!takes(&schemas, json!({"seats": "two"})));
+        assert!(!takes(&schemas, json!({"xa": "one"})));
+    }
+
+    #[test]
+    fn a_reference_to_the_input_root_means_the_input_not_the_request() {
+        let tree = |anchor: bool| {
+            let mut input = json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "$anchor": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+                "required": ["name"],
+                "additionalProperties": false
+            });
+            if anchor {
+                input["$anchor"] = json!("node");
+                input["properties"]["children"]["items"] = json!({"$ref": "#node"});
+            }
+            input
+        };
+        for anchor in [false, true] {
+            let document = drafted(&action(tree(anchor), json!({"type": "object"})));
+            let schemas = ProtocolSchemas::compile(&document).unwrap();
+            let child = json!({"name": "b", "children": [{"name": "c"}]});
+            assert!(
+                takes(&schemas, json!({"name": "a", "children": [child]})),
+                "anchor {anchor}"
+            );
+            assert!(!takes(
+                &schemas,
+                json!({"name": "a", "children": [{"children": []}]})
+            ));
+            assert!(!takes(
+                &schemas,
+                json!({"name": "a", "children": [{"name": "b", "nmae": 1}]})
+            ));
+            assert!(!takes(&schemas, json!({"name": "a", "chidlren": []})));
+            // A member named like a keyword is a member.
+            assert!(takes(&schemas, json!({"name": "a", "$anchor": "x"})));
+            assert!(!takes(
+                &schemas,
+                json!({"name": "a", "children": [{"name": "c", "$anchor": 1}]})
+            ));
+        }
+    }
+
+    #[test]
+    fn every_subschema_applying_to_the_input_admits_the_envelope() {
+        let base = json!({"Base": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}});
+        let pydantic =
+            json!({"type": "object", "allOf": [{"$ref": "#/$defs/Base"}], "$defs": base});
+        let beside = json!({"type": "object", "$ref": "#/$defs/Base", "$defs": base});
+        for input in [pydantic, beside] {
+            let schemas = ProtocolSchemas::compile(&drafted(&action(
+                input.clone(),
+                json!({"type": "object"}),
+            )))
+            .unwrap();
+            assert!(takes(&schemas, json!({"city": "Oslo"})), "{input}");
+            assert!(
+                !takes(&schemas, json!({"city": "Oslo", "cty": "x"})),
+                "{input}"
+            );
+            assert!(!takes(&schemas, json!({})), "{input}");
+        }
+        let conditional = json!({
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "if": {"properties": {"kind": {"const": "a"}}},
+            "then": {"properties": {"kind": {}, "a": {}}, "additionalProperties": false},
+            "else": {"maxProperties": 1}
+        });
+        let schemas =
+            ProtocolSchemas::compile(&drafted(&action(conditional, json!({"type": "object"}))))
+                .unwrap();
+        assert!(takes(&schemas, json!({"kind": "a", "a": 1})));
+        assert!(!takes(&schemas, json!({"kind": "a", "b": 1})));
+        assert!(takes(&schemas, json!({"kind": "b"})));
+        assert!(!takes(&schemas, json!({"kind": "b", "x": 1})));
+        let dependent = json!({"type": "object", "dependentSchemas": {"card": {"properties": {"card": {}, "cvv": {}}, "additionalProperties": false}}});
+        let schemas =
+            ProtocolSchemas::compile(&drafted(&action(dependent, json!({"type": "object"}))))
+                .unwrap();
+        assert!(takes(&schemas, json!({"card": 1, "cvv": 2})));
+        assert!(!takes(&schemas, json!({"card": 1, "pin": 2})));
+        assert!(takes(&schemas, json!({"pin": 2})));
+        let member = json!({"type": "object", "allOf": [{
+            "propertyNames": {"pattern": "^[a-z]+$"},
+            "maxProperties": 2,
+            "patternProperties": {"^[a-z]+$": {"type": "integer"}}
+        }]});
+        let schemas =
+            ProtocolSchemas::compile(&drafted(&action(member, json!({"type": "object"})))).unwrap();
+        assert!(takes(&schemas, json!({"ab": 1, "cd": 2})));
+        assert!(!takes(&schemas, json!({"ab": "x"})));
+        assert!(!takes(&schemas, json!({"Ab": 1})));
+        assert!(!takes(&schemas, json!({"a": 1, "b": 2, "c": 3})));
+    }
+
+    #[test]
+    fn an_input_that_cannot_admit_the_envelope_travels_in_one_field() {
+        let dynamic = json!({"type": "object", "$dynamicAnchor": "node", "allOf": [{"$dynamicRef": "#node"}], "properties": {"city": {"type": "string"}}, "additionalProperties": false});
+        let recursive = json!({"type": "object", "properties": {"city": {"type": "string"}}, "allOf": [{"$ref": "#"}], "additionalProperties": false});
+        let remote =
+            json!({"type": "object", "allOf": [{"$ref": "https://example.com/base.json"}]});
+        for input in [dynamic, recursive, remote] {
+            let document = drafted(&action(input.clone(), json!({"type": "object"})));
+            let request = document.request_schema.clone().unwrap();
+            assert!(
+                request["properties"]["input"].is_object(),
+                "{input}: {request}"
+            );
+            let why = request["description"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                why.contains("`$dynamicRef`") || why.contains("`$ref`"),
+                "{why}"
+            );
+            if input["allOf"][0]["$ref"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("https"))
+            {
+                continue;
+            }
+            let schemas = ProtocolSchemas::compile(&document).unwrap();
+            assert!(
+                takes(&schemas, json!({"input": {"city": "Oslo"}})),
+                "{input}"
+            );
+            assert!(
+                !takes(&schemas, json!({"input": {"cty": "Oslo"}})),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn rebasing_keeps_anchors_and_data() {
+        let input = json!({"anyOf": [{"$ref": "#num"}, {"type": "string"}], "$defs": {"N": {"$anchor": "num", "type": "integer"}}});
+        let output = json!({
+            "title": "Tree",
+            "type": "object",
+            "properties": {"link": {"const": {"$ref": "#/x"}}, "kind": {"enum": [{"$ref": "#"}]}}
+        });
+        let document = drafted(&action(input, output));
+        let request = document.request_schema.clone().unwrap();
+        assert_eq!(request["properties"]["input"]["anyOf"][0]["$ref"], "#num");
+        let response = document.response_schema.clone().unwrap();
+        let tree = &response["properties"]["tree"]["properties"];
+        assert_eq!(tree["link"]["const"], json!({"$ref": "#/x"}));
+        assert_eq!(tree["kind"]["enum"], json!([{"$ref": "#"}]));
+        let schemas = ProtocolSchemas::compile(&document).unwrap();
+        assert!(takes(&schemas, json!({"input": 3})));
+        assert!(takes(&schemas, json!({"input": "three"})));
+        assert!(!takes(&schemas, json!({"input": true})));
     }
 }

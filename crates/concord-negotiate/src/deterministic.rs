@@ -221,23 +221,37 @@ impl DeterministicNegotiator {
         let wire_input = request_data_schema(&envelope, request_schema, &placement);
         let mut cases = Vec::new();
         let mut add = |name: String, request: Value, response: Value, expected: String| {
-            let number = cases.len() + 1;
             cases.push(TestCase {
-                name: format!("Test case {number}: {name}"),
+                name,
                 request,
                 response,
                 expected,
             });
         };
         let id = |n: usize| format!("msg{n:03}");
-        let mut base_request = example_object(request_schema, &Map::new());
-        // Envelope fields the schema leaves open get their conventional values.
-        if let Some((field, value)) = &envelope.request_type {
-            base_request[field.as_str()] = value.clone().unwrap_or_else(|| action.clone());
-        }
-        if let Some(field) = &envelope.action_field {
-            base_request[field.as_str()] = action.clone();
-        }
+        // The first example the request schema takes: every property filled, else (for
+        // `oneOf`, `not`, `maxProperties`…) fewer.
+        let with_envelope = |mut request: Value| {
+            // Envelope fields the schema leaves open get their conventional values.
+            if let Some((field, value)) = &envelope.request_type {
+                request[field.as_str()] = value.clone().unwrap_or_else(|| action.clone());
+            }
+            if let Some(field) = &envelope.action_field {
+                request[field.as_str()] = action.clone();
+            }
+            request[envelope.request_id.as_str()] = json!(id(1));
+            request
+        };
+        let examples: Vec<Value> = example_candidates(request_schema)
+            .into_iter()
+            .map(with_envelope)
+            .collect();
+        let base_request = examples
+            .iter()
+            .find(|request| schemas.check_request(request).is_empty())
+            .or_else(|| examples.first())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         let response = |message_id: &str, code: Option<(i64, &str)>| {
             let mut response = json!({});
             response[envelope.response_id.as_str()] = json!(message_id);
@@ -278,6 +292,8 @@ impl DeterministicNegotiator {
                 response[field] = Value::Null;
             }
             let payload = envelope.payload_fields.clone().unwrap_or_default();
+            // Each data field's examples, the fullest first (see `example_candidates`).
+            let mut examples: Vec<(&str, Vec<Value>)> = Vec::new();
             for field in &payload {
                 let schema = properties(response_schema)
                     .into_iter()
@@ -285,12 +301,35 @@ impl DeterministicNegotiator {
                     .map(|(_, schema)| schema.clone())
                     .unwrap_or(Value::Null);
                 if !is_error {
-                    response[field.as_str()] = example(&schema, field);
+                    let full = example(&schema, field);
+                    let mut each = vec![full.clone()];
+                    if full.is_object() {
+                        each.extend(example_candidates(&schema).into_iter().skip(1));
+                    }
+                    examples.push((field, each));
                 } else if required(response_schema).contains(&field.as_str()) {
                     response[field.as_str()] = Value::Null;
                 }
             }
-            response
+            // The first filling the response schema takes, else the fullest.
+            let rounds = examples
+                .iter()
+                .map(|(_, each)| each.len())
+                .max()
+                .unwrap_or(1);
+            let filled = |round: usize| {
+                let mut filled = response.clone();
+                for (field, each) in &examples {
+                    if let Some(value) = each.get(round).or_else(|| each.last()) {
+                        filled[*field] = value.clone();
+                    }
+                }
+                filled
+            };
+            (0..rounds)
+                .map(filled)
+                .find(|candidate| schemas.check_response(candidate).is_empty())
+                .unwrap_or_else(|| filled(0))
         };
         add(
             "found".into(),
@@ -357,27 +396,22 @@ impl DeterministicNegotiator {
                 );
             }
         }
-        // Number the message ids in case order: msg001, msg002, …
+        // A case the schemas refuse (a variant a rule of the input forbids) is dropped;
+        // no valid case at all is an error.
+        let mut first_problem = None;
         let cases: Vec<TestCase> = cases
             .into_iter()
-            .enumerate()
-            .map(|(index, mut case)| {
-                let message_id = json!(id(index + 1));
-                case.request[envelope.request_id.as_str()] = message_id.clone();
-                case.response[envelope.response_id.as_str()] = message_id;
-                case
-            })
-            .collect();
-        for case in &cases {
-            let problems: Vec<_> = schemas
-                .check_request(&case.request)
-                .into_iter()
-                .chain(schemas.check_response(&case.response))
-                .collect();
-            if !problems.is_empty() {
-                return Err(NegotiateError::Schema {
-                    which: "request",
-                    message: format!(
+            .filter(|case| {
+                let mut probe = case.clone();
+                probe.request[envelope.request_id.as_str()] = json!(id(1));
+                probe.response[envelope.response_id.as_str()] = json!(id(1));
+                let problems: Vec<_> = schemas
+                    .check_request(&probe.request)
+                    .into_iter()
+                    .chain(schemas.check_response(&probe.response))
+                    .collect();
+                if !problems.is_empty() && first_problem.is_none() {
+                    first_problem = Some(format!(
                         "cannot build a valid example for {:?}: {}",
                         case.name,
                         problems
@@ -385,10 +419,29 @@ impl DeterministicNegotiator {
                             .map(ToString::to_string)
                             .collect::<Vec<_>>()
                             .join("; ")
-                    ),
-                });
-            }
+                    ));
+                }
+                problems.is_empty()
+            })
+            .collect();
+        if cases.is_empty() {
+            return Err(NegotiateError::Schema {
+                which: "request",
+                message: first_problem.unwrap_or_else(|| "no test case can be drafted".into()),
+            });
         }
+        // Number the cases and their message ids in order: msg001, msg002, …
+        let cases: Vec<TestCase> = cases
+            .into_iter()
+            .enumerate()
+            .map(|(index, mut case)| {
+                case.name = format!("Test case {}: {}", index + 1, case.name);
+                let message_id = json!(id(index + 1));
+                case.request[envelope.request_id.as_str()] = message_id.clone();
+                case.response[envelope.response_id.as_str()] = message_id;
+                case
+            })
+            .collect();
         Ok(TestCases { cases }.write())
     }
 
@@ -911,6 +964,42 @@ fn example(schema: &Value, name: &str) -> Value {
         }
         _ => example_object(schema, &Map::new()),
     }
+}
+
+/// Example objects for `schema`, the fullest first: every property; the required ones
+/// only; then, for each `oneOf`/`anyOf` branch, the schema with that branch alone, filled
+/// fully and with its required properties only.
+fn example_candidates(schema: &Value) -> Vec<Value> {
+    let mut candidates = vec![
+        example_object(schema, &Map::new()),
+        example_required(schema),
+    ];
+    for keyword in ["oneOf", "anyOf"] {
+        let branches = schema
+            .get(keyword)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for branch in branches {
+            let mut one = schema.clone();
+            one[keyword] = json!([branch]);
+            candidates.push(example_object(&one, &Map::new()));
+            candidates.push(example_required(&one));
+        }
+    }
+    candidates
+}
+
+/// An example object of the schema's required properties only.
+fn example_required(schema: &Value) -> Value {
+    let required = required(schema);
+    Value::Object(
+        properties(schema)
+            .into_iter()
+            .filter(|(name, _)| required.contains(name))
+            .map(|(name, property)| (name.to_owned(), example(property, name)))
+            .collect(),
+    )
 }
 
 /// An example object: every property of the schema, each with its example value.

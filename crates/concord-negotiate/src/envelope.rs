@@ -51,7 +51,7 @@ use serde_json::{Map, Value};
 
 use crate::document::ProtocolDocument;
 use crate::json_schema::{
-    allows_null, fixed_value, is_object_schema, is_required, properties, types,
+    allows_null, fixed_value, is_object_schema, is_required, non_null, properties, types,
 };
 use crate::naming::key;
 
@@ -180,14 +180,18 @@ pub(crate) fn status_layout(response: &Value) -> StatusLayout {
         });
         layout.code_at = code.map(|(name, _)| format!("/{}", escape(name)));
     }
-    layout.status_text = properties(response)
-        .into_iter()
-        .find_map(|(name, schema)| StatusText::of(name, schema));
+    // A status word is the envelope's status only where no numeric status code is: beside
+    // a code, a `status` enum is the action's data (a job's `pending`/`completed`).
+    if layout.code_at.is_none() {
+        layout.status_text = properties(response)
+            .into_iter()
+            .find_map(|(name, schema)| StatusText::of(name, schema));
+    }
     // The error object is written on errors only: optional, or required and `null` on
     // success.
     let error = properties(response).into_iter().find(|(name, schema)| {
         ERROR_KEYS.contains(&key(name).as_str())
-            && (is_object_schema(schema) || types(schema).contains(&"string"))
+            && (is_object_schema(non_null(schema)) || types(non_null(schema)).contains(&"string"))
             && (!is_required(response, name) || allows_null(schema))
     });
     if layout.message_at.is_none() {
@@ -200,6 +204,7 @@ pub(crate) fn status_layout(response: &Value) -> StatusLayout {
             .map(|(name, _)| format!("/{}", escape(name)));
     }
     if let Some((name, schema)) = error {
+        let schema = non_null(schema);
         layout.error_field = Some(name.to_owned());
         if is_object_schema(schema) {
             if layout.code_at.is_none() {
@@ -474,7 +479,7 @@ impl Envelope {
     fn error_word_code(&self, message: &Value) -> Option<i64> {
         let status = self.status_text.as_ref()?;
         let word = message.get(status.field.as_str())?;
-        (*word != status.success).then(|| status.code_of(word))
+        (!status.successes.contains(word)).then(|| status.code_of(word))
     }
 
     /// Whether a response reports an error: a status code of 400 or more, or (for
@@ -606,8 +611,10 @@ pub const UNKNOWN_WORD_CODE: i64 = 500;
 pub struct StatusText {
     /// The response's top-level field.
     pub field: String,
-    /// The word of a success.
+    /// The word a success is written with (the first success word).
     pub success: Value,
+    /// Every word read as a success (`["success", "ok", "error"]`: `success` and `ok`).
+    pub successes: Vec<Value>,
     /// The error words, in the order a code picks them: `(low, high, word)`, the code
     /// range each stands for (one code, then a class).
     pub errors: Vec<(i64, i64, Value)>,
@@ -616,8 +623,10 @@ pub struct StatusText {
 }
 
 impl StatusText {
-    /// The status word of `field`, when `schema` is a string enum with a success word
-    /// and at least one other word.
+    /// The status word of `field`, when `schema` is a string enum of outcome words only:
+    /// every word a known success word (`success`, `ok`…) or error word (`error`,
+    /// `not_found`…), at least one of each. Any other word (`pending`, `running`) makes
+    /// the field the action's data.
     pub fn of(field: &str, schema: &Value) -> Option<Self> {
         if !["status", "outcome", "state", "result", "resultstatus"].contains(&key(field).as_str())
             || !(types(schema).is_empty() || types(schema) == ["string"])
@@ -629,10 +638,22 @@ impl StatusText {
             return None;
         }
         let word_key = |word: &Value| key(word.as_str().unwrap_or_default());
-        let success = words
+        let is_success = |word: &Value| SUCCESS_WORDS.contains(&word_key(word).as_str());
+        let is_error = |word: &Value| {
+            let word = word_key(word);
+            EXACT_ERROR_WORDS.iter().any(|(known, _)| *known == word)
+                || CLASS_ERROR_WORDS.iter().any(|(known, _)| *known == word)
+                || GENERIC_ERROR_WORDS.contains(&word.as_str())
+        };
+        if !words.iter().all(|word| is_success(word) || is_error(word)) {
+            return None;
+        }
+        let successes: Vec<Value> = words
             .iter()
-            .find(|word| SUCCESS_WORDS.contains(&word_key(word).as_str()))?
-            .clone();
+            .filter(|word| is_success(word))
+            .cloned()
+            .collect();
+        let success = successes.first()?.clone();
         let mut errors = Vec::new();
         for word in words {
             if let Some((_, code)) = EXACT_ERROR_WORDS.iter().find(|(k, _)| *k == word_key(word)) {
@@ -648,12 +669,12 @@ impl StatusText {
         let fallback = words
             .iter()
             .find(|word| GENERIC_ERROR_WORDS.contains(&word_key(word).as_str()))
-            .or_else(|| errors.first().map(|(_, _, word)| word))
-            .or_else(|| words.iter().find(|word| **word != success))?
+            .or_else(|| errors.first().map(|(_, _, word)| word))?
             .clone();
         Some(Self {
             field: field.to_owned(),
             success,
+            successes,
             errors,
             fallback,
         })
@@ -843,6 +864,92 @@ mod tests {
         // A status that is a number, or a free string, is no status word.
         assert!(StatusText::of("status", &json!({"type": "string"})).is_none());
         assert!(StatusText::of("status", &json!({"enum": ["red", "green"]})).is_none());
+    }
+
+    #[test]
+    fn a_job_status_beside_its_data_stays_data() {
+        // getJob: a code, and a job's state as a word among others that are no outcome.
+        let job = json!({"enum": ["pending", "running", "completed", "failed"]});
+        assert!(StatusText::of("status", &job).is_none());
+        let response = json!({
+            "type": "object",
+            "properties": {
+                "messageId": {"type": "string"},
+                "status": {"type": "string", "enum": ["pending", "running", "completed", "failed"]},
+                "jobId": {"type": "string"}
+            },
+            "required": ["messageId", "status", "jobId"]
+        });
+        assert_eq!(status_layout(&response).status_text, None);
+        // Beside a numeric code, even outcome words are the action's data.
+        let coded = json!({"properties": {
+            "code": {"type": "integer"},
+            "status": {"enum": ["completed", "failed"]},
+            "jobId": {"type": "string"}
+        }});
+        let layout = status_layout(&coded);
+        assert_eq!(layout.code_at.as_deref(), Some("/code"));
+        assert_eq!(layout.status_text, None);
+        let mut document = ProtocolDocument::parse(SEED).unwrap();
+        document.response_schema = Some(response);
+        let envelope = Envelope::of(&document);
+        assert!(!envelope.is_response_envelope("status"));
+        assert_eq!(
+            envelope.payload_fields,
+            Some(vec!["status".to_owned(), "jobId".to_owned()])
+        );
+        let pending = json!({"messageId": "m", "status": "pending", "jobId": "j1"});
+        assert!(!envelope.is_error(&pending));
+        assert_eq!(envelope.payload(&pending)["status"], json!("pending"));
+    }
+
+    #[test]
+    fn every_success_word_reads_as_a_success() {
+        let status =
+            StatusText::of("status", &json!({"enum": ["success", "ok", "error"]})).unwrap();
+        assert_eq!(status.success, json!("success"));
+        assert_eq!(status.successes, [json!("success"), json!("ok")]);
+        assert_eq!(status.word_for(404), &json!("error"));
+        let envelope = Envelope {
+            code_at: None,
+            status_text: Some(status),
+            success_code: None,
+            ..Envelope::seeds()
+        };
+        assert!(!envelope.is_error(&json!({"status": "ok"})));
+        assert!(envelope.is_error(&json!({"status": "error"})));
+        // Both of the issue's layouts are still the envelope's status.
+        let issue = json!({"enum": ["ok", "invalid_request", "not_found", "error"]});
+        assert_eq!(
+            StatusText::of("status", &issue).unwrap().word_for(404),
+            &json!("not_found")
+        );
+        // A word of neither kind keeps the field data.
+        assert!(StatusText::of("status", &json!({"enum": ["ok", "error", "queued"]})).is_none());
+    }
+
+    #[test]
+    fn a_required_error_nullable_by_any_of_is_the_error_object() {
+        let response = json!({
+            "properties": {
+                "messageId": {"type": "string"},
+                "status": {"enum": ["success", "error"]},
+                "data": {},
+                "error": {"anyOf": [
+                    {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}},
+                    {"type": "null"}
+                ]}
+            },
+            "required": ["messageId", "status", "data", "error"]
+        });
+        let layout = status_layout(&response);
+        assert_eq!(layout.error_field.as_deref(), Some("error"));
+        assert_eq!(layout.code_at.as_deref(), Some("/error/code"));
+        assert_eq!(layout.message_at.as_deref(), Some("/error/message"));
+        let one_of = json!({"properties": {"error": {"oneOf": [{"type": "null"}, {"type": "string"}]}, "data": {}}, "required": ["error", "data"]});
+        let layout = status_layout(&one_of);
+        assert_eq!(layout.error_field.as_deref(), Some("error"));
+        assert_eq!(layout.message_at.as_deref(), Some("/error"));
     }
 
     #[test]

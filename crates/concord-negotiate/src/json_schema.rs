@@ -143,14 +143,46 @@ pub fn types(schema: &Value) -> Vec<&str> {
     }
 }
 
-/// Whether the schema allows `null` (by `type`, or an `enum`/`const` of null).
+/// Whether the schema allows `null` (by `type`, an `enum`/`const` of null, or an
+/// `anyOf`/`oneOf` with a member that does).
 pub fn allows_null(schema: &Value) -> bool {
-    types(schema).contains(&"null")
+    nullable_members(schema).is_some()
+        || types(schema).contains(&"null")
         || schema.get("const") == Some(&Value::Null)
         || schema
             .get("enum")
             .and_then(Value::as_array)
             .is_some_and(|values| values.contains(&Value::Null))
+}
+
+/// The members of `schema`'s `anyOf` (else `oneOf`) when one of them allows `null`: that
+/// member's index and the list.
+fn nullable_members(schema: &Value) -> Option<(usize, &Vec<Value>)> {
+    ["anyOf", "oneOf"].into_iter().find_map(|keyword| {
+        let members = schema.get(keyword)?.as_array()?;
+        let null = members.iter().position(|member| {
+            types(member) == ["null"] || member.get("const") == Some(&Value::Null)
+        })?;
+        Some((null, members))
+    })
+}
+
+/// The schema of a nullable value when it is not null: the one other member of an
+/// `anyOf`/`oneOf: [{…}, {"type": "null"}]`, else `schema` itself.
+///
+/// ```
+/// use concord_negotiate::json_schema::non_null;
+/// use serde_json::json;
+///
+/// let error = json!({"anyOf": [{"type": "object"}, {"type": "null"}]});
+/// assert_eq!(non_null(&error), &json!({"type": "object"}));
+/// assert_eq!(non_null(&json!({"type": "string"})), &json!({"type": "string"}));
+/// ```
+pub fn non_null(schema: &Value) -> &Value {
+    match nullable_members(schema) {
+        Some((null, members)) if members.len() == 2 => &members[1 - null],
+        _ => schema,
+    }
 }
 
 /// The schema of an array's items, when the schema describes an array with one item schema.
@@ -305,6 +337,19 @@ impl Budget {
     }
 }
 
+/// Keywords whose values are data, not schemas: a `$ref` in them is a value.
+const DATA_KEYWORDS: [&str; 4] = ["const", "enum", "default", "examples"];
+
+/// The member `key` of a schema object with its references inlined, unless it is data.
+fn inline_member(key: &str, sub: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Value {
+    if DATA_KEYWORDS.contains(&key) {
+        budget.spend(values_in(sub));
+        sub.clone()
+    } else {
+        inline(sub, root, depth, budget)
+    }
+}
+
 fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Value {
     budget.spend(1);
     match value {
@@ -330,7 +375,8 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Val
                     merged.remove("definitions");
                     for (key, sub) in object {
                         if key != "$ref" {
-                            merged.insert(key.clone(), inline(sub, root, depth, budget));
+                            merged
+                                .insert(key.clone(), inline_member(key, sub, root, depth, budget));
                         }
                     }
                     Value::Object(merged)
@@ -343,7 +389,7 @@ fn inline(value: &Value, root: &Value, depth: usize, budget: &mut Budget) -> Val
                                 budget.spend(values_in(sub));
                                 sub.clone()
                             } else {
-                                inline(sub, root, depth, budget)
+                                inline_member(key, sub, root, depth, budget)
                             };
                             (key.clone(), sub)
                         })

@@ -39,6 +39,7 @@ mod llm;
 mod markdown;
 pub mod naming;
 mod policy;
+mod request_input;
 mod test_cases;
 mod validation;
 

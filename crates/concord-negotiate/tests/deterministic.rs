@@ -374,3 +374,89 @@ fn drafted_cases_for_the_seed_protocol_use_conventional_envelope_values() {
     assert_eq!(cases[0].request["action"], "getProductInfo");
     assert_eq!(cases[0].response["type"], "RESPONSE");
 }
+
+/// The drafted protocol of a `book` action with this input.
+fn booking_protocol(input: Value) -> ProtocolDocument {
+    let action = concord_negotiate::ActionSpec {
+        name: "book".into(),
+        description: "Books a table.".into(),
+        input,
+        output: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+    };
+    ProtocolDocument::parse(&concord_negotiate::canonical_protocol(
+        &action,
+        std::time::Duration::from_secs(15),
+    ))
+    .unwrap()
+}
+
+#[test]
+fn test_cases_are_drafted_for_inputs_a_full_fill_breaks() {
+    let negotiator = DeterministicNegotiator::new();
+    for input in [
+        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+               "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {}, "c": {}, "d": {}},
+               "required": ["a"], "maxProperties": 2}),
+        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+               "required": ["a"], "not": {"required": ["a", "b"]}}),
+    ] {
+        let protocol = booking_protocol(input.clone());
+        let text = negotiator
+            .draft_test_cases_now(&protocol)
+            .unwrap_or_else(|error| panic!("{input}: {error}"));
+        assert!(!TestCases::parse(&text).unwrap().cases.is_empty());
+        assert_eq!(
+            negotiator.judge_test_cases_now(&protocol, &text),
+            Decision::Accept,
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn a_drafted_case_the_schema_refuses_is_dropped_alone() {
+    let negotiator = DeterministicNegotiator::new();
+    let input = json!({
+        "type": "object",
+        "properties": {"kind": {"enum": ["a", "b", "c"]}},
+        "required": ["kind"],
+        "not": {"properties": {"kind": {"const": "b"}}}
+    });
+    let protocol = booking_protocol(input);
+    let text = negotiator.draft_test_cases_now(&protocol).unwrap();
+    let cases = TestCases::parse(&text).unwrap().cases;
+    let kinds: Vec<&Value> = cases.iter().map(|case| &case.request["kind"]).collect();
+    assert_eq!(kinds, [&json!("a"), &json!("c")]);
+    assert_eq!(cases[1].name, "Test case 2: `kind` = \"c\"");
+    assert_eq!(cases[1].request["messageId"], "msg002");
+    assert_eq!(
+        negotiator.judge_test_cases_now(&protocol, &text),
+        Decision::Accept
+    );
+}
+
+#[test]
+fn a_result_a_full_fill_breaks_is_drafted_from_one_branch() {
+    let negotiator = DeterministicNegotiator::new();
+    let action = concord_negotiate::ActionSpec {
+        name: "book".into(),
+        description: "Books a table.".into(),
+        input: json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        output: json!({"title": "Booking", "type": "object",
+            "properties": {"table": {"type": "integer"}, "waitlist": {"type": "integer"}},
+            "oneOf": [{"required": ["table"]}, {"required": ["waitlist"]}]}),
+    };
+    let protocol = ProtocolDocument::parse(&concord_negotiate::canonical_protocol(
+        &action,
+        std::time::Duration::from_secs(15),
+    ))
+    .unwrap();
+    let text = negotiator.draft_test_cases_now(&protocol).unwrap();
+    let cases = TestCases::parse(&text).unwrap().cases;
+    assert_eq!(cases[0].response["booking"], json!({"table": 1}));
+    assert_eq!(
+        negotiator.judge_test_cases_now(&protocol, &text),
+        Decision::Accept
+    );
+}

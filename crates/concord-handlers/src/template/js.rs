@@ -165,6 +165,10 @@ fn constants(out: &mut Writer, plan: &ModulePlan) {
             "const STATUS_SUCCESS = {};",
             literal(&status.success)
         ));
+        out.line(&format!(
+            "const STATUS_SUCCESSES = {};",
+            literal(&Value::Array(status.successes.clone()))
+        ));
         let ranges = status
             .errors
             .iter()
@@ -438,7 +442,7 @@ fn decode_response(out: &mut Writer, function: &DecodeResponse, plan: &ModulePla
     }
     if plan.status.is_some() {
         out.line("  const status = own(message, STATUS_FIELD);");
-        out.line("  if (status !== STATUS_SUCCESS) {");
+        out.line("  if (!STATUS_SUCCESSES.includes(status)) {");
         if plan.message_at.is_some() {
             out.line("    const text = getAt(message, MESSAGE_AT);");
             out.line("    return { messageId, error: { code: statusCode(status), message: typeof text === \"string\" ? text : \"\" } };");

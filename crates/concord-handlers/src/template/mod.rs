@@ -271,6 +271,7 @@ fn module_plan(document: &ProtocolDocument, local: &Local) -> Result<ModulePlan,
         status: envelope.status_text.as_ref().map(|status| StatusWords {
             field: status.field.clone(),
             success: status.success.clone(),
+            successes: status.successes.clone(),
             errors: status.errors.clone(),
             fallback: status.fallback.clone(),
         }),

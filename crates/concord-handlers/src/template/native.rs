@@ -309,7 +309,7 @@ fn decode_response_body(
     }
     if let Some(status) = &module.status {
         let word = own(Some(message), &status.field);
-        if word != Some(&status.success) {
+        if !word.is_some_and(|word| status.successes.contains(word)) {
             let text = match &module.message_at {
                 Some(message_at) => get_at(message, message_at)
                     .and_then(Value::as_str)

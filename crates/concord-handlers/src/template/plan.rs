@@ -31,6 +31,8 @@ pub(super) struct StatusWords {
     pub field: String,
     /// `STATUS_SUCCESS`: the word of a success.
     pub success: Value,
+    /// `STATUS_SUCCESSES`: every word read as a success.
+    pub successes: Vec<Value>,
     /// `STATUS_ERRORS`: `[low, high, word]`, the first range holding a code picks its word;
     /// a word is read as its range's low code.
     pub errors: Vec<(i64, i64, Value)>,
@@ -47,6 +49,7 @@ impl ModulePlan {
         }
         if let Some(status) = &mut self.status {
             engine_form(&mut status.success);
+            status.successes.iter_mut().for_each(engine_form);
             engine_form(&mut status.fallback);
             for (_, _, word) in &mut status.errors {
                 engine_form(word);

@@ -228,10 +228,10 @@ fn write_document(
             convention.code_pointer = Some("/outcome/code".into());
         }
         4 => {
-            // A status word per outcome, no numeric code.
+            // A status word per outcome (two for a success), no numeric code.
             response.insert(
                 "status".into(),
-                json!({"type": "string", "enum": ["success", "not_found", "client_error", "error"]}),
+                json!({"type": "string", "enum": ["success", "ok", "not_found", "client_error", "error"]}),
             );
             response.insert("message".into(), json!({"type": "string"}));
             response_required.push(json!("status"));
