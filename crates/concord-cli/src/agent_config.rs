@@ -89,6 +89,7 @@
 //! [limits]                           # every field of `concord_node::Limits`; defaults there
 //! call_timeout = "10s"
 //! max_sessions = 64
+//! max_holding_sessions = 32          # at most max_sessions: subscribing, observing, streaming
 //! max_sessions_per_address = 16      # a client address: an IPv4 address or an IPv6 /64
 //! max_candidate_size = 65536         # bytes of a peer's candidate protocol
 //! transcript_max_age = "7d"          # the node prunes its transcripts by age and count
@@ -1779,6 +1780,38 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn slot_limits_that_disagree_are_refused_by_key() {
+        for (keys, expected) in [
+            (
+                "max_pending_hellos = 8\nmax_pending_hellos_per_address = 9",
+                "limits.max_pending_hellos_per_address: must be at most max_pending_hellos (8), not 9",
+            ),
+            (
+                "max_sessions = 64",
+                "limits.max_holding_sessions: must be at most max_sessions (64), not 128",
+            ),
+            (
+                "max_holding_sessions = 4",
+                "limits.max_holding_sessions_per_address: must be at most max_holding_sessions (4), not 8",
+            ),
+            (
+                "hello_timeout = \"1s\"",
+                "limits.pending_hello_shed_after: must be less than hello_timeout (1 s), not 1 s",
+            ),
+        ] {
+            let text = format!("{MINIMAL}\n[limits]\n{keys}\n");
+            let error = load(&text, &[]).unwrap_err();
+            assert!(error.contains(expected), "{keys}: {error}");
+        }
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_sessions = 64\nmax_holding_sessions = 32\n\
+             hello_timeout = \"2s\"\npending_hello_shed_after = \"1s\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.max_holding_sessions, 32);
     }
 
     #[test]

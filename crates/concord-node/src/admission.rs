@@ -343,18 +343,24 @@ impl Admission {
 
     /// Enters a WebSocket from `key`'s address into the budget of those waiting for their
     /// hello, or refuses it: 429 when its address holds its share
-    /// (`max_pending_hellos_per_address`), 503 when the budget is full of WebSockets from
+    /// (`max_pending_hellos_per_address`) while other addresses' WebSockets wait too, 503 when the budget is full of WebSockets from
     /// other addresses that have not waited `pending_hello_shed_after` yet. When the
     /// budget is full, the oldest waiting of the address holding the most is told to go
     /// (its [`PendingHello::shed`] resolves): the newcomer's own, when its address holds
-    /// at least as many as any other, else another address's that waited at least the
-    /// floor. An address reconnecting in a loop thus sheds its own, not another's caller
-    /// in the middle of its handshake.
+    /// at least as many as any other; else another address's, at once when that address
+    /// holds at least two more than the newcomer's (more than its part), else only once
+    /// it has waited the floor. An address reconnecting in a loop thus sheds its own, not
+    /// another's caller in the middle of its handshake, and addresses holding many cannot
+    /// keep the others out by reopening their sockets before the floor.
     pub(crate) fn pending_hello(self: &Arc<Self>, key: ClientKey) -> Result<PendingHello, Refusal> {
         let now = Instant::now();
         let mut table = self.table();
         let own = table.pending_per_address.get(&key).copied().unwrap_or(0);
-        if own >= self.max_pending_hellos_per_address {
+        // The share binds only while other addresses wait too: one caller's burst (many
+        // sessions opened at once) is not refused on an otherwise quiet node, and a
+        // newcomer from another address sheds from the heaviest below.
+        let others = table.pending.len().saturating_sub(own);
+        if own >= self.max_pending_hellos_per_address && others > 0 {
             return Err(Refusal::PendingHellosPerAddress {
                 limit: self.max_pending_hellos_per_address,
             });
@@ -364,12 +370,18 @@ impl Admission {
             let other = table
                 .heaviest_other(key)
                 .filter(|(_, count)| *count > own)
-                .and_then(|(heaviest, _)| table.oldest_of(heaviest))
-                .filter(|(_, since)| {
-                    now.saturating_duration_since(*since) >= self.pending_hello_shed_after
+                .and_then(|(heaviest, count)| {
+                    let (id, since) = table.oldest_of(heaviest)?;
+                    // Holding more than the newcomer's address would with it, the
+                    // heaviest address has more than its part: the floor does not
+                    // protect it (else a few addresses reopening their sockets before
+                    // the floor would keep every other address out).
+                    let beyond_its_part = count > own + 1;
+                    let waited = now.saturating_duration_since(since);
+                    (beyond_its_part || waited >= self.pending_hello_shed_after).then_some(id)
                 });
             let victim = match other {
-                Some((id, _)) => id,
+                Some(id) => id,
                 None => match table.oldest_of(key) {
                     Some((id, _)) => id,
                     None => {
@@ -628,11 +640,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_full_pending_budget_sheds_from_the_address_holding_most_and_not_the_young() {
+    async fn a_full_pending_budget_sheds_from_the_address_holding_most_at_once() {
         let admission = Admission::new(&Limits {
             max_pending_hellos: 4,
             max_pending_hellos_per_address: 3,
-            pending_hello_shed_after: Duration::from_millis(200),
+            pending_hello_shed_after: Duration::from_secs(30),
             ..limits()
         });
         let (attacker, caller, third) = (
@@ -650,12 +662,8 @@ mod tests {
         assert_eq!(refused.status(), 429);
         let mut caller_waiting = admission.pending_hello(caller).unwrap();
         assert_eq!(admission.pending(), 4);
-        // Full, and the attacker's are younger than the floor: nobody is shed, 503.
-        let refused = admission.pending_hello(third).unwrap_err();
-        assert_eq!(refused, Refusal::PendingHellos { limit: 4 });
-        assert_eq!(refused.status(), 503);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        // Past the floor: the newcomer sheds the attacker's oldest, not the caller.
+        // Full, and the attacker's are younger than the floor, but it holds more than its
+        // part: the newcomer sheds the attacker's oldest at once, not the caller.
         let _third = admission.pending_hello(third).unwrap();
         tokio::time::timeout(Duration::from_secs(1), held[0].shed())
             .await
@@ -667,11 +675,51 @@ mod tests {
             "the caller stays"
         );
         assert_eq!(admission.pending(), 4);
+        // The attacker reopening sheds its own, whatever their age.
+        let again = admission.pending_hello(attacker).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), held[1].shed())
+            .await
+            .expect("the attacker's own oldest is shed");
         drop(held);
+        drop(again);
         assert_eq!(admission.pending(), 2);
         assert!(!admission
             .table()
             .pending_per_address
             .contains_key(&attacker));
+    }
+
+    #[tokio::test]
+    async fn the_floor_protects_an_address_holding_no_more_than_its_part() {
+        let admission = Admission::new(&Limits {
+            max_pending_hellos: 3,
+            max_pending_hellos_per_address: 3,
+            pending_hello_shed_after: Duration::from_millis(200),
+            ..limits()
+        });
+        let keys: Vec<_> = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"]
+            .iter()
+            .map(|address| ClientKey::of(at(address).ip()))
+            .collect();
+        // Three addresses hold one each: a fourth's newcomer would hold as many.
+        let mut held: Vec<_> = keys[..3]
+            .iter()
+            .map(|key| admission.pending_hello(*key).unwrap())
+            .collect();
+        let refused = admission.pending_hello(keys[3]).unwrap_err();
+        assert_eq!(refused, Refusal::PendingHellos { limit: 3 });
+        assert_eq!(refused.status(), 503);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        // Past the floor: the oldest goes.
+        let _fourth = admission.pending_hello(keys[3]).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), held[0].shed())
+            .await
+            .expect("the oldest past the floor is shed");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), held[1].shed())
+                .await
+                .is_err(),
+            "the second stays"
+        );
     }
 }

@@ -26,13 +26,13 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
-/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of the session whose peer has sent nothing for longest, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal), once that peer has been silent this long; that session is closed with 1013 and a reason |
+/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
-/// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
-/// | `pending_hello_shed_after` | 1 s | a WebSocket waiting for its hello is never shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off); with nothing older to shed, the newcomer is answered HTTP 503 |
-/// | `max_holding_sessions` | 128 | sessions holding a subscription, an observation or a stream at once: the next `subscribeevent`, `subscribeallevents`, `observeproperty` or stream `invokeaction` sheds the holding session whose peer was silent longest (at least `idle_shed_after`), else is answered with a 503 problem; the session goes on |
-/// | `max_holding_sessions_per_address` | 8 | such sessions from one client address: the next such request is answered with a 429 problem; the session goes on |
+/// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address, at most `max_pending_hellos`: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
+/// | `pending_hello_shed_after` | 1 s | less than `hello_timeout`: a WebSocket waiting for its hello is not shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off), unless its address holds at least two more waiting than the newcomer's (then its oldest goes at once); with nothing to shed, the newcomer is answered HTTP 503 |
+/// | `max_holding_sessions` | 128 | at most `max_sessions`: sessions holding a subscription, an observation or a stream at once: the next `subscribeevent`, `subscribeallevents`, `observeproperty` or stream `invokeaction` sheds a holding session whose peer was silent at least `idle_shed_after` (one of the address holding the most such sessions, the newcomer's counted with it; the one silent longest), else is answered with a 503 problem; the session goes on |
+/// | `max_holding_sessions_per_address` | 8 | such sessions from one client address, at most `max_holding_sessions`: the next such request is answered with a 429 problem; the session goes on |
 /// | `ping_interval` | 30 s | an established session whose peer sent nothing (not even a pong) for this long is sent a WebSocket ping |
 /// | `pong_timeout` | 10 s | a peer that sends nothing within this after a ping is closed with 1008 and a reason |
 /// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle) |
@@ -125,7 +125,9 @@ pub struct Limits {
     /// with no call of the session running (ready, or a provider waiting for the first
     /// proposal; a subscription, an observation or a stream is not a call), before a
     /// newcomer with a valid hello may take its slot (it is closed with 1013, try again
-    /// later). The session whose peer was silent longest goes first.
+    /// later). It is one of the client address holding the most sessions (the newcomer's
+    /// counted with it), the one whose peer was silent longest: a silent subscriber from
+    /// an address holding few is not shed for the newcomers of addresses holding many.
     pub idle_shed_after: Duration,
     /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
     /// `max_sessions` (a session counts there once its hello is answered). When it is full,
@@ -138,19 +140,23 @@ pub struct Limits {
     /// Most WebSockets waiting for their hello from one client address, within
     /// `max_pending_hellos`: one more is refused (HTTP 429) before any upgrade. When the
     /// whole budget is full, a newcomer sheds the oldest waiting of the address holding the
-    /// most (its own, if that is the one), never one from another address younger than
-    /// `pending_hello_shed_after`.
+    /// most (its own, if that is the one). At most `max_pending_hellos`.
     pub max_pending_hellos_per_address: usize,
     /// How long a WebSocket waits for its hello before a newcomer from another address may
     /// shed it (when the budget is full and nothing older is there, the newcomer gets
-    /// HTTP 503): a caller in its upgrade and Noise handshake is not cut off.
+    /// HTTP 503): a caller in its upgrade and Noise handshake is not cut off. An address
+    /// holding at least two more waiting than the newcomer's has more than its part and
+    /// loses this protection: its oldest is shed whatever its age. Less than
+    /// `hello_timeout`.
     pub pending_hello_shed_after: Duration,
     /// Most sessions holding a subscription, an observation or a stream at once. Such a
-    /// session may be shed for a newcomer when the node is full, like an idle one: the
-    /// one whose peer was silent longest (a subscriber resumes from its last event id).
+    /// session may be shed for a newcomer when the node is full, like an idle one (a
+    /// subscriber resumes from its last event id). When this budget is full, a new holder
+    /// sheds a holding session of the address holding the most of them (the newcomer's
+    /// counted with it), the one whose peer was silent longest. At most `max_sessions`.
     pub max_holding_sessions: usize,
     /// Most sessions holding a subscription, an observation or a stream from one client
-    /// address at once.
+    /// address at once; at most `max_holding_sessions`.
     pub max_holding_sessions_per_address: usize,
     /// How long an established session's peer may send nothing (not even a pong) before
     /// it is sent a WebSocket ping.
@@ -534,7 +540,54 @@ impl Limits {
             return Err(InvalidLimit::zero(name));
         }
         self.validate_backend_calls()?;
+        self.validate_slots()?;
         self.validate_interaction()
+    }
+
+    /// The slot budgets agree with each other: a share per address at most the whole,
+    /// the holders at most the sessions, and the floor before a waiting WebSocket may be
+    /// shed shorter than the hello timeout (else it would never apply).
+    fn validate_slots(&self) -> Result<(), InvalidLimit> {
+        let at_most = |name, value: usize, bound_name: &str, bound: usize| {
+            (value > bound).then(|| InvalidLimit {
+                name,
+                reason: format!("must be at most {bound_name} ({bound}), not {value}"),
+            })
+        };
+        let checks = [
+            at_most(
+                "max_pending_hellos_per_address",
+                self.max_pending_hellos_per_address,
+                "max_pending_hellos",
+                self.max_pending_hellos,
+            ),
+            at_most(
+                "max_holding_sessions",
+                self.max_holding_sessions,
+                "max_sessions",
+                self.max_sessions,
+            ),
+            at_most(
+                "max_holding_sessions_per_address",
+                self.max_holding_sessions_per_address,
+                "max_holding_sessions",
+                self.max_holding_sessions,
+            ),
+        ];
+        if let Some(invalid) = checks.into_iter().flatten().next() {
+            return Err(invalid);
+        }
+        if self.pending_hello_shed_after >= self.hello_timeout {
+            return Err(InvalidLimit {
+                name: "pending_hello_shed_after",
+                reason: format!(
+                    "must be less than hello_timeout ({}), not {}",
+                    human(self.hello_timeout),
+                    human(self.pending_hello_shed_after)
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// An address's share of the backend calls (and of the long-lived ones) is at most the
@@ -664,6 +717,49 @@ mod tests {
         assert_eq!(config.max_frame_size, 2 * 1024 * 1024);
         assert_eq!(config.max_candidate_size, 64 * 1024);
         assert_eq!(config.first_proposal_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn slot_budgets_that_disagree_are_refused_by_name_and_reason() {
+        let refused = |change: fn(&mut Limits)| {
+            let mut limits = Limits::default();
+            change(&mut limits);
+            limits.validate().unwrap_err()
+        };
+        let error = refused(|limits| limits.max_pending_hellos_per_address = 65);
+        assert_eq!(error.name, "max_pending_hellos_per_address");
+        assert_eq!(
+            error.to_string(),
+            "max_pending_hellos_per_address must be at most max_pending_hellos (64), not 65"
+        );
+        let error = refused(|limits| limits.max_sessions = 64);
+        assert_eq!(
+            error.to_string(),
+            "max_holding_sessions must be at most max_sessions (64), not 128"
+        );
+        let error = refused(|limits| limits.max_holding_sessions = 4);
+        assert_eq!(
+            error.to_string(),
+            "max_holding_sessions_per_address must be at most max_holding_sessions (4), not 8"
+        );
+        let error = refused(|limits| limits.hello_timeout = Duration::from_millis(300));
+        assert_eq!(
+            error.to_string(),
+            "pending_hello_shed_after must be less than hello_timeout (300 ms), not 1 s"
+        );
+        // Equal is fine for the shares, not for the floor.
+        let mut limits = Limits {
+            max_pending_hellos_per_address: 64,
+            max_holding_sessions: 256,
+            max_holding_sessions_per_address: 256,
+            ..Limits::default()
+        };
+        assert_eq!(limits.validate(), Ok(()));
+        limits.pending_hello_shed_after = limits.hello_timeout;
+        assert_eq!(
+            limits.validate().unwrap_err().name,
+            "pending_hello_shed_after"
+        );
     }
 
     #[test]

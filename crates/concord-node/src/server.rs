@@ -456,12 +456,13 @@ const SHED_WAIT: Duration = Duration::from_secs(2);
 /// A session slot for a peer whose hello is valid: a free one, else the slot of the
 /// session whose peer was silent longest (at least `idle_shed_after`) with no call running,
 /// which is told to close.
-async fn session_slot(state: &ServerState) -> Option<OwnedSemaphorePermit> {
+async fn session_slot(state: &ServerState, remote: SocketAddr) -> Option<OwnedSemaphorePermit> {
     if let Ok(permit) = Arc::clone(&state.sessions).try_acquire_owned() {
         return Some(permit);
     }
     let after = state.shared.limits.idle_shed_after;
-    if !state.idle.shed_longest_idle(after, Instant::now()) {
+    let newcomer = ClientKey::of(remote.ip());
+    if !state.idle.shed_for(newcomer, after, Instant::now()) {
         return None;
     }
     tracing::info!("the node is full: shed the session silent longest for a newcomer");
@@ -518,7 +519,7 @@ async fn run_session(
     drop(pending);
     let (code, reason) = match wait {
         HelloWait::Read(read) => match *read {
-            Ok(hello) => match session_slot(&state).await {
+            Ok(hello) => match session_slot(&state, remote).await {
                 Some(permit) if !*state.stop.borrow() => {
                     let opened =
                         Box::pin(open_session(socket, &state, remote, hello, permit, caller)).await;

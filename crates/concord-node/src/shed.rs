@@ -10,6 +10,8 @@
 //! address ([`Registration::try_hold`]); when it is full, a new holder sheds the holding
 //! session whose peer was silent longest.
 
+use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -107,32 +109,48 @@ impl IdleSessions {
         })
     }
 
-    /// Tells the session idle longest, if it has been idle at least `at_least`, to close;
-    /// returns whether one was told. It stops counting as idle at once, so that two
-    /// newcomers never shed the same session.
-    pub(crate) fn shed_longest_idle(&self, at_least: Duration, now: Instant) -> bool {
+    /// Tells a session idle at least `at_least` to close, for a newcomer from
+    /// `newcomer`'s address: one of the address holding the most sessions (the
+    /// newcomer's included), the one idle longest; returns whether one was told. It
+    /// stops counting as idle at once, so that two newcomers never shed the same session.
+    pub(crate) fn shed_for(&self, newcomer: ClientKey, at_least: Duration, now: Instant) -> bool {
         let sessions = self.lock();
-        self.shed_among(&sessions, at_least, now, StopSignal::Shed, |_| true)
-            .is_some()
+        self.shed_among(&sessions, newcomer, at_least, now, StopSignal::Shed, |_| {
+            true
+        })
+        .is_some()
     }
 
-    /// Sheds the session idle longest (at least `at_least`) among those `eligible` picks,
-    /// telling it `why`; returns it.
+    /// Sheds a session idle at least `at_least` among those `eligible` picks, for a
+    /// newcomer from `newcomer`'s address, telling it `why`; returns it. The victim is one
+    /// of the address holding the most of those `eligible` picks, the newcomer's address
+    /// counted as holding one more (ties: the one idle longest): an address holding many
+    /// loses its own first, and a peer from an address holding few, silent as a
+    /// subscriber is, is not shed for the newcomers of addresses holding more. When every
+    /// address holds as many, the one idle longest is shed.
     fn shed_among(
         &self,
         sessions: &[Arc<Activity>],
+        newcomer: ClientKey,
         at_least: Duration,
         now: Instant,
         why: StopSignal,
         eligible: impl Fn(&Activity) -> bool,
     ) -> Option<Arc<Activity>> {
         let latest = self.millis(now).saturating_sub(millis(at_least));
+        let mut held: HashMap<ClientKey, usize> = HashMap::from([(newcomer, 1)]);
+        for activity in sessions.iter().filter(|activity| eligible(activity)) {
+            *held.entry(activity.key).or_insert(0) += 1;
+        }
         let oldest = sessions
             .iter()
             .filter(|activity| eligible(activity))
             .map(|activity| (activity.idle_since.load(Ordering::Relaxed), activity))
             .filter(|(since, _)| *since != BUSY && *since <= latest)
-            .min_by_key(|(since, _)| *since);
+            .max_by_key(|(since, activity)| {
+                let count = held.get(&activity.key).copied().unwrap_or(0);
+                (count, Reverse(*since))
+            });
         let (since, activity) = oldest?;
         // Claim it: a session that turned busy meanwhile is left alone.
         if activity
@@ -170,8 +188,9 @@ impl Registration {
     /// Counts this session among those holding a subscription, an observation or a
     /// stream, or says why not, as the problem that answers the request: 429 when its
     /// address holds its share (`max_holding_sessions_per_address`); when the node-wide
-    /// budget (`max_holding_sessions`) is full, the holding session whose peer was silent
-    /// longest (at least `idle_shed_after`) is shed and its place taken, else 503.
+    /// budget (`max_holding_sessions`) is full, a holding session whose peer was silent at
+    /// least `idle_shed_after` is shed and its place taken (one of the address holding
+    /// the most, the one silent longest: see [`IdleSessions::shed_among`]), else 503.
     pub(crate) fn try_hold(&self, now: Instant) -> Result<(), Box<Problem>> {
         let registry = &self.registry;
         let sessions = registry.lock();
@@ -200,6 +219,7 @@ impl Registration {
             let me = &self.activity;
             let shed = registry.shed_among(
                 &sessions,
+                key,
                 registry.shed_after,
                 now,
                 StopSignal::ShedHolder,
@@ -249,10 +269,52 @@ impl Drop for Registration {
 mod tests {
     use super::*;
 
+    fn local() -> ClientKey {
+        ClientKey::of(std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
     fn session(registry: &Arc<IdleSessions>) -> (Registration, watch::Receiver<StopSignal>) {
+        session_from(registry, local())
+    }
+
+    fn session_from(
+        registry: &Arc<IdleSessions>,
+        key: ClientKey,
+    ) -> (Registration, watch::Receiver<StopSignal>) {
         let (stop, signal) = watch::channel(StopSignal::Running);
-        let key = ClientKey::of(std::net::Ipv4Addr::LOCALHOST.into());
         (registry.register(None, Arc::new(stop), key), signal)
+    }
+
+    #[test]
+    fn the_address_holding_most_is_shed_first_and_a_lone_silent_peer_is_not() {
+        let registry = IdleSessions::new(&crate::Limits::default());
+        let now = Instant::now() + Duration::from_secs(10);
+        let attacker = ClientKey::of(std::net::Ipv4Addr::new(192, 0, 2, 1).into());
+        let other = ClientKey::of(std::net::Ipv4Addr::new(192, 0, 2, 2).into());
+        // The caller's subscriber, silent longest.
+        let (caller, caller_signal) = session(&registry);
+        caller.set_idle(Some(now - Duration::from_secs(9)));
+        let mut attackers = Vec::new();
+        for (key, silent) in [(attacker, 3), (attacker, 2), (other, 1)] {
+            let (registration, signal) = session_from(&registry, key);
+            registration.set_idle(Some(now - Duration::from_secs(silent)));
+            attackers.push((registration, signal));
+        }
+        // A newcomer from the other address: the attacker holds the most.
+        assert!(registry.shed_for(other, Duration::from_secs(1), now));
+        assert_eq!(*attackers[0].1.borrow(), StopSignal::Shed);
+        // The attacker's own newcomer sheds the attacker's next, the other's its own: not
+        // the caller's, silent longest.
+        assert!(registry.shed_for(attacker, Duration::from_secs(1), now));
+        assert_eq!(*attackers[1].1.borrow(), StopSignal::Shed);
+        assert!(registry.shed_for(other, Duration::from_secs(1), now));
+        assert_eq!(*attackers[2].1.borrow(), StopSignal::Shed);
+        assert_eq!(*caller_signal.borrow(), StopSignal::Running);
+        // Every address holding as many (the shed still count until they leave): the one
+        // silent longest.
+        drop(attackers);
+        assert!(registry.shed_for(other, Duration::from_secs(1), now));
+        assert_eq!(*caller_signal.borrow(), StopSignal::Shed);
     }
 
     #[test]
@@ -266,15 +328,15 @@ mod tests {
         newer.set_idle(Some(now - Duration::from_secs(2)));
         // Nobody idle for 6 s.
         assert!(!registry.has_idle(Duration::from_secs(6), now));
-        assert!(!registry.shed_longest_idle(Duration::from_secs(6), now));
+        assert!(!registry.shed_for(local(), Duration::from_secs(6), now));
         assert!(registry.has_idle(Duration::from_secs(1), now));
-        assert!(registry.shed_longest_idle(Duration::from_secs(1), now));
+        assert!(registry.shed_for(local(), Duration::from_secs(1), now));
         assert_eq!(*older_signal.borrow(), StopSignal::Shed);
         assert_eq!(*newer_signal.borrow(), StopSignal::Running);
-        assert!(registry.shed_longest_idle(Duration::from_secs(1), now));
+        assert!(registry.shed_for(local(), Duration::from_secs(1), now));
         assert_eq!(*newer_signal.borrow(), StopSignal::Shed);
         // Each was claimed once: nobody idle is left.
-        assert!(!registry.shed_longest_idle(Duration::ZERO, now));
+        assert!(!registry.shed_for(local(), Duration::ZERO, now));
         drop(busy);
         assert_eq!(registry.lock().len(), 2);
     }

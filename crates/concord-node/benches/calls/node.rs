@@ -71,6 +71,7 @@ fn limits() -> Limits {
         // Each connection fetches the description and upgrades: two requests.
         request_rate_per_address: 200_000,
         request_burst_per_address: 200_000,
+        max_pending_hellos: 4096,
         max_pending_hellos_per_address: 4096,
         // 64 callers from one address: every backend slot is theirs, and they may wait.
         max_backend_calls_per_address: Limits::default().max_backend_calls,

@@ -210,6 +210,7 @@ async fn a_text_frame_after_the_hello_breaks_the_binding() {
 async fn a_silent_peer_times_out_at_the_hello() {
     let agent = provider_with(Limits {
         hello_timeout: Duration::from_millis(300),
+        pending_hello_shed_after: Duration::from_millis(100),
         ..quick_limits()
     });
     let server = serve(&agent).await;
@@ -301,6 +302,8 @@ async fn an_unknown_zero_rtt_hash_falls_back_to_negotiation() {
 async fn the_session_limit_answers_503_and_frees_up() {
     let agent = provider_with(Limits {
         max_sessions: 1,
+        max_holding_sessions: 1,
+        max_holding_sessions_per_address: 1,
         ..quick_limits()
     });
     let server = serve(&agent).await;

@@ -128,6 +128,7 @@ async fn fake_provider(
 fn impatient_requester() -> Agent {
     build(Node::builder("Requester").limits(Limits {
         hello_timeout: Duration::from_millis(300),
+        pending_hello_shed_after: Duration::from_millis(100),
         negotiation_timeout: Duration::from_millis(400),
         ..quick_limits()
     }))

@@ -101,13 +101,16 @@ async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
 async fn silent_websockets_filling_the_hello_budget_do_not_keep_a_caller_out() {
     let provider = provider_with(Limits {
         max_sessions: 2,
+        max_holding_sessions: 2,
+        max_holding_sessions_per_address: 2,
         max_pending_hellos: 4,
+        max_pending_hellos_per_address: 4,
         ..quick_limits()
     });
     let server = serve(&provider).await;
     let mut silent = Vec::new();
     for _ in 0..4 {
-        silent.push(raw_socket(&server).await);
+        silent.push(raw_socket_from("127.0.0.2", &server).await);
     }
     wait_for_pending(&server, 4).await;
     assert_eq!(server.sessions(), 0, "no hello, no established session");
@@ -170,6 +173,8 @@ async fn sessions_per_address_are_capped_with_a_typed_429() {
 async fn the_session_pool_filling_before_the_hello_closes_with_1013() {
     let provider = provider_with(Limits {
         max_sessions: 1,
+        max_holding_sessions: 1,
+        max_holding_sessions_per_address: 1,
         ..quick_limits()
     });
     let server = serve(&provider).await;
@@ -335,6 +340,8 @@ async fn a_resumed_session_then_silence_gives_its_slot_back_after_the_idle_timeo
 async fn a_full_node_gives_the_slot_of_the_session_idle_longest_to_a_caller_with_a_valid_hello() {
     let provider = provider_with(Limits {
         max_sessions: 2,
+        max_holding_sessions: 2,
+        max_holding_sessions_per_address: 2,
         idle_shed_after: Duration::from_millis(200),
         first_proposal_timeout: Duration::from_secs(30),
         ..quick_limits()
@@ -372,6 +379,8 @@ async fn a_full_node_gives_the_slot_of_the_session_idle_longest_to_a_caller_with
 async fn a_full_node_whose_sessions_are_all_busy_still_answers_503() {
     let provider = provider_with(Limits {
         max_sessions: 1,
+        max_holding_sessions: 1,
+        max_holding_sessions_per_address: 1,
         idle_shed_after: Duration::from_secs(30),
         ..quick_limits()
     });

@@ -27,13 +27,18 @@ async fn socket_from(source: &str, server: &Server) -> Option<RawSocket> {
         .map(|(socket, _)| socket)
 }
 
-/// One attacker's loop: a WebSocket that never says hello, opened again as soon as the
-/// node closes or refuses it, until `stop`.
-async fn hold_pre_hello(source: &'static str, server: Arc<Server>, stop: Arc<AtomicBool>) {
+/// One attacker's loop: a WebSocket that never says hello, closed by the attacker after
+/// `lifetime` and opened again, or as soon as the node closes or refuses it, until `stop`.
+async fn hold_pre_hello(
+    source: &'static str,
+    lifetime: Duration,
+    server: Arc<Server>,
+    stop: Arc<AtomicBool>,
+) {
     while !stop.load(Ordering::Relaxed) {
         match socket_from(source, &server).await {
             Some(mut socket) => {
-                let closed = tokio::time::timeout(Duration::from_secs(1), closed_with(&mut socket));
+                let closed = tokio::time::timeout(lifetime, closed_with(&mut socket));
                 tokio::select! {
                     _ = closed => {}
                     () = async { while !stop.load(Ordering::Relaxed) {
@@ -74,13 +79,23 @@ async fn pre_hello_sockets_reopened_in_a_loop_from_one_address_do_not_shed_calle
         .map(|_| {
             tokio::spawn(hold_pre_hello(
                 "127.0.0.2",
+                Duration::from_secs(1),
                 Arc::clone(&server),
                 Arc::clone(&stop),
             ))
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_signed_calls_served(&server, &stop, attackers).await;
+}
 
+/// 20 calls from 127.0.0.1 by a requester with a DID (each signs its upgrade and runs the
+/// Noise handshake), then the attackers are stopped: at least 95% must be served.
+async fn assert_signed_calls_served(
+    server: &Server,
+    stop: &AtomicBool,
+    attackers: Vec<tokio::task::JoinHandle<()>>,
+) {
     const CALLS: usize = 20;
     let (requester, _requester_server) = requester_with_did().await;
     let mut served = 0;
@@ -114,6 +129,36 @@ async fn pre_hello_sockets_reopened_in_a_loop_from_one_address_do_not_shed_calle
         served * 100 >= CALLS * 95,
         "{served} of {CALLS} calls served beside the attack: {failures:?}"
     );
+}
+
+#[tokio::test]
+async fn pre_hello_sockets_reopened_before_the_floor_from_four_addresses_do_not_lock_callers_out() {
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .limits(quick_limits()),
+    );
+    let server = Arc::new(serve(&provider).await);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Default limits: four addresses, each holding its share (16) of the budget of
+    // WebSockets waiting for their hello (64), each socket closed and reopened after
+    // 0.9 s, younger than the 1 s floor (about 18 connections per second per address,
+    // under the 64/s rate).
+    let mut attackers = Vec::new();
+    for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+        for _ in 0..16 {
+            attackers.push(tokio::spawn(hold_pre_hello(
+                source,
+                Duration::from_millis(900),
+                Arc::clone(&server),
+                Arc::clone(&stop),
+            )));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_signed_calls_served(&server, &stop, attackers).await;
 }
 
 /// The weather agent (every LMOS pattern) with `limits`, serving, and the hash of its
@@ -332,6 +377,7 @@ async fn a_full_holders_budget_sheds_the_holder_silent_longest_for_a_new_subscri
     let (_provider, server, hash) = weather_with(Limits {
         idle_shed_after: Duration::from_millis(200),
         max_holding_sessions: 2,
+        max_holding_sessions_per_address: 2,
         ..quick_limits()
     })
     .await;
@@ -402,4 +448,63 @@ async fn a_session_too_busy_to_read_is_not_closed_as_unresponsive() {
             json!({ "text": text })
         );
     }
+}
+
+#[tokio::test]
+async fn newcomers_from_addresses_holding_many_shed_their_own_not_a_silent_subscriber() {
+    let (provider, server, hash) = weather_with(Limits {
+        max_sessions: 8,
+        max_holding_sessions: 8,
+        idle_shed_after: Duration::from_millis(200),
+        ..quick_limits()
+    })
+    .await;
+    // The caller's subscriber, from 127.0.0.1: a real Concord subscription that only
+    // reads, so its peer is the one silent longest.
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::interface([weather::USER_FEEDBACK_RECEIVED]),
+        )
+        .await
+        .unwrap();
+    let mut feedback = peer
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+    // Every other slot taken by strangers from three addresses: hello, then silence.
+    let sources = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let mut strangers = Vec::new();
+    for source in sources.iter().cycle().take(7) {
+        let mut socket = socket_from(source, &server).await.expect("upgraded");
+        hello(&mut socket, Some(&hash)).await;
+        strangers.push(socket);
+    }
+    wait_for_sessions(&server, 8).await;
+    // Newcomers from the strangers' addresses, each once every session is idle long
+    // enough to be shed: each takes the slot of a stranger.
+    for source in sources.iter().cycle().take(6) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut socket = socket_from(source, &server).await.expect("upgraded");
+        let answer = hello(&mut socket, Some(&hash)).await;
+        assert_eq!(answer["metaProtocol"]["usedProtocolHash"], hash.as_str());
+        strangers.push(socket);
+    }
+    wait_for_sessions(&server, 8).await;
+    // The caller's subscription goes on, on the same session.
+    provider
+        .node
+        .publisher()
+        .publish(weather::USER_FEEDBACK_RECEIVED, json!({"rating": 5}))
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), feedback.next())
+        .await
+        .expect("the silent subscriber still gets events");
+    match event {
+        Some(Notification::Event { data, .. }) => assert_eq!(data["rating"], 5),
+        other => panic!("the subscriber was shed: {other:?}"),
+    }
+    assert!(!peer.is_closed(), "the caller's session was closed");
 }
