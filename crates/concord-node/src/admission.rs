@@ -244,8 +244,8 @@ impl Admission {
             max_connections_per_address: limits.max_connections_per_address,
             max_sessions_per_address: limits.max_sessions_per_address,
             max_pending_hellos: limits.max_pending_hellos,
-            max_pending_hellos_per_address: limits.max_pending_hellos_per_address,
-            pending_hello_shed_after: limits.pending_hello_shed_after,
+            max_pending_hellos_per_address: limits.pending_hellos_per_address_in_force(),
+            pending_hello_shed_after: limits.pending_hello_shed_after_in_force(),
             rate: f64::from(limits.connection_rate_per_address),
             burst: f64::from(limits.connection_burst_per_address),
             rate_limit: (

@@ -29,10 +29,10 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
-/// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address, at most `max_pending_hellos`: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
-/// | `pending_hello_shed_after` | 1 s | less than `hello_timeout`: a WebSocket waiting for its hello is not shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off), unless its address holds at least two more waiting than the newcomer's (then its oldest goes at once); with nothing to shed, the newcomer is answered HTTP 503 |
-/// | `max_holding_sessions` | 128 | at most `max_sessions`: sessions holding a subscription, an observation or a stream at once: the next `subscribeevent`, `subscribeallevents`, `observeproperty` or stream `invokeaction` sheds a holding session whose peer was silent at least `idle_shed_after` (one of the address holding the most such sessions, the newcomer's counted with it; the one silent longest), else is answered with a 503 problem; the session goes on |
-/// | `max_holding_sessions_per_address` | 8 | such sessions from one client address, at most `max_holding_sessions`: the next such request is answered with a 429 problem; the session goes on |
+/// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address (a value above `max_pending_hellos` counts as it), while other addresses' wait too: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
+/// | `pending_hello_shed_after` | 1 s | at most half of `hello_timeout` (a longer value counts as that): a WebSocket waiting for its hello is not shed for a newcomer from another address before it has waited this long (a caller in its upgrade and Noise handshake is not cut off), unless its address holds at least two more waiting than the newcomer's (then its oldest goes at once); with nothing to shed, the newcomer is answered HTTP 503 |
+/// | `max_holding_sessions` | 128 | at most `max_sessions` (a larger value counts as it): sessions holding a subscription, an observation or a stream at once: the next `subscribeevent`, `subscribeallevents`, `observeproperty` or stream `invokeaction` sheds a holding session whose peer was silent at least `idle_shed_after` (one of the address holding the most such sessions, the newcomer's counted with it; the one silent longest), else is answered with a 503 problem; the session goes on |
+/// | `max_holding_sessions_per_address` | 8 | such sessions from one client address (a value above `max_holding_sessions` counts as it): the next such request is answered with a 429 problem; the session goes on |
 /// | `ping_interval` | 30 s | an established session whose peer sent nothing (not even a pong) for this long is sent a WebSocket ping |
 /// | `pong_timeout` | 10 s | a peer that sends nothing within this after a ping is closed with 1008 and a reason |
 /// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle) |
@@ -540,54 +540,33 @@ impl Limits {
             return Err(InvalidLimit::zero(name));
         }
         self.validate_backend_calls()?;
-        self.validate_slots()?;
         self.validate_interaction()
     }
 
-    /// The slot budgets agree with each other: a share per address at most the whole,
-    /// the holders at most the sessions, and the floor before a waiting WebSocket may be
-    /// shed shorter than the hello timeout (else it would never apply).
-    fn validate_slots(&self) -> Result<(), InvalidLimit> {
-        let at_most = |name, value: usize, bound_name: &str, bound: usize| {
-            (value > bound).then(|| InvalidLimit {
-                name,
-                reason: format!("must be at most {bound_name} ({bound}), not {value}"),
-            })
-        };
-        let checks = [
-            at_most(
-                "max_pending_hellos_per_address",
-                self.max_pending_hellos_per_address,
-                "max_pending_hellos",
-                self.max_pending_hellos,
-            ),
-            at_most(
-                "max_holding_sessions",
-                self.max_holding_sessions,
-                "max_sessions",
-                self.max_sessions,
-            ),
-            at_most(
-                "max_holding_sessions_per_address",
-                self.max_holding_sessions_per_address,
-                "max_holding_sessions",
-                self.max_holding_sessions,
-            ),
-        ];
-        if let Some(invalid) = checks.into_iter().flatten().next() {
-            return Err(invalid);
-        }
-        if self.pending_hello_shed_after >= self.hello_timeout {
-            return Err(InvalidLimit {
-                name: "pending_hello_shed_after",
-                reason: format!(
-                    "must be less than hello_timeout ({}), not {}",
-                    human(self.hello_timeout),
-                    human(self.pending_hello_shed_after)
-                ),
-            });
-        }
-        Ok(())
+    /// The node-wide budget of holding sessions in force: `max_holding_sessions`, at most
+    /// `max_sessions` (a larger value counts as `max_sessions`, so lowering `max_sessions`
+    /// alone never makes a configuration invalid).
+    pub fn holding_sessions_in_force(&self) -> usize {
+        self.max_holding_sessions.min(self.max_sessions)
+    }
+
+    /// One address's share of the holding sessions in force: at most the budget in force.
+    pub fn holding_sessions_per_address_in_force(&self) -> usize {
+        self.max_holding_sessions_per_address
+            .min(self.holding_sessions_in_force())
+    }
+
+    /// One address's share of the WebSockets waiting for their hello in force: at most
+    /// `max_pending_hellos`.
+    pub fn pending_hellos_per_address_in_force(&self) -> usize {
+        self.max_pending_hellos_per_address
+            .min(self.max_pending_hellos)
+    }
+
+    /// The floor before a waiting WebSocket may be shed in force: at most half of
+    /// `hello_timeout` (a floor as long as the timeout would never apply).
+    pub fn pending_hello_shed_after_in_force(&self) -> Duration {
+        self.pending_hello_shed_after.min(self.hello_timeout / 2)
     }
 
     /// An address's share of the backend calls (and of the long-lived ones) is at most the
@@ -720,45 +699,35 @@ mod tests {
     }
 
     #[test]
-    fn slot_budgets_that_disagree_are_refused_by_name_and_reason() {
-        let refused = |change: fn(&mut Limits)| {
-            let mut limits = Limits::default();
-            change(&mut limits);
-            limits.validate().unwrap_err()
-        };
-        let error = refused(|limits| limits.max_pending_hellos_per_address = 65);
-        assert_eq!(error.name, "max_pending_hellos_per_address");
-        assert_eq!(
-            error.to_string(),
-            "max_pending_hellos_per_address must be at most max_pending_hellos (64), not 65"
-        );
-        let error = refused(|limits| limits.max_sessions = 64);
-        assert_eq!(
-            error.to_string(),
-            "max_holding_sessions must be at most max_sessions (64), not 128"
-        );
-        let error = refused(|limits| limits.max_holding_sessions = 4);
-        assert_eq!(
-            error.to_string(),
-            "max_holding_sessions_per_address must be at most max_holding_sessions (4), not 8"
-        );
-        let error = refused(|limits| limits.hello_timeout = Duration::from_millis(300));
-        assert_eq!(
-            error.to_string(),
-            "pending_hello_shed_after must be less than hello_timeout (300 ms), not 1 s"
-        );
-        // Equal is fine for the shares, not for the floor.
-        let mut limits = Limits {
-            max_pending_hellos_per_address: 64,
-            max_holding_sessions: 256,
-            max_holding_sessions_per_address: 256,
+    fn slot_budgets_follow_a_lowered_whole_and_the_hello_timeout() {
+        // Lowering the whole alone keeps a configuration valid: the shares follow it.
+        let limits = Limits {
+            max_sessions: 64,
+            max_pending_hellos: 8,
+            hello_timeout: Duration::from_millis(300),
             ..Limits::default()
         };
         assert_eq!(limits.validate(), Ok(()));
-        limits.pending_hello_shed_after = limits.hello_timeout;
+        assert_eq!(limits.holding_sessions_in_force(), 64);
+        assert_eq!(limits.holding_sessions_per_address_in_force(), 8);
+        assert_eq!(limits.pending_hellos_per_address_in_force(), 8);
         assert_eq!(
-            limits.validate().unwrap_err().name,
-            "pending_hello_shed_after"
+            limits.pending_hello_shed_after_in_force(),
+            Duration::from_millis(150)
+        );
+        let limits = Limits {
+            max_holding_sessions: 4,
+            ..Limits::default()
+        };
+        assert_eq!(limits.holding_sessions_per_address_in_force(), 4);
+        // What is given within the whole is what is in force.
+        let defaults = Limits::default();
+        assert_eq!(defaults.holding_sessions_in_force(), 128);
+        assert_eq!(defaults.holding_sessions_per_address_in_force(), 8);
+        assert_eq!(defaults.pending_hellos_per_address_in_force(), 16);
+        assert_eq!(
+            defaults.pending_hello_shed_after_in_force(),
+            Duration::from_secs(1)
         );
     }
 

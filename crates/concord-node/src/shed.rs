@@ -71,8 +71,8 @@ impl IdleSessions {
         Arc::new(Self {
             epoch: Instant::now(),
             sessions: Mutex::new(Vec::new()),
-            max_holding: limits.max_holding_sessions,
-            max_holding_per_address: limits.max_holding_sessions_per_address,
+            max_holding: limits.holding_sessions_in_force(),
+            max_holding_per_address: limits.holding_sessions_per_address_in_force(),
             shed_after: limits.idle_shed_after,
         })
     }
