@@ -652,15 +652,21 @@ mod tests {
             ClientKey::of(at("192.0.2.2").ip()),
             ClientKey::of(at("192.0.2.3").ip()),
         );
+        // Alone, an address's burst may go past its share.
+        let burst: Vec<_> = (0..4)
+            .map(|_| admission.pending_hello(attacker).unwrap())
+            .collect();
+        drop(burst);
+        assert_eq!(admission.pending(), 0);
+        let mut caller_waiting = admission.pending_hello(caller).unwrap();
         let mut held = Vec::new();
         for _ in 0..3 {
             held.push(admission.pending_hello(attacker).unwrap());
         }
-        // Its share is taken: a fourth from the same address is refused, 429.
+        // Its share is taken while another address waits: a fourth is refused, 429.
         let refused = admission.pending_hello(attacker).unwrap_err();
         assert_eq!(refused, Refusal::PendingHellosPerAddress { limit: 3 });
         assert_eq!(refused.status(), 429);
-        let mut caller_waiting = admission.pending_hello(caller).unwrap();
         assert_eq!(admission.pending(), 4);
         // Full, and the attacker's are younger than the floor, but it holds more than its
         // part: the newcomer sheds the attacker's oldest at once, not the caller.

@@ -61,6 +61,28 @@ impl Served {
         100.0 * f64::from(self.served) / f64::from(self.attempts)
     }
 
+    /// Runs one attempt within [`ATTEMPT_DEADLINE`] and counts it: served with its time
+    /// since `started`, or the reason it was not (`late` when it ran out of time).
+    async fn record(
+        &mut self,
+        started: Instant,
+        attempt: impl std::future::Future<Output = Result<(), BoxError>>,
+        late: &str,
+    ) {
+        self.attempts += 1;
+        match tokio::time::timeout(ATTEMPT_DEADLINE, attempt).await {
+            Ok(Ok(())) => {
+                self.served += 1;
+                self.times.push(started.elapsed());
+            }
+            Ok(Err(error)) => note_failure(&mut self.failures, error.to_string()),
+            Err(_) => note_failure(
+                &mut self.failures,
+                format!("{late} within {ATTEMPT_DEADLINE:?}"),
+            ),
+        }
+    }
+
     /// The median time to an answer.
     pub fn median(&self) -> Option<Duration> {
         let mut times = self.times.clone();
@@ -197,18 +219,7 @@ impl Caller {
                 }
                 Ok::<(), BoxError>(())
             };
-            served.attempts += 1;
-            match tokio::time::timeout(ATTEMPT_DEADLINE, attempt).await {
-                Ok(Ok(())) => {
-                    served.served += 1;
-                    served.times.push(started.elapsed());
-                }
-                Ok(Err(error)) => note(&mut served, error.to_string()),
-                Err(_) => note(
-                    &mut served,
-                    format!("no round trip within {ATTEMPT_DEADLINE:?}"),
-                ),
-            }
+            served.record(started, attempt, "no round trip").await;
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(500)) => {}
                 _ = stop.changed() => {}
@@ -246,18 +257,7 @@ impl Caller {
                 connection.close().await;
                 Ok::<(), BoxError>(())
             };
-            served.attempts += 1;
-            match tokio::time::timeout(ATTEMPT_DEADLINE, attempt).await {
-                Ok(Ok(())) => {
-                    served.served += 1;
-                    served.times.push(started.elapsed());
-                }
-                Ok(Err(error)) => note(&mut served, error.to_string()),
-                Err(_) => note(
-                    &mut served,
-                    format!("no answer within {ATTEMPT_DEADLINE:?}"),
-                ),
-            }
+            served.record(started, attempt, "no answer").await;
             // A caller, not a flood: about ten attempts a second at most.
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -266,10 +266,6 @@ impl Caller {
         }
         served
     }
-}
-
-fn note(served: &mut Served, failure: String) {
-    note_failure(&mut served.failures, failure);
 }
 
 /// Keeps the first three distinct failures, to say why.
