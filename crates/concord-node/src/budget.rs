@@ -62,6 +62,8 @@ struct State {
     addresses: HashMap<ClientKey, Counts>,
     waiting: Vec<Waiter>,
     next_seq: u64,
+    /// Slots handed to waiters so far (orders addresses for round-robin).
+    grants: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -72,6 +74,9 @@ struct Counts {
     long_running: usize,
     /// Of `waiting`, the long-lived calls.
     long_waiting: usize,
+    /// When a waiter of this address was last handed a slot (the budget's grant count
+    /// then; 0: never while it was tracked).
+    last_granted: u64,
 }
 
 #[derive(Debug)]
@@ -356,7 +361,17 @@ impl CallBudget {
                 .iter()
                 .enumerate()
                 .filter(|(_, waiter)| self.has_room(state, waiter.key, waiter.kind))
-                .min_by_key(|(_, waiter)| (state.running_of(waiter.key), waiter.seq))
+                // The address running the fewest, then the one served longest ago (an
+                // address that waited for none comes first: a flood from many addresses
+                // whose waiters are older does not queue a newcomer behind them), then
+                // the oldest waiter.
+                .min_by_key(|(_, waiter)| {
+                    let last = state
+                        .addresses
+                        .get(&waiter.key)
+                        .map_or(0, |counts| counts.last_granted);
+                    (state.running_of(waiter.key), last, waiter.seq)
+                })
                 .map(|(index, _)| index);
             let Some(index) = next else {
                 return;
@@ -364,6 +379,9 @@ impl CallBudget {
             let waiter = state.waiting.swap_remove(index);
             state.unwait(waiter.key, waiter.kind);
             let permit = self.grant(state, waiter.key, waiter.kind);
+            state.grants += 1;
+            let grants = state.grants;
+            state.counts(waiter.key).last_granted = grants;
             if let Err(mut permit) = waiter.wake.send(permit) {
                 // It gave up meanwhile: the slot is free again (released here, under the
                 // lock we hold, not by the permit's drop).
