@@ -333,7 +333,11 @@ async fn accept_session(
     }
     let limits = &state.shared.limits;
     if state.sessions.available_permits() == 0
-        && !state.idle.has_idle(limits.idle_shed_after, Instant::now())
+        && !state.idle.can_shed_for(
+            ClientKey::of(remote.ip()),
+            limits.idle_shed_after,
+            Instant::now(),
+        )
     {
         let reason = sessions_full(state.shared.limits.max_sessions);
         state.log.refused("max_sessions", remote, &reason);

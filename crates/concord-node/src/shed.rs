@@ -99,14 +99,17 @@ impl IdleSessions {
         }
     }
 
-    /// Whether some session has been idle at least `at_least`: a newcomer may then take a
-    /// slot even when all are taken.
-    pub(crate) fn has_idle(&self, at_least: Duration, now: Instant) -> bool {
-        let latest = self.millis(now).saturating_sub(millis(at_least));
-        self.lock().iter().any(|activity| {
-            let since = activity.idle_since.load(Ordering::Relaxed);
-            since != BUSY && since <= latest
-        })
+    /// Whether a newcomer from `newcomer`'s address could shed a session (see
+    /// [`IdleSessions::shed_for`]): it may then take a slot even when all are taken.
+    pub(crate) fn can_shed_for(
+        &self,
+        newcomer: ClientKey,
+        at_least: Duration,
+        now: Instant,
+    ) -> bool {
+        let sessions = self.lock();
+        self.pick(&sessions, newcomer, at_least, now, |_| true)
+            .is_some()
     }
 
     /// Tells a session idle at least `at_least` to close, for a newcomer from
@@ -127,7 +130,10 @@ impl IdleSessions {
     /// counted as holding one more (ties: the one idle longest): an address holding many
     /// loses its own first, and a peer from an address holding few, silent as a
     /// subscriber is, is not shed for the newcomers of addresses holding more. When every
-    /// address holds as many, the one idle longest is shed.
+    /// address holds as many, the one idle longest is shed. A session of an address
+    /// holding at least two more than the newcomer's is shed even before `at_least`
+    /// (never while a call of its runs): else addresses holding every slot, each session
+    /// reconnected within `at_least`, would keep every other address out.
     fn shed_among(
         &self,
         sessions: &[Arc<Activity>],
@@ -137,21 +143,7 @@ impl IdleSessions {
         why: StopSignal,
         eligible: impl Fn(&Activity) -> bool,
     ) -> Option<Arc<Activity>> {
-        let latest = self.millis(now).saturating_sub(millis(at_least));
-        let mut held: HashMap<ClientKey, usize> = HashMap::from([(newcomer, 1)]);
-        for activity in sessions.iter().filter(|activity| eligible(activity)) {
-            *held.entry(activity.key).or_insert(0) += 1;
-        }
-        let oldest = sessions
-            .iter()
-            .filter(|activity| eligible(activity))
-            .map(|activity| (activity.idle_since.load(Ordering::Relaxed), activity))
-            .filter(|(since, _)| *since != BUSY && *since <= latest)
-            .max_by_key(|(since, activity)| {
-                let count = held.get(&activity.key).copied().unwrap_or(0);
-                (count, Reverse(*since))
-            });
-        let (since, activity) = oldest?;
+        let (since, activity) = self.pick(sessions, newcomer, at_least, now, eligible)?;
         // Claim it: a session that turned busy meanwhile is left alone.
         if activity
             .idle_since
@@ -162,6 +154,37 @@ impl IdleSessions {
         }
         StopSignal::send(&activity.stop, why);
         Some(Arc::clone(activity))
+    }
+
+    /// The session [`IdleSessions::shed_among`] would shed, with its idle mark.
+    fn pick<'a>(
+        &self,
+        sessions: &'a [Arc<Activity>],
+        newcomer: ClientKey,
+        at_least: Duration,
+        now: Instant,
+        eligible: impl Fn(&Activity) -> bool,
+    ) -> Option<(u64, &'a Arc<Activity>)> {
+        let latest = self.millis(now).saturating_sub(millis(at_least));
+        let mut held: HashMap<ClientKey, usize> = HashMap::from([(newcomer, 1)]);
+        for activity in sessions.iter().filter(|activity| eligible(activity)) {
+            *held.entry(activity.key).or_insert(0) += 1;
+        }
+        // With the newcomer counted, an address holding at least two more than the
+        // newcomer's holds at least one more here.
+        let beyond = held.get(&newcomer).copied().unwrap_or(1) + 1;
+        sessions
+            .iter()
+            .filter(|activity| eligible(activity))
+            .map(|activity| (activity.idle_since.load(Ordering::Relaxed), activity))
+            .filter(|(since, activity)| {
+                let count = held.get(&activity.key).copied().unwrap_or(0);
+                *since != BUSY && (*since <= latest || count >= beyond)
+            })
+            .max_by_key(|(since, activity)| {
+                let count = held.get(&activity.key).copied().unwrap_or(0);
+                (count, Reverse(*since))
+            })
     }
 
     fn millis(&self, at: Instant) -> u64 {
@@ -317,6 +340,30 @@ mod tests {
         assert_eq!(*caller_signal.borrow(), StopSignal::Shed);
     }
 
+    /// Addresses holding every slot with sessions younger than the floor (each
+    /// reconnected at once) do not keep another address out: a newcomer from an address
+    /// holding two fewer sheds one of theirs at once; their own newcomers wait for the
+    /// floor; a session with a call running is never shed.
+    #[test]
+    fn young_sessions_of_an_address_holding_many_are_shed_for_another_address() {
+        let registry = IdleSessions::new(&crate::Limits::default());
+        let now = Instant::now() + Duration::from_secs(10);
+        let attacker = ClientKey::of(std::net::Ipv4Addr::new(192, 0, 2, 9).into());
+        let (busy, busy_signal) = session_from(&registry, attacker);
+        let (young, young_signal) = session_from(&registry, attacker);
+        young.set_idle(Some(now - Duration::from_millis(100)));
+        // The attacker's own newcomer: its address holds as many, the floor applies.
+        assert!(!registry.can_shed_for(attacker, Duration::from_secs(1), now));
+        assert!(!registry.shed_for(attacker, Duration::from_secs(1), now));
+        // Another address holding none: the young session goes at once, the busy one stays.
+        assert!(registry.can_shed_for(local(), Duration::from_secs(1), now));
+        assert!(registry.shed_for(local(), Duration::from_secs(1), now));
+        assert_eq!(*young_signal.borrow(), StopSignal::Shed);
+        assert_eq!(*busy_signal.borrow(), StopSignal::Running);
+        assert!(!registry.shed_for(local(), Duration::from_secs(1), now));
+        drop((busy, young));
+    }
+
     #[test]
     fn the_session_idle_longest_is_shed_and_only_once() {
         let registry = IdleSessions::new(&crate::Limits::default());
@@ -327,9 +374,9 @@ mod tests {
         older.set_idle(Some(now - Duration::from_secs(5)));
         newer.set_idle(Some(now - Duration::from_secs(2)));
         // Nobody idle for 6 s.
-        assert!(!registry.has_idle(Duration::from_secs(6), now));
+        assert!(!registry.can_shed_for(local(), Duration::from_secs(6), now));
         assert!(!registry.shed_for(local(), Duration::from_secs(6), now));
-        assert!(registry.has_idle(Duration::from_secs(1), now));
+        assert!(registry.can_shed_for(local(), Duration::from_secs(1), now));
         assert!(registry.shed_for(local(), Duration::from_secs(1), now));
         assert_eq!(*older_signal.borrow(), StopSignal::Shed);
         assert_eq!(*newer_signal.borrow(), StopSignal::Running);
