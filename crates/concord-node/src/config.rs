@@ -572,25 +572,18 @@ impl Limits {
     /// An address's share of the backend calls (and of the long-lived ones) is at most the
     /// whole.
     fn validate_backend_calls(&self) -> Result<(), InvalidLimit> {
-        if self.max_backend_calls_per_address > self.max_backend_calls {
-            return Err(InvalidLimit {
-                name: "max_backend_calls_per_address",
-                reason: format!(
-                    "must be at most max_backend_calls ({}), not {}",
-                    self.max_backend_calls, self.max_backend_calls_per_address
-                ),
-            });
-        }
-        if self.max_long_backend_calls_per_address > self.max_long_backend_calls {
-            return Err(InvalidLimit {
-                name: "max_long_backend_calls_per_address",
-                reason: format!(
-                    "must be at most max_long_backend_calls ({}), not {}",
-                    self.max_long_backend_calls, self.max_long_backend_calls_per_address
-                ),
-            });
-        }
-        Ok(())
+        InvalidLimit::at_most(
+            "max_backend_calls_per_address",
+            self.max_backend_calls_per_address,
+            "max_backend_calls",
+            self.max_backend_calls,
+        )?;
+        InvalidLimit::at_most(
+            "max_long_backend_calls_per_address",
+            self.max_long_backend_calls_per_address,
+            "max_long_backend_calls",
+            self.max_long_backend_calls,
+        )
     }
 
     /// The ranges of `interaction` and `streams` beyond zero (checked by
@@ -620,16 +613,12 @@ impl Limits {
             });
         }
         // A stream opened by its first chunk would silently get less.
-        if streams.initial_credit > streams.max_receive_buffer {
-            return Err(InvalidLimit {
-                name: "streams.initial_credit",
-                reason: format!(
-                    "must be at most streams.max_receive_buffer ({}), not {}",
-                    streams.max_receive_buffer, streams.initial_credit
-                ),
-            });
-        }
-        Ok(())
+        InvalidLimit::at_most(
+            "streams.initial_credit",
+            streams.initial_credit,
+            "streams.max_receive_buffer",
+            streams.max_receive_buffer,
+        )
     }
 }
 
@@ -651,6 +640,22 @@ impl InvalidLimit {
             name,
             reason: "must be greater than zero".to_owned(),
         }
+    }
+
+    /// `name` (`value`) must not exceed `bound_name` (`bound`).
+    fn at_most<T: PartialOrd + std::fmt::Display>(
+        name: &'static str,
+        value: T,
+        bound_name: &str,
+        bound: T,
+    ) -> Result<(), Self> {
+        if value > bound {
+            return Err(Self {
+                name,
+                reason: format!("must be at most {bound_name} ({bound}), not {value}"),
+            });
+        }
+        Ok(())
     }
 }
 
