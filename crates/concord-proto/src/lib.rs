@@ -10,6 +10,8 @@
 //!   capability negotiation, 0-RTT reuse by [`ProtocolHash`], consensus protocols.
 //! - [`Session`]: the state machine of one session, both roles, from the first
 //!   candidate protocol to application messages.
+//! - [`Preparation`]: what follows agreement (test cases, code generations, verifying
+//!   the peer's code, fix rounds) and when to give up, beside the session.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
@@ -21,6 +23,7 @@ pub mod handshake;
 mod hash;
 mod hello;
 mod meta;
+pub mod preparation;
 mod session;
 
 pub use frame::{Frame, FrameError, ProtocolType, DEFAULT_MAX_FRAME_SIZE};
@@ -33,6 +36,9 @@ pub use meta::{
     json_type, CodeGeneration, CodeGenerationStatus, FixErrorNegotiation, MetaError, MetaMessage,
     NaturalLanguageKind, NaturalLanguageNegotiation, NegotiationStatus, ProtocolNegotiation,
     TestCasesNegotiation, MAX_MESSAGE_ID_LEN,
+};
+pub use preparation::{
+    AfterSave, CodeFailure, PeerCodeFailure, Preparation, PreparationCommand, PreparationLimits,
 };
 pub use session::{
     CloseReason, Decision, EstablishedProtocol, Event, FixDecision, Phase, ProtocolViolation, Role,
