@@ -545,6 +545,9 @@ struct LimitsSection {
     code_generation_timeout: Option<Humane>,
     call_timeout: Option<Humane>,
     max_negotiation_rounds: Option<u32>,
+    max_code_generations: Option<u32>,
+    max_fix_rounds: Option<u32>,
+    verification_timeout: Option<Humane>,
     max_concurrent_negotiation_work: Option<usize>,
     transcript_max_age: Option<Humane>,
     transcript_max_count: Option<u64>,
@@ -1435,6 +1438,9 @@ impl LimitsSection {
             request_burst_per_address,
             http_header_timeout,
             max_negotiation_rounds,
+            max_code_generations,
+            max_fix_rounds,
+            verification_timeout,
             max_concurrent_negotiation_work,
             hello_timeout,
             idle_timeout,
@@ -1623,6 +1629,21 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             "string"
         );
         assert!(matches!(config.actions[0].backend, Backend::Exec(_)));
+    }
+
+    #[test]
+    fn the_preparation_bounds_can_be_set() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nmax_code_generations = 2\nmax_fix_rounds = 0\n\
+             verification_timeout = \"5s\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.max_code_generations, 2);
+        assert_eq!(limits.max_fix_rounds, 0);
+        assert_eq!(limits.verification_timeout, Duration::from_secs(5));
+        let text = format!("{MINIMAL}\n[limits]\nmax_generations = 2\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(error.contains("unknown field `max_generations`"), "{error}");
     }
 
     #[test]
@@ -2286,6 +2307,8 @@ hello_timeout = \"1s\"
                 "actions[0].http.ca_cert: trusted root certificates: no `-----BEGIN CERTIFICATE-----` block found",
             ),
             (format!("{MINIMAL}\n[limits]\ncall_timeout = \"0s\"\n"), "limits.call_timeout: must be greater than zero"),
+            (format!("{MINIMAL}\n[limits]\nmax_code_generations = 0\n"), "limits.max_code_generations: must be greater than zero"),
+            (format!("{MINIMAL}\n[limits]\nverification_timeout = \"0s\"\n"), "limits.verification_timeout: must be greater than zero"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"ftp://x/\"\n"), "llm.base_url: \"ftp://x/\" must be an http or https URL"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nmodel = \" \"\n"), "llm.model: the model name is empty"),
             (format!("{MINIMAL}\n[llm]\nbase_url = \"http://x/v1\"\nrequest_timeout = \"0s\"\n"), "llm.request_timeout: the request timeout is zero"),

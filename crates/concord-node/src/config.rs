@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use concord_negotiate::complexity::SchemaLimits;
-use concord_proto::{HelloLimits, SessionConfig};
+use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 
 /// Limits and timeouts of a node. Every field has a safe default ([`Limits::default`]).
 ///
@@ -47,6 +47,9 @@ use concord_proto::{HelloLimits, SessionConfig};
 /// | `code_generation_timeout` | 60 s | bounds our code generation and test run; the peer's `generated` is awaited as long |
 /// | `call_timeout` | 30 s | [`Connection::call`](crate::Connection::call) gives up with [`CallError::Timeout`](crate::CallError::Timeout) |
 /// | `max_negotiation_rounds` | 10 | the negotiation ends `rejected` (round cap) |
+/// | `max_code_generations` | 4 | generations of our code per session (the first and one per error report of the peer we accept): one more accepted report ends the session with `codeGeneration: error` naming the limit |
+/// | `max_fix_rounds` | 3 | requester: error reports for the provider's code failing the agreed test cases; a failure after them closes the session naming the failures ([`ConnectError::Verification`](crate::ConnectError::Verification)) |
+/// | `verification_timeout` | 60 s | requester: the provider's answers to a run of the agreed test cases are awaited this long, then the session closes naming how many are missing |
 /// | `transcript_max_age` | 7 days | finished transcripts started earlier are deleted by the next prune |
 /// | `transcript_max_count` | 10,000 | the next prune deletes the oldest finished transcripts beyond it |
 /// | `transcript_prune_interval` | 1 min | prunes (after a session ends, in a blocking task) run at most this often |
@@ -203,6 +206,15 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Most `negotiating` messages a protocol or test-case negotiation may carry.
     pub max_negotiation_rounds: u32,
+    /// Most generations of our code in one session: the first, and one per error report
+    /// of the peer we accept; one more accepted report gives up (`codeGeneration: error`).
+    pub max_code_generations: u32,
+    /// Requester: most error reports sent for the provider's code failing the agreed test
+    /// cases (each answered by a regeneration); a failure after them ends the session.
+    pub max_fix_rounds: u32,
+    /// Requester: how long the provider has to answer every request of a run of the
+    /// agreed test cases over the verification protocol.
+    pub verification_timeout: Duration,
     /// How long a finished transcript is kept (counted from the session's start).
     pub transcript_max_age: Duration,
     /// Most finished transcripts kept: the newest ones. Sessions in progress are not
@@ -289,6 +301,9 @@ impl Default for Limits {
             code_generation_timeout: Duration::from_secs(60),
             call_timeout: Duration::from_secs(30),
             max_negotiation_rounds: 10,
+            max_code_generations: 4,
+            max_fix_rounds: 3,
+            verification_timeout: Duration::from_secs(60),
             transcript_max_age: Duration::from_secs(7 * 24 * 3600),
             transcript_max_count: 10_000,
             transcript_prune_interval: Duration::from_secs(60),
@@ -361,6 +376,16 @@ impl Limits {
         config.negotiation_timeout = self.negotiation_timeout;
         config.code_generation_timeout = self.code_generation_timeout;
         config
+    }
+
+    /// The preparation policy's bounds (`concord_proto::Preparation`) in these limits.
+    pub(crate) fn preparation_limits(&self) -> PreparationLimits {
+        PreparationLimits {
+            max_generations: self.max_code_generations,
+            max_fix_rounds: self.max_fix_rounds,
+            code_generation_timeout: self.code_generation_timeout,
+            verification_timeout: self.verification_timeout,
+        }
     }
 
     /// Checks that no limit is zero; the error names the first one that is.
@@ -453,6 +478,9 @@ impl Limits {
             ),
             ("call_timeout", self.call_timeout.is_zero()),
             ("max_negotiation_rounds", self.max_negotiation_rounds == 0),
+            // `max_fix_rounds` may be 0: the first failure of the peer's code ends it.
+            ("max_code_generations", self.max_code_generations == 0),
+            ("verification_timeout", self.verification_timeout.is_zero()),
             ("transcript_max_age", self.transcript_max_age.is_zero()),
             ("transcript_max_count", self.transcript_max_count == 0),
             (

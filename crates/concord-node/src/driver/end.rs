@@ -90,7 +90,7 @@ impl<T: Transport> Driver<T> {
         match cause {
             Cause::Session(CloseReason::CodeGenerationFailed {
                 by: concord_proto::Side::Local,
-            }) => match &self.prep.last_failure {
+            }) => match self.prep.last_failure() {
                 Some(failure) => format!("our code generation failed: {failure}"),
                 None => "our code generation failed".to_owned(),
             },

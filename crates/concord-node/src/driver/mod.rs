@@ -8,6 +8,7 @@
 mod end;
 mod gate;
 mod interact;
+mod plan;
 mod prepare;
 mod provider;
 mod requester;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use concord_negotiate::Accounting;
 use concord_proto::{
-    Capability, CloseReason, EstablishedProtocol, Event, ProtocolHash, Role, Session,
+    CloseReason, EstablishedProtocol, Event, Preparation, ProtocolHash, Role, Session,
 };
 use concord_store::Direction;
 use futures_util::FutureExt;
@@ -28,7 +29,6 @@ use tracing::Instrument;
 
 pub(crate) use gate::WorkGate;
 pub(crate) use requester::{Command, RequesterParts, Target};
-use work::AfterSave;
 pub(crate) use work::Work;
 
 use crate::code::{CodeInfo, ProtocolCode};
@@ -42,8 +42,6 @@ use crate::transport::{Incoming, Transport, TransportError};
 pub(crate) const CLOSE_LINGER: Duration = Duration::from_secs(2);
 /// How many of our recent messages a diagnosis looks at.
 const RECENT_MESSAGES: usize = 8;
-/// Code generations per session (the first and regenerations after failures or fixes).
-const MAX_GENERATIONS: u32 = 4;
 /// Most frames, results or calls handled in one go before our frames are flushed.
 const BATCH: usize = 64;
 
@@ -71,51 +69,6 @@ pub enum Settlement {
         /// The protocol's URI.
         uri: String,
     },
-}
-
-/// Where the agreed test cases stand.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Tests {
-    /// Not negotiated (capability missing, or nothing to test).
-    NotUsed,
-    /// Requester: drafting them.
-    Drafting,
-    /// Proposed or received, not yet agreed.
-    Talking,
-    /// Agreed: this text.
-    Agreed(String),
-    /// Rejected by one side; the session goes on without them.
-    Rejected,
-}
-
-/// Code generation and the `generated` announcement.
-#[derive(Debug)]
-struct Preparation {
-    generation: u32,
-    generating: bool,
-    /// Our newest code, not yet announced.
-    fresh: Option<ProtocolCode>,
-    /// Provider: the fresh code is being saved before we announce it.
-    saving: bool,
-    /// Whether we said `generated` for the current code.
-    announced: bool,
-    tests: Tests,
-    /// The latest failure of our own code, for the error we end with.
-    last_failure: Option<String>,
-}
-
-impl Preparation {
-    fn new(tests: Tests) -> Self {
-        Self {
-            generation: 0,
-            generating: false,
-            fresh: None,
-            saving: false,
-            announced: false,
-            tests,
-            last_failure: None,
-        }
-    }
 }
 
 /// Why the session ends.
@@ -201,6 +154,10 @@ pub(crate) struct Driver<T: Transport> {
     settled: Option<Settled>,
     /// Our code in force (announced).
     code: Option<ProtocolCode>,
+    /// Our newest code, generated and not yet announced.
+    fresh: Option<ProtocolCode>,
+    /// What follows agreement and when to give up (`concord_proto::Preparation`): the
+    /// driver executes its commands (`plan.rs`).
     prep: Preparation,
     /// Our recent application and verification messages, for diagnosing error reports.
     sent: VecDeque<Vec<u8>>,
@@ -231,13 +188,20 @@ impl<T: Transport> Driver<T> {
             Some(parts) => RoleState::Requester(Box::new(requester::RequesterState::new(parts))),
             None => RoleState::Provider(provider::ProviderState::new(start.caller, start.client)),
         };
-        let (settled, code, tests) = match start.settled {
+        let role_name = start.session.role();
+        let capabilities = start.session.capabilities();
+        let limits = start.shared.limits.preparation_limits();
+        let (settled, code, prep) = match start.settled {
             Some((settled, code, test_cases)) => (
                 Some(settled),
                 Some(code),
-                test_cases.map_or(Tests::NotUsed, Tests::Agreed),
+                Preparation::settled(role_name, capabilities, limits, test_cases),
             ),
-            None => (None, None, Tests::NotUsed),
+            None => (
+                None,
+                None,
+                Preparation::new(role_name, capabilities, limits),
+            ),
         };
         let mut driver = Self {
             transport: start.transport,
@@ -259,7 +223,8 @@ impl<T: Transport> Driver<T> {
             reading_paused: false,
             settled,
             code,
-            prep: Preparation::new(tests),
+            fresh: None,
+            prep,
             sent: VecDeque::new(),
             code_info: Vec::new(),
             accounting: Accounting::default(),
@@ -537,14 +502,10 @@ impl<T: Transport> Driver<T> {
         let idle = self
             .is_idle()
             .then(|| self.last_activity + self.shared.limits.idle_timeout);
-        let role = match &self.role {
-            RoleState::Requester(state) => state.deadline(),
-            RoleState::Provider(_) => None,
-        };
         [
             self.session.poll_timeout(),
             idle,
-            role,
+            self.prep.poll_timeout(),
             self.interact_deadline(),
             self.ping_deadline(),
         ]
@@ -624,7 +585,14 @@ impl<T: Transport> Driver<T> {
                 }
             }
         }
-        self.requester_deadline(now);
+        if self
+            .prep
+            .poll_timeout()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            self.prep.handle_timeout(now);
+            self.execute_preparation();
+        }
         self.interact_timeout(now);
     }
 
@@ -645,13 +613,13 @@ impl<T: Transport> Driver<T> {
             Event::ProtocolAgreed { hash, document } => self.on_agreed(hash, document),
             Event::PeerCodeReady => tracing::debug!("the peer's code is ready"),
             Event::TestCasesReceived { test_cases, .. } => {
-                self.prep.tests = Tests::Talking;
+                self.prep.test_cases_received();
                 self.spawn_judge_test_cases(test_cases);
             }
             Event::TestCasesAgreed { test_cases } => {
                 tracing::info!("test cases agreed");
-                self.prep.tests = Tests::Agreed(test_cases);
-                self.generate_when_tests_settled();
+                self.prep.test_cases_agreed(Instant::now(), test_cases);
+                self.execute_preparation();
             }
             Event::TestCasesRejected { by, reason } => {
                 tracing::warn!(
@@ -659,8 +627,8 @@ impl<T: Transport> Driver<T> {
                     reason = reason.as_deref().unwrap_or(""),
                     "test cases rejected; going on without them"
                 );
-                self.prep.tests = Tests::Rejected;
-                self.generate_when_tests_settled();
+                self.prep.test_cases_dropped(Instant::now());
+                self.execute_preparation();
             }
             Event::ErrorReported { error_description } => self.spawn_diagnose(error_description),
             Event::FixAccepted => {
@@ -716,37 +684,8 @@ impl<T: Transport> Driver<T> {
         });
         // An interface protocol has no handler to test: the layer is native code and the
         // payloads are checked against the document's schemas.
-        let negotiate_cases = self.session.role() == Role::Requester
-            && !interface
-            && self
-                .session
-                .capabilities()
-                .contains(Capability::TestCasesNegotiation);
-        if negotiate_cases {
-            // The requester writes its code once the test cases are settled, verified
-            // against them; the provider writes its code now, and the requester verifies
-            // it against the agreed cases over the verification protocol.
-            self.prep = Preparation::new(Tests::Drafting);
-            self.propose_test_cases();
-        } else {
-            self.prep = Preparation::new(Tests::NotUsed);
-            self.spawn_generate(None);
-        }
-    }
-
-    /// Requester: starts generating our code once the test-case talk is over.
-    fn generate_when_tests_settled(&mut self) {
-        if self.session.role() != Role::Requester
-            || self.prep.generation > 0
-            || matches!(self.prep.tests, Tests::Drafting | Tests::Talking)
-        {
-            return;
-        }
-        let cases = match &self.prep.tests {
-            Tests::Agreed(cases) => Some(cases.clone()),
-            _ => None,
-        };
-        self.spawn_generate(cases);
+        self.prep.agreed(Instant::now(), interface);
+        self.execute_preparation();
     }
 
     fn on_ready(&mut self, protocol: EstablishedProtocol) {
@@ -758,20 +697,12 @@ impl<T: Transport> Driver<T> {
             EstablishedProtocol::Consensus { uri } => format!("consensus {uri}"),
         };
         tracing::info!(%protocol, first, "ready");
-        match self.session.role() {
-            Role::Provider => {
-                // A resumed protocol gets its use noted; a consensus one is remembered with
-                // this peer, like a negotiated one (saved before we said `generated`).
-                let settled_in_hello = matches!(
-                    &self.settled,
-                    Some(settled) if settled.how != Settlement::Negotiated
-                );
-                if first && settled_in_hello {
-                    self.save(AfterSave::Nothing);
-                }
-            }
-            Role::Requester => self.requester_ready(first),
-        }
+        // A protocol settled in the hello gets its use noted; the requester verifies the
+        // peer's code or reports the connection ready.
+        self.prep.ready(Instant::now(), first);
+        self.execute_preparation();
+        // Calls made while the peer regenerated its code go out now.
+        self.send_waiting();
     }
 }
 

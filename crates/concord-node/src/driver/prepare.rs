@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use concord_negotiate::{
     Decided, JudgeContext, Negotiator, Previous, ProtocolDocument, Step, StepRecord, TestCases,
 };
-use concord_proto::{Capability, Decision, FixDecision, Role};
+use concord_proto::{AfterSave, Capability, Decision, FixDecision};
 use concord_store::NewProtocol;
 
 use super::requester::Target;
-use super::work::{AfterSave, Work};
-use super::{Driver, RoleState, Settlement, Tests, MAX_GENERATIONS, RECENT_MESSAGES};
+use super::work::Work;
+use super::{Driver, RoleState, Settlement, RECENT_MESSAGES};
 use crate::code::{self, ProtocolCode};
 use crate::config::human;
 use crate::transport::Transport;
@@ -61,8 +61,8 @@ impl<T: Transport> Driver<T> {
                 Ok(decided) => self.send_test_cases(now, decided.value),
                 Err(error) => {
                     tracing::warn!(%error, "cannot draft test cases; going on without them");
-                    self.prep.tests = Tests::NotUsed;
-                    self.generate_when_tests_settled();
+                    self.prep.test_cases_dropped(now);
+                    self.execute_preparation();
                 }
             },
             Work::TestCasesJudged(result) => {
@@ -85,42 +85,34 @@ impl<T: Transport> Driver<T> {
                 let accept = decision == FixDecision::Accept;
                 match self.session.decide_error_report(now, decision) {
                     Ok(()) if accept => {
-                        if self.prep.generation >= MAX_GENERATIONS {
-                            self.code_failed(format!(
-                                "the peer still reports errors after {MAX_GENERATIONS} generations of our code"
-                            ));
-                            return;
-                        }
-                        tracing::info!("accepted the peer's error report: regenerating our code");
-                        self.prep.announced = false;
-                        let cases = match &self.prep.tests {
-                            Tests::Agreed(cases) => Some(cases.clone()),
-                            _ => None,
-                        };
-                        self.spawn_generate(cases);
+                        tracing::info!("accepted the peer's error report");
+                        self.prep.error_report_accepted(now);
+                        self.execute_preparation();
                     }
                     Ok(()) => {}
                     Err(error) => tracing::debug!(%error, "cannot answer the error report"),
                 }
             }
             Work::CodeGenerated { generation, result } => {
-                if generation != self.prep.generation {
-                    return;
-                }
-                self.prep.generating = false;
                 match result {
                     Ok(generated) => {
                         let (code, info) = *generated;
-                        tracing::info!(origin = %info.origin, cases = info.cases_run, llm_calls = info.llm_calls, "our code is generated");
-                        self.code_info.push(info);
-                        self.prep.fresh = Some(code);
-                        self.advance();
+                        // A generation the policy gave up on (timed out) is dropped.
+                        if self.prep.code_generated(now, generation) {
+                            tracing::info!(origin = %info.origin, cases = info.cases_run, llm_calls = info.llm_calls, "our code is generated");
+                            self.code_info.push(info);
+                            self.fresh = Some(code);
+                        }
                     }
-                    Err(error) => self.code_failed(error),
+                    Err(error) => self.prep.code_failed(now, generation, error),
                 }
+                self.execute_preparation();
             }
             Work::Saved { then } => match then {
-                AfterSave::AnnounceCode => self.announce_code(),
+                AfterSave::Announce => {
+                    self.prep.saved();
+                    self.execute_preparation();
+                }
                 AfterSave::ReportReady => self.report_ready(),
                 AfterSave::Nothing => {}
             },
@@ -150,48 +142,17 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    /// Says `generated` once our fresh code (verified by the generator) is ready; the
-    /// provider saves the protocol first, so that the requester's next connection finds it
-    /// for 0-RTT.
-    pub(super) fn advance(&mut self) {
-        let prep = &self.prep;
-        if prep.announced || prep.generating || prep.saving || prep.fresh.is_none() {
-            return;
-        }
-        match self.session.role() {
-            Role::Requester => self.announce_code(),
-            Role::Provider => {
-                self.prep.saving = true;
-                self.save(AfterSave::AnnounceCode);
-            }
-        }
-    }
-
-    pub(super) fn announce_code(&mut self) {
-        self.prep.saving = false;
-        let Some(code) = self.prep.fresh.take() else {
+    /// Puts our fresh code (generation `generation`) in force and says `generated`.
+    pub(super) fn announce_code(&mut self, generation: u32) {
+        let Some(code) = self.fresh.take() else {
             return;
         };
         self.code = Some(code);
         self.share_protocol_text();
         self.install_interact();
         match self.session.code_ready(Instant::now()) {
-            Ok(()) => {
-                self.prep.announced = true;
-                tracing::info!(
-                    generation = self.prep.generation,
-                    "our code is ready: sent `generated`"
-                );
-            }
+            Ok(()) => tracing::info!(generation, "our code is ready: sent `generated`"),
             Err(error) => tracing::debug!(%error, "cannot announce our code"),
-        }
-    }
-
-    pub(super) fn code_failed(&mut self, error: String) {
-        tracing::warn!(%error, "our code generation failed");
-        self.prep.last_failure = Some(error);
-        if let Err(error) = self.session.code_failed(Instant::now()) {
-            tracing::debug!(%error, "cannot report failed code generation");
         }
     }
 
@@ -200,7 +161,7 @@ impl<T: Transport> Driver<T> {
         let (Some(settled), Some(text), Some(code)) = (
             self.settled.as_ref(),
             self.protocol_text(),
-            self.prep.fresh.as_ref().or(self.code.as_ref()),
+            self.fresh.as_ref().or(self.code.as_ref()),
         ) else {
             return self.continue_after_save(then);
         };
@@ -229,8 +190,8 @@ impl<T: Transport> Driver<T> {
         if let RoleState::Requester(state) = &self.role {
             protocol = protocol.with_action(state.need.action.clone());
         }
-        if let Tests::Agreed(cases) = &self.prep.tests {
-            protocol = protocol.with_test_cases(cases.clone());
+        if let Some(cases) = self.prep.test_cases() {
+            protocol = protocol.with_test_cases(cases.to_owned());
         }
         let store = self.shared.store.clone();
         let work = self.work_tx.clone();
@@ -434,11 +395,11 @@ impl<T: Transport> Driver<T> {
 
     pub(super) fn send_test_cases(&mut self, now: Instant, cases: String) {
         match self.session.propose_test_cases(now, cases) {
-            Ok(()) => self.prep.tests = Tests::Talking,
+            Ok(()) => self.prep.test_cases_proposed(),
             Err(error) => {
                 tracing::warn!(%error, "cannot propose test cases; going on without them");
-                self.prep.tests = Tests::NotUsed;
-                self.generate_when_tests_settled();
+                self.prep.test_cases_dropped(now);
+                self.execute_preparation();
             }
         }
     }
@@ -467,10 +428,10 @@ impl<T: Transport> Driver<T> {
         tracing::info!(report = %error_description, "the peer reports an error in our messages");
         let shared = Arc::clone(&self.shared);
         let document = self.document();
-        let cases = match &self.prep.tests {
-            Tests::Agreed(cases) => TestCases::parse(cases).ok(),
-            _ => None,
-        };
+        let cases = self
+            .prep
+            .test_cases()
+            .and_then(|cases| TestCases::parse(cases).ok());
         let handler = self.code.as_ref().and_then(ProtocolCode::handler);
         let check = handler.and_then(|code| code.case_check().ok());
         let sent: Vec<Vec<u8>> = self.sent.iter().cloned().collect();
@@ -498,18 +459,16 @@ impl<T: Transport> Driver<T> {
         }, Work::Diagnosed);
     }
 
-    /// Starts generation `generation + 1` of our code, verified against `cases`.
-    pub(super) fn spawn_generate(&mut self, cases: Option<String>) {
-        self.prep.generation += 1;
-        self.prep.generating = true;
-        let generation = self.prep.generation;
+    /// Starts generation `generation` of our code, verified against `cases`. Its
+    /// deadline is the policy's (`code_generation_timeout`, counted from now, the wait
+    /// for a turn included): past it the session gives up and ends, and the task with it.
+    pub(super) fn spawn_generate(&mut self, generation: u32, cases: Option<String>) {
         let Some(text) = self.protocol_text().map(str::to_owned) else {
             return;
         };
         let shared = Arc::clone(&self.shared);
         let local = self.local_side();
         let peer = self.peer.clone();
-        let limit = shared.limits.code_generation_timeout;
         let work = self.work_tx.clone();
         tokio::spawn(async move {
             let step = async {
@@ -519,10 +478,7 @@ impl<T: Transport> Driver<T> {
                     .map(Box::new)
             };
             let result = tokio::select! {
-                result = tokio::time::timeout(limit, step) => match result {
-                    Ok(result) => result,
-                    Err(_) => Err(format!("code generation took longer than {}", human(limit))),
-                },
+                result = step => result,
                 () = work.closed() => return,
             };
             let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));

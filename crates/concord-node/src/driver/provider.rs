@@ -11,7 +11,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{Driver, RoleState, Tests};
+use super::{Driver, RoleState};
 use crate::action::ActionError;
 use crate::admission::ClientKey;
 use crate::budget::CallKind;
@@ -257,7 +257,7 @@ impl<T: Transport> Driver<T> {
     /// A verification request: answer it with our real handler code and the agreed test
     /// case's response standing in for the action.
     pub(super) fn on_verification_request(&mut self, bytes: &[u8]) {
-        let Tests::Agreed(cases) = &self.prep.tests else {
+        let Some(cases) = self.prep.test_cases() else {
             self.report_to_peer(
                 "a verification message arrived but no test cases are agreed".to_owned(),
             );

@@ -7,21 +7,17 @@ use std::time::Instant;
 
 use concord_interact::Interface;
 use concord_negotiate::{ActionSpec, Decided, Need, Negotiator, TestCases};
-use concord_proto::{Capability, CloseReason, Side};
+use concord_proto::{CloseReason, Side};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Cause, Driver, RoleState, Tests};
+use super::{Cause, Driver, RoleState};
 use crate::client::{ConnectionInfo, Known};
 use crate::code::ProtocolCode;
-use crate::config::human;
-use crate::driver::work::{AfterSave, Work};
+use crate::driver::work::Work;
 use crate::error::{CallError, ConnectError};
 use crate::interact::{Interaction, Sink};
 use crate::transport::Transport;
-
-/// Error reports (and re-runs) before verification gives up on the peer's code.
-const MAX_FIX_ROUNDS: u32 = 3;
 
 /// A request from a [`Connection`](crate::Connection) to its session.
 #[derive(Debug)]
@@ -76,22 +72,13 @@ pub(crate) struct RequesterParts {
     pub(crate) known: Known,
 }
 
+/// A run of the agreed test cases against the peer's code: which answer is whose (the
+/// policy counts them, judges the outcome and holds the deadline).
 #[derive(Debug)]
-enum Verification {
-    /// Not run (yet).
-    Idle,
-    Running {
-        cases: TestCases,
-        /// messageId → case index.
-        outstanding: HashMap<String, usize>,
-        failures: Vec<String>,
-        deadline: Instant,
-    },
-    /// We reported the failures; waiting for the fix and the next ready period.
-    AwaitingFix {
-        failures: String,
-    },
-    Passed,
+struct VerificationRun {
+    cases: TestCases,
+    /// messageId → case index, for the requests not answered yet.
+    outstanding: HashMap<String, usize>,
 }
 
 #[derive(Debug)]
@@ -109,9 +96,7 @@ pub(crate) struct RequesterState {
     asks: HashMap<String, oneshot::Sender<Result<String, CallError>>>,
     /// Calls made while the session is between ready periods (the peer regenerating).
     waiting: VecDeque<Command>,
-    verification: Verification,
-    fix_rounds: u32,
-    verified_cases: usize,
+    verification: Option<VerificationRun>,
 }
 
 impl RequesterState {
@@ -128,16 +113,7 @@ impl RequesterState {
             pending: HashMap::new(),
             asks: HashMap::new(),
             waiting: VecDeque::new(),
-            verification: Verification::Idle,
-            fix_rounds: 0,
-            verified_cases: 0,
-        }
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        match &self.verification {
-            Verification::Running { deadline, .. } => Some(*deadline),
-            _ => None,
+            verification: None,
         }
     }
 
@@ -248,24 +224,8 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    pub(super) fn requester_ready(&mut self, first: bool) {
-        let verify = matches!(self.prep.tests, Tests::Agreed(_))
-            && self
-                .session
-                .capabilities()
-                .contains(Capability::VerificationProtocol);
-        let Some(state) = self.requester() else {
-            return;
-        };
-        let awaiting_fix = matches!(state.verification, Verification::AwaitingFix { .. });
-        if first || awaiting_fix {
-            if verify {
-                self.start_verification();
-            } else {
-                self.save(AfterSave::ReportReady);
-            }
-        }
-        // Calls made while the peer regenerated its code go out now.
+    /// Requester: the calls made while the peer regenerated its code go out now.
+    pub(super) fn send_waiting(&mut self) {
         let waiting: Vec<Command> = self
             .requester()
             .map(|state| state.waiting.drain(..).collect())
@@ -282,6 +242,7 @@ impl<T: Transport> Driver<T> {
             Some(settled) => (settled.hash, settled.how.clone()),
             None => return,
         };
+        let verified_cases = self.prep.verified_cases();
         let accounting = self.accounting.clone();
         let code = self.code_info.clone();
         let transcript = self.recorder.as_ref().and_then(|recorder| recorder.id());
@@ -301,7 +262,7 @@ impl<T: Transport> Driver<T> {
             settlement,
             offered_hash: known.offered_hash,
             capabilities,
-            verified_cases: state.verified_cases,
+            verified_cases,
             accounting,
             code,
             transcript,
@@ -319,8 +280,9 @@ impl<T: Transport> Driver<T> {
         let _ = ready.send(Ok(info));
     }
 
-    fn start_verification(&mut self) {
-        let Tests::Agreed(text) = &self.prep.tests else {
+    /// Sends the agreed test cases to the peer's code over the verification protocol.
+    pub(super) fn start_verification(&mut self) {
+        let Some(text) = self.prep.test_cases() else {
             return;
         };
         let cases = match TestCases::parse(text) {
@@ -353,6 +315,7 @@ impl<T: Transport> Driver<T> {
             cases = frames.len(),
             "verifying the peer's code with the agreed test cases"
         );
+        let count = frames.len();
         for bytes in frames {
             if let Err(error) = self.session.send_verification(&bytes) {
                 self.stop = Some(Cause::Verification(format!(
@@ -361,135 +324,67 @@ impl<T: Transport> Driver<T> {
                 return;
             }
         }
-        let deadline = Instant::now() + self.shared.limits.negotiation_timeout;
         if let Some(state) = self.requester() {
-            state.verification = Verification::Running {
-                cases,
-                outstanding,
-                failures: Vec::new(),
-                deadline,
-            };
+            state.verification = Some(VerificationRun { cases, outstanding });
         }
+        self.prep.verification_started(Instant::now(), count);
+        self.execute_preparation();
     }
 
+    /// A verification response: which case it answers and how it differs go to the
+    /// policy, which settles the run once every case is answered.
     pub(super) fn on_verification_response(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
         let Some(code) = self.code.as_ref().and_then(ProtocolCode::handler) else {
             return;
         };
         let RoleState::Requester(state) = &mut self.role else {
             return;
         };
-        let Verification::Running {
-            cases,
-            outstanding,
-            failures,
-            ..
-        } = &mut state.verification
-        else {
+        let Some(run) = &mut state.verification else {
             tracing::debug!("a verification response outside a verification run");
             return;
         };
-        let (message_id, result) = match code.test_case_response(cases, bytes) {
+        let (message_id, result) = match code.test_case_response(&run.cases, bytes) {
             Ok(checked) => checked,
             Err(bad) => {
-                failures.push(format!("a verification response: {}", bad.reason));
+                self.prep
+                    .verification_problem(format!("a verification response: {}", bad.reason));
                 match bad.message_id {
                     Some(id) => (id, Ok(())),
                     None => return,
                 }
             }
         };
-        let Some(index) = outstanding.remove(&message_id) else {
-            failures.push(format!(
+        let Some(index) = run.outstanding.remove(&message_id) else {
+            self.prep.verification_problem(format!(
                 "a verification response answers messageId {message_id:?}, which no pending test case has"
             ));
             return;
         };
-        if let Err(diff) = result {
-            let name = cases
+        let result = result.map_err(|diff| {
+            let name = run
+                .cases
                 .cases
                 .get(index)
                 .map_or("a test case", |case| case.name.as_str());
-            failures.push(format!("{name}: {diff}"));
+            format!("{name}: {diff}")
+        });
+        if run.outstanding.is_empty() {
+            state.verification = None;
+            tracing::info!("the peer answered every agreed test case");
         }
-        if !outstanding.is_empty() {
-            return;
-        }
-        let count = cases.cases.len();
-        let failures = std::mem::take(failures);
-        self.verification_done(count, failures);
-    }
-
-    fn verification_done(&mut self, count: usize, failures: Vec<String>) {
-        let can_fix = self
-            .session
-            .capabilities()
-            .contains(Capability::FixErrorNegotiation);
-        let Some(state) = self.requester() else {
-            return;
-        };
-        if failures.is_empty() {
-            tracing::info!(
-                cases = count,
-                "the peer's code passes the agreed test cases"
-            );
-            state.verification = Verification::Passed;
-            state.verified_cases = count;
-            self.save(AfterSave::ReportReady);
-            return;
-        }
-        let report = format!(
-            "your responses to the agreed test cases differ from the expected ones: {}",
-            failures.join("; ")
-        );
-        tracing::warn!(%report, "the peer's code fails the agreed test cases");
-        if !can_fix || state.fix_rounds >= MAX_FIX_ROUNDS {
-            self.stop = Some(Cause::Verification(report));
-            return;
-        }
-        state.fix_rounds += 1;
-        state.verification = Verification::AwaitingFix {
-            failures: report.clone(),
-        };
-        self.reported = false;
-        self.report_to_peer(report);
+        self.prep.case_answered(now, result);
+        self.execute_preparation();
     }
 
     pub(super) fn on_fix_rejected(&mut self, reason: Option<String>) {
-        let reason = reason.unwrap_or_else(|| "no reason given".to_owned());
-        let Some(state) = self.requester() else {
-            tracing::info!(%reason, "the peer rejected our error report");
-            return;
-        };
-        match &state.verification {
-            Verification::AwaitingFix { failures } => {
-                let failures = failures.clone();
-                self.stop = Some(Cause::Verification(format!(
-                    "{failures} (the peer rejected the fix: {reason})"
-                )));
-            }
-            _ => tracing::info!(%reason, "the peer rejected our error report"),
-        }
-    }
-
-    pub(super) fn requester_deadline(&mut self, now: Instant) {
-        let Some(state) = self.requester() else {
-            return;
-        };
-        if let Verification::Running {
-            outstanding,
-            deadline,
-            ..
-        } = &state.verification
-        {
-            if *deadline <= now {
-                let missing = outstanding.len();
-                self.stop = Some(Cause::Verification(format!(
-                    "{missing} verification request(s) got no answer within {}",
-                    human(self.shared.limits.negotiation_timeout)
-                )));
-            }
-        }
+        tracing::info!(
+            reason = reason.as_deref().unwrap_or("no reason given"),
+            "the peer rejected our error report"
+        );
+        self.prep.fix_rejected(Instant::now(), reason);
+        self.execute_preparation();
     }
 
     pub(super) fn on_command(&mut self, command: Option<Command>) {

@@ -3,7 +3,7 @@
 use concord_negotiate::{Decided, StepRecord};
 
 use crate::code::CodeInfo;
-use concord_proto::{Decision, FixDecision};
+use concord_proto::{AfterSave, Decision, FixDecision};
 use serde_json::Value;
 
 use crate::action::ActionError;
@@ -50,17 +50,6 @@ pub(crate) enum Work {
         message_id: Option<String>,
         answer: Result<String, String>,
     },
-}
-
-/// What to do once the protocol is saved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AfterSave {
-    /// Say `generated`.
-    AnnounceCode,
-    /// Requester: tell the caller the connection is ready.
-    ReportReady,
-    /// Nothing more.
-    Nothing,
 }
 
 impl Work {

@@ -9,7 +9,7 @@ use concord_negotiate::{
     canonical_protocol, DeterministicNegotiator, ProtocolDocument, TestCases,
     DEFAULT_PROTOCOL_TIMEOUT,
 };
-use concord_node::{ConnectError, Node, Settlement, Want};
+use concord_node::{ConnectError, Limits, Node, Settlement, Want};
 use concord_proto::{CloseReason, Role, Side};
 use serde_json::json;
 
@@ -162,6 +162,92 @@ async fn a_failing_case_the_provider_cannot_fix_ends_with_a_clear_error() {
                 "our code generation failed: the template module fails its test cases, and no LLM is configured"
             ),
             "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn no_fix_round_left_ends_at_the_first_failure_of_the_peers_code() {
+    // The provider's LLM could fix its code, but the requester allows no fix round.
+    let llm = ScriptServer::start([Step::content(json!({"module": FIXED_MODULE}).to_string())])
+        .await
+        .unwrap();
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .llm(LlmConfig::new(llm.base_url(), "scripted-model").with_max_retries(0))
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = build(Node::builder("Requester").limits(Limits {
+        max_fix_rounds: 0,
+        ..quick_limits()
+    }));
+    let (cases, _) = cases_with_served_by();
+    let error = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::action("getProductInfo").test_cases(cases),
+        )
+        .await
+        .unwrap_err();
+    match &error {
+        ConnectError::Verification(reason) => assert!(
+            reason.contains("/servedBy: expected \"shop-1\", got absent"),
+            "{reason}"
+        ),
+        other => panic!("{other}"),
+    }
+    assert!(llm.requests().is_empty());
+    let transcripts = finished_transcripts(requester.store(), 1).await;
+    let frames = frame_summary(&transcripts[0]);
+    assert!(
+        !frames.iter().any(|frame| frame.contains("fixErrorNegotiation")),
+        "{frames:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_out_of_generations_gives_up_naming_the_limit() {
+    // The provider's LLM would fix its code, but one generation is all it may make.
+    let llm = ScriptServer::start([Step::content(json!({"module": FIXED_MODULE}).to_string())])
+        .await
+        .unwrap();
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .llm(LlmConfig::new(llm.base_url(), "scripted-model").with_max_retries(0))
+            .limits(Limits {
+                max_code_generations: 1,
+                ..quick_limits()
+            }),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let (cases, _) = cases_with_served_by();
+    let error = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::action("getProductInfo").test_cases(cases),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ConnectError::Closed(CloseReason::CodeGenerationFailed { by: Side::Peer })
+        ),
+        "{error}"
+    );
+    assert!(llm.requests().is_empty());
+    let transcripts = finished_transcripts(provider.store(), 1).await;
+    match &transcripts[0].summary.outcome {
+        Some(concord_store::Outcome::Failed(reason)) => assert_eq!(
+            reason,
+            "our code generation failed: the peer still reports errors after 1 generations of our code"
         ),
         other => panic!("{other:?}"),
     }

@@ -1,5 +1,6 @@
 //! What a [`Preparation`](super::Preparation) asks its driver to do, and why it gives up.
 
+use std::fmt;
 use std::time::Duration;
 
 /// The bounds of a negotiation's preparation: how often our code may be regenerated, how
@@ -32,9 +33,9 @@ impl Default for PreparationLimits {
     }
 }
 
-/// What to do once the protocol is saved with our code.
+/// What to do once the protocol is saved with our code. Exhaustive, like
+/// [`PreparationCommand`]: a driver must execute every one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum AfterSave {
     /// Announce the fresh code (call [`Preparation::saved`](super::Preparation::saved)).
     Announce,
@@ -44,9 +45,9 @@ pub enum AfterSave {
     Nothing,
 }
 
-/// One step the driver executes for the preparation, then reports back.
+/// One step the driver executes for the preparation, then reports back. Exhaustive on
+/// purpose: a new step must not compile in a driver that does not execute it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum PreparationCommand {
     /// Requester: propose test cases for the agreed protocol (our own, or drafted by the
     /// negotiator); report [`Preparation::test_cases_proposed`](super::Preparation::test_cases_proposed)
@@ -88,17 +89,20 @@ pub enum PreparationCommand {
 }
 
 /// Why our code cannot be made.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CodeFailure {
     /// The generator failed, saying this.
+    #[error("{0}")]
     Generator(String),
     /// A generation took longer than `code_generation_timeout`.
+    #[error("code generation took longer than {}", Human(*limit))]
     TimedOut {
         /// The limit.
         limit: Duration,
     },
-    /// The peer accepted-reported errors after `max_generations` generations.
+    /// The peer reported errors we accepted after `max_generations` generations.
+    #[error("the peer still reports errors after {limit} generations of our code")]
     TooManyGenerations {
         /// The limit.
         limit: u32,
@@ -106,16 +110,18 @@ pub enum CodeFailure {
 }
 
 /// Requester: why the peer's code is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PeerCodeFailure {
     /// It fails the agreed test cases, and no (further) fix round is possible: the peer
     /// does not negotiate fix-error, or `max_fix_rounds` were spent.
+    #[error("{report}")]
     Fails {
         /// The failures, one line.
         report: String,
     },
     /// It failed them and the peer rejected our report.
+    #[error("{report} (the peer rejected the fix: {reason})")]
     FixRejected {
         /// The failures reported.
         report: String,
@@ -123,10 +129,27 @@ pub enum PeerCodeFailure {
         reason: String,
     },
     /// Verification requests got no answer within `verification_timeout`.
+    #[error("{missing} verification request(s) got no answer within {}", Human(*limit))]
     NoAnswer {
         /// How many.
         missing: usize,
         /// The limit.
         limit: Duration,
     },
+}
+
+/// A duration as people read it: `300 ms`, `15 s`, `2.5 s`.
+struct Human(Duration);
+
+impl fmt::Display for Human {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let millis = self.0.as_millis();
+        if millis < 1000 {
+            write!(f, "{millis} ms")
+        } else if millis % 1000 == 0 {
+            write!(f, "{} s", millis / 1000)
+        } else {
+            write!(f, "{:.1} s", self.0.as_secs_f64())
+        }
+    }
 }

@@ -464,3 +464,34 @@ fn no_cases_pass_at_once() {
     );
     assert_eq!(requester.poll_timeout(), None);
 }
+
+#[test]
+fn failures_name_the_limit() {
+    let failure = CodeFailure::TimedOut {
+        limit: Duration::from_millis(2500),
+    };
+    assert_eq!(
+        failure.to_string(),
+        "code generation took longer than 2.5 s"
+    );
+    let failure = PeerCodeFailure::NoAnswer {
+        missing: 2,
+        limit: Duration::from_millis(300),
+    };
+    assert_eq!(
+        failure.to_string(),
+        "2 verification request(s) got no answer within 300 ms"
+    );
+    let failure = CodeFailure::TooManyGenerations { limit: 4 };
+    assert_eq!(
+        failure.to_string(),
+        "the peer still reports errors after 4 generations of our code"
+    );
+    assert_eq!(
+        CodeFailure::TimedOut {
+            limit: Duration::from_secs(60)
+        }
+        .to_string(),
+        "code generation took longer than 60 s"
+    );
+}
