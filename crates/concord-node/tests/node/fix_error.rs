@@ -204,7 +204,9 @@ async fn no_fix_round_left_ends_at_the_first_failure_of_the_peers_code() {
     let transcripts = finished_transcripts(requester.store(), 1).await;
     let frames = frame_summary(&transcripts[0]);
     assert!(
-        !frames.iter().any(|frame| frame.contains("fixErrorNegotiation")),
+        !frames
+            .iter()
+            .any(|frame| frame.contains("fixErrorNegotiation")),
         "{frames:#?}"
     );
 }
