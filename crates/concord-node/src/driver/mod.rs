@@ -157,8 +157,9 @@ pub(crate) struct Driver<T: Transport> {
     /// Our newest code, generated and not yet announced.
     fresh: Option<ProtocolCode>,
     /// What follows agreement and when to give up (`concord_proto::Preparation`): the
-    /// driver executes its commands (`plan.rs`).
-    prep: Preparation,
+    /// driver executes its commands (`plan.rs`). Boxed: a session's task holds the driver
+    /// all its life, and an idle session needs the policy seldom.
+    prep: Box<Preparation>,
     /// Our recent application and verification messages, for diagnosing error reports.
     sent: VecDeque<Vec<u8>>,
     /// How each generation of our code came to be.
@@ -195,12 +196,17 @@ impl<T: Transport> Driver<T> {
             Some((settled, code, test_cases)) => (
                 Some(settled),
                 Some(code),
-                Preparation::settled(role_name, capabilities, limits, test_cases),
+                Box::new(Preparation::settled(
+                    role_name,
+                    capabilities,
+                    limits,
+                    test_cases,
+                )),
             ),
             None => (
                 None,
                 None,
-                Preparation::new(role_name, capabilities, limits),
+                Box::new(Preparation::new(role_name, capabilities, limits)),
             ),
         };
         let mut driver = Self {
