@@ -1,6 +1,6 @@
-//! Preparing the protocol's code: negotiator steps, test cases, code generation, saving,
-//! the `generated` announcement, diagnosis of error reports, and LLM answers, each slow
-//! step run as a task whose result comes back as [`Work`].
+//! Slow work and what comes back of it: negotiator steps (judging candidates and test
+//! cases, diagnosing error reports), saving the protocol, and LLM answers, each run as a
+//! task whose result comes back as [`Work`] and is fed to the session or the policy.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use concord_store::NewProtocol;
 use super::requester::Target;
 use super::work::Work;
 use super::{Driver, RoleState, Settlement, RECENT_MESSAGES};
-use crate::code::{self, ProtocolCode};
+use crate::code::ProtocolCode;
 use crate::config::human;
 use crate::transport::Transport;
 
@@ -139,20 +139,6 @@ impl<T: Transport> Driver<T> {
                     tracing::debug!(%error, "cannot send the natural-language answer");
                 }
             }
-        }
-    }
-
-    /// Puts our fresh code (generation `generation`) in force and says `generated`.
-    pub(super) fn announce_code(&mut self, generation: u32) {
-        let Some(code) = self.fresh.take() else {
-            return;
-        };
-        self.code = Some(code);
-        self.share_protocol_text();
-        self.install_interact();
-        match self.session.code_ready(Instant::now()) {
-            Ok(()) => tracing::info!(generation, "our code is ready: sent `generated`"),
-            Err(error) => tracing::debug!(%error, "cannot announce our code"),
         }
     }
 
@@ -372,38 +358,6 @@ impl<T: Transport> Driver<T> {
             .map_err(|error| error.to_string())
     }
 
-    /// Requester: proposes our own test cases, or drafts them with the negotiator.
-    pub(super) fn propose_test_cases(&mut self) {
-        if let Some(cases) = self.own_test_cases() {
-            return self.send_test_cases(Instant::now(), cases);
-        }
-        let shared = Arc::clone(&self.shared);
-        let document = self.document();
-        self.spawn_step(
-            shared.limits.negotiation_timeout,
-            "drafting test cases",
-            async move {
-                shared
-                    .policy
-                    .draft_test_cases(&document?)
-                    .await
-                    .map_err(|error| error.to_string())
-            },
-            Work::TestCasesDrafted,
-        );
-    }
-
-    pub(super) fn send_test_cases(&mut self, now: Instant, cases: String) {
-        match self.session.propose_test_cases(now, cases) {
-            Ok(()) => self.prep.test_cases_proposed(),
-            Err(error) => {
-                tracing::warn!(%error, "cannot propose test cases; going on without them");
-                self.prep.test_cases_dropped(now);
-                self.execute_preparation();
-            }
-        }
-    }
-
     pub(super) fn spawn_judge_test_cases(&mut self, test_cases: String) {
         let shared = Arc::clone(&self.shared);
         let document = self.document();
@@ -457,32 +411,6 @@ impl<T: Transport> Driver<T> {
                 .await
                 .map_err(|error| error.to_string())
         }, Work::Diagnosed);
-    }
-
-    /// Starts generation `generation` of our code, verified against `cases`. Its
-    /// deadline is the policy's (`code_generation_timeout`, counted from now, the wait
-    /// for a turn included): past it the session gives up and ends, and the task with it.
-    pub(super) fn spawn_generate(&mut self, generation: u32, cases: Option<String>) {
-        let Some(text) = self.protocol_text().map(str::to_owned) else {
-            return;
-        };
-        let shared = Arc::clone(&self.shared);
-        let local = self.local_side();
-        let peer = self.peer.clone();
-        let work = self.work_tx.clone();
-        tokio::spawn(async move {
-            let step = async {
-                let _turn = shared.enter_work().await;
-                code::generate(&shared, &text, local, cases, &peer)
-                    .await
-                    .map(Box::new)
-            };
-            let result = tokio::select! {
-                result = step => result,
-                () = work.closed() => return,
-            };
-            let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));
-        });
     }
 
     pub(super) fn spawn_answer(&mut self, message_id: Option<String>, text: String) {
