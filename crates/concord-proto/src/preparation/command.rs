@@ -146,7 +146,7 @@ impl fmt::Display for Human {
         let millis = self.0.as_millis();
         if millis < 1000 {
             write!(f, "{millis} ms")
-        } else if millis % 1000 == 0 {
+        } else if millis.is_multiple_of(1000) {
             write!(f, "{} s", millis / 1000)
         } else {
             write!(f, "{:.1} s", self.0.as_secs_f64())
