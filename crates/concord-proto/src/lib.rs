@@ -22,6 +22,7 @@ mod hash;
 mod hello;
 mod meta;
 mod session;
+mod text;
 
 pub use frame::{Frame, FrameError, ProtocolType, DEFAULT_MAX_FRAME_SIZE};
 pub use hash::{ProtocolHash, ProtocolHashError};
@@ -38,3 +39,4 @@ pub use session::{
     CloseReason, Decision, EstablishedProtocol, Event, FixDecision, Phase, ProtocolViolation, Role,
     Session, SessionConfig, SessionError, Side, Wait,
 };
+pub use text::{json_error_offset, TextLocator, TextPosition};

@@ -317,7 +317,7 @@ impl HttpSpec {
                 .map_err(|error| HttpError::NotJson {
                     url: url.clone(),
                     status,
-                    reason: describe_json_error(&error),
+                    reason: describe_json_error(&error, &bytes),
                     start: preview(&bytes),
                 });
         }
