@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use concord_interact::document::{self, DocumentLimits, Judgement};
+use concord_interact::document::{self, InterfaceDocumentLimits, Judgement};
 use concord_interact::stream::StreamLimits;
 use concord_interact::Interface;
 use concord_negotiate::complexity::{check_complexity, SchemaLimits};
@@ -186,7 +186,7 @@ pub(crate) struct InterfaceCode {
 impl InterfaceCode {
     /// Reads the interface document `text` and compiles its schemas under `limits`.
     pub(crate) fn load(text: &str, limits: &SchemaLimits) -> Result<Self, String> {
-        let interface = document::parse(text, &DocumentLimits::default())
+        let interface = document::parse(text, &InterfaceDocumentLimits::default())
             .map_err(|error| format!("the interface document cannot be read: {error}"))?;
         let schemas = PayloadSchemas::compile(&interface, limits)?;
         Ok(Self {
@@ -231,7 +231,7 @@ pub(crate) fn judge(
     title: &str,
     streams: &StreamLimits,
 ) -> Decision {
-    let interface = match document::parse(candidate, &DocumentLimits::default()) {
+    let interface = match document::parse(candidate, &InterfaceDocumentLimits::default()) {
         Ok(interface) => interface,
         Err(error) => {
             return Decision::Reject {
@@ -267,7 +267,7 @@ pub(crate) fn judge_counter(
     wanted: &Interface,
     streams: &StreamLimits,
 ) -> Decision {
-    match document::parse(candidate, &DocumentLimits::default()) {
+    match document::parse(candidate, &InterfaceDocumentLimits::default()) {
         Ok(interface) if names(&interface) == names(wanted) => {
             match document::check_credits(&interface, streams) {
                 Ok(()) => Decision::Accept,
@@ -306,7 +306,7 @@ pub(crate) fn names(interface: &Interface) -> Vec<String> {
 mod tests {
     //! A stream action's initial credit against the judging side's receive buffer.
 
-    use concord_interact::document::{self, DocumentLimits};
+    use concord_interact::document::{self, InterfaceDocumentLimits};
     use concord_interact::stream::StreamLimits;
     use concord_interact::{ActionAffordance, ActionMode, Interface, StreamSpec};
     use concord_proto::Decision;
@@ -343,7 +343,7 @@ mod tests {
     }
 
     fn credit_of(text: &str) -> u64 {
-        let interface = document::parse(text, &DocumentLimits::default()).unwrap();
+        let interface = document::parse(text, &InterfaceDocumentLimits::default()).unwrap();
         interface.actions["talk"]
             .stream
             .as_ref()
