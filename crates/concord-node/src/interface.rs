@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use concord_interact::document::{self, InterfaceDocumentError, InterfaceDocumentLimits, Judgement};
+use concord_interact::document::{
+    self, InterfaceDocumentError, InterfaceDocumentLimits, Judgement,
+};
 use concord_interact::stream::StreamLimits;
 use concord_interact::Interface;
 use concord_negotiate::complexity::{check_complexity, SchemaLimits, SchemaTooComplex};

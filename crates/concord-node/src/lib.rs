@@ -106,7 +106,6 @@ pub use driver::Settlement;
 pub use error::{
     CallError, ConnectError, DescriptionError, DescriptionIdError, NodeError, PublicUrlError,
 };
-pub use interface::{Payload, PayloadError};
 pub use identity::{
     did_location, Authentication, Encryption, ResolverSettings, Security, SignatureForm,
 };
@@ -114,6 +113,7 @@ pub use interact::{
     ActionUpdate, Event, Notification, ProgressAction, ProgressReporter, Progressing, Property,
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
+pub use interface::{Payload, PayloadError};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

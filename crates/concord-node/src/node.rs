@@ -786,8 +786,8 @@ impl NodeBuilder {
             .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
             .transpose()
             .map_err(tls_config)?;
-        let http = crate::tls::description_client(tls.clone(), self.local_address)
-            .map_err(tls_config)?;
+        let http =
+            crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
         for action in self.access.keys() {
             if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(

@@ -120,9 +120,7 @@ fn config_with(
 /// configuration it is handed). The WebSocket keeps `config` without ALPN: an upgrade
 /// needs HTTP/1.1.
 pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, TlsError> {
-    client_builder(config)
-        .build()
-        .map_err(TlsError::HttpClient)
+    client_builder(config).build().map_err(TlsError::HttpClient)
 }
 
 /// [`http_client`] for peers' descriptions: it follows no redirect (a `3xx` is the
@@ -193,10 +191,16 @@ mod tests {
         );
         let broken = b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
         let error = parse_roots(broken).unwrap_err();
-        assert!(error.to_string().contains("not PEM certificates"), "{error}");
+        assert!(
+            error.to_string().contains("not PEM certificates"),
+            "{error}"
+        );
         let not_der = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
         let error = parse_roots(not_der).unwrap_err();
-        assert!(matches!(error, TlsError::Root { index: 1, .. }), "{error:?}");
+        assert!(
+            matches!(error, TlsError::Root { index: 1, .. }),
+            "{error:?}"
+        );
         assert!(error.to_string().contains("certificate 1:"), "{error}");
     }
 

@@ -267,7 +267,13 @@ async fn a_description_that_is_not_valid() {
             };
             let first = report.errors().next().expect("a problem");
             assert_eq!(first.kind, ProblemKind::Syntax);
-            assert_eq!(first.position, Some(TextPosition { line: 1, column: 14 }));
+            assert_eq!(
+                first.position,
+                Some(TextPosition {
+                    line: 1,
+                    column: 14
+                })
+            );
         }
         other => panic!("{other}"),
     }

@@ -18,7 +18,10 @@ async fn publishing_data_its_schema_refuses_says_which_payload_and_where() {
         .publish(weather::USER_FEEDBACK_RECEIVED, json!({"rating": 9}))
         .unwrap_err();
     let PublishError::Invalid(PayloadError::Invalid {
-        payload, name, pointer, ..
+        payload,
+        name,
+        pointer,
+        ..
     }) = &refused
     else {
         panic!("{refused:?}")
