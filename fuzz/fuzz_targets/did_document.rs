@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use concord_identity::{read_document, Did, DocumentLimits, Identity, Keys};
+use concord_identity::{read_document, Did, DidDocumentLimits, Identity, Keys};
 use libfuzzer_sys::fuzz_target;
 
 /// The DID of the seed documents written by our writer with keys `[1; 32]`, `[2; 32]`.
@@ -25,7 +25,7 @@ fn fixed() -> &'static Did {
 }
 
 fn check(data: &[u8], expected: &Did) {
-    let limits = DocumentLimits::default();
+    let limits = DidDocumentLimits::default();
     if let Ok(doc) = read_document(data, expected, &limits) {
         assert_eq!(doc.did(), expected);
         assert_eq!(doc.document()["id"].as_str(), Some(expected.as_str()));

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use concord_identity::{
-    read_document, Credentials, DocumentLimits, Identity, Keys, ReplayCache, RequestTarget,
+    read_document, Credentials, DidDocumentLimits, Identity, Keys, ReplayCache, RequestTarget,
     TimeWindow, VerifiedDocument,
 };
 use libfuzzer_sys::fuzz_target;
@@ -24,7 +24,7 @@ fn document() -> &'static VerifiedDocument {
         )
         .expect("fixed identity");
         let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).expect("json");
-        read_document(&bytes, id.did(), &DocumentLimits::default()).expect("own document")
+        read_document(&bytes, id.did(), &DidDocumentLimits::default()).expect("own document")
     })
 }
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use concord_identity::{read_document, Did, DocumentLimits};
+use concord_identity::{read_document, Did, DidDocumentLimits};
 use support::*;
 
 fn identity(data_dir: &Path, args: &[&str]) -> Output {
@@ -134,8 +134,12 @@ fn new_show_export_and_the_document_is_accepted() {
     ))
     .unwrap();
     assert_eq!(document["id"], did.as_str());
-    let verified =
-        read_document(exported.stdout.as_bytes(), &did, &DocumentLimits::default()).unwrap();
+    let verified = read_document(
+        exported.stdout.as_bytes(),
+        &did,
+        &DidDocumentLimits::default(),
+    )
+    .unwrap();
     assert_eq!(verified.key_agreement().len(), 1);
     verified
         .authentication_key(&format!("{did}#key-1"))

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::identity::{Identity, InstanceId, Kind, View};
 use crate::merge::{apply_write, json_type, Conflict};
-use crate::message::{DataMessage, Message, MessageError};
+use crate::message::{ContextMessageError, DataMessage, Message};
 
 /// An ordered list of messages: what an agent keeps across its loop and
 /// renders for the LLM at every step.
@@ -50,7 +50,7 @@ pub enum ContextError {
         /// Its position in the array, from 0 (the JSON pointer is `/{index}`).
         index: usize,
         /// What is wrong with it.
-        cause: MessageError,
+        cause: ContextMessageError,
     },
 }
 

@@ -63,7 +63,7 @@ pub use expression::{Expression, ExpressionError, ExpressionErrorKind, Reference
 pub use identity::{Identity, InstanceId, Kind, NameError, View, MAX_NAME_CHARS};
 pub use json_layout::{prompt_json, PROMPT_JSON_WIDTH};
 pub use merge::{deep_merge, Conflict, OutputMethod, UnknownOutputMethod};
-pub use message::{DataMessage, Message, MessageError, Role, TextMessage, HIDDEN_KEYS};
+pub use message::{ContextMessageError, DataMessage, Message, Role, TextMessage, HIDDEN_KEYS};
 pub use output::{OutputError, OutputWrite};
 pub use peer::{PeerLabel, PeerText, MAX_PEER_LABEL_CHARS};
 pub use render::{ChatMessage, INPUT_INSTRUCTION};

@@ -51,14 +51,14 @@ impl fmt::Display for Role {
 }
 
 impl FromStr for Role {
-    type Err = MessageError;
+    type Err = ContextMessageError;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         match name {
             "system" => Ok(Self::System),
             "user" => Ok(Self::User),
             "assistant" => Ok(Self::Assistant),
-            other => Err(MessageError::UnknownRole(other.to_owned())),
+            other => Err(ContextMessageError::UnknownRole(other.to_owned())),
         }
     }
 }
@@ -153,9 +153,9 @@ impl DataMessage {
     /// Writes `data` at `path` (`_outputPath`) instead of at the root.
     ///
     /// Fails if the path reads another kind than this message's.
-    pub fn with_output_path(mut self, path: Reference) -> Result<Self, MessageError> {
+    pub fn with_output_path(mut self, path: Reference) -> Result<Self, ContextMessageError> {
         if path.kind() != &self.kind {
-            return Err(MessageError::KindMismatch {
+            return Err(ContextMessageError::KindMismatch {
                 kind: self.kind,
                 path_kind: path.kind().clone(),
             });
@@ -165,9 +165,9 @@ impl DataMessage {
     }
 
     /// Sets `_outputMethod`. Fails for `concat` unless `data` is an array.
-    pub fn with_method(mut self, method: OutputMethod) -> Result<Self, MessageError> {
+    pub fn with_method(mut self, method: OutputMethod) -> Result<Self, ContextMessageError> {
         if method == OutputMethod::Concat && !self.data.is_array() {
-            return Err(MessageError::ConcatNeedsArray {
+            return Err(ContextMessageError::ConcatNeedsArray {
                 found: json_type(&self.data),
             });
         }
@@ -284,7 +284,7 @@ impl From<PeerText> for Message {
 /// Why a JSON value is not a message. Field names are the JSON keys.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum MessageError {
+pub enum ContextMessageError {
     /// The message is not a JSON object.
     #[error("a message must be a JSON object, found {found}")]
     NotAnObject {
@@ -390,17 +390,17 @@ impl Message {
     ///
     /// Unknown keys are errors (so that a misspelt `_instance` cannot silently
     /// make a message global), except as data fields of a flattened message.
-    pub fn from_value(value: Value) -> Result<Self, MessageError> {
+    pub fn from_value(value: Value) -> Result<Self, ContextMessageError> {
         let mut map = match value {
             Value::Object(map) => map,
             other => {
-                return Err(MessageError::NotAnObject {
+                return Err(ContextMessageError::NotAnObject {
                     found: json_type(&other),
                 })
             }
         };
         let message_type = match map.remove("type") {
-            None => return Err(MessageError::MissingType),
+            None => return Err(ContextMessageError::MissingType),
             Some(Value::String(name)) => name,
             Some(other) => return Err(wrong_type("type", "a string", &other)),
         };
@@ -410,7 +410,7 @@ impl Message {
             "peer" => peer_from_map(map).map(Self::Peer),
             name => match SHORTHAND_TYPES.iter().find(|&&t| t == name) {
                 Some(shorthand) => shorthand_from_map(shorthand, map).map(Self::from),
-                None => Err(MessageError::UnknownType(message_type)),
+                None => Err(ContextMessageError::UnknownType(message_type)),
             },
         }
     }
@@ -477,8 +477,8 @@ impl<'de> Deserialize<'de> for Message {
     }
 }
 
-fn wrong_type(field: &'static str, expected: &'static str, found: &Value) -> MessageError {
-    MessageError::WrongType {
+fn wrong_type(field: &'static str, expected: &'static str, found: &Value) -> ContextMessageError {
+    ContextMessageError::WrongType {
         field,
         expected,
         found: json_type(found),
@@ -488,7 +488,7 @@ fn wrong_type(field: &'static str, expected: &'static str, found: &Value) -> Mes
 fn take_string(
     map: &mut Map<String, Value>,
     field: &'static str,
-) -> Result<Option<String>, MessageError> {
+) -> Result<Option<String>, ContextMessageError> {
     match map.remove(field) {
         None => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
@@ -499,18 +499,18 @@ fn take_string(
 fn reject_leftovers(
     message_type: &'static str,
     map: Map<String, Value>,
-) -> Result<(), MessageError> {
+) -> Result<(), ContextMessageError> {
     match map.into_iter().next() {
         None => Ok(()),
-        Some((field, _)) => Err(MessageError::UnknownField {
+        Some((field, _)) => Err(ContextMessageError::UnknownField {
             message_type,
             field,
         }),
     }
 }
 
-fn text_from_map(mut map: Map<String, Value>) -> Result<TextMessage, MessageError> {
-    let text = take_string(&mut map, "text")?.ok_or(MessageError::MissingField {
+fn text_from_map(mut map: Map<String, Value>) -> Result<TextMessage, ContextMessageError> {
+    let text = take_string(&mut map, "text")?.ok_or(ContextMessageError::MissingField {
         message_type: "text",
         field: "text",
     })?;
@@ -522,16 +522,16 @@ fn text_from_map(mut map: Map<String, Value>) -> Result<TextMessage, MessageErro
     Ok(TextMessage { role, text })
 }
 
-fn peer_from_map(mut map: Map<String, Value>) -> Result<PeerText, MessageError> {
-    let peer = take_string(&mut map, "peer")?.ok_or(MessageError::MissingField {
+fn peer_from_map(mut map: Map<String, Value>) -> Result<PeerText, ContextMessageError> {
+    let peer = take_string(&mut map, "peer")?.ok_or(ContextMessageError::MissingField {
         message_type: "peer",
         field: "peer",
     })?;
-    let peer = PeerLabel::new(&peer).map_err(|cause| MessageError::BadName {
+    let peer = PeerLabel::new(&peer).map_err(|cause| ContextMessageError::BadName {
         field: "peer",
         cause,
     })?;
-    let text = take_string(&mut map, "text")?.ok_or(MessageError::MissingField {
+    let text = take_string(&mut map, "text")?.ok_or(ContextMessageError::MissingField {
         message_type: "peer",
         field: "text",
     })?;
@@ -551,7 +551,7 @@ struct Meta {
     date: Option<String>,
 }
 
-fn take_meta(map: &mut Map<String, Value>) -> Result<Meta, MessageError> {
+fn take_meta(map: &mut Map<String, Value>) -> Result<Meta, ContextMessageError> {
     let kind = take_string(map, "kind")?;
     let schema = match map.remove("schema") {
         None => None,
@@ -567,17 +567,17 @@ fn take_meta(map: &mut Map<String, Value>) -> Result<Meta, MessageError> {
     let description = take_string(map, "description")?;
     let instance = take_string(map, "_instance")?
         .map(|id| {
-            InstanceId::new(&id).map_err(|cause| MessageError::BadName {
+            InstanceId::new(&id).map_err(|cause| ContextMessageError::BadName {
                 field: "_instance",
                 cause,
             })
         })
         .transpose()?;
     let output_path = take_string(map, "_outputPath")?
-        .map(|text| Reference::parse(&text).map_err(MessageError::BadOutputPath))
+        .map(|text| Reference::parse(&text).map_err(ContextMessageError::BadOutputPath))
         .transpose()?;
     let output_method = take_string(map, "_outputMethod")?
-        .map(|name| name.parse().map_err(MessageError::BadMethod))
+        .map(|name| name.parse().map_err(ContextMessageError::BadMethod))
         .transpose()?;
     let call = map.remove("_call");
     let date = take_string(map, "_date")?;
@@ -593,7 +593,7 @@ fn take_meta(map: &mut Map<String, Value>) -> Result<Meta, MessageError> {
     })
 }
 
-fn build(kind: Kind, data: Value, meta: Meta) -> Result<DataMessage, MessageError> {
+fn build(kind: Kind, data: Value, meta: Meta) -> Result<DataMessage, ContextMessageError> {
     let mut message = DataMessage::new(kind, data);
     message.schema = meta.schema;
     message.description = meta.description;
@@ -609,15 +609,17 @@ fn build(kind: Kind, data: Value, meta: Meta) -> Result<DataMessage, MessageErro
     Ok(message)
 }
 
-fn data_from_map(mut map: Map<String, Value>) -> Result<DataMessage, MessageError> {
+fn data_from_map(mut map: Map<String, Value>) -> Result<DataMessage, ContextMessageError> {
     let meta = take_meta(&mut map)?;
-    let data = map.remove("data").ok_or(MessageError::MissingField {
-        message_type: "data",
-        field: "data",
-    })?;
+    let data = map
+        .remove("data")
+        .ok_or(ContextMessageError::MissingField {
+            message_type: "data",
+            field: "data",
+        })?;
     reject_leftovers("data", map)?;
     let kind = match (&meta.kind, &meta.output_path) {
-        (Some(name), _) => Kind::new(name).map_err(|cause| MessageError::BadName {
+        (Some(name), _) => Kind::new(name).map_err(|cause| ContextMessageError::BadName {
             field: "kind",
             cause,
         })?,
@@ -630,11 +632,11 @@ fn data_from_map(mut map: Map<String, Value>) -> Result<DataMessage, MessageErro
 fn shorthand_from_map(
     message_type: &'static str,
     mut map: Map<String, Value>,
-) -> Result<DataMessage, MessageError> {
+) -> Result<DataMessage, ContextMessageError> {
     let meta = take_meta(&mut map)?;
     if let Some(kind) = &meta.kind {
         if kind != message_type {
-            return Err(MessageError::ShorthandKind {
+            return Err(ContextMessageError::ShorthandKind {
                 message_type,
                 kind: kind.clone(),
             });
@@ -643,7 +645,7 @@ fn shorthand_from_map(
     let data = match map.remove(message_type) {
         Some(nested) => {
             if let Some((field, _)) = map.into_iter().next() {
-                return Err(MessageError::MixedForms {
+                return Err(ContextMessageError::MixedForms {
                     message_type,
                     field,
                 });
@@ -652,7 +654,7 @@ fn shorthand_from_map(
         }
         None => {
             if let Some(field) = map.keys().find(|key| key.starts_with('_')) {
-                return Err(MessageError::UnknownField {
+                return Err(ContextMessageError::UnknownField {
                     message_type,
                     field: field.clone(),
                 });
@@ -660,7 +662,7 @@ fn shorthand_from_map(
             Value::Object(map)
         }
     };
-    let kind = Kind::new(message_type).map_err(|cause| MessageError::BadName {
+    let kind = Kind::new(message_type).map_err(|cause| ContextMessageError::BadName {
         field: "type",
         cause,
     })?;
@@ -672,7 +674,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(value: Value) -> Result<Message, MessageError> {
+    fn parse(value: Value) -> Result<Message, ContextMessageError> {
         Message::from_value(value)
     }
 

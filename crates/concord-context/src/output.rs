@@ -6,7 +6,7 @@ use crate::context::{Context, MergeError};
 use crate::expression::Expression;
 use crate::identity::{InstanceId, View};
 use crate::merge::{json_type, OutputMethod};
-use crate::message::{DataMessage, MessageError};
+use crate::message::{ContextMessageError, DataMessage};
 
 /// A call's result and where to write it: the input of [`Context::append_output`].
 ///
@@ -45,7 +45,7 @@ pub enum OutputError {
     NoOutputPath,
     /// A meta key of the call, or the message built from it, is invalid.
     #[error(transparent)]
-    Message(#[from] MessageError),
+    Message(#[from] ContextMessageError),
     /// The write conflicts with the data already there (nothing was appended).
     #[error(transparent)]
     Merge(#[from] MergeError),
@@ -68,11 +68,11 @@ impl OutputWrite {
     /// The write a tool call asks for: its `_outputPath`, `_outputMethod` and
     /// `_instance`, with the call itself recorded as `_call`.
     pub fn for_call(call: &Value, result: Value) -> Result<Self, OutputError> {
-        let meta = |field: &'static str| -> Result<Option<&str>, MessageError> {
+        let meta = |field: &'static str| -> Result<Option<&str>, ContextMessageError> {
             match call.get(field) {
                 None => Ok(None),
                 Some(Value::String(text)) => Ok(Some(text)),
-                Some(other) => Err(MessageError::WrongType {
+                Some(other) => Err(ContextMessageError::WrongType {
                     field,
                     expected: "a string",
                     found: json_type(other),
@@ -80,15 +80,15 @@ impl OutputWrite {
             }
         };
         let target = meta("_outputPath")?.ok_or(OutputError::NoOutputPath)?;
-        let target = Expression::parse(target).map_err(MessageError::BadOutputPath)?;
+        let target = Expression::parse(target).map_err(ContextMessageError::BadOutputPath)?;
         let mut write = Self::new(target, result).call(call.clone());
         if let Some(method) = meta("_outputMethod")? {
-            write.method = Some(method.parse().map_err(MessageError::BadMethod)?);
+            write.method = Some(method.parse().map_err(ContextMessageError::BadMethod)?);
         }
         if let Some(instance) = meta("_instance")? {
             write.instance =
                 Some(
-                    InstanceId::new(instance).map_err(|cause| MessageError::BadName {
+                    InstanceId::new(instance).map_err(|cause| ContextMessageError::BadName {
                         field: "_instance",
                         cause,
                     })?,

@@ -58,7 +58,7 @@ use serde_json::Value;
 
 pub use builder::{ActionBuilder, EventBuilder, PropertyBuilder, ThingBuilder};
 pub use model::*;
-pub use problem::{Position, Problem, ProblemKind, Report, Severity};
+pub use problem::{Problem, ProblemKind, Report, Severity, TextPosition};
 pub use vocab::{
     CONCORD_NAMESPACE, CONCORD_PREFIX, LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL,
     MAX_ACTION_LEASE_SECS, TD_1_0_CONTEXT, TD_1_1_CONTEXT,
@@ -271,13 +271,7 @@ pub(crate) fn read_thing(document: Value, report: Report) -> Result<Validated, I
 /// Where UTF-8 decoding failed, as a syntax problem.
 fn utf8_problem(input: &[u8], error: &std::str::Utf8Error) -> Problem {
     let valid = &input[..error.valid_up_to()];
-    let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let position = Position {
-        line: 1 + valid.iter().filter(|&&b| b == b'\n').count(),
-        column: 1 + String::from_utf8_lossy(&valid[line_start..])
-            .chars()
-            .count(),
-    };
+    let position = TextPosition::locate(valid, valid.len());
     let byte = input.get(error.valid_up_to()).copied().unwrap_or_default();
     let mut problem = Problem::new(
         ProblemKind::Syntax,

@@ -5,6 +5,8 @@ use std::fmt;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
+pub use concord_proto::TextPosition;
+
 /// Whether a problem makes the document invalid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -168,21 +170,6 @@ impl Serialize for ProblemKind {
     }
 }
 
-/// A place in the JSON text: 1-based line, and 1-based column counted in characters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct Position {
-    /// Line number, starting at 1.
-    pub line: usize,
-    /// Column number in Unicode scalar values, starting at 1.
-    pub column: usize,
-}
-
-impl fmt::Display for Position {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
-    }
-}
-
 /// One thing the validator found.
 ///
 /// `pointer` is an RFC 6901 JSON pointer to the offending value (`""` is the whole document);
@@ -197,7 +184,7 @@ pub struct Problem {
     /// JSON pointer to where it is wrong.
     pub pointer: String,
     /// Line and column in the text, when the document came from text.
-    pub position: Option<Position>,
+    pub position: Option<TextPosition>,
     /// A sentence naming what was expected and what was found.
     pub message: String,
 }
@@ -221,7 +208,7 @@ impl Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(position) = self.position {
-            write!(f, "{position}: ")?;
+            write!(f, "{}: ", position.short())?;
         }
         write!(f, "{}[{}]", self.severity(), self.kind)?;
         if self.pointer.is_empty() {
@@ -329,7 +316,7 @@ mod tests {
             "/version/instance".into(),
             "`instance` is required".into(),
         );
-        problem.position = Some(Position {
+        problem.position = Some(TextPosition {
             line: 12,
             column: 16,
         });

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Number, Value};
 
 use crate::pointer;
-use crate::problem::{Position, Problem, ProblemKind};
+use concord_proto::{TextLocator, TextPosition};
+
+use crate::problem::{Problem, ProblemKind};
 
 /// At most this many recoverable syntax errors are recorded before giving up.
 const MAX_RECOVERED: usize = 20;
@@ -23,7 +25,7 @@ const MAX_RECOVERED: usize = 20;
 pub(crate) struct Parsed {
     pub value: Value,
     /// Members whose key repeats an earlier key of the same object: pointer and key position.
-    pub duplicates: Vec<(String, Position)>,
+    pub duplicates: Vec<(String, TextPosition)>,
 }
 
 /// Parses `text` as one JSON value. On failure, returns every syntax problem found (at least one).
@@ -49,7 +51,7 @@ pub(crate) fn parse(text: &str, max_depth: usize) -> Result<Parsed, Vec<Problem>
 /// Finds the text position of each pointer in `pointers` (or of its nearest present ancestor).
 ///
 /// `text` must be text that [`parse`] accepted.
-pub(crate) fn locate(text: &str, pointers: &[&str]) -> HashMap<String, Position> {
+pub(crate) fn locate(text: &str, pointers: &[&str]) -> HashMap<String, TextPosition> {
     let mut trie = Trie::default();
     let mut slots = 0;
     for pointer in pointers {
@@ -82,46 +84,13 @@ pub(crate) fn locate(text: &str, pointers: &[&str]) -> HashMap<String, Position>
 
 /// Receives what the scanner reads, in document order.
 trait Sink {
-    fn begin_object(&mut self, at: Position);
-    fn begin_array(&mut self, at: Position);
-    fn key(&mut self, key: String, at: Position);
-    fn scalar(&mut self, value: Value, at: Position);
+    fn begin_object(&mut self, at: TextPosition);
+    fn begin_array(&mut self, at: TextPosition);
+    fn key(&mut self, key: String, at: TextPosition);
+    fn scalar(&mut self, value: Value, at: TextPosition);
     fn end(&mut self);
     /// Pointer to the innermost value being read, for syntax problems.
     fn pointer(&self) -> String;
-}
-
-/// Converts a byte offset to a line and column, moving forwards only (amortised O(n)).
-struct Tracker {
-    offset: usize,
-    line: usize,
-    column: usize,
-}
-
-impl Tracker {
-    fn at(&mut self, bytes: &[u8], index: usize) -> Position {
-        if index < self.offset {
-            // Only asked for when reporting an error about an earlier byte: start over.
-            *self = Tracker {
-                offset: 0,
-                line: 1,
-                column: 1,
-            };
-        }
-        for &byte in bytes.get(self.offset..index).unwrap_or_default() {
-            if byte == b'\n' {
-                self.line += 1;
-                self.column = 1;
-            } else if byte & 0xC0 != 0x80 {
-                self.column += 1;
-            }
-        }
-        self.offset = index;
-        Position {
-            line: self.line,
-            column: self.column,
-        }
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -135,7 +104,7 @@ struct Frame {
     /// True once the first member or element has started.
     started: bool,
     /// Where the container opened, for "unterminated" messages.
-    opened_at: Position,
+    opened_at: TextPosition,
 }
 
 /// A syntax problem that ends the scan.
@@ -145,11 +114,11 @@ struct Scanner<'t> {
     text: &'t str,
     bytes: &'t [u8],
     index: usize,
-    tracker: Tracker,
+    locator: TextLocator<'t>,
     max_depth: usize,
     stack: Vec<Frame>,
     /// Where the last complete value ended (for "missing comma" errors).
-    last_end: Position,
+    last_end: TextPosition,
     errors: Vec<Problem>,
 }
 
@@ -159,14 +128,10 @@ impl<'t> Scanner<'t> {
             text,
             bytes: text.as_bytes(),
             index: 0,
-            tracker: Tracker {
-                offset: 0,
-                line: 1,
-                column: 1,
-            },
+            locator: TextLocator::new(text),
             max_depth,
             stack: Vec::new(),
-            last_end: Position { line: 1, column: 1 },
+            last_end: TextPosition::START,
             errors: Vec::new(),
         }
     }
@@ -416,7 +381,7 @@ impl<'t> Scanner<'t> {
         sink: &mut dyn Sink,
         word: &str,
         value: Value,
-        at: Position,
+        at: TextPosition,
     ) -> Result<(), Fatal> {
         if self.bytes.get(self.index..self.index + word.len()) == Some(word.as_bytes()) {
             self.index += word.len();
@@ -539,7 +504,7 @@ impl<'t> Scanner<'t> {
         Ok(())
     }
 
-    fn hex4(&mut self, sink: &mut dyn Sink, escape_at: Position) -> Result<u16, Fatal> {
+    fn hex4(&mut self, sink: &mut dyn Sink, escape_at: TextPosition) -> Result<u16, Fatal> {
         let digits = self
             .text
             .get(self.index..self.index + 4)
@@ -639,8 +604,8 @@ impl<'t> Scanner<'t> {
         self.index += 1;
     }
 
-    fn here(&mut self) -> Position {
-        self.tracker.at(self.bytes, self.index)
+    fn here(&mut self) -> TextPosition {
+        self.locator.locate(self.index)
     }
 
     /// Names the character starting at the current index for messages.
@@ -661,7 +626,7 @@ impl<'t> Scanner<'t> {
         &self,
         sink: &dyn Sink,
         kind: ProblemKind,
-        at: Position,
+        at: TextPosition,
         message: String,
     ) -> Problem {
         let mut problem = Problem::new(kind, sink.pointer(), message);
@@ -669,18 +634,23 @@ impl<'t> Scanner<'t> {
         problem
     }
 
-    fn error(&mut self, sink: &dyn Sink, kind: ProblemKind, at: Position, message: String) {
+    fn error(&mut self, sink: &dyn Sink, kind: ProblemKind, at: TextPosition, message: String) {
         let problem = self.problem(sink, kind, at, message);
         self.errors.push(problem);
     }
 
-    fn fatal(&mut self, sink: &dyn Sink, at: Position, message: String) -> Fatal {
+    fn fatal(&mut self, sink: &dyn Sink, at: TextPosition, message: String) -> Fatal {
         self.error(sink, ProblemKind::Syntax, at, message);
         Fatal
     }
 
     /// Records a mistake the scanner can read past; gives up after [`MAX_RECOVERED`].
-    fn recoverable(&mut self, sink: &dyn Sink, at: Position, message: String) -> Result<(), Fatal> {
+    fn recoverable(
+        &mut self,
+        sink: &dyn Sink,
+        at: TextPosition,
+        message: String,
+    ) -> Result<(), Fatal> {
         self.error(sink, ProblemKind::Syntax, at, message);
         if self.errors.len() >= MAX_RECOVERED {
             Err(Fatal)
@@ -695,14 +665,14 @@ impl<'t> Scanner<'t> {
 struct TreeBuilder {
     stack: Vec<Partial>,
     root: Option<Value>,
-    duplicates: Vec<(String, Position)>,
+    duplicates: Vec<(String, TextPosition)>,
 }
 
 enum Partial {
     Object {
         map: Map<String, Value>,
         /// The key being read, or after its value, the last key read.
-        key: Option<(String, Position)>,
+        key: Option<(String, TextPosition)>,
     },
     Array(Vec<Value>),
 }
@@ -758,24 +728,24 @@ impl TreeBuilder {
 }
 
 impl Sink for TreeBuilder {
-    fn begin_object(&mut self, _at: Position) {
+    fn begin_object(&mut self, _at: TextPosition) {
         self.stack.push(Partial::Object {
             map: Map::new(),
             key: None,
         });
     }
 
-    fn begin_array(&mut self, _at: Position) {
+    fn begin_array(&mut self, _at: TextPosition) {
         self.stack.push(Partial::Array(Vec::new()));
     }
 
-    fn key(&mut self, key: String, at: Position) {
+    fn key(&mut self, key: String, at: TextPosition) {
         if let Some(Partial::Object { key: slot, .. }) = self.stack.last_mut() {
             *slot = Some((key, at));
         }
     }
 
-    fn scalar(&mut self, value: Value, _at: Position) {
+    fn scalar(&mut self, value: Value, _at: TextPosition) {
         self.attach(value);
     }
 
@@ -841,7 +811,7 @@ impl Trie {
 struct Locator<'a> {
     root: &'a Trie,
     containers: Vec<Open<'a>>,
-    found: Vec<Option<Position>>,
+    found: Vec<Option<TextPosition>>,
 }
 
 /// A container the locator is inside.
@@ -871,7 +841,7 @@ impl<'a> Locator<'a> {
         }
     }
 
-    fn start(&mut self, at: Position) -> Option<&'a Trie> {
+    fn start(&mut self, at: TextPosition) -> Option<&'a Trie> {
         let node = self.next_node();
         if let Some(slot) = node.and_then(|n| n.slot) {
             if let Some(found) = self.found.get_mut(slot) {
@@ -881,7 +851,7 @@ impl<'a> Locator<'a> {
         node
     }
 
-    fn open(&mut self, container: Container, at: Position) {
+    fn open(&mut self, container: Container, at: TextPosition) {
         let node = self.start(at);
         self.containers.push(Open {
             container,
@@ -893,21 +863,21 @@ impl<'a> Locator<'a> {
 }
 
 impl Sink for Locator<'_> {
-    fn begin_object(&mut self, at: Position) {
+    fn begin_object(&mut self, at: TextPosition) {
         self.open(Container::Object, at);
     }
 
-    fn begin_array(&mut self, at: Position) {
+    fn begin_array(&mut self, at: TextPosition) {
         self.open(Container::Array, at);
     }
 
-    fn key(&mut self, key: String, _at: Position) {
+    fn key(&mut self, key: String, _at: TextPosition) {
         if let Some(open) = self.containers.last_mut() {
             open.member = open.node.and_then(|n| n.children.get(&key));
         }
     }
 
-    fn scalar(&mut self, _value: Value, at: Position) {
+    fn scalar(&mut self, _value: Value, at: TextPosition) {
         self.start(at);
     }
 

@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use concord_identity::{
-    read_document, sign_request, Credentials, Did, DocumentLimits, Identity, Keys, ReplayCache,
+    read_document, sign_request, Credentials, Did, DidDocumentLimits, Identity, Keys, ReplayCache,
     RequestTarget, TimeWindow,
 };
 use criterion::{criterion_group, Criterion};
@@ -56,7 +56,7 @@ fn bench_sign(c: &mut Criterion) {
 fn bench_verify(c: &mut Criterion) {
     let id = identity();
     let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).unwrap();
-    let doc = read_document(&bytes, id.did(), &DocumentLimits::default()).unwrap();
+    let doc = read_document(&bytes, id.did(), &DidDocumentLimits::default()).unwrap();
     let h = sign_request(&id, &TARGET, b"", NOW, "0123456789abcdef0123456789abcdef");
     let lookup = |name: &str| match name {
         "Signature-Input" => Some(h.signature_input.as_str()),
@@ -89,7 +89,7 @@ fn bench_read(c: &mut Criterion) {
     let id = identity();
     let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).unwrap();
     let did: Did = id.did().clone();
-    let limits = DocumentLimits::default();
+    let limits = DidDocumentLimits::default();
     c.bench_function(
         &format!("read_document (e1, {} bytes, proof verified)", bytes.len()),
         |b| b.iter(|| read_document(black_box(&bytes), &did, &limits).unwrap()),

@@ -1,7 +1,7 @@
 //! Authentication failures, and the `WWW-Authenticate` challenge that answers them.
 
 use crate::did::DidError;
-use crate::document::DocumentError;
+use crate::document::DidDocumentError;
 
 /// Why a request's DID authentication is refused. Each variant names what was wrong; the
 /// challenge sent to the peer ([`challenge`]) carries only a fixed description.
@@ -41,7 +41,7 @@ pub enum AuthError {
     },
     /// The document, or the key in it, cannot be used.
     #[error("DID document refused: {0}")]
-    Document(DocumentError),
+    Document(DidDocumentError),
     /// The body is not covered, the `Content-Digest` is missing or does not match the body.
     #[error("content digest: {detail}")]
     Digest {
@@ -109,7 +109,7 @@ impl AuthError {
                 "invalid_verification_method"
             }
             AuthError::Document(
-                DocumentError::NotAuthentication { .. } | DocumentError::NotEd25519 { .. },
+                DidDocumentError::NotAuthentication { .. } | DidDocumentError::NotEd25519 { .. },
             ) => "invalid_verification_method",
             AuthError::InvalidDid(_) | AuthError::DidMismatch { .. } | AuthError::Document(_) => {
                 "invalid_did"
@@ -130,7 +130,7 @@ impl AuthError {
     pub fn status(&self) -> u16 {
         match self {
             AuthError::NotAuthentication { .. }
-            | AuthError::Document(DocumentError::NotAuthentication { .. }) => 403,
+            | AuthError::Document(DidDocumentError::NotAuthentication { .. }) => 403,
             AuthError::ReplayCacheFull { .. } => 503,
             AuthError::DidNonceQuota { .. } => 429,
             _ => 401,
@@ -143,10 +143,10 @@ impl AuthError {
             AuthError::Malformed { .. } => "Authentication headers are malformed.",
             AuthError::InvalidKeyId { .. } => "Signature-Input keyid is missing or invalid.",
             AuthError::NotAuthentication { .. }
-            | AuthError::Document(DocumentError::NotAuthentication { .. }) => {
+            | AuthError::Document(DidDocumentError::NotAuthentication { .. }) => {
                 "Verification method is not authorized for authentication."
             }
-            AuthError::Document(DocumentError::NotEd25519 { .. }) => {
+            AuthError::Document(DidDocumentError::NotEd25519 { .. }) => {
                 "Verification method is not supported."
             }
             AuthError::InvalidDid(_) | AuthError::DidMismatch { .. } | AuthError::Document(_) => {

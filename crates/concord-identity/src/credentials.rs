@@ -8,7 +8,7 @@ use ed25519_dalek::Signature;
 
 pub use crate::challenge::{challenge, challenge_with, AuthError, ACCEPT_SIGNATURE};
 use crate::did::Did;
-use crate::document::{DocumentError, VerifiedDocument};
+use crate::document::{DidDocumentError, VerifiedDocument};
 use crate::encoding::{b64std_decode, b64url_decode};
 use crate::http_signature::{content_digest, signature_base, RequestTarget, SignatureParams};
 use crate::legacy::signed_hash;
@@ -565,7 +565,7 @@ impl Credentials {
         let key = document
             .authentication_key(self.keyid())
             .map_err(|e| match e {
-                DocumentError::NotAuthentication { keyid } => {
+                DidDocumentError::NotAuthentication { keyid } => {
                     AuthError::NotAuthentication { keyid }
                 }
                 other => AuthError::Document(other),

@@ -12,7 +12,7 @@ use crate::proof::{self, ProofFault};
 
 /// Bounds on a DID document read from a peer. `Default` gives the documented values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DocumentLimits {
+pub struct DidDocumentLimits {
     /// Largest document, in bytes (default 64 KiB). Checked before anything else.
     pub max_bytes: usize,
     /// Deepest nesting of arrays and objects (default 16; the top-level object is depth 1).
@@ -26,9 +26,9 @@ pub struct DocumentLimits {
     pub max_services: usize,
 }
 
-impl Default for DocumentLimits {
+impl Default for DidDocumentLimits {
     fn default() -> Self {
-        DocumentLimits {
+        DidDocumentLimits {
             max_bytes: 64 * 1024,
             max_depth: 16,
             max_verification_methods: 16,
@@ -41,7 +41,7 @@ impl Default for DocumentLimits {
 /// Why a DID document is refused, or a key in it cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum DocumentError {
+pub enum DidDocumentError {
     /// The document is larger than `max_bytes`.
     #[error("DID document is {size} bytes, more than the {max} accepted")]
     TooLarge {
@@ -162,15 +162,15 @@ impl VerifiedDocument {
     }
 
     /// The Ed25519 key `keyid` (full `did#fragment`), which must be listed in
-    /// `authentication` (by reference or embedded): otherwise [`DocumentError::NotAuthentication`];
-    /// listed but not Ed25519 (e.g. a P-256 `#key-2`): [`DocumentError::NotEd25519`].
-    pub fn authentication_key(&self, keyid: &str) -> Result<&VerifyingKey, DocumentError> {
+    /// `authentication` (by reference or embedded): otherwise [`DidDocumentError::NotAuthentication`];
+    /// listed but not Ed25519 (e.g. a P-256 `#key-2`): [`DidDocumentError::NotEd25519`].
+    pub fn authentication_key(&self, keyid: &str) -> Result<&VerifyingKey, DidDocumentError> {
         match self.authentication.iter().find(|(id, _)| id == keyid) {
             Some((_, Some(key))) => Ok(key),
-            Some((_, None)) => Err(DocumentError::NotEd25519 {
+            Some((_, None)) => Err(DidDocumentError::NotEd25519 {
                 keyid: keyid.to_owned(),
             }),
-            None => Err(DocumentError::NotAuthentication {
+            None => Err(DidDocumentError::NotAuthentication {
                 keyid: keyid.to_owned(),
             }),
         }
@@ -258,32 +258,32 @@ const RELATIONSHIPS: [&str; 5] = [
 pub fn read_document(
     bytes: &[u8],
     expected: &Did,
-    limits: &DocumentLimits,
-) -> Result<VerifiedDocument, DocumentError> {
+    limits: &DidDocumentLimits,
+) -> Result<VerifiedDocument, DidDocumentError> {
     if bytes.len() > limits.max_bytes {
-        return Err(DocumentError::TooLarge {
+        return Err(DidDocumentError::TooLarge {
             size: bytes.len(),
             max: limits.max_bytes,
         });
     }
     if !depth_within(bytes, limits.max_depth) {
-        return Err(DocumentError::TooDeep {
+        return Err(DidDocumentError::TooDeep {
             max: limits.max_depth,
         });
     }
-    let document: Value = serde_json::from_slice(bytes).map_err(|e| DocumentError::Json {
+    let document: Value = serde_json::from_slice(bytes).map_err(|e| DidDocumentError::Json {
         detail: e.to_string(),
     })?;
-    let map = document.as_object().ok_or(DocumentError::NotObject)?;
+    let map = document.as_object().ok_or(DidDocumentError::NotObject)?;
     let id = map.get("id").and_then(Value::as_str);
     if id != Some(expected.as_str()) {
-        return Err(DocumentError::IdMismatch {
+        return Err(DidDocumentError::IdMismatch {
             expected: expected.to_string(),
             found: clip(id.unwrap_or_default(), 256),
         });
     }
     if expected.is_k1() {
-        return Err(DocumentError::UnsupportedProfile {
+        return Err(DidDocumentError::UnsupportedProfile {
             did: expected.to_string(),
         });
     }
@@ -295,19 +295,19 @@ pub fn read_document(
 
     // Every method, declared or embedded in a relationship, with its material.
     let mut index: Vec<(String, &'static str, Material)> = Vec::new();
-    let mut add = |entry: &Map<String, Value>, field: String| -> Result<(), DocumentError> {
+    let mut add = |entry: &Map<String, Value>, field: String| -> Result<(), DidDocumentError> {
         let id = entry
             .get("id")
             .and_then(Value::as_str)
-            .ok_or(DocumentError::Malformed {
+            .ok_or(DidDocumentError::Malformed {
                 field: format!("{field}.id"),
                 detail: "missing or not a string",
             })?;
         let id = absolute(expected, id);
         if index.iter().any(|(known, _, _)| *known == id) {
-            return Err(DocumentError::DuplicateMethod { id: clip(&id, 256) });
+            return Err(DidDocumentError::DuplicateMethod { id: clip(&id, 256) });
         }
-        let material = material(entry).map_err(|detail| DocumentError::BadKey {
+        let material = material(entry).map_err(|detail| DidDocumentError::BadKey {
             id: clip(&id, 256),
             detail,
         })?;
@@ -315,7 +315,7 @@ pub fn read_document(
         Ok(())
     };
     for (i, entry) in methods.iter().enumerate() {
-        let entry = entry.as_object().ok_or(DocumentError::Malformed {
+        let entry = entry.as_object().ok_or(DidDocumentError::Malformed {
             field: format!("verificationMethod[{i}]"),
             detail: "not an object",
         })?;
@@ -327,7 +327,7 @@ pub fn read_document(
                 Value::String(_) => {}
                 Value::Object(embedded) => add(embedded, format!("{field}[{i}]"))?,
                 _ => {
-                    return Err(DocumentError::Malformed {
+                    return Err(DidDocumentError::Malformed {
                         field: format!("{field}[{i}]"),
                         detail: "neither a reference nor an embedded method",
                     })
@@ -382,19 +382,19 @@ pub fn read_document(
     let last_segment = expected.path().last().copied().unwrap_or_default();
     let e1 = last_segment.strip_prefix("e1_");
     match map.get("proof") {
-        None if e1.is_some() => return Err(DocumentError::MissingProof),
+        None if e1.is_some() => return Err(DidDocumentError::MissingProof),
         None => {}
         Some(proof) => {
-            let proof = proof.as_object().ok_or(DocumentError::BadProof {
+            let proof = proof.as_object().ok_or(DidDocumentError::BadProof {
                 detail: "not an object",
             })?;
             if proof.get("type").and_then(Value::as_str) != Some(proof::PROOF_TYPE) {
-                return Err(DocumentError::BadProof {
+                return Err(DidDocumentError::BadProof {
                     detail: "type is not DataIntegrityProof",
                 });
             }
             if proof.get("cryptosuite").and_then(Value::as_str) != Some(proof::CRYPTOSUITE) {
-                return Err(DocumentError::BadProof {
+                return Err(DidDocumentError::BadProof {
                     detail: "cryptosuite is not eddsa-jcs-2022",
                 });
             }
@@ -402,12 +402,12 @@ pub fn read_document(
                 .get("verificationMethod")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
-                .ok_or(DocumentError::BadProof {
+                .ok_or(DidDocumentError::BadProof {
                     detail: "verificationMethod missing",
                 })?;
             let vm = absolute(expected, vm);
             if !relationship_ids("assertionMethod").contains(&vm) {
-                return Err(DocumentError::BadProof {
+                return Err(DidDocumentError::BadProof {
                     detail: "verificationMethod is not listed in assertionMethod",
                 });
             }
@@ -420,27 +420,27 @@ pub fn read_document(
             let key = match (typed_ed25519, lookup(&vm)) {
                 (true, Some(Material::Ed25519(key))) => key,
                 _ => {
-                    return Err(DocumentError::BadProof {
+                    return Err(DidDocumentError::BadProof {
                         detail: "verificationMethod is not an Ed25519 method",
                     })
                 }
             };
             proof::verify(map, proof, &key).map_err(|fault| match fault {
-                ProofFault::MissingField(_) => DocumentError::BadProof {
+                ProofFault::MissingField(_) => DidDocumentError::BadProof {
                     detail: "a required proof field is missing",
                 },
-                ProofFault::WrongPurpose => DocumentError::BadProof {
+                ProofFault::WrongPurpose => DidDocumentError::BadProof {
                     detail: "proofPurpose is not assertionMethod",
                 },
-                ProofFault::BadProofValue => DocumentError::BadProof {
+                ProofFault::BadProofValue => DidDocumentError::BadProof {
                     detail: "proofValue is not a 64-byte signature",
                 },
-                ProofFault::BadSignature => DocumentError::ProofSignature,
+                ProofFault::BadSignature => DidDocumentError::ProofSignature,
             })?;
             if let Some(expected_fp) = e1 {
                 let found = ed25519_thumbprint(&key.to_bytes());
                 if found != expected_fp {
-                    return Err(DocumentError::FingerprintMismatch {
+                    return Err(DidDocumentError::FingerprintMismatch {
                         expected: clip(expected_fp, 64),
                         found,
                     });
@@ -476,16 +476,16 @@ fn list<'a>(
     map: &'a Map<String, Value>,
     field: &'static str,
     max: usize,
-) -> Result<&'a [Value], DocumentError> {
+) -> Result<&'a [Value], DidDocumentError> {
     match map.get(field) {
         None => Ok(&[]),
-        Some(Value::Array(entries)) if entries.len() > max => Err(DocumentError::TooMany {
+        Some(Value::Array(entries)) if entries.len() > max => Err(DidDocumentError::TooMany {
             field,
             count: entries.len(),
             max,
         }),
         Some(Value::Array(entries)) => Ok(entries),
-        Some(_) => Err(DocumentError::Malformed {
+        Some(_) => Err(DidDocumentError::Malformed {
             field: field.to_owned(),
             detail: "not an array",
         }),

@@ -40,7 +40,7 @@ pub use credentials::{
     challenge, challenge_with, AuthError, AuthScheme, Authenticated, Credentials, TimeWindow,
 };
 pub use did::{Did, DidError};
-pub use document::{read_document, DocumentError, DocumentLimits, VerifiedDocument};
+pub use document::{read_document, DidDocumentError, DidDocumentLimits, VerifiedDocument};
 pub use http_signature::{sign_request, RequestTarget, SignatureHeaders};
 pub use identity::{Identity, Service};
 pub use keys::{KeyFileError, Keys};

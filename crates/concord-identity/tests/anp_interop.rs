@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use concord_identity::{
-    legacy_authorization, read_document, sign_request, Credentials, Did, DocumentLimits, Identity,
-    Keys, ReplayCache, RequestTarget, Service, TimeWindow,
+    legacy_authorization, read_document, sign_request, Credentials, Did, DidDocumentLimits,
+    Identity, Keys, ReplayCache, RequestTarget, Service, TimeWindow,
 };
 use serde_json::{json, Value};
 
@@ -201,7 +201,7 @@ fn we_verify_the_sdks_identity_and_requests() {
             .starts_with("did:wba:localhost%3A4321:agents:x:e1_"),
         "{did}"
     );
-    let verified = read_document(&doc_bytes, &did, &DocumentLimits::default())
+    let verified = read_document(&doc_bytes, &did, &DidDocumentLimits::default())
         .expect("our reader refuses the SDK's document");
     let x25519 = base64::engine::general_purpose::STANDARD
         .decode(out["x25519_raw_b64"].as_str().unwrap())
@@ -338,15 +338,15 @@ fn we_read_the_sdks_document_without_path() {
     read_document(
         &serde_json::to_vec(&doc).unwrap(),
         &did,
-        &DocumentLimits::default(),
+        &DidDocumentLimits::default(),
     )
     .expect("refused");
     doc["authentication"] = json!([]);
     let err = read_document(
         &serde_json::to_vec(&doc).unwrap(),
         &did,
-        &DocumentLimits::default(),
+        &DidDocumentLimits::default(),
     )
     .unwrap_err();
-    assert_eq!(err, concord_identity::DocumentError::ProofSignature);
+    assert_eq!(err, concord_identity::DidDocumentError::ProofSignature);
 }

@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use concord_identity::{
-    read_document, sign_request, AuthError, Credentials, Did, DocumentError, DocumentLimits,
+    read_document, sign_request, AuthError, Credentials, Did, DidDocumentError, DidDocumentLimits,
     Identity, Keys, ReplayCache, RequestTarget, SignatureHeaders, TimeWindow, VerifiedDocument,
 };
 use serde_json::{json, Value};
@@ -29,7 +29,7 @@ fn identity() -> Identity {
 
 fn verified(id: &Identity) -> VerifiedDocument {
     let bytes = serde_json::to_vec(&id.document("2026-01-01T00:00:00Z", &[])).unwrap();
-    read_document(&bytes, id.did(), &DocumentLimits::default()).unwrap()
+    read_document(&bytes, id.did(), &DidDocumentLimits::default()).unwrap()
 }
 
 fn headers(h: &SignatureHeaders) -> Vec<(String, String)> {
@@ -257,7 +257,7 @@ fn keyid_not_in_authentication() {
     let plain = read_document(
         &serde_json::to_vec(&document).unwrap(),
         &did,
-        &DocumentLimits::default(),
+        &DidDocumentLimits::default(),
     )
     .unwrap();
     for (frag, expect_403) in [("key-2", true), ("key-4", true), ("key-5", false)] {
@@ -269,7 +269,7 @@ fn keyid_not_in_authentication() {
         } else {
             assert_eq!(
                 err,
-                AuthError::Document(DocumentError::NotEd25519 { keyid })
+                AuthError::Document(DidDocumentError::NotEd25519 { keyid })
             );
         }
     }
@@ -335,7 +335,7 @@ fn sign_proof(id: &Identity, mut doc: Value) -> Value {
 #[test]
 fn documents() {
     let id = identity();
-    let limits = DocumentLimits::default();
+    let limits = DidDocumentLimits::default();
     let doc = id.document("2026-01-01T00:00:00Z", &[]);
     let bytes = serde_json::to_vec(&doc).unwrap();
 
@@ -343,14 +343,14 @@ fn documents() {
     let other = Did::parse("did:wba:client.example:agents:someone").unwrap();
     assert!(matches!(
         read_document(&bytes, &other, &limits),
-        Err(DocumentError::IdMismatch { .. })
+        Err(DidDocumentError::IdMismatch { .. })
     ));
 
     // Proof over an altered document.
     let mut altered = doc.clone();
     altered["keyAgreement"] = json!([]);
     let err = read_document(&serde_json::to_vec(&altered).unwrap(), id.did(), &limits).unwrap_err();
-    assert_eq!(err, DocumentError::ProofSignature);
+    assert_eq!(err, DidDocumentError::ProofSignature);
 
     // e1 fingerprint mismatch: a document for Bob's e1 DID, consistent and signed, but with
     // Alice's keys.
@@ -362,7 +362,7 @@ fn documents() {
     let err =
         read_document(&serde_json::to_vec(&swapped).unwrap(), bob.did(), &limits).unwrap_err();
     assert!(
-        matches!(err, DocumentError::FingerprintMismatch { .. }),
+        matches!(err, DidDocumentError::FingerprintMismatch { .. }),
         "{err}"
     );
 
@@ -371,7 +371,7 @@ fn documents() {
     bare.as_object_mut().unwrap().remove("proof");
     assert_eq!(
         read_document(&serde_json::to_vec(&bare).unwrap(), id.did(), &limits).unwrap_err(),
-        DocumentError::MissingProof
+        DidDocumentError::MissingProof
     );
 
     // Proof with another purpose (re-signed so only the purpose is wrong).
@@ -380,7 +380,7 @@ fn documents() {
     let purpose = sign_proof(&id, purpose);
     assert!(matches!(
         read_document(&serde_json::to_vec(&purpose).unwrap(), id.did(), &limits),
-        Err(DocumentError::BadProof { .. })
+        Err(DidDocumentError::BadProof { .. })
     ));
 
     // Huge.
@@ -388,7 +388,7 @@ fn documents() {
     huge["padding"] = "x".repeat(70 * 1024).into();
     assert!(matches!(
         read_document(&serde_json::to_vec(&huge).unwrap(), id.did(), &limits),
-        Err(DocumentError::TooLarge { .. })
+        Err(DidDocumentError::TooLarge { .. })
     ));
 
     // Deep (also far deeper than serde_json's own limit, without a stack overflow).
@@ -402,13 +402,13 @@ fn documents() {
         let err = read_document(
             deep.as_bytes(),
             id.did(),
-            &DocumentLimits {
+            &DidDocumentLimits {
                 max_bytes: 1 << 20,
                 ..limits
             },
         )
         .unwrap_err();
-        assert_eq!(err, DocumentError::TooDeep { max: 16 });
+        assert_eq!(err, DidDocumentError::TooDeep { max: 16 });
     }
 
     // Too many methods.
@@ -424,7 +424,7 @@ fn documents() {
     many["verificationMethod"] = list.into();
     assert!(matches!(
         read_document(&serde_json::to_vec(&many).unwrap(), id.did(), &limits),
-        Err(DocumentError::TooMany {
+        Err(DidDocumentError::TooMany {
             field: "verificationMethod",
             ..
         })
@@ -435,17 +435,17 @@ fn documents() {
     let k1_doc = json!({"id": k1});
     assert!(matches!(
         read_document(&serde_json::to_vec(&k1_doc).unwrap(), &k1, &limits),
-        Err(DocumentError::UnsupportedProfile { .. })
+        Err(DidDocumentError::UnsupportedProfile { .. })
     ));
 
     // Not JSON, not an object.
     assert!(matches!(
         read_document(b"\xff{", id.did(), &limits),
-        Err(DocumentError::Json { .. })
+        Err(DidDocumentError::Json { .. })
     ));
     assert!(matches!(
         read_document(b"[]", id.did(), &limits),
-        Err(DocumentError::NotObject)
+        Err(DidDocumentError::NotObject)
     ));
 }
 

@@ -132,7 +132,7 @@ pub enum ActionEvent {
 /// A change the table refuses.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ActionError {
+pub enum ActionTableError {
     /// No action has this id (or it finished long ago and was forgotten).
     #[error("unknown action {id:?}")]
     Unknown {
@@ -215,7 +215,7 @@ pub enum ActionError {
     },
 }
 
-impl ActionError {
+impl ActionTableError {
     /// The problem to answer with.
     pub fn to_problem(&self) -> Problem {
         let kind = match self {
@@ -310,7 +310,7 @@ impl ActionTable {
 
     /// Starts an action (`pending`) with the default lease `Limits::action_lease`;
     /// returns its id.
-    pub fn start(&mut self, name: &str, now: Instant) -> Result<String, ActionError> {
+    pub fn start(&mut self, name: &str, now: Instant) -> Result<String, ActionTableError> {
         self.start_with_lease(name, self.limits.action_lease, now)
     }
 
@@ -320,15 +320,15 @@ impl ActionTable {
         name: &str,
         lease: Duration,
         now: Instant,
-    ) -> Result<String, ActionError> {
+    ) -> Result<String, ActionTableError> {
         if name.is_empty() || name.len() > self.limits.max_name {
-            return Err(ActionError::NameTooLong {
+            return Err(ActionTableError::NameTooLong {
                 len: name.len(),
                 limit: self.limits.max_name,
             });
         }
         if self.unfinished >= self.limits.max_actions {
-            return Err(ActionError::TooMany {
+            return Err(ActionTableError::TooMany {
                 limit: self.limits.max_actions,
             });
         }
@@ -355,14 +355,14 @@ impl ActionTable {
     }
 
     /// The action, finished or not.
-    pub fn query(&self, id: &str) -> Result<&Action, ActionError> {
+    pub fn query(&self, id: &str) -> Result<&Action, ActionTableError> {
         self.actions.get(id).ok_or_else(|| unknown(id))
     }
 
-    fn unfinished_mut(&mut self, id: &str) -> Result<&mut Action, ActionError> {
+    fn unfinished_mut(&mut self, id: &str) -> Result<&mut Action, ActionTableError> {
         let action = self.actions.get_mut(id).ok_or_else(|| unknown(id))?;
         if action.status.is_terminal() {
-            return Err(ActionError::Finished {
+            return Err(ActionTableError::Finished {
                 id: action.id.clone(),
                 status: action.status,
             });
@@ -371,7 +371,7 @@ impl ActionTable {
     }
 
     /// `pending` → `running` (already running: nothing changes).
-    pub fn run(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+    pub fn run(&mut self, id: &str, now: Instant) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.status = ActionStatus::Running;
         action.updated_at = now;
@@ -386,17 +386,17 @@ impl ActionTable {
         progress: f64,
         partial_output: Option<Value>,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         if !(0.0..=1.0).contains(&progress) {
-            return Err(ActionError::ProgressOutOfRange {
+            return Err(ActionTableError::ProgressOutOfRange {
                 id: action.id.clone(),
                 progress,
             });
         }
         if let Some(previous) = action.progress {
             if progress < previous {
-                return Err(ActionError::ProgressDecreased {
+                return Err(ActionTableError::ProgressDecreased {
                     id: action.id.clone(),
                     previous,
                     got: progress,
@@ -418,7 +418,7 @@ impl ActionTable {
         id: &str,
         output: Option<Value>,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.progress = Some(1.0);
         action.output = output;
@@ -427,7 +427,12 @@ impl ActionTable {
     }
 
     /// Terminal: failed with this problem.
-    pub fn fail(&mut self, id: &str, problem: Problem, now: Instant) -> Result<(), ActionError> {
+    pub fn fail(
+        &mut self,
+        id: &str,
+        problem: Problem,
+        now: Instant,
+    ) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.error = Some(problem);
         self.finish(id, ActionStatus::Failed, now);
@@ -436,7 +441,7 @@ impl ActionTable {
 
     /// Terminal: cancelled at the caller's request; [`ActionEvent::Cancelled`] tells the
     /// driver to stop the work.
-    pub fn cancel(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+    pub fn cancel(&mut self, id: &str, now: Instant) -> Result<(), ActionTableError> {
         self.cancel_for(id, CancelReason::Requested, now)
     }
 
@@ -445,7 +450,7 @@ impl ActionTable {
         id: &str,
         reason: CancelReason,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.cancel_reason = Some(reason);
         let detail = match reason {
@@ -494,7 +499,7 @@ impl ActionTable {
 
     /// One action's caller detached (a node-wide table serving many sessions): its lease
     /// starts now, as [`ActionTable::detach`] starts every lease.
-    pub fn detach_action(&mut self, id: &str, now: Instant) -> Result<(), ActionError> {
+    pub fn detach_action(&mut self, id: &str, now: Instant) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.lease_expires = Some(now + action.lease);
         Ok(())
@@ -533,20 +538,24 @@ impl ActionTable {
     }
 
     /// Answers a caller's `queryaction` or `cancelaction` request with the action's status
-    /// (a `cancelaction` cancels it first). The error's [`ActionError::to_problem`] makes
+    /// (a `cancelaction` cancels it first). The error's [`ActionTableError::to_problem`] makes
     /// the error response.
-    pub fn respond(&mut self, request: &Message, now: Instant) -> Result<Message, ActionError> {
+    pub fn respond(
+        &mut self,
+        request: &Message,
+        now: Instant,
+    ) -> Result<Message, ActionTableError> {
         let Some(id) = request
             .action_id
             .as_deref()
             .filter(|_| request.message_type == MessageType::Request)
         else {
-            return Err(ActionError::NotAnActionRequest);
+            return Err(ActionTableError::NotAnActionRequest);
         };
         match request.operation {
             Operation::QueryAction => {}
             Operation::CancelAction => self.cancel(id, now)?,
-            _ => return Err(ActionError::NotAnActionRequest),
+            _ => return Err(ActionTableError::NotAnActionRequest),
         }
         Ok(self.query(id)?.to_message(
             MessageType::Response,
@@ -566,8 +575,8 @@ impl ActionTable {
     }
 }
 
-fn unknown(id: &str) -> ActionError {
-    ActionError::Unknown {
+fn unknown(id: &str) -> ActionTableError {
+    ActionTableError::Unknown {
         id: id.chars().take(64).collect(),
     }
 }
@@ -597,15 +606,21 @@ impl ActionTracker {
     }
 
     /// Applies a status message from the provider; returns the action as it now stands.
-    pub fn observe(&mut self, message: &Message, now: Instant) -> Result<&Action, ActionError> {
+    pub fn observe(
+        &mut self,
+        message: &Message,
+        now: Instant,
+    ) -> Result<&Action, ActionTableError> {
         let id = message
             .action_id
             .as_deref()
-            .ok_or(ActionError::MissingActionId(message.operation.as_str()))?;
+            .ok_or(ActionTableError::MissingActionId(
+                message.operation.as_str(),
+            ))?;
         if !self.actions.contains_key(id) {
             let unfinished = self.actions.len().saturating_sub(self.finished.len());
             if unfinished >= self.limits.max_actions {
-                return Err(ActionError::TooMany {
+                return Err(ActionTableError::TooMany {
                     limit: self.limits.max_actions,
                 });
             }
@@ -628,7 +643,7 @@ impl ActionTracker {
         }
         let action = self.actions.get_mut(id).ok_or_else(|| unknown(id))?;
         if action.status.is_terminal() {
-            return Err(ActionError::Finished {
+            return Err(ActionTableError::Finished {
                 id: action.id.clone(),
                 status: action.status,
             });
@@ -639,7 +654,7 @@ impl ActionTracker {
             action.status
         });
         if status == ActionStatus::Pending && action.status == ActionStatus::Running {
-            return Err(ActionError::InvalidTransition {
+            return Err(ActionTableError::InvalidTransition {
                 id: action.id.clone(),
                 from: action.status,
                 to: status,
@@ -647,13 +662,13 @@ impl ActionTracker {
         }
         if let Some(progress) = message.progress {
             if !(0.0..=1.0).contains(&progress) {
-                return Err(ActionError::ProgressOutOfRange {
+                return Err(ActionTableError::ProgressOutOfRange {
                     id: action.id.clone(),
                     progress,
                 });
             }
             if let Some(previous) = action.progress.filter(|p| progress < *p) {
-                return Err(ActionError::ProgressDecreased {
+                return Err(ActionTableError::ProgressDecreased {
                     id: action.id.clone(),
                     previous,
                     got: progress,

@@ -5,7 +5,7 @@
 //!
 //! [`write`](fn@write) gives the canonical text (byte-stable: the same inputs give the same bytes);
 //! [`parse`] reads ours and hand-written variants (other heading wording or levels, a bare
-//! JSON object instead of a fenced block), within [`DocumentLimits`]. A provider answers a
+//! JSON object instead of a fenced block), within [`InterfaceDocumentLimits`]. A provider answers a
 //! candidate with [`judge`]; a requester picks what it wants from a provider's interface
 //! with [`select`].
 //!
@@ -25,7 +25,7 @@
 //! let wanted = document::select(&ours, &["getWeather"]).unwrap();
 //! let text = document::write(&wanted, "WeatherAgent", Duration::from_secs(15));
 //! assert!(document::is_interface_document(&text));
-//! let candidate = document::parse(&text, &document::DocumentLimits::default()).unwrap();
+//! let candidate = document::parse(&text, &document::InterfaceDocumentLimits::default()).unwrap();
 //! assert_eq!(document::judge(&candidate, &ours), document::Judgement::Accept);
 //! assert_eq!(document::timeout(&text), Some(Duration::from_secs(15)));
 //! ```
@@ -42,20 +42,20 @@ use crate::interface::{
 use crate::stream::StreamLimits;
 
 /// The start every interaction layer URI shares; a document naming another version of the
-/// layer is refused ([`DocumentError::UnsupportedLayer`]).
+/// layer is refused ([`InterfaceDocumentError::UnsupportedLayer`]).
 const LAYER_FAMILY: &str = "urn:concord:interaction:";
 
-/// Bounds on a peer's interface document. [`DocumentLimits::default`] gives the values below.
+/// Bounds on a peer's interface document. [`InterfaceDocumentLimits::default`] gives the values below.
 ///
 /// | field | default | when it is hit |
 /// |---|---|---|
-/// | `max_text` | 256 KiB | a longer document is refused before reading ([`DocumentError::TooLarge`]) |
-/// | `max_affordances` | 256 | more actions, properties and events together ([`DocumentError::TooManyAffordances`]) |
-/// | `max_name` | 256 bytes | a longer affordance name ([`DocumentError::BadName`]) |
-/// | `max_depth` | 32 | the JSON block nests deeper, the block itself counting as 1 ([`DocumentError::TooDeep`]) |
+/// | `max_text` | 256 KiB | a longer document is refused before reading ([`InterfaceDocumentError::TooLarge`]) |
+/// | `max_affordances` | 256 | more actions, properties and events together ([`InterfaceDocumentError::TooManyAffordances`]) |
+/// | `max_name` | 256 bytes | a longer affordance name ([`InterfaceDocumentError::BadName`]) |
+/// | `max_depth` | 32 | the JSON block nests deeper, the block itself counting as 1 ([`InterfaceDocumentError::TooDeep`]) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct DocumentLimits {
+pub struct InterfaceDocumentLimits {
     /// Longest document read, in bytes (default 256 KiB).
     pub max_text: usize,
     /// Most affordances (actions, properties and events together) (default 256).
@@ -66,7 +66,7 @@ pub struct DocumentLimits {
     pub max_depth: usize,
 }
 
-impl Default for DocumentLimits {
+impl Default for InterfaceDocumentLimits {
     fn default() -> Self {
         Self {
             max_text: 256 * 1024,
@@ -80,8 +80,8 @@ impl Default for DocumentLimits {
 /// Why a text is not a usable interface document. Lines count from 1.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum DocumentError {
-    /// Longer than [`DocumentLimits::max_text`] (checked before reading).
+pub enum InterfaceDocumentError {
+    /// Longer than [`InterfaceDocumentLimits::max_text`] (checked before reading).
     #[error("the document is {size} bytes; the limit is {limit}")]
     TooLarge {
         /// Its size.
@@ -108,7 +108,7 @@ pub enum DocumentError {
         /// What is wrong.
         message: String,
     },
-    /// The affordances block nests deeper than [`DocumentLimits::max_depth`].
+    /// The affordances block nests deeper than [`InterfaceDocumentLimits::max_depth`].
     #[error("the affordances block starting at line {line} nests deeper than {limit} levels")]
     TooDeep {
         /// Line where the block starts.
@@ -116,7 +116,7 @@ pub enum DocumentError {
         /// The limit.
         limit: usize,
     },
-    /// More affordances than [`DocumentLimits::max_affordances`].
+    /// More affordances than [`InterfaceDocumentLimits::max_affordances`].
     #[error("the document states {count} affordances; the limit is {limit}")]
     TooManyAffordances {
         /// How many it states.
@@ -124,7 +124,7 @@ pub enum DocumentError {
         /// The limit.
         limit: usize,
     },
-    /// An affordance name is empty, longer than [`DocumentLimits::max_name`], or holds
+    /// An affordance name is empty, longer than [`InterfaceDocumentLimits::max_name`], or holds
     /// control characters.
     #[error(
         "{kind} name `{name}` is empty, too long (limit {limit} bytes) or has control characters"
@@ -212,24 +212,28 @@ pub fn is_interface_document(text: &str) -> bool {
 /// Reads an interface document: checks that it names [`LAYER_URI`], finds the affordances
 /// block (a fenced block under a heading mentioning affordances or the interface, or the
 /// first such block or bare JSON object anywhere) and reads it within `limits`.
-pub fn parse(text: &str, limits: &DocumentLimits) -> Result<Interface, DocumentError> {
+pub fn parse(
+    text: &str,
+    limits: &InterfaceDocumentLimits,
+) -> Result<Interface, InterfaceDocumentError> {
     if text.len() > limits.max_text {
-        return Err(DocumentError::TooLarge {
+        return Err(InterfaceDocumentError::TooLarge {
             size: text.len(),
             limit: limits.max_text,
         });
     }
     check_layer(text)?;
-    let (start, json) = affordances_block(text).ok_or(DocumentError::MissingAffordances)?;
+    let (start, json) =
+        affordances_block(text).ok_or(InterfaceDocumentError::MissingAffordances)?;
     let first_line = line_of(text, start);
-    let bad_json = |error: serde_json::Error| DocumentError::BadJson {
+    let bad_json = |error: serde_json::Error| InterfaceDocumentError::BadJson {
         line: first_line + error.line().saturating_sub(1),
         column: error.column(),
         message: error.to_string(),
     };
     let value: Value = serde_json::from_str(json).map_err(bad_json)?;
     if depth_exceeds(&value, limits.max_depth) {
-        return Err(DocumentError::TooDeep {
+        return Err(InterfaceDocumentError::TooDeep {
             line: first_line,
             limit: limits.max_depth,
         });
@@ -237,11 +241,13 @@ pub fn parse(text: &str, limits: &DocumentLimits) -> Result<Interface, DocumentE
     let interface: Interface = match serde_json::from_value(value.clone()) {
         Ok(interface) => interface,
         Err(error) => {
-            return Err(bad_affordance(&value).unwrap_or(DocumentError::BadJson {
-                line: first_line,
-                column: 1,
-                message: error.to_string(),
-            }))
+            return Err(
+                bad_affordance(&value).unwrap_or(InterfaceDocumentError::BadJson {
+                    line: first_line,
+                    column: 1,
+                    message: error.to_string(),
+                }),
+            )
         }
     };
     check_interface(&interface, limits)?;
@@ -316,20 +322,23 @@ pub fn judge(candidate: &Interface, ours: &Interface) -> Judgement {
 
 /// Whether this side can hold every stream action's initial credit: `Err` names the first
 /// action (by name) whose `stream.initialCredit` exceeds
-/// [`StreamLimits::max_receive_buffer`] ([`DocumentError::CreditExceedsBuffer`]) or is 0
-/// ([`DocumentError::NoCredit`]). A provider checks its own interface with it before
+/// [`StreamLimits::max_receive_buffer`] ([`InterfaceDocumentError::CreditExceedsBuffer`]) or is 0
+/// ([`InterfaceDocumentError::NoCredit`]). A provider checks its own interface with it before
 /// serving it, a requester a provider's before agreeing to it.
-pub fn check_credits(interface: &Interface, streams: &StreamLimits) -> Result<(), DocumentError> {
+pub fn check_credits(
+    interface: &Interface,
+    streams: &StreamLimits,
+) -> Result<(), InterfaceDocumentError> {
     let limit = streams.max_receive_buffer;
     for (name, action) in &interface.actions {
         let Some(stream) = &action.stream else {
             continue;
         };
         if stream.initial_credit == 0 {
-            return Err(DocumentError::NoCredit { name: name.clone() });
+            return Err(InterfaceDocumentError::NoCredit { name: name.clone() });
         }
         if stream.initial_credit > limit {
-            return Err(DocumentError::CreditExceedsBuffer {
+            return Err(InterfaceDocumentError::CreditExceedsBuffer {
                 name: name.clone(),
                 credit: stream.initial_credit,
                 limit,
@@ -509,7 +518,7 @@ fn sections(text: &str) -> Vec<Section<'_>> {
 }
 
 /// Refuses a document that does not name [`LAYER_URI`].
-fn check_layer(text: &str) -> Result<(), DocumentError> {
+fn check_layer(text: &str) -> Result<(), InterfaceDocumentError> {
     if text.contains(LAYER_URI) {
         return Ok(());
     }
@@ -520,11 +529,11 @@ fn check_layer(text: &str) -> Result<(), DocumentError> {
                 .take_while(|c| !c.is_whitespace() && !matches!(c, '`' | ')' | ',' | ';' | '"'))
                 .take(80)
                 .collect();
-            Err(DocumentError::UnsupportedLayer(
+            Err(InterfaceDocumentError::UnsupportedLayer(
                 other.trim_end_matches(['.', ':']).to_owned(),
             ))
         }
-        None => Err(DocumentError::MissingLayer),
+        None => Err(InterfaceDocumentError::MissingLayer),
     }
 }
 
@@ -625,17 +634,17 @@ fn depth_exceeds(value: &Value, limit: usize) -> bool {
 }
 
 /// The first affordance of `value` that cannot be read, as an error naming it.
-fn bad_affordance(value: &Value) -> Option<DocumentError> {
+fn bad_affordance(value: &Value) -> Option<InterfaceDocumentError> {
     fn first_bad<T: serde::de::DeserializeOwned>(
         value: &Value,
         member: &str,
         kind: &'static str,
-    ) -> Option<DocumentError> {
+    ) -> Option<InterfaceDocumentError> {
         let affordances = value.get(member)?.as_object()?;
         affordances.iter().find_map(|(name, affordance)| {
             serde_json::from_value::<T>(affordance.clone())
                 .err()
-                .map(|error| DocumentError::BadAffordance {
+                .map(|error| InterfaceDocumentError::BadAffordance {
                     kind,
                     name: name.chars().take(64).collect(),
                     reason: error.to_string(),
@@ -648,9 +657,12 @@ fn bad_affordance(value: &Value) -> Option<DocumentError> {
 }
 
 /// Counts, names and per-affordance consistency.
-fn check_interface(interface: &Interface, limits: &DocumentLimits) -> Result<(), DocumentError> {
+fn check_interface(
+    interface: &Interface,
+    limits: &InterfaceDocumentLimits,
+) -> Result<(), InterfaceDocumentError> {
     if interface.len() > limits.max_affordances {
-        return Err(DocumentError::TooManyAffordances {
+        return Err(InterfaceDocumentError::TooManyAffordances {
             count: interface.len(),
             limit: limits.max_affordances,
         });
@@ -663,18 +675,19 @@ fn check_interface(interface: &Interface, limits: &DocumentLimits) -> Result<(),
         .chain(interface.events.keys().map(|name| ("event", name)));
     for (kind, name) in names {
         if name.is_empty() || name.len() > limits.max_name || name.chars().any(char::is_control) {
-            return Err(DocumentError::BadName {
+            return Err(InterfaceDocumentError::BadName {
                 kind,
                 name: name.chars().take(64).collect(),
                 limit: limits.max_name,
             });
         }
     }
-    let bad = |kind: &'static str, name: &str, reason: String| DocumentError::BadAffordance {
-        kind,
-        name: name.to_owned(),
-        reason,
-    };
+    let bad =
+        |kind: &'static str, name: &str, reason: String| InterfaceDocumentError::BadAffordance {
+            kind,
+            name: name.to_owned(),
+            reason,
+        };
     for (name, action) in &interface.actions {
         for (term, schema) in [("input", &action.input), ("output", &action.output)] {
             if !is_schema(schema) {

@@ -47,11 +47,11 @@ mod thing;
 pub mod wire;
 
 pub use actions::{
-    Action, ActionError, ActionEvent, ActionIds, ActionTable, ActionTracker, CancelReason,
+    Action, ActionEvent, ActionIds, ActionTable, ActionTableError, ActionTracker, CancelReason,
     SequentialIds,
 };
 pub use correlation::{CorrelationError, CorrelationState, Correlations};
-pub use document::{DocumentError, DocumentLimits, Judgement};
+pub use document::{InterfaceDocumentError, InterfaceDocumentLimits, Judgement};
 pub use endpoint::{
     ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
     StreamUpdate, UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
@@ -68,7 +68,7 @@ pub use message::{ActionStatus, Message, MessageError, MessageType, Operation};
 pub use problem::{Problem, ProblemType};
 pub use property::{PropertyChange, PropertyError, PropertyTable, NOT_ALLOWED, UNKNOWN_PROPERTY};
 pub use thing::{ActionCaller, Thing, ThingError};
-pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
+pub use wire::{decode_frame, encode_message, Frame, InteractionFrameError, CHUNK_PREFIX};
 
 /// Every bound of the interaction layer (streams have their own in [`stream`]).
 /// [`Limits::default`] gives the values below.
@@ -79,7 +79,7 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `max_depth` | 32 | a message nesting deeper is refused ([`MessageError::TooDeep`]); serde_json's own recursion limit (128) guards the parser itself |
 /// | `max_correlation_id` | 128 bytes | `correlationID` longer ([`MessageError::TooLong`]) |
 /// | `max_action_id` | 128 bytes | `actionID` longer ([`MessageError::TooLong`]) |
-/// | `max_name` | 256 bytes | `name` longer ([`MessageError::TooLong`]); an event declared with a longer name ([`EventError::NameTooLong`]) or an action started with one ([`ActionError::NameTooLong`]) |
+/// | `max_name` | 256 bytes | `name` longer ([`MessageError::TooLong`]); an event declared with a longer name ([`EventError::NameTooLong`]) or an action started with one ([`ActionTableError::NameTooLong`]) |
 /// | `max_problem_text` | 4 KiB | a problem's `type`, `title`, `detail` or `instance` longer ([`MessageError::TooLong`]) |
 /// | `max_open_correlations` | 1024 | [`Correlations::open`] refuses another request ([`CorrelationError::TooMany`]) |
 /// | `max_events` | 256 | [`EventHub::declare`] refuses another event ([`EventError::TooManyEvents`]) |
@@ -89,9 +89,9 @@ pub use wire::{decode_frame, encode_message, Frame, FrameError, CHUNK_PREFIX};
 /// | `subscriber_queue_bytes` | 4 MiB | per subscriber, the undelivered events' data as JSON (a gap counts its name and 16 bytes); past it the hub's [`Overflow`] policy applies as past `subscriber_queue` (one message is queued whatever its size) |
 /// | `replay_bytes` | 4 MiB | per event, the replay buffer's data as JSON: older events leave it past this as past `replay_events` (0: no replay) |
 /// | `max_subscribers` | 10 000 | [`EventHub::subscribe`] refuses a new subscriber ([`EventError::TooManySubscribers`]) |
-/// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose address, or whose identity, holds this many over all its sessions ([`ActionError::CallerLimit`], a 429 problem; [`ActionCaller`]) |
-/// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionError::TooMany`], a 503 problem) |
-/// | `reserved_actions` | 64 | the last this many of `max_actions` are for callers holding none: [`Thing`] refuses another to a caller that holds one ([`ActionError::Reserved`], a 503 problem); a reserve not below `max_actions` (`max_actions` lowered alone) counts as a quarter of it ([`Limits::reserved_actions_in_force`]) |
+/// | `max_actions_per_caller` | 16 | [`Thing`] refuses another unfinished action of a caller whose address, or whose identity, holds this many over all its sessions ([`ActionTableError::CallerLimit`], a 429 problem; [`ActionCaller`]) |
+/// | `max_actions` | 256 | [`ActionTable::start`] refuses another unfinished action ([`ActionTableError::TooMany`], a 503 problem) |
+/// | `reserved_actions` | 64 | the last this many of `max_actions` are for callers holding none: [`Thing`] refuses another to a caller that holds one ([`ActionTableError::Reserved`], a 503 problem); a reserve not below `max_actions` (`max_actions` lowered alone) counts as a quarter of it ([`Limits::reserved_actions_in_force`]) |
 /// | `finished_actions` | 256 | finished actions kept for [`ActionTable::query`]; the oldest is forgotten past it |
 /// | `action_lease` | 30 s | an action whose caller detached is cancelled that long after [`ActionTable::detach`] ([`CancelReason::LeaseExpired`]) |
 /// | `max_pending_requests` | 1024 | per provider session, requests awaiting the node's [`ProviderEndpoint::reply`]; past it a request is answered with a [`ProblemType::LimitReached`] problem (429) |

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::actions::{Action, ActionError, ActionEvent, ActionIds, ActionTable};
+use crate::actions::{Action, ActionEvent, ActionIds, ActionTable, ActionTableError};
 use crate::events::{Delivery, EventError, EventHub, HubEvent, Overflow, Subscribed, SubscriberId};
 use crate::interface::Interface;
 use crate::message::{Message, MessageType, Operation};
@@ -225,7 +225,7 @@ impl Thing {
         progress: f64,
         partial: Option<Value>,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         self.actions.progress(action_id, progress, partial, now)?;
         self.notify_owner(action_id, false);
         Ok(())
@@ -238,7 +238,7 @@ impl Thing {
         action_id: &str,
         output: Value,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         self.actions.complete(action_id, Some(output), now)?;
         self.notify_owner(action_id, true);
         Ok(())
@@ -250,20 +250,24 @@ impl Thing {
         action_id: &str,
         problem: Problem,
         now: Instant,
-    ) -> Result<(), ActionError> {
+    ) -> Result<(), ActionTableError> {
         self.actions.fail(action_id, problem, now)?;
         self.notify_owner(action_id, true);
         Ok(())
     }
 
     /// An action, finished or not (`queryaction`).
-    pub fn query_action(&self, action_id: &str) -> Result<&Action, ActionError> {
+    pub fn query_action(&self, action_id: &str) -> Result<&Action, ActionTableError> {
         self.actions.query(action_id)
     }
 
     /// Cancels an action (`cancelaction`): [`Thing::poll_action_event`] tells the node to
     /// stop the work, its caller gets the terminal notification (status cancelled).
-    pub fn cancel_action(&mut self, action_id: &str, now: Instant) -> Result<&Action, ActionError> {
+    pub fn cancel_action(
+        &mut self,
+        action_id: &str,
+        now: Instant,
+    ) -> Result<&Action, ActionTableError> {
         self.actions.cancel(action_id, now)?;
         self.drain_action_events();
         self.actions.query(action_id)
@@ -374,7 +378,7 @@ impl Thing {
         subscriber: SubscriberId,
         correlation_id: &str,
         now: Instant,
-    ) -> Result<String, ActionError> {
+    ) -> Result<String, ActionTableError> {
         let caller = self
             .sessions
             .get(&subscriber)
@@ -397,14 +401,14 @@ impl Thing {
             count(&|owner| owner.identity.as_ref() == Some(identity))
         });
         if by_address >= limit || by_identity >= limit {
-            return Err(ActionError::CallerLimit { limit });
+            return Err(ActionTableError::CallerLimit { limit });
         }
         let holds_some = self
             .owners
             .values()
             .any(|owner| caller.shares_with(&owner.caller));
         if holds_some && self.actions.unfinished() >= max.saturating_sub(reserved) {
-            return Err(ActionError::Reserved { reserved });
+            return Err(ActionTableError::Reserved { reserved });
         }
         let id = self.actions.start(name, now)?;
         self.owners.insert(
@@ -598,7 +602,7 @@ mod tests {
         }
         assert!(matches!(
             thing.start_action("render", holder, "c6", now),
-            Err(ActionError::Reserved { reserved: 2 })
+            Err(ActionTableError::Reserved { reserved: 2 })
         ));
         // A newcomer takes a reserved place.
         let newcomer = thing.new_subscriber_for("ws://198.51.100.9");

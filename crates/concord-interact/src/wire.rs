@@ -34,7 +34,7 @@ pub enum Frame<'a> {
 /// Why bytes are not a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum FrameError {
+pub enum InteractionFrameError {
     /// An empty frame.
     #[error("empty frame")]
     Empty,
@@ -49,7 +49,7 @@ pub enum FrameError {
     Message(#[from] MessageError),
 }
 
-impl FrameError {
+impl InteractionFrameError {
     /// The problem to answer with ([`ProblemType::BadMessage`], 400).
     pub fn to_problem(&self) -> Problem {
         Problem::of(ProblemType::BadMessage, self.to_string())
@@ -58,12 +58,15 @@ impl FrameError {
 
 /// Decodes one frame. A message is bounded by [`Limits`] like [`Message::decode`]; a
 /// chunk is only split off here (the stream layer checks it).
-pub fn decode_frame<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Frame<'a>, FrameError> {
+pub fn decode_frame<'a>(
+    bytes: &'a [u8],
+    limits: &Limits,
+) -> Result<Frame<'a>, InteractionFrameError> {
     match bytes.split_first() {
-        None => Err(FrameError::Empty),
+        None => Err(InteractionFrameError::Empty),
         Some((&CHUNK_PREFIX, rest)) => Ok(Frame::Chunk(rest)),
         Some((&MESSAGE_PREFIX, _)) => Ok(Frame::Message(Message::decode(bytes, limits)?)),
-        Some((&byte, _)) => Err(FrameError::UnknownPrefix { byte }),
+        Some((&byte, _)) => Err(InteractionFrameError::UnknownPrefix { byte }),
     }
 }
 
@@ -101,14 +104,17 @@ mod tests {
     #[test]
     fn typed_errors() {
         let limits = Limits::default();
-        assert_eq!(decode_frame(&[], &limits), Err(FrameError::Empty));
+        assert_eq!(
+            decode_frame(&[], &limits),
+            Err(InteractionFrameError::Empty)
+        );
         assert_eq!(
             decode_frame(b" {}", &limits),
-            Err(FrameError::UnknownPrefix { byte: b' ' })
+            Err(InteractionFrameError::UnknownPrefix { byte: b' ' })
         );
         assert!(matches!(
             decode_frame(b"{nope", &limits),
-            Err(FrameError::Message(MessageError::Json { .. }))
+            Err(InteractionFrameError::Message(MessageError::Json { .. }))
         ));
         assert_eq!(
             decode_frame(b"x", &limits).unwrap_err().to_problem().status,

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use concord_interact::{
-    ActionError, ActionEvent, ActionStatus, ActionTable, ActionTracker, CancelReason,
+    ActionEvent, ActionStatus, ActionTable, ActionTableError, ActionTracker, CancelReason,
     CorrelationState, Correlations, Limits, Message, MessageType, Operation, Problem, ProblemType,
 };
 use serde_json::json;
@@ -56,7 +56,7 @@ fn progress_is_monotonic_and_ends_in_one_terminal_state() {
         .unwrap_err();
     assert_eq!(
         err,
-        ActionError::ProgressDecreased {
+        ActionTableError::ProgressDecreased {
             id: id.clone(),
             previous: 0.5,
             got: 0.4
@@ -65,11 +65,11 @@ fn progress_is_monotonic_and_ends_in_one_terminal_state() {
     assert_eq!(err.to_problem().kind(), Some(ProblemType::BadProgress));
     assert!(matches!(
         table.progress(&id, f64::NAN, None, t0),
-        Err(ActionError::ProgressOutOfRange { .. })
+        Err(ActionTableError::ProgressOutOfRange { .. })
     ));
     assert!(matches!(
         table.progress(&id, 1.5, None, t0),
-        Err(ActionError::ProgressOutOfRange { .. })
+        Err(ActionTableError::ProgressOutOfRange { .. })
     ));
 
     let action = table.query(&id).unwrap();
@@ -99,7 +99,7 @@ fn progress_is_monotonic_and_ends_in_one_terminal_state() {
     );
 
     // Exactly one terminal state: everything after it is refused.
-    let finished = ActionError::Finished {
+    let finished = ActionTableError::Finished {
         id: id.clone(),
         status: ActionStatus::Completed,
     };
@@ -154,7 +154,7 @@ fn cancel_and_query_by_action_id() {
     // A second cancel is refused, an unknown id is a typed error.
     assert!(matches!(
         table.respond(&cancel, t0),
-        Err(ActionError::Finished { .. })
+        Err(ActionTableError::Finished { .. })
     ));
     let unknown = Message::request(Operation::QueryAction, "c-4")
         .with_name("getWeather")
@@ -162,7 +162,7 @@ fn cancel_and_query_by_action_id() {
     let err = table.respond(&unknown, t0).unwrap_err();
     assert_eq!(
         err,
-        ActionError::Unknown {
+        ActionTableError::Unknown {
             id: "action-99".into()
         }
     );
@@ -244,12 +244,15 @@ fn bounds_on_actions() {
     let b = table.start("x", t0).unwrap();
     assert_eq!(
         table.start("x", t0).unwrap_err(),
-        ActionError::TooMany { limit: 2 }
+        ActionTableError::TooMany { limit: 2 }
     );
     table.fail(&a, Problem::new("about:blank"), t0).unwrap();
     table.complete(&b, None, t0).unwrap();
     // Only the latest finished action is remembered.
-    assert!(matches!(table.query(&a), Err(ActionError::Unknown { .. })));
+    assert!(matches!(
+        table.query(&a),
+        Err(ActionTableError::Unknown { .. })
+    ));
     assert_eq!(table.query(&b).unwrap().status(), ActionStatus::Completed);
     let c = table.start("x", t0).unwrap();
     assert_eq!(c, "action-3");
@@ -281,7 +284,7 @@ fn the_caller_refuses_what_the_provider_must_not_send() {
     let lower = status(ActionStatus::Running).with_progress(0.25);
     assert_eq!(
         tracker.observe(&wire(&lower, &limits), t0).unwrap_err(),
-        ActionError::ProgressDecreased {
+        ActionTableError::ProgressDecreased {
             id: "action-1".into(),
             previous: 0.5,
             got: 0.25
@@ -290,7 +293,7 @@ fn the_caller_refuses_what_the_provider_must_not_send() {
     // Status going backwards.
     assert!(matches!(
         tracker.observe(&status(ActionStatus::Pending), t0),
-        Err(ActionError::InvalidTransition { .. })
+        Err(ActionTableError::InvalidTransition { .. })
     ));
     // Progress only: running, with partial output.
     let partial = invoke
@@ -314,7 +317,7 @@ fn the_caller_refuses_what_the_provider_must_not_send() {
     ] {
         assert_eq!(
             tracker.observe(&late, t0).unwrap_err(),
-            ActionError::Finished {
+            ActionTableError::Finished {
                 id: "action-1".into(),
                 status: ActionStatus::Completed
             }
@@ -322,7 +325,7 @@ fn the_caller_refuses_what_the_provider_must_not_send() {
     }
     assert!(matches!(
         tracker.observe(&invoke.notification(), t0),
-        Err(ActionError::MissingActionId("invokeaction"))
+        Err(ActionTableError::MissingActionId("invokeaction"))
     ));
 }
 

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use concord_proto::ProtocolHash;
+use concord_proto::{ProtocolHash, TextPosition};
 use serde_json::Value;
 
 use crate::complexity::{SchemaLimits, SchemaTooComplex};
@@ -87,14 +87,12 @@ pub struct ProtocolDocument {
 #[non_exhaustive]
 pub enum DocumentError {
     /// A schema section holds JSON that does not parse.
-    #[error("the {section} schema is not valid JSON at line {line}, column {column} of the document: {message}")]
+    #[error("the {section} schema is not valid JSON at {position} of the document: {message}")]
     SchemaJson {
         /// `request` or `response`.
         section: &'static str,
-        /// 1-based line in the whole document.
-        line: usize,
-        /// 1-based column.
-        column: usize,
+        /// Where in the whole document.
+        position: TextPosition,
         /// What the JSON parser found.
         message: String,
     },
@@ -407,14 +405,13 @@ impl ProtocolDocument {
                         value: json.value,
                     }),
                     Err(fault) if first_fault.is_none() => {
-                        let (line, column) = fault.position_in(text, section.body_offset);
+                        let position = fault.position_in(text, section.body_offset);
                         first_fault = Some(DocumentError::SchemaJson {
                             section: match side {
                                 Some(Heading::Response) => "response",
                                 _ => "request",
                             },
-                            line,
-                            column,
+                            position,
                             message: fault.message,
                         });
                     }

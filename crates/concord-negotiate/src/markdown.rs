@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use concord_proto::{json_error_offset, TextPosition};
 use pulldown_cmark::{Event, MetadataBlockKind, Options, Parser, Tag, TagEnd};
 use serde_json::Value;
 
@@ -163,22 +164,16 @@ pub(crate) struct EmbeddedJson {
 pub(crate) struct JsonFault {
     /// Byte offset in the searched text where the value started.
     pub start: usize,
-    /// 1-based line and column inside the value.
-    pub line: usize,
-    pub column: usize,
+    /// Byte offset in the searched text where the parser stopped (on a character boundary).
+    pub offset: usize,
     pub message: String,
 }
 
 impl JsonFault {
-    /// 1-based line and column of the fault in `document`, when the searched text began at
-    /// byte `searched_from` of it.
-    pub(crate) fn position_in(&self, document: &str, searched_from: usize) -> (usize, usize) {
-        let (line, column) = line_column(document, searched_from + self.start);
-        if self.line == 1 {
-            (line, column + self.column - 1)
-        } else {
-            (line + self.line - 1, self.column)
-        }
+    /// Where the fault is in `document`, when the searched text began at byte
+    /// `searched_from` of it.
+    pub(crate) fn position_in(&self, document: &str, searched_from: usize) -> TextPosition {
+        TextPosition::locate(document, searched_from + self.offset)
     }
 }
 
@@ -200,8 +195,7 @@ fn value_at(text: &str, start: usize) -> Option<Result<EmbeddedJson, JsonFault>>
         }),
         Err(error) => Err(JsonFault {
             start,
-            line: error.line(),
-            column: error.column(),
+            offset: fault_offset(text, start, &error),
             message: without_position(&error),
         }),
     })
@@ -255,7 +249,8 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
                             Some(Err(fault)) if language.starts_with("json") => {
                                 found.push(Err(JsonFault {
                                     start: shift(fault.start),
-                                    ..fault
+                                    offset: shift(fault.offset),
+                                    message: fault.message,
                                 }))
                             }
                             _ => {}
@@ -297,7 +292,7 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
                 found.push(Ok(value));
             }
             Some(Err(fault)) => {
-                skip_to = fault_offset(text, &fault);
+                skip_to = fault.offset;
                 found.push(Err(fault));
             }
             None => {}
@@ -310,16 +305,10 @@ pub(crate) fn json_objects(text: &str) -> Vec<Result<EmbeddedJson, JsonFault>> {
     found
 }
 
-/// The byte offset in `text` where parsing a value from `fault.start` failed.
-fn fault_offset(text: &str, fault: &JsonFault) -> usize {
-    let tail = text.get(fault.start..).unwrap_or("");
-    let line_start: usize = tail
-        .split_inclusive('\n')
-        .take(fault.line.saturating_sub(1))
-        .map(str::len)
-        .sum();
-    // serde_json counts columns in bytes.
-    let mut at = (fault.start + line_start + fault.column.saturating_sub(1)).min(text.len());
+/// The byte offset in `text` where parsing a value from byte `start` failed with `error`.
+fn fault_offset(text: &str, start: usize, error: &serde_json::Error) -> usize {
+    let tail = text.get(start..).unwrap_or("");
+    let mut at = start + json_error_offset(tail, error).unwrap_or(0);
     while !text.is_char_boundary(at) {
         at -= 1;
     }
@@ -344,18 +333,6 @@ fn null_line(text: &str) -> Option<usize> {
         offset += line.len();
     }
     None
-}
-
-/// 1-based line and column of byte `offset` in `text`.
-pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = text.get(..offset.min(text.len())).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rsplit('\n')
-        .next()
-        .map_or(0, |last| last.chars().count())
-        + 1;
-    (line, column)
 }
 
 #[cfg(test)]
@@ -426,7 +403,7 @@ mod tests {
         assert_eq!(found.value, serde_json::json!({"a": [1, 2]}));
         assert_eq!(&text[found.start..found.end], "{\"a\": [1, 2]}");
         let fault = first_json("x {\"a\": }").unwrap().unwrap_err();
-        assert_eq!((fault.start, fault.line), (2, 1));
+        assert_eq!((fault.start, fault.offset), (2, 8));
         assert_eq!(first_json("  null\n").unwrap().unwrap().value, Value::Null);
         assert!(first_json("no json here").is_none());
     }

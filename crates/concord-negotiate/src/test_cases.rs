@@ -5,6 +5,7 @@
 //! `**测试预期结果**`, JSON inline) and its English equivalent (`# Test case 1`,
 //! `Request`, `Response`, `Expected`); the writer produces the English layout.
 
+use concord_proto::TextPosition;
 use serde_json::Value;
 
 use crate::document::pretty;
@@ -46,16 +47,14 @@ pub enum TestCasesError {
         part: &'static str,
     },
     /// A case's JSON does not parse.
-    #[error("test case {case:?}: the {part} is not valid JSON at line {line}, column {column}: {message}")]
+    #[error("test case {case:?}: the {part} is not valid JSON at {position}: {message}")]
     Json {
         /// The case's heading.
         case: String,
         /// `request` or `response`.
         part: &'static str,
-        /// 1-based line in the whole text.
-        line: usize,
-        /// 1-based column.
-        column: usize,
+        /// Where in the whole text.
+        position: TextPosition,
         /// What the JSON parser found.
         message: String,
     },
@@ -185,13 +184,11 @@ impl TestCases {
                         let value = match first_json(chunk) {
                             Some(Ok(found)) => found.value,
                             Some(Err(fault)) => {
-                                let (line, column) =
-                                    fault.position_in(text, section.body_offset + start);
+                                let position = fault.position_in(text, section.body_offset + start);
                                 return Err(TestCasesError::Json {
                                     case: name,
                                     part: part_name,
-                                    line,
-                                    column,
+                                    position,
                                     message: fault.message,
                                 });
                             }

@@ -5,6 +5,7 @@ mod support;
 use std::time::Duration;
 
 use concord_negotiate::{DocumentError, Encoding, ProtocolDocument, TestCases, TestCasesError};
+use concord_proto::TextPosition;
 use serde_json::json;
 use support::{SEED_BASED_ON, SEED_CASES, SEED_FULL};
 
@@ -93,8 +94,10 @@ fn broken_schemas_are_located_in_the_document() {
         ProtocolDocument::parse(text),
         Err(DocumentError::SchemaJson {
             section: "request",
-            line: 8,
-            column: 18,
+            position: TextPosition {
+                line: 8,
+                column: 18
+            },
             message: "key must be a string".into(),
         })
     );
@@ -169,7 +172,7 @@ fn broken_test_cases_say_what_is_missing() {
         TestCases::parse("# Test case 1\n- Request: {\"a\":}\n- Response: {}\n"),
         Err(TestCasesError::Json {
             part: "request",
-            line: 2,
+            position: TextPosition { line: 2, .. },
             ..
         })
     ));
@@ -190,8 +193,10 @@ fn a_part_starts_right_after_its_colon_whatever_follows() {
         TestCases::parse("# Test case 1\r\n- Request:响 {\"a\":}\r\n- Response: {}\r\n"),
         Err(TestCasesError::Json {
             part: "request",
-            line: 2,
-            column: 18,
+            position: TextPosition {
+                line: 2,
+                column: 18
+            },
             ..
         })
     ));
@@ -233,4 +238,23 @@ fn any_expected_text_is_written_so_that_it_reads_back_unchanged() {
             "{written}"
         );
     }
+}
+
+/// A fault after characters of several bytes is placed by characters (column 11, the `}`
+/// where a value was expected; it used to say 15, its byte), like every other
+/// position (serde_json counts its columns in bytes; the document's column used to add them
+/// to a column counted in characters).
+#[test]
+fn a_schema_fault_after_wide_characters_is_placed_in_characters() {
+    let text = "# Requirement\nx\n\n## Request\n{\"名前\": tru}\n\n## Response\n{}\n";
+    assert!(matches!(
+        ProtocolDocument::parse(text),
+        Err(DocumentError::SchemaJson {
+            position: TextPosition {
+                line: 5,
+                column: 11
+            },
+            ..
+        })
+    ));
 }

@@ -22,7 +22,7 @@ use crate::describe::DESCRIPTION_PATH;
 use crate::driver::{
     Command, Driver, RequesterParts, Settled, Settlement, Start, Target, CLOSE_LINGER,
 };
-use crate::error::{CallError, ConnectError};
+use crate::error::{CallError, ConnectError, DescriptionError};
 use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
 use crate::identity::{upgrade, Encryption};
@@ -558,10 +558,10 @@ pub(crate) async fn connect_described(
         })?;
     let target = match names {
         Some(names) => {
-            let offered = crate::describe::interface_of(thing).map_err(|reason| {
+            let offered = crate::describe::interface_of(thing).map_err(|problems| {
                 ConnectError::InvalidDescription {
                     url: description_url.clone(),
-                    problems: reason,
+                    problems,
                 }
             })?;
             let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -885,12 +885,7 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
         .map(|validated| validated.thing)
         .map_err(|invalid| ConnectError::InvalidDescription {
             url: url.to_owned(),
-            problems: invalid
-                .report
-                .errors()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n"),
+            problems: DescriptionError::Invalid(invalid.report),
         })
 }
 

@@ -280,7 +280,7 @@ impl CodeCache {
         if let Some(code) = held {
             return Ok(code);
         }
-        let code = Arc::new(InterfaceCode::load(text, limits)?);
+        let code = Arc::new(InterfaceCode::load(text, limits).map_err(|error| error.to_string())?);
         let mut live = lock(&self.interfaces);
         live.retain(|code| code.strong_count() > 0);
         live.push(Arc::downgrade(&code));
@@ -377,7 +377,8 @@ impl Loaded {
                     document.schema_limits(),
                 )
             })
-            .transpose()?;
+            .transpose()
+            .map_err(|error| error.to_string())?;
         Ok(Self {
             input_check,
             document: text.to_owned(),
@@ -476,7 +477,7 @@ impl HandlerCode {
     /// response stands in for it).
     pub(crate) fn check_input(&self, input: &Value) -> Result<(), String> {
         match &self.loaded.input_check {
-            Some(check) => check.check(input),
+            Some(check) => check.check(input).map_err(|error| error.to_string()),
             None => Ok(()),
         }
     }

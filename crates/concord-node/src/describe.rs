@@ -16,6 +16,7 @@ use concord_proto::Role;
 use concord_store::Integrity;
 use serde_json::{json, Value};
 
+use crate::error::{DescriptionError, DescriptionIdError};
 use crate::node::Shared;
 use crate::storage::StoreFailure;
 
@@ -266,7 +267,7 @@ fn stream_description(spec: &StreamSpec) -> StreamDescription {
 /// The interface a peer's description offers: its actions with their mode (`concord:mode`,
 /// request-reply when absent, as a foreign agent's) and stream specification, its
 /// properties, its events. `Err` says which affordance cannot be used, and why.
-pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, String> {
+pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, DescriptionError> {
     let mut interface = Interface::default();
     for (name, action) in thing.actions.iter().flatten() {
         let spec = ActionSpec::from_affordance(name, action);
@@ -276,10 +277,10 @@ pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, String> {
             InteractionMode::Notify => ActionMode::Notify,
             InteractionMode::Stream => ActionMode::Stream,
             other => {
-                return Err(format!(
-                    "action `{name}` answers in mode {}, which this agent does not speak",
-                    other.name()
-                ))
+                return Err(DescriptionError::UnknownMode {
+                    action: name.clone(),
+                    mode: other.name(),
+                })
             }
         };
         let stream = action.stream.as_ref().map(|stream| StreamSpec {
@@ -290,10 +291,10 @@ pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, String> {
             realtime: stream.realtime,
         });
         if (mode == ActionMode::Stream) != stream.is_some() {
-            return Err(format!(
-                "action `{name}`: `concord:stream` is given exactly for stream actions (its mode is {})",
-                mode.as_str()
-            ));
+            return Err(DescriptionError::StreamMismatch {
+                action: name.clone(),
+                mode: mode.as_str(),
+            });
         }
         interface.actions.insert(
             name.clone(),
@@ -308,9 +309,9 @@ pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, String> {
     }
     for (name, property) in thing.properties.iter().flatten() {
         let Value::Object(mut schema) = property.schema.to_json() else {
-            return Err(format!(
-                "property `{name}`: its schema is not a JSON object"
-            ));
+            return Err(DescriptionError::PropertySchema {
+                property: name.clone(),
+            });
         };
         let description = match schema.remove("description") {
             Some(Value::String(description)) => description,
@@ -359,19 +360,18 @@ pub(crate) fn interface_of(thing: &Thing) -> Result<Interface, String> {
 ///
 /// ```
 /// assert!(concord_node::check_description_id("Shop", "urn:uuid:6f1d3a7a-1f97-4e6b-b45f-f3c2e1c84c77").is_ok());
-/// assert!(concord_node::check_description_id("Shop", "shop").unwrap_err().contains("relative reference"));
+/// let refused = concord_node::check_description_id("Shop", "shop").unwrap_err();
+/// assert_eq!(refused.report.errors().next().map(|problem| problem.pointer.as_str()), Some("/id"));
+/// assert!(refused.to_string().contains("relative reference"));
 /// ```
-pub fn check_description_id(title: &str, id: &str) -> Result<(), String> {
+pub fn check_description_id(title: &str, id: &str) -> Result<(), DescriptionIdError> {
     ThingBuilder::agent(title)
         .id(id)
         .build()
         .map(drop)
-        .map_err(|invalid| {
-            invalid
-                .report
-                .errors()
-                .next()
-                .map_or_else(|| invalid.to_string(), |problem| problem.message.clone())
+        .map_err(|invalid| DescriptionIdError {
+            id: id.to_owned(),
+            report: invalid.report,
         })
 }
 

@@ -62,13 +62,13 @@ pub enum ConnectError {
         /// What failed (HTTP status, transport error, size).
         reason: String,
     },
-    /// The peer's description does not validate.
+    /// The peer's description does not validate, or offers what this agent cannot use.
     #[error("the description at {url} is invalid: {problems}")]
     InvalidDescription {
         /// The description URL.
         url: String,
-        /// The validator's problems, one per line.
-        problems: String,
+        /// What is wrong: the validator's report, or the affordance that cannot be used.
+        problems: DescriptionError,
     },
     /// The description has no `concord:metaProtocol` endpoint.
     #[error("the description at {url} advertises no Concord meta-protocol endpoint")]
@@ -195,4 +195,100 @@ pub enum CallError {
     /// which needs an LLM on both sides).
     #[error("not available on this connection: {0}")]
     Unsupported(String),
+}
+
+/// Why a peer's description cannot be used ([`ConnectError::InvalidDescription`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DescriptionError {
+    /// It does not validate: the validator's report. Shown as its errors, one per line.
+    #[error("{}", errors_text(.0))]
+    Invalid(concord_describe::Report),
+    /// An action answers in a mode this agent does not speak (`concord:mode`).
+    #[error("action `{action}` answers in mode {mode}, which this agent does not speak")]
+    UnknownMode {
+        /// The action's name.
+        action: String,
+        /// The mode as written in `concord:mode`.
+        mode: &'static str,
+    },
+    /// An action's `concord:stream` is present although it is not a stream action, or
+    /// absent although it is one.
+    #[error(
+        "action `{action}`: `concord:stream` is given exactly for stream actions (its mode is {mode})"
+    )]
+    StreamMismatch {
+        /// The action's name.
+        action: String,
+        /// The action's mode.
+        mode: &'static str,
+    },
+    /// A property's schema is not a JSON object.
+    #[error("property `{property}`: its schema is not a JSON object")]
+    PropertySchema {
+        /// The property's name.
+        property: String,
+    },
+}
+
+/// The report's errors, one per line (warnings are not why a description is refused).
+fn errors_text(report: &concord_describe::Report) -> String {
+    report
+        .errors()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Why a description `id` is refused ([`check_description_id`](crate::check_description_id)):
+/// the validator's report on a description with that id. Shown as its first error's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", first_error(.report))]
+#[non_exhaustive]
+pub struct DescriptionIdError {
+    /// The id given.
+    pub id: String,
+    /// What the validator found (its first error is about `/id`).
+    pub report: concord_describe::Report,
+}
+
+/// The message of the report's first error (the whole report when it has none).
+fn first_error(report: &concord_describe::Report) -> String {
+    report
+        .errors()
+        .next()
+        .map_or_else(|| report.to_string(), |problem| problem.message.clone())
+}
+
+/// Why a public base URL is refused ([`check_public_url`](crate::check_public_url)). Each
+/// message starts with the URL, quoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublicUrlError {
+    /// It is not an absolute URL.
+    #[error("{url:?} is not a URL: {error}")]
+    NotAUrl {
+        /// The URL given.
+        url: String,
+        /// What the URL parser found.
+        error: url::ParseError,
+    },
+    /// Its scheme is neither `http` nor `https`.
+    #[error("{url:?} must start with http:// or https://")]
+    Scheme {
+        /// The URL given.
+        url: String,
+    },
+    /// It carries a user name or password, which the published description would show.
+    #[error("{url:?} must not carry credentials: the description publishes it")]
+    Credentials {
+        /// The URL given.
+        url: String,
+    },
+    /// It has a query or a fragment.
+    #[error("{url:?} must not have a query or fragment")]
+    QueryOrFragment {
+        /// The URL given.
+        url: String,
+    },
 }

@@ -171,7 +171,7 @@ async fn accept(
                 StatusCode::BAD_REQUEST,
                 format!(
                     "the body is not JSON: {}",
-                    crate::backend::describe_json_error(&error)
+                    crate::backend::describe_json_error(&error, &bytes)
                 ),
             )
         }

@@ -10,10 +10,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use concord_interact::document::{self, DocumentLimits, Judgement};
+use concord_interact::document::{
+    self, InterfaceDocumentError, InterfaceDocumentLimits, Judgement,
+};
 use concord_interact::stream::StreamLimits;
 use concord_interact::Interface;
-use concord_negotiate::complexity::{check_complexity, SchemaLimits};
+use concord_negotiate::complexity::{check_complexity, SchemaLimits, SchemaTooComplex};
 use concord_proto::Decision;
 use serde_json::Value;
 
@@ -37,7 +39,8 @@ pub(crate) fn need_key(names: &[String]) -> String {
 
 /// Which payload of an affordance a value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Payload {
+#[non_exhaustive]
+pub enum Payload {
     /// An action's `input`.
     Input,
     /// An action's `output`.
@@ -46,6 +49,56 @@ pub(crate) enum Payload {
     Property,
     /// An event's `data`.
     Event,
+}
+
+/// Why a payload schema cannot be used, or a payload is refused. Each message names the
+/// payload, the affordance and, for a refused value, where in it (a JSON pointer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PayloadError {
+    /// The interface has no such affordance.
+    #[error("no {} `{name}` in this interface", .payload.what())]
+    Unknown {
+        /// Which payload was asked for.
+        payload: Payload,
+        /// The affordance's name.
+        name: String,
+    },
+    /// The schema is over the schema limits.
+    #[error("the {} `{name}`: {error}", .payload.what())]
+    TooComplex {
+        /// Whose schema.
+        payload: Payload,
+        /// The affordance's name.
+        name: String,
+        /// Which limit, and where.
+        error: SchemaTooComplex,
+    },
+    /// The schema does not compile.
+    #[error("the schema of the {} `{name}` does not compile: {reason}", .payload.what())]
+    Uncompilable {
+        /// Whose schema.
+        payload: Payload,
+        /// The affordance's name.
+        name: String,
+        /// The schema compiler's message.
+        reason: String,
+    },
+    /// The value breaks the schema.
+    #[error("the {} `{name}` is invalid at {pointer}: {reason}", .payload.what())]
+    Invalid {
+        /// Which payload.
+        payload: Payload,
+        /// The affordance's name.
+        name: String,
+        /// Where in the value (a JSON pointer, `/` for the whole value).
+        pointer: String,
+        /// The first problem the validator found there.
+        reason: String,
+    },
+    /// The interface document cannot be read.
+    #[error("the interface document cannot be read: {0}")]
+    Document(InterfaceDocumentError),
 }
 
 impl Payload {
@@ -74,7 +127,10 @@ impl std::fmt::Debug for PayloadSchemas {
 
 impl PayloadSchemas {
     /// Compiles every payload schema of `interface`, each checked against `limits` first.
-    pub(crate) fn compile(interface: &Interface, limits: &SchemaLimits) -> Result<Self, String> {
+    pub(crate) fn compile(
+        interface: &Interface,
+        limits: &SchemaLimits,
+    ) -> Result<Self, PayloadError> {
         let mut schemas: Vec<(Payload, &str, &Value)> = Vec::new();
         for (name, action) in &interface.actions {
             schemas.push((Payload::Input, name, &action.input));
@@ -96,9 +152,17 @@ impl PayloadSchemas {
 
     /// Checks `value` as the `payload` of the affordance `name`: `Err` names the first
     /// problem and where.
-    pub(crate) fn check(&self, payload: Payload, name: &str, value: &Value) -> Result<(), String> {
+    pub(crate) fn check(
+        &self,
+        payload: Payload,
+        name: &str,
+        value: &Value,
+    ) -> Result<(), PayloadError> {
         let Some(validator) = self.validators.get(&(payload, name.to_owned())) else {
-            return Err(format!("no {} `{name}` in this interface", payload.what()));
+            return Err(PayloadError::Unknown {
+                payload,
+                name: name.to_owned(),
+            });
         };
         validator.check(value)
     }
@@ -130,15 +194,18 @@ impl PayloadSchema {
         name: &str,
         schema: &Value,
         limits: &SchemaLimits,
-    ) -> Result<Self, String> {
-        check_complexity(schema, limits)
-            .map_err(|error| format!("the {} `{name}`: {error}", payload.what()))?;
-        let validator = jsonschema::validator_for(schema).map_err(|error| {
-            format!(
-                "the schema of the {} `{name}` does not compile: {error}",
-                payload.what()
-            )
+    ) -> Result<Self, PayloadError> {
+        check_complexity(schema, limits).map_err(|error| PayloadError::TooComplex {
+            payload,
+            name: name.to_owned(),
+            error,
         })?;
+        let validator =
+            jsonschema::validator_for(schema).map_err(|error| PayloadError::Uncompilable {
+                payload,
+                name: name.to_owned(),
+                reason: error.to_string(),
+            })?;
         Ok(Self {
             payload,
             name: name.to_owned(),
@@ -148,11 +215,11 @@ impl PayloadSchema {
 
     /// Checks `value`: `Err` names the payload, the affordance, where (a JSON pointer) and
     /// the first problem.
-    pub(crate) fn check(&self, value: &Value) -> Result<(), String> {
+    pub(crate) fn check(&self, value: &Value) -> Result<(), PayloadError> {
         if self.validator.is_valid(value) {
             return Ok(());
         }
-        let problem = self
+        let (pointer, reason) = self
             .validator
             .iter_errors(value)
             .next()
@@ -163,14 +230,15 @@ impl PayloadSchema {
                 } else {
                     pointer
                 };
-                format!("{pointer}: {error}")
+                (pointer, error.to_string())
             })
-            .unwrap_or_else(|| "invalid".to_owned());
-        Err(format!(
-            "the {} `{}` is invalid at {problem}",
-            self.payload.what(),
-            self.name
-        ))
+            .unwrap_or_else(|| ("/".to_owned(), "invalid".to_owned()));
+        Err(PayloadError::Invalid {
+            payload: self.payload,
+            name: self.name.clone(),
+            pointer,
+            reason,
+        })
     }
 }
 
@@ -185,9 +253,9 @@ pub(crate) struct InterfaceCode {
 
 impl InterfaceCode {
     /// Reads the interface document `text` and compiles its schemas under `limits`.
-    pub(crate) fn load(text: &str, limits: &SchemaLimits) -> Result<Self, String> {
-        let interface = document::parse(text, &DocumentLimits::default())
-            .map_err(|error| format!("the interface document cannot be read: {error}"))?;
+    pub(crate) fn load(text: &str, limits: &SchemaLimits) -> Result<Self, PayloadError> {
+        let interface = document::parse(text, &InterfaceDocumentLimits::default())
+            .map_err(PayloadError::Document)?;
         let schemas = PayloadSchemas::compile(&interface, limits)?;
         Ok(Self {
             document: text.to_owned(),
@@ -207,7 +275,12 @@ impl InterfaceCode {
     }
 
     /// Checks a payload against the protocol's schema for it.
-    pub(crate) fn check(&self, payload: Payload, name: &str, value: &Value) -> Result<(), String> {
+    pub(crate) fn check(
+        &self,
+        payload: Payload,
+        name: &str,
+        value: &Value,
+    ) -> Result<(), PayloadError> {
         self.schemas.check(payload, name, value)
     }
 }
@@ -231,7 +304,7 @@ pub(crate) fn judge(
     title: &str,
     streams: &StreamLimits,
 ) -> Decision {
-    let interface = match document::parse(candidate, &DocumentLimits::default()) {
+    let interface = match document::parse(candidate, &InterfaceDocumentLimits::default()) {
         Ok(interface) => interface,
         Err(error) => {
             return Decision::Reject {
@@ -267,7 +340,7 @@ pub(crate) fn judge_counter(
     wanted: &Interface,
     streams: &StreamLimits,
 ) -> Decision {
-    match document::parse(candidate, &DocumentLimits::default()) {
+    match document::parse(candidate, &InterfaceDocumentLimits::default()) {
         Ok(interface) if names(&interface) == names(wanted) => {
             match document::check_credits(&interface, streams) {
                 Ok(()) => Decision::Accept,
@@ -306,7 +379,7 @@ pub(crate) fn names(interface: &Interface) -> Vec<String> {
 mod tests {
     //! A stream action's initial credit against the judging side's receive buffer.
 
-    use concord_interact::document::{self, DocumentLimits};
+    use concord_interact::document::{self, InterfaceDocumentLimits};
     use concord_interact::stream::StreamLimits;
     use concord_interact::{ActionAffordance, ActionMode, Interface, StreamSpec};
     use concord_proto::Decision;
@@ -343,7 +416,7 @@ mod tests {
     }
 
     fn credit_of(text: &str) -> u64 {
-        let interface = document::parse(text, &DocumentLimits::default()).unwrap();
+        let interface = document::parse(text, &InterfaceDocumentLimits::default()).unwrap();
         interface.actions["talk"]
             .stream
             .as_ref()

@@ -99,11 +99,13 @@ pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
 /// The bounds of interface sessions (`Limits::interaction`).
 pub use concord_interact::Limits as InteractionLimits;
-pub use concord_interact::{ActionMode, Overflow, StreamSpec};
+pub use concord_interact::{ActionMode, EventError, Overflow, PropertyError, StreamSpec};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;
-pub use error::{CallError, ConnectError, NodeError};
+pub use error::{
+    CallError, ConnectError, DescriptionError, DescriptionIdError, NodeError, PublicUrlError,
+};
 pub use identity::{
     did_location, Authentication, Encryption, ResolverSettings, Security, SignatureForm,
 };
@@ -111,6 +113,7 @@ pub use interact::{
     ActionUpdate, Event, Notification, ProgressAction, ProgressReporter, Progressing, Property,
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
+pub use interface::{Payload, PayloadError};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

@@ -17,7 +17,7 @@ use crate::budget::CallBudget;
 use crate::client::{self, Connection, PeerDescription};
 use crate::code::CodeCache;
 use crate::config::Limits;
-use crate::error::{ConnectError, NodeError};
+use crate::error::{ConnectError, NodeError, PublicUrlError};
 use crate::identity::{NodeIdentity, Security};
 use crate::interact::{
     Affordances, Backend, Event, ProgressAction, Property, Publisher, StreamAction,
@@ -777,16 +777,17 @@ impl NodeBuilder {
             .map(|url| check_public_url(&url))
             .transpose()
             .map_err(|reason| NodeError::Config(format!("the public URL {reason}")))?;
+        let tls_config = |error: crate::tls::TlsError| NodeError::Config(error.to_string());
         let tls = crate::tls::parse_roots(&self.trust_roots_pem)
             .and_then(crate::tls::client_config)
-            .map_err(NodeError::Config)?;
+            .map_err(tls_config)?;
         let tls_server = self
             .certificate_pem
             .map(|(chain, key)| crate::tls::server_config(&chain, &key).map(Arc::new))
             .transpose()
-            .map_err(NodeError::Config)?;
-        let http = crate::tls::description_client(tls.clone(), self.local_address)
-            .map_err(NodeError::Config)?;
+            .map_err(tls_config)?;
+        let http =
+            crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
         for action in self.access.keys() {
             if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(
@@ -899,23 +900,26 @@ impl NodeBuilder {
 /// credentials, query or fragment. `Err` says what is wrong.
 ///
 /// ```
-/// assert_eq!(concord_node::check_public_url("HTTPS://Shop.example.com").unwrap(), "https://shop.example.com/");
-/// assert!(concord_node::check_public_url("https://user:secret@shop.example.com/").unwrap_err().contains("credentials"));
+/// use concord_node::{check_public_url, PublicUrlError};
+/// assert_eq!(check_public_url("HTTPS://Shop.example.com").unwrap(), "https://shop.example.com/");
+/// let refused = check_public_url("https://user:secret@shop.example.com/").unwrap_err();
+/// assert!(matches!(refused, PublicUrlError::Credentials { .. }));
+/// assert!(refused.to_string().contains("credentials"));
 /// ```
-pub fn check_public_url(url: &str) -> Result<String, String> {
-    let problem = |reason: &str| format!("{url:?} {reason}");
-    let parsed =
-        url::Url::parse(url).map_err(|error| problem(&format!("is not a URL: {error}")))?;
+pub fn check_public_url(url: &str) -> Result<String, PublicUrlError> {
+    let url_given = || url.to_owned();
+    let parsed = url::Url::parse(url).map_err(|error| PublicUrlError::NotAUrl {
+        url: url_given(),
+        error,
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(problem("must start with http:// or https://"));
+        return Err(PublicUrlError::Scheme { url: url_given() });
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(problem(
-            "must not carry credentials: the description publishes it",
-        ));
+        return Err(PublicUrlError::Credentials { url: url_given() });
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(problem("must not have a query or fragment"));
+        return Err(PublicUrlError::QueryOrFragment { url: url_given() });
     }
     Ok(parsed.into())
 }

@@ -17,23 +17,58 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
+/// What is wrong with the node's TLS material or configuration. Each message names the
+/// material (trusted roots, certificate, private key) and what was wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum TlsError {
+    /// The trusted roots' PEM cannot be read.
+    #[error("trusted root certificates: {0}")]
+    RootsPem(concord_llm::PemError),
+    /// A trusted root is not a usable certificate (`index` counts from 1).
+    #[error("trusted root certificates: certificate {index}: {error}")]
+    Root {
+        /// Which certificate of the PEM, from 1.
+        index: usize,
+        /// Why rustls refused it.
+        error: rustls::Error,
+    },
+    /// rustls refused its safe default protocol versions.
+    #[error("TLS protocol versions: {0}")]
+    Versions(rustls::Error),
+    /// The HTTP client could not be built.
+    #[error("HTTP client: {0}")]
+    HttpClient(reqwest::Error),
+    /// The server's certificate chain is not PEM certificates.
+    #[error("TLS certificate: not PEM certificates: {0}")]
+    CertificatePem(rustls::pki_types::pem::Error),
+    /// The server's certificate PEM holds no certificate.
+    #[error("TLS certificate: no `-----BEGIN CERTIFICATE-----` block found")]
+    NoCertificate,
+    /// The server's private key is not a PEM private key.
+    #[error("TLS private key: not a PEM private key: {0}")]
+    KeyPem(rustls::pki_types::pem::Error),
+    /// The certificate and the key do not make a server configuration.
+    #[error("TLS certificate and key: {0}")]
+    CertificateAndKey(rustls::Error),
+}
+
 /// The root certificates in `pem` (one or more `BEGIN CERTIFICATE` blocks; nothing but
 /// whitespace for none), each checked.
 ///
 /// # Errors
 /// What is wrong with the PEM or the certificates in it.
-pub(crate) fn parse_roots(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let roots = concord_llm::parse_root_certificates(pem)
-        .map_err(|error| format!("trusted root certificates: {error}"))?;
+pub(crate) fn parse_roots(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let roots = concord_llm::parse_root_certificates(pem).map_err(TlsError::RootsPem)?;
     // Checked one by one here, so a bad root is named; the platform verifier would refuse
     // it too, but its error would read as a missing trust store.
     for (index, root) in roots.iter().enumerate() {
-        RootCertStore::empty().add(root.clone()).map_err(|error| {
-            format!(
-                "trusted root certificates: certificate {}: {error}",
-                index + 1
-            )
-        })?;
+        RootCertStore::empty()
+            .add(root.clone())
+            .map_err(|error| TlsError::Root {
+                index: index + 1,
+                error,
+            })?;
     }
     Ok(roots)
 }
@@ -45,7 +80,7 @@ pub(crate) fn parse_roots(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, St
 /// Only when rustls refuses its protocol versions.
 pub(crate) fn client_config(
     extra_roots: Vec<CertificateDer<'static>>,
-) -> Result<ClientConfig, String> {
+) -> Result<ClientConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let platform = rustls_platform_verifier::Verifier::new_with_extra_roots(
         extra_roots,
@@ -59,10 +94,10 @@ pub(crate) fn client_config(
 fn config_with(
     provider: Arc<CryptoProvider>,
     platform: Result<rustls_platform_verifier::Verifier, rustls::Error>,
-) -> Result<ClientConfig, String> {
+) -> Result<ClientConfig, TlsError> {
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|error| format!("TLS protocol versions: {error}"))?;
+        .map_err(TlsError::Versions)?;
     let config = match platform {
         // `dangerous()` is how rustls names any verifier of one's own; this one is the
         // platform's standard verification.
@@ -84,10 +119,8 @@ fn config_with(
 /// A reqwest client with `config` for HTTPS, offering HTTP/2 (reqwest adds no ALPN to a
 /// configuration it is handed). The WebSocket keeps `config` without ALPN: an upgrade
 /// needs HTTP/1.1.
-pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, String> {
-    client_builder(config)
-        .build()
-        .map_err(|error| format!("HTTP client: {error}"))
+pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, TlsError> {
+    client_builder(config).build().map_err(TlsError::HttpClient)
 }
 
 /// [`http_client`] for peers' descriptions: it follows no redirect (a `3xx` is the
@@ -97,12 +130,12 @@ pub(crate) fn http_client(config: ClientConfig) -> Result<reqwest::Client, Strin
 pub(crate) fn description_client(
     config: ClientConfig,
     local_address: Option<std::net::IpAddr>,
-) -> Result<reqwest::Client, String> {
+) -> Result<reqwest::Client, TlsError> {
     client_builder(config)
         .local_address(local_address)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|error| format!("HTTP client: {error}"))
+        .map_err(TlsError::HttpClient)
 }
 
 fn client_builder(mut config: ClientConfig) -> reqwest::ClientBuilder {
@@ -115,22 +148,21 @@ fn client_builder(mut config: ClientConfig) -> reqwest::ClientBuilder {
 ///
 /// # Errors
 /// What is wrong with either PEM, or why the key does not fit the certificate.
-pub(crate) fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
+pub(crate) fn server_config(chain_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, TlsError> {
     let chain = CertificateDer::pem_slice_iter(chain_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("TLS certificate: not PEM certificates: {error}"))?;
+        .map_err(TlsError::CertificatePem)?;
     if chain.is_empty() {
-        return Err("TLS certificate: no `-----BEGIN CERTIFICATE-----` block found".to_owned());
+        return Err(TlsError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|error| format!("TLS private key: not a PEM private key: {error}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::KeyPem)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|error| format!("TLS protocol versions: {error}"))?
+        .map_err(TlsError::Versions)?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|error| format!("TLS certificate and key: {error}"))?;
+        .map_err(TlsError::CertificateAndKey)?;
     // The node speaks HTTP/1.1 (the WebSocket upgrade needs it).
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
@@ -150,16 +182,26 @@ mod tests {
     #[test]
     fn text_that_is_not_a_certificate_is_refused() {
         let error = parse_roots(b"not a certificate").unwrap_err();
+        assert!(matches!(error, TlsError::RootsPem(_)), "{error:?}");
         assert!(
-            error.contains("no `-----BEGIN CERTIFICATE-----` block"),
+            error
+                .to_string()
+                .contains("no `-----BEGIN CERTIFICATE-----` block"),
             "{error}"
         );
         let broken = b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
         let error = parse_roots(broken).unwrap_err();
-        assert!(error.contains("not PEM certificates"), "{error}");
+        assert!(
+            error.to_string().contains("not PEM certificates"),
+            "{error}"
+        );
         let not_der = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
         let error = parse_roots(not_der).unwrap_err();
-        assert!(error.contains("certificate 1:"), "{error}");
+        assert!(
+            matches!(error, TlsError::Root { index: 1, .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("certificate 1:"), "{error}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::hash::ProtocolHash;
+use crate::text::TextPosition;
 
 mod limits;
 
@@ -311,12 +312,10 @@ pub struct Hello {
 #[non_exhaustive]
 pub enum HelloError {
     /// Not JSON.
-    #[error("hello is not valid JSON at line {line}, column {column}: {message}")]
+    #[error("hello is not valid JSON at {position}: {message}")]
     Json {
-        /// 1-based line of the error.
-        line: usize,
-        /// 1-based column of the error.
-        column: usize,
+        /// Where in the text.
+        position: TextPosition,
         /// What the JSON parser found.
         message: String,
     },
@@ -400,8 +399,7 @@ impl Hello {
     pub fn decode_with_limits(text: &str, limits: &HelloLimits) -> Result<Self, HelloError> {
         HelloLimits::check_len("(hello)", text, limits.max_text_size)?;
         let value: Value = serde_json::from_str(text).map_err(|error| HelloError::Json {
-            line: error.line(),
-            column: error.column(),
+            position: TextPosition::of_json_error(text, &error).unwrap_or(TextPosition::START),
             message: error.to_string(),
         })?;
         Self::from_json_with_limits(value, limits)
@@ -736,6 +734,23 @@ mod tests {
             }
         ));
         assert!(matches!(decode("{"), HelloError::Json { .. }));
+    }
+
+    /// Columns count characters, as in every other position: the `x` is the 7th character
+    /// of its line (serde_json says column 9, counting the three bytes of 名).
+    #[test]
+    fn a_json_fault_is_placed_in_characters() {
+        let error = Hello::decode("{\"名\": x}").unwrap_err();
+        assert!(matches!(
+            error,
+            HelloError::Json {
+                position: TextPosition { line: 1, column: 7 },
+                ..
+            }
+        ));
+        assert!(error
+            .to_string()
+            .starts_with("hello is not valid JSON at line 1, column 7: "));
     }
 
     #[test]

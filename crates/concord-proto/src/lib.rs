@@ -25,6 +25,7 @@ mod hello;
 mod meta;
 pub mod preparation;
 mod session;
+mod text;
 
 pub use frame::{Frame, FrameError, ProtocolType, DEFAULT_MAX_FRAME_SIZE};
 pub use hash::{ProtocolHash, ProtocolHashError};
@@ -44,3 +45,4 @@ pub use session::{
     CloseReason, Decision, EstablishedProtocol, Event, FixDecision, Phase, ProtocolViolation, Role,
     Session, SessionConfig, SessionError, Side, Wait,
 };
+pub use text::{json_error_offset, TextLocator, TextPosition};

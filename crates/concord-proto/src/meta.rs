@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::frame::{Frame, ProtocolType};
+use crate::text::TextPosition;
 
 /// One meta-protocol message. Serialises as JSON with an `action` tag and camelCase fields.
 ///
@@ -179,15 +180,16 @@ pub enum MetaError {
         valid_up_to: usize,
     },
     /// The protocol data is not JSON.
-    #[error("meta message is not valid JSON at line {line}, column {column}: {message}")]
+    #[error("meta message is not valid JSON at {position}: {message}")]
     Json {
-        /// 1-based line of the error.
-        line: usize,
-        /// 1-based column of the error.
-        column: usize,
+        /// Where in the text.
+        position: TextPosition,
         /// What the JSON parser found.
         message: String,
     },
+    /// The message could not be written as JSON (serde_json's message).
+    #[error("meta message cannot be written as JSON: {0}")]
+    Unencodable(String),
     /// The JSON value is not an object.
     #[error("meta message must be a JSON object, got {found}")]
     NotAnObject {
@@ -260,8 +262,7 @@ impl MetaMessage {
             valid_up_to: error.valid_up_to(),
         })?;
         let value: Value = serde_json::from_str(text).map_err(|error| MetaError::Json {
-            line: error.line(),
-            column: error.column(),
+            position: TextPosition::of_json_error(text, &error).unwrap_or(TextPosition::START),
             message: error.to_string(),
         })?;
         Self::from_json(value)
@@ -346,11 +347,7 @@ impl MetaMessage {
         self.check_on_send()?;
         // Serialising these plain structs cannot fail: no maps with non-string keys,
         // no floats, no custom serialisers.
-        serde_json::to_vec(self).map_err(|error| MetaError::Json {
-            line: 0,
-            column: 0,
-            message: error.to_string(),
-        })
+        serde_json::to_vec(self).map_err(|error| MetaError::Unencodable(error.to_string()))
     }
 
     /// Encodes this message as a complete PT 0 frame (header byte included).
@@ -652,7 +649,10 @@ mod tests {
         );
         assert!(matches!(
             decode("{\"action\":"),
-            Err(MetaError::Json { line: 1, .. })
+            Err(MetaError::Json {
+                position: TextPosition { line: 1, .. },
+                ..
+            })
         ));
         assert_eq!(
             MetaMessage::decode(b"{\"a\":\"\xff\"}"),

@@ -3,7 +3,7 @@
 
 mod support;
 
-use concord_proto::{CloseReason, Event, FrameError, MetaError, ProtocolViolation};
+use concord_proto::{CloseReason, Event, FrameError, MetaError, ProtocolViolation, TextPosition};
 use support::{meta_frame, Pair};
 
 /// Feeds `frame` to a provider that is waiting for the first candidate; returns the
@@ -48,8 +48,10 @@ fn invalid_utf8_and_invalid_json() {
     assert!(matches!(
         violation,
         ProtocolViolation::Meta(MetaError::Json {
-            line: 1,
-            column: 12,
+            position: TextPosition {
+                line: 1,
+                column: 12
+            },
             ..
         })
     ));

@@ -67,8 +67,8 @@ fn weather() -> Interface {
     interface
 }
 
-fn limits() -> DocumentLimits {
-    DocumentLimits::default()
+fn limits() -> InterfaceDocumentLimits {
+    InterfaceDocumentLimits::default()
 }
 
 #[test]
@@ -144,53 +144,56 @@ fn the_layer_must_be_ours() {
     let other = text.replace(LAYER_URI, "urn:concord:interaction:2");
     assert_eq!(
         parse(&other, &limits()),
-        Err(DocumentError::UnsupportedLayer(
+        Err(InterfaceDocumentError::UnsupportedLayer(
             "urn:concord:interaction:2".into()
         ))
     );
     assert!(!is_interface_document(&other));
     let none = text.replace(LAYER_URI, "the usual layer");
-    assert_eq!(parse(&none, &limits()), Err(DocumentError::MissingLayer));
+    assert_eq!(
+        parse(&none, &limits()),
+        Err(InterfaceDocumentError::MissingLayer)
+    );
 }
 
 #[test]
 fn reading_is_bounded() {
     let text = write(&weather(), "W", Duration::from_secs(1));
-    let small = DocumentLimits {
+    let small = InterfaceDocumentLimits {
         max_text: 100,
         ..limits()
     };
     assert_eq!(
         parse(&text, &small),
-        Err(DocumentError::TooLarge {
+        Err(InterfaceDocumentError::TooLarge {
             size: text.len(),
             limit: 100
         })
     );
-    let few = DocumentLimits {
+    let few = InterfaceDocumentLimits {
         max_affordances: 4,
         ..limits()
     };
     assert_eq!(
         parse(&text, &few),
-        Err(DocumentError::TooManyAffordances { count: 5, limit: 4 })
+        Err(InterfaceDocumentError::TooManyAffordances { count: 5, limit: 4 })
     );
-    let short = DocumentLimits {
+    let short = InterfaceDocumentLimits {
         max_name: 8,
         ..limits()
     };
     assert!(matches!(
         parse(&text, &short),
-        Err(DocumentError::BadName { kind: "action", ref name, limit: 8 }) if name == "getWeather"
+        Err(InterfaceDocumentError::BadName { kind: "action", ref name, limit: 8 }) if name == "getWeather"
     ));
-    let shallow = DocumentLimits {
+    let shallow = InterfaceDocumentLimits {
         max_depth: 5,
         ..limits()
     };
     let line = 1 + text[..text.find("```json").unwrap()].lines().count() + 1;
     assert_eq!(
         parse(&text, &shallow),
-        Err(DocumentError::TooDeep { line, limit: 5 })
+        Err(InterfaceDocumentError::TooDeep { line, limit: 5 })
     );
     let deep = format!(
         "# Interaction layer\n{LAYER_URI}\n# Affordances\n```json\n{{\"actions\": {}{}}}\n```\n",
@@ -199,7 +202,7 @@ fn reading_is_bounded() {
     );
     assert!(matches!(
         parse(&deep, &limits()),
-        Err(DocumentError::BadJson { .. })
+        Err(InterfaceDocumentError::BadJson { .. })
     ));
 }
 
@@ -210,27 +213,27 @@ fn errors_name_where() {
     );
     assert!(matches!(
         parse(&text, &limits()),
-        Err(DocumentError::BadJson { line: 8, .. })
+        Err(InterfaceDocumentError::BadJson { line: 8, .. })
     ));
     let unknown_member = text.replace("\"mode\": \"reply\",", "\"mood\": \"good\"");
     assert!(matches!(
         parse(&unknown_member, &limits()),
-        Err(DocumentError::BadAffordance { kind: "action", ref name, .. }) if name == "a"
+        Err(InterfaceDocumentError::BadAffordance { kind: "action", ref name, .. }) if name == "a"
     ));
     let stream_without_spec = text.replace("\"mode\": \"reply\",", "\"mode\": \"stream\"");
     assert!(matches!(
         parse(&stream_without_spec, &limits()),
-        Err(DocumentError::BadAffordance { kind: "action", ref reason, .. }) if reason.contains("stream")
+        Err(InterfaceDocumentError::BadAffordance { kind: "action", ref reason, .. }) if reason.contains("stream")
     ));
     let bad_schema = text.replace("\"mode\": \"reply\",", "\"input\": 3");
     assert!(matches!(
         parse(&bad_schema, &limits()),
-        Err(DocumentError::BadAffordance { ref reason, .. }) if reason.contains("input")
+        Err(InterfaceDocumentError::BadAffordance { ref reason, .. }) if reason.contains("input")
     ));
     let no_block = format!("# Interaction layer\n{LAYER_URI}\n# Affordances\nnone\n");
     assert_eq!(
         parse(&no_block, &limits()),
-        Err(DocumentError::MissingAffordances)
+        Err(InterfaceDocumentError::MissingAffordances)
     );
 }
 
@@ -368,7 +371,7 @@ fn a_candidate_credit_over_our_buffer_is_countered_and_named() {
     let refused = check_credits(&candidate, &streams).unwrap_err();
     assert_eq!(
         refused,
-        DocumentError::CreditExceedsBuffer {
+        InterfaceDocumentError::CreditExceedsBuffer {
             name: "talk".into(),
             credit: 4_194_304,
             limit: 1_048_576
@@ -391,7 +394,7 @@ fn credits_are_checked_against_the_receive_buffer() {
     assert_eq!(check_credits(&talk, &buffer(credit)), Ok(()));
     assert!(matches!(
         check_credits(&talk, &buffer(credit - 1)),
-        Err(DocumentError::CreditExceedsBuffer { .. })
+        Err(InterfaceDocumentError::CreditExceedsBuffer { .. })
     ));
     let plain = select(&ours, &["getWeather", "modelConfiguration"]).unwrap();
     assert_eq!(check_credits(&plain, &buffer(1)), Ok(()));
@@ -402,7 +405,7 @@ fn credits_are_checked_against_the_receive_buffer() {
     }
     assert_eq!(
         check_credits(&none, &buffer(credit)),
-        Err(DocumentError::NoCredit {
+        Err(InterfaceDocumentError::NoCredit {
             name: "talk".into()
         })
     );

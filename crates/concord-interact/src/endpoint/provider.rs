@@ -20,7 +20,7 @@ use crate::stream::{
     PeerError, RecvCredit, ResetCode, Sent, Side, StreamError, StreamId, StreamLimits, Streams,
 };
 use crate::thing::{Outgoing, Thing};
-use crate::wire::{decode_frame, Frame, FrameError};
+use crate::wire::{decode_frame, Frame, InteractionFrameError};
 use crate::Limits;
 
 /// What the provider's node must act on ([`ProviderEndpoint::poll_event`]).
@@ -229,7 +229,7 @@ impl ProviderEndpoint {
                 self.handle_message(now, message, &mut thing());
             }
             Ok(Frame::Chunk(chunk)) => self.handle_chunk(chunk),
-            Err(error @ FrameError::Message(_)) => {
+            Err(error @ InteractionFrameError::Message(_)) => {
                 let answer = answer_undecodable(bytes, error.to_problem(), &self.limits);
                 self.send(answer);
             }

@@ -545,7 +545,7 @@ fn read_answer(
         Err(_) if !succeeded => return Err(BadAnswer::NoReport),
         Err(error) => {
             return Err(BadAnswer::NotJson {
-                reason: describe_json_error(&error),
+                reason: describe_json_error(&error, stdout),
                 start: preview(stdout),
             })
         }

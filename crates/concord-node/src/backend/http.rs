@@ -14,6 +14,8 @@ use reqwest::header::CONTENT_TYPE;
 use reqwest::StatusCode;
 use rustls::pki_types::CertificateDer;
 
+use crate::tls::TlsError;
+
 use serde_json::Value;
 
 use crate::action::{Action, ActionError, ActionFuture};
@@ -97,7 +99,7 @@ struct HttpSpec {
     extra_roots: Vec<CertificateDer<'static>>,
     /// Built on the first call, once the roots are known (it reads the system's trust
     /// store, so it is built once).
-    client: OnceLock<Result<reqwest::Client, String>>,
+    client: OnceLock<Result<reqwest::Client, Arc<TlsError>>>,
     timeout: Duration,
     max_response_bytes: usize,
 }
@@ -153,7 +155,8 @@ impl HttpAction {
         mut self,
         pem: impl AsRef<[u8]>,
     ) -> Result<Self, crate::NodeError> {
-        let roots = crate::tls::parse_roots(pem.as_ref()).map_err(crate::NodeError::Config)?;
+        let roots = crate::tls::parse_roots(pem.as_ref())
+            .map_err(|error| crate::NodeError::Config(error.to_string()))?;
         Arc::make_mut(&mut self.inner).extra_roots = roots;
         Ok(self)
     }
@@ -275,11 +278,12 @@ impl HttpSpec {
             .get_or_init(|| {
                 crate::tls::client_config(self.extra_roots.clone())
                     .and_then(crate::tls::http_client)
+                    .map_err(Arc::new)
             })
             .as_ref()
             .map_err(|error| HttpError::Unreachable {
                 url: url.clone(),
-                reason: error.clone(),
+                reason: error.to_string(),
             })?;
         let mut response = client
             .post(url.clone())
@@ -317,7 +321,7 @@ impl HttpSpec {
                 .map_err(|error| HttpError::NotJson {
                     url: url.clone(),
                     status,
-                    reason: describe_json_error(&error),
+                    reason: describe_json_error(&error, &bytes),
                     start: preview(&bytes),
                 });
         }

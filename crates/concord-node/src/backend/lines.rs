@@ -273,7 +273,7 @@ pub(crate) fn answer_part(kept: &[u8]) -> &[u8] {
     for (number, line) in before {
         let reason = match serde_json::from_slice::<Value>(line) {
             Ok(_) => "it is JSON, but not the last line".to_owned(),
-            Err(error) => describe_json_error(&error),
+            Err(error) => describe_json_error(&error, line),
         };
         report(&BadLine::Stray {
             line: number + 1,

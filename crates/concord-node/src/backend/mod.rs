@@ -5,6 +5,8 @@
 //! themselves: the caller gets a status and [`FAILED`] or [`TIMED_OUT`], our log (`warn`,
 //! in the node's `action` span) gets the details.
 
+use concord_proto::TextPosition;
+
 pub(crate) mod exec;
 pub(crate) mod http;
 pub(crate) mod lines;
@@ -34,17 +36,16 @@ pub(crate) fn preview(bytes: &[u8]) -> String {
     }
 }
 
-/// A JSON parse error with its position.
-pub(crate) fn describe_json_error(error: &serde_json::Error) -> String {
-    format!(
-        "{} at line {}, column {}",
-        match error.classify() {
-            serde_json::error::Category::Eof => "unexpected end",
-            serde_json::error::Category::Syntax => "syntax error",
-            serde_json::error::Category::Data => "wrong data",
-            serde_json::error::Category::Io => "read error",
-        },
-        error.line(),
-        error.column()
-    )
+/// A JSON parse error with its position in `text`, the bytes serde_json was reading.
+pub(crate) fn describe_json_error(error: &serde_json::Error, text: &[u8]) -> String {
+    let what = match error.classify() {
+        serde_json::error::Category::Eof => "unexpected end",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "wrong data",
+        serde_json::error::Category::Io => "read error",
+    };
+    match TextPosition::of_json_error(text, error) {
+        Some(position) => format!("{what} at {position}"),
+        None => what.to_owned(),
+    }
 }

@@ -314,7 +314,7 @@ impl NodeIdentity {
                 let document = concord_identity::read_document(
                     &bytes,
                     identity.did(),
-                    &concord_identity::DocumentLimits::default(),
+                    &concord_identity::DidDocumentLimits::default(),
                 )
                 .map_err(|error| format!("our own DID document: {error}"))?;
                 self.resolver.insert_own(Arc::new(document));

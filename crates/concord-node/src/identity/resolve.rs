@@ -42,7 +42,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use concord_identity::{read_document, Did, DocumentError, DocumentLimits, VerifiedDocument};
+use concord_identity::{read_document, Did, DidDocumentError, DidDocumentLimits, VerifiedDocument};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{ACCEPT, LOCATION};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
@@ -317,7 +317,7 @@ pub(crate) enum ResolveError {
         /// The DID.
         did: Did,
         /// What is wrong with it.
-        source: DocumentError,
+        source: DidDocumentError,
     },
     /// No fetch slot was free within [`ResolverSettings::timeout`].
     #[error("resolving {did}: {capacity} were all taken for {}", human(*waited))]
@@ -382,7 +382,7 @@ pub(crate) struct Resolver {
 struct Inner {
     settings: ResolverSettings,
     client: reqwest::Client,
-    limits: DocumentLimits,
+    limits: DidDocumentLimits,
     cache: Mutex<Cache>,
     /// The fetch in flight for each DID; the callers of one DID wait on the same cell.
     in_flight: Mutex<HashMap<Did, Arc<OnceCell<Outcome>>>>,
@@ -453,9 +453,9 @@ impl Resolver {
             .dns_resolver(dns)
             .build()
             .map_err(|error| format!("DID resolver HTTP client: {error}"))?;
-        let limits = DocumentLimits {
+        let limits = DidDocumentLimits {
             max_bytes: settings.max_document_bytes,
-            ..DocumentLimits::default()
+            ..DidDocumentLimits::default()
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -1412,7 +1412,7 @@ mod tests {
         assert!(
             matches!(
                 &error,
-                ResolveError::Document { did, source: DocumentError::IdMismatch { .. } } if did == asked.did()
+                ResolveError::Document { did, source: DidDocumentError::IdMismatch { .. } } if did == asked.did()
             ),
             "{error:?}"
         );
@@ -1634,7 +1634,7 @@ mod tests {
         let document = read_document(
             &document_bytes(&identity),
             identity.did(),
-            &DocumentLimits::default(),
+            &DidDocumentLimits::default(),
         )
         .unwrap();
         let resolver = Resolver::new(test_mode(), tls()).unwrap();

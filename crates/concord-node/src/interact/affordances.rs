@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionCaller, ActionEvent, ActionIds, CancelReason, Interface, Overflow, Problem, SubscriberId,
-    Thing,
+    ActionCaller, ActionEvent, ActionIds, CancelReason, EventError, Interface, Overflow, Problem,
+    PropertyError, SubscriberId, Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -21,7 +21,7 @@ use super::handles::{StreamReceiver, StreamSender};
 use crate::action::{Action, ActionError, ActionFuture};
 use crate::admission::ClientKey;
 use crate::budget::{CallBudget, CallKind};
-use crate::interface::{Payload, PayloadSchemas};
+use crate::interface::{Payload, PayloadError, PayloadSchemas};
 
 /// A property a provider serves: its value's JSON Schema, its first value, and whether
 /// peers may write and observe it.
@@ -243,7 +243,13 @@ pub enum PublishError {
     },
     /// The data or value breaks its schema.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(PayloadError),
+    /// The event hub refused the event (its data is larger than a subscriber queue holds).
+    #[error("{0}")]
+    Event(EventError),
+    /// The property table refused the value.
+    #[error("{0}")]
+    Property(PropertyError),
 }
 
 /// Publishes events and sets properties of a node, from anywhere (an action, a timer, a
@@ -292,7 +298,7 @@ impl Publisher {
         let mut thing = self.affordances.lock();
         let id = thing
             .publish(event, data, Instant::now())
-            .map_err(|error| PublishError::Invalid(error.to_string()))?;
+            .map_err(PublishError::Event)?;
         self.affordances.wake(&mut thing);
         Ok(id)
     }
@@ -315,7 +321,7 @@ impl Publisher {
         let mut thing = self.affordances.lock();
         thing
             .set_property(name, value, Instant::now())
-            .map_err(|error| PublishError::Invalid(error.to_string()))?;
+            .map_err(PublishError::Property)?;
         self.affordances.wake(&mut thing);
         Ok(())
     }
@@ -410,9 +416,12 @@ impl Affordances {
         overflow: Overflow,
         schema_limits: &SchemaLimits,
     ) -> Result<Self, String> {
-        let schemas = PayloadSchemas::compile(&interface, schema_limits)?;
+        let schemas = PayloadSchemas::compile(&interface, schema_limits)
+            .map_err(|error| error.to_string())?;
         for (name, value) in &initial {
-            schemas.check(Payload::Property, name, value)?;
+            schemas
+                .check(Payload::Property, name, value)
+                .map_err(|error| error.to_string())?;
         }
         let thing = Thing::new(interface.clone(), initial, limits, overflow)
             .map_err(|error| error.to_string())?

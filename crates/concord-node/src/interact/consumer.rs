@@ -206,7 +206,7 @@ impl ConsumerState {
         let code = Arc::clone(&self.code);
         let checked = |payload, name: &str, value: &Value| {
             code.check(payload, name, value)
-                .map_err(CallError::InvalidInput)
+                .map_err(|error| CallError::InvalidInput(error.to_string()))
         };
         let affordance = match &request {
             Interaction::Invoke { name, .. }
@@ -343,7 +343,7 @@ impl ConsumerState {
                             .code
                             .check(Payload::Output, name, &output)
                             .map(|()| output)
-                            .map_err(CallError::InvalidResponse),
+                            .map_err(|error| CallError::InvalidResponse(error.to_string())),
                         _ => Ok(output),
                     });
                 match sink {
@@ -405,7 +405,7 @@ impl ConsumerState {
                                 self.code
                                     .check(Payload::Output, &name, &output)
                                     .map(|()| output)
-                                    .map_err(CallError::InvalidResponse)
+                                    .map_err(|error| CallError::InvalidResponse(error.to_string()))
                             });
                     finish_updates(updates, result);
                 }

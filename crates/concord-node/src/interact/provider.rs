@@ -285,7 +285,10 @@ impl ProviderInteract {
                 stream,
             } => {
                 if let Err(problem) = self.code.check(Payload::Input, &name, &input) {
-                    return self.refuse(request, Problem::of(ProblemType::BadMessage, problem));
+                    return self.refuse(
+                        request,
+                        Problem::of(ProblemType::BadMessage, problem.to_string()),
+                    );
                 }
                 let Some(backend) = actions.mode_backend(&name) else {
                     let problem = Problem::new("about:blank")

@@ -6,8 +6,8 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use concord_describe::{ActionBuilder, MetaProtocol, ThingBuilder};
-use concord_node::{ConnectError, Limits, Node};
+use concord_describe::{ActionBuilder, MetaProtocol, ProblemKind, TextPosition, ThingBuilder};
+use concord_node::{ConnectError, DescriptionError, Limits, Node};
 use concord_proto::{CloseReason, ProtocolViolation, Wait};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -258,8 +258,22 @@ async fn a_description_that_is_not_valid() {
         .unwrap_err();
     match &error {
         ConnectError::InvalidDescription { problems, .. } => {
-            assert!(problems.contains("1:14"), "{problems}");
-            assert!(problems.contains("trailing comma"), "{problems}");
+            let text = problems.to_string();
+            assert!(text.contains("1:14"), "{problems}");
+            assert!(text.contains("trailing comma"), "{problems}");
+            // The validator's report itself, not a string made of it.
+            let DescriptionError::Invalid(report) = problems else {
+                panic!("{problems:?}")
+            };
+            let first = report.errors().next().expect("a problem");
+            assert_eq!(first.kind, ProblemKind::Syntax);
+            assert_eq!(
+                first.position,
+                Some(TextPosition {
+                    line: 1,
+                    column: 14
+                })
+            );
         }
         other => panic!("{other}"),
     }

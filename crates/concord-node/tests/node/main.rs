@@ -25,4 +25,5 @@ mod store_bounds;
 mod stream_end;
 mod support;
 mod tls;
+mod typed_errors;
 mod zero_rtt;
