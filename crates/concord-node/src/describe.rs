@@ -441,7 +441,7 @@ mod tests {
             .security("nosec_sc", SecurityScheme::nosec())
             .security_definition(DIDWBA_SCHEME, didwba);
         let lease = std::time::Duration::from_secs(45);
-        let forms = |affordance| websocket::forms(&endpoint, affordance);
+        let forms = |affordance: Affordance<'_>| websocket::forms(&endpoint, affordance);
         describe_interface(builder, interface, forms, lease, |name| {
             locked.contains(&name).then_some(DIDWBA_SCHEME)
         })

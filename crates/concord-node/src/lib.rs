@@ -75,7 +75,6 @@ mod driver;
 mod error;
 mod hello;
 mod identity;
-mod ingest;
 mod interact;
 mod interface;
 mod language;

@@ -188,7 +188,7 @@ pub(crate) struct Shared {
     /// long-running actions), shared by every interface session.
     pub(crate) affordances: Arc<Affordances>,
     /// The token backend services post events in with (`POST /events/{name}`), when set.
-    pub(crate) event_ingest_token: Option<crate::ingest::IngestToken>,
+    pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
     /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
 }
@@ -895,7 +895,7 @@ impl NodeBuilder {
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
         let event_ingest_token = self
             .event_ingest_token
-            .map(crate::ingest::IngestToken::new)
+            .map(crate::binding::ingest::IngestToken::new)
             .transpose()
             .map_err(NodeError::Config)?;
         let persona = Persona {

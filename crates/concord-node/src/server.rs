@@ -19,7 +19,7 @@ use tracing::Instrument;
 use crate::admission::accept::Accepting;
 use crate::admission::{Admission, RefusalLog};
 use crate::binding::websocket::{self, MetaProtocol, ServerState};
-use crate::binding::{self, Binding, Bindings, Site};
+use crate::binding::{self, Bindings, Site};
 use crate::describe::{Description, DESCRIPTION_PATH, TD_MEDIA_TYPE};
 use crate::error::NodeError;
 use crate::identity::upgrade;
@@ -235,10 +235,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
     });
-    let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
-    bindings.extend(crate::ingest::binding(&shared));
-    bindings.extend(shared.bindings.iter().cloned());
-    let bindings: Bindings = bindings.into();
+    let bindings = binding::served(&shared, websocket);
     let app = binding::merge_routes(own_routes(&shared, &did, &base_url, &bindings), &bindings)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
     let accepting = Accepting {

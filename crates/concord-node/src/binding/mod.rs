@@ -5,10 +5,12 @@
 //! budget), and the description lists every binding's forms; neither knows any binding.
 //!
 //! The node's own bindings are the meta-protocol WebSocket (`websocket/`, forms on
-//! `/concord` for every affordance) and the event ingest (`crate::ingest`, a route for
+//! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
 //! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
-//! adds others.
+//! adds others. A new binding of the node's own goes in this folder, with a line in
+//! [`served`].
 
+pub(crate) mod ingest;
 pub(crate) mod websocket;
 
 use std::panic::AssertUnwindSafe;
@@ -19,6 +21,8 @@ use concord_describe::Form;
 use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
 
 use crate::error::NodeError;
+use crate::node::Shared;
+use websocket::MetaProtocol;
 
 /// One way peers reach the node: the forms it adds to the description and the routes that
 /// serve them (the shape of node-wot's `ProtocolServer`).
@@ -161,6 +165,15 @@ impl Site {
 
 /// The bindings a server runs, in the order their forms are listed.
 pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
+
+/// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
+/// bindings (the event ingest, when it has a token), then those the builder added.
+pub(crate) fn served(shared: &Shared, websocket: MetaProtocol) -> Bindings {
+    let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
+    bindings.extend(ingest::binding(shared));
+    bindings.extend(shared.bindings.iter().cloned());
+    bindings.into()
+}
 
 /// `app` with every binding's routes merged in; [`NodeError::Config`] names the binding
 /// whose routes overlap a route already there (axum refuses overlapping routes by
