@@ -655,7 +655,7 @@ impl NodeBuilder {
     ///     fn forms(&self, _: &Site, _: Affordance<'_>) -> Vec<concord_describe::Form> {
     ///         Vec::new()
     ///     }
-    ///     fn routes(&self) -> Router {
+    ///     fn routes(&self, _: &Site) -> Router {
     ///         Router::new().route("/health", get(|| async { "ok" }))
     ///     }
     /// }

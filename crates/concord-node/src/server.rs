@@ -236,7 +236,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         did: did.clone(),
     });
     let bindings = binding::served(&shared, websocket);
-    let app = binding::merge_routes(own_routes(&shared, &did, &base_url, &bindings), &bindings)?;
+    let site = Site::new(base_url.clone(), stopped.clone());
+    let own = own_routes(&shared, &did, &site, &bindings);
+    let app = binding::merge_routes(own, &bindings, &site)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
     let accepting = Accepting {
         listener,
@@ -270,12 +272,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
 fn own_routes(
     shared: &Arc<Shared>,
     did: &Option<Arc<Identity>>,
-    base_url: &str,
+    site: &Site,
     bindings: &Bindings,
 ) -> Router {
     let own = Arc::new(Own {
         shared: Arc::clone(shared),
-        description: Description::new(Site::new(base_url.to_owned()), Arc::clone(bindings)),
+        description: Description::new(site.clone(), Arc::clone(bindings)),
     });
     let mut routes = Router::new().route(DESCRIPTION_PATH, get(serve_description));
     if let Some(identity) = did {

@@ -105,7 +105,7 @@ impl Binding for IngestBinding {
         Vec::new()
     }
 
-    fn routes(&self) -> Router {
+    fn routes(&self, _site: &Site) -> Router {
         Router::new()
             .route(INGEST_PATH, post(accept))
             .with_state(Arc::clone(&self.0))

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use axum::Router;
 use concord_describe::Form;
 use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
+use tokio::sync::watch;
 
 use crate::error::NodeError;
 use crate::node::Shared;
@@ -59,7 +60,7 @@ use websocket::MetaProtocol;
 ///         }
 ///     }
 ///
-///     fn routes(&self) -> Router {
+///     fn routes(&self, _site: &Site) -> Router {
 ///         Router::new().route("/properties/{name}", get(|| async { "…" }))
 ///     }
 /// }
@@ -78,7 +79,10 @@ pub trait Binding: Send + Sync + 'static {
     /// The routes it serves, with their state applied. Asked once, when the node starts
     /// serving; a path another binding or the node itself serves
     /// (`/.well-known/wot`, the DID document's) fails [`Node::serve`](crate::Node::serve).
-    fn routes(&self) -> Router;
+    /// A route whose answer can take long (a long poll, a stream of events) ends it when
+    /// [`Site::draining`] resolves: the server's shutdown waits for the answers in
+    /// progress.
+    fn routes(&self, site: &Site) -> Router;
 }
 
 impl std::fmt::Debug for dyn Binding {
@@ -125,16 +129,19 @@ impl<'a> Affordance<'a> {
     }
 }
 
-/// Where the node serves, as bindings write their forms: its base URL (the public URL when
-/// it has one, else `http://host:port/`, `https://` with a certificate).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and how long the node serves, as bindings write their forms and serve their
+/// routes: its base URL (the public URL when it has one, else `http://host:port/`,
+/// `https://` with a certificate), and whether the server drains.
+#[derive(Debug, Clone)]
 pub struct Site {
     base_url: String,
+    /// Set when the server stops taking connections and calls.
+    stop: watch::Receiver<bool>,
 }
 
 impl Site {
-    pub(crate) fn new(base_url: String) -> Self {
-        Self { base_url }
+    pub(crate) fn new(base_url: String, stop: watch::Receiver<bool>) -> Self {
+        Self { base_url, stop }
     }
 
     /// The base URL, ending in `/`, as the description's `base` says it.
@@ -145,21 +152,46 @@ impl Site {
     /// The absolute URL of `path` (relative to the base URL, with or without a leading
     /// `/`): `http://host:port/path`.
     pub fn http_url(&self, path: &str) -> String {
-        format!(
-            "{}/{}",
-            self.base_url.trim_end_matches('/'),
-            path.trim_start_matches('/')
-        )
+        http_url(&self.base_url, path)
     }
 
     /// The WebSocket URL of `path`: `ws://host:port/path` (`wss://` under `https`).
     pub fn websocket_url(&self, path: &str) -> String {
-        let http = self.http_url(path);
-        match http.split_once("://") {
-            Some(("https", rest)) => format!("wss://{rest}"),
-            Some((_, rest)) => format!("ws://{rest}"),
-            None => format!("ws://{http}"),
-        }
+        websocket_url(&self.base_url, path)
+    }
+
+    /// Whether the server drains ([`Server::shutdown`](crate::Server::shutdown)) or has
+    /// stopped.
+    pub fn is_draining(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Resolves once the server drains or has stopped: what a long answer waits on beside
+    /// its own work, to end in time.
+    pub async fn draining(&self) {
+        let mut stop = self.stop.clone();
+        // An error: the server is gone, which is stopped too.
+        let _ = stop.wait_for(|stop| *stop).await;
+    }
+}
+
+/// `base_url` joined with `path`: `http://host:port/path`.
+fn http_url(base_url: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base_url.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+/// The WebSocket URL of `path` under `base_url`: `ws://host:port/path` (`wss://` under
+/// `https`).
+pub(crate) fn websocket_url(base_url: &str, path: &str) -> String {
+    let http = http_url(base_url, path);
+    match http.split_once("://") {
+        Some(("https", rest)) => format!("wss://{rest}"),
+        Some((_, rest)) => format!("ws://{rest}"),
+        None => format!("ws://{http}"),
     }
 }
 
@@ -178,9 +210,13 @@ pub(crate) fn served(shared: &Shared, websocket: MetaProtocol) -> Bindings {
 /// `app` with every binding's routes merged in; [`NodeError::Config`] names the binding
 /// whose routes overlap a route already there (axum refuses overlapping routes by
 /// panicking, caught here: a binding is configuration, never a peer's input).
-pub(crate) fn merge_routes(mut app: Router, bindings: &Bindings) -> Result<Router, NodeError> {
+pub(crate) fn merge_routes(
+    mut app: Router,
+    bindings: &Bindings,
+    site: &Site,
+) -> Result<Router, NodeError> {
     for binding in bindings.iter() {
-        let routes = binding.routes();
+        let routes = binding.routes(site);
         let merged = std::panic::catch_unwind(AssertUnwindSafe(move || app.merge(routes)));
         app = merged.map_err(|panic| {
             let cause = panic
@@ -203,13 +239,14 @@ mod tests {
 
     #[test]
     fn a_site_writes_http_and_websocket_urls_from_its_base() {
-        let site = Site::new("http://127.0.0.1:8080/".into());
+        let (_, stop) = watch::channel(false);
+        let site = Site::new("http://127.0.0.1:8080/".into(), stop.clone());
         assert_eq!(
             site.http_url("/actions/a"),
             "http://127.0.0.1:8080/actions/a"
         );
         assert_eq!(site.websocket_url("concord"), "ws://127.0.0.1:8080/concord");
-        let site = Site::new("https://agent.example.com/".into());
+        let site = Site::new("https://agent.example.com/".into(), stop);
         assert_eq!(
             site.websocket_url("/concord"),
             "wss://agent.example.com/concord"

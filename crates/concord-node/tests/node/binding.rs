@@ -4,12 +4,14 @@
 //! name. The legitimate caller is 127.0.0.1; the attacker plays from 127.0.0.2.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use concord_describe::{Form, OneOrMany, Operation};
 use concord_node::axum::extract::{ConnectInfo, Path};
 use concord_node::axum::routing::{get, post};
 use concord_node::axum::Router;
 use concord_node::{Affordance, Binding, Limits, Node, NodeError, Site};
+use tokio::sync::Notify;
 
 use crate::support::*;
 
@@ -33,7 +35,7 @@ impl Binding for Echo {
         }
     }
 
-    fn routes(&self) -> Router {
+    fn routes(&self, _: &Site) -> Router {
         Router::new().route(
             "/echo/{name}",
             post(
@@ -43,6 +45,35 @@ impl Binding for Echo {
                     format!("{name} from {} said {body}", remote.ip())
                 },
             ),
+        )
+    }
+}
+
+/// A binding with a long answer: `GET /wait` says it is waiting (`entered`), then answers
+/// once the server drains.
+struct LongPoll {
+    entered: Arc<Notify>,
+}
+
+impl Binding for LongPoll {
+    fn name(&self) -> &str {
+        "long poll"
+    }
+
+    fn forms(&self, _: &Site, _: Affordance<'_>) -> Vec<Form> {
+        Vec::new()
+    }
+
+    fn routes(&self, site: &Site) -> Router {
+        let (entered, site) = (Arc::clone(&self.entered), site.clone());
+        Router::new().route(
+            "/wait",
+            get(move || async move {
+                entered.notify_one();
+                site.draining().await;
+                assert!(site.is_draining());
+                "the node drains"
+            }),
         )
     }
 }
@@ -59,7 +90,7 @@ impl Binding for Squatter {
         Vec::new()
     }
 
-    fn routes(&self) -> Router {
+    fn routes(&self, _: &Site) -> Router {
         Router::new().route("/.well-known/wot", get(|| async { "not the description" }))
     }
 }
@@ -172,4 +203,29 @@ async fn a_binding_whose_routes_overlap_the_nodes_is_refused_by_name() {
     let said = error.to_string();
     assert!(said.contains("`squatter`"), "{said}");
     assert!(said.contains("/.well-known/wot"), "{said}");
+}
+
+#[tokio::test]
+async fn a_bindings_long_answer_ends_when_the_server_drains() {
+    let entered = Arc::new(Notify::new());
+    let binding = LongPoll {
+        entered: Arc::clone(&entered),
+    };
+    let provider = provider_with_binding(quick_limits(), binding);
+    let server = serve(&provider).await;
+    let url = format!("{}wait", server.url());
+    let waiting = tokio::spawn(async move { client_from("127.0.0.1").get(&url).send().await });
+    tokio::time::timeout(std::time::Duration::from_secs(5), entered.notified())
+        .await
+        .expect("the request reached the binding");
+    // A grace far longer than the test: the answer ends the drain, not the grace.
+    let shutdown = tokio::spawn(server.shutdown_within(std::time::Duration::from_secs(600)));
+    let response = waiting.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "the node drains");
+    tokio::time::timeout(std::time::Duration::from_secs(30), shutdown)
+        .await
+        .expect("the server drained")
+        .unwrap()
+        .unwrap();
 }

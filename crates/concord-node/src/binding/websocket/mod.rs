@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::admission::accept::{self, Ticket};
 use crate::admission::{Admission, ClientKey, RefusalLog};
-use crate::binding::{Affordance, Binding, Site};
+use crate::binding::{self, Affordance, Binding, Site};
 use crate::identity::secure;
 use crate::identity::{upgrade, Encryption};
 use crate::node::Shared;
@@ -38,7 +38,7 @@ pub(crate) const ENDPOINT_PATH: &str = "/concord";
 
 /// `http://host:port/` → `ws://host:port/concord` (`https` → `wss`).
 pub(crate) fn websocket_url(base_url: &str) -> String {
-    Site::new(base_url.to_owned()).websocket_url(ENDPOINT_PATH)
+    binding::websocket_url(base_url, ENDPOINT_PATH)
 }
 
 /// The meta-protocol WebSocket as a [`Binding`].
@@ -63,7 +63,7 @@ impl Binding for MetaProtocol {
         forms(&site.websocket_url(ENDPOINT_PATH), affordance)
     }
 
-    fn routes(&self) -> Router {
+    fn routes(&self, _site: &Site) -> Router {
         Router::new()
             .route(ENDPOINT_PATH, get(accept_session))
             .with_state(Arc::clone(&self.state))
