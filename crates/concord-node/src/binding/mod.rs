@@ -2,7 +2,9 @@
 //! halves of one way in, as node-wot's `ProtocolServer` does: the forms it adds to each
 //! affordance of the description, and the HTTP routes that serve them. The server merges
 //! every binding's routes behind its admission (connections, the per-address request
-//! budget), and the description lists every binding's forms; neither knows any binding.
+//! budget), and the description lists every binding's forms. Neither knows the other
+//! bindings: the server builds the WebSocket's state (the session slots it counts and
+//! drains), the description names the WebSocket in `concord:metaProtocol`.
 //!
 //! The node's own bindings are the meta-protocol WebSocket (`websocket/`, forms on
 //! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
