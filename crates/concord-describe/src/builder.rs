@@ -245,6 +245,16 @@ fn affordance_terms(href: String, operation: Operation) -> Map<String, Value> {
     terms
 }
 
+/// Affordance terms holding exactly `forms`.
+fn forms_terms(forms: impl IntoIterator<Item = Form>) -> Map<String, Value> {
+    let mut terms = Map::new();
+    terms.insert("forms".into(), Value::Array(Vec::new()));
+    for form in forms {
+        add_form(&mut terms, form);
+    }
+    terms
+}
+
 fn add_form(terms: &mut Map<String, Value>, form: Form) {
     if let Some(Value::Array(forms)) = terms.get_mut("forms") {
         forms.push(serde_json::to_value(form).unwrap_or(Value::Null));
@@ -262,6 +272,15 @@ impl ActionBuilder {
     pub fn new(href: impl Into<String>) -> Self {
         Self {
             terms: affordance_terms(href.into(), Operation::InvokeAction),
+        }
+    }
+
+    /// An action reached through `forms` alone, in this order (each protocol binding's
+    /// forms, say): no default form. At least one is needed; [`ThingBuilder::build`]
+    /// refuses an action without forms.
+    pub fn with_forms(forms: impl IntoIterator<Item = Form>) -> Self {
+        Self {
+            terms: forms_terms(forms),
         }
     }
 
@@ -380,6 +399,14 @@ impl EventBuilder {
         }
     }
 
+    /// An event reached through `forms` alone, in this order (as
+    /// [`ActionBuilder::with_forms`]).
+    pub fn with_forms(forms: impl IntoIterator<Item = Form>) -> Self {
+        Self {
+            terms: forms_terms(forms),
+        }
+    }
+
     /// What the event means.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.terms
@@ -420,6 +447,15 @@ impl PropertyBuilder {
         Self {
             schema,
             terms: affordance_terms(href.into(), Operation::ReadProperty),
+        }
+    }
+
+    /// A property reached through `forms` alone, in this order (as
+    /// [`ActionBuilder::with_forms`]), with the JSON Schema of its value.
+    pub fn with_forms(forms: impl IntoIterator<Item = Form>, schema: Value) -> Self {
+        Self {
+            schema,
+            terms: forms_terms(forms),
         }
     }
 

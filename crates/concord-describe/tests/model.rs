@@ -229,6 +229,54 @@ fn the_builder_refuses_invalid_descriptions() {
 }
 
 #[test]
+fn affordances_built_from_forms_alone_keep_them_in_order_and_need_one() {
+    let form = |href: &str, op: Operation| {
+        let mut form = Form::new(href);
+        form.op = Some(concord_describe::OneOrMany::One(op));
+        form
+    };
+    let thing = ThingBuilder::agent("Two bindings")
+        .base("http://127.0.0.1:8080/")
+        .action(
+            "a",
+            ActionBuilder::with_forms([
+                form("ws://127.0.0.1:8080/concord", Operation::InvokeAction),
+                form("actions/a", Operation::InvokeAction),
+            ]),
+        )
+        .property(
+            "p",
+            PropertyBuilder::with_forms(
+                [form("properties/p", Operation::ReadProperty)],
+                json!({"type": "string"}),
+            ),
+        )
+        .event(
+            "e",
+            EventBuilder::with_forms([form("events/e", Operation::SubscribeEvent)]),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hrefs: Vec<&str> = thing.actions.as_ref().unwrap()["a"]
+        .forms
+        .iter()
+        .map(|form| form.href.as_str())
+        .collect();
+    assert_eq!(hrefs, ["ws://127.0.0.1:8080/concord", "actions/a"]);
+    assert_eq!(thing.properties.as_ref().unwrap()["p"].forms.len(), 1);
+    assert_eq!(thing.events.as_ref().unwrap()["e"].forms.len(), 1);
+
+    let error = ThingBuilder::agent("No way in")
+        .action("a", ActionBuilder::with_forms([]))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error.report.errors().next().unwrap().pointer,
+        "/actions/a/forms"
+    );
+}
+
+#[test]
 fn a_changed_thing_can_be_validated_again() {
     let mut thing: Thing = ThingBuilder::agent("A").build().unwrap();
     assert_eq!(thing.security_definitions.len(), 1);

@@ -4,8 +4,8 @@ use std::sync::{Mutex, PoisonError};
 
 use axum::body::Bytes;
 use concord_describe::{
-    ActionBuilder, ConsensusProtocol, EventBuilder, Form, InteractionMode, MetaProtocol, OneOrMany,
-    Operation, PropertyBuilder, SecurityScheme, StreamDescription, Thing, ThingBuilder,
+    ActionBuilder, ConsensusProtocol, EventBuilder, Form, InteractionMode, MetaProtocol, Operation,
+    PropertyBuilder, SecurityScheme, StreamDescription, Thing, ThingBuilder,
 };
 use concord_identity::Caller;
 use concord_interact::{
@@ -16,6 +16,8 @@ use concord_proto::Role;
 use concord_store::Integrity;
 use serde_json::{json, Value};
 
+use crate::binding::websocket;
+use crate::binding::{Affordance, Bindings, Site};
 use crate::error::{DescriptionError, DescriptionIdError};
 use crate::node::Shared;
 use crate::storage::StoreFailure;
@@ -25,26 +27,27 @@ const DIDWBA_SCHEME: &str = "didwba_sc";
 
 /// Path of the description.
 pub(crate) const DESCRIPTION_PATH: &str = "/.well-known/wot";
-/// Path of the meta-protocol WebSocket.
-pub(crate) const ENDPOINT_PATH: &str = "/concord";
 /// Media type of a Thing Description.
 pub(crate) const TD_MEDIA_TYPE: &str = "application/td+json";
 
-/// A server's description: its actions, the WebSocket endpoint, the capabilities this node
-/// really has, and the consensus protocols it holds provider code for. Everything but the
-/// consensus protocols is fixed for the server's life, so the document is built (and
-/// validated) once, and again only when the consensus protocols in the store change.
-#[derive(Debug)]
+/// A server's description: its affordances with every binding's forms, the meta-protocol
+/// endpoint, the capabilities this node really has, and the consensus protocols it holds
+/// provider code for. Everything but the consensus protocols is fixed for the server's
+/// life, so the document is built (and validated) once, and again only when the consensus
+/// protocols in the store change.
 pub(crate) struct Description {
-    base_url: String,
+    site: Site,
+    /// Who supplies the affordances' forms, in order.
+    bindings: Bindings,
     /// The consensus protocols the last document lists, and the document.
     built: Mutex<Option<(Vec<ConsensusProtocol>, Bytes)>>,
 }
 
 impl Description {
-    pub(crate) fn new(base_url: String) -> Self {
+    pub(crate) fn new(site: Site, bindings: Bindings) -> Self {
         Self {
-            base_url,
+            site,
+            bindings,
             built: Mutex::new(None),
         }
     }
@@ -58,7 +61,12 @@ impl Description {
                 return Ok(bytes.clone());
             }
         }
-        let bytes = Bytes::from(build(shared, &self.base_url, consensus.clone())?);
+        let bytes = Bytes::from(build(
+            shared,
+            &self.site,
+            &self.bindings,
+            consensus.clone(),
+        )?);
         *built = Some((consensus, bytes.clone()));
         Ok(bytes)
     }
@@ -83,12 +91,13 @@ async fn consensus_protocols(shared: &Shared) -> Result<Vec<ConsensusProtocol>, 
 /// The description listing `consensus`, validated and serialised.
 fn build(
     shared: &Shared,
-    base_url: &str,
+    site: &Site,
+    bindings: &Bindings,
     consensus: Vec<ConsensusProtocol>,
 ) -> Result<Vec<u8>, String> {
-    let endpoint = websocket_url(base_url);
-    let mut meta =
-        MetaProtocol::new(endpoint.clone()).with_capabilities(shared.provider_capabilities());
+    let base_url = site.base_url();
+    let endpoint = websocket::websocket_url(base_url);
+    let mut meta = MetaProtocol::new(endpoint).with_capabilities(shared.provider_capabilities());
     if !consensus.is_empty() {
         meta.consensus_protocols = Some(consensus);
     }
@@ -134,7 +143,13 @@ fn build(
     }
     let secured = |name: &str| (did.is_some() && any_open && !open(name)).then_some(DIDWBA_SCHEME);
     let lease = shared.limits.interaction.action_lease;
-    let thing = describe_interface(builder, &shared.interface, &endpoint, lease, secured)
+    let forms = |affordance: Affordance<'_>| {
+        bindings
+            .iter()
+            .flat_map(|binding| binding.forms(site, affordance))
+            .collect::<Vec<_>>()
+    };
+    let thing = describe_interface(builder, &shared.interface, forms, lease, secured)
         .meta_protocol(meta)
         .build()
         .map_err(|invalid| invalid.to_string())?;
@@ -151,20 +166,19 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
         .map(String::as_str)
 }
 
-/// Adds every affordance of `interface` to `builder`, each with forms on the WebSocket
-/// `endpoint` for the operations it allows; `secured` names the security scheme an
-/// affordance's forms require in place of the description's default, if any.
+/// Adds every affordance of `interface` to `builder`, each with the forms `forms` gives it
+/// (every binding's, in order); `secured` names the security scheme an affordance's forms
+/// require in place of the description's default, if any.
 ///
-/// - a property: `readproperty`, `writeproperty` when writable (else `readOnly`),
-///   `observeproperty`/`unobserveproperty` when observable; its schema inline;
-/// - an action: `invokeaction` and `concord:mode`; a progress action also
-///   `queryaction`/`cancelaction`, `synchronous: false` and the `lease` an unfinished
-///   run outlives its caller (`concord:actionLease`); a stream action `concord:stream`;
-/// - an event: `subscribeevent`/`unsubscribeevent` and its `data` schema.
+/// - a property: `readOnly` unless writable, `observable` when it is; its schema inline;
+/// - an action: `concord:mode`; a progress action also `synchronous: false` and the
+///   `lease` an unfinished run outlives its caller (`concord:actionLease`); a stream
+///   action `concord:stream`;
+/// - an event: its `data` schema.
 fn describe_interface<'a>(
     mut builder: ThingBuilder,
     interface: &Interface,
-    endpoint: &str,
+    forms: impl Fn(Affordance<'_>) -> Vec<Form>,
     lease: std::time::Duration,
     secured: impl Fn(&str) -> Option<&'a str>,
 ) -> ThingBuilder {
@@ -180,17 +194,13 @@ fn describe_interface<'a>(
                 );
             }
         }
-        let mut described = PropertyBuilder::new(endpoint, schema);
-        described = if property.writable {
-            described.form(form(endpoint, &[Operation::WriteProperty]))
-        } else {
-            described.read_only()
-        };
+        let mut described =
+            PropertyBuilder::with_forms(forms(Affordance::Property { name, property }), schema);
+        if !property.writable {
+            described = described.read_only();
+        }
         if property.observable {
-            described = described.observable(true).form(form(
-                endpoint,
-                &[Operation::ObserveProperty, Operation::UnobserveProperty],
-            ));
+            described = described.observable(true);
         }
         if let Some(scheme) = security(name) {
             described = described.security(&scheme);
@@ -198,7 +208,7 @@ fn describe_interface<'a>(
         builder = builder.property(name.clone(), described);
     }
     for (name, action) in &interface.actions {
-        let mut described = ActionBuilder::new(endpoint)
+        let mut described = ActionBuilder::with_forms(forms(Affordance::Action { name, action }))
             .input(action.input.clone())
             .output(action.output.clone())
             .mode(interaction_mode(action.mode));
@@ -206,13 +216,7 @@ fn describe_interface<'a>(
             described = described.description(action.description.clone());
         }
         if action.mode == ActionMode::Progress {
-            described = described
-                .synchronous(false)
-                .action_lease(lease.as_secs())
-                .form(form(
-                    endpoint,
-                    &[Operation::QueryAction, Operation::CancelAction],
-                ));
+            described = described.synchronous(false).action_lease(lease.as_secs());
         }
         if let Some(stream) = &action.stream {
             described = described.stream(stream_description(stream));
@@ -223,9 +227,8 @@ fn describe_interface<'a>(
         builder = builder.action(name.clone(), described);
     }
     for (name, event) in &interface.events {
-        let mut described = EventBuilder::new(endpoint)
-            .data(event.data.clone())
-            .form(form(endpoint, &[Operation::UnsubscribeEvent]));
+        let mut described = EventBuilder::with_forms(forms(Affordance::Event { name, event }))
+            .data(event.data.clone());
         if !event.description.is_empty() {
             described = described.description(event.description.clone());
         }
@@ -235,16 +238,6 @@ fn describe_interface<'a>(
         builder = builder.event(name.clone(), described);
     }
     builder
-}
-
-/// A form on `endpoint` for `operations`.
-fn form(endpoint: &str, operations: &[Operation]) -> Form {
-    let mut form = Form::new(endpoint);
-    form.op = Some(match operations {
-        [one] => OneOrMany::One(*one),
-        many => OneOrMany::Many(many.to_vec()),
-    });
-    form
 }
 
 fn interaction_mode(mode: ActionMode) -> InteractionMode {
@@ -375,16 +368,6 @@ pub fn check_description_id(title: &str, id: &str) -> Result<(), DescriptionIdEr
         })
 }
 
-/// `http://host:port/` → `ws://host:port/concord` (`https` → `wss`).
-pub(crate) fn websocket_url(base_url: &str) -> String {
-    let (scheme, rest) = match base_url.split_once("://") {
-        Some(("https", rest)) => ("wss", rest),
-        Some((_, rest)) => ("ws", rest),
-        None => ("ws", base_url),
-    };
-    format!("{scheme}://{}{ENDPOINT_PATH}", rest.trim_end_matches('/'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,14 +434,15 @@ mod tests {
 
     /// The description of `interface` as the node builds it, with `locked` needing a DID.
     fn describe(interface: &Interface, locked: &[&str]) -> Thing {
-        let endpoint = websocket_url(BASE);
+        let endpoint = websocket::websocket_url(BASE);
         let didwba = SecurityScheme::extension("concord:didwba", "sign the upgrade");
         let builder = ThingBuilder::agent("WeatherAgent")
             .base(BASE)
             .security("nosec_sc", SecurityScheme::nosec())
             .security_definition(DIDWBA_SCHEME, didwba);
         let lease = std::time::Duration::from_secs(45);
-        describe_interface(builder, interface, &endpoint, lease, |name| {
+        let forms = |affordance: Affordance<'_>| websocket::forms(&endpoint, affordance);
+        describe_interface(builder, interface, forms, lease, |name| {
             locked.contains(&name).then_some(DIDWBA_SCHEME)
         })
         .meta_protocol(MetaProtocol::new(endpoint.clone()))
@@ -630,17 +614,5 @@ sys.exit(1 if errors else 0)
             String::from_utf8_lossy(&output.stderr)
         );
         assert_eq!(said.trim(), "valid");
-    }
-
-    #[test]
-    fn the_endpoint_follows_the_base_url() {
-        assert_eq!(
-            websocket_url("http://127.0.0.1:8080/"),
-            "ws://127.0.0.1:8080/concord"
-        );
-        assert_eq!(
-            websocket_url("https://agent.example.com"),
-            "wss://agent.example.com/concord"
-        );
     }
 }

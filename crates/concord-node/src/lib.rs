@@ -65,6 +65,7 @@
 mod action;
 mod admission;
 mod backend;
+mod binding;
 mod budget;
 mod client;
 mod code;
@@ -74,7 +75,6 @@ mod driver;
 mod error;
 mod hello;
 mod identity;
-mod ingest;
 mod interact;
 mod interface;
 mod language;
@@ -88,18 +88,25 @@ mod tls;
 mod transport;
 
 pub use action::{Action, ActionError, ActionFuture};
+/// The HTTP framework a [`Binding`]'s routes are written with (its `Router`, extractors
+/// and responses), re-exported so that a binding uses the node's own version.
+pub use axum;
 pub use backend::exec::{
     ExecAction, DEFAULT_EXEC_TIMEOUT, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_OUTPUT_BYTES,
     STREAM_INPUT_ENV,
 };
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
+pub use binding::{Affordance, Binding, Site};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
 /// The bounds of interface sessions (`Limits::interaction`).
 pub use concord_interact::Limits as InteractionLimits;
-pub use concord_interact::{ActionMode, EventError, Overflow, PropertyError, StreamSpec};
+pub use concord_interact::{
+    ActionAffordance, ActionMode, EventAffordance, EventError, Overflow, PropertyAffordance,
+    PropertyError, StreamSpec,
+};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;

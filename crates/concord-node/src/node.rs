@@ -13,6 +13,7 @@ use concord_proto::{Capabilities, Capability, SessionConfig};
 use concord_store::{Store, StoreError};
 
 use crate::action::{Action, Actions};
+use crate::binding::Binding;
 use crate::budget::CallBudget;
 use crate::client::{self, Connection, PeerDescription};
 use crate::code::CodeCache;
@@ -187,7 +188,9 @@ pub(crate) struct Shared {
     /// long-running actions), shared by every interface session.
     pub(crate) affordances: Arc<Affordances>,
     /// The token backend services post events in with (`POST /events/{name}`), when set.
-    pub(crate) event_ingest_token: Option<crate::ingest::IngestToken>,
+    pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
+    /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
+    pub(crate) bindings: Vec<Arc<dyn Binding>>,
 }
 
 impl Shared {
@@ -220,10 +223,12 @@ impl Node {
     }
 
     /// Serves the description at `GET /.well-known/wot` and the meta-protocol WebSocket at
-    /// `/concord` on `addr` (e.g. `"127.0.0.1:8080"`; port 0 picks a free one).
+    /// `/concord` on `addr` (e.g. `"127.0.0.1:8080"`; port 0 picks a free one), with the
+    /// routes of every [`NodeBuilder::binding`].
     ///
     /// # Errors
-    /// [`NodeError::Bind`] when the address cannot be bound.
+    /// [`NodeError::Bind`] when the address cannot be bound, [`NodeError::Config`] when a
+    /// binding's routes overlap the node's or another binding's.
     pub async fn serve(&self, addr: &str) -> Result<Server, NodeError> {
         server::serve(Arc::clone(&self.shared), addr).await
     }
@@ -396,6 +401,7 @@ pub struct NodeBuilder {
     properties: BTreeMap<String, Property>,
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
+    bindings: Vec<Arc<dyn Binding>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -431,6 +437,7 @@ impl NodeBuilder {
             properties: BTreeMap::new(),
             events: BTreeMap::new(),
             event_ingest_token: None,
+            bindings: Vec::new(),
         }
     }
 
@@ -626,6 +633,39 @@ impl NodeBuilder {
     /// ```
     pub fn event_ingest_token(mut self, token: impl Into<String>) -> Self {
         self.event_ingest_token = Some(token.into());
+        self
+    }
+
+    /// Serves another binding beside the node's own (the meta-protocol WebSocket, the
+    /// event ingest): its routes behind the node's admission, its forms in the description
+    /// after the WebSocket's, in the order bindings are added. [`Node::serve`] fails with
+    /// [`NodeError::Config`] when its routes overlap the node's or another binding's.
+    ///
+    /// ```
+    /// use concord_node::axum::{routing::get, Router};
+    /// use concord_node::{Affordance, Binding, Node, Site};
+    ///
+    /// /// A health check, in no affordance's forms.
+    /// struct Health;
+    ///
+    /// impl Binding for Health {
+    ///     fn name(&self) -> &str {
+    ///         "health"
+    ///     }
+    ///     fn forms(&self, _: &Site, _: Affordance<'_>) -> Vec<concord_describe::Form> {
+    ///         Vec::new()
+    ///     }
+    ///     fn routes(&self, _: &Site) -> Router {
+    ///         Router::new().route("/health", get(|| async { "ok" }))
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Shop").data_dir(dir.path()).binding(Health).build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn binding(mut self, binding: impl Binding) -> Self {
+        self.bindings.push(Arc::new(binding));
         self
     }
 
@@ -856,7 +896,7 @@ impl NodeBuilder {
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
         let event_ingest_token = self
             .event_ingest_token
-            .map(crate::ingest::IngestToken::new)
+            .map(crate::binding::ingest::IngestToken::new)
             .transpose()
             .map_err(NodeError::Config)?;
         let persona = Persona {
@@ -890,6 +930,7 @@ impl NodeBuilder {
                 interface,
                 affordances,
                 event_ingest_token,
+                bindings: self.bindings,
             }),
         })
     }

@@ -142,7 +142,7 @@ pub(crate) struct Endpoint {
 impl Endpoint {
     /// The endpoint of a node whose description's base is `base_url`.
     pub(crate) fn of(base_url: &str) -> Self {
-        let websocket = crate::describe::websocket_url(base_url);
+        let websocket = crate::binding::websocket::websocket_url(base_url);
         let http = match websocket.split_once("://") {
             Some(("wss", rest)) => format!("https://{rest}"),
             Some((_, rest)) => format!("http://{rest}"),

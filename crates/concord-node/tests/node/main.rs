@@ -3,6 +3,7 @@
 mod backends;
 mod bad_input;
 mod bad_provider;
+mod binding;
 mod budget;
 mod consensus;
 mod described;

@@ -23,8 +23,10 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use concord_describe::Form;
 use serde_json::{json, Value};
 
+use crate::binding::{Affordance, Binding, Site};
 use crate::interact::{PublishError, Publisher};
 use crate::node::Shared;
 
@@ -71,30 +73,43 @@ impl IngestToken {
     }
 }
 
+/// What the ingest route serves with: the token, the node's publisher, the body limit.
 struct Ingest {
     token: IngestToken,
     publisher: Publisher,
     max_body: usize,
 }
 
-/// The ingest route, when the node has a token.
-pub(crate) fn routes<S>(shared: &Shared) -> Option<Router<S>>
-where
-    S: Clone + Send + Sync + 'static,
-{
+/// The event ingest as a [`Binding`]: its route, and no forms (backend services post
+/// here, not peers).
+struct IngestBinding(Arc<Ingest>);
+
+/// The ingest binding, when the node has a token.
+pub(crate) fn binding(shared: &Shared) -> Option<Arc<dyn Binding>> {
     let token = shared.event_ingest_token.clone()?;
-    let ingest = Arc::new(Ingest {
+    Some(Arc::new(IngestBinding(Arc::new(Ingest {
         token,
         publisher: Publisher {
             affordances: Arc::clone(&shared.affordances),
         },
         max_body: shared.limits.interaction.max_message_size,
-    });
-    Some(
+    }))))
+}
+
+impl Binding for IngestBinding {
+    fn name(&self) -> &str {
+        "event ingest"
+    }
+
+    fn forms(&self, _site: &Site, _affordance: Affordance<'_>) -> Vec<Form> {
+        Vec::new()
+    }
+
+    fn routes(&self, _site: &Site) -> Router {
         Router::new()
             .route(INGEST_PATH, post(accept))
-            .with_state(ingest),
-    )
+            .with_state(Arc::clone(&self.0))
+    }
 }
 
 fn problem(status: StatusCode, detail: impl Into<String>) -> Response {

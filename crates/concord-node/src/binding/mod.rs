@@ -1,0 +1,257 @@
+//! Protocol bindings: how peers reach the node's affordances. A [`Binding`] supplies both
+//! halves of one way in, as node-wot's `ProtocolServer` does: the forms it adds to each
+//! affordance of the description, and the HTTP routes that serve them. The server merges
+//! every binding's routes behind its admission (connections, the per-address request
+//! budget), and the description lists every binding's forms. Neither knows the other
+//! bindings: the server builds the WebSocket's state (the session slots it counts and
+//! drains), the description names the WebSocket in `concord:metaProtocol`.
+//!
+//! The node's own bindings are the meta-protocol WebSocket (`websocket/`, forms on
+//! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
+//! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
+//! adds others. A new binding of the node's own goes in this folder, with a line in
+//! [`served`].
+
+pub(crate) mod ingest;
+pub(crate) mod websocket;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use axum::Router;
+use concord_describe::Form;
+use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
+use tokio::sync::watch;
+
+use crate::error::NodeError;
+use crate::node::Shared;
+use websocket::MetaProtocol;
+
+/// One way peers reach the node: the forms it adds to the description and the routes that
+/// serve them (the shape of node-wot's `ProtocolServer`).
+///
+/// Its routes sit behind the node's admission like every other route: each request spends
+/// from its client address's request budget
+/// ([`Limits::request_rate_per_address`](crate::Limits::request_rate_per_address)) and its
+/// connection counts against the connection limits, before the binding sees it. A route's
+/// handler finds the client's address in the request's extensions
+/// (`axum::extract::ConnectInfo<std::net::SocketAddr>`). The routes carry their own
+/// state (`Router::with_state`), narrow: what they serve with, not the whole node.
+///
+/// ```
+/// use concord_node::axum::{routing::get, Router};
+/// use concord_node::{Affordance, Binding, Site};
+/// use concord_describe::{Form, OneOrMany, Operation};
+///
+/// /// Reads every property with `GET /properties/{name}` (the handler is left out here).
+/// struct ReadOnlyHttp;
+///
+/// impl Binding for ReadOnlyHttp {
+///     fn name(&self) -> &str {
+///         "read-only HTTP"
+///     }
+///
+///     fn forms(&self, site: &Site, affordance: Affordance<'_>) -> Vec<Form> {
+///         match affordance {
+///             Affordance::Property { name, .. } => {
+///                 let mut form = Form::new(site.http_url(&format!("properties/{name}")));
+///                 form.op = Some(OneOrMany::One(Operation::ReadProperty));
+///                 vec![form]
+///             }
+///             _ => Vec::new(),
+///         }
+///     }
+///
+///     fn routes(&self, _site: &Site) -> Router {
+///         Router::new().route("/properties/{name}", get(|| async { "…" }))
+///     }
+/// }
+/// ```
+pub trait Binding: Send + Sync + 'static {
+    /// Its name, in logs and in the error when its routes overlap another binding's.
+    fn name(&self) -> &str;
+
+    /// The forms it offers for `affordance`, in order (none when it does not serve it).
+    /// `site` is where the node serves: an `href` may be absolute or relative to the
+    /// description's `base` (the site's base URL). Asked each time the description is
+    /// built: at the first request for it, and again when the consensus protocols it lists
+    /// change.
+    fn forms(&self, site: &Site, affordance: Affordance<'_>) -> Vec<Form>;
+
+    /// The routes it serves, with their state applied. Asked once, when the node starts
+    /// serving; a path another binding or the node itself serves
+    /// (`/.well-known/wot`, the DID document's) fails [`Node::serve`](crate::Node::serve).
+    /// A route whose answer can take long (a long poll, a stream of events) ends it when
+    /// [`Site::draining`] resolves: the server's shutdown waits for the answers in
+    /// progress.
+    fn routes(&self, site: &Site) -> Router;
+}
+
+impl std::fmt::Debug for dyn Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Binding").field(&self.name()).finish()
+    }
+}
+
+/// One affordance of the node's interface, as a binding is asked for its forms.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Affordance<'a> {
+    /// A property: its name and definition.
+    Property {
+        /// The property's name.
+        name: &'a str,
+        /// What it holds, and whether it can be written and observed.
+        property: &'a PropertyAffordance,
+    },
+    /// An action: its name and definition.
+    Action {
+        /// The action's name.
+        name: &'a str,
+        /// Its input and output schemas and how it answers.
+        action: &'a ActionAffordance,
+    },
+    /// An event: its name and definition.
+    Event {
+        /// The event's name.
+        name: &'a str,
+        /// The schema of its data.
+        event: &'a EventAffordance,
+    },
+}
+
+impl<'a> Affordance<'a> {
+    /// The affordance's name.
+    pub fn name(&self) -> &'a str {
+        match self {
+            Self::Property { name, .. } | Self::Action { name, .. } | Self::Event { name, .. } => {
+                name
+            }
+        }
+    }
+}
+
+/// Where and how long the node serves, as bindings write their forms and serve their
+/// routes: its base URL (the public URL when it has one, else `http://host:port/`,
+/// `https://` with a certificate), and whether the server drains.
+#[derive(Debug, Clone)]
+pub struct Site {
+    base_url: String,
+    /// Set when the server stops taking connections and calls.
+    stop: watch::Receiver<bool>,
+}
+
+impl Site {
+    pub(crate) fn new(base_url: String, stop: watch::Receiver<bool>) -> Self {
+        Self { base_url, stop }
+    }
+
+    /// The base URL, ending in `/`, as the description's `base` says it.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The absolute URL of `path` (relative to the base URL, with or without a leading
+    /// `/`): `http://host:port/path`.
+    pub fn http_url(&self, path: &str) -> String {
+        http_url(&self.base_url, path)
+    }
+
+    /// The WebSocket URL of `path`: `ws://host:port/path` (`wss://` under `https`).
+    pub fn websocket_url(&self, path: &str) -> String {
+        websocket_url(&self.base_url, path)
+    }
+
+    /// Whether the server drains ([`Server::shutdown`](crate::Server::shutdown)) or has
+    /// stopped.
+    pub fn is_draining(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Resolves once the server drains or has stopped: what a long answer waits on beside
+    /// its own work, to end in time.
+    pub async fn draining(&self) {
+        let mut stop = self.stop.clone();
+        // An error: the server is gone, which is stopped too.
+        let _ = stop.wait_for(|stop| *stop).await;
+    }
+}
+
+/// `base_url` joined with `path`: `http://host:port/path`.
+fn http_url(base_url: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base_url.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+/// The WebSocket URL of `path` under `base_url`: `ws://host:port/path` (`wss://` under
+/// `https`).
+pub(crate) fn websocket_url(base_url: &str, path: &str) -> String {
+    let http = http_url(base_url, path);
+    match http.split_once("://") {
+        Some(("https", rest)) => format!("wss://{rest}"),
+        Some((_, rest)) => format!("ws://{rest}"),
+        None => format!("ws://{http}"),
+    }
+}
+
+/// The bindings a server runs, in the order their forms are listed.
+pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
+
+/// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
+/// bindings (the event ingest, when it has a token), then those the builder added.
+pub(crate) fn served(shared: &Shared, websocket: MetaProtocol) -> Bindings {
+    let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
+    bindings.extend(ingest::binding(shared));
+    bindings.extend(shared.bindings.iter().cloned());
+    bindings.into()
+}
+
+/// `app` with every binding's routes merged in; [`NodeError::Config`] names the binding
+/// whose routes overlap a route already there (axum refuses overlapping routes by
+/// panicking, caught here: a binding is configuration, never a peer's input).
+pub(crate) fn merge_routes(
+    mut app: Router,
+    bindings: &Bindings,
+    site: &Site,
+) -> Result<Router, NodeError> {
+    for binding in bindings.iter() {
+        let routes = binding.routes(site);
+        let merged = std::panic::catch_unwind(AssertUnwindSafe(move || app.merge(routes)));
+        app = merged.map_err(|panic| {
+            let cause = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("overlapping routes");
+            NodeError::Config(format!(
+                "the binding `{}` cannot be served: {cause}",
+                binding.name()
+            ))
+        })?;
+    }
+    Ok(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_writes_http_and_websocket_urls_from_its_base() {
+        let (_, stop) = watch::channel(false);
+        let site = Site::new("http://127.0.0.1:8080/".into(), stop.clone());
+        assert_eq!(
+            site.http_url("/actions/a"),
+            "http://127.0.0.1:8080/actions/a"
+        );
+        assert_eq!(site.websocket_url("concord"), "ws://127.0.0.1:8080/concord");
+        let site = Site::new("https://agent.example.com/".into(), stop);
+        assert_eq!(
+            site.websocket_url("/concord"),
+            "wss://agent.example.com/concord"
+        );
+    }
+}
