@@ -107,6 +107,7 @@
 //! replay_max_age = "10m"             # optional: older events leave the replay buffer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
+//! max_session_buffer = 16777216      # over every stream of a session (at least the above)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -605,6 +606,7 @@ struct StreamLimitsSection {
     initial_credit: Option<u64>,
     max_receive_buffer: Option<u64>,
     max_send_queue: Option<u64>,
+    max_session_buffer: Option<u64>,
 }
 
 /// `[limits.hello]`: bounds on a peer's hello (`concord_proto::HelloLimits`).
@@ -1522,7 +1524,8 @@ impl LimitsSection {
             max_streams,
             initial_credit,
             max_receive_buffer,
-            max_send_queue
+            max_send_queue,
+            max_session_buffer
         );
         if let Some(policy) = &self.event_overflow {
             limits.event_overflow = choose(

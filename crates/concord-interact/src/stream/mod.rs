@@ -10,8 +10,10 @@
 //!
 //! - [`header`]: the 9-byte chunk header of PT 1 frames (stream id, sequence, END / RESET /
 //!   TRUNCATE).
-//! - [`credit`]: RSocket-style byte credits; a sender never exceeds what was granted.
-//! - `state`: the per-stream state machines; `event` and `error`: what leaves the layer.
+//! - [`credit`]: RSocket-style byte credits; a sender never exceeds what was granted; the
+//!   refill rule and the session-wide credit sit beside the window.
+//! - `state`: the per-stream state machine (END, STOP, RESET and when the whole stream
+//!   closes or is cancelled); `event` and `error`: what leaves the layer.
 //!
 //! Every stream is bidirectional: each side has a send half and a receive half, each with
 //! its own sequence and credit. Both start with the initial credit the stream was opened
@@ -38,15 +40,16 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
-pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode};
+pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode, SessionCredit};
 pub use error::{PeerError, StreamError};
 pub use event::{ResetBy, Sent, StreamEvent, Transmit};
 pub use header::{Chunk, ChunkHeader, Flags, HeaderError, ResetCode, Side, StreamId, HEADER_LEN};
 
-use state::{Pending, SendState, StreamState};
+use state::{Fate, Pending, RecvState, SendState, StreamState};
 
 /// The bounds of the stream layer. Memory per session is at most
-/// `max_streams × (max_receive_buffer + max_send_queue)` payload bytes.
+/// `max_session_buffer + max_streams × max_send_queue` payload bytes (the receive side
+/// also within `max_streams × max_receive_buffer`).
 ///
 /// | field | default | when it is hit |
 /// |---|---|---|
@@ -55,6 +58,7 @@ use state::{Pending, SendState, StreamState};
 /// | `initial_credit` | 64 KiB | bytes each direction of a stream the peer opened implicitly (by its first chunk, without a request naming the stream) may carry before the first grant; capped at `max_receive_buffer` |
 /// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]), and so is a larger initial credit at [`Streams::open`] and [`Streams::accept`] ([`StreamError::CreditExceedsBuffer`]) |
 /// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
+/// | `max_session_buffer` | 16 MiB | granted bytes not yet read over every stream of the session ([`SessionCredit`], h2's connection window): a stream whose initial credit does not fit is refused ([`StreamError::SessionFull`] at [`Streams::open`]; a RESET with [`ResetCode::REFUSED`] and [`PeerError::SessionFull`] for the peer's), a grant that does not fit is refused ([`StreamError::SessionFull`]) and a refill waits until reads on any stream make room |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamLimits {
@@ -70,6 +74,9 @@ pub struct StreamLimits {
     pub max_receive_buffer: u64,
     /// Most admitted-but-untransmitted bytes per stream (default 1 MiB).
     pub max_send_queue: u64,
+    /// Most granted-but-unread bytes over every stream of the session (default 16 MiB, a
+    /// quarter of `max_streams × max_receive_buffer`).
+    pub max_session_buffer: u64,
 }
 
 impl Default for StreamLimits {
@@ -80,6 +87,7 @@ impl Default for StreamLimits {
             initial_credit: 64 * 1024,
             max_receive_buffer: 1024 * 1024,
             max_send_queue: 1024 * 1024,
+            max_session_buffer: 16 * 1024 * 1024,
         }
     }
 }
@@ -110,6 +118,10 @@ pub struct Streams {
     ended_by_peer: VecDeque<StreamId>,
     /// Bytes in front of every [`Transmit::Chunk`] ([`Streams::set_frame_prefix`]).
     frame_prefix: Vec<u8>,
+    /// Granted-but-unread bytes over every stream.
+    session: SessionCredit,
+    /// Streams whose refill waits for room in the session credit, oldest first.
+    starved: VecDeque<StreamId>,
 }
 
 /// How a peer's chunk or grant finds its stream.
@@ -135,6 +147,8 @@ impl Streams {
             events: VecDeque::new(),
             ended_by_peer: VecDeque::new(),
             frame_prefix: Vec::new(),
+            session: SessionCredit::new(limits.max_session_buffer),
+            starved: VecDeque::new(),
         }
     }
 
@@ -172,6 +186,12 @@ impl Streams {
         &self.limits
     }
 
+    /// The session-wide receive credit: what every stream together holds granted and
+    /// unread.
+    pub fn session_credit(&self) -> &SessionCredit {
+        &self.session
+    }
+
     /// How many streams are open.
     pub fn len(&self) -> usize {
         self.streams.len()
@@ -199,6 +219,7 @@ impl Streams {
             });
         }
         let id = u32::try_from(self.next_local).map_err(|_| StreamError::IdsExhausted)?;
+        self.take_session(initial_credit)?;
         let id = StreamId(id);
         self.next_local += 2;
         self.streams
@@ -234,6 +255,7 @@ impl Streams {
             })
         } else {
             self.check_credit(initial_credit)
+                .and_then(|()| self.take_session(initial_credit))
         };
         if let Err(error) = refused {
             self.queue.push_back(Pending::Reset {
@@ -245,6 +267,16 @@ impl Streams {
         self.streams
             .insert(id, StreamState::new(initial_credit, mode));
         Ok(())
+    }
+
+    /// Takes the session's share of an initial credit, or says it does not fit.
+    fn take_session(&mut self, credit: u64) -> Result<(), StreamError> {
+        self.session
+            .take(credit)
+            .map_err(|_| StreamError::SessionFull {
+                credit,
+                room: self.session.room(),
+            })
     }
 
     /// Refuses an initial credit our receive buffer cannot hold.
@@ -288,6 +320,10 @@ impl Streams {
         if let Some(total) = chunk.credit_total() {
             return self.handle_grant(id, total);
         }
+        if let Some(code) = chunk.stop_code() {
+            self.on_stop(id, code);
+            return Ok(());
+        }
         if let Some(code) = chunk.reset_code() {
             if self.streams.contains_key(&id) {
                 self.remove_with_reset(id, code, Some(ResetBy::Peer));
@@ -311,10 +347,13 @@ impl Streams {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Err(PeerError::StreamClosed { id });
         };
-        let received = match stream
+        let before = stream.recv.credit.outstanding();
+        let outcome = stream
             .recv
-            .on_chunk(&chunk.header, chunk.payload, max_chunk_size)
-        {
+            .on_chunk(&chunk.header, chunk.payload, max_chunk_size);
+        let consumed = before.saturating_sub(stream.recv.credit.outstanding());
+        self.released(consumed);
+        let received = match outcome {
             Ok(received) => received,
             Err(error) => {
                 if let Some(code) = error.reset_code() {
@@ -332,9 +371,30 @@ impl Streams {
         }
         if received.ended {
             self.events.push_back(StreamEvent::Finished { id });
-            self.remove_if_closed(id);
+            self.settle(id);
         }
         Ok(())
+    }
+
+    /// The peer's STOP for our sending direction of `id`: what is queued and not yet
+    /// transmitted goes (its credit comes back), later writes are discarded, and the writer
+    /// hears [`StreamEvent::Stopped`]. An END already queued still goes. A STOP for a
+    /// stream that is over changes nothing (it crossed our END or RESET).
+    fn on_stop(&mut self, id: StreamId, code: ResetCode) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let send = &mut stream.send;
+        if send.stopped.is_some() || send.state == SendState::Finished {
+            return;
+        }
+        send.stopped = Some(code);
+        send.blocked = false;
+        let (bytes, chunks) = discard_queued(&mut self.queue, id, true);
+        send.credit.refund(bytes);
+        send.queued_bytes = send.queued_bytes.saturating_sub(bytes);
+        send.reserved_seq = send.reserved_seq.saturating_sub(chunks);
+        self.events.push_back(StreamEvent::Stopped { id, code });
     }
 
     /// Takes a grant the peer sent for our sending direction of `id`: the cumulative total
@@ -391,6 +451,12 @@ impl Streams {
                 Chunk::reset(id, code).encode_into(&mut bytes);
                 return Some(bytes);
             }
+            Pending::Stop { id, code } => {
+                self.streams.get(&id)?;
+                let mut bytes = self.frame_prefix.clone();
+                Chunk::stop(id, code).encode_into(&mut bytes);
+                return Some(bytes);
+            }
             Pending::Data {
                 id,
                 flags,
@@ -417,7 +483,7 @@ impl Streams {
         }
         if flags.contains(Flags::END) {
             send.state = SendState::Finished;
-            self.remove_if_closed(id);
+            self.settle(id);
         } else if send.blocked && send.available(max_send_queue) > 0 {
             send.blocked = false;
             self.events.push_back(StreamEvent::Writable { id });
@@ -451,10 +517,20 @@ impl Streams {
                 limit: self.limits.max_streams,
             });
         }
-        self.streams.insert(
-            id,
-            StreamState::new(self.limits.initial_credit, SendMode::Reliable),
-        );
+        let credit = self.limits.initial_credit;
+        if self.session.take(credit).is_err() {
+            self.queue.push_back(Pending::Reset {
+                id,
+                code: ResetCode::REFUSED,
+            });
+            return Err(PeerError::SessionFull {
+                id,
+                credit,
+                room: self.session.room(),
+            });
+        }
+        self.streams
+            .insert(id, StreamState::new(credit, SendMode::Reliable));
         self.events.push_back(StreamEvent::Opened { id });
         Ok(Target::Live)
     }
@@ -462,7 +538,7 @@ impl Streams {
     /// Drops a stream's state and its queued chunks; queues a RESET unless the peer sent
     /// it; raises [`StreamEvent::Reset`] unless the application asked for it.
     fn remove_with_reset(&mut self, id: StreamId, code: ResetCode, by: Option<ResetBy>) {
-        self.streams.remove(&id);
+        self.remove(id);
         self.queue.retain(|pending| pending.stream_id() != id);
         if by != Some(ResetBy::Peer) {
             self.queue.push_back(Pending::Reset { id, code });
@@ -472,16 +548,71 @@ impl Streams {
         }
     }
 
-    fn remove_if_closed(&mut self, id: StreamId) {
-        if self.streams.get(&id).is_some_and(StreamState::is_closed) {
-            self.streams.remove(&id);
-            // Closed cleanly: both ENDs, the peer's among them.
-            if self.ended_by_peer.len() >= self.limits.max_streams {
-                self.ended_by_peer.pop_front();
+    /// Applies the stream's fate ([`StreamState::fate`]) after a change of either half.
+    fn settle(&mut self, id: StreamId) {
+        let Some(fate) = self.streams.get(&id).map(|s| s.fate(self.side)) else {
+            return;
+        };
+        match fate {
+            Fate::Live => {}
+            Fate::Closed => {
+                self.remove(id);
+                // Closed cleanly: both ENDs, the peer's among them.
+                if self.ended_by_peer.len() >= self.limits.max_streams {
+                    self.ended_by_peer.pop_front();
+                }
+                self.ended_by_peer.push_back(id);
+                self.events.push_back(StreamEvent::Closed { id });
             }
-            self.ended_by_peer.push_back(id);
-            self.events.push_back(StreamEvent::Closed { id });
+            Fate::Cancelled(code) => self.remove_with_reset(id, code, Some(ResetBy::Unwanted)),
         }
+    }
+
+    /// Drops a stream's state, giving its unread credit back to the session.
+    fn remove(&mut self, id: StreamId) {
+        if let Some(stream) = self.streams.remove(&id) {
+            self.released(stream.recv.credit.outstanding());
+        }
+    }
+
+    /// `n` bytes of session credit came back (read, discarded, or a stream gone): the
+    /// refills that waited for room go out, oldest first, as far as it goes.
+    fn released(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.session.release(n);
+        while let Some(&id) = self.starved.front() {
+            match self.refill(id) {
+                Refilled::Waiting => return,
+                Refilled::Granted | Refilled::Nothing => {
+                    self.starved.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Applies the refill rule ([`RecvCredit::refill`]) to `id` within the session's
+    /// room.
+    fn refill(&mut self, id: StreamId) -> Refilled {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Refilled::Nothing;
+        };
+        let recv = &mut stream.recv;
+        if recv.state != RecvState::Open {
+            return Refilled::Nothing;
+        }
+        let Some(room) = recv.credit.refill() else {
+            return Refilled::Nothing;
+        };
+        if self.session.take(room).is_err() || recv.credit.grant(room).is_err() {
+            return Refilled::Waiting;
+        }
+        if !recv.grant_pending {
+            recv.grant_pending = true;
+            self.grants.push_back(id);
+        }
+        Refilled::Granted
     }
 
     fn stream_mut(&mut self, id: StreamId) -> Result<&mut StreamState, StreamError> {
@@ -489,6 +620,36 @@ impl Streams {
             .get_mut(&id)
             .ok_or(StreamError::UnknownStream { id })
     }
+}
+
+/// What [`Streams::refill`] did.
+#[derive(PartialEq, Eq)]
+enum Refilled {
+    Granted,
+    /// No refill due (or no such stream).
+    Nothing,
+    /// Due, but the session credit has no room for it yet.
+    Waiting,
+}
+
+/// Takes the queued data chunks of `id` out of `queue` (but its END, with `keep_end`):
+/// their payload bytes and their number.
+fn discard_queued(queue: &mut VecDeque<Pending>, id: StreamId, keep_end: bool) -> (u64, u64) {
+    let (mut bytes, mut chunks) = (0u64, 0u64);
+    queue.retain(|pending| match pending {
+        Pending::Data {
+            id: chunk_id,
+            flags,
+            frame,
+            headroom,
+        } if *chunk_id == id && !(keep_end && flags.contains(Flags::END)) => {
+            bytes += frame.len().saturating_sub(*headroom) as u64;
+            chunks += 1;
+            false
+        }
+        _ => true,
+    });
+    (bytes, chunks)
 }
 
 /// The sending direction of one stream, borrowed from [`Streams`].
@@ -513,6 +674,23 @@ impl SendStream<'_> {
             .map_or(0, |s| s.send.available(max_send_queue))
     }
 
+    /// Whether our direction is still open: not finished (a stopped one is open: it refuses
+    /// writes, and `finish` ends it).
+    pub fn is_open(&self) -> bool {
+        self.streams
+            .streams
+            .get(&self.id)
+            .is_some_and(|s| s.send.is_open())
+    }
+
+    /// The peer's STOP code, when it asked us to stop sending ([`StreamEvent::Stopped`]).
+    pub fn stopped(&self) -> Option<ResetCode> {
+        self.streams
+            .streams
+            .get(&self.id)
+            .and_then(|s| s.send.stopped)
+    }
+
     /// The credit of this direction (granted, sent, dropped).
     pub fn credit(&self) -> Option<&SendCredit> {
         self.streams.streams.get(&self.id).map(|s| &s.send.credit)
@@ -526,7 +704,8 @@ impl SendStream<'_> {
 
     /// Sends `payload` as one chunk, whole or not at all (a voice frame stays a frame).
     /// Without credit: [`StreamError::Blocked`] in reliable mode, [`Sent::Dropped`]
-    /// (counted in [`SendCredit::dropped_chunks`]) in realtime mode.
+    /// (counted in [`SendCredit::dropped_chunks`]) in realtime mode. After the peer's STOP:
+    /// [`StreamError::Stopped`].
     pub fn send(&mut self, payload: &[u8]) -> Result<Sent, StreamError> {
         let id = self.id;
         let limits = self.streams.limits;
@@ -537,7 +716,7 @@ impl SendStream<'_> {
             });
         }
         let send = &mut self.streams.stream_mut(id)?.send;
-        check_open(id, send)?;
+        check_writable(id, send)?;
         let len = payload.len() as u64;
         let queue_room = limits.max_send_queue.saturating_sub(send.queued_bytes);
         let admitted = if len > queue_room {
@@ -577,12 +756,13 @@ impl SendStream<'_> {
 
     /// Sends as much of `data` as the credit, the queue and one chunk allow; returns how
     /// many bytes went (a byte pipe). Nothing at all: [`StreamError::Blocked`]. Ignores
-    /// the realtime mode: a byte pipe never drops.
+    /// the realtime mode: a byte pipe never drops. After the peer's STOP:
+    /// [`StreamError::Stopped`].
     pub fn write(&mut self, data: &[u8]) -> Result<usize, StreamError> {
         let id = self.id;
         let limits = self.streams.limits;
         let send = &mut self.streams.stream_mut(id)?.send;
-        check_open(id, send)?;
+        check_writable(id, send)?;
         if data.is_empty() {
             return Ok(0);
         }
@@ -613,7 +793,9 @@ impl SendStream<'_> {
         Ok(n)
     }
 
-    /// Ends our direction (half close): an END chunk after what is queued.
+    /// Ends our direction (half close): an END chunk after what is queued. On the
+    /// requester's side, after its reader stopped ([`RecvStream::stop`]) and before the
+    /// peer's END, this cancels the stream instead ([`ResetBy::Unwanted`]).
     pub fn finish(&mut self) -> Result<(), StreamError> {
         let id = self.id;
         let send = &mut self.streams.stream_mut(id)?.send;
@@ -621,6 +803,7 @@ impl SendStream<'_> {
         send.state = SendState::Finishing;
         let frame = self.streams.frame_for(&[]);
         self.queue(Flags::END, frame);
+        self.streams.settle(id);
         Ok(())
     }
 
@@ -635,22 +818,9 @@ impl SendStream<'_> {
             .get_mut(&id)
             .ok_or(StreamError::UnknownStream { id })?
             .send;
-        check_open(id, send)?;
-        let mut discarded_bytes = 0u64;
-        let mut discarded_chunks = 0u64;
-        streams.queue.retain(|pending| match pending {
-            Pending::Data {
-                id: chunk_id,
-                frame,
-                headroom,
-                ..
-            } if *chunk_id == id => {
-                discarded_bytes += frame.len().saturating_sub(*headroom) as u64;
-                discarded_chunks += 1;
-                false
-            }
-            _ => true,
-        });
+        check_writable(id, send)?;
+        // An open direction has no END queued: every chunk of it goes.
+        let (discarded_bytes, discarded_chunks) = discard_queued(&mut streams.queue, id, false);
         send.credit.refund(discarded_bytes);
         send.queued_bytes = send.queued_bytes.saturating_sub(discarded_bytes);
         send.reserved_seq = send.reserved_seq.saturating_sub(discarded_chunks);
@@ -692,6 +862,15 @@ fn check_open(id: StreamId, send: &state::SendHalf) -> Result<(), StreamError> {
     Ok(())
 }
 
+/// Refuses writing where [`check_open`] does, and after the peer's STOP.
+fn check_writable(id: StreamId, send: &state::SendHalf) -> Result<(), StreamError> {
+    check_open(id, send)?;
+    match send.stopped {
+        Some(code) => Err(StreamError::Stopped { id, code }),
+        None => Ok(()),
+    }
+}
+
 /// The receiving direction of one stream, borrowed from [`Streams`].
 #[derive(Debug)]
 pub struct RecvStream<'a> {
@@ -711,7 +890,21 @@ impl RecvStream<'_> {
     /// ([`StreamEvent::Closed`]).
     pub fn read(&mut self) -> Option<Bytes> {
         let chunk = self.streams.streams.get_mut(&self.id)?.recv.read()?;
-        self.streams.remove_if_closed(self.id);
+        self.streams.released(chunk.len() as u64);
+        self.streams.settle(self.id);
+        Some(chunk)
+    }
+
+    /// [`RecvStream::read`], then the refill rule ([`RecvCredit::refill`]): once a quarter
+    /// of the window is free, the peer gets it back (a [`Transmit::Grant`] follows), as
+    /// far as the session credit has room; the rest waits for reads on any stream of the
+    /// session to make room ([`StreamLimits::max_session_buffer`]).
+    pub fn read_and_grant(&mut self) -> Option<Bytes> {
+        let chunk = self.read()?;
+        let id = self.id;
+        if !self.streams.starved.contains(&id) && self.streams.refill(id) == Refilled::Waiting {
+            self.streams.starved.push_back(id);
+        }
         Some(chunk)
     }
 
@@ -738,13 +931,21 @@ impl RecvStream<'_> {
 
     /// Grants the peer `n` more bytes (cumulative, like RSocket's REQUEST_N); a
     /// [`Transmit::Grant`] carrying the new total follows. Returns the total. After the
-    /// peer's END a grant changes nothing.
+    /// peer's END, or our [`RecvStream::stop`], a grant changes nothing. A grant past the
+    /// room of the session credit is refused ([`StreamError::SessionFull`]).
     pub fn grant(&mut self, n: u64) -> Result<u64, StreamError> {
         let id = self.id;
         let max = self.streams.limits.max_receive_buffer;
+        let session_room = self.streams.session.room();
         let recv = &mut self.streams.stream_mut(id)?.recv;
-        if recv.state == state::RecvState::Ended || n == 0 {
+        if recv.state != RecvState::Open || n == 0 {
             return Ok(recv.credit.granted());
+        }
+        if n > session_room {
+            return Err(StreamError::SessionFull {
+                credit: n,
+                room: session_room,
+            });
         }
         let room = max.saturating_sub(recv.credit.outstanding());
         if n > room {
@@ -766,7 +967,42 @@ impl RecvStream<'_> {
             recv.grant_pending = true;
             self.streams.grants.push_back(id);
         }
+        // Within the room checked above.
+        let _ = self.streams.session.take(n);
         Ok(total)
+    }
+
+    /// Stops reading (quinn's `stop`; a reader that wants nothing more): what is buffered
+    /// is discarded, a STOP with `code` asks the peer to stop sending, and what it sent
+    /// before the STOP reached it is discarded on arrival; its END still ends this
+    /// direction. On the requester's side, when our direction is already ended (and the
+    /// peer's is not), nothing of the stream is wanted: it is reset with `code` instead
+    /// ([`ResetBy::Unwanted`]). After the peer's END only the buffer goes.
+    pub fn stop(&mut self, code: ResetCode) -> Result<(), StreamError> {
+        let id = self.id;
+        let recv = &mut self.streams.stream_mut(id)?.recv;
+        let open = match recv.state {
+            RecvState::Stopped(_) => return Ok(()),
+            RecvState::Open => true,
+            RecvState::Ended => false,
+        };
+        let discarded = recv.discard();
+        if open {
+            recv.state = RecvState::Stopped(code);
+        }
+        self.streams.released(discarded);
+        if open
+            && self
+                .streams
+                .streams
+                .get(&id)
+                .map(|s| s.fate(self.streams.side))
+                == Some(Fate::Live)
+        {
+            self.streams.queue.push_back(Pending::Stop { id, code });
+        }
+        self.streams.settle(id);
+        Ok(())
     }
 
     /// Cancels the stream both ways with `code` (a receiver that wants no more); its
