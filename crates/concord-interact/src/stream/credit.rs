@@ -371,4 +371,35 @@ mod tests {
         assert_eq!(recv.grant(3), Ok(11));
         recv.on_chunk(3).unwrap();
     }
+
+    #[test]
+    fn the_refill_comes_once_a_quarter_of_the_window_is_free() {
+        let mut recv = RecvCredit::new(4000);
+        recv.on_chunk(4000).unwrap();
+        recv.consume(999);
+        assert_eq!(recv.refill(), None, "less than a quarter");
+        recv.consume(1);
+        assert_eq!(recv.refill(), Some(1000));
+        assert_eq!(recv.grant(1000), Ok(5000));
+        assert_eq!(recv.refill(), None, "the window is whole again");
+        // A grant beyond the window is never taken back by the rule.
+        recv.grant(4000).unwrap();
+        recv.consume(3000);
+        assert_eq!(recv.refill(), None);
+    }
+
+    #[test]
+    fn the_session_credit_takes_whole_or_refuses() {
+        let mut session = SessionCredit::new(10);
+        session.take(6).unwrap();
+        assert_eq!(
+            session.take(5),
+            Err(CreditError::SessionFull { len: 5, room: 4 })
+        );
+        session.release(3);
+        session.take(7).unwrap();
+        assert_eq!((session.outstanding(), session.room()), (10, 0));
+        session.release(20);
+        assert_eq!(session.outstanding(), 0);
+    }
 }

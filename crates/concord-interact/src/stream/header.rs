@@ -465,4 +465,24 @@ mod tests {
         let empty_data = Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
         assert!(empty_data.payload.is_empty());
     }
+
+    #[test]
+    fn stop_carries_its_code_and_nothing_else() {
+        let bytes = Chunk::stop(StreamId(3), ResetCode(7)).encode();
+        let chunk = Chunk::decode(&bytes).unwrap();
+        assert_eq!(chunk.stop_code(), Some(ResetCode(7)));
+        assert_eq!(chunk.reset_code(), None);
+        let mut with_payload = bytes.clone();
+        with_payload.push(1);
+        assert_eq!(
+            Chunk::decode(&with_payload),
+            Err(HeaderError::StopWithPayload { len: 1 })
+        );
+        let mut with_end = bytes;
+        with_end[8] |= Flags::END.bits();
+        assert_eq!(
+            Chunk::decode(&with_end),
+            Err(HeaderError::StopWithFlags { flags: 0x21 })
+        );
+    }
 }
