@@ -1981,6 +1981,30 @@ hello_timeout = \"1s\"
     }
 
     #[test]
+    fn the_session_stream_buffer_can_be_set_and_is_refused_by_key_when_wrong() {
+        let streams = |lines: &str| load(&format!("{MINIMAL}\n[limits.streams]\n{lines}\n"), &[]);
+        let limits = streams("max_session_buffer = 2097152").unwrap().limits;
+        assert_eq!(limits.streams.max_session_buffer, 2_097_152);
+        assert_eq!(
+            load(MINIMAL, &[])
+                .unwrap()
+                .limits
+                .streams
+                .max_session_buffer,
+            16 * 1024 * 1024
+        );
+        assert_eq!(
+            streams("max_session_buffer = 0").unwrap_err(),
+            "limits.streams.max_session_buffer: must be greater than zero"
+        );
+        assert_eq!(
+            streams("max_session_buffer = 1000").unwrap_err(),
+            "limits.streams.max_receive_buffer: must be at most streams.max_session_buffer \
+             (1000), not 1048576"
+        );
+    }
+
+    #[test]
     fn a_stream_actions_credit_must_fit_the_receive_buffer() {
         let stream = |credit: u64, limits: &str| {
             format!(

@@ -764,6 +764,10 @@ mod tests {
         assert_eq!(long.name, "interaction.action_lease");
         let credit = refused(|limits| limits.streams.max_receive_buffer = 1024);
         assert_eq!(credit.name, "streams.initial_credit");
+        let session = refused(|limits| limits.streams.max_session_buffer = 0);
+        assert_eq!(session.name, "streams.max_session_buffer");
+        let session = refused(|limits| limits.streams.max_session_buffer = 1024 * 1024 - 1);
+        assert_eq!(session.name, "streams.max_receive_buffer");
         // Zero replay and no finished actions kept are choices, not mistakes.
         let mut limits = Limits::default();
         limits.interaction.replay_events = 0;
