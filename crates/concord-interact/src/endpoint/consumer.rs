@@ -521,6 +521,8 @@ impl ConsumerEndpoint {
 
     /// The next thing that happened.
     pub fn poll_event(&mut self) -> Option<ConsumerEvent> {
+        // Including what the application did through `streams()` (a stop, a finish).
+        self.drain_stream_events();
         self.events.pop_front()
     }
 

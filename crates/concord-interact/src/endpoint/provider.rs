@@ -268,6 +268,8 @@ impl ProviderEndpoint {
 
     /// The next thing the node must act on.
     pub fn poll_event(&mut self) -> Option<ProviderEvent> {
+        // Including what the node did through `streams()` (a stop, a finish).
+        self.drain_stream_events();
         self.events.pop_front()
     }
 

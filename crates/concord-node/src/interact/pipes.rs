@@ -26,10 +26,6 @@ pub(crate) trait StreamEnd {
     fn streams(&mut self) -> &mut Streams;
     /// The next received bytes, granting the peer credit for them.
     fn read(&mut self, id: StreamId) -> Option<Bytes>;
-    /// Ends our direction.
-    fn finish(&mut self, id: StreamId) -> Result<(), StreamError>;
-    /// Stops reading: the reader wants nothing more.
-    fn stop(&mut self, id: StreamId) -> Result<(), StreamError>;
     /// Whether our direction still takes writes (not finished, not gone).
     fn is_open(&mut self, id: StreamId) -> bool {
         self.streams()
@@ -46,14 +42,6 @@ impl StreamEnd for ConsumerEndpoint {
     fn read(&mut self, id: StreamId) -> Option<Bytes> {
         self.stream_read(id)
     }
-
-    fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.stream_finish(id)
-    }
-
-    fn stop(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.stream_stop(id, ResetCode::CANCELLED)
-    }
 }
 
 impl StreamEnd for ProviderEndpoint {
@@ -63,14 +51,6 @@ impl StreamEnd for ProviderEndpoint {
 
     fn read(&mut self, id: StreamId) -> Option<Bytes> {
         self.stream_read(id)
-    }
-
-    fn finish(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.stream_finish(id)
-    }
-
-    fn stop(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.stream_stop(id, ResetCode::CANCELLED)
     }
 }
 
@@ -396,7 +376,9 @@ impl Pipes {
                 return;
             };
             let result = if write.finish {
-                end.finish(stream)
+                end.streams()
+                    .send_stream(stream)
+                    .and_then(|mut stream| stream.finish())
                     .map(|()| write.sent)
                     .map_err(|error| CallError::Closed(error.to_string()))
             } else {
@@ -433,8 +415,9 @@ impl Pipes {
             .is_some_and(ReaderQueue::is_abandoned)
         {
             pipe.incoming = None;
-            // Gone already (reset): the session hears it from the layer.
-            let _ = end.stop(StreamId(id));
+            if let Ok(mut stream) = end.streams().recv_stream(StreamId(id)) {
+                let _ = stream.stop(ResetCode::CANCELLED);
+            }
         }
         if let Some(incoming) = &pipe.incoming {
             loop {
