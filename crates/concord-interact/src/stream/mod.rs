@@ -22,6 +22,17 @@
 //! [`StreamLimits::max_receive_buffer`] is refused ([`StreamError::CreditExceedsBuffer`]),
 //! not cut down: the peer starts with the full credit and would send past ours.
 //!
+//! **Stopping and ending.** A reader that wants nothing more calls [`RecvStream::stop`]:
+//! a STOP chunk ([`Flags::STOP`]) asks the peer to stop sending (its queued data goes, its
+//! writes are refused with [`StreamError::Stopped`], its END still ends its direction). When
+//! a stream closes, is cancelled or stays is one rule of the `state` module, applied after
+//! every change of either half: the driver above carries bytes and makes no such decision.
+//!
+//! **Memory.** Each stream's receive buffer is bounded by its credit, and every stream of a
+//! session together by [`StreamLimits::max_session_buffer`] ([`SessionCredit`]); a reader
+//! that reads with [`RecvStream::read_and_grant`] refills the peer's window by the rule of
+//! [`RecvCredit::refill`].
+//!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
 //! flag ([`Transmit::into_frame`] encodes it; [`Streams::handle_chunk`] takes it like
@@ -95,10 +106,11 @@ impl Default for StreamLimits {
 /// Every stream of one session: ids, per-stream state, the transmit queue and events.
 ///
 /// ```text
-///  app ── open / accept / send_stream(id).send / recv_stream(id).read, grant ──▶ Streams
+///  app ── open / accept / send_stream(id).send, finish / recv_stream(id).read, stop ─▶ Streams
 ///  peer ── handle_chunk(PT 1 data) / handle_grant(id, total) ──────────────────▶ Streams
-///  Streams ── poll_transmit: Chunk bytes (PT 1) | Grant (a CREDIT chunk) ───────▶ peer
-///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Reset, Closed ▶ app
+///  Streams ── poll_transmit: Chunk bytes (data, END, STOP, RESET) | Grant (CREDIT) ▶ peer
+///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Stopped,
+///                         Reset, Closed ───────────────────────────────────────────▶ app
 /// ```
 #[derive(Debug)]
 pub struct Streams {
