@@ -107,6 +107,7 @@
 //! replay_max_age = "10m"             # optional: older events leave the replay buffer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
+//! max_session_buffer = 16777216      # over every stream of a session (at least the above)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -608,6 +609,7 @@ struct StreamLimitsSection {
     initial_credit: Option<u64>,
     max_receive_buffer: Option<u64>,
     max_send_queue: Option<u64>,
+    max_session_buffer: Option<u64>,
 }
 
 /// `[limits.hello]`: bounds on a peer's hello (`concord_proto::HelloLimits`).
@@ -1528,7 +1530,8 @@ impl LimitsSection {
             max_streams,
             initial_credit,
             max_receive_buffer,
-            max_send_queue
+            max_send_queue,
+            max_session_buffer
         );
         if let Some(policy) = &self.event_overflow {
             limits.event_overflow = choose(
@@ -1996,6 +1999,30 @@ hello_timeout = \"1s\"
         );
         assert!(error("interaction", "lease = \"1s\"").contains("unknown field `lease`"));
         assert!(error("streams", "max_buffer = 1").contains("unknown field `max_buffer`"));
+    }
+
+    #[test]
+    fn the_session_stream_buffer_can_be_set_and_is_refused_by_key_when_wrong() {
+        let streams = |lines: &str| load(&format!("{MINIMAL}\n[limits.streams]\n{lines}\n"), &[]);
+        let limits = streams("max_session_buffer = 2097152").unwrap().limits;
+        assert_eq!(limits.streams.max_session_buffer, 2_097_152);
+        assert_eq!(
+            load(MINIMAL, &[])
+                .unwrap()
+                .limits
+                .streams
+                .max_session_buffer,
+            16 * 1024 * 1024
+        );
+        assert_eq!(
+            streams("max_session_buffer = 0").unwrap_err(),
+            "limits.streams.max_session_buffer: must be greater than zero"
+        );
+        assert_eq!(
+            streams("max_session_buffer = 1000").unwrap_err(),
+            "limits.streams.max_receive_buffer: must be at most streams.max_session_buffer \
+             (1000), not 1048576"
+        );
     }
 
     #[test]

@@ -824,3 +824,342 @@ fn a_credit_both_sides_hold_carries_its_bytes() {
         4000
     );
 }
+
+// The session-wide credit (h2's connection window): what every stream of a session holds
+// granted and unread together.
+
+fn session(max_session_buffer: u64, initial_credit: u64) -> StreamLimits {
+    let mut limits = limits(initial_credit);
+    limits.max_receive_buffer = 2 * initial_credit;
+    limits.max_session_buffer = max_session_buffer;
+    limits
+}
+
+/// The requester's session holds 8000 bytes: two streams of 4000 fill it; a third is
+/// refused at open, the provider's own stream (opened by its first chunk) is refused with
+/// a RESET, and a grant past the room is refused. Before, each stream was bounded alone.
+#[test]
+fn the_session_credit_refuses_streams_and_grants_that_do_not_fit() {
+    let mut requester = Streams::new(Side::Requester, session(8000, 4000));
+    let mut provider = Streams::new(Side::Provider, session(8000, 4000));
+    let a = requester.open(SendMode::Reliable, 4000).unwrap();
+    let b = requester.open(SendMode::Reliable, 2000).unwrap();
+    assert_eq!(requester.session_credit().outstanding(), 6000);
+    assert_eq!(
+        requester.open(SendMode::Reliable, 4000),
+        Err(StreamError::SessionFull {
+            credit: 4000,
+            room: 2000
+        })
+    );
+    assert_eq!(
+        requester.recv_stream(b).unwrap().grant(2001),
+        Err(StreamError::SessionFull {
+            credit: 2001,
+            room: 2000
+        })
+    );
+    assert_eq!(requester.recv_stream(b).unwrap().grant(1000), Ok(3000));
+    // A stream of the provider's own, opened by its first chunk, with 4000 of credit.
+    provider.accept(a, SendMode::Reliable, 4000).unwrap();
+    let c = StreamId(1);
+    let chunk = Chunk::data(c, 0, &[1; 10], false).encode();
+    assert_eq!(
+        requester.handle_chunk(&chunk),
+        Err(PeerError::SessionFull {
+            id: c,
+            credit: 4000,
+            room: 1000
+        })
+    );
+    assert_eq!(
+        PeerError::SessionFull {
+            id: c,
+            credit: 4000,
+            room: 1000
+        }
+        .reset_code(),
+        Some(ResetCode::REFUSED)
+    );
+    let frames: Vec<Vec<u8>> = std::iter::from_fn(|| requester.poll_transmit())
+        .map(|t| t.into_frame(&[]))
+        .collect();
+    assert!(frames.iter().any(|frame| {
+        let chunk = Chunk::decode(frame).unwrap();
+        chunk.header.stream_id == c && chunk.reset_code() == Some(ResetCode::REFUSED)
+    }));
+    // A stream that goes gives its share back.
+    requester
+        .send_stream(b)
+        .unwrap()
+        .reset(ResetCode::CANCELLED);
+    assert_eq!(requester.session_credit().outstanding(), 4000);
+    assert!(requester.open(SendMode::Reliable, 4000).is_ok());
+}
+
+/// Two streams share a session of 80,000 bytes. `a`'s reader reads below a quarter of its
+/// window (no refill due); `b`'s reader grants the room that freed; `a`'s next read makes a
+/// refill due that the session cannot hold: it waits, and goes out once reads on `b`
+/// make room. The session never has more granted and unread than its bound.
+#[test]
+fn a_refill_waits_for_the_session_credit_and_goes_out_when_reads_make_room() {
+    const CHUNK: usize = 5000;
+    let mut requester = Streams::new(Side::Requester, session(80_000, 40_000));
+    let mut provider = Streams::new(Side::Provider, session(80_000, 40_000));
+    let a = requester.open(SendMode::Reliable, 40_000).unwrap();
+    let b = requester.open(SendMode::Reliable, 40_000).unwrap();
+    provider.accept(a, SendMode::Reliable, 40_000).unwrap();
+    provider.accept(b, SendMode::Reliable, 40_000).unwrap();
+    for _ in 0..8 {
+        provider.send_stream(a).unwrap().send(&[1; CHUNK]).unwrap();
+    }
+    let (errors, bytes) = pump(&mut provider, &mut requester);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(bytes, 40_000);
+    assert_eq!(requester.session_credit().room(), 0);
+    assert!(matches!(
+        provider.send_stream(a).unwrap().send(&[1; CHUNK]),
+        Err(StreamError::Blocked { .. })
+    ));
+
+    let read = requester.recv_stream(a).unwrap().read_and_grant().unwrap();
+    assert_eq!(read.len(), CHUNK);
+    assert_eq!(
+        requester.session_credit().room(),
+        5000,
+        "below a quarter: no refill"
+    );
+    assert_eq!(requester.recv_stream(b).unwrap().grant(5000), Ok(45_000));
+    assert_eq!(requester.session_credit().room(), 0);
+    let read = requester.recv_stream(a).unwrap().read_and_grant().unwrap();
+    assert_eq!(read.len(), CHUNK);
+    // 10,000 due on a, 5,000 of room: the refill waits.
+    assert_eq!(requester.session_credit().room(), 5000);
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(provider.send_stream(a).unwrap().available(), 0);
+
+    // b's bytes arrive and one chunk of them is read: room for a's refill.
+    for _ in 0..9 {
+        provider.send_stream(b).unwrap().send(&[2; CHUNK]).unwrap();
+    }
+    let (errors, _) = pump(&mut provider, &mut requester);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(requester.session_credit().outstanding(), 75_000);
+    let read = requester.recv_stream(b).unwrap().read().unwrap();
+    assert_eq!(read.len(), CHUNK);
+    assert_eq!(
+        requester.session_credit().outstanding(),
+        80_000,
+        "a took it"
+    );
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(provider.send_stream(a).unwrap().available(), 10_000);
+    assert_eq!(
+        events(&mut provider),
+        vec![StreamEvent::Writable { id: a }],
+        "the provider's blocked sender on a hears of the credit"
+    );
+}
+
+// STOP: a reader that wants nothing more tells its peer, which stops sending; and the
+// end / stop / reset rules of the whole stream, in every order.
+
+/// Opens a stream of the requester with `credit` both ways, accepted by the provider.
+fn opened(credit: u64) -> (Streams, Streams, StreamId) {
+    let (mut requester, mut provider) = pair(credit);
+    let id = requester.open(SendMode::Reliable, credit).unwrap();
+    provider.accept(id, SendMode::Reliable, credit).unwrap();
+    (requester, provider, id)
+}
+
+/// The provider stops reading: the requester hears it, what it had queued goes (its
+/// credit back), its writes are refused, and its END still closes the stream in order;
+/// a chunk that crossed the STOP is checked and dropped. Before, a stopped reader had no
+/// way to tell its peer, which kept sending to be read and dropped.
+#[test]
+fn stop_tells_the_peer_which_stops_sending_and_ends_in_order() {
+    let (mut requester, mut provider, id) = opened(20_000);
+    requester.send_stream(id).unwrap().send(&[1; 5000]).unwrap();
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(events(&mut provider), vec![StreamEvent::Readable { id }]);
+    // Crossing the STOP: one chunk sent, one still queued when the STOP arrives.
+    requester.send_stream(id).unwrap().send(&[2; 5000]).unwrap();
+    let crossing = requester.poll_transmit().unwrap();
+    requester.send_stream(id).unwrap().send(&[3; 5000]).unwrap();
+
+    provider
+        .recv_stream(id)
+        .unwrap()
+        .stop(ResetCode(7))
+        .unwrap();
+    assert_eq!(provider.recv_stream(id).unwrap().buffered(), 0, "discarded");
+    let stop = provider.poll_transmit().unwrap().into_frame(&[]);
+    let chunk = Chunk::decode(&stop).unwrap();
+    assert_eq!(
+        (chunk.header.flags, chunk.stop_code()),
+        (Flags::STOP, Some(ResetCode(7)))
+    );
+    // The chunk that crossed the STOP is taken and dropped: no Readable, nothing buffered.
+    let Transmit::Chunk(crossing) = crossing else {
+        panic!("a data chunk")
+    };
+    assert_eq!(provider.handle_chunk(&crossing), Ok(()));
+    assert_eq!(provider.recv_stream(id).unwrap().buffered(), 0);
+    assert!(events(&mut provider).is_empty());
+
+    requester.handle_chunk(&stop).unwrap();
+    assert_eq!(
+        events(&mut requester),
+        vec![StreamEvent::Stopped {
+            id,
+            code: ResetCode(7)
+        }]
+    );
+    let mut send = requester.send_stream(id).unwrap();
+    assert_eq!(send.stopped(), Some(ResetCode(7)));
+    assert_eq!(
+        send.credit().unwrap().sent(),
+        10_000,
+        "the queued chunk's credit came back"
+    );
+    assert_eq!(
+        send.write(&[4; 10]),
+        Err(StreamError::Stopped {
+            id,
+            code: ResetCode(7)
+        })
+    );
+    send.finish().unwrap();
+    let (errors, bytes) = pump(&mut requester, &mut provider);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(bytes, 0, "nothing but the END crossed after the STOP");
+    // The provider ends its half too: the stream closes both sides, no RESET.
+    provider.send_stream(id).unwrap().finish().unwrap();
+    let _ = pump(&mut provider, &mut requester);
+    assert!(events(&mut provider).contains(&StreamEvent::Closed { id }));
+    assert!(requester.is_empty() && provider.is_empty());
+    assert!(events(&mut requester).contains(&StreamEvent::Closed { id }));
+}
+
+/// What one step does to a stream of the side under test ("we") or its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// We end our half.
+    Finish,
+    /// Our reader stops.
+    Stop,
+    /// The peer ends its half (and what it sent crosses).
+    PeerEnd,
+    /// The peer resets the stream.
+    PeerReset,
+}
+
+/// Plays `steps` on a stream where `we` are one side, pumping both ways after each; says
+/// how the stream ended on our side.
+fn play(we: Side, steps: &[Step]) -> Vec<StreamEvent> {
+    let (requester, provider, id) = opened(20_000);
+    let (mut ours, mut theirs) = match we {
+        Side::Requester => (requester, provider),
+        Side::Provider => (provider, requester),
+    };
+    theirs.send_stream(id).unwrap().send(&[9; 100]).unwrap();
+    let mut seen = Vec::new();
+    for step in steps {
+        match step {
+            Step::Finish => {
+                let _ = ours.send_stream(id).and_then(|mut s| s.finish());
+            }
+            Step::Stop => {
+                let _ = ours
+                    .recv_stream(id)
+                    .and_then(|mut r| r.stop(ResetCode::CANCELLED));
+            }
+            Step::PeerEnd => {
+                let _ = theirs.send_stream(id).and_then(|mut s| s.finish());
+            }
+            Step::PeerReset => {
+                if let Ok(stream) = theirs.send_stream(id) {
+                    stream.reset(ResetCode(42));
+                }
+            }
+        }
+        for _ in 0..2 {
+            let _ = pump(&mut ours, &mut theirs);
+            let _ = pump(&mut theirs, &mut ours);
+        }
+        seen.extend(events(&mut ours));
+    }
+    // Whoever still reads takes what is there.
+    while let Ok(Some(_)) = ours.recv_stream(id).map(|mut r| r.read()) {}
+    while let Ok(Some(_)) = theirs.recv_stream(id).map(|mut r| r.read()) {}
+    for _ in 0..2 {
+        let _ = pump(&mut ours, &mut theirs);
+        let _ = pump(&mut theirs, &mut ours);
+    }
+    seen.extend(events(&mut ours));
+    seen
+}
+
+/// How a stream ended, from our events.
+fn outcome(events: &[StreamEvent]) -> Option<StreamEvent> {
+    events
+        .iter()
+        .find(|e| matches!(e, StreamEvent::Closed { .. } | StreamEvent::Reset { .. }))
+        .cloned()
+}
+
+/// Every order of our END, our stop and the peer's END, on both sides, and a peer's RESET
+/// at every place: the requester that stopped reading and ended before the peer's END
+/// cancels the stream (whichever it did first); every other order closes it cleanly; the
+/// provider never cancels; a peer's RESET wins wherever it comes.
+#[test]
+fn every_order_of_end_stop_and_reset_ends_the_stream_by_one_rule() {
+    let id = StreamId(0);
+    let orders = [
+        [Step::Finish, Step::Stop, Step::PeerEnd],
+        [Step::Finish, Step::PeerEnd, Step::Stop],
+        [Step::Stop, Step::Finish, Step::PeerEnd],
+        [Step::Stop, Step::PeerEnd, Step::Finish],
+        [Step::PeerEnd, Step::Finish, Step::Stop],
+        [Step::PeerEnd, Step::Stop, Step::Finish],
+    ];
+    for we in [Side::Requester, Side::Provider] {
+        for order in orders {
+            let position = |step| order.iter().position(|s| *s == step).unwrap();
+            let unwanted = position(Step::Stop) < position(Step::PeerEnd)
+                && position(Step::Finish) < position(Step::PeerEnd);
+            let expected = if we == Side::Requester && unwanted {
+                StreamEvent::Reset {
+                    id,
+                    code: ResetCode::CANCELLED,
+                    by: ResetBy::Unwanted,
+                }
+            } else {
+                StreamEvent::Closed { id }
+            };
+            let events = play(we, &order);
+            assert_eq!(
+                outcome(&events),
+                Some(expected),
+                "{we:?} {order:?}: {events:?}"
+            );
+            // A peer's RESET at any place before the stream was over.
+            for at in 0..=order.len() {
+                let mut steps = order.to_vec();
+                steps.insert(at, Step::PeerReset);
+                let events = play(we, &steps);
+                let over_before = outcome(&play(we, &order[..at]));
+                let expected = over_before.unwrap_or(StreamEvent::Reset {
+                    id,
+                    code: ResetCode(42),
+                    by: ResetBy::Peer,
+                });
+                assert_eq!(
+                    outcome(&events),
+                    Some(expected),
+                    "{we:?} {steps:?}: {events:?}"
+                );
+            }
+        }
+    }
+}

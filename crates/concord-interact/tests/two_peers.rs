@@ -1610,3 +1610,76 @@ fn the_holding_gate_is_asked_before_a_first_hold_only_and_its_problem_answers() 
     send(&mut net, unsubscribe, false, &mut asked);
     assert!(!net.p(s).holds(), "nothing held any more");
 }
+
+/// A provider whose reader is gone stops its requester (a STOP chunk, flag 0x20): the
+/// requester hears it, its writes are refused, and its END still ends the stream in
+/// order. A requester that ended its half and stops reading wants nothing more of the
+/// stream: the layer cancels it (a RESET the provider hears), in either order.
+#[test]
+fn a_stopped_reader_stops_its_peer_and_an_unwanted_stream_is_cancelled() {
+    let mut net = Net::standard();
+    let s = net.connect();
+    let (_, id) = net.c(s).open_stream("talk", json!({})).unwrap();
+    net.c(s).stream_send(id, &frame(1)).unwrap();
+    net.pump(s);
+    net.provider_events(s);
+    net.p(s).stream_stop(id, ResetCode::CANCELLED).unwrap();
+    net.sent_messages(s);
+    net.pump(s);
+    assert!(chunk_flags(&net.sessions[s].to_consumer).contains(&Flags::STOP.bits()));
+    assert!(net
+        .consumer_events(s)
+        .contains(&ConsumerEvent::Stream(StreamUpdate::Stopped {
+            id,
+            code: ResetCode::CANCELLED
+        })));
+    assert_eq!(
+        net.c(s).stream_send(id, &frame(2)),
+        Err(concord_interact::stream::StreamError::Stopped {
+            id,
+            code: ResetCode::CANCELLED
+        })
+    );
+    net.c(s).stream_finish(id).unwrap();
+    net.p(s).stream_finish(id).unwrap();
+    net.pump(s);
+    assert!(!net.p(s).streams().contains(id));
+    assert!(!net.c(s).streams().contains(id));
+    assert!(!net
+        .provider_events(s)
+        .iter()
+        .any(|e| matches!(e, ProviderEvent::Stream(StreamUpdate::Reset { .. }))));
+
+    for stop_first in [false, true] {
+        let (_, id) = net.c(s).open_stream("talk", json!({})).unwrap();
+        net.pump(s);
+        net.provider_events(s);
+        net.consumer_events(s);
+        if stop_first {
+            net.c(s).stream_stop(id, ResetCode::CANCELLED).unwrap();
+            net.pump(s);
+            assert!(net.c(s).streams().contains(id), "stopped, still sending");
+            net.c(s).stream_finish(id).unwrap();
+        } else {
+            net.c(s).stream_finish(id).unwrap();
+            net.pump(s);
+            assert!(net.c(s).streams().contains(id), "ended, still reading");
+            net.c(s).stream_stop(id, ResetCode::CANCELLED).unwrap();
+        }
+        net.pump(s);
+        assert!(net
+            .consumer_events(s)
+            .contains(&ConsumerEvent::Stream(StreamUpdate::Cancelled {
+                id,
+                code: ResetCode::CANCELLED
+            })));
+        assert!(net
+            .provider_events(s)
+            .contains(&ProviderEvent::Stream(StreamUpdate::Reset {
+                id,
+                code: ResetCode::CANCELLED
+            })));
+        assert!(!net.p(s).streams().contains(id));
+        assert!(!net.c(s).streams().contains(id));
+    }
+}

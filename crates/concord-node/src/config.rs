@@ -61,6 +61,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
+/// | `streams.max_session_buffer` | 16 MiB | granted-but-unread bytes over every stream of a session (h2's connection window; at least `streams.max_receive_buffer`): a stream whose initial credit does not fit is refused (a 503 reset, a 429 problem), a reader's refill waits until reads on the session's other streams make room |
 ///
 /// ```
 /// use std::time::Duration;
@@ -563,6 +564,10 @@ impl Limits {
                 self.streams.max_receive_buffer == 0,
             ),
             ("streams.max_send_queue", self.streams.max_send_queue == 0),
+            (
+                "streams.max_session_buffer",
+                self.streams.max_session_buffer == 0,
+            ),
         ];
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimit::zero(name));
@@ -646,6 +651,13 @@ impl Limits {
             streams.initial_credit,
             "streams.max_receive_buffer",
             streams.max_receive_buffer,
+        )?;
+        // One stream must be able to hold its whole receive buffer within the session's.
+        InvalidLimit::at_most(
+            "streams.max_receive_buffer",
+            streams.max_receive_buffer,
+            "streams.max_session_buffer",
+            streams.max_session_buffer,
         )
     }
 }
@@ -780,6 +792,10 @@ mod tests {
         assert_eq!(long.name, "interaction.action_lease");
         let credit = refused(|limits| limits.streams.max_receive_buffer = 1024);
         assert_eq!(credit.name, "streams.initial_credit");
+        let session = refused(|limits| limits.streams.max_session_buffer = 0);
+        assert_eq!(session.name, "streams.max_session_buffer");
+        let session = refused(|limits| limits.streams.max_session_buffer = 1024 * 1024 - 1);
+        assert_eq!(session.name, "streams.max_receive_buffer");
         // Zero replay and no finished actions kept are choices, not mistakes.
         let mut limits = Limits::default();
         limits.interaction.replay_events = 0;

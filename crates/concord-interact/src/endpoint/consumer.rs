@@ -6,7 +6,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::provider::read_and_grant;
 use super::{
     chunk_prefix, encode, initial_credit, poll_stream_event, send_mode, with_headroom, Correlation,
     StreamNews, StreamUpdate, NO_CORRELATION,
@@ -463,9 +462,23 @@ impl ConsumerEndpoint {
         sent
     }
 
-    /// Ends our direction of a stream.
+    /// Ends our direction of a stream ([`SendStream::finish`]).
+    ///
+    /// [`SendStream::finish`]: crate::stream::SendStream::finish
     pub fn stream_finish(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.streams.send_stream(id)?.finish()
+        let finished = self.streams.send_stream(id)?.finish();
+        self.drain_stream_events();
+        finished
+    }
+
+    /// Stops reading a stream: the peer is asked to stop sending on it
+    /// ([`RecvStream::stop`]).
+    ///
+    /// [`RecvStream::stop`]: crate::stream::RecvStream::stop
+    pub fn stream_stop(&mut self, id: StreamId, code: ResetCode) -> Result<(), StreamError> {
+        let stopped = self.streams.recv_stream(id)?.stop(code);
+        self.drain_stream_events();
+        stopped
     }
 
     /// Cuts what the provider has not played; returns the bytes discarded here.
@@ -483,7 +496,7 @@ impl ConsumerEndpoint {
     /// chunks arrive together in one read); its length is granted back to the provider, so
     /// the credit level stays where it started.
     pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
-        let bytes = read_and_grant(&mut self.streams, id);
+        let bytes = self.streams.recv_stream(id).ok()?.read_and_grant();
         self.drain_stream_events();
         bytes
     }
@@ -508,6 +521,8 @@ impl ConsumerEndpoint {
 
     /// The next thing that happened.
     pub fn poll_event(&mut self) -> Option<ConsumerEvent> {
+        // Including what the application did through `streams()` (a stop, a finish).
+        self.drain_stream_events();
         self.events.pop_front()
     }
 

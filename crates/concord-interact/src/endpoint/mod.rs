@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::interface::Interface;
 use crate::message::{Message, MessageType, Operation};
 use crate::problem::Problem;
-use crate::stream::{ResetCode, SendMode, StreamEvent, StreamId, StreamLimits, Streams};
+use crate::stream::{ResetBy, ResetCode, SendMode, StreamEvent, StreamId, StreamLimits, Streams};
 use crate::wire::CHUNK_PREFIX;
 use crate::Limits;
 
@@ -64,6 +64,22 @@ pub enum StreamUpdate {
         /// The stream.
         id: StreamId,
     },
+    /// The peer stopped reading the stream: our writes on it are taken and discarded from
+    /// now on (what waited for credit may go), and END still ends our direction.
+    Stopped {
+        /// The stream.
+        id: StreamId,
+        /// The peer's code.
+        code: ResetCode,
+    },
+    /// We cancelled the stream: our reader stopped and our direction ended before the
+    /// peer's, so nothing of it was wanted (a RESET went out with the stop's code).
+    Cancelled {
+        /// The stream.
+        id: StreamId,
+        /// The code.
+        code: ResetCode,
+    },
 }
 
 /// The next event of an endpoint's streams, sorted for the endpoint
@@ -93,6 +109,12 @@ fn poll_stream_event(streams: &mut Streams) -> Option<StreamNews> {
             }
             StreamUpdate::Truncated { id, discarded }
         }
+        StreamEvent::Stopped { id, code } => StreamUpdate::Stopped { id, code },
+        StreamEvent::Reset {
+            id,
+            code,
+            by: ResetBy::Unwanted,
+        } => StreamUpdate::Cancelled { id, code },
         StreamEvent::Reset { id, code, .. } => StreamUpdate::Reset { id, code },
     };
     Some(StreamNews::Update(update))

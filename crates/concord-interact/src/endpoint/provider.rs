@@ -17,7 +17,7 @@ use crate::message::{ActionStatus, Message, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
 use crate::property::PropertyError;
 use crate::stream::{
-    PeerError, RecvCredit, ResetCode, Sent, Side, StreamError, StreamId, StreamLimits, Streams,
+    PeerError, ResetCode, Sent, Side, StreamError, StreamId, StreamLimits, Streams,
 };
 use crate::thing::{Outgoing, Thing};
 use crate::wire::{decode_frame, Frame, InteractionFrameError};
@@ -268,6 +268,8 @@ impl ProviderEndpoint {
 
     /// The next thing the node must act on.
     pub fn poll_event(&mut self) -> Option<ProviderEvent> {
+        // Including what the node did through `streams()` (a stop, a finish).
+        self.drain_stream_events();
         self.events.pop_front()
     }
 
@@ -418,9 +420,23 @@ impl ProviderEndpoint {
         sent
     }
 
-    /// Ends our direction of a stream.
+    /// Ends our direction of a stream ([`SendStream::finish`]).
+    ///
+    /// [`SendStream::finish`]: crate::stream::SendStream::finish
     pub fn stream_finish(&mut self, id: StreamId) -> Result<(), StreamError> {
-        self.streams.send_stream(id)?.finish()
+        let finished = self.streams.send_stream(id)?.finish();
+        self.drain_stream_events();
+        finished
+    }
+
+    /// Stops reading a stream: the peer is asked to stop sending on it
+    /// ([`RecvStream::stop`]).
+    ///
+    /// [`RecvStream::stop`]: crate::stream::RecvStream::stop
+    pub fn stream_stop(&mut self, id: StreamId, code: ResetCode) -> Result<(), StreamError> {
+        let stopped = self.streams.recv_stream(id)?.stop(code);
+        self.drain_stream_events();
+        stopped
     }
 
     /// Cuts what the requester has not played; returns the bytes discarded here.
@@ -439,7 +455,7 @@ impl ProviderEndpoint {
     /// chunks arrive together in one read); its length is granted back to the requester, so
     /// the credit level stays where it started.
     pub fn stream_read(&mut self, id: StreamId) -> Option<Bytes> {
-        let bytes = read_and_grant(&mut self.streams, id);
+        let bytes = self.streams.recv_stream(id).ok()?.read_and_grant();
         self.drain_stream_events();
         bytes
     }
@@ -685,7 +701,8 @@ impl ProviderEndpoint {
                 let credit = initial_credit(&self.interface, name, self.streams.limits());
                 self.streams.accept(id, mode, credit).map_err(|e| match e {
                     StreamError::TooManyStreams { .. }
-                    | StreamError::CreditExceedsBuffer { .. } => {
+                    | StreamError::CreditExceedsBuffer { .. }
+                    | StreamError::SessionFull { .. } => {
                         Problem::of(ProblemType::LimitReached, e.to_string())
                     }
                     _ => Problem::of(ProblemType::BadMessage, format!("streamID: {e}")),
@@ -868,7 +885,9 @@ impl ProviderEndpoint {
             | PeerError::Duplicate { id, .. }
             | PeerError::DataAfterEnd { id, .. }
             | PeerError::UnknownStream { id } => (400, Some(*id)),
-            PeerError::TooManyStreams { id, .. } => (429, Some(*id)),
+            PeerError::TooManyStreams { id, .. } | PeerError::SessionFull { id, .. } => {
+                (429, Some(*id))
+            }
             _ => (400, None),
         };
         let problem = problem(
@@ -906,7 +925,9 @@ impl ProviderEndpoint {
         while let Some(news) = poll_stream_event(&mut self.streams) {
             match news {
                 StreamNews::Update(update) => {
-                    if let StreamUpdate::Reset { id, .. } = update {
+                    if let StreamUpdate::Reset { id, .. } | StreamUpdate::Cancelled { id, .. } =
+                        update
+                    {
                         self.stream_requests.remove(&id);
                     }
                     self.events.push_back(ProviderEvent::Stream(update));
@@ -1042,26 +1063,6 @@ fn query_action(message: &Message, thing: &Thing) -> Result<Option<Message>, Ref
         Operation::QueryAction,
         &message.correlation_id,
     )))
-}
-
-/// Reads the next chunk of a stream and grants its length back.
-pub(super) fn read_and_grant(streams: &mut Streams, id: StreamId) -> Option<Bytes> {
-    let mut recv = streams.recv_stream(id).ok()?;
-    let window = recv.credit().map_or(0, RecvCredit::initial);
-    let bytes = recv.read()?;
-    if let Ok(mut recv) = streams.recv_stream(id) {
-        // Reading made room: the peer gets it back (the window refilled to the initial
-        // credit) once it comes to a quarter of the window, so a bulk stream is not
-        // answered with a grant per chunk. Meanwhile the peer keeps at least three
-        // quarters of its window, so it is never blocked waiting for a grant held here.
-        let room = recv
-            .credit()
-            .map_or(0, |credit| window.saturating_sub(credit.outstanding()));
-        if room > 0 && room >= window / 4 {
-            let _ = recv.grant(room);
-        }
-    }
-    Some(bytes)
 }
 
 fn shorten(s: &str) -> String {

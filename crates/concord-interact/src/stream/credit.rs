@@ -8,6 +8,10 @@
 //! On the wire a grant travels as the cumulative total (`granted()`), not as the
 //! increment, so a repeated or reordered grant changes nothing ([`SendCredit::update_total`]
 //! keeps the maximum). All arithmetic is checked `u64`: nothing wraps.
+//!
+//! Two rules sit beside the window: the refill ([`RecvCredit::refill`]: a reader gives the
+//! peer its window back once a quarter of it is free) and the session-wide bound
+//! ([`SessionCredit`]: what every stream of a session may hold unread together).
 
 /// Why the credit refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +40,15 @@ pub enum CreditError {
         granted: u64,
         /// The grant asked for.
         add: u64,
+    },
+    /// The session's receive credit has less room than a grant or an initial credit needs
+    /// ([`SessionCredit`]).
+    #[error("{len} bytes of credit exceed the session's room of {room} bytes")]
+    SessionFull {
+        /// The credit asked for.
+        len: u64,
+        /// What the session may still grant.
+        room: u64,
     },
 }
 
@@ -235,6 +248,71 @@ impl RecvCredit {
     pub fn consume(&mut self, len: u64) {
         self.consumed = self.consumed.saturating_add(len).min(self.received);
     }
+
+    /// The refill rule: what to grant after a read so that the window (the initial credit)
+    /// is whole again, once that comes to a quarter of the window (`None` before). So a
+    /// bulk stream is not answered with a grant per chunk, and meanwhile the peer keeps at
+    /// least three quarters of its window: it is never blocked waiting for a grant held
+    /// here. A grant beyond the window ([`RecvStream::grant`](super::RecvStream::grant))
+    /// is the application's; the rule never takes it back.
+    pub fn refill(&self) -> Option<u64> {
+        let room = self.initial.saturating_sub(self.outstanding());
+        (room > 0 && room >= self.initial / 4).then_some(room)
+    }
+}
+
+/// The session-wide receive credit (h2's connection window, quinn's `max_data`): the bytes
+/// granted to the peer and not yet consumed, over every stream of a session, stay within
+/// [`StreamLimits::max_session_buffer`](super::StreamLimits::max_session_buffer). A
+/// stream's initial credit takes its share when the stream opens (a stream it does not fit
+/// is refused); a grant takes its share when it goes out; consumed bytes and the credit of
+/// a stream that is gone give theirs back. The peer needs no signal of its own: it never
+/// sends past its per-stream credits, whose sum this bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCredit {
+    limit: u64,
+    outstanding: u64,
+}
+
+impl SessionCredit {
+    /// A session that lets at most `limit` granted bytes wait unread.
+    pub fn new(limit: u64) -> Self {
+        Self {
+            limit,
+            outstanding: 0,
+        }
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Granted bytes not yet consumed, over every stream.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// What may still be granted, over every stream.
+    pub fn room(&self) -> u64 {
+        self.limit.saturating_sub(self.outstanding)
+    }
+
+    /// Takes `n` bytes of room for a grant or an initial credit; refused whole when there
+    /// is less.
+    pub fn take(&mut self, n: u64) -> Result<(), CreditError> {
+        let room = self.room();
+        if n > room {
+            return Err(CreditError::SessionFull { len: n, room });
+        }
+        self.outstanding += n;
+        Ok(())
+    }
+
+    /// Gives back `n` bytes of room (consumed, or the credit of a stream that is gone).
+    pub fn release(&mut self, n: u64) {
+        self.outstanding = self.outstanding.saturating_sub(n);
+    }
 }
 
 #[cfg(test)]
@@ -292,5 +370,36 @@ mod tests {
         assert_eq!((recv.buffered(), recv.outstanding()), (5, 5));
         assert_eq!(recv.grant(3), Ok(11));
         recv.on_chunk(3).unwrap();
+    }
+
+    #[test]
+    fn the_refill_comes_once_a_quarter_of_the_window_is_free() {
+        let mut recv = RecvCredit::new(4000);
+        recv.on_chunk(4000).unwrap();
+        recv.consume(999);
+        assert_eq!(recv.refill(), None, "less than a quarter");
+        recv.consume(1);
+        assert_eq!(recv.refill(), Some(1000));
+        assert_eq!(recv.grant(1000), Ok(5000));
+        assert_eq!(recv.refill(), None, "the window is whole again");
+        // A grant beyond the window is never taken back by the rule.
+        recv.grant(4000).unwrap();
+        recv.consume(3000);
+        assert_eq!(recv.refill(), None);
+    }
+
+    #[test]
+    fn the_session_credit_takes_whole_or_refuses() {
+        let mut session = SessionCredit::new(10);
+        session.take(6).unwrap();
+        assert_eq!(
+            session.take(5),
+            Err(CreditError::SessionFull { len: 5, room: 4 })
+        );
+        session.release(3);
+        session.take(7).unwrap();
+        assert_eq!((session.outstanding(), session.room()), (10, 0));
+        session.release(20);
+        assert_eq!(session.outstanding(), 0);
     }
 }

@@ -55,6 +55,15 @@ pub enum StreamError {
         /// [`StreamLimits::max_chunk_size`].
         limit: usize,
     },
+    /// Sending after the peer's STOP ([`StreamEvent::Stopped`]): it reads nothing more of
+    /// this direction. [`SendStream::finish`] still ends it in order.
+    #[error("{id}: the peer stopped reading (code {code})")]
+    Stopped {
+        /// The stream.
+        id: StreamId,
+        /// The peer's code.
+        code: ResetCode,
+    },
     /// Sending after [`SendStream::finish`].
     #[error("{id}: our direction is finished")]
     SendFinished {
@@ -80,6 +89,19 @@ pub enum StreamError {
         credit: u64,
         /// [`StreamLimits::max_receive_buffer`].
         limit: u64,
+    },
+    /// An initial credit ([`Streams::open`], [`Streams::accept`]: an accepted stream is
+    /// refused with a RESET, [`ResetCode::REFUSED`]) or a grant that does not fit in the
+    /// room left in the session credit ([`StreamLimits::max_session_buffer`]).
+    #[error(
+        "{credit} bytes of credit exceed the room of {room} bytes left in the session's \
+         receive buffer"
+    )]
+    SessionFull {
+        /// The credit asked for.
+        credit: u64,
+        /// What the session may still grant.
+        room: u64,
     },
     /// A grant that would let more than [`StreamLimits::max_receive_buffer`] bytes wait
     /// unread.
@@ -167,6 +189,20 @@ pub enum PeerError {
         /// The stream.
         id: StreamId,
     },
+    /// A new peer stream (opened by its first chunk) whose initial credit does not fit in
+    /// the room left in the session credit ([`StreamLimits::max_session_buffer`]); refused
+    /// with a RESET ([`ResetCode::REFUSED`]).
+    #[error(
+        "{id} refused: its credit of {credit} bytes exceeds the session's room of {room} bytes"
+    )]
+    SessionFull {
+        /// The stream.
+        id: StreamId,
+        /// [`StreamLimits::initial_credit`].
+        credit: u64,
+        /// What the session may still grant.
+        room: u64,
+    },
     /// A new peer stream past [`StreamLimits::max_streams`]; refused with a RESET
     /// ([`ResetCode::REFUSED`]).
     #[error("{id} refused: {limit} streams are open already")]
@@ -185,7 +221,7 @@ impl PeerError {
             Self::ChunkPastCredit { .. } => Some(ResetCode::CREDIT_EXCEEDED),
             Self::ChunkTooLarge { .. } => Some(ResetCode::TOO_LARGE),
             Self::SequenceGap { .. } => Some(ResetCode::PROTOCOL),
-            Self::TooManyStreams { .. } => Some(ResetCode::REFUSED),
+            Self::TooManyStreams { .. } | Self::SessionFull { .. } => Some(ResetCode::REFUSED),
             Self::Header(_)
             | Self::Duplicate { .. }
             | Self::DataAfterEnd { .. }

@@ -2,7 +2,7 @@
 
 use super::header::{Chunk, ResetCode, StreamId};
 #[cfg(doc)]
-use super::{PeerError, SendStream, Streams};
+use super::{PeerError, RecvStream, SendStream, StreamError, Streams};
 
 /// Something that happened to a stream, for the application ([`Streams::poll_event`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,15 @@ pub enum StreamEvent {
         /// Bytes discarded from our buffer (grant them again to keep the credit level).
         discarded: u64,
     },
+    /// The peer stopped reading our direction ([`RecvStream::stop`] on its side): what was
+    /// queued is gone, further writes are refused ([`StreamError::Stopped`]); END still
+    /// ends the direction.
+    Stopped {
+        /// The stream.
+        id: StreamId,
+        /// The peer's code.
+        code: ResetCode,
+    },
     /// The stream was reset, both ways; its state is gone.
     Reset {
         /// The stream.
@@ -59,6 +68,10 @@ pub enum ResetBy {
     /// We reset it because the peer broke a rule ([`PeerError::reset_code`]); a RESET
     /// went out. (A reset the application asks for raises no event.)
     Violation,
+    /// We cancelled it (a RESET went out with the stop's code): on the requester's side
+    /// our reader stopped and our direction ended before the peer's, so nothing of the
+    /// stream was wanted any more ([`RecvStream::stop`], [`SendStream::finish`]).
+    Unwanted,
 }
 
 /// What the driver sends next ([`Streams::poll_transmit`]).

@@ -6,7 +6,8 @@
 //! | stream id u32 | sequence u32  | F |  payload          |
 //! | big endian    | big endian    |   |  (the rest)       |
 //! +---------------+---------------+---+------------ … ---+
-//!  F = flags: END = 1, RESET = 2, TRUNCATE = 4, CREDIT = 8; the other bits must be zero.
+//!  F = flags: END = 1, RESET = 2, TRUNCATE = 4, CREDIT = 8, STOP = 32; the other bits must
+//!  be zero (16 is left undefined).
 //! ```
 //!
 //! - A data chunk (no flag) carries the next `payload` bytes of the stream; its sequence is
@@ -18,6 +19,11 @@
 //! - CREDIT carries a credit grant for the receiver's sending direction: its payload is
 //!   exactly 8 bytes, the cumulative total granted (u64 big endian, the initial credit
 //!   included). It has no sequence (the field is 0 and ignored) and no other flag.
+//! - STOP asks the receiver of this chunk to stop sending on its direction of the stream (a
+//!   reader that wants nothing more: quinn's STOP_SENDING). Like RESET it has no sequence
+//!   (the field carries a [`ResetCode`], why) and no payload or other flag. The stopped
+//!   sender discards what it has queued and sends no more data; it still ends its direction
+//!   with END, which closes the stopper's receive half in order.
 //! - RESET aborts the stream in both directions. It has no sequence: the sequence field
 //!   carries the [`ResetCode`] instead, and it carries no payload and no other flag.
 //!
@@ -93,8 +99,11 @@ impl Flags {
     pub const TRUNCATE: Flags = Flags(4);
     /// A credit grant: the payload is the cumulative total (u64 big endian).
     pub const CREDIT: Flags = Flags(8);
+    /// Stop sending on this direction (the receiver wants nothing more); the sequence
+    /// field holds the [`ResetCode`].
+    pub const STOP: Flags = Flags(32);
     /// Every defined bit.
-    pub const ALL: Flags = Flags(1 | 2 | 4 | 8);
+    pub const ALL: Flags = Flags(1 | 2 | 4 | 8 | 32);
 
     /// The raw byte.
     pub fn bits(self) -> u8 {
@@ -197,7 +206,7 @@ pub enum HeaderError {
         /// The number of bytes received.
         len: usize,
     },
-    /// The flag byte has a bit that is not END, RESET, TRUNCATE or CREDIT.
+    /// The flag byte has a bit that is not END, RESET, TRUNCATE, CREDIT or STOP.
     #[error("chunk flags {flags:#04x} have undefined bits {:#04x}", flags & !Flags::ALL.bits())]
     UnknownFlags {
         /// The flag byte as received.
@@ -220,6 +229,18 @@ pub enum HeaderError {
     CreditWithFlags {
         /// The flag byte as received.
         flags: u8,
+    },
+    /// STOP with another flag.
+    #[error("STOP with flags {flags:#04x}: a stop carries no other flag")]
+    StopWithFlags {
+        /// The flag byte as received.
+        flags: u8,
+    },
+    /// A STOP chunk with a payload.
+    #[error("STOP chunk carries {len} payload bytes; it must carry none")]
+    StopWithPayload {
+        /// The payload length.
+        len: usize,
     },
     /// A CREDIT chunk whose payload is not 8 bytes.
     #[error("CREDIT chunk carries {len} payload bytes; it must carry 8")]
@@ -279,6 +300,26 @@ impl<'a> Chunk<'a> {
         Some(u64::from_be_bytes(bytes))
     }
 
+    /// A STOP chunk carrying `code`: the sender of it wants nothing more on `stream_id`.
+    pub fn stop(stream_id: StreamId, code: ResetCode) -> Chunk<'static> {
+        Chunk {
+            header: ChunkHeader {
+                stream_id,
+                sequence: code.0,
+                flags: Flags::STOP,
+            },
+            payload: &[],
+        }
+    }
+
+    /// The code, when this is a STOP chunk.
+    pub fn stop_code(&self) -> Option<ResetCode> {
+        self.header
+            .flags
+            .contains(Flags::STOP)
+            .then_some(ResetCode(self.header.sequence))
+    }
+
     /// The reset code, when this is a RESET chunk.
     pub fn reset_code(&self) -> Option<ResetCode> {
         self.header
@@ -306,6 +347,14 @@ impl<'a> Chunk<'a> {
             }
             if payload.len() != 8 {
                 return Err(HeaderError::CreditLength { len: payload.len() });
+            }
+        }
+        if flags.contains(Flags::STOP) {
+            if flags != Flags::STOP {
+                return Err(HeaderError::StopWithFlags { flags: flag_byte });
+            }
+            if !payload.is_empty() {
+                return Err(HeaderError::StopWithPayload { len: payload.len() });
             }
         }
         if flags.contains(Flags::RESET) {
@@ -415,5 +464,25 @@ mod tests {
         );
         let empty_data = Chunk::decode(&[0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
         assert!(empty_data.payload.is_empty());
+    }
+
+    #[test]
+    fn stop_carries_its_code_and_nothing_else() {
+        let bytes = Chunk::stop(StreamId(3), ResetCode(7)).encode();
+        let chunk = Chunk::decode(&bytes).unwrap();
+        assert_eq!(chunk.stop_code(), Some(ResetCode(7)));
+        assert_eq!(chunk.reset_code(), None);
+        let mut with_payload = bytes.clone();
+        with_payload.push(1);
+        assert_eq!(
+            Chunk::decode(&with_payload),
+            Err(HeaderError::StopWithPayload { len: 1 })
+        );
+        let mut with_end = bytes;
+        with_end[8] |= Flags::END.bits();
+        assert_eq!(
+            Chunk::decode(&with_end),
+            Err(HeaderError::StopWithFlags { flags: 0x21 })
+        );
     }
 }

@@ -10,8 +10,10 @@
 //!
 //! - [`header`]: the 9-byte chunk header of PT 1 frames (stream id, sequence, END / RESET /
 //!   TRUNCATE).
-//! - [`credit`]: RSocket-style byte credits; a sender never exceeds what was granted.
-//! - `state`: the per-stream state machines; `event` and `error`: what leaves the layer.
+//! - [`credit`]: RSocket-style byte credits; a sender never exceeds what was granted; the
+//!   refill rule and the session-wide credit sit beside the window.
+//! - `state`: the per-stream state machine (END, STOP, RESET and when the whole stream
+//!   closes or is cancelled); `event` and `error`: what leaves the layer.
 //!
 //! Every stream is bidirectional: each side has a send half and a receive half, each with
 //! its own sequence and credit. Both start with the initial credit the stream was opened
@@ -19,6 +21,17 @@
 //! protocol description states it per stream action). A credit larger than
 //! [`StreamLimits::max_receive_buffer`] is refused ([`StreamError::CreditExceedsBuffer`]),
 //! not cut down: the peer starts with the full credit and would send past ours.
+//!
+//! **Stopping and ending.** A reader that wants nothing more calls [`RecvStream::stop`]:
+//! a STOP chunk ([`Flags::STOP`]) asks the peer to stop sending (its queued data goes, its
+//! writes are refused with [`StreamError::Stopped`], its END still ends its direction). When
+//! a stream closes, is cancelled or stays is one rule of the `state` module, applied after
+//! every change of either half: the driver above carries bytes and makes no such decision.
+//!
+//! **Memory.** Each stream's receive buffer is bounded by its credit, and every stream of a
+//! session together by [`StreamLimits::max_session_buffer`] ([`SessionCredit`]); a reader
+//! that reads with [`RecvStream::read_and_grant`] refills the peer's window by the rule of
+//! [`RecvCredit::refill`].
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
@@ -30,23 +43,24 @@
 pub mod credit;
 mod error;
 mod event;
+mod handles;
 pub mod header;
 mod recv_buffer;
 mod state;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::Bytes;
-
-pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode};
+pub use credit::{Admitted, CreditError, RecvCredit, SendCredit, SendMode, SessionCredit};
 pub use error::{PeerError, StreamError};
 pub use event::{ResetBy, Sent, StreamEvent, Transmit};
+pub use handles::{RecvStream, SendStream};
 pub use header::{Chunk, ChunkHeader, Flags, HeaderError, ResetCode, Side, StreamId, HEADER_LEN};
 
-use state::{Pending, SendState, StreamState};
+use state::{Fate, Pending, RecvState, SendState, StreamState};
 
 /// The bounds of the stream layer. Memory per session is at most
-/// `max_streams × (max_receive_buffer + max_send_queue)` payload bytes.
+/// `max_session_buffer + max_streams × max_send_queue` payload bytes (the receive side
+/// also within `max_streams × max_receive_buffer`).
 ///
 /// | field | default | when it is hit |
 /// |---|---|---|
@@ -55,6 +69,7 @@ use state::{Pending, SendState, StreamState};
 /// | `initial_credit` | 64 KiB | bytes each direction of a stream the peer opened implicitly (by its first chunk, without a request naming the stream) may carry before the first grant; capped at `max_receive_buffer` |
 /// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]), and so is a larger initial credit at [`Streams::open`] and [`Streams::accept`] ([`StreamError::CreditExceedsBuffer`]) |
 /// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
+/// | `max_session_buffer` | 16 MiB | granted bytes not yet read over every stream of the session ([`SessionCredit`], h2's connection window): a stream whose initial credit does not fit is refused ([`StreamError::SessionFull`] at [`Streams::open`]; a RESET with [`ResetCode::REFUSED`] and [`PeerError::SessionFull`] for the peer's), a grant that does not fit is refused ([`StreamError::SessionFull`]) and a refill waits until reads on any stream make room |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamLimits {
@@ -70,6 +85,9 @@ pub struct StreamLimits {
     pub max_receive_buffer: u64,
     /// Most admitted-but-untransmitted bytes per stream (default 1 MiB).
     pub max_send_queue: u64,
+    /// Most granted-but-unread bytes over every stream of the session (default 16 MiB, a
+    /// quarter of `max_streams × max_receive_buffer`).
+    pub max_session_buffer: u64,
 }
 
 impl Default for StreamLimits {
@@ -80,6 +98,7 @@ impl Default for StreamLimits {
             initial_credit: 64 * 1024,
             max_receive_buffer: 1024 * 1024,
             max_send_queue: 1024 * 1024,
+            max_session_buffer: 16 * 1024 * 1024,
         }
     }
 }
@@ -87,10 +106,11 @@ impl Default for StreamLimits {
 /// Every stream of one session: ids, per-stream state, the transmit queue and events.
 ///
 /// ```text
-///  app ── open / accept / send_stream(id).send / recv_stream(id).read, grant ──▶ Streams
+///  app ── open / accept / send_stream(id).send, finish / recv_stream(id).read, stop ─▶ Streams
 ///  peer ── handle_chunk(PT 1 data) / handle_grant(id, total) ──────────────────▶ Streams
-///  Streams ── poll_transmit: Chunk bytes (PT 1) | Grant (a CREDIT chunk) ───────▶ peer
-///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Reset, Closed ▶ app
+///  Streams ── poll_transmit: Chunk bytes (data, END, STOP, RESET) | Grant (CREDIT) ▶ peer
+///  Streams ── poll_event: Opened, Readable, Writable, Finished, Truncated, Stopped,
+///                         Reset, Closed ───────────────────────────────────────────▶ app
 /// ```
 #[derive(Debug)]
 pub struct Streams {
@@ -110,6 +130,10 @@ pub struct Streams {
     ended_by_peer: VecDeque<StreamId>,
     /// Bytes in front of every [`Transmit::Chunk`] ([`Streams::set_frame_prefix`]).
     frame_prefix: Vec<u8>,
+    /// Granted-but-unread bytes over every stream.
+    session: SessionCredit,
+    /// Streams whose refill waits for room in the session credit, oldest first.
+    starved: VecDeque<StreamId>,
 }
 
 /// How a peer's chunk or grant finds its stream.
@@ -135,6 +159,8 @@ impl Streams {
             events: VecDeque::new(),
             ended_by_peer: VecDeque::new(),
             frame_prefix: Vec::new(),
+            session: SessionCredit::new(limits.max_session_buffer),
+            starved: VecDeque::new(),
         }
     }
 
@@ -172,6 +198,12 @@ impl Streams {
         &self.limits
     }
 
+    /// The session-wide receive credit: what every stream together holds granted and
+    /// unread.
+    pub fn session_credit(&self) -> &SessionCredit {
+        &self.session
+    }
+
     /// How many streams are open.
     pub fn len(&self) -> usize {
         self.streams.len()
@@ -199,6 +231,7 @@ impl Streams {
             });
         }
         let id = u32::try_from(self.next_local).map_err(|_| StreamError::IdsExhausted)?;
+        self.take_session(initial_credit)?;
         let id = StreamId(id);
         self.next_local += 2;
         self.streams
@@ -234,6 +267,7 @@ impl Streams {
             })
         } else {
             self.check_credit(initial_credit)
+                .and_then(|()| self.take_session(initial_credit))
         };
         if let Err(error) = refused {
             self.queue.push_back(Pending::Reset {
@@ -245,6 +279,16 @@ impl Streams {
         self.streams
             .insert(id, StreamState::new(initial_credit, mode));
         Ok(())
+    }
+
+    /// Takes the session's share of an initial credit, or says it does not fit.
+    fn take_session(&mut self, credit: u64) -> Result<(), StreamError> {
+        self.session
+            .take(credit)
+            .map_err(|_| StreamError::SessionFull {
+                credit,
+                room: self.session.room(),
+            })
     }
 
     /// Refuses an initial credit our receive buffer cannot hold.
@@ -288,6 +332,10 @@ impl Streams {
         if let Some(total) = chunk.credit_total() {
             return self.handle_grant(id, total);
         }
+        if let Some(code) = chunk.stop_code() {
+            self.on_stop(id, code);
+            return Ok(());
+        }
         if let Some(code) = chunk.reset_code() {
             if self.streams.contains_key(&id) {
                 self.remove_with_reset(id, code, Some(ResetBy::Peer));
@@ -311,10 +359,13 @@ impl Streams {
         let Some(stream) = self.streams.get_mut(&id) else {
             return Err(PeerError::StreamClosed { id });
         };
-        let received = match stream
+        let before = stream.recv.credit.outstanding();
+        let outcome = stream
             .recv
-            .on_chunk(&chunk.header, chunk.payload, max_chunk_size)
-        {
+            .on_chunk(&chunk.header, chunk.payload, max_chunk_size);
+        let consumed = before.saturating_sub(stream.recv.credit.outstanding());
+        self.released(consumed);
+        let received = match outcome {
             Ok(received) => received,
             Err(error) => {
                 if let Some(code) = error.reset_code() {
@@ -332,9 +383,30 @@ impl Streams {
         }
         if received.ended {
             self.events.push_back(StreamEvent::Finished { id });
-            self.remove_if_closed(id);
+            self.settle(id);
         }
         Ok(())
+    }
+
+    /// The peer's STOP for our sending direction of `id`: what is queued and not yet
+    /// transmitted goes (its credit comes back), later writes are discarded, and the writer
+    /// hears [`StreamEvent::Stopped`]. An END already queued still goes. A STOP for a
+    /// stream that is over changes nothing (it crossed our END or RESET).
+    fn on_stop(&mut self, id: StreamId, code: ResetCode) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let send = &mut stream.send;
+        if send.stopped.is_some() || send.state == SendState::Finished {
+            return;
+        }
+        send.stopped = Some(code);
+        send.blocked = false;
+        let (bytes, chunks) = discard_queued(&mut self.queue, id, true);
+        send.credit.refund(bytes);
+        send.queued_bytes = send.queued_bytes.saturating_sub(bytes);
+        send.reserved_seq = send.reserved_seq.saturating_sub(chunks);
+        self.events.push_back(StreamEvent::Stopped { id, code });
     }
 
     /// Takes a grant the peer sent for our sending direction of `id`: the cumulative total
@@ -391,6 +463,12 @@ impl Streams {
                 Chunk::reset(id, code).encode_into(&mut bytes);
                 return Some(bytes);
             }
+            Pending::Stop { id, code } => {
+                self.streams.get(&id)?;
+                let mut bytes = self.frame_prefix.clone();
+                Chunk::stop(id, code).encode_into(&mut bytes);
+                return Some(bytes);
+            }
             Pending::Data {
                 id,
                 flags,
@@ -417,7 +495,7 @@ impl Streams {
         }
         if flags.contains(Flags::END) {
             send.state = SendState::Finished;
-            self.remove_if_closed(id);
+            self.settle(id);
         } else if send.blocked && send.available(max_send_queue) > 0 {
             send.blocked = false;
             self.events.push_back(StreamEvent::Writable { id });
@@ -451,10 +529,20 @@ impl Streams {
                 limit: self.limits.max_streams,
             });
         }
-        self.streams.insert(
-            id,
-            StreamState::new(self.limits.initial_credit, SendMode::Reliable),
-        );
+        let credit = self.limits.initial_credit;
+        if self.session.take(credit).is_err() {
+            self.queue.push_back(Pending::Reset {
+                id,
+                code: ResetCode::REFUSED,
+            });
+            return Err(PeerError::SessionFull {
+                id,
+                credit,
+                room: self.session.room(),
+            });
+        }
+        self.streams
+            .insert(id, StreamState::new(credit, SendMode::Reliable));
         self.events.push_back(StreamEvent::Opened { id });
         Ok(Target::Live)
     }
@@ -462,7 +550,7 @@ impl Streams {
     /// Drops a stream's state and its queued chunks; queues a RESET unless the peer sent
     /// it; raises [`StreamEvent::Reset`] unless the application asked for it.
     fn remove_with_reset(&mut self, id: StreamId, code: ResetCode, by: Option<ResetBy>) {
-        self.streams.remove(&id);
+        self.remove(id);
         self.queue.retain(|pending| pending.stream_id() != id);
         if by != Some(ResetBy::Peer) {
             self.queue.push_back(Pending::Reset { id, code });
@@ -472,16 +560,71 @@ impl Streams {
         }
     }
 
-    fn remove_if_closed(&mut self, id: StreamId) {
-        if self.streams.get(&id).is_some_and(StreamState::is_closed) {
-            self.streams.remove(&id);
-            // Closed cleanly: both ENDs, the peer's among them.
-            if self.ended_by_peer.len() >= self.limits.max_streams {
-                self.ended_by_peer.pop_front();
+    /// Applies the stream's fate ([`StreamState::fate`]) after a change of either half.
+    fn settle(&mut self, id: StreamId) {
+        let Some(fate) = self.streams.get(&id).map(|s| s.fate(self.side)) else {
+            return;
+        };
+        match fate {
+            Fate::Live => {}
+            Fate::Closed => {
+                self.remove(id);
+                // Closed cleanly: both ENDs, the peer's among them.
+                if self.ended_by_peer.len() >= self.limits.max_streams {
+                    self.ended_by_peer.pop_front();
+                }
+                self.ended_by_peer.push_back(id);
+                self.events.push_back(StreamEvent::Closed { id });
             }
-            self.ended_by_peer.push_back(id);
-            self.events.push_back(StreamEvent::Closed { id });
+            Fate::Cancelled(code) => self.remove_with_reset(id, code, Some(ResetBy::Unwanted)),
         }
+    }
+
+    /// Drops a stream's state, giving its unread credit back to the session.
+    fn remove(&mut self, id: StreamId) {
+        if let Some(stream) = self.streams.remove(&id) {
+            self.released(stream.recv.credit.outstanding());
+        }
+    }
+
+    /// `n` bytes of session credit came back (read, discarded, or a stream gone): the
+    /// refills that waited for room go out, oldest first, as far as it goes.
+    fn released(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.session.release(n);
+        while let Some(&id) = self.starved.front() {
+            match self.refill(id) {
+                Refilled::Waiting => return,
+                Refilled::Granted | Refilled::Nothing => {
+                    self.starved.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Applies the refill rule ([`RecvCredit::refill`]) to `id` within the session's
+    /// room.
+    fn refill(&mut self, id: StreamId) -> Refilled {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Refilled::Nothing;
+        };
+        let recv = &mut stream.recv;
+        if recv.state != RecvState::Open {
+            return Refilled::Nothing;
+        }
+        let Some(room) = recv.credit.refill() else {
+            return Refilled::Nothing;
+        };
+        if self.session.take(room).is_err() || recv.credit.grant(room).is_err() {
+            return Refilled::Waiting;
+        }
+        if !recv.grant_pending {
+            recv.grant_pending = true;
+            self.grants.push_back(id);
+        }
+        Refilled::Granted
     }
 
     fn stream_mut(&mut self, id: StreamId) -> Result<&mut StreamState, StreamError> {
@@ -491,287 +634,32 @@ impl Streams {
     }
 }
 
-/// The sending direction of one stream, borrowed from [`Streams`].
-#[derive(Debug)]
-pub struct SendStream<'a> {
-    streams: &'a mut Streams,
-    id: StreamId,
+/// What [`Streams::refill`] did.
+#[derive(PartialEq, Eq)]
+enum Refilled {
+    Granted,
+    /// No refill due (or no such stream).
+    Nothing,
+    /// Due, but the session credit has no room for it yet.
+    Waiting,
 }
 
-impl SendStream<'_> {
-    /// The stream.
-    pub fn id(&self) -> StreamId {
-        self.id
-    }
-
-    /// Bytes that may be sent now: the credit, bounded by the send queue's room.
-    pub fn available(&self) -> u64 {
-        let max_send_queue = self.streams.limits.max_send_queue;
-        self.streams
-            .streams
-            .get(&self.id)
-            .map_or(0, |s| s.send.available(max_send_queue))
-    }
-
-    /// The credit of this direction (granted, sent, dropped).
-    pub fn credit(&self) -> Option<&SendCredit> {
-        self.streams.streams.get(&self.id).map(|s| &s.send.credit)
-    }
-
-    /// Changes what sends do without credit.
-    pub fn set_mode(&mut self, mode: SendMode) -> Result<(), StreamError> {
-        self.streams.stream_mut(self.id)?.send.credit.set_mode(mode);
-        Ok(())
-    }
-
-    /// Sends `payload` as one chunk, whole or not at all (a voice frame stays a frame).
-    /// Without credit: [`StreamError::Blocked`] in reliable mode, [`Sent::Dropped`]
-    /// (counted in [`SendCredit::dropped_chunks`]) in realtime mode.
-    pub fn send(&mut self, payload: &[u8]) -> Result<Sent, StreamError> {
-        let id = self.id;
-        let limits = self.streams.limits;
-        if payload.len() > limits.max_chunk_size {
-            return Err(StreamError::ChunkTooLarge {
-                len: payload.len(),
-                limit: limits.max_chunk_size,
-            });
+/// Takes the queued data chunks of `id` out of `queue` (but its END, with `keep_end`):
+/// their payload bytes and their number.
+fn discard_queued(queue: &mut VecDeque<Pending>, id: StreamId, keep_end: bool) -> (u64, u64) {
+    let (mut bytes, mut chunks) = (0u64, 0u64);
+    queue.retain(|pending| match pending {
+        Pending::Data {
+            id: chunk_id,
+            flags,
+            frame,
+            headroom,
+        } if *chunk_id == id && !(keep_end && flags.contains(Flags::END)) => {
+            bytes += frame.len().saturating_sub(*headroom) as u64;
+            chunks += 1;
+            false
         }
-        let send = &mut self.streams.stream_mut(id)?.send;
-        check_open(id, send)?;
-        let len = payload.len() as u64;
-        let queue_room = limits.max_send_queue.saturating_sub(send.queued_bytes);
-        let admitted = if len > queue_room {
-            match send.credit.mode() {
-                SendMode::Reliable => Err(CreditError::Blocked {
-                    len,
-                    available: send.available(limits.max_send_queue),
-                }),
-                SendMode::Realtime => {
-                    send.credit.record_drop(len);
-                    Ok(Admitted::Dropped)
-                }
-            }
-        } else {
-            send.credit.try_send(len)
-        };
-        match admitted {
-            Ok(Admitted::Send) => {
-                let frame = self.streams.frame_for(payload);
-                self.queue(Flags::NONE, frame);
-                Ok(Sent::Queued)
-            }
-            Ok(Admitted::Dropped) => {
-                send.blocked = true;
-                Ok(Sent::Dropped)
-            }
-            Err(_) => {
-                send.blocked = true;
-                Err(StreamError::Blocked {
-                    id,
-                    len,
-                    available: send.available(limits.max_send_queue),
-                })
-            }
-        }
-    }
-
-    /// Sends as much of `data` as the credit, the queue and one chunk allow; returns how
-    /// many bytes went (a byte pipe). Nothing at all: [`StreamError::Blocked`]. Ignores
-    /// the realtime mode: a byte pipe never drops.
-    pub fn write(&mut self, data: &[u8]) -> Result<usize, StreamError> {
-        let id = self.id;
-        let limits = self.streams.limits;
-        let send = &mut self.streams.stream_mut(id)?.send;
-        check_open(id, send)?;
-        if data.is_empty() {
-            return Ok(0);
-        }
-        let available = send.available(limits.max_send_queue);
-        let n = usize::try_from(available)
-            .unwrap_or(usize::MAX)
-            .min(limits.max_chunk_size)
-            .min(data.len());
-        if n == 0 {
-            send.blocked = true;
-            return Err(StreamError::Blocked {
-                id,
-                len: data.len() as u64,
-                available,
-            });
-        }
-        // `n` is within the credit, so the mode never comes into play: nothing drops.
-        if send.credit.try_send(n as u64) != Ok(Admitted::Send) {
-            send.blocked = true;
-            return Err(StreamError::Blocked {
-                id,
-                len: data.len() as u64,
-                available,
-            });
-        }
-        let frame = self.streams.frame_for(data.get(..n).unwrap_or(data));
-        self.queue(Flags::NONE, frame);
-        Ok(n)
-    }
-
-    /// Ends our direction (half close): an END chunk after what is queued.
-    pub fn finish(&mut self) -> Result<(), StreamError> {
-        let id = self.id;
-        let send = &mut self.streams.stream_mut(id)?.send;
-        check_open(id, send)?;
-        send.state = SendState::Finishing;
-        let frame = self.streams.frame_for(&[]);
-        self.queue(Flags::END, frame);
-        Ok(())
-    }
-
-    /// Cuts what the peer has not played (realtime voice interruption): our queued,
-    /// untransmitted chunks are discarded (their credit comes back) and a TRUNCATE tells
-    /// the peer to discard its buffer. The stream goes on. Returns the bytes discarded here.
-    pub fn truncate(&mut self) -> Result<u64, StreamError> {
-        let id = self.id;
-        let streams = &mut *self.streams;
-        let send = &mut streams
-            .streams
-            .get_mut(&id)
-            .ok_or(StreamError::UnknownStream { id })?
-            .send;
-        check_open(id, send)?;
-        let mut discarded_bytes = 0u64;
-        let mut discarded_chunks = 0u64;
-        streams.queue.retain(|pending| match pending {
-            Pending::Data {
-                id: chunk_id,
-                frame,
-                headroom,
-                ..
-            } if *chunk_id == id => {
-                discarded_bytes += frame.len().saturating_sub(*headroom) as u64;
-                discarded_chunks += 1;
-                false
-            }
-            _ => true,
-        });
-        send.credit.refund(discarded_bytes);
-        send.queued_bytes = send.queued_bytes.saturating_sub(discarded_bytes);
-        send.reserved_seq = send.reserved_seq.saturating_sub(discarded_chunks);
-        let frame = streams.frame_for(&[]);
-        self.queue(Flags::TRUNCATE, frame);
-        Ok(discarded_bytes)
-    }
-
-    /// Aborts the stream both ways with `code`; its state goes at once.
-    pub fn reset(self, code: ResetCode) {
-        self.streams.remove_with_reset(self.id, code, None);
-    }
-
-    /// Queues a chunk built by [`Streams::frame_for`], reserving its sequence (checked by
-    /// [`check_open`]).
-    fn queue(&mut self, flags: Flags, frame: Vec<u8>) {
-        let headroom = self.streams.frame_prefix.len() + HEADER_LEN;
-        if let Some(stream) = self.streams.streams.get_mut(&self.id) {
-            stream.send.reserved_seq += 1;
-            stream.send.queued_bytes += frame.len().saturating_sub(headroom) as u64;
-            self.streams.queue.push_back(Pending::Data {
-                id: self.id,
-                flags,
-                frame,
-                headroom,
-            });
-        }
-    }
-}
-
-/// Refuses sending on a finished direction or one out of sequence numbers.
-fn check_open(id: StreamId, send: &state::SendHalf) -> Result<(), StreamError> {
-    if send.state != SendState::Open {
-        return Err(StreamError::SendFinished { id });
-    }
-    if !send.has_sequence_left() {
-        return Err(StreamError::SequenceExhausted { id });
-    }
-    Ok(())
-}
-
-/// The receiving direction of one stream, borrowed from [`Streams`].
-#[derive(Debug)]
-pub struct RecvStream<'a> {
-    streams: &'a mut Streams,
-    id: StreamId,
-}
-
-impl RecvStream<'_> {
-    /// The stream.
-    pub fn id(&self) -> StreamId {
-        self.id
-    }
-
-    /// The oldest received bytes not yet read (one chunk's payload, or several small
-    /// ones together: a stream is a byte stream), or `None` when nothing is buffered.
-    /// Reading the last bytes after END closes the stream if our direction is finished too
-    /// ([`StreamEvent::Closed`]).
-    pub fn read(&mut self) -> Option<Bytes> {
-        let chunk = self.streams.streams.get_mut(&self.id)?.recv.read()?;
-        self.streams.remove_if_closed(self.id);
-        Some(chunk)
-    }
-
-    /// Bytes buffered and not read.
-    pub fn buffered(&self) -> u64 {
-        self.streams
-            .streams
-            .get(&self.id)
-            .map_or(0, |s| s.recv.credit.buffered())
-    }
-
-    /// The peer's END arrived and everything was read.
-    pub fn is_finished(&self) -> bool {
-        self.streams
-            .streams
-            .get(&self.id)
-            .is_none_or(|s| s.recv.is_drained())
-    }
-
-    /// The credit of this direction (granted, received, buffered).
-    pub fn credit(&self) -> Option<&RecvCredit> {
-        self.streams.streams.get(&self.id).map(|s| &s.recv.credit)
-    }
-
-    /// Grants the peer `n` more bytes (cumulative, like RSocket's REQUEST_N); a
-    /// [`Transmit::Grant`] carrying the new total follows. Returns the total. After the
-    /// peer's END a grant changes nothing.
-    pub fn grant(&mut self, n: u64) -> Result<u64, StreamError> {
-        let id = self.id;
-        let max = self.streams.limits.max_receive_buffer;
-        let recv = &mut self.streams.stream_mut(id)?.recv;
-        if recv.state == state::RecvState::Ended || n == 0 {
-            return Ok(recv.credit.granted());
-        }
-        let room = max.saturating_sub(recv.credit.outstanding());
-        if n > room {
-            return Err(StreamError::GrantExceedsBuffer {
-                id,
-                requested: n,
-                room,
-            });
-        }
-        let total = recv
-            .credit
-            .grant(n)
-            .map_err(|_| StreamError::GrantExceedsBuffer {
-                id,
-                requested: n,
-                room,
-            })?;
-        if !recv.grant_pending {
-            recv.grant_pending = true;
-            self.streams.grants.push_back(id);
-        }
-        Ok(total)
-    }
-
-    /// Cancels the stream both ways with `code` (a receiver that wants no more); its
-    /// state goes at once.
-    pub fn reset(self, code: ResetCode) {
-        self.streams.remove_with_reset(self.id, code, None);
-    }
+        _ => true,
+    });
+    (bytes, chunks)
 }

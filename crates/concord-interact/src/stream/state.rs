@@ -1,19 +1,32 @@
-//! The per-stream state machines: one [`SendHalf`] and one [`RecvHalf`] per stream.
+//! The per-stream state machine: one [`SendHalf`] and one [`RecvHalf`] per stream, and
+//! the rule that decides what becomes of the whole stream ([`StreamState::fate`]).
 //!
 //! ```text
 //! send half:  Open ──finish()──▶ Finishing (END queued) ──END transmitted──▶ Finished
+//!             (the peer's STOP marks it stopped: queued data goes, later writes are
+//!              refused, END still ends it)
 //! recv half:  Open ──END received──▶ Ended ──buffer read──▶ (drained)
+//!             Open ──stop()──▶ Stopped (STOP sent; data discarded) ──END──▶ Ended
 //! either:     ──RESET sent or received──▶ gone (the whole stream, both ways)
 //! ```
 //!
-//! A stream's state is dropped when its send half is `Finished` and its receive half is
-//! `Ended` and drained, or at once on a RESET. Connection-wide bookkeeping (ids, the
-//! transmit queue, events) lives in [`Streams`](super::Streams).
+//! The whole stream ([`Fate`]), decided after every change of either half:
+//! - **closed** when the send half is `Finished` and the receive half `Ended` and drained;
+//! - **cancelled** (a RESET with the stop's code) on the requester's side when its receive
+//!   half is stopped and its send half ended before the peer's END, in either order: the
+//!   side that asked for the stream wants nothing more of it, so the provider's work on it
+//!   ends too. The provider's side is never cancelled so: it waits for the requester's END
+//!   (the requester's writes are refused at its end once the STOP arrived, and it finishes
+//!   in order);
+//! - **live** otherwise.
+//!
+//! Connection-wide bookkeeping (ids, the transmit queue, the session credit, events) lives
+//! in [`Streams`](super::Streams).
 
 use bytes::Bytes;
 
 use super::credit::{RecvCredit, SendCredit, SendMode};
-use super::header::{ChunkHeader, Flags, ResetCode, StreamId};
+use super::header::{ChunkHeader, Flags, ResetCode, Side, StreamId};
 use super::recv_buffer::RecvBuffer;
 use super::PeerError;
 
@@ -42,6 +55,8 @@ pub(super) struct SendHalf {
     /// A send was refused or dropped for want of credit or queue room: announce
     /// `Writable` when room comes back.
     pub(super) blocked: bool,
+    /// The peer's STOP and its code: it reads nothing more of this direction.
+    pub(super) stopped: Option<ResetCode>,
 }
 
 impl SendHalf {
@@ -53,7 +68,14 @@ impl SendHalf {
             reserved_seq: 0,
             queued_bytes: 0,
             blocked: false,
+            stopped: None,
         }
+    }
+
+    /// Whether our direction is not finished (a stopped one still is open: `finish` ends
+    /// it).
+    pub(super) fn is_open(&self) -> bool {
+        self.state == SendState::Open
     }
 
     /// What may be sent now: the credit, bounded by the room left in the send queue.
@@ -74,6 +96,9 @@ impl SendHalf {
 pub(super) enum RecvState {
     /// Data may arrive.
     Open,
+    /// We asked the peer to stop (a STOP went out): what still arrives is checked and
+    /// discarded until its END.
+    Stopped(ResetCode),
     /// The peer's END arrived.
     Ended,
 }
@@ -147,11 +172,14 @@ impl RecvHalf {
         }
         self.expected_seq += 1;
         let mut received = Received::default();
-        if header.flags.contains(Flags::TRUNCATE) {
+        if let RecvState::Stopped(_) = self.state {
+            // Sent before our STOP reached the peer: checked, counted and dropped.
+            self.credit.consume(len);
+        } else if header.flags.contains(Flags::TRUNCATE) {
             let discarded = self.discard();
             received.truncated = Some(discarded);
         }
-        if !payload.is_empty() {
+        if !payload.is_empty() && self.state == RecvState::Open {
             received.became_readable = self.buffer.is_empty();
             self.buffer.push(payload);
         }
@@ -169,8 +197,8 @@ impl RecvHalf {
         Some(chunk)
     }
 
-    /// Drops the whole buffer (a TRUNCATE); returns the bytes discarded.
-    fn discard(&mut self) -> u64 {
+    /// Drops the whole buffer (a TRUNCATE, a stop); returns the bytes discarded.
+    pub(super) fn discard(&mut self) -> u64 {
         let discarded = self.credit.buffered();
         self.buffer.clear();
         self.credit.consume(discarded);
@@ -198,10 +226,29 @@ impl StreamState {
         }
     }
 
-    /// Both directions are over: the state can go.
-    pub(super) fn is_closed(&self) -> bool {
-        self.send.state == SendState::Finished && self.recv.is_drained()
+    /// What becomes of the whole stream now, on `side` (see the module's rules).
+    pub(super) fn fate(&self, side: Side) -> Fate {
+        if self.send.state == SendState::Finished && self.recv.is_drained() {
+            return Fate::Closed;
+        }
+        match self.recv.state {
+            RecvState::Stopped(code) if side == Side::Requester && !self.send.is_open() => {
+                Fate::Cancelled(code)
+            }
+            _ => Fate::Live,
+        }
     }
+}
+
+/// What becomes of a whole stream ([`StreamState::fate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// It goes on.
+    Live,
+    /// Both directions ended and everything was read: the state goes.
+    Closed,
+    /// Nothing of it is wanted any more: it is reset with the code.
+    Cancelled(ResetCode),
 }
 
 /// One entry of the transmit queue: a chunk whose sequence is assigned when it leaves
@@ -218,12 +265,14 @@ pub(super) enum Pending {
     },
     /// A RESET chunk.
     Reset { id: StreamId, code: ResetCode },
+    /// A STOP chunk (our receiving direction wants nothing more).
+    Stop { id: StreamId, code: ResetCode },
 }
 
 impl Pending {
     pub(super) fn stream_id(&self) -> StreamId {
         match self {
-            Self::Data { id, .. } | Self::Reset { id, .. } => *id,
+            Self::Data { id, .. } | Self::Reset { id, .. } | Self::Stop { id, .. } => *id,
         }
     }
 }

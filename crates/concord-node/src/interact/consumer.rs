@@ -311,6 +311,8 @@ impl ConsumerState {
     /// A stream handle's request.
     pub(crate) fn on_stream_command(&mut self, command: StreamCommand) {
         self.pipes.on_command(command, &mut self.endpoint);
+        // A stop or a finish may have cancelled a stream: its handles hear it now.
+        self.drain();
     }
 
     /// Hands every event of the endpoint to its handle.
@@ -471,8 +473,11 @@ impl ConsumerState {
             ConsumerEvent::Stream(StreamUpdate::Readable { id }) => {
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ConsumerEvent::Stream(StreamUpdate::Writable { id }) => {
-                self.pipes.write(id.0, &mut self.endpoint)
+            ConsumerEvent::Stream(
+                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
+            ) => self.pipes.write(id.0, &mut self.endpoint),
+            ConsumerEvent::Stream(StreamUpdate::Cancelled { id, .. }) => {
+                self.pipes.cancelled(id.0);
             }
             ConsumerEvent::Stream(StreamUpdate::Finished { id }) => {
                 self.pipes.finished(id.0, &mut self.endpoint);

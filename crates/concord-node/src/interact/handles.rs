@@ -542,8 +542,8 @@ pub struct StreamReceiver {
 }
 
 impl Drop for StreamReceiver {
-    /// The session then drops what the peer still sends (granting it credit), so that the
-    /// stream can end.
+    /// The session then stops the stream's receiving half (the peer is told to stop
+    /// sending, and its END still ends it), so that the stream can end.
     fn drop(&mut self) {
         let read = StreamCommand::Read { id: self.id };
         send_without_waiting(&self.commands, &self.runtime, read);

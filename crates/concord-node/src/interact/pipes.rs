@@ -1,6 +1,11 @@
 //! The streams of one session between its endpoint and the tasks that read and write
 //! them: writes wait for the peer's credit, received bytes wait for room in the reader's
 //! queue (and the peer's credit is granted back only as the reader makes room).
+//!
+//! This is plumbing: it carries bytes and wake-ups. When a stream ends, stops or is
+//! cancelled is the stream layer's rule (`concord_interact::stream`, its `state` module):
+//! a dropped reader is a [`RecvStream::stop`](concord_interact::stream::RecvStream::stop),
+//! and the layer decides whether that asks the peer to stop or cancels the stream.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,6 +26,12 @@ pub(crate) trait StreamEnd {
     fn streams(&mut self) -> &mut Streams;
     /// The next received bytes, granting the peer credit for them.
     fn read(&mut self, id: StreamId) -> Option<Bytes>;
+    /// Whether our direction still takes writes (not finished, not gone).
+    fn is_open(&mut self, id: StreamId) -> bool {
+        self.streams()
+            .send_stream(id)
+            .is_ok_and(|stream| stream.is_open())
+    }
 }
 
 impl StreamEnd for ConsumerEndpoint {
@@ -45,7 +56,8 @@ impl StreamEnd for ProviderEndpoint {
 
 /// Sends as much of `bytes` as the credit and queue allow: how much (0 when blocked). A
 /// realtime stream takes `bytes` as one frame, whole or not at all: `None` when it was
-/// dropped for want of credit.
+/// dropped for want of credit. A stream whose peer stopped reading takes all of `bytes`
+/// and discards them (the writer is not told; its half still ends in order).
 fn send(
     end: &mut impl StreamEnd,
     id: StreamId,
@@ -56,12 +68,17 @@ fn send(
     if realtime {
         return match stream.send(bytes) {
             Ok(Sent::Queued) => Ok(Some(bytes.len())),
+            // The peer reads no more: the frame is discarded here instead of there.
+            Err(StreamError::Stopped { .. }) => Ok(Some(bytes.len())),
             Ok(Sent::Dropped) | Err(StreamError::Blocked { .. }) => Ok(None),
             Err(error) => Err(error),
         };
     }
     match stream.write(bytes) {
         Ok(n) => Ok(Some(n)),
+        // The peer reads no more (its reader was dropped): what the writer still sends is
+        // discarded here, and its half ends in order when it finishes.
+        Err(StreamError::Stopped { .. }) => Ok(Some(bytes.len())),
         Err(StreamError::Blocked { .. }) => Ok(Some(0)),
         Err(error) => Err(error),
     }
@@ -91,14 +108,11 @@ struct Pipe {
     waiting: VecDeque<Waiting>,
     /// The sender's room: what its pipelined writes took, and how it hears of a failure.
     room: Arc<SendRoom>,
-    /// The peer ended its half: the reader sees the end once it read everything.
+    /// The peer's END arrived (the layer's `Finished`): the reader sees the end once it
+    /// read everything.
     finished: bool,
-    /// We ended our half.
-    ended: bool,
     /// On a provider, the stream action's part in ending our half.
     action: Option<ActionEnd>,
-    /// Its reader is gone: what the peer sends is read and dropped.
-    abandoned: bool,
     /// When a byte last moved either way (data, credit, end).
     last_byte: Instant,
 }
@@ -118,14 +132,6 @@ impl Drop for Pipe {
     }
 }
 
-impl Pipe {
-    /// A requester that ended its half and dropped its reader wants nothing more of the
-    /// stream (whichever it did first).
-    fn is_unwanted(&self) -> bool {
-        self.abandoned && self.action.is_none() && self.ended && !self.finished
-    }
-}
-
 /// When a stream action's half ends: once the action returned `Ok` *and* let go of its
 /// sender, in whichever order (its writes queued before the sender was dropped go first).
 /// An action that fails resets the stream instead ([`Pipes::fail`]).
@@ -136,9 +142,10 @@ struct ActionEnd {
 }
 
 impl Pipe {
-    /// Both halves ended and everything was handed over: nothing more to do.
-    fn is_done(&self) -> bool {
-        self.finished && self.ended && self.incoming.is_none() && self.waiting.is_empty()
+    /// Both halves ended (`ours_open`: the layer says whether ours still takes writes) and
+    /// everything was handed over: nothing more to do.
+    fn is_done(&self, ours_open: bool) -> bool {
+        self.finished && !ours_open && self.incoming.is_none() && self.waiting.is_empty()
     }
 }
 
@@ -236,9 +243,7 @@ impl Pipes {
                 waiting: VecDeque::new(),
                 room: Arc::clone(&sender.room),
                 finished: false,
-                ended: false,
                 action,
-                abandoned: false,
                 last_byte: Instant::now(),
             },
         );
@@ -265,7 +270,7 @@ impl Pipes {
             .action
             .as_ref()
             .is_some_and(|action| action.returned && action.released);
-        let ending = pipe.ended || pipe.waiting.iter().any(|write| write.finish);
+        let ending = pipe.waiting.iter().any(|write| write.finish) || !end.is_open(StreamId(id));
         if done_with && !ending {
             pipe.waiting.push_back(Waiting {
                 bytes: Vec::new(),
@@ -371,7 +376,6 @@ impl Pipes {
                 return;
             };
             let result = if write.finish {
-                pipe.ended = true;
                 end.streams()
                     .send_stream(stream)
                     .and_then(|mut stream| stream.finish())
@@ -391,29 +395,16 @@ impl Pipes {
                 (None, Ok(_)) => {}
             }
         }
-        if pipe.is_unwanted() {
-            return self.reset_unwanted(id, end);
-        }
-        if pipe.is_done() {
+        if pipe.is_done(end.is_open(stream)) {
             self.pipes.remove(&id);
         }
     }
 
-    /// Resets stream `id`, which its requester no longer wants ([`Pipe::is_unwanted`]).
-    fn reset_unwanted(&mut self, id: u32, end: &mut impl StreamEnd) {
-        if let Ok(stream) = end.streams().recv_stream(StreamId(id)) {
-            stream.reset(ResetCode::CANCELLED);
-        }
-        self.fail(id, &CallError::Closed("the reader was dropped".to_owned()));
-    }
-
     /// Moves the peer's bytes on stream `id` to its reader while the reader has room.
     ///
-    /// A reader that is gone takes nothing more. A requester that ended its half and
-    /// dropped its reader wants nothing more of the stream: it is reset (the provider's
-    /// action hears it). Otherwise what the peer sends is read and dropped, granting it
-    /// credit, so that it can end its half: a stream action whose command's output ended
-    /// while the requester still sends, or a requester still sending that stopped reading.
+    /// A reader that is gone stops the stream's receiving half: the layer asks the peer
+    /// to stop sending (or, on a requester whose half ended, cancels the stream: the
+    /// session hears it as `StreamUpdate::Cancelled`).
     pub(crate) fn read(&mut self, id: u32, end: &mut impl StreamEnd) {
         let Some(pipe) = self.pipes.get_mut(&id) else {
             return;
@@ -424,13 +415,12 @@ impl Pipes {
             .is_some_and(ReaderQueue::is_abandoned)
         {
             pipe.incoming = None;
-            pipe.abandoned = true;
-            if pipe.is_unwanted() {
-                return self.reset_unwanted(id, end);
+            if let Ok(mut stream) = end.streams().recv_stream(StreamId(id)) {
+                let _ = stream.stop(ResetCode::CANCELLED);
             }
         }
-        match &pipe.incoming {
-            Some(incoming) => loop {
+        if let Some(incoming) = &pipe.incoming {
+            loop {
                 let Some(slot) = incoming.slot() else {
                     return;
                 };
@@ -442,8 +432,7 @@ impl Pipes {
                     }
                     None => break,
                 }
-            },
-            None => while end.read(StreamId(id)).is_some() {},
+            }
         }
         if pipe.finished {
             // Everything was handed over: the reader sees the end.
@@ -451,7 +440,7 @@ impl Pipes {
                 incoming.finish();
             }
         }
-        if pipe.is_done() {
+        if pipe.is_done(end.is_open(StreamId(id))) {
             self.pipes.remove(&id);
         }
     }
@@ -469,6 +458,12 @@ impl Pipes {
         if let Some(pipe) = self.pipes.remove(&id) {
             fail_pipe(pipe, error);
         }
+    }
+
+    /// We cancelled stream `id` (its reader was dropped after our half ended: the layer's
+    /// rule); its handles hear it.
+    pub(crate) fn cancelled(&mut self, id: u32) {
+        self.fail(id, &CallError::Closed("the reader was dropped".to_owned()));
     }
 
     /// Every stream is gone.

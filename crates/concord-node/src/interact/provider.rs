@@ -360,7 +360,9 @@ impl ProviderInteract {
                 self.pipes.touch(id.0);
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ProviderEvent::Stream(StreamUpdate::Writable { id }) => {
+            ProviderEvent::Stream(
+                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
+            ) => {
                 self.pipes.touch(id.0);
                 self.pipes.write(id.0, &mut self.endpoint)
             }

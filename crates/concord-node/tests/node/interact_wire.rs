@@ -352,3 +352,69 @@ async fn a_subscriber_that_stops_reading_large_events_holds_at_most_its_bytes() 
     }
     assert!(saw_gap, "the stalled subscriber was not told of its losses");
 }
+
+/// A stream action that drops its reader at once: the requester is told to stop sending
+/// (a STOP chunk, flag 0x20, for its stream), rather than have what it sends read and
+/// dropped. Before, no such chunk existed and the requester went on sending to nobody.
+#[tokio::test]
+async fn a_dropped_reader_sends_its_peer_a_stop() {
+    let spec = concord_node::StreamSpec {
+        content_type: "application/octet-stream".to_owned(),
+        output_content_type: None,
+        frame_bytes: 1024,
+        initial_credit: 64 * 1024,
+        realtime: false,
+    };
+    let provider = build(
+        Node::builder("Deaf")
+            .stream_action(
+                concord_negotiate::ActionSpec {
+                    name: "listen".to_owned(),
+                    description: "Drops its reader at once.".to_owned(),
+                    input: json!({"type": "object"}),
+                    output: json!({"type": "object"}),
+                },
+                spec,
+                |_input: Value, stream: concord_node::StreamIo| async move {
+                    let concord_node::StreamIo {
+                        sender, receiver, ..
+                    } = stream;
+                    drop(receiver);
+                    let _ = sender.closed().await;
+                    Ok(json!({}))
+                },
+            )
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface(["listen"]))
+        .await
+        .unwrap();
+    let hash = peer.info().hash.to_string();
+    peer.close().await;
+
+    let mut socket = raw_socket(&server).await;
+    hello(&mut socket, Some(&hash)).await;
+    send_json(
+        &mut socket,
+        &json!({"messageType": "request", "operation": "invokeaction", "name": "listen",
+                "correlationID": "s1", "input": {}, "streamID": 0}),
+    )
+    .await;
+    send_raw(&mut socket, &chunk(0, 0, 0, &[7; 1024])).await;
+    let stop = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            if let Err(chunk) = next_application(&mut socket).await {
+                if chunk.get(1..9) == Some(&[0, 0, 0, 0, 0, 0, 0, 0][..]) && chunk[9] == 0x20 {
+                    return chunk;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a STOP for stream 0");
+    assert_eq!(stop.len(), 10, "a STOP carries no payload");
+}
