@@ -396,6 +396,8 @@ pub struct NodeBuilder {
     properties: BTreeMap<String, Property>,
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
+    nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
+    nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -431,6 +433,8 @@ impl NodeBuilder {
             properties: BTreeMap::new(),
             events: BTreeMap::new(),
             event_ingest_token: None,
+            nonce_log: None,
+            nonce_store: None,
         }
     }
 
@@ -642,6 +646,26 @@ impl NodeBuilder {
         self
     }
 
+    /// Keeps the nonces of accepted DID-signed upgrades in `log` rather than in this node's
+    /// own in-memory [`ReplayCache`](concord_identity::ReplayCache) (sized by
+    /// [`Security`]'s `replay_capacity`, `replay_ttl` and `replay_per_did`, which then do not
+    /// apply): nodes sharing one log refuse a request any of them accepted. The log must
+    /// keep each nonce at least `replay_ttl` and pass
+    /// `concord_identity::conformance::nonce_log`.
+    pub fn nonce_log(mut self, log: Arc<dyn concord_identity::NonceLog>) -> Self {
+        self.nonce_log = Some(log);
+        self
+    }
+
+    /// Records the nonces of accepted DID-signed upgrades durably in `store` rather than in
+    /// the node's [store](Self::store), and reloads them from it at start: a replay is
+    /// refused across restarts and across the processes sharing it. It must pass
+    /// `concord_store::conformance::nonce_store`.
+    pub fn nonce_store(mut self, store: Arc<dyn concord_store::NonceStore>) -> Self {
+        self.nonce_store = Some(store);
+        self
+    }
+
     /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
     /// template fits, and answer natural-language messages (advertised only then).
     pub fn llm(mut self, config: LlmConfig) -> Self {
@@ -800,7 +824,9 @@ impl NodeBuilder {
             self.security,
             self.access,
             Arc::new(tls.clone()),
-            Arc::clone(&store),
+            self.nonce_store
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::NonceStore>),
+            self.nonce_log,
         )
         .map_err(NodeError::Config)?;
         let session = self.limits.session_config(if self.reference_compatible {

@@ -6,6 +6,7 @@
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path())?;
+//! conformance::protocol_book(&store);
 //! conformance::nonce_store(&store);
 //! conformance::consensus_registry(&store);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -15,8 +16,9 @@
 
 use concord_proto::{ProtocolHash, Role};
 
-use crate::backends::{ConsensusRegistry, NonceStore};
+use crate::backends::{ConsensusRegistry, NonceStore, ProtocolBook};
 use crate::error::StoreError;
+use crate::protocols::{HeldBy, NewProtocol, ResumeQuery};
 use crate::registry::NewConsensus;
 
 fn ok<T>(what: &str, result: Result<T, StoreError>) -> T {
@@ -177,4 +179,211 @@ pub fn consensus_registry(registry: &dyn ConsensusRegistry) {
     assert!(ok("remove", registry.remove_consensus(uri)));
     assert!(!ok("remove again", registry.remove_consensus(uri)));
     assert!(ok("read removed", registry.consensus(uri)).is_none());
+}
+
+/// Checks the [`ProtocolBook`] contract on an empty book: a saved protocol is read back
+/// under its hash with its handlers and peers; the 0-RTT rule needs the role's handler;
+/// uses are counted; the protocol to offer is the one held for the peer, else the one
+/// another peer holds for the action; the bounds evict the least recently used
+/// negotiated protocols, never a consensus one, and a peer's or an address's beyond its
+/// share only.
+///
+/// # Panics
+/// When the backend breaks a rule, with a message naming it.
+pub fn protocol_book(book: &dyn ProtocolBook) {
+    let (peer, other) = (
+        "https://shop.example/.well-known/wot",
+        "https://mall.example/.well-known/wot",
+    );
+    let missing = ProtocolHash::of_text("# never saved\n");
+    assert!(ok("read missing", book.protocol(&missing)).is_none());
+    assert!(!ok(
+        "resume missing",
+        book.can_resume(&missing, Role::Provider)
+    ));
+
+    let document = "# Requirement\nGet product info\n";
+    let saved = NewProtocol::negotiated(document, peer)
+        .with_action("getProductInfo")
+        .with_handler(Role::Requester, "/* requester */");
+    let hash = ok("save", book.save_protocol(&saved));
+    assert_eq!(
+        hash,
+        ProtocolHash::of_text(document),
+        "a protocol is known by its hash"
+    );
+    let stored = ok("read", book.protocol(&hash))
+        .unwrap_or_else(|| panic!("{hash} was saved but is not read back"));
+    assert_eq!(stored.document, document);
+    assert_eq!(
+        stored.handlers.get(Role::Requester),
+        Some("/* requester */")
+    );
+    assert_eq!(stored.peers, [peer]);
+    assert!(ok("resume", book.can_resume(&hash, Role::Requester)));
+    assert!(
+        !ok(
+            "resume without handler",
+            book.can_resume(&hash, Role::Provider)
+        ),
+        "0-RTT needs the role's handler module (false positive)"
+    );
+
+    assert_eq!(ok("touch", book.touch_protocol(&hash, peer)), 1);
+    assert_eq!(ok("touch again", book.touch_protocol(&hash, other)), 2);
+    ok(
+        "add a peer",
+        book.add_protocol_peer(&hash, "ws://198.51.100.1"),
+    );
+    let stored = ok("read touched", book.protocol(&hash))
+        .unwrap_or_else(|| panic!("{hash} is gone after a touch"));
+    assert_eq!(stored.use_count, 2, "adding a peer counts no use");
+    let mut peers = stored.peers.clone();
+    peers.sort();
+    assert_eq!(
+        peers,
+        [
+            "https://mall.example/.well-known/wot",
+            peer,
+            "ws://198.51.100.1"
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+
+    let query = |peer, action| ResumeQuery {
+        peer,
+        action,
+        role: Role::Requester,
+    };
+    let offer = ok(
+        "offer",
+        book.latest_resumable(&query(peer, "getProductInfo")),
+    )
+    .unwrap_or_else(|| panic!("nothing offered for the peer that holds {hash}"));
+    assert_eq!((offer.hash, offer.held_by), (hash, HeldBy::ThisPeer));
+    let stranger = "https://new.example/.well-known/wot";
+    let offer = ok(
+        "offer to another",
+        book.latest_resumable(&query(stranger, "getProductInfo")),
+    )
+    .unwrap_or_else(|| panic!("nothing offered for the action {hash} calls"));
+    assert_eq!(offer.hash, hash);
+    assert!(
+        matches!(offer.held_by, HeldBy::OtherPeer { .. }),
+        "{:?}",
+        offer.held_by
+    );
+    assert!(
+        ok(
+            "offer another action",
+            book.latest_resumable(&query(stranger, "otherAction"))
+        )
+        .is_none(),
+        "nothing is offered for an action no protocol calls"
+    );
+
+    // The bounds: least recently used first, never a consensus protocol.
+    let consensus = ok(
+        "save consensus",
+        book.save_protocol(&NewProtocol::consensus(
+            "https://protocols.example/v1",
+            "# consensus\n",
+            peer,
+        )),
+    );
+    let old = ok(
+        "save old",
+        book.save_protocol(&NewProtocol::negotiated("# old\n", "bounds")),
+    );
+    let new = ok(
+        "save new",
+        book.save_protocol(&NewProtocol::negotiated("# new\n", "bounds")),
+    );
+    ok("touch new", book.touch_protocol(&new, "bounds"));
+    ok("touch first", book.touch_protocol(&hash, peer));
+    assert_eq!(
+        ok("prune", book.prune_protocols(2)),
+        1,
+        "three negotiated, two kept"
+    );
+    // Which one went depends on use times a fast machine may not tell apart.
+    let left = [&old, &new, &hash]
+        .into_iter()
+        .filter(|kept| ok("read kept", book.protocol(kept)).is_some())
+        .count();
+    assert_eq!(
+        left, 2,
+        "the count answered is the number of protocols that went"
+    );
+    assert!(
+        ok("read consensus", book.protocol(&consensus)).is_some(),
+        "a consensus protocol is never evicted"
+    );
+    if ok("read new", book.protocol(&new)).is_none() {
+        // `new` was evicted: it is back for the share checks below.
+        ok(
+            "save new again",
+            book.save_protocol(&NewProtocol::negotiated("# new\n", "bounds")),
+        );
+    }
+
+    // A peer's share: the protocols it alone holds beyond it go; shared ones stay.
+    let fillers: Vec<ProtocolHash> = (0..3)
+        .map(|n| {
+            ok(
+                "fill",
+                book.save_protocol(&NewProtocol::negotiated(
+                    format!("# filler {n}\n"),
+                    "filler",
+                )),
+            )
+        })
+        .collect();
+    ok("share", book.touch_protocol(&new, "filler"));
+    let gone = ok("cap peer", book.cap_peer_protocols("filler", 1));
+    assert!(
+        ok("read shared", book.protocol(&new)).is_some(),
+        "a protocol another peer holds stays"
+    );
+    within_share(book, &fillers, gone, "a peer");
+
+    // An address's share, whatever DIDs it proved.
+    let minted: Vec<ProtocolHash> = (0..3)
+        .map(|n| {
+            let did = format!("did:wba:minted.example:{n}");
+            let hash = ok(
+                "mint",
+                book.save_protocol(&NewProtocol::negotiated(format!("# minted {n}\n"), did)),
+            );
+            ok("address", book.add_protocol_peer(&hash, "ws://203.0.113.7"));
+            hash
+        })
+        .collect();
+    let gone = ok(
+        "cap address",
+        book.cap_address_protocols("ws://203.0.113.7", 1),
+    );
+    within_share(book, &minted, gone, "an address");
+}
+
+/// Of `held` (protocols one holder alone held), at most one is left, and `gone` counts
+/// the others.
+fn within_share(book: &dyn ProtocolBook, held: &[ProtocolHash], gone: u64, holder: &str) {
+    let left = held
+        .iter()
+        .filter(|hash| ok("read held", book.protocol(hash)).is_some())
+        .count();
+    assert!(
+        left <= 1,
+        "{holder} keeps at most its share of 1, not {left}"
+    );
+    assert_eq!(
+        usize::try_from(gone).unwrap_or(usize::MAX),
+        held.len() - left,
+        "the count answered is the number of protocols that went"
+    );
 }

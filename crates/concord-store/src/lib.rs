@@ -34,7 +34,7 @@
 //!   [`Store::unexpired_nonces`]), each until its signature could no longer be valid, so
 //!   that a replay is refused across a restart.
 //!
-//! - **Seams for other backends** ([`NonceStore`], [`ConsensusRegistry`]): the concerns a
+//! - **Seams for other backends** ([`ProtocolBook`], [`ConsensusRegistry`], [`NonceStore`]): the concerns a
 //!   node may keep elsewhere, one trait each with its contract written down; [`Store`]
 //!   implements them, and [`conformance`] (feature `conformance`) holds the suites any
 //!   backend must pass.
@@ -85,7 +85,7 @@ mod time;
 mod transcripts;
 mod verified;
 
-pub use backends::{ConsensusRegistry, NonceStore};
+pub use backends::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use check::Problem;
 pub use error::StoreError;
 pub use handlers::Handlers;

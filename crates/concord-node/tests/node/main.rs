@@ -19,6 +19,7 @@ mod negotiation;
 mod redirect;
 mod rejection;
 mod retention;
+mod shared_state;
 mod schema_rules;
 mod slots;
 mod store_bounds;

@@ -1,0 +1,108 @@
+//! Shared state injected through `NodeBuilder`: nodes sharing a nonce log or a nonce store
+//! refuse a nonce any of them accepted (the replayer plays from 127.0.0.2).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use concord_identity::{NonceLog, ReplayCache};
+use concord_node::{Allow, Node, Server};
+use concord_store::{NonceStore, Store};
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response};
+
+use crate::identity::{challenge_error, host, now, signed};
+use crate::support::{build, catalogue, loopback_security, quick_limits, tcp_from, Agent};
+
+/// A provider whose action only DID-authenticated callers may call, with these backends.
+fn provider(log: Option<Arc<dyn NonceLog>>, nonces: Option<Arc<dyn NonceStore>>) -> Agent {
+    let mut builder = Node::builder("Product agent")
+        .action(catalogue::action(), |input: Value| catalogue::answer(input))
+        .keys(concord_identity::Keys::generate())
+        .security(loopback_security())
+        .allow(catalogue::ACTION, Allow::Authenticated)
+        .limits(quick_limits());
+    if let Some(log) = log {
+        builder = builder.nonce_log(log);
+    }
+    if let Some(nonces) = nonces {
+        builder = builder.nonce_store(nonces);
+    }
+    build(builder)
+}
+
+/// Upgrades from `source` with these headers: `Ok(())` when the WebSocket opened, else
+/// the HTTP refusal.
+async fn upgrade_from(
+    source: &str,
+    server: &Server,
+    headers: &[(String, String)],
+) -> Result<(), Response<Option<Vec<u8>>>> {
+    let mut request = server.endpoint().into_client_request().unwrap();
+    for (name, value) in headers {
+        request.headers_mut().insert(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    let tcp = tokio_tungstenite::MaybeTlsStream::Plain(tcp_from(source, server).await);
+    match tokio_tungstenite::client_async(request, tcp).await {
+        Ok((mut socket, _)) => {
+            socket.close(None).await.unwrap();
+            Ok(())
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(*response),
+        Err(other) => panic!("not an HTTP refusal: {other}"),
+    }
+}
+
+/// The caller's nonce is accepted by `first`; the same nonce, signed again for `second`,
+/// is refused there (401 `invalid_nonce`) and a fresh one is served.
+async fn nonce_is_single_use_across(first: &Server, second: &Server) {
+    let caller = host(crate::identity::document).await;
+    let id = &caller.identity;
+    upgrade_from("127.0.0.1", first, &signed(id, first, now(), "shared-nonce-0001"))
+        .await
+        .expect("the first use of the nonce is served");
+    let refused = upgrade_from(
+        "127.0.0.2",
+        second,
+        &signed(id, second, now(), "shared-nonce-0001"),
+    )
+    .await
+    .expect_err("the nonce was accepted by the other node");
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+    upgrade_from("127.0.0.1", second, &signed(id, second, now(), "fresh-nonce-00002"))
+        .await
+        .expect("a fresh nonce is served");
+}
+
+#[tokio::test]
+async fn nodes_sharing_a_nonce_log_refuse_a_nonce_either_accepted() {
+    let log: Arc<dyn NonceLog> = Arc::new(ReplayCache::new(1_000, Duration::from_secs(360)));
+    let a = provider(Some(Arc::clone(&log)), None);
+    let b = provider(Some(log), None);
+    let (a, b) = (
+        a.node.serve("127.0.0.1:0").await.unwrap(),
+        b.node.serve("127.0.0.1:0").await.unwrap(),
+    );
+    nonce_is_single_use_across(&a, &b).await;
+}
+
+#[tokio::test]
+async fn nodes_sharing_a_nonce_store_refuse_a_nonce_either_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared: Arc<dyn NonceStore> = Arc::new(Store::open(dir.path()).unwrap());
+    let a = provider(None, Some(Arc::clone(&shared)));
+    let b = provider(None, Some(Arc::clone(&shared)));
+    let (a_server, b_server) = (
+        a.node.serve("127.0.0.1:0").await.unwrap(),
+        b.node.serve("127.0.0.1:0").await.unwrap(),
+    );
+    nonce_is_single_use_across(&a_server, &b_server).await;
+    // The nonces went to the injected store, not to the nodes' own.
+    assert_eq!(shared.unexpired_nonces(now()).unwrap().len(), 2);
+    assert!(a.store().unexpired_nonces(now()).unwrap().is_empty());
+    assert!(b.store().unexpired_nonces(now()).unwrap().is_empty());
+}
