@@ -34,9 +34,12 @@
 use std::time::Duration;
 
 mod actions;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod correlation;
 pub mod document;
 mod endpoint;
+mod event_log;
 mod events;
 mod interface;
 mod message;
@@ -56,6 +59,7 @@ pub use endpoint::{
     ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
     StreamUpdate, UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
 };
+pub use event_log::{EventLog, EventLogError, LocalEventLog};
 pub use events::{
     Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,
     SubscriberId,

@@ -182,8 +182,34 @@ impl Thing {
 
     /// Publishes an event to every session subscribed to it; returns its id.
     pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
+        self.publish_noting(event, None, data, now)
+    }
+
+    /// Publishes an event under the `id` an [`EventLog`](crate::EventLog) gave it (see
+    /// [`EventHub::publish_as`]) to every session subscribed to it.
+    ///
+    /// # Errors
+    /// [`EventError::UnknownEvent`], or [`EventError::IdNotAfter`] when `id` is not above
+    /// the event's latest id.
+    pub fn publish_as(
+        &mut self,
+        event: &str,
+        id: u64,
+        data: Value,
+        now: Instant,
+    ) -> Result<(), EventError> {
+        self.publish_noting(event, Some(id), data, now).map(|_| ())
+    }
+
+    fn publish_noting(
+        &mut self,
+        event: &str,
+        id: Option<u64>,
+        data: Value,
+        now: Instant,
+    ) -> Result<u64, EventError> {
         let mut fresh = Vec::new();
-        let id = self.events.publish_noting(event, data, now, &mut fresh)?;
+        let id = self.events.publish_noting(event, id, data, now, &mut fresh)?;
         if self.events.has_events() {
             self.after_change();
             return Ok(id);

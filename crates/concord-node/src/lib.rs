@@ -83,6 +83,7 @@ mod memory;
 mod node;
 mod server;
 mod shed;
+mod state;
 mod storage;
 mod tls;
 mod transport;

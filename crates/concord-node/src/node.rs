@@ -398,6 +398,8 @@ pub struct NodeBuilder {
     event_ingest_token: Option<String>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
+    protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
+    consensus: Option<Arc<dyn concord_store::ConsensusRegistry>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -435,6 +437,8 @@ impl NodeBuilder {
             event_ingest_token: None,
             nonce_log: None,
             nonce_store: None,
+            protocols: None,
+            consensus: None,
         }
     }
 
@@ -666,6 +670,28 @@ impl NodeBuilder {
         self
     }
 
+    /// Keeps negotiated protocols by hash in `protocols` rather than in the node's
+    /// [store](Self::store) (which keeps its transcripts): what it saves after a
+    /// negotiation, offers and accepts for 0-RTT, and keeps within
+    /// `Limits::protocol_max_count` and `protocol_max_per_peer`. It must pass
+    /// `concord_store::conformance::protocol_book`.
+    pub fn protocols(mut self, protocols: Arc<dyn concord_store::ProtocolBook>) -> Self {
+        self.protocols = Some(protocols);
+        self
+    }
+
+    /// Reads consensus protocols from `registry` rather than from the node's
+    /// [store](Self::store): those it lists with a provider handler are advertised, and a
+    /// peer's candidate URIs are looked up there. It must pass
+    /// `concord_store::conformance::consensus_registry`.
+    pub fn consensus_registry(
+        mut self,
+        registry: Arc<dyn concord_store::ConsensusRegistry>,
+    ) -> Self {
+        self.consensus = Some(registry);
+        self
+    }
+
     /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
     /// template fits, and answer natural-language messages (advertised only then).
     pub fn llm(mut self, config: LlmConfig) -> Self {
@@ -818,6 +844,14 @@ impl NodeBuilder {
                 )));
             }
         }
+        let backends = crate::state::Backends {
+            protocols: self
+                .protocols
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::ProtocolBook>),
+            consensus: self
+                .consensus
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::ConsensusRegistry>),
+        };
         let identity = NodeIdentity::new(
             self.keys,
             self.identity,
@@ -898,7 +932,7 @@ impl NodeBuilder {
                 id: self.id,
                 persona,
                 actions: self.actions,
-                store: SharedStore::new(store, &self.limits),
+                store: SharedStore::new(store, backends, &self.limits),
                 calls: Arc::new(CallBudget::new(&self.limits)),
                 policy,
                 limits: self.limits,

@@ -13,9 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use concord_identity::{
-    Allow, Caller, Identity, Keys, NonceLog, ReplayCache, Service, TimeWindow,
-};
+use concord_identity::{Allow, Caller, Identity, Keys, NonceLog, ReplayCache, Service, TimeWindow};
 use concord_store::NonceStore;
 
 pub(crate) mod resolve;

@@ -1,18 +1,23 @@
 //! Shared state injected through `NodeBuilder`: nodes sharing a nonce log or a nonce store
-//! refuse a nonce any of them accepted (the replayer plays from 127.0.0.2).
+//! refuse a nonce any of them accepted (the replayer plays from 127.0.0.2); providers
+//! sharing a protocol book resume what either negotiated; a consensus registry given to a
+//! node is the one it advertises and selects from.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use concord_identity::{NonceLog, ReplayCache};
-use concord_node::{Allow, Node, Server};
-use concord_store::{NonceStore, Store};
-use serde_json::Value;
+use concord_node::{Allow, Node, Server, Settlement};
+use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook, Store};
+use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response};
 
+use crate::consensus::{registry_entry, URI};
 use crate::identity::{challenge_error, host, now, signed};
-use crate::support::{build, catalogue, loopback_security, quick_limits, tcp_from, Agent};
+use crate::support::{
+    build, catalogue, loopback_security, quick_limits, requester, serve, tcp_from, Agent,
+};
 
 /// A provider whose action only DID-authenticated callers may call, with these backends.
 fn provider(log: Option<Arc<dyn NonceLog>>, nonces: Option<Arc<dyn NonceStore>>) -> Agent {
@@ -61,9 +66,13 @@ async fn upgrade_from(
 async fn nonce_is_single_use_across(first: &Server, second: &Server) {
     let caller = host(crate::identity::document).await;
     let id = &caller.identity;
-    upgrade_from("127.0.0.1", first, &signed(id, first, now(), "shared-nonce-0001"))
-        .await
-        .expect("the first use of the nonce is served");
+    upgrade_from(
+        "127.0.0.1",
+        first,
+        &signed(id, first, now(), "shared-nonce-0001"),
+    )
+    .await
+    .expect("the first use of the nonce is served");
     let refused = upgrade_from(
         "127.0.0.2",
         second,
@@ -73,9 +82,13 @@ async fn nonce_is_single_use_across(first: &Server, second: &Server) {
     .expect_err("the nonce was accepted by the other node");
     assert_eq!(refused.status(), 401, "{refused:?}");
     assert_eq!(challenge_error(&refused), "invalid_nonce");
-    upgrade_from("127.0.0.1", second, &signed(id, second, now(), "fresh-nonce-00002"))
-        .await
-        .expect("a fresh nonce is served");
+    upgrade_from(
+        "127.0.0.1",
+        second,
+        &signed(id, second, now(), "fresh-nonce-00002"),
+    )
+    .await
+    .expect("a fresh nonce is served");
 }
 
 #[tokio::test]
@@ -105,4 +118,76 @@ async fn nodes_sharing_a_nonce_store_refuse_a_nonce_either_recorded() {
     assert_eq!(shared.unexpired_nonces(now()).unwrap().len(), 2);
     assert!(a.store().unexpired_nonces(now()).unwrap().is_empty());
     assert!(b.store().unexpired_nonces(now()).unwrap().is_empty());
+}
+
+/// A product-info provider whose protocols or consensus registry are kept elsewhere.
+fn product_provider(
+    protocols: Option<Arc<dyn ProtocolBook>>,
+    consensus: Option<Arc<dyn ConsensusRegistry>>,
+) -> Agent {
+    let mut builder = Node::builder("Product agent")
+        .action(catalogue::action(), catalogue::answer)
+        .limits(quick_limits());
+    if let Some(protocols) = protocols {
+        builder = builder.protocols(protocols);
+    }
+    if let Some(consensus) = consensus {
+        builder = builder.consensus_registry(consensus);
+    }
+    build(builder)
+}
+
+#[tokio::test]
+async fn providers_sharing_a_protocol_book_resume_what_either_negotiated() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Arc::new(Store::open(dir.path()).unwrap());
+    let a = product_provider(Some(Arc::clone(&shared) as Arc<dyn ProtocolBook>), None);
+    let b = product_provider(Some(Arc::clone(&shared) as Arc<dyn ProtocolBook>), None);
+    let (a_server, b_server) = (serve(&a).await, serve(&b).await);
+    let requester = requester();
+
+    let first = requester.connect(&a_server, catalogue::ACTION).await;
+    assert_eq!(first.info().settlement, Settlement::Negotiated);
+    let hash = first.info().hash;
+    first.close().await;
+    // B never negotiated it, yet holds it through the shared book: 0-RTT.
+    let second = requester.connect(&b_server, catalogue::ACTION).await;
+    assert_eq!(second.info().settlement, Settlement::Resumed);
+    assert_eq!(second.info().hash, hash);
+    let output = second
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["productName"], "Laptop");
+    second.close().await;
+    assert!(shared.protocol(&hash).unwrap().is_some());
+    for own in [a.store(), b.store()] {
+        assert!(
+            own.protocol(&hash).unwrap().is_none(),
+            "kept in the book only"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_consensus_registry_given_to_the_node_is_advertised_and_selected() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Store::open(dir.path()).unwrap());
+    let entry = registry_entry();
+    registry.add_consensus(&entry).unwrap();
+    let provider = product_provider(None, Some(registry as Arc<dyn ConsensusRegistry>));
+    let server = serve(&provider).await;
+    let requester = requester();
+    requester.store().add_consensus(&entry).unwrap();
+
+    let connection = requester.connect(&server, catalogue::ACTION).await;
+    assert_eq!(
+        connection.info().settlement,
+        Settlement::Consensus {
+            uri: URI.to_owned()
+        }
+    );
+    assert_eq!(connection.info().hash, entry.hash());
+    connection.close().await;
+    assert!(provider.store().list_consensus().unwrap().is_empty());
 }
