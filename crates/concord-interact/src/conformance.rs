@@ -26,21 +26,37 @@ pub fn event_log(log: &dyn EventLog) {
     };
     let first = append("conformance.a");
     let second = append("conformance.a");
-    assert!(second > first, "ids of one name must increase: {first} then {second}");
+    assert!(
+        second > first,
+        "ids of one name must increase: {first} then {second}"
+    );
     let other = append("conformance.b");
     let third = append("conformance.a");
-    assert!(third > second, "another name's event must not break the sequence: {second} then {third}");
+    assert!(
+        third > second,
+        "another name's event must not break the sequence: {second} then {third}"
+    );
     let _ = other;
 
     const THREADS: usize = 4;
     const APPENDS: usize = 64;
     let seen: Vec<Vec<u64>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
-            .map(|_| scope.spawn(|| (0..APPENDS).map(|_| append("conformance.race")).collect::<Vec<_>>()))
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..APPENDS)
+                        .map(|_| append("conformance.race"))
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
         workers
             .into_iter()
-            .map(|worker| worker.join().unwrap_or_else(|_| panic!("a racing thread panicked")))
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|_| panic!("a racing thread panicked"))
+            })
             .collect()
     });
     for ids in &seen {
@@ -52,5 +68,9 @@ pub fn event_log(log: &dyn EventLog) {
     let mut all: Vec<u64> = seen.concat();
     all.sort_unstable();
     all.dedup();
-    assert_eq!(all.len(), THREADS * APPENDS, "racing appends must never share an id");
+    assert_eq!(
+        all.len(),
+        THREADS * APPENDS,
+        "racing appends must never share an id"
+    );
 }

@@ -81,11 +81,13 @@ impl EventLog for LocalEventLog {
             None => next.entry(event.to_owned()).or_insert(self.first),
         };
         let id = *slot;
-        *slot = id.checked_add(1).ok_or_else(|| EventLogError::Unavailable {
-            backend: "memory",
-            event: event.to_owned(),
-            reason: "its ids are exhausted".to_owned(),
-        })?;
+        *slot = id
+            .checked_add(1)
+            .ok_or_else(|| EventLogError::Unavailable {
+                backend: "memory",
+                event: event.to_owned(),
+                reason: "its ids are exhausted".to_owned(),
+            })?;
         Ok(id)
     }
 }

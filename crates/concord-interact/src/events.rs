@@ -826,6 +826,42 @@ mod tests {
         hub.poll_delivery(SubscriberId(1)).unwrap()
     }
 
+    #[test]
+    fn events_published_under_a_log_s_ids_reach_subscribers_and_resume_across_skips() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("tick").unwrap();
+        hub.subscribe(SubscriberId(1), "tick", None, now).unwrap();
+        hub.publish_as("tick", 10, json!(1), now).unwrap();
+        // Ids 11 to 19 went to events published elsewhere.
+        hub.publish_as("tick", 20, json!(2), now).unwrap();
+        assert_eq!(hub.latest("tick").unwrap(), 20);
+        let ids: Vec<u64> = std::iter::from_fn(|| hub.poll_delivery(SubscriberId(1)))
+            .map(|delivery| match delivery {
+                Delivery::Event(record) => record.id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [10, 20]);
+        assert_eq!(
+            hub.publish_as("tick", 20, json!(3), now),
+            Err(EventError::IdNotAfter {
+                name: "tick".into(),
+                id: 20,
+                latest: 20
+            })
+        );
+        // A subscriber that saw 10 resumes with 20, no gap: nothing here was lost.
+        hub.subscribe(SubscriberId(2), "tick", Some(10), now)
+            .unwrap();
+        match hub.poll_delivery(SubscriberId(2)) {
+            Some(Delivery::Event(record)) => assert_eq!(record.id, 20),
+            other => panic!("{other:?}"),
+        }
+        // The hub's own numbering carries on after the log's ids.
+        assert_eq!(hub.publish("tick", json!(4), now).unwrap(), 21);
+    }
+
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).
     fn large(bytes: usize) -> Value {
         Value::String("x".repeat(bytes))

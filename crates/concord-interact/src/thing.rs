@@ -209,7 +209,9 @@ impl Thing {
         now: Instant,
     ) -> Result<u64, EventError> {
         let mut fresh = Vec::new();
-        let id = self.events.publish_noting(event, id, data, now, &mut fresh)?;
+        let id = self
+            .events
+            .publish_noting(event, id, data, now, &mut fresh)?;
         if self.events.has_events() {
             self.after_change();
             return Ok(id);

@@ -101,6 +101,10 @@ pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeW
 /// The bounds of interface sessions (`Limits::interaction`).
 pub use concord_interact::Limits as InteractionLimits;
 pub use concord_interact::{ActionMode, Overflow, StreamSpec};
+// The shared-state seams a `NodeBuilder` takes other backends for.
+pub use concord_identity::{NonceLog, ReplayCache};
+pub use concord_interact::{EventLog, EventLogError, LocalEventLog};
+pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;

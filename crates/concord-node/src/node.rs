@@ -400,6 +400,7 @@ pub struct NodeBuilder {
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
     consensus: Option<Arc<dyn concord_store::ConsensusRegistry>>,
+    event_log: Option<Arc<dyn concord_interact::EventLog>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -439,6 +440,7 @@ impl NodeBuilder {
             nonce_store: None,
             protocols: None,
             consensus: None,
+            event_log: None,
         }
     }
 
@@ -692,6 +694,16 @@ impl NodeBuilder {
         self
     }
 
+    /// Numbers published events with `log` rather than with the node's own
+    /// [`LocalEventLog`](concord_interact::LocalEventLog) (which counts from the clock in
+    /// microseconds, so that a restart never reuses an id): nodes sharing one log give
+    /// their events one sequence of ids per name, while each node's subscribers still hear
+    /// only the events it publishes. It must pass `concord_interact::conformance::event_log`.
+    pub fn event_log(mut self, log: Arc<dyn concord_interact::EventLog>) -> Self {
+        self.event_log = Some(log);
+        self
+    }
+
     /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
     /// template fits, and answer natural-language messages (advertised only then).
     pub fn llm(mut self, config: LlmConfig) -> Self {
@@ -910,6 +922,7 @@ impl NodeBuilder {
             self.limits.interaction.clone(),
             self.limits.event_overflow,
             &self.limits.schema,
+            self.event_log,
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionCaller, ActionEvent, ActionIds, CancelReason, Interface, Overflow, Problem, SubscriberId,
-    Thing,
+    ActionCaller, ActionEvent, ActionIds, CancelReason, EventLog, Interface, LocalEventLog,
+    Overflow, Problem, SubscriberId, Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -244,6 +244,9 @@ pub enum PublishError {
     /// The data or value breaks its schema.
     #[error("{0}")]
     Invalid(String),
+    /// The event log could not number the event: it was not published.
+    #[error(transparent)]
+    Log(#[from] concord_interact::EventLogError),
 }
 
 /// Publishes events and sets properties of a node, from anywhere (an action, a timer, a
@@ -289,9 +292,12 @@ impl Publisher {
                     unknown()
                 }
             })?;
+        // The log's ids reach the hub in the order it gave them.
+        let _order = lock(&self.affordances.publishing);
+        let id = self.affordances.event_log.append(event, &data)?;
         let mut thing = self.affordances.lock();
-        let id = thing
-            .publish(event, data, Instant::now())
+        thing
+            .publish_as(event, id, data, Instant::now())
             .map_err(|error| PublishError::Invalid(error.to_string()))?;
         self.affordances.wake(&mut thing);
         Ok(id)
@@ -330,6 +336,11 @@ impl Publisher {
 pub(crate) struct Affordances {
     pub(crate) interface: Interface,
     thing: Mutex<Thing>,
+    /// Where events get their ids ([`LocalEventLog`] from [`first_event_id`] unless
+    /// `NodeBuilder::event_log` gave another); fan-out stays in `thing`.
+    event_log: Arc<dyn EventLog>,
+    /// Held from an event's append to its fan-out, so that ids reach the hub in order.
+    publishing: Mutex<()>,
     schemas: PayloadSchemas,
     /// The session behind each subscriber, to wake when the thing queued something for it.
     wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
@@ -409,6 +420,7 @@ impl Affordances {
         limits: concord_interact::Limits,
         overflow: Overflow,
         schema_limits: &SchemaLimits,
+        event_log: Option<Arc<dyn EventLog>>,
     ) -> Result<Self, String> {
         let schemas = PayloadSchemas::compile(&interface, schema_limits)?;
         for (name, value) in &initial {
@@ -416,11 +428,22 @@ impl Affordances {
         }
         let thing = Thing::new(interface.clone(), initial, limits, overflow)
             .map_err(|error| error.to_string())?
-            .with_action_ids(Box::new(RandomIds::new()?))
-            .with_first_event_id(first_event_id());
+            .with_action_ids(Box::new(RandomIds::new()?));
+        // The hub starts where the log does: the clock for our own, 1 for one given (whose
+        // contract is never to reuse an id).
+        let (thing, event_log) = match event_log {
+            Some(log) => (thing, log),
+            None => {
+                let first = first_event_id();
+                let log: Arc<dyn EventLog> = Arc::new(LocalEventLog::new(first));
+                (thing.with_first_event_id(first), log)
+            }
+        };
         Ok(Self {
             interface,
             thing: Mutex::new(thing),
+            event_log,
+            publishing: Mutex::new(()),
             schemas,
             wakers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),

@@ -1,13 +1,15 @@
 //! Shared state injected through `NodeBuilder`: nodes sharing a nonce log or a nonce store
 //! refuse a nonce any of them accepted (the replayer plays from 127.0.0.2); providers
 //! sharing a protocol book resume what either negotiated; a consensus registry given to a
-//! node is the one it advertises and selects from.
+//! node is the one it advertises and selects from; nodes sharing an event log number
+//! their events in one sequence, each fanning out its own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use concord_fixtures::weather;
 use concord_identity::{NonceLog, ReplayCache};
-use concord_node::{Allow, Node, Server, Settlement};
+use concord_node::{Allow, EventLog, LocalEventLog, Node, Notification, Server, Settlement, Want};
 use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook, Store};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -190,4 +192,51 @@ async fn a_consensus_registry_given_to_the_node_is_advertised_and_selected() {
     assert_eq!(connection.info().hash, entry.hash());
     connection.close().await;
     assert!(provider.store().list_consensus().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn nodes_sharing_an_event_log_number_events_in_one_sequence_and_fan_out_their_own() {
+    let log: Arc<dyn EventLog> = Arc::new(LocalEventLog::new(1));
+    let weather = |log: &Arc<dyn EventLog>| {
+        build(
+            weather::agent(Node::builder(weather::TITLE))
+                .event_log(Arc::clone(log))
+                .limits(quick_limits()),
+        )
+    };
+    let (a, b) = (weather(&log), weather(&log));
+    let b_server = serve(&b).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(
+            b_server.url(),
+            Want::interface([weather::USER_FEEDBACK_RECEIVED]),
+        )
+        .await
+        .unwrap();
+    let mut feedback = peer
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+
+    let event = weather::USER_FEEDBACK_RECEIVED;
+    let on_a = a
+        .node
+        .publisher()
+        .publish(event, json!({"rating": 1}))
+        .unwrap();
+    let on_b = b
+        .node
+        .publisher()
+        .publish(event, json!({"rating": 2}))
+        .unwrap();
+    assert_eq!((on_a, on_b), (1, 2), "one sequence across both nodes");
+    // B's subscriber hears B's event, under the log's id; A's stays on A.
+    match tokio::time::timeout(Duration::from_secs(10), feedback.next()).await {
+        Ok(Some(Notification::Event { id, data, .. })) => {
+            assert_eq!((id, data["rating"].as_u64()), (on_b, Some(2)));
+        }
+        other => panic!("{other:?}"),
+    }
 }
