@@ -375,4 +375,24 @@ mod tests {
             360,
         );
     }
+
+    /// A log that forgets every nonce: the suite must catch it.
+    #[derive(Debug)]
+    struct Forgetful;
+
+    impl NonceLog for Forgetful {
+        fn seen(&self, _: &Did, _: &str, _: i64) -> bool {
+            false
+        }
+        fn record(&self, _: &Did, _: &str, _: i64) -> Result<(), Replay> {
+            Ok(())
+        }
+        fn restore(&self, _: &Did, _: &str, _: i64) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "false negative")]
+    fn the_nonce_log_suite_refuses_a_log_that_forgets() {
+        crate::conformance::nonce_log(&|| Forgetful, 360);
+    }
 }

@@ -100,4 +100,20 @@ mod tests {
     fn the_local_event_log_passes_the_event_log_conformance_suite() {
         crate::conformance::event_log(&LocalEventLog::new(1_000));
     }
+
+    /// A log that gives every event the same id: the suite must catch it.
+    #[derive(Debug)]
+    struct Stuck;
+
+    impl EventLog for Stuck {
+        fn append(&self, _: &str, _: &Value) -> Result<u64, EventLogError> {
+            Ok(7)
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "ids of one name must increase")]
+    fn the_event_log_suite_refuses_a_log_that_repeats_ids() {
+        crate::conformance::event_log(&Stuck);
+    }
 }
