@@ -4,7 +4,7 @@
 //!
 //! [`ReplayCache`](crate::ReplayCache) is the in-memory default; a backend shared by
 //! several processes (a key-value store with expiry) implements the same trait and must
-//! pass [`conformance::nonce_log`](crate::conformance::nonce_log) (feature `conformance`).
+//! pass `conformance::nonce_log` (feature `conformance`).
 
 use crate::did::Did;
 use crate::replay::Replay;

@@ -2,7 +2,7 @@
 //! of this SQLite [`Store`] (a NATS JetStream bucket, …): one trait per concern, synchronous
 //! (a node calls them from `spawn_blocking`), shared as `Arc<dyn …>`. [`Store`] implements
 //! each; a new backend implements them in its own crate and must pass the suites of
-//! [`conformance`](crate::conformance) (feature `conformance`).
+//! `conformance` (feature `conformance`).
 
 use concord_proto::{ProtocolHash, Role};
 

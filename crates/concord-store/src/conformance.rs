@@ -1,4 +1,5 @@
-//! Conformance suites for the traits of [`backends`](crate::NonceStore): any backend must
+//! Conformance suites for the traits of this crate ([`ProtocolBook`](crate::ProtocolBook),
+//! [`ConsensusRegistry`](crate::ConsensusRegistry), [`NonceStore`](crate::NonceStore)): any backend must
 //! pass them (they panic, naming the broken rule, when it does not). Feature `conformance`.
 //!
 //! ```

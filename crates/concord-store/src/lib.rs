@@ -36,7 +36,7 @@
 //!
 //! - **Seams for other backends** ([`ProtocolBook`], [`ConsensusRegistry`], [`NonceStore`]): the concerns a
 //!   node may keep elsewhere, one trait each with its contract written down; [`Store`]
-//!   implements them, and [`conformance`] (feature `conformance`) holds the suites any
+//!   implements them, and `conformance` (feature `conformance`) holds the suites any
 //!   backend must pass.
 //!
 //! The API is synchronous and the [`Store`] is `Send + Sync`: share it in an `Arc` and
