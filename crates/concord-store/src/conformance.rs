@@ -1,6 +1,7 @@
-//! Conformance suites for the traits of this crate ([`ProtocolBook`](crate::ProtocolBook),
-//! [`ConsensusRegistry`](crate::ConsensusRegistry), [`NonceStore`](crate::NonceStore)): any backend must
-//! pass them (they panic, naming the broken rule, when it does not). Feature `conformance`.
+//! Conformance suites for the traits of this crate
+//! ([`ProtocolBook`](crate::ProtocolBook), [`ConsensusRegistry`](crate::ConsensusRegistry),
+//! [`NonceStore`](crate::NonceStore)): any backend must pass them (they panic, naming the
+//! broken rule, when it does not). Feature `conformance`.
 //!
 //! ```
 //! use concord_store::{conformance, Store};
