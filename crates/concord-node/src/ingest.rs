@@ -189,6 +189,9 @@ async fn accept(
         Err(error @ PublishError::Unknown { .. }) => {
             problem(StatusCode::NOT_FOUND, error.to_string())
         }
+        Err(error @ PublishError::Log(_)) => {
+            problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+        }
         Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()),
     }
 }

@@ -2,14 +2,18 @@
 //! refuse a nonce any of them accepted (the replayer plays from 127.0.0.2); providers
 //! sharing a protocol book resume what either negotiated; a consensus registry given to a
 //! node is the one it advertises and selects from; nodes sharing an event log number
-//! their events in one sequence, each fanning out its own.
+//! their events in one sequence, each fanning out its own, and an event the log cannot
+//! take is not published (503 to a poster).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use concord_fixtures::weather;
 use concord_identity::{NonceLog, ReplayCache};
-use concord_node::{Allow, EventLog, LocalEventLog, Node, Notification, Server, Settlement, Want};
+use concord_node::{
+    Allow, Event, EventLog, EventLogError, LocalEventLog, Node, Notification, PublishError, Server,
+    Settlement, Want,
+};
 use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook, Store};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -239,4 +243,30 @@ async fn nodes_sharing_an_event_log_number_events_in_one_sequence_and_fan_out_th
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn an_event_the_log_cannot_take_is_not_published_and_a_poster_gets_503() {
+    // A log whose ids are exhausted refuses every append.
+    let agent = build(
+        Node::builder("Ingest agent")
+            .event("feedback", Event::new(json!({"type": "object"})))
+            .event_ingest_token("s3cret-token")
+            .event_log(Arc::new(LocalEventLog::new(u64::MAX)))
+            .limits(quick_limits()),
+    );
+    assert!(matches!(
+        agent.node.publisher().publish("feedback", json!({})),
+        Err(PublishError::Log(EventLogError::Unavailable { .. }))
+    ));
+    let server = serve(&agent).await;
+    let response = reqwest::Client::new()
+        .post(format!("{}events/feedback", server.url()))
+        .header("Authorization", "Bearer s3cret-token")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert!(response.text().await.unwrap().contains("event log"));
 }
