@@ -33,6 +33,7 @@
 
 use std::time::Duration;
 
+mod action_records;
 mod actions;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -49,6 +50,7 @@ pub mod stream;
 mod thing;
 pub mod wire;
 
+pub use action_records::{ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords};
 pub use actions::{
     Action, ActionError, ActionEvent, ActionIds, ActionTable, ActionTracker, CancelReason,
     SequentialIds,
