@@ -103,6 +103,9 @@ pub use concord_interact::Limits as InteractionLimits;
 pub use concord_interact::{ActionMode, Overflow, StreamSpec};
 // The shared-state seams a `NodeBuilder` takes other backends for.
 pub use concord_identity::{NonceLog, ReplayCache};
+pub use concord_interact::{
+    ActionIds, ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords,
+};
 pub use concord_interact::{EventLog, EventLogError, LocalEventLog};
 pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};

@@ -401,6 +401,8 @@ pub struct NodeBuilder {
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
     consensus: Option<Arc<dyn concord_store::ConsensusRegistry>>,
     event_log: Option<Arc<dyn concord_interact::EventLog>>,
+    action_records: Option<Arc<dyn concord_interact::ActionRecords>>,
+    action_ids: Option<Box<dyn concord_interact::ActionIds>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -441,6 +443,8 @@ impl NodeBuilder {
             protocols: None,
             consensus: None,
             event_log: None,
+            action_records: None,
+            action_ids: None,
         }
     }
 
@@ -704,6 +708,28 @@ impl NodeBuilder {
         self
     }
 
+    /// Writes each change of the node's long-running actions (created, running, progress,
+    /// terminal, cancelled, lease expired) to `records`, and answers a `queryaction` for an
+    /// action it does not run from there: nodes sharing records (replicas of one agent)
+    /// answer a query for an action any of them runs. A `cancelaction` for an action
+    /// another node runs is refused (409, `urn:concord:interact:conflict`), not forwarded:
+    /// only the node running it can stop it. Records that cannot be read answer 503. They
+    /// must pass `concord_interact::conformance::action_records`; without, the node's
+    /// actions live in its own table only.
+    pub fn action_records(mut self, records: Arc<dyn concord_interact::ActionRecords>) -> Self {
+        self.action_records = Some(records);
+        self
+    }
+
+    /// Draws the ids of long-running actions from `ids` rather than from the node's own
+    /// (128 random bits under a key of the node). An id is all it takes to query or cancel
+    /// an action: give unguessable ones, unique over every node sharing
+    /// [action records](Self::action_records).
+    pub fn action_ids(mut self, ids: Box<dyn concord_interact::ActionIds>) -> Self {
+        self.action_ids = Some(ids);
+        self
+    }
+
     /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
     /// template fits, and answer natural-language messages (advertised only then).
     pub fn llm(mut self, config: LlmConfig) -> Self {
@@ -922,7 +948,11 @@ impl NodeBuilder {
             self.limits.interaction.clone(),
             self.limits.event_overflow,
             &self.limits.schema,
-            self.event_log,
+            crate::interact::ThingBackends {
+                event_log: self.event_log,
+                action_records: self.action_records,
+                action_ids: self.action_ids,
+            },
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionCaller, ActionEvent, ActionIds, CancelReason, EventLog, Interface, LocalEventLog,
-    Overflow, Problem, SubscriberId, Thing,
+    ActionCaller, ActionEvent, ActionIds, ActionRecords, CancelReason, EventLog, Interface,
+    LocalEventLog, Overflow, Problem, SubscriberId, Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -393,6 +393,18 @@ impl ActionIds for RandomIds {
     }
 }
 
+/// The backends a node's [`Thing`] keeps shared state in, each its own unless
+/// `NodeBuilder` gave another.
+#[derive(Debug)]
+pub(crate) struct ThingBackends {
+    /// Where events get their ids (`NodeBuilder::event_log`).
+    pub(crate) event_log: Option<Arc<dyn EventLog>>,
+    /// Where long-running actions are recorded (`NodeBuilder::action_records`).
+    pub(crate) action_records: Option<Arc<dyn ActionRecords>>,
+    /// Where action ids come from (`NodeBuilder::action_ids`).
+    pub(crate) action_ids: Option<Box<dyn ActionIds>>,
+}
+
 /// Where this process numbers its events from: the clock in microseconds, so that a
 /// restarted node numbers above what it published before (unless it published more than a
 /// million events a second), and a subscriber resuming with an id from before the restart
@@ -420,18 +432,25 @@ impl Affordances {
         limits: concord_interact::Limits,
         overflow: Overflow,
         schema_limits: &SchemaLimits,
-        event_log: Option<Arc<dyn EventLog>>,
+        backends: ThingBackends,
     ) -> Result<Self, String> {
         let schemas = PayloadSchemas::compile(&interface, schema_limits)?;
         for (name, value) in &initial {
             schemas.check(Payload::Property, name, value)?;
         }
-        let thing = Thing::new(interface.clone(), initial, limits, overflow)
+        let ids: Box<dyn ActionIds> = match backends.action_ids {
+            Some(ids) => ids,
+            None => Box::new(RandomIds::new()?),
+        };
+        let mut thing = Thing::new(interface.clone(), initial, limits, overflow)
             .map_err(|error| error.to_string())?
-            .with_action_ids(Box::new(RandomIds::new()?));
+            .with_action_ids(ids);
+        if let Some(records) = backends.action_records {
+            thing = thing.with_action_records(records);
+        }
         // The hub starts where the log does: the clock for our own, 1 for one given (whose
         // contract is never to reuse an id).
-        let (thing, event_log) = match event_log {
+        let (thing, event_log) = match backends.event_log {
             Some(log) => (thing, log),
             None => {
                 let first = first_event_id();
@@ -492,6 +511,9 @@ impl Affordances {
             }
         }
         while let Some(event) = thing.poll_action_event() {
+            if let ActionEvent::NotRecorded { id, error } = &event {
+                tracing::warn!(action_id = %id, %error, "action change not recorded");
+            }
             if let ActionEvent::Cancelled { id, reason } = event {
                 let name = thing
                     .query_action(&id)

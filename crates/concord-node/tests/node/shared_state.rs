@@ -3,19 +3,23 @@
 //! sharing a protocol book resume what either negotiated; a consensus registry given to a
 //! node is the one it advertises and selects from; nodes sharing an event log number
 //! their events in one sequence, each fanning out its own, and an event the log cannot
-//! take is not published (503 to a poster).
+//! take is not published (503 to a poster); replicas sharing action records answer a query
+//! for an action any of them runs, and refuse to cancel one another runs (409).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use concord_fixtures::weather;
 use concord_identity::{NonceLog, ReplayCache};
+use concord_negotiate::ActionSpec;
 use concord_node::{
-    Allow, Event, EventLog, EventLogError, LocalEventLog, Node, Notification, PublishError, Server,
+    ActionRecords, ActionUpdate, Allow, CallError, Connection, Event, EventLog, EventLogError,
+    LocalActionRecords, LocalEventLog, Node, Notification, ProgressReporter, PublishError, Server,
     Settlement, Want,
 };
 use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook, Store};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response};
 
@@ -269,4 +273,115 @@ async fn an_event_the_log_cannot_take_is_not_published_and_a_poster_gets_503() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 503);
     assert!(response.text().await.unwrap().contains("event log"));
+}
+
+/// A render agent whose `render` action reports half its progress, then waits for `gate`
+/// to open before it completes; its long-running actions are recorded in `records`.
+fn render_replica(records: &Arc<dyn ActionRecords>, gate: &watch::Receiver<bool>) -> Agent {
+    let schema = json!({"type": "object", "properties": {"frames": {"type": "integer"}}});
+    let spec = ActionSpec {
+        name: RENDER.into(),
+        description: "Renders frames, reporting progress.".into(),
+        input: schema.clone(),
+        output: schema,
+    };
+    let gate = gate.clone();
+    build(
+        Node::builder("Render agent")
+            .progress_action(spec, move |input: Value, progress: ProgressReporter| {
+                let mut gate = gate.clone();
+                async move {
+                    progress.report(0.5, Some(json!({"frames": 1})));
+                    gate.wait_for(|open| *open)
+                        .await
+                        .map_err(|_| concord_node::ActionError::internal("the gate is gone"))?;
+                    Ok(input)
+                }
+            })
+            .action_records(Arc::clone(records))
+            .limits(quick_limits()),
+    )
+}
+
+const RENDER: &str = "render";
+
+/// The status `peer` gets for `action_id` once it reads `status` (within 10 s).
+async fn status_once(peer: &Connection, action_id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let answer = peer.query_action(action_id).await.unwrap();
+        if answer["status"] == status {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("action {action_id} never reached {status}");
+}
+
+#[tokio::test]
+async fn a_replica_sharing_action_records_answers_a_query_for_an_action_another_runs() {
+    let records: Arc<dyn ActionRecords> = Arc::new(LocalActionRecords::new());
+    let (open, gate) = watch::channel(false);
+    let (a, b) = (
+        render_replica(&records, &gate),
+        render_replica(&records, &gate),
+    );
+    let (a_server, b_server) = (serve(&a).await, serve(&b).await);
+    let requester = requester();
+    let want = Want::interface([RENDER]);
+    let on_a = requester
+        .node
+        .connect_with(a_server.url(), want.clone())
+        .await
+        .unwrap();
+    let mut run = on_a
+        .call_with_progress(RENDER, json!({"frames": 4}))
+        .await
+        .unwrap();
+    let mut action_id = None;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), run.next()).await {
+            Ok(Some(ActionUpdate::Started { action_id: id })) => action_id = Some(id),
+            Ok(Some(ActionUpdate::Progress { progress, .. })) if progress >= 0.5 => break,
+            Ok(Some(_)) => {}
+            other => panic!("no progress from A: {other:?}"),
+        }
+    }
+    let action_id = action_id.expect("started before its progress");
+
+    // B does not run it, yet answers its state from the shared records.
+    let on_b = requester
+        .node
+        .connect_with(b_server.url(), want)
+        .await
+        .unwrap();
+    let running = on_b.query_action(&action_id).await.unwrap();
+    assert_eq!(running["status"], "running", "{running}");
+    assert_eq!(running["progress"], 0.5, "{running}");
+    assert_eq!(running["output"]["frames"], 1, "{running}");
+    // A cancel sent to B is refused, not forwarded: only A can stop the work.
+    match on_b.cancel_action(&action_id).await {
+        Err(CallError::Remote { code: 409, message }) => {
+            assert!(message.contains("another replica"), "{message}");
+        }
+        other => panic!("a cancel on B must be refused with 409: {other:?}"),
+    }
+    assert_eq!(
+        on_a.query_action(&action_id).await.unwrap()["status"],
+        "running",
+        "the refused cancel left the action running on A"
+    );
+
+    // A finishes it; B answers the terminal state, and a cancel there is refused as late.
+    open.send(true).unwrap();
+    let completed = status_once(&on_b, &action_id, "completed").await;
+    assert_eq!(completed["output"]["frames"], 4, "{completed}");
+    assert!(matches!(
+        on_b.cancel_action(&action_id).await,
+        Err(CallError::Remote { code: 409, .. })
+    ));
+    // An id neither node issued stays unknown.
+    assert!(matches!(
+        on_b.query_action("0123456789abcdef0123456789abcdef").await,
+        Err(CallError::Remote { code: 404, .. })
+    ));
 }
