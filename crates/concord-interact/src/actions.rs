@@ -274,7 +274,10 @@ pub enum ActionError {
     /// The action runs on another table sharing this one's [`ActionRecords`] (another
     /// replica of the agent): only that one can change it. A `cancelaction` is refused
     /// here, not forwarded: send it to the replica running the action.
-    #[error("action {id:?} is {} on another replica: only that one can cancel it", status.as_str())]
+    #[error(
+        "action {id:?} is {} on another replica: only that one can change or cancel it",
+        status.as_str()
+    )]
     HeldElsewhere {
         /// The id (its first 64 characters).
         id: String,
