@@ -417,7 +417,9 @@ impl ActionTable {
             return unknown(id);
         };
         match records.read(id) {
+            // Another id's record (a backend breaking its contract) says nothing of this one.
             Ok(None) => unknown(id),
+            Ok(Some(record)) if record.id != id => unknown(id),
             Ok(Some(record)) if record.status.is_terminal() => ActionError::Finished {
                 id: record.id,
                 status: record.status,
