@@ -13,9 +13,9 @@ use concord_fixtures::weather;
 use concord_identity::{NonceLog, ReplayCache};
 use concord_negotiate::ActionSpec;
 use concord_node::{
-    ActionRecords, ActionUpdate, Allow, CallError, Connection, Event, EventLog, EventLogError,
-    LocalActionRecords, LocalEventLog, Node, Notification, ProgressReporter, PublishError, Server,
-    Settlement, Want,
+    ActionIds, ActionRecords, ActionUpdate, Allow, CallError, Connection, Event, EventLog,
+    EventLogError, LocalActionRecords, LocalEventLog, Node, Notification, ProgressReporter,
+    PublishError, Server, Settlement, Want,
 };
 use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook, Store};
 use serde_json::{json, Value};
@@ -276,8 +276,13 @@ async fn an_event_the_log_cannot_take_is_not_published_and_a_poster_gets_503() {
 }
 
 /// A render agent whose `render` action reports half its progress, then waits for `gate`
-/// to open before it completes; its long-running actions are recorded in `records`.
-fn render_replica(records: &Arc<dyn ActionRecords>, gate: &watch::Receiver<bool>) -> Agent {
+/// to open before it completes; its long-running actions are recorded in `records`, their
+/// ids drawn from `ids` when given.
+fn render_replica(
+    records: &Arc<dyn ActionRecords>,
+    gate: &watch::Receiver<bool>,
+    ids: Option<Box<dyn ActionIds>>,
+) -> Agent {
     let schema = json!({"type": "object", "properties": {"frames": {"type": "integer"}}});
     let spec = ActionSpec {
         name: RENDER.into(),
@@ -286,8 +291,12 @@ fn render_replica(records: &Arc<dyn ActionRecords>, gate: &watch::Receiver<bool>
         output: schema,
     };
     let gate = gate.clone();
+    let mut builder = Node::builder("Render agent");
+    if let Some(ids) = ids {
+        builder = builder.action_ids(ids);
+    }
     build(
-        Node::builder("Render agent")
+        builder
             .progress_action(spec, move |input: Value, progress: ProgressReporter| {
                 let mut gate = gate.clone();
                 async move {
@@ -322,8 +331,8 @@ async fn a_replica_sharing_action_records_answers_a_query_for_an_action_another_
     let records: Arc<dyn ActionRecords> = Arc::new(LocalActionRecords::new());
     let (open, gate) = watch::channel(false);
     let (a, b) = (
-        render_replica(&records, &gate),
-        render_replica(&records, &gate),
+        render_replica(&records, &gate, None),
+        render_replica(&records, &gate, None),
     );
     let (a_server, b_server) = (serve(&a).await, serve(&b).await);
     let requester = requester();
@@ -384,4 +393,53 @@ async fn a_replica_sharing_action_records_answers_a_query_for_an_action_another_
         on_b.query_action("0123456789abcdef0123456789abcdef").await,
         Err(CallError::Remote { code: 404, .. })
     ));
+}
+
+/// Ids `replica-1`, `replica-2`, …
+#[derive(Debug, Default)]
+struct ReplicaIds(u64);
+
+impl ActionIds for ReplicaIds {
+    fn next_id(&mut self) -> String {
+        self.0 += 1;
+        format!("replica-{}", self.0)
+    }
+}
+
+#[tokio::test]
+async fn a_node_given_action_ids_issues_them_and_records_under_them() {
+    let records = Arc::new(LocalActionRecords::new());
+    let shared: Arc<dyn ActionRecords> = Arc::clone(&records) as Arc<dyn ActionRecords>;
+    let (open, gate) = watch::channel(false);
+    let agent = render_replica(&shared, &gate, Some(Box::new(ReplicaIds::default())));
+    let server = serve(&agent).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface([RENDER]))
+        .await
+        .unwrap();
+    let mut run = peer
+        .call_with_progress(RENDER, json!({"frames": 2}))
+        .await
+        .unwrap();
+    let action_id = loop {
+        match tokio::time::timeout(Duration::from_secs(10), run.next()).await {
+            Ok(Some(ActionUpdate::Started { action_id })) => break action_id,
+            Ok(Some(_)) => {}
+            other => panic!("no start: {other:?}"),
+        }
+    };
+    assert_eq!(action_id, "replica-1");
+    assert!(records.read("replica-1").unwrap().is_some());
+    open.send(true).unwrap();
+    let done = status_once(&peer, &action_id, "completed").await;
+    assert_eq!(done["output"]["frames"], 2, "{done}");
+    assert_eq!(
+        records
+            .read("replica-1")
+            .unwrap()
+            .map(|record| record.status),
+        Some(concord_interact::ActionStatus::Completed)
+    );
 }
