@@ -64,7 +64,7 @@ fn bench_verify(c: &mut Criterion) {
         _ => None,
     };
     // A zero TTL lets the same nonce through again while still doing the cache's work.
-    let mut replay = ReplayCache::new(1_000, Duration::ZERO);
+    let replay = ReplayCache::new(1_000, Duration::ZERO);
     let window = TimeWindow::default();
     c.bench_function("from_headers + verify (cached document)", |b| {
         b.iter(|| {
@@ -78,7 +78,7 @@ fn bench_verify(c: &mut Criterion) {
                     b"",
                     NOW,
                     &window,
-                    &mut replay,
+                    &replay,
                 )
                 .unwrap()
         })

@@ -12,7 +12,8 @@ use crate::document::{DidDocumentError, VerifiedDocument};
 use crate::encoding::{b64std_decode, b64url_decode};
 use crate::http_signature::{content_digest, signature_base, RequestTarget, SignatureParams};
 use crate::legacy::signed_hash;
-use crate::replay::{Replay, ReplayCache};
+use crate::nonce_log::NonceLog;
+use crate::replay::Replay;
 use crate::time::parse_iso8601;
 
 /// Longest header value read, in bytes.
@@ -502,10 +503,10 @@ impl Credentials {
         &self,
         now_unix: i64,
         window: &TimeWindow,
-        replay: &ReplayCache,
+        replay: &dyn NonceLog,
     ) -> Result<(), AuthError> {
         let nonce = self.fresh_nonce(now_unix, window)?;
-        if replay.contains(self.did(), nonce, now_unix) {
+        if replay.seen(self.did(), nonce, now_unix) {
             return Err(AuthError::Replayed);
         }
         Ok(())
@@ -554,7 +555,7 @@ impl Credentials {
         body: &[u8],
         now_unix: i64,
         window: &TimeWindow,
-        replay: &mut ReplayCache,
+        replay: &dyn NonceLog,
     ) -> Result<Authenticated, AuthError> {
         if document.did() != self.did() {
             return Err(AuthError::DidMismatch {
@@ -613,7 +614,7 @@ impl Credentials {
             }
         };
         replay
-            .insert(self.did(), nonce, now_unix)
+            .record(self.did(), nonce, now_unix)
             .map_err(|e| match e {
                 Replay::Seen => AuthError::Replayed,
                 Replay::Full { capacity } => AuthError::ReplayCacheFull { capacity },

@@ -23,6 +23,8 @@
 
 pub mod authorization;
 mod challenge;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod credentials;
 pub mod did;
 pub mod document;
@@ -31,6 +33,7 @@ pub mod http_signature;
 pub mod identity;
 pub mod keys;
 pub mod legacy;
+pub mod nonce_log;
 mod proof;
 pub mod replay;
 mod time;
@@ -45,6 +48,7 @@ pub use http_signature::{sign_request, RequestTarget, SignatureHeaders};
 pub use identity::{Identity, Service};
 pub use keys::{KeyFileError, Keys};
 pub use legacy::legacy_authorization;
+pub use nonce_log::NonceLog;
 pub use replay::{Replay, ReplayCache};
 pub use time::format_iso8601;
 

@@ -2,12 +2,14 @@
 //! valid.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rand_core::{OsRng, RngCore};
 use sha2::{Digest, Sha256};
 
 use crate::did::Did;
+use crate::nonce_log::NonceLog;
 
 /// Default capacity (entries).
 pub const DEFAULT_CAPACITY: usize = 100_000;
@@ -40,7 +42,8 @@ pub enum Replay {
     },
 }
 
-/// A bounded set of (DID, nonce) pairs with expiry.
+/// A bounded set of (DID, nonce) pairs with expiry: the in-memory [`NonceLog`], one
+/// process's default.
 ///
 /// Stores a 16-byte keyed hash of each pair (SHA-256 under a random key drawn at
 /// [`ReplayCache::new`], so a peer cannot aim collisions), in a `HashMap` plus a `VecDeque`
@@ -49,18 +52,29 @@ pub enum Replay {
 /// share of the entries ([`ReplayCache::per_did`]; [`Replay::DidQuota`] beyond). Pairs
 /// [restored](ReplayCache::restore) from an earlier process are kept until they expire but
 /// count against neither bound: new pairs have the whole capacity beside them.
+///
+/// The entries sit behind a mutex held for one lookup or insertion, so one cache can be
+/// shared (`Arc<dyn NonceLog>`) by every connection of a node; the `&mut self` methods
+/// reach them without locking.
 pub struct ReplayCache {
     key: [u8; 32],
     capacity: usize,
     per_did: usize,
     ttl: i64,
+    entries: Mutex<Entries>,
+}
+
+/// What a [`ReplayCache`] holds.
+#[derive(Default)]
+struct Entries {
     seen: HashMap<[u8; 16], i64>,
     /// Entries in insertion order: expiry, the pair's hash, the DID's hash (`None` for a
     /// restored pair, which counts against no bound).
     order: VecDeque<(i64, [u8; 16], Option<[u8; 16]>)>,
     /// Unexpired entries per DID (by the DID's hash), restored ones left out.
     per_did_count: HashMap<[u8; 16], u32>,
-    /// Unexpired entries recorded by [`insert`](Self::insert): what the capacity bounds.
+    /// Unexpired entries recorded by [`insert`](ReplayCache::insert): what the capacity
+    /// bounds.
     inserted: usize,
 }
 
@@ -75,7 +89,7 @@ impl std::fmt::Debug for ReplayCache {
         f.debug_struct("ReplayCache")
             .field("capacity", &self.capacity)
             .field("ttl", &self.ttl)
-            .field("len", &self.seen.len())
+            .field("len", &self.len())
             .finish_non_exhaustive()
     }
 }
@@ -91,10 +105,7 @@ impl ReplayCache {
             capacity,
             per_did: (capacity / DEFAULT_PER_DID_SHARE).max(1),
             ttl: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
-            seen: HashMap::new(),
-            order: VecDeque::new(),
-            per_did_count: HashMap::new(),
-            inserted: 0,
+            entries: Mutex::new(Entries::default()),
         }
     }
 
@@ -119,6 +130,116 @@ impl ReplayCache {
         out
     }
 
+    /// The entries, locked (a panic elsewhere while holding them leaves them consistent:
+    /// every change is a few map and queue operations that cannot panic halfway).
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether (did, nonce) was recorded and has not expired: the cheap check a verifier
+    /// makes before any costly work (fetching a document).
+    pub fn contains(&self, did: &Did, nonce: &str, now_unix: i64) -> bool {
+        let digest = self.digest(did, Some(nonce));
+        self.lock()
+            .seen
+            .get(&digest)
+            .is_some_and(|&expiry| expiry > now_unix)
+    }
+
+    /// Records (did, nonce) at `now_unix`; [`Replay::Seen`] if it is already there and
+    /// unexpired, [`Replay::Full`] if the cache is full of unexpired pairs.
+    pub fn insert(&mut self, did: &Did, nonce: &str, now_unix: i64) -> Result<(), Replay> {
+        self.record(did, nonce, now_unix)
+    }
+
+    /// Records (did, nonce) as recorded at `recorded_unix` (by an earlier process, read
+    /// back from durable storage): it is a replay until it expires, whatever the bounds
+    /// (what was accepted must not be forgotten while its signature could still be valid),
+    /// and counts against neither the capacity nor the DID's share, so that new pairs are
+    /// accepted beside everything restored (agents sharing a store may together have
+    /// recorded several times one cache's capacity): the cache holds at most the capacity
+    /// plus the pairs restored, shrinking back as they expire. Restore pairs oldest first,
+    /// before any [`insert`](Self::insert).
+    pub fn restore(&mut self, did: &Did, nonce: &str, recorded_unix: i64) {
+        <Self as NonceLog>::restore(self, did, nonce, recorded_unix);
+    }
+
+    /// Pairs held (some may have expired but not yet been evicted).
+    pub fn len(&self) -> usize {
+        self.lock().seen.len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.lock().seen.is_empty()
+    }
+
+    /// Approximate heap bytes: the map's buckets (key, value and one control byte each) and
+    /// the queue's slots, by allocated capacity.
+    pub fn approx_memory_bytes(&self) -> usize {
+        // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets, each holding its
+        // entry and one control byte.
+        fn map_bytes<K, V>(map: &HashMap<K, V>) -> usize {
+            if map.capacity() == 0 {
+                return 0;
+            }
+            (map.capacity() * 8 / 7).next_power_of_two() * (std::mem::size_of::<(K, V)>() + 1)
+        }
+        let entries = self.lock();
+        map_bytes(&entries.seen)
+            + map_bytes(&entries.per_did_count)
+            + entries.order.capacity() * std::mem::size_of::<(i64, [u8; 16], Option<[u8; 16]>)>()
+            + std::mem::size_of::<Self>()
+    }
+}
+
+impl NonceLog for ReplayCache {
+    fn seen(&self, did: &Did, nonce: &str, now_unix: i64) -> bool {
+        self.contains(did, nonce, now_unix)
+    }
+
+    fn record(&self, did: &Did, nonce: &str, now_unix: i64) -> Result<(), Replay> {
+        let digest = self.digest(did, Some(nonce));
+        let did_digest = self.digest(did, None);
+        let mut entries = self.lock();
+        if let Some(&expiry) = entries.seen.get(&digest) {
+            if expiry > now_unix {
+                return Err(Replay::Seen);
+            }
+        }
+        entries.evict_expired(now_unix);
+        let held = entries.per_did_count.get(&did_digest).copied().unwrap_or(0);
+        if usize::try_from(held).unwrap_or(usize::MAX) >= self.per_did {
+            return Err(Replay::DidQuota {
+                limit: self.per_did,
+            });
+        }
+        if entries.inserted >= self.capacity {
+            return Err(Replay::Full {
+                capacity: self.capacity,
+            });
+        }
+        let expiry = now_unix.saturating_add(self.ttl);
+        entries.seen.insert(digest, expiry);
+        entries.order.push_back((expiry, digest, Some(did_digest)));
+        entries.inserted += 1;
+        *entries.per_did_count.entry(did_digest).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn restore(&self, did: &Did, nonce: &str, recorded_unix: i64) {
+        let digest = self.digest(did, Some(nonce));
+        let mut entries = self.lock();
+        if entries.seen.contains_key(&digest) {
+            return;
+        }
+        let expiry = recorded_unix.saturating_add(self.ttl);
+        entries.seen.insert(digest, expiry);
+        entries.order.push_back((expiry, digest, None));
+    }
+}
+
+impl Entries {
     fn evict_expired(&mut self, now_unix: i64) {
         while let Some(&(expiry, digest, did)) = self.order.front() {
             if expiry > now_unix {
@@ -139,89 +260,6 @@ impl ReplayCache {
                 }
             }
         }
-    }
-
-    /// Whether (did, nonce) was recorded and has not expired: the cheap check a verifier
-    /// makes before any costly work (fetching a document).
-    pub fn contains(&self, did: &Did, nonce: &str, now_unix: i64) -> bool {
-        self.seen
-            .get(&self.digest(did, Some(nonce)))
-            .is_some_and(|&expiry| expiry > now_unix)
-    }
-
-    /// Records (did, nonce) at `now_unix`; [`Replay::Seen`] if it is already there and
-    /// unexpired, [`Replay::Full`] if the cache is full of unexpired pairs.
-    pub fn insert(&mut self, did: &Did, nonce: &str, now_unix: i64) -> Result<(), Replay> {
-        let digest = self.digest(did, Some(nonce));
-        if let Some(&expiry) = self.seen.get(&digest) {
-            if expiry > now_unix {
-                return Err(Replay::Seen);
-            }
-        }
-        self.evict_expired(now_unix);
-        let did_digest = self.digest(did, None);
-        let held = self.per_did_count.get(&did_digest).copied().unwrap_or(0);
-        if usize::try_from(held).unwrap_or(usize::MAX) >= self.per_did {
-            return Err(Replay::DidQuota {
-                limit: self.per_did,
-            });
-        }
-        if self.inserted >= self.capacity {
-            return Err(Replay::Full {
-                capacity: self.capacity,
-            });
-        }
-        let expiry = now_unix.saturating_add(self.ttl);
-        self.seen.insert(digest, expiry);
-        self.order.push_back((expiry, digest, Some(did_digest)));
-        self.inserted += 1;
-        *self.per_did_count.entry(did_digest).or_insert(0) += 1;
-        Ok(())
-    }
-
-    /// Records (did, nonce) as recorded at `recorded_unix` (by an earlier process, read
-    /// back from durable storage): it is a replay until it expires, whatever the bounds
-    /// (what was accepted must not be forgotten while its signature could still be valid),
-    /// and counts against neither the capacity nor the DID's share, so that new pairs are
-    /// accepted beside everything restored (agents sharing a store may together have
-    /// recorded several times one cache's capacity): the cache holds at most the capacity
-    /// plus the pairs restored, shrinking back as they expire. Restore pairs oldest first,
-    /// before any [`insert`](Self::insert).
-    pub fn restore(&mut self, did: &Did, nonce: &str, recorded_unix: i64) {
-        let digest = self.digest(did, Some(nonce));
-        if self.seen.contains_key(&digest) {
-            return;
-        }
-        let expiry = recorded_unix.saturating_add(self.ttl);
-        self.seen.insert(digest, expiry);
-        self.order.push_back((expiry, digest, None));
-    }
-
-    /// Pairs held (some may have expired but not yet been evicted).
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
-    /// Whether the cache holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
-    }
-
-    /// Approximate heap bytes: the map's buckets (key, value and one control byte each) and
-    /// the queue's slots, by allocated capacity.
-    pub fn approx_memory_bytes(&self) -> usize {
-        // hashbrown allocates a power of two ≥ capacity * 8 / 7 buckets, each holding its
-        // entry and one control byte.
-        fn map_bytes<K, V>(map: &HashMap<K, V>) -> usize {
-            if map.capacity() == 0 {
-                return 0;
-            }
-            (map.capacity() * 8 / 7).next_power_of_two() * (std::mem::size_of::<(K, V)>() + 1)
-        }
-        map_bytes(&self.seen)
-            + map_bytes(&self.per_did_count)
-            + self.order.capacity() * std::mem::size_of::<(i64, [u8; 16], Option<[u8; 16]>)>()
-            + std::mem::size_of::<Self>()
     }
 }
 
@@ -328,5 +366,33 @@ mod tests {
         // Once its nonces expire, the DID gets its share back.
         cache.insert(&flooder, "n4", 61).unwrap();
         assert!(!cache.contains(&flooder, "n1", 61));
+    }
+
+    #[test]
+    fn the_replay_cache_passes_the_nonce_log_conformance_suite() {
+        crate::conformance::nonce_log(
+            &|| ReplayCache::new(1_000, Duration::from_secs(360)).per_did(100),
+            360,
+        );
+    }
+
+    /// A log that forgets every nonce: the suite must catch it.
+    #[derive(Debug)]
+    struct Forgetful;
+
+    impl NonceLog for Forgetful {
+        fn seen(&self, _: &Did, _: &str, _: i64) -> bool {
+            false
+        }
+        fn record(&self, _: &Did, _: &str, _: i64) -> Result<(), Replay> {
+            Ok(())
+        }
+        fn restore(&self, _: &Did, _: &str, _: i64) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "false negative")]
+    fn the_nonce_log_suite_refuses_a_log_that_forgets() {
+        crate::conformance::nonce_log(&|| Forgetful, 360);
     }
 }

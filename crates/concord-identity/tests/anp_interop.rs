@@ -212,7 +212,7 @@ fn we_verify_the_sdks_identity_and_requests() {
     );
 
     let window = TimeWindow::default();
-    let mut replay = ReplayCache::default();
+    let replay = ReplayCache::default();
     let header_from = |headers: &Value, name: &str| -> Option<String> {
         headers
             .as_object()?
@@ -252,7 +252,7 @@ fn we_verify_the_sdks_identity_and_requests() {
                 body,
                 NOW + 5,
                 &window,
-                &mut replay,
+                &replay,
             )
             .unwrap_or_else(|e| panic!("{key}: {e}"));
         assert_eq!(auth.did, did);
@@ -267,7 +267,7 @@ fn we_verify_the_sdks_identity_and_requests() {
             body,
             NOW + 6,
             &window,
-            &mut replay,
+            &replay,
         );
         assert!(
             matches!(again, Err(concord_identity::AuthError::Replayed)),
@@ -295,7 +295,7 @@ fn we_verify_the_sdks_identity_and_requests() {
             b"",
             NOW + 5,
             &window,
-            &mut replay,
+            &replay,
         )
         .unwrap();
     assert_eq!(auth.scheme.to_string(), "didwba");
@@ -308,7 +308,7 @@ fn we_verify_the_sdks_identity_and_requests() {
         b"",
         NOW + 5,
         &window,
-        &mut ReplayCache::default(),
+        &ReplayCache::default(),
     );
     assert!(
         matches!(err, Err(concord_identity::AuthError::BadSignature)),

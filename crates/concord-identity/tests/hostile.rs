@@ -538,7 +538,7 @@ fn legacy_header_hostile() {
             b"",
             now,
             &TimeWindow::default(),
-            &mut ReplayCache::default(),
+            &ReplayCache::default(),
         )
     };
     check(&good, NOW).unwrap();

@@ -1,11 +1,14 @@
 //! Long-running actions: pending → running (monotonic progress, partial output) → exactly
 //! one terminal state; query, cancel, and a lease that outlives the caller's connection.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::action_records::{ActionRecord, ActionRecords, ActionRecordsError};
 use crate::message::{ActionStatus, Message, MessageType, Operation};
 use crate::problem::{Problem, ProblemType};
 use crate::Limits;
@@ -33,9 +36,56 @@ pub struct Action {
     lease_expires: Option<Instant>,
     started_at: Instant,
     updated_at: Instant,
+    revision: u64,
 }
 
 impl Action {
+    /// The action as `record` has it (another table's, read from shared
+    /// [`ActionRecords`]): instants do not cross processes, so it started and last changed
+    /// at `now` as far as this side knows, and no lease runs here.
+    pub fn from_record(record: ActionRecord, now: Instant) -> Self {
+        Self {
+            id: record.id,
+            name: record.name,
+            status: record.status,
+            progress: record.progress,
+            output: record.output,
+            error: record.error,
+            cancel_reason: record.cancel_reason,
+            lease: record.lease,
+            lease_expires: None,
+            started_at: now,
+            updated_at: now,
+            revision: record.revision,
+        }
+    }
+
+    /// Its record, as the table writes it to its [`ActionRecords`].
+    pub fn to_record(&self) -> ActionRecord {
+        ActionRecord {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            status: self.status,
+            progress: self.progress,
+            output: self.output.clone(),
+            error: self.error.clone(),
+            cancel_reason: self.cancel_reason,
+            lease: self.lease,
+            revision: self.revision,
+        }
+    }
+
+    /// How many changes it went through, its creation the first.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// A change at `now`: one revision more.
+    fn touch(&mut self, now: Instant) {
+        self.updated_at = now;
+        self.revision = self.revision.saturating_add(1);
+    }
+
     /// The action id, unique within its table.
     pub fn id(&self) -> &str {
         &self.id
@@ -127,6 +177,14 @@ pub enum ActionEvent {
         /// Why.
         reason: CancelReason,
     },
+    /// The table's [`ActionRecords`] could not take a change of the action (the change
+    /// stands here; other replicas read an earlier state until a later change is recorded).
+    NotRecorded {
+        /// The action id.
+        id: String,
+        /// What the records said.
+        error: ActionRecordsError,
+    },
 }
 
 /// A change the table refuses.
@@ -213,6 +271,22 @@ pub enum ActionTableError {
         /// The status refused.
         to: ActionStatus,
     },
+    /// The action runs on another table sharing this one's [`ActionRecords`] (another
+    /// replica of the agent): only that one can change it. A `cancelaction` is refused
+    /// here, not forwarded: send it to the replica running the action.
+    #[error(
+        "action {id:?} is {} on another replica: only that one can change or cancel it",
+        status.as_str()
+    )]
+    HeldElsewhere {
+        /// The id (its first 64 characters).
+        id: String,
+        /// Its status as last recorded.
+        status: ActionStatus,
+    },
+    /// The table's [`ActionRecords`] could not be read for an action it does not hold.
+    #[error(transparent)]
+    Records(#[from] ActionRecordsError),
 }
 
 impl ActionTableError {
@@ -229,7 +303,8 @@ impl ActionTableError {
             Self::TooMany { .. } | Self::Reserved { .. } => {
                 return Problem::of(ProblemType::LimitReached, self.to_string()).with_status(503)
             }
-            Self::InvalidTransition { .. } => ProblemType::Conflict,
+            Self::InvalidTransition { .. } | Self::HeldElsewhere { .. } => ProblemType::Conflict,
+            Self::Records(_) => ProblemType::Unavailable,
             Self::NameTooLong { .. } | Self::NotAnActionRequest | Self::MissingActionId(_) => {
                 ProblemType::BadMessage
             }
@@ -269,10 +344,15 @@ impl ActionIds for SequentialIds {
 /// out ([`ActionTable::poll_timeout`], [`ActionTable::handle_timeout`]), and a caller that
 /// comes back ([`ActionTable::attach`]) can query them. Cancellations come out of
 /// [`ActionTable::poll_event`] so that the driver stops the work.
+///
+/// Given [`ActionRecords`] ([`ActionTable::with_records`]), the table writes each change of
+/// an action there and reads an action it does not hold from there
+/// ([`ActionTable::lookup`], [`ActionTable::cancel`]); without, it is its own record.
 #[derive(Debug)]
 pub struct ActionTable {
     limits: Limits,
     ids: Box<dyn ActionIds>,
+    records: Option<Arc<dyn ActionRecords>>,
     actions: BTreeMap<String, Action>,
     unfinished: usize,
     /// Finished ids, oldest first, to forget past `Limits::finished_actions`.
@@ -287,6 +367,7 @@ impl ActionTable {
         Self {
             limits,
             ids: Box::new(SequentialIds::default()),
+            records: None,
             actions: BTreeMap::new(),
             unfinished: 0,
             finished: VecDeque::new(),
@@ -306,6 +387,49 @@ impl ActionTable {
     pub fn with_ids(mut self, ids: Box<dyn ActionIds>) -> Self {
         self.ids = ids;
         self
+    }
+
+    /// Writes each change of an action (created, running, progress, terminal, cancelled,
+    /// lease expired) to `records`, tells them when it forgets a finished one, and reads
+    /// there an action it does not hold (see the [`ActionRecords`] contract). Tables sharing
+    /// records must draw ids that never collide ([`ActionTable::with_ids`]).
+    pub fn with_records(mut self, records: Arc<dyn ActionRecords>) -> Self {
+        self.records = Some(records);
+        self
+    }
+
+    /// Writes the action `id` as it now stands to the records, if any.
+    fn record(&mut self, id: &str) {
+        let (Some(records), Some(action)) = (&self.records, self.actions.get(id)) else {
+            return;
+        };
+        if let Err(error) = records.write(&action.to_record()) {
+            self.events.push_back(ActionEvent::NotRecorded {
+                id: action.id.clone(),
+                error,
+            });
+        }
+    }
+
+    /// Why the action `id`, which this table does not hold, cannot be changed here.
+    fn not_held(&self, id: &str) -> ActionTableError {
+        let Some(records) = &self.records else {
+            return unknown(id);
+        };
+        match records.read(id) {
+            // Another id's record (a backend breaking its contract) says nothing of this one.
+            Ok(None) => unknown(id),
+            Ok(Some(record)) if record.id != id => unknown(id),
+            Ok(Some(record)) if record.status.is_terminal() => ActionTableError::Finished {
+                id: record.id,
+                status: record.status,
+            },
+            Ok(Some(record)) => ActionTableError::HeldElsewhere {
+                id: record.id.chars().take(64).collect(),
+                status: record.status,
+            },
+            Err(error) => ActionTableError::Records(error),
+        }
     }
 
     /// Starts an action (`pending`) with the default lease `Limits::action_lease`;
@@ -348,18 +472,42 @@ impl ActionTable {
             lease_expires: self.detached.then(|| now + lease),
             started_at: now,
             updated_at: now,
+            revision: 1,
         };
         self.actions.insert(id.clone(), action);
         self.unfinished += 1;
+        self.record(&id);
         Ok(id)
     }
 
-    /// The action, finished or not.
+    /// The action, finished or not, if this table holds it.
     pub fn query(&self, id: &str) -> Result<&Action, ActionTableError> {
         self.actions.get(id).ok_or_else(|| unknown(id))
     }
 
+    /// The action, finished or not: this table's, else as its [`ActionRecords`] last have
+    /// it (another replica's; see [`Action::from_record`] for its instants).
+    ///
+    /// # Errors
+    /// [`ActionTableError::Unknown`] when neither has it; [`ActionTableError::Records`] when the
+    /// records could not be read.
+    pub fn lookup(&self, id: &str, now: Instant) -> Result<Cow<'_, Action>, ActionTableError> {
+        if let Some(action) = self.actions.get(id) {
+            return Ok(Cow::Borrowed(action));
+        }
+        let Some(records) = &self.records else {
+            return Err(unknown(id));
+        };
+        match records.read(id)? {
+            Some(record) if record.id == id => Ok(Cow::Owned(Action::from_record(record, now))),
+            _ => Err(unknown(id)),
+        }
+    }
+
     fn unfinished_mut(&mut self, id: &str) -> Result<&mut Action, ActionTableError> {
+        if !self.actions.contains_key(id) {
+            return Err(self.not_held(id));
+        }
         let action = self.actions.get_mut(id).ok_or_else(|| unknown(id))?;
         if action.status.is_terminal() {
             return Err(ActionTableError::Finished {
@@ -374,7 +522,8 @@ impl ActionTable {
     pub fn run(&mut self, id: &str, now: Instant) -> Result<(), ActionTableError> {
         let action = self.unfinished_mut(id)?;
         action.status = ActionStatus::Running;
-        action.updated_at = now;
+        action.touch(now);
+        self.record(id);
         Ok(())
     }
 
@@ -408,7 +557,8 @@ impl ActionTable {
         if partial_output.is_some() {
             action.output = partial_output;
         }
-        action.updated_at = now;
+        action.touch(now);
+        self.record(id);
         Ok(())
     }
 
@@ -475,15 +625,27 @@ impl ActionTable {
     fn finish(&mut self, id: &str, status: ActionStatus, now: Instant) {
         if let Some(action) = self.actions.get_mut(id) {
             action.status = status;
-            action.updated_at = now;
+            action.touch(now);
             action.lease_expires = None;
             self.unfinished = self.unfinished.saturating_sub(1);
             self.finished.push_back(action.id.clone());
         }
+        self.record(id);
         while self.finished.len() > self.limits.finished_actions {
             if let Some(old) = self.finished.pop_front() {
                 self.actions.remove(&old);
+                self.forget_record(&old);
             }
+        }
+    }
+
+    /// Tells the records, if any, that the table forgot the finished action `id`.
+    fn forget_record(&mut self, id: &str) {
+        if let Some(Err(error)) = self.records.as_ref().map(|records| records.forget(id)) {
+            self.events.push_back(ActionEvent::NotRecorded {
+                id: id.to_owned(),
+                error,
+            });
         }
     }
 
@@ -557,7 +719,7 @@ impl ActionTable {
             Operation::CancelAction => self.cancel(id, now)?,
             _ => return Err(ActionTableError::NotAnActionRequest),
         }
-        Ok(self.query(id)?.to_message(
+        Ok(self.lookup(id, now)?.to_message(
             MessageType::Response,
             request.operation,
             &request.correlation_id,
@@ -638,6 +800,7 @@ impl ActionTracker {
                     lease_expires: None,
                     started_at: now,
                     updated_at: now,
+                    revision: 0,
                 },
             );
         }
@@ -683,7 +846,7 @@ impl ActionTracker {
             action.error = message.error.clone();
         }
         action.status = status;
-        action.updated_at = now;
+        action.touch(now);
         if status.is_terminal() {
             self.finished.push_back(id.to_owned());
             while self.finished.len() > self.limits.finished_actions {

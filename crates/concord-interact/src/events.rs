@@ -271,6 +271,17 @@ pub enum EventError {
         /// The latest id published.
         latest: u64,
     },
+    /// [`EventHub::publish_as`] with an id not above the latest one of its event (an
+    /// [`EventLog`](crate::EventLog) that broke its contract): nothing is published.
+    #[error("event {name:?} was given id {id}, not above its latest id {latest}")]
+    IdNotAfter {
+        /// The event name.
+        name: String,
+        /// The id given.
+        id: u64,
+        /// The latest id published.
+        latest: u64,
+    },
     /// The subscription's replay overflowed the queue under [`Overflow::Disconnect`]: the
     /// subscriber is dropped ([`HubEvent::SubscriberDropped`] says so too).
     #[error("subscriber {} was dropped: its replay overflowed its queue", subscriber.0)]
@@ -524,27 +535,58 @@ impl EventHub {
     /// Publishes an event: assigns it the next id of its name, keeps it for replay and
     /// queues it for every subscriber to it. Returns its id.
     pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
-        self.publish_noting(event, data, now, &mut Vec::new())
+        self.publish_noting(event, None, data, now, &mut Vec::new())
     }
 
-    /// [`EventHub::publish`], adding to `fresh` every subscriber that had nothing queued
+    /// Publishes an event under the `id` an [`EventLog`](crate::EventLog) gave it (ids may
+    /// skip: events published elsewhere), keeps it for replay and queues it for every
+    /// subscriber to it.
+    ///
+    /// # Errors
+    /// [`EventError::UnknownEvent`]; [`EventError::IdNotAfter`] when `id` is not above the
+    /// event's latest id.
+    pub fn publish_as(
+        &mut self,
+        event: &str,
+        id: u64,
+        data: Value,
+        now: Instant,
+    ) -> Result<(), EventError> {
+        self.publish_noting(event, Some(id), data, now, &mut Vec::new())
+            .map(|_| ())
+    }
+
+    /// [`EventHub::publish`] (`id` `None`: the hub's next id) or
+    /// [`EventHub::publish_as`], adding to `fresh` every subscriber that had nothing queued
     /// before and has now (one that had something queued was told so already).
     pub(crate) fn publish_noting(
         &mut self,
         event: &str,
+        id: Option<u64>,
         data: Value,
         now: Instant,
         fresh: &mut Vec<SubscriberId>,
     ) -> Result<u64, EventError> {
         let log = self.logs.get_mut(event).ok_or_else(|| unknown(event))?;
+        let id = match id {
+            None => log.next_id,
+            Some(id) if id >= log.next_id => id,
+            Some(id) => {
+                return Err(EventError::IdNotAfter {
+                    name: event.chars().take(64).collect(),
+                    id,
+                    latest: log.latest(),
+                })
+            }
+        };
         let record = EventRecord {
             event: log.name.clone(),
-            id: log.next_id,
+            id,
             encoded: Arc::new(EncodedData::of(&data)),
             data: Arc::new(data),
             published_at: now,
         };
-        log.next_id = log.next_id.saturating_add(1);
+        log.next_id = id.saturating_add(1);
         log.keep(record.clone());
         log.prune(&self.limits, now);
         let limits = &self.limits;
@@ -782,6 +824,42 @@ mod tests {
         hub.publish("fe\u{e9}d\"back", data, Instant::now())
             .unwrap();
         hub.poll_delivery(SubscriberId(1)).unwrap()
+    }
+
+    #[test]
+    fn events_published_under_a_log_s_ids_reach_subscribers_and_resume_across_skips() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("tick").unwrap();
+        hub.subscribe(SubscriberId(1), "tick", None, now).unwrap();
+        hub.publish_as("tick", 10, json!(1), now).unwrap();
+        // Ids 11 to 19 went to events published elsewhere.
+        hub.publish_as("tick", 20, json!(2), now).unwrap();
+        assert_eq!(hub.latest("tick").unwrap(), 20);
+        let ids: Vec<u64> = std::iter::from_fn(|| hub.poll_delivery(SubscriberId(1)))
+            .map(|delivery| match delivery {
+                Delivery::Event(record) => record.id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(ids, [10, 20]);
+        assert_eq!(
+            hub.publish_as("tick", 20, json!(3), now),
+            Err(EventError::IdNotAfter {
+                name: "tick".into(),
+                id: 20,
+                latest: 20
+            })
+        );
+        // A subscriber that saw 10 resumes with 20, no gap: nothing here was lost.
+        hub.subscribe(SubscriberId(2), "tick", Some(10), now)
+            .unwrap();
+        match hub.poll_delivery(SubscriberId(2)) {
+            Some(Delivery::Event(record)) => assert_eq!(record.id, 20),
+            other => panic!("{other:?}"),
+        }
+        // The hub's own numbering carries on after the log's ids.
+        assert_eq!(hub.publish("tick", json!(4), now).unwrap(), 21);
     }
 
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).

@@ -33,10 +33,14 @@
 
 use std::time::Duration;
 
+mod action_records;
 mod actions;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod correlation;
 pub mod document;
 mod endpoint;
+mod event_log;
 mod events;
 mod interface;
 mod message;
@@ -46,6 +50,7 @@ pub mod stream;
 mod thing;
 pub mod wire;
 
+pub use action_records::{ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords};
 pub use actions::{
     Action, ActionEvent, ActionIds, ActionTable, ActionTableError, ActionTracker, CancelReason,
     SequentialIds,
@@ -56,6 +61,7 @@ pub use endpoint::{
     ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
     StreamUpdate, UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
 };
+pub use event_log::{EventLog, EventLogError, LocalEventLog};
 pub use events::{
     Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,
     SubscriberId,

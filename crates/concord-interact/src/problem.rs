@@ -32,6 +32,8 @@ pub enum ProblemType {
     LimitReached,
     /// The request conflicts with the current state (409), e.g. a second subscription.
     Conflict,
+    /// A backend the answer needs could not be reached (503), e.g. shared action records.
+    Unavailable,
 }
 
 impl ProblemType {
@@ -48,6 +50,7 @@ impl ProblemType {
             Self::SubscriberDropped => "urn:concord:interact:subscriber-dropped",
             Self::LimitReached => "urn:concord:interact:limit-reached",
             Self::Conflict => "urn:concord:interact:conflict",
+            Self::Unavailable => "urn:concord:interact:unavailable",
         }
     }
 
@@ -59,6 +62,7 @@ impl ProblemType {
             Self::ActionFinished | Self::Conflict => 409,
             Self::Gap => 200,
             Self::SubscriberDropped | Self::LimitReached => 429,
+            Self::Unavailable => 503,
         }
     }
 
@@ -75,6 +79,7 @@ impl ProblemType {
             Self::SubscriberDropped => "Subscriber dropped",
             Self::LimitReached => "Limit reached",
             Self::Conflict => "Conflict",
+            Self::Unavailable => "Unavailable",
         }
     }
 
@@ -91,6 +96,7 @@ impl ProblemType {
             Self::SubscriberDropped,
             Self::LimitReached,
             Self::Conflict,
+            Self::Unavailable,
         ]
         .into_iter()
         .find(|t| t.uri() == uri)

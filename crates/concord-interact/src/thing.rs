@@ -8,11 +8,14 @@
 //! sessions with something queued; the node then drains that session's
 //! [`ProviderEndpoint::poll_transmit`](crate::ProviderEndpoint::poll_transmit).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::action_records::ActionRecords;
 use crate::actions::{Action, ActionEvent, ActionIds, ActionTable, ActionTableError};
 use crate::events::{Delivery, EventError, EventHub, HubEvent, Overflow, Subscribed, SubscriberId};
 use crate::interface::Interface;
@@ -175,6 +178,13 @@ impl Thing {
         self
     }
 
+    /// Records long-running actions in `records`, and answers a query for an action another
+    /// Thing sharing them runs (see [`ActionTable::with_records`]).
+    pub fn with_action_records(mut self, records: Arc<dyn ActionRecords>) -> Self {
+        self.actions = self.actions.with_records(records);
+        self
+    }
+
     /// Every affordance the node serves.
     pub fn interface(&self) -> &Interface {
         &self.interface
@@ -182,8 +192,36 @@ impl Thing {
 
     /// Publishes an event to every session subscribed to it; returns its id.
     pub fn publish(&mut self, event: &str, data: Value, now: Instant) -> Result<u64, EventError> {
+        self.publish_noting(event, None, data, now)
+    }
+
+    /// Publishes an event under the `id` an [`EventLog`](crate::EventLog) gave it (see
+    /// [`EventHub::publish_as`]) to every session subscribed to it.
+    ///
+    /// # Errors
+    /// [`EventError::UnknownEvent`], or [`EventError::IdNotAfter`] when `id` is not above
+    /// the event's latest id.
+    pub fn publish_as(
+        &mut self,
+        event: &str,
+        id: u64,
+        data: Value,
+        now: Instant,
+    ) -> Result<(), EventError> {
+        self.publish_noting(event, Some(id), data, now).map(|_| ())
+    }
+
+    fn publish_noting(
+        &mut self,
+        event: &str,
+        id: Option<u64>,
+        data: Value,
+        now: Instant,
+    ) -> Result<u64, EventError> {
         let mut fresh = Vec::new();
-        let id = self.events.publish_noting(event, data, now, &mut fresh)?;
+        let id = self
+            .events
+            .publish_noting(event, id, data, now, &mut fresh)?;
         if self.events.has_events() {
             self.after_change();
             return Ok(id);
@@ -228,6 +266,7 @@ impl Thing {
     ) -> Result<(), ActionTableError> {
         self.actions.progress(action_id, progress, partial, now)?;
         self.notify_owner(action_id, false);
+        self.drain_action_events();
         Ok(())
     }
 
@@ -241,6 +280,7 @@ impl Thing {
     ) -> Result<(), ActionTableError> {
         self.actions.complete(action_id, Some(output), now)?;
         self.notify_owner(action_id, true);
+        self.drain_action_events();
         Ok(())
     }
 
@@ -253,16 +293,33 @@ impl Thing {
     ) -> Result<(), ActionTableError> {
         self.actions.fail(action_id, problem, now)?;
         self.notify_owner(action_id, true);
+        self.drain_action_events();
         Ok(())
     }
 
-    /// An action, finished or not (`queryaction`).
+    /// An action of this Thing, finished or not.
     pub fn query_action(&self, action_id: &str) -> Result<&Action, ActionTableError> {
         self.actions.query(action_id)
     }
 
+    /// An action, finished or not (`queryaction`): this Thing's, else as its action records
+    /// have it (see [`ActionTable::lookup`]).
+    ///
+    /// # Errors
+    /// [`ActionTableError::Unknown`], or [`ActionTableError::Records`] when the records could not be
+    /// read.
+    pub fn lookup_action(
+        &self,
+        action_id: &str,
+        now: Instant,
+    ) -> Result<Cow<'_, Action>, ActionTableError> {
+        self.actions.lookup(action_id, now)
+    }
+
     /// Cancels an action (`cancelaction`): [`Thing::poll_action_event`] tells the node to
-    /// stop the work, its caller gets the terminal notification (status cancelled).
+    /// stop the work, its caller gets the terminal notification (status cancelled). An
+    /// action another Thing sharing the records runs is refused
+    /// ([`ActionTableError::HeldElsewhere`]), not forwarded.
     pub fn cancel_action(
         &mut self,
         action_id: &str,
@@ -282,8 +339,8 @@ impl Thing {
         Some(id)
     }
 
-    /// The next action event for the node (cancelled by the caller or because the lease
-    /// ran out): stop the work behind it.
+    /// The next action event for the node: cancelled by the caller or because the lease
+    /// ran out (stop the work behind it), or a change the action records could not take.
     pub fn poll_action_event(&mut self) -> Option<ActionEvent> {
         self.action_events.pop_front()
     }
@@ -411,6 +468,7 @@ impl Thing {
             return Err(ActionTableError::Reserved { reserved });
         }
         let id = self.actions.start(name, now)?;
+        self.drain_action_events();
         self.owners.insert(
             id.clone(),
             Owner {
@@ -523,10 +581,14 @@ impl Thing {
 
     fn drain_action_events(&mut self) {
         while let Some(event) = self.actions.poll_event() {
-            let ActionEvent::Cancelled { id, .. } = &event;
-            let id = id.clone();
+            let cancelled = match &event {
+                ActionEvent::Cancelled { id, .. } => Some(id.clone()),
+                ActionEvent::NotRecorded { .. } => None,
+            };
             self.action_events.push_back(event);
-            self.notify_owner(&id, true);
+            if let Some(id) = cancelled {
+                self.notify_owner(&id, true);
+            }
         }
     }
 

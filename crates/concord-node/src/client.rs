@@ -910,13 +910,13 @@ async fn shortcuts(
     let schema = shared.limits.schema;
     shared
         .store
-        .run(move |store| {
+        .run_state(move |state| {
             let query = ResumeQuery {
                 peer: &peer,
                 action: &action,
                 role: Role::Requester,
             };
-            let resume = store.latest_resumable(&query)?.map(|offer| {
+            let resume = state.protocols.latest_resumable(&query)?.map(|offer| {
                 match &offer.held_by {
                     HeldBy::ThisPeer => {
                         tracing::debug!(hash = %offer.hash, "offering the protocol held for this peer")
@@ -931,7 +931,7 @@ async fn shortcuts(
             });
             let mut consensus = Vec::new();
             for (uri, hash) in peer_consensus {
-                let Some(entry) = store.consensus(&uri)? else {
+                let Some(entry) = state.consensus.consensus(&uri)? else {
                     continue;
                 };
                 if entry.hash == hash
@@ -1237,10 +1237,10 @@ async fn settle_from_store(
     let choice = choice.clone();
     let found = shared
         .store
-        .run(move |store| {
+        .run_state(move |state| {
             Ok(match choice {
                 ProtocolChoice::Negotiate => None,
-                ProtocolChoice::Resume(hash) => store.protocol(&hash)?.map(|protocol| {
+                ProtocolChoice::Resume(hash) => state.protocols.protocol(&hash)?.map(|protocol| {
                     (
                         Settled {
                             hash: protocol.hash,
@@ -1250,7 +1250,7 @@ async fn settle_from_store(
                         protocol.handlers.get(Role::Requester).map(str::to_owned),
                     )
                 }),
-                ProtocolChoice::Consensus(uri) => store.consensus(&uri)?.map(|entry| {
+                ProtocolChoice::Consensus(uri) => state.consensus.consensus(&uri)?.map(|entry| {
                     (
                         Settled {
                             hash: entry.hash,

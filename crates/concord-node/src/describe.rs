@@ -77,7 +77,7 @@ impl Description {
 async fn consensus_protocols(shared: &Shared) -> Result<Vec<ConsensusProtocol>, String> {
     Ok(shared
         .store
-        .run(|store| store.list_consensus())
+        .run_state(|state| state.consensus.list_consensus())
         .await
         .map_err(|error: StoreFailure| error.to_string())?
         .into_iter()

@@ -83,6 +83,7 @@ mod memory;
 mod node;
 mod server;
 mod shed;
+mod state;
 mod storage;
 mod tls;
 mod transport;
@@ -107,6 +108,13 @@ pub use concord_interact::{
     ActionAffordance, ActionMode, EventAffordance, EventError, Overflow, PropertyAffordance,
     PropertyError, StreamSpec,
 };
+// The shared-state seams a `NodeBuilder` takes other backends for.
+pub use concord_identity::{NonceLog, ReplayCache};
+pub use concord_interact::{
+    ActionIds, ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords,
+};
+pub use concord_interact::{EventLog, EventLogError, LocalEventLog};
+pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use driver::Settlement;

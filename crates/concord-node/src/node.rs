@@ -402,6 +402,13 @@ pub struct NodeBuilder {
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
+    nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
+    nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
+    protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
+    consensus: Option<Arc<dyn concord_store::ConsensusRegistry>>,
+    event_log: Option<Arc<dyn concord_interact::EventLog>>,
+    action_records: Option<Arc<dyn concord_interact::ActionRecords>>,
+    action_ids: Option<Box<dyn concord_interact::ActionIds>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -438,6 +445,13 @@ impl NodeBuilder {
             events: BTreeMap::new(),
             event_ingest_token: None,
             bindings: Vec::new(),
+            nonce_log: None,
+            nonce_store: None,
+            protocols: None,
+            consensus: None,
+            event_log: None,
+            action_records: None,
+            action_ids: None,
         }
     }
 
@@ -682,6 +696,80 @@ impl NodeBuilder {
         self
     }
 
+    /// Keeps the nonces of accepted DID-signed upgrades in `log` rather than in this node's
+    /// own in-memory [`ReplayCache`](concord_identity::ReplayCache) (sized by
+    /// [`Security`]'s `replay_capacity`, `replay_ttl` and `replay_per_did`, which then do not
+    /// apply): nodes sharing one log refuse a request any of them accepted. The log must
+    /// keep each nonce at least `replay_ttl` and pass
+    /// `concord_identity::conformance::nonce_log`.
+    pub fn nonce_log(mut self, log: Arc<dyn concord_identity::NonceLog>) -> Self {
+        self.nonce_log = Some(log);
+        self
+    }
+
+    /// Records the nonces of accepted DID-signed upgrades durably in `store` rather than in
+    /// the node's [store](Self::store), and reloads them from it at start: a replay is
+    /// refused across restarts and across the processes sharing it. It must pass
+    /// `concord_store::conformance::nonce_store`.
+    pub fn nonce_store(mut self, store: Arc<dyn concord_store::NonceStore>) -> Self {
+        self.nonce_store = Some(store);
+        self
+    }
+
+    /// Keeps negotiated protocols by hash in `protocols` rather than in the node's
+    /// [store](Self::store) (which keeps its transcripts): what it saves after a
+    /// negotiation, offers and accepts for 0-RTT, and keeps within
+    /// `Limits::protocol_max_count` and `protocol_max_per_peer`. It must pass
+    /// `concord_store::conformance::protocol_book`.
+    pub fn protocols(mut self, protocols: Arc<dyn concord_store::ProtocolBook>) -> Self {
+        self.protocols = Some(protocols);
+        self
+    }
+
+    /// Reads consensus protocols from `registry` rather than from the node's
+    /// [store](Self::store): those it lists with a provider handler are advertised, and a
+    /// peer's candidate URIs are looked up there. It must pass
+    /// `concord_store::conformance::consensus_registry`.
+    pub fn consensus_registry(
+        mut self,
+        registry: Arc<dyn concord_store::ConsensusRegistry>,
+    ) -> Self {
+        self.consensus = Some(registry);
+        self
+    }
+
+    /// Numbers published events with `log` rather than with the node's own
+    /// [`LocalEventLog`](concord_interact::LocalEventLog) (which counts from the clock in
+    /// microseconds, so that a restart never reuses an id): nodes sharing one log give
+    /// their events one sequence of ids per name, while each node's subscribers still hear
+    /// only the events it publishes. It must pass `concord_interact::conformance::event_log`.
+    pub fn event_log(mut self, log: Arc<dyn concord_interact::EventLog>) -> Self {
+        self.event_log = Some(log);
+        self
+    }
+
+    /// Writes each change of the node's long-running actions (created, running, progress,
+    /// terminal, cancelled, lease expired) to `records`, and answers a `queryaction` for an
+    /// action it does not run from there: nodes sharing records (replicas of one agent)
+    /// answer a query for an action any of them runs. A `cancelaction` for an action
+    /// another node runs is refused (409, `urn:concord:interact:conflict`), not forwarded:
+    /// only the node running it can stop it. Records that cannot be read answer 503. They
+    /// must pass `concord_interact::conformance::action_records`; without, the node's
+    /// actions live in its own table only.
+    pub fn action_records(mut self, records: Arc<dyn concord_interact::ActionRecords>) -> Self {
+        self.action_records = Some(records);
+        self
+    }
+
+    /// Draws the ids of long-running actions from `ids` rather than from the node's own
+    /// (128 random bits under a key of the node). An id is all it takes to query or cancel
+    /// an action: give unguessable ones, unique over every node sharing
+    /// [action records](Self::action_records).
+    pub fn action_ids(mut self, ids: Box<dyn concord_interact::ActionIds>) -> Self {
+        self.action_ids = Some(ids);
+        self
+    }
+
     /// Uses this LLM to negotiate what the rules cannot settle, write handler code no
     /// template fits, and answer natural-language messages (advertised only then).
     pub fn llm(mut self, config: LlmConfig) -> Self {
@@ -835,13 +923,23 @@ impl NodeBuilder {
                 )));
             }
         }
+        let backends = crate::state::Backends {
+            protocols: self
+                .protocols
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::ProtocolBook>),
+            consensus: self
+                .consensus
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::ConsensusRegistry>),
+        };
         let identity = NodeIdentity::new(
             self.keys,
             self.identity,
             self.security,
             self.access,
             Arc::new(tls.clone()),
-            Arc::clone(&store),
+            self.nonce_store
+                .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::NonceStore>),
+            self.nonce_log,
         )
         .map_err(NodeError::Config)?;
         let session = self.limits.session_config(if self.reference_compatible {
@@ -891,6 +989,11 @@ impl NodeBuilder {
             self.limits.interaction.clone(),
             self.limits.event_overflow,
             &self.limits.schema,
+            crate::interact::ThingBackends {
+                event_log: self.event_log,
+                action_records: self.action_records,
+                action_ids: self.action_ids,
+            },
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
@@ -913,7 +1016,7 @@ impl NodeBuilder {
                 id: self.id,
                 persona,
                 actions: self.actions,
-                store: SharedStore::new(store, &self.limits),
+                store: SharedStore::new(store, backends, &self.limits),
                 calls: Arc::new(CallBudget::new(&self.limits)),
                 policy,
                 limits: self.limits,

@@ -17,10 +17,12 @@ use concord_store::{
 use tokio::sync::mpsc;
 
 use crate::config::Limits;
+use crate::state::Backends;
 
-/// The store behind an `Arc`, with an async door, and the node's transcript upkeep.
+/// The store behind an `Arc`, with an async door, the node's transcript upkeep, and the
+/// backends of protocols and consensus entries (the store itself unless others were given).
 #[derive(Debug, Clone)]
-pub(crate) struct SharedStore(Arc<Store>, Arc<Upkeep>);
+pub(crate) struct SharedStore(Arc<Store>, Arc<Upkeep>, Arc<Backends>);
 
 /// How long transcripts are kept, how many negotiated protocols, this node's claim to
 /// record transcripts, and when they were last pruned.
@@ -29,6 +31,8 @@ struct Upkeep {
     max_age: Duration,
     max_count: u64,
     max_protocols: u64,
+    /// Where the negotiated protocols kept within `max_protocols` are.
+    protocols: Arc<dyn concord_store::ProtocolBook>,
     interval: Duration,
     /// How much of each transcript is kept (also set on the store).
     bounds: TranscriptBounds,
@@ -60,7 +64,7 @@ impl SharedStore {
     /// transcripts: when no other node records in it, the transcripts a dead process left
     /// open are closed as [`Outcome::Interrupted`] (a blocking call, like opening the
     /// store).
-    pub(crate) fn new(store: Arc<Store>, limits: &Limits) -> Self {
+    pub(crate) fn new(store: Arc<Store>, backends: Backends, limits: &Limits) -> Self {
         let bounds = TranscriptBounds::new(
             limits.transcript_text_max_bytes,
             limits.transcript_max_frames,
@@ -85,12 +89,13 @@ impl SharedStore {
             max_age: limits.transcript_max_age,
             max_count: limits.transcript_max_count,
             max_protocols: limits.protocol_max_count,
+            protocols: Arc::clone(&backends.protocols),
             interval: limits.transcript_prune_interval,
             bounds,
             _claim: claim,
             prunes: Mutex::new(PruneState::default()),
         };
-        Self(store, Arc::new(upkeep))
+        Self(store, Arc::new(upkeep), Arc::new(backends))
     }
 
     pub(crate) fn get(&self) -> &Arc<Store> {
@@ -103,11 +108,16 @@ impl SharedStore {
         F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
     {
-        let store = Arc::clone(&self.0);
-        tokio::task::spawn_blocking(move || operation(&store))
-            .await
-            .map_err(|error| StoreFailure::Task(error.to_string()))?
-            .map_err(|error| StoreFailure::Store(Arc::new(error)))
+        blocking(Arc::clone(&self.0), operation).await
+    }
+
+    /// Runs `operation` on the protocols and consensus backends, on the blocking pool.
+    pub(crate) async fn run_state<T, F>(&self, operation: F) -> Result<T, StoreFailure>
+    where
+        F: FnOnce(&Backends) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        blocking(Arc::clone(&self.2), operation).await
     }
 
     /// A session ended: prunes the transcripts now, or once the prune interval has passed
@@ -135,6 +145,19 @@ impl SharedStore {
     }
 }
 
+/// Runs `operation` on `target` on the blocking pool.
+async fn blocking<S, T, F>(target: Arc<S>, operation: F) -> Result<T, StoreFailure>
+where
+    S: Send + Sync + ?Sized + 'static,
+    F: FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(move || operation(&target))
+        .await
+        .map_err(|error| StoreFailure::Task(error.to_string()))?
+        .map_err(|error| StoreFailure::Store(Arc::new(error)))
+}
+
 /// Deletes the transcripts and the negotiated protocols `upkeep`'s limits do not keep (in
 /// short transactions), then checkpoints the write-ahead log passively. Failures are
 /// logged: retention never stops a node.
@@ -151,17 +174,16 @@ async fn prune(store: &Weak<Store>, upkeep: &Weak<Upkeep>) {
         .older_than(upkeep.max_age, SystemTime::now())
         .keep_newest(upkeep.max_count);
     let max_protocols = upkeep.max_protocols;
-    let shared = SharedStore(store, upkeep);
-    let result = shared
-        .run(move |store| {
-            let transcripts = store.prune_transcripts_by(&retention)?;
-            let protocols = store.prune_protocols(max_protocols)?;
-            if transcripts > 0 || protocols > 0 {
-                store.checkpoint(CheckpointMode::Passive)?;
-            }
-            Ok((transcripts, protocols))
-        })
-        .await;
+    let protocols = Arc::clone(&upkeep.protocols);
+    let result = blocking(store, move |store| {
+        let transcripts = store.prune_transcripts_by(&retention)?;
+        let protocols = protocols.prune_protocols(max_protocols)?;
+        if transcripts > 0 || protocols > 0 {
+            store.checkpoint(CheckpointMode::Passive)?;
+        }
+        Ok((transcripts, protocols))
+    })
+    .await;
     match result {
         Ok((0, 0)) => {}
         Ok((transcripts, protocols)) => {

@@ -154,6 +154,17 @@ pub enum StoreError {
         /// The transcript.
         id: TranscriptId,
     },
+    /// A backend other than this SQLite store (behind [`NonceStore`](crate::NonceStore) or
+    /// [`ConsensusRegistry`](crate::ConsensusRegistry)) could not do what was asked.
+    #[error("the {backend} backend could not {operation}: {cause}")]
+    Backend {
+        /// The backend (`"nats-jetstream"`, …).
+        backend: &'static str,
+        /// What it was asked to do (`"record nonce"`, …).
+        operation: &'static str,
+        /// Its error.
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl StoreError {

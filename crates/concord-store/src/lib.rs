@@ -34,6 +34,11 @@
 //!   [`Store::unexpired_nonces`]), each until its signature could no longer be valid, so
 //!   that a replay is refused across a restart.
 //!
+//! - **Seams for other backends** ([`ProtocolBook`], [`ConsensusRegistry`], [`NonceStore`]): the concerns a
+//!   node may keep elsewhere, one trait each with its contract written down; [`Store`]
+//!   implements them, and `conformance` (feature `conformance`) holds the suites any
+//!   backend must pass.
+//!
 //! The API is synchronous and the [`Store`] is `Send + Sync`: share it in an `Arc` and
 //! call it through `spawn_blocking` from async code. It survives `kill -9` mid-write (see
 //! [`Store`] for the durability choices, and `tests/crash.rs` for the proof).
@@ -60,8 +65,11 @@
 )]
 #![warn(missing_docs)]
 
+mod backends;
 mod check;
 mod column;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod error;
 mod handlers;
 mod integrity;
@@ -77,6 +85,7 @@ mod time;
 mod transcripts;
 mod verified;
 
+pub use backends::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use check::Problem;
 pub use error::StoreError;
 pub use handlers::Handlers;

@@ -5,11 +5,13 @@ use std::cell::RefCell;
 use concord_proto::handshake::ProtocolStore;
 use concord_proto::{ProtocolHash, Role};
 
+use crate::backends::{ConsensusRegistry, ProtocolBook};
 use crate::error::StoreError;
 use crate::store::Store;
 
-/// The store seen by a session playing `role`: implements [`ProtocolStore`] for
-/// `concord_proto::handshake::answer_source_hello`.
+/// The protocols and the consensus registry seen by a session playing `role`: implements
+/// [`ProtocolStore`] for `concord_proto::handshake::answer_source_hello`, over this
+/// [`Store`] ([`Store::for_role`]) or any other backends ([`RoleView::new`]).
 ///
 /// The trait answers `bool`, so an error (a corrupt row, a SQLite failure) answers
 /// `false` — the protocol is never used — and is kept here: read it with
@@ -33,7 +35,8 @@ use crate::store::Store;
 /// ```
 #[derive(Debug)]
 pub struct RoleView<'a> {
-    store: &'a Store,
+    protocols: &'a dyn ProtocolBook,
+    consensus: &'a dyn ConsensusRegistry,
     role: Role,
     errors: RefCell<Vec<StoreError>>,
 }
@@ -41,15 +44,25 @@ pub struct RoleView<'a> {
 impl Store {
     /// This store as a [`ProtocolStore`] for a session playing `role`.
     pub fn for_role(&self, role: Role) -> RoleView<'_> {
+        RoleView::new(self, self, role)
+    }
+}
+
+impl<'a> RoleView<'a> {
+    /// The `protocols` and `consensus` backends seen by a session playing `role`.
+    pub fn new(
+        protocols: &'a dyn ProtocolBook,
+        consensus: &'a dyn ConsensusRegistry,
+        role: Role,
+    ) -> Self {
         RoleView {
-            store: self,
+            protocols,
+            consensus,
             role,
             errors: RefCell::new(Vec::new()),
         }
     }
-}
 
-impl RoleView<'_> {
     /// The role this view answers for.
     pub fn role(&self) -> Role {
         self.role
@@ -70,10 +83,10 @@ impl RoleView<'_> {
 
 impl ProtocolStore for RoleView<'_> {
     fn holds_protocol(&self, hash: &ProtocolHash) -> bool {
-        self.answer(self.store.can_resume(hash, self.role))
+        self.answer(self.protocols.can_resume(hash, self.role))
     }
 
     fn supports_consensus(&self, uri: &str) -> bool {
-        self.answer(self.store.can_use_consensus(uri, self.role))
+        self.answer(self.consensus.can_use_consensus(uri, self.role))
     }
 }

@@ -504,7 +504,7 @@ impl ProviderEndpoint {
             Operation::ObserveProperty => self.observe(&message, thing, now),
             Operation::UnobserveProperty => self.unobserve(&message, thing),
             Operation::InvokeAction => self.invoke(&message, thing, now),
-            Operation::QueryAction => query_action(&message, thing),
+            Operation::QueryAction => query_action(&message, thing, now),
             Operation::CancelAction => self.cancel_action(&message, thing, now),
             Operation::SubscribeEvent => self.subscribe(&message, thing, now),
             Operation::UnsubscribeEvent => self.unsubscribe(&message, thing),
@@ -1055,9 +1055,13 @@ impl ProviderEndpoint {
     }
 }
 
-fn query_action(message: &Message, thing: &Thing) -> Result<Option<Message>, Refused> {
+fn query_action(
+    message: &Message,
+    thing: &Thing,
+    now: Instant,
+) -> Result<Option<Message>, Refused> {
     let id = message.action_id.as_deref().unwrap_or_default();
-    let action = thing.query_action(id).map_err(|e| e.to_problem())?;
+    let action = thing.lookup_action(id, now).map_err(|e| e.to_problem())?;
     Ok(Some(action.to_message(
         MessageType::Response,
         Operation::QueryAction,

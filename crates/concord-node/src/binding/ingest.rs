@@ -11,6 +11,7 @@
 //! | names an event the node does not declare | 404 |
 //! | has a body larger than `Limits::interaction.max_message_size` | 413 |
 //! | has a body that is not JSON, or data the event's schema refuses | 400 |
+//! | arrives when the event log cannot take it (`PublishError::Log`) | 503 |
 //!
 //! Errors are RFC 9457 problem details (`application/problem+json`). Without a token the
 //! route does not exist (404 for every request).
@@ -203,6 +204,9 @@ async fn accept(
         }
         Err(error @ PublishError::Unknown { .. }) => {
             problem(StatusCode::NOT_FOUND, error.to_string())
+        }
+        Err(error @ PublishError::Log(_)) => {
+            problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
         }
         Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()),
     }

@@ -161,9 +161,9 @@ impl<T: Transport> Driver<T> {
                 // Already stored: note the use, and that this peer (and its address) holds
                 // it, within their shares of the store.
                 let hash = settled.hash;
-                self.background_store(move |store| {
-                    store.touch_protocol(&hash, &peer)?;
-                    hold_within_shares(store, &hash, &peer, address.as_deref(), per_peer)
+                self.background_store(move |protocols| {
+                    protocols.touch_protocol(&hash, &peer)?;
+                    hold_within_shares(protocols, &hash, &peer, address.as_deref(), per_peer)
                 });
                 return self.continue_after_save(then);
             }
@@ -184,11 +184,18 @@ impl<T: Transport> Driver<T> {
         tokio::spawn(async move {
             // Saved within the peer's share of the store, before it is told our code is
             // ready: one peer filling the store evicts its own protocols, not others'.
-            let save = move |store: &concord_store::Store| {
-                let hash = store.save_protocol(&protocol)?;
-                hold_within_shares(store, &hash, &protocol.peer, address.as_deref(), per_peer)
+            let save = move |state: &crate::state::Backends| {
+                let protocols = &*state.protocols;
+                let hash = protocols.save_protocol(&protocol)?;
+                hold_within_shares(
+                    protocols,
+                    &hash,
+                    &protocol.peer,
+                    address.as_deref(),
+                    per_peer,
+                )
             };
-            if let Err(error) = store.run(save).await {
+            if let Err(error) = store.run_state(save).await {
                 tracing::warn!(%error, "cannot save the protocol; it will be negotiated again next time");
             }
             let _ = work.send(Box::new(Work::Saved { then }));
@@ -212,16 +219,16 @@ impl<T: Transport> Driver<T> {
         let _ = self.work_tx.send(Box::new(Work::Saved { then }));
     }
 
-    /// Runs a store operation in the background, logging a failure.
+    /// Runs an operation on the protocols backend in the background, logging a failure.
     pub(super) fn background_store<R: Send + 'static>(
         &self,
-        operation: impl FnOnce(&concord_store::Store) -> Result<R, concord_store::StoreError>
+        operation: impl FnOnce(&dyn concord_store::ProtocolBook) -> Result<R, concord_store::StoreError>
             + Send
             + 'static,
     ) {
         let store = self.shared.store.clone();
         tokio::spawn(async move {
-            if let Err(error) = store.run(operation).await {
+            if let Err(error) = store.run_state(|state| operation(&*state.protocols)).await {
                 tracing::warn!(%error, "store operation failed");
             }
         });
@@ -480,7 +487,7 @@ impl<T: Transport> Driver<T> {
 /// store (`Limits::protocol_max_per_peer`): the address last, so that the protocols beyond
 /// its share go even when the DIDs it minted still name them.
 fn hold_within_shares(
-    store: &concord_store::Store,
+    store: &dyn concord_store::ProtocolBook,
     hash: &concord_proto::ProtocolHash,
     peer: &str,
     address: Option<&str>,

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use concord_identity::{Allow, Caller, Identity, Keys, ReplayCache, Service, TimeWindow};
+use concord_identity::{Allow, Caller, Identity, Keys, NonceLog, ReplayCache, Service, TimeWindow};
+use concord_store::NonceStore;
 
 pub(crate) mod resolve;
 pub(crate) mod secure;
@@ -215,9 +216,12 @@ pub(crate) struct NodeIdentity {
     anonymous_static: [u8; 32],
     pub(crate) security: Security,
     pub(crate) resolver: resolve::Resolver,
-    replay: Mutex<ReplayCache>,
-    /// Where accepted nonces are kept across restarts (the node's store).
-    nonces: Arc<concord_store::Store>,
+    /// The nonces accepted while their signatures could be valid (a [`ReplayCache`] unless
+    /// [`NodeBuilder::nonce_log`](crate::NodeBuilder::nonce_log) gave another).
+    replay: Arc<dyn NonceLog>,
+    /// Where accepted nonces are kept across restarts (the node's store unless
+    /// [`NodeBuilder::nonce_store`](crate::NodeBuilder::nonce_store) gave another).
+    nonces: Arc<dyn NonceStore>,
     /// Upgrades whose credentials are being checked, per client address.
     pub(crate) authenticating: upgrade::InFlight,
     /// Who may call each action (absent: anyone).
@@ -241,7 +245,8 @@ impl NodeIdentity {
         security: Security,
         access: HashMap<String, Allow>,
         tls: Arc<rustls::ClientConfig>,
-        nonces: Arc<concord_store::Store>,
+        nonces: Arc<dyn NonceStore>,
+        replay: Option<Arc<dyn NonceLog>>,
     ) -> Result<Self, String> {
         security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
@@ -253,8 +258,12 @@ impl NodeIdentity {
             }
             None => keys,
         };
-        let mut replay = ReplayCache::new(security.replay_capacity, security.replay_ttl)
-            .per_did(security.replay_per_did);
+        let replay = replay.unwrap_or_else(|| {
+            Arc::new(
+                ReplayCache::new(security.replay_capacity, security.replay_ttl)
+                    .per_did(security.replay_per_did),
+            )
+        });
         // The nonces accepted before a restart, while their signatures could still be good:
         // replays until they expire, beside the capacity for new ones (agents sharing the
         // store may have recorded more between them than one cache holds).
@@ -276,7 +285,7 @@ impl NodeIdentity {
             anonymous_static: Keys::generate().agreement_secret(),
             security,
             resolver,
-            replay: Mutex::new(replay),
+            replay,
             nonces,
             authenticating: upgrade::InFlight::default(),
             access,
@@ -391,9 +400,9 @@ impl NodeIdentity {
             .map_err(|error| error.to_string())
     }
 
-    /// The replay cache, locked.
-    pub(crate) fn replay(&self) -> std::sync::MutexGuard<'_, ReplayCache> {
-        self.replay.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The nonce log.
+    pub(crate) fn replay(&self) -> &dyn NonceLog {
+        &*self.replay
     }
 
     /// Our Noise static key: the DID's keyAgreement key, else the anonymous one.

@@ -188,7 +188,7 @@ pub(crate) async fn authenticate(
     let window = &identity.security.time_window;
     // Stale, nonce-less or replayed credentials are refused before any document is
     // fetched for them.
-    let fresh = credentials.check_fresh(now, window, &identity.replay());
+    let fresh = credentials.check_fresh(now, window, identity.replay());
     fresh.map_err(|error| Refusal::auth(realm, &error))?;
     let did = credentials.did().clone();
     let document = identity
@@ -217,7 +217,7 @@ pub(crate) async fn authenticate(
             b"",
             now,
             window,
-            &mut identity.replay(),
+            identity.replay(),
         );
         match verified {
             Ok(authenticated) => {

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use concord_interact::{
-    ActionCaller, ActionEvent, ActionIds, CancelReason, EventError, Interface, Overflow, Problem,
-    PropertyError, SubscriberId, Thing,
+    ActionCaller, ActionEvent, ActionIds, ActionRecords, CancelReason, EventError, EventLog,
+    Interface, LocalEventLog, Overflow, Problem, PropertyError, SubscriberId, Thing,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -250,6 +250,9 @@ pub enum PublishError {
     /// The property table refused the value.
     #[error("{0}")]
     Property(PropertyError),
+    /// The event log could not number the event: it was not published.
+    #[error(transparent)]
+    Log(#[from] concord_interact::EventLogError),
 }
 
 /// Publishes events and sets properties of a node, from anywhere (an action, a timer, a
@@ -295,9 +298,12 @@ impl Publisher {
                     unknown()
                 }
             })?;
+        // The log's ids reach the hub in the order it gave them.
+        let _order = lock(&self.affordances.publishing);
+        let id = self.affordances.event_log.append(event, &data)?;
         let mut thing = self.affordances.lock();
-        let id = thing
-            .publish(event, data, Instant::now())
+        thing
+            .publish_as(event, id, data, Instant::now())
             .map_err(PublishError::Event)?;
         self.affordances.wake(&mut thing);
         Ok(id)
@@ -336,6 +342,11 @@ impl Publisher {
 pub(crate) struct Affordances {
     pub(crate) interface: Interface,
     thing: Mutex<Thing>,
+    /// Where events get their ids ([`LocalEventLog`] from [`first_event_id`] unless
+    /// `NodeBuilder::event_log` gave another); fan-out stays in `thing`.
+    event_log: Arc<dyn EventLog>,
+    /// Held from an event's append to its fan-out, so that ids reach the hub in order.
+    publishing: Mutex<()>,
     schemas: PayloadSchemas,
     /// The session behind each subscriber, to wake when the thing queued something for it.
     wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
@@ -388,6 +399,18 @@ impl ActionIds for RandomIds {
     }
 }
 
+/// The backends a node's [`Thing`] keeps shared state in, each its own unless
+/// `NodeBuilder` gave another.
+#[derive(Debug)]
+pub(crate) struct ThingBackends {
+    /// Where events get their ids (`NodeBuilder::event_log`).
+    pub(crate) event_log: Option<Arc<dyn EventLog>>,
+    /// Where long-running actions are recorded (`NodeBuilder::action_records`).
+    pub(crate) action_records: Option<Arc<dyn ActionRecords>>,
+    /// Where action ids come from (`NodeBuilder::action_ids`).
+    pub(crate) action_ids: Option<Box<dyn ActionIds>>,
+}
+
 /// Where this process numbers its events from: the clock in microseconds, so that a
 /// restarted node numbers above what it published before (unless it published more than a
 /// million events a second), and a subscriber resuming with an id from before the restart
@@ -415,6 +438,7 @@ impl Affordances {
         limits: concord_interact::Limits,
         overflow: Overflow,
         schema_limits: &SchemaLimits,
+        backends: ThingBackends,
     ) -> Result<Self, String> {
         let schemas = PayloadSchemas::compile(&interface, schema_limits)
             .map_err(|error| error.to_string())?;
@@ -423,13 +447,31 @@ impl Affordances {
                 .check(Payload::Property, name, value)
                 .map_err(|error| error.to_string())?;
         }
-        let thing = Thing::new(interface.clone(), initial, limits, overflow)
+        let ids: Box<dyn ActionIds> = match backends.action_ids {
+            Some(ids) => ids,
+            None => Box::new(RandomIds::new()?),
+        };
+        let mut thing = Thing::new(interface.clone(), initial, limits, overflow)
             .map_err(|error| error.to_string())?
-            .with_action_ids(Box::new(RandomIds::new()?))
-            .with_first_event_id(first_event_id());
+            .with_action_ids(ids);
+        if let Some(records) = backends.action_records {
+            thing = thing.with_action_records(records);
+        }
+        // The hub starts where the log does: the clock for our own, 1 for one given (whose
+        // contract is never to reuse an id).
+        let (thing, event_log) = match backends.event_log {
+            Some(log) => (thing, log),
+            None => {
+                let first = first_event_id();
+                let log: Arc<dyn EventLog> = Arc::new(LocalEventLog::new(first));
+                (thing.with_first_event_id(first), log)
+            }
+        };
         Ok(Self {
             interface,
             thing: Mutex::new(thing),
+            event_log,
+            publishing: Mutex::new(()),
             schemas,
             wakers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
@@ -478,6 +520,9 @@ impl Affordances {
             }
         }
         while let Some(event) = thing.poll_action_event() {
+            if let ActionEvent::NotRecorded { id, error } = &event {
+                tracing::warn!(action_id = %id, %error, "action change not recorded");
+            }
             if let ActionEvent::Cancelled { id, reason } = event {
                 let name = thing
                     .query_action(&id)

@@ -18,7 +18,7 @@ mod handles;
 mod pipes;
 mod provider;
 
-pub(crate) use affordances::{Affordances, Backend};
+pub(crate) use affordances::{Affordances, Backend, ThingBackends};
 pub use affordances::{
     Event, ProgressAction, ProgressReporter, Property, PublishError, Publisher, StreamAction,
     StreamIo,

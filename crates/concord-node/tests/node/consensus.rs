@@ -12,10 +12,10 @@ use serde_json::json;
 
 use crate::support::*;
 
-const URI: &str = "https://protocols.example/product-info/1.0";
+pub(crate) const URI: &str = "https://protocols.example/product-info/1.0";
 
 /// The product-info protocol as a consensus document, with both sides' handler modules.
-fn registry_entry() -> NewConsensus {
+pub(crate) fn registry_entry() -> NewConsensus {
     let document = canonical_protocol(&catalogue::action(), Duration::from_secs(15));
     let parsed = ProtocolDocument::parse(&document).unwrap();
     let provider_code = template(&parsed, &Local::Provider(catalogue::action())).unwrap();

@@ -267,7 +267,7 @@ async fn upgrade(
 }
 
 /// The `error` of a refusal's `WWW-Authenticate` challenge.
-fn challenge_error(response: &Response<Option<Vec<u8>>>) -> String {
+pub(crate) fn challenge_error(response: &Response<Option<Vec<u8>>>) -> String {
     let challenge = response
         .headers()
         .get("www-authenticate")

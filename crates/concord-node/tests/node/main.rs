@@ -21,6 +21,7 @@ mod redirect;
 mod rejection;
 mod retention;
 mod schema_rules;
+mod shared_state;
 mod slots;
 mod store_bounds;
 mod stream_end;

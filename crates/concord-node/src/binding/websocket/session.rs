@@ -250,8 +250,8 @@ async fn open_session(
         let source = source.clone();
         shared
             .store
-            .run(move |store| {
-                let view = store.for_role(Role::Provider);
+            .run_state(move |state| {
+                let view = state.for_role(Role::Provider);
                 let answer = handshake::answer_source_hello(&offer, &source, &view, &message_id);
                 for error in view.take_errors() {
                     tracing::warn!(%error, "a stored protocol cannot be used");
@@ -262,28 +262,32 @@ async fn open_session(
                 };
                 let stored = match &agreement.protocol {
                     ProtocolChoice::Negotiate => None,
-                    ProtocolChoice::Resume(hash) => store.protocol(hash)?.and_then(|protocol| {
-                        Some(Stored {
-                            handler: protocol.handlers.get(Role::Provider)?.to_owned(),
-                            settled: Settled {
-                                hash: protocol.hash,
-                                document: protocol.document,
-                                how: Settlement::Resumed,
-                            },
-                            test_cases: protocol.test_cases,
+                    ProtocolChoice::Resume(hash) => {
+                        state.protocols.protocol(hash)?.and_then(|protocol| {
+                            Some(Stored {
+                                handler: protocol.handlers.get(Role::Provider)?.to_owned(),
+                                settled: Settled {
+                                    hash: protocol.hash,
+                                    document: protocol.document,
+                                    how: Settlement::Resumed,
+                                },
+                                test_cases: protocol.test_cases,
+                            })
                         })
-                    }),
-                    ProtocolChoice::Consensus(uri) => store.consensus(uri)?.and_then(|entry| {
-                        Some(Stored {
-                            handler: entry.handlers.get(Role::Provider)?.to_owned(),
-                            settled: Settled {
-                                hash: entry.hash,
-                                document: entry.document,
-                                how: Settlement::Consensus { uri: uri.clone() },
-                            },
-                            test_cases: None,
+                    }
+                    ProtocolChoice::Consensus(uri) => {
+                        state.consensus.consensus(uri)?.and_then(|entry| {
+                            Some(Stored {
+                                handler: entry.handlers.get(Role::Provider)?.to_owned(),
+                                settled: Settled {
+                                    hash: entry.hash,
+                                    document: entry.document,
+                                    how: Settlement::Consensus { uri: uri.clone() },
+                                },
+                                test_cases: None,
+                            })
                         })
-                    }),
+                    }
                 };
                 Ok(Ok((destination, agreement, stored)))
             })

@@ -1,0 +1,214 @@
+//! Conformance suites for the traits of this crate: any backend must pass them (they
+//! panic, naming the broken rule, when it does not). Feature `conformance`.
+//!
+//! ```
+//! use concord_interact::{conformance, LocalEventLog};
+//!
+//! conformance::event_log(&LocalEventLog::new(1));
+//! ```
+//!
+//! ```
+//! use concord_interact::{conformance, LocalActionRecords};
+//!
+//! conformance::action_records(&LocalActionRecords::new());
+//! ```
+// Panicking, naming the broken rule, is how a conformance suite fails.
+#![allow(clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::action_records::{ActionRecord, ActionRecords};
+use crate::event_log::EventLog;
+use crate::message::ActionStatus;
+
+/// Checks the [`EventLog`] contract on an empty log: ids of one name strictly increase,
+/// names are numbered apart, and appends racing from several threads never share an id
+/// and each thread sees its ids increase.
+///
+/// # Panics
+/// When the backend breaks a rule, with a message naming it.
+pub fn event_log(log: &dyn EventLog) {
+    let append = |event: &str| {
+        log.append(event, &json!({"n": 1}))
+            .unwrap_or_else(|error| panic!("appending `{event}`: the backend failed: {error}"))
+    };
+    let first = append("conformance.a");
+    let second = append("conformance.a");
+    assert!(
+        second > first,
+        "ids of one name must increase: {first} then {second}"
+    );
+    let other = append("conformance.b");
+    let third = append("conformance.a");
+    assert!(
+        third > second,
+        "another name's event must not break the sequence: {second} then {third}"
+    );
+    let _ = other;
+
+    const THREADS: usize = 4;
+    const APPENDS: usize = 64;
+    let seen: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..APPENDS)
+                        .map(|_| append("conformance.race"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|_| panic!("a racing thread panicked"))
+            })
+            .collect()
+    });
+    for ids in &seen {
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "each thread's ids must increase: {ids:?}"
+        );
+    }
+    let mut all: Vec<u64> = seen.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        THREADS * APPENDS,
+        "racing appends must never share an id"
+    );
+}
+
+/// A record of the action `id` at `revision`, `status`, `progress`.
+fn record(id: &str, revision: u64, status: ActionStatus, progress: Option<f64>) -> ActionRecord {
+    ActionRecord {
+        id: id.to_owned(),
+        name: "conformance".to_owned(),
+        status,
+        progress,
+        output: progress.map(|p| json!({"done": p})),
+        error: None,
+        cancel_reason: None,
+        lease: Duration::from_secs(30),
+        revision,
+    }
+}
+
+/// Checks the [`ActionRecords`] contract on empty records: no record for an id never
+/// written, a write read back whole, ids kept apart, never a lower revision after a higher
+/// one (late writes, racing threads), and a forgotten record gone or intact.
+///
+/// # Panics
+/// When the backend breaks a rule, with a message naming it.
+pub fn action_records(records: &dyn ActionRecords) {
+    let write = |record: &ActionRecord| {
+        records.write(record).unwrap_or_else(|error| {
+            panic!(
+                "writing action {:?} revision {}: the backend failed: {error}",
+                record.id, record.revision
+            )
+        })
+    };
+    let read = |id: &str| {
+        records
+            .read(id)
+            .unwrap_or_else(|error| panic!("reading action {id:?}: the backend failed: {error}"))
+    };
+    assert_eq!(
+        read("conformance-never-written"),
+        None,
+        "an id never written must have no record"
+    );
+
+    let created = record("conformance-a", 1, ActionStatus::Pending, None);
+    write(&created);
+    assert_eq!(
+        read("conformance-a").as_ref(),
+        Some(&created),
+        "a record written must be read back whole"
+    );
+    let other = record("conformance-b", 1, ActionStatus::Running, Some(0.5));
+    write(&other);
+    assert_eq!(
+        read("conformance-a").as_ref(),
+        Some(&created),
+        "another id's write must not change a record"
+    );
+    assert_eq!(
+        read("conformance-b").as_ref(),
+        Some(&other),
+        "each id must have its own record"
+    );
+
+    let finished = record("conformance-a", 3, ActionStatus::Completed, Some(1.0));
+    write(&finished);
+    // The progress written before the terminal state arrives late.
+    write(&record(
+        "conformance-a",
+        2,
+        ActionStatus::Running,
+        Some(0.5),
+    ));
+    assert_eq!(
+        read("conformance-a").as_ref(),
+        Some(&finished),
+        "records must never go back to a lower revision (a late write of an earlier change)"
+    );
+
+    records.forget("conformance-a").unwrap_or_else(|error| {
+        panic!("forgetting action \"conformance-a\": the backend failed: {error}")
+    });
+    let after = read("conformance-a");
+    assert!(
+        after.is_none() || after.as_ref() == Some(&finished),
+        "a forgotten record must be gone or intact, not {after:?}"
+    );
+
+    const THREADS: u64 = 4;
+    const REVISIONS: u64 = 32;
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let write = &write;
+            scope.spawn(move || {
+                for revision in 1..=REVISIONS {
+                    // Every thread writes every revision of the shared action, in its own order.
+                    let revision = if thread % 2 == 0 {
+                        revision
+                    } else {
+                        REVISIONS + 1 - revision
+                    };
+                    write(&record(
+                        "conformance-race",
+                        revision,
+                        ActionStatus::Running,
+                        Some(revision as f64 / REVISIONS as f64),
+                    ));
+                    write(&record(
+                        &format!("conformance-race-{thread}"),
+                        revision,
+                        ActionStatus::Running,
+                        None,
+                    ));
+                }
+            });
+        }
+    });
+    assert_eq!(
+        read("conformance-race").map(|record| record.revision),
+        Some(REVISIONS),
+        "racing writes must leave the highest revision: records must never go back"
+    );
+    for thread in 0..THREADS {
+        assert_eq!(
+            read(&format!("conformance-race-{thread}")).map(|record| record.revision),
+            Some(REVISIONS),
+            "racing writes to distinct ids must each keep their highest revision"
+        );
+    }
+}

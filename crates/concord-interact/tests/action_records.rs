@@ -1,0 +1,202 @@
+//! Two `ActionTable`s (two replicas of one agent) sharing `ActionRecords`, on a simulated
+//! clock: each change is recorded, a query for the other's action answers its state, a
+//! cancel for it is refused, and a backend that fails is answered by type.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_interact::{
+    ActionEvent, ActionRecord, ActionRecords, ActionRecordsError, ActionStatus, ActionTable,
+    ActionTableError, CancelReason, Limits, LocalActionRecords, Message, Operation, Problem,
+    SequentialIds,
+};
+use serde_json::json;
+
+/// `a-1`, `a-2`, … or `b-1`, …: ids that never collide between the two tables.
+#[derive(Debug)]
+struct Prefixed(&'static str, SequentialIds);
+
+impl concord_interact::ActionIds for Prefixed {
+    fn next_id(&mut self) -> String {
+        format!("{}-{}", self.0, self.1.next_id())
+    }
+}
+
+fn replicas(records: &Arc<LocalActionRecords>) -> (ActionTable, ActionTable) {
+    let table = |prefix| {
+        ActionTable::new(Limits::default())
+            .with_ids(Box::new(Prefixed(prefix, SequentialIds::default())))
+            .with_records(Arc::clone(records) as Arc<dyn ActionRecords>)
+    };
+    (table("a"), table("b"))
+}
+
+#[test]
+fn a_replica_answers_a_query_for_an_action_another_runs_and_refuses_to_cancel_it() {
+    let records = Arc::new(LocalActionRecords::new());
+    let (mut a, mut b) = replicas(&records);
+    let t0 = Instant::now();
+    let id = a.start("render", t0).unwrap();
+    assert_eq!(b.lookup(&id, t0).unwrap().status(), ActionStatus::Pending);
+
+    a.progress(&id, 0.25, Some(json!({"frames": 1})), t0)
+        .unwrap();
+    let seen = b.lookup(&id, t0 + Duration::from_secs(1)).unwrap();
+    assert_eq!(seen.status(), ActionStatus::Running);
+    assert_eq!(seen.progress(), Some(0.25));
+    assert_eq!(seen.output(), Some(&json!({"frames": 1})));
+    assert_eq!(seen.revision(), 2);
+    // `b` does not hold it: its own `query` says so, and it cannot change it.
+    assert!(matches!(
+        b.query(&id),
+        Err(ActionTableError::Unknown { .. })
+    ));
+    let refused = b.cancel(&id, t0).unwrap_err();
+    assert_eq!(
+        refused,
+        ActionTableError::HeldElsewhere {
+            id: id.clone(),
+            status: ActionStatus::Running
+        }
+    );
+    assert_eq!(refused.to_problem().status, Some(409));
+    assert!(b.progress(&id, 0.5, None, t0).is_err());
+    assert_eq!(a.query(&id).unwrap().status(), ActionStatus::Running);
+
+    // The same through the wire answers: `queryaction` served, `cancelaction` refused.
+    let query = Message::request(Operation::QueryAction, "q-1").with_action_id(id.clone());
+    let answer = b.respond(&query, t0).unwrap();
+    assert_eq!(answer.status, Some(ActionStatus::Running));
+    assert_eq!(answer.progress, Some(0.25));
+    let cancel = Message::request(Operation::CancelAction, "c-1").with_action_id(id.clone());
+    assert!(matches!(
+        b.respond(&cancel, t0),
+        Err(ActionTableError::HeldElsewhere { .. })
+    ));
+
+    a.complete(&id, Some(json!({"frames": 4})), t0).unwrap();
+    let done = b.lookup(&id, t0).unwrap();
+    assert_eq!(done.status(), ActionStatus::Completed);
+    assert_eq!(done.output(), Some(&json!({"frames": 4})));
+    assert_eq!(
+        b.cancel(&id, t0).unwrap_err(),
+        ActionTableError::Finished {
+            id: id.clone(),
+            status: ActionStatus::Completed
+        }
+    );
+    assert!(b.lookup("a-never", t0).is_err());
+    assert!(b.poll_event().is_none(), "b changed nothing");
+}
+
+#[test]
+fn cancellation_and_lease_expiry_are_recorded_as_the_terminal_state() {
+    let records = Arc::new(LocalActionRecords::new());
+    let (mut a, b) = replicas(&records);
+    let t0 = Instant::now();
+    let asked = a.start("render", t0).unwrap();
+    let leased = a
+        .start_with_lease("render", Duration::from_secs(5), t0)
+        .unwrap();
+    a.cancel(&asked, t0).unwrap();
+    a.detach(t0);
+    a.handle_timeout(t0 + Duration::from_secs(5));
+    let asked = b.lookup(&asked, t0).unwrap();
+    assert_eq!(asked.status(), ActionStatus::Cancelled);
+    assert_eq!(asked.cancel_reason(), Some(CancelReason::Requested));
+    let leased = b.lookup(&leased, t0).unwrap();
+    assert_eq!(leased.status(), ActionStatus::Cancelled);
+    assert_eq!(leased.cancel_reason(), Some(CancelReason::LeaseExpired));
+}
+
+#[test]
+fn finished_actions_the_table_forgets_leave_the_local_records() {
+    let records = Arc::new(LocalActionRecords::new());
+    let mut limits = Limits::default();
+    limits.finished_actions = 2;
+    let mut table = ActionTable::new(limits).with_records(Arc::clone(&records) as _);
+    let t0 = Instant::now();
+    let ids: Vec<String> = (0..4)
+        .map(|_| {
+            let id = table.start("render", t0).unwrap();
+            table.complete(&id, None, t0).unwrap();
+            id
+        })
+        .collect();
+    assert_eq!(records.len(), 2);
+    // A forgotten action is unknown, as without records.
+    assert!(matches!(
+        table.lookup(&ids[0], t0),
+        Err(ActionTableError::Unknown { .. })
+    ));
+    assert_eq!(
+        table.lookup(&ids[3], t0).unwrap().status(),
+        ActionStatus::Completed
+    );
+}
+
+/// Records whose backend is down.
+#[derive(Debug)]
+struct Down;
+
+impl Down {
+    fn error(operation: &'static str, id: &str) -> ActionRecordsError {
+        ActionRecordsError::Unavailable {
+            backend: "test",
+            operation,
+            id: id.to_owned(),
+            reason: "down".to_owned(),
+        }
+    }
+}
+
+impl ActionRecords for Down {
+    fn write(&self, record: &ActionRecord) -> Result<(), ActionRecordsError> {
+        Err(Self::error("write", &record.id))
+    }
+
+    fn read(&self, id: &str) -> Result<Option<ActionRecord>, ActionRecordsError> {
+        Err(Self::error("read", id))
+    }
+
+    fn forget(&self, id: &str) -> Result<(), ActionRecordsError> {
+        Err(Self::error("forget", id))
+    }
+}
+
+#[test]
+fn records_that_fail_leave_the_table_s_changes_standing_and_answer_503_for_others() {
+    let mut table = ActionTable::new(Limits::default()).with_records(Arc::new(Down));
+    let t0 = Instant::now();
+    let id = table.start("render", t0).unwrap();
+    table.progress(&id, 0.5, None, t0).unwrap();
+    assert_eq!(table.query(&id).unwrap().progress(), Some(0.5));
+    assert_eq!(
+        table.poll_event(),
+        Some(ActionEvent::NotRecorded {
+            id: id.clone(),
+            error: Down::error("write", &id)
+        })
+    );
+    assert!(matches!(
+        table.poll_event(),
+        Some(ActionEvent::NotRecorded { .. })
+    ));
+    assert_eq!(table.poll_event(), None);
+    // Its own action is answered from the table; another's needs the records.
+    assert_eq!(
+        table.lookup(&id, t0).unwrap().status(),
+        ActionStatus::Running
+    );
+    let refused = table.lookup("elsewhere", t0).unwrap_err();
+    assert_eq!(
+        refused,
+        ActionTableError::Records(Down::error("read", "elsewhere"))
+    );
+    let problem: Problem = refused.to_problem();
+    assert_eq!(problem.status, Some(503));
+    assert!(matches!(
+        table.cancel("elsewhere", t0),
+        Err(ActionTableError::Records(_))
+    ));
+}
