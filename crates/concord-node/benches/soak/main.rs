@@ -22,6 +22,10 @@
 //! listener and stream figures follow, then where the attempts' time went step by step
 //! (description, upgrade and hello, protocol settled, call: `steps.rs`).
 //!
+//! `SOAK_PROVIDER_LOG=concord_node=info` (an `EnvFilter`) makes the provider log to
+//! standard error, to see a legitimate session's way through it (its `remote` is
+//! 127.0.0.1).
+//!
 //! The attacks need about 1,000 descriptors: the bench raises its soft `RLIMIT_NOFILE` to
 //! the hard limit (the provider inherits it).
 
