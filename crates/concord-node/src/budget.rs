@@ -559,7 +559,34 @@ mod tests {
         drop(held.pop());
         assert_eq!(waiting.await.unwrap().unwrap(), key(6));
         drop(held);
-        assert!(budget.lock().addresses.is_empty());
+        assert!(nothing_counted(&budget));
+    }
+
+    /// Nothing running or waiting is counted for any address (the slot time of ended
+    /// calls stays until it fades).
+    fn nothing_counted(budget: &CallBudget) -> bool {
+        budget
+            .lock()
+            .addresses
+            .values()
+            .all(|counts| counts.running == 0 && counts.waiting == 0)
+    }
+
+    /// An address's slot time fades by half every `backend_call_wait`; once it has faded,
+    /// with nothing running or waiting, the address is forgotten.
+    #[tokio::test]
+    async fn slot_time_fades_and_a_faded_address_is_forgotten() {
+        let budget = budget(2, 2, 20);
+        let held = budget.try_enter(key(1), CallKind::Brief);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        drop(held);
+        let used = budget.lock().used_of(key(1), Instant::now());
+        assert!(used >= 30_000, "{used} µs");
+        // Twenty half-lives later, below the faded mark; the next release sweeps it.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(budget.try_enter(key(2), CallKind::Brief));
+        let state = budget.lock();
+        assert!(!state.addresses.contains_key(&key(1)));
     }
 
     fn key(last: u8) -> ClientKey {
@@ -679,7 +706,7 @@ mod tests {
         let _ = waiter.await;
         drop(held);
         assert_eq!(budget.running(), 0);
-        assert!(budget.lock().addresses.is_empty());
+        assert!(nothing_counted(&budget));
         assert!(budget.try_enter(key(3), CallKind::Brief).is_some());
     }
 }
