@@ -99,8 +99,19 @@ pub(crate) struct CallPermit {
     budget: Option<Arc<CallBudget>>,
     key: ClientKey,
     kind: CallKind,
-    /// When the slot was granted: the call's slot time is charged to its address.
+    /// When the call started with its slot: the time from then is charged to its
+    /// address.
     granted: Instant,
+}
+
+impl CallPermit {
+    /// The permit of a call that starts now: a waiter handed its slot is charged from
+    /// when it runs, not for the time it took to be woken (a busy machine's latency is
+    /// not the caller's slot time).
+    fn started(mut self) -> Self {
+        self.granted = Instant::now();
+        self
+    }
 }
 
 impl Drop for CallPermit {
@@ -332,14 +343,14 @@ impl CallBudget {
         };
         let place = Place { budget: self, seq };
         match tokio::time::timeout(self.wait, &mut woken).await {
-            Ok(Ok(permit)) => Ok(permit),
+            Ok(Ok(permit)) => Ok(permit.started()),
             // Displaced by a waiter from an address with fewer waiting.
             Ok(Err(_)) => Err(self.full()),
             Err(_) => {
                 drop(place);
                 // A slot handed over just as the wait ran out is taken.
                 if let Ok(permit) = woken.try_recv() {
-                    return Ok(permit);
+                    return Ok(permit.started());
                 }
                 let state = self.lock();
                 let long = kind == CallKind::Long;

@@ -507,22 +507,22 @@ async fn dids_minted_on_one_address_share_its_long_running_actions() {
 }
 
 /// Strangers from eight addresses keep every backend slot busy with calls that hold it
-/// 600 ms each, more of theirs always waiting; a caller from another address keeps four
-/// calls that take no time in flight. A freed slot goes to the address that has had the
-/// least slot time, so the caller's calls are served next, not after a round of the
-/// strangers' (a grant to each of the six or so waiting addresses, 600 ms each on two
-/// slots: longer than the caller may wait, 1 s).
+/// 1 s each, more of theirs always waiting; a caller from another address keeps two calls
+/// that take no time in flight. A freed slot goes to the address that has had the least
+/// slot time lately, so the caller's calls are served next, not after a round of the
+/// strangers' (a grant to each of the six or so waiting addresses, 1 s each on two slots:
+/// longer than the caller may wait, 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_whose_calls_take_no_time_is_not_queued_behind_rounds_of_slow_calls() {
     let nap = |input: Value| async move {
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
         Ok::<_, ActionError>(input)
     };
     let quick = |input: Value| async move { Ok::<_, ActionError>(input) };
     let limits = Limits {
         max_backend_calls: 2,
         max_backend_calls_per_address: 1,
-        backend_call_wait: Duration::from_secs(1),
+        backend_call_wait: Duration::from_secs(2),
         ..quick_limits()
     };
     let provider = build(
@@ -554,8 +554,9 @@ async fn a_caller_whose_calls_take_no_time_is_not_queued_behind_rounds_of_slow_c
         }
         strangers.push((stranger, peer));
     }
-    // Every slot taken and strangers waiting.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Every slot taken, strangers waiting, and every stranger's address served at least
+    // once (eight addresses, 1 s each on two slots): none is new to the budget.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
 
     let caller = requester_from("127.0.0.1");
     let peer = caller
@@ -563,12 +564,12 @@ async fn a_caller_whose_calls_take_no_time_is_not_queued_behind_rounds_of_slow_c
         .connect_with(server.url(), Want::interface(["quick"]))
         .await
         .unwrap();
-    let calling: Vec<_> = (0..4)
+    let calling: Vec<_> = (0..2)
         .map(|lane| {
             let peer = peer.clone();
             tokio::spawn(async move {
                 let mut outcomes = Vec::new();
-                for n in 0..5 {
+                for n in 0..8 {
                     let text = format!("{lane}-{n}");
                     let result = peer.call("quick", json!({ "text": text })).await;
                     outcomes.push(outcome(&result));
