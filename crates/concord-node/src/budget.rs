@@ -432,8 +432,8 @@ impl CallBudget {
     }
 
     /// Hands free slots to waiters: each to the one whose address holds the fewest running
-    /// calls, then whose address has the smallest tag (has had the least slot time), the
-    /// oldest among equals, skipping those that do not fit (their address at its share, a
+    /// calls, then whose address has had the least slot time lately, the oldest among
+    /// equals, skipping those that do not fit (their address at its share, a
     /// long-lived call beyond the long-lived calls' caps).
     fn dispatch(self: &Arc<Self>, state: &mut State) {
         let now = Instant::now();
