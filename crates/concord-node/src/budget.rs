@@ -6,8 +6,11 @@
 //! of them held by one client address (an IPv4 address or an IPv6 /64, as admission counts
 //! them; an authenticated caller counts against its address too). A call that finds no slot
 //! waits, at most `Limits::backend_call_wait`; when a slot frees it goes to the waiter whose
-//! address holds the fewest running calls (the oldest first among equals), so a flood from
-//! a few addresses does not keep another address waiting behind it. At most
+//! address holds the fewest running calls, then to the one whose address has had the least
+//! slot time lately (the time its ended calls held their slots, halved every
+//! `Limits::backend_call_wait`; the oldest waiter first among equals), so a flood from
+//! many addresses, each call of which holds a slot for a second, does not keep an address
+//! whose calls take a millisecond waiting behind a round of theirs. At most
 //! `Limits::max_backend_waiting_per_address` of an address's calls wait (one more is
 //! refused at once, 429), and at most `Limits::max_backend_waiting` in all: one more then takes the place of
 //! the newest waiter of the address with the most waiting, when that address has at least
@@ -24,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -62,8 +65,10 @@ struct State {
     addresses: HashMap<ClientKey, Counts>,
     waiting: Vec<Waiter>,
     next_seq: u64,
-    /// Slots handed to waiters so far (orders addresses for round-robin).
-    grants: u64,
+    /// How long an address's slot time takes to count half as much, in seconds.
+    half_life: f64,
+    /// When addresses whose slot time has faded were last swept from `addresses`.
+    swept: Option<Instant>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -74,9 +79,10 @@ struct Counts {
     long_running: usize,
     /// Of `waiting`, the long-lived calls.
     long_waiting: usize,
-    /// When a waiter of this address was last handed a slot (the budget's grant count
-    /// then; 0: never while it was tracked).
-    last_granted: u64,
+    /// The slot time its ended calls held, in seconds, fading by half every
+    /// `State::half_life`, as of `used_at`.
+    used: f64,
+    used_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -93,15 +99,48 @@ pub(crate) struct CallPermit {
     budget: Option<Arc<CallBudget>>,
     key: ClientKey,
     kind: CallKind,
+    /// When the call started with its slot: the time from then is charged to its
+    /// address.
+    granted: Instant,
+}
+
+impl CallPermit {
+    /// The permit of a call that starts now: a waiter handed its slot is charged from
+    /// when it runs, not for the time it took to be woken (a busy machine's latency is
+    /// not the caller's slot time).
+    fn started(mut self) -> Self {
+        self.granted = Instant::now();
+        self
+    }
 }
 
 impl Drop for CallPermit {
     fn drop(&mut self) {
         if let Some(budget) = self.budget.take() {
             let mut state = budget.lock();
-            state.release(self.key, self.kind);
+            state.release(self.key, self.kind, self.granted.elapsed());
             budget.dispatch(&mut state);
         }
+    }
+}
+
+/// Slot time below which an address with nothing running or waiting is forgotten, in
+/// seconds.
+const FADED: f64 = 1e-4;
+
+impl Counts {
+    /// The slot time its ended calls held, faded as of `now`.
+    fn used(&self, now: Instant, half_life: f64) -> f64 {
+        self.used_at.map_or(0.0, |at| {
+            let ago = now.saturating_duration_since(at).as_secs_f64();
+            self.used * 0.5_f64.powf(ago / half_life)
+        })
+    }
+
+    /// Nothing running or waiting, and its slot time faded: it says nothing an address
+    /// that comes would not.
+    fn is_spent(&self, now: Instant, half_life: f64) -> bool {
+        self.running == 0 && self.waiting == 0 && self.used(now, half_life) < FADED
     }
 }
 
@@ -123,6 +162,15 @@ impl State {
         self.addresses.entry(key).or_default()
     }
 
+    /// The slot time `key`'s calls held lately, in microseconds (0 for an address not
+    /// tracked).
+    fn used_of(&self, key: ClientKey, now: Instant) -> u64 {
+        self.addresses.get(&key).map_or(0, |counts| {
+            // Far below u64's range: a slot time is at most the node's lifetime.
+            (counts.used(now, self.half_life) * 1e6) as u64
+        })
+    }
+
     fn take_slot(&mut self, key: ClientKey, kind: CallKind) {
         self.running += 1;
         let long = kind == CallKind::Long;
@@ -132,24 +180,51 @@ impl State {
         counts.long_running += usize::from(long);
     }
 
-    fn release(&mut self, key: ClientKey, kind: CallKind) {
+    /// A `kind` call of `key` that held its slot for `held` ended: its address is
+    /// charged that slot time.
+    fn release(&mut self, key: ClientKey, kind: CallKind, held: Duration) {
         self.running = self.running.saturating_sub(1);
         let long = kind == CallKind::Long;
         self.long_running = self.long_running.saturating_sub(usize::from(long));
+        let now = Instant::now();
+        let half_life = self.half_life;
         let counts = self.counts(key);
         counts.running = counts.running.saturating_sub(1);
         counts.long_running = counts.long_running.saturating_sub(usize::from(long));
+        counts.used = counts.used(now, half_life) + held.as_secs_f64();
+        counts.used_at = Some(now);
         self.forget_if_empty(key);
+        self.sweep(now);
     }
 
+    /// Forgets `key`'s address when it has nothing running or waiting and its slot time
+    /// has faded: a flood whose calls all ended or were refused for a moment keeps its
+    /// place behind those that had less.
     fn forget_if_empty(&mut self, key: ClientKey) {
+        let (now, half_life) = (Instant::now(), self.half_life);
         if self
             .addresses
             .get(&key)
-            .is_some_and(|counts| counts.running == 0 && counts.waiting == 0)
+            .is_some_and(|counts| counts.is_spent(now, half_life))
         {
             self.addresses.remove(&key);
         }
+    }
+
+    /// Forgets, at most once a half-life, every address whose slot time has faded with
+    /// nothing running or waiting, so that the table holds only addresses that say
+    /// something.
+    fn sweep(&mut self, now: Instant) {
+        let half_life = self.half_life;
+        if self
+            .swept
+            .is_some_and(|at| now.saturating_duration_since(at).as_secs_f64() < half_life)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.addresses
+            .retain(|_, counts| !counts.is_spent(now, half_life));
     }
 
     /// Removes the waiter `seq` if it is still waiting.
@@ -204,7 +279,11 @@ impl CallBudget {
             wait: limits.backend_call_wait,
             waiting_limit: limits.max_backend_waiting,
             waiting_per_address: limits.max_backend_waiting_per_address,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                // A zero wait is refused by `Limits::validate`; a tiny one still halves.
+                half_life: limits.backend_call_wait.as_secs_f64().max(1e-3),
+                ..State::default()
+            }),
         }
     }
 
@@ -264,14 +343,14 @@ impl CallBudget {
         };
         let place = Place { budget: self, seq };
         match tokio::time::timeout(self.wait, &mut woken).await {
-            Ok(Ok(permit)) => Ok(permit),
+            Ok(Ok(permit)) => Ok(permit.started()),
             // Displaced by a waiter from an address with fewer waiting.
             Ok(Err(_)) => Err(self.full()),
             Err(_) => {
                 drop(place);
                 // A slot handed over just as the wait ran out is taken.
                 if let Ok(permit) = woken.try_recv() {
-                    return Ok(permit);
+                    return Ok(permit.started());
                 }
                 let state = self.lock();
                 let long = kind == CallKind::Long;
@@ -316,6 +395,7 @@ impl CallBudget {
             budget: Some(Arc::clone(self)),
             key,
             kind,
+            granted: Instant::now(),
         }
     }
 
@@ -352,25 +432,27 @@ impl CallBudget {
     }
 
     /// Hands free slots to waiters: each to the one whose address holds the fewest running
-    /// calls (the oldest among equals), skipping those that do not fit (their address at
-    /// its share, a long-lived call beyond the long-lived calls' caps).
+    /// calls, then whose address has had the least slot time lately, the oldest among
+    /// equals, skipping those that do not fit (their address at its share, a
+    /// long-lived call beyond the long-lived calls' caps).
     fn dispatch(self: &Arc<Self>, state: &mut State) {
+        let now = Instant::now();
         while state.running < self.limit {
             let next = state
                 .waiting
                 .iter()
                 .enumerate()
                 .filter(|(_, waiter)| self.has_room(state, waiter.key, waiter.kind))
-                // The address running the fewest, then the one served longest ago (an
-                // address that waited for none comes first: a flood from many addresses
-                // whose waiters are older does not queue a newcomer behind them), then
-                // the oldest waiter.
+                // The address running the fewest, then the one that has had the least
+                // slot time lately (a caller whose calls take a millisecond is not queued
+                // behind a round of a flood's calls that take a second each), then the
+                // oldest waiter.
                 .min_by_key(|(_, waiter)| {
-                    let last = state
-                        .addresses
-                        .get(&waiter.key)
-                        .map_or(0, |counts| counts.last_granted);
-                    (state.running_of(waiter.key), last, waiter.seq)
+                    (
+                        state.running_of(waiter.key),
+                        state.used_of(waiter.key, now),
+                        waiter.seq,
+                    )
                 })
                 .map(|(index, _)| index);
             let Some(index) = next else {
@@ -379,14 +461,11 @@ impl CallBudget {
             let waiter = state.waiting.swap_remove(index);
             state.unwait(waiter.key, waiter.kind);
             let permit = self.grant(state, waiter.key, waiter.kind);
-            state.grants += 1;
-            let grants = state.grants;
-            state.counts(waiter.key).last_granted = grants;
             if let Err(mut permit) = waiter.wake.send(permit) {
                 // It gave up meanwhile: the slot is free again (released here, under the
                 // lock we hold, not by the permit's drop).
                 permit.budget = None;
-                state.release(waiter.key, waiter.kind);
+                state.release(waiter.key, waiter.kind, Duration::ZERO);
             }
         }
     }
@@ -491,7 +570,34 @@ mod tests {
         drop(held.pop());
         assert_eq!(waiting.await.unwrap().unwrap(), key(6));
         drop(held);
-        assert!(budget.lock().addresses.is_empty());
+        assert!(nothing_counted(&budget));
+    }
+
+    /// Nothing running or waiting is counted for any address (the slot time of ended
+    /// calls stays until it fades).
+    fn nothing_counted(budget: &CallBudget) -> bool {
+        budget
+            .lock()
+            .addresses
+            .values()
+            .all(|counts| counts.running == 0 && counts.waiting == 0)
+    }
+
+    /// An address's slot time fades by half every `backend_call_wait`; once it has faded,
+    /// with nothing running or waiting, the address is forgotten.
+    #[tokio::test]
+    async fn slot_time_fades_and_a_faded_address_is_forgotten() {
+        let budget = budget(2, 2, 20);
+        let held = budget.try_enter(key(1), CallKind::Brief);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        drop(held);
+        let used = budget.lock().used_of(key(1), Instant::now());
+        assert!(used >= 30_000, "{used} µs");
+        // Twenty half-lives later, below the faded mark; the next release sweeps it.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(budget.try_enter(key(2), CallKind::Brief));
+        let state = budget.lock();
+        assert!(!state.addresses.contains_key(&key(1)));
     }
 
     fn key(last: u8) -> ClientKey {
@@ -611,7 +717,7 @@ mod tests {
         let _ = waiter.await;
         drop(held);
         assert_eq!(budget.running(), 0);
-        assert!(budget.lock().addresses.is_empty());
+        assert!(nothing_counted(&budget));
         assert!(budget.try_enter(key(3), CallKind::Brief).is_some());
     }
 }

@@ -26,7 +26,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
-/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest; that session is closed with 1013 and a reason |
+/// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest, never one of an address holding fewer than the newcomer's; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
 /// | `max_sessions_per_address` | 64 | sessions (waiting for their hello or established) from one client address: the next upgrade is answered HTTP 429 with `Retry-After` |
 /// | `max_pending_hellos_per_address` | 16 | WebSockets waiting for their hello from one client address (a value above `max_pending_hellos` counts as it), while other addresses' wait too: one more is answered HTTP 429 with `Retry-After` before any upgrade (when the whole budget is full, a newcomer sheds the oldest waiting of the address holding the most) |
@@ -95,7 +95,8 @@ pub struct Limits {
     /// Most action calls running at once over the whole node, every mode (request-reply,
     /// notify, progress, stream) and every backend (a closure, a command, a POST) alike:
     /// a call waits for a slot (`backend_call_wait`), the slot going to the waiting call
-    /// whose address holds the fewest running.
+    /// whose address holds the fewest running, then whose address has had the least slot
+    /// time (start-time fair queueing).
     pub max_backend_calls: usize,
     /// Most action calls running at once for one client address (an IPv4 address or an
     /// IPv6 /64 prefix; an authenticated caller counts against its address too).
@@ -130,8 +131,9 @@ pub struct Limits {
     /// proposal; a subscription, an observation or a stream is not a call), before a
     /// newcomer with a valid hello may take its slot (it is closed with 1013, try again
     /// later). It is one of the client address holding the most sessions (the newcomer's
-    /// counted with it), the one whose peer was silent longest: a silent subscriber from
-    /// an address holding few is not shed for the newcomers of addresses holding many.
+    /// counted with it), the one whose peer was silent longest, never one of an address
+    /// holding fewer than the newcomer's: a silent subscriber from an address holding few
+    /// is not shed for the newcomers of addresses holding more.
     pub idle_shed_after: Duration,
     /// Most WebSockets upgraded and still waiting for their hello, a budget apart from
     /// `max_sessions` (a session counts there once its hello is answered). When it is full,

@@ -128,9 +128,12 @@ impl IdleSessions {
     /// newcomer from `newcomer`'s address, telling it `why`; returns it. The victim is one
     /// of the address holding the most of those `eligible` picks, the newcomer's address
     /// counted as holding one more (ties: the one idle longest): an address holding many
-    /// loses its own first, and a peer from an address holding few, silent as a
-    /// subscriber is, is not shed for the newcomers of addresses holding more. When every
-    /// address holds as many, the one idle longest is shed. A session of an address
+    /// loses its own first. A session of an address holding fewer than the newcomer's
+    /// (counted with the newcomer) is never shed for it: a peer from an address holding
+    /// few, silent as a subscriber is, is not shed for the newcomers of addresses holding
+    /// more, even when it is the only session silent long enough (the newcomer is then
+    /// refused: its address would hold more than the victim's). When every address holds
+    /// as many, the one idle longest is shed. A session of an address
     /// holding at least two more than the newcomer's is shed even before `at_least`
     /// (never while a call of its runs): else addresses holding every slot, each session
     /// reconnected within `at_least`, would keep every other address out.
@@ -170,16 +173,18 @@ impl IdleSessions {
         for activity in sessions.iter().filter(|activity| eligible(activity)) {
             *held.entry(activity.key).or_insert(0) += 1;
         }
-        // With the newcomer counted, an address holding at least two more than the
+        // With the newcomer counted: an address holding fewer would hold fewer than the
+        // newcomer's after the swap, and one holding at least two more than the
         // newcomer's holds at least one more here.
-        let beyond = held.get(&newcomer).copied().unwrap_or(1) + 1;
+        let ours = held.get(&newcomer).copied().unwrap_or(1);
+        let beyond = ours + 1;
         sessions
             .iter()
             .filter(|activity| eligible(activity))
             .map(|activity| (activity.idle_since.load(Ordering::Relaxed), activity))
             .filter(|(since, activity)| {
                 let count = held.get(&activity.key).copied().unwrap_or(0);
-                *since != BUSY && (*since <= latest || count >= beyond)
+                *since != BUSY && count >= ours && (*since <= latest || count >= beyond)
             })
             .max_by_key(|(since, activity)| {
                 let count = held.get(&activity.key).copied().unwrap_or(0);

@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use concord_fixtures::{catalogue, weather};
 use concord_node::{Limits, Node, Notification, Want};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::provider::WORK;
+use crate::steps::{self, StepTimes, Steps};
 use crate::BoxError;
 
 /// Every affordance of the provider's interface.
@@ -50,6 +53,8 @@ pub struct Served {
     pub times: Vec<Duration>,
     /// The first failures' messages, to say why.
     pub failures: Vec<String>,
+    /// Where the attempts' time went, step by step (the calls only).
+    pub steps: StepTimes,
 }
 
 impl Served {
@@ -83,11 +88,27 @@ impl Served {
         }
     }
 
+    /// Counts one of the caller's attempts and its steps.
+    fn count(&mut self, attempt: Attempt) {
+        self.attempts += 1;
+        self.steps.add(&attempt.steps, attempt.outcome.is_ok());
+        match attempt.outcome {
+            Ok(time) => {
+                self.served += 1;
+                self.times.push(time);
+            }
+            Err(failure) => note_failure(&mut self.failures, failure),
+        }
+    }
+
     /// The median time to an answer.
     pub fn median(&self) -> Option<Duration> {
-        let mut times = self.times.clone();
-        times.sort();
-        times.get(times.len() / 2).copied()
+        steps::quantile(&self.times, 0.5)
+    }
+
+    /// The 95th percentile of the time to an answer.
+    pub fn p95(&self) -> Option<Duration> {
+        steps::quantile(&self.times, 0.95)
     }
 }
 
@@ -228,44 +249,102 @@ impl Caller {
         served
     }
 
-    /// Calls until `stop`, alternating full negotiations and 0-RTT reconnects.
+    /// Calls until `stop`, alternating full negotiations and 0-RTT reconnects: an attempt
+    /// starts every [`ATTEMPT_EVERY`] without waiting for the previous ones, at most
+    /// [`IN_FLIGHT`] at once; the attempts under way when `stop` comes are awaited and
+    /// counted.
     pub async fn run(&self, url: &str, mut stop: watch::Receiver<bool>) -> Served {
         let mut served = Served::default();
-        let mut n = 0_usize;
+        let mut running = FuturesUnordered::new();
+        let mut ticks = tokio::time::interval(ATTEMPT_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut n = 0_u64;
         while !*stop.borrow() {
-            n += 1;
-            let started = Instant::now();
-            let attempt = async {
-                let fresh;
-                let node = if n.is_multiple_of(2) {
-                    &self.resuming
-                } else {
-                    let dir = tempfile::tempdir()?;
-                    fresh = (
-                        Node::builder("Legitimate caller")
-                            .data_dir(dir.path())
-                            .limits(limits())
-                            .build()?,
-                        dir,
-                    );
-                    &fresh.0
-                };
-                let connection = node.connect(url, catalogue::ACTION).await?;
-                connection
-                    .call(catalogue::ACTION, catalogue::input(n))
-                    .await?;
-                connection.close().await;
-                Ok::<(), BoxError>(())
-            };
-            served.record(started, attempt, "no answer").await;
-            // A caller, not a flood: about ten attempts a second at most.
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = ticks.tick(), if running.len() < IN_FLIGHT => {
+                    n += 1;
+                    running.push(self.attempt(url, n));
+                }
+                Some(attempt) = running.next(), if !running.is_empty() => served.count(attempt),
                 _ = stop.changed() => {}
             }
         }
+        while let Some(attempt) = running.next().await {
+            served.count(attempt);
+        }
         served
     }
+
+    /// One attempt (number `n`) within [`ATTEMPT_DEADLINE`]: the description, the
+    /// session (a fresh store for odd `n`, a full negotiation; 0-RTT for even `n`), one
+    /// call; with the time each step took.
+    async fn attempt(&self, url: &str, n: u64) -> Attempt {
+        let started = Instant::now();
+        let mut steps = Steps::default();
+        let attempt = async {
+            let fresh;
+            let node = if n.is_multiple_of(2) {
+                &self.resuming
+            } else {
+                let dir = tempfile::tempdir()?;
+                fresh = (
+                    Node::builder("Legitimate caller")
+                        .data_dir(dir.path())
+                        .limits(limits())
+                        .build()?,
+                    dir,
+                );
+                &fresh.0
+            };
+            let begun = Instant::now();
+            let described = node.describe(url).await?;
+            let described_at = Instant::now();
+            steps.0.push(described_at - begun);
+            let connection = node
+                .connect_described(&described, Want::action(catalogue::ACTION))
+                .await;
+            let ready_at = Instant::now();
+            if let Some(hello_at) = steps::take_hello(n) {
+                steps
+                    .0
+                    .push(hello_at.saturating_duration_since(described_at));
+                if connection.is_ok() {
+                    steps.0.push(ready_at.saturating_duration_since(hello_at));
+                }
+            }
+            let connection = connection?;
+            let index = usize::try_from(n).unwrap_or(usize::MAX);
+            connection
+                .call(catalogue::ACTION, catalogue::input(index))
+                .await?;
+            if steps.0.len() == 3 {
+                steps.0.push(ready_at.elapsed());
+            }
+            connection.close().await;
+            Ok::<(), BoxError>(())
+        }
+        .instrument(tracing::info_span!("attempt", n));
+        let outcome = match tokio::time::timeout(ATTEMPT_DEADLINE, attempt).await {
+            Ok(Ok(())) => Ok(started.elapsed()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer within {ATTEMPT_DEADLINE:?}")),
+        };
+        // An attempt that ran out of time after its hello leaves its mark behind.
+        steps::take_hello(n);
+        Attempt { outcome, steps }
+    }
+}
+
+/// How often the caller starts an attempt.
+pub const ATTEMPT_EVERY: Duration = Duration::from_millis(100);
+
+/// How many of the caller's attempts may be under way at once.
+pub const IN_FLIGHT: usize = 4;
+
+/// One attempt's outcome (its time, or why it failed) and its steps.
+struct Attempt {
+    outcome: Result<Duration, String>,
+    steps: Steps,
 }
 
 /// Keeps the first three distinct failures, to say why.

@@ -9,15 +9,22 @@
 //! ```
 //!
 //! Each phase runs one attack from 127.0.0.2–127.0.0.17 while the legitimate caller, a
-//! Concord requester on 127.0.0.1, connects and calls about ten times a second
-//! (alternating full negotiations from a fresh store and 0-RTT reconnects), each attempt
-//! given 5 s. The first phase runs no attack: its figures are the baseline the others are
-//! compared with. The last phase runs every attack at once, and the legitimate caller
-//! also listens to the provider's event (100 KiB every 100 ms) and talks over its voice
-//! stream. For each phase the table prints the share of the caller's attempts served and
-//! their median time, the provider's peak resident memory during the phase and after it
-//! (memory given back), the most backend processes it ran at once, and how much the
-//! store's files grew; the last phase's listener and stream figures follow.
+//! Concord requester on 127.0.0.1, starts an attempt (connect and call) every 100 ms
+//! without waiting for the previous ones, at most four under way at once (alternating
+//! full negotiations from a fresh store and 0-RTT reconnects), each attempt given 5 s.
+//! The first phase runs no attack: its figures are the baseline the others are compared
+//! with. The last phase runs every attack at once, three times as long as the others,
+//! and the legitimate caller also listens to the provider's event (100 KiB every 100 ms)
+//! and talks over its voice stream. For each phase the table prints the share of the
+//! caller's attempts served, their median and 95th-percentile times, the provider's peak
+//! resident memory during the phase and after it (memory given back), the most backend
+//! processes it ran at once, and how much the store's files grew; the last phase's
+//! listener and stream figures follow, then where the attempts' time went step by step
+//! (description, upgrade and hello, protocol settled, call: `steps.rs`).
+//!
+//! `SOAK_PROVIDER_LOG=concord_node=info` (an `EnvFilter`) makes the provider log to
+//! standard error, to see a legitimate session's way through it (its `remote` is
+//! 127.0.0.1).
 //!
 //! The attacks need about 1,000 descriptors: the bench raises its soft `RLIMIT_NOFILE` to
 //! the hard limit (the provider inherits it).
@@ -25,6 +32,7 @@
 mod attacks;
 mod legit;
 mod provider;
+mod steps;
 
 use std::error::Error;
 use std::time::Duration;
@@ -123,6 +131,10 @@ fn all_at_once() -> Vec<Attack> {
 /// The last phase's name (for `--only`).
 const ALL_AT_ONCE: &str = "every attack at once";
 
+/// How many times `--seconds` the last phase runs: its shares are measured over a few
+/// hundred attempts.
+const ALL_AT_ONCE_LONGER: u32 = 3;
+
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -130,10 +142,17 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     if let Some(at) = args.iter().position(|arg| arg == "--provider") {
         let dir = args.get(at + 1).ok_or("--provider needs a directory")?;
+        if let Ok(filter) = std::env::var("SOAK_PROVIDER_LOG") {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_writer(std::io::stderr)
+                .init();
+        }
         return runtime.block_on(provider::run(std::path::Path::new(dir)));
     }
     let options = Options::from_args(&args)?;
     raise_descriptor_limit();
+    steps::install();
     runtime.block_on(run(&options))
 }
 
@@ -181,7 +200,8 @@ async fn run(options: &Options) -> Result<(), BoxError> {
         }
     }
     if wanted(ALL_AT_ONCE) {
-        phases.push(phase(&provider, &caller, &target, Some(all_at_once()), duration).await?);
+        let longer = duration.saturating_mul(ALL_AT_ONCE_LONGER);
+        phases.push(phase(&provider, &caller, &target, Some(all_at_once()), longer).await?);
     }
     print_table(&phases);
     Ok(())
@@ -269,9 +289,9 @@ fn print_table(phases: &[Phase]) {
     };
     println!();
     println!(
-        "| phase | attack connections | legitimate calls served | x baseline | median time | x baseline | provider peak RSS | x baseline | RSS 2 s after | most processes | store growth |"
+        "| phase | attack connections | legitimate calls served | x baseline | median time | x baseline | p95 time | provider peak RSS | x baseline | RSS 2 s after | most processes | store growth |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for phase in phases {
         let median = phase.served.median();
         let time_ratio = match (median, baseline.served.median()) {
@@ -281,7 +301,7 @@ fn print_table(phases: &[Phase]) {
             _ => "-".to_owned(),
         };
         println!(
-            "| {} | {} | {:.0}% ({}/{}) | {:.2} | {} | {} | {:.1} MiB | {:.2} | {:.1} MiB | {} | {} KiB |",
+            "| {} | {} | {:.0}% ({}/{}) | {:.2} | {} | {} | {} | {:.1} MiB | {:.2} | {:.1} MiB | {} | {} KiB |",
             phase.name,
             phase.attack_connections,
             phase.served.share(),
@@ -290,6 +310,10 @@ fn print_table(phases: &[Phase]) {
             phase.served.share() / baseline.served.share().max(f64::MIN_POSITIVE),
             median.map_or_else(|| "-".to_owned(), report::human),
             time_ratio,
+            phase
+                .served
+                .p95()
+                .map_or_else(|| "-".to_owned(), report::human),
             phase.peak_kib as f64 / 1024.0,
             phase.peak_kib as f64 / baseline.peak_kib.max(1) as f64,
             phase.after_kib as f64 / 1024.0,
@@ -321,6 +345,11 @@ fn print_table(phases: &[Phase]) {
                 );
             }
         }
+    }
+    println!();
+    println!("Where the legitimate calls' time went, per step (median / p95 of the attempts that finished it):");
+    for phase in phases {
+        println!("- {}: {}", phase.name, phase.served.steps.summary());
     }
     for phase in phases {
         for failure in &phase.served.failures {

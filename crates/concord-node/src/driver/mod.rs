@@ -292,7 +292,7 @@ impl<T: Transport> Driver<T> {
             }
             let pumped = self.pump_interact();
             let written = self.take_unwritten();
-            let flushed = self.flush().await;
+            let flushed = self.flush_unless_shed().await;
             interact::settle_written(written, &pumped, &flushed);
             if let Err(error) = flushed {
                 break match error {
@@ -389,6 +389,23 @@ impl<T: Transport> Driver<T> {
     }
 
     // ----- I/O ---------------------------------------------------------------------------
+
+    /// [`Driver::flush`], unless the session is shed meanwhile: a shed session whose peer
+    /// reads nothing (its writes blocked) would otherwise keep its slot from the newcomer
+    /// it was shed for until the write gave up. What was not written is dropped with the
+    /// session.
+    async fn flush_unless_shed(&mut self) -> Result<(), TransportError> {
+        let mut shutdown = self.shutdown.take();
+        let flushed = tokio::select! {
+            flushed = self.flush() => flushed,
+            cause = shed_requested(&mut shutdown) => {
+                self.stop = Some(cause);
+                Ok(())
+            }
+        };
+        self.shutdown = shutdown;
+        flushed
+    }
 
     async fn flush(&mut self) -> Result<(), TransportError> {
         if self.ping_due {
@@ -726,6 +743,23 @@ async fn stop_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> C
         Ok(StopSignal::ShedHolder) => Cause::Shed { holder: true },
         Ok(_) => Cause::Shutdown,
         // The server is gone without saying stop: keep serving this session.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Resolves once the session is shed (not on any other stop: a draining server's sessions
+/// write what they owe first).
+async fn shed_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> Cause {
+    let Some(receiver) = shutdown else {
+        return std::future::pending().await;
+    };
+    let signal = receiver
+        .wait_for(|signal| matches!(signal, StopSignal::Shed | StopSignal::ShedHolder))
+        .await
+        .map(|signal| *signal);
+    match signal {
+        Ok(StopSignal::ShedHolder) => Cause::Shed { holder: true },
+        Ok(_) => Cause::Shed { holder: false },
         Err(_) => std::future::pending().await,
     }
 }

@@ -505,3 +505,92 @@ async fn dids_minted_on_one_address_share_its_long_running_actions() {
     assert_eq!(started, 2);
     assert_eq!(refused, [429, 429, 429, 429]);
 }
+
+/// Strangers from eight addresses keep every backend slot busy with calls that hold it
+/// 1 s each, more of theirs always waiting; a caller from another address keeps two calls
+/// that take no time in flight. A freed slot goes to the address that has had the least
+/// slot time lately, so the caller's calls are served next, not after a round of the
+/// strangers' (a grant to each of the six or so waiting addresses, 1 s each on two slots:
+/// longer than the caller may wait, 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_whose_calls_take_no_time_is_not_queued_behind_rounds_of_slow_calls() {
+    let nap = |input: Value| async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok::<_, ActionError>(input)
+    };
+    let quick = |input: Value| async move { Ok::<_, ActionError>(input) };
+    let limits = Limits {
+        max_backend_calls: 2,
+        max_backend_calls_per_address: 1,
+        backend_call_wait: Duration::from_secs(2),
+        ..quick_limits()
+    };
+    let provider = build(
+        Node::builder("Mixed agent")
+            .limits(limits)
+            .action(text_action("nap"), nap)
+            .action(text_action("quick"), quick),
+    );
+    let server = serve(&provider).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut strangers = Vec::new();
+    let mut flooding = Vec::new();
+    for n in 2..10 {
+        let stranger = requester_from(&format!("127.0.0.{n}"));
+        let peer = stranger
+            .node
+            .connect_with(server.url(), Want::interface(["nap"]))
+            .await
+            .unwrap();
+        // Three calls of each stranger in flight at all times, until the test ends.
+        for _ in 0..3 {
+            let (peer, stop) = (peer.clone(), Arc::clone(&stop));
+            flooding.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = peer.call("nap", json!({"text": "z"})).await;
+                }
+            }));
+        }
+        strangers.push((stranger, peer));
+    }
+    // Every slot taken, strangers waiting, and every stranger's address served at least
+    // once (eight addresses, 1 s each on two slots): none is new to the budget.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+
+    let caller = requester_from("127.0.0.1");
+    let peer = caller
+        .node
+        .connect_with(server.url(), Want::interface(["quick"]))
+        .await
+        .unwrap();
+    let calling: Vec<_> = (0..2)
+        .map(|lane| {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                let mut outcomes = Vec::new();
+                for n in 0..8 {
+                    let text = format!("{lane}-{n}");
+                    let result = peer.call("quick", json!({ "text": text })).await;
+                    outcomes.push(outcome(&result));
+                }
+                outcomes
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for lane in calling {
+        outcomes.extend(lane.await.unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in flooding {
+        task.await.unwrap();
+    }
+    let refused: Vec<i64> = outcomes.iter().filter_map(|o| o.err()).collect();
+    assert!(
+        refused.is_empty(),
+        "{} of {} of the caller's calls served beside the strangers' slow calls; refused {refused:?}",
+        outcomes.len() - refused.len(),
+        outcomes.len()
+    );
+}

@@ -508,3 +508,109 @@ async fn newcomers_from_addresses_holding_many_shed_their_own_not_a_silent_subsc
     }
     assert!(!peer.is_closed(), "the caller's session was closed");
 }
+
+/// A caller's listener, alone on its address and silent (it only reads), is not shed for
+/// a newcomer from an address holding more sessions than the listener's, even when it is
+/// the only session silent long enough to be shed: the newcomer's address would then hold
+/// more than the listener's, so the newcomer waits (503) and the listener goes on.
+#[tokio::test]
+async fn a_listener_alone_on_its_address_is_not_shed_for_a_newcomer_of_an_address_holding_more() {
+    let idle_shed_after = Duration::from_secs(3);
+    let (provider, server, hash) = weather_with(Limits {
+        max_sessions: 8,
+        idle_shed_after,
+        ..quick_limits()
+    })
+    .await;
+    // The caller's listener on 127.0.0.1, silent longer than `idle_shed_after`.
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(
+            server.url(),
+            Want::interface([weather::USER_FEEDBACK_RECEIVED]),
+        )
+        .await
+        .unwrap();
+    let mut feedback = peer
+        .subscribe(weather::USER_FEEDBACK_RECEIVED, None)
+        .await
+        .unwrap();
+    tokio::time::sleep(idle_shed_after + Duration::from_millis(500)).await;
+    // Every other slot taken by one stranger: sessions that said hello just now.
+    let mut strangers = Vec::new();
+    for _ in 0..7 {
+        let mut socket = socket_from("127.0.0.2", &server).await.expect("upgraded");
+        hello(&mut socket, Some(&hash)).await;
+        strangers.push(socket);
+    }
+    wait_for_sessions(&server, 8).await;
+    // The stranger's next session: none of its own is silent long enough to be shed, and
+    // the listener's address holds fewer than the stranger's would.
+    let refused = match socket_from("127.0.0.2", &server).await {
+        None => true,
+        Some(mut socket) => {
+            socket
+                .send(Message::Text(source_hello(Some(&hash)).into()))
+                .await
+                .unwrap();
+            // A destination hello says it took a slot.
+            matches!(next(&mut socket).await, Message::Close(Some(frame)) if u16::from(frame.code) == 1013)
+        }
+    };
+    assert!(refused, "the stranger's newcomer took a slot");
+    provider
+        .node
+        .publisher()
+        .publish(weather::USER_FEEDBACK_RECEIVED, json!({"rating": 4}))
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), feedback.next())
+        .await
+        .expect("the listener still gets events");
+    match event {
+        Some(Notification::Event { data, .. }) => assert_eq!(data["rating"], 4),
+        other => panic!("the listener was shed: {other:?}"),
+    }
+    assert!(!peer.is_closed(), "the caller's session was closed");
+    drop(strangers);
+}
+
+/// A session shed for a newcomer gives its slot back at once even when its peer reads
+/// nothing and the node's writes to it are blocked (a subscriber of large events that
+/// never reads): the newcomer is served, not answered 1013 after waiting for a slot that
+/// the blocked session would give back only when its write gave up.
+#[tokio::test]
+async fn a_shed_session_whose_peer_reads_nothing_gives_its_slot_back_at_once() {
+    let (provider, server, hash) = weather_with(Limits {
+        max_sessions: 2,
+        ..quick_limits()
+    })
+    .await;
+    // Both slots: subscribers from one stranger's address that never read.
+    let mut strangers = Vec::new();
+    for _ in 0..2 {
+        let (socket, answer) = holder_from("127.0.0.2", &server, &hash, Hold::Subscription).await;
+        assert!(answer.get("error").is_none(), "{answer}");
+        strangers.push(socket);
+    }
+    wait_for_sessions(&server, 2).await;
+    // Far more event data than the sockets' buffers hold: the node's writes to them block.
+    let comment = "n".repeat(512 * 1024);
+    for rating in 0..64 {
+        provider
+            .node
+            .publisher()
+            .publish(
+                weather::USER_FEEDBACK_RECEIVED,
+                json!({"rating": rating % 5 + 1, "comment": comment}),
+            )
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The caller's address holds none: one of the stranger's goes for it.
+    let requester = requester();
+    let answer = weather_call(&requester, &server).await;
+    assert!(answer.is_ok(), "the caller was not served: {answer:?}");
+    drop(strangers);
+}
