@@ -83,8 +83,11 @@ pub enum ActionRecordsError {
 ///
 /// Called synchronously, under the lock of the table's owner, at each change of an action
 /// (created, running, progress, terminal, cancelled, lease expired): a backend on the network
-/// answers quickly or fails. Action ids must be unique over every table sharing the records
-/// (random ids, or an [`ActionIds`](crate::ActionIds) drawing from one sequence).
+/// answers quickly or fails. One that cannot (a broker a round trip away) keeps a local copy
+/// it reads from (a key-value watch) and sends its writes from a queue of its own: the
+/// contract above allows the lag and the lost write this costs, never a record going back.
+/// Action ids must be unique over every table sharing the records, and random: the id is
+/// all a caller needs to query an action on any replica, so it must not be guessable.
 pub trait ActionRecords: Send + Sync + std::fmt::Debug {
     /// Records the action as it now stands.
     ///
@@ -165,6 +168,28 @@ mod tests {
     #[test]
     fn the_local_action_records_pass_the_action_records_conformance_suite() {
         crate::conformance::action_records(&LocalActionRecords::new());
+    }
+
+    #[test]
+    fn sequential_ids_pass_the_action_ids_conformance_suite() {
+        crate::conformance::action_ids(&mut crate::SequentialIds::default(), 128);
+    }
+
+    /// Ids that come round again after 100: the suite must catch it.
+    #[derive(Debug, Default)]
+    struct Wrapping(u64);
+
+    impl crate::ActionIds for Wrapping {
+        fn next_id(&mut self) -> String {
+            self.0 = (self.0 + 1) % 100;
+            format!("a{}", self.0)
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "was issued before")]
+    fn the_action_ids_suite_refuses_ids_that_repeat() {
+        crate::conformance::action_ids(&mut Wrapping::default(), 128);
     }
 
     /// Records that take the last write, whatever its revision: the suite must catch it.

@@ -12,6 +12,12 @@
 //!
 //! conformance::action_records(&LocalActionRecords::new());
 //! ```
+//!
+//! ```
+//! use concord_interact::{conformance, SequentialIds};
+//!
+//! conformance::action_ids(&mut SequentialIds::default(), 128);
+//! ```
 // Panicking, naming the broken rule, is how a conformance suite fails.
 #![allow(clippy::panic)]
 
@@ -20,6 +26,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::action_records::{ActionRecord, ActionRecords};
+use crate::actions::ActionIds;
 use crate::event_log::EventLog;
 use crate::message::ActionStatus;
 
@@ -210,5 +217,29 @@ pub fn action_records(records: &dyn ActionRecords) {
             Some(REVISIONS),
             "racing writes to distinct ids must each keep their highest revision"
         );
+    }
+}
+
+/// Checks the [`ActionIds`] contract: 10,000 ids in a row are all different, none empty,
+/// none longer than `max_bytes` (`Limits::max_action_id`: an id travels in `actionID`), and
+/// each printable ASCII with no space (it is echoed in messages and logs).
+///
+/// # Panics
+/// When the ids break a rule, with a message naming it.
+pub fn action_ids(ids: &mut dyn ActionIds, max_bytes: usize) {
+    let mut seen = std::collections::HashSet::new();
+    for n in 0..10_000 {
+        let id = ids.next_id();
+        assert!(!id.is_empty(), "id {n} is empty");
+        assert!(
+            id.len() <= max_bytes,
+            "id {n} ({id:?}) is {} bytes, over the {max_bytes} an actionID may carry",
+            id.len()
+        );
+        assert!(
+            id.bytes().all(|byte| byte.is_ascii_graphic()),
+            "id {n} ({id:?}) is not printable ASCII without spaces"
+        );
+        assert!(seen.insert(id.clone()), "id {n} ({id:?}) was issued before");
     }
 }

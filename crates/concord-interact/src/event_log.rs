@@ -39,7 +39,10 @@ pub enum EventLogError {
 ///
 /// Called once per publish, synchronously, before the event reaches the node's
 /// subscribers (publishes of one node are serialized around it): a backend on the network
-/// answers quickly or fails.
+/// answers quickly or fails. Fan-out stays local: a node's subscribers hear the events
+/// published through that node; carrying other nodes' events to them is the backend's
+/// business (it can publish them through [`EventHub::publish_as`](crate::EventHub::publish_as)
+/// under the ids it gave).
 pub trait EventLog: Send + Sync + std::fmt::Debug {
     /// Appends an event named `event` carrying `data`; its id.
     ///
@@ -63,13 +66,6 @@ impl LocalEventLog {
             first: first.max(1),
             next: Mutex::new(HashMap::new()),
         }
-    }
-}
-
-impl Default for LocalEventLog {
-    /// Numbers from 1.
-    fn default() -> Self {
-        Self::new(1)
     }
 }
 

