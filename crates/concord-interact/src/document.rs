@@ -227,8 +227,9 @@ pub fn parse(
     let block_start = TextPosition::locate(text, start);
     let first_line = block_start.line;
     let bad_json = |error: serde_json::Error| InterfaceDocumentError::BadJson {
-        position: json_error_offset(json, &error)
-            .map_or(block_start, |offset| TextPosition::locate(text, start + offset)),
+        position: json_error_offset(json, &error).map_or(block_start, |offset| {
+            TextPosition::locate(text, start + offset)
+        }),
         message: error.to_string(),
     };
     let value: Value = serde_json::from_str(json).map_err(bad_json)?;

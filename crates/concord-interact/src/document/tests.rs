@@ -427,6 +427,12 @@ fn a_bad_json_column_counts_characters() {
     let line = text.lines().nth(position.line - 1).unwrap();
     assert_eq!(line, "  \"actions\": {\"名前\": {\"mode\": 1,}}");
     let fault = line.chars().nth(position.column - 1);
-    assert_eq!(position, TextPosition { line: 7, column: 32 });
+    assert_eq!(
+        position,
+        TextPosition {
+            line: 7,
+            column: 32
+        }
+    );
     assert_eq!(fault, Some('}'));
 }
