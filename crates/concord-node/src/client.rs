@@ -1272,7 +1272,8 @@ async fn settle_from_store(
         };
     };
     let handler = handler.ok_or_else(|| "our handler for it is not stored".to_owned())?;
-    let code = code::load(shared, &settled.document, &handler, local)?;
+    let code = code::load(shared, &settled.document, &handler, local)
+        .map_err(|error| error.to_string())?;
     Ok(Some((settled, code)))
 }
 

@@ -104,7 +104,7 @@ impl<T: Transport> Driver<T> {
                             self.fresh = Some(code);
                         }
                     }
-                    Err(error) => self.prep.code_failed(now, generation, error),
+                    Err(error) => self.prep.code_failed(now, generation, error.to_string()),
                 }
                 self.execute_preparation();
             }

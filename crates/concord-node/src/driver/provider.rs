@@ -121,7 +121,10 @@ impl<T: Transport> Driver<T> {
         // every other mode refuses it.
         if let Err(reason) = code.check_input(&request.input) {
             tracing::info!(%reason, "a request whose input the action's schema refuses");
-            self.respond(&request.message_id, Err(ActionError::bad_request(reason)));
+            self.respond(
+                &request.message_id,
+                Err(ActionError::bad_request(reason.to_string())),
+            );
             return;
         }
         let Some(backend) = self.shared.actions.mode_backend(code.action()) else {

@@ -416,7 +416,7 @@ impl<T: Transport> Driver<T> {
                 let bytes = match code.encode_request(&message_id, &input) {
                     Ok(bytes) => bytes,
                     Err(error) => {
-                        let _ = reply.send(Err(CallError::InvalidInput(error)));
+                        let _ = reply.send(Err(CallError::InvalidInput(error.to_string())));
                         return;
                     }
                 };

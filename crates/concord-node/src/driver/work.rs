@@ -2,7 +2,7 @@
 
 use concord_negotiate::{Decided, StepRecord};
 
-use crate::code::CodeInfo;
+use crate::code::{CodeError, CodeInfo};
 use concord_proto::{AfterSave, Decision, FixDecision};
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ pub(crate) enum Work {
     /// Our handler code for the agreed protocol (generation `generation`).
     CodeGenerated {
         generation: u32,
-        result: Result<Box<(ProtocolCode, CodeInfo)>, String>,
+        result: Result<Box<(ProtocolCode, CodeInfo)>, CodeError>,
     },
     /// The protocol (with our handler) is saved in the store.
     Saved { then: AfterSave },

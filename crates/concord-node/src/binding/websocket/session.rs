@@ -327,7 +327,8 @@ async fn open_session(
                     &stored.settled.document,
                     &stored.handler,
                     &LocalSide::Provider,
-                )?;
+                )
+                .map_err(|error| error.to_string())?;
                 Ok((stored, code))
             });
         match loaded {
