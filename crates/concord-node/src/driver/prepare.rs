@@ -17,6 +17,7 @@ use super::work::Work;
 use super::{Driver, RoleState, Settlement, RECENT_MESSAGES};
 use crate::code::ProtocolCode;
 use crate::config::human;
+use crate::language::AnswerError;
 use crate::transport::Transport;
 
 /// The peer's candidate as the session reported it (`Event::CandidateReceived`).
@@ -442,7 +443,7 @@ impl<T: Transport> Driver<T> {
             let answer = tokio::select! {
                 answer = tokio::time::timeout(limit, answer) => match answer {
                     Ok(answer) => answer,
-                    Err(_) => Err(format!("no answer within {}", human(limit))),
+                    Err(_) => Err(AnswerError::TimedOut(limit)),
                 },
                 () = work.closed() => return,
             };

@@ -3,6 +3,7 @@
 use concord_negotiate::{Decided, StepRecord};
 
 use crate::code::{CodeError, CodeInfo};
+use crate::language::AnswerError;
 use concord_proto::{AfterSave, Decision, FixDecision};
 use serde_json::Value;
 
@@ -48,7 +49,7 @@ pub(crate) enum Work {
     /// REQUEST, `None` for a PT 2 frame).
     Answered {
         message_id: Option<String>,
-        answer: Result<String, String>,
+        answer: Result<String, AnswerError>,
     },
 }
 
