@@ -78,10 +78,7 @@ pub(crate) async fn answer(
             "{peer_text}\n\nWrite your answer to this message now, as plain text."
         )),
     ]);
-    let response = client
-        .chat(request)
-        .await
-        .map_err(AnswerError::Llm)?;
+    let response = client.chat(request).await.map_err(AnswerError::Llm)?;
     match response.content().map(str::trim) {
         Some(answer) if !answer.is_empty() => Ok(answer.to_owned()),
         _ => Err(AnswerError::NoText),
