@@ -1213,6 +1213,7 @@ async fn open_channel(
         }
     };
     if let Err(reason) = secure::verify_peer(identity, Some(&provider), &peer).await {
+        let reason = reason.to_string();
         transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
         return Err(refuse(reason));
     }

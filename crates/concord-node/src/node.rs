@@ -843,7 +843,7 @@ impl NodeBuilder {
             Arc::new(tls.clone()),
             Arc::clone(&store),
         )
-        .map_err(NodeError::Config)?;
+        .map_err(|error| NodeError::Config(error.to_string()))?;
         let session = self.limits.session_config(if self.reference_compatible {
             SessionConfig::reference_compatible()
         } else {

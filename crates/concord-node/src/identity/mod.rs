@@ -15,6 +15,9 @@ use std::time::Duration;
 
 use concord_identity::{Allow, Caller, Identity, Keys, ReplayCache, Service, TimeWindow};
 
+pub(crate) use error::{IdentitySetupError, NonceError, PeerCheckError};
+
+mod error;
 pub(crate) mod resolve;
 pub(crate) mod secure;
 mod slots;
@@ -140,25 +143,22 @@ impl Default for Security {
 impl Security {
     /// Refuses settings that would open a hole: no room for a nonce, or nonces forgotten
     /// while the signatures that carried them are still good (a replay would pass).
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), IdentitySetupError> {
         if self.replay_capacity == 0 || self.replay_per_did == 0 {
-            return Err(
-                "security: replay_capacity and replay_per_did must be at least 1".to_owned(),
-            );
+            return Err(IdentitySetupError::NoReplayRoom);
         }
         if self.max_authentications_per_address == 0 {
-            return Err("security: max_authentications_per_address must be at least 1".to_owned());
+            return Err(IdentitySetupError::NoAuthentications);
         }
         let window = self.time_window.max_age + self.time_window.max_skew;
         if self.replay_ttl < window {
-            return Err(format!(
-                "security: replay_ttl ({} s) must cover the time a signature is good for (max_age + max_skew = {} s), or a replay would pass once its nonce is forgotten",
-                self.replay_ttl.as_secs(),
-                window.as_secs()
-            ));
+            return Err(IdentitySetupError::ReplayTtlTooShort {
+                replay_ttl: self.replay_ttl,
+                window,
+            });
         }
         if self.time_window.max_age.is_zero() {
-            return Err("security: time_window.max_age must be more than zero".to_owned());
+            return Err(IdentitySetupError::NoMaxAge);
         }
         Ok(())
     }
@@ -242,7 +242,7 @@ impl NodeIdentity {
         access: HashMap<String, Allow>,
         tls: Arc<rustls::ClientConfig>,
         nonces: Arc<concord_store::Store>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, IdentitySetupError> {
         security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
         let cell = OnceLock::new();
@@ -260,7 +260,7 @@ impl NodeIdentity {
         // store may have recorded more between them than one cache holds).
         let kept = nonces
             .unexpired_nonces(upgrade::now_unix())
-            .map_err(|error| format!("reading the accepted nonces: {error}"))?;
+            .map_err(IdentitySetupError::Nonces)?;
         for used in kept {
             match concord_identity::Did::parse(&used.did) {
                 Ok(did) => replay.restore(&did, &used.nonce, used.recorded),
@@ -380,15 +380,15 @@ impl NodeIdentity {
         did: &concord_identity::Did,
         nonce: &str,
         now: i64,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, NonceError> {
         let store = Arc::clone(&self.nonces);
         let (did, nonce) = (did.to_string(), nonce.to_owned());
         let ttl = i64::try_from(self.security.replay_ttl.as_secs()).unwrap_or(i64::MAX);
         let expires = now.saturating_add(ttl);
         tokio::task::spawn_blocking(move || store.record_nonce(&did, &nonce, now, expires))
             .await
-            .map_err(|error| format!("the nonce writer stopped: {error}"))?
-            .map_err(|error| error.to_string())
+            .map_err(NonceError::Writer)?
+            .map_err(NonceError::Store)
     }
 
     /// The replay cache, locked.

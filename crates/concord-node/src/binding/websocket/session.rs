@@ -204,7 +204,7 @@ async fn secure_channel(
             }
             Err(reason) => {
                 tracing::info!(%reason, "no session: the Noise peer is not who it said");
-                (transport::close_code::POLICY, reason)
+                (transport::close_code::POLICY, reason.to_string())
             }
         },
         Some(Err(failure)) => {
