@@ -898,7 +898,7 @@ impl NodeBuilder {
             .event_ingest_token
             .map(crate::binding::ingest::IngestToken::new)
             .transpose()
-            .map_err(NodeError::Config)?;
+            .map_err(|error| NodeError::Config(error.to_string()))?;
         let persona = Persona {
             title: self.title,
             description: self.description,
