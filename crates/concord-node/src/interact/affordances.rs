@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use concord_interact::{
     ActionCaller, ActionEvent, ActionIds, CancelReason, EventError, Interface, Overflow, Problem,
-    PropertyError, SubscriberId, Thing,
+    PropertyError, SubscriberId, Thing, ThingError,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -368,10 +368,9 @@ impl std::fmt::Debug for RandomIds {
 }
 
 impl RandomIds {
-    fn new() -> Result<Self, String> {
+    fn new() -> Result<Self, AffordancesError> {
         let mut key = [0u8; 32];
-        getrandom::getrandom(&mut key)
-            .map_err(|error| format!("no randomness for action ids: {error}"))?;
+        getrandom::getrandom(&mut key).map_err(AffordancesError::NoRandomness)?;
         Ok(Self { key, issued: 0 })
     }
 }
@@ -386,6 +385,23 @@ impl ActionIds for RandomIds {
             .finalize();
         hex::encode(&digest[..16])
     }
+}
+
+/// Why the node cannot hold the properties, events and actions it was given (reaches the
+/// builder's caller as `NodeError::Config`, after `properties and events: `).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum AffordancesError {
+    /// A payload schema does not compile, or a property's first value does not fit its
+    /// schema.
+    #[error("{0}")]
+    Payload(PayloadError),
+    /// The interaction layer refuses the interface or the first values.
+    #[error("{0}")]
+    Thing(ThingError),
+    /// The system gave no randomness for the action ids' key.
+    #[error("no randomness for action ids: {0}")]
+    NoRandomness(getrandom::Error),
 }
 
 /// Where this process numbers its events from: the clock in microseconds, so that a
@@ -415,16 +431,16 @@ impl Affordances {
         limits: concord_interact::Limits,
         overflow: Overflow,
         schema_limits: &SchemaLimits,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, AffordancesError> {
         let schemas = PayloadSchemas::compile(&interface, schema_limits)
-            .map_err(|error| error.to_string())?;
+            .map_err(AffordancesError::Payload)?;
         for (name, value) in &initial {
             schemas
                 .check(Payload::Property, name, value)
-                .map_err(|error| error.to_string())?;
+                .map_err(AffordancesError::Payload)?;
         }
         let thing = Thing::new(interface.clone(), initial, limits, overflow)
-            .map_err(|error| error.to_string())?
+            .map_err(AffordancesError::Thing)?
             .with_action_ids(Box::new(RandomIds::new()?))
             .with_first_event_id(first_event_id());
         Ok(Self {
