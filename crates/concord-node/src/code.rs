@@ -23,7 +23,7 @@ use serde_json::Value;
 
 mod error;
 
-pub(crate) use error::CodeError;
+pub(crate) use error::{CaseMismatch, CodeError};
 
 use crate::action::ActionError;
 use crate::driver::WorkGate;
@@ -524,7 +524,7 @@ impl HandlerCode {
         &self,
         cases: &TestCases,
         bytes: &[u8],
-    ) -> Result<(String, Result<(), String>), BadMessage> {
+    ) -> Result<(String, Result<(), CaseMismatch>), BadMessage> {
         let message = wire::decode(
             self.loaded.verifier.encoding(),
             bytes,
@@ -547,13 +547,13 @@ impl HandlerCode {
         let Some(case) = cases.cases.iter().find(|case| {
             find_message_id(&case.request, &envelope.request_id).as_deref() == Some(&message_id)
         }) else {
-            return Ok((message_id, Err("it answers no agreed test case".to_owned())));
+            return Ok((message_id, Err(CaseMismatch::NoCase)));
         };
         if let Err(invalid) = self.loaded.verifier.check(Direction::Response, &message) {
-            return Ok((message_id, Err(invalid.to_string())));
+            return Ok((message_id, Err(CaseMismatch::Schema(invalid))));
         }
         let is_error = envelope.is_error(&message);
-        let differences: Vec<String> = diff(&case.response, &message)
+        let differences: Vec<_> = diff(&case.response, &message)
             .into_iter()
             .filter(|difference| {
                 !(!is_error
@@ -561,12 +561,11 @@ impl HandlerCode {
                     && difference.expected.as_ref().is_some_and(Value::is_string)
                     && difference.actual.as_ref().is_some_and(Value::is_string))
             })
-            .map(|difference| difference.to_string())
             .collect();
         if differences.is_empty() {
             Ok((message_id, Ok(())))
         } else {
-            Ok((message_id, Err(differences.join("; "))))
+            Ok((message_id, Err(CaseMismatch::Differs(differences))))
         }
     }
 

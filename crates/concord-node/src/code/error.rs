@@ -1,6 +1,10 @@
 //! Why our code for a protocol cannot be made, loaded or run: [`CodeError`].
 
-use concord_handlers::{GenerateError, RuntimeError, SchemaError, WireError};
+use std::fmt;
+
+use concord_handlers::{
+    Difference, GenerateError, InvalidMessage, RuntimeError, SchemaError, WireError,
+};
 use concord_negotiate::{DocumentError, TestCasesError};
 use concord_sandbox::SandboxError;
 
@@ -52,4 +56,35 @@ pub(crate) enum CodeError {
         /// `requester` or `provider`.
         role: &'static str,
     },
+}
+
+/// How the peer's answer to a verification request fails the agreed test case it answers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum CaseMismatch {
+    /// Its messageId is no agreed test case's.
+    #[error("it answers no agreed test case")]
+    NoCase,
+    /// It breaks the protocol's response schema.
+    #[error("{0}")]
+    Schema(InvalidMessage),
+    /// It differs from the case's response (a success's status message aside): each place,
+    /// in the order `diff` found them (never empty), `; `-separated.
+    #[error("{}", Differences(.0))]
+    Differs(Vec<Difference>),
+}
+
+/// Differences, `; `-separated.
+struct Differences<'a>(&'a [Difference]);
+
+impl fmt::Display for Differences<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, difference) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{difference}")?;
+        }
+        Ok(())
+    }
 }
