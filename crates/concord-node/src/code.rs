@@ -890,7 +890,7 @@ pub(crate) async fn generate(
     let generated = generator
         .generate(&document, &local, cases.as_ref())
         .await
-        .map_err(CodeError::Generate)?;
+        .map_err(|error| CodeError::Generate(Box::new(error)))?;
     let code = shared.code.load(
         text,
         &document,

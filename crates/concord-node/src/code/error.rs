@@ -30,7 +30,7 @@ pub(crate) enum CodeError {
     TestCases(TestCasesError),
     /// No handler could be generated for the protocol.
     #[error("{0}")]
-    Generate(GenerateError),
+    Generate(Box<GenerateError>),
     /// The handler module does not load in the sandbox (or natively).
     #[error("the handler module does not load: {0}")]
     Load(SandboxError),

@@ -237,11 +237,12 @@ impl<T: Transport> Driver<T> {
                     "the action's output breaks the protocol: {problem}"
                 ))),
             )
-            .map_err(|again| (problem, again))
+            .map_err(|again| Box::new((problem, again)))
         });
         let bytes = match encoded {
             Ok(bytes) => bytes,
-            Err((problem, again)) => {
+            Err(failures) => {
+                let (problem, again) = *failures;
                 tracing::warn!(%again, "our handler cannot encode even an error response");
                 let error = fallback.unwrap_or_else(|| {
                     ActionError::internal(format!(
