@@ -177,10 +177,13 @@ pub(crate) const DID_PATH: &[&str] = &["agents"];
 ///
 /// assert_eq!(did_location("http://127.0.0.1:8080/"), Ok(("localhost".to_owned(), Some(8080))));
 /// assert_eq!(did_location("https://shop.example/"), Ok(("shop.example".to_owned(), None)));
-/// assert!(did_location("http://192.0.2.7/").unwrap_err().contains("IP address"));
+/// assert!(did_location("http://192.0.2.7/").unwrap_err().to_string().contains("IP address"));
 /// ```
-pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), String> {
-    let url = url::Url::parse(base_url).map_err(|error| format!("{base_url:?}: {error}"))?;
+pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), DidLocationError> {
+    let url = url::Url::parse(base_url).map_err(|error| DidLocationError::NotAUrl {
+        base_url: base_url.to_owned(),
+        error,
+    })?;
     let host = match url.host() {
         Some(url::Host::Domain(domain)) => domain.to_owned(),
         Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
@@ -190,13 +193,43 @@ pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), String> {
             "localhost".to_owned()
         }
         Some(_) => {
-            return Err(format!(
-                "{base_url:?}: a did:wba DID names a host, not an IP address: give the host name the node is reached at"
-            ))
+            return Err(DidLocationError::IpAddress {
+                base_url: base_url.to_owned(),
+            })
         }
-        None => return Err(format!("{base_url:?} has no host")),
+        None => {
+            return Err(DidLocationError::NoHost {
+                base_url: base_url.to_owned(),
+            })
+        }
     };
     Ok((host, url.port()))
+}
+
+/// Why a node's URL gives no `did:wba` host (see [`did_location`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DidLocationError {
+    /// The URL does not parse.
+    #[error("{base_url:?}: {error}")]
+    NotAUrl {
+        /// The URL given.
+        base_url: String,
+        /// Why it does not parse.
+        error: url::ParseError,
+    },
+    /// The URL names an IP address other than a loopback or unspecified one.
+    #[error("{base_url:?}: a did:wba DID names a host, not an IP address: give the host name the node is reached at")]
+    IpAddress {
+        /// The URL given.
+        base_url: String,
+    },
+    /// The URL has no host.
+    #[error("{base_url:?} has no host")]
+    NoHost {
+        /// The URL given.
+        base_url: String,
+    },
 }
 
 /// A node's identity at run time: its keys, its DID once it has one (set at build time, or
@@ -297,7 +330,7 @@ impl NodeIdentity {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if pending.is_some() && self.identity.get().is_none() {
-            let (host, port) = did_location(base_url)?;
+            let (host, port) = did_location(base_url).map_err(|error| error.to_string())?;
             let Some(keys) = pending.take() else {
                 return Ok(None);
             };
