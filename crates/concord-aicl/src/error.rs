@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+pub use concord_text::TextPosition;
+
 /// The error codes of the AICL whitepaper (§4.1), which an agent sends back in an `error` message.
 ///
 /// Codes the whitepaper does not list are kept as [`ErrorCode::Other`] so that a peer's
@@ -76,13 +78,12 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// A place in AICL text: 1-based line and column (in characters) and 0-based byte offset.
+/// A place in AICL text: the line and column ([`TextPosition`], the column in characters)
+/// and, beside it, the 0-based byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Position {
-    /// Line number, starting at 1.
-    pub line: usize,
-    /// Column number in Unicode scalar values, starting at 1.
-    pub column: usize,
+    /// Line and column, both starting at 1, the column counted in Unicode scalar values.
+    pub text: TextPosition,
     /// Byte offset from the start of the input, starting at 0.
     pub offset: usize,
 }
@@ -91,17 +92,8 @@ impl Position {
     /// The position of byte `offset` in `text` (clamped to the end of the text).
     pub(crate) fn locate(text: &[u8], offset: usize) -> Position {
         let offset = offset.min(text.len());
-        let before = &text[..offset];
-        let line_start = memchr::memrchr(b'\n', before).map_or(0, |newline| newline + 1);
-        let line = 1 + memchr::memchr_iter(b'\n', before).count();
-        // Count characters, not bytes: skip UTF-8 continuation bytes.
-        let column = 1 + before[line_start..]
-            .iter()
-            .filter(|&&byte| byte & 0xC0 != 0x80)
-            .count();
         Position {
-            line,
-            column,
+            text: TextPosition::locate(text, offset),
             offset,
         }
     }
@@ -109,11 +101,7 @@ impl Position {
 
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "line {}, column {} (byte {})",
-            self.line, self.column, self.offset
-        )
+        write!(f, "{} (byte {})", self.text, self.offset)
     }
 }
 
@@ -336,7 +324,7 @@ impl ErrorKind {
 /// let error = concord_aicl::from_str::<Value>("[l:\n  [i:12x]\n]").unwrap_err();
 /// assert_eq!(error.code(), ErrorCode::ProtocolError);
 /// let position = error.position().unwrap();
-/// assert_eq!((position.line, position.column, position.offset), (2, 6, 9));
+/// assert_eq!((position.text.line, position.text.column, position.offset), (2, 6, 9));
 /// assert_eq!(error.to_string(), "invalid integer `12x` at line 2, column 6 (byte 9)");
 /// ```
 #[derive(Clone, PartialEq)]
@@ -463,8 +451,8 @@ mod tests {
         let text = "[d:\n  [s:名字]:[i:x]".as_bytes();
         let offset = text.len() - 3;
         let position = Position::locate(text, offset);
-        assert_eq!(position.line, 2);
-        assert_eq!(position.column, 12);
+        assert_eq!(position.text.line, 2);
+        assert_eq!(position.text.column, 12);
         assert_eq!(position.offset, offset);
     }
 

@@ -54,7 +54,7 @@ mod value;
 pub use de::{
     from_slice, from_slice_with, from_str, from_str_with, Deserializer, Mode, ParseOptions,
 };
-pub use error::{Error, ErrorCode, ErrorKind, Position, Result};
+pub use error::{Error, ErrorCode, ErrorKind, Position, Result, TextPosition};
 pub use message::{select_version, ErrorInfo, Message, MsgType, StreamChunk, PROTOCOL};
 pub use ser::{to_string, to_string_pretty, to_vec, to_vec_pretty, Compound, Serializer};
 pub use tensor::{DType, Element, Tensor};

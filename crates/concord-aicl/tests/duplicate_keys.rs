@@ -219,7 +219,7 @@ fn whitespace_around_keys() {
         }
     );
     let position = error.position().unwrap();
-    assert_eq!((position.line, position.column), (4, 3));
+    assert_eq!((position.text.line, position.text.column), (4, 3));
 }
 
 #[test]

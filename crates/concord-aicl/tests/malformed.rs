@@ -8,7 +8,7 @@ fn parse(text: &str) -> Error {
 
 fn at(error: &Error) -> (usize, usize, usize) {
     let position = error.position().expect("position");
-    (position.line, position.column, position.offset)
+    (position.text.line, position.text.column, position.offset)
 }
 
 #[test]

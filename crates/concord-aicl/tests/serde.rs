@@ -255,7 +255,7 @@ fn type_errors_name_the_place() {
         from_str::<Product>("[d:\n  [s:name]:[s:x],\n  [s:price]:[s:cheap]\n]").unwrap_err();
     assert_eq!(error.code(), ErrorCode::DataFormatError);
     let position = error.position().unwrap();
-    assert_eq!((position.line, position.column), (3, 13));
+    assert_eq!((position.text.line, position.text.column), (3, 13));
     let error = from_str::<Product>("[d:[s:name]:[s:x]]").unwrap_err();
     assert!(
         error.to_string().contains("missing field `price`"),

@@ -138,7 +138,7 @@ const MULTIMODAL: &str = "[d:
 fn multimodal_task_request() {
     let error = Message::parse(MULTIMODAL).unwrap_err();
     assert_eq!(error.code(), ErrorCode::InvalidTensor);
-    assert_eq!(error.position().unwrap().line, 7);
+    assert_eq!(error.position().unwrap().text.line, 7);
 
     let video = Tensor::from_vec(vec![2, 2, 2, 3], (0u8..24).collect::<Vec<_>>()).unwrap();
     let text = MULTIMODAL.replace(

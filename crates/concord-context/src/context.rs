@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use concord_text::TextPosition;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -35,9 +36,15 @@ pub struct Context {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ContextError {
-    /// Not JSON (the error carries line and column).
-    #[error("context is not valid JSON: {0}")]
-    Json(serde_json::Error),
+    /// Not JSON.
+    #[error("context is not valid JSON: {error}")]
+    Json {
+        /// Where in the text (the column counted in characters; serde_json's message counts
+        /// bytes).
+        position: TextPosition,
+        /// serde_json's error.
+        error: serde_json::Error,
+    },
     /// JSON, but not an array.
     #[error("a context must be a JSON array of messages, found {found}")]
     NotAnArray {
@@ -52,12 +59,6 @@ pub enum ContextError {
         /// What is wrong with it.
         cause: ContextMessageError,
     },
-}
-
-impl From<serde_json::Error> for ContextError {
-    fn from(error: serde_json::Error) -> Self {
-        Self::Json(error)
-    }
 }
 
 /// Two messages of one identity that cannot be merged, such as a `push` onto an object.
@@ -112,7 +113,11 @@ impl Context {
     /// Errors give the line and column of bad JSON, or the position of the bad
     /// message and the key at fault.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ContextError> {
-        let items = match serde_json::from_slice::<Value>(bytes)? {
+        let value = serde_json::from_slice::<Value>(bytes).map_err(|error| ContextError::Json {
+            position: TextPosition::of_json_error(bytes, &error).unwrap_or(TextPosition::START),
+            error,
+        })?;
+        let items = match value {
             Value::Array(items) => items,
             other => {
                 return Err(ContextError::NotAnArray {

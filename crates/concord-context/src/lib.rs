@@ -58,6 +58,7 @@ mod render;
 mod resolve;
 mod validate;
 
+pub use concord_text::TextPosition;
 pub use context::{Context, ContextError, MergeError};
 pub use expression::{Expression, ExpressionError, ExpressionErrorKind, Reference, DAGGER};
 pub use identity::{Identity, InstanceId, Kind, NameError, View, MAX_NAME_CHARS};

@@ -1,6 +1,6 @@
 //! What the LLM must never see, and text that must never escape its block.
 
-use concord_context::{Context, PeerLabel, PeerText, Role, View};
+use concord_context::{Context, ContextError, PeerLabel, PeerText, Role, TextPosition, View};
 use serde_json::json;
 
 fn render(messages: serde_json::Value) -> Vec<String> {
@@ -159,4 +159,22 @@ fn kinds_and_instances_cannot_forge_headings() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn bad_json_is_placed_in_characters() {
+    // "é" is two bytes and one character: the stray `x` is the 25th character of line 2
+    // (serde_json's message says column 26, in bytes).
+    let text = "[\n  {\"role\": \"user\", \"é\": x}\n]";
+    let Err(ContextError::Json { position, error }) = Context::from_json(text.as_bytes()) else {
+        panic!("bad JSON is a JSON error");
+    };
+    assert_eq!((error.line(), error.column()), (2, 26));
+    assert_eq!(
+        position,
+        TextPosition {
+            line: 2,
+            column: 25
+        }
+    );
 }

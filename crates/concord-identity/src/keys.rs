@@ -5,6 +5,7 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use concord_text::TextPosition;
 use ed25519_dalek::{Signer, SigningKey};
 use rand_core::OsRng;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,9 @@ pub enum KeyFileError {
     Json {
         /// The file.
         path: PathBuf,
+        /// Where in the file (the column counted in characters), when the error comes from
+        /// reading it.
+        position: Option<TextPosition>,
         /// The JSON error (no key material).
         detail: String,
     },
@@ -186,14 +190,18 @@ impl Keys {
                 max: MAX_KEY_FILE,
             });
         }
-        let parsed: KeyFile = serde_json::from_slice(&bytes).map_err(|e| KeyFileError::Json {
-            path: path.to_owned(),
-            detail: format!(
-                "{} at line {} column {}",
-                classify(&e),
-                e.line(),
-                e.column()
-            ),
+        let parsed: KeyFile = serde_json::from_slice(&bytes).map_err(|e| {
+            let position = TextPosition::of_json_error(&bytes, &e);
+            KeyFileError::Json {
+                path: path.to_owned(),
+                position,
+                detail: match position {
+                    Some(at) => {
+                        format!("{} at line {} column {}", classify(&e), at.line, at.column)
+                    }
+                    None => classify(&e).to_owned(),
+                },
+            }
         })?;
         if parsed.format != KEY_FILE_FORMAT {
             return Err(KeyFileError::Format {
@@ -246,6 +254,7 @@ impl Keys {
         let json = Zeroizing::new(serde_json::to_vec_pretty(&content).map_err(|e| {
             KeyFileError::Json {
                 path: path.to_owned(),
+                position: None,
                 detail: e.to_string(),
             }
         })?);
@@ -365,6 +374,23 @@ mod tests {
         };
         write("{not json");
         assert!(matches!(Keys::load(&path), Err(KeyFileError::Json { .. })));
+        // "é" is two bytes and one character: the stray `x` is the 16th character of its
+        // line (serde_json says column 17, in bytes).
+        write("{\"format\": \"é\" x}");
+        let Err(KeyFileError::Json {
+            position, detail, ..
+        }) = Keys::load(&path)
+        else {
+            panic!("a syntax error is a JSON error");
+        };
+        assert_eq!(
+            position,
+            Some(TextPosition {
+                line: 1,
+                column: 16
+            })
+        );
+        assert_eq!(detail, "JSON syntax error at line 1 column 16");
         let short = b64url(&[1u8; 31]);
         let good = b64url(&[1u8; 32]);
         write(&format!(

@@ -39,6 +39,7 @@ pub mod replay;
 mod time;
 
 pub use authorization::{Allow, Caller, DidPattern, PatternError};
+pub use concord_text::TextPosition;
 pub use credentials::{
     challenge, challenge_with, AuthError, AuthScheme, Authenticated, Credentials, TimeWindow,
 };

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use concord_text::{json_error_offset, TextPosition};
 use serde_json::Value;
 
 use crate::interface::{
@@ -99,12 +100,10 @@ pub enum InterfaceDocumentError {
     #[error("the document has no JSON block stating the affordances (a fenced ```json block under an \"Affordances\" heading)")]
     MissingAffordances,
     /// The affordances block is not JSON, or not an interface.
-    #[error("the affordances block at line {line}, column {column}: {message}")]
+    #[error("the affordances block at {position}: {message}")]
     BadJson {
-        /// Line in the document.
-        line: usize,
-        /// Column in that line.
-        column: usize,
+        /// Where in the document (the column counted in characters).
+        position: TextPosition,
         /// What is wrong.
         message: String,
     },
@@ -225,10 +224,12 @@ pub fn parse(
     check_layer(text)?;
     let (start, json) =
         affordances_block(text).ok_or(InterfaceDocumentError::MissingAffordances)?;
-    let first_line = line_of(text, start);
+    let block_start = TextPosition::locate(text, start);
+    let first_line = block_start.line;
     let bad_json = |error: serde_json::Error| InterfaceDocumentError::BadJson {
-        line: first_line + error.line().saturating_sub(1),
-        column: error.column(),
+        position: json_error_offset(json, &error).map_or(block_start, |offset| {
+            TextPosition::locate(text, start + offset)
+        }),
         message: error.to_string(),
     };
     let value: Value = serde_json::from_str(json).map_err(bad_json)?;
@@ -243,8 +244,7 @@ pub fn parse(
         Err(error) => {
             return Err(
                 bad_affordance(&value).unwrap_or(InterfaceDocumentError::BadJson {
-                    line: first_line,
-                    column: 1,
+                    position: block_start,
                     message: error.to_string(),
                 }),
             )
@@ -607,13 +607,6 @@ fn bare_object_end(rest: &str) -> usize {
         Some(Ok(_)) => stream.byte_offset(),
         _ => rest.len(),
     }
-}
-
-/// The line (from 1) of byte `offset`.
-fn line_of(text: &str, offset: usize) -> usize {
-    1 + text
-        .get(..offset)
-        .map_or(0, |before| before.bytes().filter(|&b| b == b'\n').count())
 }
 
 /// Whether `value` nests arrays and objects deeper than `limit` (itself counting as 1).

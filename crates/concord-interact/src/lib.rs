@@ -55,6 +55,7 @@ pub use actions::{
     Action, ActionEvent, ActionIds, ActionTable, ActionTableError, ActionTracker, CancelReason,
     SequentialIds,
 };
+pub use concord_text::TextPosition;
 pub use correlation::{CorrelationError, CorrelationState, Correlations};
 pub use document::{InterfaceDocumentError, InterfaceDocumentLimits, Judgement};
 pub use endpoint::{

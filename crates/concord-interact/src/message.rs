@@ -1,5 +1,6 @@
 //! The W3C Web Thing Protocol message, as JSON.
 
+use concord_text::TextPosition;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -244,10 +245,9 @@ pub enum MessageError {
     Json {
         /// serde_json's message, with line and column.
         message: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
+        /// Where in the message (the column counted in characters), or `None` for an error
+        /// that does not come from reading text.
+        position: Option<TextPosition>,
     },
     /// Nested deeper than `Limits::max_depth`.
     #[error("message nests deeper than {limit} levels")]
@@ -565,8 +565,7 @@ impl Message {
     fn decode_checked(bytes: &[u8], limits: &Limits) -> Result<Self, MessageError> {
         let value: Value = serde_json::from_slice(bytes).map_err(|e| MessageError::Json {
             message: e.to_string(),
-            line: e.line(),
-            column: e.column(),
+            position: TextPosition::of_json_error(bytes, &e),
         })?;
         if depth(&value) > limits.max_depth {
             return Err(MessageError::TooDeep {
@@ -691,8 +690,7 @@ impl Message {
         }
         let bytes = serde_json::to_vec(self).map_err(|e| MessageError::Json {
             message: e.to_string(),
-            line: e.line(),
-            column: e.column(),
+            position: None,
         })?;
         if bytes.len() > limits.max_message_size {
             return Err(MessageError::TooLarge {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use concord_interact::{
     CorrelationError, CorrelationState, Correlations, Delivery, EventError, EventHub, HubEvent,
     Limits, Message, MessageError, MessageType, Operation, Overflow, ProblemType, SubscriberId,
+    TextPosition,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -106,7 +107,25 @@ fn message_round_trip_and_field_errors() {
         "]".repeat(40)
     );
     assert_eq!(bad(&deep), MessageError::TooDeep { limit: 32 });
-    assert!(matches!(bad("{"), MessageError::Json { line: 1, .. }));
+    assert!(matches!(
+        bad("{"),
+        MessageError::Json {
+            position: Some(TextPosition { line: 1, .. }),
+            ..
+        }
+    ));
+    // "é" is two bytes and one character: serde_json's byte column of the stray `x` is 16,
+    // its character column 15.
+    assert_eq!(
+        bad("{\"name\": \"é\", x}"),
+        MessageError::Json {
+            message: "key must be a string at line 1 column 16".to_owned(),
+            position: Some(TextPosition {
+                line: 1,
+                column: 15
+            }),
+        }
+    );
     let mut small = Limits::default();
     small.max_message_size = 16;
     assert!(matches!(

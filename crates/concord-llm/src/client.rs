@@ -9,7 +9,7 @@ use secrecy::ExposeSecret;
 use serde::de::DeserializeOwned;
 
 use crate::config::LlmConfig;
-use crate::error::{excerpt, ContentError, LlmError};
+use crate::error::{excerpt, ContentError, LlmError, TextPosition};
 use crate::message::Message;
 use crate::request::{ChatRequest, ResponseFormat};
 use crate::response::{ChatResponse, TokenUsage};
@@ -534,15 +534,13 @@ fn parse_content<T: DeserializeOwned>(response: &ChatResponse) -> Result<T, Cont
         };
         return Err(ContentError {
             message: why,
-            line: 0,
-            column: 0,
+            position: None,
             excerpt: String::new(),
         });
     };
     serde_json::from_str(content).map_err(|error| ContentError {
         message: error.to_string(),
-        line: error.line(),
-        column: error.column(),
+        position: TextPosition::of_json_error(content, &error),
         excerpt: excerpt(content.as_bytes(), EXCERPT_BYTES, None),
     })
 }

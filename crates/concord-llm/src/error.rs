@@ -94,6 +94,8 @@ pub enum LlmError {
     },
 }
 
+pub use concord_text::TextPosition;
+
 /// Why a model's answer could not be read as the JSON asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message} (answer begins {excerpt:?})")]
@@ -101,10 +103,9 @@ pub enum LlmError {
 pub struct ContentError {
     /// The parse error, with its line and column (e.g. "expected value at line 1 column 1").
     pub message: String,
-    /// The line of the error (1-based; 0 when the answer had no text at all).
-    pub line: usize,
-    /// The column of the error (1-based; 0 when the answer had no text at all).
-    pub column: usize,
+    /// Where in the answer (the column counted in characters); `None` when the answer had
+    /// no text at all.
+    pub position: Option<TextPosition>,
     /// The start of the answer.
     pub excerpt: String,
 }

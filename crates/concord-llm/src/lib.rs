@@ -88,7 +88,7 @@ pub use config::{
     DEFAULT_MODEL, DEFAULT_REQUEST_TIMEOUT, ENV_API_KEY, ENV_BASE_URL, ENV_CA_CERT, ENV_MODEL,
     ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL,
 };
-pub use error::{with_causes, ContentError, LlmError};
+pub use error::{with_causes, ContentError, LlmError, TextPosition};
 pub use message::{FunctionCall, Message, ToolCall, ToolKind};
 pub use request::{ChatRequest, FunctionTool, JsonSchemaFormat, ResponseFormat, Tool, ToolChoice};
 pub use response::{AssistantMessage, ChatResponse, Choice, FinishReason, TokenUsage};

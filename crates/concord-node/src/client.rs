@@ -1013,7 +1013,7 @@ impl ChannelPlan {
         };
         let noise_with = match did {
             Some(did) if noise => {
-                check_origin(&did, description_url).map_err(refuse)?;
+                check_origin(&did, description_url).map_err(|error| refuse(error.to_string()))?;
                 identity.resolver.reached_over(&did, description_url);
                 Some(did)
             }
@@ -1036,8 +1036,8 @@ impl ChannelPlan {
 /// A provider's DID must name the host we reached it at (`did:wba:shop.example…` for
 /// `https://shop.example/`), else anyone serving a description could claim any DID. On
 /// loopback, `localhost` and the loopback addresses are one host.
-fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<(), String> {
-    let url = url::Url::parse(description_url).map_err(|error| error.to_string())?;
+fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<(), OriginError> {
+    let url = url::Url::parse(description_url).map_err(OriginError::Url)?;
     let loopback = |host: &str| {
         host == "localhost"
             || host
@@ -1053,15 +1053,33 @@ fn check_origin(did: &concord_identity::Did, description_url: &str) -> Result<()
     if same_host && same_port {
         Ok(())
     } else {
-        Err(format!(
-            "its description names the DID {did}, whose host is not {}",
-            url.host_str()
+        Err(OriginError::OtherHost {
+            did: did.clone(),
+            reached: url
+                .host_str()
                 .map_or_else(String::new, |host| match url.port() {
                     Some(port) => format!("{host}:{port}"),
                     None => host.to_owned(),
-                })
-        ))
+                }),
+        })
     }
+}
+
+/// Why a provider's DID may not be believed for the address we reached it at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+enum OriginError {
+    /// The description's address is not a URL.
+    #[error("{0}")]
+    Url(url::ParseError),
+    /// The DID names another host (or port) than the one we reached.
+    #[error("its description names the DID {did}, whose host is not {reached}")]
+    OtherHost {
+        /// The DID the description names.
+        did: concord_identity::Did,
+        /// The host (and port) we reached, `host:port`.
+        reached: String,
+    },
 }
 
 /// Opens the WebSocket to `endpoint` as `plan` says: the upgrade signed with our DID, the
@@ -1213,6 +1231,7 @@ async fn open_channel(
         }
     };
     if let Err(reason) = secure::verify_peer(identity, Some(&provider), &peer).await {
+        let reason = reason.to_string();
         transport::close(&mut socket, close_code::POLICY, &reason, CLOSE_LINGER).await;
         return Err(refuse(reason));
     }
@@ -1272,7 +1291,8 @@ async fn settle_from_store(
         };
     };
     let handler = handler.ok_or_else(|| "our handler for it is not stored".to_owned())?;
-    let code = code::load(shared, &settled.document, &handler, local)?;
+    let code = code::load(shared, &settled.document, &handler, local)
+        .map_err(|error| error.to_string())?;
     Ok(Some((settled, code)))
 }
 

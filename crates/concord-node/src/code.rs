@@ -21,6 +21,10 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod error;
+
+pub(crate) use error::{CaseMismatch, CodeError};
+
 use crate::action::ActionError;
 use crate::driver::WorkGate;
 use crate::error::CallError;
@@ -197,14 +201,12 @@ struct Loaded {
 
 impl Loaded {
     /// A copy of our code for another engine or a case run.
-    fn copy_of_code(&self) -> Result<Code, String> {
-        lock(&self.prototype)
-            .try_clone()
-            .map_err(|error| format!("the handler module does not load: {error}"))
+    fn copy_of_code(&self) -> Result<Code, CodeError> {
+        lock(&self.prototype).try_clone().map_err(CodeError::Load)
     }
 
     /// An engine for one call: an idle one, else a new one.
-    fn engine(&self) -> Result<Engine<'_>, String> {
+    fn engine(&self) -> Result<Engine<'_>, CodeError> {
         let idle = lock(&self.idle).pop();
         let path = match idle {
             Some(path) => path,
@@ -233,13 +235,13 @@ impl Drop for Engine<'_> {
 }
 
 /// `code` on the message path of its role, checked by `verifier`.
-fn engine_path(code: Code, verifier: &Arc<Verifier>) -> Result<Path, String> {
+fn engine_path(code: Code, verifier: &Arc<Verifier>) -> Result<Path, CodeError> {
     Ok(match code.role() {
         concord_sandbox::Role::Requester => {
-            Path::Requester(Requester::new(code, Arc::clone(verifier)).map_err(|e| e.to_string())?)
+            Path::Requester(Requester::new(code, Arc::clone(verifier)).map_err(CodeError::Runtime)?)
         }
         concord_sandbox::Role::Provider => {
-            Path::Provider(Provider::new(code, Arc::clone(verifier)).map_err(|e| e.to_string())?)
+            Path::Provider(Provider::new(code, Arc::clone(verifier)).map_err(CodeError::Runtime)?)
         }
     })
 }
@@ -272,7 +274,11 @@ impl std::fmt::Debug for CodeCache {
 impl CodeCache {
     /// The interface code for the document `text`: the one a session holds, else loaded
     /// now (its schemas checked against `limits` and compiled).
-    fn interface(&self, text: &str, limits: &SchemaLimits) -> Result<Arc<InterfaceCode>, String> {
+    fn interface(
+        &self,
+        text: &str,
+        limits: &SchemaLimits,
+    ) -> Result<Arc<InterfaceCode>, CodeError> {
         let held = lock(&self.interfaces)
             .iter()
             .filter_map(Weak::upgrade)
@@ -280,7 +286,7 @@ impl CodeCache {
         if let Some(code) = held {
             return Ok(code);
         }
-        let code = Arc::new(InterfaceCode::load(text, limits).map_err(|error| error.to_string())?);
+        let code = Arc::new(InterfaceCode::load(text, limits).map_err(CodeError::Payload)?);
         let mut live = lock(&self.interfaces);
         live.retain(|code| code.strong_count() > 0);
         live.push(Arc::downgrade(&code));
@@ -319,7 +325,7 @@ impl CodeCache {
         local: Local,
         source: String,
         limits: &concord_sandbox::Limits,
-    ) -> Result<HandlerCode, String> {
+    ) -> Result<HandlerCode, CodeError> {
         if let Some(code) = self.held(text, &source, &side, limits) {
             return Ok(code);
         }
@@ -348,18 +354,13 @@ impl Loaded {
         local: Local,
         source: String,
         limits: &concord_sandbox::Limits,
-    ) -> Result<Self, String> {
-        let verifier = Arc::new(Verifier::new(document).map_err(|error| error.to_string())?);
+    ) -> Result<Self, CodeError> {
+        let verifier = Arc::new(Verifier::new(document).map_err(CodeError::Schemas)?);
         // Loaded natively when it is our template (its plan, no engine), else in a sandbox.
-        let prototype = Code::load(&source, document, &local, limits.clone())
-            .map_err(|error| format!("the handler module does not load: {error}"))?;
+        let prototype =
+            Code::load(&source, document, &local, limits.clone()).map_err(CodeError::Load)?;
         let native = prototype.is_native();
-        let path = engine_path(
-            prototype
-                .try_clone()
-                .map_err(|error| format!("the handler module does not load: {error}"))?,
-            &verifier,
-        )?;
+        let path = engine_path(prototype.try_clone().map_err(CodeError::Load)?, &verifier)?;
         if native {
             tracing::debug!("our handler is the template: it runs natively");
         }
@@ -378,7 +379,7 @@ impl Loaded {
                 )
             })
             .transpose()
-            .map_err(|error| error.to_string())?;
+            .map_err(CodeError::Payload)?;
         Ok(Self {
             input_check,
             document: text.to_owned(),
@@ -423,15 +424,15 @@ impl HandlerCode {
         &self,
         message_id: &str,
         input: &Value,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, CodeError> {
         self.check_input(input)?;
         let mut engine = self.loaded.engine()?;
         let Some(Path::Requester(requester)) = &mut engine.path else {
-            return Err("this session is not the requester".to_owned());
+            return Err(CodeError::WrongRole { role: "requester" });
         };
         requester
             .encode_request(message_id, input)
-            .map_err(|error| error.to_string())
+            .map_err(CodeError::Runtime)
     }
 
     /// Requester: a response's messageId and what it means for the call.
@@ -475,9 +476,9 @@ impl HandlerCode {
     /// a requester's before its handler runs, a provider's decoded from a live request
     /// before the action runs (a verification request runs no action: the agreed case's
     /// response stands in for it).
-    pub(crate) fn check_input(&self, input: &Value) -> Result<(), String> {
+    pub(crate) fn check_input(&self, input: &Value) -> Result<(), CodeError> {
         match &self.loaded.input_check {
-            Some(check) => check.check(input).map_err(|error| error.to_string()),
+            Some(check) => check.check(input).map_err(CodeError::Payload),
             None => Ok(()),
         }
     }
@@ -487,10 +488,10 @@ impl HandlerCode {
         &self,
         message_id: &str,
         result: Result<Value, ActionError>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, CodeError> {
         let mut engine = self.loaded.engine()?;
         let Some(Path::Provider(provider)) = &mut engine.path else {
-            return Err("this session is not the provider".to_owned());
+            return Err(CodeError::WrongRole { role: "provider" });
         };
         let outcome = match result {
             Ok(value) => Outcome::Result(value),
@@ -501,15 +502,18 @@ impl HandlerCode {
         };
         provider
             .encode_response(message_id, &outcome)
-            .map_err(|error| error.to_string())
+            .map_err(CodeError::Runtime)
     }
 
     /// Requester: a test case's request as a verification message, with its messageId.
-    pub(crate) fn test_case_request(&self, case: &TestCase) -> Result<(String, Vec<u8>), String> {
+    pub(crate) fn test_case_request(
+        &self,
+        case: &TestCase,
+    ) -> Result<(String, Vec<u8>), CodeError> {
         let message_id = find_message_id(&case.request, &self.loaded.envelope.request_id)
-            .ok_or_else(|| "the case's request has no messageId".to_owned())?;
+            .ok_or(CodeError::CaseWithoutMessageId)?;
         let bytes = wire::encode(self.loaded.verifier.encoding(), &case.request)
-            .map_err(|error| error.to_string())?;
+            .map_err(CodeError::Wire)?;
         Ok((message_id, bytes))
     }
 
@@ -520,7 +524,7 @@ impl HandlerCode {
         &self,
         cases: &TestCases,
         bytes: &[u8],
-    ) -> Result<(String, Result<(), String>), BadMessage> {
+    ) -> Result<(String, Result<(), CaseMismatch>), BadMessage> {
         let message = wire::decode(
             self.loaded.verifier.encoding(),
             bytes,
@@ -543,13 +547,13 @@ impl HandlerCode {
         let Some(case) = cases.cases.iter().find(|case| {
             find_message_id(&case.request, &envelope.request_id).as_deref() == Some(&message_id)
         }) else {
-            return Ok((message_id, Err("it answers no agreed test case".to_owned())));
+            return Ok((message_id, Err(CaseMismatch::NoCase)));
         };
         if let Err(invalid) = self.loaded.verifier.check(Direction::Response, &message) {
-            return Ok((message_id, Err(invalid.to_string())));
+            return Ok((message_id, Err(CaseMismatch::Schema(invalid))));
         }
         let is_error = envelope.is_error(&message);
-        let differences: Vec<String> = diff(&case.response, &message)
+        let differences: Vec<_> = diff(&case.response, &message)
             .into_iter()
             .filter(|difference| {
                 !(!is_error
@@ -557,12 +561,11 @@ impl HandlerCode {
                     && difference.expected.as_ref().is_some_and(Value::is_string)
                     && difference.actual.as_ref().is_some_and(Value::is_string))
             })
-            .map(|difference| difference.to_string())
             .collect();
         if differences.is_empty() {
             Ok((message_id, Ok(())))
         } else {
-            Ok((message_id, Err(differences.join("; "))))
+            Ok((message_id, Err(CaseMismatch::Differs(differences))))
         }
     }
 
@@ -641,7 +644,7 @@ impl HandlerCode {
     }
 
     /// A copy of our handler to run the agreed cases on, away from the session.
-    pub(crate) fn case_check(&self) -> Result<CaseCheck, String> {
+    pub(crate) fn case_check(&self) -> Result<CaseCheck, CodeError> {
         Ok(CaseCheck {
             code: self.loaded.copy_of_code()?,
             verifier: Arc::clone(&self.loaded.verifier),
@@ -662,7 +665,7 @@ impl HandlerCode {
     fn engine_for(&self, bytes: &[u8]) -> Result<Engine<'_>, BadMessage> {
         self.loaded
             .engine()
-            .map_err(|reason| self.bad(bytes, reason, None))
+            .map_err(|reason| self.bad(bytes, reason.to_string(), None))
     }
 
     fn runtime_failure(&self, bytes: &[u8], error: RuntimeError) -> BadMessage {
@@ -833,18 +836,17 @@ fn local_for(
     document: &ProtocolDocument,
     side: &LocalSide,
     actions: &[ActionSpec],
-) -> Result<Local, String> {
+) -> Result<Local, CodeError> {
     match side {
         LocalSide::Requester(need) => Ok(Local::Requester(need.clone())),
         LocalSide::Provider => find_action(actions, &Envelope::of(document))
             .map(|action| Local::Provider(action.clone()))
-            .map_err(|reason| format!("the protocol calls no action we serve: {reason}")),
+            .map_err(CodeError::NoAction),
     }
 }
 
-fn parse(document: &str, limits: &SchemaLimits) -> Result<ProtocolDocument, String> {
-    ProtocolDocument::parse_within(document, limits)
-        .map_err(|error| format!("the protocol cannot be read: {error}"))
+fn parse(document: &str, limits: &SchemaLimits) -> Result<ProtocolDocument, CodeError> {
+    ProtocolDocument::parse_within(document, limits).map_err(CodeError::Protocol)
 }
 
 /// Generates our handler for `document` (templates first, the LLM when none fits), verified
@@ -855,7 +857,7 @@ pub(crate) async fn generate(
     side: LocalSide,
     cases: Option<String>,
     peer: &str,
-) -> Result<(ProtocolCode, CodeInfo), String> {
+) -> Result<(ProtocolCode, CodeInfo), CodeError> {
     let text = document;
     if crate::interface::is_interface(text) {
         let started = std::time::Instant::now();
@@ -877,7 +879,7 @@ pub(crate) async fn generate(
         .as_deref()
         .map(TestCases::parse)
         .transpose()
-        .map_err(|error| format!("the agreed test cases cannot be read: {error}"))?;
+        .map_err(CodeError::TestCases)?;
     let mut generator = Generator::new().with_limits(shared.handler_limits.clone());
     if let Some(client) = shared.llm() {
         generator = generator.with_llm(client.clone());
@@ -888,7 +890,7 @@ pub(crate) async fn generate(
     let generated = generator
         .generate(&document, &local, cases.as_ref())
         .await
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| CodeError::Generate(Box::new(error)))?;
     let code = shared.code.load(
         text,
         &document,
@@ -919,13 +921,10 @@ pub(crate) fn load(
     text: &str,
     source: &str,
     side: &LocalSide,
-) -> Result<ProtocolCode, String> {
+) -> Result<ProtocolCode, CodeError> {
     if crate::interface::is_interface(text) {
         if source != crate::interface::NATIVE_LAYER {
-            return Err(
-                "the stored handler of an interface protocol is not the native interaction layer"
-                    .to_owned(),
-            );
+            return Err(CodeError::NotNativeLayer);
         }
         return shared
             .code

@@ -4,8 +4,9 @@ use std::sync::{Mutex, PoisonError};
 
 use axum::body::Bytes;
 use concord_describe::{
-    ActionBuilder, ConsensusProtocol, EventBuilder, Form, InteractionMode, MetaProtocol, Operation,
-    PropertyBuilder, SecurityScheme, StreamDescription, Thing, ThingBuilder,
+    ActionBuilder, ConsensusProtocol, EventBuilder, Form, InteractionMode, InvalidDescription,
+    MetaProtocol, Operation, PropertyBuilder, SecurityScheme, StreamDescription, Thing,
+    ThingBuilder,
 };
 use concord_identity::Caller;
 use concord_interact::{
@@ -53,7 +54,7 @@ impl Description {
     }
 
     /// The description as served now.
-    pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, String> {
+    pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, DescriptionBuildError> {
         let consensus = consensus_protocols(shared).await?;
         let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((listed, bytes)) = built.as_ref() {
@@ -74,12 +75,14 @@ impl Description {
 
 /// The consensus protocols the description lists: those the store holds intact, with
 /// provider code.
-async fn consensus_protocols(shared: &Shared) -> Result<Vec<ConsensusProtocol>, String> {
+async fn consensus_protocols(
+    shared: &Shared,
+) -> Result<Vec<ConsensusProtocol>, DescriptionBuildError> {
     Ok(shared
         .store
         .run_state(|state| state.consensus.list_consensus())
         .await
-        .map_err(|error: StoreFailure| error.to_string())?
+        .map_err(DescriptionBuildError::Store)?
         .into_iter()
         .filter(|entry| {
             entry.integrity == Integrity::Verified && entry.handler_roles.contains(&Role::Provider)
@@ -94,7 +97,7 @@ fn build(
     site: &Site,
     bindings: &Bindings,
     consensus: Vec<ConsensusProtocol>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, DescriptionBuildError> {
     let base_url = site.base_url();
     let endpoint = websocket::websocket_url(base_url);
     let mut meta = MetaProtocol::new(endpoint).with_capabilities(shared.provider_capabilities());
@@ -152,8 +155,23 @@ fn build(
     let thing = describe_interface(builder, &shared.interface, forms, lease, secured)
         .meta_protocol(meta)
         .build()
-        .map_err(|invalid| invalid.to_string())?;
-    serde_json::to_vec_pretty(&thing).map_err(|error| error.to_string())
+        .map_err(DescriptionBuildError::Invalid)?;
+    serde_json::to_vec_pretty(&thing).map_err(DescriptionBuildError::Json)
+}
+
+/// Why the node cannot build its own description (answered with 500 and this text).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum DescriptionBuildError {
+    /// The store could not list the consensus protocols.
+    #[error("{0}")]
+    Store(StoreFailure),
+    /// The description built is not valid (a bug of ours: the validator's report).
+    #[error("{0}")]
+    Invalid(InvalidDescription),
+    /// The description cannot be serialised.
+    #[error("{0}")]
+    Json(serde_json::Error),
 }
 
 /// Every affordance name of `interface`.

@@ -1,11 +1,34 @@
 //! Natural-language messages answered by the node's LLM (only when one is configured).
 
-use concord_context::{PeerLabel, PeerText};
-use concord_llm::{ChatRequest, LlmClient, Message};
+use std::time::Duration;
+
+use concord_context::{NameError, PeerLabel, PeerText};
+use concord_llm::{ChatRequest, LlmClient, LlmError, Message};
 use concord_negotiate::ActionSpec;
+
+use crate::config::human;
 
 /// Label peer text carries in our prompts when the peer gave no usable name.
 const DEFAULT_PEER: &str = "remote-agent";
+
+/// Why the node's LLM gave no answer to a natural-language message (the text the peer then
+/// reads in the answer's place).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum AnswerError {
+    /// Neither the peer's name nor the default one is a usable label for its text.
+    #[error("{0}")]
+    PeerLabel(NameError),
+    /// The LLM call failed.
+    #[error("{0}")]
+    Llm(LlmError),
+    /// The LLM answered, but with no text.
+    #[error("the LLM answered with no text")]
+    NoText,
+    /// No answer came within the negotiation timeout.
+    #[error("no answer within {}", human(*.0))]
+    TimedOut(Duration),
+}
 
 /// Who the agent is, in words (its actions are the node's).
 #[derive(Debug, Clone)]
@@ -23,10 +46,10 @@ pub(crate) async fn answer(
     actions: &[ActionSpec],
     peer: &str,
     text: &str,
-) -> Result<String, String> {
+) -> Result<String, AnswerError> {
     let label = PeerLabel::new(peer)
         .or_else(|_| PeerLabel::new(DEFAULT_PEER))
-        .map_err(|error| error.to_string())?;
+        .map_err(AnswerError::PeerLabel)?;
     let system = "You are an AI agent talking to another AI agent over the Concord \
                   meta-protocol. Answer the other agent's natural-language message on behalf \
                   of the agent described in the `## Data: ¶agent` block, in plain text \
@@ -55,12 +78,9 @@ pub(crate) async fn answer(
             "{peer_text}\n\nWrite your answer to this message now, as plain text."
         )),
     ]);
-    let response = client
-        .chat(request)
-        .await
-        .map_err(|error| error.to_string())?;
+    let response = client.chat(request).await.map_err(AnswerError::Llm)?;
     match response.content().map(str::trim) {
         Some(answer) if !answer.is_empty() => Ok(answer.to_owned()),
-        _ => Err("the LLM answered with no text".to_owned()),
+        _ => Err(AnswerError::NoText),
     }
 }

@@ -122,7 +122,8 @@ pub use error::{
     CallError, ConnectError, DescriptionError, DescriptionIdError, NodeError, PublicUrlError,
 };
 pub use identity::{
-    did_location, Authentication, Encryption, ResolverSettings, Security, SignatureForm,
+    did_location, Authentication, DidLocationError, Encryption, ResolverSettings, Security,
+    SignatureForm,
 };
 pub use interact::{
     ActionUpdate, Event, Notification, ProgressAction, ProgressReporter, Progressing, Property,

@@ -941,7 +941,7 @@ impl NodeBuilder {
                 .unwrap_or_else(|| Arc::clone(&store) as Arc<dyn concord_store::NonceStore>),
             self.nonce_log,
         )
-        .map_err(NodeError::Config)?;
+        .map_err(|error| NodeError::Config(error.to_string()))?;
         let session = self.limits.session_config(if self.reference_compatible {
             SessionConfig::reference_compatible()
         } else {
@@ -1001,7 +1001,7 @@ impl NodeBuilder {
             .event_ingest_token
             .map(crate::binding::ingest::IngestToken::new)
             .transpose()
-            .map_err(NodeError::Config)?;
+            .map_err(|error| NodeError::Config(error.to_string()))?;
         let persona = Persona {
             title: self.title,
             description: self.description,

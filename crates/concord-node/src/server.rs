@@ -304,7 +304,7 @@ async fn serve_description(State(own): State<Arc<Own>>) -> Response {
         Ok(bytes) => ([(header::CONTENT_TYPE, TD_MEDIA_TYPE)], bytes).into_response(),
         Err(error) => {
             tracing::error!(%error, "cannot build our description");
-            (StatusCode::INTERNAL_SERVER_ERROR, error).into_response()
+            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
         }
     }
 }

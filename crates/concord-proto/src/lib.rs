@@ -25,8 +25,10 @@ mod hello;
 mod meta;
 pub mod preparation;
 mod session;
-mod text;
+/// Places in text: the [`concord_text`] crate, re-exported.
+pub use concord_text as text;
 
+pub use concord_text::{json_error_offset, TextLocator, TextPosition};
 pub use frame::{Frame, FrameError, ProtocolType, DEFAULT_MAX_FRAME_SIZE};
 pub use hash::{ProtocolHash, ProtocolHashError};
 pub use hello::{
@@ -45,4 +47,3 @@ pub use session::{
     CloseReason, Decision, EstablishedProtocol, Event, FixDecision, Phase, ProtocolViolation, Role,
     Session, SessionConfig, SessionError, Side, Wait,
 };
-pub use text::{json_error_offset, TextLocator, TextPosition};

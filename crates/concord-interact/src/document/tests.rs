@@ -213,7 +213,10 @@ fn errors_name_where() {
     );
     assert!(matches!(
         parse(&text, &limits()),
-        Err(InterfaceDocumentError::BadJson { line: 8, .. })
+        Err(InterfaceDocumentError::BadJson {
+            position: TextPosition { line: 8, .. },
+            ..
+        })
     ));
     let unknown_member = text.replace("\"mode\": \"reply\",", "\"mood\": \"good\"");
     assert!(matches!(
@@ -409,4 +412,27 @@ fn credits_are_checked_against_the_receive_buffer() {
             name: "talk".into()
         })
     );
+}
+
+#[test]
+fn a_bad_json_column_counts_characters() {
+    // "名前" is six bytes and two characters: serde_json stops at the brace after the stray
+    // comma, the 32nd character of its line and its 36th byte.
+    let text = format!(
+        "# Interaction layer\n{LAYER_URI}\n\n# Affordances\n```json\n{{\n  \"actions\": {{\"名前\": {{\"mode\": 1,}}}}\n}}\n```\n"
+    );
+    let Err(InterfaceDocumentError::BadJson { position, .. }) = parse(&text, &limits()) else {
+        panic!("a trailing comma is bad JSON");
+    };
+    let line = text.lines().nth(position.line - 1).unwrap();
+    assert_eq!(line, "  \"actions\": {\"名前\": {\"mode\": 1,}}");
+    let fault = line.chars().nth(position.column - 1);
+    assert_eq!(
+        position,
+        TextPosition {
+            line: 7,
+            column: 32
+        }
+    );
+    assert_eq!(fault, Some('}'));
 }

@@ -1,4 +1,4 @@
-use concord_llm::{CallOutcome, ChatRequest, LlmError, Message, ResponseFormat};
+use concord_llm::{CallOutcome, ChatRequest, LlmError, Message, ResponseFormat, TextPosition};
 use concord_llm_script::{ScriptServer, Step};
 use serde::Deserialize;
 use serde_json::json;
@@ -125,6 +125,31 @@ async fn valid_json_of_the_wrong_shape_is_corrected_too() {
 }
 
 #[tokio::test]
+async fn a_malformed_answer_is_placed_in_characters() {
+    // "é" is two bytes and one character: serde_json's column of the stray `x` is 18 (bytes),
+    // the character is the 17th of its line.
+    let answer = "{\"status\": \"é\", x}";
+    let server = ScriptServer::start([Step::content(answer), Step::content(answer)])
+        .await
+        .unwrap();
+    let error = client(&server)
+        .complete_json::<Decision>(judge())
+        .await
+        .unwrap_err();
+    let LlmError::InvalidJson { first, .. } = &error else {
+        panic!("expected InvalidJson, got {error:?}");
+    };
+    assert!(first.message.ends_with("at line 1 column 18"), "{first:?}");
+    assert_eq!(
+        first.position,
+        Some(TextPosition {
+            line: 1,
+            column: 17
+        })
+    );
+}
+
+#[tokio::test]
 async fn malformed_twice_is_a_typed_failure_with_both_errors() {
     let first_answer = "{\"status\": \"accepted\",";
     let second_answer = r#"{"status":"accepted","reason":"ok","extra":1}"#;
@@ -145,7 +170,13 @@ async fn malformed_twice_is_a_typed_failure_with_both_errors() {
     assert_eq!(first.message, parse_error(first_answer));
     assert_eq!(second.message, parse_error(second_answer));
     assert!(second.message.contains("unknown field `extra`"));
-    assert_eq!((first.line, first.column), (1, first_answer.len()));
+    assert_eq!(
+        first.position,
+        Some(TextPosition {
+            line: 1,
+            column: first_answer.len()
+        })
+    );
     assert_eq!(second.excerpt, second_answer);
     let shown = error.to_string();
     assert!(shown.contains(&first.message) && shown.contains(&second.message));

@@ -44,18 +44,30 @@ impl std::fmt::Debug for IngestToken {
     }
 }
 
+/// Why a configured event ingest token cannot be used (it travels in a header).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum IngestTokenError {
+    /// The token is empty.
+    #[error("the event ingest token is empty")]
+    Empty,
+    /// The token holds whitespace, a control character or a character beyond ASCII.
+    #[error("the event ingest token must be printable ASCII without spaces")]
+    NotPrintableAscii,
+}
+
 impl IngestToken {
     /// The token, checked: not empty, no whitespace or control characters (it travels in a
     /// header).
-    pub(crate) fn new(token: String) -> Result<Self, String> {
+    pub(crate) fn new(token: String) -> Result<Self, IngestTokenError> {
         if token.is_empty() {
-            return Err("the event ingest token is empty".to_owned());
+            return Err(IngestTokenError::Empty);
         }
         if token
             .chars()
             .any(|c| c.is_whitespace() || c.is_control() || !c.is_ascii())
         {
-            return Err("the event ingest token must be printable ASCII without spaces".to_owned());
+            return Err(IngestTokenError::NotPrintableAscii);
         }
         Ok(Self(token.into()))
     }
@@ -220,6 +232,14 @@ mod tests {
     fn the_token_is_checked_and_compared_whole() {
         assert!(IngestToken::new(String::new()).is_err());
         assert!(IngestToken::new("a b".into()).is_err());
+        assert_eq!(
+            IngestToken::new("é".into()).err(),
+            Some(IngestTokenError::NotPrintableAscii)
+        );
+        assert_eq!(
+            IngestToken::new(String::new()).err(),
+            Some(IngestTokenError::Empty)
+        );
         let token = IngestToken::new("s3cret".into()).unwrap();
         assert!(token.matches(b"s3cret"));
         assert!(!token.matches(b"s3cre"));

@@ -8,7 +8,7 @@ use std::time::Instant;
 use concord_negotiate::Negotiator;
 use concord_proto::PreparationCommand;
 
-use super::work::Work;
+use super::work::{StepError, Work};
 use super::{Cause, Driver};
 use crate::code;
 use crate::transport::Transport;
@@ -60,7 +60,7 @@ impl<T: Transport> Driver<T> {
                     .policy
                     .draft_test_cases(&document?)
                     .await
-                    .map_err(|error| error.to_string())
+                    .map_err(StepError::Negotiator)
             },
             Work::TestCasesDrafted,
         );

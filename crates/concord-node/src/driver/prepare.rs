@@ -13,10 +13,11 @@ use concord_proto::{AfterSave, Capability, Decision, FixDecision};
 use concord_store::NewProtocol;
 
 use super::requester::Target;
+use super::work::StepError;
 use super::work::Work;
 use super::{Driver, RoleState, Settlement, RECENT_MESSAGES};
 use crate::code::ProtocolCode;
-use crate::config::human;
+use crate::language::AnswerError;
 use crate::transport::Transport;
 
 /// The peer's candidate as the session reported it (`Event::CandidateReceived`).
@@ -104,7 +105,7 @@ impl<T: Transport> Driver<T> {
                             self.fresh = Some(code);
                         }
                     }
-                    Err(error) => self.prep.code_failed(now, generation, error),
+                    Err(error) => self.prep.code_failed(now, generation, error.to_string()),
                 }
                 self.execute_preparation();
             }
@@ -240,10 +241,10 @@ impl<T: Transport> Driver<T> {
         limit: Duration,
         what: &'static str,
         step: F,
-        wrap: fn(Result<R, String>) -> Work,
+        wrap: fn(Result<R, StepError>) -> Work,
     ) where
         R: Send + 'static,
-        F: Future<Output = Result<R, String>> + Send + 'static,
+        F: Future<Output = Result<R, StepError>> + Send + 'static,
     {
         let work = self.work_tx.clone();
         let shared = Arc::clone(&self.shared);
@@ -257,7 +258,7 @@ impl<T: Transport> Driver<T> {
             let result = tokio::select! {
                 result = tokio::time::timeout(limit, step) => match result {
                     Ok(result) => result,
-                    Err(_) => Err(format!("{what} took longer than {}", human(limit))),
+                    Err(_) => Err(StepError::TimedOut { what, limit }),
                 },
                 () = work.closed() => return,
             };
@@ -294,7 +295,7 @@ impl<T: Transport> Driver<T> {
                             .policy
                             .judge(context, &received.candidate, received.previous())
                             .await
-                            .map_err(|error| error.to_string())
+                            .map_err(StepError::Negotiator)
                     },
                     Work::Judged,
                 );
@@ -322,7 +323,7 @@ impl<T: Transport> Driver<T> {
                             .policy
                             .judge(context, &received.candidate, received.previous())
                             .await
-                            .map_err(|error| error.to_string())
+                            .map_err(StepError::Negotiator)
                     },
                     Work::Judged,
                 );
@@ -357,12 +358,10 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    pub(super) fn document(&self) -> Result<ProtocolDocument, String> {
-        let text = self
-            .protocol_text()
-            .ok_or_else(|| "no protocol is agreed".to_owned())?;
+    pub(super) fn document(&self) -> Result<ProtocolDocument, StepError> {
+        let text = self.protocol_text().ok_or(StepError::NoProtocol)?;
         ProtocolDocument::parse_within(text, &self.shared.limits.schema)
-            .map_err(|error| error.to_string())
+            .map_err(StepError::Protocol)
     }
 
     pub(super) fn spawn_judge_test_cases(&mut self, test_cases: String) {
@@ -376,7 +375,7 @@ impl<T: Transport> Driver<T> {
                     .policy
                     .judge_test_cases(&document?, &test_cases)
                     .await
-                    .map_err(|error| error.to_string())
+                    .map_err(StepError::Negotiator)
             },
             Work::TestCasesJudged,
         );
@@ -403,7 +402,7 @@ impl<T: Transport> Driver<T> {
             if let (Some(cases), Some(check)) = (cases, check) {
                 let failing = tokio::task::spawn_blocking(move || check.run(&cases))
                     .await
-                    .map_err(|error| error.to_string())?;
+                    .map_err(StepError::CaseRun)?;
                 if let Some(report) = failing {
                     tracing::info!(%report, "our code fails the agreed test cases: the report is right");
                     return Ok(Decided {
@@ -416,7 +415,7 @@ impl<T: Transport> Driver<T> {
                 .policy
                 .diagnose(&document?, &error_description, &ours)
                 .await
-                .map_err(|error| error.to_string())
+                .map_err(StepError::Negotiator)
         }, Work::Diagnosed);
     }
 
@@ -449,7 +448,7 @@ impl<T: Transport> Driver<T> {
             let answer = tokio::select! {
                 answer = tokio::time::timeout(limit, answer) => match answer {
                     Ok(answer) => answer,
-                    Err(_) => Err(format!("no answer within {}", human(limit))),
+                    Err(_) => Err(AnswerError::TimedOut(limit)),
                 },
                 () = work.closed() => return,
             };

@@ -121,7 +121,10 @@ impl<T: Transport> Driver<T> {
         // every other mode refuses it.
         if let Err(reason) = code.check_input(&request.input) {
             tracing::info!(%reason, "a request whose input the action's schema refuses");
-            self.respond(&request.message_id, Err(ActionError::bad_request(reason)));
+            self.respond(
+                &request.message_id,
+                Err(ActionError::bad_request(reason.to_string())),
+            );
             return;
         }
         let Some(backend) = self.shared.actions.mode_backend(code.action()) else {
@@ -234,11 +237,12 @@ impl<T: Transport> Driver<T> {
                     "the action's output breaks the protocol: {problem}"
                 ))),
             )
-            .map_err(|again| (problem, again))
+            .map_err(|again| Box::new((problem, again)))
         });
         let bytes = match encoded {
             Ok(bytes) => bytes,
-            Err((problem, again)) => {
+            Err(failures) => {
+                let (problem, again) = *failures;
                 tracing::warn!(%again, "our handler cannot encode even an error response");
                 let error = fallback.unwrap_or_else(|| {
                     ActionError::internal(format!(

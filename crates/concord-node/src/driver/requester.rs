@@ -11,6 +11,7 @@ use concord_proto::{CloseReason, Side};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::work::StepError;
 use super::{Cause, Driver, RoleState};
 use crate::client::{ConnectionInfo, Known};
 use crate::code::ProtocolCode;
@@ -199,7 +200,7 @@ impl<T: Transport> Driver<T> {
                     .policy
                     .draft(&need, &peer_action)
                     .await
-                    .map_err(|error| error.to_string())
+                    .map_err(StepError::Negotiator)
             },
             Work::Drafted,
         );
@@ -210,7 +211,7 @@ impl<T: Transport> Driver<T> {
         self.requester().and_then(|state| state.test_cases.take())
     }
 
-    pub(super) fn on_drafted(&mut self, result: Result<Decided<String>, String>) {
+    pub(super) fn on_drafted(&mut self, result: Result<Decided<String>, StepError>) {
         match result {
             Ok(decided) => {
                 if let Err(error) = self.session.propose(Instant::now(), decided.value) {
@@ -416,7 +417,7 @@ impl<T: Transport> Driver<T> {
                 let bytes = match code.encode_request(&message_id, &input) {
                     Ok(bytes) => bytes,
                     Err(error) => {
-                        let _ = reply.send(Err(CallError::InvalidInput(error)));
+                        let _ = reply.send(Err(CallError::InvalidInput(error.to_string())));
                         return;
                     }
                 };

@@ -1,30 +1,61 @@
 //! Slow work a session hands to tasks, and what comes back.
 
-use concord_negotiate::{Decided, StepRecord};
+use std::time::Duration;
 
-use crate::code::CodeInfo;
+use concord_negotiate::{Decided, DocumentError, NegotiateError, StepRecord};
+
+use crate::code::{CodeError, CodeInfo};
+use crate::language::AnswerError;
 use concord_proto::{AfterSave, Decision, FixDecision};
 use serde_json::Value;
 
 use crate::action::ActionError;
 use crate::code::ProtocolCode;
+use crate::config::human;
+
+/// Why a negotiation step handed to a task (a draft, a judgement, test cases, a diagnosis)
+/// gave no answer; the session answers the peer with its text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum StepError {
+    /// The negotiator failed (its LLM, or the rules found nothing to say).
+    #[error("{0}")]
+    Negotiator(NegotiateError),
+    /// The step did not finish within its deadline.
+    #[error("{what} took longer than {}", human(*limit))]
+    TimedOut {
+        /// The step, in words (`judging the candidate`).
+        what: &'static str,
+        /// Its deadline.
+        limit: Duration,
+    },
+    /// The step needs the agreed protocol, and none is agreed.
+    #[error("no protocol is agreed")]
+    NoProtocol,
+    /// The agreed protocol cannot be read.
+    #[error("{0}")]
+    Protocol(DocumentError),
+    /// The run of the agreed test cases on our code did not finish (its task failed).
+    #[error("{0}")]
+    CaseRun(tokio::task::JoinError),
+}
 
 /// The result of one piece of slow work, fed back into the session.
 pub(crate) enum Work {
     /// Requester: the first candidate protocol.
-    Drafted(Result<Decided<String>, String>),
+    Drafted(Result<Decided<String>, StepError>),
     /// Our answer to the peer's candidate.
-    Judged(Result<Decided<Decision>, String>),
+    Judged(Result<Decided<Decision>, StepError>),
     /// Requester: test cases for the agreed protocol.
-    TestCasesDrafted(Result<Decided<String>, String>),
+    TestCasesDrafted(Result<Decided<String>, StepError>),
     /// Our answer to the peer's test cases.
-    TestCasesJudged(Result<Decided<Decision>, String>),
+    TestCasesJudged(Result<Decided<Decision>, StepError>),
     /// Our answer to the peer's error report.
-    Diagnosed(Result<Decided<FixDecision>, String>),
+    Diagnosed(Result<Decided<FixDecision>, StepError>),
     /// Our handler code for the agreed protocol (generation `generation`).
     CodeGenerated {
         generation: u32,
-        result: Result<Box<(ProtocolCode, CodeInfo)>, String>,
+        result: Result<Box<(ProtocolCode, CodeInfo)>, CodeError>,
     },
     /// The protocol (with our handler) is saved in the store.
     Saved { then: AfterSave },
@@ -48,7 +79,7 @@ pub(crate) enum Work {
     /// REQUEST, `None` for a PT 2 frame).
     Answered {
         message_id: Option<String>,
-        answer: Result<String, String>,
+        answer: Result<String, AnswerError>,
     },
 }
 

@@ -16,6 +16,9 @@ use std::time::Duration;
 use concord_identity::{Allow, Caller, Identity, Keys, NonceLog, ReplayCache, Service, TimeWindow};
 use concord_store::NonceStore;
 
+pub(crate) use error::{IdentitySetupError, NonceError, PeerCheckError};
+
+mod error;
 pub(crate) mod resolve;
 pub(crate) mod secure;
 mod slots;
@@ -141,25 +144,22 @@ impl Default for Security {
 impl Security {
     /// Refuses settings that would open a hole: no room for a nonce, or nonces forgotten
     /// while the signatures that carried them are still good (a replay would pass).
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), IdentitySetupError> {
         if self.replay_capacity == 0 || self.replay_per_did == 0 {
-            return Err(
-                "security: replay_capacity and replay_per_did must be at least 1".to_owned(),
-            );
+            return Err(IdentitySetupError::NoReplayRoom);
         }
         if self.max_authentications_per_address == 0 {
-            return Err("security: max_authentications_per_address must be at least 1".to_owned());
+            return Err(IdentitySetupError::NoAuthentications);
         }
         let window = self.time_window.max_age + self.time_window.max_skew;
         if self.replay_ttl < window {
-            return Err(format!(
-                "security: replay_ttl ({} s) must cover the time a signature is good for (max_age + max_skew = {} s), or a replay would pass once its nonce is forgotten",
-                self.replay_ttl.as_secs(),
-                window.as_secs()
-            ));
+            return Err(IdentitySetupError::ReplayTtlTooShort {
+                replay_ttl: self.replay_ttl,
+                window,
+            });
         }
         if self.time_window.max_age.is_zero() {
-            return Err("security: time_window.max_age must be more than zero".to_owned());
+            return Err(IdentitySetupError::NoMaxAge);
         }
         Ok(())
     }
@@ -178,10 +178,13 @@ pub(crate) const DID_PATH: &[&str] = &["agents"];
 ///
 /// assert_eq!(did_location("http://127.0.0.1:8080/"), Ok(("localhost".to_owned(), Some(8080))));
 /// assert_eq!(did_location("https://shop.example/"), Ok(("shop.example".to_owned(), None)));
-/// assert!(did_location("http://192.0.2.7/").unwrap_err().contains("IP address"));
+/// assert!(did_location("http://192.0.2.7/").unwrap_err().to_string().contains("IP address"));
 /// ```
-pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), String> {
-    let url = url::Url::parse(base_url).map_err(|error| format!("{base_url:?}: {error}"))?;
+pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), DidLocationError> {
+    let url = url::Url::parse(base_url).map_err(|error| DidLocationError::NotAUrl {
+        base_url: base_url.to_owned(),
+        error,
+    })?;
     let host = match url.host() {
         Some(url::Host::Domain(domain)) => domain.to_owned(),
         Some(url::Host::Ipv4(ip)) if ip.is_loopback() || ip.is_unspecified() => {
@@ -191,13 +194,43 @@ pub fn did_location(base_url: &str) -> Result<(String, Option<u16>), String> {
             "localhost".to_owned()
         }
         Some(_) => {
-            return Err(format!(
-                "{base_url:?}: a did:wba DID names a host, not an IP address: give the host name the node is reached at"
-            ))
+            return Err(DidLocationError::IpAddress {
+                base_url: base_url.to_owned(),
+            })
         }
-        None => return Err(format!("{base_url:?} has no host")),
+        None => {
+            return Err(DidLocationError::NoHost {
+                base_url: base_url.to_owned(),
+            })
+        }
     };
     Ok((host, url.port()))
+}
+
+/// Why a node's URL gives no `did:wba` host (see [`did_location`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DidLocationError {
+    /// The URL does not parse.
+    #[error("{base_url:?}: {error}")]
+    NotAUrl {
+        /// The URL given.
+        base_url: String,
+        /// Why it does not parse.
+        error: url::ParseError,
+    },
+    /// The URL names an IP address other than a loopback or unspecified one.
+    #[error("{base_url:?}: a did:wba DID names a host, not an IP address: give the host name the node is reached at")]
+    IpAddress {
+        /// The URL given.
+        base_url: String,
+    },
+    /// The URL has no host.
+    #[error("{base_url:?} has no host")]
+    NoHost {
+        /// The URL given.
+        base_url: String,
+    },
 }
 
 /// A node's identity at run time: its keys, its DID once it has one (set at build time, or
@@ -247,7 +280,7 @@ impl NodeIdentity {
         tls: Arc<rustls::ClientConfig>,
         nonces: Arc<dyn NonceStore>,
         replay: Option<Arc<dyn NonceLog>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, IdentitySetupError> {
         security.check()?;
         let resolver = resolve::Resolver::new(security.resolver.clone(), tls)?;
         let cell = OnceLock::new();
@@ -269,7 +302,7 @@ impl NodeIdentity {
         // store may have recorded more between them than one cache holds).
         let kept = nonces
             .unexpired_nonces(upgrade::now_unix())
-            .map_err(|error| format!("reading the accepted nonces: {error}"))?;
+            .map_err(IdentitySetupError::Nonces)?;
         for used in kept {
             match concord_identity::Did::parse(&used.did) {
                 Ok(did) => replay.restore(&did, &used.nonce, used.recorded),
@@ -306,7 +339,7 @@ impl NodeIdentity {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if pending.is_some() && self.identity.get().is_none() {
-            let (host, port) = did_location(base_url)?;
+            let (host, port) = did_location(base_url).map_err(|error| error.to_string())?;
             let Some(keys) = pending.take() else {
                 return Ok(None);
             };
@@ -389,15 +422,15 @@ impl NodeIdentity {
         did: &concord_identity::Did,
         nonce: &str,
         now: i64,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, NonceError> {
         let store = Arc::clone(&self.nonces);
         let (did, nonce) = (did.to_string(), nonce.to_owned());
         let ttl = i64::try_from(self.security.replay_ttl.as_secs()).unwrap_or(i64::MAX);
         let expires = now.saturating_add(ttl);
         tokio::task::spawn_blocking(move || store.record_nonce(&did, &nonce, now, expires))
             .await
-            .map_err(|error| format!("the nonce writer stopped: {error}"))?
-            .map_err(|error| error.to_string())
+            .map_err(NonceError::Writer)?
+            .map_err(NonceError::Store)
     }
 
     /// The nonce log.

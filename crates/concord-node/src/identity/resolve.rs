@@ -49,6 +49,7 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::slots::KeyedSlots;
+use super::IdentitySetupError;
 use crate::admission::ClientKey;
 use crate::config::human;
 
@@ -133,7 +134,7 @@ impl Default for ResolverSettings {
 
 impl ResolverSettings {
     /// Refuses a setting with which the resolver could never work.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), IdentitySetupError> {
         let positive = [
             ("max_document_bytes", self.max_document_bytes),
             ("cache_capacity", self.cache_capacity),
@@ -146,7 +147,7 @@ impl ResolverSettings {
         ];
         for (name, value) in positive {
             if value == 0 {
-                return Err(format!("resolver {name} must be greater than zero"));
+                return Err(IdentitySetupError::ResolverZero { name });
             }
         }
         for (name, value) in [
@@ -158,10 +159,10 @@ impl ResolverSettings {
             ),
         ] {
             if value > Semaphore::MAX_PERMITS {
-                return Err(format!(
-                    "resolver {name} must be at most {}",
-                    Semaphore::MAX_PERMITS
-                ));
+                return Err(IdentitySetupError::ResolverTooLarge {
+                    name,
+                    max: Semaphore::MAX_PERMITS,
+                });
             }
         }
         for (name, value) in [
@@ -170,7 +171,7 @@ impl ResolverSettings {
             ("first_byte_timeout", self.first_byte_timeout),
         ] {
             if value.is_zero() {
-                return Err(format!("resolver {name} must be greater than zero"));
+                return Err(IdentitySetupError::ResolverZero { name });
             }
         }
         Ok(())
@@ -428,7 +429,7 @@ impl Resolver {
     pub(crate) fn new(
         settings: ResolverSettings,
         tls: Arc<rustls::ClientConfig>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, IdentitySetupError> {
         Self::with_lookup(settings, tls, Arc::new(system_lookup))
     }
 
@@ -437,7 +438,7 @@ impl Resolver {
         settings: ResolverSettings,
         tls: Arc<rustls::ClientConfig>,
         lookup: Lookup,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, IdentitySetupError> {
         settings.check()?;
         let mut config = (*tls).clone();
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -452,7 +453,7 @@ impl Resolver {
             .no_proxy()
             .dns_resolver(dns)
             .build()
-            .map_err(|error| format!("DID resolver HTTP client: {error}"))?;
+            .map_err(IdentitySetupError::ResolverClient)?;
         let limits = DidDocumentLimits {
             max_bytes: settings.max_document_bytes,
             ..DidDocumentLimits::default()
@@ -1683,7 +1684,7 @@ mod tests {
                 ..ResolverSettings::default()
             },
         ] {
-            let error = Resolver::new(settings, tls()).err().unwrap();
+            let error = Resolver::new(settings, tls()).err().unwrap().to_string();
             assert!(error.starts_with("resolver "), "{error}");
         }
     }

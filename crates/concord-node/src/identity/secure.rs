@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use concord_secure::{ChannelConfig, Handshake, HandshakePayload, RecordKind, Role};
 
+use super::PeerCheckError;
 use crate::config::human;
 use crate::transport::{close_code, Incoming, Transport, TransportError};
 
@@ -294,31 +295,29 @@ pub(crate) async fn verify_peer(
     identity: &super::NodeIdentity,
     expected: Option<&concord_identity::Did>,
     peer: &PeerStatic,
-) -> Result<(), String> {
+) -> Result<(), PeerCheckError> {
     let Some(did) = expected else {
         return match &peer.did {
             None => Ok(()),
-            Some(named) => Err(format!(
-                "the handshake names {named}, which the upgrade did not authenticate"
-            )),
+            Some(named) => Err(PeerCheckError::Unauthenticated {
+                named: named.clone(),
+            }),
         };
     };
     if peer.did.as_deref() != Some(did.as_str()) {
-        return Err(format!(
-            "the handshake names {}, not {did}",
-            peer.did.as_deref().unwrap_or("no DID")
-        ));
+        return Err(PeerCheckError::OtherDid {
+            named: peer.did.clone(),
+            expected: did.clone(),
+        });
     }
     let document = identity
         .resolver
         .resolve(did, None)
         .await
-        .map_err(|error| error.public_reason())?;
+        .map_err(PeerCheckError::Resolve)?;
     if document.key_agreement().contains(&peer.key) {
         Ok(())
     } else {
-        Err(format!(
-            "the Noise static key is not a keyAgreement key of {did}"
-        ))
+        Err(PeerCheckError::NotKeyAgreement { did: did.clone() })
     }
 }

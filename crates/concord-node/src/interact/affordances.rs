@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use concord_interact::{
     ActionCaller, ActionEvent, ActionIds, ActionRecords, CancelReason, EventError, EventLog,
-    Interface, LocalEventLog, Overflow, Problem, PropertyError, SubscriberId, Thing,
+    Interface, LocalEventLog, Overflow, Problem, PropertyError, SubscriberId, Thing, ThingError,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -379,10 +379,9 @@ impl std::fmt::Debug for RandomIds {
 }
 
 impl RandomIds {
-    fn new() -> Result<Self, String> {
+    fn new() -> Result<Self, AffordancesError> {
         let mut key = [0u8; 32];
-        getrandom::getrandom(&mut key)
-            .map_err(|error| format!("no randomness for action ids: {error}"))?;
+        getrandom::getrandom(&mut key).map_err(AffordancesError::NoRandomness)?;
         Ok(Self { key, issued: 0 })
     }
 }
@@ -409,6 +408,23 @@ pub(crate) struct ThingBackends {
     pub(crate) action_records: Option<Arc<dyn ActionRecords>>,
     /// Where action ids come from (`NodeBuilder::action_ids`).
     pub(crate) action_ids: Option<Box<dyn ActionIds>>,
+}
+
+/// Why the node cannot hold the properties, events and actions it was given (reaches the
+/// builder's caller as `NodeError::Config`, after `properties and events: `).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum AffordancesError {
+    /// A payload schema does not compile, or a property's first value does not fit its
+    /// schema.
+    #[error("{0}")]
+    Payload(PayloadError),
+    /// The interaction layer refuses the interface or the first values.
+    #[error("{0}")]
+    Thing(ThingError),
+    /// The system gave no randomness for the action ids' key.
+    #[error("no randomness for action ids: {0}")]
+    NoRandomness(getrandom::Error),
 }
 
 /// Where this process numbers its events from: the clock in microseconds, so that a
@@ -439,26 +455,26 @@ impl Affordances {
         overflow: Overflow,
         schema_limits: &SchemaLimits,
         backends: ThingBackends,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, AffordancesError> {
         let schemas = PayloadSchemas::compile(&interface, schema_limits)
-            .map_err(|error| error.to_string())?;
+            .map_err(AffordancesError::Payload)?;
         for (name, value) in &initial {
             schemas
                 .check(Payload::Property, name, value)
-                .map_err(|error| error.to_string())?;
+                .map_err(AffordancesError::Payload)?;
         }
         let ids: Box<dyn ActionIds> = match backends.action_ids {
             Some(ids) => ids,
             None => Box::new(RandomIds::new()?),
         };
         let mut thing = Thing::new(interface.clone(), initial, limits, overflow)
-            .map_err(|error| error.to_string())?
+            .map_err(AffordancesError::Thing)?
             .with_action_ids(ids);
         if let Some(records) = backends.action_records {
             thing = thing.with_action_records(records);
         }
-        // The hub starts where the log does: the clock for our own, 1 for one given (whose
-        // contract is never to reuse an id).
+        // The hub starts where the log does: the clock for our own; for one given, where
+        // it is when this node first publishes (its contract is never to reuse an id).
         let (thing, event_log) = match backends.event_log {
             Some(log) => (thing, log),
             None => {

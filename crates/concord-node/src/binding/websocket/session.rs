@@ -204,7 +204,7 @@ async fn secure_channel(
             }
             Err(reason) => {
                 tracing::info!(%reason, "no session: the Noise peer is not who it said");
-                (transport::close_code::POLICY, reason)
+                (transport::close_code::POLICY, reason.to_string())
             }
         },
         Some(Err(failure)) => {
@@ -331,7 +331,8 @@ async fn open_session(
                     &stored.settled.document,
                     &stored.handler,
                     &LocalSide::Provider,
-                )?;
+                )
+                .map_err(|error| error.to_string())?;
                 Ok((stored, code))
             });
         match loaded {

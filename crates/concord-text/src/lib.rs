@@ -4,6 +4,15 @@
 //! The model is serde_json's `line()`/`column()`: both count from 1, a line ends at `\n`.
 //! The column counts characters (Unicode scalar values), not bytes, so it is what an
 //! editor shows; [`TextPosition::of_json_error`] converts serde_json's byte column.
+//!
+//! A leaf crate (no Concord dependency), so that every crate, the sans-IO cores and the
+//! leaf codecs included, reports a place in text with the same type;
+//! `concord_proto::text` re-exports it.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
 
 use std::fmt;
 
@@ -29,7 +38,7 @@ impl TextPosition {
     /// the column then counts each byte that does not continue a character.
     ///
     /// ```
-    /// use concord_proto::TextPosition;
+    /// use concord_text::TextPosition;
     /// let position = TextPosition::locate("ab\n名前: x", 9);
     /// assert_eq!(position, TextPosition { line: 2, column: 3 });
     /// ```
@@ -41,7 +50,7 @@ impl TextPosition {
     /// error that does not come from reading text (serde_json reports line 0 then).
     ///
     /// ```
-    /// use concord_proto::TextPosition;
+    /// use concord_text::TextPosition;
     /// let text = "{\"名\": tru}";
     /// let error = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
     /// // serde_json says column 12 (bytes); the character is the 10th of the line.
@@ -85,7 +94,7 @@ impl fmt::Display for Short {
 /// ```
 /// let text = "[1,\n 2 x]";
 /// let error = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
-/// assert_eq!(concord_proto::json_error_offset(text, &error), Some(7));
+/// assert_eq!(concord_text::json_error_offset(text, &error), Some(7));
 /// ```
 pub fn json_error_offset<T: AsRef<[u8]> + ?Sized>(
     text: &T,
