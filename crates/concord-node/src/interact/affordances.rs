@@ -678,3 +678,17 @@ pub(crate) fn problem_of(error: &ActionError) -> Problem {
         .with_status(error.code)
         .with_detail(error.message.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nodes_random_action_ids_pass_the_action_ids_conformance_suite() {
+        let mut ids = RandomIds::new().expect("randomness");
+        concord_interact::conformance::action_ids(
+            &mut ids,
+            concord_interact::Limits::default().max_action_id,
+        );
+    }
+}
