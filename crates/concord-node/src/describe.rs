@@ -116,7 +116,7 @@ fn build(
     // may call, a DID (`didwba_sc`) elsewhere. The description's default is `nosec_sc` when
     // any affordance is open (the others name `didwba_sc` on their forms), else `didwba_sc`.
     let open = |name: &str| identity.permits(&Caller::Anonymous, name);
-    let any_open = names(&shared.interface).any(open);
+    let any_open = any_open(shared);
     if did.is_some() {
         let forms = if identity.security.legacy_didwba {
             "RFC 9421 Signature-Input/Signature over @method @target-uri @authority, or Authorization: DIDWba"
@@ -134,6 +134,12 @@ fn build(
         } else {
             builder.security(DIDWBA_SCHEME, didwba)
         };
+    }
+    for (name, scheme) in bindings
+        .iter()
+        .flat_map(|binding| binding.security_schemes())
+    {
+        builder = builder.security_definition(name, scheme);
     }
     if let Some(id) = &shared.id {
         builder = builder.id(id.clone());
@@ -154,6 +160,21 @@ fn build(
         .build()
         .map_err(|invalid| invalid.to_string())?;
     serde_json::to_vec_pretty(&thing).map_err(|error| error.to_string())
+}
+
+/// Whether anonymous callers may use any affordance of the node.
+fn any_open(shared: &Shared) -> bool {
+    names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
+}
+
+/// The security schemes the description defines of its own: `didwba_sc` with a DID
+/// (beside `nosec_sc` when any affordance is open to anonymous callers), else `nosec_sc`.
+pub(crate) fn node_schemes(shared: &Shared) -> Vec<&'static str> {
+    match shared.identity.identity() {
+        Some(_) if any_open(shared) => vec!["nosec_sc", DIDWBA_SCHEME],
+        Some(_) => vec![DIDWBA_SCHEME],
+        None => vec!["nosec_sc"],
+    }
 }
 
 /// Every affordance name of `interface`.
