@@ -10,7 +10,9 @@
 //! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
 //! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
 //! adds others. A new binding of the node's own goes in this folder, with a line in
-//! [`served`].
+//! [`served`]. Every binding reaches the node's affordances through one handle,
+//! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
+//! schemes are checked when the node starts serving (`schemes.rs`).
 
 pub(crate) mod ingest;
 mod schemes;
@@ -42,7 +44,11 @@ use websocket::MetaProtocol;
 /// connection counts against the connection limits, before the binding sees it. A route's
 /// handler finds the client's address in the request's extensions
 /// (`axum::extract::ConnectInfo<std::net::SocketAddr>`). The routes carry their own
-/// state (`Router::with_state`), narrow: what they serve with, not the whole node.
+/// state (`Router::with_state`), narrow: what they serve with, not the whole node. They
+/// reach the node's affordances through [`Site::thing`] ([`ThingAccess`]), which checks
+/// what the meta-protocol WebSocket checks (who may call, the schemas, the backend call
+/// budget); the security schemes their forms name are the node's or the binding's own
+/// ([`Binding::security_schemes`]).
 ///
 /// ```
 /// use concord_node::axum::{routing::get, Router};

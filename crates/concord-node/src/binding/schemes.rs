@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use concord_describe::{SecurityScheme, ThingBuilder};
+use concord_describe::{InvalidDescription, SecurityScheme, ThingBuilder};
 
 use super::{Affordance, Bindings, Site};
 use crate::describe::node_schemes;
@@ -35,7 +35,8 @@ pub(crate) fn check_schemes(
                 )));
             }
         }
-        check_valid(&own, &schemes).map_err(refused)?;
+        check_valid(&own, &schemes)
+            .map_err(|invalid| refused(format!("its security schemes are refused: {invalid}")))?;
     }
     for binding in bindings.iter() {
         for affordance in affordances(&shared.interface) {
@@ -56,8 +57,11 @@ pub(crate) fn check_schemes(
 }
 
 /// `Ok` when a description defining `schemes` beside the node's own passes the validator;
-/// `Err` says why not.
-fn check_valid(own: &[&str], schemes: &[(String, SecurityScheme)]) -> Result<(), String> {
+/// `Err` is its report.
+fn check_valid(
+    own: &[&str],
+    schemes: &[(String, SecurityScheme)],
+) -> Result<(), InvalidDescription> {
     let mut builder = ThingBuilder::agent("security schemes");
     for name in own {
         builder = builder.security_definition(*name, SecurityScheme::nosec());
@@ -65,10 +69,7 @@ fn check_valid(own: &[&str], schemes: &[(String, SecurityScheme)]) -> Result<(),
     for (name, scheme) in schemes {
         builder = builder.security_definition(name.clone(), scheme.clone());
     }
-    builder
-        .build()
-        .map(drop)
-        .map_err(|invalid| format!("its security schemes are refused: {invalid}"))
+    builder.build().map(drop)
 }
 
 /// Every affordance of `interface`, as bindings are asked for their forms.

@@ -513,10 +513,10 @@ async fn a_binding_reads_and_writes_properties_through_their_schemas() {
     assert_eq!(response.status(), 404);
 }
 
-/// A binding whose forms require HTTP basic authentication, a scheme it defines.
+/// A binding whose forms require HTTP basic authentication (`basic_sc`).
 struct Basic {
-    /// Whether it defines the scheme its forms name.
-    defines: bool,
+    /// The name it defines the scheme under, if it defines it.
+    defines: Option<&'static str>,
 }
 
 impl Binding for Basic {
@@ -539,18 +539,23 @@ impl Binding for Basic {
     }
 
     fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
-        if !self.defines {
-            return Vec::new();
-        }
         let scheme: SecurityScheme =
             serde_json::from_value(json!({"scheme": "basic", "in": "header"})).unwrap();
-        vec![("basic_sc".into(), scheme)]
+        self.defines
+            .map(|name| (name.to_owned(), scheme))
+            .into_iter()
+            .collect()
     }
 }
 
 #[tokio::test]
 async fn a_bindings_security_schemes_are_described_and_checked_at_serve() {
-    let provider = provider_with_binding(quick_limits(), Basic { defines: true });
+    let provider = provider_with_binding(
+        quick_limits(),
+        Basic {
+            defines: Some("basic_sc"),
+        },
+    );
     let server = serve(&provider).await;
     let validated = served_description(&server).await;
     let td: serde_json::Value =
@@ -563,12 +568,26 @@ async fn a_bindings_security_schemes_are_described_and_checked_at_serve() {
     );
 
     // A form naming a scheme nobody defines: the node does not serve, naming the binding.
-    let provider = provider_with_binding(quick_limits(), Basic { defines: false });
+    let provider = provider_with_binding(quick_limits(), Basic { defines: None });
     let error = provider.node.serve("127.0.0.1:0").await.unwrap_err();
     assert!(matches!(error, NodeError::Config(_)), "{error:?}");
     let said = error.to_string();
     assert!(
         said.contains("`basic`") && said.contains("`basic_sc`"),
+        "{said}"
+    );
+    // A scheme under the name of the node's own.
+    let provider = provider_with_binding(
+        quick_limits(),
+        Basic {
+            defines: Some("nosec_sc"),
+        },
+    );
+    let error = provider.node.serve("127.0.0.1:0").await.unwrap_err();
+    assert!(matches!(error, NodeError::Config(_)), "{error:?}");
+    let said = error.to_string();
+    assert!(
+        said.contains("`basic`") && said.contains("`nosec_sc`"),
         "{said}"
     );
 }
