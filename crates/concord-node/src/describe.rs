@@ -119,7 +119,7 @@ fn build(
     // may call, a DID (`didwba_sc`) elsewhere. The description's default is `nosec_sc` when
     // any affordance is open (the others name `didwba_sc` on their forms), else `didwba_sc`.
     let open = |name: &str| identity.permits(&Caller::Anonymous, name);
-    let any_open = names(&shared.interface).any(open);
+    let any_open = any_open(shared);
     if did.is_some() {
         let forms = if identity.security.legacy_didwba {
             "RFC 9421 Signature-Input/Signature over @method @target-uri @authority, or Authorization: DIDWba"
@@ -137,6 +137,12 @@ fn build(
         } else {
             builder.security(DIDWBA_SCHEME, didwba)
         };
+    }
+    for (name, scheme) in bindings
+        .iter()
+        .flat_map(|binding| binding.security_schemes())
+    {
+        builder = builder.security_definition(name, scheme);
     }
     if let Some(id) = &shared.id {
         builder = builder.id(id.clone());
@@ -172,6 +178,21 @@ pub(crate) enum DescriptionBuildError {
     /// The description cannot be serialised.
     #[error("{0}")]
     Json(serde_json::Error),
+}
+
+/// Whether anonymous callers may use any affordance of the node.
+fn any_open(shared: &Shared) -> bool {
+    names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
+}
+
+/// The security schemes the description defines of its own: `didwba_sc` with a DID
+/// (beside `nosec_sc` when any affordance is open to anonymous callers), else `nosec_sc`.
+pub(crate) fn node_schemes(shared: &Shared) -> Vec<&'static str> {
+    match shared.identity.identity() {
+        Some(_) if any_open(shared) => vec!["nosec_sc", DIDWBA_SCHEME],
+        Some(_) => vec![DIDWBA_SCHEME],
+        None => vec!["nosec_sc"],
+    }
 }
 
 /// Every affordance name of `interface`.

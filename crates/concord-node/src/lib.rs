@@ -98,15 +98,15 @@ pub use backend::exec::{
 };
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
-pub use binding::{Affordance, Binding, Site};
+pub use binding::{Affordance, Binding, InvokeFuture, Site, ThingAccess, ThingError};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
 /// The bounds of interface sessions (`Limits::interaction`).
 pub use concord_interact::Limits as InteractionLimits;
 pub use concord_interact::{
-    ActionAffordance, ActionMode, EventAffordance, EventError, Overflow, PropertyAffordance,
-    PropertyError, StreamSpec,
+    ActionAffordance, ActionMode, EventAffordance, EventError, Interface, Overflow,
+    PropertyAffordance, PropertyError, StreamSpec,
 };
 // The shared-state seams a `NodeBuilder` takes other backends for.
 pub use concord_identity::{NonceLog, ReplayCache};

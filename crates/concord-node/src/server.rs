@@ -236,7 +236,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         did: did.clone(),
     });
     let bindings = binding::served(&shared, websocket);
-    let site = Site::new(base_url.clone(), stopped.clone());
+    let thing = Arc::new(binding::NodeThing::new(Arc::clone(&shared)));
+    let site = Site::new(base_url.clone(), stopped.clone(), thing);
+    binding::check_schemes(&shared, &site, &bindings)?;
     let own = own_routes(&shared, &did, &site, &bindings);
     let app = binding::merge_routes(own, &bindings, &site)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));

@@ -10,16 +10,24 @@
 //! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
 //! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
 //! adds others. A new binding of the node's own goes in this folder, with a line in
-//! [`served`].
+//! [`served`]. Every binding reaches the node's affordances through one handle,
+//! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
+//! schemes are checked when the node starts serving (`schemes.rs`).
 
 pub(crate) mod ingest;
+mod schemes;
+mod thing;
 pub(crate) mod websocket;
+
+pub(crate) use schemes::check_schemes;
+pub(crate) use thing::NodeThing;
+pub use thing::{InvokeFuture, ThingAccess, ThingError};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use axum::Router;
-use concord_describe::Form;
+use concord_describe::{Form, SecurityScheme};
 use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
 use tokio::sync::watch;
 
@@ -36,7 +44,11 @@ use websocket::MetaProtocol;
 /// connection counts against the connection limits, before the binding sees it. A route's
 /// handler finds the client's address in the request's extensions
 /// (`axum::extract::ConnectInfo<std::net::SocketAddr>`). The routes carry their own
-/// state (`Router::with_state`), narrow: what they serve with, not the whole node.
+/// state (`Router::with_state`), narrow: what they serve with, not the whole node. They
+/// reach the node's affordances through [`Site::thing`] ([`ThingAccess`]), which checks
+/// what the meta-protocol WebSocket checks (who may call, the schemas, the backend call
+/// budget); the security schemes their forms name are the node's or the binding's own
+/// ([`Binding::security_schemes`]).
 ///
 /// ```
 /// use concord_node::axum::{routing::get, Router};
@@ -85,6 +97,16 @@ pub trait Binding: Send + Sync + 'static {
     /// [`Site::draining`] resolves: the server's shutdown waits for the answers in
     /// progress.
     fn routes(&self, site: &Site) -> Router;
+
+    /// The security schemes its forms name (`Form::security`) beside the node's own
+    /// (`nosec_sc`, and `didwba_sc` when the node has a DID), by name: the description's
+    /// `securityDefinitions` lists them. None by default. Checked when the node starts
+    /// serving: a name the node or another binding defines, a scheme the description's
+    /// validator refuses, or a form naming a scheme nobody defines fails
+    /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
+    fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
+        Vec::new()
+    }
 }
 
 impl std::fmt::Debug for dyn Binding {
@@ -133,17 +155,34 @@ impl<'a> Affordance<'a> {
 
 /// Where and how long the node serves, as bindings write their forms and serve their
 /// routes: its base URL (the public URL when it has one, else `http://host:port/`,
-/// `https://` with a certificate), and whether the server drains.
+/// `https://` with a certificate), whether the server drains, and the node's affordances
+/// ([`Site::thing`]).
 #[derive(Debug, Clone)]
 pub struct Site {
     base_url: String,
     /// Set when the server stops taking connections and calls.
     stop: watch::Receiver<bool>,
+    thing: Arc<dyn ThingAccess>,
 }
 
 impl Site {
-    pub(crate) fn new(base_url: String, stop: watch::Receiver<bool>) -> Self {
-        Self { base_url, stop }
+    pub(crate) fn new(
+        base_url: String,
+        stop: watch::Receiver<bool>,
+        thing: Arc<dyn ThingAccess>,
+    ) -> Self {
+        Self {
+            base_url,
+            stop,
+            thing,
+        }
+    }
+
+    /// The node's affordances, as a binding's routes serve them: calls and property
+    /// accesses checked as the meta-protocol WebSocket checks them (who may call, the
+    /// schemas, the node's backend call budget).
+    pub fn thing(&self) -> &Arc<dyn ThingAccess> {
+        &self.thing
     }
 
     /// The base URL, ending in `/`, as the description's `base` says it.
@@ -241,16 +280,18 @@ mod tests {
 
     #[test]
     fn a_site_writes_http_and_websocket_urls_from_its_base() {
-        let (_, stop) = watch::channel(false);
-        let site = Site::new("http://127.0.0.1:8080/".into(), stop.clone());
+        // What `Site::http_url` and `Site::websocket_url` answer for these bases.
+        let base = "http://127.0.0.1:8080/";
         assert_eq!(
-            site.http_url("/actions/a"),
+            http_url(base, "/actions/a"),
             "http://127.0.0.1:8080/actions/a"
         );
-        assert_eq!(site.websocket_url("concord"), "ws://127.0.0.1:8080/concord");
-        let site = Site::new("https://agent.example.com/".into(), stop);
         assert_eq!(
-            site.websocket_url("/concord"),
+            websocket_url(base, "concord"),
+            "ws://127.0.0.1:8080/concord"
+        );
+        assert_eq!(
+            websocket_url("https://agent.example.com/", "/concord"),
             "wss://agent.example.com/concord"
         );
     }

@@ -347,7 +347,7 @@ pub(crate) struct Affordances {
     event_log: Arc<dyn EventLog>,
     /// Held from an event's append to its fan-out, so that ids reach the hub in order.
     publishing: Mutex<()>,
-    schemas: PayloadSchemas,
+    pub(crate) schemas: PayloadSchemas,
     /// The session behind each subscriber, to wake when the thing queued something for it.
     wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
     /// Long-running actions' tasks, by action id, to stop on cancellation.

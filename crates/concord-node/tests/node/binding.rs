@@ -1,17 +1,25 @@
 //! A binding added through the public seam (`NodeBuilder::binding`): its forms in the
 //! served description, its routes served over real HTTP on loopback behind the node's
 //! admission (the per-address request budget), a route overlapping the node's refused by
-//! name. The legitimate caller is 127.0.0.1; the attacker plays from 127.0.0.2.
+//! name; a binding serving the node's actions and properties through `Site::thing`, with
+//! the node's checks (who may call, the schemas, the backend call budget), and its own
+//! security schemes. The legitimate caller is 127.0.0.1; the attacker plays from 127.0.0.2.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use concord_describe::{Form, OneOrMany, Operation};
+use concord_describe::{Form, OneOrMany, Operation, SecurityScheme};
+use concord_negotiate::ActionSpec;
 use concord_node::axum::extract::{ConnectInfo, Path};
+use concord_node::axum::http::StatusCode;
 use concord_node::axum::routing::{get, post};
 use concord_node::axum::Router;
-use concord_node::{Affordance, Binding, Limits, Node, NodeError, Site};
-use tokio::sync::Notify;
+use concord_node::{
+    ActionError, Affordance, Allow, Binding, Caller, Limits, Node, NodeError, Property, Site,
+    ThingError,
+};
+use serde_json::json;
+use tokio::sync::{watch, Notify};
 
 use crate::support::*;
 
@@ -228,4 +236,358 @@ async fn a_bindings_long_answer_ends_when_the_server_drains() {
         .expect("the server drained")
         .unwrap()
         .unwrap();
+}
+
+/// A test-only HTTP binding over the node's affordances, through [`Site::thing`] only:
+/// `POST /echo/actions/{name}` invokes an action with the JSON body as input, `GET` and
+/// `PUT /echo/properties/{name}` read and write a property; an anonymous caller, counted
+/// by its client address. A refusal answers [`ThingError::status`] and the error's text.
+struct Invoke;
+
+/// An answer of the [`Invoke`] binding.
+fn answer(result: Result<serde_json::Value, ThingError>) -> (StatusCode, String) {
+    match result {
+        Ok(value) => (StatusCode::OK, value.to_string()),
+        Err(error) => (
+            StatusCode::from_u16(error.status()).unwrap(),
+            error.to_string(),
+        ),
+    }
+}
+
+impl Binding for Invoke {
+    fn name(&self) -> &str {
+        "invoke"
+    }
+
+    fn forms(&self, site: &Site, affordance: Affordance<'_>) -> Vec<Form> {
+        let (path, op) = match affordance {
+            Affordance::Action { name, .. } => {
+                (format!("echo/actions/{name}"), Operation::InvokeAction)
+            }
+            Affordance::Property { name, .. } => {
+                (format!("echo/properties/{name}"), Operation::ReadProperty)
+            }
+            _ => return Vec::new(),
+        };
+        let mut form = Form::new(site.http_url(&path));
+        form.op = Some(OneOrMany::One(op));
+        vec![form]
+    }
+
+    fn routes(&self, site: &Site) -> Router {
+        let thing = Arc::clone(site.thing());
+        let (reader, writer) = (Arc::clone(&thing), Arc::clone(&thing));
+        Router::new()
+            .route(
+                "/echo/actions/{name}",
+                post(
+                    move |Path(name): Path<String>,
+                          ConnectInfo(remote): ConnectInfo<SocketAddr>,
+                          body: String| async move {
+                        let Ok(input) = serde_json::from_str(&body) else {
+                            return (StatusCode::BAD_REQUEST, "not JSON".to_owned());
+                        };
+                        let caller = Caller::Anonymous;
+                        answer(thing.invoke(&caller, remote.ip(), &name, input).await)
+                    },
+                ),
+            )
+            .route(
+                "/echo/properties/{name}",
+                get(move |Path(name): Path<String>| async move {
+                    answer(reader.read_property(&Caller::Anonymous, &name))
+                })
+                .put(move |Path(name): Path<String>, body: String| async move {
+                    let Ok(value) = serde_json::from_str(&body) else {
+                        return (StatusCode::BAD_REQUEST, "not JSON".to_owned());
+                    };
+                    let written = writer.write_property(&Caller::Anonymous, &name, value);
+                    answer(written.map(|()| serde_json::Value::Null))
+                }),
+            )
+    }
+}
+
+/// The held action's input schema and output: any object.
+fn held_action(name: &str) -> ActionSpec {
+    ActionSpec {
+        name: name.into(),
+        description: format!("The {name} action: answers its input once the gate opens."),
+        input: json!({"type": "object"}),
+        output: json!({"type": "object"}),
+    }
+}
+
+/// A provider with the [`Invoke`] binding: the catalogue's `getProductInfo`; `held`, whose
+/// calls answer once `gate` turns true; `locked`, for callers that proved a DID only; a
+/// writable property `units` and a read-only `model`.
+fn provider_with_invoke(limits: Limits, gate: watch::Receiver<bool>) -> Agent {
+    let held = move |input: serde_json::Value| {
+        let mut gate = gate.clone();
+        async move {
+            let _ = gate.wait_for(|open| *open).await;
+            Ok::<_, ActionError>(input)
+        }
+    };
+    let units = json!({"type": "string", "enum": ["metric", "imperial"]});
+    build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .action(held_action("held"), held)
+            .action(held_action("locked"), |input| async move { Ok(input) })
+            .allow("locked", Allow::Authenticated)
+            .property("units", Property::new(units, json!("metric")).writable())
+            .property(
+                "model",
+                Property::new(json!({"type": "string"}), json!("m1")),
+            )
+            .binding(Invoke)
+            .limits(limits),
+    )
+}
+
+#[tokio::test]
+async fn a_binding_invokes_actions_through_the_nodes_checks() {
+    let (_gate, closed) = watch::channel(false);
+    let provider = provider_with_invoke(quick_limits(), closed);
+    let server = serve(&provider).await;
+    let client = client_from("127.0.0.1");
+    let url = |name: &str| format!("{}echo/actions/{name}", server.url());
+
+    // Served: the catalogue's answer.
+    let response = client
+        .post(url("getProductInfo"))
+        .body(catalogue::input(0).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let said: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(
+        Some(said),
+        catalogue::product(catalogue::input(0)["productId"].as_str().unwrap())
+    );
+
+    // Input its schema refuses: 400 naming the field, and the backend never ran.
+    let response = client
+        .post(url("getProductInfo"))
+        .body(r#"{"productId": 5}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let said = response.text().await.unwrap();
+    assert!(
+        said.contains("/productId") && said.contains("getProductInfo"),
+        "{said}"
+    );
+
+    // The backend's own error keeps its status.
+    let response = client
+        .post(url("getProductInfo"))
+        .body(r#"{"productId": "nothing"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+
+    // An action for callers that proved a DID, asked anonymously: 403.
+    let response = client.post(url("locked")).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 403);
+    let said = response.text().await.unwrap();
+    assert!(said.contains("`locked`"), "{said}");
+
+    // An action the node does not have: 404.
+    let response = client.post(url("nothing")).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 404);
+}
+
+#[tokio::test]
+async fn a_stranger_flooding_a_bindings_action_is_refused_by_the_budget_while_others_are_served() {
+    let limits = Limits {
+        max_backend_calls: 2,
+        max_backend_calls_per_address: 1,
+        max_backend_waiting_per_address: 1,
+        backend_call_wait: std::time::Duration::from_secs(60),
+        ..quick_limits()
+    };
+    let (gate, closed) = watch::channel(false);
+    let provider = provider_with_invoke(limits, closed);
+    let server = serve(&provider).await;
+    let url = |name: &str| format!("{}echo/actions/{name}", server.url());
+
+    // Six calls at once from 127.0.0.2: one runs (held), one waits, four are refused at
+    // once by the address's share of the budget.
+    const FLOOD: usize = 6;
+    let attacker = client_from("127.0.0.2");
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    for n in 0..FLOOD {
+        let (attacker, answers, url) = (attacker.clone(), answers.clone(), url("held"));
+        tokio::spawn(async move {
+            let response = attacker
+                .post(url)
+                .body(format!("{{\"n\": {n}}}"))
+                .send()
+                .await;
+            let _ = answers.send(response.map(|response| response.status().as_u16()));
+        });
+    }
+    let wait = std::time::Duration::from_secs(30);
+    for _ in 0..FLOOD - 2 {
+        let status = tokio::time::timeout(wait, answered.recv())
+            .await
+            .expect("a refusal comes at once")
+            .unwrap()
+            .unwrap();
+        assert!([429, 503].contains(&status), "{status}");
+    }
+
+    // The legitimate caller's address is served meanwhile.
+    let response = client_from("127.0.0.1")
+        .post(url("getProductInfo"))
+        .body(catalogue::input(1).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    // The stranger's running and waiting calls are served once the gate opens.
+    gate.send_replace(true);
+    for _ in 0..2 {
+        let status = tokio::time::timeout(wait, answered.recv())
+            .await
+            .expect("the held calls end")
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200);
+    }
+}
+
+#[tokio::test]
+async fn a_binding_reads_and_writes_properties_through_their_schemas() {
+    let (_gate, closed) = watch::channel(false);
+    let provider = provider_with_invoke(quick_limits(), closed);
+    let server = serve(&provider).await;
+    let client = client_from("127.0.0.1");
+    let url = |name: &str| format!("{}echo/properties/{name}", server.url());
+
+    let response = client.get(url("units")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), r#""metric""#);
+
+    let response = client
+        .put(url("units"))
+        .body(r#""imperial""#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        provider.node.publisher().property("units"),
+        Some(json!("imperial"))
+    );
+    let response = client.get(url("units")).send().await.unwrap();
+    assert_eq!(response.text().await.unwrap(), r#""imperial""#);
+
+    // A value its schema refuses, a read-only property, an unknown one.
+    let response = client
+        .put(url("units"))
+        .body(r#""kelvin""#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let response = client
+        .put(url("model"))
+        .body(r#""m2""#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    assert_eq!(
+        provider.node.publisher().property("model"),
+        Some(json!("m1"))
+    );
+    let response = client.get(url("nothing")).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+}
+
+/// A binding whose forms require HTTP basic authentication (`basic_sc`).
+struct Basic {
+    /// The name it defines the scheme under, if it defines it.
+    defines: Option<&'static str>,
+}
+
+impl Binding for Basic {
+    fn name(&self) -> &str {
+        "basic"
+    }
+
+    fn forms(&self, site: &Site, affordance: Affordance<'_>) -> Vec<Form> {
+        let Affordance::Action { name, .. } = affordance else {
+            return Vec::new();
+        };
+        let mut form = Form::new(site.http_url(&format!("basic/{name}")));
+        form.op = Some(OneOrMany::One(Operation::InvokeAction));
+        form.security = Some(OneOrMany::One("basic_sc".into()));
+        vec![form]
+    }
+
+    fn routes(&self, _: &Site) -> Router {
+        Router::new()
+    }
+
+    fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
+        let scheme: SecurityScheme =
+            serde_json::from_value(json!({"scheme": "basic", "in": "header"})).unwrap();
+        self.defines
+            .map(|name| (name.to_owned(), scheme))
+            .into_iter()
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_bindings_security_schemes_are_described_and_checked_at_serve() {
+    let provider = provider_with_binding(
+        quick_limits(),
+        Basic {
+            defines: Some("basic_sc"),
+        },
+    );
+    let server = serve(&provider).await;
+    let validated = served_description(&server).await;
+    let td: serde_json::Value =
+        serde_json::from_slice(&served_description_bytes(&server).await).unwrap();
+    assert_eq!(td["securityDefinitions"]["basic_sc"]["scheme"], "basic");
+    let action = &validated.thing.actions.as_ref().unwrap()["getProductInfo"];
+    assert_eq!(
+        action.forms[1].security,
+        Some(OneOrMany::One("basic_sc".into()))
+    );
+
+    // A form naming a scheme nobody defines: the node does not serve, naming the binding.
+    let provider = provider_with_binding(quick_limits(), Basic { defines: None });
+    let error = provider.node.serve("127.0.0.1:0").await.unwrap_err();
+    assert!(matches!(error, NodeError::Config(_)), "{error:?}");
+    let said = error.to_string();
+    assert!(
+        said.contains("`basic`") && said.contains("`basic_sc`"),
+        "{said}"
+    );
+    // A scheme under the name of the node's own.
+    let provider = provider_with_binding(
+        quick_limits(),
+        Basic {
+            defines: Some("nosec_sc"),
+        },
+    );
+    let error = provider.node.serve("127.0.0.1:0").await.unwrap_err();
+    assert!(matches!(error, NodeError::Config(_)), "{error:?}");
+    let said = error.to_string();
+    assert!(
+        said.contains("`basic`") && said.contains("`nosec_sc`"),
+        "{said}"
+    );
 }
