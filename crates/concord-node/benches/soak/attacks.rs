@@ -541,22 +541,27 @@ async fn keep_alive(tcp: TcpStream, path: &str) -> bool {
 }
 
 /// A DID host whose server never answers: a listener on 127.0.0.1 that accepts every
-/// connection and holds it, sending nothing, until the peer closes it or `stop`; returns
-/// its port.
+/// connection and holds it, sending nothing, until the peer closes it or `stop` (then it
+/// says on standard error how many the provider opened); returns its port.
 async fn silent_host(stop: watch::Receiver<bool>) -> std::io::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {
         let mut held = JoinSet::new();
         let mut stopped = stop.clone();
+        let mut accepted_count = 0_u64;
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
                     let Ok((tcp, _)) = accepted else { continue };
+                    accepted_count += 1;
                     held.spawn(idle(tcp));
                 }
                 Some(_) = held.join_next(), if !held.is_empty() => {}
-                _ = stopped.changed() => return,
+                _ = stopped.changed() => {
+                    eprintln!("soak: the silent DID host was asked {accepted_count} times");
+                    return;
+                }
             }
         }
     });
