@@ -348,6 +348,9 @@ impl Caller {
                 }
             }
             let connection = connection?;
+            if self.signed && connection.info().signed_as.is_none() {
+                return Err("the signed caller's upgrade went unsigned".into());
+            }
             let index = usize::try_from(n).unwrap_or(usize::MAX);
             connection
                 .call(catalogue::ACTION, catalogue::input(index))
