@@ -219,7 +219,9 @@ enum Kind {
     /// HTTP/1.1 requests for the description over one kept-alive connection.
     KeepAlive,
     /// An upgrade signed with a new DID on a new host at the silent DID host's `port`.
-    SignedUpgrade { port: u16 },
+    SignedUpgrade {
+        port: u16,
+    },
 }
 
 /// What an interface client does once its session is resumed.
@@ -608,7 +610,9 @@ async fn signed_upgrade(
     };
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_secs()).unwrap_or(i64::MAX));
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        });
     let nonce = format!("soak-{index}-{opening}");
     let signed = sign_request(&identity, &target, b"", created, &nonce);
     for (name, value) in [

@@ -289,13 +289,8 @@ async fn phase(
         tokio::time::sleep(duration).await;
         stop.send_replace(true);
     };
-    let (served, signed, interface, most_processes, ()) = tokio::join!(
-        calling,
-        signed_calling,
-        using_interface,
-        counting,
-        timer
-    );
+    let (served, signed, interface, most_processes, ()) =
+        tokio::join!(calling, signed_calling, using_interface, counting, timer);
     let mut attack_connections = 0;
     for task in attacking {
         attack_connections += task.await?;
@@ -387,7 +382,11 @@ fn print_table(phases: &[Phase]) {
     for phase in phases {
         println!("- {}: {}", phase.name, phase.served.steps.summary());
         if let Some(signed) = &phase.signed {
-            println!("- {} (signed caller): {}", phase.name, signed.steps.summary());
+            println!(
+                "- {} (signed caller): {}",
+                phase.name,
+                signed.steps.summary()
+            );
         }
     }
     for phase in phases {
@@ -395,7 +394,10 @@ fn print_table(phases: &[Phase]) {
             println!("{}: a legitimate attempt failed: {failure}", phase.name);
         }
         for failure in phase.signed.iter().flat_map(|signed| &signed.failures) {
-            println!("{}: a legitimate signed attempt failed: {failure}", phase.name);
+            println!(
+                "{}: a legitimate signed attempt failed: {failure}",
+                phase.name
+            );
         }
     }
 }
