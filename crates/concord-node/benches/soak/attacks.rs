@@ -2,7 +2,10 @@
 //! caller's (127.0.0.2 to 127.0.0.17: Linux routes all of 127/8 to the loopback), that
 //! reconnect whenever the provider drops them, until told to stop. The interface attacks
 //! resume the provider's interface protocol by hash (0-RTT, as any stranger may on a node
-//! without a DID) and write W3C Web Thing Protocol messages by hand.
+//! without a DID) and write W3C Web Thing Protocol messages by hand. The DID attack signs
+//! its upgrades (RFC 9421, as ANP's SDK does) with DIDs on `*.localhost` hosts, which the
+//! provider resolves on loopback in its test mode, served by a listener of this process
+//! that accepts and never answers.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,12 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use concord_fixtures::weather;
+use concord_identity::{sign_request, Identity, Keys, RequestTarget};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
@@ -77,6 +83,12 @@ pub enum Attack {
     ProcessFlood { clients: usize },
     /// Kept-alive HTTP connections fetching the description as fast as answered.
     KeepAliveFetches { connections: usize },
+    /// Upgrades signed with DIDs whose host accepts and never answers, `per_address` from
+    /// each of the [`ADDRESSES`] (as many as the provider lets one address authenticate
+    /// at once), each refused one renewed with a DID on a host never used before: the
+    /// even addresses' hosts all under `evil.localhost` (one registrable domain), the odd
+    /// ones' under `evilN.localhost` (a domain per address, free to mint).
+    SilentDidHosts { per_address: usize },
 }
 
 impl Attack {
@@ -104,7 +116,15 @@ impl Attack {
             Self::KeepAliveFetches { connections } => {
                 format!("{connections} kept-alive description fetchers")
             }
+            Self::SilentDidHosts { per_address } => {
+                format!("{ADDRESSES} x {per_address} DIDs on silent hosts")
+            }
         }
+    }
+
+    /// Whether the attack aims at signed callers (a signed caller runs beside it).
+    pub fn against_signed_callers(&self) -> bool {
+        matches!(self, Self::SilentDidHosts { .. })
     }
 
     /// Runs the attack until `stop`; returns how many connections it opened.
@@ -165,6 +185,11 @@ impl Attack {
             Self::KeepAliveFetches { connections } => {
                 (0..connections).for_each(|i| spawn(i, Kind::KeepAlive));
             }
+            Self::SilentDidHosts { per_address } => match silent_host(stop.clone()).await {
+                Ok(port) => (0..per_address * usize::from(ADDRESSES))
+                    .for_each(|i| spawn(i, Kind::SignedUpgrade { port })),
+                Err(error) => eprintln!("soak: no silent DID host: {error}"),
+            },
         }
         while tasks.join_next().await.is_some() {}
         opened.load(Ordering::Relaxed)
@@ -193,6 +218,10 @@ enum Kind {
     Interface(Script),
     /// HTTP/1.1 requests for the description over one kept-alive connection.
     KeepAlive,
+    /// An upgrade signed with a new DID on a new host at the silent DID host's `port`.
+    SignedUpgrade {
+        port: u16,
+    },
 }
 
 /// What an interface client does once its session is resumed.
@@ -220,7 +249,7 @@ async fn client(
     opened: Arc<AtomicU64>,
 ) {
     while !*stop.borrow() {
-        opened.fetch_add(1, Ordering::Relaxed);
+        let opening = opened.fetch_add(1, Ordering::Relaxed);
         let round = async {
             let Ok(tcp) = connect_from(source, target.addr).await else {
                 return false;
@@ -233,6 +262,9 @@ async fn client(
                     true
                 }
                 Kind::KeepAlive => keep_alive(tcp, &target.description_path).await,
+                Kind::SignedUpgrade { port } => {
+                    signed_upgrade(tcp, &target.endpoint, index, opening, *port).await
+                }
                 _ => {
                     let Ok((socket, _)) =
                         tokio_tungstenite::client_async(target.endpoint.as_str(), tcp).await
@@ -327,7 +359,11 @@ async fn websocket(kind: Kind, mut socket: Socket, target: &Target, index: usize
             }
             return interface(script, socket, index).await;
         }
-        Kind::IdleTcp | Kind::Slowloris | Kind::Churn | Kind::KeepAlive => return true,
+        Kind::IdleTcp
+        | Kind::Slowloris
+        | Kind::Churn
+        | Kind::KeepAlive
+        | Kind::SignedUpgrade { .. } => return true,
     }
     // Read (and so answer pings) until the provider ends it.
     while let Some(Ok(message)) = socket.next().await {
@@ -503,5 +539,99 @@ async fn keep_alive(tcp: TcpStream, path: &str) -> bool {
         if !status.contains(" 200 ") {
             return false;
         }
+    }
+}
+
+/// A DID host whose server never answers: a listener on 127.0.0.1 that accepts every
+/// connection and holds it, sending nothing, until the peer closes it or `stop` (then it
+/// says on standard error how many the provider opened); returns its port.
+async fn silent_host(stop: watch::Receiver<bool>) -> std::io::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        let mut held = JoinSet::new();
+        let mut stopped = stop.clone();
+        let mut accepted_count = 0_u64;
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((tcp, _)) = accepted else { continue };
+                    accepted_count += 1;
+                    held.spawn(idle(tcp));
+                }
+                Some(_) = held.join_next(), if !held.is_empty() => {}
+                _ = stopped.changed() => {
+                    eprintln!("soak: the silent DID host was asked {accepted_count} times");
+                    return;
+                }
+            }
+        }
+    });
+    Ok(port)
+}
+
+/// The DID host of client `index` for its `opening`-th connection: a host never used
+/// before, under `evil.localhost` for the even addresses and under the address's own
+/// `evilN.localhost` for the odd ones.
+fn did_host(index: usize, opening: u64) -> String {
+    let address = index % usize::from(ADDRESSES);
+    if address.is_multiple_of(2) {
+        format!("h{index}r{opening}.evil.localhost")
+    } else {
+        format!("h{index}r{opening}.evil{address}.localhost")
+    }
+}
+
+/// Upgrades with a signature by a new DID on a silent host; holds the session in the
+/// (unexpected) case it is admitted. `false` (pause before the next) when refused at once
+/// (429: the address already authenticates as many as it may), `true` when the provider
+/// held the upgrade and then refused it (renewed at once).
+async fn signed_upgrade(
+    tcp: TcpStream,
+    endpoint: &str,
+    index: usize,
+    opening: u64,
+    port: u16,
+) -> bool {
+    let Ok(identity) = Identity::new(
+        Keys::generate(),
+        &did_host(index, opening),
+        Some(port),
+        &["agents"],
+    ) else {
+        return false;
+    };
+    let Ok(mut request) = endpoint.into_client_request() else {
+        return false;
+    };
+    let target = RequestTarget {
+        method: "GET",
+        target_uri: endpoint,
+    };
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        });
+    let nonce = format!("soak-{index}-{opening}");
+    let signed = sign_request(&identity, &target, b"", created, &nonce);
+    for (name, value) in [
+        ("Signature-Input", signed.signature_input),
+        ("Signature", signed.signature),
+    ] {
+        let Ok(value) = HeaderValue::from_str(&value) else {
+            return false;
+        };
+        request.headers_mut().insert(name, value);
+    }
+    match tokio_tungstenite::client_async(request, tcp).await {
+        Ok((mut socket, _)) => {
+            drain(&mut socket).await;
+            true
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            response.status() != tokio_tungstenite::tungstenite::http::StatusCode::TOO_MANY_REQUESTS
+        }
+        Err(_) => false,
     }
 }

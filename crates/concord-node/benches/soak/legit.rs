@@ -1,12 +1,14 @@
 //! The legitimate caller: a Concord requester that connects and calls, again and again,
 //! from 127.0.0.1 while an attack runs from other addresses; in the phase where every
 //! attack runs at once it also listens to the provider's event and talks over its voice
-//! stream, on the provider's interface protocol.
+//! stream, on the provider's interface protocol. A signed caller ([`Caller::signed`])
+//! does the same calls with DIDs of its own, their documents served by its nodes on
+//! 127.0.0.1, beside the DID attack.
 
 use std::time::{Duration, Instant};
 
 use concord_fixtures::{catalogue, weather};
-use concord_node::{Limits, Node, Notification, Want};
+use concord_node::{Keys, Limits, Node, Notification, Server, Want};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -116,7 +118,35 @@ impl Served {
 /// 0-RTT, the others start from a fresh store and negotiate in full.
 pub struct Caller {
     resuming: Node,
+    /// Whether it signs its upgrades: the resuming node with its DID, each fresh attempt
+    /// with a new DID, which the provider has to resolve.
+    signed: bool,
+    /// Its attempts are numbered from here (apart from another caller's in this process,
+    /// for [`steps`]; even, so that the parity of a number still says fresh or resuming).
+    numbers_from: u64,
+    /// The resuming node's server when it signs: its DID document is served there.
+    _server: Option<Server>,
     _dirs: Vec<tempfile::TempDir>,
+}
+
+/// A caller's node with a fresh store in `dir`; when `signed`, with a DID of its own on
+/// `localhost`, served from 127.0.0.1 so that the provider can fetch its document.
+async fn caller_node(
+    dir: &std::path::Path,
+    signed: bool,
+) -> Result<(Node, Option<Server>), BoxError> {
+    let builder = Node::builder("Legitimate caller")
+        .data_dir(dir)
+        .limits(limits());
+    if !signed {
+        return Ok((builder.build()?, None));
+    }
+    let node = builder
+        .keys(Keys::generate())
+        .security(crate::provider::security())
+        .build()?;
+    let server = node.serve("127.0.0.1:0").await?;
+    Ok((node, Some(server)))
 }
 
 fn limits() -> Limits {
@@ -127,14 +157,24 @@ fn limits() -> Limits {
 }
 
 impl Caller {
-    pub fn new() -> Result<Self, BoxError> {
+    /// The anonymous caller.
+    pub async fn new() -> Result<Self, BoxError> {
+        Self::with(false, 0).await
+    }
+
+    /// The signed caller: its attempts are numbered apart from the anonymous one's.
+    pub async fn signed() -> Result<Self, BoxError> {
+        Self::with(true, 1 << 32).await
+    }
+
+    async fn with(signed: bool, numbers_from: u64) -> Result<Self, BoxError> {
         let dir = tempfile::tempdir()?;
-        let resuming = Node::builder("Legitimate caller")
-            .data_dir(dir.path())
-            .limits(limits())
-            .build()?;
+        let (resuming, server) = caller_node(dir.path(), signed).await?;
         Ok(Self {
             resuming,
+            signed,
+            numbers_from,
+            _server: server,
             _dirs: vec![dir],
         })
     }
@@ -263,7 +303,7 @@ impl Caller {
             tokio::select! {
                 _ = ticks.tick(), if running.len() < IN_FLIGHT => {
                     n += 1;
-                    running.push(self.attempt(url, n));
+                    running.push(self.attempt(url, self.numbers_from + n));
                 }
                 Some(attempt) = running.next(), if !running.is_empty() => served.count(attempt),
                 _ = stop.changed() => {}
@@ -276,8 +316,8 @@ impl Caller {
     }
 
     /// One attempt (number `n`) within [`ATTEMPT_DEADLINE`]: the description, the
-    /// session (a fresh store for odd `n`, a full negotiation; 0-RTT for even `n`), one
-    /// call; with the time each step took.
+    /// session (a fresh store for odd `n`, a full negotiation, and for a signed caller a
+    /// new DID; 0-RTT for even `n`), one call; with the time each step took.
     async fn attempt(&self, url: &str, n: u64) -> Attempt {
         let started = Instant::now();
         let mut steps = Steps::default();
@@ -287,13 +327,8 @@ impl Caller {
                 &self.resuming
             } else {
                 let dir = tempfile::tempdir()?;
-                fresh = (
-                    Node::builder("Legitimate caller")
-                        .data_dir(dir.path())
-                        .limits(limits())
-                        .build()?,
-                    dir,
-                );
+                let (node, server) = caller_node(dir.path(), self.signed).await?;
+                fresh = (node, server, dir);
                 &fresh.0
             };
             let begun = Instant::now();
@@ -313,6 +348,9 @@ impl Caller {
                 }
             }
             let connection = connection?;
+            if self.signed && connection.info().signed_as.is_none() {
+                return Err("the signed caller's upgrade went unsigned".into());
+            }
             let index = usize::try_from(n).unwrap_or(usize::MAX);
             connection
                 .call(catalogue::ACTION, catalogue::input(index))

@@ -22,6 +22,12 @@
 //! listener and stream figures follow, then where the attempts' time went step by step
 //! (description, upgrade and hello, protocol settled, call: `steps.rs`).
 //!
+//! In the phases where the DID attack runs (upgrades signed with DIDs on hosts that never
+//! answer), a signed caller (`legit.rs`) calls beside the anonymous one, as it does (a new
+//! DID of its own for each fresh attempt, its document served from 127.0.0.1): its share
+//! served, median and p95 follow the table. The provider resolves `*.localhost` DIDs on
+//! loopback (`provider.rs`: the resolver's test mode; otherwise default security).
+//!
 //! `SOAK_PROVIDER_LOG=concord_node=info` (an `EnvFilter`) makes the provider log to
 //! standard error, to see a legitimate session's way through it (its `remote` is
 //! 127.0.0.1).
@@ -106,6 +112,7 @@ fn attacks() -> Vec<Attack> {
         Attack::ActionTableFill { clients: 32 },
         Attack::ProcessFlood { clients: 16 },
         Attack::KeepAliveFetches { connections: 8 },
+        Attack::SilentDidHosts { per_address: 4 },
     ]
 }
 
@@ -125,6 +132,7 @@ fn all_at_once() -> Vec<Attack> {
         Attack::StoreFill { clients: 16 },
         Attack::ZeroRttFlood { clients: 16 },
         Attack::KeepAliveFetches { connections: 8 },
+        Attack::SilentDidHosts { per_address: 4 },
     ]
 }
 
@@ -167,11 +175,23 @@ struct Phase {
     store_growth: i64,
     /// The listener's and the stream's figures (the last phase only).
     interface: Option<(Listened, Served)>,
+    /// The signed caller's figures (the phases with the DID attack).
+    signed: Option<Served>,
+}
+
+/// The two legitimate callers.
+struct Callers {
+    anonymous: Caller,
+    signed: Caller,
 }
 
 async fn run(options: &Options) -> Result<(), BoxError> {
     let provider = Provider::spawn()?;
-    let caller = Caller::new()?;
+    let callers = Callers {
+        anonymous: Caller::new().await?,
+        signed: Caller::signed().await?,
+    };
+    let caller = &callers.anonymous;
     let hash = caller.first(&provider.url).await?;
     let interface_hash = caller.first_interface(&provider.url).await?;
     let target = Target {
@@ -193,15 +213,15 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             .as_deref()
             .is_none_or(|only| name.contains(only))
     };
-    let mut phases = vec![phase(&provider, &caller, &target, None, duration).await?];
+    let mut phases = vec![phase(&provider, &callers, &target, None, duration).await?];
     for attack in attacks() {
         if wanted(&attack.name()) {
-            phases.push(phase(&provider, &caller, &target, Some(vec![attack]), duration).await?);
+            phases.push(phase(&provider, &callers, &target, Some(vec![attack]), duration).await?);
         }
     }
     if wanted(ALL_AT_ONCE) {
         let longer = duration.saturating_mul(ALL_AT_ONCE_LONGER);
-        phases.push(phase(&provider, &caller, &target, Some(all_at_once()), longer).await?);
+        phases.push(phase(&provider, &callers, &target, Some(all_at_once()), longer).await?);
     }
     print_table(&phases);
     Ok(())
@@ -209,12 +229,14 @@ async fn run(options: &Options) -> Result<(), BoxError> {
 
 async fn phase(
     provider: &Provider,
-    caller: &Caller,
+    callers: &Callers,
     target: &Target,
     attacks: Option<Vec<Attack>>,
     duration: Duration,
 ) -> Result<Phase, BoxError> {
+    let caller = &callers.anonymous;
     let together = attacks.as_ref().is_some_and(|attacks| attacks.len() > 1);
+    let with_signed = attacks.iter().flatten().any(Attack::against_signed_callers);
     let name = match &attacks {
         None => "no attack (baseline)".to_owned(),
         Some(_) if together => ALL_AT_ONCE.to_owned(),
@@ -234,6 +256,13 @@ async fn phase(
     // The attack first takes hold.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let calling = caller.run(&provider.url, stopped.clone());
+    let signed_calling = async {
+        if with_signed {
+            Some(callers.signed.run(&provider.url, stopped.clone()).await)
+        } else {
+            None
+        }
+    };
     let using_interface = async {
         if together {
             Some(tokio::join!(
@@ -260,8 +289,8 @@ async fn phase(
         tokio::time::sleep(duration).await;
         stop.send_replace(true);
     };
-    let (served, interface, most_processes, ()) =
-        tokio::join!(calling, using_interface, counting, timer);
+    let (served, signed, interface, most_processes, ()) =
+        tokio::join!(calling, signed_calling, using_interface, counting, timer);
     let mut attack_connections = 0;
     for task in attacking {
         attack_connections += task.await?;
@@ -280,6 +309,7 @@ async fn phase(
         store_growth: i64::try_from(store_after).unwrap_or(i64::MAX)
             - i64::try_from(store_before).unwrap_or(i64::MAX),
         interface,
+        signed,
     })
 }
 
@@ -321,6 +351,7 @@ fn print_table(phases: &[Phase]) {
             phase.store_growth / 1024,
         );
     }
+    print_signed(phases);
     for phase in phases {
         if let Some((listened, talked)) = &phase.interface {
             println!();
@@ -350,11 +381,50 @@ fn print_table(phases: &[Phase]) {
     println!("Where the legitimate calls' time went, per step (median / p95 of the attempts that finished it):");
     for phase in phases {
         println!("- {}: {}", phase.name, phase.served.steps.summary());
+        if let Some(signed) = &phase.signed {
+            println!(
+                "- {} (signed caller): {}",
+                phase.name,
+                signed.steps.summary()
+            );
+        }
     }
     for phase in phases {
         for failure in &phase.served.failures {
             println!("{}: a legitimate attempt failed: {failure}", phase.name);
         }
+        for failure in phase.signed.iter().flat_map(|signed| &signed.failures) {
+            println!(
+                "{}: a legitimate signed attempt failed: {failure}",
+                phase.name
+            );
+        }
+    }
+}
+
+/// The signed caller's figures, for the phases it ran in (beside the DID attack).
+fn print_signed(phases: &[Phase]) {
+    let signed: Vec<_> = phases
+        .iter()
+        .filter_map(|phase| phase.signed.as_ref().map(|signed| (&phase.name, signed)))
+        .collect();
+    if signed.is_empty() {
+        return;
+    }
+    println!();
+    println!("| phase | legitimate signed calls served | median time | p95 time |");
+    println!("|---|---:|---:|---:|");
+    for (name, served) in signed {
+        println!(
+            "| {name} | {:.0}% ({}/{}) | {} | {} |",
+            served.share(),
+            served.served,
+            served.attempts,
+            served
+                .median()
+                .map_or_else(|| "-".to_owned(), report::human),
+            served.p95().map_or_else(|| "-".to_owned(), report::human),
+        );
     }
 }
 

@@ -3,7 +3,9 @@
 //! alone. It serves the product-info action, the seed's WeatherAgent (a property, an
 //! event, progress, notify and stream actions) and [`WORK`], a notify action whose
 //! backend is a process, and publishes a large [`weather::USER_FEEDBACK_RECEIVED`] event
-//! every [`EVENT_EVERY`].
+//! every [`EVENT_EVERY`]. Its security is the default but for the resolver's loopback
+//! test mode ([`security`]), so that signed callers and the DID attack, whose DIDs are on
+//! `*.localhost` hosts, are authenticated as on a public host.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use concord_fixtures::{catalogue, weather};
 use concord_negotiate::ActionSpec;
-use concord_node::{ExecAction, Limits, Node};
+use concord_node::{ExecAction, Limits, Node, Security};
 use serde_json::json;
 
 use crate::BoxError;
@@ -28,6 +30,20 @@ pub const EVENT_EVERY: Duration = Duration::from_millis(100);
 /// The size of the comment in each published event.
 pub const EVENT_BYTES: usize = 100 * 1024;
 
+/// The provider's security: the default (authentication optional, so anonymous callers
+/// are served as before; encryption preferred) with DIDs on `localhost` and `*.localhost`
+/// resolved on loopback over plain HTTP (the resolver's documented test mode). The
+/// provider has no DID of its own: a node with one resumes (0-RTT) only for authenticated
+/// callers, which would turn the anonymous caller's and the 0-RTT attacks' resumptions
+/// into negotiations and make the phases incomparable with the runs before; it still
+/// checks every signed upgrade, resolving the signer's DID document, as a node with one
+/// does.
+pub fn security() -> Security {
+    let mut security = Security::default();
+    security.resolver.allow_loopback_http = true;
+    security
+}
+
 /// Child side: serves the product-info action, the WeatherAgent and [`WORK`] with the
 /// node's default limits until its standard input closes.
 pub async fn run(dir: &Path) -> Result<(), BoxError> {
@@ -41,6 +57,7 @@ pub async fn run(dir: &Path) -> Result<(), BoxError> {
         .description("Product information for a small shop.")
         .data_dir(dir)
         .limits(Limits::default())
+        .security(security())
         .action(catalogue::action(), catalogue::answer)
         .notify_action(work, ExecAction::new("sleep").args(["1"]))
         .build()?;
