@@ -100,7 +100,7 @@ impl ProviderInteract {
             affordances,
             subscriber,
             wake,
-            pipes: Pipes::new(),
+            pipes: Pipes::new(&streams),
             in_flight: 0,
             calls,
             client,
@@ -393,7 +393,9 @@ impl ProviderInteract {
             .get(name)
             .and_then(|action| action.stream.as_ref())
             .is_some_and(|stream| stream.realtime);
-        let (sender, receiver) = self.pipes.open_for_action(id.0, realtime);
+        let (sender, receiver) = self
+            .pipes
+            .open_for_action(id.0, realtime, &mut self.endpoint);
         let action = Arc::clone(action);
         let (calls, client) = (Arc::clone(&self.calls), self.client);
         let work = work.clone();
