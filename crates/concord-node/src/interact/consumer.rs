@@ -475,9 +475,12 @@ impl ConsumerState {
             ConsumerEvent::Stream(StreamUpdate::Readable { id }) => {
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ConsumerEvent::Stream(
-                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
-            ) => self.pipes.write(id.0, &mut self.endpoint),
+            ConsumerEvent::Stream(StreamUpdate::Writable { id }) => {
+                self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ConsumerEvent::Stream(StreamUpdate::Stopped { id, code }) => {
+                self.pipes.stopped(id.0, code, &mut self.endpoint)
+            }
             ConsumerEvent::Stream(StreamUpdate::Cancelled { id, .. }) => {
                 self.pipes.cancelled(id.0);
             }

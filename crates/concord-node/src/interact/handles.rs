@@ -180,7 +180,10 @@ pub(crate) struct SendRoom {
     /// Set by the session: the stream is not realtime, so writes need no answer.
     pipelined: AtomicBool,
     failed: Mutex<Option<CallError>>,
-    /// Wakes [`StreamSender::closed`] when the stream fails.
+    /// The code of the peer's STOP, once it arrived.
+    stopped: OnceLock<u32>,
+    /// Wakes [`StreamSender::closed`] and [`StreamSender::stopped`] when the stream fails
+    /// or the peer stops reading.
     gone: Notify,
     /// Frames of a realtime stream dropped for want of the peer's credit, and their bytes.
     dropped_frames: AtomicU64,
@@ -195,6 +198,7 @@ impl SendRoom {
             size,
             pipelined: AtomicBool::new(false),
             failed: Mutex::new(None),
+            stopped: OnceLock::new(),
             gone: Notify::new(),
             dropped_frames: AtomicU64::new(0),
             dropped_bytes: AtomicU64::new(0),
@@ -233,6 +237,13 @@ impl SendRoom {
         }
         self.bytes.close();
         self.gone.notify_waiters();
+    }
+
+    /// Session: the peer stopped reading, with `code`.
+    pub(crate) fn stop(&self, code: u32) {
+        if self.stopped.set(code).is_ok() {
+            self.gone.notify_waiters();
+        }
     }
 
     fn error(&self) -> CallError {
@@ -353,8 +364,15 @@ impl StreamSender {
     /// # Errors
     /// [`CallError::Closed`] when the stream or session ended, [`CallError::Remote`] when the
     /// peer reset the stream. A queued write that the stream could no longer take is
-    /// reported by the next `send` or by [`StreamSender::finish`].
+    /// reported by the next `send` or by [`StreamSender::finish`]. A stream action's sender
+    /// whose peer stopped reading: [`CallError::Stopped`] (what it had queued is dropped;
+    /// [`StreamSender::stopped`] tells it without a write). A requester's writes after the
+    /// provider's STOP are taken and dropped instead, so that its half still ends in order
+    /// (the provider's action may wait for the end of its input).
     pub async fn send(&self, bytes: Vec<u8>) -> Result<usize, CallError> {
+        if let (OnDrop::Release, Some(&code)) = (self.on_drop, self.room.stopped.get()) {
+            return Err(CallError::Stopped { code });
+        }
         if !self.room.pipelined.load(Ordering::Acquire) {
             return self.command(bytes, false).await;
         }
@@ -421,6 +439,28 @@ impl StreamSender {
                 return self.room.error();
             }
             gone.await;
+        }
+    }
+
+    /// Waits until the peer stops reading (its STOP, quinn's `SendStream::stopped`) and
+    /// returns the STOP's code; when the stream goes first (the peer reset it, its session
+    /// ended, or it was aborted) the error says why. A writer selects on it to stop the
+    /// work that produces what nobody reads.
+    ///
+    /// # Errors
+    /// As [`StreamSender::closed`]'s answer, when the stream is gone before any STOP.
+    pub async fn stopped(&self) -> Result<u32, CallError> {
+        loop {
+            let woken = self.room.gone.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(&code) = self.room.stopped.get() {
+                return Ok(code);
+            }
+            if self.room.has_failed() {
+                return Err(self.room.error());
+            }
+            woken.await;
         }
     }
 

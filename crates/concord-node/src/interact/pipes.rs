@@ -483,6 +483,16 @@ impl Pipes {
         }
     }
 
+    /// The peer stopped reading stream `id` (its STOP, with `code`): its sender hears it
+    /// ([`StreamSender::stopped`], and a stream action's next `send`), and what waits to be
+    /// sent is dropped as the layer refuses it.
+    pub(crate) fn stopped(&mut self, id: u32, code: ResetCode, end: &mut impl StreamEnd) {
+        if let Some(pipe) = self.pipes.get(&id) {
+            pipe.room.stop(code.0);
+        }
+        self.write(id, end);
+    }
+
     /// The peer ended its half of stream `id`.
     pub(crate) fn finished(&mut self, id: u32, end: &mut impl StreamEnd) {
         if let Some(pipe) = self.pipes.get_mut(&id) {

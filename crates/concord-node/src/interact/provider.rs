@@ -360,11 +360,13 @@ impl ProviderInteract {
                 self.pipes.touch(id.0);
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ProviderEvent::Stream(
-                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
-            ) => {
+            ProviderEvent::Stream(StreamUpdate::Writable { id }) => {
                 self.pipes.touch(id.0);
                 self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ProviderEvent::Stream(StreamUpdate::Stopped { id, code }) => {
+                self.pipes.touch(id.0);
+                self.pipes.stopped(id.0, code, &mut self.endpoint)
             }
             ProviderEvent::Stream(StreamUpdate::Finished { id }) => {
                 self.pipes.touch(id.0);
