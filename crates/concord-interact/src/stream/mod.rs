@@ -31,7 +31,10 @@
 //! **Memory.** Each stream's receive buffer is bounded by its credit, and every stream of a
 //! session together by [`StreamLimits::max_session_buffer`] ([`SessionCredit`]); a reader
 //! that reads with [`RecvStream::read_and_grant`] refills the peer's window by the rule of
-//! [`RecvCredit::refill`].
+//! [`RecvCredit::refill`]. A driver that hands the bytes to a reader elsewhere reads them
+//! held ([`RecvStream::read_held`]) and releases them as that reader consumes them
+//! ([`RecvStream::release`], h2's `release_capacity`): until then they count against both
+//! credits, so a reader that never reads holds its credit, no more.
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
