@@ -108,6 +108,8 @@
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
 //! max_session_buffer = 16777216      # over every stream of a session (at least the above)
+//! max_reader_queue = 1048576         # per stream: bytes waiting for its reader (within the credit)
+//! max_send_room = 1048576            # per stream: bytes a writer queues beyond the send queue
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -610,6 +612,8 @@ struct StreamLimitsSection {
     max_receive_buffer: Option<u64>,
     max_send_queue: Option<u64>,
     max_session_buffer: Option<u64>,
+    max_reader_queue: Option<u64>,
+    max_send_room: Option<u64>,
 }
 
 /// `[limits.hello]`: bounds on a peer's hello (`concord_proto::HelloLimits`).
@@ -1531,7 +1535,9 @@ impl LimitsSection {
             initial_credit,
             max_receive_buffer,
             max_send_queue,
-            max_session_buffer
+            max_session_buffer,
+            max_reader_queue,
+            max_send_room
         );
         if let Some(policy) = &self.event_overflow {
             limits.event_overflow = choose(
@@ -2022,6 +2028,27 @@ hello_timeout = \"1s\"
             streams("max_session_buffer = 1000").unwrap_err(),
             "limits.streams.max_receive_buffer: must be at most streams.max_session_buffer \
              (1000), not 1048576"
+        );
+    }
+
+    #[test]
+    fn the_stream_queues_can_be_set_and_are_refused_by_key_when_zero() {
+        let streams = |lines: &str| load(&format!("{MINIMAL}\n[limits.streams]\n{lines}\n"), &[]);
+        let limits = streams("max_reader_queue = 65536\nmax_send_room = 131072")
+            .unwrap()
+            .limits;
+        assert_eq!(limits.streams.max_reader_queue, 65_536);
+        assert_eq!(limits.streams.max_send_room, 131_072);
+        let default = load(MINIMAL, &[]).unwrap().limits.streams;
+        assert_eq!(default.max_reader_queue, 1024 * 1024);
+        assert_eq!(default.max_send_room, 1024 * 1024);
+        assert_eq!(
+            streams("max_reader_queue = 0").unwrap_err(),
+            "limits.streams.max_reader_queue: must be greater than zero"
+        );
+        assert_eq!(
+            streams("max_send_room = 0").unwrap_err(),
+            "limits.streams.max_send_room: must be greater than zero"
         );
     }
 

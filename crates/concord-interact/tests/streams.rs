@@ -1163,3 +1163,56 @@ fn every_order_of_end_stop_and_reset_ends_the_stream_by_one_rule() {
         }
     }
 }
+
+/// Bytes read held (h2's `release_capacity` model, for a driver that hands them to a
+/// reader task) stay within the stream's and the session's credit until released: no
+/// refill goes out for them, and the session's room does not come back; releasing them
+/// applies the refill. The stream closes only once nothing read is held.
+#[test]
+fn held_reads_count_against_the_credit_until_released() {
+    const CHUNK: usize = 5000;
+    let mut requester = Streams::new(Side::Requester, session(80_000, 40_000));
+    let mut provider = Streams::new(Side::Provider, session(80_000, 40_000));
+    let a = requester.open(SendMode::Reliable, 40_000).unwrap();
+    provider.accept(a, SendMode::Reliable, 40_000).unwrap();
+    for _ in 0..8 {
+        provider.send_stream(a).unwrap().send(&[1; CHUNK]).unwrap();
+    }
+    let (errors, bytes) = pump(&mut provider, &mut requester);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(bytes, 40_000);
+
+    let mut held = 0;
+    while let Some(bytes) = requester.recv_stream(a).unwrap().read_held() {
+        held += bytes.len() as u64;
+    }
+    assert_eq!(held, 40_000);
+    let recv = requester.recv_stream(a).unwrap();
+    assert_eq!((recv.held(), recv.buffered()), (40_000, 0));
+    assert_eq!(requester.session_credit().outstanding(), 40_000);
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(
+        provider.send_stream(a).unwrap().available(),
+        0,
+        "nothing held was granted back"
+    );
+
+    // Below a quarter of the window: no refill; a quarter: the window back.
+    assert_eq!(requester.recv_stream(a).unwrap().release(9_999), 9_999);
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(provider.send_stream(a).unwrap().available(), 0);
+    assert_eq!(requester.recv_stream(a).unwrap().release(1), 1);
+    let _ = pump(&mut requester, &mut provider);
+    assert_eq!(provider.send_stream(a).unwrap().available(), 10_000);
+    assert_eq!(requester.session_credit().outstanding(), 40_000);
+
+    // The peer ends; the stream stays until what is held goes (here, with a stop).
+    provider.send_stream(a).unwrap().finish().unwrap();
+    requester.send_stream(a).unwrap().finish().unwrap();
+    let _ = pump(&mut provider, &mut requester);
+    let _ = pump(&mut requester, &mut provider);
+    assert!(requester.recv_stream(a).is_ok(), "30,000 bytes still held");
+    assert_eq!(requester.recv_stream(a).unwrap().release(100_000), 30_000);
+    assert!(requester.recv_stream(a).is_err(), "closed once released");
+    assert_eq!(requester.session_credit().outstanding(), 0);
+}

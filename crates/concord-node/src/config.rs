@@ -60,7 +60,9 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
-/// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream (and at most 1 MiB more in the reader's queue); a chunk past the credit resets its stream with a 429 problem |
+/// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream; a chunk past the credit resets its stream with a 429 problem |
+/// | `streams.max_reader_queue` | 1 MiB | bytes of one stream waiting in its reader's queue (a `StreamReceiver`, a stream action's input); they count against the stream's credit and `streams.max_session_buffer` until read, so a reader that does not read holds at most its credit |
+/// | `streams.max_send_room` | 1 MiB | bytes one stream's `StreamSender` may have queued beyond `streams.max_send_queue` while the peer grants no credit; past it `send` waits |
 /// | `streams.max_session_buffer` | 16 MiB | granted-but-unread bytes over every stream of a session (h2's connection window; at least `streams.max_receive_buffer`): a stream whose initial credit does not fit is refused (a 503 reset, a 429 problem), a reader's refill waits until reads on the session's other streams make room |
 ///
 /// ```
@@ -570,6 +572,11 @@ impl Limits {
                 "streams.max_session_buffer",
                 self.streams.max_session_buffer == 0,
             ),
+            (
+                "streams.max_reader_queue",
+                self.streams.max_reader_queue == 0,
+            ),
+            ("streams.max_send_room", self.streams.max_send_room == 0),
         ];
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimit::zero(name));

@@ -195,6 +195,13 @@ pub enum CallError {
     /// which needs an LLM on both sides).
     #[error("not available on this connection: {0}")]
     Unsupported(String),
+    /// The peer stopped reading the stream (its STOP, quinn's `WriteError::Stopped`): what
+    /// is sent on it would go nowhere.
+    #[error("the peer stopped reading the stream (code {code})")]
+    Stopped {
+        /// The code of the peer's STOP.
+        code: u32,
+    },
 }
 
 /// Why a peer's description cannot be used ([`ConnectError::InvalidDescription`]).

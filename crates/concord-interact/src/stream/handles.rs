@@ -267,12 +267,50 @@ impl RecvStream<'_> {
         Some(chunk)
     }
 
+    /// The oldest received bytes, like [`RecvStream::read`], but held (h2's model of
+    /// `release_capacity`): they stay within the stream's credit and the session credit
+    /// until the application says it consumed them ([`RecvStream::release`]), so a reader
+    /// that keeps what it read without consuming it gets no more credit back. What an
+    /// application holds of a stream is then bounded by the credit, wherever it keeps it.
+    pub fn read_held(&mut self) -> Option<Bytes> {
+        self.streams.streams.get_mut(&self.id)?.recv.read_held()
+    }
+
+    /// The application consumed `n` bytes it read with [`RecvStream::read_held`] (at most
+    /// what it holds; returns how many were released): they leave the session credit and
+    /// the refill rule applies, as after [`RecvStream::read_and_grant`]. Releasing the
+    /// last held bytes after END closes the stream if our direction is finished too.
+    pub fn release(&mut self, n: u64) -> u64 {
+        let id = self.id;
+        let Some(stream) = self.streams.streams.get_mut(&id) else {
+            return 0;
+        };
+        let released = stream.recv.release(n);
+        self.streams.released(released);
+        if released > 0
+            && !self.streams.starved.contains(&id)
+            && self.streams.refill(id) == Refilled::Waiting
+        {
+            self.streams.starved.push_back(id);
+        }
+        self.streams.settle(id);
+        released
+    }
+
+    /// Bytes read with [`RecvStream::read_held`] and not yet released.
+    pub fn held(&self) -> u64 {
+        self.streams
+            .streams
+            .get(&self.id)
+            .map_or(0, |s| s.recv.held)
+    }
+
     /// Bytes buffered and not read.
     pub fn buffered(&self) -> u64 {
         self.streams
             .streams
             .get(&self.id)
-            .map_or(0, |s| s.recv.credit.buffered())
+            .map_or(0, |s| s.recv.unread())
     }
 
     /// The peer's END arrived and everything was read.
@@ -332,7 +370,7 @@ impl RecvStream<'_> {
     }
 
     /// Stops reading (quinn's `stop`; a reader that wants nothing more): what is buffered
-    /// is discarded, a STOP with `code` asks the peer to stop sending, and what it sent
+    /// is discarded (and what was held, [`RecvStream::read_held`], released), a STOP with `code` asks the peer to stop sending, and what it sent
     /// before the STOP reached it is discarded on arrival; its END still ends this
     /// direction. On the requester's side, when our direction is already ended (and the
     /// peer's is not), nothing of the stream is wanted: it is reset with `code` instead
@@ -345,7 +383,9 @@ impl RecvStream<'_> {
             RecvState::Open => true,
             RecvState::Ended => false,
         };
-        let discarded = recv.discard();
+        // The reader wants nothing more: what it held is released with the buffer.
+        let held = recv.held;
+        let discarded = recv.discard() + recv.release(held);
         if open {
             recv.state = RecvState::Stopped(code);
         }

@@ -31,7 +31,10 @@
 //! **Memory.** Each stream's receive buffer is bounded by its credit, and every stream of a
 //! session together by [`StreamLimits::max_session_buffer`] ([`SessionCredit`]); a reader
 //! that reads with [`RecvStream::read_and_grant`] refills the peer's window by the rule of
-//! [`RecvCredit::refill`].
+//! [`RecvCredit::refill`]. A driver that hands the bytes to a reader elsewhere reads them
+//! held ([`RecvStream::read_held`]) and releases them as that reader consumes them
+//! ([`RecvStream::release`], h2's `release_capacity`): until then they count against both
+//! credits, so a reader that never reads holds its credit, no more.
 //!
 //! **Where grants and opens travel.** A chunk is a PT 1 frame. A grant
 //! ([`Transmit::Grant`], the cumulative total) travels as a chunk too, with the CREDIT
@@ -60,7 +63,9 @@ use state::{Fate, Pending, RecvState, SendState, StreamState};
 
 /// The bounds of the stream layer. Memory per session is at most
 /// `max_session_buffer + max_streams × max_send_queue` payload bytes (the receive side
-/// also within `max_streams × max_receive_buffer`).
+/// also within `max_streams × max_receive_buffer`; bytes read with
+/// [`RecvStream::read_held`] count until released), and a driver's writers' queues add at
+/// most `max_streams × max_send_room`.
 ///
 /// | field | default | when it is hit |
 /// |---|---|---|
@@ -70,6 +75,8 @@ use state::{Fate, Pending, RecvState, SendState, StreamState};
 /// | `max_receive_buffer` | 1 MiB | granted bytes not yet read, per stream (so the receive buffer never exceeds it): a larger grant is refused ([`StreamError::GrantExceedsBuffer`]), and so is a larger initial credit at [`Streams::open`] and [`Streams::accept`] ([`StreamError::CreditExceedsBuffer`]) |
 /// | `max_send_queue` | 1 MiB | admitted bytes waiting for [`Streams::poll_transmit`], per stream: past it a send is blocked (or dropped in realtime mode) like past the credit |
 /// | `max_session_buffer` | 16 MiB | granted bytes not yet read over every stream of the session ([`SessionCredit`], h2's connection window): a stream whose initial credit does not fit is refused ([`StreamError::SessionFull`] at [`Streams::open`]; a RESET with [`ResetCode::REFUSED`] and [`PeerError::SessionFull`] for the peer's), a grant that does not fit is refused ([`StreamError::SessionFull`]) and a refill waits until reads on any stream make room |
+/// | `max_reader_queue` | 1 MiB | for a driver: bytes of one stream waiting in its reader's queue (within the credit, held until released); past it they wait in the receive buffer |
+/// | `max_send_room` | 1 MiB | for a driver: bytes of one stream its writer queued and the layer did not admit yet (no credit); past it the writer waits |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamLimits {
@@ -88,6 +95,14 @@ pub struct StreamLimits {
     /// Most granted-but-unread bytes over every stream of the session (default 16 MiB, a
     /// quarter of `max_streams × max_receive_buffer`).
     pub max_session_buffer: u64,
+    /// Most bytes a driver moves out of a stream's receive buffer into its reader's queue
+    /// (default 1 MiB). They stay within the credit until the reader consumed them
+    /// ([`RecvStream::read_held`], [`RecvStream::release`]): this bounds the queue, not
+    /// the memory, which the credit bounds.
+    pub max_reader_queue: u64,
+    /// Most bytes a driver lets a writer queue for a stream beyond `max_send_queue`,
+    /// waiting for the peer's credit (default 1 MiB); past it the writer waits.
+    pub max_send_room: u64,
 }
 
 impl Default for StreamLimits {
@@ -99,6 +114,8 @@ impl Default for StreamLimits {
             max_receive_buffer: 1024 * 1024,
             max_send_queue: 1024 * 1024,
             max_session_buffer: 16 * 1024 * 1024,
+            max_reader_queue: 1024 * 1024,
+            max_send_room: 1024 * 1024,
         }
     }
 }

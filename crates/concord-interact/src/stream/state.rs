@@ -114,6 +114,10 @@ pub(super) struct RecvHalf {
     pub(super) buffer: RecvBuffer,
     /// A grant for this stream waits in the transmit queue.
     pub(super) grant_pending: bool,
+    /// Bytes read out of the buffer and not yet released by the application
+    /// ([`RecvStream::read_held`](super::RecvStream::read_held)): still within the credit,
+    /// so the refill and the session credit wait for them.
+    pub(super) held: u64,
 }
 
 /// What an accepted chunk did to the receive half.
@@ -135,6 +139,7 @@ impl RecvHalf {
             expected_seq: 0,
             buffer: RecvBuffer::default(),
             grant_pending: false,
+            held: 0,
         }
     }
 
@@ -197,17 +202,39 @@ impl RecvHalf {
         Some(chunk)
     }
 
-    /// Drops the whole buffer (a TRUNCATE, a stop); returns the bytes discarded.
+    /// Pops the oldest buffered bytes and holds them: they stay within the credit until
+    /// [`RecvHalf::release`].
+    pub(super) fn read_held(&mut self) -> Option<Bytes> {
+        let chunk = self.buffer.pop()?;
+        self.held = self.held.saturating_add(chunk.len() as u64);
+        Some(chunk)
+    }
+
+    /// Counts up to `n` held bytes consumed; returns how many were held.
+    pub(super) fn release(&mut self, n: u64) -> u64 {
+        let released = n.min(self.held);
+        self.held -= released;
+        self.credit.consume(released);
+        released
+    }
+
+    /// Bytes in the buffer (received, neither read nor held).
+    pub(super) fn unread(&self) -> u64 {
+        self.credit.buffered().saturating_sub(self.held)
+    }
+
+    /// Drops the whole buffer (a TRUNCATE, a stop); returns the bytes discarded. Held
+    /// bytes are the application's: they stay held.
     pub(super) fn discard(&mut self) -> u64 {
-        let discarded = self.credit.buffered();
+        let discarded = self.unread();
         self.buffer.clear();
         self.credit.consume(discarded);
         discarded
     }
 
-    /// END received and everything read.
+    /// END received, everything read, and nothing read is still held.
     pub(super) fn is_drained(&self) -> bool {
-        self.state == RecvState::Ended && self.buffer.is_empty()
+        self.state == RecvState::Ended && self.buffer.is_empty() && self.held == 0
     }
 }
 

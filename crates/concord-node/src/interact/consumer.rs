@@ -188,7 +188,7 @@ impl ConsumerState {
             subscriptions: HashMap::new(),
             actions: HashMap::new(),
             unwritten: Vec::new(),
-            pipes: Pipes::new(),
+            pipes: Pipes::new(&streams),
         }
     }
 
@@ -465,7 +465,9 @@ impl ConsumerState {
                         .and_then(|name| self.code.interface().actions.get(&name).cloned())
                         .and_then(|action| action.stream)
                         .is_some_and(|stream| stream.realtime);
-                    let sender = self.pipes.open(id.0, realtime, incoming);
+                    let sender = self
+                        .pipes
+                        .open(id.0, realtime, incoming, &mut self.endpoint);
                     let _ = opened.send(Ok(sender));
                     self.pipes.read(id.0, &mut self.endpoint);
                 }
@@ -473,9 +475,12 @@ impl ConsumerState {
             ConsumerEvent::Stream(StreamUpdate::Readable { id }) => {
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ConsumerEvent::Stream(
-                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
-            ) => self.pipes.write(id.0, &mut self.endpoint),
+            ConsumerEvent::Stream(StreamUpdate::Writable { id }) => {
+                self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ConsumerEvent::Stream(StreamUpdate::Stopped { id, code }) => {
+                self.pipes.stopped(id.0, code, &mut self.endpoint)
+            }
             ConsumerEvent::Stream(StreamUpdate::Cancelled { id, .. }) => {
                 self.pipes.cancelled(id.0);
             }

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
+use concord_interact::stream::StreamLimits;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
-use super::{StreamCommand, STREAM_QUEUE, STREAM_QUEUE_BYTES};
+use super::{StreamCommand, STREAM_QUEUE};
 use crate::error::CallError;
 
 /// One update of a long-running action ([`Connection::call_with_progress`](crate::Connection::call_with_progress)).
@@ -164,24 +165,25 @@ impl Subscription {
     }
 }
 
-/// Bytes one stream's sender may have queued for its session and not yet admitted
-/// under the peer's credit (1 MiB, like the default send queue). Past it `send` waits.
-pub(crate) const SEND_ROOM: usize = 1024 * 1024;
-
 /// What a [`StreamSender`] shares with its session: room for writes that are queued and
 /// not yet admitted under the peer's credit, and why the stream failed.
 ///
-/// A write takes room for its bytes (at most [`SEND_ROOM`]) before it is queued and
+/// A write takes room for its bytes (at most the room, `streams.max_send_room`) before it is queued and
 /// returns at once; the session gives the room back once the stream layer took the
 /// write under the peer's credit. So what a sender has in flight stays bounded by the
 /// room plus the credit, and the peer's credit still decides what goes out.
 #[derive(Debug)]
 pub(crate) struct SendRoom {
     bytes: Semaphore,
+    /// The whole room (`StreamLimits::max_send_room`).
+    size: usize,
     /// Set by the session: the stream is not realtime, so writes need no answer.
     pipelined: AtomicBool,
     failed: Mutex<Option<CallError>>,
-    /// Wakes [`StreamSender::closed`] when the stream fails.
+    /// The code of the peer's STOP, once it arrived.
+    stopped: OnceLock<u32>,
+    /// Wakes [`StreamSender::closed`] and [`StreamSender::stopped`] when the stream fails
+    /// or the peer stops reading.
     gone: Notify,
     /// Frames of a realtime stream dropped for want of the peer's credit, and their bytes.
     dropped_frames: AtomicU64,
@@ -189,11 +191,14 @@ pub(crate) struct SendRoom {
 }
 
 impl SendRoom {
-    fn new() -> Self {
+    fn new(size: usize) -> Self {
+        let size = size.min(Semaphore::MAX_PERMITS);
         Self {
-            bytes: Semaphore::new(SEND_ROOM),
+            bytes: Semaphore::new(size),
+            size,
             pipelined: AtomicBool::new(false),
             failed: Mutex::new(None),
+            stopped: OnceLock::new(),
             gone: Notify::new(),
             dropped_frames: AtomicU64::new(0),
             dropped_bytes: AtomicU64::new(0),
@@ -234,6 +239,13 @@ impl SendRoom {
         self.gone.notify_waiters();
     }
 
+    /// Session: the peer stopped reading, with `code`.
+    pub(crate) fn stop(&self, code: u32) {
+        if self.stopped.set(code).is_ok() {
+            self.gone.notify_waiters();
+        }
+    }
+
     fn error(&self) -> CallError {
         self.failed
             .lock()
@@ -247,9 +259,11 @@ impl SendRoom {
     }
 }
 
-/// The room a write of `len` bytes takes.
-pub(crate) fn room_for(len: usize) -> usize {
-    len.min(SEND_ROOM)
+impl SendRoom {
+    /// The room a write of `len` bytes takes.
+    pub(crate) fn room_for(&self, len: usize) -> usize {
+        len.min(self.size)
+    }
 }
 
 /// What dropping a [`StreamSender`] that was not finished does.
@@ -323,35 +337,47 @@ fn send_without_waiting(
 
 impl StreamSender {
     /// The sender of stream `id`, whose session takes `commands`; `on_drop` says what
-    /// dropping it unfinished does.
-    pub(crate) fn new(id: u32, commands: mpsc::Sender<StreamCommand>, on_drop: OnDrop) -> Self {
+    /// dropping it unfinished does; `room` bytes of its writes may wait for credit.
+    pub(crate) fn new(
+        id: u32,
+        commands: mpsc::Sender<StreamCommand>,
+        on_drop: OnDrop,
+        room: usize,
+    ) -> Self {
         Self {
             id,
             commands,
             ended: false,
             on_drop,
-            room: Arc::new(SendRoom::new()),
+            room: Arc::new(SendRoom::new(room)),
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
     /// Sends `bytes` (split into chunks as needed) and returns how many bytes went. On a
     /// reliable stream the write is queued for the session and the answer is all of
-    /// `bytes` at once; it waits while earlier writes fill the sender's room (1 MiB not
-    /// yet admitted under the peer's credit), so a sender the peer does not grant credit
+    /// `bytes` at once; it waits while earlier writes fill the sender's room
+    /// (`streams.max_send_room`, 1 MiB by default, not yet admitted under the peer's credit), so a sender the peer does not grant credit
     /// to stops. On a realtime stream (live audio) `bytes` is one frame, sent whole or,
     /// when the credit is spent, dropped at once: the answer is then 0.
     ///
     /// # Errors
     /// [`CallError::Closed`] when the stream or session ended, [`CallError::Remote`] when the
     /// peer reset the stream. A queued write that the stream could no longer take is
-    /// reported by the next `send` or by [`StreamSender::finish`].
+    /// reported by the next `send` or by [`StreamSender::finish`]. A stream action's sender
+    /// whose peer stopped reading: [`CallError::Stopped`] (what it had queued is dropped;
+    /// [`StreamSender::stopped`] tells it without a write). A requester's writes after the
+    /// provider's STOP are taken and dropped instead, so that its half still ends in order
+    /// (the provider's action may wait for the end of its input).
     pub async fn send(&self, bytes: Vec<u8>) -> Result<usize, CallError> {
+        if let (OnDrop::Release, Some(&code)) = (self.on_drop, self.room.stopped.get()) {
+            return Err(CallError::Stopped { code });
+        }
         if !self.room.pipelined.load(Ordering::Acquire) {
             return self.command(bytes, false).await;
         }
         let len = bytes.len();
-        let permits = u32::try_from(room_for(len)).unwrap_or(u32::MAX);
+        let permits = u32::try_from(self.room.room_for(len)).unwrap_or(u32::MAX);
         match self.room.bytes.acquire_many(permits).await {
             Ok(permit) => permit.forget(),
             Err(_) => return Err(self.room.error()),
@@ -416,6 +442,28 @@ impl StreamSender {
         }
     }
 
+    /// Waits until the peer stops reading (its STOP, quinn's `SendStream::stopped`) and
+    /// returns the STOP's code; when the stream goes first (the peer reset it, its session
+    /// ended, or it was aborted) the error says why. A writer selects on it to stop the
+    /// work that produces what nobody reads.
+    ///
+    /// # Errors
+    /// As [`StreamSender::closed`]'s answer, when the stream is gone before any STOP.
+    pub async fn stopped(&self) -> Result<u32, CallError> {
+        loop {
+            let woken = self.room.gone.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(&code) = self.room.stopped.get() {
+                return Ok(code);
+            }
+            if self.room.has_failed() {
+                return Err(self.room.error());
+            }
+            woken.await;
+        }
+    }
+
     /// Resets the stream (both ways): queued writes are discarded and the peer sees a
     /// reset, not an end. Returns at once.
     pub fn abort(mut self) {
@@ -444,10 +492,16 @@ impl StreamSender {
 }
 
 /// What the two ends of a [`ReaderQueue`] share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ReaderShared {
     /// Bytes in the queue, counted down by the reader.
     queued: AtomicUsize,
+    /// The queue's bound in bytes (`StreamLimits::max_reader_queue`), set by the session.
+    max_bytes: AtomicUsize,
+    /// Consumed bytes the reader reports at once ([`StreamCommand::Read`]): a quarter of
+    /// the stream's window, when the refill rule gives the peer credit back. Set by the
+    /// session when it opens the stream.
+    report_at: AtomicUsize,
     /// How the peer's half ended, set before the session's end is dropped: `Ok` for an
     /// orderly end, the error for a reset or a session that ended. A queue dropped with
     /// neither was lost with its session, which the reader hears as an error too.
@@ -455,7 +509,10 @@ struct ReaderShared {
 }
 
 /// The session's end of the queue between a stream and its reader, bounded in pieces
-/// ([`STREAM_QUEUE`]) and in bytes ([`STREAM_QUEUE_BYTES`]). The reader sees the end of
+/// ([`STREAM_QUEUE`]) and in bytes (`StreamLimits::max_reader_queue`). The bytes in it are
+/// held in the stream layer ([`RecvStream::read_held`](concord_interact::stream::RecvStream::read_held)):
+/// they count against the stream's and the session's credit until the reader reports them
+/// consumed. The reader sees the end of
 /// the stream only after [`ReaderQueue::finish`]; a reset or a lost session is an error,
 /// never an end, even when the queue is full at that moment.
 #[derive(Debug)]
@@ -471,25 +528,44 @@ pub(crate) struct ReaderEnd {
     shared: Arc<ReaderShared>,
     /// The outcome was reported: the next read says `None`.
     over: bool,
+    /// Bytes read and not yet reported consumed to the session.
+    unreported: usize,
 }
 
 impl ReaderQueue {
     /// A queue and its reader's end.
     pub(crate) fn new() -> (Self, ReaderEnd) {
         let (pieces, incoming) = mpsc::channel(STREAM_QUEUE);
-        let shared = Arc::new(ReaderShared::default());
+        let max_bytes = usize::try_from(StreamLimits::default().max_reader_queue);
+        let shared = Arc::new(ReaderShared {
+            queued: AtomicUsize::new(0),
+            max_bytes: AtomicUsize::new(max_bytes.unwrap_or(usize::MAX)),
+            report_at: AtomicUsize::new(usize::MAX),
+            outcome: OnceLock::new(),
+        });
         let end = ReaderEnd {
             incoming,
             shared: Arc::clone(&shared),
             over: false,
+            unreported: 0,
         };
         (Self { pieces, shared }, end)
+    }
+
+    /// Bounds the queue at `max_bytes`, and has the reader report what it consumed once
+    /// that comes to `report_at` bytes (at least 1).
+    pub(crate) fn configure(&self, max_bytes: usize, report_at: usize) {
+        self.shared.max_bytes.store(max_bytes, Ordering::Release);
+        self.shared
+            .report_at
+            .store(report_at.max(1), Ordering::Release);
     }
 
     /// Room for one more piece, if the queue has a free place and is under its byte
     /// bound (the reader only ever makes more room).
     pub(crate) fn slot(&self) -> Option<ReaderSlot<'_>> {
-        if self.shared.queued.load(Ordering::Acquire) >= STREAM_QUEUE_BYTES {
+        let max_bytes = self.shared.max_bytes.load(Ordering::Acquire);
+        if self.shared.queued.load(Ordering::Acquire) >= max_bytes {
             return None;
         }
         let permit = self.pieces.try_reserve().ok()?;
@@ -517,7 +593,7 @@ impl ReaderQueue {
 }
 
 /// A place in a [`ReaderQueue`], taken before the bytes that fill it are read from the
-/// stream (reading grants the peer credit for them).
+/// stream (they stay held there until the reader reports them consumed).
 pub(crate) struct ReaderSlot<'a> {
     permit: mpsc::Permit<'a, Bytes>,
     queued: &'a AtomicUsize,
@@ -543,9 +619,14 @@ pub struct StreamReceiver {
 
 impl Drop for StreamReceiver {
     /// The session then stops the stream's receiving half (the peer is told to stop
-    /// sending, and its END still ends it), so that the stream can end.
+    /// sending, and its END still ends it), so that the stream can end; what was read or
+    /// is still queued is reported consumed (it is dropped with the reader).
     fn drop(&mut self) {
-        let read = StreamCommand::Read { id: self.id };
+        let queued = self.end.shared.queued.load(Ordering::Acquire);
+        let read = StreamCommand::Read {
+            id: self.id,
+            consumed: self.end.unreported.saturating_add(queued),
+        };
         send_without_waiting(&self.commands, &self.runtime, read);
     }
 }
@@ -561,13 +642,15 @@ impl StreamReceiver {
         }
     }
 
-    /// The next bytes; `None` at the end of the stream. Reading makes room: the session
-    /// then takes more from the peer and grants it credit for as many bytes.
+    /// The next bytes; `None` at the end of the stream. Reading consumes them: the session
+    /// then takes more from the peer and grants it credit for as many bytes (reported
+    /// a quarter of the stream's window at a time, when the refill rule gives it back).
     pub async fn next(&mut self) -> Option<Result<Bytes, CallError>> {
         let ReaderEnd {
             incoming,
             shared,
             over,
+            unreported,
         } = &mut self.end;
         let Some(bytes) = incoming.recv().await else {
             // The session's end is gone: the stream ended, failed, or was lost with its
@@ -589,11 +672,18 @@ impl StreamReceiver {
         // in bytes; then the first read that makes room for a piece, or that takes the
         // bytes below half the bound, wakes it (once: so that wake-up is never lost, it
         // waits for room in the session's queue). Otherwise it needs no wake-up.
+        // What it read is reported consumed a quarter window at a time (with such a
+        // wake-up, or on its own), so the peer's credit comes back as the refill rule says.
         let pieces_full = incoming.len() + 1 >= incoming.max_capacity();
-        let refill = STREAM_QUEUE_BYTES / 2;
+        let refill = shared.max_bytes.load(Ordering::Acquire) / 2;
         let bytes_full = before >= refill && before - len < refill;
-        if pieces_full || bytes_full {
-            let read = StreamCommand::Read { id: self.id };
+        *unreported = unreported.saturating_add(len);
+        let report = *unreported >= shared.report_at.load(Ordering::Acquire);
+        if pieces_full || bytes_full || report {
+            let read = StreamCommand::Read {
+                id: self.id,
+                consumed: std::mem::take(unreported),
+            };
             send_without_waiting(&self.commands, &self.runtime, read);
         }
         Some(Ok(bytes))
@@ -606,7 +696,7 @@ mod tests {
 
     use super::*;
 
-    /// A reader that does not read holds at most `STREAM_QUEUE_BYTES` in its queue (the
+    /// A reader that does not read holds at most `max_reader_queue` in its queue (the
     /// rest waits in the stream's receive buffer, under the peer's credit); the session is
     /// woken to refill it once the reader took it below half, and only then.
     #[tokio::test]
@@ -620,13 +710,14 @@ mod tests {
             slot.send(piece.clone());
             handed += 1;
         }
-        assert_eq!(handed, STREAM_QUEUE_BYTES / piece.len());
+        let max_bytes = StreamLimits::default().max_reader_queue;
+        assert_eq!(handed, usize::try_from(max_bytes).unwrap() / piece.len());
         assert!(handed < STREAM_QUEUE, "the byte bound held first");
         let half = handed / 2;
         for read in 1..=handed {
             let bytes = receiver.next().await.map(|r| r.map(|b| b.len()));
             assert_eq!(bytes, Some(Ok(piece.len())));
-            let woken = matches!(session.try_recv(), Ok(StreamCommand::Read { id: 1 }));
+            let woken = matches!(session.try_recv(), Ok(StreamCommand::Read { id: 1, .. }));
             assert_eq!(woken, read == half + 1, "read {read}");
         }
         assert!(queue.slot().is_some());
@@ -637,7 +728,8 @@ mod tests {
     #[tokio::test]
     async fn pipelined_writes_stop_at_the_room_and_hear_a_failure() {
         let (commands, mut session) = mpsc::channel(1024);
-        let sender = StreamSender::new(1, commands, OnDrop::Finish);
+        let room = usize::try_from(StreamLimits::default().max_send_room).unwrap();
+        let sender = StreamSender::new(1, commands, OnDrop::Finish, room);
         let room = Arc::clone(&sender.room);
         let first = tokio::spawn(async move {
             let sent = sender.send(vec![0; 10]).await;

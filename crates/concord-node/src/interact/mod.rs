@@ -38,13 +38,11 @@ pub(crate) const UPDATES_QUEUE: usize = 64;
 pub(crate) const NOTIFICATION_QUEUE: usize = 1024;
 /// Pieces of one stream buffered for the reader; past it the session stops handing the
 /// reader the peer's bytes (they wait in the stream's receive buffer, and the peer's credit
-/// runs out).
+/// runs out). In bytes the queue is bounded by `StreamLimits::max_reader_queue`, and what
+/// it holds stays within the peer's credit until the reader consumed it: a full queue is
+/// refilled once the reader has taken half of it, and what the reader consumed is
+/// reported a quarter of the stream's window at a time, not per piece.
 pub(crate) const STREAM_QUEUE: usize = 64;
-/// Bytes of one stream buffered for the reader, the same way: the peer's credit is granted
-/// back as bytes move into the reader's queue, so this bounds what a reader that does not
-/// read holds beyond the credit. A full queue is refilled once the reader has taken half
-/// of it, so a fast reader costs its session one wake-up per half queue, not per piece.
-pub(crate) const STREAM_QUEUE_BYTES: usize = 1024 * 1024;
 /// Stream writes (ours, waiting for credit) queued per session.
 pub(crate) const STREAM_COMMANDS: usize = 64;
 
@@ -63,8 +61,9 @@ pub(crate) enum StreamCommand {
         /// session gives back once the write is admitted.
         pipelined: bool,
     },
-    /// The reader made room: take more of the peer's chunks.
-    Read { id: u32 },
+    /// The reader made room, or consumed `consumed` bytes (their credit goes back to
+    /// the peer as the refill rule says): take more of the peer's chunks.
+    Read { id: u32, consumed: usize },
     /// Reset the stream both ways ([`StreamSender::abort`]).
     Abort { id: u32 },
     /// A stream action's sender was dropped unfinished: the stream ends once the action

@@ -1,6 +1,8 @@
 //! The streams of one session between its endpoint and the tasks that read and write
 //! them: writes wait for the peer's credit, received bytes wait for room in the reader's
-//! queue (and the peer's credit is granted back only as the reader makes room).
+//! queue, held in the stream layer (`RecvStream::read_held`): the peer's credit is granted
+//! back only as the reader reports them consumed (`RecvStream::release`, h2's
+//! `release_capacity`), so a reader that does not read holds at most its credit.
 //!
 //! This is plumbing: it carries bytes and wake-ups. When a stream ends, stops or is
 //! cancelled is the stream layer's rule (`concord_interact::stream`, its `state` module):
@@ -12,11 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, Streams};
+use concord_interact::stream::{ResetCode, Sent, StreamError, StreamId, StreamLimits, Streams};
 use concord_interact::{ConsumerEndpoint, ProviderEndpoint};
 use tokio::sync::{mpsc, oneshot};
 
-use super::handles::{room_for, ReaderQueue, SendRoom, StreamReceiver, StreamSender};
+use super::handles::{ReaderQueue, SendRoom, StreamReceiver, StreamSender};
 use super::{OnDrop, StreamCommand};
 use crate::error::CallError;
 
@@ -24,8 +26,16 @@ use crate::error::CallError;
 pub(crate) trait StreamEnd {
     /// The session's streams.
     fn streams(&mut self) -> &mut Streams;
-    /// The next received bytes, granting the peer credit for them.
-    fn read(&mut self, id: StreamId) -> Option<Bytes>;
+    /// The next received bytes, held within the credit until [`StreamEnd::release`].
+    fn read(&mut self, id: StreamId) -> Option<Bytes> {
+        self.streams().recv_stream(id).ok()?.read_held()
+    }
+    /// The reader consumed `n` bytes: their credit goes back as the refill rule says.
+    fn release(&mut self, id: StreamId, n: u64) {
+        if let Ok(mut stream) = self.streams().recv_stream(id) {
+            stream.release(n);
+        }
+    }
     /// Whether our direction still takes writes (not finished, not gone).
     fn is_open(&mut self, id: StreamId) -> bool {
         self.streams()
@@ -38,19 +48,11 @@ impl StreamEnd for ConsumerEndpoint {
     fn streams(&mut self) -> &mut Streams {
         ConsumerEndpoint::streams(self)
     }
-
-    fn read(&mut self, id: StreamId) -> Option<Bytes> {
-        self.stream_read(id)
-    }
 }
 
 impl StreamEnd for ProviderEndpoint {
     fn streams(&mut self) -> &mut Streams {
         ProviderEndpoint::streams(self)
-    }
-
-    fn read(&mut self, id: StreamId) -> Option<Bytes> {
-        self.stream_read(id)
     }
 }
 
@@ -153,16 +155,23 @@ impl Pipe {
 #[derive(Debug)]
 pub(crate) struct Pipes {
     pipes: HashMap<u32, Pipe>,
+    /// Bytes of a stream in its reader's queue, at most (`StreamLimits::max_reader_queue`).
+    reader_queue: usize,
+    /// Bytes a sender's writes may wait for credit (`StreamLimits::max_send_room`).
+    send_room: usize,
     commands: mpsc::Sender<StreamCommand>,
     /// The handles' requests, for the session's loop.
     pub(crate) receiver: mpsc::Receiver<StreamCommand>,
 }
 
 impl Pipes {
-    pub(crate) fn new() -> Self {
+    /// The pipes of a session whose streams have `limits`.
+    pub(crate) fn new(limits: &StreamLimits) -> Self {
         let (commands, receiver) = mpsc::channel(super::STREAM_COMMANDS);
         Self {
             pipes: HashMap::new(),
+            reader_queue: usize::try_from(limits.max_reader_queue).unwrap_or(usize::MAX),
+            send_room: usize::try_from(limits.max_send_room).unwrap_or(usize::MAX),
             commands,
             receiver,
         }
@@ -202,9 +211,15 @@ impl Pipes {
 
     /// Opens the pipe of stream `id` (a requester's), delivering the peer's bytes to
     /// `incoming`, and returns its sender (which ends our half when dropped).
-    pub(crate) fn open(&mut self, id: u32, realtime: bool, incoming: ReaderQueue) -> StreamSender {
-        let sender = StreamSender::new(id, self.commands(), OnDrop::Finish);
-        self.insert(id, realtime, incoming, &sender, None);
+    pub(crate) fn open(
+        &mut self,
+        id: u32,
+        realtime: bool,
+        incoming: ReaderQueue,
+        end: &mut impl StreamEnd,
+    ) -> StreamSender {
+        let sender = StreamSender::new(id, self.commands(), OnDrop::Finish, self.send_room);
+        self.insert(id, realtime, incoming, &sender, None, end);
         sender
     }
 
@@ -215,15 +230,18 @@ impl Pipes {
         &mut self,
         id: u32,
         realtime: bool,
+        end: &mut impl StreamEnd,
     ) -> (StreamSender, StreamReceiver) {
-        let (incoming, end) = ReaderQueue::new();
-        let sender = StreamSender::new(id, self.commands(), OnDrop::Release);
-        self.insert(id, realtime, incoming, &sender, Some(ActionEnd::default()));
-        (sender, StreamReceiver::new(id, end, self.commands()))
+        let (incoming, reader) = ReaderQueue::new();
+        let sender = StreamSender::new(id, self.commands(), OnDrop::Release, self.send_room);
+        let action = Some(ActionEnd::default());
+        self.insert(id, realtime, incoming, &sender, action, end);
+        (sender, StreamReceiver::new(id, reader, self.commands()))
     }
 
     /// The pipe of `sender`'s stream: a reliable stream's writes are pipelined (a realtime
-    /// one's each wait for their answer: sent whole, or dropped).
+    /// one's each wait for their answer: sent whole, or dropped). Its reader reports what
+    /// it consumed a quarter of the stream's window at a time: the refill rule's step.
     fn insert(
         &mut self,
         id: u32,
@@ -231,10 +249,19 @@ impl Pipes {
         incoming: ReaderQueue,
         sender: &StreamSender,
         action: Option<ActionEnd>,
+        end: &mut impl StreamEnd,
     ) {
         if !realtime {
             sender.room.allow_pipelining();
         }
+        let window = end
+            .streams()
+            .recv_stream(StreamId(id))
+            .ok()
+            .and_then(|stream| stream.credit().map(|credit| credit.initial()))
+            .unwrap_or(0);
+        let report_at = usize::try_from(window / 4).unwrap_or(usize::MAX);
+        incoming.configure(self.reader_queue, report_at);
         self.pipes.insert(
             id,
             Pipe {
@@ -311,7 +338,11 @@ impl Pipes {
                     }
                     return;
                 };
-                let taken = if pipelined { room_for(bytes.len()) } else { 0 };
+                let taken = if pipelined {
+                    pipe.room.room_for(bytes.len())
+                } else {
+                    0
+                };
                 pipe.waiting.push_back(Waiting {
                     bytes,
                     sent: 0,
@@ -321,7 +352,14 @@ impl Pipes {
                 });
                 self.write(id, end);
             }
-            StreamCommand::Read { id } => self.read(id, end),
+            StreamCommand::Read { id, consumed } => {
+                if consumed > 0 {
+                    // Credit may go out: a byte moves.
+                    self.touch(id);
+                    end.release(StreamId(id), u64::try_from(consumed).unwrap_or(u64::MAX));
+                }
+                self.read(id, end);
+            }
             StreamCommand::Release { id } => {
                 if let Some(action) = self
                     .pipes
@@ -426,7 +464,7 @@ impl Pipes {
                 };
                 match end.read(StreamId(id)) {
                     Some(bytes) => {
-                        // Read, the peer is granted credit for it: a byte goes out.
+                        // Held until the reader consumed it: a byte moved.
                         pipe.last_byte = Instant::now();
                         slot.send(bytes);
                     }
@@ -443,6 +481,16 @@ impl Pipes {
         if pipe.is_done(end.is_open(StreamId(id))) {
             self.pipes.remove(&id);
         }
+    }
+
+    /// The peer stopped reading stream `id` (its STOP, with `code`): its sender hears it
+    /// ([`StreamSender::stopped`], and a stream action's next `send`), and what waits to be
+    /// sent is dropped as the layer refuses it.
+    pub(crate) fn stopped(&mut self, id: u32, code: ResetCode, end: &mut impl StreamEnd) {
+        if let Some(pipe) = self.pipes.get(&id) {
+            pipe.room.stop(code.0);
+        }
+        self.write(id, end);
     }
 
     /// The peer ended its half of stream `id`.

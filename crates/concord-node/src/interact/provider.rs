@@ -100,7 +100,7 @@ impl ProviderInteract {
             affordances,
             subscriber,
             wake,
-            pipes: Pipes::new(),
+            pipes: Pipes::new(&streams),
             in_flight: 0,
             calls,
             client,
@@ -360,11 +360,13 @@ impl ProviderInteract {
                 self.pipes.touch(id.0);
                 self.pipes.read(id.0, &mut self.endpoint)
             }
-            ProviderEvent::Stream(
-                StreamUpdate::Writable { id } | StreamUpdate::Stopped { id, .. },
-            ) => {
+            ProviderEvent::Stream(StreamUpdate::Writable { id }) => {
                 self.pipes.touch(id.0);
                 self.pipes.write(id.0, &mut self.endpoint)
+            }
+            ProviderEvent::Stream(StreamUpdate::Stopped { id, code }) => {
+                self.pipes.touch(id.0);
+                self.pipes.stopped(id.0, code, &mut self.endpoint)
             }
             ProviderEvent::Stream(StreamUpdate::Finished { id }) => {
                 self.pipes.touch(id.0);
@@ -393,7 +395,9 @@ impl ProviderInteract {
             .get(name)
             .and_then(|action| action.stream.as_ref())
             .is_some_and(|stream| stream.realtime);
-        let (sender, receiver) = self.pipes.open_for_action(id.0, realtime);
+        let (sender, receiver) = self
+            .pipes
+            .open_for_action(id.0, realtime, &mut self.endpoint);
         let action = Arc::clone(action);
         let (calls, client) = (Arc::clone(&self.calls), self.client);
         let work = work.clone();

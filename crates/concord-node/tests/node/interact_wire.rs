@@ -418,3 +418,97 @@ async fn a_dropped_reader_sends_its_peer_a_stop() {
     .expect("a STOP for stream 0");
     assert_eq!(stop.len(), 10, "a STOP carries no payload");
 }
+
+/// A stream action that keeps its reader and never reads, and a stranger that sends all
+/// the credit it is given: the node holds no more of that stream than its credit. Bytes the
+/// node moved into the reader's queue stay within the credit until the reader consumes
+/// them (h2's `release_capacity`). Before, moving them into the queue granted the peer
+/// their credit back, so a reader that never read held the credit plus a 1 MiB queue.
+#[tokio::test]
+async fn a_reader_that_never_reads_holds_no_more_than_its_credit() {
+    const CREDIT: u64 = 64 * 1024;
+    const PIECE: usize = 1024;
+    let spec = concord_node::StreamSpec {
+        content_type: "application/octet-stream".to_owned(),
+        output_content_type: None,
+        frame_bytes: 1024,
+        initial_credit: CREDIT,
+        realtime: false,
+    };
+    let provider = build(
+        Node::builder("Hoarder")
+            .stream_action(
+                concord_negotiate::ActionSpec {
+                    name: "hoard".to_owned(),
+                    description: "Keeps its reader and never reads.".to_owned(),
+                    input: json!({"type": "object"}),
+                    output: json!({"type": "object"}),
+                },
+                spec,
+                |_input: Value, stream: concord_node::StreamIo| async move {
+                    let concord_node::StreamIo {
+                        sender, receiver, ..
+                    } = stream;
+                    let _ = sender.closed().await;
+                    drop(receiver);
+                    Ok(json!({}))
+                },
+            )
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let requester = requester();
+    let peer = requester
+        .node
+        .connect_with(server.url(), Want::interface(["hoard"]))
+        .await
+        .unwrap();
+    let hash = peer.info().hash.to_string();
+    peer.close().await;
+
+    let mut socket = raw_socket_from("127.0.0.2", &server).await;
+    hello(&mut socket, Some(&hash)).await;
+    send_json(
+        &mut socket,
+        &json!({"messageType": "request", "operation": "invokeaction", "name": "hoard",
+                "correlationID": "s1", "input": {}, "streamID": 0}),
+    )
+    .await;
+    let pieces = u32::try_from(CREDIT / PIECE as u64).unwrap();
+    for sequence in 0..pieces {
+        send_raw(&mut socket, &chunk(0, sequence, 0, &[7; PIECE])).await;
+    }
+    // A request after the chunks: its answer comes after whatever they made the node
+    // grant (a session handles its frames in order).
+    send_json(
+        &mut socket,
+        &json!({"messageType": "request", "operation": "invokeaction", "name": "nothing",
+                "correlationID": "after", "input": {}}),
+    )
+    .await;
+    let mut granted = CREDIT;
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match next_application(&mut socket).await {
+                Ok(message) if message["correlationID"] == "after" => return,
+                Ok(_) => {}
+                Err(chunk) => {
+                    let stream = chunk.get(1..5) == Some(&[0, 0, 0, 0][..]);
+                    if stream && chunk.get(9) == Some(&0x08) {
+                        let total: [u8; 8] = chunk[10..18].try_into().unwrap();
+                        granted = granted.max(u64::from_be_bytes(total));
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        answered.is_ok(),
+        "the request after the chunks was answered"
+    );
+    assert_eq!(
+        granted, CREDIT,
+        "a reader that never read was granted no credit beyond its window"
+    );
+}

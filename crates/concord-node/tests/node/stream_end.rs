@@ -311,3 +311,86 @@ async fn exec_streams_outlive_chatty_stderr_and_deaf_commands_and_die_with_a_res
         }
     }
 }
+
+/// A requester that drops its reader and keeps its own half open: its STOP reaches the
+/// provider's sender. A stream action that writes on hears it on its next `send`
+/// (`CallError::Stopped`) and from `stopped()`; an `exec` command whose output nobody reads
+/// is killed, whether it writes on (its next write is refused) or has gone quiet (the
+/// backend waits on `stopped()`). Before, the STOP was taken for "accepted and discarded": `send` went on
+/// answering `Ok`, `stopped()` did not exist, and the command ran for nobody.
+#[tokio::test]
+async fn a_stop_reaches_the_providers_sender_and_stops_its_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let (heard, mut hear) = tokio::sync::mpsc::unbounded_channel();
+    let writer = move |_input: serde_json::Value, stream: StreamIo| {
+        let heard = heard.clone();
+        async move {
+            let StreamIo { sender, receiver } = stream;
+            // Writes until a write is refused (bounded: 64 MiB, 1,024 times the credit).
+            let mut refused = None;
+            for _ in 0..1024 {
+                if let Err(error) = sender.send(vec![b'z'; 64 * 1024]).await {
+                    refused = Some(error);
+                    break;
+                }
+            }
+            let stopped = tokio::time::timeout(Duration::from_secs(10), sender.stopped()).await;
+            let _ = heard.send((refused, stopped.ok()));
+            drop(receiver);
+            Ok::<_, ActionError>(json!({}))
+        }
+    };
+    // Writes for ever (unless killed) and never ends on its own.
+    let endless = ExecAction::new("sh").args([
+        "-c",
+        &format!("echo $$ > '{}'; exec yes", pid_file.display()),
+    ]);
+    // Writes one line, then nothing for a minute.
+    let quiet = ExecAction::new("sh").args([
+        "-c",
+        &format!("echo $$ > '{}'; echo hi; exec sleep 60", pid_file.display()),
+    ]);
+    let provider = build(
+        Node::builder("Stopped writers")
+            .limits(quick_limits())
+            .stream_action(any_action("writer"), reliable(), writer)
+            .stream_action(any_action("endless"), reliable(), endless)
+            .stream_action(any_action("quiet"), reliable(), quiet),
+    );
+    let requester = requester();
+    let names = ["writer", "endless", "quiet"];
+    let (_server, peer) = connect(&provider, &requester, &names).await;
+
+    let (sender, mut receiver) = peer.open_stream("writer", json!({})).await.unwrap();
+    receiver.next().await.unwrap().unwrap();
+    drop(receiver);
+    let (refused, stopped) = tokio::time::timeout(Duration::from_secs(20), hear.recv())
+        .await
+        .expect("the writer stopped writing")
+        .unwrap();
+    assert_eq!(refused, Some(CallError::Stopped { code: 0 }));
+    assert_eq!(stopped, Some(Ok(0)), "stopped() says the STOP's code");
+    drop(sender);
+
+    for command in ["endless", "quiet"] {
+        let (sender, mut receiver) = peer.open_stream(command, json!({})).await.unwrap();
+        receiver.next().await.unwrap().unwrap();
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        drop(receiver);
+        let mut waited = Duration::ZERO;
+        while !gone(pid) {
+            assert!(
+                waited < Duration::from_secs(10),
+                "the {command} command ran on for a requester that stopped reading"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waited += Duration::from_millis(50);
+        }
+        drop(sender);
+    }
+}

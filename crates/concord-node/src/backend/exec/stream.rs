@@ -1,5 +1,6 @@
 //! Stream mode: the requester's bytes to the command's stdin, its stdout to the
-//! requester, its stderr to our log.
+//! requester, its stderr to our log. A requester that resets the stream or stops reading
+//! its output (a STOP) has the command killed.
 
 use std::convert::Infallible;
 use std::pin::pin;
@@ -42,7 +43,8 @@ enum StreamFailure {
         program: String,
         timeout: std::time::Duration,
     },
-    /// The requester reset the stream (or its session ended): the command was killed.
+    /// The requester reset the stream (or its session ended) or stopped reading its
+    /// output: the command was killed.
     #[error("`{program}` was killed: {reason}")]
     Abandoned { program: String, reason: String },
 }
@@ -75,15 +77,16 @@ impl ExecSpec {
         };
         let run = async {
             // The requester's bytes to stdin until it ends its half; then a reset (or its
-            // session ending) is heard through our sender.
+            // session ending), or its STOP (it reads no more of the output), is heard
+            // through our sender.
             let inbound = pin!(async {
-                // A reset is heard even while stdin is blocked on a command that does not
-                // read (and after the requester ended its half).
+                // Heard even while stdin is blocked on a command that does not read (and
+                // after the requester ended its half).
                 tokio::select! {
                     pumped = pump_in(receiver, stdin) => pumped?,
-                    gone = sender.closed() => return Err(gone),
+                    gone = unwanted(&sender) => return Err(gone),
                 }
-                Err::<Infallible, _>(sender.closed().await)
+                Err::<Infallible, _>(unwanted(&sender).await)
             });
             let outbound = pin!(async {
                 tokio::try_join!(pump_out(stdout, &sender, self.frame_bytes), async {
@@ -135,9 +138,19 @@ impl ExecSpec {
     }
 }
 
+/// Resolves when the command's output is wanted no more: the requester stopped reading
+/// (its STOP) or the stream is gone (reset, or its session ended); says which.
+async fn unwanted(sender: &StreamSender) -> CallError {
+    match sender.stopped().await {
+        Ok(code) => CallError::Stopped { code },
+        Err(gone) => gone,
+    }
+}
+
 /// Why the pipes between a stream and its command stopped early.
 enum Pump {
-    /// The requester reset the stream (or its session ended): the command is killed.
+    /// The requester reset the stream (or its session ended) or stopped reading its
+    /// output: the command is killed.
     Gone(CallError),
     /// Reading the command's stdout, or waiting for it, failed.
     Io(std::io::Error),
