@@ -1041,6 +1041,42 @@ fn stop_tells_the_peer_which_stops_sending_and_ends_in_order() {
     assert!(events(&mut requester).contains(&StreamEvent::Closed { id }));
 }
 
+/// A peer that does not know STOP (an older build, another implementation: the chunk is
+/// lost or refused there) keeps writing to a stopped reader: the stopped side still grants
+/// what it dropped, so the peer finishes and the stream closes, and nothing is buffered.
+#[test]
+fn a_peer_that_never_hears_the_stop_is_still_granted_and_finishes() {
+    let (mut requester, mut provider, id) = opened(4096);
+    provider
+        .recv_stream(id)
+        .unwrap()
+        .stop(ResetCode(7))
+        .unwrap();
+    // The STOP is lost on its way.
+    assert!(matches!(provider.poll_transmit(), Some(Transmit::Chunk(_))));
+    let mut crossed = 0;
+    for round in 0..100 {
+        let mut send = requester.send_stream(id).unwrap();
+        let written = send.write(&[round as u8; 4096]).unwrap();
+        assert_eq!(
+            written, 4096,
+            "round {round}: the writer was granted nothing"
+        );
+        let (errors, bytes) = pump(&mut requester, &mut provider);
+        assert!(errors.is_empty(), "{errors:?}");
+        crossed += bytes;
+        assert_eq!(provider.recv_stream(id).unwrap().buffered(), 0);
+        let (errors, _) = pump(&mut provider, &mut requester);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    assert_eq!(crossed, 100 * 4096);
+    requester.send_stream(id).unwrap().finish().unwrap();
+    let _ = pump(&mut requester, &mut provider);
+    provider.send_stream(id).unwrap().finish().unwrap();
+    let _ = pump(&mut provider, &mut requester);
+    assert!(events(&mut provider).contains(&StreamEvent::Closed { id }));
+}
+
 /// What one step does to a stream of the side under test ("we") or its peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {

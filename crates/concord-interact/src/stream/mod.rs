@@ -381,7 +381,11 @@ impl Streams {
             .recv
             .on_chunk(&chunk.header, chunk.payload, max_chunk_size);
         let consumed = before.saturating_sub(stream.recv.credit.outstanding());
+        let stopped = matches!(stream.recv.state, RecvState::Stopped(_));
         self.released(consumed);
+        if stopped && consumed > 0 {
+            self.refill(id);
+        }
         let received = match outcome {
             Ok(received) => received,
             Err(error) => {
@@ -628,7 +632,9 @@ impl Streams {
             return Refilled::Nothing;
         };
         let recv = &mut stream.recv;
-        if recv.state != RecvState::Open {
+        // A stopped reader still grants what it dropped: a peer that never heard the STOP
+        // (an older build, another implementation) can finish, and nothing is held.
+        if recv.state == RecvState::Ended {
             return Refilled::Nothing;
         }
         let Some(room) = recv.credit.refill() else {
