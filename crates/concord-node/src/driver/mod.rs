@@ -156,9 +156,10 @@ pub(crate) struct Driver<T: Transport> {
     code: Option<ProtocolCode>,
     /// Our newest code, generated and not yet announced.
     fresh: Option<ProtocolCode>,
-    /// The generation of our code running now, aborted when a newer one starts (a
-    /// superseded generation would hold a work turn for nothing).
-    generating: Option<tokio::task::AbortHandle>,
+    /// The generation of our code running now (its number and task), aborted when a newer
+    /// one starts (a superseded generation would hold a work turn for nothing); dropped
+    /// when its result arrives (the handle keeps the task's memory).
+    generating: Option<(u32, tokio::task::AbortHandle)>,
     /// What follows agreement and when to give up (`concord_proto::Preparation`): the
     /// driver executes its commands (`plan.rs`). Boxed: a session's task holds the driver
     /// all its life, and an idle session needs the policy seldom.

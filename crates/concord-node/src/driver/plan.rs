@@ -82,7 +82,7 @@ impl<T: Transport> Driver<T> {
     /// (`code_generation_timeout`, counted from now, the wait for a turn included): past it
     /// the session gives up; the task also bounds itself by it, and ends with the session.
     pub(super) fn spawn_generate(&mut self, generation: u32, cases: Option<String>) {
-        if let Some(superseded) = self.generating.take() {
+        if let Some((_, superseded)) = self.generating.take() {
             superseded.abort();
         }
         let Some(text) = self.protocol_text().map(str::to_owned) else {
@@ -110,7 +110,7 @@ impl<T: Transport> Driver<T> {
             };
             let _ = work.send(Box::new(Work::CodeGenerated { generation, result }));
         });
-        self.generating = Some(task.abort_handle());
+        self.generating = Some((generation, task.abort_handle()));
     }
 
     /// Puts our fresh code (generation `generation`) in force and says `generated`.

@@ -95,6 +95,13 @@ impl<T: Transport> Driver<T> {
                 }
             }
             Work::CodeGenerated { generation, result } => {
+                if self
+                    .generating
+                    .as_ref()
+                    .is_some_and(|(running, _)| *running == generation)
+                {
+                    self.generating = None;
+                }
                 match result {
                     Ok(generated) => {
                         let (code, info) = *generated;
