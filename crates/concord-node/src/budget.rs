@@ -437,7 +437,11 @@ impl CallBudget {
     /// long-lived call beyond the long-lived calls' caps).
     fn dispatch(self: &Arc<Self>, state: &mut State) {
         let now = Instant::now();
+        // Each address's order key, worked out once per grant however many of its calls
+        // wait (a flood's address has dozens).
+        let mut order: HashMap<ClientKey, (usize, u64)> = HashMap::new();
         while state.running < self.limit {
+            order.clear();
             let next = state
                 .waiting
                 .iter()
@@ -448,11 +452,10 @@ impl CallBudget {
                 // behind a round of a flood's calls that take a second each), then the
                 // oldest waiter.
                 .min_by_key(|(_, waiter)| {
-                    (
-                        state.running_of(waiter.key),
-                        state.used_of(waiter.key, now),
-                        waiter.seq,
-                    )
+                    let (running, used) = *order.entry(waiter.key).or_insert_with(|| {
+                        (state.running_of(waiter.key), state.used_of(waiter.key, now))
+                    });
+                    (running, used, waiter.seq)
                 })
                 .map(|(index, _)| index);
             let Some(index) = next else {

@@ -4,20 +4,18 @@
 
 use std::future::Future;
 use std::net::IpAddr;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use concord_identity::Caller;
 use concord_interact::{ActionMode, Interface};
-use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::action::ActionError;
 use crate::admission::ClientKey;
 use crate::budget::CallKind;
-use crate::interact::Backend;
+use crate::driver::provider::run_plain;
+use crate::interact::{Backend, PublishError};
 use crate::interface::{Payload, PayloadError};
 use crate::node::Shared;
 
@@ -174,7 +172,7 @@ impl NodeThing {
         caller: &Caller,
         name: &str,
         input: &Value,
-    ) -> Result<Arc<dyn crate::Action>, ThingError> {
+    ) -> Result<Backend, ThingError> {
         let unknown = || ThingError::Unknown {
             kind: "action",
             name: name.to_owned(),
@@ -197,7 +195,7 @@ impl NodeThing {
             .check(Payload::Input, name, input)
             .map_err(ThingError::Input)?;
         match self.shared.actions.mode_backend(name) {
-            Some(Backend::Reply(action)) => Ok(action),
+            Some(backend @ Backend::Reply(_)) => Ok(backend),
             _ => Err(unknown()),
         }
     }
@@ -216,7 +214,7 @@ impl ThingAccess for NodeThing {
         input: Value,
     ) -> InvokeFuture<'a> {
         Box::pin(async move {
-            let action = self.reply_action(caller, name, &input)?;
+            let backend = self.reply_action(caller, name, &input)?;
             // A slot of the node's budget first, as a WebSocket session's call takes one.
             let _permit = self
                 .shared
@@ -224,10 +222,8 @@ impl ThingAccess for NodeThing {
                 .enter(ClientKey::of(from), CallKind::Brief)
                 .await
                 .map_err(ThingError::Busy)?;
-            let output = AssertUnwindSafe(action.call(input))
-                .catch_unwind()
+            let output = run_plain(&backend, name, input)
                 .await
-                .unwrap_or_else(|_| Err(ActionError::internal("the action panicked")))
                 .map_err(ThingError::Failed)?;
             self.shared
                 .affordances
@@ -260,19 +256,15 @@ impl ThingAccess for NodeThing {
                 name: name.to_owned(),
             });
         }
-        let affordances = &self.shared.affordances;
-        affordances
-            .schemas
-            .check(Payload::Property, name, &value)
-            .map_err(ThingError::Input)?;
-        let mut thing = affordances.lock();
-        thing
-            .set_property(name, value, Instant::now())
-            .map_err(|_| ThingError::Unknown {
-                kind: "property",
-                name: name.to_owned(),
-            })?;
-        affordances.wake(&mut thing);
-        Ok(())
+        self.shared
+            .affordances
+            .set_property(name, value)
+            .map_err(|error| match error {
+                PublishError::Invalid(problem) => ThingError::Input(problem),
+                _ => ThingError::Unknown {
+                    kind: "property",
+                    name: name.to_owned(),
+                },
+            })
     }
 }

@@ -10,7 +10,7 @@ mod gate;
 mod interact;
 mod plan;
 mod prepare;
-mod provider;
+pub(crate) mod provider;
 mod requester;
 mod work;
 

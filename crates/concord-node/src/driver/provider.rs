@@ -39,10 +39,19 @@ fn not_plain(action: &str) -> ActionError {
     )
 }
 
-/// Calls `backend` over a one-action protocol (a panic while starting it is a 500).
-async fn run_plain(backend: &Backend, action: &str, input: Value) -> Result<Value, ActionError> {
+/// Calls `backend` plainly, its answer awaited (a panic while starting it or running it is
+/// a 500; a stream action is refused): what a one-action protocol's waiting call and a
+/// binding's invocation ([`ThingAccess::invoke`](crate::binding::ThingAccess::invoke)) run.
+pub(crate) async fn run_plain(
+    backend: &Backend,
+    action: &str,
+    input: Value,
+) -> Result<Value, ActionError> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| backend.call_plain(input))) {
-        Ok(Some(future)) => future.await,
+        Ok(Some(future)) => AssertUnwindSafe(future)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(panicked),
         Ok(None) => Err(not_plain(action)),
         Err(panic) => panicked(panic),
     }

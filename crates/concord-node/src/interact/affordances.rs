@@ -323,13 +323,7 @@ impl Publisher {
     /// [`PublishError::Unknown`] for an undeclared property, [`PublishError::Invalid`] for a
     /// value its schema refuses.
     pub fn set_property(&self, name: &str, value: Value) -> Result<(), PublishError> {
-        self.affordances.check_property(name, &value)?;
-        let mut thing = self.affordances.lock();
-        thing
-            .set_property(name, value, Instant::now())
-            .map_err(PublishError::Property)?;
-        self.affordances.wake(&mut thing);
-        Ok(())
+        self.affordances.set_property(name, value)
     }
 
     /// A property's value now.
@@ -658,6 +652,18 @@ impl Affordances {
     }
 
     /// Checks a property value against its schema.
+    /// Sets a property checked against its schema; its observers are woken. What
+    /// [`Publisher::set_property`] and a binding's write ([`ThingAccess::write_property`](crate::binding::ThingAccess::write_property)) do.
+    pub(crate) fn set_property(&self, name: &str, value: Value) -> Result<(), PublishError> {
+        self.check_property(name, &value)?;
+        let mut thing = self.lock();
+        thing
+            .set_property(name, value, Instant::now())
+            .map_err(PublishError::Property)?;
+        self.wake(&mut thing);
+        Ok(())
+    }
+
     pub(crate) fn check_property(&self, name: &str, value: &Value) -> Result<(), PublishError> {
         if !self.interface.properties.contains_key(name) {
             return Err(PublishError::Unknown {
