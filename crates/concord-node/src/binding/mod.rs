@@ -14,11 +14,14 @@
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
+mod described;
 pub(crate) mod ingest;
 mod schemes;
 mod thing;
 pub(crate) mod websocket;
 
+pub(crate) use described::check_described;
+pub use described::Described;
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
 pub use thing::{InvokeFuture, ThingAccess, ThingError};
@@ -106,6 +109,18 @@ pub trait Binding: Send + Sync + 'static {
     /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
     fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
         Vec::new()
+    }
+
+    /// What it adds to the description beside its forms on the node's affordances: context
+    /// URIs, `@type`s and affordances of its own, which it serves alone (a WoT Discovery
+    /// directory: the discovery context, `ThingDirectory`, the `things` property, the
+    /// registration and search actions and the notification events, each with its HTTP
+    /// forms). Nothing by default. Asked each time the description is built, and once when
+    /// the node starts serving: an affordance named as one of the node's interface or of
+    /// another binding, or a form naming a security scheme nobody defines, fails
+    /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
+    fn described(&self, _site: &Site) -> Described {
+        Described::default()
     }
 }
 
