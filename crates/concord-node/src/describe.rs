@@ -24,7 +24,7 @@ use crate::node::Shared;
 use crate::storage::StoreFailure;
 
 /// The name of the DID-WBA scheme in the description's `securityDefinitions`.
-const DIDWBA_SCHEME: &str = "didwba_sc";
+pub(crate) const DIDWBA_SCHEME: &str = "didwba_sc";
 
 /// Path of the description.
 pub(crate) const DESCRIPTION_PATH: &str = "/.well-known/wot";

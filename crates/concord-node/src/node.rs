@@ -191,6 +191,8 @@ pub(crate) struct Shared {
     pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
     /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
+    /// The WoT HTTP binding: whether it is served, the bearer tokens it grants.
+    pub(crate) http_binding: crate::binding::http::HttpSettings,
 }
 
 impl Shared {
@@ -402,6 +404,7 @@ pub struct NodeBuilder {
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
+    http_binding: crate::binding::http::HttpSettings,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -445,6 +448,7 @@ impl NodeBuilder {
             events: BTreeMap::new(),
             event_ingest_token: None,
             bindings: Vec::new(),
+            http_binding: crate::binding::http::HttpSettings::default(),
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -680,6 +684,38 @@ impl NodeBuilder {
     /// ```
     pub fn binding(mut self, binding: impl Binding) -> Self {
         self.bindings.push(Arc::new(binding));
+        self
+    }
+
+    /// Whether the node serves the WoT HTTP binding (default `true`): HTTP forms for every
+    /// affordance following the WoT Profile "HTTP Basic" (`POST /actions/{name}`,
+    /// `GET`/`PUT /properties/{name}`, `GET /properties`, action status resources), on the
+    /// same listener, checks and limits as the meta-protocol WebSocket. `false` leaves the
+    /// meta-protocol forms alone in the description.
+    pub fn http_binding(mut self, enabled: bool) -> Self {
+        self.http_binding.enabled = enabled;
+        self
+    }
+
+    /// Grants a bearer token to HTTP consumers without a DID: a request of the WoT HTTP
+    /// binding with `Authorization: Bearer <token>` calls as the grant's DID, which the
+    /// `allow` rules ([`NodeBuilder::allow`]) match like a proved one. The description then
+    /// defines a `bearer` scheme, named by the HTTP forms of the affordances anonymous
+    /// callers may not use.
+    ///
+    /// ```
+    /// use concord_node::{BearerGrant, Did, Node};
+    ///
+    /// let dashboard = Did::parse("did:wba:example.com:consumers:dashboard")?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Weather")
+    ///     .http_bearer(BearerGrant::new("a-long-random-secret-1234", dashboard)?)
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_bearer(mut self, grant: crate::BearerGrant) -> Self {
+        self.http_binding.grants.push(grant);
         self
     }
 
@@ -1034,6 +1070,7 @@ impl NodeBuilder {
                 affordances,
                 event_ingest_token,
                 bindings: self.bindings,
+                http_binding: self.http_binding,
             }),
         })
     }

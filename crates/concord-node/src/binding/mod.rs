@@ -14,15 +14,20 @@
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
+pub(crate) mod http;
+pub(crate) mod http_caller;
 pub(crate) mod ingest;
+mod problem;
 mod schemes;
 pub mod sse;
 mod thing;
 pub(crate) mod websocket;
 
+pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
+pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
-pub use thing::{InvokeFuture, ThingAccess, ThingError};
+pub use thing::{ActionState, InvokeFuture, StartFuture, ThingAccess, ThingError};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -241,9 +246,11 @@ pub(crate) fn websocket_url(base_url: &str, path: &str) -> String {
 pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
 
 /// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
-/// bindings (the event ingest, when it has a token), then those the builder added.
-pub(crate) fn served(shared: &Shared, websocket: MetaProtocol) -> Bindings {
+/// bindings (the WoT HTTP binding unless turned off, the event ingest when it has a
+/// token), then those the builder added.
+pub(crate) fn served(shared: &Arc<Shared>, websocket: MetaProtocol) -> Bindings {
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
+    bindings.extend(http::binding(shared));
     bindings.extend(ingest::binding(shared));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()
