@@ -10,7 +10,7 @@
 //! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
 //! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
 //! adds others. A new binding of the node's own goes in this folder, with a line in
-//! [`served`]. Every binding reaches the node's affordances through one handle,
+//! [`served`]. A route answering with Server-Sent Events uses [`sse`]. Every binding reaches the node's affordances through one handle,
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
@@ -20,6 +20,7 @@ pub(crate) mod http_caller;
 pub(crate) mod ingest;
 mod problem;
 mod schemes;
+pub mod sse;
 mod thing;
 pub(crate) mod websocket;
 
