@@ -100,9 +100,9 @@ pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use binding::sse;
 pub use binding::{
-    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, InvokeFuture,
-    ProblemResponse, Site, StartFuture, ThingAccess, ThingError, MIN_BEARER_TOKEN_LEN,
-    PROBLEM_JSON,
+    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
+    InvokeFuture, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
+    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;

@@ -15,6 +15,7 @@
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
 mod described;
+pub(crate) mod directory;
 pub(crate) mod http;
 pub(crate) mod http_caller;
 pub(crate) mod ingest;
@@ -26,6 +27,7 @@ pub(crate) mod websocket;
 
 pub(crate) use described::check_described;
 pub use described::Described;
+pub use directory::DirectoryService;
 pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
@@ -267,6 +269,7 @@ pub(crate) fn served(shared: &Arc<Shared>, websocket: MetaProtocol) -> Bindings 
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
     bindings.extend(http::binding(shared));
     bindings.extend(ingest::binding(shared));
+    bindings.extend(directory::binding(shared));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()
 }

@@ -249,6 +249,15 @@ impl Admitted {
 /// Reads `request`'s body (bounded in size and time) and finds its caller: what every route
 /// of the binding does first. `Err` is the answer (413, 408, 401, 429, 503).
 pub(crate) async fn admit(state: &HttpState, request: Request) -> Result<Admitted, Response> {
+    admit_within(state, request, state.shared.limits.http_max_body).await
+}
+
+/// [`admit`] with a body of at most `limit` bytes (the directory's `max_td_bytes`).
+pub(crate) async fn admit_within(
+    state: &HttpState,
+    request: Request,
+    limit: usize,
+) -> Result<Admitted, Response> {
     let (parts, body) = request.into_parts();
     let instance = parts.uri.path().to_owned();
     let refused =
@@ -265,14 +274,9 @@ pub(crate) async fn admit(state: &HttpState, request: Request) -> Result<Admitte
             ))
         })?;
     let limits = &state.shared.limits;
-    let body = read_body(
-        &parts.headers,
-        body,
-        limits.http_max_body,
-        limits.http_body_timeout,
-    )
-    .await
-    .map_err(refused)?;
+    let body = read_body(&parts.headers, body, limit, limits.http_body_timeout)
+        .await
+        .map_err(refused)?;
     let path_and_query = parts
         .uri
         .path_and_query()
