@@ -7,7 +7,7 @@
 //!
 //! No I/O, no clock, no randomness: operations take `now`, an anonymous TD's id is made of
 //! random bytes the caller passes, and the state sits behind [`DirectoryStore`]
-//! ([`MemoryDirectoryStore`] here; the SQLite one is `concord_store::SqliteDirectoryStore`),
+//! ([`MemoryDirectoryStore`] here; the SQLite one is `concord_store::Store`),
 //! whose backends must pass the suite of `conformance` (feature `conformance`). The HTTP
 //! routes (`concord-node`) turn requests into these calls and the answers into responses.
 //!

@@ -38,6 +38,25 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry for `td` under `id`, registered at time 0 by no one, not expiring, with
+    /// `size` the length of `td` as JSON (set the other fields as needed).
+    pub fn new(id: impl Into<String>, td: Value) -> Self {
+        let size = u64::try_from(td.to_string().len()).unwrap_or(u64::MAX);
+        Self {
+            id: id.into(),
+            td,
+            anonymous: false,
+            created: 0,
+            modified: 0,
+            expires: None,
+            ttl_ms: None,
+            owner: None,
+            client: None,
+            size,
+            revision: 0,
+        }
+    }
+
     /// Whether its registration has expired at `now`.
     pub fn expired_at(&self, now: UnixMillis) -> bool {
         self.expires.is_some_and(|expires| expires <= now)
