@@ -89,7 +89,10 @@ fn main() -> Result<(), BoxError> {
 
 /// One caller: an HTTP client with its own kept-alive connection, or a session.
 enum Caller {
-    Http { client: reqwest::Client, url: String },
+    Http {
+        client: reqwest::Client,
+        url: String,
+    },
     Ws(Connection),
 }
 
@@ -252,7 +255,8 @@ async fn run(options: Options) -> Result<(), BoxError> {
     let duration = Duration::from_secs_f64(options.seconds);
     for group in &mut groups {
         for case in group.iter_mut() {
-            let (back, _) = load(std::mem::take(&mut case.callers), &catalogue, duration / 4).await?;
+            let (back, _) =
+                load(std::mem::take(&mut case.callers), &catalogue, duration / 4).await?;
             case.callers = back;
         }
     }
@@ -326,5 +330,8 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 fn median_duration(durations: impl Iterator<Item = Duration>) -> Duration {
     let mut durations: Vec<Duration> = durations.collect();
     durations.sort_unstable();
-    durations.get(durations.len() / 2).copied().unwrap_or_default()
+    durations
+        .get(durations.len() / 2)
+        .copied()
+        .unwrap_or_default()
 }

@@ -113,17 +113,11 @@ impl Binding for HttpBinding {
                 }
                 forms
             }
-            Affordance::Action { name, action } => {
+            // A stream action is not served over HTTP (yet): no form says it is.
+            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => Vec::new(),
+            Affordance::Action { name, .. } => {
                 let href = site.http_url(&format!("actions/{name}"));
-                let mut invoke = form(&href, Operation::InvokeAction, "POST");
-                if let Some(stream) = action
-                    .stream
-                    .as_ref()
-                    .filter(|_| action.mode == ActionMode::Stream)
-                {
-                    invoke.content_type = Some(stream.content_type.clone());
-                }
-                vec![invoke]
+                vec![form(&href, Operation::InvokeAction, "POST")]
             }
             Affordance::Event { .. } => Vec::new(),
         };
