@@ -12,6 +12,7 @@ mod directory;
 mod fix_error;
 mod foreign;
 mod hostile;
+mod http;
 mod identity;
 mod interact;
 mod interact_wire;

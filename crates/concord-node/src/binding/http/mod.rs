@@ -38,9 +38,10 @@ use concord_identity::Caller;
 use concord_interact::ActionMode;
 
 use super::http_caller::{self, BearerGrant, HttpRequest};
-use super::{Affordance, Binding, ProblemResponse, Site};
+use super::{Affordance, Binding, ProblemResponse, Site, ThingError};
 use crate::admission::ClientKey;
 use crate::describe::DIDWBA_SCHEME;
+use crate::identity::upgrade;
 use crate::node::Shared;
 
 pub(crate) use body::read_body;
@@ -113,17 +114,11 @@ impl Binding for HttpBinding {
                 }
                 forms
             }
-            Affordance::Action { name, action } => {
+            // A stream action is not served over HTTP (yet): no form says it is.
+            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => Vec::new(),
+            Affordance::Action { name, .. } => {
                 let href = site.http_url(&format!("actions/{name}"));
-                let mut invoke = form(&href, Operation::InvokeAction, "POST");
-                if let Some(stream) = action
-                    .stream
-                    .as_ref()
-                    .filter(|_| action.mode == ActionMode::Stream)
-                {
-                    invoke.content_type = Some(stream.content_type.clone());
-                }
-                vec![invoke]
+                vec![form(&href, Operation::InvokeAction, "POST")]
             }
             Affordance::Event { .. } => Vec::new(),
         };
@@ -243,6 +238,26 @@ impl Admitted {
     /// The request's path: the `instance` of its problems.
     pub(crate) fn path(&self) -> &str {
         self.parts.uri.path()
+    }
+
+    /// The problem answering `error` for this request: an anonymous caller the `allow`
+    /// rules refuse gets 401 with ANP's challenge (and a `Bearer` one where the agent
+    /// grants tokens), so that it knows how to prove who it is; anything else answers as
+    /// [`ProblemResponse::from`] says.
+    pub(crate) fn refusal(&self, state: &HttpState, error: &ThingError) -> ProblemResponse {
+        let problem = match (error, &self.caller) {
+            (ThingError::Forbidden { .. }, Caller::Anonymous) => {
+                let url = state.site.http_url(self.path());
+                let realm = url::Url::parse(&url)
+                    .ok()
+                    .and_then(|url| url.host_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let granting = !state.shared.http_binding.grants.is_empty();
+                upgrade::Refusal::anonymous(&realm, granting).into_problem()
+            }
+            _ => ProblemResponse::from(error),
+        };
+        problem.with_instance(self.path())
     }
 }
 
