@@ -14,6 +14,7 @@
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
+mod feed;
 pub(crate) mod http;
 pub(crate) mod http_caller;
 pub(crate) mod ingest;
@@ -23,6 +24,7 @@ pub mod sse;
 mod thing;
 pub(crate) mod websocket;
 
+pub use feed::{Feed, FeedEnd, FeedNews};
 pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
