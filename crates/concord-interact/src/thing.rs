@@ -828,4 +828,44 @@ mod tests {
         thing.start_action("render", newcomer, "c7", now).unwrap();
         assert_eq!(thing.unfinished_actions(), 7);
     }
+
+    #[test]
+    fn a_detached_action_counts_against_its_caller_and_lives_while_its_caller_comes_back() {
+        let limits = Limits {
+            max_actions_per_caller: 2,
+            action_lease: std::time::Duration::from_secs(30),
+            ..Limits::default()
+        };
+        let mut thing = thing_with(limits);
+        let start = Instant::now();
+        let caller = || ActionCaller::address("192.0.2.7");
+        // A session's actions and detached ones of the same address count together.
+        let session = thing.new_subscriber_for(caller());
+        thing.start_action("render", session, "c1", start).unwrap();
+        let id = thing
+            .start_detached_action("render", caller(), start)
+            .unwrap();
+        assert!(matches!(
+            thing.start_detached_action("render", caller(), start),
+            Err(ActionTableError::CallerLimit { limit: 2 })
+        ));
+        // Its lease runs from the start; coming back renews it.
+        let later = start + std::time::Duration::from_secs(20);
+        thing.renew_action(&id, later).unwrap();
+        thing.handle_timeout(start + std::time::Duration::from_secs(40));
+        assert_eq!(
+            thing.query_action(&id).unwrap().status(),
+            crate::ActionStatus::Pending
+        );
+        // A caller that does not come back within the lease: cancelled.
+        thing.handle_timeout(later + std::time::Duration::from_secs(31));
+        assert_eq!(
+            thing.query_action(&id).unwrap().status(),
+            crate::ActionStatus::Cancelled
+        );
+        // Its place is free again.
+        thing
+            .start_detached_action("render", caller(), later)
+            .unwrap();
+    }
 }

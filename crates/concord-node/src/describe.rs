@@ -210,9 +210,9 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
 /// require in place of the description's default, if any.
 ///
 /// - a property: `readOnly` unless writable, `observable` when it is; its schema inline;
-/// - an action: `concord:mode`; a progress action also `synchronous: false` and the
-///   `lease` an unfinished run outlives its caller (`concord:actionLease`); a stream
-///   action `concord:stream`;
+/// - an action: `concord:mode`, `synchronous` (`false` for a progress action, which also
+///   says the `lease` an unfinished run outlives its caller (`concord:actionLease`),
+///   `true` for the others); a stream action `concord:stream`;
 /// - an event: its `data` schema.
 fn describe_interface<'a>(
     mut builder: ThingBuilder,
@@ -254,9 +254,13 @@ fn describe_interface<'a>(
         if !action.description.is_empty() {
             described = described.description(action.description.clone());
         }
-        if action.mode == ActionMode::Progress {
-            described = described.synchronous(false).action_lease(lease.as_secs());
-        }
+        // Every action says whether its invocation answers with its output (the WoT
+        // Profile asks it of each): a progress action answers with its status resource.
+        described = if action.mode == ActionMode::Progress {
+            described.synchronous(false).action_lease(lease.as_secs())
+        } else {
+            described.synchronous(true)
+        };
         if let Some(stream) = &action.stream {
             described = described.stream(stream_description(stream));
         }

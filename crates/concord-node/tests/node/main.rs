@@ -11,6 +11,7 @@ mod description;
 mod fix_error;
 mod foreign;
 mod hostile;
+mod http;
 mod identity;
 mod interact;
 mod interact_wire;
