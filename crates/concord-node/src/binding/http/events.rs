@@ -1,4 +1,4 @@
-//! Events and property observations: `subscribeevent` (`/events/{name}`) and
+//! Events and property observations: `subscribeevent` (`/events/{name}/subscription`; `POST /events/{name}` is the event ingest's) and
 //! `observeproperty` (`/properties/{name}/observable`), each in two ways, through
 //! [`ThingAccess::subscribe_event`](crate::ThingAccess::subscribe_event) and
 //! [`ThingAccess::observe_property`](crate::ThingAccess::observe_property) (who may, the
@@ -37,8 +37,8 @@ use super::{admit, json, HttpState};
 use crate::binding::sse::{self, SseLimits, SseMessage, SseSender};
 use crate::binding::{Feed, FeedEnd, FeedNews, ProblemResponse, ThingError};
 
-/// Where events are subscribed: `GET` (and `HEAD`) `/events/{name}`.
-pub(crate) const EVENT_PATH: &str = "/events/{name}";
+/// Where events are subscribed: `GET` (and `HEAD`) `/events/{name}/subscription`.
+pub(crate) const EVENT_PATH: &str = "/events/{name}/subscription";
 /// Where properties are observed: `GET` (and `HEAD`) `/properties/{name}/observable`.
 pub(crate) const OBSERVE_PATH: &str = "/properties/{name}/observable";
 
@@ -52,7 +52,7 @@ enum Source {
     Property,
 }
 
-/// `GET /events/{name}`: SSE or a long poll.
+/// `GET /events/{name}/subscription`: SSE or a long poll.
 pub(super) async fn subscribe(
     State(state): State<Arc<HttpState>>,
     Path(name): Path<String>,
@@ -70,7 +70,7 @@ pub(super) async fn observe(
     serve(state, name, request, Source::Property).await
 }
 
-/// `HEAD /events/{name}`: 200 once the caller may subscribe (a long poll's handshake).
+/// `HEAD /events/{name}/subscription`: 200 once the caller may subscribe (a long poll's handshake).
 pub(super) async fn subscribe_head(
     State(state): State<Arc<HttpState>>,
     Path(name): Path<String>,

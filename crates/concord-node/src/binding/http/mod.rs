@@ -13,7 +13,7 @@
 //! | `GET /properties/{name}` | `readproperty` | 200 with its value |
 //! | `PUT /properties/{name}` | `writeproperty` | 204 |
 //! | `GET /properties/{name}/observable` | `observeproperty` | Server-Sent Events with `Accept: text/event-stream`, else a long poll (`HEAD` 200, `GET` 200 with the next value or 204): `events.rs` |
-//! | `GET /events/{name}` | `subscribeevent` | the same for an event, SSE resuming from `Last-Event-ID` |
+//! | `GET /events/{name}/subscription` | `subscribeevent` | the same for an event, SSE resuming from `Last-Event-ID` |
 //!
 //! Every refusal is a problem ([`ProblemResponse`](super::ProblemResponse)): 400 (invalid
 //! JSON naming line and column, a schema violation naming its JSON pointer), 401 with
@@ -136,7 +136,7 @@ impl Binding for HttpBinding {
                 vec![invoke]
             }
             Affordance::Event { name, .. } => {
-                let href = site.http_url(&format!("events/{name}"));
+                let href = site.http_url(&format!("events/{name}/subscription"));
                 push_forms(
                     &href,
                     [Operation::SubscribeEvent, Operation::UnsubscribeEvent],
