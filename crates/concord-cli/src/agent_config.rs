@@ -635,6 +635,11 @@ pub(crate) struct LimitsSection {
     request_rate_per_address: Option<u32>,
     request_burst_per_address: Option<u32>,
     http_header_timeout: Option<Humane>,
+    // The WoT HTTP binding's event streams and long polls.
+    http_sse_queue: Option<usize>,
+    http_sse_queue_bytes: Option<usize>,
+    http_sse_keep_alive: Option<Humane>,
+    http_long_poll_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
     idle_timeout: Option<Humane>,
     first_proposal_timeout: Option<Humane>,
@@ -1549,6 +1554,11 @@ impl LimitsSection {
             request_rate_per_address,
             request_burst_per_address,
             http_header_timeout,
+            // The WoT HTTP binding's event streams and long polls.
+            http_sse_queue,
+            http_sse_queue_bytes,
+            http_sse_keep_alive,
+            http_long_poll_timeout,
             max_negotiation_rounds,
             max_code_generations,
             max_fix_rounds,
@@ -1761,6 +1771,22 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let text = format!("{MINIMAL}\n[limits]\nmax_generations = 2\n");
         let error = load(&text, &[]).unwrap_err();
         assert!(error.contains("unknown field `max_generations`"), "{error}");
+    }
+
+    #[test]
+    fn the_http_bindings_event_stream_limits_are_set_and_a_zero_is_refused_by_key() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nhttp_sse_queue = 8\nhttp_sse_queue_bytes = 4096\n\
+             http_sse_keep_alive = \"2s\"\nhttp_long_poll_timeout = \"5s\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.http_sse_queue, 8);
+        assert_eq!(limits.http_sse_queue_bytes, 4096);
+        assert_eq!(limits.http_sse_keep_alive, Duration::from_secs(2));
+        assert_eq!(limits.http_long_poll_timeout, Duration::from_secs(5));
+        let text = format!("{MINIMAL}\n[limits]\nhttp_sse_queue = 0\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(error.contains("http_sse_queue"), "{error}");
     }
 
     #[test]

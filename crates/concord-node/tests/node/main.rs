@@ -13,6 +13,7 @@ mod fix_error;
 mod foreign;
 mod hostile;
 mod http;
+mod http_events;
 mod identity;
 mod interact;
 mod interact_wire;

@@ -12,6 +12,8 @@
 //! | `GET /properties` | `readallproperties` | 200, every property the caller may read |
 //! | `GET /properties/{name}` | `readproperty` | 200 with its value |
 //! | `PUT /properties/{name}` | `writeproperty` | 204 |
+//! | `GET /properties/{name}/observable` | `observeproperty` | Server-Sent Events with `Accept: text/event-stream`, else a long poll (`HEAD` 200, `GET` 200 with the next value or 204): `events.rs` |
+//! | `GET /events/{name}/subscription` | `subscribeevent` | the same for an event, SSE resuming from `Last-Event-ID` |
 //!
 //! Every refusal is a problem ([`ProblemResponse`](super::ProblemResponse)): 400 (invalid
 //! JSON naming line and column, a schema violation naming its JSON pointer), 401 with
@@ -22,6 +24,7 @@
 
 mod actions;
 mod body;
+mod events;
 mod properties;
 mod status;
 
@@ -112,6 +115,13 @@ impl Binding for HttpBinding {
                 if property.writable {
                     forms.push(form(&href, Operation::WriteProperty, "PUT"));
                 }
+                if property.observable {
+                    let href = site.http_url(&format!("properties/{name}/observable"));
+                    forms.extend(push_forms(
+                        &href,
+                        [Operation::ObserveProperty, Operation::UnobserveProperty],
+                    ));
+                }
                 forms
             }
             // A stream action is not served over HTTP (yet): no form says it is.
@@ -120,7 +130,13 @@ impl Binding for HttpBinding {
                 let href = site.http_url(&format!("actions/{name}"));
                 vec![form(&href, Operation::InvokeAction, "POST")]
             }
-            Affordance::Event { .. } => Vec::new(),
+            Affordance::Event { name, .. } => {
+                let href = site.http_url(&format!("events/{name}/subscription"));
+                push_forms(
+                    &href,
+                    [Operation::SubscribeEvent, Operation::UnsubscribeEvent],
+                )
+            }
         };
         if let Some(scheme) = security {
             for form in &mut forms {
@@ -150,6 +166,20 @@ impl Binding for HttpBinding {
                 only(
                     get(properties::read).put(properties::write),
                     &["GET", "PUT"],
+                ),
+            )
+            .route(
+                events::OBSERVE_PATH,
+                only(
+                    get(events::observe).head(events::observe_head),
+                    &["GET", "HEAD"],
+                ),
+            )
+            .route(
+                events::EVENT_PATH,
+                only(
+                    get(events::subscribe).head(events::subscribe_head),
+                    &["GET", "HEAD"],
                 ),
             )
             .with_state(state)
@@ -198,6 +228,21 @@ fn form(href: &str, op: Operation, method: &str) -> Form {
     form.extensions
         .insert("htv:methodName".to_owned(), method.into());
     form
+}
+
+/// The forms of an observation or a subscription on `href` for `ops` (the operation and
+/// its undoing: closing the answer): Server-Sent Events first (`subprotocol: "sse"`), then
+/// a long poll (no subprotocol: node-wot's fallback), both `GET`.
+fn push_forms(href: &str, ops: [Operation; 2]) -> Vec<Form> {
+    let mut sse = Form::new(href);
+    sse.op = Some(OneOrMany::Many(ops.to_vec()));
+    sse.subprotocol = Some("sse".to_owned());
+    sse.content_type = Some(events::EVENT_STREAM.to_owned());
+    sse.extensions
+        .insert("htv:methodName".to_owned(), "GET".into());
+    let mut long_poll = form(href, ops[0], "GET");
+    long_poll.op = Some(OneOrMany::Many(ops.to_vec()));
+    vec![sse, long_poll]
 }
 
 /// `methods` served by `router`; any other method answers 405 with `Allow` as a problem.
