@@ -4,8 +4,9 @@
 //!
 //! Run: `cargo bench -p concord-directory --bench directory`
 //!
-//! - registrations/s: `Directory::put` of 10,000 distinct agent TDs (about 1.3 KB each:
-//!   validation, capability keys, one IMMEDIATE transaction with the event);
+//! - registrations/s: `Directory::put` of 10,000 distinct agent TDs (about 1 KB each:
+//!   validation, capability keys, one IMMEDIATE transaction with the event), and what the
+//!   strict validator alone costs of it;
 //! - `list` of `limit=100` at random offsets, p50/p99;
 //! - JSONPath `$[?@.title=='…']` over all 10,000 enriched TDs, p50/p99 (the scan bound
 //!   raised to 64 MiB for it; the default 8 MiB refuses a directory this large);
@@ -50,7 +51,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -132,6 +136,14 @@ fn main() {
     let store = Arc::new(concord_store::Store::open(dir.path()).expect("open"));
     let directory = Directory::new(store.clone(), limits()).expect("limits");
 
+    // What validation alone costs of a registration (the strict validator every TD passes).
+    let validator = concord_describe::Validator::new();
+    let start = Instant::now();
+    for td in &tds {
+        assert!(black_box(validator.validate(td)).is_valid());
+    }
+    let validating = start.elapsed() / TDS as u32;
+
     let heap_before = LIVE.load(Ordering::Relaxed);
     let start = Instant::now();
     for (n, td) in tds.iter().enumerate() {
@@ -158,14 +170,21 @@ fn main() {
         assert_eq!(found.len(), 1);
     });
     let (action50, action99) = percentiles(200, |n| {
-        let query = CapabilityQuery::new().and(CapabilityKind::Action, format!("action{}", n % 100));
-        let found = directory.search_capabilities(&query, now).expect("capabilities");
+        let query =
+            CapabilityQuery::new().and(CapabilityKind::Action, format!("action{}", n % 100));
+        let found = directory
+            .search_capabilities(&query, now)
+            .expect("capabilities");
         assert_eq!(found.things.len(), 100);
     });
     let (did50, did99) = percentiles(1_000, |_| {
-        let query = CapabilityQuery::new()
-            .and(CapabilityKind::Did, format!("did:wba:agent{}.example", rng.usize(..TDS)));
-        let found = directory.search_capabilities(&query, now).expect("capabilities");
+        let query = CapabilityQuery::new().and(
+            CapabilityKind::Did,
+            format!("did:wba:agent{}.example", rng.usize(..TDS)),
+        );
+        let found = directory
+            .search_capabilities(&query, now)
+            .expect("capabilities");
         assert_eq!(found.things.len(), 1);
     });
     drop(directory);
@@ -191,12 +210,20 @@ fn main() {
 
     let base = micros(get50);
     println!("directory of {TDS} TDs (mean {td_bytes:.0} bytes of JSON each), SQLite store");
-    println!("baseline: get by id p50 {base:.1} µs, p99 {:.1} µs", micros(get99));
+    println!(
+        "baseline: get by id p50 {base:.1} µs, p99 {:.1} µs",
+        micros(get99)
+    );
     println!(
         "register (PUT): {:.0} /s, {:.1} µs each = {:.1}x get",
         TDS as f64 / registering.as_secs_f64(),
         micros(per_registration),
         micros(per_registration) / base
+    );
+    println!(
+        "  of which validation alone: {:.1} µs ({:.0}%)",
+        micros(validating),
+        100.0 * validating.as_secs_f64() / per_registration.as_secs_f64()
     );
     for (what, p50, p99) in [
         ("list limit=100", list50, list99),
