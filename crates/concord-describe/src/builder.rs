@@ -83,7 +83,8 @@ impl ThingBuilder {
     ///     .build()?;
     /// let td = serde_json::to_value(&thing).unwrap();
     /// assert_eq!(td["@type"], serde_json::json!(["lmos:Agent", "ThingDirectory"]));
-    /// assert_eq!(td["@context"][2], "https://www.w3.org/2022/wot/discovery");
+    /// let context = td["@context"].as_array().unwrap();
+    /// assert_eq!(context.last().unwrap(), "https://www.w3.org/2022/wot/discovery");
     /// # Ok::<(), concord_describe::InvalidDescription>(())
     /// ```
     pub fn also_type(mut self, kind: impl Into<String>) -> Self {

@@ -624,18 +624,34 @@ async fn tdd_notification_sse_events_resume_from_last_event_id() {
 }
 
 /// A subscriber that never reads, with small queues: it is dropped when its queue fills,
-/// and neither the writes nor another subscriber wait for it.
+/// and neither the writes nor another subscriber wait for it; a stranger holding its
+/// address's share of subscriptions gets 429 for one more, the legitimate reader is served.
 #[tokio::test]
 async fn a_slow_sse_reader_is_dropped_and_holds_neither_writes_nor_others() {
     let mut limits = quick_limits();
-    limits.interaction.subscriber_queue = 4;
-    limits.interaction.subscriber_queue_bytes = 4 * 1024;
+    limits.http_sse_queue = 4;
+    limits.http_sse_queue_bytes = 4 * 1024;
+    limits.max_holding_sessions_per_address = 3;
     let agent = directory_node(DirectoryLimits::default(), limits);
     let server = serve(&agent).await;
     // The stranger subscribes and never reads its answer's body.
     let stranger = client_from("127.0.0.2");
     let stalled = Events::open(&stranger, &url(&server, "events?diff=true"), None).await;
     assert_eq!(stalled.status(), 200);
+    // Another stranger holds its share of subscriptions; one more is 429.
+    let hoarder = client_from("127.0.0.3");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+    let refused = problem(response, 429).await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("127.0.0.3"),
+        "{refused}"
+    );
     let client = client_from("127.0.0.1");
     let mut reader = Events::of(Events::open(&client, &url(&server, "events"), None).await);
     let mut big = td(None, "toggle");
