@@ -60,10 +60,7 @@ fn the_terms_are_built_read_back_and_declare_the_prefix() {
     let document = described();
     // The TD 1.0 URI first, for consumers that know only it (TD 1.1 allows it), then
     // TD 1.1's, then the prefixes.
-    assert_eq!(
-        document["@context"][0],
-        "https://www.w3.org/2019/wot/td/v1"
-    );
+    assert_eq!(document["@context"][0], "https://www.w3.org/2019/wot/td/v1");
     assert_eq!(
         document["@context"][1],
         "https://www.w3.org/2022/wot/td/v1.1"
