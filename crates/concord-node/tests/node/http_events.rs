@@ -345,3 +345,50 @@ async fn subscribers_that_never_read_are_bounded_while_the_caller_gets_every_eve
     }
     assert!(ended_by_overflow >= 15, "{ended_by_overflow}");
 }
+
+#[tokio::test]
+async fn the_description_offers_sse_then_long_poll_forms_that_the_strict_validator_accepts() {
+    let provider = events_provider(quick_limits());
+    let server = serve(&provider).await;
+    let bytes = served_description_bytes(&server).await;
+    let report = concord_describe::validate(&bytes);
+    assert!(report.is_valid() && report.warning_count() == 0, "{report}");
+    let description: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        description["@context"][0],
+        "https://www.w3.org/2019/wot/td/v1"
+    );
+    assert_eq!(
+        description["@context"][1],
+        "https://www.w3.org/2022/wot/td/v1.1"
+    );
+    let http_forms = |affordance: &Value| -> Vec<Value> {
+        affordance["forms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|form| form["href"].as_str().unwrap().starts_with("http"))
+            .cloned()
+            .collect()
+    };
+    let tick = http_forms(&description["events"]["tick"]);
+    let href = format!("{}events/tick/subscription", server.url());
+    assert_eq!(
+        tick,
+        [
+            json!({"href": href, "op": ["subscribeevent", "unsubscribeevent"],
+                   "subprotocol": "sse", "contentType": "text/event-stream",
+                   "htv:methodName": "GET"}),
+            json!({"href": href, "op": ["subscribeevent", "unsubscribeevent"],
+                   "contentType": "application/json", "htv:methodName": "GET"}),
+        ]
+    );
+    let level = http_forms(&description["properties"]["level"]);
+    let observe: Vec<&Value> = level
+        .iter()
+        .filter(|form| form["op"][0] == "observeproperty")
+        .collect();
+    assert_eq!(observe.len(), 2, "{level:?}");
+    assert_eq!(observe[0]["subprotocol"], "sse");
+    assert!(observe[1].get("subprotocol").is_none());
+}
