@@ -164,7 +164,9 @@ impl Directory {
     /// `PUT /things/{id}`: registers the TD (201) or replaces the one registered (204);
     /// the TD's `id` must be `id` (tdd-things-create-known-td, tdd-things-update). A
     /// replaced TD keeps its creation time and owner; its `thing_updated` event carries
-    /// the merge patch from the old TD to the new.
+    /// the merge patch from the old TD to the new. A TD expired but not purged yet is
+    /// purged (`thing_deleted`) and the `PUT` is a new registration (201), counted against
+    /// the registrant's quota.
     ///
     /// # Errors
     /// [`DirectoryError::IdMismatch`], [`DirectoryError::NotOwner`], the errors of
@@ -185,20 +187,20 @@ impl Directory {
             });
         }
         match self.store.entry(id)? {
-            Some(entry) => {
-                let live = !entry.expired_at(now);
-                if live {
-                    check_owner(&entry, who)?;
-                }
+            Some(entry) if !entry.expired_at(now) => {
+                check_owner(&entry, who)?;
                 let expect = Expect::Revision(entry.revision);
-                self.store_incoming(id, incoming, live.then_some(&entry), who, now, expect)?;
-                Ok(if live {
-                    PutOutcome::Replaced
-                } else {
-                    PutOutcome::Created
-                })
+                self.store_incoming(id, incoming, Some(&entry), who, now, expect)?;
+                Ok(PutOutcome::Replaced)
             }
-            None => {
+            held => {
+                // An expired TD not purged yet is purged now (its `thing_deleted` event),
+                // and this is a new registration, within the registrant's quota.
+                if let Some(expired) = held {
+                    let removal =
+                        Removal::new(id, expired.revision, now, self.limits.event_retention);
+                    self.written(id, self.store.remove(&removal)?)?;
+                }
                 self.admit(who, now)?;
                 self.store_incoming(id, incoming, None, who, now, Expect::Absent)?;
                 Ok(PutOutcome::Created)

@@ -227,3 +227,68 @@ fn every_refusal_has_a_problem_type_title_and_detail() {
     assert_eq!(error.title(), "Thing Description too large");
     assert_eq!(error.detail(), "the TD is 9 bytes; the limit is 8");
 }
+
+#[test]
+fn an_expired_td_taken_over_by_put_counts_against_the_new_registrants_quota() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries_per_registrant = 1;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        let mut victim = td(Some("urn:victim"), "Victim");
+        victim["registration"] = json!({"ttl": 10});
+        d.put("urn:victim", &bytes(&victim), &alice(), at(0))
+            .unwrap();
+        let attacker = Registrant::client("127.0.0.2");
+        d.put(
+            "urn:mine",
+            &bytes(&td(Some("urn:mine"), "Mine")),
+            &attacker,
+            at(0),
+        )
+        .unwrap();
+        // The victim's TD expired; the attacker, at its quota, may not take its id over.
+        let taken = d.put(
+            "urn:victim",
+            &bytes(&td(Some("urn:victim"), "Taken")),
+            &attacker,
+            at(20),
+        );
+        assert!(
+            matches!(taken, Err(DirectoryError::QuotaExceeded { .. })),
+            "{}: {taken:?}",
+            under.name
+        );
+        // A registrant within its quota registers it anew: 201, a fresh creation time.
+        let outcome = d
+            .put(
+                "urn:victim",
+                &bytes(&td(Some("urn:victim"), "Again")),
+                &alice(),
+                at(21),
+            )
+            .unwrap();
+        assert_eq!(outcome.status(), 201, "{}", under.name);
+        let got = d.get("urn:victim", at(22)).unwrap();
+        assert_eq!(
+            concord_directory::parse_rfc3339(got["registration"]["created"].as_str().unwrap()),
+            Some(concord_directory::unix_millis(at(21)))
+        );
+        let kinds: Vec<&str> = d
+            .events_since(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.kind.name())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "thing_created",
+                "thing_created",
+                "thing_deleted",
+                "thing_created"
+            ],
+            "{}: the expired TD is deleted, then created anew",
+            under.name
+        );
+    }
+}
