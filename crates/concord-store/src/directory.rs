@@ -137,6 +137,14 @@ impl DirectoryStore for Store {
         if !expected(revision(&tx, &entry.id).map_err(&fail)?, write.expect) {
             return Ok(Outcome::Conflict);
         }
+        if let Some(admission) = write.admission {
+            // Counted inside this IMMEDIATE transaction: no other writer of the file can
+            // change the counts between them and the write.
+            let (total, held) = counts(&tx, admission.holder).map_err(&fail)?;
+            if let Some(refusal) = admission.refusal(total, held) {
+                return Ok(refusal);
+            }
+        }
         let event = record(
             &tx,
             write.kind,
@@ -257,30 +265,7 @@ impl DirectoryStore for Store {
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
-        let fail = backend("count TDs");
-        let connection = self.connection();
-        let total: i64 = connection
-            .prepare_cached("SELECT count(*) FROM directory_things")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-            .map_err(&fail)?;
-        let held: i64 = match holder {
-            None => 0,
-            Some(Holder::Owner(did)) => connection
-                .prepare_cached("SELECT count(*) FROM directory_things WHERE owner = ?1")
-                .and_then(|mut statement| statement.query_row([did], |row| row.get(0)))
-                .map_err(&fail)?,
-            Some(Holder::Client(client)) => connection
-                .prepare_cached(
-                    "SELECT count(*) FROM directory_things WHERE owner IS NULL AND client = ?1",
-                )
-                .and_then(|mut statement| statement.query_row([client], |row| row.get(0)))
-                .map_err(&fail)?,
-            Some(_) => 0,
-        };
-        Ok((
-            u64::try_from(total).unwrap_or(0),
-            u64::try_from(held).unwrap_or(0),
-        ))
+        counts(&self.connection(), holder).map_err(backend("count TDs"))
     }
 
     fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
@@ -405,6 +390,33 @@ impl DirectoryStore for Store {
             .map_err(&fail);
         ids
     }
+}
+
+/// How many entries are held in all (expired ones not yet removed included), and by
+/// `holder`.
+fn counts(
+    connection: &rusqlite::Connection,
+    holder: Option<Holder<'_>>,
+) -> rusqlite::Result<(u64, u64)> {
+    let total: i64 = connection
+        .prepare_cached("SELECT count(*) FROM directory_things")?
+        .query_row([], |row| row.get(0))?;
+    let held: i64 = match holder {
+        None => 0,
+        Some(Holder::Owner(did)) => connection
+            .prepare_cached("SELECT count(*) FROM directory_things WHERE owner = ?1")?
+            .query_row([did], |row| row.get(0))?,
+        Some(Holder::Client(client)) => connection
+            .prepare_cached(
+                "SELECT count(*) FROM directory_things WHERE owner IS NULL AND client = ?1",
+            )?
+            .query_row([client], |row| row.get(0))?,
+        Some(_) => 0,
+    };
+    Ok((
+        u64::try_from(total).unwrap_or(0),
+        u64::try_from(held).unwrap_or(0),
+    ))
 }
 
 /// The id of the latest directory event ever recorded (0 before any).
