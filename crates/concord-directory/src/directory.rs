@@ -17,7 +17,7 @@ use crate::search;
 use crate::store::{
     Admission, DirectoryStore, Entry, Expect, Holder, Outcome, Removal, UnixMillis, Write,
 };
-use crate::td::{self, client_registration, enrich, Incoming};
+use crate::td::{self, client_registration, enrich, into_enriched, Incoming};
 
 /// How many expired TDs a creation at the `max_entries` limit purges before it counts again.
 const PURGE_ON_FULL: usize = 64;
@@ -288,7 +288,7 @@ impl Directory {
     pub fn get(&self, id: &str, now: SystemTime) -> Result<Value, DirectoryError> {
         let now = unix_millis(now);
         let entry = self.live(id, now)?;
-        Ok(enrich(&entry, Some(now)))
+        Ok(into_enriched(entry, Some(now)))
     }
 
     /// `DELETE /things/{id}` (tdd-things-delete): removes the TD, with a `thing_deleted`
@@ -335,8 +335,8 @@ impl Directory {
         Ok(Listing {
             things: page
                 .entries
-                .iter()
-                .map(|entry| enrich(entry, Some(now)))
+                .into_iter()
+                .map(|entry| into_enriched(entry, Some(now)))
                 .collect(),
             total: page.total,
             etag: format!("r{}-{}", page.revision, page.total),
@@ -471,16 +471,13 @@ impl Directory {
         let mut ids = self.store.find(&keys, now, max.saturating_add(1))?;
         let truncated = u64::try_from(ids.len()).unwrap_or(u64::MAX) > max;
         ids.truncate(usize::try_from(max).unwrap_or(usize::MAX));
-        let mut things = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(entry) = self
-                .store
-                .entry(&id)?
-                .filter(|entry| !entry.expired_at(now))
-            {
-                things.push(enrich(&entry, Some(now)));
-            }
-        }
+        let things = self
+            .store
+            .entries(&ids)?
+            .into_iter()
+            .filter(|entry| !entry.expired_at(now))
+            .map(|entry| into_enriched(entry, Some(now)))
+            .collect();
         Ok(CapabilityMatches { things, truncated })
     }
 

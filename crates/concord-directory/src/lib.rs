@@ -69,4 +69,4 @@ pub use store::{
     Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
     StoreFailure, UnixMillis, Write,
 };
-pub use td::{enrich, DISCOVERY_CONTEXT};
+pub use td::{enrich, into_enriched, DISCOVERY_CONTEXT};

@@ -42,6 +42,13 @@ impl Entry {
     /// `size` the length of `td` as JSON (set the other fields as needed).
     pub fn new(id: impl Into<String>, td: Value) -> Self {
         let size = u64::try_from(td.to_string().len()).unwrap_or(u64::MAX);
+        Self::sized(id, td, size)
+    }
+
+    /// An entry for `td` under `id` whose JSON is `size` bytes long (as a store reads it
+    /// back, without serializing `td` again), registered at time 0 by no one, not
+    /// expiring (set the other fields as needed).
+    pub fn sized(id: impl Into<String>, td: Value, size: u64) -> Self {
         Self {
             id: id.into(),
             td,
@@ -307,6 +314,19 @@ pub trait DirectoryStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// When it could not be read.
     fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure>;
+
+    /// The entries of `ids` that are held, expired or not, in the order of `ids` (by
+    /// default one [`entry`](Self::entry) each; a backend reads them in one go).
+    ///
+    /// # Errors
+    /// When they could not be read.
+    fn entries(&self, ids: &[String]) -> Result<Vec<Entry>, StoreFailure> {
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            entries.extend(self.entry(id)?);
+        }
+        Ok(entries)
+    }
 
     /// Stores an entry with its keys and event, if `expect` holds.
     ///
