@@ -164,6 +164,23 @@ fn main() {
         let query = ListQuery::new(rng.u64(..(TDS as u64 - 100)), Some(100), ListFormat::Array);
         black_box(directory.list(&query, now).expect("list"));
     });
+    let (page50, page99) = percentiles(200, |_| {
+        black_box(
+            store
+                .page(rng.u64(..(TDS as u64 - 100)), 100, 0)
+                .expect("page"),
+        );
+    });
+    let (find50, find99) = percentiles(200, |n| {
+        let keys = [concord_directory::CapabilityKey::new(
+            CapabilityKind::Action,
+            format!("action{}", n % 100),
+        )];
+        assert_eq!(
+            black_box(store.find(&keys, 0, 101).expect("find")).len(),
+            100
+        );
+    });
     let (path50, path99) = percentiles(20, |n| {
         let query = format!("$[?@.title=='Agent {:05}']", (n * 397) % TDS);
         let found = directory.search_jsonpath(&query, now).expect("jsonpath");
@@ -227,8 +244,14 @@ fn main() {
     );
     for (what, p50, p99) in [
         ("list limit=100", list50, list99),
+        (
+            "  of which the store's page (rows read and parsed)",
+            page50,
+            page99,
+        ),
         ("JSONPath title over all", path50, path99),
         ("capability: action (100 match)", action50, action99),
+        ("  of which the store's find (ids only)", find50, find99),
         ("capability: DID (1 match)", did50, did99),
     ] {
         println!(
