@@ -40,7 +40,7 @@ Then, from anywhere:
   curl -X PUT -H 'Content-Type: application/td+json' --data @lamp.td.json \\
        http://127.0.0.1:8081/things/urn:example:lamp
   curl 'http://127.0.0.1:8081/things?limit=10'
-  curl 'http://127.0.0.1:8081/search/jsonpath?query=$[?@.title==\"Lamp\"]'
+  curl -G http://127.0.0.1:8081/search/jsonpath --data-urlencode 'query=$[?@.title==\"Lamp\"]'
   curl 'http://127.0.0.1:8081/search/capability?action=getWeather&field=city'
   curl -N http://127.0.0.1:8081/events?diff=true
 
