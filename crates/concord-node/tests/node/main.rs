@@ -7,6 +7,7 @@ mod binding;
 mod budget;
 mod consensus;
 mod described;
+mod directory_client;
 mod description;
 mod fix_error;
 mod foreign;
