@@ -59,10 +59,11 @@ impl Default for DirectoryClientLimits {
     }
 }
 
-/// What a capability search asks for ([`Directory::search`]): agents with every criterion
-/// given (an action, property or event of that name, a field of an action's input or output
-/// schema, a consensus protocol by URI or hash, a DID). The directory's route:
-/// `GET /search/capability?action=…&property=…&event=…&field=…&protocol=…&did=…`.
+/// What a capability search asks for ([`Directory::search`]): agents matching every
+/// criterion given. The directory's route: `GET /search/capability?action=…&property=…&
+/// event=…&input=…&output=…&lmos=…&consensus=…&consensus-hash=…&did=…`; `field` (a field of
+/// an action's input or output schema) is asked as `input` and as `output`, and the
+/// answers joined.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CapabilityQuery {
@@ -74,7 +75,13 @@ pub struct CapabilityQuery {
     pub event: Option<String>,
     /// A field of an action's input or output schema.
     pub field: Option<String>,
-    /// A consensus protocol's URI or hash.
+    /// A field of an action's input schema.
+    pub input: Option<String>,
+    /// A field of an action's output schema.
+    pub output: Option<String>,
+    /// An `lmos:` term (`lmos:name`), or a term and its value (`lmos:name=Acme`).
+    pub lmos: Option<String>,
+    /// A consensus protocol: its URI, or its hash (64 hex digits).
     pub protocol: Option<String>,
     /// The agent's DID.
     pub did: Option<String>,
@@ -91,21 +98,31 @@ impl CapabilityQuery {
 
     /// Whether no criterion is given.
     pub fn is_empty(&self) -> bool {
-        self.pairs().next().is_none()
+        self.field.is_none() && self.pairs().next().is_none()
     }
 
-    /// The criteria given, as query parameters.
+    /// The criteria but `field`, as the directory's query parameters.
     fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let protocol = self.protocol.as_deref().map(|protocol| {
+            let hash = protocol.len() == 64 && protocol.bytes().all(|b| b.is_ascii_hexdigit());
+            if hash {
+                ("consensus-hash", protocol)
+            } else {
+                ("consensus", protocol)
+            }
+        });
         [
             ("action", &self.action),
             ("property", &self.property),
             ("event", &self.event),
-            ("field", &self.field),
-            ("protocol", &self.protocol),
+            ("input", &self.input),
+            ("output", &self.output),
+            ("lmos", &self.lmos),
             ("did", &self.did),
         ]
         .into_iter()
         .filter_map(|(name, value)| value.as_deref().map(|value| (name, value)))
+        .chain(protocol)
     }
 }
 
@@ -329,8 +346,38 @@ impl Directory {
                 reason: "a capability search needs at least one criterion".to_owned(),
             });
         }
+        let Some(field) = &query.field else {
+            return self.search_once(query.pairs()).await;
+        };
+        // A field of the input or of the output schema: both asked, the answers joined
+        // (each once, in id order as the directory gives them).
+        let mut found = Vec::new();
+        for side in ["input", "output"] {
+            let pairs = query.pairs().chain([(side, field.as_str())]);
+            for td in self.search_once(pairs).await? {
+                let id = td.get("id").cloned();
+                if id.is_none()
+                    || !found
+                        .iter()
+                        .any(|seen: &Value| seen.get("id") == id.as_ref())
+                {
+                    found.push(td);
+                }
+            }
+        }
+        found.sort_by(|a, b| {
+            let id = |td: &Value| td.get("id").and_then(Value::as_str).map(str::to_owned);
+            id(a).cmp(&id(b))
+        });
+        Ok(found)
+    }
+
+    async fn search_once<'q>(
+        &self,
+        pairs: impl Iterator<Item = (&'static str, &'q str)>,
+    ) -> Result<Vec<Value>, DirectoryError> {
         let mut url = self.join("search/capability")?;
-        url.query_pairs_mut().extend_pairs(query.pairs());
+        url.query_pairs_mut().extend_pairs(pairs);
         let answer = self.request.send(Method::GET, &url, None).await?;
         array_of(answer.json(&url)?, &url)
     }
@@ -497,15 +544,34 @@ mod tests {
     #[test]
     fn a_capability_query_names_its_criteria() {
         let query = CapabilityQuery {
-            field: Some("productId".into()),
+            input: Some("productId".into()),
+            protocol: Some("ab".repeat(32)),
             ..CapabilityQuery::action("getProductInfo")
         };
         let pairs: Vec<_> = query.pairs().collect();
+        let hash = "ab".repeat(32);
         assert_eq!(
             pairs,
-            [("action", "getProductInfo"), ("field", "productId")]
+            [
+                ("action", "getProductInfo"),
+                ("input", "productId"),
+                ("consensus-hash", hash.as_str())
+            ]
+        );
+        let uri = CapabilityQuery {
+            protocol: Some("https://protocols.example/p/1".into()),
+            ..CapabilityQuery::default()
+        };
+        assert_eq!(
+            uri.pairs().collect::<Vec<_>>(),
+            [("consensus", "https://protocols.example/p/1")]
         );
         assert!(CapabilityQuery::default().is_empty());
+        let field = CapabilityQuery {
+            field: Some("x".into()),
+            ..CapabilityQuery::default()
+        };
+        assert!(!field.is_empty());
     }
 
     #[test]

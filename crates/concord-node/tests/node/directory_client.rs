@@ -15,8 +15,7 @@ use concord_node::axum::response::{IntoResponse, Response};
 use concord_node::axum::routing::{get, put};
 use concord_node::axum::Router;
 use concord_node::{
-    Directory, DirectoryClientLimits, DirectoryError, Node, RegistrationSettings,
-    RegistrationState,
+    Directory, DirectoryClientLimits, DirectoryError, Node, RegistrationSettings, RegistrationState,
 };
 use serde_json::json;
 
@@ -51,13 +50,16 @@ async fn a_huge_answer_is_cut_at_the_limit() {
     // An endless body with no length, and one that announces a huge length.
     let endless = || async {
         let chunk = bytes::Bytes::from(vec![b' '; 64 * 1024]);
-        let stream = futures_util::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
+        let stream =
+            futures_util::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
         Response::new(Body::from_stream(stream))
     };
     let announced = || async {
         (
             [(header::CONTENT_LENGTH, "10000000000")],
-            Body::from_stream(futures_util::stream::pending::<Result<bytes::Bytes, std::io::Error>>()),
+            Body::from_stream(futures_util::stream::pending::<
+                Result<bytes::Bytes, std::io::Error>,
+            >()),
         )
     };
     let base = scripted(
@@ -90,7 +92,10 @@ async fn an_endless_link_chain_stops_at_max_pages() {
             .and_then(|page| page.parse().ok())
             .unwrap_or(0);
         (
-            [(header::LINK, format!("</things?page={}>; rel=\"next\"", n + 1))],
+            [(
+                header::LINK,
+                format!("</things?page={}>; rel=\"next\"", n + 1),
+            )],
             json_body(json!([{"id": format!("urn:page:{n}"), "title": "T"}])),
         )
     };
@@ -108,7 +113,11 @@ async fn an_endless_link_chain_stops_at_max_pages() {
         matches!(&error, DirectoryError::Pages { reason, .. } if reason.contains("more than 5 pages")),
         "{error}"
     );
-    assert_eq!(served.load(Ordering::SeqCst), 5, "no page past the limit was asked for");
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        5,
+        "no page past the limit was asked for"
+    );
 }
 
 #[tokio::test]
@@ -190,7 +199,11 @@ async fn an_agent_serves_while_its_directory_is_away_and_backs_off() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let away = |State(attempts): State<Arc<AtomicUsize>>| async move {
         attempts.fetch_add(1, Ordering::SeqCst);
-        (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")]).into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+        )
+            .into_response()
     };
     let base = scripted(
         Router::new()
@@ -217,7 +230,11 @@ async fn an_agent_serves_while_its_directory_is_away_and_backs_off() {
         if status.failures >= 2 {
             assert_eq!(status.state, RegistrationState::Pending);
             assert!(
-                status.last_error.as_deref().unwrap_or_default().contains("503"),
+                status
+                    .last_error
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("503"),
                 "{status:?}"
             );
             assert!(status.next_attempt.is_some());
@@ -270,7 +287,11 @@ async fn a_refused_registration_gives_up() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(attempts.load(Ordering::SeqCst), 1, "a refusal is not retried");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "a refusal is not retried"
+    );
     assert!(server.registrations()[0].next_attempt.is_none());
     server.shutdown().await.unwrap();
 }
