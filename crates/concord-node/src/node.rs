@@ -191,7 +191,7 @@ pub(crate) struct Shared {
     pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
     /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
-    /// The directories the node registers with while it serves ([`NodeBuilder::directory`]).
+    /// The directories the node registers with while it serves ([`NodeBuilder::register_with`]).
     pub(crate) directories: Vec<crate::Directory>,
     /// How it keeps its entries there.
     pub(crate) registration: crate::RegistrationSettings,
@@ -864,19 +864,19 @@ impl NodeBuilder {
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let node = concord_node::Node::builder("Shop")
     ///     .id("urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71")
-    ///     .directory("https://directory.example/")
+    ///     .register_with("https://directory.example/")
     ///     .build()?;
     /// let server = node.serve("127.0.0.1:8080").await?;
     /// // … later: the entry is deleted, then the server drains.
     /// server.shutdown().await?;
     /// # Ok(()) }
     /// ```
-    pub fn directory(mut self, url: impl Into<String>) -> Self {
+    pub fn register_with(mut self, url: impl Into<String>) -> Self {
         self.directories.push(url.into());
         self
     }
 
-    /// How the node keeps its directory entries ([`NodeBuilder::directory`]): the TTL and the
+    /// How the node keeps its directory entries ([`NodeBuilder::register_with`]): the TTL and the
     /// backoff. Default: [`RegistrationSettings::default`](crate::RegistrationSettings).
     pub fn registration(mut self, settings: crate::RegistrationSettings) -> Self {
         self.registration = settings;
