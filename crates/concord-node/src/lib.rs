@@ -99,7 +99,12 @@ pub use backend::exec::{
 };
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
-pub use binding::{Affordance, Binding, InvokeFuture, Site, ThingAccess, ThingError};
+pub use binding::sse;
+pub use binding::{
+    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
+    InvokeFuture, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
+    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
+};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};

@@ -195,6 +195,10 @@ pub(crate) struct Shared {
     pub(crate) directories: Vec<crate::Directory>,
     /// How it keeps its entries there.
     pub(crate) registration: crate::RegistrationSettings,
+    /// The WoT HTTP binding: whether it is served, the bearer tokens it grants.
+    pub(crate) http_binding: crate::binding::http::HttpSettings,
+    /// The WoT Discovery directory the node serves, if any ([`NodeBuilder::directory`]).
+    pub(crate) directory: Option<crate::binding::directory::DirectoryService>,
 }
 
 impl Shared {
@@ -406,6 +410,8 @@ pub struct NodeBuilder {
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
+    http_binding: crate::binding::http::HttpSettings,
+    directory: Option<crate::binding::directory::DirectoryService>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -451,6 +457,8 @@ impl NodeBuilder {
             events: BTreeMap::new(),
             event_ingest_token: None,
             bindings: Vec::new(),
+            http_binding: crate::binding::http::HttpSettings::default(),
+            directory: None,
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -688,6 +696,62 @@ impl NodeBuilder {
     /// ```
     pub fn binding(mut self, binding: impl Binding) -> Self {
         self.bindings.push(Arc::new(binding));
+        self
+    }
+
+    /// Whether the node serves the WoT HTTP binding (default `true`): HTTP forms for every
+    /// affordance following the WoT Profile "HTTP Basic" (`POST /actions/{name}`,
+    /// `GET`/`PUT /properties/{name}`, `GET /properties`, action status resources), on the
+    /// same listener, checks and limits as the meta-protocol WebSocket. `false` leaves the
+    /// meta-protocol forms alone in the description.
+    pub fn http_binding(mut self, enabled: bool) -> Self {
+        self.http_binding.enabled = enabled;
+        self
+    }
+
+    /// Serves a W3C WoT Discovery Thing Description Directory on the node's listener,
+    /// behind its admission: the Things API (`/things`), its notifications (`/events`,
+    /// Server-Sent Events), JSONPath and capability search (`/search/…`), and the
+    /// directory's affordances and `ThingDirectory` type in the node's own description
+    /// (the routes, their answers and bounds: [`DirectoryService`](crate::DirectoryService)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    /// use concord_node::{DirectoryService, Node};
+    ///
+    /// let directory = Directory::new(Arc::new(MemoryDirectoryStore::new()), DirectoryLimits::default())?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Directory")
+    ///     .directory(DirectoryService::new(directory))
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn directory(mut self, directory: crate::DirectoryService) -> Self {
+        self.directory = Some(directory);
+        self
+    }
+
+    /// Grants a bearer token to HTTP consumers without a DID: a request of the WoT HTTP
+    /// binding with `Authorization: Bearer <token>` calls as the grant's DID, which the
+    /// `allow` rules ([`NodeBuilder::allow`]) match like a proved one. The description then
+    /// defines a `bearer` scheme, named by the HTTP forms of the affordances anonymous
+    /// callers may not use.
+    ///
+    /// ```
+    /// use concord_node::{BearerGrant, Did, Node};
+    ///
+    /// let dashboard = Did::parse("did:wba:example.com:consumers:dashboard")?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Weather")
+    ///     .http_bearer(BearerGrant::new("a-long-random-secret-1234", dashboard)?)
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_bearer(mut self, grant: crate::BearerGrant) -> Self {
+        self.http_binding.grants.push(grant);
         self
     }
 
@@ -1080,6 +1144,8 @@ impl NodeBuilder {
                 bindings: self.bindings,
                 directories,
                 registration: self.registration,
+                http_binding: self.http_binding,
+                directory: self.directory,
             }),
         })
     }
