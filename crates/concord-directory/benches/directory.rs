@@ -50,7 +50,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -158,14 +161,21 @@ fn main() {
         assert_eq!(found.len(), 1);
     });
     let (action50, action99) = percentiles(200, |n| {
-        let query = CapabilityQuery::new().and(CapabilityKind::Action, format!("action{}", n % 100));
-        let found = directory.search_capabilities(&query, now).expect("capabilities");
+        let query =
+            CapabilityQuery::new().and(CapabilityKind::Action, format!("action{}", n % 100));
+        let found = directory
+            .search_capabilities(&query, now)
+            .expect("capabilities");
         assert_eq!(found.things.len(), 100);
     });
     let (did50, did99) = percentiles(1_000, |_| {
-        let query = CapabilityQuery::new()
-            .and(CapabilityKind::Did, format!("did:wba:agent{}.example", rng.usize(..TDS)));
-        let found = directory.search_capabilities(&query, now).expect("capabilities");
+        let query = CapabilityQuery::new().and(
+            CapabilityKind::Did,
+            format!("did:wba:agent{}.example", rng.usize(..TDS)),
+        );
+        let found = directory
+            .search_capabilities(&query, now)
+            .expect("capabilities");
         assert_eq!(found.things.len(), 1);
     });
     drop(directory);
@@ -191,7 +201,10 @@ fn main() {
 
     let base = micros(get50);
     println!("directory of {TDS} TDs (mean {td_bytes:.0} bytes of JSON each), SQLite store");
-    println!("baseline: get by id p50 {base:.1} µs, p99 {:.1} µs", micros(get99));
+    println!(
+        "baseline: get by id p50 {base:.1} µs, p99 {:.1} µs",
+        micros(get99)
+    );
     println!(
         "register (PUT): {:.0} /s, {:.1} µs each = {:.1}x get",
         TDS as f64 / registering.as_secs_f64(),

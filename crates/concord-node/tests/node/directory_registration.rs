@@ -22,8 +22,8 @@ const AGENT_ID: &str = "urn:uuid:0b6c4f1e-2d7a-4b8e-9c3f-5a1d2e3f4a5b";
 async fn directory_at(addr: &str, require_signatures: bool) -> (Agent, Server) {
     let mut limits = DirectoryLimits::default();
     limits.min_ttl = Duration::from_secs(2);
-    let tdd = concord_directory::Directory::new(Arc::new(MemoryDirectoryStore::new()), limits)
-        .unwrap();
+    let tdd =
+        concord_directory::Directory::new(Arc::new(MemoryDirectoryStore::new()), limits).unwrap();
     let agent = build(
         Node::builder("Directory")
             .directory(DirectoryService::new(tdd).require_signatures(require_signatures))
@@ -131,7 +131,11 @@ async fn an_agent_registers_once_its_directory_comes_up() {
     let status = server.registrations()[0].clone();
     assert_eq!(status.state, RegistrationState::Pending);
     assert!(
-        status.last_error.as_deref().unwrap_or_default().contains("unreachable"),
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("unreachable"),
         "{status:?}"
     );
     // The agent serves meanwhile.
@@ -140,7 +144,11 @@ async fn an_agent_registers_once_its_directory_comes_up() {
     // The directory comes up: the next retry registers.
     let (_directory, tdd) = directory_at(&format!("127.0.0.1:{port}"), false).await;
     registration_reaches(&server, RegistrationState::Registered).await;
-    let td = Directory::new(tdd.url()).unwrap().get(AGENT_ID).await.unwrap();
+    let td = Directory::new(tdd.url())
+        .unwrap()
+        .get(AGENT_ID)
+        .await
+        .unwrap();
     assert_eq!(td["base"], server.url());
     assert!(server.registrations()[0].last_error.is_none());
 }
@@ -180,6 +188,10 @@ async fn a_directory_requiring_signatures_takes_a_signed_registration_only() {
     let td = Directory::new(tdd.url()).unwrap().get(&did).await.unwrap();
     assert_eq!(td["title"], "Signed agent");
     server.shutdown().await.unwrap();
-    let gone = Directory::new(tdd.url()).unwrap().get(&did).await.unwrap_err();
+    let gone = Directory::new(tdd.url())
+        .unwrap()
+        .get(&did)
+        .await
+        .unwrap_err();
     assert_eq!(gone.status(), Some(404));
 }
