@@ -135,7 +135,7 @@ pub fn run(args: FindArgs) -> anyhow::Result<ExitCode> {
 /// 0 when something was found, else 1 with a line saying so.
 fn exit(found: &[Value], url: &str) -> ExitCode {
     if found.is_empty() {
-        output::note(format!("concord: no agent in {url} matches"));
+        output::note(format!("no agent in {url} matches"));
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
