@@ -160,10 +160,10 @@ fn table(found: &[Value], query: &CapabilityQuery) -> anyhow::Result<()> {
             };
             let matched: Vec<String> = matches(td, query)
                 .into_iter()
-                .map(|(kind, name)| format!("{kind}:{name}"))
+                .map(|(kind, name)| format!("{kind}:{}", output::one_line(&name)))
                 .collect();
             [
-                id_of(td).to_owned(),
+                output::one_line(id_of(td)),
                 text("title"),
                 text("base"),
                 matched.join(" "),

@@ -160,11 +160,44 @@ pub struct ValidationError {
     pub description: String,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directorys_texts_are_cut_to_one_short_line() {
+        let problem = Problem {
+            title: Some(format!("bad\n\u{1b}[31m{}", "x".repeat(1000))),
+            ..Problem::default()
+        };
+        let text = problem_text(&Some(Box::new(problem)));
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.chars().count() < MAX_TEXT_CHARS + 10, "{text}");
+        assert!(text.ends_with('…'));
+    }
+}
+
 impl Problem {
     /// Problem details from an answer's body; `None` when it is not a JSON object.
     pub(crate) fn parse(body: &[u8]) -> Option<Self> {
         serde_json::from_slice::<Self>(body).ok()
     }
+}
+
+/// The most characters of each of a directory's texts an error message repeats.
+const MAX_TEXT_CHARS: usize = 300;
+
+/// A directory's text as an error repeats it: one line, at most [`MAX_TEXT_CHARS`].
+fn said(text: &str) -> String {
+    let mut line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_TEXT_CHARS)
+        .collect();
+    if text.chars().nth(MAX_TEXT_CHARS).is_some() {
+        line.push('…');
+    }
+    line
 }
 
 fn problem_text(problem: &Option<Box<Problem>>) -> String {
@@ -173,13 +206,17 @@ fn problem_text(problem: &Option<Box<Problem>>) -> String {
     };
     let mut text = String::new();
     if let Some(title) = &problem.title {
-        text.push_str(&format!(": {title}"));
+        text.push_str(&format!(": {}", said(title)));
     }
     if let Some(detail) = &problem.detail {
-        text.push_str(&format!(": {detail}"));
+        text.push_str(&format!(": {}", said(detail)));
     }
     for error in problem.validation_errors.iter().take(8) {
-        text.push_str(&format!("; {}: {}", error.field, error.description));
+        text.push_str(&format!(
+            "; {}: {}",
+            said(&error.field),
+            said(&error.description)
+        ));
     }
     if problem.validation_errors.len() > 8 {
         text.push_str(&format!(
