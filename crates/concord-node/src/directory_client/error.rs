@@ -160,23 +160,6 @@ pub struct ValidationError {
     pub description: String,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_directorys_texts_are_cut_to_one_short_line() {
-        let problem = Problem {
-            title: Some(format!("bad\n\u{1b}[31m{}", "x".repeat(1000))),
-            ..Problem::default()
-        };
-        let text = problem_text(&Some(Box::new(problem)));
-        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
-        assert!(text.chars().count() < MAX_TEXT_CHARS + 10, "{text}");
-        assert!(text.ends_with('…'));
-    }
-}
-
 impl Problem {
     /// Problem details from an answer's body; `None` when it is not a JSON object.
     pub(crate) fn parse(body: &[u8]) -> Option<Self> {
@@ -225,4 +208,21 @@ fn problem_text(problem: &Option<Box<Problem>>) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directorys_texts_are_cut_to_one_short_line() {
+        let problem = Problem {
+            title: Some(format!("bad\n\u{1b}[31m{}", "x".repeat(1000))),
+            ..Problem::default()
+        };
+        let text = problem_text(&Some(Box::new(problem)));
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.chars().count() < MAX_TEXT_CHARS + 10, "{text}");
+        assert!(text.ends_with('…'));
+    }
 }
