@@ -68,8 +68,13 @@ impl Drop for LiveDirectory {
 
 /// `concord serve` of the example shop with this id, registering with `directory`.
 fn registered_shop(id: &str, directory: &str) -> (Served, tempfile::TempDir) {
+    registered_shop_with(id, directory, "")
+}
+
+/// [`registered_shop`] with more `[directory]` keys.
+fn registered_shop_with(id: &str, directory: &str, keys: &str) -> (Served, tempfile::TempDir) {
     let text = config_text(&format!(
-        "[directory]\nurl = {directory:?}\nttl = \"30s\"\nfirst_retry = \"100ms\"\n"
+        "[directory]\nurl = {directory:?}\nttl = \"30s\"\nfirst_retry = \"100ms\"\n{keys}\n"
     ))
     .replacen("[agent]\n", &format!("[agent]\nid = {id:?}\n"), 1);
     let (dir, config) = write_config(&text);
@@ -221,4 +226,95 @@ fn an_agent_registers_is_found_called_by_id_and_by_capability_and_leaves() {
     );
     assert_eq!(gone.code, 1, "{gone:?}");
     assert!(gone.stderr.contains("holds no agent"), "{}", gone.stderr);
+}
+
+/// A running `concord directory serve` on 127.0.0.1:0, killed when dropped.
+struct DirectoryProcess {
+    child: std::process::Child,
+    url: String,
+    _data: tempfile::TempDir,
+}
+
+impl DirectoryProcess {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let data = tempfile::tempdir().unwrap();
+        let mut child = process()
+            .args([
+                "directory",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let listening = loop {
+            let line = lines.next().expect("a listening line").unwrap();
+            if let Some(addr) = line.strip_prefix("listening:") {
+                break addr.trim().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            url: format!("http://{listening}/"),
+            _data: data,
+        }
+    }
+}
+
+impl Drop for DirectoryProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_agent_registers_with_concord_directory_serve() {
+    let directory = DirectoryProcess::start();
+    // Signed with its localhost DID, which `concord directory serve` (no loopback test
+    // mode) cannot resolve: refused with 401, and the agent says so and stops trying.
+    let (signed, _signed_dir) = registered_shop(OTHER_SHOP, &directory.url);
+    assert!(signed.logged("not retrying"), "{}", signed.stderr());
+    assert!(signed.stderr().contains("401"), "{}", signed.stderr());
+    drop(signed);
+    // Unsigned (`sign = false`): registered, found, and gone after Ctrl-C.
+    let started = Instant::now();
+    let (shop, _shop_dir) = registered_shop_with(SHOP, &directory.url, "sign = false");
+    let findable = loop {
+        let output = find(&directory.url, &["--action", "getProductInfo", "--json"]);
+        if output.code == 0 {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never found: {output:?}\n{}",
+            shop.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("concord directory serve: from `concord serve` start to `concord find` seeing it: {findable:?}");
+    let json: Value = serde_json::from_str(
+        &find(
+            &directory.url,
+            &["--did", shop.did.as_deref().unwrap(), "--json"],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(json[0]["id"], SHOP, "{json:#}");
+    let (code, stderr) = shop.interrupt();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("deregistered"), "{stderr}");
+    assert_eq!(
+        find(&directory.url, &["--action", "getProductInfo"]).code,
+        1
+    );
 }

@@ -93,8 +93,10 @@ impl Registrar {
                 let span = tracing::info_span!("directory", url = %directory.url());
                 // Signed as the node's DID, settled now that it serves.
                 let directory = match shared.identity.identity() {
-                    Some(identity) => directory.clone().with_identity(Arc::clone(identity)),
-                    None => directory.clone(),
+                    Some(identity) if shared.registration.sign => {
+                        directory.clone().with_identity(Arc::clone(identity))
+                    }
+                    _ => directory.clone(),
                 };
                 let registration = Registration {
                     shared: Arc::clone(shared),
