@@ -1827,7 +1827,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             assert!(error.starts_with(key), "{lines}: {error}");
         }
         assert!(refused("url = \"http://a/\"\ncolour = 1").contains("colour"));
-        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("sign"));
+        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("boolean"));
         let limits = load(
             &format!(
                 "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\
