@@ -221,8 +221,15 @@ fn new_with_endpoint_id_and_tool() {
         document["concord:metaProtocol"]["concord:versions"][0],
         "1.0"
     );
+    // The TD 1.0 URI first, for consumers that know only it (TD 1.1 allows it), then
+    // TD 1.1's, then the prefixes.
+    assert_eq!(document["@context"][0], "https://www.w3.org/2019/wot/td/v1");
     assert_eq!(
-        document["@context"][1]["concord"],
+        document["@context"][1],
+        "https://www.w3.org/2022/wot/td/v1.1"
+    );
+    assert_eq!(
+        document["@context"][2]["concord"],
         "https://concord.dev/ns/v1#"
     );
     assert!(concord_describe::validate(out.stdout.as_bytes()).is_valid());

@@ -12,7 +12,7 @@ use crate::model::{
 use crate::problem::{Problem, ProblemKind, Report};
 use crate::vocab::{
     CONCORD_ACTION_LEASE, CONCORD_MODE, CONCORD_NAMESPACE, CONCORD_PREFIX, CONCORD_STREAM,
-    LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL, TD_1_1_CONTEXT,
+    LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL, TD_1_0_CONTEXT, TD_1_1_CONTEXT,
 };
 use crate::{read_thing, validate, InvalidDescription, Validator};
 
@@ -58,7 +58,7 @@ impl ThingBuilder {
         let mut document = Map::new();
         document.insert(
             "@context".into(),
-            json!([TD_1_1_CONTEXT, { LMOS_PREFIX: LMOS_NAMESPACE }]),
+            json!([TD_1_0_CONTEXT, TD_1_1_CONTEXT, { LMOS_PREFIX: LMOS_NAMESPACE }]),
         );
         document.insert("@type".into(), Value::from(kind));
         document.insert("title".into(), Value::from(title));
@@ -206,7 +206,10 @@ impl ThingBuilder {
 
     fn declare_concord_prefix(&mut self) {
         if let Some(Value::Array(context)) = self.document.get_mut("@context") {
-            if let Some(Value::Object(prefixes)) = context.get_mut(1) {
+            // The prefixes' object, after the TD context URIs.
+            if let Some(Value::Object(prefixes)) =
+                context.iter_mut().find(|entry| entry.is_object())
+            {
                 prefixes.insert(CONCORD_PREFIX.into(), Value::from(CONCORD_NAMESPACE));
             }
         }

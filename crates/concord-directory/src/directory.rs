@@ -26,7 +26,9 @@ const SCAN_PAGE: u64 = 256;
 
 /// Who registers or changes a TD: the DID it proved (if any) and its client address.
 /// An entry registered with a DID can be changed only by that DID; the quota
-/// (`max_entries_per_registrant`) counts by DID, else by client address.
+/// (`max_entries_per_registrant`) counts by DID, else by client address; a registrant with
+/// neither (`Registrant::default()`, an embedding that registers its own TDs) is bounded
+/// by `max_entries` only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Registrant<'a> {

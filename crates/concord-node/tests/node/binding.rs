@@ -103,10 +103,13 @@ impl Binding for Squatter {
     }
 }
 
+/// A provider serving `binding` beside the WebSocket alone (the node's own WoT HTTP
+/// binding off: its forms would come between the WebSocket's and the added binding's).
 fn provider_with_binding(limits: Limits, binding: impl Binding) -> Agent {
     build(
         Node::builder("Product agent")
             .action(catalogue::action(), catalogue::answer)
+            .http_binding(false)
             .binding(binding)
             .limits(limits),
     )

@@ -846,3 +846,50 @@ async fn signed_writes_own_their_entries_and_anonymous_writes_are_refused() {
         .unwrap();
     assert_eq!(response.status(), 204);
 }
+
+/// tdd-registrationinfo-expiry-purge, tdd-registrationinfo-expiry-config: a TD whose
+/// `ttl` has run out is purged by the directory's timer, with a `thing_deleted` event; an
+/// unexpired one stays.
+#[tokio::test]
+async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory).purge_interval(Duration::from_secs(1)))
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    let mut deleted =
+        Events::of(Events::open(&client, &url(&server, "events/thing_deleted"), None).await);
+    let brief = "urn:example:brief";
+    let mut short = td(Some(brief), "toggle");
+    short["registration"] = json!({"ttl": 1});
+    assert_eq!(put(&client, &server, brief, &short).await, 201);
+    let lasting = "urn:example:lasting";
+    assert_eq!(
+        put(&client, &server, lasting, &td(Some(lasting), "toggle")).await,
+        201
+    );
+
+    let (_, data) = deleted.next().await;
+    assert_eq!(data, json!({"id": brief}));
+    let listing: Value = client
+        .get(url(&server, "things"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|td| td["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [lasting]);
+}
