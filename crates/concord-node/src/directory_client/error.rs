@@ -27,7 +27,7 @@ pub enum DirectoryError {
         /// The transport's error, with its causes.
         cause: String,
     },
-    /// No complete answer within [`DirectoryClientLimits::timeout`].
+    /// No complete answer within [`DirectoryClientLimits::timeout`](crate::DirectoryClientLimits::timeout).
     #[error("directory {url} did not answer within {after:?}")]
     Timeout {
         /// The request's URL.
@@ -47,7 +47,7 @@ pub enum DirectoryError {
         /// The `Retry-After` of a 429 or 503, in seconds, when given.
         retry_after: Option<Duration>,
     },
-    /// The answer's body was larger than [`DirectoryClientLimits::max_response_bytes`].
+    /// The answer's body was larger than [`DirectoryClientLimits::max_response_bytes`](crate::DirectoryClientLimits::max_response_bytes).
     #[error("directory {url}: the answer is larger than {limit} bytes")]
     TooLarge {
         /// The request's URL.
@@ -55,7 +55,7 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
-    /// A listing went on for more than [`DirectoryClientLimits::max_pages`] pages, or its
+    /// A listing went on for more than [`DirectoryClientLimits::max_pages`](crate::DirectoryClientLimits::max_pages) pages, or its
     /// `next` link went back to a page already read.
     #[error("directory {url}: the listing {reason}")]
     Pages {
