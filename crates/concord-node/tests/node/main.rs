@@ -9,6 +9,8 @@ mod consensus;
 mod described;
 mod description;
 mod directory;
+mod directory_client;
+mod directory_registration;
 mod fix_error;
 mod foreign;
 mod hostile;
