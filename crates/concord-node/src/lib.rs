@@ -98,7 +98,7 @@ pub use backend::exec::{
 };
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
-pub use binding::{Affordance, Binding, InvokeFuture, Site, ThingAccess, ThingError};
+pub use binding::{Affordance, Binding, InvokeFuture, Owner, Site, ThingAccess, ThingError};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};

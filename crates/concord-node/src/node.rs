@@ -191,6 +191,8 @@ pub(crate) struct Shared {
     pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
     /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
+    /// Who runs the agent, as its discovery documents name it.
+    pub(crate) owner: Option<crate::binding::Owner>,
 }
 
 impl Shared {
@@ -402,6 +404,7 @@ pub struct NodeBuilder {
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
+    owner: Option<crate::binding::Owner>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -445,6 +448,7 @@ impl NodeBuilder {
             events: BTreeMap::new(),
             event_ingest_token: None,
             bindings: Vec::new(),
+            owner: None,
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -680,6 +684,14 @@ impl NodeBuilder {
     /// ```
     pub fn binding(mut self, binding: impl Binding) -> Self {
         self.bindings.push(Arc::new(binding));
+        self
+    }
+
+    /// Who runs the agent: the `owner` of its ANP agent description (`/ad.json`) and the
+    /// `provider` of its A2A agent card (`/.well-known/agent-card.json`). Default: none
+    /// (the documents leave it out).
+    pub fn owner(mut self, owner: crate::binding::Owner) -> Self {
+        self.owner = Some(owner);
         self
     }
 
@@ -1034,6 +1046,7 @@ impl NodeBuilder {
                 affordances,
                 event_ingest_token,
                 bindings: self.bindings,
+                owner: self.owner,
             }),
         })
     }

@@ -20,7 +20,7 @@ use crate::admission::accept::Accepting;
 use crate::admission::{Admission, RefusalLog};
 use crate::binding::websocket::{self, MetaProtocol, ServerState};
 use crate::binding::{self, Bindings, Site};
-use crate::describe::{Description, DESCRIPTION_PATH, TD_MEDIA_TYPE};
+use crate::describe::{Description, DescriptionHandle, DESCRIPTION_PATH, TD_MEDIA_TYPE};
 use crate::error::NodeError;
 use crate::identity::upgrade;
 use crate::listener::NodeListener;
@@ -184,7 +184,7 @@ impl Drop for Server {
 /// What the node's own routes serve from: the node and its description.
 struct Own {
     shared: Arc<Shared>,
-    description: Description,
+    description: Arc<Description>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
@@ -235,11 +235,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
     });
-    let bindings = binding::served(&shared, websocket);
+    let described = DescriptionHandle::default();
+    let bindings = binding::served(&shared, websocket, &described);
     let thing = Arc::new(binding::NodeThing::new(Arc::clone(&shared)));
     let site = Site::new(base_url.clone(), stopped.clone(), thing);
     binding::check_schemes(&shared, &site, &bindings)?;
-    let own = own_routes(&shared, &did, &site, &bindings);
+    let own = own_routes(&shared, &did, &site, &bindings, &described);
     let app = binding::merge_routes(own, &bindings, &site)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
     let accepting = Accepting {
@@ -269,17 +270,21 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     })
 }
 
-/// The node's own routes: its description, listing every binding's forms, and its DID
+/// The node's own routes: its description, listing every binding's forms (and handed to
+/// the bindings that derive documents from it, through `described`), and its DID
 /// document when it has a DID.
 fn own_routes(
     shared: &Arc<Shared>,
     did: &Option<Arc<Identity>>,
     site: &Site,
     bindings: &Bindings,
+    described: &DescriptionHandle,
 ) -> Router {
+    let description = Arc::new(Description::new(site.clone(), Arc::clone(bindings)));
+    described.set(&description);
     let own = Arc::new(Own {
         shared: Arc::clone(shared),
-        description: Description::new(site.clone(), Arc::clone(bindings)),
+        description,
     });
     let mut routes = Router::new().route(DESCRIPTION_PATH, get(serve_description));
     if let Some(identity) = did {

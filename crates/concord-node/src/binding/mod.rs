@@ -18,10 +18,12 @@ pub(crate) mod ingest;
 mod schemes;
 mod thing;
 pub(crate) mod websocket;
+pub(crate) mod wellknown;
 
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
 pub use thing::{InvokeFuture, ThingAccess, ThingError};
+pub use wellknown::anp::Owner;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use concord_describe::{Form, SecurityScheme};
 use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
 use tokio::sync::watch;
 
+use crate::describe::DescriptionHandle;
 use crate::error::NodeError;
 use crate::node::Shared;
 use websocket::MetaProtocol;
@@ -217,7 +220,7 @@ impl Site {
 }
 
 /// `base_url` joined with `path`: `http://host:port/path`.
-fn http_url(base_url: &str, path: &str) -> String {
+pub(crate) fn http_url(base_url: &str, path: &str) -> String {
     format!(
         "{}/{}",
         base_url.trim_end_matches('/'),
@@ -240,10 +243,19 @@ pub(crate) fn websocket_url(base_url: &str, path: &str) -> String {
 pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
 
 /// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
-/// bindings (the event ingest, when it has a token), then those the builder added.
-pub(crate) fn served(shared: &Shared, websocket: MetaProtocol) -> Bindings {
+/// bindings (the event ingest, when it has a token; the discovery documents, derived from
+/// `description`), then those the builder added.
+pub(crate) fn served(
+    shared: &Arc<Shared>,
+    websocket: MetaProtocol,
+    description: &DescriptionHandle,
+) -> Bindings {
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
     bindings.extend(ingest::binding(shared));
+    bindings.push(Arc::new(wellknown::WellKnown::new(
+        Arc::clone(shared),
+        description.clone(),
+    )));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()
 }

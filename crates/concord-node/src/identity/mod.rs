@@ -371,21 +371,26 @@ impl NodeIdentity {
         self.own_document.get()
     }
 
-    /// Our DID document, naming our description as a service.
+    /// Our DID document, naming as services our ANP agent description (`#ad`,
+    /// `AgentDescription`: `ad.json`) and our Thing Description (`#td`, `WotThing`, W3C WoT
+    /// Discovery's DID introduction: `/.well-known/wot`).
     pub(crate) fn document(&self, identity: &Identity, base_url: &str) -> serde_json::Value {
         let created = concord_identity::format_iso8601(upgrade::now_unix());
-        let description = format!(
-            "{}{}",
-            base_url.trim_end_matches('/'),
-            crate::describe::DESCRIPTION_PATH
-        );
+        let at = |path: &str| crate::binding::http_url(base_url, path);
         identity.document(
             &created,
-            &[Service {
-                id_fragment: "ad".to_owned(),
-                kind: "AgentDescription".to_owned(),
-                endpoint: description,
-            }],
+            &[
+                Service {
+                    id_fragment: "ad".to_owned(),
+                    kind: "AgentDescription".to_owned(),
+                    endpoint: at(crate::binding::wellknown::anp::AD_PATH),
+                },
+                Service {
+                    id_fragment: "td".to_owned(),
+                    kind: "WotThing".to_owned(),
+                    endpoint: at(crate::describe::DESCRIPTION_PATH),
+                },
+            ],
         )
     }
 

@@ -1,0 +1,158 @@
+//! The discovery documents every agent serves (ANP's `/.well-known/agent-descriptions` and
+//! `ad.json`, A2A's agent card) and the services of its DID document, fetched over loopback
+//! as a peer would.
+
+use concord_node::{Did, Keys, Node, Owner, Server};
+use reqwest::header::{ETAG, IF_NONE_MATCH};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::{build, catalogue, loopback_security, quick_limits, serve, Agent};
+
+/// The product provider, with a DID when `keys` is given, and an owner.
+fn provider(keys: Option<Keys>) -> Agent {
+    let mut builder = Node::builder("Product agent")
+        .description("Product information for a small shop.")
+        .action(catalogue::action(), catalogue::answer)
+        .owner(Owner::organization("Small Shop").with_url("https://shop.example"))
+        .security(loopback_security())
+        .limits(quick_limits());
+    if let Some(keys) = keys {
+        builder = builder.keys(keys);
+    }
+    build(builder)
+}
+
+fn at(server: &Server, path: &str) -> String {
+    format!("{}{}", server.url(), path.trim_start_matches('/'))
+}
+
+async fn get_json(url: &str) -> (reqwest::header::HeaderMap, Value) {
+    let response = reqwest::get(url).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{url}");
+    let headers = response.headers().clone();
+    let body = response.bytes().await.unwrap();
+    (headers, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn an_agent_with_a_did_lists_its_ad_json_and_serves_it_and_its_agent_card() {
+    let agent = provider(Some(Keys::generate()));
+    let server = serve(&agent).await;
+    let did = server.did().unwrap().to_owned();
+    let ad_url = at(&server, "ad.json");
+
+    let (headers, page) = get_json(&at(&server, ".well-known/agent-descriptions")).await;
+    assert_eq!(headers["content-type"], "application/ld+json");
+    assert_eq!(page["@type"], "CollectionPage");
+    assert_eq!(
+        page["items"],
+        json!([{"@type": "ad:AgentDescription", "name": "Product agent", "@id": ad_url}])
+    );
+    assert!(page.get("next").is_none());
+
+    let (_, ad) = get_json(&ad_url).await;
+    assert_eq!(ad["protocolType"], "ANP");
+    assert_eq!(ad["type"], "AgentDescription");
+    assert_eq!(ad["url"], ad_url);
+    assert_eq!(ad["did"], did);
+    assert_eq!(ad["description"], "Product information for a small shop.");
+    assert_eq!(ad["owner"]["name"], "Small Shop");
+    assert_eq!(
+        ad["securityDefinitions"]["didwba_sc"],
+        json!({"scheme": "didwba", "in": "header", "name": "Authorization"})
+    );
+    assert_eq!(ad["security"], "didwba_sc");
+    assert_eq!(ad["interfaces"][0]["url"], server.endpoint());
+    assert_eq!(ad["interfaces"][1]["url"], server.description_url());
+
+    let (_, card) = get_json(&at(&server, ".well-known/agent-card.json")).await;
+    assert_eq!(card["name"], "Product agent");
+    assert_eq!(card["supportedInterfaces"][0]["url"], server.endpoint());
+    assert_eq!(card["skills"][0]["id"], "getProductInfo");
+    assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["provider"]["organization"], "Small Shop");
+    assert!(card["securitySchemes"]["didwba_sc"].is_object());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn each_document_has_a_strong_etag_that_if_none_match_answers_with_304_and_head_too() {
+    let agent = provider(Some(Keys::generate()));
+    let server = serve(&agent).await;
+    let client = reqwest::Client::new();
+    for path in [
+        ".well-known/agent-descriptions",
+        "ad.json",
+        ".well-known/agent-card.json",
+    ] {
+        let url = at(&server, path);
+        let first = client.get(&url).send().await.unwrap();
+        let etag = first.headers()[ETAG].clone();
+        let body = first.bytes().await.unwrap();
+        assert!(etag.to_str().unwrap().starts_with('"'), "{path}: {etag:?}");
+
+        let again = client
+            .get(&url)
+            .header(IF_NONE_MATCH, etag.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+        assert_eq!(again.headers()[ETAG], etag);
+        assert!(again.bytes().await.unwrap().is_empty());
+
+        let other = client
+            .get(&url)
+            .header(IF_NONE_MATCH, "\"someone-else\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(other.status(), StatusCode::OK, "{path}");
+        assert_eq!(other.bytes().await.unwrap(), body);
+
+        let head = client.head(&url).send().await.unwrap();
+        assert_eq!(head.status(), StatusCode::OK, "{path}");
+        assert_eq!(head.headers()[ETAG], etag);
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_without_a_did_lists_no_anp_agent_and_still_has_an_agent_card() {
+    let agent = provider(None);
+    let server = serve(&agent).await;
+    let (_, page) = get_json(&at(&server, ".well-known/agent-descriptions")).await;
+    assert_eq!(page["items"], json!([]));
+    let ad = reqwest::get(at(&server, "ad.json")).await.unwrap();
+    assert_eq!(ad.status(), StatusCode::NOT_FOUND);
+    let (_, card) = get_json(&at(&server, ".well-known/agent-card.json")).await;
+    assert_eq!(card["skills"][0]["id"], "getProductInfo");
+    assert!(card.get("securitySchemes").is_none());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_did_document_names_the_ad_json_and_the_thing_description() {
+    let agent = provider(Some(Keys::generate()));
+    let server = serve(&agent).await;
+    let did: Did = server.did().unwrap().parse().unwrap();
+    let (_, document) = get_json(&at(&server, &did.document_path())).await;
+    let services = document["service"].as_array().unwrap();
+    let service = |kind: &str| {
+        services
+            .iter()
+            .find(|service| service["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} service in {services:?}"))
+            .clone()
+    };
+    assert_eq!(
+        service("AgentDescription")["serviceEndpoint"],
+        at(&server, "ad.json")
+    );
+    assert_eq!(
+        service("WotThing"),
+        json!({"id": format!("{did}#td"), "type": "WotThing", "serviceEndpoint": server.description_url()})
+    );
+    server.shutdown().await.unwrap();
+}
