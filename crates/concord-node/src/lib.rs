@@ -79,6 +79,7 @@ mod interact;
 mod interface;
 mod language;
 mod listener;
+mod mdns;
 mod memory;
 mod node;
 mod server;
@@ -130,6 +131,9 @@ pub use interact::{
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
 pub use interface::{Payload, PayloadError};
+pub use mdns::{
+    browse_mdns, Announcement, FoundThing, MdnsError, ThingKind, DIRECTORY_SERVICE, WOT_SERVICE,
+};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

@@ -193,6 +193,10 @@ pub(crate) struct Shared {
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
     /// Who runs the agent, as its discovery documents name it.
     pub(crate) owner: Option<crate::binding::Owner>,
+    /// What the node introduces itself as (DNS-SD, its DID document).
+    pub(crate) kind: crate::mdns::ThingKind,
+    /// Whether it announces itself with DNS-SD while it serves.
+    pub(crate) mdns: bool,
 }
 
 impl Shared {
@@ -405,6 +409,8 @@ pub struct NodeBuilder {
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
     owner: Option<crate::binding::Owner>,
+    kind: crate::mdns::ThingKind,
+    mdns: bool,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -449,6 +455,8 @@ impl NodeBuilder {
             event_ingest_token: None,
             bindings: Vec::new(),
             owner: None,
+            kind: crate::mdns::ThingKind::Thing,
+            mdns: false,
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -692,6 +700,26 @@ impl NodeBuilder {
     /// (the documents leave it out).
     pub fn owner(mut self, owner: crate::binding::Owner) -> Self {
         self.owner = Some(owner);
+        self
+    }
+
+    /// What the node introduces itself as: a Thing (an agent, the default) or a Thing
+    /// Description Directory. Its DID document names its description as a `WotThing` or
+    /// `WotDirectory` service, and its DNS-SD announcement ([`NodeBuilder::mdns`]) says
+    /// `type=Thing` or `type=Directory` (a directory under `_directory._sub._wot._tcp`).
+    pub fn kind(mut self, kind: crate::mdns::ThingKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Announces the node on the local network with DNS-SD while it serves (multicast DNS,
+    /// W3C WoT Discovery's introduction: `_wot._tcp` with TXT `td=/.well-known/wot`,
+    /// `type=Thing|Directory`, `scheme=http|https`), withdrawn when the server drains or is
+    /// dropped; [`browse_mdns`](crate::browse_mdns) finds such nodes. A node whose
+    /// announcement cannot start (no multicast socket) serves anyway and logs why.
+    /// Default: off.
+    pub fn mdns(mut self, announce: bool) -> Self {
+        self.mdns = announce;
         self
     }
 
@@ -1047,6 +1075,8 @@ impl NodeBuilder {
                 event_ingest_token,
                 bindings: self.bindings,
                 owner: self.owner,
+                kind: self.kind,
+                mdns: self.mdns,
             }),
         })
     }

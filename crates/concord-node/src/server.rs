@@ -24,6 +24,7 @@ use crate::describe::{Description, DescriptionHandle, DESCRIPTION_PATH, TD_MEDIA
 use crate::error::NodeError;
 use crate::identity::upgrade;
 use crate::listener::NodeListener;
+use crate::mdns::{Announced, Announcement};
 use crate::node::Shared;
 use crate::shed::IdleSessions;
 
@@ -47,6 +48,8 @@ pub struct Server {
     max_sessions: usize,
     admission: Arc<Admission>,
     did: Option<Arc<Identity>>,
+    /// The DNS-SD announcement, when the node makes one: withdrawn when dropped.
+    announced: Option<Announced>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -139,6 +142,8 @@ impl Server {
         let open = self.sessions();
         tracing::info!(sessions = open, grace = ?grace, "draining: no new connections or calls");
         self.stop.send_replace(true);
+        // Withdrawn first: nobody on the local network is sent to a node that drains.
+        self.announced.take();
         let mut result = Ok(());
         if let Some(mut task) = self.task.take() {
             let stopped = match tokio::time::timeout_at(deadline, &mut task).await {
@@ -215,7 +220,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     };
     let did = shared
         .identity
-        .settle_did(&base_url)
+        .settle_did(&base_url, shared.kind)
         .map_err(NodeError::Config)?;
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
@@ -257,6 +262,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
             .instrument(tracing::info_span!("server", addr = %local_addr)),
     );
     tracing::info!(%base_url, "serving");
+    let announced = shared
+        .mdns
+        .then(|| announce(&shared, &base_url, local_addr))
+        .flatten();
     Ok(Server {
         local_addr,
         base_url,
@@ -266,8 +275,25 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         max_sessions,
         admission,
         did,
+        announced,
         task: Some(task),
     })
+}
+
+/// Starts the node's DNS-SD announcement; a failure (no multicast socket) is logged and
+/// the node serves anyway: it is still reachable by its URL.
+fn announce(shared: &Shared, base_url: &str, local_addr: SocketAddr) -> Option<Announced> {
+    let announcement = Announcement::new(shared.kind, &shared.persona.title, base_url, local_addr);
+    match Announced::start(&announcement) {
+        Ok(announced) => {
+            tracing::info!(instance = %announcement.instance, service = %announcement.service_type, "announced with DNS-SD");
+            Some(announced)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot announce the node with DNS-SD; serving without it");
+            None
+        }
+    }
 }
 
 /// The node's own routes: its description, listing every binding's forms (and handed to

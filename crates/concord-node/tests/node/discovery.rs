@@ -156,3 +156,36 @@ async fn the_did_document_names_the_ad_json_and_the_thing_description() {
     );
     server.shutdown().await.unwrap();
 }
+
+/// How long a browse listens for announcements.
+const BROWSE: std::time::Duration = std::time::Duration::from_secs(3);
+
+#[tokio::test]
+async fn an_agent_announced_with_dns_sd_is_found_by_browsing_and_gone_after_shutdown() {
+    let mut builder = Node::builder("Announced agent")
+        .action(catalogue::action(), catalogue::answer)
+        .mdns(true);
+    builder = builder.limits(quick_limits());
+    let agent = build(builder);
+    let server = agent.node.serve("0.0.0.0:0").await.unwrap();
+    let port = server.local_addr().port();
+    let ours = |found: &concord_node::FoundThing| found.port == port;
+    let found = concord_node::browse_mdns(BROWSE, false).await.unwrap();
+    let thing = found
+        .iter()
+        .find(|found| ours(found))
+        .unwrap_or_else(|| panic!("not found among {found:?}"));
+    assert_eq!(thing.kind, "Thing");
+    assert_eq!(thing.scheme, "http");
+    assert_eq!(thing.td, "/.well-known/wot");
+    assert!(thing.fullname.starts_with("Announced agent"), "{thing:?}");
+    let description = reqwest::get(thing.description_url()).await.unwrap();
+    assert_eq!(description.status(), StatusCode::OK);
+    // Not a directory.
+    let directories = concord_node::browse_mdns(BROWSE, true).await.unwrap();
+    assert!(!directories.iter().any(ours), "{directories:?}");
+
+    server.shutdown().await.unwrap();
+    let after = concord_node::browse_mdns(BROWSE, false).await.unwrap();
+    assert!(!after.iter().any(ours), "still announced: {after:?}");
+}
