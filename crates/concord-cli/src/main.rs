@@ -23,6 +23,7 @@ mod context;
 mod data_dir;
 mod demo;
 mod describe;
+mod discovery_config;
 mod handler;
 mod identity;
 mod input;
