@@ -76,6 +76,14 @@
 //! resolver_max_concurrent_per_address = 2 # DID document fetches one client address's
 //! #                                    upgrades hold at once
 //!
+//! [directory]                        # optional: register with W3C WoT Discovery directories
+//! urls = ["https://directory.example/"]   # one or more (or `url = "…"` for one); the
+//! #   description is PUT at /things/{id} (agent.id, else the DID, else POST /things)
+//! ttl = "5m"                         # registration.ttl; registered again at half of it
+//! first_retry = "1s"                 # a directory away: retried after this, doubled per
+//! max_retry = "1m"                   #   failure up to this (with jitter); the agent serves anyway
+//! #   a graceful shutdown (Ctrl-C, SIGTERM) deletes the entries
+//!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "llama3.1"
@@ -105,6 +113,10 @@
 //! subscriber_queue = 1024            # notifications waiting per subscriber
 //! subscriber_queue_bytes = 4194304  # and their bytes (event data as JSON), whichever is hit first
 //! replay_max_age = "10m"             # optional: older events leave the replay buffer
+//! [limits.directory_client]          # what a directory may make the agent read or wait for
+//! max_response_bytes = 8388608       # an answer's body
+//! max_pages = 100                    # pages of one listing (`Link: rel="next"`)
+//! timeout = "10s"                    # one request, to the last byte of its answer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
 //! max_session_buffer = 16777216      # over every stream of a session (at least the above)
@@ -125,7 +137,8 @@ use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
     ActionMode, Allow, Authentication, DidPattern, Encryption, Event, ExecAction, HttpAction,
-    InteractionLimits, Limits, Overflow, Property, Security, SignatureForm, StreamSpec,
+    InteractionLimits, Limits, Overflow, Property, RegistrationSettings, Security, SignatureForm,
+    StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -208,6 +221,10 @@ pub struct AgentConfig {
     /// How the agent makes itself found (`[discovery]`: DNS-SD, the owner its discovery
     /// documents name).
     pub discovery: crate::discovery_config::Discovery,
+    /// The directories the agent registers with (`[directory] urls`), each a base URL.
+    pub directories: Vec<String>,
+    /// How it keeps its entries there (`[directory] ttl`, `first_retry`, `max_retry`).
+    pub registration: RegistrationSettings,
 }
 
 /// A secret from the configuration: `Debug` does not show it.
@@ -362,6 +379,73 @@ struct File {
     events: Vec<EventSection>,
     #[serde(default)]
     discovery: crate::discovery_config::DiscoverySection,
+    directory: Option<DirectorySection>,
+}
+
+/// `[directory]`: the W3C WoT Discovery directories the agent registers with.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectorySection {
+    url: Option<String>,
+    #[serde(default)]
+    urls: Vec<String>,
+    ttl: Option<Humane>,
+    first_retry: Option<Humane>,
+    max_retry: Option<Humane>,
+}
+
+impl DirectorySection {
+    /// The directories' URLs (each checked) and the registration settings.
+    fn check(self) -> Result<(Vec<String>, RegistrationSettings), Problem> {
+        let (urls, key) = match (self.url, self.urls.is_empty()) {
+            (Some(_), false) => {
+                return Err(Problem::key(
+                    "directory.url",
+                    "give `url` (one directory) or `urls` (several), not both",
+                ))
+            }
+            (Some(url), true) => (vec![url], "directory.url"),
+            (None, false) => (self.urls, "directory.urls"),
+            (None, true) => {
+                return Err(Problem::key(
+                    "directory.urls",
+                    "no directory given: add `urls = [\"https://…\"]`",
+                ))
+            }
+        };
+        let mut seen = BTreeSet::new();
+        for (index, url) in urls.iter().enumerate() {
+            let key = if key == "directory.url" {
+                key.to_owned()
+            } else {
+                format!("{key}[{index}]")
+            };
+            let directory = concord_node::Directory::new(url)
+                .map_err(|error| Problem::key(&key, error.to_string()))?;
+            if !seen.insert(directory.url().to_owned()) {
+                return Err(Problem::key(key, format!("{url:?} is given twice")));
+            }
+        }
+        let mut settings = RegistrationSettings::default();
+        if let Some(ttl) = self.ttl {
+            settings.ttl = ttl.into();
+        }
+        if let Some(first) = self.first_retry {
+            settings.first_retry = first.into();
+        }
+        if let Some(max) = self.max_retry {
+            settings.max_retry = max.into();
+        }
+        settings.validate().map_err(|message| {
+            let key = match message.split_whitespace().next() {
+                Some("first_retry") => "directory.first_retry",
+                Some("max_retry") => "directory.max_retry",
+                _ => "directory.ttl",
+            };
+            Problem::key(key, message)
+        })?;
+        Ok((urls, settings))
+    }
 }
 
 /// `[[properties]]`.
@@ -577,6 +661,18 @@ struct LimitsSection {
     interaction: InteractionLimitsSection,
     #[serde(default)]
     streams: StreamLimitsSection,
+    #[serde(default)]
+    directory_client: DirectoryClientLimitsSection,
+}
+
+/// `[limits.directory_client]`: what a directory may make the agent read or wait for
+/// (`concord_node::DirectoryClientLimits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectoryClientLimitsSection {
+    max_response_bytes: Option<usize>,
+    max_pages: Option<usize>,
+    timeout: Option<Humane>,
 }
 
 /// `[limits.interaction]`: bounds of interface sessions (`concord_interact::Limits`).
@@ -803,6 +899,10 @@ impl File {
         }
         let limits = self.limits.check()?;
         check_credits(&actions, &limits)?;
+        let (directories, registration) = match self.directory {
+            Some(section) => section.check()?,
+            None => (Vec::new(), RegistrationSettings::default()),
+        };
         Ok(AgentConfig {
             title,
             id: self.agent.id,
@@ -824,6 +924,8 @@ impl File {
             events,
             event_ingest_token,
             discovery: self.discovery.check()?,
+            directories,
+            registration,
         })
     }
 }
@@ -1549,6 +1651,11 @@ impl LimitsSection {
             max_reader_queue,
             max_send_room
         );
+        given!(self.directory_client => limits.directory_client;
+            max_response_bytes,
+            max_pages,
+            timeout
+        );
         if let Some(policy) = &self.event_overflow {
             limits.event_overflow = choose(
                 "limits.event_overflow",
@@ -1635,6 +1742,80 @@ input = { type = "object" }
 output = "out.json"
 exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
 "#;
+
+    #[test]
+    fn directories_are_read_and_refused_by_key_when_wrong() {
+        let config = load(
+            &format!(
+                "{MINIMAL}\n[directory]\nurls = [\"http://127.0.0.1:8081\", \"https://d.example/tdd/\"]\n\
+                 ttl = \"30s\"\nfirst_retry = \"200ms\"\nmax_retry = \"5s\"\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            config.directories,
+            ["http://127.0.0.1:8081", "https://d.example/tdd/"]
+        );
+        assert_eq!(config.registration.ttl, Duration::from_secs(30));
+        assert_eq!(config.registration.first_retry, Duration::from_millis(200));
+        assert_eq!(config.registration.max_retry, Duration::from_secs(5));
+        let one = load(
+            &format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(one.directories.len(), 1);
+        assert_eq!(one.registration, RegistrationSettings::default());
+        assert!(load(MINIMAL, &[]).unwrap().directories.is_empty());
+        let refused =
+            |lines: &str| load(&format!("{MINIMAL}\n[directory]\n{lines}\n"), &[]).unwrap_err();
+        for (lines, key) in [
+            ("url = \"ftp://x/\"", "directory.url:"),
+            ("urls = [\"http://a/\", \"nope\"]", "directory.urls[1]:"),
+            ("urls = [\"http://a/\", \"http://a\"]", "directory.urls[1]:"),
+            (
+                "url = \"http://a/\"\nurls = [\"http://b/\"]",
+                "directory.url:",
+            ),
+            ("ttl = \"5m\"", "directory.urls:"),
+            ("url = \"http://a/\"\nttl = \"1s\"", "directory.ttl:"),
+            (
+                "url = \"http://a/\"\nfirst_retry = \"0s\"",
+                "directory.first_retry:",
+            ),
+            (
+                "url = \"http://a/\"\nfirst_retry = \"10s\"\nmax_retry = \"1s\"",
+                "directory.max_retry:",
+            ),
+        ] {
+            let error = refused(lines);
+            assert!(error.starts_with(key), "{lines}: {error}");
+        }
+        assert!(refused("url = \"http://a/\"\ncolour = 1").contains("colour"));
+        let limits = load(
+            &format!(
+                "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\
+                 timeout = \"2s\"\n"
+            ),
+            &[],
+        )
+        .unwrap()
+        .limits
+        .directory_client;
+        assert_eq!(limits.max_response_bytes, 1024);
+        assert_eq!(limits.max_pages, 3);
+        assert_eq!(limits.timeout, Duration::from_secs(2));
+        let error = load(
+            &format!("{MINIMAL}\n[limits.directory_client]\nmax_pages = 0\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("limits.directory_client.max_pages:"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn a_minimal_configuration_takes_the_defaults() {

@@ -80,8 +80,12 @@ Exit codes: 0 every call was answered with an output; 1 the peer said no (unknow
 rejected negotiation, an error response, input that breaks the protocol, a line that is not
 JSON); 2 a call could not run (bad URL, unreachable peer, timeout, connection lost).")]
 pub struct CallArgs {
-    /// The peer: its base URL (`http://host:port`) or its description URL.
+    /// The peer: its base URL (`http://host:port`), its description URL, or its id in the
+    /// --directory (`urn:…`, `did:…`); left out with --find.
+    #[arg(value_name = "TARGET")]
     url: String,
+    #[command(flatten)]
+    target: crate::target::TargetArgs,
     /// The peer's action to call.
     action: String,
     /// The action's input as JSON; `-` reads one JSON document from standard input.
@@ -151,7 +155,8 @@ enum LineItem {
 }
 
 /// Runs `concord call`.
-pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: CallArgs) -> anyhow::Result<ExitCode> {
+    args.url = args.target.settle(&args.url)?;
     let inputs = read_inputs(&args)?;
     let mut want = Want::action(args.action.clone());
     if let Some(path) = &args.propose {

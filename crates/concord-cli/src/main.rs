@@ -24,6 +24,7 @@ mod data_dir;
 mod demo;
 mod describe;
 mod discovery_config;
+mod find;
 mod handler;
 mod identity;
 mod input;
@@ -37,6 +38,7 @@ mod registry;
 mod runtime;
 mod serve;
 mod session_report;
+mod target;
 mod transcripts;
 
 /// Concord: agents that negotiate the protocol they speak.
@@ -47,6 +49,8 @@ Examples:
   concord serve --config crates/concord-cli/examples/product-agent.toml
   concord call http://127.0.0.1:8080 getProductInfo '{\"productId\": \"P12345\"}'
   concord subscribe http://127.0.0.1:8080 userFeedbackReceived
+  concord find --directory http://127.0.0.1:8081 --action getProductInfo
+  concord call --directory http://127.0.0.1:8081 --find getProductInfo getProductInfo '{\"productId\": \"P1\"}'
   concord protocols list           # what was negotiated, by hash
   concord identity show            # this agent's DID
 
@@ -109,6 +113,9 @@ Examples:
     Protocol(protocol::ProtocolCommand),
     /// Run an agent node serving the actions of a configuration file.
     Serve(serve::ServeArgs),
+    /// Find agents in a W3C WoT Discovery directory: by action, property, event, schema
+    /// field, consensus protocol, DID, or JSONPath.
+    Find(find::FindArgs),
     /// Call a peer agent's action: discover, negotiate (or resume with 0-RTT), call.
     Call(call::CallArgs),
     /// Follow a peer's event (or observed property) as JSON lines, reconnecting when it drops.
@@ -136,7 +143,7 @@ Examples:
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(target::with_found_target(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
@@ -147,6 +154,7 @@ fn main() -> ExitCode {
         Command::Handler(command) => handler::run(command),
         Command::Protocol(command) => protocol::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Find(args) => find::run(args),
         Command::Call(args) => call::run(args),
         Command::Subscribe(args) => interact::subscribe::run(args),
         Command::Stream(args) => interact::stream::run(args),

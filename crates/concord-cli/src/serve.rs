@@ -163,6 +163,10 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     for event in config.events {
         builder = builder.event(event.name, event.event);
     }
+    for url in &config.directories {
+        builder = builder.directory(url.clone());
+    }
+    builder = builder.registration(config.registration);
     let node = match builder.build() {
         Ok(node) => node,
         Err(NodeError::Config(problem)) => {
@@ -228,6 +232,13 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     }
     if let Some(did) = server.did() {
         outln!("did:         {did}")?;
+    }
+    for status in server.registrations() {
+        outln!(
+            "directory:   {} (registering, ttl {}; state in the log)",
+            status.directory,
+            humantime::format_duration(config.registration.ttl)
+        )?;
     }
     // The endpoint comes last: a script waiting for it has the whole banner.
     outln!("description: {}", server.description_url())?;

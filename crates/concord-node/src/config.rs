@@ -261,6 +261,11 @@ pub struct Limits {
     /// [`concord_interact::stream::StreamLimits`] (each stream's initial credit is the one
     /// its action declares).
     pub streams: concord_interact::stream::StreamLimits,
+    /// What a directory the node registers with may make it read or wait for
+    /// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)): an answer's bytes
+    /// (8 MiB), a listing's pages (100), a request's time (10 s); see
+    /// [`DirectoryClientLimits`](crate::DirectoryClientLimits).
+    pub directory_client: crate::DirectoryClientLimits,
 }
 
 impl Default for Limits {
@@ -322,6 +327,7 @@ impl Default for Limits {
             interaction: concord_interact::Limits::default(),
             event_overflow: concord_interact::Overflow::DropOldest,
             streams: concord_interact::stream::StreamLimits::default(),
+            directory_client: crate::DirectoryClientLimits::default(),
         }
     }
 }
@@ -577,6 +583,18 @@ impl Limits {
                 self.streams.max_reader_queue == 0,
             ),
             ("streams.max_send_room", self.streams.max_send_room == 0),
+            (
+                "directory_client.max_response_bytes",
+                self.directory_client.max_response_bytes == 0,
+            ),
+            (
+                "directory_client.max_pages",
+                self.directory_client.max_pages == 0,
+            ),
+            (
+                "directory_client.timeout",
+                self.directory_client.timeout.is_zero(),
+            ),
         ];
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimit::zero(name));

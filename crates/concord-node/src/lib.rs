@@ -71,6 +71,7 @@ mod client;
 mod code;
 mod config;
 mod describe;
+mod directory_client;
 mod driver;
 mod error;
 mod hello;
@@ -118,6 +119,11 @@ pub use concord_interact::{EventLog, EventLogError, LocalEventLog};
 pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
+pub use directory_client::{
+    CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, Problem, Registered,
+    RegistrationSettings, RegistrationState, RegistrationStatus, ValidationError,
+    DISCOVERY_CONTEXT,
+};
 pub use driver::Settlement;
 pub use error::{
     CallError, ConnectError, DescriptionError, DescriptionIdError, NodeError, PublicUrlError,

@@ -197,6 +197,10 @@ pub(crate) struct Shared {
     pub(crate) kind: crate::mdns::ThingKind,
     /// Whether it announces itself with DNS-SD while it serves.
     pub(crate) mdns: bool,
+    /// The directories the node registers with while it serves ([`NodeBuilder::directory`]).
+    pub(crate) directories: Vec<crate::Directory>,
+    /// How it keeps its entries there.
+    pub(crate) registration: crate::RegistrationSettings,
 }
 
 impl Shared {
@@ -418,6 +422,8 @@ pub struct NodeBuilder {
     event_log: Option<Arc<dyn concord_interact::EventLog>>,
     action_records: Option<Arc<dyn concord_interact::ActionRecords>>,
     action_ids: Option<Box<dyn concord_interact::ActionIds>>,
+    directories: Vec<String>,
+    registration: crate::RegistrationSettings,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -464,6 +470,8 @@ impl NodeBuilder {
             event_log: None,
             action_records: None,
             action_ids: None,
+            directories: Vec::new(),
+            registration: crate::RegistrationSettings::default(),
         }
     }
 
@@ -881,6 +889,40 @@ impl NodeBuilder {
         self
     }
 
+    /// Registers the node with the W3C WoT Discovery directory at `url` (its base URL; call
+    /// again for several) while it serves: its description is `PUT` at
+    /// `/things/{id}` when the server starts (the description's `id`, else the node's DID,
+    /// else the directory's id from `POST /things`) with `registration.ttl`, again at half the
+    /// TTL, and deleted on [`Server::shutdown`](crate::Server::shutdown). A directory away
+    /// is retried with exponential backoff and jitter while the node serves anyway;
+    /// [`Server::registrations`](crate::Server::registrations) says where each stands.
+    /// Requests are signed with the node's DID when it has one. See
+    /// [`NodeBuilder::registration`] for the TTL and backoff, and
+    /// `Limits::directory_client` for the bounds on the directory's answers.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let node = concord_node::Node::builder("Shop")
+    ///     .id("urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71")
+    ///     .directory("https://directory.example/")
+    ///     .build()?;
+    /// let server = node.serve("127.0.0.1:8080").await?;
+    /// // … later: the entry is deleted, then the server drains.
+    /// server.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn directory(mut self, url: impl Into<String>) -> Self {
+        self.directories.push(url.into());
+        self
+    }
+
+    /// How the node keeps its directory entries ([`NodeBuilder::directory`]): the TTL and the
+    /// backoff. Default: [`RegistrationSettings::default`](crate::RegistrationSettings).
+    pub fn registration(mut self, settings: crate::RegistrationSettings) -> Self {
+        self.registration = settings;
+        self
+    }
+
     /// Opens the store and builds the node.
     ///
     /// # Errors
@@ -956,6 +998,8 @@ impl NodeBuilder {
             .map_err(tls_config)?;
         let http =
             crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
+        let directories =
+            directories_checked(&self.directories, self.registration, &self.limits, &http)?;
         for action in self.access.keys() {
             if !self.actions.contains(action) {
                 return Err(NodeError::Config(format!(
@@ -1077,9 +1121,40 @@ impl NodeBuilder {
                 owner: self.owner,
                 kind: self.kind,
                 mdns: self.mdns,
+                directories,
+                registration: self.registration,
             }),
         })
     }
+}
+
+/// The clients of the directories the node registers with, each URL and the settings
+/// checked.
+fn directories_checked(
+    urls: &[String],
+    registration: crate::RegistrationSettings,
+    limits: &Limits,
+    http: &reqwest::Client,
+) -> Result<Vec<crate::Directory>, NodeError> {
+    if !urls.is_empty() {
+        registration
+            .validate()
+            .map_err(|reason| NodeError::Config(format!("registration: {reason}")))?;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    urls.iter()
+        .map(|url| {
+            let directory = crate::Directory::with_client(url, http.clone())
+                .map_err(|error| NodeError::Config(error.to_string()))?
+                .with_limits(limits.directory_client);
+            if !seen.insert(directory.url().to_owned()) {
+                return Err(NodeError::Config(format!(
+                    "the directory {url:?} is given twice"
+                )));
+            }
+            Ok(directory)
+        })
+        .collect()
 }
 
 /// Checks a public base URL ([`NodeBuilder::public_url`]) and returns it normalised (scheme

@@ -21,6 +21,8 @@ use crate::admission::{Admission, RefusalLog};
 use crate::binding::websocket::{self, MetaProtocol, ServerState};
 use crate::binding::{self, Bindings, Site};
 use crate::describe::{Description, DescriptionHandle, DESCRIPTION_PATH, TD_MEDIA_TYPE};
+use crate::directory_client::registrar::Registrar;
+use crate::directory_client::RegistrationStatus;
 use crate::error::NodeError;
 use crate::identity::upgrade;
 use crate::listener::NodeListener;
@@ -51,6 +53,8 @@ pub struct Server {
     /// The DNS-SD announcement, when the node makes one: withdrawn when dropped.
     announced: Option<Announced>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The node's directory registrations, when it registers with any.
+    registrar: Option<Registrar>,
 }
 
 impl Server {
@@ -105,6 +109,16 @@ impl Server {
         self.admission.connections()
     }
 
+    /// Where each of the node's directory registrations stands
+    /// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)), in the order the
+    /// directories were given; empty when it registers with none.
+    pub fn registrations(&self) -> Vec<RegistrationStatus> {
+        self.registrar
+            .as_ref()
+            .map(Registrar::statuses)
+            .unwrap_or_default()
+    }
+
     /// Drains the server, letting calls already running finish for up to 10 s: see
     /// [`Server::shutdown_within`].
     ///
@@ -116,14 +130,16 @@ impl Server {
 
     /// Drains the server, then stops it:
     ///
-    /// 1. it stops accepting connections (a WebSocket upgrade gets 503 "the node is
+    /// 1. it deletes its entries from the directories it registered with (each within
+    ///    `Limits::directory_client.timeout`), so that requesters stop finding it;
+    /// 2. it stops accepting connections (a WebSocket upgrade gets 503 "the node is
     ///    shutting down", a WebSocket still waiting for its hello is closed with code 1001)
     ///    and calls: a request that arrives now is not taken, and its caller learns the
     ///    session closed;
-    /// 2. each session whose calls have all been answered closes at once, with code 1001
+    /// 3. each session whose calls have all been answered closes at once, with code 1001
     ///    and the reason "the node is shutting down"; the others close the same way as soon
     ///    as their last call running is answered;
-    /// 3. when `grace` has passed, the sessions still open close anyway (their calls get no
+    /// 4. when `grace` has passed, the sessions still open close anyway (their calls get no
     ///    answer), and the server waits up to 5 s more for them to end.
     ///
     /// A zero `grace` closes every session at once. A request the provider could not read
@@ -138,6 +154,9 @@ impl Server {
     /// # Errors
     /// [`NodeError::Internal`] when the server task panicked.
     pub async fn shutdown_within(mut self, grace: Duration) -> Result<(), NodeError> {
+        if let Some(registrar) = self.registrar.take() {
+            registrar.deregister().await;
+        }
         let deadline = tokio::time::Instant::now() + grace;
         let open = self.sessions();
         tracing::info!(sessions = open, grace = ?grace, "draining: no new connections or calls");
@@ -246,6 +265,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let site = Site::new(base_url.clone(), stopped.clone(), thing);
     binding::check_schemes(&shared, &site, &bindings)?;
     let own = own_routes(&shared, &did, &site, &bindings, &described);
+    let registered = Description::new(site.clone(), Arc::clone(&bindings));
     let app = binding::merge_routes(own, &bindings, &site)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
     let accepting = Accepting {
@@ -266,6 +286,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         .mdns
         .then(|| announce(&shared, &base_url, local_addr))
         .flatten();
+    let registrar = Registrar::start(&shared, registered);
     Ok(Server {
         local_addr,
         base_url,
@@ -277,6 +298,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         did,
         announced,
         task: Some(task),
+        registrar,
     })
 }
 

@@ -79,6 +79,13 @@ pub use concord_node::{
     PublishError, Publisher, Server, Settlement, StreamAction, StreamIo, StreamReceiver,
     StreamSender, StreamSpec, Subscription, Want,
 };
+/// Finding agents and being found: a W3C WoT Discovery directory's client
+/// ([`Directory`]: register, list, JSONPath and capability search) and the state of a
+/// node's own registrations ([`NodeBuilder::directory`], [`Server::registrations`]).
+pub use concord_node::{
+    CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, RegistrationSettings,
+    RegistrationState, RegistrationStatus,
+};
 pub use serde_json::{json, Value};
 
 /// The bytes a stream's reader gets ([`StreamReceiver::next`]): pieces of the peer's

@@ -51,14 +51,16 @@ pub struct CancelArgs {
 }
 
 /// Runs `concord status`.
-pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+pub fn status(mut args: StatusArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     by_id(&args.peer, &args.action_id, |connection, id| async move {
         connection.query_action(&id).await
     })
 }
 
 /// Runs `concord cancel`.
-pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
+pub fn cancel(mut args: CancelArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     by_id(&args.peer, &args.action_id, |connection, id| async move {
         connection.cancel_action(&id).await
     })

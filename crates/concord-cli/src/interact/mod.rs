@@ -36,8 +36,12 @@ use crate::logging::Spinner;
 /// The peer and how to reach it, shared by the interface commands.
 #[derive(Debug, Args)]
 pub struct PeerArgs {
-    /// The peer: its base URL (`http://host:port`) or its description URL.
+    /// The peer: its base URL (`http://host:port`), its description URL, or its id in the
+    /// --directory (`urn:…`, `did:…`); left out with --find.
+    #[arg(value_name = "TARGET")]
     pub url: String,
+    #[command(flatten)]
+    pub target: crate::target::TargetArgs,
     #[command(flatten)]
     pub data_dir: DataDir,
     /// How long to wait for each answer (e.g. `5s`; default 30s).
@@ -317,6 +321,18 @@ pub async fn describe(node: &Node, url: &str) -> anyhow::Result<Described> {
             Err(crate::output::Wrong::error(error.to_string()))
         }
         Err(error) => Err(anyhow::Error::new(error)),
+    }
+}
+
+impl PeerArgs {
+    /// Resolves the target to the URL to connect to (an id or --find through the
+    /// directory), in place.
+    ///
+    /// # Errors
+    /// As [`TargetArgs::settle`](crate::target::TargetArgs::settle).
+    pub fn settle(&mut self) -> anyhow::Result<()> {
+        self.url = self.target.settle(&self.url)?;
+        Ok(())
     }
 }
 

@@ -44,7 +44,8 @@ pub struct WriteArgs {
 }
 
 /// Runs `concord read`.
-pub fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
+pub fn read(mut args: ReadArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
         let described = super::describe(&node, &args.peer.url).await?;
@@ -68,7 +69,8 @@ pub fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `concord write`.
-pub fn write(args: WriteArgs) -> anyhow::Result<ExitCode> {
+pub fn write(mut args: WriteArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     let value = super::json_argument(&args.value, "the value")?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {

@@ -60,7 +60,8 @@ pub struct StreamArgs {
 }
 
 /// Runs `concord stream`.
-pub fn run(args: StreamArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: StreamArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     let input = super::json_argument(&args.input, "--input")?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {

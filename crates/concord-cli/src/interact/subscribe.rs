@@ -76,7 +76,8 @@ enum Target {
 }
 
 /// Runs `concord subscribe`.
-pub fn run(args: SubscribeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: SubscribeArgs) -> anyhow::Result<ExitCode> {
+    args.peer.settle()?;
     let node = super::requester(&args.peer)?;
     crate::runtime::block_on(async move {
         tokio::select! {

@@ -328,7 +328,7 @@ impl Refusal {
 }
 
 /// A random nonce: 16 bytes from the OS, in hex.
-fn nonce() -> String {
+pub(crate) fn nonce() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::getrandom(&mut bytes).is_err() {
         // No OS randomness: a nonce must still differ from every other.

@@ -9,6 +9,7 @@ mod consensus;
 mod described;
 mod description;
 mod discovery;
+mod directory_client;
 mod fix_error;
 mod foreign;
 mod hostile;

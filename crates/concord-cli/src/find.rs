@@ -1,0 +1,293 @@
+//! `concord find`: agents in a W3C WoT Discovery directory, by capability (action,
+//! property, event, schema field, consensus protocol, DID), by JSONPath, or all of them.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use concord_node::{CapabilityQuery, Directory};
+use serde_json::{json, Value};
+
+use crate::output::{self, outln, Wrong};
+use crate::target::{id_of, DIRECTORY_ENV};
+
+/// `concord find`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  concord find --directory http://127.0.0.1:8081 --action getProductInfo
+  concord find --directory http://127.0.0.1:8081 --field productId --json | jq -r '.[].base'
+  concord find --directory http://127.0.0.1:8081               # every agent registered
+  CONCORD_DIRECTORY=http://127.0.0.1:8081 concord find --event priceChanged
+  concord find --directory http://127.0.0.1:8081 --jsonpath '$[?@.title==\"Shop\"]'
+  concord call --directory http://127.0.0.1:8081 --find getProductInfo getProductInfo '{\"productId\": \"P1\"}'
+
+Criteria together narrow the search (an agent must match every one); with none, every
+agent is listed (following the directory's pages). The directory's capability search is
+GET /search/capability?action=…&property=…&event=…&input=…&output=…&lmos=…&consensus=…&
+consensus-hash=…&did=… (--field asks input= and output= and joins the answers), JSONPath is
+GET /search/jsonpath?query=… (RFC 9535), the listing GET /things.
+
+Prints a table: id, title, base URL and the affordances that matched (all of them when no
+name was asked for). --json prints a JSON array, one object per agent: {\"id\", \"title\",
+\"base\", \"matches\": [{\"kind\", \"name\"}], \"description\"} (the directory's enriched
+description, with `registration`); with --jsonpath, the nodes the query selected as the
+directory answered them.
+
+Exit codes: 0 at least one agent found; 1 none found (or the directory refused the query,
+saying why); 2 the directory could not be reached or answered off the API.")]
+pub struct FindArgs {
+    /// The directory's base URL. Default: $CONCORD_DIRECTORY.
+    #[arg(long, value_name = "URL")]
+    directory: Option<String>,
+    /// Agents serving this action.
+    #[arg(long, value_name = "NAME")]
+    action: Option<String>,
+    /// Agents with this property.
+    #[arg(long, value_name = "NAME")]
+    property: Option<String>,
+    /// Agents publishing this event.
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
+    /// Agents with an action whose input or output schema has this field.
+    #[arg(long, value_name = "NAME")]
+    field: Option<String>,
+    /// Agents with this `lmos:` term (`lmos:name`), or term and value (`lmos:name=Acme`).
+    #[arg(long, value_name = "TERM[=VALUE]")]
+    lmos: Option<String>,
+    /// Agents holding this consensus protocol (its URI or its hash).
+    #[arg(long, value_name = "URI|HASH")]
+    protocol: Option<String>,
+    /// The agent with this DID.
+    #[arg(long, value_name = "DID")]
+    did: Option<String>,
+    /// A JSONPath query (RFC 9535) over the directory's descriptions, instead of the
+    /// criteria above.
+    #[arg(long, value_name = "QUERY",
+          conflicts_with_all = ["action", "property", "event", "field", "lmos", "protocol", "did"])]
+    jsonpath: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `concord find`.
+pub fn run(args: FindArgs) -> anyhow::Result<ExitCode> {
+    let url = args
+        .directory
+        .clone()
+        .or_else(|| std::env::var(DIRECTORY_ENV).ok())
+        .filter(|url| !url.trim().is_empty())
+        .ok_or_else(|| {
+            Wrong::error(format!(
+                "no directory: give --directory URL or set {DIRECTORY_ENV}"
+            ))
+        })?;
+    let directory = Directory::new(&url).map_err(|error| Wrong::error(error.to_string()))?;
+    let mut query = CapabilityQuery::default();
+    query.action.clone_from(&args.action);
+    query.property.clone_from(&args.property);
+    query.event.clone_from(&args.event);
+    query.field.clone_from(&args.field);
+    query.lmos.clone_from(&args.lmos);
+    query.protocol.clone_from(&args.protocol);
+    query.did.clone_from(&args.did);
+    let found = crate::runtime::block_on(async {
+        match &args.jsonpath {
+            Some(path) => directory.search_jsonpath(path).await,
+            None if query.is_empty() => directory.list().await,
+            None => directory.search(&query).await,
+        }
+    })?
+    .map_err(|error| match error.status() {
+        // The directory read the query and refused it: its problem details say why.
+        Some(400 | 404 | 422) => Wrong::error(error.to_string()),
+        _ => anyhow::Error::new(error),
+    })?;
+    if args.jsonpath.is_some() && !found.iter().all(is_description) {
+        output::json(&found)?;
+        return Ok(exit(&found, &url));
+    }
+    if args.json {
+        let agents: Vec<Value> = found
+            .iter()
+            .map(|td| {
+                json!({
+                    "id": td.get("id"),
+                    "title": td.get("title"),
+                    "base": td.get("base"),
+                    "matches": matches(td, &query)
+                        .iter()
+                        .map(|(kind, name)| json!({"kind": kind, "name": name}))
+                        .collect::<Vec<_>>(),
+                    "description": td,
+                })
+            })
+            .collect();
+        output::json(&agents)?;
+        return Ok(exit(&found, &url));
+    }
+    if !found.is_empty() {
+        table(&found, &query)?;
+    }
+    Ok(exit(&found, &url))
+}
+
+/// 0 when something was found, else 1 with a line saying so.
+fn exit(found: &[Value], url: &str) -> ExitCode {
+    if found.is_empty() {
+        output::note(format!("concord: no agent in {url} matches"));
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Whether a JSONPath result is a whole description (shown in the table) rather than a
+/// piece of one.
+fn is_description(value: &Value) -> bool {
+    value.get("title").is_some_and(Value::is_string) && value.get("@context").is_some()
+}
+
+/// The table: id, title, base URL, the affordances that matched.
+fn table(found: &[Value], query: &CapabilityQuery) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = found
+        .iter()
+        .map(|td| {
+            let text = |key: &str| {
+                td.get(key)
+                    .and_then(Value::as_str)
+                    .map_or_else(|| "-".to_owned(), output::one_line)
+            };
+            let matched: Vec<String> = matches(td, query)
+                .into_iter()
+                .map(|(kind, name)| format!("{kind}:{name}"))
+                .collect();
+            [
+                id_of(td).to_owned(),
+                text("title"),
+                text("base"),
+                matched.join(" "),
+            ]
+        })
+        .collect();
+    let headers = ["id", "title", "base", "matches"];
+    let width = |column: usize| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .chain([headers[column].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (id, title, base) = (width(0), width(1), width(2));
+    outln!(
+        "{:<id$}  {:<title$}  {:<base$}  {}",
+        headers[0],
+        headers[1],
+        headers[2],
+        headers[3]
+    )?;
+    for row in &rows {
+        outln!(
+            "{:<id$}  {:<title$}  {:<base$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3]
+        )?;
+    }
+    Ok(())
+}
+
+/// The affordances of `td` the query matched, as (kind, name): the one named for an
+/// action, property or event criterion, the actions whose schemas have the field; every
+/// affordance when the query names none.
+fn matches(td: &Value, query: &CapabilityQuery) -> Vec<(&'static str, String)> {
+    let names = |kind: &str| -> Vec<String> {
+        td.get(kind)
+            .and_then(Value::as_object)
+            .map(|map| map.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut found = Vec::new();
+    let mut named = false;
+    for (kind, key, wanted) in [
+        ("action", "actions", &query.action),
+        ("property", "properties", &query.property),
+        ("event", "events", &query.event),
+    ] {
+        if let Some(wanted) = wanted {
+            named = true;
+            if names(key).contains(wanted) {
+                found.push((kind, wanted.clone()));
+            }
+        }
+    }
+    if let Some(field) = &query.field {
+        named = true;
+        if let Some(actions) = td.get("actions").and_then(Value::as_object) {
+            for (name, action) in actions {
+                let has = ["input", "output"].iter().any(|side| {
+                    action
+                        .get(side)
+                        .is_some_and(|schema| has_field(schema, field, 0))
+                });
+                if has && !found.contains(&("action", name.clone())) {
+                    found.push(("action", name.clone()));
+                }
+            }
+        }
+    }
+    if !named {
+        for (kind, key) in [
+            ("action", "actions"),
+            ("property", "properties"),
+            ("event", "events"),
+        ] {
+            found.extend(names(key).into_iter().map(|name| (kind, name)));
+        }
+    }
+    found
+}
+
+/// Whether a JSON Schema names `field` among its properties, at any depth up to 16.
+fn has_field(schema: &Value, field: &str, depth: usize) -> bool {
+    if depth > 16 {
+        return false;
+    }
+    match schema {
+        Value::Object(map) => {
+            map.get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|properties| properties.contains_key(field))
+                || map.values().any(|value| has_field(value, field, depth + 1))
+        }
+        Value::Array(items) => items.iter().any(|value| has_field(value, field, depth + 1)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_name_what_the_query_asked_for() {
+        let td = json!({
+            "actions": {
+                "getProductInfo": {"input": {"type": "object", "properties": {"productId": {}}}},
+                "ping": {},
+            },
+            "properties": {"stock": {}},
+            "events": {"priceChanged": {}},
+        });
+        let mut query = CapabilityQuery::default();
+        query.field = Some("productId".into());
+        assert_eq!(
+            matches(&td, &query),
+            [("action", "getProductInfo".to_owned())]
+        );
+        let all = matches(&td, &CapabilityQuery::default());
+        assert_eq!(all.len(), 4);
+        assert!(all.contains(&("event", "priceChanged".to_owned())));
+    }
+}
