@@ -25,6 +25,7 @@ mod demo;
 mod describe;
 mod discovery_config;
 mod find;
+mod find_mdns;
 mod handler;
 mod identity;
 mod input;
