@@ -164,7 +164,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         builder = builder.event(event.name, event.event);
     }
     for url in &config.directories {
-        builder = builder.directory(url.clone());
+        builder = builder.register_with(url.clone());
     }
     builder = builder.registration(config.registration);
     let node = match builder.build() {

@@ -262,7 +262,7 @@ pub struct Limits {
     /// its action declares).
     pub streams: concord_interact::stream::StreamLimits,
     /// What a directory the node registers with may make it read or wait for
-    /// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)): an answer's bytes
+    /// ([`NodeBuilder::register_with`](crate::NodeBuilder::register_with)): an answer's bytes
     /// (8 MiB), a listing's pages (100), a request's time (10 s); see
     /// [`DirectoryClientLimits`](crate::DirectoryClientLimits).
     pub directory_client: crate::DirectoryClientLimits,

@@ -6,8 +6,9 @@
 //! every answer is bounded ([`DirectoryClientLimits`]); error answers' problem details are
 //! read into [`DirectoryError::Status`].
 //!
-//! The node registers itself with the directories [`NodeBuilder::directory`]
-//! (crate::NodeBuilder::directory) names: `registrar.rs` executes the rule in `schedule.rs`.
+//! The node registers itself with the directories
+//! [`NodeBuilder::register_with`](crate::NodeBuilder::register_with) names: `registrar.rs`
+//! executes the rule in `schedule.rs`.
 
 mod error;
 mod http;

@@ -197,7 +197,7 @@ pub(crate) struct Shared {
     pub(crate) kind: crate::mdns::ThingKind,
     /// Whether it announces itself with DNS-SD while it serves.
     pub(crate) mdns: bool,
-    /// The directories the node registers with while it serves ([`NodeBuilder::directory`]).
+    /// The directories the node registers with while it serves ([`NodeBuilder::register_with`]).
     pub(crate) directories: Vec<crate::Directory>,
     /// How it keeps its entries there.
     pub(crate) registration: crate::RegistrationSettings,
@@ -904,19 +904,19 @@ impl NodeBuilder {
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let node = concord_node::Node::builder("Shop")
     ///     .id("urn:uuid:6f1c2e0a-8b7d-4c39-9a51-2d4e8f0b3c71")
-    ///     .directory("https://directory.example/")
+    ///     .register_with("https://directory.example/")
     ///     .build()?;
     /// let server = node.serve("127.0.0.1:8080").await?;
     /// // … later: the entry is deleted, then the server drains.
     /// server.shutdown().await?;
     /// # Ok(()) }
     /// ```
-    pub fn directory(mut self, url: impl Into<String>) -> Self {
+    pub fn register_with(mut self, url: impl Into<String>) -> Self {
         self.directories.push(url.into());
         self
     }
 
-    /// How the node keeps its directory entries ([`NodeBuilder::directory`]): the TTL and the
+    /// How the node keeps its directory entries ([`NodeBuilder::register_with`]): the TTL and the
     /// backoff. Default: [`RegistrationSettings::default`](crate::RegistrationSettings).
     pub fn registration(mut self, settings: crate::RegistrationSettings) -> Self {
         self.registration = settings;

@@ -110,7 +110,7 @@ impl Server {
     }
 
     /// Where each of the node's directory registrations stands
-    /// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)), in the order the
+    /// ([`NodeBuilder::register_with`](crate::NodeBuilder::register_with)), in the order the
     /// directories were given; empty when it registers with none.
     pub fn registrations(&self) -> Vec<RegistrationStatus> {
         self.registrar

@@ -81,7 +81,7 @@ pub use concord_node::{
 };
 /// Finding agents and being found: a W3C WoT Discovery directory's client
 /// ([`Directory`]: register, list, JSONPath and capability search) and the state of a
-/// node's own registrations ([`NodeBuilder::directory`], [`Server::registrations`]).
+/// node's own registrations ([`NodeBuilder::register_with`], [`Server::registrations`]).
 pub use concord_node::{
     CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, RegistrationSettings,
     RegistrationState, RegistrationStatus,

@@ -215,6 +215,10 @@ impl Registration {
                 object.insert("id".to_owned(), Value::String(id));
             }
         }
+        if let Some(id) = td.get("id").and_then(Value::as_str) {
+            // Known before the answer: a shutdown during this attempt deletes it.
+            self.id = Some(id.to_owned());
+        }
         let registered = self
             .directory
             .register(&td, Some(self.settings.ttl))

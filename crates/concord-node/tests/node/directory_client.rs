@@ -219,7 +219,7 @@ async fn an_agent_serves_while_its_directory_is_away_and_backs_off() {
             .id("urn:uuid:7a0c5a4e-1b0e-4a52-9d8e-0c2b1f3e4d5a")
             .action(catalogue::action(), catalogue::answer)
             .limits(quick_limits())
-            .directory(base.clone())
+            .register_with(base.clone())
             .registration(settings),
     );
     let server = agent.node.serve("127.0.0.1:0").await.unwrap();
@@ -277,7 +277,7 @@ async fn a_refused_registration_gives_up() {
             .id("urn:uuid:7a0c5a4e-1b0e-4a52-9d8e-0c2b1f3e4d5b")
             .action(catalogue::action(), catalogue::answer)
             .limits(quick_limits())
-            .directory(base)
+            .register_with(base)
             .registration(settings),
     );
     let server = agent.node.serve("127.0.0.1:0").await.unwrap();
