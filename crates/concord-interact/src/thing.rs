@@ -441,6 +441,19 @@ impl Thing {
             .get(&subscriber)
             .map(|session| session.caller.clone())
             .unwrap_or_default();
+        self.start_owned(name, caller, Some(subscriber), correlation_id, now)
+    }
+
+    /// Starts an action `name` for `caller`, checked against the caller's bound and the
+    /// reserve; `subscriber` is the session its notifications go to (none: it has none).
+    fn start_owned(
+        &mut self,
+        name: &str,
+        caller: ActionCaller,
+        subscriber: Option<SubscriberId>,
+        correlation_id: &str,
+        now: Instant,
+    ) -> Result<String, ActionTableError> {
         let limits = self.actions.limits();
         let (limit, reserved, max) = (
             limits.max_actions_per_caller,
@@ -472,12 +485,42 @@ impl Thing {
         self.owners.insert(
             id.clone(),
             Owner {
-                subscriber: Some(subscriber),
+                subscriber,
                 caller,
                 correlation_id: correlation_id.to_owned(),
             },
         );
         Ok(id)
+    }
+
+    /// Starts the long-running action `name` for a caller without a session (an HTTP
+    /// binding's `invokeaction`, answered with the action's id at once): counted against
+    /// `Limits::max_actions_per_caller` and the reserve like a session's actions of the same
+    /// `caller`; its caller is detached from the start, so its lease runs from `now`, and
+    /// each [`Thing::renew_action`] (the caller came back to query it) starts it again. A
+    /// caller that never comes back gets its action cancelled when the lease runs out.
+    ///
+    /// # Errors
+    /// [`ActionTableError::CallerLimit`], [`ActionTableError::Reserved`],
+    /// [`ActionTableError::TooMany`] or [`ActionTableError::NameTooLong`].
+    pub fn start_detached_action(
+        &mut self,
+        name: &str,
+        caller: ActionCaller,
+        now: Instant,
+    ) -> Result<String, ActionTableError> {
+        let id = self.start_owned(name, caller, None, "", now)?;
+        self.actions.detach_action(&id, now)?;
+        Ok(id)
+    }
+
+    /// The detached caller of the unfinished action `action_id` came back: its lease starts
+    /// again from `now`.
+    ///
+    /// # Errors
+    /// [`ActionTableError::Unknown`] or [`ActionTableError::Finished`].
+    pub fn renew_action(&mut self, action_id: &str, now: Instant) -> Result<(), ActionTableError> {
+        self.actions.detach_action(action_id, now)
     }
 
     pub(crate) fn subscribe(

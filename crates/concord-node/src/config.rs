@@ -266,6 +266,15 @@ pub struct Limits {
     /// (8 MiB), a listing's pages (100), a request's time (10 s); see
     /// [`DirectoryClientLimits`](crate::DirectoryClientLimits).
     pub directory_client: crate::DirectoryClientLimits,
+    // The WoT HTTP binding's request bodies.
+    /// The largest request body the WoT HTTP binding reads (1 MiB), counted as it arrives
+    /// (a chunked body too): one byte more is refused with 413 before the body is read
+    /// whole.
+    pub http_max_body: usize,
+    /// How long the WoT HTTP binding waits for a whole request body (10 s) once its
+    /// headers are in: a body still arriving then (a client sending a byte a second) is
+    /// refused with 408 and its connection closed.
+    pub http_body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -328,6 +337,9 @@ impl Default for Limits {
             event_overflow: concord_interact::Overflow::DropOldest,
             streams: concord_interact::stream::StreamLimits::default(),
             directory_client: crate::DirectoryClientLimits::default(),
+            // The WoT HTTP binding's request bodies.
+            http_max_body: 1024 * 1024,
+            http_body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -482,6 +494,9 @@ impl Limits {
                 self.request_burst_per_address == 0,
             ),
             ("http_header_timeout", self.http_header_timeout.is_zero()),
+            // The WoT HTTP binding's request bodies.
+            ("http_max_body", self.http_max_body == 0),
+            ("http_body_timeout", self.http_body_timeout.is_zero()),
             ("negotiation_timeout", self.negotiation_timeout.is_zero()),
             (
                 "code_generation_timeout",

@@ -24,7 +24,7 @@ use crate::node::Shared;
 use crate::storage::StoreFailure;
 
 /// The name of the DID-WBA scheme in the description's `securityDefinitions`.
-const DIDWBA_SCHEME: &str = "didwba_sc";
+pub(crate) const DIDWBA_SCHEME: &str = "didwba_sc";
 
 /// Path of the description.
 pub(crate) const DESCRIPTION_PATH: &str = "/.well-known/wot";
@@ -189,7 +189,11 @@ fn build(
             .flat_map(|binding| binding.forms(site, affordance))
             .collect::<Vec<_>>()
     };
-    let thing = describe_interface(builder, &shared.interface, forms, lease, secured)
+    let mut builder = describe_interface(builder, &shared.interface, forms, lease, secured);
+    for binding in bindings.iter() {
+        builder = binding.described(site).apply(builder);
+    }
+    let thing = builder
         .meta_protocol(meta)
         .build()
         .map_err(DescriptionBuildError::Invalid)?;

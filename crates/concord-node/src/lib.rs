@@ -100,7 +100,12 @@ pub use backend::exec::{
 };
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
-pub use binding::{Affordance, Binding, InvokeFuture, Owner, Site, ThingAccess, ThingError};
+pub use binding::sse;
+pub use binding::{
+    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
+    InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
+    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
+};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};
@@ -137,9 +142,7 @@ pub use interact::{
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
 pub use interface::{Payload, PayloadError};
-pub use mdns::{
-    browse_mdns, Announcement, FoundThing, MdnsError, ThingKind, DIRECTORY_SERVICE, WOT_SERVICE,
-};
+pub use mdns::{browse_mdns, FoundThing, MdnsError, DIRECTORY_SERVICE, WOT_SERVICE};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

@@ -20,13 +20,12 @@ pub const DIRECTORY_SERVICE: &str = "_directory._sub._wot._tcp.local.";
 const MAX_LABEL: usize = 63;
 
 /// What a node introduces itself as, on the local network (TXT `type=`) and in its DID
-/// document (a `WotThing` or `WotDirectory` service): a Thing (an agent, the default) or a
-/// Thing Description Directory. Set with [`NodeBuilder::kind`](crate::NodeBuilder::kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ThingKind {
+/// document (a `WotThing` or `WotDirectory` service): a Thing (an agent), or a Thing
+/// Description Directory when it serves one
+/// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThingKind {
     /// A Thing: an agent.
-    #[default]
     Thing,
     /// A Thing Description Directory.
     Directory,
@@ -34,7 +33,7 @@ pub enum ThingKind {
 
 impl ThingKind {
     /// The TXT `type=` value: `Thing` or `Directory`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Thing => "Thing",
             Self::Directory => "Directory",
@@ -77,22 +76,21 @@ fn daemon_error(what: &'static str) -> impl Fn(mdns_sd::Error) -> MdnsError {
 /// The DNS-SD records a node announces, as content: what [`Announced`] registers, and what
 /// a test checks where the network has no multicast.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Announcement {
+pub(crate) struct Announcement {
     /// The service type with its subtype, when any: `_wot._tcp.local.` or
     /// `_directory._sub._wot._tcp.local.`.
-    pub service_type: String,
+    pub(crate) service_type: String,
     /// The instance name: the description's title and the port.
-    pub instance: String,
+    pub(crate) instance: String,
     /// The host name its A/AAAA records name (`concord-<random>.local.`).
-    pub host: String,
+    pub(crate) host: String,
     /// The TCP port it serves on.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The address it listens on; `None` when it listens on every interface (each
     /// interface's own addresses are announced then).
-    pub address: Option<IpAddr>,
+    pub(crate) address: Option<IpAddr>,
     /// The TXT record: `td`, `type`, `scheme`, in that order.
-    pub txt: Vec<(String, String)>,
+    pub(crate) txt: Vec<(String, String)>,
 }
 
 impl Announcement {

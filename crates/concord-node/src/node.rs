@@ -193,17 +193,29 @@ pub(crate) struct Shared {
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
     /// Who runs the agent, as its discovery documents name it.
     pub(crate) owner: Option<crate::binding::Owner>,
-    /// What the node introduces itself as (DNS-SD, its DID document).
-    pub(crate) kind: crate::mdns::ThingKind,
     /// Whether it announces itself with DNS-SD while it serves.
     pub(crate) mdns: bool,
     /// The directories the node registers with while it serves ([`NodeBuilder::register_with`]).
     pub(crate) directories: Vec<crate::Directory>,
     /// How it keeps its entries there.
     pub(crate) registration: crate::RegistrationSettings,
+    /// The WoT HTTP binding: whether it is served, the bearer tokens it grants.
+    pub(crate) http_binding: crate::binding::http::HttpSettings,
+    /// The WoT Discovery directory the node serves, if any ([`NodeBuilder::directory`]).
+    pub(crate) directory: Option<crate::binding::directory::DirectoryService>,
 }
 
 impl Shared {
+    /// What the node introduces itself as (its DNS-SD announcement, its DID document's
+    /// service): a directory when it serves one, else a Thing.
+    pub(crate) fn kind(&self) -> crate::mdns::ThingKind {
+        if self.directory.is_some() {
+            crate::mdns::ThingKind::Directory
+        } else {
+            crate::mdns::ThingKind::Thing
+        }
+    }
+
     /// The LLM, when the node has one (the one its negotiator escalates to).
     pub(crate) fn llm(&self) -> Option<&LlmClient> {
         self.policy.llm().map(LlmNegotiator::client)
@@ -413,8 +425,9 @@ pub struct NodeBuilder {
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
     owner: Option<crate::binding::Owner>,
-    kind: crate::mdns::ThingKind,
     mdns: bool,
+    http_binding: crate::binding::http::HttpSettings,
+    directory: Option<crate::binding::directory::DirectoryService>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -461,8 +474,9 @@ impl NodeBuilder {
             event_ingest_token: None,
             bindings: Vec::new(),
             owner: None,
-            kind: crate::mdns::ThingKind::Thing,
             mdns: false,
+            http_binding: crate::binding::http::HttpSettings::default(),
+            directory: None,
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -711,15 +725,6 @@ impl NodeBuilder {
         self
     }
 
-    /// What the node introduces itself as: a Thing (an agent, the default) or a Thing
-    /// Description Directory. Its DID document names its description as a `WotThing` or
-    /// `WotDirectory` service, and its DNS-SD announcement ([`NodeBuilder::mdns`]) says
-    /// `type=Thing` or `type=Directory` (a directory under `_directory._sub._wot._tcp`).
-    pub fn kind(mut self, kind: crate::mdns::ThingKind) -> Self {
-        self.kind = kind;
-        self
-    }
-
     /// Announces the node on the local network with DNS-SD while it serves (multicast DNS,
     /// W3C WoT Discovery's introduction: `_wot._tcp` with TXT `td=/.well-known/wot`,
     /// `type=Thing|Directory`, `scheme=http|https`), withdrawn when the server drains or is
@@ -728,6 +733,62 @@ impl NodeBuilder {
     /// Default: off.
     pub fn mdns(mut self, announce: bool) -> Self {
         self.mdns = announce;
+        self
+    }
+
+    /// Whether the node serves the WoT HTTP binding (default `true`): HTTP forms for every
+    /// affordance following the WoT Profile "HTTP Basic" (`POST /actions/{name}`,
+    /// `GET`/`PUT /properties/{name}`, `GET /properties`, action status resources), on the
+    /// same listener, checks and limits as the meta-protocol WebSocket. `false` leaves the
+    /// meta-protocol forms alone in the description.
+    pub fn http_binding(mut self, enabled: bool) -> Self {
+        self.http_binding.enabled = enabled;
+        self
+    }
+
+    /// Serves a W3C WoT Discovery Thing Description Directory on the node's listener,
+    /// behind its admission: the Things API (`/things`), its notifications (`/events`,
+    /// Server-Sent Events), JSONPath and capability search (`/search/…`), and the
+    /// directory's affordances and `ThingDirectory` type in the node's own description
+    /// (the routes, their answers and bounds: [`DirectoryService`](crate::DirectoryService)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    /// use concord_node::{DirectoryService, Node};
+    ///
+    /// let directory = Directory::new(Arc::new(MemoryDirectoryStore::new()), DirectoryLimits::default())?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Directory")
+    ///     .directory(DirectoryService::new(directory))
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn directory(mut self, directory: crate::DirectoryService) -> Self {
+        self.directory = Some(directory);
+        self
+    }
+
+    /// Grants a bearer token to HTTP consumers without a DID: a request of the WoT HTTP
+    /// binding with `Authorization: Bearer <token>` calls as the grant's DID, which the
+    /// `allow` rules ([`NodeBuilder::allow`]) match like a proved one. The description then
+    /// defines a `bearer` scheme, named by the HTTP forms of the affordances anonymous
+    /// callers may not use.
+    ///
+    /// ```
+    /// use concord_node::{BearerGrant, Did, Node};
+    ///
+    /// let dashboard = Did::parse("did:wba:example.com:consumers:dashboard")?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Weather")
+    ///     .http_bearer(BearerGrant::new("a-long-random-secret-1234", dashboard)?)
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn http_bearer(mut self, grant: crate::BearerGrant) -> Self {
+        self.http_binding.grants.push(grant);
         self
     }
 
@@ -1119,10 +1180,11 @@ impl NodeBuilder {
                 event_ingest_token,
                 bindings: self.bindings,
                 owner: self.owner,
-                kind: self.kind,
                 mdns: self.mdns,
                 directories,
                 registration: self.registration,
+                http_binding: self.http_binding,
+                directory: self.directory,
             }),
         })
     }

@@ -239,7 +239,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     };
     let did = shared
         .identity
-        .settle_did(&base_url, shared.kind)
+        .settle_did(&base_url, shared.kind())
         .map_err(NodeError::Config)?;
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
@@ -305,7 +305,8 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
 /// Starts the node's DNS-SD announcement; a failure (no multicast socket) is logged and
 /// the node serves anyway: it is still reachable by its URL.
 fn announce(shared: &Shared, base_url: &str, local_addr: SocketAddr) -> Option<Announced> {
-    let announcement = Announcement::new(shared.kind, &shared.persona.title, base_url, local_addr);
+    let announcement =
+        Announcement::new(shared.kind(), &shared.persona.title, base_url, local_addr);
     match Announced::start(&announcement) {
         Ok(announced) => {
             tracing::info!(instance = %announcement.instance, service = %announcement.service_type, "announced with DNS-SD");

@@ -269,6 +269,15 @@ impl SecurityScheme {
         })
     }
 
+    /// `combo` with `oneOf` the schemes `names`: any one of them will do.
+    pub fn one_of(names: impl IntoIterator<Item = String>) -> Self {
+        SecurityScheme::Combo(ComboSecurityScheme {
+            common: SchemeCommon::default(),
+            combination: Combination::OneOf(names.into_iter().collect()),
+            extensions: Map::new(),
+        })
+    }
+
     /// `bearer` with a token in the `Authorization` header.
     pub fn bearer() -> Self {
         SecurityScheme::Bearer(BearerSecurityScheme {

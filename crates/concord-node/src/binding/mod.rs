@@ -10,19 +10,30 @@
 //! `/concord` for every affordance) and the event ingest (`ingest.rs`, a route for
 //! backend services and no forms); [`NodeBuilder::binding`](crate::NodeBuilder::binding)
 //! adds others. A new binding of the node's own goes in this folder, with a line in
-//! [`served`]. Every binding reaches the node's affordances through one handle,
+//! [`served`]. A route answering with Server-Sent Events uses [`sse`]. Every binding reaches the node's affordances through one handle,
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
+mod described;
+pub(crate) mod directory;
+pub(crate) mod http;
+pub(crate) mod http_caller;
 pub(crate) mod ingest;
+mod problem;
 mod schemes;
+pub mod sse;
 mod thing;
 pub(crate) mod websocket;
 pub(crate) mod wellknown;
 
+pub(crate) use described::check_described;
+pub use described::Described;
+pub use directory::DirectoryService;
+pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
+pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
-pub use thing::{InvokeFuture, ThingAccess, ThingError};
+pub use thing::{ActionState, InvokeFuture, StartFuture, ThingAccess, ThingError};
 pub use wellknown::anp::Owner;
 
 use std::panic::AssertUnwindSafe;
@@ -109,6 +120,18 @@ pub trait Binding: Send + Sync + 'static {
     /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
     fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
         Vec::new()
+    }
+
+    /// What it adds to the description beside its forms on the node's affordances: context
+    /// URIs, `@type`s and affordances of its own, which it serves alone (a WoT Discovery
+    /// directory: the discovery context, `ThingDirectory`, the `things` property, the
+    /// registration and search actions and the notification events, each with its HTTP
+    /// forms). Nothing by default. Asked each time the description is built, and once when
+    /// the node starts serving: an affordance named as one of the node's interface or of
+    /// another binding, or a form naming a security scheme nobody defines, fails
+    /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
+    fn described(&self, _site: &Site) -> Described {
+        Described::default()
     }
 }
 
@@ -243,19 +266,22 @@ pub(crate) fn websocket_url(base_url: &str, path: &str) -> String {
 pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
 
 /// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
-/// bindings (the event ingest, when it has a token; the discovery documents, derived from
-/// `description`), then those the builder added.
+/// bindings (the WoT HTTP binding unless turned off, the event ingest when it has a
+/// token, the discovery documents derived from `description`, the directory when the node
+/// serves one), then those the builder added.
 pub(crate) fn served(
     shared: &Arc<Shared>,
     websocket: MetaProtocol,
     description: &DescriptionHandle,
 ) -> Bindings {
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
+    bindings.extend(http::binding(shared));
     bindings.extend(ingest::binding(shared));
     bindings.push(Arc::new(wellknown::WellKnown::new(
         Arc::clone(shared),
         description.clone(),
     )));
+    bindings.extend(directory::binding(shared));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()
 }

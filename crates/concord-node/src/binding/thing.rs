@@ -6,9 +6,12 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use concord_identity::Caller;
-use concord_interact::{ActionMode, Interface};
+use concord_interact::{
+    ActionCaller, ActionMode, ActionStatus, ActionTableError, Interface, Problem,
+};
 use serde_json::Value;
 
 use crate::action::ActionError;
@@ -33,7 +36,8 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// properties, its events), whoever may use them.
     fn interface(&self) -> &Interface;
 
-    /// Calls the request-reply action `name` with `input` for `caller` from `from`: refused
+    /// Calls the request-reply or notify action `name` with `input` for `caller` from
+    /// `from`, and answers its output once it ends (another mode: [`ThingError::Mode`]): refused
     /// unless `caller` may call it ([`ThingError::Forbidden`]) and its input schema takes
     /// `input` ([`ThingError::Input`]); then it takes a slot of the node's backend call
     /// budget for `from`'s address, waiting at most `Limits::backend_call_wait`
@@ -60,6 +64,63 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// [`ThingError::Unknown`], [`ThingError::Forbidden`], [`ThingError::ReadOnly`], or
     /// [`ThingError::Input`] naming where the value breaks the schema.
     fn write_property(&self, caller: &Caller, name: &str, value: Value) -> Result<(), ThingError>;
+
+    // Long-running actions, for bindings that answer a call before it ends (the HTTP
+    // binding's 201 and its action status resources).
+
+    /// Starts the progress action `name` with `input` for `caller` from `from` and answers
+    /// its action id at once: refused as [`invoke`](Self::invoke) refuses (who may call,
+    /// the input schema), and by the node's action table ([`ThingError::Action`]: the
+    /// caller's address or identity holds `Limits::max_actions_per_caller` unfinished
+    /// actions (429), the table is full or only its reserve is left (503)). The call runs
+    /// in a slot of the backend budget for `from`'s address, as a WebSocket session's long
+    /// call does. The caller holds no connection: the action's lease runs from the start
+    /// and each [`query_action`](Self::query_action) renews it.
+    fn start_action<'a>(
+        &'a self,
+        caller: &'a Caller,
+        from: IpAddr,
+        name: &'a str,
+        input: Value,
+    ) -> StartFuture<'a>;
+
+    /// The action `id` as it stands (`queryaction`), for `caller`, who must be allowed to
+    /// use the action it runs; renews its lease when unfinished.
+    ///
+    /// # Errors
+    /// [`ThingError::Action`] (an unknown id: 404) or [`ThingError::Forbidden`].
+    fn query_action(&self, caller: &Caller, id: &str) -> Result<ActionState, ThingError>;
+
+    /// Cancels the action `id` (`cancelaction`) for `caller`, who must be allowed to use
+    /// the action it runs: its task stops.
+    ///
+    /// # Errors
+    /// [`ThingError::Action`] (an unknown id: 404; a finished action: 409) or
+    /// [`ThingError::Forbidden`].
+    fn cancel_action(&self, caller: &Caller, id: &str) -> Result<(), ThingError>;
+}
+
+/// The answer of [`ThingAccess::start_action`]: the new action's id.
+pub type StartFuture<'a> = Pin<Box<dyn Future<Output = Result<String, ThingError>> + Send + 'a>>;
+
+/// A long-running action as [`ThingAccess::query_action`] finds it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ActionState {
+    /// The action's name.
+    pub name: String,
+    /// Where it stands.
+    pub status: ActionStatus,
+    /// Its last reported progress (0 to 1), when it reported one.
+    pub progress: Option<f64>,
+    /// Its output, once completed.
+    pub output: Option<Value>,
+    /// Why it failed or was cancelled.
+    pub error: Option<Problem>,
+    /// When it was requested.
+    pub requested: SystemTime,
+    /// When it ended, once it did.
+    pub ended: Option<SystemTime>,
 }
 
 impl std::fmt::Debug for dyn ThingAccess {
@@ -97,9 +158,10 @@ pub enum ThingError {
         /// The property.
         name: String,
     },
-    /// The action does not answer request-reply (501): progress, notify and stream
-    /// actions are not invoked through this handle.
-    #[error("action `{name}` runs in {mode} mode: only request-reply actions are invoked here")]
+    /// The action runs in a mode the operation does not serve (501): a progress action is
+    /// started ([`ThingAccess::start_action`]), not invoked, and a stream action is served
+    /// by no operation of this handle.
+    #[error("action `{name}` runs in {mode} mode, which this operation does not serve")]
     Mode {
         /// The action.
         name: String,
@@ -116,6 +178,11 @@ pub enum ThingError {
     /// The action's output breaks its output schema (500).
     #[error("the action's output breaks its schema: {0}")]
     Output(PayloadError),
+    /// The node's table of long-running actions refused: an unknown action id (404), a
+    /// finished action (409), the caller's bound (429), the table full or only its reserve
+    /// left (503).
+    #[error("{0}")]
+    Action(ActionTableError),
 }
 
 impl ThingError {
@@ -130,6 +197,7 @@ impl ThingError {
             Self::Busy(refused) => refused.code,
             Self::Failed(error) => error.code,
             Self::Output(_) => 500,
+            Self::Action(error) => error.to_problem().status.unwrap_or(500),
         }
     }
 }
@@ -166,12 +234,13 @@ impl NodeThing {
             })
     }
 
-    /// The request-reply action `name`, checked for `caller` with `input`.
-    fn reply_action(
+    /// The action `name` in one of `modes`, checked for `caller` with `input`: its backend.
+    fn checked_action(
         &self,
         caller: &Caller,
         name: &str,
         input: &Value,
+        modes: &[ActionMode],
     ) -> Result<Backend, ThingError> {
         let unknown = || ThingError::Unknown {
             kind: "action",
@@ -184,7 +253,7 @@ impl NodeThing {
             .get(name)
             .ok_or_else(unknown)?;
         self.permit(caller, name)?;
-        if action.mode != ActionMode::Reply {
+        if !modes.contains(&action.mode) {
             return Err(ThingError::Mode {
                 name: name.to_owned(),
                 mode: action.mode.as_str(),
@@ -194,11 +263,28 @@ impl NodeThing {
         schemas
             .check(Payload::Input, name, input)
             .map_err(ThingError::Input)?;
-        match self.shared.actions.mode_backend(name) {
-            Some(backend @ Backend::Reply(_)) => Ok(backend),
-            _ => Err(unknown()),
-        }
+        self.shared.actions.mode_backend(name).ok_or_else(unknown)
     }
+
+    /// The name of the action `id` runs, once `caller` may use it.
+    fn permitted_action(&self, caller: &Caller, id: &str) -> Result<String, ThingError> {
+        let name = self
+            .shared
+            .affordances
+            .lock()
+            .lookup_action(id, Instant::now())
+            .map(|action| action.name().to_owned())
+            .map_err(ThingError::Action)?;
+        self.permit(caller, &name)?;
+        Ok(name)
+    }
+}
+
+/// `at` on the wall clock: `now_wall` less the time from `at` to `now`.
+fn wall_time(at: Instant, now: Instant, now_wall: SystemTime) -> SystemTime {
+    now_wall
+        .checked_sub(now.saturating_duration_since(at))
+        .unwrap_or(now_wall)
 }
 
 impl ThingAccess for NodeThing {
@@ -214,7 +300,8 @@ impl ThingAccess for NodeThing {
         input: Value,
     ) -> InvokeFuture<'a> {
         Box::pin(async move {
-            let backend = self.reply_action(caller, name, &input)?;
+            let modes = [ActionMode::Reply, ActionMode::Notify];
+            let backend = self.checked_action(caller, name, &input, &modes)?;
             // A slot of the node's budget first, as a WebSocket session's call takes one.
             let _permit = self
                 .shared
@@ -266,5 +353,71 @@ impl ThingAccess for NodeThing {
                     name: name.to_owned(),
                 },
             })
+    }
+
+    fn start_action<'a>(
+        &'a self,
+        caller: &'a Caller,
+        from: IpAddr,
+        name: &'a str,
+        input: Value,
+    ) -> StartFuture<'a> {
+        Box::pin(async move {
+            let backend = self.checked_action(caller, name, &input, &[ActionMode::Progress])?;
+            let Backend::Progress(action) = backend else {
+                return Err(ThingError::Unknown {
+                    kind: "action",
+                    name: name.to_owned(),
+                });
+            };
+            let client = ClientKey::of(from);
+            let mut counted = ActionCaller::address(client.to_string());
+            if let Some(did) = caller.did() {
+                counted = counted.with_identity(did.as_str());
+            }
+            let affordances = &self.shared.affordances;
+            let id = {
+                let mut thing = affordances.lock();
+                let started = thing.start_detached_action(name, counted, Instant::now());
+                affordances.wake(&mut thing);
+                started.map_err(ThingError::Action)?
+            };
+            let calls = (Arc::clone(&self.shared.calls), client);
+            affordances.run_progress(&action, id.clone(), input, calls);
+            Ok(id)
+        })
+    }
+
+    fn query_action(&self, caller: &Caller, id: &str) -> Result<ActionState, ThingError> {
+        self.permitted_action(caller, id)?;
+        let (now, now_wall) = (Instant::now(), SystemTime::now());
+        let mut thing = self.shared.affordances.lock();
+        // A caller that comes back keeps its action alive; a finished one has no lease.
+        let _ = thing.renew_action(id, now);
+        let action = thing.lookup_action(id, now).map_err(ThingError::Action)?;
+        let status = action.status();
+        Ok(ActionState {
+            name: action.name().to_owned(),
+            status,
+            progress: action.progress(),
+            output: action.output().cloned(),
+            error: action.error().cloned(),
+            requested: wall_time(action.started_at(), now, now_wall),
+            ended: status
+                .is_terminal()
+                .then(|| wall_time(action.updated_at(), now, now_wall)),
+        })
+    }
+
+    fn cancel_action(&self, caller: &Caller, id: &str) -> Result<(), ThingError> {
+        self.permitted_action(caller, id)?;
+        let affordances = &self.shared.affordances;
+        let mut thing = affordances.lock();
+        let cancelled = thing
+            .cancel_action(id, Instant::now())
+            .map(drop)
+            .map_err(ThingError::Action);
+        affordances.wake(&mut thing);
+        cancelled
     }
 }

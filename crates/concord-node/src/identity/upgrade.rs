@@ -66,6 +66,29 @@ impl Refusal {
         )
     }
 
+    /// A bearer token that no grant holds (`granting`: whether the node grants any): 401
+    /// with ANP's challenge and a `Bearer` one.
+    pub(crate) fn invalid_bearer(realm: &str, granting: bool) -> Self {
+        let reason = if granting {
+            "this bearer token is not one this agent grants"
+        } else {
+            "this agent grants no bearer tokens: sign the request with your DID (ANP DID-WBA)"
+        };
+        let mut refusal = Self::unauthorized(
+            realm,
+            "invalid_token",
+            reason.to_owned(),
+            "an unknown bearer token".to_owned(),
+        );
+        if granting {
+            refusal.challenge.push((
+                "WWW-Authenticate",
+                format!("Bearer realm=\"{realm}\", error=\"invalid_token\""),
+            ));
+        }
+        refusal
+    }
+
     /// A caller the policy does not let call anything here.
     pub(crate) fn forbidden(realm: &str, caller: &Caller) -> Self {
         match caller {
@@ -95,6 +118,26 @@ impl Refusal {
                 concord_secure::SUBPROTOCOL
             ),
         }
+    }
+}
+
+impl Refusal {
+    /// The refusal as an HTTP binding answers it: a problem with the same status and ANP's
+    /// challenge headers (`Retry-After` on 429 and 503).
+    pub(crate) fn into_problem(self) -> crate::binding::ProblemResponse {
+        let title = match self.status {
+            StatusCode::UNAUTHORIZED => "Unauthorized",
+            StatusCode::FORBIDDEN => "Forbidden",
+            StatusCode::TOO_MANY_REQUESTS => "Too many requests",
+            _ => "Refused",
+        };
+        let mut problem =
+            crate::binding::ProblemResponse::new(self.status.as_u16(), title, self.reason)
+                .with_type("urn:concord:http:unauthenticated");
+        for (name, value) in &self.challenge {
+            problem = problem.with_header(name, value);
+        }
+        problem
     }
 }
 
@@ -174,7 +217,34 @@ pub(crate) async fn authenticate(
     client: ClientKey,
     headers: &HeaderMap,
 ) -> Result<Caller, Refusal> {
-    let realm = endpoint.host.as_str();
+    let signed = Signed {
+        method: "GET",
+        targets: &[&endpoint.websocket, &endpoint.http],
+        body: b"",
+    };
+    verify_request(identity, endpoint.realm(), client, headers, &signed).await
+}
+
+/// What a request's signature must cover: its method, the URI it was sent to (any of
+/// `targets`: how the description names it), its body.
+pub(crate) struct Signed<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) targets: &'a [&'a str],
+    pub(crate) body: &'a [u8],
+}
+
+/// Checks the DID credentials a request from `client` carries, for `signed` and our
+/// `realm` (our host): `Anonymous` when it carries none, the caller's DID when they verify
+/// (signature, key, time window, then a fresh nonce in the node's log and its store), else
+/// a refusal naming the fault (401 with ANP's challenge, 429 or 503 when the nonce log is
+/// full).
+pub(crate) async fn verify_request(
+    identity: &NodeIdentity,
+    realm: &str,
+    client: ClientKey,
+    headers: &HeaderMap,
+    signed: &Signed<'_>,
+) -> Result<Caller, Refusal> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let credentials = match Credentials::from_headers(header) {
         Ok(None) => return Ok(Caller::Anonymous),
@@ -204,9 +274,9 @@ pub(crate) async fn authenticate(
             )
         })?;
     let mut last = None;
-    for target_uri in [&endpoint.websocket, &endpoint.http] {
+    for target_uri in signed.targets {
         let target = RequestTarget {
-            method: "GET",
+            method: signed.method,
             target_uri,
         };
         let verified = credentials.verify(
@@ -214,7 +284,7 @@ pub(crate) async fn authenticate(
             &target,
             realm,
             header,
-            b"",
+            signed.body,
             now,
             window,
             identity.replay(),

@@ -8,6 +8,7 @@ mod budget;
 mod consensus;
 mod described;
 mod description;
+mod directory;
 mod directory_client;
 mod discovery;
 mod fix_error;
