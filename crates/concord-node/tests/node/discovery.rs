@@ -189,3 +189,97 @@ async fn an_agent_announced_with_dns_sd_is_found_by_browsing_and_gone_after_shut
     let after = concord_node::browse_mdns(BROWSE, false).await.unwrap();
     assert!(!after.iter().any(ours), "still announced: {after:?}");
 }
+
+/// A directory (with a DID, announced with DNS-SD) holding `agents`' descriptions,
+/// registered anonymously with `POST /things`.
+async fn directory_of(agents: &[&Server]) -> (Agent, Server) {
+    use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    let directory = Directory::new(
+        std::sync::Arc::new(MemoryDirectoryStore::new()),
+        DirectoryLimits::default(),
+    )
+    .unwrap();
+    let node = build(
+        Node::builder("Directory")
+            .directory(concord_node::DirectoryService::new(directory))
+            .keys(Keys::generate())
+            .mdns(true)
+            .limits(quick_limits()),
+    );
+    let server = node.node.serve("0.0.0.0:0").await.unwrap();
+    let client = reqwest::Client::new();
+    for agent in agents {
+        let td = crate::support::served_description_bytes(agent).await;
+        let response = client
+            .post(at(&server, "things"))
+            .header("content-type", "application/td+json")
+            .body(td)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+    (node, server)
+}
+
+#[tokio::test]
+async fn a_directory_lists_its_registered_anp_agents_page_by_page_and_introduces_itself() {
+    let (first, second, plain) = (
+        provider(Some(Keys::generate())),
+        provider(Some(Keys::generate())),
+        provider(None),
+    );
+    let (first, second, plain) = (
+        serve(&first).await,
+        serve(&second).await,
+        serve(&plain).await,
+    );
+    let (_directory, server) = directory_of(&[&first, &second, &plain]).await;
+
+    let mut listed = Vec::new();
+    let mut pages = 0;
+    let mut next = Some(at(&server, ".well-known/agent-descriptions?limit=1"));
+    while let Some(url) = next {
+        pages += 1;
+        assert!(pages <= 3, "more pages than registrations");
+        let (headers, page) = get_json(&url).await;
+        assert_eq!(headers["content-type"], "application/ld+json");
+        assert_eq!(page["@type"], "CollectionPage");
+        for item in page["items"].as_array().unwrap() {
+            assert_eq!(item["@type"], "ad:AgentDescription");
+            assert_eq!(item["name"], "Product agent");
+            listed.push(item["@id"].as_str().unwrap().to_owned());
+        }
+        next = page["next"].as_str().map(str::to_owned);
+    }
+    assert_eq!(pages, 3);
+    listed.sort();
+    let mut expected = vec![at(&first, "ad.json"), at(&second, "ad.json")];
+    expected.sort();
+    assert_eq!(listed, expected, "the agent without a DID is no ANP agent");
+
+    let bad = reqwest::get(at(&server, ".well-known/agent-descriptions?offset=x"))
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    // Its DID document introduces a directory, and so does its DNS-SD announcement.
+    let did: Did = server.did().unwrap().parse().unwrap();
+    let (_, document) = get_json(&at(&server, &did.document_path())).await;
+    assert!(
+        document["service"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|service| service["type"] == "WotDirectory"
+                && service["serviceEndpoint"] == server.description_url()),
+        "{document:#}"
+    );
+    let directories = concord_node::browse_mdns(BROWSE, true).await.unwrap();
+    let found = directories
+        .iter()
+        .find(|found| found.port == server.local_addr().port())
+        .unwrap_or_else(|| panic!("not announced: {directories:?}"));
+    assert_eq!(found.kind, "Directory");
+    server.shutdown().await.unwrap();
+}

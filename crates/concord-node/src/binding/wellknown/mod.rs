@@ -3,6 +3,8 @@
 //!
 //! - `GET /.well-known/agent-descriptions`: ANP-08's `CollectionPage`, one item naming the
 //!   agent's `ad.json` when it is an ANP agent (it has a DID), none otherwise (`anp.rs`);
+//!   on a node serving a directory, the directory's binding answers it with the registered
+//!   agents instead (`binding/directory/agents.rs`);
 //! - `GET /ad.json`: the ANP-07 agent description (404 without a DID);
 //! - `GET /.well-known/agent-card.json`: the A2A v1.0 agent card (`a2a.rs`).
 //!
@@ -31,7 +33,7 @@ use crate::describe::DescriptionHandle;
 use crate::node::Shared;
 
 /// Media type of ANP's JSON-LD collection.
-const JSON_LD: &str = "application/ld+json";
+pub(crate) const JSON_LD: &str = "application/ld+json";
 /// Media type of the agent description and the agent card.
 const JSON: &str = "application/json";
 
@@ -66,11 +68,16 @@ impl Binding for WellKnown {
             page_url: site.http_url(anp::AGENT_DESCRIPTIONS_PATH),
             built: Mutex::new(None),
         });
-        Router::new()
-            .route(anp::AGENT_DESCRIPTIONS_PATH, get(serve_collection))
+        let routes = Router::new()
             .route(anp::AD_PATH, get(serve_ad))
-            .route(a2a::AGENT_CARD_PATH, get(serve_card))
-            .with_state(documents)
+            .route(a2a::AGENT_CARD_PATH, get(serve_card));
+        // A directory lists its registered agents there instead (`directory/agents.rs`).
+        let routes = if self.shared.directory.is_some() {
+            routes
+        } else {
+            routes.route(anp::AGENT_DESCRIPTIONS_PATH, get(serve_collection))
+        };
+        routes.with_state(documents)
     }
 }
 
@@ -95,14 +102,15 @@ struct Derived {
 }
 
 /// One document as served: its bytes and entity tag.
-struct Document {
+pub(crate) struct Document {
     body: Bytes,
     etag: HeaderValue,
     media_type: &'static str,
 }
 
 impl Document {
-    fn new(value: &Value, media_type: &'static str) -> Result<Self, serde_json::Error> {
+    /// `value` as served, as `media_type`, with its entity tag.
+    pub(crate) fn new(value: &Value, media_type: &'static str) -> Result<Self, serde_json::Error> {
         let body = Bytes::from(serde_json::to_vec_pretty(value)?);
         Ok(Self {
             etag: etag::of(&body),
@@ -112,7 +120,7 @@ impl Document {
     }
 
     /// 200 with the document, or 304 when the request's `If-None-Match` names it.
-    fn answer(&self, request: &HeaderMap) -> Response {
+    pub(crate) fn answer(&self, request: &HeaderMap) -> Response {
         let cache = (header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         if etag::matches(request, &self.etag) {
             return (
