@@ -26,6 +26,8 @@ mod describe;
 mod discovery_config;
 mod find;
 mod find_mdns;
+mod directory;
+mod directory_config;
 mod handler;
 mod identity;
 mod input;
@@ -117,6 +119,15 @@ Examples:
     /// Find agents in a W3C WoT Discovery directory: by action, property, event, schema
     /// field, consensus protocol, DID, or JSONPath.
     Find(find::FindArgs),
+    /// Run a W3C WoT Discovery directory where agents register and are found.
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord directory serve --listen 127.0.0.1:8081 --data-dir ./directory-data
+  concord directory serve --config directory.toml --require-signatures"
+    )]
+    Directory(directory::DirectoryCommand),
     /// Call a peer agent's action: discover, negotiate (or resume with 0-RTT), call.
     Call(call::CallArgs),
     /// Follow a peer's event (or observed property) as JSON lines, reconnecting when it drops.
@@ -156,6 +167,7 @@ fn main() -> ExitCode {
         Command::Protocol(command) => protocol::run(command),
         Command::Serve(args) => serve::run(args),
         Command::Find(args) => find::run(args),
+        Command::Directory(command) => directory::run(command),
         Command::Call(args) => call::run(args),
         Command::Subscribe(args) => interact::subscribe::run(args),
         Command::Stream(args) => interact::stream::run(args),

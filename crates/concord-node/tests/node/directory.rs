@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+use concord_identity::{sign_request, Identity, RequestTarget};
 use concord_node::{DirectoryService, Limits, Node, Server};
 use reqwest::header::{CONTENT_TYPE, LINK, LOCATION};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::identity::{document, host, now};
 use crate::support::*;
 
 /// A valid TD with this id (none: an anonymous TD) and an action `name`.
@@ -646,7 +648,13 @@ async fn a_slow_sse_reader_is_dropped_and_holds_neither_writes_nor_others() {
         let (_, data) = reader.next().await;
         assert_eq!(data["id"], id);
     }
-    drop(stalled);
+    // The stalled subscriber was dropped, not held: its answer has ended (after what was
+    // already in flight), saying it overflowed.
+    let said = tokio::time::timeout(Duration::from_secs(10), stalled.text())
+        .await
+        .expect("the stalled answer ended")
+        .unwrap();
+    assert!(said.contains(": overflow"), "{said:.200}");
 }
 
 /// A registration flood: strangers on 127.0.0.2 and 127.0.0.3 are held to their
@@ -755,4 +763,86 @@ async fn tdd_self_description_types_the_node_a_thing_directory() {
             "{event}"
         );
     }
+}
+
+/// Signed writes: with `require_signatures` an anonymous write is 401 with ANP's
+/// challenge; a TD registered by one DID (an RFC 9421 signature on the request) cannot be
+/// replaced or deleted by another DID (403), and its own DID deletes it.
+#[tokio::test]
+async fn signed_writes_own_their_entries_and_anonymous_writes_are_refused() {
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory).require_signatures(true))
+            .security(loopback_security())
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    let id = "urn:example:owned";
+    let target = url(&server, &format!("things/{id}"));
+    let body = td(Some(id), "toggle").to_string();
+
+    let response = client
+        .put(&target)
+        .header(CONTENT_TYPE, "application/td+json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(response
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .any(|challenge| challenge.to_str().unwrap().starts_with("DIDWba")));
+    problem(response, 401).await;
+
+    let owner = host(document).await;
+    let stranger = host(document).await;
+    let send = |signer: &Identity, method: &'static str, nonce: &str, body: &str| {
+        let signature = sign_request(
+            signer,
+            &RequestTarget {
+                method,
+                target_uri: &target,
+            },
+            body.as_bytes(),
+            now(),
+            nonce,
+        );
+        let mut request = client
+            .request(method.parse().unwrap(), &target)
+            .header(CONTENT_TYPE, "application/td+json")
+            .header("signature-input", signature.signature_input)
+            .header("signature", signature.signature)
+            .body(body.to_owned());
+        if let Some(digest) = signature.content_digest {
+            request = request.header("content-digest", digest);
+        }
+        request.send()
+    };
+    let response = send(&owner.identity, "PUT", "dir-nonce-1", &body)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let response = send(&stranger.identity, "PUT", "dir-nonce-2", &body)
+        .await
+        .unwrap();
+    let refused = problem(response, 403).await;
+    assert!(
+        refused["type"].as_str().unwrap().ends_with("not-owner"),
+        "{refused}"
+    );
+    let response = send(&stranger.identity, "DELETE", "dir-nonce-3", "")
+        .await
+        .unwrap();
+    problem(response, 403).await;
+    // Reads stay open.
+    let response = client.get(&target).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let response = send(&owner.identity, "DELETE", "dir-nonce-4", "")
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
 }
