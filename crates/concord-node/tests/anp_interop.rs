@@ -987,3 +987,82 @@ async fn the_reference_sdks_read_the_agents_discovery_documents() {
     assert_eq!(card["schemes"], json!(["didwba_sc"]));
     server.shutdown().await.unwrap();
 }
+
+/// The reference SDK's crawler reads a directory's `/.well-known/agent-descriptions` page by
+/// page (`next`, one description a page here) to each registered agent's `ad.json`, and
+/// verifies each agent's DID document; the A2A SDK reads the directory's own agent card.
+#[tokio::test]
+#[ignore = "needs Python with the reference SDK and a2a-sdk: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
+async fn the_reference_sdks_crawler_follows_a_directorys_pages_to_each_agent() {
+    use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut agents = Vec::new();
+    for (index, dir) in dirs[..2].iter().enumerate() {
+        let node = Node::builder(format!("Agent {index}"))
+            .data_dir(dir.path())
+            .action(catalogue::action(), catalogue::answer)
+            .keys(concord_node::Keys::generate())
+            .build()
+            .unwrap();
+        let server = node.serve("127.0.0.1:0").await.unwrap();
+        agents.push((node, server));
+    }
+    let mut limits = DirectoryLimits::default();
+    limits.max_page_size = 1;
+    let directory = Directory::new(Arc::new(MemoryDirectoryStore::new()), limits).unwrap();
+    let node = Node::builder("Directory")
+        .data_dir(dirs[2].path())
+        .directory(concord_node::DirectoryService::new(directory))
+        .build()
+        .unwrap();
+    let server = node.serve("127.0.0.1:0").await.unwrap();
+    let client = reqwest::Client::new();
+    for (_, agent) in &agents {
+        let td = reqwest::get(agent.description_url())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let created = client
+            .post(format!("{}things", server.url()))
+            .header("content-type", "application/td+json")
+            .body(td)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let run = tokio::process::Command::new(python())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(script("anp_discovery.py"))
+        .arg(server.url())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PYTHON_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("the SDK readers took over {PYTHON_TIMEOUT:?}"))
+        .expect("the SDK readers ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stderr}\n{stdout}");
+    assert_clean(&stderr, "directory discovery");
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}: {stdout}\n{stderr}"));
+    assert_eq!(report["pages"], 2, "{report:#}");
+    let mut dids: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|agent| {
+            assert_eq!(agent["did_document"]["proof"], true, "{report:#}");
+            agent["ad"]["did"].as_str().unwrap()
+        })
+        .collect();
+    dids.sort_unstable();
+    let mut expected: Vec<&str> = agents.iter().map(|(_, s)| s.did().unwrap()).collect();
+    expected.sort_unstable();
+    assert_eq!(dids, expected);
+    assert_eq!(report["card"]["name"], "Directory", "{report:#}");
+    server.shutdown().await.unwrap();
+}
