@@ -19,6 +19,12 @@
 //! #   (`Authorization: Bearer <token>`) for backend services to publish events; `${NAME}`
 //! #   is the environment variable NAME (unset: a configuration error)
 //!
+//! [http]                             # the WoT HTTP binding (POST /actions/{name}, …)
+//! enabled = true                     # default true; false: the meta-protocol forms alone
+//! [[http.bearer]]                    # optional: a token for consumers without a DID
+//! token_env = "DASHBOARD_TOKEN"      # the environment variable holding it (16+ chars)
+//! caller = "did:wba:example.com:consumers:dashboard"   # the DID it calls as (`allow`)
+//!
 //! [[actions]]
 //! name = "getProductInfo"
 //! description = "Get product information by product id."
@@ -136,9 +142,9 @@ use std::time::Duration;
 use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
-    ActionMode, Allow, Authentication, DidPattern, Encryption, Event, ExecAction, HttpAction,
-    InteractionLimits, Limits, Overflow, Property, RegistrationSettings, Security, SignatureForm,
-    StreamSpec,
+    ActionMode, Allow, Authentication, BearerGrant, Did, DidPattern, Encryption, Event, ExecAction,
+    HttpAction, InteractionLimits, Limits, Overflow, Property, RegistrationSettings, Security,
+    SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -225,6 +231,10 @@ pub struct AgentConfig {
     pub directories: Vec<String>,
     /// How it keeps its entries there (`[directory] ttl`, `first_retry`, `max_retry`).
     pub registration: RegistrationSettings,
+    /// Whether the WoT HTTP binding is served (`http.enabled`, default `true`).
+    pub http_binding: bool,
+    /// The bearer tokens granted to HTTP consumers (`[[http.bearer]]`).
+    pub http_bearer: Vec<BearerGrant>,
 }
 
 /// A secret from the configuration: `Debug` does not show it.
@@ -380,6 +390,8 @@ struct File {
     #[serde(default)]
     discovery: crate::discovery_config::DiscoverySection,
     directory: Option<DirectorySection>,
+    #[serde(default)]
+    http: HttpBindingSection,
 }
 
 /// `[directory]`: the W3C WoT Discovery directories the agent registers with.
@@ -446,6 +458,34 @@ impl DirectorySection {
         })?;
         Ok((urls, settings))
     }
+}
+
+/// `[http]`: the WoT HTTP binding.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpBindingSection {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default)]
+    bearer: Vec<BearerSection>,
+}
+
+impl Default for HttpBindingSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            bearer: Vec::new(),
+        }
+    }
+}
+
+/// `[[http.bearer]]`: a bearer token granted to HTTP consumers without a DID, read from
+/// the environment variable `token_env` (never written in the file), calling as `caller`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BearerSection {
+    token_env: String,
+    caller: String,
 }
 
 /// `[[properties]]`.
@@ -688,6 +728,11 @@ pub(crate) struct LimitsSection {
     request_rate_per_address: Option<u32>,
     request_burst_per_address: Option<u32>,
     http_header_timeout: Option<Humane>,
+    // The WoT HTTP binding's event streams and long polls.
+    http_sse_queue: Option<usize>,
+    http_sse_queue_bytes: Option<usize>,
+    http_sse_keep_alive: Option<Humane>,
+    http_long_poll_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
     idle_timeout: Option<Humane>,
     first_proposal_timeout: Option<Humane>,
@@ -708,6 +753,9 @@ pub(crate) struct LimitsSection {
     protocol_max_count: Option<u64>,
     protocol_max_per_peer: Option<u64>,
     event_overflow: Option<String>,
+    // The WoT HTTP binding's request bodies.
+    http_max_body: Option<usize>,
+    http_body_timeout: Option<Humane>,
     #[serde(default)]
     hello: HelloLimitsSection,
     #[serde(default)]
@@ -903,6 +951,7 @@ impl File {
             .map(|token| check_token(&token, env))
             .transpose()
             .map_err(|message| Problem::key("node.event_ingest_token", message))?;
+        let http_bearer = self.http.grants(env)?;
         let llm = match self.llm {
             Some(section) => section.check(env, base)?,
             None => LlmConfig::from_lookup(env)
@@ -962,7 +1011,32 @@ impl File {
             discovery: self.discovery.check()?,
             directories,
             registration,
+            http_binding: self.http.enabled,
+            http_bearer,
         })
+    }
+}
+
+impl HttpBindingSection {
+    /// The grants of `[[http.bearer]]`, each token read from its environment variable.
+    fn grants(&self, env: &impl Fn(&str) -> Option<String>) -> Result<Vec<BearerGrant>, Problem> {
+        let mut grants = Vec::new();
+        for (index, bearer) in self.bearer.iter().enumerate() {
+            let key = format!("http.bearer[{index}]");
+            let token = env(&bearer.token_env).ok_or_else(|| {
+                Problem::key(
+                    format!("{key}.token_env"),
+                    format!("the environment variable {} is not set", bearer.token_env),
+                )
+            })?;
+            let caller = Did::parse(&bearer.caller).map_err(|error| {
+                Problem::key(format!("{key}.caller"), format!("not a DID: {error}"))
+            })?;
+            let grant = BearerGrant::new(&token, caller)
+                .map_err(|error| Problem::key(format!("{key}.token_env"), error.to_string()))?;
+            grants.push(grant);
+        }
+        Ok(grants)
     }
 }
 
@@ -1592,6 +1666,11 @@ impl LimitsSection {
             request_rate_per_address,
             request_burst_per_address,
             http_header_timeout,
+            // The WoT HTTP binding's event streams and long polls.
+            http_sse_queue,
+            http_sse_queue_bytes,
+            http_sse_keep_alive,
+            http_long_poll_timeout,
             max_negotiation_rounds,
             max_code_generations,
             max_fix_rounds,
@@ -1612,6 +1691,8 @@ impl LimitsSection {
             protocol_max_count,
             protocol_max_per_peer
         );
+        // The WoT HTTP binding's request bodies.
+        given!(self => limits; http_max_body, http_body_timeout);
         // A total given alone keeps its default share per address.
         if self.max_backend_calls.is_some() && self.max_backend_calls_per_address.is_none() {
             limits.max_backend_calls_per_address =
@@ -1881,6 +1962,22 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let text = format!("{MINIMAL}\n[limits]\nmax_generations = 2\n");
         let error = load(&text, &[]).unwrap_err();
         assert!(error.contains("unknown field `max_generations`"), "{error}");
+    }
+
+    #[test]
+    fn the_http_bindings_event_stream_limits_are_set_and_a_zero_is_refused_by_key() {
+        let text = format!(
+            "{MINIMAL}\n[limits]\nhttp_sse_queue = 8\nhttp_sse_queue_bytes = 4096\n\
+             http_sse_keep_alive = \"2s\"\nhttp_long_poll_timeout = \"5s\"\n"
+        );
+        let limits = load(&text, &[]).unwrap().limits;
+        assert_eq!(limits.http_sse_queue, 8);
+        assert_eq!(limits.http_sse_queue_bytes, 4096);
+        assert_eq!(limits.http_sse_keep_alive, Duration::from_secs(2));
+        assert_eq!(limits.http_long_poll_timeout, Duration::from_secs(5));
+        let text = format!("{MINIMAL}\n[limits]\nhttp_sse_queue = 0\n");
+        let error = load(&text, &[]).unwrap_err();
+        assert!(error.contains("http_sse_queue"), "{error}");
     }
 
     #[test]
@@ -2549,6 +2646,50 @@ hello_timeout = \"1s\"
         let config = load(MINIMAL, &[]).unwrap();
         assert!(config.event_ingest_token.is_none());
         assert_eq!(config.actions[0].mode, ActionMode::Reply);
+    }
+
+    #[test]
+    fn the_http_binding_can_be_turned_off_and_grant_bearer_tokens_from_the_environment() {
+        let config = load(MINIMAL, &[]).unwrap();
+        assert!(config.http_binding);
+        assert!(config.http_bearer.is_empty());
+        let text = format!(
+            "{MINIMAL}\n[http]\nenabled = false\n[[http.bearer]]\ntoken_env = \"DASH\"\n\
+             caller = \"did:wba:example.com:consumers:dashboard\"\n\
+             [limits]\nhttp_max_body = 2048\nhttp_body_timeout = \"3s\"\n"
+        );
+        let config = load(&text, &[("DASH", "0123456789abcdef-token")]).unwrap();
+        assert!(!config.http_binding);
+        assert_eq!(
+            config.http_bearer[0].caller().as_str(),
+            "did:wba:example.com:consumers:dashboard"
+        );
+        assert_eq!(config.limits.http_max_body, 2048);
+        assert_eq!(config.limits.http_body_timeout, Duration::from_secs(3));
+        // Each fault names its key.
+        let error = load(&text, &[]).unwrap_err();
+        assert!(
+            error.contains("http.bearer[0].token_env: the environment variable DASH is not set"),
+            "{error}"
+        );
+        let error = load(&text, &[("DASH", "short")]).unwrap_err();
+        assert!(
+            error.contains("http.bearer[0].token_env") && error.contains("at least 16"),
+            "{error}"
+        );
+        let error = load(
+            &text.replace("did:wba:example.com", "nodid"),
+            &[("DASH", "0123456789abcdef-token")],
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("http.bearer[0].caller: not a DID"),
+            "{error}"
+        );
+        let error = load(&format!("{MINIMAL}\n[http]\ntoken = \"x\"\n"), &[]).unwrap_err();
+        assert!(error.contains("unknown field `token`"), "{error}");
+        let error = load(&format!("{MINIMAL}\n[limits]\nhttp_max_body = 0\n"), &[]).unwrap_err();
+        assert!(error.contains("http_max_body"), "{error}");
     }
 
     #[test]

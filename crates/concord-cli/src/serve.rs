@@ -137,6 +137,10 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(token) = &config.event_ingest_token {
         builder = builder.event_ingest_token(token.expose());
     }
+    builder = builder.http_binding(config.http_binding);
+    for grant in &config.http_bearer {
+        builder = builder.http_bearer(grant.clone());
+    }
     // The node hands its publisher to the exec commands (their event lines) when built.
     for action in config.actions {
         builder = builder.allow(action.spec.name.clone(), action.allow);

@@ -221,8 +221,15 @@ fn new_with_endpoint_id_and_tool() {
         document["concord:metaProtocol"]["concord:versions"][0],
         "1.0"
     );
+    // The TD 1.0 URI first, for consumers that know only it (TD 1.1 allows it), then
+    // TD 1.1's, then the prefixes.
+    assert_eq!(document["@context"][0], "https://www.w3.org/2019/wot/td/v1");
     assert_eq!(
-        document["@context"][1]["concord"],
+        document["@context"][1],
+        "https://www.w3.org/2022/wot/td/v1.1"
+    );
+    assert_eq!(
+        document["@context"][2]["concord"],
         "https://concord.dev/ns/v1#"
     );
     assert!(concord_describe::validate(out.stdout.as_bytes()).is_valid());
@@ -242,4 +249,32 @@ fn new_refuses_arguments_that_make_an_invalid_description() {
     );
     out.fails(1, "/concord:metaProtocol/concord:endpoint");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn validate_checks_the_http_forms() {
+    let text = r#"{
+  "@context": ["https://www.w3.org/2019/wot/td/v1", "https://www.w3.org/2022/wot/td/v1.1"],
+  "title": "Lamp",
+  "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+  "security": "nosec_sc",
+  "properties": {"on": {"type": "boolean", "observable": true, "forms": [
+    {"href": "https://lamp.example.com/on", "op": "readproperty", "htv:methodName": "PUT"},
+    {"href": "https://lamp.example.com/on/observable", "op": "observeproperty", "subprotocol": "sse", "contentType": "text/event-stream", "htv:methodName": "GET"}
+  ]}},
+  "events": {"overheated": {"forms": [
+    {"href": "https://lamp.example.com/overheated", "op": "subscribeevent", "subprotocol": "carrier-pigeon", "htv:methodName": "get"}
+  ]}}
+}"#;
+    let path = file("http-forms.json", text);
+    let out = describe(&["validate", &path], "");
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    for expected in [
+        "error[conflict] at /properties/on/forms/0/htv:methodName: `readproperty` over HTTP is GET, not `PUT`",
+        "error[invalid-value] at /events/overheated/forms/0/htv:methodName: `get` is not an HTTP method (methods are uppercase)",
+        "error[invalid-value] at /events/overheated/forms/0/subprotocol: `carrier-pigeon` is not a subprotocol of the HTTP binding",
+    ] {
+        assert!(out.stdout.contains(expected), "{expected}\n{}", out.stdout);
+    }
+    assert!(out.stdout.contains("invalid, 3 errors"), "{}", out.stdout);
 }

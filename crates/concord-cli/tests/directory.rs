@@ -142,3 +142,51 @@ fn a_wrong_directory_key_is_refused_by_name() {
         .arg(&path))
     .fails(1, "max_entrys");
 }
+
+/// `--tls-cert`/`--tls-key`: the directory serves `https://` itself, as `concord serve`
+/// does with `node.tls`; a client trusting the CA registers and reads a TD.
+#[test]
+fn the_directory_serves_https_with_its_certificate() {
+    let ca = concord_fixtures::tls::PrivateCa::for_localhost().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, key) = (dir.path().join("chain.pem"), dir.path().join("key.pem"));
+    std::fs::write(&chain, ca.chain_pem()).unwrap();
+    std::fs::write(&key, ca.key_pem()).unwrap();
+    let served = Served::directory(&[
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        dir.path().join("data").as_os_str(),
+        OsStr::new("--tls-cert"),
+        chain.as_os_str(),
+        OsStr::new("--tls-key"),
+        key.as_os_str(),
+    ]);
+    assert!(served.url.starts_with("https://"), "{}", served.banner);
+    let url = served.url.replace("127.0.0.1", "localhost");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let client = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+                .build()
+                .unwrap();
+            let id = "urn:example:tls";
+            let response = client
+                .put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(td(id).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 201);
+            let response = client
+                .get(format!("{url}things/{id}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+        });
+}

@@ -12,7 +12,7 @@ use crate::model::{
 use crate::problem::{Problem, ProblemKind, Report};
 use crate::vocab::{
     CONCORD_ACTION_LEASE, CONCORD_MODE, CONCORD_NAMESPACE, CONCORD_PREFIX, CONCORD_STREAM,
-    LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL, TD_1_1_CONTEXT,
+    LMOS_AGENT, LMOS_NAMESPACE, LMOS_PREFIX, LMOS_TOOL, TD_1_0_CONTEXT, TD_1_1_CONTEXT,
 };
 use crate::{read_thing, validate, InvalidDescription, Validator};
 
@@ -58,7 +58,7 @@ impl ThingBuilder {
         let mut document = Map::new();
         document.insert(
             "@context".into(),
-            json!([TD_1_1_CONTEXT, { LMOS_PREFIX: LMOS_NAMESPACE }]),
+            json!([TD_1_0_CONTEXT, TD_1_1_CONTEXT, { LMOS_PREFIX: LMOS_NAMESPACE }]),
         );
         document.insert("@type".into(), Value::from(kind));
         document.insert("title".into(), Value::from(title));
@@ -83,7 +83,8 @@ impl ThingBuilder {
     ///     .build()?;
     /// let td = serde_json::to_value(&thing).unwrap();
     /// assert_eq!(td["@type"], serde_json::json!(["lmos:Agent", "ThingDirectory"]));
-    /// assert_eq!(td["@context"][2], "https://www.w3.org/2022/wot/discovery");
+    /// let context = td["@context"].as_array().unwrap();
+    /// assert_eq!(context.last().unwrap(), "https://www.w3.org/2022/wot/discovery");
     /// # Ok::<(), concord_describe::InvalidDescription>(())
     /// ```
     pub fn also_type(mut self, kind: impl Into<String>) -> Self {
@@ -206,7 +207,10 @@ impl ThingBuilder {
 
     fn declare_concord_prefix(&mut self) {
         if let Some(Value::Array(context)) = self.document.get_mut("@context") {
-            if let Some(Value::Object(prefixes)) = context.get_mut(1) {
+            // The prefixes' object, after the TD context URIs.
+            if let Some(Value::Object(prefixes)) =
+                context.iter_mut().find(|entry| entry.is_object())
+            {
                 prefixes.insert(CONCORD_PREFIX.into(), Value::from(CONCORD_NAMESPACE));
             }
         }

@@ -58,8 +58,15 @@ fn errors(document: &Value) -> Vec<(ProblemKind, String)> {
 #[test]
 fn the_terms_are_built_read_back_and_declare_the_prefix() {
     let document = described();
+    // The TD 1.0 URI first, for consumers that know only it (TD 1.1 allows it), then
+    // TD 1.1's, then the prefixes.
+    assert_eq!(document["@context"][0], "https://www.w3.org/2019/wot/td/v1");
     assert_eq!(
-        document["@context"][1]["concord"],
+        document["@context"][1],
+        "https://www.w3.org/2022/wot/td/v1.1"
+    );
+    assert_eq!(
+        document["@context"][2]["concord"],
         "https://concord.dev/ns/v1#"
     );
     assert_eq!(document["actions"]["talk"]["concord:mode"], "stream");

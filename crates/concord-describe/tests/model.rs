@@ -34,7 +34,10 @@ fn everything_extended() -> Value {
             "units": {
                 "type": "string", "enum": ["metric", "imperial"], "ex:ui": "dropdown", "pattern": "^[a-z]+$",
                 "observable": true,
-                "forms": [{"href": "https://weather.example.com/units", "op": ["readproperty", "writeproperty"], "htv:methodName": "GET"}]
+                "forms": [
+                    {"href": "https://weather.example.com/units", "op": "readproperty", "htv:methodName": "GET"},
+                    {"href": "https://weather.example.com/units", "op": "writeproperty", "htv:methodName": "PUT"}
+                ]
             }
         },
         "actions": {

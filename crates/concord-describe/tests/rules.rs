@@ -694,3 +694,53 @@ fn property_read_write_consistency() {
         "/properties/mode",
     );
 }
+
+#[test]
+fn http_forms_name_a_real_method_that_fits_their_operations_and_a_known_subprotocol() {
+    let form = "/actions/getWeather/forms/0";
+    expect(
+        |d| d["actions"]["getWeather"]["forms"][0]["htv:methodName"] = json!("post"),
+        ProblemKind::InvalidValue,
+        &format!("{form}/htv:methodName"),
+    );
+    expect(
+        |d| d["actions"]["getWeather"]["forms"][0]["htv:methodName"] = json!("FETCH"),
+        ProblemKind::InvalidValue,
+        &format!("{form}/htv:methodName"),
+    );
+    expect(
+        |d| d["actions"]["getWeather"]["forms"][0]["htv:methodName"] = json!("GET"),
+        ProblemKind::Conflict,
+        &format!("{form}/htv:methodName"),
+    );
+    expect(
+        |d| d["actions"]["getWeather"]["forms"][0]["subprotocol"] = json!("sse"),
+        ProblemKind::Conflict,
+        &format!("{form}/subprotocol"),
+    );
+    let event = |subprotocol: &str| {
+        let mut document = agent();
+        document["events"] = json!({"changed": {"forms": [{
+            "href": "events/changed",
+            "op": ["subscribeevent", "unsubscribeevent"],
+            "subprotocol": subprotocol,
+            "contentType": "text/event-stream",
+            "htv:methodName": "GET"
+        }]}});
+        check(&document)
+    };
+    // Server-Sent Events and long polls on an event are fine; an unknown subprotocol is not.
+    assert!(event("sse").is_valid(), "{}", event("sse"));
+    assert!(event("longpoll").is_valid(), "{}", event("longpoll"));
+    let report = event("mqtt");
+    assert!(
+        report.errors().any(|p| p.kind == ProblemKind::InvalidValue
+            && p.pointer == "/events/changed/forms/0/subprotocol"),
+        "{report}"
+    );
+    // A form that is not HTTP is left to its own binding.
+    let mut document = agent();
+    document["actions"]["getWeather"]["forms"][0]["href"] = json!("mqtt://broker/getWeather");
+    document["actions"]["getWeather"]["forms"][0]["htv:methodName"] = json!("GET");
+    assert!(check(&document).is_valid(), "{}", check(&document));
+}

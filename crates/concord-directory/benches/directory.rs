@@ -4,8 +4,9 @@
 //!
 //! Run: `cargo bench -p concord-directory --bench directory`
 //!
-//! - registrations/s: `Directory::put` of 10,000 distinct agent TDs (about 1.3 KB each:
-//!   validation, capability keys, one IMMEDIATE transaction with the event);
+//! - registrations/s: `Directory::put` of 10,000 distinct agent TDs (about 1 KB each:
+//!   validation, capability keys, one IMMEDIATE transaction with the event), and what the
+//!   strict validator alone costs of it;
 //! - `list` of `limit=100` at random offsets, p50/p99;
 //! - JSONPath `$[?@.title=='…']` over all 10,000 enriched TDs, p50/p99 (the scan bound
 //!   raised to 64 MiB for it; the default 8 MiB refuses a directory this large);
@@ -135,6 +136,14 @@ fn main() {
     let store = Arc::new(concord_store::Store::open(dir.path()).expect("open"));
     let directory = Directory::new(store.clone(), limits()).expect("limits");
 
+    // What validation alone costs of a registration (the strict validator every TD passes).
+    let validator = concord_describe::Validator::new();
+    let start = Instant::now();
+    for td in &tds {
+        assert!(black_box(validator.validate(td)).is_valid());
+    }
+    let validating = start.elapsed() / TDS as u32;
+
     let heap_before = LIVE.load(Ordering::Relaxed);
     let start = Instant::now();
     for (n, td) in tds.iter().enumerate() {
@@ -154,6 +163,23 @@ fn main() {
     let (list50, list99) = percentiles(200, |_| {
         let query = ListQuery::new(rng.u64(..(TDS as u64 - 100)), Some(100), ListFormat::Array);
         black_box(directory.list(&query, now).expect("list"));
+    });
+    let (page50, page99) = percentiles(200, |_| {
+        black_box(
+            store
+                .page(rng.u64(..(TDS as u64 - 100)), 100, 0)
+                .expect("page"),
+        );
+    });
+    let (find50, find99) = percentiles(200, |n| {
+        let keys = [concord_directory::CapabilityKey::new(
+            CapabilityKind::Action,
+            format!("action{}", n % 100),
+        )];
+        assert_eq!(
+            black_box(store.find(&keys, 0, 101).expect("find")).len(),
+            100
+        );
     });
     let (path50, path99) = percentiles(20, |n| {
         let query = format!("$[?@.title=='Agent {:05}']", (n * 397) % TDS);
@@ -211,10 +237,21 @@ fn main() {
         micros(per_registration),
         micros(per_registration) / base
     );
+    println!(
+        "  of which validation alone: {:.1} µs ({:.0}%)",
+        micros(validating),
+        100.0 * validating.as_secs_f64() / per_registration.as_secs_f64()
+    );
     for (what, p50, p99) in [
         ("list limit=100", list50, list99),
+        (
+            "  of which the store's page (rows read and parsed)",
+            page50,
+            page99,
+        ),
         ("JSONPath title over all", path50, path99),
         ("capability: action (100 match)", action50, action99),
+        ("  of which the store's find (ids only)", find50, find99),
         ("capability: DID (1 match)", did50, did99),
     ] {
         println!(

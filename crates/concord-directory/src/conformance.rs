@@ -11,7 +11,9 @@ use serde_json::json;
 
 use crate::capability::{CapabilityKey, CapabilityKind};
 use crate::event::EventKind;
-use crate::store::{DirectoryStore, Entry, Expect, Holder, Outcome, Removal, StoreFailure, Write};
+use crate::store::{
+    Admission, DirectoryStore, Entry, Expect, Holder, Outcome, Removal, StoreFailure, Write,
+};
 
 fn ok<T>(what: &str, result: Result<T, StoreFailure>) -> T {
     result.unwrap_or_else(|error| panic!("{what}: the backend failed: {error}"))
@@ -37,7 +39,7 @@ fn entry(id: &str, owner: Option<&str>, client: Option<&str>, expires: Option<i6
 fn done(what: &str, outcome: Outcome) -> u64 {
     match outcome {
         Outcome::Done(event) => event,
-        Outcome::Conflict => panic!("{what}: a write whose expectation holds must be done"),
+        other => panic!("{what}: a write whose expectation holds must be done, found {other:?}"),
     }
 }
 
@@ -287,6 +289,86 @@ pub fn directory_store(store: &dyn DirectoryStore) {
         1,
         "at most `max` events"
     );
+    admission_is_atomic(store, retention);
+}
+
+/// Racing writers: of `RACERS` new registrations with room for one, exactly one is done
+/// and the others refused, by holder and in all; then the winners go again.
+fn admission_is_atomic(store: &dyn DirectoryStore, retention: usize) {
+    const RACERS: usize = 8;
+    let client = "127.0.0.9";
+    let race = |prefix: &str, admission: Admission<'_>| -> Vec<(String, Outcome)> {
+        let start = std::sync::Barrier::new(RACERS);
+        std::thread::scope(|scope| {
+            let runners: Vec<_> = (0..RACERS)
+                .map(|n| {
+                    let start = &start;
+                    scope.spawn(move || {
+                        let id = format!("urn:race:{prefix}:{n}");
+                        let e = entry(&id, None, Some(client), None);
+                        let write = Write::new(
+                            &e,
+                            &[],
+                            Expect::Absent,
+                            EventKind::Created,
+                            None,
+                            retention,
+                        )
+                        .admitting(admission);
+                        start.wait();
+                        (id, ok("racing write", store.write(&write)))
+                    })
+                })
+                .collect();
+            runners
+                .into_iter()
+                .map(|runner| runner.join().unwrap_or_else(|_| panic!("a racer panicked")))
+                .collect()
+        })
+    };
+    let winners = |outcomes: &[(String, Outcome)], refusal: Outcome, what: &str| {
+        let done: Vec<(String, u64)> = outcomes
+            .iter()
+            .filter_map(|(id, outcome)| match outcome {
+                Outcome::Done(revision) => Some((id.clone(), *revision)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            done.len(),
+            1,
+            "{what}: exactly one racer with room for one is done"
+        );
+        assert!(
+            outcomes
+                .iter()
+                .all(|(_, outcome)| matches!(outcome, Outcome::Done(_)) || *outcome == refusal),
+            "{what}: the others are refused with {refusal:?}: {outcomes:?}"
+        );
+        for (id, outcome) in outcomes {
+            if !matches!(outcome, Outcome::Done(_)) {
+                assert_eq!(
+                    ok("entry", store.entry(id)),
+                    None,
+                    "{what}: a refused write writes nothing"
+                );
+            }
+        }
+        done
+    };
+    let holder = Some(Holder::Client(client));
+    let by_holder = race("quota", Admission::new(u64::MAX, holder, 1));
+    let mut done = winners(&by_holder, Outcome::OverQuota, "per-holder bound");
+    let (total, _) = ok("count", store.count(None));
+    let in_all = race("full", Admission::new(total + 1, None, 0));
+    done.extend(winners(&in_all, Outcome::Full, "bound in all"));
+    for (id, revision) in done {
+        let removal = Removal::new(&id, revision, 9_000, retention);
+        assert!(matches!(
+            ok("remove", store.remove(&removal)),
+            Outcome::Done(_)
+        ));
+    }
 }
 
 impl Entry {

@@ -1,11 +1,12 @@
-//! The RFC 7396 merge patch that takes one JSON value to another: the `diff` of a
-//! `thing_updated` event after a `PUT` that replaced a TD.
+//! The RFC 7396 merge patch that takes one JSON value to another (for a consumer of the
+//! events comparing two TDs; the directory's own `thing_updated` events record the new TD
+//! whole after a `PUT`, since a merge patch loses a `null` held inside the new value).
 
 use serde_json::{Map, Value};
 
 /// The merge patch `p` with `merge(old, p) == new`. Members removed become `null`;
 /// objects are compared member by member; anything else changed is replaced whole.
-/// (A `null` inside `new` cannot be expressed by a merge patch; TDs hold none that matter.)
+/// A `null` inside `new` cannot be expressed by a merge patch: it reads as a removal.
 pub fn merge_diff(old: &Value, new: &Value) -> Value {
     match (old, new) {
         (Value::Object(old), Value::Object(new)) => {

@@ -9,14 +9,15 @@ use serde_json::Value;
 
 use crate::capability::{keys_of, CapabilityKind, CapabilityMatches, CapabilityQuery};
 use crate::clock::unix_millis;
-use crate::diff::merge_diff;
 use crate::error::DirectoryError;
 use crate::event::{EventKind, ThingEvent};
 use crate::limits::{DirectoryLimits, InvalidLimit};
 use crate::listing::{ListQuery, Listing};
 use crate::search;
-use crate::store::{DirectoryStore, Entry, Expect, Holder, Outcome, Removal, UnixMillis, Write};
-use crate::td::{self, client_registration, enrich, Incoming};
+use crate::store::{
+    Admission, DirectoryStore, Entry, Expect, Holder, Outcome, Removal, UnixMillis, Write,
+};
+use crate::td::{self, client_registration, enrich, into_enriched, Incoming};
 
 /// How many expired TDs a creation at the `max_entries` limit purges before it counts again.
 const PURGE_ON_FULL: usize = 64;
@@ -26,7 +27,9 @@ const SCAN_PAGE: u64 = 256;
 
 /// Who registers or changes a TD: the DID it proved (if any) and its client address.
 /// An entry registered with a DID can be changed only by that DID; the quota
-/// (`max_entries_per_registrant`) counts by DID, else by client address.
+/// (`max_entries_per_registrant`) counts by DID, else by client address; a registrant with
+/// neither (`Registrant::default()`, an embedding that registers its own TDs) is bounded
+/// by `max_entries` only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Registrant<'a> {
@@ -154,7 +157,6 @@ impl Directory {
             "urn:uuid:{}",
             uuid::Builder::from_random_bytes(random).into_uuid()
         );
-        self.admit(who, now)?;
         self.store_incoming(&id, incoming, None, who, now, Expect::Absent)?;
         Ok(id)
     }
@@ -162,7 +164,10 @@ impl Directory {
     /// `PUT /things/{id}`: registers the TD (201) or replaces the one registered (204);
     /// the TD's `id` must be `id` (tdd-things-create-known-td, tdd-things-update). A
     /// replaced TD keeps its creation time and owner; its `thing_updated` event carries
-    /// the merge patch from the old TD to the new.
+    /// the new TD whole (enriched, as its `thing_created` event would), so that a `null`
+    /// inside it is not lost to a computed merge patch. A TD expired but not purged yet is
+    /// purged (`thing_deleted`) and the `PUT` is a new registration (201), counted against
+    /// the registrant's quota.
     ///
     /// # Errors
     /// [`DirectoryError::IdMismatch`], [`DirectoryError::NotOwner`], the errors of
@@ -183,21 +188,20 @@ impl Directory {
             });
         }
         match self.store.entry(id)? {
-            Some(entry) => {
-                let live = !entry.expired_at(now);
-                if live {
-                    check_owner(&entry, who)?;
-                }
+            Some(entry) if !entry.expired_at(now) => {
+                check_owner(&entry, who)?;
                 let expect = Expect::Revision(entry.revision);
-                self.store_incoming(id, incoming, live.then_some(&entry), who, now, expect)?;
-                Ok(if live {
-                    PutOutcome::Replaced
-                } else {
-                    PutOutcome::Created
-                })
+                self.store_incoming(id, incoming, Some(&entry), who, now, expect)?;
+                Ok(PutOutcome::Replaced)
             }
-            None => {
-                self.admit(who, now)?;
+            held => {
+                // An expired TD not purged yet is purged now (its `thing_deleted` event),
+                // and this is a new registration, within the registrant's quota.
+                if let Some(expired) = held {
+                    let removal =
+                        Removal::new(id, expired.revision, now, self.limits.event_retention);
+                    self.written(id, self.store.remove(&removal)?)?;
+                }
                 self.store_incoming(id, incoming, None, who, now, Expect::Absent)?;
                 Ok(PutOutcome::Created)
             }
@@ -284,7 +288,7 @@ impl Directory {
     pub fn get(&self, id: &str, now: SystemTime) -> Result<Value, DirectoryError> {
         let now = unix_millis(now);
         let entry = self.live(id, now)?;
-        Ok(enrich(&entry, Some(now)))
+        Ok(into_enriched(entry, Some(now)))
     }
 
     /// `DELETE /things/{id}` (tdd-things-delete): removes the TD, with a `thing_deleted`
@@ -331,8 +335,8 @@ impl Directory {
         Ok(Listing {
             things: page
                 .entries
-                .iter()
-                .map(|entry| enrich(entry, Some(now)))
+                .into_iter()
+                .map(|entry| into_enriched(entry, Some(now)))
                 .collect(),
             total: page.total,
             etag: format!("r{}-{}", page.revision, page.total),
@@ -467,16 +471,13 @@ impl Directory {
         let mut ids = self.store.find(&keys, now, max.saturating_add(1))?;
         let truncated = u64::try_from(ids.len()).unwrap_or(u64::MAX) > max;
         ids.truncate(usize::try_from(max).unwrap_or(usize::MAX));
-        let mut things = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(entry) = self
-                .store
-                .entry(&id)?
-                .filter(|entry| !entry.expired_at(now))
-            {
-                things.push(enrich(&entry, Some(now)));
-            }
-        }
+        let things = self
+            .store
+            .entries(&ids)?
+            .into_iter()
+            .filter(|entry| !entry.expired_at(now))
+            .map(|entry| into_enriched(entry, Some(now)))
+            .collect();
         Ok(CapabilityMatches { things, truncated })
     }
 
@@ -487,31 +488,42 @@ impl Directory {
             .ok_or_else(|| DirectoryError::NotFound { id: id.to_owned() })
     }
 
-    /// Refuses a new registration beyond `max_entries` (after purging some expired TDs)
-    /// or the registrant's quota.
-    fn admit(&self, who: &Registrant<'_>, now: UnixMillis) -> Result<(), DirectoryError> {
-        let holder = who.holder();
-        let (mut total, mut held) = self.store.count(holder)?;
-        if total >= self.limits.max_entries
-            || (holder.is_some() && held >= self.limits.max_entries_per_registrant)
+    /// The capacity a new registration by `who` must fit (checked by the store with the
+    /// write).
+    fn admission<'a>(&self, who: &Registrant<'a>) -> Admission<'a> {
+        Admission::new(
+            self.limits.max_entries,
+            who.holder(),
+            self.limits.max_entries_per_registrant,
+        )
+    }
+
+    /// Writes a new registration within [`admission`](Self::admission); when the store is
+    /// at a bound, purges some expired TDs (they do not keep a new one out) and tries once
+    /// more.
+    fn admit(
+        &self,
+        write: &Write<'_>,
+        who: &Registrant<'_>,
+        now: UnixMillis,
+    ) -> Result<(), DirectoryError> {
+        let id = write.entry.id.as_str();
+        let mut outcome = self.store.write(write)?;
+        if matches!(outcome, Outcome::Full | Outcome::OverQuota)
+            && self.purge(now, PURGE_ON_FULL)? > 0
         {
-            // Expired TDs not purged yet do not keep a new one out.
-            if self.purge(now, PURGE_ON_FULL)? > 0 {
-                (total, held) = self.store.count(holder)?;
-            }
+            outcome = self.store.write(write)?;
         }
-        if total >= self.limits.max_entries {
-            return Err(DirectoryError::DirectoryFull {
+        match outcome {
+            Outcome::Full => Err(DirectoryError::DirectoryFull {
                 limit: self.limits.max_entries,
-            });
-        }
-        if holder.is_some() && held >= self.limits.max_entries_per_registrant {
-            return Err(DirectoryError::QuotaExceeded {
+            }),
+            Outcome::OverQuota => Err(DirectoryError::QuotaExceeded {
                 holder: who.name(),
                 limit: self.limits.max_entries_per_registrant,
-            });
+            }),
+            outcome => self.written(id, outcome),
         }
-        Ok(())
     }
 
     fn purge(&self, now: UnixMillis, max: usize) -> Result<u64, DirectoryError> {
@@ -567,7 +579,9 @@ impl Directory {
         let new = self.entry_of(id, incoming, previous, who, now);
         let keys = keys_of(&new.td);
         let (kind, diff) = match previous {
-            Some(previous) => (EventKind::Updated, merge_diff(&previous.td, &new.td)),
+            // A replacement is recorded whole: a merge patch computed from the old TD
+            // cannot express a `null` the new TD holds (RFC 7396 reads it as a removal).
+            Some(_) => (EventKind::Updated, enrich(&new, None)),
             None => (EventKind::Created, enrich(&new, None)),
         };
         let write = Write::new(
@@ -578,13 +592,21 @@ impl Directory {
             Some(&diff),
             self.limits.event_retention,
         );
-        self.written(id, self.store.write(&write)?)
+        if previous.is_some() {
+            self.written(id, self.store.write(&write)?)
+        } else {
+            self.admit(&write.admitting(self.admission(who)), who, now)
+        }
     }
 
     fn written(&self, id: &str, outcome: Outcome) -> Result<(), DirectoryError> {
         match outcome {
             Outcome::Done(_) => Ok(()),
-            Outcome::Conflict => Err(DirectoryError::Conflict { id: id.to_owned() }),
+            // A bound is only asked of a new registration ([`admit`](Self::admit)); any
+            // other refusal means the entry was not as expected.
+            Outcome::Conflict | Outcome::Full | Outcome::OverQuota => {
+                Err(DirectoryError::Conflict { id: id.to_owned() })
+            }
         }
     }
 }

@@ -51,8 +51,9 @@ pub struct ThingEvent {
     pub kind: EventKind,
     /// The TD's id.
     pub thing: String,
-    /// For `thing_created` the TD, for `thing_updated` the RFC 7396 merge patch from the
-    /// old TD to the new; `None` for `thing_deleted`.
+    /// For `thing_created` the TD (enriched); for `thing_updated` after a `PUT` the new TD
+    /// whole (enriched), after a `PATCH` the client's RFC 7396 merge patch as sent; `None`
+    /// for `thing_deleted`.
     pub diff: Option<Value>,
     /// When.
     pub at: UnixMillis,

@@ -66,7 +66,7 @@ pub use limits::{DirectoryLimits, InvalidLimit};
 pub use listing::{ListFormat, ListQuery, Listing};
 pub use memory::MemoryDirectoryStore;
 pub use store::{
-    DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal, StoreFailure,
-    UnixMillis, Write,
+    Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
+    StoreFailure, UnixMillis, Write,
 };
-pub use td::{enrich, DISCOVERY_CONTEXT};
+pub use td::{enrich, into_enriched, DISCOVERY_CONTEXT};

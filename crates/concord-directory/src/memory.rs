@@ -35,6 +35,22 @@ impl State {
         }
     }
 
+    /// How many entries `holder` holds.
+    fn held(&self, holder: Option<Holder<'_>>) -> u64 {
+        let held = self
+            .entries
+            .values()
+            .filter(|entry| match holder {
+                Some(Holder::Owner(did)) => entry.owner.as_deref() == Some(did),
+                Some(Holder::Client(client)) => {
+                    entry.owner.is_none() && entry.client.as_deref() == Some(client)
+                }
+                None => false,
+            })
+            .count();
+        u64::try_from(held).unwrap_or(u64::MAX)
+    }
+
     fn unindex(&mut self, id: &str) {
         for key in self.keys.remove(id).unwrap_or_default() {
             if let Some(ids) = self.index.get_mut(&key) {
@@ -80,6 +96,13 @@ impl DirectoryStore for MemoryDirectoryStore {
         let id = write.entry.id.as_str();
         if !state.matches(id, write.expect) {
             return Ok(Outcome::Conflict);
+        }
+        if let Some(admission) = write.admission {
+            // Counted under the same lock as the write below.
+            let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
+            if let Some(refusal) = admission.refusal(total, state.held(admission.holder)) {
+                return Ok(refusal);
+            }
         }
         let event = state.latest + 1;
         let mut entry = write.entry.clone();
@@ -140,19 +163,8 @@ impl DirectoryStore for MemoryDirectoryStore {
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
         let state = self.state();
-        let held = state
-            .entries
-            .values()
-            .filter(|entry| match holder {
-                Some(Holder::Owner(did)) => entry.owner.as_deref() == Some(did),
-                Some(Holder::Client(client)) => {
-                    entry.owner.is_none() && entry.client.as_deref() == Some(client)
-                }
-                None => false,
-            })
-            .count();
-        let wide = |count: usize| u64::try_from(count).unwrap_or(u64::MAX);
-        Ok((wide(state.entries.len()), wide(held)))
+        let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
+        Ok((total, state.held(holder)))
     }
 
     fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {

@@ -42,6 +42,13 @@ impl Entry {
     /// `size` the length of `td` as JSON (set the other fields as needed).
     pub fn new(id: impl Into<String>, td: Value) -> Self {
         let size = u64::try_from(td.to_string().len()).unwrap_or(u64::MAX);
+        Self::sized(id, td, size)
+    }
+
+    /// An entry for `td` under `id` whose JSON is `size` bytes long (as a store reads it
+    /// back, without serializing `td` again), registered at time 0 by no one, not
+    /// expiring (set the other fields as needed).
+    pub fn sized(id: impl Into<String>, td: Value, size: u64) -> Self {
         Self {
             id: id.into(),
             td,
@@ -90,6 +97,47 @@ pub struct Write<'a> {
     pub diff: Option<&'a Value>,
     /// How many events to keep (the oldest beyond go in the same write).
     pub event_retention: usize,
+    /// The capacity a new registration must fit, checked by the store in the same atomic
+    /// step as the write (`None`: no check, e.g. a replacement).
+    pub admission: Option<Admission<'a>>,
+}
+
+/// The capacity a new registration must fit: at most `max_entries` entries in all
+/// (expired ones not yet removed included) and at most `max_per_holder` held by `holder`.
+/// The store counts and writes in one atomic step, so writers sharing it (threads, or
+/// processes on one file) cannot both pass a limit with room for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Admission<'a> {
+    /// The most entries the store may hold once the write is done.
+    pub max_entries: u64,
+    /// Whose entries count against `max_per_holder` (`None`: no per-holder bound).
+    pub holder: Option<Holder<'a>>,
+    /// The most entries `holder` may hold once the write is done.
+    pub max_per_holder: u64,
+}
+
+impl<'a> Admission<'a> {
+    /// At most `max_entries` in all and `max_per_holder` held by `holder`.
+    pub fn new(max_entries: u64, holder: Option<Holder<'a>>, max_per_holder: u64) -> Self {
+        Self {
+            max_entries,
+            holder,
+            max_per_holder,
+        }
+    }
+
+    /// What a store holding `total` entries, `held` of them by the holder, answers: `None`
+    /// when one more fits.
+    pub fn refusal(&self, total: u64, held: u64) -> Option<Outcome> {
+        if total >= self.max_entries {
+            Some(Outcome::Full)
+        } else if self.holder.is_some() && held >= self.max_per_holder {
+            Some(Outcome::OverQuota)
+        } else {
+            None
+        }
+    }
 }
 
 /// A removal: the entry `id`, if still at `expect`, and its `thing_deleted` event.
@@ -124,7 +172,14 @@ impl<'a> Write<'a> {
             kind,
             diff,
             event_retention,
+            admission: None,
         }
+    }
+
+    /// This write, made only if the store has room for it ([`Admission`]).
+    pub fn admitting(mut self, admission: Admission<'a>) -> Self {
+        self.admission = Some(admission);
+        self
     }
 }
 
@@ -148,6 +203,10 @@ pub enum Outcome {
     Done(u64),
     /// The entry was not as expected (another write came first): nothing was written.
     Conflict,
+    /// The store holds [`Admission::max_entries`] entries already: nothing was written.
+    Full,
+    /// The holder holds [`Admission::max_per_holder`] entries already: nothing was written.
+    OverQuota,
 }
 
 /// Who holds registrations, for the per-registrant quota.
@@ -240,6 +299,10 @@ pub enum StoreFailure {
 ///   after the events are dropped by retention); an entry's `revision` is the id of the
 ///   event of its last write. A write or removal whose [`Expect`] does not hold writes
 ///   nothing and answers [`Outcome::Conflict`].
+/// - A write with an [`Admission`] counts the entries held (in all, and by its holder) in
+///   the same atomic step as the write, and writes nothing when they are at its bounds
+///   ([`Outcome::Full`], [`Outcome::OverQuota`]): writers racing on one store never pass
+///   a bound with room for fewer of them.
 /// - At most `event_retention` events are kept: each write drops the oldest beyond it.
 /// - [`page`](Self::page) lists unexpired entries in ascending code-point (UTF-8 byte)
 ///   order of id, with their total and the latest event id.
@@ -251,6 +314,19 @@ pub trait DirectoryStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// When it could not be read.
     fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure>;
+
+    /// The entries of `ids` that are held, expired or not, in the order of `ids` (by
+    /// default one [`entry`](Self::entry) each; a backend reads them in one go).
+    ///
+    /// # Errors
+    /// When they could not be read.
+    fn entries(&self, ids: &[String]) -> Result<Vec<Entry>, StoreFailure> {
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            entries.extend(self.entry(id)?);
+        }
+        Ok(entries)
+    }
 
     /// Stores an entry with its keys and event, if `expect` holds.
     ///

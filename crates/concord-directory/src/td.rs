@@ -184,11 +184,31 @@ pub(crate) fn client_registration(entry: &Entry) -> Option<Value> {
 /// anonymous TD (tdd-anonymous-td-identifier), and `registration {created, modified,
 /// expires, ttl, retrieved}`; `retrieved` is `now` (left out when `None`).
 pub fn enrich(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
+    into_enriched(entry.clone(), retrieved)
+}
+
+/// [`enrich`], taking the entry: its TD's members move into the answer, nothing is copied.
+pub fn into_enriched(entry: Entry, retrieved: Option<UnixMillis>) -> Value {
+    let registration = registration_of(&entry, retrieved);
     let mut out = Map::new();
-    let source = entry.td.as_object();
-    let context = match source.and_then(|td| td.get("@context")) {
-        Some(Value::Array(items)) => {
-            let mut items = items.clone();
+    // `@context` and `id` first (the context is set once the TD's is read), then the TD's
+    // members in their order, then `registration`.
+    out.insert("@context".to_owned(), Value::Null);
+    out.insert("id".to_owned(), Value::String(entry.id));
+    let mut given = None;
+    if let Value::Object(source) = entry.td {
+        for (key, value) in source {
+            match key.as_str() {
+                "@context" => given = Some(value),
+                "id" | "registration" => {}
+                _ => {
+                    out.insert(key, value);
+                }
+            }
+        }
+    }
+    let context = match given {
+        Some(Value::Array(mut items)) => {
             if !items
                 .iter()
                 .any(|item| item.as_str() == Some(DISCOVERY_CONTEXT))
@@ -197,22 +217,16 @@ pub fn enrich(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
             }
             Value::Array(items)
         }
-        Some(Value::String(context)) if context == DISCOVERY_CONTEXT => {
-            Value::String(context.clone())
-        }
-        Some(other) => Value::Array(vec![
-            other.clone(),
-            Value::String(DISCOVERY_CONTEXT.to_owned()),
-        ]),
+        Some(Value::String(context)) if context == DISCOVERY_CONTEXT => Value::String(context),
+        Some(other) => Value::Array(vec![other, Value::String(DISCOVERY_CONTEXT.to_owned())]),
         None => Value::String(DISCOVERY_CONTEXT.to_owned()),
     };
     out.insert("@context".to_owned(), context);
-    out.insert("id".to_owned(), Value::String(entry.id.clone()));
-    for (key, value) in source.into_iter().flatten() {
-        if key != "@context" && key != "id" && key != "registration" {
-            out.insert(key.clone(), value.clone());
-        }
-    }
+    out.insert("registration".to_owned(), registration);
+    Value::Object(out)
+}
+
+fn registration_of(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
     let mut registration = Map::new();
     registration.insert("created".to_owned(), time(entry.created));
     registration.insert("modified".to_owned(), time(entry.modified));
@@ -225,6 +239,5 @@ pub fn enrich(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
     if let Some(retrieved) = retrieved {
         registration.insert("retrieved".to_owned(), time(retrieved));
     }
-    out.insert("registration".to_owned(), Value::Object(registration));
-    Value::Object(out)
+    Value::Object(registration)
 }

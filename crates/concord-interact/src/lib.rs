@@ -74,7 +74,7 @@ pub use interface::{
 pub use message::{ActionStatus, Message, MessageError, MessageType, Operation};
 pub use problem::{Problem, ProblemType};
 pub use property::{PropertyChange, PropertyError, PropertyTable, NOT_ALLOWED, UNKNOWN_PROPERTY};
-pub use thing::{ActionCaller, Thing, ThingError};
+pub use thing::{ActionCaller, FeedItem, Thing, ThingError};
 pub use wire::{decode_frame, encode_message, Frame, InteractionFrameError, CHUNK_PREFIX};
 
 /// Every bound of the interaction layer (streams have their own in [`stream`]).

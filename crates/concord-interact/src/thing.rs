@@ -117,6 +117,18 @@ pub(crate) enum Outgoing {
     Dropped,
 }
 
+/// What [`Thing::poll_feed`] hands a session without the meta-protocol.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FeedItem {
+    /// An event of its subscription, or a gap in them.
+    Event(Delivery),
+    /// A change of the property it observes.
+    Property(PropertyChange),
+    /// It fell too far behind (under [`Overflow::Disconnect`]): its subscription is gone.
+    Dropped,
+}
+
 /// The node-wide state of a provider: events, properties and actions.
 #[derive(Debug)]
 pub struct Thing {
@@ -394,6 +406,58 @@ impl Thing {
                 // Owners are unfinished actions only, so this cannot fail.
                 let _ = self.actions.detach_action(action_id, now);
             }
+        }
+    }
+
+    // Sessions without the meta-protocol: an HTTP binding's event stream or long poll is
+    // a session of its own ([`Thing::new_subscriber_for`]) that subscribes to one event or
+    // observes one property, and takes what is queued for it with [`Thing::poll_feed`].
+
+    /// Subscribes the session `id` to `event`, as a meta-protocol `subscribeevent` does:
+    /// without `last_seen` from now on; with it (the id of the last event the subscriber
+    /// saw, e.g. an SSE `Last-Event-ID`), every later event still in the replay buffer
+    /// is queued first, preceded by a [`Gap`](crate::Gap) for those that left it.
+    ///
+    /// # Errors
+    /// [`EventError`]: an unknown event, a `last_seen` ahead of the latest id, a session
+    /// already subscribed, or one dropped for overflowing while its replay was queued.
+    pub fn subscribe_event(
+        &mut self,
+        id: SubscriberId,
+        event: &str,
+        last_seen: Option<u64>,
+        now: Instant,
+    ) -> Result<Subscribed, EventError> {
+        self.subscribe(id, event, last_seen, now)
+    }
+
+    /// Makes the session `id` observe the property `name` from now on, as a
+    /// meta-protocol `observeproperty` does; returns the id of its latest change (0:
+    /// none yet).
+    ///
+    /// # Errors
+    /// [`PropertyError`]: an unknown or unobservable property, or a session already
+    /// observing it.
+    pub fn observe_property(
+        &mut self,
+        id: SubscriberId,
+        name: &str,
+        now: Instant,
+    ) -> Result<u64, PropertyError> {
+        self.observe(id, name, now)
+    }
+
+    /// The next event, gap or property change queued for the session `id`, or word that
+    /// it was dropped for falling behind (under [`Overflow::Disconnect`]).
+    pub fn poll_feed(&mut self, id: SubscriberId) -> Option<FeedItem> {
+        loop {
+            return Some(match self.poll_outgoing(id)? {
+                // Action notifications go to sessions that invoke; a feed invokes nothing.
+                Outgoing::Action(_) => continue,
+                Outgoing::Event(delivery) => FeedItem::Event(delivery),
+                Outgoing::Property(change) => FeedItem::Property(change),
+                Outgoing::Dropped => FeedItem::Dropped,
+            });
         }
     }
 
@@ -689,6 +753,56 @@ mod tests {
     }
 
     #[test]
+    fn a_feed_resumes_from_its_last_seen_id_with_a_gap_for_what_left_the_replay() {
+        let limits = Limits {
+            replay_events: 2,
+            ..Limits::default()
+        };
+        let mut interface = Interface::default();
+        interface.events.insert(
+            "tick".to_owned(),
+            crate::interface::EventAffordance {
+                description: String::new(),
+                data: serde_json::json!({"type": "object"}),
+            },
+        );
+        let mut thing =
+            Thing::new(interface, BTreeMap::new(), limits, Overflow::DropOldest).unwrap();
+        let now = Instant::now();
+        let ids: Vec<u64> = (0..4)
+            .map(|n| {
+                thing
+                    .publish("tick", serde_json::json!({"n": n}), now)
+                    .unwrap()
+            })
+            .collect();
+        let feed = thing.new_subscriber_for("http://127.0.0.1");
+        let subscribed = thing
+            .subscribe_event(feed, "tick", Some(ids[0]), now)
+            .unwrap();
+        assert_eq!(subscribed.replayed, 2);
+        // The second left the replay buffer: a gap, then the last two.
+        match thing.poll_feed(feed) {
+            Some(FeedItem::Event(Delivery::Gap(gap))) => {
+                assert_eq!((gap.from, gap.to), (ids[1], ids[1]));
+            }
+            other => panic!("expected a gap, got {other:?}"),
+        }
+        for id in &ids[2..] {
+            match thing.poll_feed(feed) {
+                Some(FeedItem::Event(Delivery::Event(record))) => assert_eq!(record.id, *id),
+                other => panic!("expected event {id}, got {other:?}"),
+            }
+        }
+        assert_eq!(thing.poll_feed(feed), None);
+        // A resume ahead of the latest is refused.
+        let other = thing.new_subscriber_for("http://127.0.0.2");
+        assert!(thing
+            .subscribe_event(other, "tick", Some(ids[3] + 1), now)
+            .is_err());
+    }
+
+    #[test]
     fn max_actions_lowered_alone_keeps_a_quarter_in_reserve_not_every_place() {
         // The default reserve (64) with 8 places: a quarter of them (2) is kept.
         let limits = Limits {
@@ -713,5 +827,45 @@ mod tests {
         let newcomer = thing.new_subscriber_for("ws://198.51.100.9");
         thing.start_action("render", newcomer, "c7", now).unwrap();
         assert_eq!(thing.unfinished_actions(), 7);
+    }
+
+    #[test]
+    fn a_detached_action_counts_against_its_caller_and_lives_while_its_caller_comes_back() {
+        let limits = Limits {
+            max_actions_per_caller: 2,
+            action_lease: std::time::Duration::from_secs(30),
+            ..Limits::default()
+        };
+        let mut thing = thing_with(limits);
+        let start = Instant::now();
+        let caller = || ActionCaller::address("192.0.2.7");
+        // A session's actions and detached ones of the same address count together.
+        let session = thing.new_subscriber_for(caller());
+        thing.start_action("render", session, "c1", start).unwrap();
+        let id = thing
+            .start_detached_action("render", caller(), start)
+            .unwrap();
+        assert!(matches!(
+            thing.start_detached_action("render", caller(), start),
+            Err(ActionTableError::CallerLimit { limit: 2 })
+        ));
+        // Its lease runs from the start; coming back renews it.
+        let later = start + std::time::Duration::from_secs(20);
+        thing.renew_action(&id, later).unwrap();
+        thing.handle_timeout(start + std::time::Duration::from_secs(40));
+        assert_eq!(
+            thing.query_action(&id).unwrap().status(),
+            crate::ActionStatus::Pending
+        );
+        // A caller that does not come back within the lease: cancelled.
+        thing.handle_timeout(later + std::time::Duration::from_secs(31));
+        assert_eq!(
+            thing.query_action(&id).unwrap().status(),
+            crate::ActionStatus::Cancelled
+        );
+        // Its place is free again.
+        thing
+            .start_detached_action("render", caller(), later)
+            .unwrap();
     }
 }

@@ -59,6 +59,9 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `protocol_max_per_peer` | 32 | negotiated protocols one peer holds (its proved DID, else its address: an IPv4 address or an IPv6 /64; a DID's protocols count against its address too, so minted DIDs share one address's share): saving or resuming one more takes the peer off those it used least recently, and a protocol no other peer holds is deleted, so that one peer filling the store does not make `protocol_max_count` evict everyone else's |
 /// | `max_concurrent_negotiation_work` | CPUs (at least 2) | further negotiation work (judging, drafting, diagnosing, code generation with its test run) waits for a turn, within the step's own deadline |
 /// | `interaction` | see [`concord_interact::Limits`] | interface sessions: a message over 1 MiB or nested deeper than 32, a long id or name, the 1,025th open request, a full subscriber queue (1,024 messages, or 4 MiB of event data: `subscriber_queue_bytes`; the replay buffer keeps at most 256 events and 4 MiB per event, `replay_bytes`), a caller's 17th unfinished long-running action (counted per client address, an IPv4 address or IPv6 /64, and per proved DID, over all its sessions: 429), a caller holding one when only the last 64 places are free (`reserved_actions`: 503) or the node's 257th (503): each answered with an RFC 9457 problem, the session goes on; a dropped caller's long-running action is cancelled 30 s later (`action_lease`) |
+/// | `http_sse_queue`, `http_sse_queue_bytes` | 256 messages, 256 KiB | per Server-Sent Events subscriber of the WoT HTTP binding: one more overflows its queue, which is freed at once, and its answer ends with a `: overflow` comment (it resumes with `Last-Event-ID`) |
+/// | `http_sse_keep_alive` | 15 s | a Server-Sent Events answer silent this long writes a `: keep-alive` comment |
+/// | `http_long_poll_timeout` | 60 s | a long-poll `GET` with no event or change within it is answered 204 |
 /// | `event_overflow` | drop oldest | a subscriber whose queue is full loses its oldest notifications and is told so with a gap (`Disconnect`: it is dropped with a problem); nobody else waits |
 /// | `streams` | see [`concord_interact::stream::StreamLimits`] | 64 streams per session, 64 KiB chunks, 1 MiB receive buffer and send queue per stream; a chunk past the credit resets its stream with a 429 problem |
 /// | `streams.max_reader_queue` | 1 MiB | bytes of one stream waiting in its reader's queue (a `StreamReceiver`, a stream action's input); they count against the stream's credit and `streams.max_session_buffer` until read, so a reader that does not read holds at most its credit |
@@ -275,6 +278,23 @@ pub struct Limits {
     /// headers are in: a body still arriving then (a client sending a byte a second) is
     /// refused with 408 and its connection closed.
     pub http_body_timeout: Duration,
+    // The WoT HTTP binding's event streams (Server-Sent Events) and long polls.
+    /// Messages queued for one Server-Sent Events subscriber of the WoT HTTP binding (an
+    /// `observeproperty` or `subscribeevent` answer; 256): a subscriber that does not read
+    /// while more come overflows it, and its answer ends with a `: overflow` comment (its
+    /// queue freed at once; it reconnects with `Last-Event-ID` and resumes from the
+    /// replay buffer, or is told the gap).
+    pub http_sse_queue: usize,
+    /// Bytes (ids and data) queued for one Server-Sent Events subscriber (256 KiB): past
+    /// it the queue overflows as past `http_sse_queue`.
+    pub http_sse_queue_bytes: usize,
+    /// How long a Server-Sent Events answer may write nothing before it writes a
+    /// `: keep-alive` comment (15 s).
+    pub http_sse_keep_alive: Duration,
+    /// How long a long-poll `GET` (an `observeproperty` or `subscribeevent` form without a
+    /// subprotocol) waits for the next event or change (60 s) before it is answered 204
+    /// with no content.
+    pub http_long_poll_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -340,6 +360,11 @@ impl Default for Limits {
             // The WoT HTTP binding's request bodies.
             http_max_body: 1024 * 1024,
             http_body_timeout: Duration::from_secs(10),
+            // The WoT HTTP binding's event streams and long polls.
+            http_sse_queue: 256,
+            http_sse_queue_bytes: 256 * 1024,
+            http_sse_keep_alive: Duration::from_secs(15),
+            http_long_poll_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -497,6 +522,14 @@ impl Limits {
             // The WoT HTTP binding's request bodies.
             ("http_max_body", self.http_max_body == 0),
             ("http_body_timeout", self.http_body_timeout.is_zero()),
+            // The WoT HTTP binding's event streams and long polls.
+            ("http_sse_queue", self.http_sse_queue == 0),
+            ("http_sse_queue_bytes", self.http_sse_queue_bytes == 0),
+            ("http_sse_keep_alive", self.http_sse_keep_alive.is_zero()),
+            (
+                "http_long_poll_timeout",
+                self.http_long_poll_timeout.is_zero(),
+            ),
             ("negotiation_timeout", self.negotiation_timeout.is_zero()),
             (
                 "code_generation_timeout",

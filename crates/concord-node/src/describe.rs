@@ -245,9 +245,9 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
 /// require in place of the description's default, if any.
 ///
 /// - a property: `readOnly` unless writable, `observable` when it is; its schema inline;
-/// - an action: `concord:mode`; a progress action also `synchronous: false` and the
-///   `lease` an unfinished run outlives its caller (`concord:actionLease`); a stream
-///   action `concord:stream`;
+/// - an action: `concord:mode`, `synchronous` (`false` for a progress action, which also
+///   says the `lease` an unfinished run outlives its caller (`concord:actionLease`),
+///   `true` for the others); a stream action `concord:stream`;
 /// - an event: its `data` schema.
 fn describe_interface<'a>(
     mut builder: ThingBuilder,
@@ -289,9 +289,13 @@ fn describe_interface<'a>(
         if !action.description.is_empty() {
             described = described.description(action.description.clone());
         }
-        if action.mode == ActionMode::Progress {
-            described = described.synchronous(false).action_lease(lease.as_secs());
-        }
+        // Every action says whether its invocation answers with its output (the WoT
+        // Profile asks it of each): a progress action answers with its status resource.
+        described = if action.mode == ActionMode::Progress {
+            described.synchronous(false).action_lease(lease.as_secs())
+        } else {
+            described.synchronous(true)
+        };
         if let Some(stream) = &action.stream {
             described = described.stream(stream_description(stream));
         }
@@ -642,7 +646,8 @@ mod tests {
     /// The description, checked by an independent validator: Python `jsonschema` against the
     /// official TD JSON Schema of `../shared/testdata/td` (its `@context` definition accepts
     /// only the experimental `wot-next` URI, so it is pointed at the TD 1.1 URI, as
-    /// concord-describe's cross-check does). Needs `CONCORD_ANP_PYTHON`, a Python with
+    /// concord-describe's cross-check does, with TD 1.1's alternative of the TD 1.0 URI
+    /// first, which our descriptions use for older consumers). Needs `CONCORD_ANP_PYTHON`, a Python with
     /// `jsonschema` (`.ci/run` makes one).
     #[test]
     #[ignore = "needs Python with jsonschema: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
@@ -662,18 +667,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let td = dir.path().join("weather.td.json");
         std::fs::write(&td, serde_json::to_vec_pretty(&thing).unwrap()).unwrap();
-        let script = r#"
+        let script = r##"
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[1]))
 for name, definition in schema["definitions"].items():
     if name.startswith("thing-context-td-uri-temp"):
         definition["const"] = "https://www.w3.org/2022/wot/td/v1.1"
+# TD 1.1's own schema also allows the TD 1.0 URI first, then the TD 1.1 one, then others.
+context = schema["definitions"]["thing-context"]["anyOf"]
+context.append({
+    "type": "array",
+    "items": [{"$ref": "#/definitions/thing-context-td-uri-v1"},
+              {"$ref": "#/definitions/thing-context-td-uri-temp"}],
+    "minItems": 2,
+    "additionalItems": context[1]["additionalItems"],
+})
 td = json.load(open(sys.argv[2]))
 validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
 errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(td)]
 print("\n".join(errors) if errors else "valid")
 sys.exit(1 if errors else 0)
-"#;
+"##;
         let output = std::process::Command::new(python)
             .arg("-c")
             .arg(script)

@@ -106,6 +106,7 @@ pub use binding::{
     InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
     MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
+pub use binding::{Feed, FeedEnd, FeedNews};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
 pub use code::CodeInfo;
 pub use concord_identity::{Allow, Caller, Did, DidPattern, Identity, Keys, TimeWindow};

@@ -248,12 +248,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     let header_timeout = shared.limits.http_header_timeout;
     let (stop, stopped) = watch::channel(false);
     let (close, closing) = watch::channel(false);
+    let idle = IdleSessions::new(&shared.limits);
     let websocket = MetaProtocol::new(ServerState {
         shared: Arc::clone(&shared),
         sessions: Arc::clone(&sessions),
         admission: Arc::clone(&admission),
         log: Arc::clone(&log),
-        idle: IdleSessions::new(&shared.limits),
+        idle: Arc::clone(&idle),
         stop: stopped.clone(),
         close: closing,
         endpoint: upgrade::Endpoint::of(&base_url),
@@ -261,7 +262,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     });
     let described = DescriptionHandle::default();
     let bindings = binding::served(&shared, websocket, &described);
-    let thing = Arc::new(binding::NodeThing::new(Arc::clone(&shared)));
+    let thing = Arc::new(binding::NodeThing::new(Arc::clone(&shared), idle));
     let site = Site::new(base_url.clone(), stopped.clone(), thing);
     binding::check_schemes(&shared, &site, &bindings)?;
     let own = own_routes(&shared, &did, &site, &bindings, &described);

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use crate::store::Store;
 
-/// The columns an [`Entry`] is read from, in [`entry_of`]'s order.
-const ENTRY_COLUMNS: &str = "id, td, anonymous, created_ms, modified_ms, expires_ms, ttl_ms, \
-     owner, client, size, revision";
+/// An [`Entry`] by id, its columns in [`entry_of`]'s order.
+const ENTRY_BY_ID: &str = "SELECT id, td, anonymous, created_ms, modified_ms, expires_ms, \
+     ttl_ms, owner, client, size, revision FROM directory_things WHERE id = ?1";
 
 /// A row that cannot be read back.
 struct BadRow {
@@ -49,7 +49,7 @@ fn entry_of(row: &Row<'_>) -> rusqlite::Result<Result<Entry, BadRow>> {
             reason: "a negative size, revision or ttl".to_owned(),
         }));
     };
-    let mut entry = Entry::new(id, td);
+    let mut entry = Entry::sized(id, td, size);
     entry.anonymous = row.get::<_, i64>(2)? != 0;
     entry.created = row.get(3)?;
     entry.modified = row.get(4)?;
@@ -57,7 +57,6 @@ fn entry_of(row: &Row<'_>) -> rusqlite::Result<Result<Entry, BadRow>> {
     entry.ttl_ms = ttl_ms;
     entry.owner = row.get(7)?;
     entry.client = row.get(8)?;
-    entry.size = size;
     entry.revision = revision;
     Ok(Ok(entry))
 }
@@ -118,13 +117,14 @@ fn record(
 
 impl DirectoryStore for Store {
     fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure> {
-        let connection = self.connection();
-        let sql = format!("SELECT {ENTRY_COLUMNS} FROM directory_things WHERE id = ?1");
-        let read = connection
-            .prepare_cached(&sql)
-            .and_then(|mut statement| statement.query_row([id], entry_of).optional())
-            .map_err(backend("read a TD"))?;
-        read.transpose().map_err(corrupt)
+        read_entry(&self.connection(), id)
+            .map_err(backend("read a TD"))?
+            .transpose()
+            .map_err(corrupt)
+    }
+
+    fn entries(&self, ids: &[String]) -> Result<Vec<Entry>, StoreFailure> {
+        read_entries(&self.connection(), ids).map_err(backend("read TDs"))?
     }
 
     fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
@@ -136,6 +136,14 @@ impl DirectoryStore for Store {
         let entry = write.entry;
         if !expected(revision(&tx, &entry.id).map_err(&fail)?, write.expect) {
             return Ok(Outcome::Conflict);
+        }
+        if let Some(admission) = write.admission {
+            // Counted inside this IMMEDIATE transaction: no other writer of the file can
+            // change the counts between them and the write.
+            let (total, held) = counts(&tx, admission.holder).map_err(&fail)?;
+            if let Some(refusal) = admission.refusal(total, held) {
+                return Ok(refusal);
+            }
         }
         let event = record(
             &tx,
@@ -223,23 +231,24 @@ impl DirectoryStore for Store {
     fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure> {
         let fail = backend("list TDs");
         let connection = self.connection();
-        let sql = format!(
-            "SELECT {ENTRY_COLUMNS} FROM directory_things
-             WHERE expires_ms IS NULL OR expires_ms > ?1 ORDER BY id LIMIT ?2 OFFSET ?3"
-        );
-        let mut statement = connection.prepare_cached(&sql).map_err(&fail)?;
-        let rows = statement
-            .query_map(params![now, wide(limit), wide(offset)], entry_of)
-            .map_err(&fail)?
-            .collect::<Result<Vec<_>, _>>()
+        // The page's ids from the covering index (skipping `offset` of them reads no
+        // row), then each row by its primary key.
+        let ids = connection
+            .prepare_cached(
+                "SELECT id FROM directory_things INDEXED BY directory_things_live
+                 WHERE expires_ms IS NULL OR expires_ms > ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_map(params![now, wide(limit), wide(offset)], |row| row.get(0))?
+                    .collect::<Result<Vec<String>, _>>()
+            })
             .map_err(&fail)?;
-        let entries = rows
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(corrupt)?;
+        let entries = read_entries(&connection, &ids).map_err(&fail)??;
         let total: i64 = connection
             .prepare_cached(
-                "SELECT count(*) FROM directory_things WHERE expires_ms IS NULL OR expires_ms > ?1",
+                "SELECT count(*) FROM directory_things INDEXED BY directory_things_live
+                 WHERE expires_ms IS NULL OR expires_ms > ?1",
             )
             .and_then(|mut statement| statement.query_row([now], |row| row.get(0)))
             .map_err(&fail)?;
@@ -252,30 +261,7 @@ impl DirectoryStore for Store {
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
-        let fail = backend("count TDs");
-        let connection = self.connection();
-        let total: i64 = connection
-            .prepare_cached("SELECT count(*) FROM directory_things")
-            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-            .map_err(&fail)?;
-        let held: i64 = match holder {
-            None => 0,
-            Some(Holder::Owner(did)) => connection
-                .prepare_cached("SELECT count(*) FROM directory_things WHERE owner = ?1")
-                .and_then(|mut statement| statement.query_row([did], |row| row.get(0)))
-                .map_err(&fail)?,
-            Some(Holder::Client(client)) => connection
-                .prepare_cached(
-                    "SELECT count(*) FROM directory_things WHERE owner IS NULL AND client = ?1",
-                )
-                .and_then(|mut statement| statement.query_row([client], |row| row.get(0)))
-                .map_err(&fail)?,
-            Some(_) => 0,
-        };
-        Ok((
-            u64::try_from(total).unwrap_or(0),
-            u64::try_from(held).unwrap_or(0),
-        ))
+        counts(&self.connection(), holder).map_err(backend("count TDs"))
     }
 
     fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
@@ -400,6 +386,61 @@ impl DirectoryStore for Store {
             .map_err(&fail);
         ids
     }
+}
+
+/// The entry `id`, if held (`Err` inside: its row cannot be read back).
+fn read_entry(
+    connection: &rusqlite::Connection,
+    id: &str,
+) -> rusqlite::Result<Option<Result<Entry, BadRow>>> {
+    connection
+        .prepare_cached(ENTRY_BY_ID)?
+        .query_row([id], entry_of)
+        .optional()
+}
+
+/// The entries of `ids` held, in their order, by the cached statement of one entry.
+fn read_entries(
+    connection: &rusqlite::Connection,
+    ids: &[String],
+) -> rusqlite::Result<Result<Vec<Entry>, StoreFailure>> {
+    let mut statement = connection.prepare_cached(ENTRY_BY_ID)?;
+    let mut entries = Vec::with_capacity(ids.len());
+    for id in ids {
+        match statement.query_row([id], entry_of).optional()? {
+            Some(Ok(entry)) => entries.push(entry),
+            Some(Err(bad)) => return Ok(Err(corrupt(bad))),
+            None => {}
+        }
+    }
+    Ok(Ok(entries))
+}
+
+/// How many entries are held in all (expired ones not yet removed included), and by
+/// `holder`.
+fn counts(
+    connection: &rusqlite::Connection,
+    holder: Option<Holder<'_>>,
+) -> rusqlite::Result<(u64, u64)> {
+    let total: i64 = connection
+        .prepare_cached("SELECT count(*) FROM directory_things")?
+        .query_row([], |row| row.get(0))?;
+    let held: i64 = match holder {
+        None => 0,
+        Some(Holder::Owner(did)) => connection
+            .prepare_cached("SELECT count(*) FROM directory_things WHERE owner = ?1")?
+            .query_row([did], |row| row.get(0))?,
+        Some(Holder::Client(client)) => connection
+            .prepare_cached(
+                "SELECT count(*) FROM directory_things WHERE owner IS NULL AND client = ?1",
+            )?
+            .query_row([client], |row| row.get(0))?,
+        Some(_) => 0,
+    };
+    Ok((
+        u64::try_from(total).unwrap_or(0),
+        u64::try_from(held).unwrap_or(0),
+    ))
 }
 
 /// The id of the latest directory event ever recorded (0 before any).

@@ -128,9 +128,11 @@ const MIGRATIONS: &[&str] = &[
     // registered, their capability-search keys, and the change events (ids never reused:
     // AUTOINCREMENT keeps the latest in `sqlite_sequence` when retention drops them all).
     r#"
+    -- `td` is the last column: reading any other column of a row never walks the TD's
+    -- overflow pages. `directory_things_live` covers listing and counting (id order, the
+    -- expiry filter) without reading a row.
     CREATE TABLE directory_things (
         id          TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
-        td          TEXT NOT NULL,
         anonymous   INTEGER NOT NULL CHECK (anonymous IN (0, 1)),
         created_ms  INTEGER NOT NULL,
         modified_ms INTEGER NOT NULL,
@@ -139,8 +141,10 @@ const MIGRATIONS: &[&str] = &[
         owner       TEXT,
         client      TEXT,
         size        INTEGER NOT NULL CHECK (size >= 0),
-        revision    INTEGER NOT NULL CHECK (revision > 0)
+        revision    INTEGER NOT NULL CHECK (revision > 0),
+        td          TEXT NOT NULL
     ) STRICT;
+    CREATE INDEX directory_things_live ON directory_things (id, expires_ms);
     CREATE INDEX directory_things_by_expiry ON directory_things (expires_ms)
         WHERE expires_ms IS NOT NULL;
     CREATE INDEX directory_things_by_owner ON directory_things (owner) WHERE owner IS NOT NULL;

@@ -161,6 +161,7 @@ impl<'v> Checker<'v> {
             self.href(href, &at.key("href"));
         }
         let operations = self.operations(terms, at, context);
+        self.http_form(terms, at, operations.as_deref());
         for term in ["contentType", "contentCoding", "subprotocol"] {
             self.string(terms, term, at);
         }

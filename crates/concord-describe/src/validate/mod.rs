@@ -6,6 +6,7 @@ mod affordance;
 mod context;
 mod extension;
 pub(crate) mod formats;
+mod http_form;
 mod links;
 mod schema;
 mod security;

@@ -60,13 +60,13 @@ fn tdd_notification_event_types_and_tdd_notification_data_td_id() {
             .as_array()
             .unwrap()
             .contains(&json!("https://www.w3.org/2022/wot/discovery")));
-        // tdd-notification-data-update-diff / -update-id: a merge patch with the id.
-        assert_eq!(
-            events[1].data(true),
-            json!({"title": "Lamp 2", "id": "urn:lamp"}),
-            "{}",
-            under.name
-        );
+        // tdd-notification-data-update-diff / -update-id: a replacement by PUT carries the
+        // new TD whole (a merge patch that sets every member), with the id.
+        let replaced = events[1].data(true);
+        assert_eq!(replaced["title"], "Lamp 2", "{}", under.name);
+        assert_eq!(replaced["id"], "urn:lamp", "{}", under.name);
+        assert_eq!(replaced["security"], "nosec", "{}", under.name);
+        // A PATCH carries the client's merge patch, with the id.
         assert_eq!(
             events[2].data(true),
             json!({"title": "Lamp 3", "id": "urn:lamp"}),
@@ -128,5 +128,35 @@ fn tdd_notification_event_id_replay_from_an_id_and_a_typed_gap_past_retention() 
             "{}",
             under.name
         );
+    }
+}
+
+#[test]
+fn tdd_notification_data_update_diff_a_put_keeps_a_null_inside_the_new_td() {
+    for under in directories() {
+        let d = &under.directory;
+        let mut old = td(Some("urn:lamp"), "Lamp");
+        old["actions"]["act"]["input"] = json!({"description": "any value", "default": "on"});
+        d.put("urn:lamp", &bytes(&old), &alice(), at(0)).unwrap();
+        let mut new = old.clone();
+        new["actions"]["act"]["input"]["default"] = serde_json::Value::Null;
+        d.put("urn:lamp", &bytes(&new), &alice(), at(1)).unwrap();
+        let events = d.events_since(0, 10).unwrap();
+        let diff = events[1].diff.clone().expect("an update carries its diff");
+        // What a consumer of `diff=true` learns is the TD the directory now serves,
+        // `null` included (a merge patch from the old TD would read it as a removal).
+        let mut served = d.get("urn:lamp", at(1)).unwrap();
+        served["registration"]
+            .as_object_mut()
+            .unwrap()
+            .remove("retrieved");
+        assert_eq!(diff, served, "{}", under.name);
+        assert_eq!(
+            diff["actions"]["act"]["input"]["default"],
+            serde_json::Value::Null,
+            "{}",
+            under.name
+        );
+        assert_eq!(diff["actions"]["act"]["input"]["description"], "any value");
     }
 }

@@ -1,7 +1,12 @@
 //! Every bound answers its typed refusal (tdd-registrationinfo-expiry-config: servers may
 //! set a configurable upper limit to expiry times and refuse incompliant requests).
 
-use concord_directory::{DirectoryError, DirectoryLimits, Registrant};
+use std::sync::Arc;
+
+use concord_directory::{
+    Directory, DirectoryError, DirectoryLimits, DirectoryStore, ListQuery, MemoryDirectoryStore,
+    Registrant,
+};
 use serde_json::json;
 
 use crate::support::*;
@@ -226,4 +231,124 @@ fn every_refusal_has_a_problem_type_title_and_detail() {
     );
     assert_eq!(error.title(), "Thing Description too large");
     assert_eq!(error.detail(), "the TD is 9 bytes; the limit is 8");
+}
+
+#[test]
+fn an_expired_td_taken_over_by_put_counts_against_the_new_registrants_quota() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries_per_registrant = 1;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        let mut victim = td(Some("urn:victim"), "Victim");
+        victim["registration"] = json!({"ttl": 10});
+        d.put("urn:victim", &bytes(&victim), &alice(), at(0))
+            .unwrap();
+        let attacker = Registrant::client("127.0.0.2");
+        d.put(
+            "urn:mine",
+            &bytes(&td(Some("urn:mine"), "Mine")),
+            &attacker,
+            at(0),
+        )
+        .unwrap();
+        // The victim's TD expired; the attacker, at its quota, may not take its id over.
+        let taken = d.put(
+            "urn:victim",
+            &bytes(&td(Some("urn:victim"), "Taken")),
+            &attacker,
+            at(20),
+        );
+        assert!(
+            matches!(taken, Err(DirectoryError::QuotaExceeded { .. })),
+            "{}: {taken:?}",
+            under.name
+        );
+        // A registrant within its quota registers it anew: 201, a fresh creation time.
+        let outcome = d
+            .put(
+                "urn:victim",
+                &bytes(&td(Some("urn:victim"), "Again")),
+                &alice(),
+                at(21),
+            )
+            .unwrap();
+        assert_eq!(outcome.status(), 201, "{}", under.name);
+        let got = d.get("urn:victim", at(22)).unwrap();
+        assert_eq!(
+            concord_directory::parse_rfc3339(got["registration"]["created"].as_str().unwrap()),
+            Some(concord_directory::unix_millis(at(21)))
+        );
+        let kinds: Vec<&str> = d
+            .events_since(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.kind.name())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "thing_created",
+                "thing_created",
+                "thing_deleted",
+                "thing_created"
+            ],
+            "{}: the expired TD is deleted, then created anew",
+            under.name
+        );
+    }
+}
+
+/// Registrations racing from threads, each through its own handle on one store (for
+/// SQLite: its own connection to the file, as another process would have): with room for
+/// one, exactly one is registered and the others refused.
+fn race(handles: &[Directory], who: Registrant<'_>) -> (usize, Vec<DirectoryError>) {
+    const RACERS: usize = 8;
+    let start = std::sync::Barrier::new(RACERS);
+    let results: Vec<Result<(), DirectoryError>> = std::thread::scope(|scope| {
+        let runners: Vec<_> = (0..RACERS)
+            .map(|n| {
+                let directory = &handles[n % handles.len()];
+                let start = &start;
+                scope.spawn(move || {
+                    let id = format!("urn:race:{n}");
+                    let body = bytes(&td(Some(&id), "Racer"));
+                    start.wait();
+                    directory.put(&id, &body, &who, at(1)).map(|_| ())
+                })
+            })
+            .collect();
+        runners.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let done = results.iter().filter(|r| r.is_ok()).count();
+    (done, results.into_iter().filter_map(Result::err).collect())
+}
+
+#[test]
+fn racing_registrations_never_pass_the_quota_or_max_entries_together() {
+    let mut quota = DirectoryLimits::default();
+    quota.max_entries_per_registrant = 1;
+    let mut full = DirectoryLimits::default();
+    full.max_entries = 1;
+    for (limits, refusal) in [(quota, "quota-exceeded"), (full, "directory-full")] {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite: Vec<Directory> = (0..4)
+            .map(|_| {
+                let store: Arc<dyn DirectoryStore> =
+                    Arc::new(concord_store::Store::open(dir.path()).unwrap());
+                Directory::new(store, limits.clone()).unwrap()
+            })
+            .collect();
+        let memory: Arc<dyn DirectoryStore> = Arc::new(MemoryDirectoryStore::new());
+        let memory = vec![Directory::new(memory, limits.clone()).unwrap()];
+        for (name, handles) in [("sqlite", sqlite), ("memory", memory)] {
+            let (done, refused) = race(&handles, alice());
+            assert_eq!(done, 1, "{name}: {refusal}: {refused:?}");
+            assert!(
+                refused.iter().all(|e| e.problem_type().ends_with(refusal)),
+                "{name}: {refused:?}"
+            );
+            let page = handles[0].list(&ListQuery::default(), at(1)).unwrap();
+            assert_eq!(page.total, 1, "{name}: {refusal}");
+        }
+    }
 }

@@ -16,6 +16,7 @@
 
 mod described;
 pub(crate) mod directory;
+mod feed;
 pub(crate) mod http;
 pub(crate) mod http_caller;
 pub(crate) mod ingest;
@@ -29,6 +30,7 @@ pub(crate) mod wellknown;
 pub(crate) use described::check_described;
 pub use described::Described;
 pub use directory::DirectoryService;
+pub use feed::{Feed, FeedEnd, FeedNews};
 pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;

@@ -199,6 +199,9 @@ impl From<&ThingError> for ProblemResponse {
                 invalid(500, "Invalid output", payload).with_type("urn:concord:http:invalid-output")
             }
             ThingError::Action(table) => Self::from(table),
+            ThingError::Subscription { name, .. } => Self::new(400, "Cannot subscribe", detail)
+                .with_type("urn:concord:http:subscription")
+                .with_extension("name", json!(name)),
         }
     }
 }

@@ -21,7 +21,9 @@
 //! answer ends with a `: overflow` comment at its next write. The client reconnects with
 //! `Last-Event-ID` and the route resumes it from its own replay buffer (or says the gap).
 //!
-//! [`last_event_id`] reads the `Last-Event-ID` header, bounded by [`MAX_EVENT_ID_LEN`].
+//! [`SseSender::send_comment`] queues a comment line, which clients' `EventSource` skips
+//! (a route says a gap or why its answer ends with one). [`last_event_id`] reads the
+//! `Last-Event-ID` header, bounded by [`MAX_EVENT_ID_LEN`].
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -185,9 +187,33 @@ struct Shared {
     gone: Notify,
 }
 
+/// What the queue holds: a message, or a comment (a line a client's `EventSource` skips,
+/// which a raw reader sees: a gap, why the answer ends).
+#[derive(Debug)]
+enum Item {
+    Message(SseMessage),
+    Comment(String),
+}
+
+impl Item {
+    fn size(&self) -> usize {
+        match self {
+            Self::Message(message) => message.size(),
+            Self::Comment(text) => text.len(),
+        }
+    }
+
+    fn into_event(self) -> Event {
+        match self {
+            Self::Message(message) => message.into_event(),
+            Self::Comment(text) => Event::default().comment(text),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<SseMessage>,
+    queue: VecDeque<Item>,
     bytes: usize,
     overflowed: bool,
     /// The sender was dropped: the body ends once the queue is empty.
@@ -244,13 +270,25 @@ impl SseSender {
     /// fit (the queue is emptied and the answer ends), [`SseSendError::Closed`] when the
     /// answer ended before.
     pub fn send(&self, message: SseMessage) -> Result<(), SseSendError> {
+        self.push(Item::Message(message))
+    }
+
+    /// Queues a comment line (`: text`), which an `EventSource` skips and a raw reader
+    /// sees; a line break in `text` ends the comment there. Bounded and refused as
+    /// [`send`](Self::send) is.
+    pub fn send_comment(&self, text: &str) -> Result<(), SseSendError> {
+        let line = text.lines().next().unwrap_or_default();
+        self.push(Item::Comment(line.to_owned()))
+    }
+
+    fn push(&self, item: Item) -> Result<(), SseSendError> {
         let limits = self.shared.limits;
         let result = {
             let mut state = self.shared.state();
             if state.body_gone || state.overflowed {
                 return Err(SseSendError::Closed);
             }
-            let size = message.size();
+            let size = item.size();
             if state.queue.len() >= limits.queue_messages
                 || state.bytes.saturating_add(size) > limits.queue_bytes
             {
@@ -260,7 +298,7 @@ impl SseSender {
                 Err(SseSendError::Overflow)
             } else {
                 state.bytes += size;
-                state.queue.push_back(message);
+                state.queue.push_back(item);
                 Ok(())
             }
         };
@@ -319,9 +357,9 @@ impl SseQueue {
             state.body_gone = true;
             return Poll::Ready(Some(Event::default().comment(OVERFLOW)));
         }
-        if let Some(message) = state.queue.pop_front() {
-            state.bytes -= message.size();
-            return Poll::Ready(Some(message.into_event()));
+        if let Some(item) = state.queue.pop_front() {
+            state.bytes -= item.size();
+            return Poll::Ready(Some(item.into_event()));
         }
         if state.sender_gone || state.body_gone {
             return Poll::Ready(None);
@@ -476,6 +514,15 @@ mod tests {
             body(response).await,
             "id: 7\ndata: first\ndata: second\n\nid: 8\ndata: {\"a\":1}\n\n"
         );
+    }
+
+    #[tokio::test]
+    async fn a_comment_is_one_line_that_event_sources_skip() {
+        let (sender, queue) = sse_channel(limits(8, 1024));
+        let response = answer(queue, std::future::pending());
+        sender.send_comment("gap 3-5\nid: 9").expect("queued");
+        drop(sender);
+        assert_eq!(body(response).await, ": gap 3-5\n\n");
     }
 
     #[tokio::test]

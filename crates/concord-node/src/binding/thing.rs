@@ -21,6 +21,9 @@ use crate::driver::provider::run_plain;
 use crate::interact::{Backend, PublishError};
 use crate::interface::{Payload, PayloadError};
 use crate::node::Shared;
+use crate::shed::IdleSessions;
+
+use super::feed::{self, Feed};
 
 /// The answer of [`ThingAccess::invoke`]: borrowed from the handle it came from.
 pub type InvokeFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ThingError>> + Send + 'a>>;
@@ -98,6 +101,46 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// [`ThingError::Action`] (an unknown id: 404; a finished action: 409) or
     /// [`ThingError::Forbidden`].
     fn cancel_action(&self, caller: &Caller, id: &str) -> Result<(), ThingError>;
+
+    // Subscriptions and observations, for bindings that push what happens (the HTTP
+    // binding's Server-Sent Events and long polls).
+
+    /// Subscribes `caller` from `from` to the event `name`: refused unless `caller` may
+    /// use it ([`ThingError::Forbidden`]); then the subscription takes a place in the
+    /// budget of sessions holding a subscription, an observation or a stream
+    /// (`Limits::max_holding_sessions`, `Limits::max_holding_sessions_per_address`) as an
+    /// interface session's does ([`ThingError::Busy`]: 429 when `from`'s address holds its
+    /// share; when the node-wide budget is full, the holder silent longest of the address
+    /// holding the most is shed, else 503). Without `last_seen`, the events published from
+    /// now on come; with it (the id of the last event the subscriber saw), every later
+    /// event still in the replay buffer comes first, preceded by a gap for those that
+    /// left it ([`FeedNews::Gap`]), as an interface session resumes. Its queue is the
+    /// node's subscriber queue with the node's `event_overflow` policy.
+    ///
+    /// # Errors
+    /// [`ThingError::Unknown`], [`ThingError::Forbidden`], [`ThingError::Busy`], or
+    /// [`ThingError::Subscription`] (a `last_seen` ahead of the latest event).
+    fn subscribe_event(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+        last_seen: Option<u64>,
+    ) -> Result<Feed, ThingError>;
+
+    /// Observes the property `name` for `caller` from `from`: its changes from now on,
+    /// checked and counted as [`subscribe_event`](Self::subscribe_event) checks and counts
+    /// a subscription.
+    ///
+    /// # Errors
+    /// [`ThingError::Unknown`], [`ThingError::Forbidden`], [`ThingError::Busy`], or
+    /// [`ThingError::Subscription`] (the property is not observable).
+    fn observe_property(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+    ) -> Result<Feed, ThingError>;
 }
 
 /// The answer of [`ThingAccess::start_action`]: the new action's id.
@@ -183,6 +226,15 @@ pub enum ThingError {
     /// left (503).
     #[error("{0}")]
     Action(ActionTableError),
+    /// The subscription or observation cannot be made (400): the property is not
+    /// observable, or the resume point is ahead of the event's latest id.
+    #[error("cannot subscribe to `{name}`: {reason}")]
+    Subscription {
+        /// The event or property.
+        name: String,
+        /// Why not.
+        reason: String,
+    },
 }
 
 impl ThingError {
@@ -198,6 +250,7 @@ impl ThingError {
             Self::Failed(error) => error.code,
             Self::Output(_) => 500,
             Self::Action(error) => error.to_problem().status.unwrap_or(500),
+            Self::Subscription { .. } => 400,
         }
     }
 }
@@ -205,11 +258,13 @@ impl ThingError {
 /// The one [`ThingAccess`] over a node.
 pub(crate) struct NodeThing {
     shared: Arc<Shared>,
+    /// The budget of sessions holding a subscription, which feeds count in.
+    idle: Arc<IdleSessions>,
 }
 
 impl NodeThing {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+    pub(crate) fn new(shared: Arc<Shared>, idle: Arc<IdleSessions>) -> Self {
+        Self { shared, idle }
     }
 
     /// `Ok` when `caller` may use `name`.
@@ -312,6 +367,11 @@ impl ThingAccess for NodeThing {
             let output = run_plain(&backend, name, input)
                 .await
                 .map_err(ThingError::Failed)?;
+            // A notify action answers nothing on the WebSocket; when it answers nothing
+            // here either, there is no output to check.
+            if matches!(backend, Backend::Notify(_)) && output.is_null() {
+                return Ok(output);
+            }
             self.shared
                 .affordances
                 .schemas
@@ -419,5 +479,63 @@ impl ThingAccess for NodeThing {
             .map_err(ThingError::Action);
         affordances.wake(&mut thing);
         cancelled
+    }
+
+    fn subscribe_event(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+        last_seen: Option<u64>,
+    ) -> Result<Feed, ThingError> {
+        if !self.shared.interface.events.contains_key(name) {
+            return Err(ThingError::Unknown {
+                kind: "event",
+                name: name.to_owned(),
+            });
+        }
+        self.permit(caller, name)?;
+        let client = ClientKey::of(from);
+        feed::open(
+            &self.shared.affordances,
+            &self.idle,
+            caller,
+            client,
+            |thing, id, now| {
+                thing
+                    .subscribe_event(id, name, last_seen, now)
+                    .map(|_| ())
+                    .map_err(|error| ThingError::Subscription {
+                        name: name.to_owned(),
+                        reason: error.to_string(),
+                    })
+            },
+        )
+    }
+
+    fn observe_property(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+    ) -> Result<Feed, ThingError> {
+        self.property(name)?;
+        self.permit(caller, name)?;
+        let client = ClientKey::of(from);
+        feed::open(
+            &self.shared.affordances,
+            &self.idle,
+            caller,
+            client,
+            |thing, id, now| {
+                thing
+                    .observe_property(id, name, now)
+                    .map(|_| ())
+                    .map_err(|error| ThingError::Subscription {
+                        name: name.to_owned(),
+                        reason: error.to_string(),
+                    })
+            },
+        )
     }
 }

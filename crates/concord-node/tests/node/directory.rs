@@ -624,18 +624,34 @@ async fn tdd_notification_sse_events_resume_from_last_event_id() {
 }
 
 /// A subscriber that never reads, with small queues: it is dropped when its queue fills,
-/// and neither the writes nor another subscriber wait for it.
+/// and neither the writes nor another subscriber wait for it; a stranger holding its
+/// address's share of subscriptions gets 429 for one more, the legitimate reader is served.
 #[tokio::test]
 async fn a_slow_sse_reader_is_dropped_and_holds_neither_writes_nor_others() {
     let mut limits = quick_limits();
-    limits.interaction.subscriber_queue = 4;
-    limits.interaction.subscriber_queue_bytes = 4 * 1024;
+    limits.http_sse_queue = 4;
+    limits.http_sse_queue_bytes = 4 * 1024;
+    limits.max_holding_sessions_per_address = 3;
     let agent = directory_node(DirectoryLimits::default(), limits);
     let server = serve(&agent).await;
     // The stranger subscribes and never reads its answer's body.
     let stranger = client_from("127.0.0.2");
     let stalled = Events::open(&stranger, &url(&server, "events?diff=true"), None).await;
     assert_eq!(stalled.status(), 200);
+    // Another stranger holds its share of subscriptions; one more is 429.
+    let hoarder = client_from("127.0.0.3");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+    let refused = problem(response, 429).await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("127.0.0.3"),
+        "{refused}"
+    );
     let client = client_from("127.0.0.1");
     let mut reader = Events::of(Events::open(&client, &url(&server, "events"), None).await);
     let mut big = td(None, "toggle");
@@ -845,4 +861,51 @@ async fn signed_writes_own_their_entries_and_anonymous_writes_are_refused() {
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
+}
+
+/// tdd-registrationinfo-expiry-purge, tdd-registrationinfo-expiry-config: a TD whose
+/// `ttl` has run out is purged by the directory's timer, with a `thing_deleted` event; an
+/// unexpired one stays.
+#[tokio::test]
+async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory).purge_interval(Duration::from_secs(1)))
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    let mut deleted =
+        Events::of(Events::open(&client, &url(&server, "events/thing_deleted"), None).await);
+    let brief = "urn:example:brief";
+    let mut short = td(Some(brief), "toggle");
+    short["registration"] = json!({"ttl": 1});
+    assert_eq!(put(&client, &server, brief, &short).await, 201);
+    let lasting = "urn:example:lasting";
+    assert_eq!(
+        put(&client, &server, lasting, &td(Some(lasting), "toggle")).await,
+        201
+    );
+
+    let (_, data) = deleted.next().await;
+    assert_eq!(data, json!({"id": brief}));
+    let listing: Value = client
+        .get(url(&server, "things"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|td| td["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [lasting]);
 }

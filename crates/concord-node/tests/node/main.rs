@@ -14,6 +14,8 @@ mod discovery;
 mod fix_error;
 mod foreign;
 mod hostile;
+mod http;
+mod http_events;
 mod identity;
 mod interact;
 mod interact_wire;

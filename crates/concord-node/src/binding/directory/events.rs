@@ -7,35 +7,38 @@
 //! One [`Hub`] per directory fans the events out: every write wakes it, it reads the
 //! events after the slowest subscriber's position from the store (the store's retention,
 //! `event_retention`, is the replay buffer) and queues each subscriber's share into its
-//! bounded SSE queue (`Limits::interaction.subscriber_queue` messages,
-//! `subscriber_queue_bytes` bytes). It never waits for a subscriber: one whose queue is
+//! bounded SSE queue (`Limits::http_sse_queue` messages, `http_sse_queue_bytes` bytes,
+//! as every SSE answer of the node). It never waits for a subscriber: one whose queue is
 //! full is closed (its answer ends; it reconnects with `Last-Event-ID` and resumes from
 //! the store), so a reader that never reads holds neither the directory nor the others.
+//! Subscribers are counted as the sessions holding a subscription are:
+//! `Limits::max_holding_sessions_per_address` per client address (429 beyond) and
+//! `Limits::max_holding_sessions` in all (503 beyond), a budget of the directory's own.
 //!
 //! A client resuming with `Last-Event-ID: n` gets every event after `n` still kept; when
 //! some of them are no longer kept, the answer is 410 (`event-gap`: reload the listing,
 //! then subscribe anew without the header), and an id later than any event is 400
-//! (`unknown-event`). At most `Limits::interaction.max_subscribers` subscribers at once
-//! (503 with `Retry-After` beyond).
+//! (`unknown-event`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::extract::{Path, RawQuery, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use concord_directory::{Directory, DirectoryError, EventKind, ThingEvent};
-use concord_interact::Limits as InteractionLimits;
 use tokio::sync::Notify;
 
 use super::request::{parameters, refused, Failed};
 use super::DirectoryState;
+use crate::admission::ClientKey;
 use crate::binding::sse::{self, SseLimits, SseMessage, SseSender};
 use crate::binding::{ProblemResponse, Site};
+use crate::Limits;
 
 /// How many events the hub reads from the store at once.
 const BATCH: usize = 256;
-/// How often an idle SSE answer writes a keep-alive comment.
-const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Whether the query string asks `diff=true`.
 fn diff(raw: Option<&str>) -> bool {
@@ -47,6 +50,8 @@ fn diff(raw: Option<&str>) -> bool {
 /// One subscriber: what it wants and how far it has been sent.
 struct Subscriber {
     sender: SseSender,
+    /// Its client address (an IPv4 address or an IPv6 /64).
+    client: ClientKey,
     /// Only events of this kind (`None`: every kind).
     kind: Option<EventKind>,
     diff: bool,
@@ -60,22 +65,29 @@ pub(super) struct Hub {
     wake: Notify,
     subscribers: Mutex<Vec<Subscriber>>,
     limits: SseLimits,
+    /// Subscribers at once, in all and per client address.
     max_subscribers: usize,
+    max_per_address: usize,
 }
 
 impl Hub {
-    /// A hub over `directory`, its subscribers bounded by the node's interaction limits.
-    pub(super) fn new(directory: Directory, limits: &InteractionLimits) -> Arc<Self> {
+    /// A hub over `directory`, its subscribers' queues bounded as every SSE answer of the
+    /// node's HTTP bindings (`Limits::http_sse_queue`, `http_sse_queue_bytes`,
+    /// `http_sse_keep_alive`), their count as the sessions holding a subscription are
+    /// (`Limits::max_holding_sessions` in all, `max_holding_sessions_per_address` per
+    /// client address; a budget of the directory's own, apart from the sessions').
+    pub(super) fn new(directory: Directory, limits: &Limits) -> Arc<Self> {
         Arc::new(Self {
             directory,
             wake: Notify::new(),
             subscribers: Mutex::new(Vec::new()),
             limits: SseLimits {
-                queue_messages: limits.subscriber_queue,
-                queue_bytes: limits.subscriber_queue_bytes,
-                keep_alive: KEEP_ALIVE,
+                queue_messages: limits.http_sse_queue,
+                queue_bytes: limits.http_sse_queue_bytes,
+                keep_alive: limits.http_sse_keep_alive,
             },
-            max_subscribers: limits.max_subscribers,
+            max_subscribers: limits.max_holding_sessions,
+            max_per_address: limits.max_holding_sessions_per_address,
         })
     }
 
@@ -135,22 +147,41 @@ impl Hub {
         full
     }
 
-    /// Adds a subscriber whose cursor is `after`; `None` when the hub has its limit.
-    fn join(&self, sender: SseSender, kind: Option<EventKind>, diff: bool, after: u64) -> bool {
+    /// Adds a subscriber whose cursor is `after`, or says why not: 429 when its address
+    /// holds its share, 503 when the directory serves its most.
+    fn join(&self, subscriber: Subscriber) -> Result<(), ProblemResponse> {
         let mut subscribers = self.subscribers();
         subscribers.retain(|subscriber| !subscriber.sender.is_closed());
-        if subscribers.len() >= self.max_subscribers {
-            return false;
+        let ours = subscribers
+            .iter()
+            .filter(|held| held.client == subscriber.client)
+            .count();
+        if ours >= self.max_per_address {
+            return Err(ProblemResponse::new(
+                429,
+                "Too many subscriptions",
+                format!(
+                    "{} holds {ours} event subscriptions, the most one address may \
+                     (Limits::max_holding_sessions_per_address)",
+                    subscriber.client
+                ),
+            ));
         }
-        subscribers.push(Subscriber {
-            sender,
-            kind,
-            diff,
-            cursor: after,
-        });
+        if subscribers.len() >= self.max_subscribers {
+            return Err(ProblemResponse::new(
+                503,
+                "Too many subscribers",
+                format!(
+                    "the directory serves {} event subscribers at once \
+                     (Limits::max_holding_sessions); retry later",
+                    self.max_subscribers
+                ),
+            ));
+        }
+        subscribers.push(subscriber);
         drop(subscribers);
         self.wake();
-        true
+        Ok(())
     }
 }
 
@@ -177,16 +208,23 @@ fn send(subscriber: &mut Subscriber, events: &[ThingEvent]) -> bool {
 /// `GET /events`: every kind.
 pub(super) async fn all(
     State(state): State<Arc<DirectoryState>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    subscribe(&state, None, diff(raw.as_deref()), &headers, uri.path()).await
+    let wants = Wants {
+        kind: None,
+        diff: diff(raw.as_deref()),
+        client: ClientKey::of(remote.ip()),
+    };
+    subscribe(&state, wants, &headers, uri.path()).await
 }
 
 /// `GET /events/{kind}`: one kind.
 pub(super) async fn of_kind(
     State(state): State<Arc<DirectoryState>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     Path(kind): Path<String>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
@@ -202,15 +240,25 @@ pub(super) async fn of_kind(
         .into_response();
     };
     // A deletion carries no more than its id (tdd-notification-data-delete-diff).
-    let diff = diff(raw.as_deref()) && kind != EventKind::Deleted;
-    subscribe(&state, Some(kind), diff, &headers, uri.path()).await
+    let wants = Wants {
+        kind: Some(kind),
+        diff: diff(raw.as_deref()) && kind != EventKind::Deleted,
+        client: ClientKey::of(remote.ip()),
+    };
+    subscribe(&state, wants, &headers, uri.path()).await
+}
+
+/// What a new subscriber asks for, and where from.
+struct Wants {
+    kind: Option<EventKind>,
+    diff: bool,
+    client: ClientKey,
 }
 
 /// The SSE answer of a new subscriber, resumed after `Last-Event-ID` when it sent one.
 async fn subscribe(
     state: &DirectoryState,
-    kind: Option<EventKind>,
-    diff: bool,
+    wants: Wants,
     headers: &HeaderMap,
     instance: &str,
 ) -> Response {
@@ -236,18 +284,15 @@ async fn subscribe(
         Err(Failed) => return Failed.answer(instance),
     };
     let (sender, queue) = sse::sse_channel(state.hub.limits);
-    if !state.hub.join(sender, kind, diff, after) {
-        return ProblemResponse::new(
-            503,
-            "Too many subscribers",
-            format!(
-                "the directory serves {} event subscribers at once \
-                 (Limits::interaction.max_subscribers); retry later",
-                state.hub.max_subscribers
-            ),
-        )
-        .with_instance(instance)
-        .into_response();
+    let subscriber = Subscriber {
+        sender,
+        client: wants.client,
+        kind: wants.kind,
+        diff: wants.diff,
+        cursor: after,
+    };
+    if let Err(refused) = state.hub.join(subscriber) {
+        return refused.with_instance(instance).into_response();
     }
     sse::sse_response(&state.http.site, queue)
 }

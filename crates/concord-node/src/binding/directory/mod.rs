@@ -139,8 +139,7 @@ impl Binding for DirectoryBinding {
     }
 
     fn routes(&self, site: &Site) -> Router {
-        let limits = &self.shared.limits.interaction;
-        let hub = Hub::new(self.service.directory.clone(), limits);
+        let hub = Hub::new(self.service.directory.clone(), &self.shared.limits);
         let state = Arc::new(DirectoryState {
             http: HttpState {
                 site: site.clone(),

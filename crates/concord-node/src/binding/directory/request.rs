@@ -137,7 +137,7 @@ pub(super) fn media_type(
     headers: &HeaderMap,
     accepted: &[&str],
     instance: &str,
-) -> Result<(), Response> {
+) -> Result<(), ProblemResponse> {
     let Some(given) = headers.get(header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -162,8 +162,7 @@ pub(super) fn media_type(
     )
     .with_type("urn:concord:http:unsupported-media-type")
     .with_header("accept", &accepted.join(", "))
-    .with_instance(instance)
-    .into_response())
+    .with_instance(instance))
 }
 
 /// A directory refusal as a problem: its status, type, title and detail, and

@@ -121,7 +121,7 @@ pub(super) async fn create(State(state): State<Arc<DirectoryState>>, request: Re
         Err(answer) => return answer,
     };
     if let Err(answer) = media_type(&write.headers, TD_TYPES, &write.path) {
-        return answer;
+        return answer.into_response();
     }
     let mut result = Err(request::Failed);
     for _ in 0..ID_DRAWS {
@@ -179,7 +179,7 @@ pub(super) async fn put(
         Err(answer) => return answer,
     };
     if let Err(answer) = media_type(&write.headers, TD_TYPES, &write.path) {
-        return answer;
+        return answer.into_response();
     }
     let (body, did, client) = (write.body, write.did, write.client);
     let result = state
@@ -211,7 +211,7 @@ pub(super) async fn patch(
         return media_type_missing(&write.path);
     }
     if let Err(answer) = media_type(&write.headers, MERGE_PATCH, &write.path) {
-        return answer;
+        return answer.into_response();
     }
     let (body, did, client) = (write.body, write.did, write.client);
     let result = state

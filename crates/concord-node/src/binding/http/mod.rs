@@ -12,6 +12,8 @@
 //! | `GET /properties` | `readallproperties` | 200, every property the caller may read |
 //! | `GET /properties/{name}` | `readproperty` | 200 with its value |
 //! | `PUT /properties/{name}` | `writeproperty` | 204 |
+//! | `GET /properties/{name}/observable` | `observeproperty` | Server-Sent Events with `Accept: text/event-stream`, else a long poll (`HEAD` 200, `GET` 200 with the next value or 204): `events.rs` |
+//! | `GET /events/{name}/subscription` | `subscribeevent` | the same for an event, SSE resuming from `Last-Event-ID` |
 //!
 //! Every refusal is a problem ([`ProblemResponse`](super::ProblemResponse)): 400 (invalid
 //! JSON naming line and column, a schema violation naming its JSON pointer), 401 with
@@ -22,6 +24,7 @@
 
 mod actions;
 mod body;
+mod events;
 mod properties;
 mod status;
 
@@ -38,9 +41,10 @@ use concord_identity::Caller;
 use concord_interact::ActionMode;
 
 use super::http_caller::{self, BearerGrant, HttpRequest};
-use super::{Affordance, Binding, ProblemResponse, Site};
+use super::{Affordance, Binding, ProblemResponse, Site, ThingError};
 use crate::admission::ClientKey;
 use crate::describe::DIDWBA_SCHEME;
+use crate::identity::upgrade;
 use crate::node::Shared;
 
 pub(crate) use body::read_body;
@@ -111,21 +115,28 @@ impl Binding for HttpBinding {
                 if property.writable {
                     forms.push(form(&href, Operation::WriteProperty, "PUT"));
                 }
+                if property.observable {
+                    let href = site.http_url(&format!("properties/{name}/observable"));
+                    forms.extend(push_forms(
+                        &href,
+                        [Operation::ObserveProperty, Operation::UnobserveProperty],
+                    ));
+                }
                 forms
             }
-            Affordance::Action { name, action } => {
+            // A stream action is not served over HTTP (yet): no form says it is.
+            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => Vec::new(),
+            Affordance::Action { name, .. } => {
                 let href = site.http_url(&format!("actions/{name}"));
-                let mut invoke = form(&href, Operation::InvokeAction, "POST");
-                if let Some(stream) = action
-                    .stream
-                    .as_ref()
-                    .filter(|_| action.mode == ActionMode::Stream)
-                {
-                    invoke.content_type = Some(stream.content_type.clone());
-                }
-                vec![invoke]
+                vec![form(&href, Operation::InvokeAction, "POST")]
             }
-            Affordance::Event { .. } => Vec::new(),
+            Affordance::Event { name, .. } => {
+                let href = site.http_url(&format!("events/{name}/subscription"));
+                push_forms(
+                    &href,
+                    [Operation::SubscribeEvent, Operation::UnsubscribeEvent],
+                )
+            }
         };
         if let Some(scheme) = security {
             for form in &mut forms {
@@ -155,6 +166,20 @@ impl Binding for HttpBinding {
                 only(
                     get(properties::read).put(properties::write),
                     &["GET", "PUT"],
+                ),
+            )
+            .route(
+                events::OBSERVE_PATH,
+                only(
+                    get(events::observe).head(events::observe_head),
+                    &["GET", "HEAD"],
+                ),
+            )
+            .route(
+                events::EVENT_PATH,
+                only(
+                    get(events::subscribe).head(events::subscribe_head),
+                    &["GET", "HEAD"],
                 ),
             )
             .with_state(state)
@@ -205,6 +230,21 @@ fn form(href: &str, op: Operation, method: &str) -> Form {
     form
 }
 
+/// The forms of an observation or a subscription on `href` for `ops` (the operation and
+/// its undoing: closing the answer): Server-Sent Events first (`subprotocol: "sse"`), then
+/// a long poll (no subprotocol: node-wot's fallback), both `GET`.
+fn push_forms(href: &str, ops: [Operation; 2]) -> Vec<Form> {
+    let mut sse = Form::new(href);
+    sse.op = Some(OneOrMany::Many(ops.to_vec()));
+    sse.subprotocol = Some("sse".to_owned());
+    sse.content_type = Some(events::EVENT_STREAM.to_owned());
+    sse.extensions
+        .insert("htv:methodName".to_owned(), "GET".into());
+    let mut long_poll = form(href, ops[0], "GET");
+    long_poll.op = Some(OneOrMany::Many(ops.to_vec()));
+    vec![sse, long_poll]
+}
+
 /// `methods` served by `router`; any other method answers 405 with `Allow` as a problem.
 fn only(
     router: MethodRouter<Arc<HttpState>>,
@@ -243,6 +283,26 @@ impl Admitted {
     /// The request's path: the `instance` of its problems.
     pub(crate) fn path(&self) -> &str {
         self.parts.uri.path()
+    }
+
+    /// The problem answering `error` for this request: an anonymous caller the `allow`
+    /// rules refuse gets 401 with ANP's challenge (and a `Bearer` one where the agent
+    /// grants tokens), so that it knows how to prove who it is; anything else answers as
+    /// [`ProblemResponse::from`] says.
+    pub(crate) fn refusal(&self, state: &HttpState, error: &ThingError) -> ProblemResponse {
+        let problem = match (error, &self.caller) {
+            (ThingError::Forbidden { .. }, Caller::Anonymous) => {
+                let url = state.site.http_url(self.path());
+                let realm = url::Url::parse(&url)
+                    .ok()
+                    .and_then(|url| url.host_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let granting = !state.shared.http_binding.grants.is_empty();
+                upgrade::Refusal::anonymous(&realm, granting).into_problem()
+            }
+            _ => ProblemResponse::from(error),
+        };
+        problem.with_instance(self.path())
     }
 }
 
