@@ -36,7 +36,6 @@ fn methods_of(operation: Operation) -> &'static [&'static str] {
         UnobserveProperty | UnobserveAllProperties | UnsubscribeEvent | UnsubscribeAllEvents => {
             &["GET", "DELETE"]
         }
-        _ => &[],
     }
 }
 

@@ -377,7 +377,7 @@ async fn the_description_offers_sse_then_long_poll_forms_that_the_strict_validat
         tick,
         [
             json!({"href": href, "op": ["subscribeevent", "unsubscribeevent"],
-                   "subprotocol": "sse", "contentType": "text/event-stream",
+                   "subprotocol": "sse", "contentType": "application/json",
                    "htv:methodName": "GET"}),
             json!({"href": href, "op": ["subscribeevent", "unsubscribeevent"],
                    "contentType": "application/json", "htv:methodName": "GET"}),

@@ -25,10 +25,12 @@ pub(super) fn directory(site: &Site) -> Described {
     described
 }
 
-/// An HTTP form on `path` with `method`, performing `op`.
-fn form(site: &Site, path: &str, method: &str, op: Operation) -> Form {
+/// An HTTP form on `path` with `method`, performing `op` (none: the affordance's default,
+/// as the directory Thing Model's action forms say nothing of `op`: `retrieveThing` is an
+/// `invokeaction` by `GET`, which the binding's default method for it, `POST`, is not).
+fn form(site: &Site, path: &str, method: &str, op: Option<Operation>) -> Form {
     let mut form = Form::new(site.http_url(path));
-    form.op = Some(OneOrMany::One(op));
+    form.op = op.map(OneOrMany::One);
     form.extensions
         .insert("htv:methodName".to_owned(), Value::from(method));
     form
@@ -48,7 +50,7 @@ fn things(site: &Site) -> PropertyBuilder {
         site,
         "things{?offset,limit,format}",
         "GET",
-        Operation::ReadProperty,
+        Some(Operation::ReadProperty),
     );
     listing.content_type = Some("application/ld+json".to_owned());
     let schema = json!({
@@ -78,7 +80,7 @@ fn things(site: &Site) -> PropertyBuilder {
 }
 
 fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
-    let invoke = Operation::InvokeAction;
+    let invoke = None;
     let with_type = |mut form: Form, media: &str| {
         form.content_type = Some(media.to_owned());
         form
@@ -197,7 +199,7 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
 
 fn events(site: &Site) -> Vec<(String, EventBuilder)> {
     let subscribe = |path: &str| {
-        let mut form = form(site, path, "GET", Operation::SubscribeEvent);
+        let mut form = form(site, path, "GET", Some(Operation::SubscribeEvent));
         form.subprotocol = Some("sse".to_owned());
         form.content_type = Some("text/event-stream".to_owned());
         form

@@ -231,15 +231,17 @@ fn form(href: &str, op: Operation, method: &str) -> Form {
 }
 
 /// The forms of an observation or a subscription on `href` for `ops` (the operation and
-/// its undoing: closing the answer): Server-Sent Events first (`subprotocol: "sse"`), then
-/// a long poll (no subprotocol: node-wot's fallback), both `GET`.
+/// its undoing: closing the answer): Server-Sent Events first (`subprotocol: "sse"`; the
+/// answer is `text/event-stream`, but the form's `contentType` is `application/json`, each
+/// message's data's: node-wot 0.9.2 decodes a message with the form's `contentType`, and
+/// fails on `text/event-stream` there or as a `response.contentType`), then a long poll
+/// (no subprotocol: node-wot's fallback), both `GET`.
 fn push_forms(href: &str, ops: [Operation; 2]) -> Vec<Form> {
-    let mut sse = Form::new(href);
+    // `contentType` is each message's data's: node-wot 0.9.2 decodes a message with it
+    // (and checks it against a `response.contentType`, so none is given).
+    let mut sse = form(href, ops[0], "GET");
     sse.op = Some(OneOrMany::Many(ops.to_vec()));
     sse.subprotocol = Some("sse".to_owned());
-    sse.content_type = Some(events::EVENT_STREAM.to_owned());
-    sse.extensions
-        .insert("htv:methodName".to_owned(), "GET".into());
     let mut long_poll = form(href, ops[0], "GET");
     long_poll.op = Some(OneOrMany::Many(ops.to_vec()));
     vec![sse, long_poll]
