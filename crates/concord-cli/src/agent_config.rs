@@ -88,6 +88,8 @@
 //! ttl = "5m"                         # registration.ttl; registered again at half of it
 //! first_retry = "1s"                 # a directory away: retried after this, doubled per
 //! max_retry = "1m"                   #   failure up to this (with jitter); the agent serves anyway
+//! sign = true                        # sign with the agent's DID; false for a directory that
+//! #   cannot resolve it (a localhost DID: `concord directory serve` on this machine)
 //! #   a graceful shutdown (Ctrl-C, SIGTERM) deletes the entries
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
@@ -404,6 +406,7 @@ struct DirectorySection {
     ttl: Option<Humane>,
     first_retry: Option<Humane>,
     max_retry: Option<Humane>,
+    sign: Option<bool>,
 }
 
 impl DirectorySection {
@@ -447,6 +450,9 @@ impl DirectorySection {
         }
         if let Some(max) = self.max_retry {
             settings.max_retry = max.into();
+        }
+        if let Some(sign) = self.sign {
+            settings.sign = sign;
         }
         settings.validate().map_err(|message| {
             let key = match message.split_whitespace().next() {
@@ -1866,7 +1872,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let config = load(
             &format!(
                 "{MINIMAL}\n[directory]\nurls = [\"http://127.0.0.1:8081\", \"https://d.example/tdd/\"]\n\
-                 ttl = \"30s\"\nfirst_retry = \"200ms\"\nmax_retry = \"5s\"\n"
+                 ttl = \"30s\"\nfirst_retry = \"200ms\"\nmax_retry = \"5s\"\nsign = false\n"
             ),
             &[],
         )
@@ -1878,6 +1884,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(config.registration.ttl, Duration::from_secs(30));
         assert_eq!(config.registration.first_retry, Duration::from_millis(200));
         assert_eq!(config.registration.max_retry, Duration::from_secs(5));
+        assert!(!config.registration.sign);
         let one = load(
             &format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n"),
             &[],
@@ -1911,6 +1918,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             assert!(error.starts_with(key), "{lines}: {error}");
         }
         assert!(refused("url = \"http://a/\"\ncolour = 1").contains("colour"));
+        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("boolean"));
         let limits = load(
             &format!(
                 "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\

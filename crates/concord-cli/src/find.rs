@@ -167,7 +167,7 @@ pub fn run(args: FindArgs) -> anyhow::Result<ExitCode> {
 /// 0 when something was found, else 1 with a line saying so.
 fn exit(found: &[Value], url: &str) -> ExitCode {
     if found.is_empty() {
-        output::note(format!("concord: no agent in {url} matches"));
+        output::note(format!("no agent in {url} matches"));
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -192,10 +192,10 @@ fn table(found: &[Value], query: &CapabilityQuery) -> anyhow::Result<()> {
             };
             let matched: Vec<String> = matches(td, query)
                 .into_iter()
-                .map(|(kind, name)| format!("{kind}:{name}"))
+                .map(|(kind, name)| format!("{kind}:{}", output::one_line(&name)))
                 .collect();
             [
-                id_of(td).to_owned(),
+                output::one_line(id_of(td)),
                 text("title"),
                 text("base"),
                 matched.join(" "),

@@ -27,7 +27,7 @@ pub enum DirectoryError {
         /// The transport's error, with its causes.
         cause: String,
     },
-    /// No complete answer within [`DirectoryClientLimits::timeout`].
+    /// No complete answer within [`DirectoryClientLimits::timeout`](crate::DirectoryClientLimits::timeout).
     #[error("directory {url} did not answer within {after:?}")]
     Timeout {
         /// The request's URL.
@@ -47,7 +47,7 @@ pub enum DirectoryError {
         /// The `Retry-After` of a 429 or 503, in seconds, when given.
         retry_after: Option<Duration>,
     },
-    /// The answer's body was larger than [`DirectoryClientLimits::max_response_bytes`].
+    /// The answer's body was larger than [`DirectoryClientLimits::max_response_bytes`](crate::DirectoryClientLimits::max_response_bytes).
     #[error("directory {url}: the answer is larger than {limit} bytes")]
     TooLarge {
         /// The request's URL.
@@ -55,7 +55,7 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
-    /// A listing went on for more than [`DirectoryClientLimits::max_pages`] pages, or its
+    /// A listing went on for more than [`DirectoryClientLimits::max_pages`](crate::DirectoryClientLimits::max_pages) pages, or its
     /// `next` link went back to a page already read.
     #[error("directory {url}: the listing {reason}")]
     Pages {
@@ -167,19 +167,39 @@ impl Problem {
     }
 }
 
+/// The most characters of each of a directory's texts an error message repeats.
+const MAX_TEXT_CHARS: usize = 300;
+
+/// A directory's text as an error repeats it: one line, at most [`MAX_TEXT_CHARS`].
+fn said(text: &str) -> String {
+    let mut line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_TEXT_CHARS)
+        .collect();
+    if text.chars().nth(MAX_TEXT_CHARS).is_some() {
+        line.push('…');
+    }
+    line
+}
+
 fn problem_text(problem: &Option<Box<Problem>>) -> String {
     let Some(problem) = problem else {
         return String::new();
     };
     let mut text = String::new();
     if let Some(title) = &problem.title {
-        text.push_str(&format!(": {title}"));
+        text.push_str(&format!(": {}", said(title)));
     }
     if let Some(detail) = &problem.detail {
-        text.push_str(&format!(": {detail}"));
+        text.push_str(&format!(": {}", said(detail)));
     }
     for error in problem.validation_errors.iter().take(8) {
-        text.push_str(&format!("; {}: {}", error.field, error.description));
+        text.push_str(&format!(
+            "; {}: {}",
+            said(&error.field),
+            said(&error.description)
+        ));
     }
     if problem.validation_errors.len() > 8 {
         text.push_str(&format!(
@@ -188,4 +208,21 @@ fn problem_text(problem: &Option<Box<Problem>>) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directorys_texts_are_cut_to_one_short_line() {
+        let problem = Problem {
+            title: Some(format!("bad\n\u{1b}[31m{}", "x".repeat(1000))),
+            ..Problem::default()
+        };
+        let text = problem_text(&Some(Box::new(problem)));
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.chars().count() < MAX_TEXT_CHARS + 10, "{text}");
+        assert!(text.ends_with('…'));
+    }
 }

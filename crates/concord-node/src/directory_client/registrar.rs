@@ -90,16 +90,23 @@ impl Registrar {
             .iter()
             .enumerate()
             .map(|(index, directory)| {
+                let span = tracing::info_span!("directory", url = %directory.url());
+                // Signed as the node's DID, settled now that it serves.
+                let directory = match shared.identity.identity() {
+                    Some(identity) if shared.registration.sign => {
+                        directory.clone().with_identity(Arc::clone(identity))
+                    }
+                    _ => directory.clone(),
+                };
                 let registration = Registration {
                     shared: Arc::clone(shared),
                     description: Arc::clone(&description),
-                    directory: directory.clone(),
+                    directory,
                     settings: shared.registration,
                     statuses: Arc::clone(&statuses),
                     index,
                     id: None,
                 };
-                let span = tracing::info_span!("directory", url = %directory.url());
                 tokio::spawn(registration.run(stopped.clone()).instrument(span))
             })
             .collect();

@@ -27,6 +27,11 @@ pub struct RegistrationSettings {
     pub first_retry: Duration,
     /// The longest delay between two retries (also the cap on a `Retry-After`).
     pub max_retry: Duration,
+    /// Whether the registrations are signed with the node's DID (RFC 9421) when it has
+    /// one (default `true`). A directory verifies a signature it is given even when it
+    /// takes anonymous writes, so an agent whose DID the directory cannot resolve (a
+    /// `localhost` DID, to a directory not in the loopback test mode) registers unsigned.
+    pub sign: bool,
 }
 
 impl Default for RegistrationSettings {
@@ -35,6 +40,7 @@ impl Default for RegistrationSettings {
             ttl: Duration::from_secs(300),
             first_retry: Duration::from_secs(1),
             max_retry: Duration::from_secs(60),
+            sign: true,
         }
     }
 }
@@ -193,6 +199,7 @@ mod tests {
             ttl: Duration::from_secs(60),
             first_retry: Duration::from_secs(1),
             max_retry: Duration::from_secs(30),
+            sign: true,
         }
     }
 

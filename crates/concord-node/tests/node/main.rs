@@ -10,6 +10,7 @@ mod described;
 mod description;
 mod directory;
 mod directory_client;
+mod directory_registration;
 mod discovery;
 mod fix_error;
 mod foreign;
