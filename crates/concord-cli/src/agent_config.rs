@@ -130,6 +130,10 @@
 //! max_session_buffer = 16777216      # over every stream of a session (at least the above)
 //! max_reader_queue = 1048576         # per stream: bytes waiting for its reader (within the credit)
 //! max_send_room = 1048576            # per stream: bytes a writer queues beyond the send queue
+//!
+//! [discovery]                        # how the agent is found: `discovery_config.rs`
+//! mdns = true                        # announce on the local network with DNS-SD (default false)
+//! owner = { name = "Small Shop", url = "https://shop.example" }   # ad.json owner, A2A provider
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -222,6 +226,9 @@ pub struct AgentConfig {
     pub events: Vec<ConfiguredEvent>,
     /// The token backend services post events in with (`node.event_ingest_token`).
     pub event_ingest_token: Option<Secret>,
+    /// How the agent makes itself found (`[discovery]`: DNS-SD, the owner its discovery
+    /// documents name).
+    pub discovery: crate::discovery_config::Discovery,
     /// The directories the agent registers with (`[directory] urls`), each a base URL.
     pub directories: Vec<String>,
     /// How it keeps its entries there (`[directory] ttl`, `first_retry`, `max_retry`).
@@ -382,6 +389,8 @@ struct File {
     properties: Vec<PropertySection>,
     #[serde(default)]
     events: Vec<EventSection>,
+    #[serde(default)]
+    discovery: crate::discovery_config::DiscoverySection,
     directory: Option<DirectorySection>,
     #[serde(default)]
     http: HttpBindingSection,
@@ -1005,6 +1014,7 @@ impl File {
             properties,
             events,
             event_ingest_token,
+            discovery: self.discovery.check()?,
             directories,
             registration,
             http_binding: self.http.enabled,
@@ -2754,6 +2764,54 @@ hello_timeout = \"1s\"
         ];
         for (text, expected) in cases {
             let error = load(&text, &[]).unwrap_err();
+            assert!(
+                error.contains(expected),
+                "{error:?} does not say {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_discovery_section_sets_mdns_and_the_owner_and_names_a_wrong_key() {
+        let config = load(MINIMAL, &[]).unwrap();
+        assert_eq!(
+            config.discovery,
+            crate::discovery_config::Discovery::default()
+        );
+        let config = load(
+            &format!(
+                "{MINIMAL}\n[discovery]\nmdns = true\nowner = {{ name = \"Small Shop\", url = \"https://shop.example\", type = \"Person\" }}\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert!(config.discovery.mdns);
+        assert_eq!(
+            config.discovery.owner,
+            Some(concord_node::Owner::person("Small Shop").with_url("https://shop.example"))
+        );
+        let cases = [
+            (
+                "mdns = \"yes\"",
+                "discovery.mdns: \"yes\" is not true or false",
+            ),
+            ("owner = { name = \" \" }", "discovery.owner.name: is empty"),
+            (
+                "owner = { name = \"S\", type = \"Robot\" }",
+                "discovery.owner.type: \"Robot\" is not one of",
+            ),
+            (
+                "owner = { name = \"S\", url = \"not a url\" }",
+                "discovery.owner.url: \"not a url\"",
+            ),
+            (
+                "owner = { name = \"S\", email = \"nobody\" }",
+                "discovery.owner.email: \"nobody\" is no e-mail address",
+            ),
+            ("announce = true", "unknown field `announce`"),
+        ];
+        for (line, expected) in cases {
+            let error = load(&format!("{MINIMAL}\n[discovery]\n{line}\n"), &[]).unwrap_err();
             assert!(
                 error.contains(expected),
                 "{error:?} does not say {expected:?}"

@@ -148,6 +148,7 @@ async fn run_directory(
         .limits(config.limits.clone())
         .keys(keys)
         .directory(service);
+    builder = config.discovery.apply(builder);
     if let Some(id) = &config.id {
         builder = builder.id(id.clone());
     }

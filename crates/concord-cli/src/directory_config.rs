@@ -32,6 +32,9 @@
 //!
 //! [limits]
 //! request_rate_per_address = 20      # every key of an agent's [limits]
+//!
+//! [discovery]                        # as an agent's (`discovery_config.rs`)
+//! mdns = true                        # announce _directory._sub._wot._tcp (default false)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -73,6 +76,9 @@ pub struct DirectoryConfig {
     pub require_signatures: bool,
     /// How often expired TDs are purged.
     pub purge_interval: Duration,
+    /// `[discovery]`: how the directory is found (DNS-SD, the owner its ANP and A2A
+    /// documents name), as an agent's.
+    pub discovery: crate::discovery_config::Discovery,
 }
 
 impl Default for DirectoryConfig {
@@ -92,6 +98,7 @@ impl Default for DirectoryConfig {
             directory: DirectoryLimits::default(),
             require_signatures: false,
             purge_interval: DEFAULT_PURGE_INTERVAL,
+            discovery: crate::discovery_config::Discovery::default(),
         }
     }
 }
@@ -128,6 +135,8 @@ struct File {
     node: Option<NodeSection>,
     #[serde(default)]
     limits: LimitsSection,
+    #[serde(default)]
+    discovery: crate::discovery_config::DiscoverySection,
 }
 
 /// `[directory]`.
@@ -244,6 +253,7 @@ impl File {
             directory,
             require_signatures: section.require_signatures.unwrap_or(false),
             purge_interval,
+            discovery: self.discovery.check()?,
         })
     }
 }
@@ -360,5 +370,13 @@ mod tests {
             let said = load(text).unwrap_err();
             assert!(said.contains(key), "{text}: {said}");
         }
+    }
+
+    #[test]
+    fn the_discovery_section_announces_the_directory() {
+        assert!(!load("").unwrap().discovery.mdns);
+        assert!(load("[discovery]\nmdns = true").unwrap().discovery.mdns);
+        let said = load("[discovery]\nmdns = 1").unwrap_err();
+        assert!(said.contains("discovery.mdns"), "{said}");
     }
 }

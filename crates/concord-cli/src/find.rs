@@ -33,6 +33,13 @@ name was asked for). --json prints a JSON array, one object per agent: {\"id\", 
 description, with `registration`); with --jsonpath, the nodes the query selected as the
 directory answered them.
 
+--mdns asks the local network instead (DNS-SD `_wot._tcp`, listening --wait, 3s by
+default; --directories for directories only): a table of name, type and description URL,
+or with --json one object per Thing {\"name\", \"type\", \"url\", \"host\", \"addresses\",
+\"port\", \"matches\", \"description\"}; with --action/--property/--event/--field each
+announced description is fetched (at most 1 MiB, 5 s) and kept when it matches them all.
+  concord find --mdns --action getProductInfo
+
 Exit codes: 0 at least one agent found; 1 none found (or the directory refused the query,
 saying why); 2 the directory could not be reached or answered off the API.")]
 pub struct FindArgs {
@@ -68,10 +75,35 @@ pub struct FindArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Find the Things announced on the local network with DNS-SD (`_wot._tcp`) instead
+    /// of asking a directory; --action, --property, --event and --field fetch each one's
+    /// description and keep those that match.
+    #[arg(long, conflicts_with_all = ["directory", "jsonpath", "lmos", "protocol", "did"])]
+    mdns: bool,
+    /// With --mdns: directories only (`_directory._sub._wot._tcp`).
+    #[arg(long, requires = "mdns")]
+    directories: bool,
+    /// With --mdns: how long to listen for announcements.
+    #[arg(long, requires = "mdns", value_name = "DURATION", default_value = "3s",
+          value_parser = humantime::parse_duration)]
+    wait: std::time::Duration,
 }
 
 /// Runs `concord find`.
 pub fn run(args: FindArgs) -> anyhow::Result<ExitCode> {
+    if args.mdns {
+        let mut query = CapabilityQuery::default();
+        query.action.clone_from(&args.action);
+        query.property.clone_from(&args.property);
+        query.event.clone_from(&args.event);
+        query.field.clone_from(&args.field);
+        return crate::find_mdns::run(crate::find_mdns::MdnsFind {
+            wait: args.wait,
+            directories: args.directories,
+            query,
+            json: args.json,
+        });
+    }
     let url = args
         .directory
         .clone()
@@ -201,7 +233,7 @@ fn table(found: &[Value], query: &CapabilityQuery) -> anyhow::Result<()> {
 /// The affordances of `td` the query matched, as (kind, name): the one named for an
 /// action, property or event criterion, the actions whose schemas have the field; every
 /// affordance when the query names none.
-fn matches(td: &Value, query: &CapabilityQuery) -> Vec<(&'static str, String)> {
+pub(crate) fn matches(td: &Value, query: &CapabilityQuery) -> Vec<(&'static str, String)> {
     let names = |kind: &str| -> Vec<String> {
         td.get(kind)
             .and_then(Value::as_object)

@@ -114,6 +114,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     if let Some(id) = &config.id {
         builder = builder.id(id.clone());
     }
+    builder = config.discovery.apply(builder);
     if let Some(description) = &config.description {
         builder = builder.description(description.clone());
     }

@@ -1,6 +1,6 @@
 //! The node's own description: an LMOS agent (WoT TD 1.1) with Concord's extension.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use axum::body::Bytes;
 use concord_describe::{
@@ -70,6 +70,37 @@ impl Description {
         )?);
         *built = Some((consensus, bytes.clone()));
         Ok(bytes)
+    }
+}
+
+/// The served description as other routes read it (the discovery documents derived from
+/// it, `binding/wellknown/`): the bindings are made before the description that lists their
+/// forms, so they are handed this and the server sets it once the description exists. It
+/// holds the description weakly: the node's own routes own it.
+#[derive(Clone, Default)]
+pub(crate) struct DescriptionHandle(Arc<OnceLock<Weak<Description>>>);
+
+impl DescriptionHandle {
+    /// Points the handle at the server's description (once; later calls change nothing).
+    pub(crate) fn set(&self, description: &Arc<Description>) {
+        let _ = self.0.set(Arc::downgrade(description));
+    }
+
+    /// The description as served now; `None` before the server set it or after it stopped.
+    pub(crate) async fn bytes(
+        &self,
+        shared: &Shared,
+    ) -> Option<Result<Bytes, DescriptionBuildError>> {
+        let description = self.0.get()?.upgrade()?;
+        Some(description.bytes(shared).await)
+    }
+}
+
+impl std::fmt::Debug for DescriptionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DescriptionHandle")
+            .field(&self.0.get().is_some())
+            .finish()
     }
 }
 

@@ -80,6 +80,7 @@ mod interact;
 mod interface;
 mod language;
 mod listener;
+mod mdns;
 mod memory;
 mod node;
 mod server;
@@ -102,7 +103,7 @@ pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use binding::sse;
 pub use binding::{
     ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
-    InvokeFuture, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
+    InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
     MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
 pub use binding::{Feed, FeedEnd, FeedNews};
@@ -142,6 +143,7 @@ pub use interact::{
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
 pub use interface::{Payload, PayloadError};
+pub use mdns::{browse_mdns, FoundThing, MdnsError, DIRECTORY_SERVICE, WOT_SERVICE};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

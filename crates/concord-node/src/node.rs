@@ -191,6 +191,10 @@ pub(crate) struct Shared {
     pub(crate) event_ingest_token: Option<crate::binding::ingest::IngestToken>,
     /// The bindings added with [`NodeBuilder::binding`], served after the node's own.
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
+    /// Who runs the agent, as its discovery documents name it.
+    pub(crate) owner: Option<crate::binding::Owner>,
+    /// Whether it announces itself with DNS-SD while it serves.
+    pub(crate) mdns: bool,
     /// The directories the node registers with while it serves ([`NodeBuilder::register_with`]).
     pub(crate) directories: Vec<crate::Directory>,
     /// How it keeps its entries there.
@@ -202,6 +206,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// What the node introduces itself as (its DNS-SD announcement, its DID document's
+    /// service): a directory when it serves one, else a Thing.
+    pub(crate) fn kind(&self) -> crate::mdns::ThingKind {
+        if self.directory.is_some() {
+            crate::mdns::ThingKind::Directory
+        } else {
+            crate::mdns::ThingKind::Thing
+        }
+    }
+
     /// The LLM, when the node has one (the one its negotiator escalates to).
     pub(crate) fn llm(&self) -> Option<&LlmClient> {
         self.policy.llm().map(LlmNegotiator::client)
@@ -410,6 +424,8 @@ pub struct NodeBuilder {
     events: BTreeMap<String, Event>,
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
+    owner: Option<crate::binding::Owner>,
+    mdns: bool,
     http_binding: crate::binding::http::HttpSettings,
     directory: Option<crate::binding::directory::DirectoryService>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
@@ -457,6 +473,8 @@ impl NodeBuilder {
             events: BTreeMap::new(),
             event_ingest_token: None,
             bindings: Vec::new(),
+            owner: None,
+            mdns: false,
             http_binding: crate::binding::http::HttpSettings::default(),
             directory: None,
             nonce_log: None,
@@ -696,6 +714,25 @@ impl NodeBuilder {
     /// ```
     pub fn binding(mut self, binding: impl Binding) -> Self {
         self.bindings.push(Arc::new(binding));
+        self
+    }
+
+    /// Who runs the agent: the `owner` of its ANP agent description (`/ad.json`) and the
+    /// `provider` of its A2A agent card (`/.well-known/agent-card.json`). Default: none
+    /// (the documents leave it out).
+    pub fn owner(mut self, owner: crate::binding::Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Announces the node on the local network with DNS-SD while it serves (multicast DNS,
+    /// W3C WoT Discovery's introduction: `_wot._tcp` with TXT `td=/.well-known/wot`,
+    /// `type=Thing|Directory`, `scheme=http|https`), withdrawn when the server drains or is
+    /// dropped; [`browse_mdns`](crate::browse_mdns) finds such nodes. A node whose
+    /// announcement cannot start (no multicast socket) serves anyway and logs why.
+    /// Default: off.
+    pub fn mdns(mut self, announce: bool) -> Self {
+        self.mdns = announce;
         self
     }
 
@@ -1142,6 +1179,8 @@ impl NodeBuilder {
                 affordances,
                 event_ingest_token,
                 bindings: self.bindings,
+                owner: self.owner,
+                mdns: self.mdns,
                 directories,
                 registration: self.registration,
                 http_binding: self.http_binding,

@@ -20,12 +20,13 @@ use crate::admission::accept::Accepting;
 use crate::admission::{Admission, RefusalLog};
 use crate::binding::websocket::{self, MetaProtocol, ServerState};
 use crate::binding::{self, Bindings, Site};
-use crate::describe::{Description, DESCRIPTION_PATH, TD_MEDIA_TYPE};
+use crate::describe::{Description, DescriptionHandle, DESCRIPTION_PATH, TD_MEDIA_TYPE};
 use crate::directory_client::registrar::Registrar;
 use crate::directory_client::RegistrationStatus;
 use crate::error::NodeError;
 use crate::identity::upgrade;
 use crate::listener::NodeListener;
+use crate::mdns::{Announced, Announcement};
 use crate::node::Shared;
 use crate::shed::IdleSessions;
 
@@ -49,6 +50,8 @@ pub struct Server {
     max_sessions: usize,
     admission: Arc<Admission>,
     did: Option<Arc<Identity>>,
+    /// The DNS-SD announcement, when the node makes one: withdrawn when dropped.
+    announced: Option<Announced>,
     task: Option<tokio::task::JoinHandle<()>>,
     /// The node's directory registrations, when it registers with any.
     registrar: Option<Registrar>,
@@ -158,6 +161,8 @@ impl Server {
         let open = self.sessions();
         tracing::info!(sessions = open, grace = ?grace, "draining: no new connections or calls");
         self.stop.send_replace(true);
+        // Withdrawn first: nobody on the local network is sent to a node that drains.
+        self.announced.take();
         let mut result = Ok(());
         if let Some(mut task) = self.task.take() {
             let stopped = match tokio::time::timeout_at(deadline, &mut task).await {
@@ -203,7 +208,7 @@ impl Drop for Server {
 /// What the node's own routes serve from: the node and its description.
 struct Own {
     shared: Arc<Shared>,
-    description: Description,
+    description: Arc<Description>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
@@ -234,7 +239,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
     };
     let did = shared
         .identity
-        .settle_did(&base_url)
+        .settle_did(&base_url, shared.kind())
         .map_err(NodeError::Config)?;
     let max_sessions = shared.limits.max_sessions;
     let sessions = Arc::new(Semaphore::new(max_sessions));
@@ -255,11 +260,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
     });
-    let bindings = binding::served(&shared, websocket);
+    let described = DescriptionHandle::default();
+    let bindings = binding::served(&shared, websocket, &described);
     let thing = Arc::new(binding::NodeThing::new(Arc::clone(&shared), idle));
     let site = Site::new(base_url.clone(), stopped.clone(), thing);
     binding::check_schemes(&shared, &site, &bindings)?;
-    let own = own_routes(&shared, &did, &site, &bindings);
+    let own = own_routes(&shared, &did, &site, &bindings, &described);
     let registered = Description::new(site.clone(), Arc::clone(&bindings));
     let app = binding::merge_routes(own, &bindings, &site)?;
     tokio::spawn(Arc::clone(&shared.affordances).run_timers(stopped.clone()));
@@ -277,6 +283,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
             .instrument(tracing::info_span!("server", addr = %local_addr)),
     );
     tracing::info!(%base_url, "serving");
+    let announced = shared
+        .mdns
+        .then(|| announce(&shared, &base_url, local_addr))
+        .flatten();
     let registrar = Registrar::start(&shared, registered);
     Ok(Server {
         local_addr,
@@ -287,22 +297,44 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         max_sessions,
         admission,
         did,
+        announced,
         task: Some(task),
         registrar,
     })
 }
 
-/// The node's own routes: its description, listing every binding's forms, and its DID
+/// Starts the node's DNS-SD announcement; a failure (no multicast socket) is logged and
+/// the node serves anyway: it is still reachable by its URL.
+fn announce(shared: &Shared, base_url: &str, local_addr: SocketAddr) -> Option<Announced> {
+    let announcement =
+        Announcement::new(shared.kind(), &shared.persona.title, base_url, local_addr);
+    match Announced::start(&announcement) {
+        Ok(announced) => {
+            tracing::info!(instance = %announcement.instance, service = %announcement.service_type, "announced with DNS-SD");
+            Some(announced)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot announce the node with DNS-SD; serving without it");
+            None
+        }
+    }
+}
+
+/// The node's own routes: its description, listing every binding's forms (and handed to
+/// the bindings that derive documents from it, through `described`), and its DID
 /// document when it has a DID.
 fn own_routes(
     shared: &Arc<Shared>,
     did: &Option<Arc<Identity>>,
     site: &Site,
     bindings: &Bindings,
+    described: &DescriptionHandle,
 ) -> Router {
+    let description = Arc::new(Description::new(site.clone(), Arc::clone(bindings)));
+    described.set(&description);
     let own = Arc::new(Own {
         shared: Arc::clone(shared),
-        description: Description::new(site.clone(), Arc::clone(bindings)),
+        description,
     });
     let mut routes = Router::new().route(DESCRIPTION_PATH, get(serve_description));
     if let Some(identity) = did {

@@ -901,3 +901,168 @@ async fn a_concord_provider_authenticates_the_reference_sdks_did_in_both_header_
         }
     }
 }
+
+/// ANP and A2A peers read a Concord agent's discovery documents with their own SDKs
+/// (`tests/interop/anp_discovery.py`): the reference SDK's crawler follows
+/// `/.well-known/agent-descriptions` to the agent's `ad.json`, which its pydantic model
+/// `AgentDescription` accepts, its parser finds the two interfaces there, and the DID
+/// document the `ad.json` names resolves and verifies as the SDK's resolver checks it, with
+/// its `AgentDescription` and `WotThing` services; the A2A SDK's `AgentCard` type (protobuf,
+/// unknown fields refused) reads the agent card.
+#[tokio::test]
+#[ignore = "needs Python with the reference SDK and a2a-sdk: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
+async fn the_reference_sdks_read_the_agents_discovery_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Node::builder("Product agent")
+        .data_dir(dir.path())
+        .description("Product information for a small shop.")
+        .action(catalogue::action(), catalogue::answer)
+        .keys(concord_node::Keys::generate())
+        .owner(concord_node::Owner::organization("Small Shop").with_url("https://shop.example"))
+        .build()
+        .unwrap();
+    let server = provider.serve("127.0.0.1:0").await.unwrap();
+    let run = tokio::process::Command::new(python())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(script("anp_discovery.py"))
+        .arg(server.url())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PYTHON_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("the SDK readers took over {PYTHON_TIMEOUT:?}"))
+        .expect("the SDK readers ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stderr}\n{stdout}");
+    assert_clean(&stderr, "discovery");
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}: {stdout}\n{stderr}"));
+
+    let did = server.did().unwrap();
+    let ad_url = format!("{}ad.json", server.url());
+    assert_eq!(report["pages"], 1, "{report:#}");
+    let agents = report["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "{report:#}");
+    let agent = &agents[0];
+    assert_eq!(agent["name"], "Product agent");
+    let ad = &agent["ad"];
+    assert_eq!(ad["url"], ad_url);
+    assert_eq!(ad["did"], did);
+    assert_eq!(ad["protocolType"], "ANP");
+    assert_eq!(ad["owner"]["name"], "Small Shop");
+    assert_eq!(
+        agent["securityDefinitions"]["didwba_sc"],
+        json!({"scheme": "didwba", "in": "header", "name": "Authorization"})
+    );
+    let interfaces: Vec<&str> = agent["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|interface| interface["url"].as_str().unwrap())
+        .collect();
+    let description = server.description_url();
+    assert_eq!(
+        interfaces,
+        [server.endpoint().as_str(), description.as_str()],
+        "{report:#}"
+    );
+    let document = &agent["did_document"];
+    assert_eq!(document["binding"], true, "{report:#}");
+    assert_eq!(document["proof"], true, "{report:#}");
+    let services = document["service"].as_array().unwrap();
+    assert!(services.iter().any(
+        |service| service["type"] == "AgentDescription" && service["serviceEndpoint"] == ad_url
+    ));
+    assert!(services
+        .iter()
+        .any(|service| service["type"] == "WotThing" && service["serviceEndpoint"] == description));
+
+    let card = &report["card"];
+    assert!(card.get("skipped").is_none(), "{card:#}");
+    assert_eq!(card["name"], "Product agent");
+    assert_eq!(card["skills"], json!([catalogue::ACTION]));
+    assert_eq!(card["interfaces"][0], json!([server.endpoint(), "ANP"]));
+    assert_eq!(card["streaming"], false);
+    assert_eq!(card["schemes"], json!(["didwba_sc"]));
+    server.shutdown().await.unwrap();
+}
+
+/// The reference SDK's crawler reads a directory's `/.well-known/agent-descriptions` page by
+/// page (`next`, one description a page here) to each registered agent's `ad.json`, and
+/// verifies each agent's DID document; the A2A SDK reads the directory's own agent card.
+#[tokio::test]
+#[ignore = "needs Python with the reference SDK and a2a-sdk: set CONCORD_ANP_PYTHON (`.ci/run` does)"]
+async fn the_reference_sdks_crawler_follows_a_directorys_pages_to_each_agent() {
+    use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut agents = Vec::new();
+    for (index, dir) in dirs[..2].iter().enumerate() {
+        let node = Node::builder(format!("Agent {index}"))
+            .data_dir(dir.path())
+            .action(catalogue::action(), catalogue::answer)
+            .keys(concord_node::Keys::generate())
+            .build()
+            .unwrap();
+        let server = node.serve("127.0.0.1:0").await.unwrap();
+        agents.push((node, server));
+    }
+    let mut limits = DirectoryLimits::default();
+    limits.max_page_size = 1;
+    let directory = Directory::new(Arc::new(MemoryDirectoryStore::new()), limits).unwrap();
+    let node = Node::builder("Directory")
+        .data_dir(dirs[2].path())
+        .directory(concord_node::DirectoryService::new(directory))
+        .build()
+        .unwrap();
+    let server = node.serve("127.0.0.1:0").await.unwrap();
+    let client = reqwest::Client::new();
+    for (_, agent) in &agents {
+        let td = reqwest::get(agent.description_url())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let created = client
+            .post(format!("{}things", server.url()))
+            .header("content-type", "application/td+json")
+            .body(td)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let run = tokio::process::Command::new(python())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(script("anp_discovery.py"))
+        .arg(server.url())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PYTHON_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("the SDK readers took over {PYTHON_TIMEOUT:?}"))
+        .expect("the SDK readers ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stderr}\n{stdout}");
+    assert_clean(&stderr, "directory discovery");
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}: {stdout}\n{stderr}"));
+    assert_eq!(report["pages"], 2, "{report:#}");
+    let mut dids: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|agent| {
+            assert_eq!(agent["did_document"]["proof"], true, "{report:#}");
+            agent["ad"]["did"].as_str().unwrap()
+        })
+        .collect();
+    dids.sort_unstable();
+    let mut expected: Vec<&str> = agents.iter().map(|(_, s)| s.did().unwrap()).collect();
+    expected.sort_unstable();
+    assert_eq!(dids, expected);
+    assert_eq!(report["card"]["name"], "Directory", "{report:#}");
+    server.shutdown().await.unwrap();
+}

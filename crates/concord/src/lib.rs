@@ -72,6 +72,10 @@
 
 pub use concord_llm::LlmConfig;
 pub use concord_negotiate::{ActionSpec, Need};
+/// Being found beyond a directory: the owner an agent's ANP and A2A documents name
+/// ([`NodeBuilder::owner`]), and the Things announced on the local network with DNS-SD
+/// ([`NodeBuilder::mdns`], [`browse_mdns`]).
+pub use concord_node::{browse_mdns, FoundThing, MdnsError, Owner};
 pub use concord_node::{
     Action, ActionError, ActionMode, ActionUpdate, CallError, ConnectError, Connection,
     ConnectionInfo, Event, ExecAction, HttpAction, Limits, Node, NodeBuilder, NodeError,

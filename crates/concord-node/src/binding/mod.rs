@@ -25,6 +25,7 @@ mod schemes;
 pub mod sse;
 mod thing;
 pub(crate) mod websocket;
+pub(crate) mod wellknown;
 
 pub(crate) use described::check_described;
 pub use described::Described;
@@ -35,6 +36,7 @@ pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
 pub use thing::{ActionState, InvokeFuture, StartFuture, ThingAccess, ThingError};
+pub use wellknown::anp::Owner;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -44,6 +46,7 @@ use concord_describe::{Form, SecurityScheme};
 use concord_interact::{ActionAffordance, EventAffordance, PropertyAffordance};
 use tokio::sync::watch;
 
+use crate::describe::DescriptionHandle;
 use crate::error::NodeError;
 use crate::node::Shared;
 use websocket::MetaProtocol;
@@ -242,7 +245,7 @@ impl Site {
 }
 
 /// `base_url` joined with `path`: `http://host:port/path`.
-fn http_url(base_url: &str, path: &str) -> String {
+pub(crate) fn http_url(base_url: &str, path: &str) -> String {
     format!(
         "{}/{}",
         base_url.trim_end_matches('/'),
@@ -266,11 +269,20 @@ pub(crate) type Bindings = Arc<[Arc<dyn Binding>]>;
 
 /// The bindings a server runs: the meta-protocol WebSocket, then the node's other own
 /// bindings (the WoT HTTP binding unless turned off, the event ingest when it has a
-/// token), then those the builder added.
-pub(crate) fn served(shared: &Arc<Shared>, websocket: MetaProtocol) -> Bindings {
+/// token, the discovery documents derived from `description`, the directory when the node
+/// serves one), then those the builder added.
+pub(crate) fn served(
+    shared: &Arc<Shared>,
+    websocket: MetaProtocol,
+    description: &DescriptionHandle,
+) -> Bindings {
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
     bindings.extend(http::binding(shared));
     bindings.extend(ingest::binding(shared));
+    bindings.push(Arc::new(wellknown::WellKnown::new(
+        Arc::clone(shared),
+        description.clone(),
+    )));
     bindings.extend(directory::binding(shared));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()

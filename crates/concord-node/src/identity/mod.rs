@@ -333,7 +333,11 @@ impl NodeIdentity {
     /// Fixes the node's DID from the URL it serves at (`http://127.0.0.1:8080/` gives
     /// `did:wba:localhost%3A8080:agents:e1_…`: an IP address cannot be a did:wba host), unless
     /// it has one; puts its own document in the resolver's cache.
-    pub(crate) fn settle_did(&self, base_url: &str) -> Result<Option<Arc<Identity>>, String> {
+    pub(crate) fn settle_did(
+        &self,
+        base_url: &str,
+        kind: crate::mdns::ThingKind,
+    ) -> Result<Option<Arc<Identity>>, String> {
         let mut pending = self
             .pending_keys
             .lock()
@@ -351,7 +355,7 @@ impl NodeIdentity {
         let identity = self.identity.get().cloned();
         if let Some(identity) = &identity {
             if self.own_document.get().is_none() {
-                let bytes = serde_json::to_vec_pretty(&self.document(identity, base_url))
+                let bytes = serde_json::to_vec_pretty(&self.document(identity, base_url, kind))
                     .map_err(|error| error.to_string())?;
                 let document = concord_identity::read_document(
                     &bytes,
@@ -371,21 +375,32 @@ impl NodeIdentity {
         self.own_document.get()
     }
 
-    /// Our DID document, naming our description as a service.
-    pub(crate) fn document(&self, identity: &Identity, base_url: &str) -> serde_json::Value {
+    /// Our DID document, naming as services our ANP agent description (`#ad`,
+    /// `AgentDescription`: `ad.json`) and our Thing Description (`#td`, W3C WoT Discovery's
+    /// DID introduction: `WotThing`, or `WotDirectory` for a directory, at
+    /// `/.well-known/wot`).
+    pub(crate) fn document(
+        &self,
+        identity: &Identity,
+        base_url: &str,
+        kind: crate::mdns::ThingKind,
+    ) -> serde_json::Value {
         let created = concord_identity::format_iso8601(upgrade::now_unix());
-        let description = format!(
-            "{}{}",
-            base_url.trim_end_matches('/'),
-            crate::describe::DESCRIPTION_PATH
-        );
+        let at = |path: &str| crate::binding::http_url(base_url, path);
         identity.document(
             &created,
-            &[Service {
-                id_fragment: "ad".to_owned(),
-                kind: "AgentDescription".to_owned(),
-                endpoint: description,
-            }],
+            &[
+                Service {
+                    id_fragment: "ad".to_owned(),
+                    kind: "AgentDescription".to_owned(),
+                    endpoint: at(crate::binding::wellknown::anp::AD_PATH),
+                },
+                Service {
+                    id_fragment: "td".to_owned(),
+                    kind: kind.did_service().to_owned(),
+                    endpoint: at(crate::describe::DESCRIPTION_PATH),
+                },
+            ],
         )
     }
 

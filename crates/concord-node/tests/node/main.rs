@@ -11,6 +11,7 @@ mod description;
 mod directory;
 mod directory_client;
 mod directory_registration;
+mod discovery;
 mod fix_error;
 mod foreign;
 mod hostile;

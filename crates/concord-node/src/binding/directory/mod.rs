@@ -15,6 +15,7 @@
 //! | `DELETE /things/{id}` | 204 |
 //! | `GET /events`, `/events/{thing_created\|thing_updated\|thing_deleted}?diff=true` | Server-Sent Events (`events.rs`) |
 //! | `GET /search/jsonpath?query=` | 200 `application/json`, the nodes an RFC 9535 query selects |
+//! | `GET /.well-known/agent-descriptions?offset=&limit=` | 200 `application/ld+json`: ANP-08's `CollectionPage` of the registered ANP agents' `ad.json` (`agents.rs`) |
 //! | `GET /search/capability?action=&property=&event=&input=&output=&lmos=&consensus=&consensus-hash=&did=&type=` | 200 `application/ld+json`, the TDs holding every term (`search.rs`) |
 //!
 //! Any other method answers 405 with `Allow`; every refusal is an RFC 9457 problem
@@ -28,6 +29,7 @@
 //! else its address) holds at most `max_entries_per_registrant` TDs (429). Expired TDs are
 //! purged every [`DirectoryService::purge_interval`].
 
+mod agents;
 mod described;
 mod events;
 mod request;
@@ -183,6 +185,10 @@ impl Binding for DirectoryBinding {
             .route(
                 "/search/capability",
                 request::only(get(search::capability), &["GET", "HEAD"]),
+            )
+            .route(
+                crate::binding::wellknown::anp::AGENT_DESCRIPTIONS_PATH,
+                request::only(get(agents::list), &["GET", "HEAD"]),
             )
             .with_state(state)
     }

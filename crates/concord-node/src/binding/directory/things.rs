@@ -27,7 +27,7 @@ const ID_DRAWS: usize = 3;
 
 /// `?offset=&limit=&format=` as written (numbers are checked here, to name them).
 #[derive(Debug, Default)]
-struct Paging {
+pub(super) struct Paging {
     offset: Option<String>,
     limit: Option<String>,
     format: Option<String>,
@@ -35,7 +35,7 @@ struct Paging {
 
 impl Paging {
     /// The paging parameters of a query string (others are ignored).
-    fn of(raw: Option<&str>) -> Self {
+    pub(super) fn of(raw: Option<&str>) -> Self {
         let mut paging = Self::default();
         for (name, value) in parameters(raw) {
             match name.as_str() {
@@ -48,7 +48,7 @@ impl Paging {
         paging
     }
 
-    fn query(&self) -> Result<ListQuery, DirectoryError> {
+    pub(super) fn query(&self) -> Result<ListQuery, DirectoryError> {
         let number = |name: &str, value: &Option<String>| -> Result<Option<u64>, DirectoryError> {
             value
                 .as_deref()

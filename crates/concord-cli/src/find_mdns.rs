@@ -1,0 +1,190 @@
+//! `concord find --mdns`: the Things and directories announced on the local network with
+//! DNS-SD (`_wot._tcp`, W3C WoT Discovery's introduction), and with `--action`,
+//! `--property`, `--event` or `--field` those whose descriptions (fetched from the URL each
+//! announces, bounded in size and time) match every one.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use concord_node::{CapabilityQuery, FoundThing};
+use serde_json::{json, Value};
+
+use crate::output::{self, outln};
+
+/// The largest description fetched from an announced Thing.
+const MAX_DESCRIPTION_BYTES: usize = 1024 * 1024;
+/// How long fetching one announced Thing's description may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `concord find --mdns` was asked.
+pub struct MdnsFind {
+    /// How long to listen for announcements.
+    pub wait: Duration,
+    /// Directories only (`_directory._sub._wot._tcp`).
+    pub directories: bool,
+    /// The criteria an announced Thing's description must all meet.
+    pub query: CapabilityQuery,
+    /// Print JSON instead of a table.
+    pub json: bool,
+}
+
+/// One announced Thing, with its description when the criteria needed it.
+struct Announced {
+    thing: FoundThing,
+    matches: Vec<(&'static str, String)>,
+    description: Option<Value>,
+}
+
+/// Runs `concord find --mdns`.
+pub fn run(find: MdnsFind) -> anyhow::Result<ExitCode> {
+    let criteria = !find.query.is_empty();
+    let announced = crate::runtime::block_on(async {
+        let things = concord_node::browse_mdns(find.wait, find.directories).await?;
+        let mut announced = Vec::new();
+        for thing in things {
+            if !criteria {
+                announced.push(Announced {
+                    thing,
+                    matches: Vec::new(),
+                    description: None,
+                });
+                continue;
+            }
+            let url = thing.description_url();
+            match fetch(&url).await {
+                Ok(td) => {
+                    if let Some(matches) = meets(&td, &find.query) {
+                        announced.push(Announced {
+                            thing,
+                            matches,
+                            description: Some(td),
+                        });
+                    }
+                }
+                Err(error) => output::note(format!("concord: skipped {url}: {error}")),
+            }
+        }
+        Ok::<_, anyhow::Error>(announced)
+    })??;
+    if find.json {
+        let found: Vec<Value> = announced
+            .iter()
+            .map(|found| {
+                let thing = &found.thing;
+                json!({
+                    "name": thing.fullname,
+                    "type": thing.kind,
+                    "url": thing.description_url(),
+                    "host": thing.host,
+                    "addresses": thing.addresses,
+                    "port": thing.port,
+                    "matches": found.matches.iter()
+                        .map(|(kind, name)| json!({"kind": kind, "name": name}))
+                        .collect::<Vec<_>>(),
+                    "description": found.description,
+                })
+            })
+            .collect();
+        output::json(&found)?;
+    } else if !announced.is_empty() {
+        table(&announced)?;
+    }
+    if announced.is_empty() {
+        let what = if find.directories {
+            "directory"
+        } else {
+            "Thing"
+        };
+        let criteria = if criteria { " that matches" } else { "" };
+        output::note(format!(
+            "concord: no {what}{criteria} announced on the local network within {}",
+            humantime::format_duration(find.wait)
+        ));
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The affordances of `td` matching the query, when it meets every criterion.
+fn meets(td: &Value, query: &CapabilityQuery) -> Option<Vec<(&'static str, String)>> {
+    let mut all = Vec::new();
+    let criteria = [
+        ("action", &query.action),
+        ("property", &query.property),
+        ("event", &query.event),
+        ("field", &query.field),
+    ];
+    for (kind, wanted) in criteria {
+        let Some(wanted) = wanted else { continue };
+        let mut one = CapabilityQuery::default();
+        match kind {
+            "action" => one.action = Some(wanted.clone()),
+            "property" => one.property = Some(wanted.clone()),
+            "event" => one.event = Some(wanted.clone()),
+            _ => one.field = Some(wanted.clone()),
+        }
+        let found = crate::find::matches(td, &one);
+        if found.is_empty() {
+            return None;
+        }
+        for found in found {
+            if !all.contains(&found) {
+                all.push(found);
+            }
+        }
+    }
+    Some(all)
+}
+
+/// The description at `url`: at most [`MAX_DESCRIPTION_BYTES`], within [`FETCH_TIMEOUT`].
+async fn fetch(url: &str) -> anyhow::Result<Value> {
+    let client = reqwest::Client::builder().timeout(FETCH_TIMEOUT).build()?;
+    let mut response = client.get(url).send().await?.error_for_status()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > MAX_DESCRIPTION_BYTES {
+            anyhow::bail!("the description is over {MAX_DESCRIPTION_BYTES} bytes");
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// The table: instance name, type, description URL, the affordances that matched.
+fn table(announced: &[Announced]) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = announced
+        .iter()
+        .map(|found| {
+            let matched: Vec<String> = found
+                .matches
+                .iter()
+                .map(|(kind, name)| format!("{kind}:{name}"))
+                .collect();
+            [
+                output::one_line(&found.thing.fullname),
+                found.thing.kind.clone(),
+                found.thing.description_url(),
+                matched.join(" "),
+            ]
+        })
+        .collect();
+    let headers = ["name", "type", "description", "matches"];
+    let width = |column: usize| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .chain([headers[column].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (name, kind, url) = (width(0), width(1), width(2));
+    for row in std::iter::once(headers.map(str::to_owned)).chain(rows) {
+        outln!(
+            "{:<name$}  {:<kind$}  {:<url$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3]
+        )?;
+    }
+    Ok(())
+}
