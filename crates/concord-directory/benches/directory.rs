@@ -275,7 +275,7 @@ fn main() {
             page99,
         ),
         (
-            "JSONPath title over all, first after a write",
+            "JSONPath title over all, first search (reads every TD)",
             path_cold,
             path_cold,
         ),

@@ -394,8 +394,9 @@ impl Directory {
     /// JSONPath search (RFC 9535) over the enriched TDs as one array (the query's root),
     /// within `max_query_bytes`, `max_query_scan_bytes` and `max_query_results`. The TDs
     /// are held parsed and enriched between searches (without `registration.retrieved`)
-    /// while the store's revision is unchanged and none has expired; a write by any
-    /// process sharing the store, or an expiry, makes the next search read them again.
+    /// in step with the store's revision: after a write by any process sharing the store,
+    /// the next search reads again the TDs the events since name (all of them when those
+    /// events are no longer kept); TDs expired since are left out.
     ///
     /// # Errors
     /// [`DirectoryError::QueryTooLong`], [`DirectoryError::InvalidQuery`],
