@@ -289,6 +289,19 @@ pub fn directory_store(store: &dyn DirectoryStore) {
         1,
         "at most `max` events"
     );
+    let mut asked: Vec<String> = ok("page", store.page(0, 100, 0))
+        .entries
+        .into_iter()
+        .map(|entry| entry.id)
+        .rev()
+        .collect();
+    asked.insert(1, "urn:never-registered".to_owned());
+    let read: Vec<String> = ok("entries", store.entries(&asked))
+        .into_iter()
+        .map(|entry| entry.id)
+        .collect();
+    asked.remove(1);
+    assert_eq!(read, asked, "entries: those held, in the order asked");
     admission_is_atomic(store, retention);
 }
 

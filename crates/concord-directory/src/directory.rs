@@ -14,6 +14,7 @@ use crate::event::{EventKind, ThingEvent};
 use crate::limits::{DirectoryLimits, InvalidLimit};
 use crate::listing::{ListQuery, Listing};
 use crate::search;
+use crate::snapshot::SearchCache;
 use crate::store::{
     Admission, DirectoryStore, Entry, Expect, Holder, Outcome, Removal, UnixMillis, Write,
 };
@@ -21,9 +22,6 @@ use crate::td::{self, client_registration, enrich, into_enriched, Incoming};
 
 /// How many expired TDs a creation at the `max_entries` limit purges before it counts again.
 const PURGE_ON_FULL: usize = 64;
-
-/// The page size a JSONPath search reads the store in.
-const SCAN_PAGE: u64 = 256;
 
 /// Who registers or changes a TD: the DID it proved (if any) and its client address.
 /// An entry registered with a DID can be changed only by that DID; the quota
@@ -99,6 +97,7 @@ pub struct Directory {
     store: Arc<dyn DirectoryStore>,
     limits: DirectoryLimits,
     validator: Validator,
+    search: Arc<SearchCache>,
 }
 
 impl Directory {
@@ -116,6 +115,7 @@ impl Directory {
             store,
             limits,
             validator,
+            search: Arc::default(),
         })
     }
 
@@ -392,7 +392,11 @@ impl Directory {
     }
 
     /// JSONPath search (RFC 9535) over the enriched TDs as one array (the query's root),
-    /// within `max_query_bytes`, `max_query_scan_bytes` and `max_query_results`.
+    /// within `max_query_bytes`, `max_query_scan_bytes` and `max_query_results`. The TDs
+    /// are held parsed and enriched between searches (without `registration.retrieved`)
+    /// in step with the store's revision: after a write by any process sharing the store,
+    /// the next search reads again the TDs the events since name (all of them when those
+    /// events are no longer kept); TDs expired since are left out.
     ///
     /// # Errors
     /// [`DirectoryError::QueryTooLong`], [`DirectoryError::InvalidQuery`],
@@ -404,28 +408,10 @@ impl Directory {
         now: SystemTime,
     ) -> Result<Vec<Value>, DirectoryError> {
         let path = search::compile(query, &self.limits)?;
-        let now = unix_millis(now);
-        let mut things = Vec::new();
-        let mut bytes: u64 = 0;
-        let mut offset = 0;
-        loop {
-            let page = self.store.page(offset, SCAN_PAGE, now)?;
-            let read = u64::try_from(page.entries.len()).unwrap_or(u64::MAX);
-            for entry in &page.entries {
-                bytes = bytes.saturating_add(entry.size);
-                if bytes > self.limits.max_query_scan_bytes {
-                    return Err(DirectoryError::SearchTooBroad {
-                        limit: self.limits.max_query_scan_bytes,
-                    });
-                }
-                things.push(enrich(entry, Some(now)));
-            }
-            offset += read;
-            if read < SCAN_PAGE {
-                break;
-            }
-        }
-        search::run(&path, &Value::Array(things), &self.limits)
+        let snapshot = self
+            .search
+            .snapshot(self.store.as_ref(), &self.limits, unix_millis(now))?;
+        search::run(&path, &snapshot.things, &self.limits)
     }
 
     /// Capability search: the enriched TDs holding every term of `query`, in code-point

@@ -51,6 +51,7 @@ mod limits;
 mod listing;
 mod memory;
 mod search;
+mod snapshot;
 mod store;
 mod td;
 

@@ -35,9 +35,12 @@ pub struct DirectoryLimits {
     /// The most nodes a JSONPath search answers. Default 1,000. More:
     /// [`DirectoryError::TooManyResults`](crate::DirectoryError::TooManyResults) (413).
     pub max_query_results: usize,
-    /// The most bytes of stored TDs a JSONPath search reads (it reads every TD, and holds
-    /// them while it runs: this bounds its work and memory). Default 8 MiB. A directory
-    /// holding more answers
+    /// The most bytes of stored TDs (their JSON) a JSONPath search walks: the directory
+    /// holds them parsed and enriched between searches, and every search walks them all,
+    /// so this bounds both the work of one search and that memory (parsed, a TD takes
+    /// about 12 times its JSON). Default 16 MiB: a full directory at the default
+    /// `max_entries` (10,000) of TDs averaging 1.6 KB, about 200 MB parsed. A
+    /// directory holding more answers
     /// [`DirectoryError::SearchTooBroad`](crate::DirectoryError::SearchTooBroad) (503).
     pub max_query_scan_bytes: u64,
     /// The most TDs one listing page holds; a larger `limit` (or none) is cut to it and the
@@ -63,7 +66,7 @@ impl Default for DirectoryLimits {
             event_retention: 1_000,
             max_query_bytes: 1_024,
             max_query_results: 1_000,
-            max_query_scan_bytes: 8 * 1024 * 1024,
+            max_query_scan_bytes: 16 * 1024 * 1024,
             max_page_size: 100,
             max_capability_results: 100,
             max_capability_terms: 8,

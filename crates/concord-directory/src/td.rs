@@ -241,3 +241,55 @@ fn registration_of(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
     }
     Value::Object(registration)
 }
+
+#[cfg(test)]
+mod enrich_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_enriched_td_has_context_id_then_the_tds_members_in_order_then_registration() {
+        let td = json!({"title": "T", "@context": "https://www.w3.org/2022/wot/td/v1.1",
+            "id": "urn:ignored", "zeta": 1, "alpha": 2, "registration": {"ttl": 5}});
+        let mut entry = Entry::sized("urn:t", td, 0);
+        entry.created = 0;
+        entry.modified = 1_000;
+        entry.ttl_ms = Some(60_000);
+        entry.expires = Some(61_000);
+        let enriched = into_enriched(entry.clone(), Some(2_000));
+        assert_eq!(enrich(&entry, Some(2_000)), enriched);
+        let keys: Vec<&str> = enriched
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["@context", "id", "title", "zeta", "alpha", "registration"]
+        );
+        assert_eq!(
+            enriched["@context"],
+            json!(["https://www.w3.org/2022/wot/td/v1.1", DISCOVERY_CONTEXT])
+        );
+        assert_eq!(enriched["id"], "urn:t");
+        assert_eq!(
+            enriched["registration"],
+            json!({"created": "1970-01-01T00:00:00Z", "modified": "1970-01-01T00:00:01Z",
+                "expires": "1970-01-01T00:01:01Z", "ttl": 60, "retrieved": "1970-01-01T00:00:02Z"})
+        );
+        for (given, served) in [
+            (json!(DISCOVERY_CONTEXT), json!(DISCOVERY_CONTEXT)),
+            (
+                json!(["a", DISCOVERY_CONTEXT]),
+                json!(["a", DISCOVERY_CONTEXT]),
+            ),
+            (json!({"x": "y"}), json!([{"x": "y"}, DISCOVERY_CONTEXT])),
+        ] {
+            let entry = Entry::sized("urn:t", json!({"@context": given}), 0);
+            assert_eq!(into_enriched(entry, None)["@context"], served);
+        }
+        let bare = into_enriched(Entry::sized("urn:t", json!({}), 0), None);
+        assert_eq!(bare["@context"], DISCOVERY_CONTEXT);
+    }
+}

@@ -1,6 +1,11 @@
 //! JSONPath search (RFC 9535) and capability search, each bounded.
 
-use concord_directory::{CapabilityKind, CapabilityQuery, DirectoryError, DirectoryLimits};
+use std::sync::Arc;
+
+use concord_directory::{
+    CapabilityKind, CapabilityQuery, Directory, DirectoryError, DirectoryLimits, DirectoryStore,
+    Entry, EventKind, Expect, MemoryDirectoryStore, Outcome, Write,
+};
 use serde_json::json;
 
 use crate::support::*;
@@ -267,4 +272,73 @@ fn capability_search_is_bounded_in_result_size_and_terms() {
             400
         );
     }
+}
+
+#[test]
+fn a_full_directory_at_the_default_limits_is_searched_by_jsonpath() {
+    // 10,000 TDs (the default `max_entries`) of about 1 KB each, written straight into
+    // the store (what registering them would store, without 10,000 validations).
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let filler = "x".repeat(700);
+    for n in 0..10_000 {
+        let id = format!("urn:full:{n:05}");
+        let mut thing = td(Some(&id), &format!("Thing {n:05}"));
+        thing["description"] = json!(filler);
+        let entry = Entry::new(&id, thing);
+        let write = Write::new(&entry, &[], Expect::Absent, EventKind::Created, None, 10);
+        assert!(matches!(store.write(&write).unwrap(), Outcome::Done(_)));
+    }
+    let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
+    for n in [0, 4_321, 9_999] {
+        let found = directory
+            .search_jsonpath(&format!("$[?@.title=='Thing {n:05}']"), at(1))
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0]["id"], format!("urn:full:{n:05}"));
+    }
+}
+
+#[test]
+fn a_jsonpath_search_never_answers_from_before_a_write_by_another_handle_or_an_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let store: Arc<dyn DirectoryStore> =
+            Arc::new(concord_store::Store::open(dir.path()).unwrap());
+        Directory::new(store, DirectoryLimits::default()).unwrap()
+    };
+    // Two handles on one file: what two processes sharing it would have.
+    let (searcher, writer) = (open(), open());
+    let titles = |at_time| -> Vec<String> {
+        let found = searcher.search_jsonpath("$[*].title", at_time).unwrap();
+        found
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    writer
+        .put("urn:a", &bytes(&td(Some("urn:a"), "A")), &alice(), at(0))
+        .unwrap();
+    assert_eq!(titles(at(1)), ["A"]);
+    writer
+        .put("urn:b", &bytes(&td(Some("urn:b"), "B")), &alice(), at(2))
+        .unwrap();
+    assert_eq!(
+        titles(at(3)),
+        ["A", "B"],
+        "a registration by another handle"
+    );
+    writer
+        .patch("urn:a", &bytes(&json!({"title": "A2"})), &alice(), at(4))
+        .unwrap();
+    assert_eq!(titles(at(5)), ["A2", "B"], "a patch by another handle");
+    writer.delete("urn:b", &alice(), at(6)).unwrap();
+    assert_eq!(titles(at(7)), ["A2"], "a deletion by another handle");
+    let mut brief = td(Some("urn:c"), "C");
+    brief["registration"] = json!({"ttl": 60});
+    writer
+        .put("urn:c", &bytes(&brief), &alice(), at(8))
+        .unwrap();
+    assert_eq!(titles(at(9)), ["A2", "C"]);
+    // No write since: only time passes, and C expires.
+    assert_eq!(titles(at(8 + 60)), ["A2"], "an expiry");
 }
