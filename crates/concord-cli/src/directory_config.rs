@@ -20,7 +20,7 @@
 //! event_retention = 1000             # events kept for Last-Event-ID replay
 //! max_query_bytes = 1024             # the longest JSONPath query (400 above)
 //! max_query_results = 1000           # nodes one JSONPath search answers (413 above)
-//! max_query_scan_bytes = 8388608    # TD bytes one JSONPath search reads (503 above)
+//! max_query_scan_bytes = 16777216   # TD bytes one JSONPath search reads (503 above)
 //! max_page_size = 100                # TDs per listing page
 //! max_capability_results = 100       # TDs one capability search answers
 //! max_capability_terms = 8           # terms one capability search combines (400 above)
