@@ -212,6 +212,17 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
             server.url()
         )?;
     }
+    if config.http_binding {
+        outln!(
+            "WoT HTTP:    POST {url}actions/{{name}}, GET|PUT {url}properties/{{name}}{bearer}",
+            url = server.url(),
+            bearer = if config.http_bearer.is_empty() {
+                ""
+            } else {
+                " (bearer tokens granted)"
+            }
+        )?;
+    }
     if let Some(id) = &config.id {
         outln!("id:          {id}")?;
     }

@@ -573,7 +573,8 @@ mod tests {
         let weather = &td["actions"]["getWeather"];
         assert_eq!(ops(weather), ["invokeaction"]);
         assert_eq!(weather["concord:mode"], "reply");
-        assert!(weather.get("synchronous").is_none());
+        // Every action says whether it answers with its output.
+        assert_eq!(weather["synchronous"], true);
         let forecast = &td["actions"]["forecast"];
         assert_eq!(
             ops(forecast),
@@ -584,7 +585,7 @@ mod tests {
         assert_eq!(forecast["concord:mode"], "progress");
         let feedback = &td["actions"]["feedback"];
         assert_eq!(feedback["concord:mode"], "notify");
-        assert!(feedback.get("synchronous").is_none());
+        assert_eq!(feedback["synchronous"], true);
         let talk = &td["actions"]["talk"];
         assert_eq!(talk["concord:mode"], "stream");
         assert_eq!(

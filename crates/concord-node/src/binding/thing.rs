@@ -141,6 +141,24 @@ pub trait ThingAccess: Send + Sync + 'static {
         from: IpAddr,
         name: &str,
     ) -> Result<Feed, ThingError>;
+
+    // Stream actions over one exchange (the HTTP binding's chunked bodies).
+
+    /// Runs the stream action `name` with `input` for `caller` from `from`, the caller's
+    /// bytes read from `incoming` and the action's bytes answered as the returned body:
+    /// refused as [`invoke`](Self::invoke) refuses (who may call, the input schema); the
+    /// call takes a long slot of the backend budget for `from`'s address (refused: the
+    /// body ends cut short), and the stream's reader queue and send room are the
+    /// WebSocket streams' (`Limits::streams`). The body ends when the action returns `Ok`
+    /// and is cut short when it fails.
+    fn invoke_stream(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+        input: Value,
+        incoming: axum::body::Body,
+    ) -> Result<axum::body::Body, ThingError>;
 }
 
 /// The answer of [`ThingAccess::start_action`]: the new action's id.
@@ -537,5 +555,30 @@ impl ThingAccess for NodeThing {
                     })
             },
         )
+    }
+
+    fn invoke_stream(
+        &self,
+        caller: &Caller,
+        from: IpAddr,
+        name: &str,
+        input: Value,
+        incoming: axum::body::Body,
+    ) -> Result<axum::body::Body, ThingError> {
+        let backend = self.checked_action(caller, name, &input, &[ActionMode::Stream])?;
+        let Backend::Stream(action) = backend else {
+            return Err(ThingError::Unknown {
+                kind: "action",
+                name: name.to_owned(),
+            });
+        };
+        let calls = (Arc::clone(&self.shared.calls), ClientKey::of(from));
+        Ok(crate::interact::body_stream::run(
+            action,
+            input,
+            incoming,
+            &self.shared.limits.streams,
+            calls,
+        ))
     }
 }

@@ -13,6 +13,7 @@
 //!   streams between an endpoint and the tasks reading and writing them.
 
 mod affordances;
+pub(crate) mod body_stream;
 mod consumer;
 mod handles;
 mod pipes;

@@ -660,3 +660,114 @@ async fn the_description_offers_http_forms_that_tell_their_security_and_the_bind
         .unwrap();
     assert_eq!(response.status(), 404);
 }
+
+/// A provider whose stream action `shout` answers its input's `prefix`, then every chunk
+/// of the caller's bytes in capitals, and fails when the caller sends `!`.
+fn stream_provider() -> Agent {
+    let stream = concord_node::StreamSpec {
+        content_type: "text/plain".into(),
+        output_content_type: None,
+        frame_bytes: 0,
+        initial_credit: 4096,
+        realtime: false,
+    };
+    let spec = ActionSpec {
+        name: "shout".into(),
+        description: "Answers the caller's bytes in capitals.".into(),
+        input: json!({"type": "object", "properties": {"prefix": {"type": "string"}}, "required": ["prefix"]}),
+        output: json!({"type": "object"}),
+    };
+    build(
+        Node::builder("Shouter")
+            .stream_action(
+                spec,
+                stream,
+                |input: Value, io: concord_node::StreamIo| async move {
+                    let concord_node::StreamIo {
+                        sender,
+                        mut receiver,
+                    } = io;
+                    let prefix = input["prefix"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .as_bytes()
+                        .to_vec();
+                    sender
+                        .send(prefix)
+                        .await
+                        .map_err(|e| ActionError::internal(e.to_string()))?;
+                    while let Some(chunk) = receiver.next().await {
+                        let chunk = chunk.map_err(|e| ActionError::internal(e.to_string()))?;
+                        if chunk.contains(&b'!') {
+                            return Err(ActionError::bad_request("no shouting marks"));
+                        }
+                        sender
+                            .send(chunk.to_ascii_uppercase())
+                            .await
+                            .map_err(|e| ActionError::internal(e.to_string()))?;
+                    }
+                    sender
+                        .finish()
+                        .await
+                        .map_err(|e| ActionError::internal(e.to_string()))?;
+                    Ok(json!({}))
+                },
+            )
+            .limits(quick_limits()),
+    )
+}
+
+#[tokio::test]
+async fn a_stream_action_takes_a_chunked_body_in_and_answers_a_chunked_body_out() {
+    let provider = stream_provider();
+    let server = serve(&provider).await;
+    // The form says the stream's content type.
+    let validated = served_description(&server).await;
+    let description: Value = serde_json::to_value(&validated.thing).unwrap();
+    let forms = description["actions"]["shout"]["forms"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let http = forms
+        .iter()
+        .find(|form| form["href"].as_str().unwrap().starts_with("http"))
+        .unwrap();
+    assert_eq!(http["contentType"], "text/plain", "{http}");
+
+    let (status, text) = chunked(
+        &server,
+        "127.0.0.1",
+        "POST /actions/shout?input=%7B%22prefix%22%3A%22%3E%20%22%7D HTTP/1.1\r\nContent-Type: text/plain",
+        &[b"hello ", b"world"],
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("content-type: text/plain"), "{text}");
+    assert!(text.contains("transfer-encoding: chunked"), "{text}");
+    let (_, body) = text.split_once("\r\n\r\n").unwrap();
+    let answered: String = body.split("\r\n").skip(1).step_by(2).collect();
+    assert_eq!(answered, "> HELLO WORLD", "{body:?}");
+    assert!(body.ends_with("0\r\n\r\n"), "an orderly end: {body:?}");
+
+    // The input its schema refuses: a problem before any stream.
+    let (status, text) = chunked(
+        &server,
+        "127.0.0.2",
+        "POST /actions/shout HTTP/1.1",
+        &[b"x"],
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+
+    // An action that fails mid-stream: the body is cut short, never ended in order.
+    let (status, text) = chunked(
+        &server,
+        "127.0.0.1",
+        "POST /actions/shout?input=%7B%22prefix%22%3A%22%22%7D HTTP/1.1",
+        &[b"calm ", b"loud!"],
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(!text.ends_with("0\r\n\r\n"), "{text:?}");
+}

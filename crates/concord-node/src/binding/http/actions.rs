@@ -12,7 +12,7 @@ use concord_interact::ActionMode;
 use serde_json::{json, Value};
 
 use super::body::json_body;
-use super::{admit, json, HttpState};
+use super::{admit, admit_stream, json, HttpState};
 use crate::binding::ThingError;
 
 /// `POST /actions/{name}`.
@@ -21,6 +21,16 @@ pub(super) async fn invoke(
     Path(name): Path<String>,
     request: Request,
 ) -> Response {
+    let stream = state
+        .site
+        .thing()
+        .interface()
+        .actions
+        .get(&name)
+        .and_then(|action| (action.mode == ActionMode::Stream).then(|| action.stream.clone()));
+    if let Some(spec) = stream {
+        return invoke_stream(&state, &name, spec, request).await;
+    }
     let admitted = match admit(&state, request).await {
         Ok(admitted) => admitted,
         Err(refused) => return refused,
@@ -63,4 +73,53 @@ pub(super) async fn invoke(
             Err(error) => refused(error),
         },
     }
+}
+
+/// A stream action: the request's body (chunked, of any length) is the caller's half, the
+/// response's body the action's (`Content-Type` its output content type); the input is
+/// the query's `input` parameter, JSON (none: `null`, which the input schema judges).
+async fn invoke_stream(
+    state: &HttpState,
+    name: &str,
+    spec: Option<concord_interact::StreamSpec>,
+    request: Request,
+) -> Response {
+    let (admitted, body) = match admit_stream(state, request).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
+    let input = match stream_input(admitted.parts.uri.query()) {
+        Ok(input) => input,
+        Err(problem) => return problem.with_instance(admitted.path()).into_response(),
+    };
+    let thing = state.site.thing();
+    match thing.invoke_stream(&admitted.caller, admitted.remote.ip(), name, input, body) {
+        Ok(out) => {
+            let content_type = spec
+                .map(|spec| spec.output_content_type.unwrap_or(spec.content_type))
+                .unwrap_or_else(|| "application/octet-stream".to_owned());
+            ([(header::CONTENT_TYPE, content_type)], out).into_response()
+        }
+        Err(error) => admitted.refusal(state, &error).into_response(),
+    }
+}
+
+/// The JSON of the query's `input` parameter; `null` without one; 400 when it is not JSON.
+fn stream_input(query: Option<&str>) -> Result<Value, crate::binding::ProblemResponse> {
+    let given = query.and_then(|query| {
+        url::form_urlencoded::parse(query.as_bytes())
+            .find(|(key, _)| key == "input")
+            .map(|(_, value)| value.into_owned())
+    });
+    let Some(text) = given else {
+        return Ok(Value::Null);
+    };
+    serde_json::from_str(&text).map_err(|error| {
+        crate::binding::ProblemResponse::new(
+            400,
+            "Invalid input",
+            format!("the query's input parameter is not JSON: {error}"),
+        )
+        .with_type("urn:concord:http:invalid-json")
+    })
 }

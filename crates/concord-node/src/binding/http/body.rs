@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn invalid_json_names_its_line_and_column() {
-        let refused = json_body(&HeaderMap::new(), b"{\n  \"a\": tru\n}").expect_err("refused");
+        let refused = json_body(&HeaderMap::new(), b"{\n  \"a\": @\n}").expect_err("refused");
         let problem = refused.problem();
         assert_eq!(refused.status(), 400);
         assert_eq!(problem.extensions["line"], 2);

@@ -6,7 +6,7 @@
 //!
 //! | route | op | answer |
 //! |---|---|---|
-//! | `POST /actions/{name}` | `invokeaction` | a reply or notify action: 200 with its output, 204 when it has none; a progress action: 201 with `Location` of its status resource |
+//! | `POST /actions/{name}` | `invokeaction` | a reply or notify action: 200 with its output, 204 when it has none; a progress action: 201 with `Location` of its status resource; a stream action: the request's chunked body in, the response's chunked body out (`?input=` its JSON input) |
 //! | `GET /actions/{name}/{id}` | `queryaction` | 200 `{status, output?, error?, timeRequested, timeEnded?}` |
 //! | `DELETE /actions/{name}/{id}` | `cancelaction` | 204 |
 //! | `GET /properties` | `readallproperties` | 200, every property the caller may read |
@@ -124,11 +124,18 @@ impl Binding for HttpBinding {
                 }
                 forms
             }
-            // A stream action is not served over HTTP (yet): no form says it is.
-            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => Vec::new(),
-            Affordance::Action { name, .. } => {
+            Affordance::Action { name, action } => {
                 let href = site.http_url(&format!("actions/{name}"));
-                vec![form(&href, Operation::InvokeAction, "POST")]
+                let mut invoke = form(&href, Operation::InvokeAction, "POST");
+                // A stream action's body is its stream, in both directions.
+                if let Some(stream) = action
+                    .stream
+                    .as_ref()
+                    .filter(|_| action.mode == ActionMode::Stream)
+                {
+                    invoke.content_type = Some(stream.content_type.clone());
+                }
+                vec![invoke]
             }
             Affordance::Event { name, .. } => {
                 let href = site.http_url(&format!("events/{name}/subscription"));
@@ -321,9 +328,44 @@ pub(crate) async fn admit_within(
     limit: usize,
 ) -> Result<Admitted, Response> {
     let (parts, body) = request.into_parts();
-    let instance = parts.uri.path().to_owned();
+    let limits = &state.shared.limits;
+    let body = read_body(&parts.headers, body, limit, limits.http_body_timeout)
+        .await
+        .map_err(|problem| problem.with_instance(parts.uri.path()).into_response())?;
+    let (caller, remote) = identify(state, &parts, &body).await?;
+    Ok(Admitted {
+        caller,
+        remote,
+        parts,
+        body,
+    })
+}
+
+/// Finds the caller of a request whose body is a stream, left unread: its signature
+/// covers the method, the URL and the authority, not the body. `Err` is the answer.
+pub(crate) async fn admit_stream(
+    state: &HttpState,
+    request: Request,
+) -> Result<(Admitted, axum::body::Body), Response> {
+    let (parts, body) = request.into_parts();
+    let (caller, remote) = identify(state, &parts, b"").await?;
+    let admitted = Admitted {
+        caller,
+        remote,
+        parts,
+        body: bytes::Bytes::new(),
+    };
+    Ok((admitted, body))
+}
+
+/// The caller of the request `parts` with `body`, and its client address.
+async fn identify(
+    state: &HttpState,
+    parts: &Parts,
+    body: &[u8],
+) -> Result<(Caller, SocketAddr), Response> {
     let refused =
-        |problem: ProblemResponse| problem.with_instance(instance.as_str()).into_response();
+        |problem: ProblemResponse| problem.with_instance(parts.uri.path()).into_response();
     let remote = parts
         .extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
@@ -335,10 +377,6 @@ pub(crate) async fn admit_within(
                 "the request carries no client address",
             ))
         })?;
-    let limits = &state.shared.limits;
-    let body = read_body(&parts.headers, body, limit, limits.http_body_timeout)
-        .await
-        .map_err(refused)?;
     let path_and_query = parts
         .uri
         .path_and_query()
@@ -349,7 +387,7 @@ pub(crate) async fn admit_within(
         method: parts.method.as_str(),
         url: &url,
         headers: &parts.headers,
-        body: &body,
+        body,
     };
     let caller = http_caller::identify(
         &state.shared.identity,
@@ -358,10 +396,5 @@ pub(crate) async fn admit_within(
     )
     .await
     .map_err(refused)?;
-    Ok(Admitted {
-        caller,
-        remote,
-        parts,
-        body,
-    })
+    Ok((caller, remote))
 }
