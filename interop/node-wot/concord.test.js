@@ -41,21 +41,33 @@ async function consume(name) {
     return WoT.consume(td);
 }
 
-/** Resolves with the first value `subscribe(listener)` hands its listener, within `ms`. */
-function firstValue(subscribe, ms) {
-    return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`nothing within ${ms} ms`)), ms);
-        subscribe(async (output) => {
-            try {
-                const value = await output.value();
-                clearTimeout(timer);
-                resolve(value);
-            } catch (error) {
-                clearTimeout(timer);
-                reject(error);
-            }
-        }).catch(reject);
+/**
+ * Subscribes with `subscribe(listener)` and resolves with the first value the listener
+ * gets, within `ms`; the subscription is stopped then (an open EventSource would keep
+ * this process alive, reconnecting).
+ */
+async function firstValue(subscribe, ms) {
+    let first;
+    const got = new Promise((resolve, reject) => {
+        first = { resolve, reject };
     });
+    const subscription = await subscribe(async (output) => {
+        try {
+            first.resolve(await output.value());
+        } catch (error) {
+            first.reject(error);
+        }
+    });
+    let timer;
+    const timeout = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`nothing within ${ms} ms`)), ms);
+    });
+    return {
+        value: Promise.race([got, timeout]).finally(async () => {
+            clearTimeout(timer);
+            await subscription.stop();
+        }),
+    };
 }
 
 test("the WeatherAgent's description is requested and consumed", async () => {
@@ -105,16 +117,15 @@ test("a progress action answers 201; its status resource is polled to completed"
 
 test("a notify action publishes an event a subscriber receives over SSE", async () => {
     const weather = await consume("WEATHER_URL");
-    const received = firstValue(
+    // The subscription is open once subscribeEvent resolved.
+    const received = await firstValue(
         (listener) => weather.subscribeEvent("userFeedbackReceived", listener),
         10000
     );
-    // The subscription is open once subscribeEvent resolved; give the stream a moment.
-    await new Promise((resolve) => setTimeout(resolve, 200));
     const output = await weather.invokeAction("logFeedback", { rating: 5, comment: "node-wot" });
     // A notify action answers once it ran (204: no output).
     assert.ok(output);
-    const event = await received;
+    const event = await received.value;
     assert.equal(event.rating, 5);
 });
 
@@ -129,13 +140,12 @@ test("a property is read, written and observed", async () => {
     const settings = await consume("SETTINGS_URL");
     const read = await settings.readProperty("targetTemperature");
     assert.equal(await read.value(), 20);
-    const changed = firstValue(
+    const changed = await firstValue(
         (listener) => settings.observeProperty("targetTemperature", listener),
         10000
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
     await settings.writeProperty("targetTemperature", 22.5);
-    assert.equal(await changed, 22.5);
+    assert.equal(await changed.value, 22.5);
     const again = await settings.readProperty("targetTemperature");
     assert.equal(await again.value(), 22.5);
     // A value its schema refuses is refused.
