@@ -318,7 +318,7 @@ impl AgentConfig {
 
 /// A TOML error on one line: `line 9, column 1: unknown field `titel`, expected …` (the
 /// parser's own rendering quotes the line over several).
-fn syntax_error(text: &str, error: &toml::de::Error) -> String {
+pub(crate) fn syntax_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim().replace('\n', "; ");
     let Some(span) = error.span() else {
         return message;
@@ -335,7 +335,7 @@ fn syntax_error(text: &str, error: &toml::de::Error) -> String {
 }
 
 impl Problem {
-    fn key(key: impl Into<String>, message: impl fmt::Display) -> Self {
+    pub(crate) fn key(key: impl Into<String>, message: impl fmt::Display) -> Self {
         Problem::Key {
             key: key.into(),
             message: message.to_string(),
@@ -458,15 +458,69 @@ struct AgentSection {
     description: Option<String>,
 }
 
+/// `[node]`: where and how the node serves (an agent's, or `concord directory serve`'s).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NodeSection {
+pub(crate) struct NodeSection {
     listen: Option<String>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     tls: Option<TlsSection>,
     shutdown_grace: Option<Humane>,
-    event_ingest_token: Option<String>,
+    /// Read by the agent's configuration alone (a directory refuses it).
+    pub(crate) event_ingest_token: Option<String>,
+}
+
+/// `[node]` checked: where and how the node serves.
+#[derive(Debug)]
+pub(crate) struct NodeSettings {
+    /// Where to listen (`host:port`).
+    pub(crate) listen: String,
+    /// The store's directory, when the configuration names one (joined to its directory).
+    pub(crate) data_dir: Option<PathBuf>,
+    /// The base URL peers reach the node at, when not the listening address.
+    pub(crate) public_url: Option<String>,
+    /// The certificate chain and private key (PEM) to serve TLS with.
+    pub(crate) tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// How long calls running at shutdown may take to finish.
+    pub(crate) shutdown_grace: Duration,
+}
+
+impl NodeSection {
+    /// Whether the file names `listen` (a directory's default is not an agent's).
+    pub(crate) fn listens(&self) -> bool {
+        self.listen.is_some()
+    }
+
+    /// Checks every key but `event_ingest_token`; `base` is the configuration's directory.
+    pub(crate) fn check(self, base: &Path) -> Result<NodeSettings, Problem> {
+        let listen = self.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        check_listen(&listen).map_err(|message| Problem::key("node.listen", message))?;
+        let data_dir = self.data_dir.map(|dir| base.join(dir));
+        let public_url = self
+            .public_url
+            .map(|url| concord_node::check_public_url(&url))
+            .transpose()
+            .map_err(|message| Problem::key("node.public_url", message))?;
+        let tls = self
+            .tls
+            .map(|tls| {
+                Ok((
+                    read_file(&base.join(tls.certificate), "node.tls.certificate")?,
+                    read_file(&base.join(tls.key), "node.tls.key")?,
+                ))
+            })
+            .transpose()?;
+        Ok(NodeSettings {
+            listen,
+            data_dir,
+            public_url,
+            tls,
+            shutdown_grace: self
+                .shutdown_grace
+                .map_or(DEFAULT_SHUTDOWN_GRACE, Duration::from),
+        })
+    }
 }
 
 /// `node.tls`: serve `https://` and `wss://` with this certificate chain and key.
@@ -547,9 +601,10 @@ struct ConsensusSection {
     document: PathBuf,
 }
 
+/// `[limits]`: the node's limits (an agent's, or `concord directory serve`'s).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LimitsSection {
+pub(crate) struct LimitsSection {
     max_frame_size: Option<usize>,
     max_meta_message_size: Option<usize>,
     max_candidate_size: Option<usize>,
@@ -695,7 +750,7 @@ struct SchemaLimitsSection {
 
 /// A duration written for people: `"5s"`, `"500ms"`, `"2m 30s"`.
 #[derive(Debug, Clone, Copy)]
-struct Humane(Duration);
+pub(crate) struct Humane(Duration);
 
 impl From<Humane> for Duration {
     fn from(duration: Humane) -> Duration {
@@ -732,28 +787,14 @@ impl File {
             concord_node::check_description_id(&title, id)
                 .map_err(|message| Problem::key("agent.id", message))?;
         }
-        let listen = self
-            .node
-            .listen
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        check_listen(&listen).map_err(|message| Problem::key("node.listen", message))?;
-        let data_dir = self.node.data_dir.map(|dir| base.join(dir));
-        let public_url = self
-            .node
-            .public_url
-            .map(|url| concord_node::check_public_url(&url))
-            .transpose()
-            .map_err(|message| Problem::key("node.public_url", message))?;
-        let tls = self
-            .node
-            .tls
-            .map(|tls| {
-                Ok((
-                    read_file(&base.join(tls.certificate), "node.tls.certificate")?,
-                    read_file(&base.join(tls.key), "node.tls.key")?,
-                ))
-            })
-            .transpose()?;
+        let event_ingest_token = self.node.event_ingest_token.clone();
+        let NodeSettings {
+            listen,
+            data_dir,
+            public_url,
+            tls,
+            shutdown_grace,
+        } = self.node.check(base)?;
         if self.actions.is_empty() {
             return Err(Problem::key(
                 "actions",
@@ -801,9 +842,7 @@ impl File {
             unique(event.name.trim(), &key, "an event")?;
             events.push(event.check(&key, base)?);
         }
-        let event_ingest_token = self
-            .node
-            .event_ingest_token
+        let event_ingest_token = event_ingest_token
             .map(|token| check_token(&token, env))
             .transpose()
             .map_err(|message| Problem::key("node.event_ingest_token", message))?;
@@ -851,10 +890,7 @@ impl File {
             data_dir,
             public_url,
             tls,
-            shutdown_grace: self
-                .node
-                .shutdown_grace
-                .map_or(DEFAULT_SHUTDOWN_GRACE, Duration::from),
+            shutdown_grace,
             actions,
             llm,
             consensus,
@@ -1476,7 +1512,8 @@ impl LlmSection {
 }
 
 impl LimitsSection {
-    fn check(self) -> Result<Limits, Problem> {
+    /// The node's limits: each key given replaces the default; a wrong one is refused by key.
+    pub(crate) fn check(self) -> Result<Limits, Problem> {
         let mut limits = Limits::default();
         // Each limit given replaces the default.
         macro_rules! given {

@@ -23,6 +23,8 @@ mod context;
 mod data_dir;
 mod demo;
 mod describe;
+mod directory;
+mod directory_config;
 mod handler;
 mod identity;
 mod input;
@@ -108,6 +110,15 @@ Examples:
     Protocol(protocol::ProtocolCommand),
     /// Run an agent node serving the actions of a configuration file.
     Serve(serve::ServeArgs),
+    /// Run a W3C WoT Discovery directory where agents register and are found.
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord directory serve --listen 127.0.0.1:8081 --data-dir ./directory-data
+  concord directory serve --config directory.toml --require-signatures"
+    )]
+    Directory(directory::DirectoryCommand),
     /// Call a peer agent's action: discover, negotiate (or resume with 0-RTT), call.
     Call(call::CallArgs),
     /// Follow a peer's event (or observed property) as JSON lines, reconnecting when it drops.
@@ -146,6 +157,7 @@ fn main() -> ExitCode {
         Command::Handler(command) => handler::run(command),
         Command::Protocol(command) => protocol::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Directory(command) => directory::run(command),
         Command::Call(args) => call::run(args),
         Command::Subscribe(args) => interact::subscribe::run(args),
         Command::Stream(args) => interact::stream::run(args),

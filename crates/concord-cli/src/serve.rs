@@ -256,7 +256,7 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
 }
 
 /// Creates `dir` and its missing parents, each `0700` on Unix (as the store does).
-fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -269,11 +269,11 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 
 /// The key file a start created: removed when dropped unless [`CreatedKeys::keep`] was
 /// called (the node served).
-struct CreatedKeys(Option<PathBuf>);
+pub(crate) struct CreatedKeys(pub(crate) Option<PathBuf>);
 
 impl CreatedKeys {
     /// Keeps the file; its path, when this start created it.
-    fn keep(&mut self) -> Option<PathBuf> {
+    pub(crate) fn keep(&mut self) -> Option<PathBuf> {
         self.0.take()
     }
 }
@@ -313,7 +313,7 @@ async fn hold_consensus(
 }
 
 /// Waits for Ctrl-C, or SIGTERM on Unix.
-async fn stopped() -> anyhow::Result<()> {
+pub(crate) async fn stopped() -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -101,22 +101,33 @@ fn the_weather_configuration_describes_every_affordance() {
     let model = &td["properties"]["modelConfiguration"];
     assert_eq!(
         ops(model),
-        ["readproperty", "observeproperty", "unobserveproperty"]
+        // The WebSocket's forms, then the WoT HTTP binding's.
+        [
+            "readproperty",
+            "observeproperty",
+            "unobserveproperty",
+            "readproperty"
+        ]
     );
     assert_eq!(model["readOnly"], true);
     assert_eq!(model["observable"], true);
     assert_eq!(model["properties"]["temperature"]["maximum"], 1, "{model}");
 
     let weather = &td["actions"]["getWeather"];
-    assert_eq!(ops(weather), ["invokeaction"]);
-    assert!(weather.get("synchronous").is_none(), "{weather}");
+    assert_eq!(ops(weather), ["invokeaction", "invokeaction"]);
+    assert_eq!(weather["synchronous"], true, "{weather}");
     let forecast = &td["actions"]["forecastReport"];
     assert_eq!(forecast["synchronous"], false, "{forecast}");
     // The node's default lease: the configuration sets none.
     assert_eq!(forecast["concord:actionLease"], 30, "{forecast}");
     assert_eq!(
         ops(forecast),
-        ["invokeaction", "queryaction", "cancelaction"]
+        [
+            "invokeaction",
+            "queryaction",
+            "cancelaction",
+            "invokeaction"
+        ]
     );
     assert_eq!(td["actions"]["logFeedback"]["concord:mode"], "notify");
     let talk = &td["actions"]["talk"];

@@ -70,6 +70,50 @@ impl ThingBuilder {
         }
     }
 
+    /// Adds `kind` to the description's `@type`, after the agent's or tool's own
+    /// (`ThingDirectory` for a WoT Discovery directory, with [`ThingBuilder::context`]
+    /// naming the vocabulary that defines it). A kind already there is not repeated.
+    ///
+    /// ```
+    /// use concord_describe::ThingBuilder;
+    ///
+    /// let thing = ThingBuilder::agent("Directory")
+    ///     .context("https://www.w3.org/2022/wot/discovery")
+    ///     .also_type("ThingDirectory")
+    ///     .build()?;
+    /// let td = serde_json::to_value(&thing).unwrap();
+    /// assert_eq!(td["@type"], serde_json::json!(["lmos:Agent", "ThingDirectory"]));
+    /// let context = td["@context"].as_array().unwrap();
+    /// assert_eq!(context.last().unwrap(), "https://www.w3.org/2022/wot/discovery");
+    /// # Ok::<(), concord_describe::InvalidDescription>(())
+    /// ```
+    pub fn also_type(mut self, kind: impl Into<String>) -> Self {
+        let kind = Value::from(kind.into());
+        let mut types = match self.document.remove("@type") {
+            Some(Value::Array(types)) => types,
+            Some(one) => vec![one],
+            None => Vec::new(),
+        };
+        if !types.contains(&kind) {
+            types.push(kind);
+        }
+        self.document.insert("@type".into(), Value::Array(types));
+        self
+    }
+
+    /// Adds the context URI `uri` to `@context`, after the TD context and the prefixes
+    /// (a vocabulary the description's terms or `@type` come from). A URI already there
+    /// is not repeated; one that is not an absolute URI fails [`ThingBuilder::build`].
+    pub fn context(mut self, uri: impl Into<String>) -> Self {
+        let uri = Value::from(uri.into());
+        if let Some(Value::Array(context)) = self.document.get_mut("@context") {
+            if !context.contains(&uri) {
+                context.push(uri);
+            }
+        }
+        self
+    }
+
     /// The identifier (a URI such as `urn:uuid:...`).
     pub fn id(self, id: impl Into<String>) -> Self {
         self.term("id", id.into())
@@ -332,6 +376,13 @@ impl ActionBuilder {
         self
     }
 
+    /// The URI template variables its forms' `href`s use (`{?offset,limit}`, `{id}`),
+    /// each with its data schema: a JSON object of schemas.
+    pub fn uri_variables(mut self, variables: Value) -> Self {
+        self.terms.insert("uriVariables".into(), variables);
+        self
+    }
+
     /// Adds another form (another protocol or operation).
     pub fn form(mut self, form: Form) -> Self {
         add_form(&mut self.terms, form);
@@ -423,6 +474,13 @@ impl EventBuilder {
         self
     }
 
+    /// The URI template variables its forms' `href`s use (`{?offset,limit}`, `{id}`),
+    /// each with its data schema: a JSON object of schemas.
+    pub fn uri_variables(mut self, variables: Value) -> Self {
+        self.terms.insert("uriVariables".into(), variables);
+        self
+    }
+
     /// Adds another form.
     pub fn form(mut self, form: Form) -> Self {
         add_form(&mut self.terms, form);
@@ -472,6 +530,13 @@ impl PropertyBuilder {
     pub fn observable(mut self, observable: bool) -> Self {
         self.terms
             .insert("observable".into(), Value::from(observable));
+        self
+    }
+
+    /// The URI template variables its forms' `href`s use (`{?offset,limit}`, `{id}`),
+    /// each with its data schema: a JSON object of schemas.
+    pub fn uri_variables(mut self, variables: Value) -> Self {
+        self.terms.insert("uriVariables".into(), variables);
         self
     }
 

@@ -158,7 +158,11 @@ fn build(
             .flat_map(|binding| binding.forms(site, affordance))
             .collect::<Vec<_>>()
     };
-    let thing = describe_interface(builder, &shared.interface, forms, lease, secured)
+    let mut builder = describe_interface(builder, &shared.interface, forms, lease, secured);
+    for binding in bindings.iter() {
+        builder = binding.described(site).apply(builder);
+    }
+    let thing = builder
         .meta_protocol(meta)
         .build()
         .map_err(DescriptionBuildError::Invalid)?;

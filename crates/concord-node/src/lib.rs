@@ -100,8 +100,9 @@ pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use binding::sse;
 pub use binding::{
-    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, InvokeFuture, ProblemResponse,
-    Site, StartFuture, ThingAccess, ThingError, MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
+    ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
+    InvokeFuture, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
+    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
 pub use binding::{Feed, FeedEnd, FeedNews};
 pub use client::{Connection, ConnectionInfo, PeerDescription};

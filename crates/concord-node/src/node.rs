@@ -193,6 +193,8 @@ pub(crate) struct Shared {
     pub(crate) bindings: Vec<Arc<dyn Binding>>,
     /// The WoT HTTP binding: whether it is served, the bearer tokens it grants.
     pub(crate) http_binding: crate::binding::http::HttpSettings,
+    /// The WoT Discovery directory the node serves, if any ([`NodeBuilder::directory`]).
+    pub(crate) directory: Option<crate::binding::directory::DirectoryService>,
 }
 
 impl Shared {
@@ -405,6 +407,7 @@ pub struct NodeBuilder {
     event_ingest_token: Option<String>,
     bindings: Vec<Arc<dyn Binding>>,
     http_binding: crate::binding::http::HttpSettings,
+    directory: Option<crate::binding::directory::DirectoryService>,
     nonce_log: Option<Arc<dyn concord_identity::NonceLog>>,
     nonce_store: Option<Arc<dyn concord_store::NonceStore>>,
     protocols: Option<Arc<dyn concord_store::ProtocolBook>>,
@@ -449,6 +452,7 @@ impl NodeBuilder {
             event_ingest_token: None,
             bindings: Vec::new(),
             http_binding: crate::binding::http::HttpSettings::default(),
+            directory: None,
             nonce_log: None,
             nonce_store: None,
             protocols: None,
@@ -694,6 +698,30 @@ impl NodeBuilder {
     /// meta-protocol forms alone in the description.
     pub fn http_binding(mut self, enabled: bool) -> Self {
         self.http_binding.enabled = enabled;
+        self
+    }
+
+    /// Serves a W3C WoT Discovery Thing Description Directory on the node's listener,
+    /// behind its admission: the Things API (`/things`), its notifications (`/events`,
+    /// Server-Sent Events), JSONPath and capability search (`/search/…`), and the
+    /// directory's affordances and `ThingDirectory` type in the node's own description
+    /// (the routes, their answers and bounds: [`DirectoryService`](crate::DirectoryService)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use concord_directory::{Directory, DirectoryLimits, MemoryDirectoryStore};
+    /// use concord_node::{DirectoryService, Node};
+    ///
+    /// let directory = Directory::new(Arc::new(MemoryDirectoryStore::new()), DirectoryLimits::default())?;
+    /// let dir = tempfile::tempdir()?;
+    /// let node = Node::builder("Directory")
+    ///     .directory(DirectoryService::new(directory))
+    ///     .data_dir(dir.path())
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn directory(mut self, directory: crate::DirectoryService) -> Self {
+        self.directory = Some(directory);
         self
     }
 
@@ -1071,6 +1099,7 @@ impl NodeBuilder {
                 event_ingest_token,
                 bindings: self.bindings,
                 http_binding: self.http_binding,
+                directory: self.directory,
             }),
         })
     }

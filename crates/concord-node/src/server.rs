@@ -188,7 +188,7 @@ struct Own {
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, NodeError> {
-    if shared.actions.specs().is_empty() {
+    if shared.actions.specs().is_empty() && shared.directory.is_none() {
         tracing::warn!("serving a node with no actions: peers can connect but call nothing");
     }
     let bind_error = |cause| NodeError::Bind {

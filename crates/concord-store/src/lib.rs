@@ -34,6 +34,12 @@
 //!   [`Store::unexpired_nonces`]), each until its signature could no longer be valid, so
 //!   that a replay is refused across a restart.
 //!
+//! - **A Thing Description Directory's state** (`concord_directory::DirectoryStore`,
+//!   implemented by [`Store`] over its own tables): registered TDs, their capability
+//!   index and change events, each write one transaction; it passes
+//!   `concord_directory::conformance::directory_store` and survives `kill -9`
+//!   (`tests/directory_crash.rs`).
+//!
 //! - **Seams for other backends** ([`ProtocolBook`], [`ConsensusRegistry`], [`NonceStore`]): the concerns a
 //!   node may keep elsewhere, one trait each with its contract written down; [`Store`]
 //!   implements them, and `conformance` (feature `conformance`) holds the suites any
@@ -70,6 +76,7 @@ mod check;
 mod column;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod directory;
 mod error;
 mod handlers;
 mod integrity;

@@ -124,6 +124,49 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX auth_nonces_by_expiry ON auth_nonces (expires);
     "#,
+    // 6: a Thing Description Directory (`concord_directory::DirectoryStore`): the TDs
+    // registered, their capability-search keys, and the change events (ids never reused:
+    // AUTOINCREMENT keeps the latest in `sqlite_sequence` when retention drops them all).
+    r#"
+    -- `td` is the last column: reading any other column of a row never walks the TD's
+    -- overflow pages. `directory_things_live` covers listing and counting (id order, the
+    -- expiry filter) without reading a row.
+    CREATE TABLE directory_things (
+        id          TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+        anonymous   INTEGER NOT NULL CHECK (anonymous IN (0, 1)),
+        created_ms  INTEGER NOT NULL,
+        modified_ms INTEGER NOT NULL,
+        expires_ms  INTEGER,
+        ttl_ms      INTEGER CHECK (ttl_ms >= 0),
+        owner       TEXT,
+        client      TEXT,
+        size        INTEGER NOT NULL CHECK (size >= 0),
+        revision    INTEGER NOT NULL CHECK (revision > 0),
+        td          TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX directory_things_live ON directory_things (id, expires_ms);
+    CREATE INDEX directory_things_by_expiry ON directory_things (expires_ms)
+        WHERE expires_ms IS NOT NULL;
+    CREATE INDEX directory_things_by_owner ON directory_things (owner) WHERE owner IS NOT NULL;
+    CREATE INDEX directory_things_by_client ON directory_things (client) WHERE owner IS NULL;
+
+    CREATE TABLE directory_keys (
+        kind  TEXT NOT NULL,
+        value TEXT NOT NULL,
+        id    TEXT NOT NULL REFERENCES directory_things (id) ON DELETE CASCADE,
+        PRIMARY KEY (kind, value, id)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX directory_keys_by_id ON directory_keys (id);
+
+    CREATE TABLE directory_events (
+        id    INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind  TEXT NOT NULL
+              CHECK (kind IN ('thing_created', 'thing_updated', 'thing_deleted')),
+        thing TEXT NOT NULL,
+        diff  TEXT,
+        at_ms INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

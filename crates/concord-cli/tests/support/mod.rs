@@ -203,9 +203,21 @@ impl Served {
 
     /// [`Served::start`] in the working directory `cwd`.
     pub fn start_in(cwd: &Path, args: &[&OsStr]) -> Served {
+        Served::start_command(cwd, &["serve"], args)
+    }
+
+    /// Starts `concord directory serve` with `args` and waits for its banner (its last line
+    /// is `things:`, the listing's URL; `endpoint` is that URL).
+    pub fn directory(args: &[&OsStr]) -> Served {
+        Served::start_command(Path::new("."), &["directory", "serve"], args)
+    }
+
+    /// Starts `concord <command>` with `args` in `cwd` and waits (up to 60 s) for the last
+    /// line of its banner (`endpoint:`, or a directory's `things:`).
+    fn start_command(cwd: &Path, command: &[&str], args: &[&OsStr]) -> Served {
         let mut child = process()
             .current_dir(cwd)
-            .arg("serve")
+            .args(command)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -256,7 +268,10 @@ impl Served {
             if let Some(url) = line.strip_prefix("description: ") {
                 description = Some(url.trim().to_owned());
             }
-            if let Some(url) = line.strip_prefix("endpoint: ") {
+            if let Some(url) = line
+                .strip_prefix("endpoint: ")
+                .or_else(|| line.strip_prefix("things: "))
+            {
                 endpoint = Some(url.trim().to_owned());
             }
         }
@@ -306,6 +321,12 @@ impl Served {
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+
+    /// Kills the server with SIGKILL (`kill -9`: no shutdown of any kind) and waits for it.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     /// Sends SIGINT (Ctrl-C) and waits up to 20 s for the exit code.

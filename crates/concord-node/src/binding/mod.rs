@@ -14,6 +14,8 @@
 //! [`ThingAccess`] (`thing.rs`, implemented once over the node), and its security
 //! schemes are checked when the node starts serving (`schemes.rs`).
 
+mod described;
+pub(crate) mod directory;
 mod feed;
 pub(crate) mod http;
 pub(crate) mod http_caller;
@@ -24,6 +26,9 @@ pub mod sse;
 mod thing;
 pub(crate) mod websocket;
 
+pub(crate) use described::check_described;
+pub use described::Described;
+pub use directory::DirectoryService;
 pub use feed::{Feed, FeedEnd, FeedNews};
 pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};
@@ -114,6 +119,18 @@ pub trait Binding: Send + Sync + 'static {
     /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
     fn security_schemes(&self) -> Vec<(String, SecurityScheme)> {
         Vec::new()
+    }
+
+    /// What it adds to the description beside its forms on the node's affordances: context
+    /// URIs, `@type`s and affordances of its own, which it serves alone (a WoT Discovery
+    /// directory: the discovery context, `ThingDirectory`, the `things` property, the
+    /// registration and search actions and the notification events, each with its HTTP
+    /// forms). Nothing by default. Asked each time the description is built, and once when
+    /// the node starts serving: an affordance named as one of the node's interface or of
+    /// another binding, or a form naming a security scheme nobody defines, fails
+    /// [`Node::serve`](crate::Node::serve) with a [`NodeError::Config`] naming the binding.
+    fn described(&self, _site: &Site) -> Described {
+        Described::default()
     }
 }
 
@@ -254,6 +271,7 @@ pub(crate) fn served(shared: &Arc<Shared>, websocket: MetaProtocol) -> Bindings 
     let mut bindings: Vec<Arc<dyn Binding>> = vec![Arc::new(websocket)];
     bindings.extend(http::binding(shared));
     bindings.extend(ingest::binding(shared));
+    bindings.extend(directory::binding(shared));
     bindings.extend(shared.bindings.iter().cloned());
     bindings.into()
 }

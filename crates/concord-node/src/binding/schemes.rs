@@ -12,7 +12,8 @@ use crate::error::NodeError;
 use crate::node::Shared;
 
 /// `Ok` when every binding's schemes have names of their own and pass the description's
-/// validator, and every scheme its forms name is defined (by the node or a binding).
+/// validator, every scheme its forms name is defined (by the node or a binding), and what
+/// it describes of its own is valid (`described.rs`).
 pub(crate) fn check_schemes(
     shared: &Shared,
     site: &Site,
@@ -53,7 +54,7 @@ pub(crate) fn check_schemes(
             }
         }
     }
-    Ok(())
+    super::check_described(shared, site, bindings, &defined)
 }
 
 /// `Ok` when a description defining `schemes` beside the node's own passes the validator;

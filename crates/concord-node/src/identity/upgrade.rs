@@ -89,6 +89,23 @@ impl Refusal {
         refusal
     }
 
+    /// An anonymous caller of an HTTP route the `allow` rules keep for proved callers: 401
+    /// with ANP's challenge, and a `Bearer` one when the agent grants tokens (`granting`).
+    pub(crate) fn anonymous(realm: &str, granting: bool) -> Self {
+        let mut refusal = Self::unauthorized(
+            realm,
+            "invalid_request",
+            "this affordance serves callers that prove who they are: sign the request with your DID (ANP DID-WBA)".to_owned(),
+            "an anonymous caller of an affordance for proved callers".to_owned(),
+        );
+        if granting {
+            refusal
+                .challenge
+                .push(("WWW-Authenticate", format!("Bearer realm=\"{realm}\"")));
+        }
+        refusal
+    }
+
     /// A caller the policy does not let call anything here.
     pub(crate) fn forbidden(realm: &str, caller: &Caller) -> Self {
         match caller {

@@ -8,15 +8,15 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use concord_describe::{Form, OneOrMany, Operation, SecurityScheme};
+use concord_describe::{Form, OneOrMany, Operation, PropertyBuilder, SecurityScheme};
 use concord_negotiate::ActionSpec;
 use concord_node::axum::extract::{ConnectInfo, Path};
 use concord_node::axum::http::StatusCode;
 use concord_node::axum::routing::{get, post};
 use concord_node::axum::Router;
 use concord_node::{
-    ActionError, Affordance, Allow, Binding, Caller, Limits, Node, NodeError, Property, Site,
-    ThingError,
+    ActionError, Affordance, Allow, Binding, Caller, Described, Limits, Node, NodeError, Property,
+    Site, ThingError,
 };
 use serde_json::json;
 use tokio::sync::{watch, Notify};
@@ -591,6 +591,83 @@ async fn a_bindings_security_schemes_are_described_and_checked_at_serve() {
     let said = error.to_string();
     assert!(
         said.contains("`basic`") && said.contains("`nosec_sc`"),
+        "{said}"
+    );
+}
+
+/// A binding describing a Thing of its own kind: the WoT Discovery context, the
+/// `ThingDirectory` type and a `things` property it alone serves (at `GET /things`).
+struct Listing {
+    /// The name of its property.
+    property: &'static str,
+}
+
+impl Binding for Listing {
+    fn name(&self) -> &str {
+        "listing"
+    }
+
+    fn forms(&self, _: &Site, _: Affordance<'_>) -> Vec<Form> {
+        Vec::new()
+    }
+
+    fn routes(&self, _: &Site) -> Router {
+        Router::new().route("/things", get(|| async { "[]" }))
+    }
+
+    fn described(&self, site: &Site) -> Described {
+        let mut form = Form::new(site.http_url("things"));
+        form.op = Some(OneOrMany::One(Operation::ReadProperty));
+        let mut described = Described::default();
+        described
+            .contexts
+            .push("https://www.w3.org/2022/wot/discovery".into());
+        described.types.push("ThingDirectory".into());
+        described.properties.push((
+            self.property.into(),
+            PropertyBuilder::with_forms([form], json!({"type": "array"})).read_only(),
+        ));
+        described
+    }
+}
+
+#[tokio::test]
+async fn a_binding_adds_types_and_affordances_of_its_own_to_the_description() {
+    let provider = provider_with_binding(quick_limits(), Listing { property: "things" });
+    let server = serve(&provider).await;
+    let validated = served_description(&server).await;
+    assert!(validated.report.is_valid(), "{:?}", validated.report);
+    let td: serde_json::Value =
+        serde_json::from_slice(&served_description_bytes(&server).await).unwrap();
+    assert_eq!(td["@type"], json!(["lmos:Agent", "ThingDirectory"]));
+    assert_eq!(
+        td["@context"].as_array().unwrap().last().unwrap(),
+        "https://www.w3.org/2022/wot/discovery"
+    );
+    let things = &td["properties"]["things"];
+    assert_eq!(things["readOnly"], true);
+    assert_eq!(
+        things["forms"][0]["href"],
+        format!("{}things", server.url())
+    );
+    // The node's own action is still described, with its WebSocket form.
+    assert_eq!(
+        td["actions"]["getProductInfo"]["forms"][0]["href"],
+        server.endpoint()
+    );
+
+    // An affordance under the name of the node's own action: refused at serve, by name.
+    let provider = provider_with_binding(
+        quick_limits(),
+        Listing {
+            property: "getProductInfo",
+        },
+    );
+    let error = provider.node.serve("127.0.0.1:0").await.unwrap_err();
+    assert!(matches!(error, NodeError::Config(_)), "{error:?}");
+    let said = error.to_string();
+    assert!(
+        said.contains("`listing`") && said.contains("`getProductInfo`"),
         "{said}"
     );
 }

@@ -320,14 +320,29 @@ async fn bad_requests_are_refused_with_problems_naming_the_fault() {
         .unwrap();
     assert_eq!(problem(response).await.0, 404);
 
-    // An action for some DIDs only, asked anonymously: 403.
+    // An action for some DIDs only, asked anonymously: 401 with ANP's challenge and a
+    // Bearer one (the agent grants tokens), saying how to prove who one is.
     let response = client
         .post(format!("{}actions/locked", server.url()))
         .json_body(&json!({}))
         .send()
         .await
         .unwrap();
-    assert_eq!(problem(response).await.0, 403);
+    let challenges: Vec<String> = response
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|value| value.to_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        challenges.iter().any(|c| c.starts_with("DIDWba")),
+        "{challenges:?}"
+    );
+    assert!(
+        challenges.iter().any(|c| c.starts_with("Bearer")),
+        "{challenges:?}"
+    );
+    assert_eq!(problem(response).await.0, 401);
 }
 
 #[tokio::test]

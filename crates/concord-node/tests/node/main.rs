@@ -8,6 +8,7 @@ mod budget;
 mod consensus;
 mod described;
 mod description;
+mod directory;
 mod fix_error;
 mod foreign;
 mod hostile;

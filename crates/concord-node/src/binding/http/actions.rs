@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::body::json_body;
 use super::{admit, json, HttpState};
-use crate::binding::{ProblemResponse, ThingError};
+use crate::binding::ThingError;
 
 /// `POST /actions/{name}`.
 pub(super) async fn invoke(
@@ -26,11 +26,7 @@ pub(super) async fn invoke(
         Err(refused) => return refused,
     };
     let instance = admitted.path().to_owned();
-    let refused = |error: ThingError| {
-        ProblemResponse::from(&error)
-            .with_instance(instance.as_str())
-            .into_response()
-    };
+    let refused = |error: ThingError| admitted.refusal(&state, &error).into_response();
     let thing = state.site.thing();
     let Some(mode) = thing
         .interface()

@@ -41,9 +41,10 @@ use concord_identity::Caller;
 use concord_interact::ActionMode;
 
 use super::http_caller::{self, BearerGrant, HttpRequest};
-use super::{Affordance, Binding, ProblemResponse, Site};
+use super::{Affordance, Binding, ProblemResponse, Site, ThingError};
 use crate::admission::ClientKey;
 use crate::describe::DIDWBA_SCHEME;
+use crate::identity::upgrade;
 use crate::node::Shared;
 
 pub(crate) use body::read_body;
@@ -123,17 +124,11 @@ impl Binding for HttpBinding {
                 }
                 forms
             }
-            Affordance::Action { name, action } => {
+            // A stream action is not served over HTTP (yet): no form says it is.
+            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => Vec::new(),
+            Affordance::Action { name, .. } => {
                 let href = site.http_url(&format!("actions/{name}"));
-                let mut invoke = form(&href, Operation::InvokeAction, "POST");
-                if let Some(stream) = action
-                    .stream
-                    .as_ref()
-                    .filter(|_| action.mode == ActionMode::Stream)
-                {
-                    invoke.content_type = Some(stream.content_type.clone());
-                }
-                vec![invoke]
+                vec![form(&href, Operation::InvokeAction, "POST")]
             }
             Affordance::Event { name, .. } => {
                 let href = site.http_url(&format!("events/{name}/subscription"));
@@ -291,11 +286,40 @@ impl Admitted {
     pub(crate) fn path(&self) -> &str {
         self.parts.uri.path()
     }
+
+    /// The problem answering `error` for this request: an anonymous caller the `allow`
+    /// rules refuse gets 401 with ANP's challenge (and a `Bearer` one where the agent
+    /// grants tokens), so that it knows how to prove who it is; anything else answers as
+    /// [`ProblemResponse::from`] says.
+    pub(crate) fn refusal(&self, state: &HttpState, error: &ThingError) -> ProblemResponse {
+        let problem = match (error, &self.caller) {
+            (ThingError::Forbidden { .. }, Caller::Anonymous) => {
+                let url = state.site.http_url(self.path());
+                let realm = url::Url::parse(&url)
+                    .ok()
+                    .and_then(|url| url.host_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let granting = !state.shared.http_binding.grants.is_empty();
+                upgrade::Refusal::anonymous(&realm, granting).into_problem()
+            }
+            _ => ProblemResponse::from(error),
+        };
+        problem.with_instance(self.path())
+    }
 }
 
 /// Reads `request`'s body (bounded in size and time) and finds its caller: what every route
 /// of the binding does first. `Err` is the answer (413, 408, 401, 429, 503).
 pub(crate) async fn admit(state: &HttpState, request: Request) -> Result<Admitted, Response> {
+    admit_within(state, request, state.shared.limits.http_max_body).await
+}
+
+/// [`admit`] with a body of at most `limit` bytes (the directory's `max_td_bytes`).
+pub(crate) async fn admit_within(
+    state: &HttpState,
+    request: Request,
+    limit: usize,
+) -> Result<Admitted, Response> {
     let (parts, body) = request.into_parts();
     let instance = parts.uri.path().to_owned();
     let refused =
@@ -312,14 +336,9 @@ pub(crate) async fn admit(state: &HttpState, request: Request) -> Result<Admitte
             ))
         })?;
     let limits = &state.shared.limits;
-    let body = read_body(
-        &parts.headers,
-        body,
-        limits.http_max_body,
-        limits.http_body_timeout,
-    )
-    .await
-    .map_err(refused)?;
+    let body = read_body(&parts.headers, body, limit, limits.http_body_timeout)
+        .await
+        .map_err(refused)?;
     let path_and_query = parts
         .uri
         .path_and_query()

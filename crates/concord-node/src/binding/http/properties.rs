@@ -25,9 +25,7 @@ pub(super) async fn read(
     };
     match state.site.thing().read_property(&admitted.caller, &name) {
         Ok(value) => json(value).into_response(),
-        Err(error) => ProblemResponse::from(&error)
-            .with_instance(admitted.path())
-            .into_response(),
+        Err(error) => admitted.refusal(&state, &error).into_response(),
     }
 }
 
@@ -62,9 +60,7 @@ pub(super) async fn write(
         .write_property(&admitted.caller, &name, value)
     {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(error) => ProblemResponse::from(&error)
-            .with_instance(instance)
-            .into_response(),
+        Err(error) => admitted.refusal(&state, &error).into_response(),
     }
 }
 
@@ -82,11 +78,7 @@ pub(super) async fn read_all(State(state): State<Arc<HttpState>>, request: Reque
                 values.insert(name.clone(), value);
             }
             Err(ThingError::Forbidden { .. }) => {}
-            Err(error) => {
-                return ProblemResponse::from(&error)
-                    .with_instance(admitted.path())
-                    .into_response()
-            }
+            Err(error) => return admitted.refusal(&state, &error).into_response(),
         }
     }
     json(Value::Object(values)).into_response()

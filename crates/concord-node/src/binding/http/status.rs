@@ -46,9 +46,7 @@ pub(super) async fn cancel(
     }
     match state.site.thing().cancel_action(&admitted.caller, &id) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(error) => ProblemResponse::from(&error)
-            .with_instance(admitted.path())
-            .into_response(),
+        Err(error) => admitted.refusal(&state, &error).into_response(),
     }
 }
 
@@ -59,7 +57,7 @@ fn found(
     name: &str,
     id: &str,
 ) -> Result<ActionState, ProblemResponse> {
-    let refused = |error: ThingError| ProblemResponse::from(&error).with_instance(admitted.path());
+    let refused = |error: ThingError| admitted.refusal(state, &error);
     let action = state
         .site
         .thing()

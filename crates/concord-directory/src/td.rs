@@ -1,0 +1,243 @@
+//! A TD on its way in (size, validation, its `registration` read and taken out) and on its
+//! way out (enriched: the discovery context, the local id, `registration`).
+
+use concord_describe::Validator;
+use serde_json::{Map, Number, Value};
+
+use crate::clock::{parse_rfc3339, rfc3339};
+use crate::error::{DirectoryError, ValidationError};
+use crate::limits::DirectoryLimits;
+use crate::store::{Entry, UnixMillis};
+
+/// The context every enriched TD carries in its `@context` (tdd-context-injection).
+pub const DISCOVERY_CONTEXT: &str = "https://www.w3.org/2022/wot/discovery";
+
+/// A TD read from a request: valid, without `registration`, with its expiry worked out.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub(crate) td: Map<String, Value>,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) expires: Option<UnixMillis>,
+}
+
+impl Incoming {
+    pub(crate) fn id(&self) -> Option<&str> {
+        self.td.get("id").and_then(Value::as_str)
+    }
+}
+
+/// Checks the size and validity of a TD's bytes and reads its registration at `now`.
+pub(crate) fn read(
+    bytes: &[u8],
+    limits: &DirectoryLimits,
+    validator: &Validator,
+    now: UnixMillis,
+) -> Result<Incoming, DirectoryError> {
+    if bytes.len() > limits.max_td_bytes {
+        return Err(DirectoryError::TdTooLarge {
+            size: bytes.len(),
+            limit: limits.max_td_bytes,
+        });
+    }
+    let report = validator.validate(bytes);
+    let errors: Vec<ValidationError> = report
+        .errors()
+        .map(|problem| ValidationError::new(problem.pointer.clone(), problem.message.clone()))
+        .collect();
+    if !errors.is_empty() {
+        return Err(DirectoryError::InvalidTd { errors });
+    }
+    let td = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(td)) => td,
+        Ok(_) => {
+            return Err(DirectoryError::InvalidTd {
+                errors: vec![ValidationError::new("", "a TD is a JSON object")],
+            })
+        }
+        Err(error) => {
+            return Err(DirectoryError::InvalidTd {
+                errors: vec![ValidationError::new("", error.to_string())],
+            })
+        }
+    };
+    registration(td, limits, now)
+}
+
+/// Takes `registration` out of `td` and works out its expiry: a `ttl` sets `expires`
+/// (a client's `expires` is then ignored), else a client's `expires`, else the default TTL.
+fn registration(
+    mut td: Map<String, Value>,
+    limits: &DirectoryLimits,
+    now: UnixMillis,
+) -> Result<Incoming, DirectoryError> {
+    let given = match td.remove("registration") {
+        None => Map::new(),
+        Some(Value::Object(given)) => given,
+        Some(_) => {
+            return Err(DirectoryError::InvalidRegistration {
+                field: "registration",
+                reason: "must be an object".to_owned(),
+            })
+        }
+    };
+    let min = millis(limits.min_ttl);
+    let max = millis(limits.max_ttl);
+    let (ttl_ms, expires) = if let Some(ttl) = given.get("ttl") {
+        let seconds = ttl
+            .as_f64()
+            .filter(|seconds| seconds.is_finite() && *seconds >= 0.0);
+        let Some(seconds) = seconds else {
+            return Err(DirectoryError::InvalidRegistration {
+                field: "ttl",
+                reason: format!("must be a non-negative number of seconds, found {ttl}"),
+            });
+        };
+        let ms = (seconds * 1000.0).ceil();
+        if ms < min as f64 || ms > max as f64 {
+            return Err(DirectoryError::InvalidRegistration {
+                field: "ttl",
+                reason: format!(
+                    "{seconds} s is outside {} ..= {} s (the directory's limits)",
+                    limits.min_ttl.as_secs_f64(),
+                    limits.max_ttl.as_secs_f64()
+                ),
+            });
+        }
+        // Within max_ttl, which fits: the cast is exact.
+        let ms = ms as u64;
+        (
+            Some(ms),
+            Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+        )
+    } else if let Some(expires) = given.get("expires") {
+        let at = expires.as_str().and_then(parse_rfc3339);
+        let Some(at) = at else {
+            return Err(DirectoryError::InvalidRegistration {
+                field: "expires",
+                reason: format!("must be an RFC 3339 date-time with its offset, found {expires}"),
+            });
+        };
+        let ahead = at.saturating_sub(now);
+        if ahead < i64::try_from(min).unwrap_or(i64::MAX)
+            || ahead > i64::try_from(max).unwrap_or(i64::MAX)
+        {
+            return Err(DirectoryError::InvalidRegistration {
+                field: "expires",
+                reason: format!(
+                    "must be {} ..= {} s from now (the directory's limits)",
+                    limits.min_ttl.as_secs_f64(),
+                    limits.max_ttl.as_secs_f64()
+                ),
+            });
+        }
+        (None, Some(at))
+    } else if let Some(default) = limits.default_ttl {
+        let ms = millis(default);
+        (
+            Some(ms),
+            Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+        )
+    } else {
+        (None, None)
+    };
+    Ok(Incoming {
+        td,
+        ttl_ms,
+        expires,
+    })
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `ttl` in seconds as JSON: an integer when whole.
+fn seconds(ms: u64) -> Value {
+    if ms.is_multiple_of(1000) {
+        Value::Number(Number::from(ms / 1000))
+    } else {
+        Number::from_f64(ms as f64 / 1000.0).map_or(Value::Null, Value::Number)
+    }
+}
+
+fn time(ms: UnixMillis) -> Value {
+    rfc3339(ms).map_or(Value::Null, Value::String)
+}
+
+/// The `registration` a client may send back in a merge patch's base: its `ttl`, or the
+/// `expires` it set.
+pub(crate) fn client_registration(entry: &Entry) -> Option<Value> {
+    let mut registration = Map::new();
+    match (entry.ttl_ms, entry.expires) {
+        (Some(ttl), _) => {
+            registration.insert("ttl".to_owned(), seconds(ttl));
+        }
+        (None, Some(expires)) => {
+            registration.insert("expires".to_owned(), time(expires));
+        }
+        (None, None) => return None,
+    }
+    Some(Value::Object(registration))
+}
+
+/// The enriched TD of `entry`: `@context` with [`DISCOVERY_CONTEXT`], the local `id` of an
+/// anonymous TD (tdd-anonymous-td-identifier), and `registration {created, modified,
+/// expires, ttl, retrieved}`; `retrieved` is `now` (left out when `None`).
+pub fn enrich(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
+    into_enriched(entry.clone(), retrieved)
+}
+
+/// [`enrich`], taking the entry: its TD's members move into the answer, nothing is copied.
+pub fn into_enriched(entry: Entry, retrieved: Option<UnixMillis>) -> Value {
+    let registration = registration_of(&entry, retrieved);
+    let mut out = Map::new();
+    // `@context` and `id` first (the context is set once the TD's is read), then the TD's
+    // members in their order, then `registration`.
+    out.insert("@context".to_owned(), Value::Null);
+    out.insert("id".to_owned(), Value::String(entry.id));
+    let mut given = None;
+    if let Value::Object(source) = entry.td {
+        for (key, value) in source {
+            match key.as_str() {
+                "@context" => given = Some(value),
+                "id" | "registration" => {}
+                _ => {
+                    out.insert(key, value);
+                }
+            }
+        }
+    }
+    let context = match given {
+        Some(Value::Array(mut items)) => {
+            if !items
+                .iter()
+                .any(|item| item.as_str() == Some(DISCOVERY_CONTEXT))
+            {
+                items.push(Value::String(DISCOVERY_CONTEXT.to_owned()));
+            }
+            Value::Array(items)
+        }
+        Some(Value::String(context)) if context == DISCOVERY_CONTEXT => Value::String(context),
+        Some(other) => Value::Array(vec![other, Value::String(DISCOVERY_CONTEXT.to_owned())]),
+        None => Value::String(DISCOVERY_CONTEXT.to_owned()),
+    };
+    out.insert("@context".to_owned(), context);
+    out.insert("registration".to_owned(), registration);
+    Value::Object(out)
+}
+
+fn registration_of(entry: &Entry, retrieved: Option<UnixMillis>) -> Value {
+    let mut registration = Map::new();
+    registration.insert("created".to_owned(), time(entry.created));
+    registration.insert("modified".to_owned(), time(entry.modified));
+    if let Some(expires) = entry.expires {
+        registration.insert("expires".to_owned(), time(expires));
+    }
+    if let Some(ttl) = entry.ttl_ms {
+        registration.insert("ttl".to_owned(), seconds(ttl));
+    }
+    if let Some(retrieved) = retrieved {
+        registration.insert("retrieved".to_owned(), time(retrieved));
+    }
+    Value::Object(registration)
+}

@@ -1,0 +1,354 @@
+//! Every bound answers its typed refusal (tdd-registrationinfo-expiry-config: servers may
+//! set a configurable upper limit to expiry times and refuse incompliant requests).
+
+use std::sync::Arc;
+
+use concord_directory::{
+    Directory, DirectoryError, DirectoryLimits, DirectoryStore, ListQuery, MemoryDirectoryStore,
+    Registrant,
+};
+use serde_json::json;
+
+use crate::support::*;
+
+#[test]
+fn a_td_over_max_td_bytes_is_refused_413() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_td_bytes = 600;
+    for under in directories_with(limits) {
+        let mut big = td(Some("urn:big"), "Big");
+        big["description"] = json!("x".repeat(600));
+        let result = under
+            .directory
+            .put("urn:big", &bytes(&big), &alice(), at(0));
+        assert!(
+            matches!(result, Err(DirectoryError::TdTooLarge { limit: 600, .. })),
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            status(
+                under
+                    .directory
+                    .put("urn:big", &bytes(&big), &alice(), at(0))
+            ),
+            413
+        );
+        // A patch that makes a TD too large is refused too.
+        under
+            .directory
+            .put(
+                "urn:small",
+                &bytes(&td(Some("urn:small"), "S")),
+                &alice(),
+                at(0),
+            )
+            .unwrap();
+        let grow = json!({"description": "y".repeat(400)});
+        assert_eq!(
+            status(
+                under
+                    .directory
+                    .patch("urn:small", &bytes(&grow), &alice(), at(1))
+            ),
+            413,
+            "{}",
+            under.name
+        );
+    }
+}
+
+#[test]
+fn registrations_beyond_max_entries_are_refused_503_until_expired_ones_are_purged() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries = 2;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        let mut short = td(Some("urn:short"), "Short");
+        short["registration"] = json!({"ttl": 10});
+        d.put(
+            "urn:short",
+            &bytes(&short),
+            &Registrant::client("127.0.0.2"),
+            at(0),
+        )
+        .unwrap();
+        d.put(
+            "urn:b",
+            &bytes(&td(Some("urn:b"), "B")),
+            &Registrant::client("127.0.0.3"),
+            at(0),
+        )
+        .unwrap();
+        let full = d.put("urn:c", &bytes(&td(Some("urn:c"), "C")), &alice(), at(1));
+        assert!(
+            matches!(full, Err(DirectoryError::DirectoryFull { limit: 2 })),
+            "{}",
+            under.name
+        );
+        // Replacing a held TD is not a new registration.
+        d.put(
+            "urn:b",
+            &bytes(&td(Some("urn:b"), "B2")),
+            &Registrant::client("127.0.0.3"),
+            at(1),
+        )
+        .unwrap();
+        // Once `urn:short` has expired, a new registration purges it and fits.
+        d.put("urn:c", &bytes(&td(Some("urn:c"), "C")), &alice(), at(11))
+            .expect("the expired TD makes room");
+        assert_eq!(status(d.get("urn:short", at(11))), 404);
+    }
+}
+
+#[test]
+fn a_registrant_beyond_its_quota_is_refused_429_by_did_or_client_address() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries_per_registrant = 2;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        let attacker = Registrant::client("127.0.0.2");
+        for n in 0..2 {
+            let id = format!("urn:flood{n}");
+            d.put(&id, &bytes(&td(Some(&id), "F")), &attacker, at(0))
+                .unwrap();
+        }
+        let refused = d.put(
+            "urn:flood2",
+            &bytes(&td(Some("urn:flood2"), "F")),
+            &attacker,
+            at(0),
+        );
+        assert!(
+            matches!(refused, Err(DirectoryError::QuotaExceeded { limit: 2, .. })),
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            status(d.create(&bytes(&td(None, "F")), [3; 16], &attacker, at(0))),
+            429
+        );
+        // Others are still served.
+        d.put(
+            "urn:legit",
+            &bytes(&td(Some("urn:legit"), "L")),
+            &alice(),
+            at(0),
+        )
+        .expect("another client is served");
+        let did = Registrant::did("did:wba:agents.example:bob", "127.0.0.2");
+        d.put("urn:bob", &bytes(&td(Some("urn:bob"), "B")), &did, at(0))
+            .expect("a DID has its own quota");
+    }
+}
+
+#[test]
+fn a_td_registered_by_a_did_is_changed_only_by_that_did_403() {
+    for under in directories() {
+        let d = &under.directory;
+        let bob = Registrant::did("did:wba:agents.example:bob", "127.0.0.1");
+        let mallory = Registrant::did("did:wba:agents.example:mallory", "127.0.0.2");
+        d.put("urn:bob", &bytes(&td(Some("urn:bob"), "Bob")), &bob, at(0))
+            .unwrap();
+        assert_eq!(
+            status(d.put(
+                "urn:bob",
+                &bytes(&td(Some("urn:bob"), "Mine")),
+                &mallory,
+                at(1)
+            )),
+            403,
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            status(d.patch("urn:bob", b"{}", &Registrant::client("127.0.0.3"), at(1))),
+            403
+        );
+        assert_eq!(status(d.delete("urn:bob", &mallory, at(1))), 403);
+        assert_eq!(d.get("urn:bob", at(2)).unwrap()["title"], "Bob");
+        d.delete("urn:bob", &bob, at(2))
+            .expect("the owner may delete it");
+    }
+}
+
+#[test]
+fn a_ttl_or_expires_outside_the_limits_is_refused_400() {
+    for under in directories() {
+        let d = &under.directory;
+        for registration in [
+            json!({"ttl": 1}),
+            json!({"ttl": 400 * 86_400}),
+            json!({"ttl": -5}),
+            json!({"ttl": "60"}),
+            json!({"expires": "2026-12-03T14:00:00Z"}),
+            json!({"expires": "2026-12-03T16:00:00"}),
+            json!("soon"),
+        ] {
+            let mut lamp = td(Some("urn:lamp"), "Lamp");
+            lamp["registration"] = registration.clone();
+            let result = d.put("urn:lamp", &bytes(&lamp), &alice(), at(0));
+            assert!(
+                matches!(result, Err(DirectoryError::InvalidRegistration { .. })),
+                "{}: {registration}: {result:?}",
+                under.name
+            );
+        }
+        // With no ttl and no expires, the default TTL applies.
+        d.put(
+            "urn:lamp",
+            &bytes(&td(Some("urn:lamp"), "Lamp")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        assert_eq!(
+            d.get("urn:lamp", at(1)).unwrap()["registration"]["ttl"],
+            86_400,
+            "{}",
+            under.name
+        );
+    }
+}
+
+#[test]
+fn limits_that_cannot_work_are_refused() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries = 0;
+    assert_eq!(limits.validate().unwrap_err().name, "max_entries");
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = limits.max_ttl * 2;
+    assert_eq!(limits.validate().unwrap_err().name, "min_ttl");
+    assert!(DirectoryLimits::default().validate().is_ok());
+}
+
+#[test]
+fn every_refusal_has_a_problem_type_title_and_detail() {
+    let error = DirectoryError::TdTooLarge { size: 9, limit: 8 };
+    assert_eq!(
+        error.problem_type(),
+        "https://concord.dev/problems/directory/td-too-large"
+    );
+    assert_eq!(error.title(), "Thing Description too large");
+    assert_eq!(error.detail(), "the TD is 9 bytes; the limit is 8");
+}
+
+#[test]
+fn an_expired_td_taken_over_by_put_counts_against_the_new_registrants_quota() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries_per_registrant = 1;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        let mut victim = td(Some("urn:victim"), "Victim");
+        victim["registration"] = json!({"ttl": 10});
+        d.put("urn:victim", &bytes(&victim), &alice(), at(0))
+            .unwrap();
+        let attacker = Registrant::client("127.0.0.2");
+        d.put(
+            "urn:mine",
+            &bytes(&td(Some("urn:mine"), "Mine")),
+            &attacker,
+            at(0),
+        )
+        .unwrap();
+        // The victim's TD expired; the attacker, at its quota, may not take its id over.
+        let taken = d.put(
+            "urn:victim",
+            &bytes(&td(Some("urn:victim"), "Taken")),
+            &attacker,
+            at(20),
+        );
+        assert!(
+            matches!(taken, Err(DirectoryError::QuotaExceeded { .. })),
+            "{}: {taken:?}",
+            under.name
+        );
+        // A registrant within its quota registers it anew: 201, a fresh creation time.
+        let outcome = d
+            .put(
+                "urn:victim",
+                &bytes(&td(Some("urn:victim"), "Again")),
+                &alice(),
+                at(21),
+            )
+            .unwrap();
+        assert_eq!(outcome.status(), 201, "{}", under.name);
+        let got = d.get("urn:victim", at(22)).unwrap();
+        assert_eq!(
+            concord_directory::parse_rfc3339(got["registration"]["created"].as_str().unwrap()),
+            Some(concord_directory::unix_millis(at(21)))
+        );
+        let kinds: Vec<&str> = d
+            .events_since(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.kind.name())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "thing_created",
+                "thing_created",
+                "thing_deleted",
+                "thing_created"
+            ],
+            "{}: the expired TD is deleted, then created anew",
+            under.name
+        );
+    }
+}
+
+/// Registrations racing from threads, each through its own handle on one store (for
+/// SQLite: its own connection to the file, as another process would have): with room for
+/// one, exactly one is registered and the others refused.
+fn race(handles: &[Directory], who: Registrant<'_>) -> (usize, Vec<DirectoryError>) {
+    const RACERS: usize = 8;
+    let start = std::sync::Barrier::new(RACERS);
+    let results: Vec<Result<(), DirectoryError>> = std::thread::scope(|scope| {
+        let runners: Vec<_> = (0..RACERS)
+            .map(|n| {
+                let directory = &handles[n % handles.len()];
+                let start = &start;
+                scope.spawn(move || {
+                    let id = format!("urn:race:{n}");
+                    let body = bytes(&td(Some(&id), "Racer"));
+                    start.wait();
+                    directory.put(&id, &body, &who, at(1)).map(|_| ())
+                })
+            })
+            .collect();
+        runners.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let done = results.iter().filter(|r| r.is_ok()).count();
+    (done, results.into_iter().filter_map(Result::err).collect())
+}
+
+#[test]
+fn racing_registrations_never_pass_the_quota_or_max_entries_together() {
+    let mut quota = DirectoryLimits::default();
+    quota.max_entries_per_registrant = 1;
+    let mut full = DirectoryLimits::default();
+    full.max_entries = 1;
+    for (limits, refusal) in [(quota, "quota-exceeded"), (full, "directory-full")] {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite: Vec<Directory> = (0..4)
+            .map(|_| {
+                let store: Arc<dyn DirectoryStore> =
+                    Arc::new(concord_store::Store::open(dir.path()).unwrap());
+                Directory::new(store, limits.clone()).unwrap()
+            })
+            .collect();
+        let memory: Arc<dyn DirectoryStore> = Arc::new(MemoryDirectoryStore::new());
+        let memory = vec![Directory::new(memory, limits.clone()).unwrap()];
+        for (name, handles) in [("sqlite", sqlite), ("memory", memory)] {
+            let (done, refused) = race(&handles, alice());
+            assert_eq!(done, 1, "{name}: {refusal}: {refused:?}");
+            assert!(
+                refused.iter().all(|e| e.problem_type().ends_with(refusal)),
+                "{name}: {refused:?}"
+            );
+            let page = handles[0].list(&ListQuery::default(), at(1)).unwrap();
+            assert_eq!(page.total, 1, "{name}: {refusal}");
+        }
+    }
+}

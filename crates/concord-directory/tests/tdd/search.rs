@@ -1,0 +1,270 @@
+//! JSONPath search (RFC 9535) and capability search, each bounded.
+
+use concord_directory::{CapabilityKind, CapabilityQuery, DirectoryError, DirectoryLimits};
+use serde_json::json;
+
+use crate::support::*;
+
+fn agent(id: &str, action: &str, input_field: &str) -> serde_json::Value {
+    json!({
+        "@context": ["https://www.w3.org/2022/wot/td/v1.1", {"lmos": "https://eclipse.dev/lmos/protocol/v1", "concord": "https://concord.dev/ns/v1#"}],
+        "@type": "lmos:Agent",
+        "id": id,
+        "title": format!("Agent {id}"),
+        "lmos:metadata": {"lmos:vendor": {"lmos:name": "Acme"}},
+        "securityDefinitions": {"nosec": {"scheme": "nosec"}},
+        "security": "nosec",
+        "actions": {action: {
+            "input": {"type": "object", "properties": {input_field: {"type": "string"}}},
+            "output": {"type": "object", "properties": {"answer": {"type": "string"}}},
+            "forms": [{"href": "https://agent.example/act"}]
+        }},
+        "concord:metaProtocol": {
+            "concord:endpoint": "wss://agent.example/concord",
+            "concord:versions": ["1.0"],
+            "concord:did": format!("did:wba:agent.example:{}", &id[4..]),
+            "concord:consensusProtocols": [{
+                "concord:uri": "https://protocols.example/weather/1.0",
+                "concord:protocolHash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            }]
+        }
+    })
+}
+
+#[test]
+fn tdd_search_large_tdds_jsonpath_finds_whole_tds_and_fragments() {
+    for under in directories() {
+        let d = &under.directory;
+        d.put(
+            "urn:lamp",
+            &bytes(&td(Some("urn:lamp"), "Lamp")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        d.put(
+            "urn:fan",
+            &bytes(&td(Some("urn:fan"), "Fan")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        let found = d.search_jsonpath("$[?@.title=='Lamp']", at(1)).unwrap();
+        assert_eq!(found.len(), 1, "{}", under.name);
+        assert_eq!(found[0]["id"], "urn:lamp");
+        assert!(
+            found[0]["registration"].is_object(),
+            "searched over enriched TDs"
+        );
+        let titles = d.search_jsonpath("$[*].title", at(1)).unwrap();
+        assert_eq!(
+            titles,
+            [json!("Fan"), json!("Lamp")],
+            "{}: fragments, in id order",
+            under.name
+        );
+    }
+}
+
+#[test]
+fn a_malformed_or_too_long_jsonpath_query_is_refused_400() {
+    for under in directories() {
+        let d = &under.directory;
+        for bad in ["$[?@.title==", "title", "", "$..[?(@.a"] {
+            let result = d.search_jsonpath(bad, at(0));
+            assert!(
+                matches!(result, Err(DirectoryError::InvalidQuery { .. })),
+                "{}: {bad:?}: {result:?}",
+                under.name
+            );
+        }
+        let long = format!("$[?@.title=='{}']", "x".repeat(2_000));
+        assert!(matches!(
+            d.search_jsonpath(&long, at(0)),
+            Err(DirectoryError::QueryTooLong { limit: 1_024, .. })
+        ));
+    }
+}
+
+#[test]
+fn a_jsonpath_search_over_too_much_or_matching_too_much_is_refused() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_query_results = 5;
+    limits.max_query_scan_bytes = 2_000;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        d.put(
+            "urn:lamp",
+            &bytes(&td(Some("urn:lamp"), "Lamp")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        let result = d.search_jsonpath("$..*", at(1));
+        assert!(
+            matches!(result, Err(DirectoryError::TooManyResults { limit: 5 })),
+            "{}: {result:?}",
+            under.name
+        );
+        assert_eq!(status(d.search_jsonpath("$..*", at(1))), 413);
+        for n in 0..10 {
+            let id = format!("urn:t{n}");
+            d.put(&id, &bytes(&td(Some(&id), "T")), &alice(), at(0))
+                .unwrap();
+        }
+        let broad = d.search_jsonpath("$[0].id", at(1));
+        assert!(
+            matches!(broad, Err(DirectoryError::SearchTooBroad { limit: 2_000 })),
+            "{}: {broad:?}",
+            under.name
+        );
+        assert_eq!(status(d.search_jsonpath("$[0].id", at(1))), 503);
+    }
+}
+
+#[test]
+fn capability_search_finds_who_can_do_this() {
+    for under in directories() {
+        let d = &under.directory;
+        d.put(
+            "urn:weather",
+            &bytes(&agent("urn:weather", "getWeather", "city")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        d.put(
+            "urn:news",
+            &bytes(&agent("urn:news", "getNews", "topic")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        d.put(
+            "urn:lamp",
+            &bytes(&td(Some("urn:lamp"), "Lamp")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        let ids = |query: CapabilityQuery| -> Vec<String> {
+            d.search_capabilities(&query, at(1))
+                .unwrap()
+                .things
+                .iter()
+                .map(|t| t["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let q = CapabilityQuery::new;
+        assert_eq!(
+            ids(q().and(CapabilityKind::Action, "getWeather")),
+            ["urn:weather"],
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::InputField, "topic")),
+            ["urn:news"]
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::InputField, "city")),
+            ["urn:lamp", "urn:weather"]
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::OutputField, "answer")),
+            ["urn:news", "urn:weather"]
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::Type, "lmos:Agent")),
+            ["urn:news", "urn:weather"]
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::Lmos, "lmos:name=Acme")),
+            ["urn:news", "urn:weather"]
+        );
+        assert_eq!(
+            ids(q().and(
+                CapabilityKind::ConsensusUri,
+                "https://protocols.example/weather/1.0"
+            )),
+            ["urn:news", "urn:weather"]
+        );
+        assert_eq!(
+            ids(q().and(
+                CapabilityKind::ConsensusHash,
+                "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
+            )),
+            ["urn:news", "urn:weather"],
+            "{}: a hash is asked in either case",
+            under.name
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::Did, "did:wba:agent.example:news")),
+            ["urn:news"]
+        );
+        assert_eq!(
+            ids(q()
+                .and(CapabilityKind::Type, "lmos:Agent")
+                .and(CapabilityKind::InputField, "city")),
+            ["urn:weather"],
+            "terms combine with AND"
+        );
+        assert!(ids(q().and(CapabilityKind::Action, "fly")).is_empty());
+        // A patch re-indexes; a delete un-indexes.
+        d.patch("urn:news", &bytes(&json!({"actions": {"getNews": null, "getHeadlines": {"forms": [{"href": "https://agent.example/h"}]}}})), &alice(), at(2)).unwrap();
+        assert!(
+            ids(q().and(CapabilityKind::Action, "getNews")).is_empty(),
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::Action, "getHeadlines")),
+            ["urn:news"]
+        );
+        d.delete("urn:weather", &alice(), at(3)).unwrap();
+        assert!(ids(q().and(CapabilityKind::Action, "getWeather")).is_empty());
+    }
+}
+
+#[test]
+fn capability_search_is_bounded_in_result_size_and_terms() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_capability_results = 2;
+    limits.max_capability_terms = 2;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        for n in 0..3 {
+            let id = format!("urn:t{n}");
+            d.put(&id, &bytes(&td(Some(&id), "T")), &alice(), at(0))
+                .unwrap();
+        }
+        let found = d
+            .search_capabilities(
+                &CapabilityQuery::new().and(CapabilityKind::Action, "act"),
+                at(1),
+            )
+            .unwrap();
+        assert_eq!(
+            (found.things.len(), found.truncated),
+            (2, true),
+            "{}",
+            under.name
+        );
+        let many = CapabilityQuery::new()
+            .and(CapabilityKind::Action, "a")
+            .and(CapabilityKind::Action, "b")
+            .and(CapabilityKind::Action, "c");
+        assert_eq!(status(d.search_capabilities(&many, at(1))), 400);
+        assert_eq!(
+            status(d.search_capabilities(&CapabilityQuery::new(), at(1))),
+            400
+        );
+        assert_eq!(
+            status(d.search_capabilities(
+                &CapabilityQuery::new().and(CapabilityKind::Action, ""),
+                at(1)
+            )),
+            400
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! Search: `GET /search/jsonpath?query=` (RFC 9535 over the TDs as one array, the W3C
+//! spec's informative JSONPath API, tdd-search-jsonpath) and `GET /search/capability`,
+//! Concord's "who can do this": every query parameter is a term, and the answer holds the
+//! TDs matching all of them.
+//!
+//! | parameter | matches a TD with |
+//! |---|---|
+//! | `action=NAME` | an action `NAME` |
+//! | `property=NAME` | a property `NAME` |
+//! | `event=NAME` | an event `NAME` |
+//! | `input=FIELD` | an action whose input schema has a field `FIELD` (at any depth) |
+//! | `output=FIELD` | an action whose output schema has a field `FIELD` |
+//! | `field=FIELD` | the same as `input=FIELD` (the field a caller sends) |
+//! | `lmos=TERM` or `lmos=TERM=VALUE` | an `lmos:` term (with that scalar value) |
+//! | `consensus=URI` | a consensus protocol with that URI |
+//! | `consensus-hash=HEX` | a consensus protocol with that hash |
+//! | `did=DID` | the agent's DID (`concord:metaProtocol`'s `concord:did`) |
+//! | `type=TYPE` | `TYPE` in its `@type` |
+//!
+//! A parameter may repeat (`action=a&action=b`: both). The answer (200,
+//! `application/ld+json`) is `{"@context", "@type": "ThingCollection", "total", "members",
+//! "truncated"}`: at most `max_capability_results` TDs in code-point order of id,
+//! `truncated: true` when more matched. No term, more than `max_capability_terms`, an
+//! empty one, an unknown parameter or one over `max_query_bytes`: 400.
+
+use std::sync::Arc;
+
+use axum::extract::{RawQuery, State};
+use axum::http::Uri;
+use axum::response::Response;
+use concord_directory::{CapabilityKind, CapabilityQuery, DirectoryError, DISCOVERY_CONTEXT};
+use serde_json::{json, Value};
+
+use super::request::{answer, json_answer, parameters, refused};
+use super::DirectoryState;
+
+/// `GET /search/jsonpath?query=` (tdd-search-jsonpath-method, tdd-search-jsonpath-parameter,
+/// tdd-search-jsonpath-response): 200 `application/json`, the nodes selected.
+pub(super) async fn jsonpath(
+    State(state): State<Arc<DirectoryState>>,
+    RawQuery(raw): RawQuery,
+    uri: Uri,
+) -> Response {
+    let instance = uri.path();
+    let query = match parameters(raw.as_deref())
+        .into_iter()
+        .find(|(name, _)| name == "query")
+    {
+        Some((_, query)) => query,
+        None => {
+            let error = DirectoryError::InvalidQuery {
+                reason: "the `query` parameter (a JSONPath expression) is missing".to_owned(),
+            };
+            return refused(&error, instance);
+        }
+    };
+    let result = state
+        .run(move |directory, now| directory.search_jsonpath(&query, now))
+        .await;
+    answer(result, instance, |nodes| {
+        json_answer("application/json", &Value::Array(nodes))
+    })
+}
+
+/// `GET /search/capability?…`: the TDs holding every term.
+pub(super) async fn capability(
+    State(state): State<Arc<DirectoryState>>,
+    RawQuery(raw): RawQuery,
+    uri: Uri,
+) -> Response {
+    let instance = uri.path();
+    let query = match capability_query(raw.as_deref()) {
+        Ok(query) => query,
+        Err(error) => return refused(&error, instance),
+    };
+    let result = state
+        .run(move |directory, now| directory.search_capabilities(&query, now))
+        .await;
+    answer(result, instance, |matches| {
+        let body = json!({
+            "@context": DISCOVERY_CONTEXT,
+            "@type": "ThingCollection",
+            "total": matches.things.len(),
+            "members": matches.things,
+            "truncated": matches.truncated,
+        });
+        json_answer("application/ld+json", &body)
+    })
+}
+
+/// The terms of a capability search's query string.
+fn capability_query(raw: Option<&str>) -> Result<CapabilityQuery, DirectoryError> {
+    let mut query = CapabilityQuery::new();
+    for (name, value) in parameters(raw) {
+        let kind = match name.as_str() {
+            "field" => CapabilityKind::InputField,
+            other => {
+                CapabilityKind::from_name(other).ok_or_else(|| DirectoryError::InvalidQuery {
+                    reason: format!(
+                        "`{other}` is not a capability term: action, property, event, input, \
+                         output, field, lmos, consensus, consensus-hash, did or type"
+                    ),
+                })?
+            }
+        };
+        query = query.and(kind, value);
+    }
+    Ok(query)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capability_query_reads_every_term_and_refuses_an_unknown_one() {
+        let query = capability_query(Some("action=getWeather&field=city&did=did%3Awba%3Ax"))
+            .expect("a query");
+        assert_eq!(
+            query,
+            CapabilityQuery::new()
+                .and(CapabilityKind::Action, "getWeather")
+                .and(CapabilityKind::InputField, "city")
+                .and(CapabilityKind::Did, "did:wba:x")
+        );
+        let refused = capability_query(Some("colour=red")).expect_err("refused");
+        assert!(refused.to_string().contains("`colour`"), "{refused}");
+    }
+}
