@@ -3,7 +3,8 @@
 // Driven by `cargo test -p concord-cli --test node_wot -- --ignored` (which `.ci/run` runs
 // after `npm ci` here): it serves the WeatherAgent example, the product agent and
 // settings-agent.toml with `concord serve` and passes their base URLs as WEATHER_URL,
-// PRODUCT_URL and SETTINGS_URL (and, when a directory is served, DIRECTORY_URL).
+// PRODUCT_URL and SETTINGS_URL, and the description URL of a `concord directory serve`
+// they are registered in as DIRECTORY_URL.
 "use strict";
 
 const { test, before, after } = require("node:test");
@@ -41,21 +42,33 @@ async function consume(name) {
     return WoT.consume(td);
 }
 
-/** Resolves with the first value `subscribe(listener)` hands its listener, within `ms`. */
-function firstValue(subscribe, ms) {
-    return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`nothing within ${ms} ms`)), ms);
-        subscribe(async (output) => {
-            try {
-                const value = await output.value();
-                clearTimeout(timer);
-                resolve(value);
-            } catch (error) {
-                clearTimeout(timer);
-                reject(error);
-            }
-        }).catch(reject);
+/**
+ * Subscribes with `subscribe(listener)` and resolves with the first value the listener
+ * gets, within `ms`; the subscription is stopped then (an open EventSource would keep
+ * this process alive, reconnecting).
+ */
+async function firstValue(subscribe, ms) {
+    let first;
+    const got = new Promise((resolve, reject) => {
+        first = { resolve, reject };
     });
+    const subscription = await subscribe(async (output) => {
+        try {
+            first.resolve(await output.value());
+        } catch (error) {
+            first.reject(error);
+        }
+    });
+    let timer;
+    const timeout = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`nothing within ${ms} ms`)), ms);
+    });
+    return {
+        value: Promise.race([got, timeout]).finally(async () => {
+            clearTimeout(timer);
+            await subscription.stop();
+        }),
+    };
 }
 
 test("the WeatherAgent's description is requested and consumed", async () => {
@@ -105,16 +118,15 @@ test("a progress action answers 201; its status resource is polled to completed"
 
 test("a notify action publishes an event a subscriber receives over SSE", async () => {
     const weather = await consume("WEATHER_URL");
-    const received = firstValue(
+    // The subscription is open once subscribeEvent resolved.
+    const received = await firstValue(
         (listener) => weather.subscribeEvent("userFeedbackReceived", listener),
         10000
     );
-    // The subscription is open once subscribeEvent resolved; give the stream a moment.
-    await new Promise((resolve) => setTimeout(resolve, 200));
     const output = await weather.invokeAction("logFeedback", { rating: 5, comment: "node-wot" });
     // A notify action answers once it ran (204: no output).
     assert.ok(output);
-    const event = await received;
+    const event = await received.value;
     assert.equal(event.rating, 5);
 });
 
@@ -129,23 +141,25 @@ test("a property is read, written and observed", async () => {
     const settings = await consume("SETTINGS_URL");
     const read = await settings.readProperty("targetTemperature");
     assert.equal(await read.value(), 20);
-    const changed = firstValue(
+    const changed = await firstValue(
         (listener) => settings.observeProperty("targetTemperature", listener),
         10000
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
     await settings.writeProperty("targetTemperature", 22.5);
-    assert.equal(await changed, 22.5);
+    assert.equal(await changed.value, 22.5);
     const again = await settings.readProperty("targetTemperature");
     assert.equal(await again.value(), 22.5);
     // A value its schema refuses is refused.
     await assert.rejects(settings.writeProperty("targetTemperature", 99), /400|Bad Request|invalid/i);
 });
 
-test("a directory finds the agents", { skip: !process.env.DIRECTORY_URL && "no directory served" }, async () => {
+test("a directory finds the agents", async () => {
+    // node-wot reads the directory's `things` property once (no paging, no filter).
     const things = [];
     for await (const td of await WoT.exploreDirectory(need("DIRECTORY_URL"))) {
         things.push(td.title);
     }
-    assert.ok(things.includes("WeatherAgent"), things.join(", "));
+    for (const title of ["WeatherAgent", "Product agent", "Settings agent"]) {
+        assert.ok(things.includes(title), `${title} in ${things.join(", ")}`);
+    }
 });

@@ -101,12 +101,17 @@ fn the_weather_configuration_describes_every_affordance() {
     let model = &td["properties"]["modelConfiguration"];
     assert_eq!(
         ops(model),
-        // The WebSocket's forms, then the WoT HTTP binding's.
+        // The WebSocket's forms, then the WoT HTTP binding's: read, then observe over
+        // Server-Sent Events and by long poll.
         [
             "readproperty",
             "observeproperty",
             "unobserveproperty",
-            "readproperty"
+            "readproperty",
+            "observeproperty",
+            "unobserveproperty",
+            "observeproperty",
+            "unobserveproperty"
         ]
     );
     assert_eq!(model["readOnly"], true);
@@ -142,7 +147,19 @@ fn the_weather_configuration_describes_every_affordance() {
         "{talk}"
     );
     let event = &td["events"]["userFeedbackReceived"];
-    assert_eq!(ops(event), ["subscribeevent", "unsubscribeevent"]);
+    // The WebSocket's forms, then the HTTP binding's SSE and long-poll forms.
+    assert_eq!(
+        ops(event),
+        [
+            "subscribeevent",
+            "unsubscribeevent",
+            "subscribeevent",
+            "unsubscribeevent",
+            "subscribeevent",
+            "unsubscribeevent"
+        ]
+    );
+    assert_eq!(event["forms"][2]["subprotocol"], "sse", "{event}");
     assert_eq!(event["data"]["required"], json!(["rating"]), "{event}");
 }
 

@@ -23,12 +23,12 @@ const ROUND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Deliveries and losses, counted by the reading tasks.
 #[derive(Default)]
 pub struct Counts {
-    delivered: AtomicU64,
-    lost: AtomicU64,
+    pub delivered: AtomicU64,
+    pub lost: AtomicU64,
 }
 
 impl Counts {
-    fn seen(&self) -> u64 {
+    pub fn seen(&self) -> u64 {
         self.delivered.load(Ordering::Relaxed) + self.lost.load(Ordering::Relaxed)
     }
 }
@@ -42,7 +42,7 @@ pub struct Round {
 }
 
 /// Waits until `counts` saw `target` deliveries (or losses), from `started`.
-async fn wait_for(
+pub async fn wait_for(
     counts: &Counts,
     target: u64,
     started: Instant,
@@ -68,7 +68,7 @@ async fn wait_for(
 }
 
 /// Splits `items` into `groups` nearly equal parts.
-fn groups<T>(items: Vec<T>, groups: usize) -> Vec<Vec<T>> {
+pub fn groups<T>(items: Vec<T>, groups: usize) -> Vec<Vec<T>> {
     let mut out: Vec<Vec<T>> = (0..groups).map(|_| Vec::new()).collect();
     for (i, item) in items.into_iter().enumerate() {
         out[i % groups].push(item);

@@ -14,7 +14,8 @@
 //!   to `userFeedbackReceived`; per round the provider publishes `--events` (500) at once,
 //!   and the round ends when every subscriber has every event: events delivered per
 //!   second. Floor: a tokio broadcast channel feeding as many raw WebSockets the same JSON
-//!   message. The connections are read by a few tasks (`--readers`, 4).
+//!   message. The connections are read by a few tasks (`--readers`, 4). Beside it, the
+//!   same node's WoT HTTP binding: as many Server-Sent Events subscriptions (`sse.rs`).
 //! - **stream**: `--stream-mb` (128) MiB in 64 KiB writes over one non-realtime stream to
 //!   a `sink` action that counts them: MB/s until its count comes back. Floor: the same
 //!   writes as binary messages on a raw WebSocket.
@@ -31,6 +32,7 @@
 mod fanout;
 mod memory;
 mod servers;
+mod sse;
 mod streams;
 
 #[path = "../common/counting.rs"]
@@ -168,9 +170,12 @@ fn median(values: &mut [f64]) -> f64 {
 async fn fanout_phase(options: &Options) -> Result<(), BoxError> {
     let node = fanout::NodeFanout::start(options.subscribers, options.readers).await?;
     let raw = fanout::RawFanout::start(options.subscribers, options.readers).await?;
+    let sse = sse::SseFanout::start(options.subscribers, options.readers, options.events).await?;
     // A warm-up round each.
     node.round(options.events.min(50)).await?;
     raw.round(options.events.min(50)).await?;
+    sse.round(options.events.min(50)).await?;
+    let (mut sse_rates, mut sse_time, mut sse_ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut node_rates, mut raw_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut node_time, mut raw_time) = (Vec::new(), Vec::new());
     let mut lost = 0;
@@ -182,7 +187,11 @@ async fn fanout_phase(options: &Options) -> Result<(), BoxError> {
             let r = raw.round(options.events).await?;
             (node.round(options.events).await?, r)
         };
-        lost += n.lost + r.lost;
+        let s = sse.round(options.events).await?;
+        lost += n.lost + r.lost + s.lost;
+        sse_rates.push(s.per_second);
+        sse_time.push(s.elapsed.as_secs_f64());
+        sse_ratios.push(s.per_second / r.per_second);
         node_rates.push(n.per_second);
         raw_rates.push(r.per_second);
         node_time.push(n.elapsed.as_secs_f64());
@@ -191,6 +200,7 @@ async fn fanout_phase(options: &Options) -> Result<(), BoxError> {
     }
     node.stop().await;
     raw.stop();
+    sse.stop();
     println!(
         "\n## Event fan-out: {} subscribers, {} events per round, {} rounds",
         options.subscribers, options.events, options.rounds
@@ -207,6 +217,12 @@ async fn fanout_phase(options: &Options) -> Result<(), BoxError> {
         median(&mut node_rates),
         human(Duration::from_secs_f64(median(&mut node_time))),
         median(&mut ratios)
+    );
+    println!(
+        "| node, HTTP binding SSE | {:.0} | {} | {:.2}× |",
+        median(&mut sse_rates),
+        human(Duration::from_secs_f64(median(&mut sse_time))),
+        median(&mut sse_ratios)
     );
     println!("lost (gaps or lag) over all rounds: {lost}");
     Ok(())

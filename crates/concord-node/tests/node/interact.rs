@@ -241,11 +241,17 @@ async fn the_served_description_tells_every_pattern_and_is_strictly_valid() {
     let forecast = &raw["actions"][weather::FORECAST_REPORT];
     assert_eq!(forecast["synchronous"], false);
     assert_eq!(forecast["concord:actionLease"], 30);
-    // `op` is a string or an array of them, per form.
+    // `op` is a string or an array of them, per form (the WebSocket's here; the HTTP
+    // binding's SSE and long-poll forms follow it, tested in `http_events`).
     let raw_ops: Vec<&str> = raw["events"][weather::USER_FEEDBACK_RECEIVED]["forms"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|form| {
+            form["href"]
+                .as_str()
+                .is_some_and(|href| href.starts_with("ws"))
+        })
         .flat_map(|form| match &form["op"] {
             serde_json::Value::Array(ops) => ops.iter().filter_map(|op| op.as_str()).collect(),
             op => op.as_str().into_iter().collect::<Vec<_>>(),
