@@ -535,10 +535,11 @@ struct StreamSection {
 }
 
 /// `[security]`: the node's security policy, each value a name checked in
-/// [`SecuritySection::check`] (so that a wrong one is named with its key).
+/// [`SecuritySection::check`] (so that a wrong one is named with its key). An agent's, or
+/// `concord directory serve`'s (which refuses the keys of [`SecuritySection::agent_only`]).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SecuritySection {
+pub(crate) struct SecuritySection {
     encryption: Option<String>,
     authentication: Option<String>,
     signature: Option<String>,
@@ -1062,7 +1063,21 @@ fn choose<T: Copy>(key: &str, value: &str, choices: &[(&str, T)]) -> Result<T, P
 }
 
 impl SecuritySection {
-    fn check(self) -> Result<Security, Problem> {
+    /// The first key given that only an agent's sessions and calls use (`encryption`,
+    /// `authentication`, `signature`), as `security.KEY`: a directory holds no interface
+    /// sessions and calls no one, so it refuses them.
+    pub(crate) fn agent_only(&self) -> Option<&'static str> {
+        [
+            ("security.encryption", self.encryption.is_some()),
+            ("security.authentication", self.authentication.is_some()),
+            ("security.signature", self.signature.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(key, given)| given.then_some(key))
+    }
+
+    /// The policy, each wrong value refused by its key.
+    pub(crate) fn check(self) -> Result<Security, Problem> {
         let mut security = Security::default();
         if let Some(value) = &self.encryption {
             security.encryption = choose(

@@ -156,7 +156,7 @@ enum LineItem {
 
 /// Runs `concord call`.
 pub fn run(mut args: CallArgs) -> anyhow::Result<ExitCode> {
-    args.url = args.target.settle(&args.url)?;
+    args.url = args.target.settle(&args.url, args.ca_cert.as_deref())?;
     let inputs = read_inputs(&args)?;
     let mut want = Want::action(args.action.clone());
     if let Some(path) = &args.propose {

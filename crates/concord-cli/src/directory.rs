@@ -63,8 +63,14 @@ The configuration (TOML, every key optional):
                                    # max_page_size, max_capability_results, max_capability_terms
   [node]                           # listen, data_dir, public_url, tls, shutdown_grace
   [limits]                         # the node's limits, as in an agent's configuration
+  [security]                       # how writers' DIDs are checked: resolve_loopback_over_http
+                                   # (test mode: localhost DIDs over http://), legacy_didwba,
+                                   # resolver_connect_timeout, resolver_first_byte_timeout,
+                                   # resolver_max_concurrent_per_address
 
-A TD registered by a DID can be changed only by that DID; each registrant (its DID, else its
+With --require-signatures, a TD that names a DID (its id, or concord:metaProtocol's
+concord:did) is written only by that DID (403). A TD registered by a DID can be changed
+only by that DID; each registrant (its DID, else its
 address) holds at most max_entries_per_registrant TDs (429 beyond).")]
 pub struct DirectoryServeArgs {
     /// Listen here (`host:port`; port 0 picks a free one). Default: the configuration's
@@ -147,6 +153,7 @@ async fn run_directory(
         .store(store)
         .limits(config.limits.clone())
         .keys(keys)
+        .security(config.security.clone())
         .directory(service);
     builder = config.discovery.apply(builder);
     if let Some(id) = &config.id {

@@ -35,23 +35,33 @@
 //!
 //! [discovery]                        # as an agent's (`discovery_config.rs`)
 //! mdns = true                        # announce _directory._sub._wot._tcp (default false)
+//!
+//! [security]                         # how writers' DIDs are checked, as an agent's:
+//! resolve_loopback_over_http = false # test mode: DIDs on localhost resolve over http://
+//! legacy_didwba = false              # accept ANP's legacy `Authorization: DIDWba` header
+//! resolver_connect_timeout = "2s"    # also resolver_first_byte_timeout,
+//!                                    # resolver_max_concurrent_per_address
 //! ```
+//!
+//! `[security]`'s `encryption`, `authentication` and `signature` are an agent's only (its
+//! interface sessions and its calls) and are refused here by key.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use concord_directory::DirectoryLimits;
-use concord_node::Limits;
+use concord_node::{Limits, Security};
 use serde::Deserialize;
 
 use crate::agent_config::{
     syntax_error, ConfigError, Humane, LimitsSection, NodeSection, NodeSettings, Problem,
+    SecuritySection,
 };
 
 /// Where `concord directory serve` listens when neither the flags nor the file say.
 pub const DEFAULT_DIRECTORY_LISTEN: &str = "127.0.0.1:8081";
 /// How often expired TDs are purged when the file does not say.
-pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(30);
+pub const DEFAULT_PURGE_INTERVAL: Duration = concord_node::DEFAULT_PURGE_INTERVAL;
 /// The directory's own title when the file does not say.
 const DEFAULT_TITLE: &str = "Concord directory";
 
@@ -79,6 +89,8 @@ pub struct DirectoryConfig {
     /// `[discovery]`: how the directory is found (DNS-SD, the owner its ANP and A2A
     /// documents name), as an agent's.
     pub discovery: crate::discovery_config::Discovery,
+    /// `[security]`: how writers' DIDs are resolved and which proofs are accepted.
+    pub security: Security,
 }
 
 impl Default for DirectoryConfig {
@@ -99,6 +111,7 @@ impl Default for DirectoryConfig {
             require_signatures: false,
             purge_interval: DEFAULT_PURGE_INTERVAL,
             discovery: crate::discovery_config::Discovery::default(),
+            security: Security::default(),
         }
     }
 }
@@ -137,6 +150,7 @@ struct File {
     limits: LimitsSection,
     #[serde(default)]
     discovery: crate::discovery_config::DiscoverySection,
+    security: SecuritySection,
 }
 
 /// `[directory]`.
@@ -196,6 +210,13 @@ impl File {
             }
             None => defaults.node,
         };
+        if let Some(key) = self.security.agent_only() {
+            return Err(Problem::key(
+                key,
+                "is an agent's (its sessions and calls): a directory has neither",
+            ));
+        }
+        let security = self.security.check()?;
         let purge_interval = match section.purge_interval {
             Some(interval) if Duration::from(interval).is_zero() => {
                 return Err(Problem::key(
@@ -254,6 +275,7 @@ impl File {
             require_signatures: section.require_signatures.unwrap_or(false),
             purge_interval,
             discovery: self.discovery.check()?,
+            security,
         })
     }
 }
@@ -338,6 +360,23 @@ mod tests {
         assert_eq!(limits.max_capability_terms, 2);
         assert_eq!(config.node.listen, "127.0.0.1:0");
         assert_eq!(config.limits.request_rate_per_address, 3);
+        assert!(!config.security.resolver.allow_loopback_http);
+    }
+
+    #[test]
+    fn the_security_keys_of_a_directory_can_be_set() {
+        let config = load(
+            "[security]\nresolve_loopback_over_http = true\nlegacy_didwba = true\n\
+             resolver_connect_timeout = \"500ms\"\nresolver_max_concurrent_per_address = 2\n",
+        )
+        .unwrap();
+        assert!(config.security.resolver.allow_loopback_http);
+        assert!(config.security.legacy_didwba);
+        assert_eq!(
+            config.security.resolver.connect_timeout,
+            Duration::from_millis(500)
+        );
+        assert_eq!(config.security.resolver.max_concurrent_per_address, 2);
     }
 
     #[test]
@@ -365,6 +404,24 @@ mod tests {
                 "node.event_ingest_token",
             ),
             ("[limits]\nmax_sessions = 0", "limits.max_sessions"),
+            (
+                "[security]\nresolve_loopback_over_http = 1",
+                "security.resolve_loopback_over_http",
+            ),
+            (
+                "[security]\nresolver_first_byte_timeout = \"0s\"",
+                "security.resolver_first_byte_timeout",
+            ),
+            (
+                "[security]\nencryption = \"required\"",
+                "security.encryption",
+            ),
+            (
+                "[security]\nauthentication = \"required\"",
+                "security.authentication",
+            ),
+            ("[security]\nsignature = \"didwba\"", "security.signature"),
+            ("[security]\nresolve_loopback = true", "resolve_loopback"),
             ("[directory]\nmax_entrys = 3", "max_entrys"),
         ] {
             let said = load(text).unwrap_err();

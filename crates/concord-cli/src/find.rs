@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use concord_node::{CapabilityQuery, Directory};
+use concord_node::CapabilityQuery;
 use serde_json::{json, Value};
 
 use crate::output::{self, outln, Wrong};
@@ -18,6 +18,7 @@ Examples:
   concord find --directory http://127.0.0.1:8081 --field productId --json | jq -r '.[].base'
   concord find --directory http://127.0.0.1:8081               # every agent registered
   CONCORD_DIRECTORY=http://127.0.0.1:8081 concord find --event priceChanged
+  concord find --directory https://directory.internal --ca-cert ca.pem --action getProductInfo
   concord find --directory http://127.0.0.1:8081 --jsonpath '$[?@.title==\"Shop\"]'
   concord call --directory http://127.0.0.1:8081 --find getProductInfo getProductInfo '{\"productId\": \"P1\"}'
 
@@ -87,6 +88,10 @@ pub struct FindArgs {
     #[arg(long, requires = "mdns", value_name = "DURATION", default_value = "3s",
           value_parser = humantime::parse_duration)]
     wait: std::time::Duration,
+    /// Also trust the root certificates in this PEM file for an `https://` directory, on
+    /// top of the system's: a directory whose certificate a private CA signed.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<std::path::PathBuf>,
 }
 
 /// Runs `concord find`.
@@ -114,7 +119,7 @@ pub fn run(args: FindArgs) -> anyhow::Result<ExitCode> {
                 "no directory: give --directory URL or set {DIRECTORY_ENV}"
             ))
         })?;
-    let directory = Directory::new(&url).map_err(|error| Wrong::error(error.to_string()))?;
+    let directory = crate::target::directory_client(&url, args.ca_cert.as_deref())?;
     let mut query = CapabilityQuery::default();
     query.action.clone_from(&args.action);
     query.property.clone_from(&args.property);

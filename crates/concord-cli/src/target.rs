@@ -3,6 +3,8 @@
 //! looked up in a W3C WoT Discovery directory, or the agent a capability query finds there
 //! (`--find`). The one place these commands resolve their target.
 
+use std::path::Path;
+
 use clap::Args;
 use concord_node::{CapabilityQuery, Directory};
 use serde_json::Value;
@@ -72,10 +74,10 @@ impl TargetArgs {
     ///
     /// # Errors
     /// As [`TargetArgs::resolve`].
-    pub fn settle(&self, target: &str) -> anyhow::Result<String> {
+    pub fn settle(&self, target: &str, ca_cert: Option<&Path>) -> anyhow::Result<String> {
         if target == FOUND || self.find.is_some() || is_agent_id(target) {
             let target = (target != FOUND).then_some(target);
-            return crate::runtime::block_on(self.resolve(target))?;
+            return crate::runtime::block_on(self.resolve(target, ca_cert))?;
         }
         Ok(target.to_owned())
     }
@@ -87,14 +89,18 @@ impl TargetArgs {
     /// # Errors
     /// Wrong (exit 1) for no directory to ask, an unknown id, no match or several (without
     /// --first); could not run (exit 2) when the directory cannot be reached.
-    pub async fn resolve(&self, target: Option<&str>) -> anyhow::Result<String> {
+    pub async fn resolve(
+        &self,
+        target: Option<&str>,
+        ca_cert: Option<&Path>,
+    ) -> anyhow::Result<String> {
         match (target, &self.find) {
             (Some(_), Some(_)) => Err(Wrong::error(
                 "--find stands for the target: leave the agent's URL or id out",
             )),
             (Some(url), None) if is_url(url) => Ok(url.to_owned()),
             (Some(id), _) => {
-                let directory = self.directory(&format!("the agent id {id:?}"))?;
+                let directory = self.directory(&format!("the agent id {id:?}"), ca_cert)?;
                 let td = directory
                     .get(id)
                     .await
@@ -108,7 +114,7 @@ impl TargetArgs {
                 base_of(&td, id)
             }
             (None, Some(query)) => {
-                let directory = self.directory("--find")?;
+                let directory = self.directory("--find", ca_cert)?;
                 let query = parse_query(query)?;
                 let found = directory.search(&query).await?;
                 let td = match found.as_slice() {
@@ -142,7 +148,7 @@ impl TargetArgs {
     }
 
     /// The directory client: --directory, else $CONCORD_DIRECTORY.
-    fn directory(&self, needs: &str) -> anyhow::Result<Directory> {
+    fn directory(&self, needs: &str, ca_cert: Option<&Path>) -> anyhow::Result<Directory> {
         let url = self
             .directory
             .clone()
@@ -154,7 +160,21 @@ impl TargetArgs {
                      {DIRECTORY_ENV}"
                 ))
             })?;
-        Directory::new(&url).map_err(|error| Wrong::error(error.to_string()))
+        directory_client(&url, ca_cert)
+    }
+}
+
+/// The client of the directory at `url`, also trusting the roots in the PEM file `ca_cert`
+/// (`--ca-cert`) when given: a directory on `https://` with a private CA.
+///
+/// # Errors
+/// Wrong (exit 1) for a URL that is not one or a PEM that holds no certificate; could not
+/// run (exit 2) when the PEM file cannot be read.
+pub fn directory_client(url: &str, ca_cert: Option<&Path>) -> anyhow::Result<Directory> {
+    match ca_cert {
+        Some(path) => Directory::with_roots_pem(url, &crate::input::read_bytes(Some(path))?)
+            .map_err(|error| Wrong::error(format!("{}: {error}", path.display()))),
+        None => Directory::new(url).map_err(|error| Wrong::error(error.to_string())),
     }
 }
 

@@ -190,3 +190,78 @@ fn the_directory_serves_https_with_its_certificate() {
             assert_eq!(response.status().as_u16(), 200);
         });
 }
+
+/// `concord find --ca-cert` and a target looked up by id with `--ca-cert`: a directory on
+/// `https://` with a private CA is read when its root is given, and not without it.
+#[test]
+fn find_and_a_target_by_id_trust_the_directory_private_ca_with_ca_cert() {
+    let ca = concord_fixtures::tls::PrivateCa::for_localhost().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, key, root) = (
+        dir.path().join("chain.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("ca.pem"),
+    );
+    std::fs::write(&chain, ca.chain_pem()).unwrap();
+    std::fs::write(&key, ca.key_pem()).unwrap();
+    std::fs::write(&root, ca.pem()).unwrap();
+    let served = Served::directory(&[
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        dir.path().join("data").as_os_str(),
+        OsStr::new("--tls-cert"),
+        chain.as_os_str(),
+        OsStr::new("--tls-key"),
+        key.as_os_str(),
+    ]);
+    let url = served.url.replace("127.0.0.1", "localhost");
+    let id = "urn:example:private-ca";
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let client = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+                .build()
+                .unwrap();
+            let response = client
+                .put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(td(id).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 201);
+        });
+    let find = |extra: &[&OsStr]| {
+        run(concord()
+            .env_remove("CONCORD_DIRECTORY")
+            .args(["find", "--json", "--directory", &url])
+            .args(extra))
+    };
+    // Without the CA: the directory cannot be reached (exit 2).
+    let untrusted = find(&[]);
+    assert_eq!(untrusted.code, 2, "{untrusted:?}");
+    let found = find(&[OsStr::new("--ca-cert"), root.as_os_str()]);
+    assert_eq!(found.code, 0, "{found:?}");
+    let json: Value = serde_json::from_str(&found.stdout).unwrap();
+    assert_eq!(json[0]["id"], id, "{json:#}");
+    // `concord call ID` looks the id up in the directory with the same --ca-cert: the
+    // lookup reaches it (the TD has no `base`, which it says), and fails without it.
+    let call = |extra: &[&OsStr]| {
+        run(concord()
+            .env_remove("CONCORD_DIRECTORY")
+            .args(["call", id, "toggle", "{}", "--directory", &url])
+            .args(extra))
+    };
+    let looked_up = call(&[OsStr::new("--ca-cert"), root.as_os_str()]);
+    assert_eq!(looked_up.code, 1, "{looked_up:?}");
+    assert!(
+        looked_up.stderr.contains("has no http(s) `base`"),
+        "{looked_up:?}"
+    );
+    let unreachable = call(&[]);
+    assert_eq!(unreachable.code, 2, "{unreachable:?}");
+}

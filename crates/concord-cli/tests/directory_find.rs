@@ -237,17 +237,25 @@ struct DirectoryProcess {
 
 impl DirectoryProcess {
     fn start() -> Self {
+        Self::start_with(None, &[])
+    }
+
+    /// With this configuration file's text (if any) and these flags.
+    fn start_with(config: Option<&str>, flags: &[&str]) -> Self {
         use std::io::BufRead;
         let data = tempfile::tempdir().unwrap();
-        let mut child = process()
-            .args([
-                "directory",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
-            .arg(data.path())
+        let mut command = process();
+        command
+            .args(["directory", "serve", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .arg("--data-dir")
+            .arg(data.path().join("data"));
+        if let Some(text) = config {
+            let path = data.path().join("directory.toml");
+            std::fs::write(&path, text).unwrap();
+            command.arg("--config").arg(path);
+        }
+        let mut child = command
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -316,5 +324,50 @@ fn an_agent_registers_with_concord_directory_serve() {
     assert_eq!(
         find(&directory.url, &["--action", "getProductInfo"]).code,
         1
+    );
+}
+
+#[test]
+fn a_signed_agent_registers_with_concord_directory_serve_requiring_signatures() {
+    // Agents on loopback have localhost DIDs: the directory resolves them over http://
+    // in the test mode of its `[security]`.
+    let directory = DirectoryProcess::start_with(
+        Some("[security]\nresolve_loopback_over_http = true\n"),
+        &["--require-signatures"],
+    );
+    // Unsigned (`sign = false`): refused with 401, and the agent says so and stops trying.
+    let (unsigned, _unsigned_dir) =
+        registered_shop_with(OTHER_SHOP, &directory.url, "sign = false");
+    assert!(unsigned.logged("not retrying"), "{}", unsigned.stderr());
+    assert!(unsigned.stderr().contains("401"), "{}", unsigned.stderr());
+    drop(unsigned);
+    // Signed with its localhost DID: registered and found by its DID.
+    let (shop, _shop_dir) = registered_shop(SHOP, &directory.url);
+    let started = Instant::now();
+    let found = loop {
+        let output = find(
+            &directory.url,
+            &["--did", shop.did.as_deref().unwrap(), "--json"],
+        );
+        if output.code == 0 {
+            break output;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never found: {output:?}\n{}",
+            shop.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let json: Value = serde_json::from_str(&found.stdout).unwrap();
+    assert_eq!(json[0]["id"], SHOP, "{json:#}");
+    let listed: Value = serde_json::from_str(
+        &find(&directory.url, &["--action", "getProductInfo", "--json"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(1),
+        "the signed agent alone is registered: {listed:#}"
     );
 }

@@ -98,6 +98,7 @@ pub struct Directory {
     limits: DirectoryLimits,
     validator: Validator,
     search: Arc<SearchCache>,
+    own_entries_only: bool,
 }
 
 impl Directory {
@@ -116,7 +117,19 @@ impl Directory {
             limits,
             validator,
             search: Arc::default(),
+            own_entries_only: false,
         })
+    }
+
+    /// Whether an agent may write only its own entry: when on, a TD that names a DID (its
+    /// `id` is a DID, or its `concord:metaProtocol` carries `concord:did`) is created,
+    /// replaced or patched only by a writer who proved that DID
+    /// ([`DirectoryError::NotNamedWriter`], 403). Off by default; a directory that
+    /// requires signed writes turns it on. TDs that name no DID are unaffected.
+    #[must_use]
+    pub fn own_entries_only(mut self, on: bool) -> Self {
+        self.own_entries_only = on;
+        self
     }
 
     /// Its limits.
@@ -153,6 +166,7 @@ impl Directory {
         if let Some(id) = incoming.id() {
             return Err(DirectoryError::IdOnPost { id: id.to_owned() });
         }
+        self.check_named_writer(&incoming, who)?;
         let id = format!(
             "urn:uuid:{}",
             uuid::Builder::from_random_bytes(random).into_uuid()
@@ -187,6 +201,7 @@ impl Directory {
                 found: incoming.id().map(str::to_owned),
             });
         }
+        self.check_named_writer(&incoming, who)?;
         match self.store.entry(id)? {
             Some(entry) if !entry.expired_at(now) => {
                 check_owner(&entry, who)?;
@@ -268,6 +283,7 @@ impl Directory {
                 })
             }
         }
+        self.check_named_writer(&incoming, who)?;
         let new = self.entry_of(id, incoming, Some(&entry), who, now);
         let keys = keys_of(&new.td);
         let write = Write::new(
@@ -521,6 +537,31 @@ impl Directory {
             }
         }
         Ok(purged)
+    }
+
+    /// [`own_entries_only`](Self::own_entries_only): every DID the TD names is the writer's.
+    fn check_named_writer(
+        &self,
+        incoming: &Incoming,
+        who: &Registrant<'_>,
+    ) -> Result<(), DirectoryError> {
+        if !self.own_entries_only {
+            return Ok(());
+        }
+        match incoming
+            .named_dids()
+            .find(|(_, named)| who.did != Some(*named))
+        {
+            Some((field, named)) => Err(DirectoryError::NotNamedWriter {
+                field,
+                named: named.to_owned(),
+                writer: who.did.map_or_else(
+                    || "a writer who proved no DID".to_owned(),
+                    |did| format!("`{did}`"),
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn entry_of(

@@ -85,6 +85,18 @@ pub enum DirectoryError {
         /// The TD's id.
         id: String,
     },
+    /// The TD names a DID (its `id`, or `concord:metaProtocol`'s `concord:did`) other
+    /// than the writer's, in a directory where each agent writes only its own entry
+    /// ([`Directory::own_entries_only`](crate::Directory::own_entries_only)) (403).
+    #[error("the TD's {field} names DID `{named}`; only that DID may write it, not {writer}")]
+    NotNamedWriter {
+        /// Where the TD names the DID: `id` or `concord:metaProtocol.concord:did`.
+        field: &'static str,
+        /// The DID the TD names.
+        named: String,
+        /// Who tried to write it (its DID, or that it proved none).
+        writer: String,
+    },
     /// Another write changed the TD between this operation's read and its write (409).
     #[error("TD `{id}` changed meanwhile; retry")]
     Conflict {
@@ -184,7 +196,7 @@ impl DirectoryError {
             | InvalidQuery { .. }
             | QueryTooLong { .. }
             | UnknownEvent { .. } => 400,
-            NotOwner { .. } => 403,
+            NotOwner { .. } | NotNamedWriter { .. } => 403,
             NotFound { .. } => 404,
             Conflict { .. } => 409,
             EventGap { .. } => 410,
@@ -207,6 +219,7 @@ impl DirectoryError {
             InvalidRegistration { .. } => "invalid-registration",
             NotFound { .. } => "not-found",
             NotOwner { .. } => "not-owner",
+            NotNamedWriter { .. } => "not-named-writer",
             Conflict { .. } => "conflict",
             DirectoryFull { .. } => "directory-full",
             QuotaExceeded { .. } => "quota-exceeded",
@@ -238,6 +251,7 @@ impl DirectoryError {
             InvalidRegistration { .. } => "Invalid registration information",
             NotFound { .. } => "Thing Description not found",
             NotOwner { .. } => "Registered by another identity",
+            NotNamedWriter { .. } => "Thing Description names another identity",
             Conflict { .. } => "Concurrent change",
             DirectoryFull { .. } => "Directory full",
             QuotaExceeded { .. } => "Registration quota exceeded",

@@ -24,6 +24,20 @@ impl Incoming {
     pub(crate) fn id(&self) -> Option<&str> {
         self.td.get("id").and_then(Value::as_str)
     }
+
+    /// The DIDs the TD names as its agent's, with where: its `id` when that is a DID,
+    /// and `concord:metaProtocol`'s `concord:did` (where concord-describe puts it).
+    pub(crate) fn named_dids(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let id = self.id().filter(|id| id.starts_with("did:"));
+        let meta = self
+            .td
+            .get("concord:metaProtocol")
+            .and_then(|meta| meta.get("concord:did"))
+            .and_then(Value::as_str);
+        [("id", id), ("concord:metaProtocol.concord:did", meta)]
+            .into_iter()
+            .filter_map(|(field, did)| did.map(|did| (field, did)))
+    }
 }
 
 /// Checks the size and validity of a TD's bytes and reads its registration at `now`.

@@ -170,6 +170,24 @@ impl Directory {
         Self::with_client(url, http)
     }
 
+    /// A client of the directory at `url` that also trusts the root certificates in `pem`
+    /// (one or more `BEGIN CERTIFICATE` blocks), on top of the platform's: a directory on
+    /// `https://` whose certificate a private CA signed.
+    ///
+    /// # Errors
+    /// As [`Directory::new`]; [`DirectoryError::Client`] naming the PEM when it holds no
+    /// certificate or cannot be read.
+    pub fn with_roots_pem(url: &str, pem: &[u8]) -> Result<Self, DirectoryError> {
+        let roots = crate::tls::parse_roots(pem).map_err(|error| {
+            DirectoryError::Client(format!("the root certificates (PEM): {error}"))
+        })?;
+        let config = crate::tls::client_config(roots)
+            .map_err(|error| DirectoryError::Client(error.to_string()))?;
+        let http = crate::tls::description_client(config, None)
+            .map_err(|error| DirectoryError::Client(error.to_string()))?;
+        Self::with_client(url, http)
+    }
+
     /// A client with the node's HTTP client (its trusted roots and local address).
     pub(crate) fn with_client(url: &str, http: reqwest::Client) -> Result<Self, DirectoryError> {
         Ok(Self {

@@ -101,6 +101,8 @@ pub use backend::exec::{
 pub use backend::http::{HttpAction, DEFAULT_HTTP_TIMEOUT};
 pub use backend::report::MAX_ERROR_MESSAGE_CHARS;
 pub use binding::sse;
+/// How often a [`DirectoryService`] purges expired TDs unless told otherwise.
+pub use binding::DEFAULT_PURGE_INTERVAL;
 pub use binding::{
     ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
     InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,

@@ -68,6 +68,39 @@
 //! [`Action::attach`]: an [`ExecAction`]'s command publishes events by printing them).
 //! [`Node::describe`] reads a peer's description before connecting (what each affordance
 //! is) and [`Node::connect_described`] connects with it without fetching it again.
+//!
+//! # Serving a directory
+//!
+//! A node can also be a W3C WoT Discovery Thing Description Directory
+//! ([`NodeBuilder::directory`] with a [`DirectoryService`]): agents register there
+//! ([`NodeBuilder::register_with`]) and requesters find them ([`Directory`], the client).
+//! The directory's rules and limits are [`directory`]'s ([`directory::Directory`] over a
+//! [`directory::DirectoryStore`]: the node's SQLite [`store::Store`], or
+//! [`directory::MemoryDirectoryStore`]; [`directory::DirectoryLimits`]).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use concord::directory::{self, DirectoryLimits, DirectoryStore};
+//! use concord::{DirectoryService, Node};
+//!
+//! #[concord::tokio::main(crate = "concord::tokio")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let store = Arc::new(concord::store::Store::open("directory-data")?);
+//!     let tds: Arc<dyn DirectoryStore> = store.clone();
+//!     let rules = directory::Directory::new(tds, DirectoryLimits::default())?;
+//!     let node = Node::builder("Shop-floor directory")
+//!         .store(store)
+//!         // Writes signed with the writer's did:wba DID; each agent writes its own entry.
+//!         .directory(DirectoryService::new(rules).require_signatures(true))
+//!         .build()?;
+//!     let server = node.serve("127.0.0.1:8081").await?;
+//!     println!("things: {}things", server.url());
+//!     concord::tokio::signal::ctrl_c().await?;
+//!     server.shutdown().await?;
+//!     Ok(())
+//! }
+//! ```
 #![warn(missing_docs)]
 
 pub use concord_llm::LlmConfig;
@@ -90,6 +123,9 @@ pub use concord_node::{
     CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, RegistrationSettings,
     RegistrationState, RegistrationStatus,
 };
+/// Serving a directory: the node's HTTP service of one ([`NodeBuilder::directory`]) and how
+/// often it purges expired TDs unless told otherwise.
+pub use concord_node::{DirectoryService, DEFAULT_PURGE_INTERVAL};
 pub use serde_json::{json, Value};
 
 /// The bytes a stream's reader gets ([`StreamReceiver::next`]): pieces of the peer's
@@ -113,6 +149,10 @@ pub use concord_proto as proto;
 /// The SQLite store of negotiated protocols, consensus protocols and transcripts,
 /// [`concord_store`] (shared between nodes with [`NodeBuilder::store`]).
 pub use concord_store as store;
+
+/// The directory's rules and limits (`concord-directory`): [`directory::Directory`],
+/// [`directory::DirectoryLimits`], the stores it runs over. Served by a [`DirectoryService`].
+pub use concord_directory as directory;
 
 /// The QuickJS sandbox that runs handler code we did not write, [`concord_sandbox`]: its
 /// [`Limits`](concord_sandbox::Limits) go to [`NodeBuilder::handler_limits`].

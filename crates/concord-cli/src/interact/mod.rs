@@ -331,7 +331,7 @@ impl PeerArgs {
     /// # Errors
     /// As [`TargetArgs::settle`](crate::target::TargetArgs::settle).
     pub fn settle(&mut self) -> anyhow::Result<()> {
-        self.url = self.target.settle(&self.url)?;
+        self.url = self.target.settle(&self.url, self.ca_cert.as_deref())?;
         Ok(())
     }
 }

@@ -352,3 +352,101 @@ fn racing_registrations_never_pass_the_quota_or_max_entries_together() {
         }
     }
 }
+
+/// A directory over each store where an agent writes only its own entry.
+fn own_entries_only() -> Vec<Under> {
+    directories()
+        .into_iter()
+        .map(|mut under| {
+            under.directory = under.directory.clone().own_entries_only(true);
+            under
+        })
+        .collect()
+}
+
+/// `td` naming `did` in `concord:metaProtocol`, as concord-describe describes an agent.
+fn naming(id: Option<&str>, did: &str) -> serde_json::Value {
+    let mut described = td(id, "Agent");
+    described["@context"] = json!([
+        "https://www.w3.org/2022/wot/td/v1.1",
+        {"concord": "https://concord.dev/ns/v1#"}
+    ]);
+    described["concord:metaProtocol"] = json!({
+        "concord:endpoint": "wss://agent.example/concord",
+        "concord:versions": ["1.0"],
+        "concord:did": did
+    });
+    described
+}
+
+#[test]
+fn an_agent_writes_only_the_td_that_names_its_own_did_403() {
+    const BOB: &str = "did:wba:agents.example:bob";
+    for under in own_entries_only() {
+        let d = &under.directory;
+        let bob = Registrant::did(BOB, "127.0.0.1");
+        let mallory = Registrant::did("did:wba:agents.example:mallory", "127.0.0.2");
+        let anonymous = Registrant::client("127.0.0.3");
+        // A TD whose id is Bob's DID: Mallory and an anonymous writer are refused.
+        for who in [&mallory, &anonymous] {
+            let refused = d.put(BOB, &bytes(&td(Some(BOB), "Bob")), who, at(0));
+            assert!(
+                matches!(refused, Err(DirectoryError::NotNamedWriter { ref named, field: "id", .. }) if named == BOB),
+                "{}: {refused:?}",
+                under.name
+            );
+        }
+        // A TD naming Bob in concord:metaProtocol, by PUT and by POST.
+        let named = naming(Some("urn:bob"), BOB);
+        assert_eq!(
+            status(d.put("urn:bob", &bytes(&named), &mallory, at(0))),
+            403
+        );
+        let anonymous_td = naming(None, BOB);
+        assert_eq!(
+            status(d.create(&bytes(&anonymous_td), [7; 16], &mallory, at(0))),
+            403,
+            "{}",
+            under.name
+        );
+        // Bob writes both.
+        d.put(BOB, &bytes(&td(Some(BOB), "Bob")), &bob, at(0))
+            .expect("Bob registers the TD with his DID as id");
+        d.put("urn:bob", &bytes(&named), &bob, at(0))
+            .expect("Bob registers the TD naming his DID");
+        d.create(&bytes(&anonymous_td), [8; 16], &bob, at(0))
+            .expect("Bob posts the TD naming his DID");
+        // Mallory cannot make her own TD name Bob by a patch.
+        d.put(
+            "urn:mallory",
+            &bytes(&td(Some("urn:mallory"), "M")),
+            &mallory,
+            at(0),
+        )
+        .expect("a TD naming no DID is anyone's to write");
+        let patch = json!({
+            "@context": named["@context"],
+            "concord:metaProtocol": named["concord:metaProtocol"],
+        });
+        assert_eq!(
+            status(d.patch("urn:mallory", &bytes(&patch), &mallory, at(1))),
+            403
+        );
+        assert!(d
+            .get("urn:mallory", at(2))
+            .unwrap()
+            .get("concord:metaProtocol")
+            .is_none());
+    }
+}
+
+#[test]
+fn without_own_entries_only_a_td_naming_a_did_is_open_to_its_first_writer() {
+    for under in directories() {
+        let named = naming(Some("urn:bob"), "did:wba:agents.example:bob");
+        under
+            .directory
+            .put("urn:bob", &bytes(&named), &alice(), at(0))
+            .expect("the default keeps the first-writer rule alone");
+    }
+}

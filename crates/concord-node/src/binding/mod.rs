@@ -29,7 +29,7 @@ pub(crate) mod wellknown;
 
 pub(crate) use described::check_described;
 pub use described::Described;
-pub use directory::DirectoryService;
+pub use directory::{DirectoryService, DEFAULT_PURGE_INTERVAL};
 pub use feed::{Feed, FeedEnd, FeedNews};
 pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};

@@ -114,7 +114,7 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// holding the most is shed, else 503). Without `last_seen`, the events published from
     /// now on come; with it (the id of the last event the subscriber saw), every later
     /// event still in the replay buffer comes first, preceded by a gap for those that
-    /// left it ([`FeedNews::Gap`]), as an interface session resumes. Its queue is the
+    /// left it ([`FeedNews::Gap`](crate::FeedNews::Gap)), as an interface session resumes. Its queue is the
     /// node's subscriber queue with the node's `event_overflow` policy.
     ///
     /// # Errors

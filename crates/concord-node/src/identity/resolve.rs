@@ -84,7 +84,7 @@ pub struct ResolverSettings {
     pub timeout: Duration,
     /// The longest a DID host may take to accept the connection (TCP, and the TLS
     /// handshake), so that a host that never answers holds a fetch slot briefly
-    /// ([`ResolveError::Timeout`] naming the connection); the later deadlines still apply.
+    /// (a timeout naming the connection); the later deadlines still apply.
     /// Default 2 s.
     pub connect_timeout: Duration,
     /// The longest from a fetch's start to the answer's status and headers (its first

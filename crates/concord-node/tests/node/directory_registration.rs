@@ -195,3 +195,77 @@ async fn a_directory_requiring_signatures_takes_a_signed_registration_only() {
         .unwrap_err();
     assert_eq!(gone.status(), Some(404));
 }
+
+#[tokio::test]
+async fn a_directory_requiring_signatures_refuses_a_td_naming_another_did_403() {
+    const BOB: &str = "did:wba:agents.example:bob";
+    let (_directory, tdd) = directory_at("127.0.0.1:0", true).await;
+    // Signed with its own DID, it registers a description whose id is Bob's DID.
+    let mut settings = RegistrationSettings::with_ttl(Duration::from_secs(30));
+    settings.first_retry = Duration::from_millis(100);
+    let impostor = build(
+        Node::builder("Impostor")
+            .id(BOB)
+            .action(catalogue::action(), catalogue::answer)
+            .keys(concord_node::Keys::generate())
+            .security(loopback_security())
+            .limits(quick_limits())
+            .register_with(tdd.url())
+            .registration(settings),
+    );
+    let server = impostor.node.serve("127.0.0.1:0").await.unwrap();
+    registration_reaches(&server, RegistrationState::GivenUp).await;
+    let said = server.registrations()[0]
+        .last_error
+        .clone()
+        .unwrap_or_default();
+    assert!(said.contains("403"), "{said}");
+    assert!(said.contains(BOB), "{said}");
+    let gone = Directory::new(tdd.url())
+        .unwrap()
+        .get(BOB)
+        .await
+        .unwrap_err();
+    assert_eq!(gone.status(), Some(404), "{gone}");
+}
+
+#[tokio::test]
+async fn the_client_posts_a_td_without_id_and_refreshes_it() {
+    let (_directory, tdd) = directory_at("127.0.0.1:0", false).await;
+    let client = Directory::new(tdd.url()).unwrap();
+    let td = serde_json::json!({
+        "@context": "https://www.w3.org/2022/wot/td/v1.1",
+        "title": "Anonymous lamp",
+        "securityDefinitions": {"nosec": {"scheme": "nosec"}},
+        "security": "nosec",
+        "actions": {"toggle": {"forms": [{"href": "http://127.0.0.1:9/toggle"}]}}
+    });
+    // No id: POST /things, the id from the directory's Location.
+    let registered = client
+        .register(&td, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(registered.created);
+    assert!(registered.id.starts_with("urn:uuid:"), "{}", registered.id);
+    let first = client.get(&registered.id).await.unwrap();
+    assert_eq!(first["title"], "Anonymous lamp");
+    assert_eq!(first["registration"]["ttl"], 30);
+    // An empty merge patch: `expires` computed again from the ttl, later than before.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        client.refresh(&registered.id).await.unwrap();
+        let now = client.get(&registered.id).await.unwrap();
+        if expires(&now) > expires(&first) {
+            assert_eq!(now["title"], "Anonymous lamp");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never refreshed");
+    }
+    // Refreshing what the directory does not hold: 404.
+    let missing = client
+        .refresh("urn:uuid:00000000-0000-4000-8000-000000000000")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.status(), Some(404), "{missing}");
+}

@@ -24,8 +24,9 @@
 //! `max_td_bytes` before it is read whole, 408, 415, 401 with ANP's challenge). Writes
 //! name the caller: a DID proved by an RFC 9421 signature on the request (or the legacy
 //! `DIDWba` header, or a granted bearer token), else the client address; with
-//! [`DirectoryService::require_signatures`] an anonymous write is refused (401). A TD
-//! registered by a DID can be changed only by that DID (403); each registrant (its DID,
+//! [`DirectoryService::require_signatures`] an anonymous write is refused (401), and a TD
+//! that names a DID (its `id`, or `concord:metaProtocol`'s `concord:did`) is written only
+//! by that DID (403). A TD registered by a DID can be changed only by that DID (403); each registrant (its DID,
 //! else its address) holds at most `max_entries_per_registrant` TDs (429). Expired TDs are
 //! purged every [`DirectoryService::purge_interval`].
 
@@ -77,10 +78,15 @@ impl DirectoryService {
 
     /// Whether every write (`POST`, `PUT`, `PATCH`, `DELETE`) must prove a DID (an RFC
     /// 9421 signature, the legacy `DIDWba` header or a granted bearer token): an anonymous
-    /// one is answered 401 with ANP's challenge. Reads stay open.
-    pub fn require_signatures(mut self, required: bool) -> Self {
-        self.require_signatures = required;
-        self
+    /// one is answered 401 with ANP's challenge. Reads stay open. It also makes each agent
+    /// write only its own entry ([`Directory::own_entries_only`]): a TD that names a DID
+    /// is written only by that DID (403 otherwise).
+    pub fn require_signatures(self, required: bool) -> Self {
+        Self {
+            directory: self.directory.own_entries_only(required),
+            require_signatures: required,
+            ..self
+        }
     }
 
     /// How often expired TDs are purged (each with a `thing_deleted` event); a zero
