@@ -150,6 +150,7 @@ struct File {
     limits: LimitsSection,
     #[serde(default)]
     discovery: crate::discovery_config::DiscoverySection,
+    #[serde(default)]
     security: SecuritySection,
 }
 
