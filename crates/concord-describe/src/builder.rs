@@ -198,6 +198,20 @@ impl ThingBuilder {
         self.affordance("events", name.into(), event.terms)
     }
 
+    /// Adds a Thing-level form (`readallproperties`, ...: its `op` says which), after
+    /// those added before.
+    pub fn form(mut self, form: Form) -> Self {
+        let form = to_json(&form, &mut self.problems);
+        match self.document.get_mut("forms") {
+            Some(Value::Array(forms)) => forms.push(form),
+            _ => {
+                self.document
+                    .insert("forms".into(), Value::Array(vec![form]));
+            }
+        }
+        self
+    }
+
     /// Sets Concord's extension (endpoint, versions, capabilities, consensus protocols) and
     /// declares the `concord` prefix.
     pub fn meta_protocol(mut self, meta_protocol: MetaProtocol) -> Self {

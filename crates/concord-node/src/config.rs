@@ -35,7 +35,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `max_holding_sessions_per_address` | 8 | such sessions from one client address (a value above `max_holding_sessions` counts as it): the next such request is answered with a 429 problem; the session goes on |
 /// | `ping_interval` | 30 s | an established session whose peer sent nothing (not even a pong) for this long is sent a WebSocket ping |
 /// | `pong_timeout` | 10 s | a peer that sends nothing within this after a ping is closed with 1008 and a reason |
-/// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle) |
+/// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle); a stream action over HTTP with no chunk in and none taken by the client for this long, once it runs, has its answer cut short (no orderly end of its chunked body) |
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
@@ -176,7 +176,8 @@ pub struct Limits {
     /// is closed (1008, with a reason).
     pub pong_timeout: Duration,
     /// How long a stream may carry no byte either way (data, credit, end) before it is
-    /// reset with code 408.
+    /// reset with code 408; a stream action over HTTP, once it runs, has its answer cut
+    /// short.
     pub stream_idle_timeout: Duration,
     /// Most TCP connections the provider holds at once, in any state (HTTP, waiting for a
     /// hello, established).

@@ -159,7 +159,9 @@ fn build(
         };
         let didwba = SecurityScheme::extension(
             "concord:didwba",
-            format!("ANP DID-WBA: sign the WebSocket upgrade with your did:wba DID ({forms})"),
+            format!(
+                "ANP DID-WBA: sign each HTTP request and the WebSocket upgrade with your did:wba DID ({forms})"
+            ),
         );
         builder = if any_open {
             builder
@@ -184,11 +186,22 @@ fn build(
     let secured = |name: &str| (did.is_some() && any_open && !open(name)).then_some(DIDWBA_SCHEME);
     let lease = shared.limits.interaction.action_lease;
     let forms = |affordance: Affordance<'_>| {
-        bindings
+        let forms = bindings
             .iter()
             .flat_map(|binding| binding.forms(site, affordance))
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        let variables = bindings
+            .iter()
+            .flat_map(|binding| binding.uri_variables(affordance))
+            .collect::<serde_json::Map<_, _>>();
+        (forms, variables)
     };
+    for form in bindings
+        .iter()
+        .flat_map(|binding| binding.thing_forms(site))
+    {
+        builder = builder.form(form);
+    }
     let mut builder = describe_interface(builder, &shared.interface, forms, lease, secured);
     for binding in bindings.iter() {
         builder = binding.described(site).apply(builder);
@@ -241,7 +254,7 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
 }
 
 /// Adds every affordance of `interface` to `builder`, each with the forms `forms` gives it
-/// (every binding's, in order); `secured` names the security scheme an affordance's forms
+/// (every binding's, in order) and the URI variables their `href`s use; `secured` names the security scheme an affordance's forms
 /// require in place of the description's default, if any.
 ///
 /// - a property: `readOnly` unless writable, `observable` when it is; its schema inline;
@@ -252,7 +265,7 @@ fn names(interface: &Interface) -> impl Iterator<Item = &str> {
 fn describe_interface<'a>(
     mut builder: ThingBuilder,
     interface: &Interface,
-    forms: impl Fn(Affordance<'_>) -> Vec<Form>,
+    forms: impl Fn(Affordance<'_>) -> (Vec<Form>, serde_json::Map<String, Value>),
     lease: std::time::Duration,
     secured: impl Fn(&str) -> Option<&'a str>,
 ) -> ThingBuilder {
@@ -268,8 +281,11 @@ fn describe_interface<'a>(
                 );
             }
         }
-        let mut described =
-            PropertyBuilder::with_forms(forms(Affordance::Property { name, property }), schema);
+        let (property_forms, variables) = forms(Affordance::Property { name, property });
+        let mut described = PropertyBuilder::with_forms(property_forms, schema);
+        if !variables.is_empty() {
+            described = described.uri_variables(Value::Object(variables));
+        }
         if !property.writable {
             described = described.read_only();
         }
@@ -282,12 +298,16 @@ fn describe_interface<'a>(
         builder = builder.property(name.clone(), described);
     }
     for (name, action) in &interface.actions {
-        let mut described = ActionBuilder::with_forms(forms(Affordance::Action { name, action }))
+        let (action_forms, variables) = forms(Affordance::Action { name, action });
+        let mut described = ActionBuilder::with_forms(action_forms)
             .input(action.input.clone())
             .output(action.output.clone())
             .mode(interaction_mode(action.mode));
         if !action.description.is_empty() {
             described = described.description(action.description.clone());
+        }
+        if !variables.is_empty() {
+            described = described.uri_variables(Value::Object(variables));
         }
         // Every action says whether its invocation answers with its output (the WoT
         // Profile asks it of each): a progress action answers with its status resource.
@@ -305,8 +325,11 @@ fn describe_interface<'a>(
         builder = builder.action(name.clone(), described);
     }
     for (name, event) in &interface.events {
-        let mut described = EventBuilder::with_forms(forms(Affordance::Event { name, event }))
-            .data(event.data.clone());
+        let (event_forms, variables) = forms(Affordance::Event { name, event });
+        let mut described = EventBuilder::with_forms(event_forms).data(event.data.clone());
+        if !variables.is_empty() {
+            described = described.uri_variables(Value::Object(variables));
+        }
         if !event.description.is_empty() {
             described = described.description(event.description.clone());
         }
@@ -519,7 +542,10 @@ mod tests {
             .security("nosec_sc", SecurityScheme::nosec())
             .security_definition(DIDWBA_SCHEME, didwba);
         let lease = std::time::Duration::from_secs(45);
-        let forms = |affordance: Affordance<'_>| websocket::forms(&endpoint, affordance);
+        let forms = |affordance: Affordance<'_>| {
+            let forms = websocket::forms(&endpoint, affordance);
+            (forms, serde_json::Map::new())
+        };
         describe_interface(builder, interface, forms, lease, |name| {
             locked.contains(&name).then_some(DIDWBA_SCHEME)
         })

@@ -140,7 +140,9 @@ impl Server {
     ///    and the reason "the node is shutting down"; the others close the same way as soon
     ///    as their last call running is answered;
     /// 4. when `grace` has passed, the sessions still open close anyway (their calls get no
-    ///    answer), and the server waits up to 5 s more for them to end.
+    ///    answer), so do the HTTP connections still open (an exchange in progress, a
+    ///    client not reading its answer: cut off), and the server waits up to 5 s more for
+    ///    them to end.
     ///
     /// A zero `grace` closes every session at once. A request the provider could not read
     /// well enough to answer (no message id) holds its session open until `grace` ends.
@@ -256,7 +258,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         log: Arc::clone(&log),
         idle: Arc::clone(&idle),
         stop: stopped.clone(),
-        close: closing,
+        close: closing.clone(),
         endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
     });
@@ -276,6 +278,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         log,
         header_timeout,
         stop: stopped,
+        close: closing,
     };
     let task = tokio::spawn(
         accepting

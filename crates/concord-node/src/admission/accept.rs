@@ -56,11 +56,14 @@ pub(crate) struct Accepting {
     pub(crate) header_timeout: Duration,
     /// Set when the server stops taking connections.
     pub(crate) stop: watch::Receiver<bool>,
+    /// Set when the shutdown's grace is over: the connections still open are closed.
+    pub(crate) close: watch::Receiver<bool>,
 }
 
 impl Accepting {
     /// Accepts until `stop`, then lets the HTTP connections finish what they are doing
-    /// (each is told to close after its response in progress) and returns.
+    /// (each is told to close after its response in progress) until `close`, which closes
+    /// those still open, and returns.
     pub(crate) async fn run(mut self) {
         let connections = TaskTracker::new();
         let refusing = Arc::new(Semaphore::new(MAX_REFUSALS_AT_ONCE));
@@ -74,6 +77,7 @@ impl Accepting {
             match self.admission.connect(remote) {
                 Ok(guard) => {
                     let (tls, stop) = (tls.clone(), self.stop.clone());
+                    let close = self.close.clone();
                     let header_timeout = self.header_timeout;
                     let service = PerConnection {
                         app: self.app.clone(),
@@ -90,7 +94,7 @@ impl Accepting {
                             () = until_stop(&mut stopping) => None,
                         };
                         if let Some(stream) = stream {
-                            serve(stream, service, header_timeout, stop).await;
+                            serve(stream, service, header_timeout, (stop, close)).await;
                         }
                     });
                 }
@@ -111,12 +115,13 @@ impl Accepting {
 }
 
 /// Serves one admitted connection until it closes or upgrades; on `stop`, it closes once
-/// its response in progress is written.
+/// its response in progress is written; on `close` (the shutdown's grace is over), at
+/// once, whatever it is doing.
 async fn serve(
     stream: listener::Stream,
     service: PerConnection,
     header_timeout: Duration,
-    mut stop: watch::Receiver<bool>,
+    (mut stop, mut close): (watch::Receiver<bool>, watch::Receiver<bool>),
 ) {
     let remote = service.remote;
     let mut builder = http1::Builder::new();
@@ -131,7 +136,13 @@ async fn serve(
         result = connection.as_mut() => result,
         () = until_stop(&mut stop) => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            tokio::select! {
+                result = connection.as_mut() => result,
+                () = until_stop(&mut close) => {
+                    tracing::debug!(%remote, "HTTP connection closed: the shutdown's grace is over");
+                    return;
+                }
+            }
         }
     };
     if let Err(error) = result {

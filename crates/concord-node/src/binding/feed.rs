@@ -145,6 +145,23 @@ impl Drop for Feed {
     }
 }
 
+/// A place in the holders' budget for `client` (its refusal is [`ThingError::Busy`], 429
+/// or 503), given back when the registration is dropped, and the signal that says when
+/// the budget sheds it for another holder.
+pub(crate) fn hold(
+    idle: &Arc<IdleSessions>,
+    client: ClientKey,
+) -> Result<(Registration, watch::Receiver<StopSignal>), ThingError> {
+    let (stop_tx, stop) = watch::channel(StopSignal::Running);
+    let registration = idle.register(None, Arc::new(stop_tx), client);
+    registration.try_hold(Instant::now()).map_err(|problem| {
+        let status = problem.status.unwrap_or(503);
+        let detail = problem.detail.clone().unwrap_or_default();
+        ThingError::Busy(ActionError::new(status, detail))
+    })?;
+    Ok((registration, stop))
+}
+
 /// Opens a feed for `caller` from `client`: a place in the holders' budget first (its
 /// refusal is [`ThingError::Busy`], 429 or 503), then a session of the node's `Thing`
 /// that `subscribe` subscribes (its refusal ends the session).
@@ -155,14 +172,8 @@ pub(crate) fn open(
     client: ClientKey,
     subscribe: impl FnOnce(&mut Thing, SubscriberId, Instant) -> Result<(), ThingError>,
 ) -> Result<Feed, ThingError> {
-    let (stop_tx, stop) = watch::channel(StopSignal::Running);
-    let registration = idle.register(None, Arc::new(stop_tx), client);
+    let (registration, stop) = hold(idle, client)?;
     let now = Instant::now();
-    registration.try_hold(now).map_err(|problem| {
-        let status = problem.status.unwrap_or(503);
-        let detail = problem.detail.clone().unwrap_or_default();
-        ThingError::Busy(ActionError::new(status, detail))
-    })?;
     let mut counted = ActionCaller::address(client.to_string());
     if let Some(did) = caller.did() {
         counted = counted.with_identity(did.as_str());

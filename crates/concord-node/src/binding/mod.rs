@@ -135,6 +135,21 @@ pub trait Binding: Send + Sync + 'static {
     fn described(&self, _site: &Site) -> Described {
         Described::default()
     }
+
+    /// Its Thing-level forms (the description's top-level `forms`: `readallproperties`
+    /// and the other operations on the whole Thing it serves), in order. None by default.
+    /// Asked each time the description is built; checked as [`Binding::forms`] are when
+    /// the node starts serving.
+    fn thing_forms(&self, _site: &Site) -> Vec<Form> {
+        Vec::new()
+    }
+
+    /// The URI template variables its forms' `href`s for `affordance` use (`{?input}`),
+    /// by name, each with its data schema: the affordance's `uriVariables`, merged with
+    /// the other bindings'. None by default.
+    fn uri_variables(&self, _affordance: Affordance<'_>) -> Vec<(String, serde_json::Value)> {
+        Vec::new()
+    }
 }
 
 impl std::fmt::Debug for dyn Binding {

@@ -40,6 +40,16 @@ pub(crate) fn check_schemes(
             .map_err(|invalid| refused(format!("its security schemes are refused: {invalid}")))?;
     }
     for binding in bindings.iter() {
+        for form in binding.thing_forms(site) {
+            let named = form.security.iter().flat_map(|names| names.as_slice());
+            if let Some(missing) = named.into_iter().find(|name| !defined.contains(*name)) {
+                return Err(NodeError::Config(format!(
+                    "the binding `{}` cannot be served: its Thing-level form ({}) names the security scheme `{missing}`, which neither the node nor a binding defines",
+                    binding.name(),
+                    form.href
+                )));
+            }
+        }
         for affordance in affordances(&shared.interface) {
             for form in binding.forms(site, affordance) {
                 let named = form.security.iter().flat_map(|names| names.as_slice());

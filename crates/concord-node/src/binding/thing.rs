@@ -147,10 +147,13 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// Runs the stream action `name` with `input` for `caller` from `from`, the caller's
     /// bytes read from `incoming` and the action's bytes answered as the returned body:
     /// refused as [`invoke`](Self::invoke) refuses (who may call, the input schema); the
-    /// call takes a long slot of the backend budget for `from`'s address (refused: the
+    /// stream takes a place in the holders' budget (refused: [`ThingError::Busy`], 429 or
+    /// 503), the call a long slot of the backend budget for `from`'s address (refused: the
     /// body ends cut short), and the stream's reader queue and send room are the
     /// WebSocket streams' (`Limits::streams`). The body ends when the action returns `Ok`
-    /// and is cut short when it fails.
+    /// and is cut short when it fails, when no byte moves either way for
+    /// `Limits::stream_idle_timeout` once it runs, or when the holders' budget sheds it;
+    /// dropping the body ends the action.
     fn invoke_stream(
         &self,
         caller: &Caller,
@@ -572,13 +575,21 @@ impl ThingAccess for NodeThing {
                 name: name.to_owned(),
             });
         };
-        let calls = (Arc::clone(&self.shared.calls), ClientKey::of(from));
+        let client = ClientKey::of(from);
+        let (registration, stop) = feed::hold(&self.idle, client)?;
+        let bounds = crate::interact::body_stream::ExchangeBounds {
+            idle: self.shared.limits.stream_idle_timeout,
+            registration,
+            stop,
+        };
+        let calls = (Arc::clone(&self.shared.calls), client);
         Ok(crate::interact::body_stream::run(
             action,
             input,
             incoming,
             &self.shared.limits.streams,
             calls,
+            bounds,
         ))
     }
 }

@@ -80,7 +80,7 @@ fn http_provider(limits: Limits, gate: watch::Receiver<bool>) -> Agent {
 }
 
 /// An HTTP client whose connections come from `source`.
-fn client_from(source: &str) -> reqwest::Client {
+pub(crate) fn client_from(source: &str) -> reqwest::Client {
     reqwest::Client::builder()
         .local_address(source.parse::<IpAddr>().unwrap())
         .timeout(Duration::from_secs(10))
@@ -89,7 +89,7 @@ fn client_from(source: &str) -> reqwest::Client {
 }
 
 /// A JSON body for a request (reqwest's `json` feature is off).
-trait JsonBody {
+pub(crate) trait JsonBody {
     fn json_body(self, value: &Value) -> Self;
 }
 
@@ -101,7 +101,7 @@ impl JsonBody for reqwest::RequestBuilder {
 }
 
 /// The JSON body of an answer.
-async fn value_of(response: reqwest::Response) -> Value {
+pub(crate) async fn value_of(response: reqwest::Response) -> Value {
     serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
 }
 
@@ -137,7 +137,7 @@ async fn chunked(server: &Server, source: &str, head: &str, chunks: &[&[u8]]) ->
 }
 
 /// The status and text of the answer on `tcp`, read until the server closes it.
-async fn read_answer(tcp: &mut tokio::net::TcpStream) -> (u16, String) {
+pub(crate) async fn read_answer(tcp: &mut tokio::net::TcpStream) -> (u16, String) {
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(30), tcp.read_to_end(&mut answer)).await;
     let text = String::from_utf8_lossy(&answer).into_owned();
@@ -362,6 +362,14 @@ async fn a_progress_action_answers_201_with_a_status_resource_to_query_and_cance
     assert_eq!(response.status(), 201);
     let location = response.headers()["location"].to_str().unwrap().to_owned();
     assert!(location.starts_with(&render), "{location}");
+    // The 201's body is the status resource's object (the Profile's ActionStatus) and its href.
+    let created = value_of(response).await;
+    assert!(
+        ["pending", "running"].contains(&created["status"].as_str().unwrap()),
+        "{created}"
+    );
+    assert!(created["timeRequested"].is_string(), "{created}");
+    assert_eq!(created["href"], location.as_str(), "{created}");
 
     // Queried while it runs: pending or running, its progress once reported.
     let status: Value = value_of(client.get(&location).send().await.unwrap()).await;
@@ -636,6 +644,28 @@ async fn the_description_offers_http_forms_that_tell_their_security_and_the_bind
     );
     let property = http_form(&description["properties"]["units"]);
     assert_eq!(property["htv:methodName"], "GET");
+    // `GET /properties` is said by a Thing-level form, which the strict validator accepts.
+    let bytes = served_description_bytes(&server).await;
+    let report = concord_describe::validate(&bytes);
+    let said = report.to_string();
+    assert!(report.is_valid(), "{report}");
+    assert!(
+        !said.contains("forms") && !said.contains("uriVariables"),
+        "{report}"
+    );
+    let raw: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        raw["forms"],
+        json!([{"href": format!("{}properties", server.url()), "op": "readallproperties",
+                "contentType": "application/json", "htv:methodName": "GET"}]),
+        "{raw}"
+    );
+    let all = client_from("127.0.0.1")
+        .get(raw["forms"][0]["href"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(value_of(all).await.get("units").is_some());
 
     // Turned off: no HTTP forms, no routes.
     let off = build(
@@ -664,6 +694,12 @@ async fn the_description_offers_http_forms_that_tell_their_security_and_the_bind
 /// A provider whose stream action `shout` answers its input's `prefix`, then every chunk
 /// of the caller's bytes in capitals, and fails when the caller sends `!`.
 fn stream_provider() -> Agent {
+    stream_provider_with(quick_limits())
+}
+
+/// [`stream_provider`] with `limits`, and a progress action `tally` answering its input
+/// at once.
+pub(crate) fn stream_provider_with(limits: Limits) -> Agent {
     let stream = concord_node::StreamSpec {
         content_type: "text/plain".into(),
         output_content_type: None,
@@ -713,7 +749,13 @@ fn stream_provider() -> Agent {
                     Ok(json!({}))
                 },
             )
-            .limits(quick_limits()),
+            .progress_action(
+                object_action("tally"),
+                |input: Value, _progress: ProgressReporter| async move {
+                    Ok::<_, ActionError>(input)
+                },
+            )
+            .limits(limits),
     )
 }
 
@@ -733,6 +775,27 @@ async fn a_stream_action_takes_a_chunked_body_in_and_answers_a_chunked_body_out(
         .find(|form| form["href"].as_str().unwrap().starts_with("http"))
         .unwrap();
     assert_eq!(http["contentType"], "text/plain", "{http}");
+    // Its input travels in the query: the href's `{?input}`, a URI variable of JSON text,
+    // which the strict validator accepts.
+    assert_eq!(
+        http["href"],
+        format!("{}actions/shout{{?input}}", server.url()),
+        "{http}"
+    );
+    let bytes = served_description_bytes(&server).await;
+    let report = concord_describe::validate(&bytes);
+    let said = report.to_string();
+    assert!(report.is_valid(), "{report}");
+    assert!(
+        !said.contains("forms") && !said.contains("uriVariables"),
+        "{report}"
+    );
+    let raw: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        raw["actions"]["shout"]["uriVariables"]["input"],
+        json!({"type": "string", "contentMediaType": "application/json",
+               "description": "the action's input, JSON (none: null)"}),
+    );
 
     let (status, text) = chunked(
         &server,

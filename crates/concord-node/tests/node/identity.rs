@@ -89,6 +89,14 @@ async fn an_authenticated_encrypted_session_calls_what_only_authenticated_caller
         description["securityDefinitions"]["didwba_sc"]["scheme"],
         "concord:didwba"
     );
+    // It tells both places a DID is proven: the HTTP binding's forms name it too.
+    let says = description["securityDefinitions"]["didwba_sc"]["description"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        says.contains("HTTP request") && says.contains("WebSocket upgrade"),
+        "{says}"
+    );
     assert_eq!(description["security"], "didwba_sc");
 
     let (requester, requester_server) = requester_with_did().await;

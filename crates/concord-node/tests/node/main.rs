@@ -17,6 +17,7 @@ mod foreign;
 mod hostile;
 mod http;
 mod http_events;
+mod http_stream_bounds;
 mod identity;
 mod interact;
 mod interact_wire;

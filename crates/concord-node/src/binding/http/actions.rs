@@ -5,15 +5,17 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use concord_interact::ActionMode;
-use serde_json::{json, Value};
+use futures_util::StreamExt;
+use serde_json::Value;
 
 use super::body::json_body;
 use super::{admit, admit_stream, json, HttpState};
-use crate::binding::ThingError;
+use crate::binding::{Site, ThingError};
 
 /// `POST /actions/{name}`.
 pub(super) async fn invoke(
@@ -58,10 +60,18 @@ pub(super) async fn invoke(
         ActionMode::Progress => match thing.start_action(caller, from, &name, input).await {
             Ok(id) => {
                 let location = state.site.http_url(&format!("actions/{name}/{id}"));
+                // The status resource's own object (`timeRequested` included), and where it is.
+                let mut body = match thing.query_action(caller, &id) {
+                    Ok(action) => super::status::status_body(&action),
+                    Err(error) => return refused(error),
+                };
+                if let Value::Object(fields) = &mut body {
+                    fields.insert("href".to_owned(), Value::String(location.clone()));
+                }
                 (
                     StatusCode::CREATED,
-                    [(header::LOCATION, location.clone())],
-                    json(json!({"status": "pending", "href": location})),
+                    [(header::LOCATION, location)],
+                    json(body),
                 )
                     .into_response()
             }
@@ -98,17 +108,34 @@ async fn invoke_stream(
             let content_type = spec
                 .map(|spec| spec.output_content_type.unwrap_or(spec.content_type))
                 .unwrap_or_else(|| "application/octet-stream".to_owned());
+            let out = until_drained(state.site.clone(), out);
             ([(header::CONTENT_TYPE, content_type)], out).into_response()
         }
         Err(error) => admitted.refusal(state, &error).into_response(),
     }
 }
 
+/// `body`, cut short when the node drains ([`Site::draining`]); the action's body
+/// dropped then ends the action.
+fn until_drained(site: Site, body: Body) -> Body {
+    let chunks = body.into_data_stream();
+    let stream = futures_util::stream::unfold(Some((site, chunks)), |state| async move {
+        let (site, mut chunks) = state?;
+        tokio::select! {
+            chunk = chunks.next() => chunk.map(|chunk| {
+                (chunk.map_err(std::io::Error::other), Some((site, chunks)))
+            }),
+            () = site.draining() => Some((Err(std::io::Error::other("the node drains")), None)),
+        }
+    });
+    Body::from_stream(stream)
+}
+
 /// The JSON of the query's `input` parameter; `null` without one; 400 when it is not JSON.
 fn stream_input(query: Option<&str>) -> Result<Value, crate::binding::ProblemResponse> {
     let given = query.and_then(|query| {
         url::form_urlencoded::parse(query.as_bytes())
-            .find(|(key, _)| key == "input")
+            .find(|(key, _)| key == super::STREAM_INPUT)
             .map(|(_, value)| value.into_owned())
     });
     let Some(text) = given else {

@@ -6,10 +6,10 @@
 //!
 //! | route | op | answer |
 //! |---|---|---|
-//! | `POST /actions/{name}` | `invokeaction` | a reply or notify action: 200 with its output, 204 when it has none; a progress action: 201 with `Location` of its status resource; a stream action: the request's chunked body in, the response's chunked body out (`?input=` its JSON input) |
+//! | `POST /actions/{name}` | `invokeaction` | a reply or notify action: 200 with its output, 204 when it has none; a progress action: 201 with `Location` of its status resource and its status object (as `GET` answers it) plus `href`; a stream action: the request's chunked body in, the response's chunked body out (`?input=` its JSON input: the form's `{?input}`, a `uriVariables` entry) |
 //! | `GET /actions/{name}/{id}` | `queryaction` | 200 `{status, output?, error?, timeRequested, timeEnded?}` |
 //! | `DELETE /actions/{name}/{id}` | `cancelaction` | 204 |
-//! | `GET /properties` | `readallproperties` | 200, every property the caller may read |
+//! | `GET /properties` | `readallproperties` (a Thing-level form) | 200, every property the caller may read |
 //! | `GET /properties/{name}` | `readproperty` | 200 with its value |
 //! | `PUT /properties/{name}` | `writeproperty` | 204 |
 //! | `GET /properties/{name}/observable` | `observeproperty` | Server-Sent Events with `Accept: text/event-stream`, else a long poll (`HEAD` 200, `GET` 200 with the next value or 204): `events.rs` |
@@ -57,6 +57,9 @@ pub(crate) const ACTION_STATUS_PATH: &str = "/actions/{name}/{id}";
 pub(crate) const PROPERTIES_PATH: &str = "/properties";
 /// One property: `GET` and `PUT /properties/{name}`.
 pub(crate) const PROPERTY_PATH: &str = "/properties/{name}";
+
+/// The query parameter carrying a stream action's JSON input (`?input=`).
+pub(crate) const STREAM_INPUT: &str = "input";
 
 /// The name of the bearer scheme in the description, when the agent grants tokens.
 pub(crate) const BEARER_SCHEME: &str = "bearer_sc";
@@ -127,12 +130,14 @@ impl Binding for HttpBinding {
             Affordance::Action { name, action } => {
                 let href = site.http_url(&format!("actions/{name}"));
                 let mut invoke = form(&href, Operation::InvokeAction, "POST");
-                // A stream action's body is its stream, in both directions.
+                // A stream action's body is its stream, in both directions; its input is
+                // the query's `input` parameter.
                 if let Some(stream) = action
                     .stream
                     .as_ref()
                     .filter(|_| action.mode == ActionMode::Stream)
                 {
+                    invoke.href = format!("{href}{{?{STREAM_INPUT}}}");
                     invoke.content_type = Some(stream.content_type.clone());
                 }
                 vec![invoke]
@@ -151,6 +156,28 @@ impl Binding for HttpBinding {
             }
         }
         forms
+    }
+
+    /// `readallproperties` on `GET /properties` (open to anyone: it answers the properties
+    /// the caller may read); `readmultipleproperties` is not served.
+    fn thing_forms(&self, site: &Site) -> Vec<Form> {
+        let href = site.http_url("properties");
+        vec![form(&href, Operation::ReadAllProperties, "GET")]
+    }
+
+    /// A stream action's `input`: its JSON input as a string (`{?input}` on its form).
+    fn uri_variables(&self, affordance: Affordance<'_>) -> Vec<(String, serde_json::Value)> {
+        match affordance {
+            Affordance::Action { action, .. } if action.mode == ActionMode::Stream => vec![(
+                STREAM_INPUT.to_owned(),
+                serde_json::json!({
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "description": "the action's input, JSON (none: null)"
+                }),
+            )],
+            _ => Vec::new(),
+        }
     }
 
     fn routes(&self, site: &Site) -> Router {

@@ -75,7 +75,7 @@ fn found(
 /// The WoT Profile's action status object: `status` (a cancelled action is `failed`, its
 /// `error` says it was cancelled), `output` once completed, `error` as a problem,
 /// `timeRequested`, `timeEnded` once ended, and `progress` when it reported one.
-fn status_body(action: &ActionState) -> Value {
+pub(super) fn status_body(action: &ActionState) -> Value {
     let status = match action.status {
         ActionStatus::Pending => "pending",
         ActionStatus::Running => "running",
