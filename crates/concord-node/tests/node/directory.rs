@@ -514,24 +514,29 @@ impl Events {
         }
     }
 
-    /// The next event (comments skipped), within 10 s.
-    async fn next(&mut self) -> (String, Value) {
+    /// The next event (comments skipped), within 10 s: its id, its `event:` type (every
+    /// directory event is named: WoT Discovery's thing_created, thing_updated,
+    /// thing_deleted) and its data.
+    async fn next(&mut self) -> (String, String, Value) {
         tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 if let Some(end) = self.buffer.find("\n\n") {
                     let block: String = self.buffer.drain(..end + 2).collect();
                     let mut id = None;
+                    let mut event = None;
                     let mut data = String::new();
                     for line in block.lines() {
                         if let Some(value) = line.strip_prefix("id:") {
                             id = Some(value.trim().to_owned());
+                        } else if let Some(value) = line.strip_prefix("event:") {
+                            event = Some(value.trim().to_owned());
                         } else if let Some(value) = line.strip_prefix("data:") {
                             data.push_str(value.trim_start());
                         }
                     }
                     if let Some(id) = id {
-                        assert!(!block.contains("event:"), "named event: {block}");
-                        return (id, serde_json::from_str(&data).unwrap());
+                        let event = event.unwrap_or_else(|| panic!("unnamed event: {block}"));
+                        return (id, event, serde_json::from_str(&data).unwrap());
                     }
                     continue;
                 }
@@ -582,17 +587,21 @@ async fn tdd_notification_sse_events_resume_from_last_event_id() {
         .unwrap();
     assert_eq!(response.status(), 204);
 
-    let (first, data) = all.next().await;
+    let (first, event, data) = all.next().await;
+    assert_eq!(event, "thing_created");
     assert_eq!(data, json!({"id": id}));
-    let (second, _) = all.next().await;
-    let (third, data) = all.next().await;
+    let (second, event, _) = all.next().await;
+    assert_eq!(event, "thing_updated");
+    let (third, event, data) = all.next().await;
+    assert_eq!(event, "thing_deleted");
     assert_eq!(data, json!({"id": id}));
     let ids: Vec<u64> = [&first, &second, &third]
         .iter()
         .map(|id| id.parse().unwrap())
         .collect();
     assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
-    let (created_id, full) = created.next().await;
+    let (created_id, event, full) = created.next().await;
+    assert_eq!(event, "thing_created");
     assert_eq!(created_id, first);
     assert_eq!(full["title"], "Thing with toggle");
     assert_eq!(full["id"], id);
@@ -661,7 +670,7 @@ async fn a_slow_sse_reader_is_dropped_and_holds_neither_writes_nor_others() {
         big["id"] = json!(id);
         assert_eq!(put(&client, &server, &id, &big).await, 201, "write {index}");
         // The legitimate reader keeps up.
-        let (_, data) = reader.next().await;
+        let (_, _, data) = reader.next().await;
         assert_eq!(data["id"], id);
     }
     // The stalled subscriber was dropped, not held: its answer has ended (after what was
@@ -891,7 +900,7 @@ async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
         201
     );
 
-    let (_, data) = deleted.next().await;
+    let (_, _, data) = deleted.next().await;
     assert_eq!(data, json!({"id": brief}));
     let listing: Value = client
         .get(url(&server, "things"))

@@ -1,6 +1,8 @@
 //! The directory's notifications: `GET /events` and `GET /events/{thing_created |
 //! thing_updated | thing_deleted}` as Server-Sent Events (tdd-notification-sse), each
-//! event unnamed with its store-assigned id (tdd-notification-event-id) and `data`
+//! event named by its type (`event: thing_created`, `thing_updated` or `thing_deleted`:
+//! tdd-notification-event-types) with its store-assigned id (tdd-notification-event-id)
+//! and `data`
 //! `{"id": …}`, or with `?diff=true` the TD created or the merge patch applied
 //! (tdd-notification-data-diff).
 //!
@@ -195,7 +197,9 @@ fn send(subscriber: &mut Subscriber, events: &[ThingEvent]) -> bool {
             continue;
         }
         let data = event.data(subscriber.diff);
-        let Ok(message) = SseMessage::json(event.id.to_string(), &data) else {
+        let named = SseMessage::json(event.id.to_string(), &data)
+            .and_then(|message| message.named(event.kind.name()));
+        let Ok(message) = named else {
             continue;
         };
         if subscriber.sender.send(message).is_err() {
