@@ -446,6 +446,36 @@ pub fn check_description_id(title: &str, id: &str) -> Result<(), DescriptionIdEr
         })
 }
 
+/// What a node introduces itself as, on the local network (TXT `type=`) and in its DID
+/// document (a `WotThing` or `WotDirectory` service): a Thing (an agent), or a Thing
+/// Description Directory when it serves one
+/// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThingKind {
+    /// A Thing: an agent.
+    Thing,
+    /// A Thing Description Directory.
+    Directory,
+}
+
+impl ThingKind {
+    /// The TXT `type=` value: `Thing` or `Directory`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Thing => "Thing",
+            Self::Directory => "Directory",
+        }
+    }
+
+    /// The DID document's service type: `WotThing` or `WotDirectory`.
+    pub(crate) fn did_service(self) -> &'static str {
+        match self {
+            Self::Thing => "WotThing",
+            Self::Directory => "WotDirectory",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -554,7 +554,10 @@ mod tests {
         drop(sender);
         let text = body(response).await;
         assert!(text.contains("event: thing_created\n"), "{text}");
-        assert!(text.contains("id: 3\n") && text.contains("data: {}\n"), "{text}");
+        assert!(
+            text.contains("id: 3\n") && text.contains("data: {}\n"),
+            "{text}"
+        );
         assert_eq!(
             SseMessage::new("1", "x").and_then(|message| message.named("a\nb")),
             Err(SseError::IdNotText)

@@ -918,3 +918,102 @@ async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
         .collect();
     assert_eq!(ids, [lasting]);
 }
+
+/// More expired TDs than one purge batch (256) all go at the first purge, not one batch
+/// an interval: the purge loops while a batch comes back full (the interval here is an
+/// hour, so only the first tick purges within the test).
+#[tokio::test]
+async fn a_purge_takes_every_expired_td_not_one_batch_an_interval() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    limits.max_entries_per_registrant = 1_000;
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let registrant = concord_directory::Registrant::client("127.0.0.1");
+    let past = std::time::SystemTime::now() - Duration::from_secs(600);
+    let count = 300;
+    for index in 0..count {
+        let id = format!("urn:example:short{index}");
+        let mut short = td(Some(&id), "toggle");
+        short["registration"] = json!({"ttl": 1});
+        directory
+            .put(&id, &serde_json::to_vec(&short).unwrap(), &registrant, past)
+            .unwrap();
+    }
+    let agent = build(
+        Node::builder("Directory")
+            .directory(
+                DirectoryService::new(directory.clone()).purge_interval(Duration::from_secs(3_600)),
+            )
+            .limits(quick_limits()),
+    );
+    let _server = serve(&agent).await;
+    let deleted = || {
+        directory
+            .events_since(0, 10_000)
+            .unwrap()
+            .iter()
+            .filter(|event| event.kind == concord_directory::EventKind::Deleted)
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while deleted() < count && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        deleted(),
+        count,
+        "every expired TD purged at the first purge"
+    );
+}
+
+/// Strangers holding every subscriber place do not keep a newcomer out: the subscriber
+/// held longest of the address holding the most is let go (its answer ends) for a
+/// subscriber from another address, who is served; a stranger's address holding as many
+/// as the newcomer's would is not shed for it.
+#[tokio::test]
+async fn strangers_holding_every_subscription_are_shed_for_a_newcomer() {
+    let mut limits = quick_limits();
+    limits.max_holding_sessions = 4;
+    limits.max_holding_sessions_per_address = 3;
+    let agent = directory_node(DirectoryLimits::default(), limits);
+    let server = serve(&agent).await;
+    let hoarder = client_from("127.0.0.2");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let other = client_from("127.0.0.3");
+    let single = Events::open(&other, &url(&server, "events"), None).await;
+    assert_eq!(single.status(), 200);
+    // Every place is taken: the legitimate subscriber sheds one of 127.0.0.2's.
+    let client = client_from("127.0.0.1");
+    let mut reader = Events::of(Events::open(&client, &url(&server, "events"), None).await);
+    let mut shed = held.remove(0);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while shed.chunk().await.unwrap().is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the oldest of the hoarder's answers ended");
+    // Now 127.0.0.2 holds 2, 127.0.0.3 and 127.0.0.1 one each: a newcomer from
+    // 127.0.0.4 sheds one of 127.0.0.2's again; 127.0.0.3's single one is never shed.
+    let late = client_from("127.0.0.4");
+    let response = Events::open(&late, &url(&server, "events"), None).await;
+    assert_eq!(response.status(), 200);
+    // Four addresses hold one each: a newcomer from 127.0.0.5 finds no address holding
+    // more than its own would, so nobody is shed for it: 503.
+    let response = Events::open(&client_from("127.0.0.5"), &url(&server, "events"), None).await;
+    problem(response, 503).await;
+    // The legitimate subscriber is served.
+    let id = "urn:example:after-shed";
+    assert_eq!(
+        put(&client, &server, id, &td(Some(id), "toggle")).await,
+        201
+    );
+    let (_, event, data) = reader.next().await;
+    assert_eq!(event, "thing_created");
+    assert_eq!(data, json!({"id": id}));
+    drop(single);
+}

@@ -15,7 +15,10 @@
 //! the store), so a reader that never reads holds neither the directory nor the others.
 //! Subscribers are counted as the sessions holding a subscription are:
 //! `Limits::max_holding_sessions_per_address` per client address (429 beyond) and
-//! `Limits::max_holding_sessions` in all (503 beyond), a budget of the directory's own.
+//! `Limits::max_holding_sessions` in all, a budget of the directory's own. When every
+//! place is taken, a newcomer sheds as a holding session does: the subscriber held
+//! longest of the address holding the most is let go when that address holds more than
+//! the newcomer's would; else the newcomer is refused (503).
 //!
 //! A client resuming with `Last-Event-ID: n` gets every event after `n` still kept; when
 //! some of them are no longer kept, the answer is 410 (`event-gap`: reload the listing,
@@ -169,7 +172,9 @@ impl Hub {
                 ),
             ));
         }
-        if subscribers.len() >= self.max_subscribers {
+        if subscribers.len() >= self.max_subscribers
+            && !shed_for(&mut subscribers, subscriber.client)
+        {
             return Err(ProblemResponse::new(
                 503,
                 "Too many subscribers",
@@ -184,6 +189,40 @@ impl Hub {
         drop(subscribers);
         self.wake();
         Ok(())
+    }
+}
+
+/// Makes room for a newcomer from `newcomer`'s address when every place is taken, by the
+/// node's holders' rule: the subscriber held longest (the first in `subscribers`) of the
+/// address holding the most is let go (its answer ends after what is queued; it may
+/// resume with `Last-Event-ID`), when that address holds at least one more than the
+/// newcomer's would with it; else nobody is, and the newcomer is refused. So addresses
+/// holding every place cannot keep a new address out, and a newcomer never sheds an
+/// address holding fewer than its own. Whether one was let go.
+fn shed_for(subscribers: &mut Vec<Subscriber>, newcomer: ClientKey) -> bool {
+    let mut held: std::collections::HashMap<ClientKey, usize> =
+        std::collections::HashMap::from([(newcomer, 1)]);
+    for subscriber in subscribers.iter() {
+        *held.entry(subscriber.client).or_insert(0) += 1;
+    }
+    let ours = held.get(&newcomer).copied().unwrap_or(1);
+    let Some((client, count)) = held
+        .iter()
+        .filter(|(client, _)| **client != newcomer)
+        .max_by_key(|(_, count)| **count)
+        .map(|(client, count)| (*client, *count))
+    else {
+        return false;
+    };
+    if count <= ours {
+        return false;
+    }
+    match subscribers.iter().position(|held| held.client == client) {
+        Some(oldest) => {
+            subscribers.remove(oldest);
+            true
+        }
+        None => false,
     }
 }
 
