@@ -782,9 +782,41 @@ async fn tdd_self_description_types_the_node_a_thing_directory() {
             "{action}"
         );
     }
-    for event in ["thingCreated", "thingUpdated", "thingDeleted"] {
+    // The answers the directory Thing Model names, with their status codes.
+    for (action, status) in [
+        ("createThing", 201),
+        ("createAnonymousThing", 201),
+        ("retrieveThing", 200),
+        ("updateThing", 204),
+        ("partiallyUpdateThing", 204),
+        ("deleteThing", 204),
+    ] {
+        let form = &td["actions"][action]["forms"][0];
         assert_eq!(
-            td["events"][event]["forms"][0]["subprotocol"], "sse",
+            form["response"]["htv:statusCodeValue"], status,
+            "{action}: {form}"
+        );
+        assert_eq!(
+            form["additionalResponses"][0]["contentType"], "application/problem+json",
+            "{action}"
+        );
+    }
+    assert_eq!(
+        td["actions"]["createAnonymousThing"]["forms"][0]["response"]["htv:headers"][0]
+            ["htv:fieldName"],
+        "Location"
+    );
+    for event in ["thingCreated", "thingUpdated", "thingDeleted"] {
+        let form = &td["events"][event]["forms"][0];
+        assert_eq!(form["subprotocol"], "sse", "{event}");
+        // The form's contentType is the data's; the answer's is in `response`.
+        assert_eq!(form["contentType"], "application/json", "{event}");
+        assert_eq!(
+            form["response"]["contentType"], "text/event-stream",
+            "{event}"
+        );
+        assert_eq!(
+            form["htv:headers"][0]["htv:fieldName"], "Last-Event-ID",
             "{event}"
         );
     }

@@ -89,9 +89,11 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
     let mut actions = vec![
         (
             "createThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PUT", invoke),
-                "application/td+json",
+            ActionBuilder::with_forms([responds(
+                with_type(form(site, thing, "PUT", invoke), "application/td+json"),
+                201,
+                None,
+                &[INVALID],
             )])
             .description("Create a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -99,17 +101,22 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "createAnonymousThing",
-            ActionBuilder::with_forms([with_type(
+            ActionBuilder::with_forms([anonymous_created(with_type(
                 form(site, "things", "POST", invoke),
                 "application/td+json",
-            )])
+            ))])
             .description("Create an anonymous Thing Description")
             .input(td_schema("The schema is implied by the content type")),
         ),
         (
             "retrieveThing",
-            ActionBuilder::with_forms([form(site, thing, "GET", invoke)])
-                .description("Retrieve a Thing Description")
+            ActionBuilder::with_forms([responds(
+                form(site, thing, "GET", invoke),
+                200,
+                Some("application/td+json"),
+                &[NOT_FOUND],
+            )])
+            .description("Retrieve a Thing Description")
                 .output(td_schema("The schema is implied by the content type"))
                 .safe(true)
                 .idempotent(true)
@@ -117,9 +124,11 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "updateThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PUT", invoke),
-                "application/td+json",
+            ActionBuilder::with_forms([responds(
+                with_type(form(site, thing, "PUT", invoke), "application/td+json"),
+                204,
+                None,
+                &[INVALID, NOT_FOUND],
             )])
             .description("Update a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -127,9 +136,14 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "partiallyUpdateThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PATCH", invoke),
-                "application/merge-patch+json",
+            ActionBuilder::with_forms([responds(
+                with_type(
+                    form(site, thing, "PATCH", invoke),
+                    "application/merge-patch+json",
+                ),
+                204,
+                None,
+                &[INVALID, NOT_FOUND],
             )])
             .description("Partially update a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -137,8 +151,13 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "deleteThing",
-            ActionBuilder::with_forms([form(site, thing, "DELETE", invoke)])
-                .description("Delete a Thing Description")
+            ActionBuilder::with_forms([responds(
+                form(site, thing, "DELETE", invoke),
+                204,
+                None,
+                &[NOT_FOUND],
+            )])
+            .description("Delete a Thing Description")
                 .uri_variables(id_variable()),
         ),
         (
@@ -197,11 +216,70 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         .collect()
 }
 
+/// The form's expected `response` (`htv:statusCodeValue` `status`, with `content_type`
+/// if it has a body) and its `additionalResponses`: the directory Thing Model's problem
+/// answers, each `(status, description)`.
+fn responds(
+    mut form: Form,
+    status: u16,
+    content_type: Option<&str>,
+    problems: &[(u16, &str)],
+) -> Form {
+    let mut response = json!({"description": "Success response", "htv:statusCodeValue": status});
+    if let Some(media) = content_type {
+        response["contentType"] = json!(media);
+    }
+    form.response = serde_json::from_value(response).ok();
+    if !problems.is_empty() {
+        let additional: Vec<Value> = problems
+            .iter()
+            .map(|(status, description)| {
+                json!({
+                    "description": description,
+                    "contentType": "application/problem+json",
+                    "htv:statusCodeValue": status
+                })
+            })
+            .collect();
+        form.additional_responses = serde_json::from_value(Value::Array(additional)).ok();
+    }
+    form
+}
+
+/// `createAnonymousThing`'s answer: 201 with the new TD's `Location`.
+fn anonymous_created(form: Form) -> Form {
+    let mut form = responds(form, 201, None, &[INVALID]);
+    if let Some(response) = form.response.as_mut() {
+        response.extensions.insert(
+            "htv:headers".to_owned(),
+            json!([{"htv:fieldName": "Location", "htv:fieldValue": ""}]),
+        );
+    }
+    form
+}
+
+/// A 400 answer of the directory Thing Model.
+const INVALID: (u16, &str) = (400, "Invalid serialization or TD");
+/// A 404 answer of the directory Thing Model.
+const NOT_FOUND: (u16, &str) = (404, "TD with the given id not found");
+
 fn events(site: &Site) -> Vec<(String, EventBuilder)> {
+    // As the directory Thing Model writes them: the form's `contentType` is the data's
+    // (`application/json`), the answer's (`text/event-stream`) is in `response`, and a
+    // client resumes with `Last-Event-ID`.
     let subscribe = |path: &str| {
         let mut form = form(site, path, "GET", Some(Operation::SubscribeEvent));
         form.subprotocol = Some("sse".to_owned());
-        form.content_type = Some("text/event-stream".to_owned());
+        form.content_type = Some("application/json".to_owned());
+        form.response = serde_json::from_value(json!({"contentType": "text/event-stream"})).ok();
+        form.extensions.insert(
+            "htv:headers".to_owned(),
+            json!([{
+                "description": "ID of the last event provided for notification recovery",
+                "htv:fieldName": "Last-Event-ID",
+                "htv:fieldValue": ""
+            }]),
+        );
         form
     };
     let diff = |description: &str| json!({"diff": {"description": description, "type": "boolean"}});
