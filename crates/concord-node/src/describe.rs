@@ -215,9 +215,12 @@ pub(crate) enum DescriptionBuildError {
     Json(serde_json::Error),
 }
 
-/// Whether anonymous callers may use any affordance of the node.
+/// Whether anonymous callers may use any affordance of the node: one of its interface's,
+/// or one a binding describes of its own (a WoT Discovery directory's reads are open to
+/// anyone; its forms say what each needs).
 fn any_open(shared: &Shared) -> bool {
-    names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
+    shared.directory.is_some()
+        || names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
 }
 
 /// The security schemes the description defines of its own: `didwba_sc` with a DID

@@ -1049,3 +1049,46 @@ async fn strangers_holding_every_subscription_are_shed_for_a_newcomer() {
     assert_eq!(data, json!({"id": id}));
     drop(single);
 }
+
+/// The directory's own TD says what each form needs: with a DID and signed writes, the
+/// description's default is `nosec_sc` (the reads are open to anyone, though the node's
+/// interface has no open affordance), reads name `nosec_sc`, writes `didwba_sc`; without
+/// signed writes, writes are open too.
+#[tokio::test]
+async fn the_directory_td_says_reads_are_open_and_writes_signed_when_required() {
+    for require in [true, false] {
+        let store = Arc::new(MemoryDirectoryStore::new());
+        let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
+        let agent = build(
+            Node::builder("Directory")
+                .directory(DirectoryService::new(directory).require_signatures(require))
+                .keys(concord_node::Keys::generate())
+                .security(loopback_security())
+                .limits(quick_limits()),
+        );
+        let server = serve(&agent).await;
+        let validated = served_description(&server).await;
+        assert!(validated.report.is_valid(), "{:?}", validated.report);
+        let td: Value = serde_json::from_slice(&served_description_bytes(&server).await).unwrap();
+        let default = td["security"].to_string();
+        assert!(default.contains("nosec_sc"), "default security {default}");
+        let security =
+            |affordance: &str, name: &str| td[affordance][name]["forms"][0]["security"].to_string();
+        assert!(security("properties", "things").contains("nosec_sc"));
+        assert!(security("actions", "retrieveThing").contains("nosec_sc"));
+        assert!(security("events", "thingCreated").contains("nosec_sc"));
+        let write = if require { "didwba_sc" } else { "nosec_sc" };
+        for action in [
+            "createThing",
+            "createAnonymousThing",
+            "updateThing",
+            "deleteThing",
+        ] {
+            assert!(
+                security("actions", action).contains(write),
+                "{action} (signatures required: {require}): {}",
+                security("actions", action)
+            );
+        }
+    }
+}

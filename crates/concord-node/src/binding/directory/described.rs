@@ -12,17 +12,29 @@ use serde_json::{json, Value};
 
 use crate::binding::{Described, Site};
 
-/// What the directory adds to the node's description.
-pub(super) fn directory(site: &Site) -> Described {
+/// The security scheme of a form anyone may use (the node defines it whenever any
+/// affordance is open, as the directory's reads are).
+const OPEN: &str = "nosec_sc";
+
+/// What the directory adds to the node's description; each form names its security:
+/// `nosec_sc` on reads, and on writes too unless `signed_writes` (the directory requires
+/// signatures), then `didwba_sc`.
+pub(super) fn directory(site: &Site, signed_writes: bool) -> Described {
     let mut described = Described::default();
     described.contexts.push(DISCOVERY_CONTEXT.to_owned());
     described.types.push("ThingDirectory".to_owned());
     described
         .properties
         .push(("things".to_owned(), things(site)));
-    described.actions = actions(site);
+    described.actions = actions(site, signed_writes);
     described.events = events(site);
     described
+}
+
+/// `form` requiring `scheme`.
+fn secured(mut form: Form, scheme: &str) -> Form {
+    form.security = Some(OneOrMany::One(scheme.to_owned()));
+    form
 }
 
 /// An HTTP form on `path` with `method`, performing `op` (none: the affordance's default,
@@ -53,6 +65,7 @@ fn things(site: &Site) -> PropertyBuilder {
         Some(Operation::ReadProperty),
     );
     listing.content_type = Some("application/ld+json".to_owned());
+    let listing = secured(listing, OPEN);
     let schema = json!({
         "description": "Retrieve all Thing Descriptions",
         "oneOf": [
@@ -79,7 +92,17 @@ fn things(site: &Site) -> PropertyBuilder {
         }))
 }
 
-fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
+fn actions(site: &Site, signed_writes: bool) -> Vec<(String, ActionBuilder)> {
+    let write_scheme = if signed_writes {
+        crate::describe::DIDWBA_SCHEME
+    } else {
+        OPEN
+    };
+    // A read is open to anyone; a write needs what `write_scheme` says.
+    let form = |site: &Site, path: &str, method: &str, op: Option<Operation>| {
+        let scheme = if method == "GET" { OPEN } else { write_scheme };
+        secured(form(site, path, method, op), scheme)
+    };
     let invoke = None;
     let with_type = |mut form: Form, media: &str| {
         form.content_type = Some(media.to_owned());
@@ -268,7 +291,10 @@ fn events(site: &Site) -> Vec<(String, EventBuilder)> {
     // (`application/json`), the answer's (`text/event-stream`) is in `response`, and a
     // client resumes with `Last-Event-ID`.
     let subscribe = |path: &str| {
-        let mut form = form(site, path, "GET", Some(Operation::SubscribeEvent));
+        let mut form = secured(
+            form(site, path, "GET", Some(Operation::SubscribeEvent)),
+            OPEN,
+        );
         form.subprotocol = Some("sse".to_owned());
         form.content_type = Some("application/json".to_owned());
         form.response = serde_json::from_value(json!({"contentType": "text/event-stream"})).ok();

@@ -200,7 +200,11 @@ impl Binding for DirectoryBinding {
     }
 
     fn described(&self, site: &Site) -> Described {
-        described::directory(site)
+        // Writes need a DID proved when the directory requires signatures and the node
+        // has a DID to describe the scheme with (`didwba_sc`).
+        let signed_writes =
+            self.service.require_signatures && self.shared.identity.identity().is_some();
+        described::directory(site, signed_writes)
     }
 }
 
