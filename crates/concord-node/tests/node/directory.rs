@@ -1092,3 +1092,46 @@ async fn the_directory_td_says_reads_are_open_and_writes_signed_when_required() 
         }
     }
 }
+
+/// A write refused at its quota (429) that purged an expired TD first still wakes the
+/// notifications: the `thing_deleted` event reaches a subscriber at once, not at the next
+/// purge (an hour here) or the next successful write.
+#[tokio::test]
+async fn a_refused_write_that_purged_wakes_the_deletion_event() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    limits.max_entries_per_registrant = 1;
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory).purge_interval(Duration::from_secs(3_600)))
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    let mut deleted =
+        Events::of(Events::open(&client, &url(&server, "events/thing_deleted"), None).await);
+    // Another address registers a TD that expires in a second.
+    let other = client_from("127.0.0.2");
+    let brief = "urn:example:brief";
+    let mut short = td(Some(brief), "toggle");
+    short["registration"] = json!({"ttl": 1});
+    assert_eq!(put(&other, &server, brief, &short).await, 201);
+    // The registrant holds its quota of one.
+    let lasting = "urn:example:lasting";
+    assert_eq!(
+        put(&client, &server, lasting, &td(Some(lasting), "toggle")).await,
+        201
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // One more is over its quota: the directory purges expired TDs, then refuses.
+    let more = "urn:example:more";
+    assert_eq!(
+        put(&client, &server, more, &td(Some(more), "toggle")).await,
+        429
+    );
+    let (_, event, data) = deleted.next().await;
+    assert_eq!(event, "thing_deleted");
+    assert_eq!(data, json!({"id": brief}));
+}
