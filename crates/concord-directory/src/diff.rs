@@ -1,6 +1,7 @@
-//! The RFC 7396 merge patch that takes one JSON value to another (for a consumer of the
-//! events comparing two TDs; the directory's own `thing_updated` events record the new TD
-//! whole after a `PUT`, since a merge patch loses a `null` held inside the new value).
+//! The RFC 7396 merge patch that takes one JSON value to another: the `diff` of a
+//! `thing_updated` event after a `PUT` (the directory's TD declares its updates as
+//! `application/merge-patch+json`). A `null` held inside the new value cannot be said by
+//! a merge patch: it reads as a removal.
 
 use serde_json::{Map, Value};
 

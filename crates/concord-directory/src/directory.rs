@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::capability::{keys_of, CapabilityKind, CapabilityMatches, CapabilityQuery};
 use crate::clock::unix_millis;
+use crate::diff::merge_diff;
 use crate::error::DirectoryError;
 use crate::event::{EventKind, ThingEvent};
 use crate::limits::{DirectoryLimits, InvalidLimit};
@@ -606,9 +607,11 @@ impl Directory {
         let new = self.entry_of(id, incoming, previous, who, now);
         let keys = keys_of(&new.td);
         let (kind, diff) = match previous {
-            // A replacement is recorded whole: a merge patch computed from the old TD
-            // cannot express a `null` the new TD holds (RFC 7396 reads it as a removal).
-            Some(_) => (EventKind::Updated, enrich(&new, None)),
+            // A replacement is recorded as the RFC 7396 merge patch from the old TD to
+            // the new (members removed are `null`), as the directory's TD declares its
+            // updates (`application/merge-patch+json`). Its one limit: a `null` value the
+            // new TD holds reads as a removal (RFC 7396 cannot say it).
+            Some(previous) => (EventKind::Updated, merge_diff(&previous.td, &new.td)),
             None => (EventKind::Created, enrich(&new, None)),
         };
         let write = Write::new(

@@ -137,7 +137,8 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
-    /// A JSONPath query found more than `max_query_results` nodes (413).
+    /// A JSONPath query found more than `max_query_results` nodes (400: the request is
+    /// small, its query too broad; narrow it).
     #[error("the query matches more than {limit} nodes; narrow it")]
     TooManyResults {
         /// The limit.
@@ -179,6 +180,10 @@ fn first(errors: &[ValidationError]) -> String {
     })
 }
 
+/// The `Retry-After` of a refusal that passes with time ([`DirectoryError::retry_after`]):
+/// the default interval between two purges of expired TDs.
+pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The base of this crate's problem `type` URIs.
 pub const PROBLEM_BASE: &str = "https://concord.dev/problems/directory/";
 
@@ -195,15 +200,30 @@ impl DirectoryError {
             | InvalidPaging { .. }
             | InvalidQuery { .. }
             | QueryTooLong { .. }
+            | TooManyResults { .. }
             | UnknownEvent { .. } => 400,
             NotOwner { .. } | NotNamedWriter { .. } => 403,
             NotFound { .. } => 404,
             Conflict { .. } => 409,
             EventGap { .. } => 410,
-            TdTooLarge { .. } | TooManyResults { .. } => 413,
+            TdTooLarge { .. } => 413,
             QuotaExceeded { .. } => 429,
             Store(_) => 500,
             DirectoryFull { .. } | SearchTooBroad { .. } => 503,
+        }
+    }
+
+    /// How long a client should wait before it tries again (the answer's `Retry-After`):
+    /// [`RETRY_AFTER`] for a refusal that passes with time (a quota or the directory
+    /// freed by deletions and the purge of expired TDs, a search once the directory
+    /// shrinks), `None` for the others.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        use DirectoryError::*;
+        match self {
+            QuotaExceeded { .. } | DirectoryFull { .. } | SearchTooBroad { .. } => {
+                Some(RETRY_AFTER)
+            }
+            _ => None,
         }
     }
 

@@ -51,9 +51,11 @@ pub struct ThingEvent {
     pub kind: EventKind,
     /// The TD's id.
     pub thing: String,
-    /// For `thing_created` the TD (enriched); for `thing_updated` after a `PUT` the new TD
-    /// whole (enriched), after a `PATCH` the client's RFC 7396 merge patch as sent; `None`
-    /// for `thing_deleted`.
+    /// For `thing_created` the TD (enriched); for `thing_updated` an RFC 7396 merge patch:
+    /// after a `PUT` the one from the old TD to the new ([`merge_diff`](crate::merge_diff):
+    /// removed members are `null`; a `null` value inside the new TD cannot be said by a
+    /// merge patch and reads as a removal), after a `PATCH` the client's patch as sent;
+    /// `None` for `thing_deleted`.
     pub diff: Option<Value>,
     /// When.
     pub at: UnixMillis,

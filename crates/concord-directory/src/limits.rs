@@ -33,7 +33,7 @@ pub struct DirectoryLimits {
     /// [`DirectoryError::QueryTooLong`](crate::DirectoryError::QueryTooLong) (400).
     pub max_query_bytes: usize,
     /// The most nodes a JSONPath search answers. Default 1,000. More:
-    /// [`DirectoryError::TooManyResults`](crate::DirectoryError::TooManyResults) (413).
+    /// [`DirectoryError::TooManyResults`](crate::DirectoryError::TooManyResults) (400).
     pub max_query_results: usize,
     /// The most bytes of stored TDs (their JSON) a JSONPath search walks: the directory
     /// holds them parsed and enriched between searches, and every search walks them all,

@@ -228,9 +228,12 @@ pub(crate) enum DescriptionBuildError {
     Json(serde_json::Error),
 }
 
-/// Whether anonymous callers may use any affordance of the node.
+/// Whether anonymous callers may use any affordance of the node: one of its interface's,
+/// or one a binding describes of its own (a WoT Discovery directory's reads are open to
+/// anyone; its forms say what each needs).
 fn any_open(shared: &Shared) -> bool {
-    names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
+    shared.directory.is_some()
+        || names(&shared.interface).any(|name| shared.identity.permits(&Caller::Anonymous, name))
 }
 
 /// The security schemes the description defines of its own: `didwba_sc` with a DID
@@ -467,6 +470,36 @@ pub fn check_description_id(title: &str, id: &str) -> Result<(), DescriptionIdEr
             id: id.to_owned(),
             report: invalid.report,
         })
+}
+
+/// What a node introduces itself as, on the local network (TXT `type=`) and in its DID
+/// document (a `WotThing` or `WotDirectory` service): a Thing (an agent), or a Thing
+/// Description Directory when it serves one
+/// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThingKind {
+    /// A Thing: an agent.
+    Thing,
+    /// A Thing Description Directory.
+    Directory,
+}
+
+impl ThingKind {
+    /// The TXT `type=` value: `Thing` or `Directory`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Thing => "Thing",
+            Self::Directory => "Directory",
+        }
+    }
+
+    /// The DID document's service type: `WotThing` or `WotDirectory`.
+    pub(crate) fn did_service(self) -> &'static str {
+        match self {
+            Self::Thing => "WotThing",
+            Self::Directory => "WotDirectory",
+        }
+    }
 }
 
 #[cfg(test)]

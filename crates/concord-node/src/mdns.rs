@@ -12,42 +12,14 @@ use std::time::{Duration, Instant};
 
 use mdns_sd::{ServiceDaemon, ServiceEvent, ServiceInfo};
 
+use crate::describe::ThingKind;
+
 /// The DNS-SD service type of WoT Things (and directories).
 pub const WOT_SERVICE: &str = "_wot._tcp.local.";
 /// The DNS-SD subtype of WoT Thing Description Directories.
 pub const DIRECTORY_SERVICE: &str = "_directory._sub._wot._tcp.local.";
 /// The longest DNS label: an instance name is cut to fit.
 const MAX_LABEL: usize = 63;
-
-/// What a node introduces itself as, on the local network (TXT `type=`) and in its DID
-/// document (a `WotThing` or `WotDirectory` service): a Thing (an agent), or a Thing
-/// Description Directory when it serves one
-/// ([`NodeBuilder::directory`](crate::NodeBuilder::directory)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ThingKind {
-    /// A Thing: an agent.
-    Thing,
-    /// A Thing Description Directory.
-    Directory,
-}
-
-impl ThingKind {
-    /// The TXT `type=` value: `Thing` or `Directory`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Thing => "Thing",
-            Self::Directory => "Directory",
-        }
-    }
-
-    /// The DID document's service type: `WotThing` or `WotDirectory`.
-    pub(crate) fn did_service(self) -> &'static str {
-        match self {
-            Self::Thing => "WotThing",
-            Self::Directory => "WotDirectory",
-        }
-    }
-}
 
 /// Why DNS-SD cannot announce or browse.
 #[derive(Debug, thiserror::Error)]

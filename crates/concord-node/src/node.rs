@@ -208,11 +208,11 @@ pub(crate) struct Shared {
 impl Shared {
     /// What the node introduces itself as (its DNS-SD announcement, its DID document's
     /// service): a directory when it serves one, else a Thing.
-    pub(crate) fn kind(&self) -> crate::mdns::ThingKind {
+    pub(crate) fn kind(&self) -> crate::describe::ThingKind {
         if self.directory.is_some() {
-            crate::mdns::ThingKind::Directory
+            crate::describe::ThingKind::Directory
         } else {
-            crate::mdns::ThingKind::Thing
+            crate::describe::ThingKind::Thing
         }
     }
 

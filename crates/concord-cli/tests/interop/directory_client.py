@@ -175,7 +175,10 @@ check(response.status_code == 400, "a malformed JSONPath is 400 (tdd-search-malf
 received = events.wait_for(3)
 check(len(received) >= 3, f"{len(received)} events arrived live")
 check(all(event_id for event_id, _, _ in received), "every event has an id (tdd-notification-event-id)")
-check(all(kind == "message" for _, kind, _ in received), "events are unnamed message events")
+check(
+    [kind for _, kind, _ in received[:3]] == ["thing_created", "thing_updated", "thing_updated"],
+    "events are named thing_created, thing_updated (tdd-notification-event-types)",
+)
 check(received[0][2] == {"id": lamp}, "an event's data is the TD's id (tdd-notification-data-td-id)")
 first_id = received[0][0]
 resumed = Events("/events", last_event_id=first_id)

@@ -61,11 +61,13 @@ fn tdd_notification_event_types_and_tdd_notification_data_td_id() {
             .unwrap()
             .contains(&json!("https://www.w3.org/2022/wot/discovery")));
         // tdd-notification-data-update-diff / -update-id: a replacement by PUT carries the
-        // new TD whole (a merge patch that sets every member), with the id.
-        let replaced = events[1].data(true);
-        assert_eq!(replaced["title"], "Lamp 2", "{}", under.name);
-        assert_eq!(replaced["id"], "urn:lamp", "{}", under.name);
-        assert_eq!(replaced["security"], "nosec", "{}", under.name);
+        // merge patch from the old TD to the new, with the id.
+        assert_eq!(
+            events[1].data(true),
+            json!({"title": "Lamp 2", "id": "urn:lamp"}),
+            "{}",
+            under.name
+        );
         // A PATCH carries the client's merge patch, with the id.
         assert_eq!(
             events[2].data(true),
@@ -131,8 +133,60 @@ fn tdd_notification_event_id_replay_from_an_id_and_a_typed_gap_past_retention() 
     }
 }
 
+/// Applies the RFC 7396 merge patch `patch` to `target`.
+fn apply(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(object), Some(members)) => {
+            for (key, value) in members {
+                if value.is_null() {
+                    object.remove(key);
+                } else {
+                    apply(object.entry(key.clone()).or_insert(json!({})), value);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
 #[test]
-fn tdd_notification_data_update_diff_a_put_keeps_a_null_inside_the_new_td() {
+fn tdd_notification_data_update_diff_a_put_is_the_merge_patch_from_the_old_td() {
+    for under in directories() {
+        let d = &under.directory;
+        let mut old = td(Some("urn:lamp"), "Lamp");
+        old["description"] = json!("a lamp");
+        old["actions"]["act"]["input"] = json!({"description": "any value", "default": "on"});
+        d.put("urn:lamp", &bytes(&old), &alice(), at(0)).unwrap();
+        let mut new = old.clone();
+        new.as_object_mut().unwrap().remove("description");
+        new["title"] = json!("Lamp 2");
+        new["actions"]["act"]["input"]["default"] = json!("off");
+        d.put("urn:lamp", &bytes(&new), &alice(), at(1)).unwrap();
+        let events = d.events_since(0, 10).unwrap();
+        let diff = events[1].diff.clone().expect("an update carries its diff");
+        // Only what changed, the removed member as `null`.
+        assert_eq!(
+            diff,
+            json!({
+                "description": null,
+                "title": "Lamp 2",
+                "actions": {"act": {"input": {"default": "off"}}}
+            }),
+            "{}",
+            under.name
+        );
+        // A client applying it to the old TD holds the new one.
+        let mut applied = old.clone();
+        apply(&mut applied, &diff);
+        assert_eq!(applied, new, "{}", under.name);
+        // The event's data names the TD.
+        assert_eq!(events[1].data(true)["id"], "urn:lamp", "{}", under.name);
+    }
+}
+
+/// The one limit of a merge patch: a `null` value inside the new TD reads as a removal.
+#[test]
+fn tdd_notification_data_update_diff_a_null_inside_the_new_td_reads_as_a_removal() {
     for under in directories() {
         let d = &under.directory;
         let mut old = td(Some("urn:lamp"), "Lamp");
@@ -143,20 +197,18 @@ fn tdd_notification_data_update_diff_a_put_keeps_a_null_inside_the_new_td() {
         d.put("urn:lamp", &bytes(&new), &alice(), at(1)).unwrap();
         let events = d.events_since(0, 10).unwrap();
         let diff = events[1].diff.clone().expect("an update carries its diff");
-        // What a consumer of `diff=true` learns is the TD the directory now serves,
-        // `null` included (a merge patch from the old TD would read it as a removal).
-        let mut served = d.get("urn:lamp", at(1)).unwrap();
-        served["registration"]
-            .as_object_mut()
-            .unwrap()
-            .remove("retrieved");
-        assert_eq!(diff, served, "{}", under.name);
         assert_eq!(
-            diff["actions"]["act"]["input"]["default"],
-            serde_json::Value::Null,
+            diff,
+            json!({"actions": {"act": {"input": {"default": null}}}}),
             "{}",
             under.name
         );
-        assert_eq!(diff["actions"]["act"]["input"]["description"], "any value");
+        let mut applied = old.clone();
+        apply(&mut applied, &diff);
+        assert!(
+            applied["actions"]["act"]["input"].get("default").is_none(),
+            "{}",
+            under.name
+        );
     }
 }

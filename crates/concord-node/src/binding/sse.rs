@@ -6,8 +6,11 @@
 //! What the body writes (axum's `Sse` encodes the lines):
 //! - every message carries an `id:` (the id a client sends back as `Last-Event-ID` to
 //!   resume) and its `data:`, a multi-line data split into one `data:` line per line;
-//! - messages are unnamed (no `event:` line), so they arrive as `message` events: node-wot
-//!   listens to `onmessage` only and drops a named event silently;
+//! - messages are unnamed (no `event:` line) unless made with [`SseMessage::named`], so
+//!   they arrive as `message` events: node-wot listens to `onmessage` only and drops a
+//!   named event silently (the agents' HTTP binding sends unnamed messages; the WoT
+//!   directory names its `thing_created` / `thing_updated` / `thing_deleted` events, as
+//!   WoT Discovery requires);
 //! - a comment line (`: keep-alive`) every [`SseLimits::keep_alive`] while nothing else is
 //!   written, so proxies and clients see the answer is alive;
 //! - the answer ends when the sender is dropped (after what is queued), when the queue
@@ -50,11 +53,13 @@ const KEEP_ALIVE: &str = "keep-alive";
 /// The comment written last when the queue overflowed.
 const OVERFLOW: &str = "overflow";
 
-/// One message of an SSE answer: its id and its data, unnamed.
+/// One message of an SSE answer: its id, its data, and its event type if named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseMessage {
     id: String,
     data: String,
+    /// The `event:` line's type; `None` writes none (a `message` event).
+    event: Option<String>,
 }
 
 impl SseMessage {
@@ -66,7 +71,18 @@ impl SseMessage {
         Ok(Self {
             id,
             data: data.into(),
+            event: None,
         })
+    }
+
+    /// The message named `event` (written as its `event:` line): a client's
+    /// `EventSource` delivers it to that type's listeners, not to `onmessage`. The name
+    /// is non-empty, at most [`MAX_EVENT_ID_LEN`] bytes, with no line break or NUL.
+    pub fn named(mut self, event: impl Into<String>) -> Result<Self, SseError> {
+        let event = event.into();
+        check_id(&event)?;
+        self.event = Some(event);
+        Ok(self)
     }
 
     /// A message whose data is `value` as compact JSON (one line).
@@ -84,17 +100,27 @@ impl SseMessage {
         &self.data
     }
 
+    /// Its event type, if named.
+    pub fn event(&self) -> Option<&str> {
+        self.event.as_deref()
+    }
+
     /// What it counts against [`SseLimits::queue_bytes`].
     fn size(&self) -> usize {
-        self.id.len() + self.data.len()
+        self.id.len() + self.data.len() + self.event.as_ref().map_or(0, String::len)
     }
 
     fn into_event(self) -> Event {
-        Event::default().id(self.id).data(self.data)
+        let event = Event::default().id(self.id).data(self.data);
+        match self.event {
+            Some(name) => event.event(name),
+            None => event,
+        }
     }
 }
 
-/// Why an event id or a `Last-Event-ID` header was refused.
+/// Why an event id, an event type name or a `Last-Event-ID` header was refused (a name
+/// is refused as an id is).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SseError {
@@ -513,6 +539,28 @@ mod tests {
         assert_eq!(
             body(response).await,
             "id: 7\ndata: first\ndata: second\n\nid: 8\ndata: {\"a\":1}\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_named_message_carries_its_event_line() {
+        let (sender, queue) = sse_channel(limits(8, 1024));
+        let response = answer(queue, std::future::pending());
+        let message = SseMessage::new("3", "{}")
+            .and_then(|message| message.named("thing_created"))
+            .expect("a message");
+        assert_eq!(message.event(), Some("thing_created"));
+        sender.send(message).expect("queued");
+        drop(sender);
+        let text = body(response).await;
+        assert!(text.contains("event: thing_created\n"), "{text}");
+        assert!(
+            text.contains("id: 3\n") && text.contains("data: {}\n"),
+            "{text}"
+        );
+        assert_eq!(
+            SseMessage::new("1", "x").and_then(|message| message.named("a\nb")),
+            Err(SseError::IdNotText)
         );
     }
 

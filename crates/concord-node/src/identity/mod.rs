@@ -336,7 +336,7 @@ impl NodeIdentity {
     pub(crate) fn settle_did(
         &self,
         base_url: &str,
-        kind: crate::mdns::ThingKind,
+        kind: crate::describe::ThingKind,
     ) -> Result<Option<Arc<Identity>>, String> {
         let mut pending = self
             .pending_keys
@@ -383,7 +383,7 @@ impl NodeIdentity {
         &self,
         identity: &Identity,
         base_url: &str,
-        kind: crate::mdns::ThingKind,
+        kind: crate::describe::ThingKind,
     ) -> serde_json::Value {
         let created = concord_identity::format_iso8601(upgrade::now_unix());
         let at = |path: &str| crate::binding::http_url(base_url, path);

@@ -514,24 +514,29 @@ impl Events {
         }
     }
 
-    /// The next event (comments skipped), within 10 s.
-    async fn next(&mut self) -> (String, Value) {
+    /// The next event (comments skipped), within 10 s: its id, its `event:` type (every
+    /// directory event is named: WoT Discovery's thing_created, thing_updated,
+    /// thing_deleted) and its data.
+    async fn next(&mut self) -> (String, String, Value) {
         tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 if let Some(end) = self.buffer.find("\n\n") {
                     let block: String = self.buffer.drain(..end + 2).collect();
                     let mut id = None;
+                    let mut event = None;
                     let mut data = String::new();
                     for line in block.lines() {
                         if let Some(value) = line.strip_prefix("id:") {
                             id = Some(value.trim().to_owned());
+                        } else if let Some(value) = line.strip_prefix("event:") {
+                            event = Some(value.trim().to_owned());
                         } else if let Some(value) = line.strip_prefix("data:") {
                             data.push_str(value.trim_start());
                         }
                     }
                     if let Some(id) = id {
-                        assert!(!block.contains("event:"), "named event: {block}");
-                        return (id, serde_json::from_str(&data).unwrap());
+                        let event = event.unwrap_or_else(|| panic!("unnamed event: {block}"));
+                        return (id, event, serde_json::from_str(&data).unwrap());
                     }
                     continue;
                 }
@@ -582,17 +587,21 @@ async fn tdd_notification_sse_events_resume_from_last_event_id() {
         .unwrap();
     assert_eq!(response.status(), 204);
 
-    let (first, data) = all.next().await;
+    let (first, event, data) = all.next().await;
+    assert_eq!(event, "thing_created");
     assert_eq!(data, json!({"id": id}));
-    let (second, _) = all.next().await;
-    let (third, data) = all.next().await;
+    let (second, event, _) = all.next().await;
+    assert_eq!(event, "thing_updated");
+    let (third, event, data) = all.next().await;
+    assert_eq!(event, "thing_deleted");
     assert_eq!(data, json!({"id": id}));
     let ids: Vec<u64> = [&first, &second, &third]
         .iter()
         .map(|id| id.parse().unwrap())
         .collect();
     assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
-    let (created_id, full) = created.next().await;
+    let (created_id, event, full) = created.next().await;
+    assert_eq!(event, "thing_created");
     assert_eq!(created_id, first);
     assert_eq!(full["title"], "Thing with toggle");
     assert_eq!(full["id"], id);
@@ -661,7 +670,7 @@ async fn a_slow_sse_reader_is_dropped_and_holds_neither_writes_nor_others() {
         big["id"] = json!(id);
         assert_eq!(put(&client, &server, &id, &big).await, 201, "write {index}");
         // The legitimate reader keeps up.
-        let (_, data) = reader.next().await;
+        let (_, _, data) = reader.next().await;
         assert_eq!(data["id"], id);
     }
     // The stalled subscriber was dropped, not held: its answer has ended (after what was
@@ -773,9 +782,41 @@ async fn tdd_self_description_types_the_node_a_thing_directory() {
             "{action}"
         );
     }
-    for event in ["thingCreated", "thingUpdated", "thingDeleted"] {
+    // The answers the directory Thing Model names, with their status codes.
+    for (action, status) in [
+        ("createThing", 201),
+        ("createAnonymousThing", 201),
+        ("retrieveThing", 200),
+        ("updateThing", 204),
+        ("partiallyUpdateThing", 204),
+        ("deleteThing", 204),
+    ] {
+        let form = &td["actions"][action]["forms"][0];
         assert_eq!(
-            td["events"][event]["forms"][0]["subprotocol"], "sse",
+            form["response"]["htv:statusCodeValue"], status,
+            "{action}: {form}"
+        );
+        assert_eq!(
+            form["additionalResponses"][0]["contentType"], "application/problem+json",
+            "{action}"
+        );
+    }
+    assert_eq!(
+        td["actions"]["createAnonymousThing"]["forms"][0]["response"]["htv:headers"][0]
+            ["htv:fieldName"],
+        "Location"
+    );
+    for event in ["thingCreated", "thingUpdated", "thingDeleted"] {
+        let form = &td["events"][event]["forms"][0];
+        assert_eq!(form["subprotocol"], "sse", "{event}");
+        // The form's contentType is the data's; the answer's is in `response`.
+        assert_eq!(form["contentType"], "application/json", "{event}");
+        assert_eq!(
+            form["response"]["contentType"], "text/event-stream",
+            "{event}"
+        );
+        assert_eq!(
+            form["htv:headers"][0]["htv:fieldName"], "Last-Event-ID",
             "{event}"
         );
     }
@@ -891,7 +932,7 @@ async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
         201
     );
 
-    let (_, data) = deleted.next().await;
+    let (_, _, data) = deleted.next().await;
     assert_eq!(data, json!({"id": brief}));
     let listing: Value = client
         .get(url(&server, "things"))
@@ -908,4 +949,189 @@ async fn expired_tds_are_purged_on_a_timer_with_a_deleted_event() {
         .map(|td| td["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [lasting]);
+}
+
+/// More expired TDs than one purge batch (256) all go at the first purge, not one batch
+/// an interval: the purge loops while a batch comes back full (the interval here is an
+/// hour, so only the first tick purges within the test).
+#[tokio::test]
+async fn a_purge_takes_every_expired_td_not_one_batch_an_interval() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    limits.max_entries_per_registrant = 1_000;
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let registrant = concord_directory::Registrant::client("127.0.0.1");
+    let past = std::time::SystemTime::now() - Duration::from_secs(600);
+    let count = 300;
+    for index in 0..count {
+        let id = format!("urn:example:short{index}");
+        let mut short = td(Some(&id), "toggle");
+        short["registration"] = json!({"ttl": 1});
+        directory
+            .put(&id, &serde_json::to_vec(&short).unwrap(), &registrant, past)
+            .unwrap();
+    }
+    let agent = build(
+        Node::builder("Directory")
+            .directory(
+                DirectoryService::new(directory.clone()).purge_interval(Duration::from_secs(3_600)),
+            )
+            .limits(quick_limits()),
+    );
+    let _server = serve(&agent).await;
+    let deleted = || {
+        directory
+            .events_since(0, 10_000)
+            .unwrap()
+            .iter()
+            .filter(|event| event.kind == concord_directory::EventKind::Deleted)
+            .count()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while deleted() < count && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        deleted(),
+        count,
+        "every expired TD purged at the first purge"
+    );
+}
+
+/// Strangers holding every subscriber place do not keep a newcomer out: the subscriber
+/// held longest of the address holding the most is let go (its answer ends) for a
+/// subscriber from another address, who is served; a stranger's address holding as many
+/// as the newcomer's would is not shed for it.
+#[tokio::test]
+async fn strangers_holding_every_subscription_are_shed_for_a_newcomer() {
+    let mut limits = quick_limits();
+    limits.max_holding_sessions = 4;
+    limits.max_holding_sessions_per_address = 3;
+    let agent = directory_node(DirectoryLimits::default(), limits);
+    let server = serve(&agent).await;
+    let hoarder = client_from("127.0.0.2");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = Events::open(&hoarder, &url(&server, "events"), None).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let other = client_from("127.0.0.3");
+    let single = Events::open(&other, &url(&server, "events"), None).await;
+    assert_eq!(single.status(), 200);
+    // Every place is taken: the legitimate subscriber sheds one of 127.0.0.2's.
+    let client = client_from("127.0.0.1");
+    let mut reader = Events::of(Events::open(&client, &url(&server, "events"), None).await);
+    let mut shed = held.remove(0);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while shed.chunk().await.unwrap().is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the oldest of the hoarder's answers ended");
+    // Now 127.0.0.2 holds 2, 127.0.0.3 and 127.0.0.1 one each: a newcomer from
+    // 127.0.0.4 sheds one of 127.0.0.2's again; 127.0.0.3's single one is never shed.
+    let late = client_from("127.0.0.4");
+    let response = Events::open(&late, &url(&server, "events"), None).await;
+    assert_eq!(response.status(), 200);
+    // Four addresses hold one each: a newcomer from 127.0.0.5 finds no address holding
+    // more than its own would, so nobody is shed for it: 503.
+    let response = Events::open(&client_from("127.0.0.5"), &url(&server, "events"), None).await;
+    problem(response, 503).await;
+    // The legitimate subscriber is served.
+    let id = "urn:example:after-shed";
+    assert_eq!(
+        put(&client, &server, id, &td(Some(id), "toggle")).await,
+        201
+    );
+    let (_, event, data) = reader.next().await;
+    assert_eq!(event, "thing_created");
+    assert_eq!(data, json!({"id": id}));
+    drop(single);
+}
+
+/// The directory's own TD says what each form needs: with a DID and signed writes, the
+/// description's default is `nosec_sc` (the reads are open to anyone, though the node's
+/// interface has no open affordance), reads name `nosec_sc`, writes `didwba_sc`; without
+/// signed writes, writes are open too.
+#[tokio::test]
+async fn the_directory_td_says_reads_are_open_and_writes_signed_when_required() {
+    for require in [true, false] {
+        let store = Arc::new(MemoryDirectoryStore::new());
+        let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
+        let agent = build(
+            Node::builder("Directory")
+                .directory(DirectoryService::new(directory).require_signatures(require))
+                .keys(concord_node::Keys::generate())
+                .security(loopback_security())
+                .limits(quick_limits()),
+        );
+        let server = serve(&agent).await;
+        let validated = served_description(&server).await;
+        assert!(validated.report.is_valid(), "{:?}", validated.report);
+        let td: Value = serde_json::from_slice(&served_description_bytes(&server).await).unwrap();
+        let default = td["security"].to_string();
+        assert!(default.contains("nosec_sc"), "default security {default}");
+        let security =
+            |affordance: &str, name: &str| td[affordance][name]["forms"][0]["security"].to_string();
+        assert!(security("properties", "things").contains("nosec_sc"));
+        assert!(security("actions", "retrieveThing").contains("nosec_sc"));
+        assert!(security("events", "thingCreated").contains("nosec_sc"));
+        let write = if require { "didwba_sc" } else { "nosec_sc" };
+        for action in [
+            "createThing",
+            "createAnonymousThing",
+            "updateThing",
+            "deleteThing",
+        ] {
+            assert!(
+                security("actions", action).contains(write),
+                "{action} (signatures required: {require}): {}",
+                security("actions", action)
+            );
+        }
+    }
+}
+
+/// A write refused at its quota (429) that purged an expired TD first still wakes the
+/// notifications: the `thing_deleted` event reaches a subscriber at once, not at the next
+/// purge (an hour here) or the next successful write.
+#[tokio::test]
+async fn a_refused_write_that_purged_wakes_the_deletion_event() {
+    let mut limits = DirectoryLimits::default();
+    limits.min_ttl = Duration::from_secs(1);
+    limits.max_entries_per_registrant = 1;
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, limits).unwrap();
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory).purge_interval(Duration::from_secs(3_600)))
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    let mut deleted =
+        Events::of(Events::open(&client, &url(&server, "events/thing_deleted"), None).await);
+    // Another address registers a TD that expires in a second.
+    let other = client_from("127.0.0.2");
+    let brief = "urn:example:brief";
+    let mut short = td(Some(brief), "toggle");
+    short["registration"] = json!({"ttl": 1});
+    assert_eq!(put(&other, &server, brief, &short).await, 201);
+    // The registrant holds its quota of one.
+    let lasting = "urn:example:lasting";
+    assert_eq!(
+        put(&client, &server, lasting, &td(Some(lasting), "toggle")).await,
+        201
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // One more is over its quota: the directory purges expired TDs, then refuses.
+    let more = "urn:example:more";
+    assert_eq!(
+        put(&client, &server, more, &td(Some(more), "toggle")).await,
+        429
+    );
+    let (_, event, data) = deleted.next().await;
+    assert_eq!(event, "thing_deleted");
+    assert_eq!(data, json!({"id": brief}));
 }

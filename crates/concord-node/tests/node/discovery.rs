@@ -126,6 +126,13 @@ async fn an_agent_without_a_did_lists_no_anp_agent_and_still_has_an_agent_card()
     assert_eq!(page["items"], json!([]));
     let ad = reqwest::get(at(&server, "ad.json")).await.unwrap();
     assert_eq!(ad.status(), StatusCode::NOT_FOUND);
+    assert!(ad.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/problem+json"));
+    let problem: serde_json::Value = ad.json().await.unwrap();
+    assert_eq!(problem["status"], 404);
+    assert!(problem["detail"].as_str().unwrap().contains("no DID"));
     let (_, card) = get_json(&at(&server, ".well-known/agent-card.json")).await;
     assert_eq!(card["skills"][0]["id"], "getProductInfo");
     assert!(card.get("securitySchemes").is_none());

@@ -12,17 +12,29 @@ use serde_json::{json, Value};
 
 use crate::binding::{Described, Site};
 
-/// What the directory adds to the node's description.
-pub(super) fn directory(site: &Site) -> Described {
+/// The security scheme of a form anyone may use (the node defines it whenever any
+/// affordance is open, as the directory's reads are).
+const OPEN: &str = "nosec_sc";
+
+/// What the directory adds to the node's description; each form names its security:
+/// `nosec_sc` on reads, and on writes too unless `signed_writes` (the directory requires
+/// signatures), then `didwba_sc`.
+pub(super) fn directory(site: &Site, signed_writes: bool) -> Described {
     let mut described = Described::default();
     described.contexts.push(DISCOVERY_CONTEXT.to_owned());
     described.types.push("ThingDirectory".to_owned());
     described
         .properties
         .push(("things".to_owned(), things(site)));
-    described.actions = actions(site);
+    described.actions = actions(site, signed_writes);
     described.events = events(site);
     described
+}
+
+/// `form` requiring `scheme`.
+fn secured(mut form: Form, scheme: &str) -> Form {
+    form.security = Some(OneOrMany::One(scheme.to_owned()));
+    form
 }
 
 /// An HTTP form on `path` with `method`, performing `op` (none: the affordance's default,
@@ -53,6 +65,7 @@ fn things(site: &Site) -> PropertyBuilder {
         Some(Operation::ReadProperty),
     );
     listing.content_type = Some("application/ld+json".to_owned());
+    let listing = secured(listing, OPEN);
     let schema = json!({
         "description": "Retrieve all Thing Descriptions",
         "oneOf": [
@@ -79,7 +92,17 @@ fn things(site: &Site) -> PropertyBuilder {
         }))
 }
 
-fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
+fn actions(site: &Site, signed_writes: bool) -> Vec<(String, ActionBuilder)> {
+    let write_scheme = if signed_writes {
+        crate::describe::DIDWBA_SCHEME
+    } else {
+        OPEN
+    };
+    // A read is open to anyone; a write needs what `write_scheme` says.
+    let form = |site: &Site, path: &str, method: &str, op: Option<Operation>| {
+        let scheme = if method == "GET" { OPEN } else { write_scheme };
+        secured(form(site, path, method, op), scheme)
+    };
     let invoke = None;
     let with_type = |mut form: Form, media: &str| {
         form.content_type = Some(media.to_owned());
@@ -89,9 +112,11 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
     let mut actions = vec![
         (
             "createThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PUT", invoke),
-                "application/td+json",
+            ActionBuilder::with_forms([responds(
+                with_type(form(site, thing, "PUT", invoke), "application/td+json"),
+                201,
+                None,
+                &[INVALID],
             )])
             .description("Create a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -99,17 +124,22 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "createAnonymousThing",
-            ActionBuilder::with_forms([with_type(
+            ActionBuilder::with_forms([anonymous_created(with_type(
                 form(site, "things", "POST", invoke),
                 "application/td+json",
-            )])
+            ))])
             .description("Create an anonymous Thing Description")
             .input(td_schema("The schema is implied by the content type")),
         ),
         (
             "retrieveThing",
-            ActionBuilder::with_forms([form(site, thing, "GET", invoke)])
-                .description("Retrieve a Thing Description")
+            ActionBuilder::with_forms([responds(
+                form(site, thing, "GET", invoke),
+                200,
+                Some("application/td+json"),
+                &[NOT_FOUND],
+            )])
+            .description("Retrieve a Thing Description")
                 .output(td_schema("The schema is implied by the content type"))
                 .safe(true)
                 .idempotent(true)
@@ -117,9 +147,11 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "updateThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PUT", invoke),
-                "application/td+json",
+            ActionBuilder::with_forms([responds(
+                with_type(form(site, thing, "PUT", invoke), "application/td+json"),
+                204,
+                None,
+                &[INVALID, NOT_FOUND],
             )])
             .description("Update a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -127,9 +159,14 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "partiallyUpdateThing",
-            ActionBuilder::with_forms([with_type(
-                form(site, thing, "PATCH", invoke),
-                "application/merge-patch+json",
+            ActionBuilder::with_forms([responds(
+                with_type(
+                    form(site, thing, "PATCH", invoke),
+                    "application/merge-patch+json",
+                ),
+                204,
+                None,
+                &[INVALID, NOT_FOUND],
             )])
             .description("Partially update a Thing Description")
             .input(td_schema("The schema is implied by the content type"))
@@ -137,8 +174,13 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         ),
         (
             "deleteThing",
-            ActionBuilder::with_forms([form(site, thing, "DELETE", invoke)])
-                .description("Delete a Thing Description")
+            ActionBuilder::with_forms([responds(
+                form(site, thing, "DELETE", invoke),
+                204,
+                None,
+                &[NOT_FOUND],
+            )])
+            .description("Delete a Thing Description")
                 .uri_variables(id_variable()),
         ),
         (
@@ -197,11 +239,73 @@ fn actions(site: &Site) -> Vec<(String, ActionBuilder)> {
         .collect()
 }
 
+/// The form's expected `response` (`htv:statusCodeValue` `status`, with `content_type`
+/// if it has a body) and its `additionalResponses`: the directory Thing Model's problem
+/// answers, each `(status, description)`.
+fn responds(
+    mut form: Form,
+    status: u16,
+    content_type: Option<&str>,
+    problems: &[(u16, &str)],
+) -> Form {
+    let mut response = json!({"description": "Success response", "htv:statusCodeValue": status});
+    if let Some(media) = content_type {
+        response["contentType"] = json!(media);
+    }
+    form.response = serde_json::from_value(response).ok();
+    if !problems.is_empty() {
+        let additional: Vec<Value> = problems
+            .iter()
+            .map(|(status, description)| {
+                json!({
+                    "description": description,
+                    "contentType": "application/problem+json",
+                    "htv:statusCodeValue": status
+                })
+            })
+            .collect();
+        form.additional_responses = serde_json::from_value(Value::Array(additional)).ok();
+    }
+    form
+}
+
+/// `createAnonymousThing`'s answer: 201 with the new TD's `Location`.
+fn anonymous_created(form: Form) -> Form {
+    let mut form = responds(form, 201, None, &[INVALID]);
+    if let Some(response) = form.response.as_mut() {
+        response.extensions.insert(
+            "htv:headers".to_owned(),
+            json!([{"htv:fieldName": "Location", "htv:fieldValue": ""}]),
+        );
+    }
+    form
+}
+
+/// A 400 answer of the directory Thing Model.
+const INVALID: (u16, &str) = (400, "Invalid serialization or TD");
+/// A 404 answer of the directory Thing Model.
+const NOT_FOUND: (u16, &str) = (404, "TD with the given id not found");
+
 fn events(site: &Site) -> Vec<(String, EventBuilder)> {
+    // As the directory Thing Model writes them: the form's `contentType` is the data's
+    // (`application/json`), the answer's (`text/event-stream`) is in `response`, and a
+    // client resumes with `Last-Event-ID`.
     let subscribe = |path: &str| {
-        let mut form = form(site, path, "GET", Some(Operation::SubscribeEvent));
+        let mut form = secured(
+            form(site, path, "GET", Some(Operation::SubscribeEvent)),
+            OPEN,
+        );
         form.subprotocol = Some("sse".to_owned());
-        form.content_type = Some("text/event-stream".to_owned());
+        form.content_type = Some("application/json".to_owned());
+        form.response = serde_json::from_value(json!({"contentType": "text/event-stream"})).ok();
+        form.extensions.insert(
+            "htv:headers".to_owned(),
+            json!([{
+                "description": "ID of the last event provided for notification recovery",
+                "htv:fieldName": "Last-Event-ID",
+                "htv:fieldValue": ""
+            }]),
+        );
         form
     };
     let diff = |description: &str| json!({"diff": {"description": description, "type": "boolean"}});

@@ -1,6 +1,8 @@
 //! The directory's notifications: `GET /events` and `GET /events/{thing_created |
 //! thing_updated | thing_deleted}` as Server-Sent Events (tdd-notification-sse), each
-//! event unnamed with its store-assigned id (tdd-notification-event-id) and `data`
+//! event named by its type (`event: thing_created`, `thing_updated` or `thing_deleted`:
+//! tdd-notification-event-types) with its store-assigned id (tdd-notification-event-id)
+//! and `data`
 //! `{"id": …}`, or with `?diff=true` the TD created or the merge patch applied
 //! (tdd-notification-data-diff).
 //!
@@ -13,7 +15,10 @@
 //! the store), so a reader that never reads holds neither the directory nor the others.
 //! Subscribers are counted as the sessions holding a subscription are:
 //! `Limits::max_holding_sessions_per_address` per client address (429 beyond) and
-//! `Limits::max_holding_sessions` in all (503 beyond), a budget of the directory's own.
+//! `Limits::max_holding_sessions` in all, a budget of the directory's own. When every
+//! place is taken, a newcomer sheds as a holding session does: the subscriber held
+//! longest of the address holding the most is let go when that address holds more than
+//! the newcomer's would; else the newcomer is refused (503).
 //!
 //! A client resuming with `Last-Event-ID: n` gets every event after `n` still kept; when
 //! some of them are no longer kept, the answer is 410 (`event-gap`: reload the listing,
@@ -167,7 +172,9 @@ impl Hub {
                 ),
             ));
         }
-        if subscribers.len() >= self.max_subscribers {
+        if subscribers.len() >= self.max_subscribers
+            && !shed_for(&mut subscribers, subscriber.client)
+        {
             return Err(ProblemResponse::new(
                 503,
                 "Too many subscribers",
@@ -185,6 +192,40 @@ impl Hub {
     }
 }
 
+/// Makes room for a newcomer from `newcomer`'s address when every place is taken, by the
+/// node's holders' rule: the subscriber held longest (the first in `subscribers`) of the
+/// address holding the most is let go (its answer ends after what is queued; it may
+/// resume with `Last-Event-ID`), when that address holds at least one more than the
+/// newcomer's would with it; else nobody is, and the newcomer is refused. So addresses
+/// holding every place cannot keep a new address out, and a newcomer never sheds an
+/// address holding fewer than its own. Whether one was let go.
+fn shed_for(subscribers: &mut Vec<Subscriber>, newcomer: ClientKey) -> bool {
+    let mut held: std::collections::HashMap<ClientKey, usize> =
+        std::collections::HashMap::from([(newcomer, 1)]);
+    for subscriber in subscribers.iter() {
+        *held.entry(subscriber.client).or_insert(0) += 1;
+    }
+    let ours = held.get(&newcomer).copied().unwrap_or(1);
+    let Some((client, count)) = held
+        .iter()
+        .filter(|(client, _)| **client != newcomer)
+        .max_by_key(|(_, count)| **count)
+        .map(|(client, count)| (*client, *count))
+    else {
+        return false;
+    };
+    if count <= ours {
+        return false;
+    }
+    match subscribers.iter().position(|held| held.client == client) {
+        Some(oldest) => {
+            subscribers.remove(oldest);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Queues `subscriber`'s share of `events`; `false` when its answer ended (closed, or its
 /// queue overflowed).
 fn send(subscriber: &mut Subscriber, events: &[ThingEvent]) -> bool {
@@ -195,7 +236,9 @@ fn send(subscriber: &mut Subscriber, events: &[ThingEvent]) -> bool {
             continue;
         }
         let data = event.data(subscriber.diff);
-        let Ok(message) = SseMessage::json(event.id.to_string(), &data) else {
+        let named = SseMessage::json(event.id.to_string(), &data)
+            .and_then(|message| message.named(event.kind.name()));
+        let Ok(message) = named else {
             continue;
         };
         if subscriber.sender.send(message).is_err() {

@@ -200,7 +200,11 @@ impl Binding for DirectoryBinding {
     }
 
     fn described(&self, site: &Site) -> Described {
-        described::directory(site)
+        // Writes need a DID proved when the directory requires signatures and the node
+        // has a DID to describe the scheme with (`didwba_sc`).
+        let signed_writes =
+            self.service.require_signatures && self.shared.identity.identity().is_some();
+        described::directory(site, signed_writes)
     }
 }
 
@@ -214,17 +218,35 @@ async fn purge(state: Arc<DirectoryState>, interval: Duration, site: Site) {
             _ = ticks.tick() => {}
             () = site.draining() => return,
         }
-        match state
+        purge_all(&state, &site).await;
+    }
+}
+
+/// Purges batches of [`PURGE_BATCH`] expired TDs while a batch comes back full (so a
+/// short TTL is not held to one batch a tick), waking the notifications after each
+/// batch that removed any; stops when the server drains.
+async fn purge_all(state: &DirectoryState, site: &Site) {
+    loop {
+        let purged = state
             .run(|directory, now| directory.purge_expired(now, PURGE_BATCH))
-            .await
-        {
-            Ok(Ok(0)) => {}
+            .await;
+        match purged {
+            Ok(Ok(0)) => return,
             Ok(Ok(purged)) => {
                 tracing::debug!(purged, "expired TDs purged");
                 state.hub.wake();
+                if purged < PURGE_BATCH as u64 || site.is_draining() {
+                    return;
+                }
             }
-            Ok(Err(error)) => tracing::warn!(%error, "cannot purge expired TDs"),
-            Err(request::Failed) => tracing::warn!("the purge task failed"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot purge expired TDs");
+                return;
+            }
+            Err(request::Failed) => {
+                tracing::warn!("the purge task failed");
+                return;
+            }
         }
     }
 }

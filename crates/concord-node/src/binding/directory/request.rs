@@ -165,8 +165,10 @@ pub(super) fn media_type(
     .with_instance(instance))
 }
 
-/// A directory refusal as a problem: its status, type, title and detail, and
-/// `validationErrors` (`[{field, description}]`) for an invalid TD.
+/// A directory refusal as a problem: its status, type, title and detail,
+/// `validationErrors` (`[{field, description}]`) for an invalid TD, and `Retry-After` for a
+/// refusal that passes with time (429 `quota-exceeded`, 503 `directory-full` and
+/// `search-too-broad`).
 pub(super) fn refused(error: &DirectoryError, instance: &str) -> Response {
     if let DirectoryError::Store(failure) = error {
         tracing::error!(%failure, "directory store");
@@ -176,6 +178,9 @@ pub(super) fn refused(error: &DirectoryError, instance: &str) -> Response {
         .with_instance(instance);
     if let Some(errors) = error.validation_errors() {
         problem = problem.with_extension("validationErrors", json!(errors));
+    }
+    if let Some(wait) = error.retry_after() {
+        problem = problem.with_header("retry-after", &wait.as_secs().max(1).to_string());
     }
     problem.into_response()
 }

@@ -140,15 +140,15 @@ pub(super) async fn create(State(state): State<Arc<DirectoryState>>, request: Re
             break;
         }
     }
-    let written = result.as_ref().is_ok_and(Result::is_ok);
-    let response = answer(result, &write.path, |id| {
-        let location = format!("{THINGS}/{id}");
-        (StatusCode::CREATED, [(header::LOCATION, location)]).into_response()
-    });
-    if written {
+    // Woken whether the creation was written or refused: a refusal at a bound may have
+    // purged expired TDs first, whose `thing_deleted` events are recorded.
+    if result.is_ok() {
         state.hub.wake();
     }
-    response
+    answer(result, &write.path, |id| {
+        let location = format!("{THINGS}/{id}");
+        (StatusCode::CREATED, [(header::LOCATION, location)]).into_response()
+    })
 }
 
 /// `GET /things/{id}` (tdd-things-retrieve): 200 `application/td+json`
@@ -247,14 +247,17 @@ pub(super) async fn delete(
     })
 }
 
-/// A write's answer; the notifications are woken when it was written.
+/// A write's answer; the notifications are woken whenever the rule ran, written or
+/// refused: a write refused at a bound (429, 503) or a `PUT` over an expired TD may have
+/// purged expired TDs first, and their `thing_deleted` events are not to wait for the
+/// next write or purge (a wake with nothing new reads nothing).
 fn written<T>(
     state: &DirectoryState,
     result: Result<Result<T, DirectoryError>, request::Failed>,
     instance: &str,
     done: impl FnOnce(T) -> Response,
 ) -> Response {
-    if result.as_ref().is_ok_and(Result::is_ok) {
+    if result.is_ok() {
         state.hub.wake();
     }
     answer(result, instance, done)

@@ -28,7 +28,7 @@ use axum::Router;
 use concord_describe::Form;
 use serde_json::Value;
 
-use super::{Affordance, Binding, Site};
+use super::{Affordance, Binding, ProblemResponse, Site};
 use crate::describe::DescriptionHandle;
 use crate::node::Shared;
 
@@ -151,11 +151,12 @@ impl Documents {
             Some(Ok(bytes)) => bytes,
             Some(Err(error)) => {
                 tracing::error!(%error, "cannot build our description");
-                return Err((StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response());
+                return Err(failure("the node could not build its description"));
             }
             None => {
                 return Err(
-                    (StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down").into_response(),
+                    ProblemResponse::new(503, "Shutting down", "the node is shutting down")
+                        .into_response(),
                 )
             }
         };
@@ -165,7 +166,7 @@ impl Documents {
         }
         let derived = Arc::new(self.derive(source).map_err(|error| {
             tracing::error!(%error, "cannot write our discovery documents");
-            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
+            failure("the node could not write its discovery documents")
         })?);
         *built = Some(Arc::clone(&derived));
         Ok(derived)
@@ -187,6 +188,11 @@ impl Documents {
     }
 }
 
+/// 500 as a problem, naming what failed (the cause is logged, not answered).
+fn failure(detail: &str) -> Response {
+    ProblemResponse::new(500, "Discovery documents unavailable", detail).into_response()
+}
+
 async fn serve_collection(State(documents): State<Arc<Documents>>, request: HeaderMap) -> Response {
     match documents.current().await {
         Ok(derived) => derived.collection.answer(&request),
@@ -198,11 +204,12 @@ async fn serve_ad(State(documents): State<Arc<Documents>>, request: HeaderMap) -
     match documents.current().await {
         Ok(derived) => match &derived.ad {
             Some(ad) => ad.answer(&request),
-            None => (
-                StatusCode::NOT_FOUND,
+            None => ProblemResponse::new(
+                404,
+                "No agent description",
                 "this agent has no DID: it publishes no ANP agent description",
             )
-                .into_response(),
+            .into_response(),
         },
         Err(refused) => refused,
     }
