@@ -38,26 +38,21 @@ pub(crate) const AFFORDANCES: &[&str] = &[
 /// The affordances a request names (all must be permitted).
 pub(super) type Affordances = fn(&Parts) -> &'static [&'static str];
 
-/// `Err` (401 to an anonymous caller, 403 else) unless the `allow` rules let the caller
-/// of `admitted` use every one of `affordances`.
-pub(super) fn check(
+/// The refusal (401 to an anonymous caller, 403 else) unless the `allow` rules let the
+/// caller of `admitted` use every one of `affordances`; `None` when they do.
+pub(super) fn refusal(
     state: &DirectoryState,
     admitted: &Admitted,
     affordances: &[&str],
-) -> Result<(), Response> {
+) -> Option<Response> {
     let identity = &state.http.shared.identity;
-    match affordances
+    let name = affordances
         .iter()
-        .find(|name| !identity.permits(&admitted.caller, name))
-    {
-        Some(name) => {
-            let forbidden = ThingError::Forbidden {
-                name: (*name).to_owned(),
-            };
-            Err(admitted.refusal(&state.http, &forbidden).into_response())
-        }
-        None => Ok(()),
-    }
+        .find(|name| !identity.permits(&admitted.caller, name))?;
+    let forbidden = ThingError::Forbidden {
+        name: (*name).to_owned(),
+    };
+    Some(admitted.refusal(&state.http, &forbidden).into_response())
 }
 
 /// `router` (a read: no body), served only to callers the `allow` rules let use the
@@ -74,7 +69,7 @@ pub(super) fn reading(
                 Ok(admitted) => admitted,
                 Err(answer) => return answer,
             };
-            if let Err(answer) = check(&state, &admitted, affordances(&admitted.parts)) {
+            if let Some(answer) = refusal(&state, &admitted, affordances(&admitted.parts)) {
                 return answer;
             }
             next.run(Request::from_parts(admitted.parts, body)).await

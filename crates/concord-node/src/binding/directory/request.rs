@@ -88,7 +88,9 @@ pub(super) async fn admit_write(
         }
         _ => None,
     };
-    access::check(state, &admitted, affordances)?;
+    if let Some(answer) = access::refusal(state, &admitted, affordances) {
+        return Err(answer);
+    }
     Ok(Write {
         client: client_of(admitted.remote),
         body: admitted.body,
