@@ -164,8 +164,40 @@ pub fn directory_store(store: &dyn DirectoryStore) {
     );
     assert_eq!(
         ok("count", store.count(Some(Holder::Client("127.0.0.2")))),
-        (4, 2),
-        "counts by client, entries without an owner only"
+        (4, 4),
+        "counts by client, entries with an owner or without"
+    );
+    let fresh = entry(
+        "urn:over-quota",
+        Some("did:wba:conformance.example:new"),
+        Some("127.0.0.2"),
+        None,
+    );
+    let over = Write::new(
+        &fresh,
+        &[],
+        Expect::Absent,
+        EventKind::Created,
+        None,
+        retention,
+    )
+    .admitting(
+        Admission::new(
+            u64::MAX,
+            Some(Holder::Owner("did:wba:conformance.example:new")),
+            4,
+        )
+        .also(Some(Holder::Client("127.0.0.2"))),
+    );
+    assert_eq!(
+        ok("write over the second holder's quota", store.write(&over)),
+        Outcome::OverQuota,
+        "a write counts against both holders of its admission"
+    );
+    assert_eq!(
+        ok("entry", store.entry("urn:over-quota")),
+        None,
+        "a refused write writes nothing"
     );
     assert_eq!(
         ok("expired", store.expired(6_000, 10)),

@@ -25,10 +25,12 @@ use crate::td::{self, client_registration, enrich, into_enriched, Incoming};
 const PURGE_ON_FULL: usize = 64;
 
 /// Who registers or changes a TD: the DID it proved (if any) and its client address.
-/// An entry registered with a DID can be changed only by that DID; the quota
-/// (`max_entries_per_registrant`) counts by DID, else by client address; a registrant with
-/// neither (`Registrant::default()`, an embedding that registers its own TDs) is bounded
-/// by `max_entries` only.
+/// An entry registered with a DID can be changed only by that DID; one registered without
+/// a DID only from the client address that registered it; either also by the DID the
+/// TD itself names, proving itself (which takes the entry over). The quota
+/// (`max_entries_per_registrant`) counts by client address and, for a signed write, by
+/// DID too (both apply); a registrant with neither (`Registrant::default()`, an embedding
+/// that registers its own TDs) is bounded by `max_entries` only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Registrant<'a> {
@@ -55,17 +57,15 @@ impl<'a> Registrant<'a> {
         }
     }
 
-    fn holder(&self) -> Option<Holder<'a>> {
-        match (self.did, self.client) {
-            (Some(did), _) => Some(Holder::Owner(did)),
-            (None, Some(client)) => Some(Holder::Client(client)),
-            (None, None) => None,
-        }
+    /// Whose quotas a new registration by it counts against: its DID and its address.
+    fn holders(&self) -> [Option<Holder<'a>>; 2] {
+        [self.did.map(Holder::Owner), self.client.map(Holder::Client)]
     }
 
     fn name(&self) -> String {
         match (self.did, self.client) {
-            (Some(did), _) => format!("DID `{did}`"),
+            (Some(did), Some(client)) => format!("DID `{did}` or client `{client}`"),
+            (Some(did), None) => format!("DID `{did}`"),
             (None, Some(client)) => format!("client `{client}`"),
             (None, None) => "the caller".to_owned(),
         }
@@ -126,7 +126,9 @@ impl Directory {
     /// `id` is a DID, or its `concord:metaProtocol` carries `concord:did`) is created,
     /// replaced or patched only by a writer who proved that DID
     /// ([`DirectoryError::NotNamedWriter`], 403). Off by default; a directory that
-    /// requires signed writes turns it on. TDs that name no DID are unaffected.
+    /// requires signed writes turns it on. TDs that name no DID are unaffected. On or off,
+    /// a writer who proved a DID never writes a TD naming another DID (403), and the DID a
+    /// registered TD names may always change it, taking it over.
     #[must_use]
     pub fn own_entries_only(mut self, on: bool) -> Self {
         self.own_entries_only = on;
@@ -494,11 +496,13 @@ impl Directory {
     /// The capacity a new registration by `who` must fit (checked by the store with the
     /// write).
     fn admission<'a>(&self, who: &Registrant<'a>) -> Admission<'a> {
+        let [did, client] = who.holders();
         Admission::new(
             self.limits.max_entries,
-            who.holder(),
+            did.or(client),
             self.limits.max_entries_per_registrant,
         )
+        .also(did.and(client))
     }
 
     /// Writes a new registration within [`admission`](Self::admission); when the store is
@@ -546,7 +550,7 @@ impl Directory {
         incoming: &Incoming,
         who: &Registrant<'_>,
     ) -> Result<(), DirectoryError> {
-        if !self.own_entries_only {
+        if who.did.is_none() && !self.own_entries_only {
             return Ok(());
         }
         match incoming
@@ -574,6 +578,11 @@ impl Directory {
         now: UnixMillis,
     ) -> Entry {
         let anonymous = incoming.id().is_none();
+        // The DID the TD names, proving itself, takes the entry over (from its address).
+        let takes_over = who
+            .did
+            .is_some_and(|did| incoming.named_dids().any(|(_, named)| named == did));
+        let held = previous.filter(|_| !takes_over);
         let td = Value::Object(incoming.td);
         let size = serde_json::to_string(&td).map_or(0, |text| text.len());
         Entry {
@@ -583,10 +592,10 @@ impl Directory {
             modified: now,
             expires: incoming.expires,
             ttl_ms: incoming.ttl_ms,
-            owner: previous
+            owner: held
                 .map_or(who.did, |previous| previous.owner.as_deref())
                 .map(str::to_owned),
-            client: previous
+            client: held
                 .map_or(who.client, |previous| previous.client.as_deref())
                 .map(str::to_owned),
             size: u64::try_from(size).unwrap_or(u64::MAX),
@@ -641,11 +650,21 @@ impl Directory {
     }
 }
 
+/// Whether `who` may change `entry`: the DID that registered it; for an entry registered
+/// without a DID, a writer from the same client address (an IPv4 address or an IPv6 /64;
+/// none for an embedding's own entries); and always the DID the registered TD names,
+/// proving itself.
 fn check_owner(entry: &Entry, who: &Registrant<'_>) -> Result<(), DirectoryError> {
-    match entry.owner.as_deref() {
-        Some(owner) if who.did != Some(owner) => Err(DirectoryError::NotOwner {
+    let named = who.did.is_some_and(|did| td::names(&entry.td, did));
+    let registrant = match entry.owner.as_deref() {
+        Some(owner) => who.did == Some(owner),
+        None => who.client == entry.client.as_deref(),
+    };
+    if named || registrant {
+        Ok(())
+    } else {
+        Err(DirectoryError::NotOwner {
             id: entry.id.clone(),
-        }),
-        _ => Ok(()),
+        })
     }
 }

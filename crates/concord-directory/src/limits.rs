@@ -13,8 +13,8 @@ pub struct DirectoryLimits {
     /// The most TDs held in all, expired ones not yet purged included. Default 10,000.
     /// A creation beyond it: [`DirectoryError::DirectoryFull`](crate::DirectoryError::DirectoryFull) (503).
     pub max_entries: u64,
-    /// The most TDs one registrant holds: one owner DID, or one client address for
-    /// registrations without a DID. Default 100. A creation beyond it:
+    /// The most TDs one registrant holds: one client address, and one owner DID (a signed
+    /// registration counts against both). Default 100. A creation beyond it:
     /// [`DirectoryError::QuotaExceeded`](crate::DirectoryError::QuotaExceeded) (429).
     pub max_entries_per_registrant: u64,
     /// The shortest `registration.ttl` accepted (and the nearest `expires`). Default 10 s.

@@ -42,9 +42,7 @@ impl State {
             .values()
             .filter(|entry| match holder {
                 Some(Holder::Owner(did)) => entry.owner.as_deref() == Some(did),
-                Some(Holder::Client(client)) => {
-                    entry.owner.is_none() && entry.client.as_deref() == Some(client)
-                }
+                Some(Holder::Client(client)) => entry.client.as_deref() == Some(client),
                 None => false,
             })
             .count();
@@ -100,7 +98,12 @@ impl DirectoryStore for MemoryDirectoryStore {
         if let Some(admission) = write.admission {
             // Counted under the same lock as the write below.
             let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
-            if let Some(refusal) = admission.refusal(total, state.held(admission.holder)) {
+            let held = admission
+                .holders()
+                .map(|holder| state.held(Some(holder)))
+                .max()
+                .unwrap_or(0);
+            if let Some(refusal) = admission.refusal(total, held) {
                 return Ok(refusal);
             }
         }

@@ -27,9 +27,11 @@ pub struct Entry {
     pub expires: Option<UnixMillis>,
     /// Its relative expiry as the producer gave it (or the default), in milliseconds.
     pub ttl_ms: Option<u64>,
-    /// The DID that registered it, when the caller proved one; only it may change it.
+    /// The DID that registered it (or took it over as the DID the TD names), when the
+    /// caller proved one; only it (or the DID the TD names) may change it.
     pub owner: Option<String>,
-    /// The client address that registered it (the quota of callers without a DID).
+    /// The client address that registered it (a quota of every caller; who may change an
+    /// entry registered without a DID).
     pub client: Option<String>,
     /// The size of `td` as JSON, in bytes.
     pub size: u64,
@@ -103,7 +105,8 @@ pub struct Write<'a> {
 }
 
 /// The capacity a new registration must fit: at most `max_entries` entries in all
-/// (expired ones not yet removed included) and at most `max_per_holder` held by `holder`.
+/// (expired ones not yet removed included) and at most `max_per_holder` held by `holder`
+/// and by `also` each (a signed write counts against its DID and its client address).
 /// The store counts and writes in one atomic step, so writers sharing it (threads, or
 /// processes on one file) cannot both pass a limit with room for one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +116,9 @@ pub struct Admission<'a> {
     pub max_entries: u64,
     /// Whose entries count against `max_per_holder` (`None`: no per-holder bound).
     pub holder: Option<Holder<'a>>,
-    /// The most entries `holder` may hold once the write is done.
+    /// A second holder bound by `max_per_holder` too (`None`: only `holder`).
+    pub also: Option<Holder<'a>>,
+    /// The most entries `holder` (and `also`) may hold once the write is done.
     pub max_per_holder: u64,
 }
 
@@ -123,12 +128,25 @@ impl<'a> Admission<'a> {
         Self {
             max_entries,
             holder,
+            also: None,
             max_per_holder,
         }
     }
 
-    /// What a store holding `total` entries, `held` of them by the holder, answers: `None`
-    /// when one more fits.
+    /// The same admission, with `also` bound by `max_per_holder` too.
+    #[must_use]
+    pub fn also(mut self, also: Option<Holder<'a>>) -> Self {
+        self.also = also;
+        self
+    }
+
+    /// The holders bound by `max_per_holder`: `holder`, then `also`.
+    pub fn holders(&self) -> impl Iterator<Item = Holder<'a>> {
+        self.holder.into_iter().chain(self.also)
+    }
+
+    /// What a store holding `total` entries, `held` of them by the holder that holds the
+    /// most of the [`holders`](Self::holders), answers: `None` when one more fits.
     pub fn refusal(&self, total: u64, held: u64) -> Option<Outcome> {
         if total >= self.max_entries {
             Some(Outcome::Full)
@@ -215,7 +233,7 @@ pub enum Outcome {
 pub enum Holder<'a> {
     /// Entries registered by this DID.
     Owner(&'a str),
-    /// Entries registered without a DID from this client address.
+    /// Entries registered from this client address, with a DID or without.
     Client(&'a str),
 }
 

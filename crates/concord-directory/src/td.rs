@@ -25,19 +25,32 @@ impl Incoming {
         self.td.get("id").and_then(Value::as_str)
     }
 
-    /// The DIDs the TD names as its agent's, with where: its `id` when that is a DID,
-    /// and `concord:metaProtocol`'s `concord:did` (where concord-describe puts it).
+    /// The DIDs the TD names as its agent's, with where ([`named_dids`]).
     pub(crate) fn named_dids(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        let id = self.id().filter(|id| id.starts_with("did:"));
-        let meta = self
-            .td
-            .get("concord:metaProtocol")
-            .and_then(|meta| meta.get("concord:did"))
-            .and_then(Value::as_str);
-        [("id", id), ("concord:metaProtocol.concord:did", meta)]
-            .into_iter()
-            .filter_map(|(field, did)| did.map(|did| (field, did)))
+        named_dids(&self.td)
     }
+}
+
+/// The DIDs `td` names as its agent's, with where: its `id` when that is a DID, and
+/// `concord:metaProtocol`'s `concord:did` (where concord-describe puts it).
+fn named_dids(td: &Map<String, Value>) -> impl Iterator<Item = (&'static str, &str)> {
+    let id = td
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| id.starts_with("did:"));
+    let meta = td
+        .get("concord:metaProtocol")
+        .and_then(|meta| meta.get("concord:did"))
+        .and_then(Value::as_str);
+    [("id", id), ("concord:metaProtocol.concord:did", meta)]
+        .into_iter()
+        .filter_map(|(field, did)| did.map(|did| (field, did)))
+}
+
+/// Whether the registered TD `td` names `did` as its agent's ([`named_dids`]).
+pub(crate) fn names(td: &Value, did: &str) -> bool {
+    td.as_object()
+        .is_some_and(|td| named_dids(td).any(|(_, named)| named == did))
 }
 
 /// Checks the size and validity of a TD's bytes and reads its registration at `now`.

@@ -929,7 +929,11 @@ impl NodeBuilder {
 
     /// Who may call `action`: [`Allow::Anyone`] (the default), [`Allow::Authenticated`]
     /// (any caller that proved a DID), or [`Allow::Dids`] (those DIDs, or DID prefixes
-    /// ending in `:*`). The description says what each action requires.
+    /// ending in `:*`). The description says what each action requires. A node serving a
+    /// directory ([`directory`](Self::directory)) also takes the names of the directory's
+    /// operations (`things`, `createThing`, `retrieveThing`, `updateThing`,
+    /// `partiallyUpdateThing`, `deleteThing`, `createAnonymousThing`, `searchJSONPath`,
+    /// `searchCapability`, `thingCreated`, `thingUpdated`, `thingDeleted`).
     ///
     /// ```
     /// use concord_node::{Allow, DidPattern, Node};
@@ -1061,8 +1065,12 @@ impl NodeBuilder {
             crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
         let directories =
             directories_checked(&self.directories, self.registration, &self.limits, &http)?;
+        let directory_names: &[&str] = match self.directory {
+            Some(_) => crate::binding::directory::AFFORDANCES,
+            None => &[],
+        };
         for action in self.access.keys() {
-            if !self.actions.contains(action) {
+            if !self.actions.contains(action) && !directory_names.contains(&action.as_str()) {
                 return Err(NodeError::Config(format!(
                     "`allow` names the action `{action}`, which the node does not serve"
                 )));

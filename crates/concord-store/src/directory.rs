@@ -140,7 +140,10 @@ impl DirectoryStore for Store {
         if let Some(admission) = write.admission {
             // Counted inside this IMMEDIATE transaction: no other writer of the file can
             // change the counts between them and the write.
-            let (total, held) = counts(&tx, admission.holder).map_err(&fail)?;
+            let (total, mut held) = counts(&tx, admission.holder).map_err(&fail)?;
+            if let Some(also) = admission.also {
+                held = held.max(counts(&tx, Some(also)).map_err(&fail)?.1);
+            }
             if let Some(refusal) = admission.refusal(total, held) {
                 return Ok(refusal);
             }
@@ -432,7 +435,7 @@ fn counts(
             .query_row([did], |row| row.get(0))?,
         Some(Holder::Client(client)) => connection
             .prepare_cached(
-                "SELECT count(*) FROM directory_things WHERE owner IS NULL AND client = ?1",
+                "SELECT count(*) FROM directory_things WHERE client = ?1 AND client IS NOT NULL",
             )?
             .query_row([client], |row| row.get(0))?,
         Some(_) => 0,

@@ -148,7 +148,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX directory_things_by_expiry ON directory_things (expires_ms)
         WHERE expires_ms IS NOT NULL;
     CREATE INDEX directory_things_by_owner ON directory_things (owner) WHERE owner IS NOT NULL;
-    CREATE INDEX directory_things_by_client ON directory_things (client) WHERE owner IS NULL;
+    CREATE INDEX directory_things_by_client ON directory_things (client) WHERE client IS NOT NULL;
 
     CREATE TABLE directory_keys (
         kind  TEXT NOT NULL,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use concord_directory::{
     Directory, DirectoryError, DirectoryLimits, DirectoryStore, ListQuery, MemoryDirectoryStore,
-    Registrant,
+    PutOutcome, Registrant,
 };
 use serde_json::json;
 
@@ -136,9 +136,202 @@ fn a_registrant_beyond_its_quota_is_refused_429_by_did_or_client_address() {
             at(0),
         )
         .expect("another client is served");
-        let did = Registrant::did("did:wba:agents.example:bob", "127.0.0.2");
+        let did = Registrant::did("did:wba:agents.example:bob", "127.0.0.4");
         d.put("urn:bob", &bytes(&td(Some("urn:bob"), "B")), &did, at(0))
-            .expect("a DID has its own quota");
+            .expect("a DID from another address has its own quota");
+    }
+}
+
+#[test]
+fn signed_writes_count_against_their_did_and_their_address_429() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_entries_per_registrant = 2;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        // One address minting a new DID for every TD: its address's quota still applies.
+        let dids: Vec<String> = (0..4)
+            .map(|n| format!("did:wba:agents.example:minted{n}"))
+            .collect();
+        for (n, did) in dids.iter().take(2).enumerate() {
+            let id = format!("urn:minted{n}");
+            let who = Registrant::did(did, "127.0.0.2");
+            d.put(&id, &bytes(&td(Some(&id), "M")), &who, at(0))
+                .expect("within the address's quota");
+        }
+        for did in &dids[2..] {
+            let who = Registrant::did(did, "127.0.0.2");
+            let refused = d.put(
+                "urn:minted-more",
+                &bytes(&td(Some("urn:minted-more"), "M")),
+                &who,
+                at(0),
+            );
+            assert!(
+                matches!(refused, Err(DirectoryError::QuotaExceeded { limit: 2, .. })),
+                "{}: {refused:?}",
+                under.name
+            );
+        }
+        assert_eq!(
+            status(d.create(
+                &bytes(&td(None, "M")),
+                [5; 16],
+                &Registrant::client("127.0.0.2"),
+                at(0)
+            )),
+            429,
+            "{}: nor unsigned from that address",
+            under.name
+        );
+        // One DID from many addresses: its DID's quota applies.
+        let roaming = "did:wba:agents.example:roaming";
+        for (n, client) in ["127.0.0.3", "127.0.0.4"].into_iter().enumerate() {
+            let id = format!("urn:roaming{n}");
+            d.put(
+                &id,
+                &bytes(&td(Some(&id), "R")),
+                &Registrant::did(roaming, client),
+                at(0),
+            )
+            .expect("within the DID's quota");
+        }
+        assert_eq!(
+            status(d.put(
+                "urn:roaming2",
+                &bytes(&td(Some("urn:roaming2"), "R")),
+                &Registrant::did(roaming, "127.0.0.5"),
+                at(0)
+            )),
+            429,
+            "{}",
+            under.name
+        );
+        d.put(
+            "urn:legit",
+            &bytes(&td(Some("urn:legit"), "L")),
+            &alice(),
+            at(0),
+        )
+        .expect("others are still served");
+    }
+}
+
+#[test]
+fn a_td_registered_without_a_did_is_changed_only_from_its_address_403() {
+    for under in directories() {
+        let d = &under.directory;
+        d.put(
+            "urn:alice",
+            &bytes(&td(Some("urn:alice"), "Alice")),
+            &alice(),
+            at(0),
+        )
+        .unwrap();
+        let id = d
+            .create(&bytes(&td(None, "Anon")), [9; 16], &alice(), at(0))
+            .unwrap();
+        let stranger = Registrant::client("127.0.0.2");
+        let signed = Registrant::did("did:wba:agents.example:mallory", "127.0.0.3");
+        for who in [&stranger, &signed] {
+            assert_eq!(
+                status(d.put(
+                    "urn:alice",
+                    &bytes(&td(Some("urn:alice"), "Mine")),
+                    who,
+                    at(1)
+                )),
+                403,
+                "{}",
+                under.name
+            );
+            assert_eq!(
+                status(d.patch("urn:alice", br#"{"title":"Mine"}"#, who, at(1))),
+                403
+            );
+            assert_eq!(
+                status(d.patch(&id, br#"{"title":"Mine"}"#, who, at(1))),
+                403
+            );
+            assert_eq!(status(d.delete("urn:alice", who, at(1))), 403);
+            assert_eq!(status(d.delete(&id, who, at(1))), 403);
+        }
+        assert_eq!(d.get("urn:alice", at(2)).unwrap()["title"], "Alice");
+        assert_eq!(d.get(&id, at(2)).unwrap()["title"], "Anon");
+        // Its registrant's address may.
+        d.patch("urn:alice", br#"{"title":"Alice 2"}"#, &alice(), at(2))
+            .expect("the registrant's address patches it");
+        d.delete(&id, &alice(), at(2))
+            .expect("the registrant's address deletes it");
+    }
+}
+
+#[test]
+fn a_proved_did_never_writes_a_td_naming_another_did_403() {
+    const BOB: &str = "did:wba:agents.example:bob";
+    for under in directories() {
+        let d = &under.directory;
+        let mallory = Registrant::did("did:wba:agents.example:mallory", "127.0.0.2");
+        let refused = d.put(BOB, &bytes(&td(Some(BOB), "Bob")), &mallory, at(0));
+        assert!(
+            matches!(refused, Err(DirectoryError::NotNamedWriter { ref named, field: "id", .. }) if named == BOB),
+            "{}: {refused:?}",
+            under.name
+        );
+        let named = naming(Some("urn:bob"), BOB);
+        assert_eq!(
+            status(d.put("urn:bob", &bytes(&named), &mallory, at(0))),
+            403
+        );
+        assert_eq!(
+            status(d.create(&bytes(&naming(None, BOB)), [7; 16], &mallory, at(0))),
+            403
+        );
+        assert_eq!(status(d.get(BOB, at(1))), 404, "{}", under.name);
+    }
+}
+
+#[test]
+fn the_did_a_squatted_td_names_takes_it_over() {
+    const BOB: &str = "did:wba:agents.example:bob";
+    for under in directories() {
+        let d = &under.directory;
+        let squatter = Registrant::client("127.0.0.2");
+        let bob = Registrant::did(BOB, "127.0.0.1");
+        // An anonymous writer registers Bob's DID as id, and a TD naming Bob.
+        d.put(BOB, &bytes(&td(Some(BOB), "Squatted")), &squatter, at(0))
+            .unwrap();
+        d.put(
+            "urn:bob",
+            &bytes(&naming(Some("urn:bob"), BOB)),
+            &squatter,
+            at(0),
+        )
+        .unwrap();
+        // Bob's signed writes take them over.
+        assert_eq!(
+            d.put(BOB, &bytes(&td(Some(BOB), "Bob")), &bob, at(1))
+                .map_err(|e| e.to_string()),
+            Ok(PutOutcome::Replaced),
+            "{}",
+            under.name
+        );
+        d.patch("urn:bob", br#"{"title":"Bob's"}"#, &bob, at(1))
+            .expect("Bob patches the TD naming him");
+        // The squatter lost them.
+        assert_eq!(
+            status(d.put(BOB, &bytes(&td(Some(BOB), "Again")), &squatter, at(2))),
+            403,
+            "{}",
+            under.name
+        );
+        assert_eq!(
+            status(d.patch("urn:bob", br#"{"title":"x"}"#, &squatter, at(2))),
+            403
+        );
+        assert_eq!(status(d.delete(BOB, &squatter, at(2))), 403);
+        assert_eq!(d.get(BOB, at(3)).unwrap()["title"], "Bob");
+        assert_eq!(d.get("urn:bob", at(3)).unwrap()["title"], "Bob's");
+        d.delete(BOB, &bob, at(3)).expect("Bob deletes it");
     }
 }
 

@@ -66,6 +66,22 @@ impl Refusal {
         )
     }
 
+    /// Legacy `Authorization: DIDWba` credentials on a request that writes: they sign the
+    /// host name only, nothing of the method, path or body, so anyone who saw them could
+    /// replay them on another write within their time window; RFC 9421 is needed.
+    fn legacy_on_write(realm: &str, did: &concord_identity::Did, method: &str) -> Self {
+        Self::unauthorized(
+            realm,
+            "invalid_request",
+            format!(
+                "a {method} request needs ANP's RFC 9421 HTTP Message Signatures (Signature-Input \
+                 and Signature, covering the method, the URL and the body); the legacy \
+                 Authorization: DIDWba header binds none of them and is accepted on reads only"
+            ),
+            format!("{did}: a legacy DIDWba header on a {method} request"),
+        )
+    }
+
     /// A bearer token that no grant holds (`granting`: whether the node grants any): 401
     /// with ANP's challenge and a `Bearer` one.
     pub(crate) fn invalid_bearer(realm: &str, granting: bool) -> Self {
@@ -250,6 +266,12 @@ pub(crate) struct Signed<'a> {
     pub(crate) body: &'a [u8],
 }
 
+/// Whether a request with `method` writes (anything but `GET`, `HEAD` and `OPTIONS`): the
+/// legacy `DIDWba` header, which binds nothing of the request, is refused on it.
+fn writes(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS")
+}
+
 /// Checks the DID credentials a request from `client` carries, for `signed` and our
 /// `realm` (our host): `Anonymous` when it carries none, the caller's DID when they verify
 /// (signature, key, time window, then a fresh nonce in the node's log and its store), else
@@ -270,6 +292,13 @@ pub(crate) async fn verify_request(
     };
     if credentials.scheme() == AuthScheme::LegacyDidWba && !identity.security.legacy_didwba {
         return Err(Refusal::legacy_off(realm, credentials.did()));
+    }
+    if credentials.scheme() == AuthScheme::LegacyDidWba && writes(signed.method) {
+        return Err(Refusal::legacy_on_write(
+            realm,
+            credentials.did(),
+            signed.method,
+        ));
     }
     let now = now_unix();
     let window = &identity.security.time_window;

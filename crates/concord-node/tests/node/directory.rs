@@ -1134,4 +1134,162 @@ async fn a_refused_write_that_purged_wakes_the_deletion_event() {
     let (_, event, data) = deleted.next().await;
     assert_eq!(event, "thing_deleted");
     assert_eq!(data, json!({"id": brief}));
+/// `method` on `target` with `body`, signed by `signer` (RFC 9421) with `nonce`, from
+/// `client`.
+async fn signed(
+    client: &reqwest::Client,
+    signer: &Identity,
+    method: &'static str,
+    target: &str,
+    nonce: &str,
+    body: &str,
+) -> reqwest::Response {
+    let signature = sign_request(
+        signer,
+        &RequestTarget {
+            method,
+            target_uri: target,
+        },
+        body.as_bytes(),
+        now(),
+        nonce,
+    );
+    let mut request = client
+        .request(method.parse().unwrap(), target)
+        .header(CONTENT_TYPE, "application/td+json")
+        .header("signature-input", signature.signature_input)
+        .header("signature", signature.signature)
+        .body(body.to_owned());
+    if let Some(digest) = signature.content_digest {
+        request = request.header("content-digest", digest);
+    }
+    request.send().await.unwrap()
+}
+
+/// The node's `allow` rules decide on the directory's operations by its Thing Model's
+/// affordance names: an anonymous caller refused is answered 401 with ANP's challenge, a
+/// DID refused 403, a DID allowed is served.
+#[tokio::test]
+async fn the_allow_rules_govern_the_directory_operations_by_affordance_name() {
+    let store = Arc::new(MemoryDirectoryStore::new());
+    let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
+    let allowed = host(document).await;
+    let other = host(document).await;
+    let only = |_: &str| {
+        concord_node::Allow::Dids(vec![concord_node::DidPattern::parse(
+            allowed.identity.did().as_str(),
+        )
+        .unwrap()])
+    };
+    let agent = build(
+        Node::builder("Directory")
+            .directory(DirectoryService::new(directory))
+            .allow("createThing", only("createThing"))
+            .allow("updateThing", only("updateThing"))
+            .allow("searchJSONPath", only("searchJSONPath"))
+            .security(loopback_security())
+            .limits(quick_limits()),
+    );
+    let server = serve(&agent).await;
+    let stranger = client_from("127.0.0.2");
+    let id = "urn:example:guarded";
+    let target = url(&server, &format!("things/{id}"));
+    let body = td(Some(id), "toggle").to_string();
+
+    // Anonymous: 401 with ANP's challenge, for a write and for a read.
+    let response = stranger
+        .put(&target)
+        .header(CONTENT_TYPE, "application/td+json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("www-authenticate"));
+    problem(response, 401).await;
+    let search = url(&server, "search/jsonpath?query=%24");
+    let response = stranger.get(&search).send().await.unwrap();
+    assert!(response.headers().contains_key("www-authenticate"));
+    problem(response, 401).await;
+
+    // Another DID: 403.
+    let response = signed(
+        &stranger,
+        &other.identity,
+        "PUT",
+        &target,
+        "allow-nonce-1",
+        &body,
+    )
+    .await;
+    problem(response, 403).await;
+    let response = signed(
+        &stranger,
+        &other.identity,
+        "GET",
+        &search,
+        "allow-nonce-2",
+        "",
+    )
+    .await;
+    problem(response, 403).await;
+    // The DID allowed: served.
+    let legit = client_from("127.0.0.1");
+    let response = signed(
+        &legit,
+        &allowed.identity,
+        "PUT",
+        &target,
+        "allow-nonce-3",
+        &body,
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let response = signed(
+        &legit,
+        &allowed.identity,
+        "GET",
+        &search,
+        "allow-nonce-4",
+        "",
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    // An operation no rule names stays open.
+    let response = stranger.get(&target).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+/// A TD registered without a signature is changed only from the address that registered
+/// it: a stranger from 127.0.0.2 is refused 403.
+#[tokio::test]
+async fn an_anonymous_entry_is_changed_only_from_its_registrants_address() {
+    let (_agent, server) = served(DirectoryLimits::default()).await;
+    let owner = client_from("127.0.0.1");
+    let stranger = client_from("127.0.0.2");
+    let id = "urn:example:anonymous-owned";
+    assert_eq!(
+        put(&owner, &server, id, &td(Some(id), "toggle")).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        put(&stranger, &server, id, &td(Some(id), "mine")).await,
+        StatusCode::FORBIDDEN
+    );
+    let target = url(&server, &format!("things/{id}"));
+    let response = stranger.delete(&target).send().await.unwrap();
+    problem(response, 403).await;
+    let response = stranger
+        .patch(&target)
+        .header(CONTENT_TYPE, "application/merge-patch+json")
+        .body(r#"{"title":"mine"}"#)
+        .send()
+        .await
+        .unwrap();
+    problem(response, 403).await;
+    assert_eq!(
+        put(&owner, &server, id, &td(Some(id), "again")).await,
+        StatusCode::NO_CONTENT
+    );
+    let response = owner.delete(&target).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }

@@ -834,3 +834,55 @@ async fn a_stream_action_takes_a_chunked_body_in_and_answers_a_chunked_body_out(
     assert_eq!(status, 200, "{text}");
     assert!(!text.ends_with("0\r\n\r\n"), "{text:?}");
 }
+
+#[tokio::test]
+async fn a_legacy_didwba_header_is_refused_on_a_write_and_taken_on_a_read() {
+    // The legacy header signs the host name only: on a POST it would let anyone who saw it
+    // act with its DID on any write within its window. RFC 9421 is needed there.
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .property(
+                "model",
+                Property::new(json!({"type": "string"}), json!("m1")),
+            )
+            .security(concord_node::Security {
+                legacy_didwba: true,
+                ..loopback_security()
+            })
+            .limits(quick_limits()),
+    );
+    let server = serve(&provider).await;
+    let client = client_from("127.0.0.1");
+    let signer = host(document).await;
+    let legacy = |nonce: &str| {
+        let timestamp = concord_identity::format_iso8601(now());
+        let audience = server.local_addr().ip().to_string();
+        concord_identity::legacy_authorization(&signer.identity, &audience, nonce, &timestamp)
+    };
+    let response = client
+        .post(format!("{}actions/getProductInfo", server.url()))
+        .header("authorization", legacy("legacy-write-0001"))
+        .json_body(&catalogue::input(2))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("www-authenticate"));
+    let (status, said) = problem(response).await;
+    assert_eq!(status, 401, "{said}");
+    assert!(
+        said["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RFC 9421"),
+        "{said}"
+    );
+    // A read with the legacy header is served.
+    let response = client
+        .get(format!("{}properties/model", server.url()))
+        .header("authorization", legacy("legacy-read-0001"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}

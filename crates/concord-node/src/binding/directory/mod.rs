@@ -22,14 +22,19 @@
 //! (`application/problem+json`): the directory's own (`DirectoryError`, with
 //! `validationErrors` for an invalid TD) and the HTTP layer's (413 for a body over
 //! `max_td_bytes` before it is read whole, 408, 415, 401 with ANP's challenge). Writes
-//! name the caller: a DID proved by an RFC 9421 signature on the request (or the legacy
-//! `DIDWba` header, or a granted bearer token), else the client address; with
-//! [`DirectoryService::require_signatures`] an anonymous write is refused (401), and a TD
-//! that names a DID (its `id`, or `concord:metaProtocol`'s `concord:did`) is written only
-//! by that DID (403). A TD registered by a DID can be changed only by that DID (403); each registrant (its DID,
-//! else its address) holds at most `max_entries_per_registrant` TDs (429). Expired TDs are
+//! name the caller: a DID proved by an RFC 9421 signature on the request (or a granted
+//! bearer token; the legacy `DIDWba` header binds nothing of a write and is refused on
+//! one, 401), else the client address; with [`DirectoryService::require_signatures`] an
+//! anonymous write is refused (401), and a TD that names a DID (its `id`, or
+//! `concord:metaProtocol`'s `concord:did`) is written only by that DID (403). A TD
+//! registered by a DID can be changed only by that DID, one registered anonymously only
+//! from its client address (403), and the DID a TD names takes it over; each client
+//! address, and each DID signing, holds at most `max_entries_per_registrant` TDs (429).
+//! The node's `allow` rules govern every route by the directory's affordance names
+//! (`access`: 401 with ANP's challenge to an anonymous caller, 403 else). Expired TDs are
 //! purged every [`DirectoryService::purge_interval`].
 
+mod access;
 mod agents;
 mod described;
 mod events;
@@ -48,6 +53,7 @@ use concord_directory::Directory;
 use super::http::HttpState;
 use super::{Affordance, Binding, Described, Site};
 use crate::node::Shared;
+pub(crate) use access::AFFORDANCES;
 use events::Hub;
 
 /// How often expired TDs are purged unless [`DirectoryService::purge_interval`] says.
@@ -77,8 +83,8 @@ impl DirectoryService {
     }
 
     /// Whether every write (`POST`, `PUT`, `PATCH`, `DELETE`) must prove a DID (an RFC
-    /// 9421 signature, the legacy `DIDWba` header or a granted bearer token): an anonymous
-    /// one is answered 401 with ANP's challenge. Reads stay open. It also makes each agent
+    /// 9421 signature or a granted bearer token): an anonymous one is answered 401 with
+    /// ANP's challenge. Reads stay open (unless the node's `allow` rules close them). It also makes each agent
     /// write only its own entry ([`Directory::own_entries_only`]): a TD that names a DID
     /// is written only by that DID (403 otherwise).
     pub fn require_signatures(self, required: bool) -> Self {
@@ -165,36 +171,57 @@ impl Binding for DirectoryBinding {
             .route(
                 "/things",
                 request::only(
-                    get(things::list).post(things::create),
+                    access::reading(get(things::list), &state, |_| &["things"])
+                        .post(things::create),
                     &["GET", "HEAD", "POST"],
                 ),
             )
             .route(
                 "/things/{*id}",
                 request::only(
-                    get(things::retrieve)
+                    access::reading(get(things::retrieve), &state, |_| &["retrieveThing"])
                         .put(things::put)
                         .patch(things::patch)
                         .delete(things::delete),
                     &["GET", "HEAD", "PUT", "PATCH", "DELETE"],
                 ),
             )
-            .route("/events", request::only(get(events::all), &["GET", "HEAD"]))
+            .route(
+                "/events",
+                request::only(
+                    access::reading(get(events::all), &state, |_| {
+                        &["thingCreated", "thingUpdated", "thingDeleted"]
+                    }),
+                    &["GET", "HEAD"],
+                ),
+            )
             .route(
                 "/events/{kind}",
-                request::only(get(events::of_kind), &["GET", "HEAD"]),
+                request::only(
+                    access::reading(get(events::of_kind), &state, access::events_of_kind),
+                    &["GET", "HEAD"],
+                ),
             )
             .route(
                 "/search/jsonpath",
-                request::only(get(search::jsonpath), &["GET", "HEAD"]),
+                request::only(
+                    access::reading(get(search::jsonpath), &state, |_| &["searchJSONPath"]),
+                    &["GET", "HEAD"],
+                ),
             )
             .route(
                 "/search/capability",
-                request::only(get(search::capability), &["GET", "HEAD"]),
+                request::only(
+                    access::reading(get(search::capability), &state, |_| &["searchCapability"]),
+                    &["GET", "HEAD"],
+                ),
             )
             .route(
                 crate::binding::wellknown::anp::AGENT_DESCRIPTIONS_PATH,
-                request::only(get(agents::list), &["GET", "HEAD"]),
+                request::only(
+                    access::reading(get(agents::list), &state, |_| &["things"]),
+                    &["GET", "HEAD"],
+                ),
             )
             .with_state(state)
     }

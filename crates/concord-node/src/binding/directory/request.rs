@@ -13,7 +13,7 @@ use concord_directory::{DirectoryError, PROBLEM_BASE};
 use concord_identity::Caller;
 use serde_json::json;
 
-use super::DirectoryState;
+use super::{access, DirectoryState};
 use crate::admission::ClientKey;
 use crate::binding::http::admit_within;
 use crate::binding::ProblemResponse;
@@ -61,11 +61,13 @@ pub(super) struct Write {
 
 /// Reads a write's body (at most `max_td_bytes`: a larger `Content-Length` is refused
 /// before anything is read, a chunked body as soon as it passes it) and finds its caller;
-/// an anonymous caller is refused when the directory requires signatures. `Err` is the
-/// answer (413, 408, 401, 429, 503).
+/// an anonymous caller is refused when the directory requires signatures, and a caller the
+/// `allow` rules do not let use every one of `affordances` (401 to an anonymous one, 403
+/// else). `Err` is the answer (413, 408, 401, 403, 429, 503).
 pub(super) async fn admit_write(
     state: &DirectoryState,
     request: Request,
+    affordances: &[&str],
 ) -> Result<Write, Response> {
     let limit = state.directory.limits().max_td_bytes;
     let instance = request.uri().path().to_owned();
@@ -79,13 +81,16 @@ pub(super) async fn admit_write(
             }
         })?;
     let path = admitted.path().to_owned();
-    let did = match admitted.caller {
+    let did = match &admitted.caller {
         Caller::Authenticated(did) => Some(did.to_string()),
         Caller::Anonymous if state.require_signatures => {
             return Err(signature_required(state, &path));
         }
         _ => None,
     };
+    if let Some(answer) = access::refusal(state, &admitted, affordances) {
+        return Err(answer);
+    }
     Ok(Write {
         client: client_of(admitted.remote),
         body: admitted.body,

@@ -116,7 +116,7 @@ fn listing_answer(listing: &Listing) -> Response {
 /// `POST /things` (tdd-things-create-anonymous-td): 201 with `Location`
 /// (tdd-things-create-anonymous-td-resp).
 pub(super) async fn create(State(state): State<Arc<DirectoryState>>, request: Request) -> Response {
-    let write = match admit_write(&state, request).await {
+    let write = match admit_write(&state, request, &["createAnonymousThing"]).await {
         Ok(write) => write,
         Err(answer) => return answer,
     };
@@ -174,7 +174,7 @@ pub(super) async fn put(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let write = match admit_write(&state, request).await {
+    let write = match admit_write(&state, request, &["createThing", "updateThing"]).await {
         Ok(write) => write,
         Err(answer) => return answer,
     };
@@ -203,7 +203,7 @@ pub(super) async fn patch(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let write = match admit_write(&state, request).await {
+    let write = match admit_write(&state, request, &["partiallyUpdateThing"]).await {
         Ok(write) => write,
         Err(answer) => return answer,
     };
@@ -231,7 +231,7 @@ pub(super) async fn delete(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let write = match admit_write(&state, request).await {
+    let write = match admit_write(&state, request, &["deleteThing"]).await {
         Ok(write) => write,
         Err(answer) => return answer,
     };
