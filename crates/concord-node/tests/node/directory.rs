@@ -1134,6 +1134,8 @@ async fn a_refused_write_that_purged_wakes_the_deletion_event() {
     let (_, event, data) = deleted.next().await;
     assert_eq!(event, "thing_deleted");
     assert_eq!(data, json!({"id": brief}));
+}
+
 /// `method` on `target` with `body`, signed by `signer` (RFC 9421) with `nonce`, from
 /// `client`.
 async fn signed(
