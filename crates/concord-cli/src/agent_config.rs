@@ -124,6 +124,8 @@
 //! [limits.directory_client]          # what a directory may make the agent read or wait for
 //! max_response_bytes = 8388608       # an answer's body
 //! max_pages = 100                    # pages of one listing (`Link: rel="next"`)
+//! max_listing_bytes = 33554432       # bytes of one listing, over all its pages
+//! max_listing_items = 10000          # entries of one listing, over all its pages
 //! timeout = "10s"                    # one request, to the last byte of its answer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
@@ -782,6 +784,8 @@ pub(crate) struct LimitsSection {
 struct DirectoryClientLimitsSection {
     max_response_bytes: Option<usize>,
     max_pages: Option<usize>,
+    max_listing_bytes: Option<usize>,
+    max_listing_items: Option<usize>,
     timeout: Option<Humane>,
 }
 
@@ -1793,6 +1797,8 @@ impl LimitsSection {
         given!(self.directory_client => limits.directory_client;
             max_response_bytes,
             max_pages,
+            max_listing_bytes,
+            max_listing_items,
             timeout
         );
         if let Some(policy) = &self.event_overflow {
@@ -1937,7 +1943,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let limits = load(
             &format!(
                 "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\
-                 timeout = \"2s\"\n"
+                 max_listing_bytes = 4096\nmax_listing_items = 7\ntimeout = \"2s\"\n"
             ),
             &[],
         )
@@ -1946,6 +1952,8 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .directory_client;
         assert_eq!(limits.max_response_bytes, 1024);
         assert_eq!(limits.max_pages, 3);
+        assert_eq!(limits.max_listing_bytes, 4096);
+        assert_eq!(limits.max_listing_items, 7);
         assert_eq!(limits.timeout, Duration::from_secs(2));
         let error = load(
             &format!("{MINIMAL}\n[limits.directory_client]\nmax_pages = 0\n"),
@@ -1954,6 +1962,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .unwrap_err();
         assert!(
             error.starts_with("limits.directory_client.max_pages:"),
+            "{error}"
+        );
+        let error = load(
+            &format!("{MINIMAL}\n[limits.directory_client]\nmax_listing_items = 0\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("limits.directory_client.max_listing_items:"),
             "{error}"
         );
     }

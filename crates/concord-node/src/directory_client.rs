@@ -45,6 +45,13 @@ pub struct DirectoryClientLimits {
     /// The most pages one listing follows (`Link: rel="next"`, default 100): beyond it
     /// [`DirectoryError::Pages`].
     pub max_pages: usize,
+    /// The most bytes one listing reads over all its pages (default 32 MiB): beyond it
+    /// [`DirectoryError::ListingTooLarge`], so that pages each within
+    /// `max_response_bytes` cannot add up to `max_pages` times as much.
+    pub max_listing_bytes: usize,
+    /// The most entries one listing gathers over all its pages (default 10 000): beyond it
+    /// [`DirectoryError::ListingTooLarge`].
+    pub max_listing_items: usize,
     /// How long one request may take, connecting to the last byte of its answer
     /// (default 10 s): beyond it [`DirectoryError::Timeout`].
     pub timeout: Duration,
@@ -55,6 +62,8 @@ impl Default for DirectoryClientLimits {
         Self {
             max_response_bytes: 8 * 1024 * 1024,
             max_pages: 100,
+            max_listing_bytes: 32 * 1024 * 1024,
+            max_listing_items: 10_000,
             timeout: Duration::from_secs(10),
         }
     }
@@ -301,19 +310,39 @@ impl Directory {
     }
 
     /// Every entry (`GET /things`), following `Link: <…>; rel="next"` page after page up to
-    /// [`DirectoryClientLimits::max_pages`], on the directory's own origin only.
+    /// [`DirectoryClientLimits::max_pages`], on the directory's own origin only, reading at
+    /// most [`DirectoryClientLimits::max_listing_bytes`] and
+    /// [`DirectoryClientLimits::max_listing_items`] over all its pages.
     ///
     /// # Errors
     /// As [`Directory::register`]; [`DirectoryError::Pages`] for a listing too long or
-    /// going round in circles, [`DirectoryError::ForeignLink`] for a next page elsewhere.
+    /// going round in circles, [`DirectoryError::ListingTooLarge`] for one too large in
+    /// total, [`DirectoryError::ForeignLink`] for a next page elsewhere.
     pub async fn list(&self) -> Result<Vec<Value>, DirectoryError> {
         let first = self.join("things")?;
+        let limits = self.request.limits;
         let mut seen = vec![first.clone()];
         let mut url = first.clone();
         let mut things = Vec::new();
+        let mut bytes = 0_usize;
         loop {
             let answer = self.request.send(Method::GET, &url, None).await?;
+            bytes = bytes.saturating_add(answer.body.len());
+            if bytes > limits.max_listing_bytes {
+                return Err(DirectoryError::ListingTooLarge {
+                    url: first.to_string(),
+                    limit: "max_listing_bytes",
+                    value: limits.max_listing_bytes,
+                });
+            }
             things.extend(array_of(answer.json(&url)?, &url)?);
+            if things.len() > limits.max_listing_items {
+                return Err(DirectoryError::ListingTooLarge {
+                    url: first.to_string(),
+                    limit: "max_listing_items",
+                    value: limits.max_listing_items,
+                });
+            }
             let Some(next) = answer.next_link(&url)? else {
                 return Ok(things);
             };

@@ -120,6 +120,79 @@ async fn an_endless_link_chain_stops_at_max_pages() {
     );
 }
 
+/// A hostile listing: endless pages (`?page=N`), each of `items` entries padded to about
+/// `pad` bytes, every one within the per-page bound; counts the pages served.
+async fn endless_listing(items: usize, pad: usize) -> (String, Arc<AtomicUsize>) {
+    let served = Arc::new(AtomicUsize::new(0));
+    let page = move |State(served): State<Arc<AtomicUsize>>, uri: Uri| async move {
+        served.fetch_add(1, Ordering::SeqCst);
+        let n: u64 = uri
+            .query()
+            .and_then(|query| query.strip_prefix("page="))
+            .and_then(|page| page.parse().ok())
+            .unwrap_or(0);
+        let padding = "x".repeat(pad / items.max(1));
+        let entries: Vec<_> = (0..items)
+            .map(|i| json!({"id": format!("urn:page:{n}:{i}"), "title": padding}))
+            .collect();
+        (
+            [(
+                header::LINK,
+                format!("</things?page={}>; rel=\"next\"", n + 1),
+            )],
+            json_body(json!(entries)),
+        )
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things", get(page))
+            .with_state(Arc::clone(&served)),
+    )
+    .await;
+    (base, served)
+}
+
+#[tokio::test]
+async fn a_listing_is_bounded_in_total_bytes_and_entries() {
+    // Pages of about 60 KiB, each within a 64 KiB per-page bound: the total stops the read
+    // at 256 KiB, long before max_pages (100) would.
+    let (base, served) = endless_listing(1, 60 * 1024).await;
+    let directory = Directory::new(&base).unwrap().with_limits(limits(|limits| {
+        limits.max_response_bytes = 64 * 1024;
+        limits.max_listing_bytes = 256 * 1024;
+    }));
+    let error = directory.list().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            DirectoryError::ListingTooLarge { limit: "max_listing_bytes", value, .. }
+                if *value == 256 * 1024
+        ),
+        "{error}"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 5, "no page past the total");
+    assert!(!error.is_transient());
+
+    // Small pages of 10 entries: the entry bound stops the read at the third page.
+    let (base, served) = endless_listing(10, 100).await;
+    let directory = Directory::new(&base)
+        .unwrap()
+        .with_limits(limits(|limits| limits.max_listing_items = 25));
+    let error = directory.list().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            DirectoryError::ListingTooLarge {
+                limit: "max_listing_items",
+                value: 25,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 3, "no page past the total");
+}
+
 #[tokio::test]
 async fn a_looping_or_foreign_next_link_is_not_followed() {
     let looping = || async {
