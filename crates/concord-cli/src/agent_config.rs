@@ -88,8 +88,9 @@
 //! ttl = "5m"                         # registration.ttl; registered again at half of it
 //! first_retry = "1s"                 # a directory away: retried after this, doubled per
 //! max_retry = "1m"                   #   failure up to this (with jitter); the agent serves anyway
-//! sign = true                        # sign with the agent's DID; false for a directory that
-//! #   cannot resolve it (a localhost DID: `concord directory serve` on this machine)
+//! sign = "auto"                      # sign with the agent's DID, unsigned when the directory
+//! #   answers 401 (it cannot resolve it: a localhost DID, `concord directory serve` on this
+//! #   machine), said in the log; true: always signed (a 401 gives up); false: never
 //! #   a graceful shutdown (Ctrl-C, SIGTERM) deletes the entries
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
@@ -147,8 +148,8 @@ use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
     ActionMode, Allow, Authentication, BearerGrant, Did, DidPattern, Encryption, Event, ExecAction,
-    HttpAction, InteractionLimits, Limits, Overflow, Property, RegistrationSettings, Security,
-    SignatureForm, StreamSpec,
+    HttpAction, InteractionLimits, Limits, Overflow, Property, RegistrationSettings,
+    RegistrationSigning, Security, SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -408,7 +409,17 @@ struct DirectorySection {
     ttl: Option<Humane>,
     first_retry: Option<Humane>,
     max_retry: Option<Humane>,
-    sign: Option<bool>,
+    sign: Option<SignSetting>,
+}
+
+/// `directory.sign`: `true`, `false` or `"auto"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SignSetting {
+    /// `true` (always) or `false` (never).
+    Flag(bool),
+    /// `"auto"`.
+    Word(String),
 }
 
 impl DirectorySection {
@@ -454,7 +465,17 @@ impl DirectorySection {
             settings.max_retry = max.into();
         }
         if let Some(sign) = self.sign {
-            settings.sign = sign;
+            settings.sign = match sign {
+                SignSetting::Flag(true) => RegistrationSigning::Always,
+                SignSetting::Flag(false) => RegistrationSigning::Never,
+                SignSetting::Word(word) if word == "auto" => RegistrationSigning::Auto,
+                SignSetting::Word(word) => {
+                    return Err(Problem::key(
+                        "directory.sign",
+                        format!("{word:?} is not true, false or \"auto\""),
+                    ))
+                }
+            };
         }
         settings.validate().map_err(|message| {
             let key = match message.split_whitespace().next() {
@@ -1905,7 +1926,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(config.registration.ttl, Duration::from_secs(30));
         assert_eq!(config.registration.first_retry, Duration::from_millis(200));
         assert_eq!(config.registration.max_retry, Duration::from_secs(5));
-        assert!(!config.registration.sign);
+        assert_eq!(config.registration.sign, RegistrationSigning::Never);
+        for (given, sign) in [
+            ("", RegistrationSigning::Auto),
+            ("sign = \"auto\"\n", RegistrationSigning::Auto),
+            ("sign = true\n", RegistrationSigning::Always),
+        ] {
+            let text = format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n{given}");
+            assert_eq!(load(&text, &[]).unwrap().registration.sign, sign, "{given}");
+        }
         let one = load(
             &format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n"),
             &[],
@@ -1939,7 +1968,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             assert!(error.starts_with(key), "{lines}: {error}");
         }
         assert!(refused("url = \"http://a/\"\ncolour = 1").contains("colour"));
-        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("boolean"));
+        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("true, false or \"auto\""));
         let limits = load(
             &format!(
                 "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\

@@ -287,15 +287,17 @@ impl Drop for DirectoryProcess {
 #[test]
 fn an_agent_registers_with_concord_directory_serve() {
     let directory = DirectoryProcess::start();
-    // Signed with its localhost DID, which `concord directory serve` (no loopback test
-    // mode) cannot resolve: refused with 401, and the agent says so and stops trying.
-    let (signed, _signed_dir) = registered_shop(OTHER_SHOP, &directory.url);
+    // Always signed (`sign = true`) with its localhost DID, which `concord directory serve`
+    // (no loopback test mode) cannot resolve: refused with 401, and the agent says so and
+    // stops trying.
+    let (signed, _signed_dir) = registered_shop_with(OTHER_SHOP, &directory.url, "sign = true");
     assert!(signed.logged("not retrying"), "{}", signed.stderr());
     assert!(signed.stderr().contains("401"), "{}", signed.stderr());
     drop(signed);
-    // Unsigned (`sign = false`): registered, found, and gone after Ctrl-C.
+    // Signed when it can (`sign = "auto"`, the default): the 401 to its signature is said,
+    // and it registers unsigned; found, and gone after Ctrl-C.
     let started = Instant::now();
-    let (shop, _shop_dir) = registered_shop_with(SHOP, &directory.url, "sign = false");
+    let (shop, _shop_dir) = registered_shop(SHOP, &directory.url);
     let findable = loop {
         let output = find(&directory.url, &["--action", "getProductInfo", "--json"]);
         if output.code == 0 {
@@ -309,6 +311,7 @@ fn an_agent_registers_with_concord_directory_serve() {
         std::thread::sleep(Duration::from_millis(20));
     };
     eprintln!("concord directory serve: from `concord serve` start to `concord find` seeing it: {findable:?}");
+    assert!(shop.logged("registering unsigned"), "{}", shop.stderr());
     let json: Value = serde_json::from_str(
         &find(
             &directory.url,

@@ -368,3 +368,107 @@ async fn a_refused_registration_gives_up() {
     assert!(server.registrations()[0].next_attempt.is_none());
     server.shutdown().await.unwrap();
 }
+
+/// Waits (bounded) until the first registration of `server` is in `state`.
+async fn wait_for_state(server: &concord_node::Server, state: RegistrationState) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while server.registrations()[0].state != state {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            server.registrations()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An agent with a DID (fresh keys) registering with `base`.
+fn agent_with_did(base: String, id: Option<&str>) -> crate::support::Agent {
+    let mut settings = RegistrationSettings::with_ttl(Duration::from_secs(60));
+    settings.first_retry = Duration::from_millis(50);
+    let mut builder = Node::builder("Product agent")
+        .keys(concord_node::Keys::generate())
+        .security(crate::support::loopback_security())
+        .action(catalogue::action(), catalogue::answer)
+        .limits(quick_limits())
+        .register_with(base)
+        .registration(settings);
+    if let Some(id) = id {
+        builder = builder.id(id);
+    }
+    build(builder)
+}
+
+#[tokio::test]
+async fn a_directory_that_cannot_verify_the_did_gets_an_unsigned_registration() {
+    // 401 to a signed registration (the challenge this agent cannot meet), 201 unsigned.
+    let signed_seen = Arc::new(AtomicUsize::new(0));
+    let register = |State(signed_seen): State<Arc<AtomicUsize>>,
+                    headers: concord_node::axum::http::HeaderMap| async move {
+        if headers.contains_key("signature-input") {
+            signed_seen.fetch_add(1, Ordering::SeqCst);
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "DIDWba realm=\"directory\"")],
+            )
+                .into_response()
+        } else {
+            StatusCode::CREATED.into_response()
+        }
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things/{id}", put(register))
+            .with_state(Arc::clone(&signed_seen)),
+    )
+    .await;
+    let agent = agent_with_did(base, Some("urn:uuid:7a0c5a4e-1b0e-4a52-9d8e-0c2b1f3e4d5c"));
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    wait_for_state(&server, RegistrationState::Registered).await;
+    let status = &server.registrations()[0];
+    assert!(!status.signed, "{status:?}");
+    assert_eq!(
+        signed_seen.load(Ordering::SeqCst),
+        1,
+        "signed once, then not"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_403_on_the_agents_did_named_entry_is_a_conflict() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let refuse = |State(attempts): State<Arc<AtomicUsize>>| async move {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        StatusCode::FORBIDDEN
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things/{id}", put(refuse))
+            .with_state(Arc::clone(&attempts)),
+    )
+    .await;
+    // No `id`: the entry is named by the agent's DID.
+    let agent = agent_with_did(base, None);
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    wait_for_state(&server, RegistrationState::Conflict).await;
+    let status = &server.registrations()[0];
+    assert!(
+        status
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("did:wba:")),
+        "{status:?}"
+    );
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("403"),
+        "{status:?}"
+    );
+    assert!(status.next_attempt.is_none());
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "not retried");
+    server.shutdown().await.unwrap();
+}

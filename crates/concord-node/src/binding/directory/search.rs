@@ -92,17 +92,14 @@ pub(super) async fn capability(
 fn capability_query(raw: Option<&str>) -> Result<CapabilityQuery, DirectoryError> {
     let mut query = CapabilityQuery::new();
     for (name, value) in parameters(raw) {
-        let kind = match name.as_str() {
-            "field" => CapabilityKind::InputField,
-            other => {
-                CapabilityKind::from_name(other).ok_or_else(|| DirectoryError::InvalidQuery {
-                    reason: format!(
-                        "`{other}` is not a capability term: action, property, event, input, \
-                         output, field, lmos, consensus, consensus-hash, did or type"
-                    ),
-                })?
-            }
-        };
+        let kind =
+            CapabilityKind::from_name(&name).ok_or_else(|| DirectoryError::InvalidQuery {
+                reason: format!(
+                    "`{name}` is not a capability term: action, property, event, input, \
+                     output, field (input or output), lmos, consensus, consensus-hash, did or \
+                     type"
+                ),
+            })?;
         query = query.and(kind, value);
     }
     Ok(query)
@@ -120,7 +117,7 @@ mod tests {
             query,
             CapabilityQuery::new()
                 .and(CapabilityKind::Action, "getWeather")
-                .and(CapabilityKind::InputField, "city")
+                .and(CapabilityKind::Field, "city")
                 .and(CapabilityKind::Did, "did:wba:x")
         );
         let refused = capability_query(Some("colour=red")).expect_err("refused");
