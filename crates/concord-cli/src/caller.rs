@@ -52,8 +52,10 @@ impl CallerArgs {
         data_dir: &Path,
         quiet: bool,
     ) -> anyhow::Result<NodeBuilder> {
-        let mut security = Security::default();
-        security.expect_peer_did = peer_did.map(str::to_owned);
+        let mut security = Security {
+            expect_peer_did: peer_did.map(str::to_owned),
+            ..Security::default()
+        };
         // A peer called on a loopback address is reached over this machine's own loopback:
         // its localhost DID document is fetched the same way (production DIDs: HTTPS only).
         security.resolver.allow_loopback_http =

@@ -10,7 +10,7 @@
 //! | `event=NAME` | an event `NAME` |
 //! | `input=FIELD` | an action whose input schema has a field `FIELD` (at any depth) |
 //! | `output=FIELD` | an action whose output schema has a field `FIELD` |
-//! | `field=FIELD` | the same as `input=FIELD` (the field a caller sends) |
+//! | `field=FIELD` | a field of an action's input or output schema, either side (`CapabilityKind::Field`) |
 //! | `lmos=TERM` or `lmos=TERM=VALUE` | an `lmos:` term (with that scalar value) |
 //! | `consensus=URI` | a consensus protocol with that URI |
 //! | `consensus-hash=HEX` | a consensus protocol with that hash |
