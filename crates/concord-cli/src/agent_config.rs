@@ -88,8 +88,9 @@
 //! ttl = "5m"                         # registration.ttl; registered again at half of it
 //! first_retry = "1s"                 # a directory away: retried after this, doubled per
 //! max_retry = "1m"                   #   failure up to this (with jitter); the agent serves anyway
-//! sign = true                        # sign with the agent's DID; false for a directory that
-//! #   cannot resolve it (a localhost DID: `concord directory serve` on this machine)
+//! sign = "auto"                      # sign with the agent's DID, unsigned when the directory
+//! #   answers 401 (it cannot resolve it: a localhost DID, `concord directory serve` on this
+//! #   machine), said in the log; true: always signed (a 401 gives up); false: never
 //! #   a graceful shutdown (Ctrl-C, SIGTERM) deletes the entries
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
@@ -124,6 +125,8 @@
 //! [limits.directory_client]          # what a directory may make the agent read or wait for
 //! max_response_bytes = 8388608       # an answer's body
 //! max_pages = 100                    # pages of one listing (`Link: rel="next"`)
+//! max_listing_bytes = 33554432       # bytes of one listing, over all its pages
+//! max_listing_items = 10000          # entries of one listing, over all its pages
 //! timeout = "10s"                    # one request, to the last byte of its answer
 //! [limits.streams]                   # streams of a session (`StreamLimits`)
 //! max_receive_buffer = 1048576       # per stream: holds every stream action's initial_credit
@@ -145,8 +148,8 @@ use concord_llm::{LlmConfig, LlmError};
 use concord_negotiate::{ActionSpec, ProtocolDocument};
 use concord_node::{
     ActionMode, Allow, Authentication, BearerGrant, Did, DidPattern, Encryption, Event, ExecAction,
-    HttpAction, InteractionLimits, Limits, Overflow, Property, RegistrationSettings, Security,
-    SignatureForm, StreamSpec,
+    HttpAction, InteractionLimits, Limits, Overflow, Property, RegistrationSettings,
+    RegistrationSigning, Security, SignatureForm, StreamSpec,
 };
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -406,7 +409,17 @@ struct DirectorySection {
     ttl: Option<Humane>,
     first_retry: Option<Humane>,
     max_retry: Option<Humane>,
-    sign: Option<bool>,
+    sign: Option<SignSetting>,
+}
+
+/// `directory.sign`: `true`, `false` or `"auto"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SignSetting {
+    /// `true` (always) or `false` (never).
+    Flag(bool),
+    /// `"auto"`.
+    Word(String),
 }
 
 impl DirectorySection {
@@ -452,7 +465,17 @@ impl DirectorySection {
             settings.max_retry = max.into();
         }
         if let Some(sign) = self.sign {
-            settings.sign = sign;
+            settings.sign = match sign {
+                SignSetting::Flag(true) => RegistrationSigning::Always,
+                SignSetting::Flag(false) => RegistrationSigning::Never,
+                SignSetting::Word(word) if word == "auto" => RegistrationSigning::Auto,
+                SignSetting::Word(word) => {
+                    return Err(Problem::key(
+                        "directory.sign",
+                        format!("{word:?} is not true, false or \"auto\""),
+                    ))
+                }
+            };
         }
         settings.validate().map_err(|message| {
             let key = match message.split_whitespace().next() {
@@ -782,6 +805,8 @@ pub(crate) struct LimitsSection {
 struct DirectoryClientLimitsSection {
     max_response_bytes: Option<usize>,
     max_pages: Option<usize>,
+    max_listing_bytes: Option<usize>,
+    max_listing_items: Option<usize>,
     timeout: Option<Humane>,
 }
 
@@ -1793,6 +1818,8 @@ impl LimitsSection {
         given!(self.directory_client => limits.directory_client;
             max_response_bytes,
             max_pages,
+            max_listing_bytes,
+            max_listing_items,
             timeout
         );
         if let Some(policy) = &self.event_overflow {
@@ -1899,7 +1926,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert_eq!(config.registration.ttl, Duration::from_secs(30));
         assert_eq!(config.registration.first_retry, Duration::from_millis(200));
         assert_eq!(config.registration.max_retry, Duration::from_secs(5));
-        assert!(!config.registration.sign);
+        assert_eq!(config.registration.sign, RegistrationSigning::Never);
+        for (given, sign) in [
+            ("", RegistrationSigning::Auto),
+            ("sign = \"auto\"\n", RegistrationSigning::Auto),
+            ("sign = true\n", RegistrationSigning::Always),
+        ] {
+            let text = format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n{given}");
+            assert_eq!(load(&text, &[]).unwrap().registration.sign, sign, "{given}");
+        }
         let one = load(
             &format!("{MINIMAL}\n[directory]\nurl = \"http://127.0.0.1:8081/\"\n"),
             &[],
@@ -1933,11 +1968,11 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             assert!(error.starts_with(key), "{lines}: {error}");
         }
         assert!(refused("url = \"http://a/\"\ncolour = 1").contains("colour"));
-        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("boolean"));
+        assert!(refused("url = \"http://a/\"\nsign = \"no\"").contains("true, false or \"auto\""));
         let limits = load(
             &format!(
                 "{MINIMAL}\n[limits.directory_client]\nmax_response_bytes = 1024\nmax_pages = 3\n\
-                 timeout = \"2s\"\n"
+                 max_listing_bytes = 4096\nmax_listing_items = 7\ntimeout = \"2s\"\n"
             ),
             &[],
         )
@@ -1946,6 +1981,8 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .directory_client;
         assert_eq!(limits.max_response_bytes, 1024);
         assert_eq!(limits.max_pages, 3);
+        assert_eq!(limits.max_listing_bytes, 4096);
+        assert_eq!(limits.max_listing_items, 7);
         assert_eq!(limits.timeout, Duration::from_secs(2));
         let error = load(
             &format!("{MINIMAL}\n[limits.directory_client]\nmax_pages = 0\n"),
@@ -1954,6 +1991,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .unwrap_err();
         assert!(
             error.starts_with("limits.directory_client.max_pages:"),
+            "{error}"
+        );
+        let error = load(
+            &format!("{MINIMAL}\n[limits.directory_client]\nmax_listing_items = 0\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("limits.directory_client.max_listing_items:"),
             "{error}"
         );
     }

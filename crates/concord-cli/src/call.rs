@@ -156,7 +156,8 @@ enum LineItem {
 
 /// Runs `concord call`.
 pub fn run(mut args: CallArgs) -> anyhow::Result<ExitCode> {
-    args.url = args.target.settle(&args.url, args.ca_cert.as_deref())?;
+    let settled = args.target.settle(&args.url, args.ca_cert.as_deref())?;
+    args.url = settled.url;
     let inputs = read_inputs(&args)?;
     let mut want = Want::action(args.action.clone());
     if let Some(path) = &args.propose {
@@ -175,9 +176,13 @@ pub fn run(mut args: CallArgs) -> anyhow::Result<ExitCode> {
         .limits(limits)
         .reference_compatible(args.reference_compatible);
     // Said once, for people; `--json` carries `signedAs: null` instead.
-    let mut builder = args
-        .caller
-        .apply(builder, &args.url, &data_dir, args.json)?;
+    let mut builder = args.caller.apply(
+        builder,
+        &args.url,
+        settled.did.as_deref(),
+        &data_dir,
+        args.json,
+    )?;
     if args.llm {
         builder = builder.llm(llm::from_env()?);
     }
@@ -694,6 +699,8 @@ pub fn connect_exit_code(error: &ConnectError) -> u8 {
         | ConnectError::Binding(_)
         | ConnectError::Closed(_)
         | ConnectError::Verification(_) => 1,
+        // The peer is not the agent whose DID was looked up (`Security::expect_peer_did`).
+        ConnectError::Security { reason, .. } if reason.starts_with("the peer must prove") => 1,
         // The peer refused the upgrade: unauthenticated (401) or not allowed (403).
         ConnectError::Connect { reason, .. } if is_refusal(reason) => 1,
         _ => 2,

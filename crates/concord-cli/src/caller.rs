@@ -38,7 +38,8 @@ impl CallerArgs {
     /// with --resolve-loopback-over-http, the signature form) and its identity, the data
     /// directory's keys at --did-host. Anonymous otherwise, said once on standard error
     /// (unless `quiet`: `--json` says `signedAs: null` instead) when the data directory
-    /// has an identity that was not used.
+    /// has an identity that was not used. With `peer_did`, the peer must prove that DID
+    /// (the target was looked up by it in a directory), else the connection is refused.
     ///
     /// # Errors
     /// Wrong (exit 1) when --did-host names no host for a DID or there are no keys to
@@ -47,10 +48,14 @@ impl CallerArgs {
         &self,
         builder: NodeBuilder,
         url: &str,
+        peer_did: Option<&str>,
         data_dir: &Path,
         quiet: bool,
     ) -> anyhow::Result<NodeBuilder> {
-        let mut security = Security::default();
+        let mut security = Security {
+            expect_peer_did: peer_did.map(str::to_owned),
+            ..Security::default()
+        };
         // A peer called on a loopback address is reached over this machine's own loopback:
         // its localhost DID document is fetched the same way (production DIDs: HTTPS only).
         security.resolver.allow_loopback_http =

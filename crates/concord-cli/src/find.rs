@@ -24,8 +24,9 @@ Examples:
 
 Criteria together narrow the search (an agent must match every one); with none, every
 agent is listed (following the directory's pages). The directory's capability search is
-GET /search/capability?action=…&property=…&event=…&input=…&output=…&lmos=…&consensus=…&
-consensus-hash=…&did=… (--field asks input= and output= and joins the answers), JSONPath is
+GET /search/capability?action=…&property=…&event=…&field=…&input=…&output=…&lmos=…&
+consensus=…&consensus-hash=…&did=… (field=: a field of an action's input or output schema,
+input=/output=: of one side), JSONPath is
 GET /search/jsonpath?query=… (RFC 9535), the listing GET /things.
 
 Prints a table: id, title, base URL and the affordances that matched (all of them when no
@@ -259,18 +260,28 @@ pub(crate) fn matches(td: &Value, query: &CapabilityQuery) -> Vec<(&'static str,
             }
         }
     }
-    if let Some(field) = &query.field {
+    // A field of either side (`field`), or of one (`input`, `output`): the actions whose
+    // schema names it, read as the directory indexes it (`concord_directory`).
+    for (wanted, sides) in [
+        (&query.field, &["input", "output"][..]),
+        (&query.input, &["input"][..]),
+        (&query.output, &["output"][..]),
+    ] {
+        let Some(field) = wanted else { continue };
         named = true;
-        if let Some(actions) = td.get("actions").and_then(Value::as_object) {
-            for (name, action) in actions {
-                let has = ["input", "output"].iter().any(|side| {
-                    action
-                        .get(side)
-                        .is_some_and(|schema| has_field(schema, field, 0))
-                });
-                if has && !found.contains(&("action", name.clone())) {
-                    found.push(("action", name.clone()));
-                }
+        for (name, action) in td
+            .get("actions")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let has = sides.iter().any(|side| {
+                action
+                    .get(*side)
+                    .is_some_and(|schema| concord_directory::schema_has_field(schema, field))
+            });
+            if has && !found.contains(&("action", name.clone())) {
+                found.push(("action", name.clone()));
             }
         }
     }
@@ -284,23 +295,6 @@ pub(crate) fn matches(td: &Value, query: &CapabilityQuery) -> Vec<(&'static str,
         }
     }
     found
-}
-
-/// Whether a JSON Schema names `field` among its properties, at any depth up to 16.
-fn has_field(schema: &Value, field: &str, depth: usize) -> bool {
-    if depth > 16 {
-        return false;
-    }
-    match schema {
-        Value::Object(map) => {
-            map.get("properties")
-                .and_then(Value::as_object)
-                .is_some_and(|properties| properties.contains_key(field))
-                || map.values().any(|value| has_field(value, field, depth + 1))
-        }
-        Value::Array(items) => items.iter().any(|value| has_field(value, field, depth + 1)),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
@@ -323,6 +317,29 @@ mod tests {
             matches(&td, &query),
             [("action", "getProductInfo".to_owned())]
         );
+        // A field of either side, read from the schema's structure only (not its examples),
+        // as the directory indexes it; `input`/`output` for one side.
+        let td_sides = json!({"actions": {
+            "quote": {
+                "input": {"properties": {"sku": {}}, "examples": [{"properties": {"coupon": {}}}]},
+                "output": {"properties": {"price": {}}},
+            },
+        }});
+        let quote = [("action", "quote".to_owned())];
+        for (field, input, output, expected) in [
+            (Some("price"), None, None, &quote[..]),
+            (Some("sku"), None, None, &quote[..]),
+            (Some("coupon"), None, None, &[][..]),
+            (None, Some("sku"), None, &quote[..]),
+            (None, Some("price"), None, &[][..]),
+            (None, None, Some("price"), &quote[..]),
+        ] {
+            let mut query = CapabilityQuery::default();
+            query.field = field.map(str::to_owned);
+            query.input = input.map(str::to_owned);
+            query.output = output.map(str::to_owned);
+            assert_eq!(matches(&td_sides, &query), expected, "{query:?}");
+        }
         let all = matches(&td, &CapabilityQuery::default());
         assert_eq!(all.len(), 4);
         assert!(all.contains(&("event", "priceChanged".to_owned())));

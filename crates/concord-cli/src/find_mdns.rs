@@ -105,35 +105,23 @@ pub fn run(find: MdnsFind) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The affordances of `td` matching the query, when it meets every criterion.
+/// The affordances of `td` matching the query, when it meets every criterion: holds every
+/// term of the query among the keys the directory would index it under
+/// (`concord_directory::keys_of`), the rule a directory's capability search applies.
 fn meets(td: &Value, query: &CapabilityQuery) -> Option<Vec<(&'static str, String)>> {
-    let mut all = Vec::new();
-    let criteria = [
-        ("action", &query.action),
-        ("property", &query.property),
-        ("event", &query.event),
-        ("field", &query.field),
-    ];
-    for (kind, wanted) in criteria {
-        let Some(wanted) = wanted else { continue };
-        let mut one = CapabilityQuery::default();
-        match kind {
-            "action" => one.action = Some(wanted.clone()),
-            "property" => one.property = Some(wanted.clone()),
-            "event" => one.event = Some(wanted.clone()),
-            _ => one.field = Some(wanted.clone()),
-        }
-        let found = crate::find::matches(td, &one);
-        if found.is_empty() {
-            return None;
-        }
-        for found in found {
-            if !all.contains(&found) {
-                all.push(found);
+    let keys = concord_directory::keys_of(td);
+    query
+        .terms()
+        .terms
+        .into_iter()
+        .map(|mut term| {
+            if term.kind == concord_directory::CapabilityKind::ConsensusHash {
+                term.value = term.value.to_ascii_lowercase();
             }
-        }
-    }
-    Some(all)
+            term
+        })
+        .all(|term| keys.contains(&term))
+        .then(|| crate::find::matches(td, query))
 }
 
 /// The description at `url`: at most [`MAX_DESCRIPTION_BYTES`], within [`FETCH_TIMEOUT`].
@@ -187,4 +175,50 @@ fn table(announced: &[Announced]) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announced_description_meets_a_query_as_a_directory_would_match_it() {
+        let td = json!({
+            "actions": {"quote": {
+                "input": {"properties": {"sku": {}}, "examples": [{"properties": {"coupon": {}}}]},
+                "output": {"properties": {"price": {}}},
+            }},
+            "events": {"priceChanged": {}},
+        });
+        let query = |change: &dyn Fn(&mut CapabilityQuery)| {
+            let mut query = CapabilityQuery::default();
+            change(&mut query);
+            query
+        };
+        let quote = vec![("action", "quote".to_owned())];
+        assert_eq!(
+            meets(&td, &query(&|q| q.field = Some("price".into()))),
+            Some(quote.clone())
+        );
+        assert_eq!(
+            meets(&td, &query(&|q| q.input = Some("sku".into()))),
+            Some(quote)
+        );
+        // A name in the schema's examples is no field; criteria combine with AND.
+        assert_eq!(
+            meets(&td, &query(&|q| q.field = Some("coupon".into()))),
+            None
+        );
+        assert_eq!(meets(&td, &query(&|q| q.output = Some("sku".into()))), None);
+        assert_eq!(
+            meets(
+                &td,
+                &query(&|q| {
+                    q.event = Some("priceChanged".into());
+                    q.action = Some("ship".into());
+                })
+            ),
+            None
+        );
+    }
 }

@@ -74,17 +74,22 @@ impl TargetArgs {
     ///
     /// # Errors
     /// As [`TargetArgs::resolve`].
-    pub fn settle(&self, target: &str, ca_cert: Option<&Path>) -> anyhow::Result<String> {
+    pub fn settle(&self, target: &str, ca_cert: Option<&Path>) -> anyhow::Result<Settled> {
         if target == FOUND || self.find.is_some() || is_agent_id(target) {
             let target = (target != FOUND).then_some(target);
             return crate::runtime::block_on(self.resolve(target, ca_cert))?;
         }
-        Ok(target.to_owned())
+        Ok(Settled {
+            url: target.to_owned(),
+            did: None,
+        })
     }
 
     /// The URL to reach the target at: `target` itself when it is an `http(s)://` URL,
     /// else the `base` of the description the directory holds for that id; with --find,
-    /// the `base` of the one agent the query finds.
+    /// the `base` of the one agent the query finds. With the DID the peer must prove when
+    /// the id looked up (or the found description's) is a DID: the directory's
+    /// description only says where to go, the peer there must be that agent.
     ///
     /// # Errors
     /// Wrong (exit 1) for no directory to ask, an unknown id, no match or several (without
@@ -93,12 +98,15 @@ impl TargetArgs {
         &self,
         target: Option<&str>,
         ca_cert: Option<&Path>,
-    ) -> anyhow::Result<String> {
+    ) -> anyhow::Result<Settled> {
         match (target, &self.find) {
             (Some(_), Some(_)) => Err(Wrong::error(
                 "--find stands for the target: leave the agent's URL or id out",
             )),
-            (Some(url), None) if is_url(url) => Ok(url.to_owned()),
+            (Some(url), None) if is_url(url) => Ok(Settled {
+                url: url.to_owned(),
+                did: None,
+            }),
             (Some(id), _) => {
                 let directory = self.directory(&format!("the agent id {id:?}"), ca_cert)?;
                 let td = directory
@@ -111,7 +119,7 @@ impl TargetArgs {
                         )),
                         _ => anyhow::Error::new(error),
                     })?;
-                base_of(&td, id)
+                Settled::of(&td, id)
             }
             (None, Some(query)) => {
                 let directory = self.directory("--find", ca_cert)?;
@@ -139,7 +147,7 @@ impl TargetArgs {
                         )));
                     }
                 };
-                base_of(td, id_of(td))
+                Settled::of(td, id_of(td))
             }
             (None, None) => Err(Wrong::error(
                 "no target: give the agent's URL or id, or --find QUERY",
@@ -164,6 +172,27 @@ impl TargetArgs {
     }
 }
 
+/// Where a connecting command's target is, and who it must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The URL to connect to.
+    pub url: String,
+    /// The DID the peer must prove there (`Security::expect_peer_did`): the agent id looked
+    /// up in a directory, when it is a DID.
+    pub did: Option<String>,
+}
+
+impl Settled {
+    /// The `base` of the description `td` a directory gave for `id`, and `id` as the DID
+    /// to prove when it is one.
+    fn of(td: &Value, id: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            url: base_of(td, id)?,
+            did: is_did(id).then(|| id.to_owned()),
+        })
+    }
+}
+
 /// The client of the directory at `url`, also trusting the roots in the PEM file `ca_cert`
 /// (`--ca-cert`) when given: a directory on `https://` with a private CA.
 ///
@@ -183,6 +212,12 @@ pub fn directory_client(url: &str, ca_cert: Option<&Path>) -> anyhow::Result<Dir
 fn is_agent_id(target: &str) -> bool {
     let scheme = target.get(..4).unwrap_or_default().to_ascii_lowercase();
     scheme == "urn:" || scheme == "did:"
+}
+
+/// Whether an agent's id is a DID.
+fn is_did(id: &str) -> bool {
+    id.get(..4)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("did:"))
 }
 
 /// Whether the target is a URL to connect to directly.

@@ -287,15 +287,17 @@ impl Drop for DirectoryProcess {
 #[test]
 fn an_agent_registers_with_concord_directory_serve() {
     let directory = DirectoryProcess::start();
-    // Signed with its localhost DID, which `concord directory serve` (no loopback test
-    // mode) cannot resolve: refused with 401, and the agent says so and stops trying.
-    let (signed, _signed_dir) = registered_shop(OTHER_SHOP, &directory.url);
+    // Always signed (`sign = true`) with its localhost DID, which `concord directory serve`
+    // (no loopback test mode) cannot resolve: refused with 401, and the agent says so and
+    // stops trying.
+    let (signed, _signed_dir) = registered_shop_with(OTHER_SHOP, &directory.url, "sign = true");
     assert!(signed.logged("not retrying"), "{}", signed.stderr());
     assert!(signed.stderr().contains("401"), "{}", signed.stderr());
     drop(signed);
-    // Unsigned (`sign = false`): registered, found, and gone after Ctrl-C.
+    // Signed when it can (`sign = "auto"`, the default): the 401 to its signature is said,
+    // and it registers unsigned; found, and gone after Ctrl-C.
     let started = Instant::now();
-    let (shop, _shop_dir) = registered_shop_with(SHOP, &directory.url, "sign = false");
+    let (shop, _shop_dir) = registered_shop(SHOP, &directory.url);
     let findable = loop {
         let output = find(&directory.url, &["--action", "getProductInfo", "--json"]);
         if output.code == 0 {
@@ -309,6 +311,7 @@ fn an_agent_registers_with_concord_directory_serve() {
         std::thread::sleep(Duration::from_millis(20));
     };
     eprintln!("concord directory serve: from `concord serve` start to `concord find` seeing it: {findable:?}");
+    assert!(shop.logged("registering unsigned"), "{}", shop.stderr());
     let json: Value = serde_json::from_str(
         &find(
             &directory.url,
@@ -370,4 +373,69 @@ fn a_signed_agent_registers_with_concord_directory_serve_requiring_signatures() 
         Some(1),
         "the signed agent alone is registered: {listed:#}"
     );
+}
+
+/// Registers `td` under `id` in the live directory (unsigned: this directory does not keep
+/// each DID-named entry to its own agent), as a lax or hostile directory would hold it.
+fn register_as(directory: &LiveDirectory, td: &Value, id: &str) {
+    let mut td = td.clone();
+    td["id"] = Value::String(id.to_owned());
+    if let Some(object) = td.as_object_mut() {
+        object.remove("registration");
+    }
+    let client = concord_node::Directory::new(&directory.url()).unwrap();
+    directory
+        .runtime
+        .block_on(client.register(&td, None))
+        .unwrap();
+}
+
+#[test]
+fn a_did_looked_up_in_a_directory_must_be_the_peer_reached() {
+    let directory = LiveDirectory::start();
+    let url = directory.url();
+    let (shop, _shop_dir) = registered_shop(SHOP, &url);
+    let started = Instant::now();
+    let listed = loop {
+        let output = find(&url, &["--action", "getProductInfo", "--json"]);
+        if output.code == 0 {
+            break output;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never found: {output:?}\n{}",
+            shop.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let json: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let td = &json[0]["description"];
+    let shop_did = shop.did.clone().expect("the shop has a DID");
+    // An impostor's entry: another agent's DID as its id, the shop's base URL (whose
+    // provider proves its own DID, not that one).
+    let victim = "did:wba:localhost%3A9:agents:victim";
+    register_as(&directory, td, victim);
+    let requester = tempfile::tempdir().unwrap();
+    let call = |id: &str| {
+        call_product(
+            id,
+            r#"{"productId": "P12345"}"#,
+            requester.path(),
+            &[OsStr::new("--directory"), OsStr::new(&url)],
+        )
+    };
+    let impostor = call(victim);
+    assert_eq!(impostor.code, 1, "{impostor:?}");
+    assert!(
+        impostor
+            .stderr
+            .contains(&format!("must prove the DID {victim}"))
+            && impostor.stderr.contains(&shop_did),
+        "{}",
+        impostor.stderr
+    );
+    // The same description under the shop's own DID: the peer proves it, the call is made.
+    register_as(&directory, td, &shop_did);
+    let genuine = call(&shop_did);
+    assert_eq!(genuine.code, 0, "{genuine:?}");
 }

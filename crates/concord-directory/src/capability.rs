@@ -19,6 +19,9 @@ pub enum CapabilityKind {
     InputField,
     /// A field of an action's `output` schema.
     OutputField,
+    /// A field of an action's `input` or `output` schema, either side (`field`): what
+    /// every client (`concord find --field`, `Directory::search`) means by a field.
+    Field,
     /// An `lmos:` term with a scalar value, as `term=value` (`lmos:vendor`'s
     /// `lmos:name=Acme` is `lmos:name=Acme`); a term with any value is also indexed bare.
     Lmos,
@@ -34,12 +37,13 @@ pub enum CapabilityKind {
 
 impl CapabilityKind {
     /// Every kind.
-    pub const ALL: [CapabilityKind; 10] = [
+    pub const ALL: [CapabilityKind; 11] = [
         CapabilityKind::Action,
         CapabilityKind::Property,
         CapabilityKind::Event,
         CapabilityKind::InputField,
         CapabilityKind::OutputField,
+        CapabilityKind::Field,
         CapabilityKind::Lmos,
         CapabilityKind::ConsensusUri,
         CapabilityKind::ConsensusHash,
@@ -48,7 +52,7 @@ impl CapabilityKind {
     ];
 
     /// Its stable name (a query parameter and a stored column): `action`, `property`,
-    /// `event`, `input`, `output`, `lmos`, `consensus`, `consensus-hash`, `did`, `type`.
+    /// `event`, `input`, `output`, `field`, `lmos`, `consensus`, `consensus-hash`, `did`, `type`.
     pub fn name(self) -> &'static str {
         match self {
             CapabilityKind::Action => "action",
@@ -56,6 +60,7 @@ impl CapabilityKind {
             CapabilityKind::Event => "event",
             CapabilityKind::InputField => "input",
             CapabilityKind::OutputField => "output",
+            CapabilityKind::Field => "field",
             CapabilityKind::Lmos => "lmos",
             CapabilityKind::ConsensusUri => "consensus",
             CapabilityKind::ConsensusHash => "consensus-hash",
@@ -129,6 +134,7 @@ pub fn keys_of(td: &Value) -> Vec<CapabilityKey> {
         ] {
             if let Some(schema) = action.get(member) {
                 schema_fields(schema, kind, 0, &mut keys);
+                schema_fields(schema, CapabilityKind::Field, 0, &mut keys);
             }
         }
     }
@@ -166,6 +172,16 @@ pub fn keys_of(td: &Value) -> Vec<CapabilityKey> {
         }
     }
     keys.into_iter().take(MAX_KEYS_PER_TD).collect()
+}
+
+/// Whether the JSON Schema `schema` names `field` among its `properties`, as [`keys_of`]
+/// indexes an action's input and output fields: following `properties`, `items`, `allOf`,
+/// `anyOf` and `oneOf` (not `examples`, `default` or other values), to a bounded depth.
+/// The one meaning of "a schema has this field" for the directory and its clients.
+pub fn schema_has_field(schema: &Value, field: &str) -> bool {
+    let mut keys = BTreeSet::new();
+    schema_fields(schema, CapabilityKind::Field, 0, &mut keys);
+    keys.contains(&CapabilityKey::new(CapabilityKind::Field, field))
 }
 
 fn schema_fields(
@@ -274,4 +290,41 @@ pub struct CapabilityMatches {
     pub things: Vec<Value>,
     /// Whether more TDs match than the limit let through.
     pub truncated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_field_is_read_from_the_schema_structure_only() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"order": {"type": "object", "properties": {"sku": {"type": "string"}}}},
+            "items": {"properties": {"line": {}}},
+            "anyOf": [{"properties": {"coupon": {}}}],
+            "examples": [{"properties": {"fromAnExample": {}}}],
+            "default": {"properties": {"fromADefault": {}}},
+        });
+        for field in ["order", "sku", "line", "coupon"] {
+            assert!(schema_has_field(&schema, field), "{field}");
+        }
+        for field in ["fromAnExample", "fromADefault", "type"] {
+            assert!(!schema_has_field(&schema, field), "{field}");
+        }
+        let td = json!({"actions": {"a": {
+            "input": {"properties": {"in": {}}},
+            "output": {"properties": {"out": {}}},
+        }}});
+        let keys = keys_of(&td);
+        for (kind, value) in [
+            (CapabilityKind::InputField, "in"),
+            (CapabilityKind::OutputField, "out"),
+            (CapabilityKind::Field, "in"),
+            (CapabilityKind::Field, "out"),
+        ] {
+            assert!(keys.contains(&CapabilityKey::new(kind, value)), "{value}");
+        }
+    }
 }

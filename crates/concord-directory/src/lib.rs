@@ -56,7 +56,8 @@ mod store;
 mod td;
 
 pub use capability::{
-    keys_of, CapabilityKey, CapabilityKind, CapabilityMatches, CapabilityQuery, MAX_KEYS_PER_TD,
+    keys_of, schema_has_field, CapabilityKey, CapabilityKind, CapabilityMatches, CapabilityQuery,
+    MAX_KEYS_PER_TD,
 };
 pub use clock::{parse_rfc3339, rfc3339, unix_millis};
 pub use diff::merge_diff;

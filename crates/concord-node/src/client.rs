@@ -1011,6 +1011,26 @@ impl ChannelPlan {
             }
             _ => offers_noise,
         };
+        if let Some(expected) = &identity.security.expect_peer_did {
+            match &did {
+                Some(did) if did.as_str() == expected && noise => {}
+                Some(did) if did.as_str() == expected => {
+                    return Err(refuse(format!(
+                        "the peer must prove the DID {expected} and its description offers                          no encrypted channel to prove it with"
+                    )))
+                }
+                Some(did) => {
+                    return Err(refuse(format!(
+                        "the peer must prove the DID {expected} and its description names                          {did}"
+                    )))
+                }
+                None => {
+                    return Err(refuse(format!(
+                        "the peer must prove the DID {expected} and its description names no DID"
+                    )))
+                }
+            }
+        }
         let noise_with = match did {
             Some(did) if noise => {
                 check_origin(&did, description_url).map_err(|error| refuse(error.to_string()))?;

@@ -641,6 +641,14 @@ impl Limits {
                 self.directory_client.max_pages == 0,
             ),
             (
+                "directory_client.max_listing_bytes",
+                self.directory_client.max_listing_bytes == 0,
+            ),
+            (
+                "directory_client.max_listing_items",
+                self.directory_client.max_listing_items == 0,
+            ),
+            (
                 "directory_client.timeout",
                 self.directory_client.timeout.is_zero(),
             ),

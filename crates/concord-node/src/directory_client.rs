@@ -18,6 +18,7 @@ mod schedule;
 use std::sync::Arc;
 use std::time::Duration;
 
+use concord_directory::CapabilityKind;
 use concord_identity::Identity;
 use reqwest::Method;
 use serde_json::Value;
@@ -25,7 +26,7 @@ use url::Url;
 
 pub use error::{DirectoryError, Problem, ValidationError};
 pub use registrar::{RegistrationState, RegistrationStatus};
-pub use schedule::RegistrationSettings;
+pub use schedule::{RegistrationSettings, RegistrationSigning};
 
 use http::{Answer, Request};
 
@@ -45,6 +46,13 @@ pub struct DirectoryClientLimits {
     /// The most pages one listing follows (`Link: rel="next"`, default 100): beyond it
     /// [`DirectoryError::Pages`].
     pub max_pages: usize,
+    /// The most bytes one listing reads over all its pages (default 32 MiB): beyond it
+    /// [`DirectoryError::ListingTooLarge`], so that pages each within
+    /// `max_response_bytes` cannot add up to `max_pages` times as much.
+    pub max_listing_bytes: usize,
+    /// The most entries one listing gathers over all its pages (default 10 000): beyond it
+    /// [`DirectoryError::ListingTooLarge`].
+    pub max_listing_items: usize,
     /// How long one request may take, connecting to the last byte of its answer
     /// (default 10 s): beyond it [`DirectoryError::Timeout`].
     pub timeout: Duration,
@@ -55,6 +63,8 @@ impl Default for DirectoryClientLimits {
         Self {
             max_response_bytes: 8 * 1024 * 1024,
             max_pages: 100,
+            max_listing_bytes: 32 * 1024 * 1024,
+            max_listing_items: 10_000,
             timeout: Duration::from_secs(10),
         }
     }
@@ -62,9 +72,9 @@ impl Default for DirectoryClientLimits {
 
 /// What a capability search asks for ([`Directory::search`]): agents matching every
 /// criterion given. The directory's route: `GET /search/capability?action=…&property=…&
-/// event=…&input=…&output=…&lmos=…&consensus=…&consensus-hash=…&did=…`; `field` (a field of
-/// an action's input or output schema) is asked as `input` and as `output`, and the
-/// answers joined.
+/// event=…&field=…&input=…&output=…&lmos=…&consensus=…&consensus-hash=…&did=…`, each
+/// parameter a term of `concord_directory::CapabilityKind` (`field`: a field of an
+/// action's input or output schema, either side, as the directory indexes it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CapabilityQuery {
@@ -99,30 +109,46 @@ impl CapabilityQuery {
 
     /// Whether no criterion is given.
     pub fn is_empty(&self) -> bool {
-        self.field.is_none() && self.pairs().next().is_none()
+        self.pairs().next().is_none()
     }
 
-    /// The criteria but `field`, as the directory's query parameters.
+    /// The criteria as the directory's capability terms: the query `concord_directory`
+    /// answers (and [`concord_directory::keys_of`] of a description meets when it holds
+    /// every term), the one meaning of each criterion for the directory and its clients.
+    pub fn terms(&self) -> concord_directory::CapabilityQuery {
+        self.kinds().fold(
+            concord_directory::CapabilityQuery::new(),
+            |query, (kind, value)| query.and(kind, value),
+        )
+    }
+
+    /// The criteria, as the directory's query parameters (its terms' names).
     fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.kinds().map(|(kind, value)| (kind.name(), value))
+    }
+
+    /// The criteria, each with the directory's term kind.
+    fn kinds(&self) -> impl Iterator<Item = (CapabilityKind, &str)> {
         let protocol = self.protocol.as_deref().map(|protocol| {
             let hash = protocol.len() == 64 && protocol.bytes().all(|b| b.is_ascii_hexdigit());
             if hash {
-                ("consensus-hash", protocol)
+                (CapabilityKind::ConsensusHash, protocol)
             } else {
-                ("consensus", protocol)
+                (CapabilityKind::ConsensusUri, protocol)
             }
         });
         [
-            ("action", &self.action),
-            ("property", &self.property),
-            ("event", &self.event),
-            ("input", &self.input),
-            ("output", &self.output),
-            ("lmos", &self.lmos),
-            ("did", &self.did),
+            (CapabilityKind::Action, &self.action),
+            (CapabilityKind::Property, &self.property),
+            (CapabilityKind::Event, &self.event),
+            (CapabilityKind::Field, &self.field),
+            (CapabilityKind::InputField, &self.input),
+            (CapabilityKind::OutputField, &self.output),
+            (CapabilityKind::Lmos, &self.lmos),
+            (CapabilityKind::Did, &self.did),
         ]
         .into_iter()
-        .filter_map(|(name, value)| value.as_deref().map(|value| (name, value)))
+        .filter_map(|(kind, value)| value.as_deref().map(|value| (kind, value)))
         .chain(protocol)
     }
 }
@@ -301,19 +327,39 @@ impl Directory {
     }
 
     /// Every entry (`GET /things`), following `Link: <…>; rel="next"` page after page up to
-    /// [`DirectoryClientLimits::max_pages`], on the directory's own origin only.
+    /// [`DirectoryClientLimits::max_pages`], on the directory's own origin only, reading at
+    /// most [`DirectoryClientLimits::max_listing_bytes`] and
+    /// [`DirectoryClientLimits::max_listing_items`] over all its pages.
     ///
     /// # Errors
     /// As [`Directory::register`]; [`DirectoryError::Pages`] for a listing too long or
-    /// going round in circles, [`DirectoryError::ForeignLink`] for a next page elsewhere.
+    /// going round in circles, [`DirectoryError::ListingTooLarge`] for one too large in
+    /// total, [`DirectoryError::ForeignLink`] for a next page elsewhere.
     pub async fn list(&self) -> Result<Vec<Value>, DirectoryError> {
         let first = self.join("things")?;
+        let limits = self.request.limits;
         let mut seen = vec![first.clone()];
         let mut url = first.clone();
         let mut things = Vec::new();
+        let mut bytes = 0_usize;
         loop {
             let answer = self.request.send(Method::GET, &url, None).await?;
+            bytes = bytes.saturating_add(answer.body.len());
+            if bytes > limits.max_listing_bytes {
+                return Err(DirectoryError::ListingTooLarge {
+                    url: first.to_string(),
+                    limit: "max_listing_bytes",
+                    value: limits.max_listing_bytes,
+                });
+            }
             things.extend(array_of(answer.json(&url)?, &url)?);
+            if things.len() > limits.max_listing_items {
+                return Err(DirectoryError::ListingTooLarge {
+                    url: first.to_string(),
+                    limit: "max_listing_items",
+                    value: limits.max_listing_items,
+                });
+            }
             let Some(next) = answer.next_link(&url)? else {
                 return Ok(things);
             };
@@ -365,38 +411,8 @@ impl Directory {
                 reason: "a capability search needs at least one criterion".to_owned(),
             });
         }
-        let Some(field) = &query.field else {
-            return self.search_once(query.pairs()).await;
-        };
-        // A field of the input or of the output schema: both asked, the answers joined
-        // (each once, in id order as the directory gives them).
-        let mut found = Vec::new();
-        for side in ["input", "output"] {
-            let pairs = query.pairs().chain([(side, field.as_str())]);
-            for td in self.search_once(pairs).await? {
-                let id = td.get("id").cloned();
-                if id.is_none()
-                    || !found
-                        .iter()
-                        .any(|seen: &Value| seen.get("id") == id.as_ref())
-                {
-                    found.push(td);
-                }
-            }
-        }
-        found.sort_by(|a, b| {
-            let id = |td: &Value| td.get("id").and_then(Value::as_str).map(str::to_owned);
-            id(a).cmp(&id(b))
-        });
-        Ok(found)
-    }
-
-    async fn search_once<'q>(
-        &self,
-        pairs: impl Iterator<Item = (&'static str, &'q str)>,
-    ) -> Result<Vec<Value>, DirectoryError> {
         let mut url = self.join("search/capability")?;
-        url.query_pairs_mut().extend_pairs(pairs);
+        url.query_pairs_mut().extend_pairs(query.pairs());
         let answer = self.request.send(Method::GET, &url, None).await?;
         array_of(answer.json(&url)?, &url)
     }
@@ -591,6 +607,7 @@ mod tests {
             ..CapabilityQuery::default()
         };
         assert!(!field.is_empty());
+        assert_eq!(field.pairs().collect::<Vec<_>>(), [("field", "x")]);
     }
 
     #[test]

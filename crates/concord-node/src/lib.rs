@@ -129,8 +129,8 @@ pub use config::{InvalidLimit, Limits};
 pub use describe::check_description_id;
 pub use directory_client::{
     CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, Problem, Registered,
-    RegistrationSettings, RegistrationState, RegistrationStatus, ValidationError,
-    DISCOVERY_CONTEXT,
+    RegistrationSettings, RegistrationSigning, RegistrationState, RegistrationStatus,
+    ValidationError, DISCOVERY_CONTEXT,
 };
 pub use driver::Settlement;
 pub use error::{

@@ -121,7 +121,7 @@ pub use concord_node::{
 /// node's own registrations ([`NodeBuilder::register_with`], [`Server::registrations`]).
 pub use concord_node::{
     CapabilityQuery, Directory, DirectoryClientLimits, DirectoryError, RegistrationSettings,
-    RegistrationState, RegistrationStatus,
+    RegistrationSigning, RegistrationState, RegistrationStatus,
 };
 /// Serving a directory: the node's HTTP service of one ([`NodeBuilder::directory`]) and how
 /// often it purges expired TDs unless told otherwise.

@@ -52,6 +52,10 @@ pub struct PeerArgs {
     pub ca_cert: Option<PathBuf>,
     #[command(flatten)]
     pub caller: CallerArgs,
+    /// The DID the peer must prove: the agent id the target was looked up by, when a DID
+    /// ([`PeerArgs::settle`]).
+    #[arg(skip)]
+    pub peer_did: Option<String>,
 }
 
 /// What the peer's description says an affordance is.
@@ -331,7 +335,9 @@ impl PeerArgs {
     /// # Errors
     /// As [`TargetArgs::settle`](crate::target::TargetArgs::settle).
     pub fn settle(&mut self) -> anyhow::Result<()> {
-        self.url = self.target.settle(&self.url, self.ca_cert.as_deref())?;
+        let settled = self.target.settle(&self.url, self.ca_cert.as_deref())?;
+        self.url = settled.url;
+        self.peer_did = settled.did;
         Ok(())
     }
 }
@@ -348,7 +354,13 @@ pub fn requester(peer: &PeerArgs) -> anyhow::Result<Node> {
     }
     let data_dir = peer.data_dir.path()?;
     let builder = Node::builder("concord").data_dir(&data_dir).limits(limits);
-    let mut builder = peer.caller.apply(builder, &peer.url, &data_dir, false)?;
+    let mut builder = peer.caller.apply(
+        builder,
+        &peer.url,
+        peer.peer_did.as_deref(),
+        &data_dir,
+        false,
+    )?;
     if let Some(path) = &peer.ca_cert {
         builder = builder.trust_root_certificates_pem(read_bytes(Some(path))?);
     }

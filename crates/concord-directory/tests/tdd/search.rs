@@ -185,6 +185,19 @@ fn capability_search_finds_who_can_do_this() {
             ids(q().and(CapabilityKind::OutputField, "answer")),
             ["urn:news", "urn:weather"]
         );
+        // `field`: a field of either side, the one meaning every client gives it.
+        assert_eq!(
+            ids(q().and(CapabilityKind::Field, "answer")),
+            ["urn:news", "urn:weather"],
+            "{}: an output field",
+            under.name
+        );
+        assert_eq!(
+            ids(q().and(CapabilityKind::Field, "city")),
+            ["urn:lamp", "urn:weather"],
+            "{}: an input field",
+            under.name
+        );
         assert_eq!(
             ids(q().and(CapabilityKind::Type, "lmos:Agent")),
             ["urn:news", "urn:weather"]

@@ -64,6 +64,20 @@ pub enum DirectoryError {
         /// `has more than N pages` or `links back to a page it already gave`.
         reason: String,
     },
+    /// A listing's pages, each within its own bounds, added up to more bytes than
+    /// [`DirectoryClientLimits::max_listing_bytes`](crate::DirectoryClientLimits::max_listing_bytes)
+    /// or more entries than
+    /// [`DirectoryClientLimits::max_listing_items`](crate::DirectoryClientLimits::max_listing_items):
+    /// no further page is read.
+    #[error("directory {url}: the listing exceeds {limit} ({value})")]
+    ListingTooLarge {
+        /// The listing's first URL.
+        url: String,
+        /// The limit hit: `max_listing_bytes` or `max_listing_items`.
+        limit: &'static str,
+        /// Its value.
+        value: usize,
+    },
     /// A `Link: rel="next"` pointed away from the directory (another scheme, host or port):
     /// not followed, so that a directory cannot send our signed requests elsewhere.
     #[error("directory {url}: its next page {link:?} is on another origin; not followed")]

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::schedule::{Outcome, Phase, Schedule};
-use super::{Directory, DirectoryError, RegistrationSettings};
+use super::{Directory, DirectoryError, RegistrationSettings, RegistrationSigning};
 use crate::describe::Description;
 use crate::node::Shared;
 
@@ -29,6 +29,10 @@ pub enum RegistrationState {
     /// The directory refused the description (an invalid description, a signature required
     /// or refused): the node stopped trying (`last_error` says why).
     GivenUp,
+    /// The directory answered 403 for the node's DID-named entry: it keeps that id to
+    /// another writer (another agent registered it first). The node stopped trying
+    /// (`last_error` says so).
+    Conflict,
     /// Removed on a graceful shutdown.
     Deregistered,
 }
@@ -51,6 +55,9 @@ pub struct RegistrationStatus {
     pub last_error: Option<String>,
     /// When the next attempt is due, when one is.
     pub next_attempt: Option<SystemTime>,
+    /// Whether the next (or the last successful) registration is signed with the node's
+    /// DID ([`RegistrationSigning`](crate::RegistrationSigning)).
+    pub signed: bool,
 }
 
 /// The node's registration tasks, stopped by [`Registrar::deregister`] (graceful) or
@@ -82,6 +89,8 @@ impl Registrar {
                     failures: 0,
                     last_error: None,
                     next_attempt: Some(SystemTime::now()),
+                    signed: shared.identity.identity().is_some()
+                        && shared.registration.sign != RegistrationSigning::Never,
                 })
                 .collect(),
         ));
@@ -91,17 +100,18 @@ impl Registrar {
             .enumerate()
             .map(|(index, directory)| {
                 let span = tracing::info_span!("directory", url = %directory.url());
-                // Signed as the node's DID, settled now that it serves.
-                let directory = match shared.identity.identity() {
-                    Some(identity) if shared.registration.sign => {
-                        directory.clone().with_identity(Arc::clone(identity))
-                    }
-                    _ => directory.clone(),
-                };
+                // Signed as the node's DID (settled now that it serves) while the schedule
+                // says so; unsigned otherwise.
+                let signed = shared
+                    .identity
+                    .identity()
+                    .map(|identity| directory.clone().with_identity(Arc::clone(identity)));
                 let registration = Registration {
                     shared: Arc::clone(shared),
                     description: Arc::clone(&description),
-                    directory,
+                    directory: directory.clone(),
+                    signed,
+                    signs: false,
                     settings: shared.registration,
                     statuses: Arc::clone(&statuses),
                     index,
@@ -150,7 +160,12 @@ impl Drop for Registrar {
 struct Registration {
     shared: Arc<Shared>,
     description: Arc<Description>,
+    /// The unsigned client.
     directory: Directory,
+    /// The client signing as the node's DID, when it has one.
+    signed: Option<Directory>,
+    /// Whether the last attempt was signed (a deregistration is made the same way).
+    signs: bool,
     settings: RegistrationSettings,
     statuses: Arc<Mutex<Vec<RegistrationStatus>>>,
     index: usize,
@@ -161,7 +176,7 @@ struct Registration {
 
 impl Registration {
     async fn run(mut self, mut stopped: watch::Receiver<bool>) {
-        let mut schedule = Schedule::new(self.settings, Instant::now());
+        let mut schedule = Schedule::new(self.settings, self.signed.is_some(), Instant::now());
         // An attempt cut short by the shutdown may have registered.
         let mut interrupted = false;
         while let Some(at) = schedule.next_attempt() {
@@ -169,6 +184,7 @@ impl Registration {
                 () = tokio::time::sleep_until(at.into()) => {}
                 _ = stopped.wait_for(|stop| *stop) => break,
             }
+            self.signs = schedule.signs();
             let attempt = self.attempt();
             let result = tokio::select! {
                 result = attempt => result,
@@ -178,11 +194,14 @@ impl Registration {
                 }
             };
             let now = Instant::now();
+            let did_named = self.id.as_deref().is_some_and(is_did);
             let outcome = match &result {
                 Ok(()) => Outcome::Registered,
                 Err(error) if error.is_transient() => Outcome::Away {
                     retry_after: error.retry_after(),
                 },
+                Err(error) if error.status() == Some(401) => Outcome::Unauthorized,
+                Err(error) if error.status() == Some(403) && did_named => Outcome::Conflict,
                 Err(_) => Outcome::Refused,
             };
             let before = schedule.phase(now);
@@ -194,6 +213,14 @@ impl Registration {
             if schedule.should_deregister(now) || interrupted {
                 self.deregister().await;
             }
+        }
+    }
+
+    /// The client of this attempt: signed or not.
+    fn client(&self) -> &Directory {
+        match &self.signed {
+            Some(signed) if self.signs => signed,
+            _ => &self.directory,
         }
     }
 
@@ -226,17 +253,14 @@ impl Registration {
             // Known before the answer: a shutdown during this attempt deletes it.
             self.id = Some(id.to_owned());
         }
-        let registered = self
-            .directory
-            .register(&td, Some(self.settings.ttl))
-            .await?;
+        let registered = self.client().register(&td, Some(self.settings.ttl)).await?;
         self.id = Some(registered.id);
         Ok(())
     }
 
     async fn deregister(&mut self) {
         let Some(id) = self.id.clone() else { return };
-        match self.directory.deregister(&id).await {
+        match self.client().deregister(&id).await {
             Ok(()) => tracing::info!(%id, "deregistered"),
             Err(error) => tracing::warn!(%id, %error, "could not deregister"),
         }
@@ -261,16 +285,34 @@ impl Registration {
         let wait = schedule
             .next_attempt()
             .map(|at| at.saturating_duration_since(now));
+        let id = self.id.as_deref().unwrap_or_default();
         match (&error, phase) {
             (None, _) if !matches!(before, Phase::Registered { .. }) => tracing::info!(
-                id = self.id.as_deref().unwrap_or_default(),
+                id,
                 ttl = self.settings.ttl_secs(),
+                signed = self.signs,
                 "registered"
             ),
             (None, _) => tracing::debug!("registration refreshed"),
+            (Some(error), Phase::Conflict) => tracing::error!(
+                id,
+                %error,
+                "conflict: the directory keeps this DID-named entry to another writer; not retrying"
+            ),
+            (Some(error), Phase::GivenUp) if error.status() == Some(401) => tracing::error!(
+                %error,
+                "the directory requires a signature this agent cannot give (unsigned refused{}); \
+                 not retrying",
+                if self.signs { ", and our DID signature" } else { "" }
+            ),
             (Some(error), Phase::GivenUp) => {
                 tracing::error!(%error, "the directory refused our description; not retrying");
             }
+            (Some(error), _) if self.signs && !schedule.signs() => tracing::warn!(
+                %error,
+                "the directory cannot verify our DID signature (401: a challenge this agent \
+                 cannot meet); registering unsigned"
+            ),
             (Some(error), _) => tracing::warn!(
                 %error,
                 failures = schedule.failures(),
@@ -279,14 +321,17 @@ impl Registration {
             ),
         }
         let id = self.id.clone();
+        let signs = schedule.signs();
         self.update(|status| {
             status.id = id;
+            status.signed = signs;
             status.failures = schedule.failures();
             status.next_attempt = next_attempt;
             status.state = match phase {
                 Phase::Pending => RegistrationState::Pending,
                 Phase::Registered { .. } => RegistrationState::Registered,
                 Phase::GivenUp => RegistrationState::GivenUp,
+                Phase::Conflict => RegistrationState::Conflict,
             };
             match &error {
                 None => {
@@ -304,4 +349,10 @@ impl Registration {
             change(status);
         }
     }
+}
+
+/// Whether an entry's id is a DID.
+fn is_did(id: &str) -> bool {
+    id.get(..4)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("did:"))
 }

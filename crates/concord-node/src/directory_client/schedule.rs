@@ -9,8 +9,14 @@
 //!   drawn in its upper half (`delay × (0.5 + jitter / 2)`) so that agents a directory
 //!   lost at once do not come back at once; a `Retry-After` longer than that is honoured, up
 //!   to `max_retry`. An entry whose TTL ran out meanwhile counts as gone.
+//! - A signed registration answered 401 (a challenge the node cannot meet: the directory
+//!   cannot resolve or verify its DID) with signing `Auto`: register unsigned at once, and
+//!   from then on. A 401 to an unsigned registration (or to a signed one with `Always`):
+//!   give up, the directory requires a signature the node cannot give.
+//! - 403 for an entry whose id is a DID: a conflict (the directory keeps that entry to
+//!   another writer); no more attempts, reported as such rather than as a refusal.
 //! - The directory refused the entry (any other 4xx: an invalid description, a signature
-//!   required or refused): give up; retrying would be refused again.
+//!   refused): give up; retrying would be refused again.
 
 use std::time::{Duration, Instant};
 
@@ -27,11 +33,24 @@ pub struct RegistrationSettings {
     pub first_retry: Duration,
     /// The longest delay between two retries (also the cap on a `Retry-After`).
     pub max_retry: Duration,
-    /// Whether the registrations are signed with the node's DID (RFC 9421) when it has
-    /// one (default `true`). A directory verifies a signature it is given even when it
-    /// takes anonymous writes, so an agent whose DID the directory cannot resolve (a
-    /// `localhost` DID, to a directory not in the loopback test mode) registers unsigned.
-    pub sign: bool,
+    /// Whether the registrations are signed with the node's DID (RFC 9421): see
+    /// [`RegistrationSigning`] (default [`RegistrationSigning::Auto`]).
+    pub sign: RegistrationSigning,
+}
+
+/// Whether an agent signs its registrations with its DID (RFC 9421).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RegistrationSigning {
+    /// Signed when the node has a DID; when the directory answers a signed registration
+    /// with 401 (it cannot resolve or verify the DID: a `localhost` DID, to a directory
+    /// not in the loopback test mode), unsigned from then on, said in the log.
+    #[default]
+    Auto,
+    /// Always signed when the node has a DID: a 401 gives up.
+    Always,
+    /// Never signed.
+    Never,
 }
 
 impl Default for RegistrationSettings {
@@ -40,7 +59,7 @@ impl Default for RegistrationSettings {
             ttl: Duration::from_secs(300),
             first_retry: Duration::from_secs(1),
             max_retry: Duration::from_secs(60),
-            sign: true,
+            sign: RegistrationSigning::Auto,
         }
     }
 }
@@ -90,6 +109,11 @@ pub(crate) enum Outcome {
     /// The directory is away or overloaded: retry later (after at least `retry_after`, when
     /// it said so).
     Away { retry_after: Option<Duration> },
+    /// The directory answered 401: it wants a signature it can verify.
+    Unauthorized,
+    /// The directory answered 403 for an entry whose id is a DID: it keeps that entry to
+    /// another writer.
+    Conflict,
     /// The directory refused the entry for a reason retrying does not change.
     Refused,
 }
@@ -103,6 +127,8 @@ pub(crate) enum Phase {
     Registered { until: Instant },
     /// Refused: no more attempts.
     GivenUp,
+    /// The directory keeps the entry's id (a DID) to another writer: no more attempts.
+    Conflict,
 }
 
 /// One registration's schedule on the agent's clock.
@@ -114,22 +140,31 @@ pub(crate) struct Schedule {
     next: Instant,
     /// Failed attempts since the last success.
     failures: u32,
+    /// Whether the next attempt is signed.
+    signs: bool,
 }
 
 impl Schedule {
-    /// A schedule whose first attempt is due at `now`.
-    pub(crate) fn new(settings: RegistrationSettings, now: Instant) -> Self {
+    /// A schedule whose first attempt is due at `now`, signed when the node `can_sign`
+    /// (it has a DID) and the settings do not say never.
+    pub(crate) fn new(settings: RegistrationSettings, can_sign: bool, now: Instant) -> Self {
         Self {
             settings,
             phase: Phase::Pending,
             next: now,
             failures: 0,
+            signs: can_sign && settings.sign != RegistrationSigning::Never,
         }
     }
 
-    /// When the next attempt is due; `None` once given up.
+    /// When the next attempt is due; `None` once given up or in conflict.
     pub(crate) fn next_attempt(&self) -> Option<Instant> {
-        (self.phase != Phase::GivenUp).then_some(self.next)
+        (!matches!(self.phase, Phase::GivenUp | Phase::Conflict)).then_some(self.next)
+    }
+
+    /// Whether the next attempt is signed.
+    pub(crate) fn signs(&self) -> bool {
+        self.signs
     }
 
     /// Where the registration stands at `now` (an entry whose TTL ran out is pending again).
@@ -161,9 +196,21 @@ impl Schedule {
                 };
                 self.next = now + self.settings.ttl / 2;
             }
-            Outcome::Refused => {
+            Outcome::Unauthorized
+                if self.signs && self.settings.sign == RegistrationSigning::Auto =>
+            {
+                self.failures = self.failures.saturating_add(1);
+                self.phase = self.phase(now);
+                self.signs = false;
+                self.next = now;
+            }
+            Outcome::Unauthorized | Outcome::Refused => {
                 self.failures = self.failures.saturating_add(1);
                 self.phase = Phase::GivenUp;
+            }
+            Outcome::Conflict => {
+                self.failures = self.failures.saturating_add(1);
+                self.phase = Phase::Conflict;
             }
             Outcome::Away { retry_after } => {
                 self.failures = self.failures.saturating_add(1);
@@ -199,7 +246,7 @@ mod tests {
             ttl: Duration::from_secs(60),
             first_retry: Duration::from_secs(1),
             max_retry: Duration::from_secs(30),
-            sign: true,
+            sign: RegistrationSigning::Auto,
         }
     }
 
@@ -208,7 +255,7 @@ mod tests {
     #[test]
     fn registers_at_start_then_refreshes_at_half_the_ttl() {
         let start = Instant::now();
-        let mut schedule = Schedule::new(settings(), start);
+        let mut schedule = Schedule::new(settings(), true, start);
         assert_eq!(schedule.next_attempt(), Some(start));
         assert_eq!(schedule.phase(start), Phase::Pending);
         schedule.record(start, Outcome::Registered, 0.0);
@@ -234,7 +281,7 @@ mod tests {
     #[test]
     fn backs_off_exponentially_with_jitter_up_to_the_cap() {
         let start = Instant::now();
-        let mut schedule = Schedule::new(settings(), start);
+        let mut schedule = Schedule::new(settings(), true, start);
         let mut now = start;
         let mut delays = Vec::new();
         for _ in 0..8 {
@@ -247,7 +294,7 @@ mod tests {
         assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
         assert_eq!(schedule.failures(), 8);
         // The lowest draw waits half the delay: never less.
-        let mut low = Schedule::new(settings(), start);
+        let mut low = Schedule::new(settings(), true, start);
         low.record(start, AWAY, 0.0);
         low.record(start, AWAY, 0.0);
         assert_eq!(low.next_attempt(), Some(start + Duration::from_secs(1)));
@@ -260,7 +307,7 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_up_to_the_cap() {
         let start = Instant::now();
-        let mut schedule = Schedule::new(settings(), start);
+        let mut schedule = Schedule::new(settings(), true, start);
         schedule.record(
             start,
             Outcome::Away {
@@ -288,7 +335,7 @@ mod tests {
     #[test]
     fn an_entry_whose_ttl_ran_out_while_away_is_pending_again() {
         let start = Instant::now();
-        let mut schedule = Schedule::new(settings(), start);
+        let mut schedule = Schedule::new(settings(), true, start);
         schedule.record(start, Outcome::Registered, 0.0);
         let refresh = start + Duration::from_secs(30);
         schedule.record(refresh, AWAY, 1.0);
@@ -304,10 +351,54 @@ mod tests {
     #[test]
     fn a_refusal_gives_up() {
         let start = Instant::now();
-        let mut schedule = Schedule::new(settings(), start);
+        let mut schedule = Schedule::new(settings(), true, start);
         schedule.record(start, Outcome::Refused, 0.3);
         assert_eq!(schedule.next_attempt(), None);
         assert_eq!(schedule.phase(start), Phase::GivenUp);
+        assert!(!schedule.should_deregister(start));
+    }
+
+    #[test]
+    fn a_signed_registration_answered_401_goes_unsigned_once_with_auto() {
+        let start = Instant::now();
+        let mut schedule = Schedule::new(settings(), true, start);
+        assert!(schedule.signs());
+        schedule.record(start, Outcome::Unauthorized, 0.3);
+        assert!(!schedule.signs(), "unsigned from now on");
+        assert_eq!(schedule.next_attempt(), Some(start), "at once");
+        assert_eq!(schedule.phase(start), Phase::Pending);
+        schedule.record(start, Outcome::Registered, 0.3);
+        assert!(!schedule.signs());
+        assert_eq!(schedule.failures(), 0);
+        // Unsigned refused too: the directory requires what the node cannot give.
+        let mut both = Schedule::new(settings(), true, start);
+        both.record(start, Outcome::Unauthorized, 0.3);
+        both.record(start, Outcome::Unauthorized, 0.3);
+        assert_eq!(both.phase(start), Phase::GivenUp);
+        assert_eq!(both.next_attempt(), None);
+        // `Always` gives up on the first 401; without a DID nothing is signed.
+        let always = RegistrationSettings {
+            sign: RegistrationSigning::Always,
+            ..settings()
+        };
+        let mut strict = Schedule::new(always, true, start);
+        strict.record(start, Outcome::Unauthorized, 0.3);
+        assert_eq!(strict.phase(start), Phase::GivenUp);
+        assert!(!Schedule::new(settings(), false, start).signs());
+        let never = RegistrationSettings {
+            sign: RegistrationSigning::Never,
+            ..settings()
+        };
+        assert!(!Schedule::new(never, true, start).signs());
+    }
+
+    #[test]
+    fn a_403_on_a_did_named_entry_is_a_conflict() {
+        let start = Instant::now();
+        let mut schedule = Schedule::new(settings(), true, start);
+        schedule.record(start, Outcome::Conflict, 0.3);
+        assert_eq!(schedule.phase(start), Phase::Conflict);
+        assert_eq!(schedule.next_attempt(), None);
         assert!(!schedule.should_deregister(start));
     }
 

@@ -120,6 +120,12 @@ pub struct Security {
     pub rekey_after_records: u64,
     /// …or after this long.
     pub rekey_after: Duration,
+    /// The DID the peer this node connects to must prove (default none): its description
+    /// must name it (`concord:did`) and offer the encrypted channel, whose key proves it;
+    /// else the connection is refused ([`ConnectError::Security`](crate::ConnectError::Security)).
+    /// For a requester that looked the peer up by its DID (in a directory): a description
+    /// found there could send it anywhere.
+    pub expect_peer_did: Option<String>,
 }
 
 impl Default for Security {
@@ -137,6 +143,7 @@ impl Default for Security {
             resolver: ResolverSettings::default(),
             rekey_after_records: 1 << 16,
             rekey_after: Duration::from_secs(600),
+            expect_peer_did: None,
         }
     }
 }

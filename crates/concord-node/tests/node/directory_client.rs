@@ -120,6 +120,79 @@ async fn an_endless_link_chain_stops_at_max_pages() {
     );
 }
 
+/// A hostile listing: endless pages (`?page=N`), each of `items` entries padded to about
+/// `pad` bytes, every one within the per-page bound; counts the pages served.
+async fn endless_listing(items: usize, pad: usize) -> (String, Arc<AtomicUsize>) {
+    let served = Arc::new(AtomicUsize::new(0));
+    let page = move |State(served): State<Arc<AtomicUsize>>, uri: Uri| async move {
+        served.fetch_add(1, Ordering::SeqCst);
+        let n: u64 = uri
+            .query()
+            .and_then(|query| query.strip_prefix("page="))
+            .and_then(|page| page.parse().ok())
+            .unwrap_or(0);
+        let padding = "x".repeat(pad / items.max(1));
+        let entries: Vec<_> = (0..items)
+            .map(|i| json!({"id": format!("urn:page:{n}:{i}"), "title": padding}))
+            .collect();
+        (
+            [(
+                header::LINK,
+                format!("</things?page={}>; rel=\"next\"", n + 1),
+            )],
+            json_body(json!(entries)),
+        )
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things", get(page))
+            .with_state(Arc::clone(&served)),
+    )
+    .await;
+    (base, served)
+}
+
+#[tokio::test]
+async fn a_listing_is_bounded_in_total_bytes_and_entries() {
+    // Pages of about 60 KiB, each within a 64 KiB per-page bound: the total stops the read
+    // at 256 KiB, long before max_pages (100) would.
+    let (base, served) = endless_listing(1, 60 * 1024).await;
+    let directory = Directory::new(&base).unwrap().with_limits(limits(|limits| {
+        limits.max_response_bytes = 64 * 1024;
+        limits.max_listing_bytes = 256 * 1024;
+    }));
+    let error = directory.list().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            DirectoryError::ListingTooLarge { limit: "max_listing_bytes", value, .. }
+                if *value == 256 * 1024
+        ),
+        "{error}"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 5, "no page past the total");
+    assert!(!error.is_transient());
+
+    // Small pages of 10 entries: the entry bound stops the read at the third page.
+    let (base, served) = endless_listing(10, 100).await;
+    let directory = Directory::new(&base)
+        .unwrap()
+        .with_limits(limits(|limits| limits.max_listing_items = 25));
+    let error = directory.list().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            DirectoryError::ListingTooLarge {
+                limit: "max_listing_items",
+                value: 25,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 3, "no page past the total");
+}
+
 #[tokio::test]
 async fn a_looping_or_foreign_next_link_is_not_followed() {
     let looping = || async {
@@ -293,5 +366,109 @@ async fn a_refused_registration_gives_up() {
         "a refusal is not retried"
     );
     assert!(server.registrations()[0].next_attempt.is_none());
+    server.shutdown().await.unwrap();
+}
+
+/// Waits (bounded) until the first registration of `server` is in `state`.
+async fn wait_for_state(server: &concord_node::Server, state: RegistrationState) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while server.registrations()[0].state != state {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            server.registrations()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An agent with a DID (fresh keys) registering with `base`.
+fn agent_with_did(base: String, id: Option<&str>) -> crate::support::Agent {
+    let mut settings = RegistrationSettings::with_ttl(Duration::from_secs(60));
+    settings.first_retry = Duration::from_millis(50);
+    let mut builder = Node::builder("Product agent")
+        .keys(concord_node::Keys::generate())
+        .security(crate::support::loopback_security())
+        .action(catalogue::action(), catalogue::answer)
+        .limits(quick_limits())
+        .register_with(base)
+        .registration(settings);
+    if let Some(id) = id {
+        builder = builder.id(id);
+    }
+    build(builder)
+}
+
+#[tokio::test]
+async fn a_directory_that_cannot_verify_the_did_gets_an_unsigned_registration() {
+    // 401 to a signed registration (the challenge this agent cannot meet), 201 unsigned.
+    let signed_seen = Arc::new(AtomicUsize::new(0));
+    let register = |State(signed_seen): State<Arc<AtomicUsize>>,
+                    headers: concord_node::axum::http::HeaderMap| async move {
+        if headers.contains_key("signature-input") {
+            signed_seen.fetch_add(1, Ordering::SeqCst);
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "DIDWba realm=\"directory\"")],
+            )
+                .into_response()
+        } else {
+            StatusCode::CREATED.into_response()
+        }
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things/{id}", put(register))
+            .with_state(Arc::clone(&signed_seen)),
+    )
+    .await;
+    let agent = agent_with_did(base, Some("urn:uuid:7a0c5a4e-1b0e-4a52-9d8e-0c2b1f3e4d5c"));
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    wait_for_state(&server, RegistrationState::Registered).await;
+    let status = &server.registrations()[0];
+    assert!(!status.signed, "{status:?}");
+    assert_eq!(
+        signed_seen.load(Ordering::SeqCst),
+        1,
+        "signed once, then not"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_403_on_the_agents_did_named_entry_is_a_conflict() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let refuse = |State(attempts): State<Arc<AtomicUsize>>| async move {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        StatusCode::FORBIDDEN
+    };
+    let base = scripted(
+        Router::new()
+            .route("/things/{id}", put(refuse))
+            .with_state(Arc::clone(&attempts)),
+    )
+    .await;
+    // No `id`: the entry is named by the agent's DID.
+    let agent = agent_with_did(base, None);
+    let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+    wait_for_state(&server, RegistrationState::Conflict).await;
+    let status = &server.registrations()[0];
+    assert!(
+        status
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("did:wba:")),
+        "{status:?}"
+    );
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("403"),
+        "{status:?}"
+    );
+    assert!(status.next_attempt.is_none());
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "not retried");
     server.shutdown().await.unwrap();
 }

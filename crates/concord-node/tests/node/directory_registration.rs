@@ -214,7 +214,8 @@ async fn a_directory_requiring_signatures_refuses_a_td_naming_another_did_403() 
             .registration(settings),
     );
     let server = impostor.node.serve("127.0.0.1:0").await.unwrap();
-    registration_reaches(&server, RegistrationState::GivenUp).await;
+    // A 403 for a DID-named entry is reported as a conflict, not a silent refusal.
+    registration_reaches(&server, RegistrationState::Conflict).await;
     let said = server.registrations()[0]
         .last_error
         .clone()

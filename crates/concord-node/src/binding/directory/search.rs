@@ -10,7 +10,7 @@
 //! | `event=NAME` | an event `NAME` |
 //! | `input=FIELD` | an action whose input schema has a field `FIELD` (at any depth) |
 //! | `output=FIELD` | an action whose output schema has a field `FIELD` |
-//! | `field=FIELD` | the same as `input=FIELD` (the field a caller sends) |
+//! | `field=FIELD` | a field of an action's input or output schema, either side (`CapabilityKind::Field`) |
 //! | `lmos=TERM` or `lmos=TERM=VALUE` | an `lmos:` term (with that scalar value) |
 //! | `consensus=URI` | a consensus protocol with that URI |
 //! | `consensus-hash=HEX` | a consensus protocol with that hash |
@@ -92,17 +92,14 @@ pub(super) async fn capability(
 fn capability_query(raw: Option<&str>) -> Result<CapabilityQuery, DirectoryError> {
     let mut query = CapabilityQuery::new();
     for (name, value) in parameters(raw) {
-        let kind = match name.as_str() {
-            "field" => CapabilityKind::InputField,
-            other => {
-                CapabilityKind::from_name(other).ok_or_else(|| DirectoryError::InvalidQuery {
-                    reason: format!(
-                        "`{other}` is not a capability term: action, property, event, input, \
-                         output, field, lmos, consensus, consensus-hash, did or type"
-                    ),
-                })?
-            }
-        };
+        let kind =
+            CapabilityKind::from_name(&name).ok_or_else(|| DirectoryError::InvalidQuery {
+                reason: format!(
+                    "`{name}` is not a capability term: action, property, event, input, \
+                     output, field (input or output), lmos, consensus, consensus-hash, did or \
+                     type"
+                ),
+            })?;
         query = query.and(kind, value);
     }
     Ok(query)
@@ -120,7 +117,7 @@ mod tests {
             query,
             CapabilityQuery::new()
                 .and(CapabilityKind::Action, "getWeather")
-                .and(CapabilityKind::InputField, "city")
+                .and(CapabilityKind::Field, "city")
                 .and(CapabilityKind::Did, "did:wba:x")
         );
         let refused = capability_query(Some("colour=red")).expect_err("refused");
