@@ -44,7 +44,7 @@ pub struct DirectoryLimits {
     /// [`DirectoryError::SearchTooBroad`](crate::DirectoryError::SearchTooBroad) (503).
     pub max_query_scan_bytes: u64,
     /// The most TDs one listing page holds; a larger `limit` (or none) is cut to it and the
-    /// answer pages on with `next`. Default 100.
+    /// answer pages on with `next`, which repeats the `limit` the client sent. Default 100.
     pub max_page_size: u64,
     /// The most TDs a capability search answers; beyond, the answer says it was cut.
     /// Default 100.
