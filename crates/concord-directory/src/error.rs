@@ -143,6 +143,13 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
+    /// The nodes a JSONPath query selects take more than `max_query_answer_bytes` of JSON
+    /// (413).
+    #[error("the query's answer takes more than {limit} bytes of JSON; narrow it")]
+    AnswerTooLarge {
+        /// The limit.
+        limit: u64,
+    },
     /// The directory holds more TD bytes than one JSONPath search reads,
     /// `max_query_scan_bytes` (503).
     #[error("a JSONPath search reads at most {limit} bytes of TDs; the directory holds more (use capability search)")]
@@ -200,7 +207,7 @@ impl DirectoryError {
             NotFound { .. } => 404,
             Conflict { .. } => 409,
             EventGap { .. } => 410,
-            TdTooLarge { .. } | TooManyResults { .. } => 413,
+            TdTooLarge { .. } | TooManyResults { .. } | AnswerTooLarge { .. } => 413,
             QuotaExceeded { .. } => 429,
             Store(_) => 500,
             DirectoryFull { .. } | SearchTooBroad { .. } => 503,
@@ -227,6 +234,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "invalid-query",
             QueryTooLong { .. } => "query-too-long",
             TooManyResults { .. } => "too-many-results",
+            AnswerTooLarge { .. } => "answer-too-large",
             SearchTooBroad { .. } => "search-too-broad",
             EventGap { .. } => "event-gap",
             UnknownEvent { .. } => "unknown-event",
@@ -259,6 +267,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "Invalid search query",
             QueryTooLong { .. } => "Search query too long",
             TooManyResults { .. } => "Too many search results",
+            AnswerTooLarge { .. } => "Search answer too large",
             SearchTooBroad { .. } => "Search over too many Thing Descriptions",
             EventGap { .. } => "Events no longer kept",
             UnknownEvent { .. } => "Unknown event id",

@@ -487,6 +487,36 @@ async fn tdd_search_jsonpath_and_capability_search() {
     problem(response, 400).await;
 }
 
+/// A capability answer cut at `max_capability_results` says so and gives no `total` (the
+/// matches past the cut are not counted); an uncut one gives the number of matches.
+#[tokio::test]
+async fn a_cut_capability_answer_gives_no_total() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_capability_results = 1;
+    let (_agent, server) = served(limits).await;
+    let client = client_from("127.0.0.1");
+    for (name, action) in [("a", "toggle"), ("b", "getWeather"), ("c", "getWeather")] {
+        let id = format!("urn:example:{name}");
+        assert_eq!(
+            put(&client, &server, &id, &td(Some(&id), action)).await,
+            201
+        );
+    }
+    let search = |action: &'static str| {
+        client
+            .get(url(&server, "search/capability"))
+            .query(&[("action", action)])
+            .send()
+    };
+    let cut: Value = search("getWeather").await.unwrap().json().await.unwrap();
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["members"].as_array().unwrap().len(), 1);
+    assert!(cut.get("total").is_none(), "{cut}");
+    let whole: Value = search("toggle").await.unwrap().json().await.unwrap();
+    assert_eq!(whole["truncated"], false);
+    assert_eq!(whole["total"], 1);
+}
+
 /// A minimal SSE reader over a reqwest answer: events as (id, data).
 struct Events {
     response: reqwest::Response,

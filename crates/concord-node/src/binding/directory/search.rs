@@ -20,7 +20,8 @@
 //! A parameter may repeat (`action=a&action=b`: both). The answer (200,
 //! `application/ld+json`) is `{"@context", "@type": "ThingCollection", "total", "members",
 //! "truncated"}`: at most `max_capability_results` TDs in code-point order of id,
-//! `truncated: true` when more matched. No term, more than `max_capability_terms`, an
+//! `truncated: true` when more matched, and then no `total` (the number of matches is not
+//! counted past the cut). No term, more than `max_capability_terms`, an
 //! empty one, an unknown parameter or one over `max_query_bytes`: 400.
 
 use std::sync::Arc;
@@ -77,13 +78,16 @@ pub(super) async fn capability(
         .run(move |directory, now| directory.search_capabilities(&query, now))
         .await;
     answer(result, instance, |matches| {
-        let body = json!({
+        let mut body = json!({
             "@context": DISCOVERY_CONTEXT,
             "@type": "ThingCollection",
-            "total": matches.things.len(),
             "members": matches.things,
             "truncated": matches.truncated,
         });
+        // `total` is the number of matches: known only when the answer holds them all.
+        if !matches.truncated {
+            body["total"] = json!(matches.things.len());
+        }
         json_answer("application/ld+json", &body)
     })
 }
