@@ -518,7 +518,7 @@ async fn a_cut_capability_answer_gives_no_total() {
 }
 
 /// A costly JSONPath search: a regex compiled per node of every TD.
-const COSTLY: &str = r"$..[?search(@,'(\\p{L}{60}){60}')]";
+const COSTLY: &str = r"$..[?search(@,'(\\p{L}{20}){10}')]";
 
 /// One JSONPath search of `query` from `client`: its status and `Retry-After`, or `None`
 /// when the client gave up (its own timeout).
@@ -552,7 +552,7 @@ async fn hostile_searches_take_turns_while_the_legitimate_caller_is_served() {
     let agent = directory_node(DirectoryLimits::default(), limits);
     let server = serve(&agent).await;
     let client = client_from("127.0.0.1");
-    for index in 0..20 {
+    for index in 0..5 {
         let id = format!("urn:example:s{index}");
         assert_eq!(
             put(&client, &server, &id, &td(Some(&id), "toggle")).await,
