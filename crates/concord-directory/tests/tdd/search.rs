@@ -140,7 +140,7 @@ fn a_jsonpath_answer_is_bounded_by_its_bytes() {
         d.put("urn:big", &bytes(&big), &alice(), at(0)).unwrap();
         let once = d.search_jsonpath("$[0]", at(1)).unwrap();
         assert_eq!(once.len(), 1, "{}", under.name);
-        let many = format!("$[{}]", vec!["0"; 5].join(","));
+        let many = format!("$[{}]", ["0"; 5].join(","));
         let refused = d.search_jsonpath(&many, at(1));
         assert!(
             matches!(
@@ -152,7 +152,7 @@ fn a_jsonpath_answer_is_bounded_by_its_bytes() {
             refused.map(|nodes| nodes.len()).unwrap_or(0)
         );
         assert_eq!(status(d.search_jsonpath(&many, at(1))), 413);
-        let small = format!("$[{}].id", vec!["0"; 5].join(","));
+        let small = format!("$[{}].id", ["0"; 5].join(","));
         assert_eq!(d.search_jsonpath(&small, at(1)).unwrap().len(), 5);
     }
 }
