@@ -775,6 +775,9 @@ pub(crate) struct LimitsSection {
     max_fix_rounds: Option<u32>,
     verification_timeout: Option<Humane>,
     max_concurrent_negotiation_work: Option<usize>,
+    // A served directory's JSONPath searches.
+    directory_searches: Option<usize>,
+    directory_searches_per_address: Option<usize>,
     transcript_max_age: Option<Humane>,
     transcript_max_count: Option<u64>,
     transcript_prune_interval: Option<Humane>,
@@ -1722,6 +1725,9 @@ impl LimitsSection {
             max_fix_rounds,
             verification_timeout,
             max_concurrent_negotiation_work,
+            // A served directory's JSONPath searches.
+            directory_searches,
+            directory_searches_per_address,
             hello_timeout,
             idle_timeout,
             first_proposal_timeout,

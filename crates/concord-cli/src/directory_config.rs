@@ -20,6 +20,7 @@
 //! event_retention = 1000             # events kept for Last-Event-ID replay
 //! max_query_bytes = 1024             # the longest JSONPath query (400 above)
 //! max_query_results = 1000           # nodes one JSONPath search answers (413 above)
+//! max_query_answer_bytes = 4194304   # JSON bytes of one JSONPath answer (413 above)
 //! max_query_scan_bytes = 16777216   # TD bytes one JSONPath search reads (503 above)
 //! max_page_size = 100                # TDs per listing page
 //! max_capability_results = 100       # TDs one capability search answers
@@ -173,6 +174,7 @@ struct DirectorySection {
     event_retention: Option<usize>,
     max_query_bytes: Option<usize>,
     max_query_results: Option<usize>,
+    max_query_answer_bytes: Option<u64>,
     max_query_scan_bytes: Option<u64>,
     max_page_size: Option<u64>,
     max_capability_results: Option<u64>,
@@ -245,6 +247,7 @@ impl File {
             event_retention,
             max_query_bytes,
             max_query_results,
+            max_query_answer_bytes,
             max_query_scan_bytes,
             max_page_size,
             max_capability_results,
@@ -331,6 +334,7 @@ mod tests {
             event_retention = 10
             max_query_bytes = 64
             max_query_results = 20
+            max_query_answer_bytes = 30
             max_query_scan_bytes = 40
             max_page_size = 5
             max_capability_results = 7
@@ -355,6 +359,7 @@ mod tests {
         assert_eq!(limits.event_retention, 10);
         assert_eq!(limits.max_query_bytes, 64);
         assert_eq!(limits.max_query_results, 20);
+        assert_eq!(limits.max_query_answer_bytes, 30);
         assert_eq!(limits.max_query_scan_bytes, 40);
         assert_eq!(limits.max_page_size, 5);
         assert_eq!(limits.max_capability_results, 7);
@@ -385,6 +390,10 @@ mod tests {
         for (text, key) in [
             ("[directory]\nmax_entries = 0", "directory.max_entries"),
             ("[directory]\nmax_page_size = 0", "directory.max_page_size"),
+            (
+                "[directory]\nmax_query_answer_bytes = 0",
+                "directory.max_query_answer_bytes",
+            ),
             (
                 "[directory]\nmin_ttl = \"2h\"\nmax_ttl = \"1h\"",
                 "directory.min_ttl",

@@ -349,8 +349,10 @@ impl Directory {
         let page = self.store.page(query.offset, limit, now)?;
         let shown = u64::try_from(page.entries.len()).unwrap_or(u64::MAX);
         let reached = query.offset.saturating_add(shown);
+        // The next page repeats the client's own `limit` (W3C: "the same limit argument
+        // given on the initial request"), while each page serves at most `max_page_size`.
         let next = (shown > 0 && reached < page.total)
-            .then(|| ListQuery::new(reached, Some(limit), query.format));
+            .then(|| ListQuery::new(reached, query.limit, query.format));
         Ok(Listing {
             things: page
                 .entries

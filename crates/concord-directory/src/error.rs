@@ -144,6 +144,13 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
+    /// The nodes a JSONPath query selects take more than `max_query_answer_bytes` of JSON
+    /// (413).
+    #[error("the query's answer takes more than {limit} bytes of JSON; narrow it")]
+    AnswerTooLarge {
+        /// The limit.
+        limit: u64,
+    },
     /// The directory holds more TD bytes than one JSONPath search reads,
     /// `max_query_scan_bytes` (503).
     #[error("a JSONPath search reads at most {limit} bytes of TDs; the directory holds more (use capability search)")]
@@ -206,7 +213,7 @@ impl DirectoryError {
             NotFound { .. } => 404,
             Conflict { .. } => 409,
             EventGap { .. } => 410,
-            TdTooLarge { .. } => 413,
+            TdTooLarge { .. } | AnswerTooLarge { .. } => 413,
             QuotaExceeded { .. } => 429,
             Store(_) => 500,
             DirectoryFull { .. } | SearchTooBroad { .. } => 503,
@@ -247,6 +254,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "invalid-query",
             QueryTooLong { .. } => "query-too-long",
             TooManyResults { .. } => "too-many-results",
+            AnswerTooLarge { .. } => "answer-too-large",
             SearchTooBroad { .. } => "search-too-broad",
             EventGap { .. } => "event-gap",
             UnknownEvent { .. } => "unknown-event",
@@ -279,6 +287,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "Invalid search query",
             QueryTooLong { .. } => "Search query too long",
             TooManyResults { .. } => "Too many search results",
+            AnswerTooLarge { .. } => "Search answer too large",
             SearchTooBroad { .. } => "Search over too many Thing Descriptions",
             EventGap { .. } => "Events no longer kept",
             UnknownEvent { .. } => "Unknown event id",

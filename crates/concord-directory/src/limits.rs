@@ -35,6 +35,11 @@ pub struct DirectoryLimits {
     /// The most nodes a JSONPath search answers. Default 1,000. More:
     /// [`DirectoryError::TooManyResults`](crate::DirectoryError::TooManyResults) (400).
     pub max_query_results: usize,
+    /// The most bytes of JSON the nodes one JSONPath search selects take (counted from
+    /// the selected nodes before any is copied, so `$[0,0,0,…]` cannot multiply a large
+    /// TD). Default 4 MiB. More:
+    /// [`DirectoryError::AnswerTooLarge`](crate::DirectoryError::AnswerTooLarge) (413).
+    pub max_query_answer_bytes: u64,
     /// The most bytes of stored TDs (their JSON) a JSONPath search walks: the directory
     /// holds them parsed and enriched between searches, and every search walks them all,
     /// so this bounds both the work of one search and that memory (parsed, a TD takes
@@ -44,7 +49,7 @@ pub struct DirectoryLimits {
     /// [`DirectoryError::SearchTooBroad`](crate::DirectoryError::SearchTooBroad) (503).
     pub max_query_scan_bytes: u64,
     /// The most TDs one listing page holds; a larger `limit` (or none) is cut to it and the
-    /// answer pages on with `next`. Default 100.
+    /// answer pages on with `next`, which repeats the `limit` the client sent. Default 100.
     pub max_page_size: u64,
     /// The most TDs a capability search answers; beyond, the answer says it was cut.
     /// Default 100.
@@ -66,6 +71,7 @@ impl Default for DirectoryLimits {
             event_retention: 1_000,
             max_query_bytes: 1_024,
             max_query_results: 1_000,
+            max_query_answer_bytes: 4 * 1024 * 1024,
             max_query_scan_bytes: 16 * 1024 * 1024,
             max_page_size: 100,
             max_capability_results: 100,
@@ -112,6 +118,7 @@ impl DirectoryLimits {
         zero("event_retention", wide(self.event_retention))?;
         zero("max_query_bytes", wide(self.max_query_bytes))?;
         zero("max_query_results", wide(self.max_query_results))?;
+        zero("max_query_answer_bytes", self.max_query_answer_bytes)?;
         zero("max_query_scan_bytes", self.max_query_scan_bytes)?;
         zero("max_page_size", self.max_page_size)?;
         zero("max_capability_results", self.max_capability_results)?;

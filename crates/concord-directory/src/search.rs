@@ -25,7 +25,9 @@ pub(crate) fn compile(query: &str, limits: &DirectoryLimits) -> Result<JsonPath,
     })
 }
 
-/// The nodes `path` selects in `things`, at most `max_query_results`.
+/// The nodes `path` selects in `things`, at most `max_query_results` of them taking at most
+/// `max_query_answer_bytes` of JSON: the sizes are counted from the selected nodes, by
+/// reference, before any is copied.
 pub(crate) fn run(
     path: &JsonPath,
     things: &Value,
@@ -37,5 +39,42 @@ pub(crate) fn run(
             limit: limits.max_query_results,
         });
     }
-    Ok(nodes.all().into_iter().cloned().collect())
+    let nodes = nodes.all();
+    let mut counted = Counted::within(limits.max_query_answer_bytes);
+    for node in &nodes {
+        if serde_json::to_writer(&mut counted, node).is_err() {
+            return Err(DirectoryError::AnswerTooLarge {
+                limit: limits.max_query_answer_bytes,
+            });
+        }
+    }
+    Ok(nodes.into_iter().cloned().collect())
+}
+
+/// A writer that keeps nothing and counts the bytes written, failing past `limit`: so
+/// counting a large answer stops at the limit.
+struct Counted {
+    bytes: u64,
+    limit: u64,
+}
+
+impl Counted {
+    fn within(limit: u64) -> Self {
+        Self { bytes: 0, limit }
+    }
+}
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let more = u64::try_from(buf.len()).unwrap_or(u64::MAX);
+        self.bytes = self.bytes.saturating_add(more);
+        if self.bytes > self.limit {
+            return Err(std::io::Error::other("over max_query_answer_bytes"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -36,6 +36,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `ping_interval` | 30 s | an established session whose peer sent nothing (not even a pong) for this long is sent a WebSocket ping |
 /// | `pong_timeout` | 10 s | a peer that sends nothing within this after a ping is closed with 1008 and a reason |
 /// | `stream_idle_timeout` | 60 s | a stream with no byte either way (data, credit or end) for this long is reset with code 408 (idle); a stream action over HTTP with no chunk in and none taken by the client for this long, once it runs, has its answer cut short (no orderly end of its chunked body) |
+/// | `directory_searches`, `directory_searches_per_address` | 2, 1 | JSONPath searches a served directory runs at once, over all callers and for one client address: one more is answered 503 (node) or 429 (address) with `Retry-After` |
 /// | `max_connections` | 1024 | TCP connections at once, in any state: one more is answered HTTP 503 with `Retry-After` and closed |
 /// | `max_connections_per_address` | 256 | TCP connections at once from one client address: one more is answered HTTP 429 with `Retry-After` and closed |
 /// | `connection_rate_per_address` | 64 per s, bursts of `connection_burst_per_address` (256) | new TCP connections from one client address: one over it is answered HTTP 429 with `Retry-After` and closed |
@@ -270,6 +271,15 @@ pub struct Limits {
     /// (8 MiB), a listing's pages (100), a request's time (10 s); see
     /// [`DirectoryClientLimits`](crate::DirectoryClientLimits).
     pub directory_client: crate::DirectoryClientLimits,
+    // A served directory's JSONPath searches.
+    /// JSONPath searches a served directory runs at once over all callers (2): each walks
+    /// every TD on a blocking thread, so a few callers could otherwise fill tokio's
+    /// blocking pool and stall every directory operation. One more is refused at once
+    /// with 503 and `Retry-After`.
+    pub directory_searches: usize,
+    /// JSONPath searches one client address (an IPv4 address or an IPv6 /64) runs at once
+    /// on a served directory (1). One more is refused at once with 429 and `Retry-After`.
+    pub directory_searches_per_address: usize,
     // The WoT HTTP binding's request bodies.
     /// The largest request body the WoT HTTP binding reads (1 MiB), counted as it arrives
     /// (a chunked body too): one byte more is refused with 413 before the body is read
@@ -358,6 +368,9 @@ impl Default for Limits {
             event_overflow: concord_interact::Overflow::DropOldest,
             streams: concord_interact::stream::StreamLimits::default(),
             directory_client: crate::DirectoryClientLimits::default(),
+            // A served directory's JSONPath searches.
+            directory_searches: 2,
+            directory_searches_per_address: 1,
             // The WoT HTTP binding's request bodies.
             http_max_body: 1024 * 1024,
             http_body_timeout: Duration::from_secs(10),
@@ -651,6 +664,12 @@ impl Limits {
             (
                 "directory_client.timeout",
                 self.directory_client.timeout.is_zero(),
+            ),
+            // A served directory's JSONPath searches.
+            ("directory_searches", self.directory_searches == 0),
+            (
+                "directory_searches_per_address",
+                self.directory_searches_per_address == 0,
             ),
         ];
         if let Some(&(name, _)) = zero.iter().find(|(_, zero)| *zero) {

@@ -126,6 +126,15 @@ fn a_page_is_cut_to_max_page_size() {
             .list(&ListQuery::new(0, Some(50), ListFormat::Array), at(1))
             .unwrap();
         assert_eq!(page.things.len(), 2, "{}", under.name);
-        assert_eq!(page.next.unwrap().to_query_string(), "offset=2&limit=2");
+        assert_eq!(
+            page.next.unwrap().to_query_string(),
+            "offset=2&limit=50",
+            "the next link repeats the limit the client sent ({})",
+            under.name
+        );
+        let unlimited = d
+            .list(&ListQuery::new(0, None, ListFormat::Array), at(1))
+            .unwrap();
+        assert_eq!(unlimited.next.unwrap().to_query_string(), "offset=2");
     }
 }

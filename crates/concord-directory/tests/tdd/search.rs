@@ -133,6 +133,36 @@ fn a_jsonpath_search_over_too_much_or_matching_too_much_is_refused() {
     }
 }
 
+/// `$[0,0,0,…]` selects one TD many times: the answer is bounded by its bytes of JSON,
+/// not only by its count of nodes.
+#[test]
+fn a_jsonpath_answer_is_bounded_by_its_bytes() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_query_answer_bytes = 20_000;
+    for under in directories_with(limits.clone()) {
+        let d = &under.directory;
+        let mut big = td(Some("urn:big"), "Big");
+        big["description"] = serde_json::Value::String("x".repeat(8_000));
+        d.put("urn:big", &bytes(&big), &alice(), at(0)).unwrap();
+        let once = d.search_jsonpath("$[0]", at(1)).unwrap();
+        assert_eq!(once.len(), 1, "{}", under.name);
+        let many = format!("$[{}]", ["0"; 5].join(","));
+        let refused = d.search_jsonpath(&many, at(1));
+        assert!(
+            matches!(
+                refused,
+                Err(DirectoryError::AnswerTooLarge { limit: 20_000 })
+            ),
+            "{}: {}",
+            under.name,
+            refused.map(|nodes| nodes.len()).unwrap_or(0)
+        );
+        assert_eq!(status(d.search_jsonpath(&many, at(1))), 413);
+        let small = format!("$[{}].id", ["0"; 5].join(","));
+        assert_eq!(d.search_jsonpath(&small, at(1)).unwrap().len(), 5);
+    }
+}
+
 #[test]
 fn capability_search_finds_who_can_do_this() {
     for under in directories() {

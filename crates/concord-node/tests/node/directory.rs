@@ -487,6 +487,136 @@ async fn tdd_search_jsonpath_and_capability_search() {
     problem(response, 400).await;
 }
 
+/// A capability answer cut at `max_capability_results` says so and gives no `total` (the
+/// matches past the cut are not counted); an uncut one gives the number of matches.
+#[tokio::test]
+async fn a_cut_capability_answer_gives_no_total() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_capability_results = 1;
+    let (_agent, server) = served(limits).await;
+    let client = client_from("127.0.0.1");
+    for (name, action) in [("a", "toggle"), ("b", "getWeather"), ("c", "getWeather")] {
+        let id = format!("urn:example:{name}");
+        assert_eq!(
+            put(&client, &server, &id, &td(Some(&id), action)).await,
+            201
+        );
+    }
+    let search = |action: &'static str| {
+        client
+            .get(url(&server, "search/capability"))
+            .query(&[("action", action)])
+            .send()
+    };
+    let cut: Value = search("getWeather").await.unwrap().json().await.unwrap();
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["members"].as_array().unwrap().len(), 1);
+    assert!(cut.get("total").is_none(), "{cut}");
+    let whole: Value = search("toggle").await.unwrap().json().await.unwrap();
+    assert_eq!(whole["truncated"], false);
+    assert_eq!(whole["total"], 1);
+}
+
+/// A costly JSONPath search: a regex compiled per node of every TD.
+const COSTLY: &str = r"$..[?search(@,'(\\p{L}{20}){10}')]";
+
+/// One JSONPath search of `query` from `client`: its status and `Retry-After`, or `None`
+/// when the client gave up (its own timeout).
+async fn search_from(
+    client: &reqwest::Client,
+    server: &Server,
+    query: &str,
+) -> Option<(u16, Option<String>)> {
+    let response = client
+        .get(url(server, "search/jsonpath"))
+        .query(&[("query", query)])
+        .send()
+        .await
+        .ok()?;
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    Some((response.status().as_u16(), retry))
+}
+
+/// Strangers firing costly JSONPath searches at once take turns: one address beyond its
+/// share gets 429, the node beyond its turns 503, both with `Retry-After`; meanwhile the
+/// legitimate caller's search and write from 127.0.0.1 are served.
+#[tokio::test]
+async fn hostile_searches_take_turns_while_the_legitimate_caller_is_served() {
+    let mut limits = quick_limits();
+    limits.directory_searches = 2;
+    limits.directory_searches_per_address = 1;
+    let agent = directory_node(DirectoryLimits::default(), limits);
+    let server = serve(&agent).await;
+    let client = client_from("127.0.0.1");
+    for index in 0..5 {
+        let id = format!("urn:example:s{index}");
+        assert_eq!(
+            put(&client, &server, &id, &td(Some(&id), "toggle")).await,
+            201
+        );
+    }
+    // One stranger fires four at once: beyond its one turn, 429.
+    let stranger = client_from("127.0.0.2");
+    let burst =
+        futures_util::future::join_all((0..4).map(|_| search_from(&stranger, &server, COSTLY)));
+    let legitimate = async {
+        // The stranger holds one of the node's two turns: the other is 127.0.0.1's.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let found = search_from(&client, &server, "$[?@.id=='urn:example:s3'].id").await;
+        let written = put(
+            &client,
+            &server,
+            "urn:example:late",
+            &td(Some("urn:example:late"), "toggle"),
+        )
+        .await;
+        (found, written)
+    };
+    let (answers, (found, written)) = tokio::join!(burst, legitimate);
+    assert_eq!(found.map(|(status, _)| status), Some(200));
+    assert_eq!(written, 201);
+    let refused: Vec<_> = answers
+        .iter()
+        .flatten()
+        .filter(|(status, _)| *status == 429)
+        .collect();
+    assert!(!refused.is_empty(), "{answers:?}");
+    assert!(
+        refused.iter().all(|(_, retry)| retry.is_some()),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .flatten()
+            .all(|(status, _)| [200, 429].contains(status)),
+        "{answers:?}"
+    );
+
+    // Three strangers at once: beyond the node's two turns, 503.
+    let strangers: Vec<_> = ["127.0.0.3", "127.0.0.4", "127.0.0.5"]
+        .into_iter()
+        .map(client_from)
+        .collect();
+    let answers = futures_util::future::join_all(
+        strangers
+            .iter()
+            .map(|stranger| search_from(stranger, &server, COSTLY)),
+    )
+    .await;
+    let busy: Vec<_> = answers
+        .iter()
+        .flatten()
+        .filter(|(status, _)| *status == 503)
+        .collect();
+    assert!(!busy.is_empty(), "{answers:?}");
+    assert!(busy.iter().all(|(_, retry)| retry.is_some()), "{answers:?}");
+}
+
 /// A minimal SSE reader over a reqwest answer: events as (id, data).
 struct Events {
     response: reqwest::Response,

@@ -38,6 +38,7 @@ mod access;
 mod agents;
 mod described;
 mod events;
+mod gate;
 mod request;
 mod search;
 mod things;
@@ -111,6 +112,8 @@ pub(crate) struct DirectoryState {
     require_signatures: bool,
     /// The live notifications.
     hub: Arc<Hub>,
+    /// Turns for JSONPath searches.
+    searches: Arc<gate::SearchGate>,
 }
 
 impl DirectoryState {
@@ -160,6 +163,10 @@ impl Binding for DirectoryBinding {
             directory: self.service.directory.clone(),
             require_signatures: self.service.require_signatures,
             hub: Arc::clone(&hub),
+            searches: gate::SearchGate::new(
+                self.shared.limits.directory_searches,
+                self.shared.limits.directory_searches_per_address,
+            ),
         });
         tokio::spawn(Arc::clone(&hub).run(site.clone()));
         tokio::spawn(purge(

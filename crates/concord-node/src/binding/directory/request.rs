@@ -115,7 +115,7 @@ fn too_large(limit: usize, instance: &str) -> Response {
 }
 
 /// The client key of `remote`: its IPv4 address, or its IPv6 /64.
-fn client_of(remote: SocketAddr) -> String {
+pub(super) fn client_of(remote: SocketAddr) -> String {
     ClientKey::of(remote.ip()).to_string()
 }
 

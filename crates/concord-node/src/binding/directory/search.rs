@@ -17,27 +17,35 @@
 //! | `did=DID` | the agent's DID (`concord:metaProtocol`'s `concord:did`) |
 //! | `type=TYPE` | `TYPE` in its `@type` |
 //!
+//! A JSONPath search takes a turn first: at most `Limits::directory_searches` run at once
+//! over the node and `Limits::directory_searches_per_address` for one client address; one
+//! more is refused at once, 429 (its address's share) or 503 (the node's), with
+//! `Retry-After`.
+//!
 //! A parameter may repeat (`action=a&action=b`: both). The answer (200,
 //! `application/ld+json`) is `{"@context", "@type": "ThingCollection", "total", "members",
 //! "truncated"}`: at most `max_capability_results` TDs in code-point order of id,
-//! `truncated: true` when more matched. No term, more than `max_capability_terms`, an
+//! `truncated: true` when more matched, and then no `total` (the number of matches is not
+//! counted past the cut). No term, more than `max_capability_terms`, an
 //! empty one, an unknown parameter or one over `max_query_bytes`: 400.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::Uri;
 use axum::response::Response;
 use concord_directory::{CapabilityKind, CapabilityQuery, DirectoryError, DISCOVERY_CONTEXT};
 use serde_json::{json, Value};
 
-use super::request::{answer, json_answer, parameters, refused};
+use super::request::{answer, client_of, json_answer, parameters, refused};
 use super::DirectoryState;
 
 /// `GET /search/jsonpath?query=` (tdd-search-jsonpath-method, tdd-search-jsonpath-parameter,
 /// tdd-search-jsonpath-response): 200 `application/json`, the nodes selected.
 pub(super) async fn jsonpath(
     State(state): State<Arc<DirectoryState>>,
+    ConnectInfo(remote): ConnectInfo<SocketAddr>,
     RawQuery(raw): RawQuery,
     uri: Uri,
 ) -> Response {
@@ -54,8 +62,17 @@ pub(super) async fn jsonpath(
             return refused(&error, instance);
         }
     };
+    let turn = match state.searches.enter(client_of(remote)) {
+        Ok(turn) => turn,
+        Err(busy) => return busy.answer(instance),
+    };
+    // The turn goes with the search: held until it ends, even if the caller went away.
     let result = state
-        .run(move |directory, now| directory.search_jsonpath(&query, now))
+        .run(move |directory, now| {
+            let found = directory.search_jsonpath(&query, now);
+            drop(turn);
+            found
+        })
         .await;
     answer(result, instance, |nodes| {
         json_answer("application/json", &Value::Array(nodes))
@@ -77,13 +94,16 @@ pub(super) async fn capability(
         .run(move |directory, now| directory.search_capabilities(&query, now))
         .await;
     answer(result, instance, |matches| {
-        let body = json!({
+        let mut body = json!({
             "@context": DISCOVERY_CONTEXT,
             "@type": "ThingCollection",
-            "total": matches.things.len(),
             "members": matches.things,
             "truncated": matches.truncated,
         });
+        // `total` is the number of matches: known only when the answer holds them all.
+        if !matches.truncated {
+            body["total"] = json!(matches.things.len());
+        }
         json_answer("application/ld+json", &body)
     })
 }
