@@ -282,7 +282,8 @@ fn an_unknown_concord_term_on_an_action_is_a_warning() {
 
 /// An independent check: the official TD JSON Schema (`../shared/testdata/td`), through the
 /// `jsonschema` crate, accepts the description with Concord's action terms. Its `@context`
-/// definition accepts only the experimental `wot-next` URI; it is pointed at TD 1.1.
+/// definition accepts only the experimental `wot-next` URI; it is pointed at TD 1.1, and
+/// TD 1.1's "TD 1.0 URI first" form is added (the node's Python check does the same).
 #[test]
 fn the_official_td_schema_accepts_the_terms() {
     let Some(dir) = common::td_dir() else {
@@ -298,6 +299,19 @@ fn the_official_td_schema_accepts_the_terms() {
             definition["const"] = json!("https://www.w3.org/2022/wot/td/v1.1");
         }
     }
+    // TD 1.1 also allows the TD 1.0 URI first, then TD 1.1's, then others (what older
+    // consumers such as node-wot 0.9.2 accept, and what descriptions open with).
+    let context = &mut schema["definitions"]["thing-context"]["anyOf"];
+    let others = context[1]["additionalItems"].clone();
+    context.as_array_mut().unwrap().push(json!({
+        "type": "array",
+        "items": [
+            {"$ref": "#/definitions/thing-context-td-uri-v1"},
+            {"$ref": "#/definitions/thing-context-td-uri-temp"}
+        ],
+        "minItems": 2,
+        "additionalItems": others,
+    }));
     let validator = jsonschema::draft7::options()
         .should_validate_formats(true)
         .build(&schema)
