@@ -60,6 +60,10 @@ fn schema_does_not_express(problem: &Problem) -> bool {
         ProblemKind::WrongType | ProblemKind::InvalidValue if in_context => true,
         // `contentType` is a media type; the schema takes any string.
         ProblemKind::InvalidValue if last == "contentType" => true,
+        // `subprotocol` and the HTTP method's fit to the op are the HTTP binding's rules
+        // (WoT Binding Templates); the schema takes any string.
+        ProblemKind::InvalidValue if last == "subprotocol" => true,
+        ProblemKind::WrongType | ProblemKind::InvalidValue if last == "htv:methodName" => true,
         // `titles`/`descriptions` are keyed by language tag; the schema does not look at keys.
         ProblemKind::InvalidValue if parent == "titles" || parent == "descriptions" => true,
         // A data schema's `properties` is an object of schemas; the schema omits `type: object`.
