@@ -13,6 +13,7 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
+use concord_identity::Caller;
 
 use super::DirectoryState;
 use crate::binding::http::{admit_stream, Admitted};
@@ -65,6 +66,17 @@ pub(super) fn reading(
     router.route_layer(axum::middleware::from_fn_with_state(
         Arc::clone(state),
         move |State(state): State<Arc<DirectoryState>>, request: Request, next: Next| async move {
+            // A read every caller may make is served as it comes: credentials it carries
+            // (an ANP crawler signs every request) are not checked for nothing.
+            let (parts, body) = request.into_parts();
+            let identity = &state.http.shared.identity;
+            if affordances(&parts)
+                .iter()
+                .all(|name| identity.permits(&Caller::Anonymous, name))
+            {
+                return next.run(Request::from_parts(parts, body)).await;
+            }
+            let request = Request::from_parts(parts, body);
             let (admitted, body) = match admit_stream(&state.http, request).await {
                 Ok(admitted) => admitted,
                 Err(answer) => return answer,
