@@ -240,7 +240,7 @@ fn actions(site: &Site, signed_writes: bool) -> Vec<(String, ActionBuilder)> {
 }
 
 /// The form's expected `response` (`htv:statusCodeValue` `status`, with `content_type`
-/// if it has a body) and its `additionalResponses`: the directory Thing Model's problem
+/// if it has a body, else the form's own: TD 1.1 requires one) and its `additionalResponses`: the directory Thing Model's problem
 /// answers, each `(status, description)`.
 fn responds(
     mut form: Form,
@@ -248,10 +248,17 @@ fn responds(
     content_type: Option<&str>,
     problems: &[(u16, &str)],
 ) -> Form {
-    let mut response = json!({"description": "Success response", "htv:statusCodeValue": status});
-    if let Some(media) = content_type {
-        response["contentType"] = json!(media);
-    }
+    // TD 1.1 makes a response's `contentType` mandatory (node-wot's schema refuses one
+    // without): an answer with no body says the form's own.
+    let media = content_type
+        .map(str::to_owned)
+        .or_else(|| form.content_type.clone())
+        .unwrap_or_else(|| "application/json".to_owned());
+    let response = json!({
+        "description": "Success response",
+        "htv:statusCodeValue": status,
+        "contentType": media,
+    });
     form.response = serde_json::from_value(response).ok();
     if !problems.is_empty() {
         let additional: Vec<Value> = problems
