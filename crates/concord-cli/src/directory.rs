@@ -60,7 +60,8 @@ The configuration (TOML, every key optional):
   max_td_bytes = 65536             # also: max_entries, max_entries_per_registrant, min_ttl,
                                    # max_ttl, default_ttl (or \"none\"), event_retention,
                                    # max_query_bytes, max_query_results, max_query_answer_bytes,
-                                   # max_query_scan_bytes,
+                                   # max_query_scan_bytes, max_query_time,
+                                   # max_query_descendants, max_query_pattern_bytes,
                                    # max_page_size, max_capability_results, max_capability_terms
   [node]                           # listen, data_dir, public_url, tls, shutdown_grace
   [limits]                         # the node's limits, as in an agent's configuration

@@ -22,6 +22,9 @@
 //! max_query_results = 1000           # nodes one JSONPath search answers (413 above)
 //! max_query_answer_bytes = 4194304   # JSON bytes of one JSONPath answer (413 above)
 //! max_query_scan_bytes = 16777216   # TD bytes one JSONPath search reads (503 above)
+//! max_query_time = "2s"              # how long one JSONPath search runs (400 past it)
+//! max_query_descendants = 2          # `..` segments in one JSONPath query (400 above)
+//! max_query_pattern_bytes = 128      # a match()/search() regular expression (400 above)
 //! max_page_size = 100                # TDs per listing page
 //! max_capability_results = 100       # TDs one capability search answers
 //! max_capability_terms = 8           # terms one capability search combines (400 above)
@@ -176,6 +179,9 @@ struct DirectorySection {
     max_query_results: Option<usize>,
     max_query_answer_bytes: Option<u64>,
     max_query_scan_bytes: Option<u64>,
+    max_query_time: Option<Humane>,
+    max_query_descendants: Option<usize>,
+    max_query_pattern_bytes: Option<usize>,
     max_page_size: Option<u64>,
     max_capability_results: Option<u64>,
     max_capability_terms: Option<usize>,
@@ -249,6 +255,9 @@ impl File {
             max_query_results,
             max_query_answer_bytes,
             max_query_scan_bytes,
+            max_query_time,
+            max_query_descendants,
+            max_query_pattern_bytes,
             max_page_size,
             max_capability_results,
             max_capability_terms
@@ -336,6 +345,9 @@ mod tests {
             max_query_results = 20
             max_query_answer_bytes = 30
             max_query_scan_bytes = 40
+            max_query_time = "250ms"
+            max_query_descendants = 1
+            max_query_pattern_bytes = 16
             max_page_size = 5
             max_capability_results = 7
             max_capability_terms = 2
@@ -361,6 +373,9 @@ mod tests {
         assert_eq!(limits.max_query_results, 20);
         assert_eq!(limits.max_query_answer_bytes, 30);
         assert_eq!(limits.max_query_scan_bytes, 40);
+        assert_eq!(limits.max_query_time, Duration::from_millis(250));
+        assert_eq!(limits.max_query_descendants, 1);
+        assert_eq!(limits.max_query_pattern_bytes, 16);
         assert_eq!(limits.max_page_size, 5);
         assert_eq!(limits.max_capability_results, 7);
         assert_eq!(limits.max_capability_terms, 2);

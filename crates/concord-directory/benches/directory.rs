@@ -185,14 +185,16 @@ fn main() {
     let heap_before = LIVE.load(Ordering::Relaxed);
     let start = Instant::now();
     let found = directory
-        .search_jsonpath("$[?@.title=='Agent 00042']", now)
+        .search_jsonpath("$[?@.title=='Agent 00042']", now, &mut || Duration::ZERO)
         .expect("jsonpath");
     let path_cold = start.elapsed();
     let snapshot_heap = (LIVE.load(Ordering::Relaxed) - heap_before) as f64 / TDS as f64;
     assert_eq!(found.len(), 1);
     let (path50, path99) = percentiles(200, |n| {
         let query = format!("$[?@.title=='Agent {:05}']", (n * 397) % TDS);
-        let found = directory.search_jsonpath(&query, now).expect("jsonpath");
+        let found = directory
+            .search_jsonpath(&query, now, &mut || Duration::ZERO)
+            .expect("jsonpath");
         assert_eq!(found.len(), 1);
     });
     // A search after one TD was replaced: the snapshot catches up by the events.
@@ -204,7 +206,9 @@ fn main() {
             .expect("replace");
         let start = Instant::now();
         let found = directory
-            .search_jsonpath(&format!("$[?@.title=='Agent {id:05}']"), now)
+            .search_jsonpath(&format!("$[?@.title=='Agent {id:05}']"), now, &mut || {
+                Duration::ZERO
+            })
             .expect("jsonpath");
         after_write.push(start.elapsed());
         assert_eq!(found.len(), 1);

@@ -153,6 +153,27 @@ pub fn directory_store(store: &dyn DirectoryStore) {
         "offset and limit page unexpired entries"
     );
     assert_eq!(later.total, 3, "the total counts unexpired entries");
+    let scanned = |after: Option<&str>, limit: u64, now: i64| -> Vec<String> {
+        ok("scan", store.scan(after, limit, now))
+            .into_iter()
+            .map(|e| e.id)
+            .collect()
+    };
+    assert_eq!(
+        scanned(None, 10, 1_000),
+        ["urn:Z", "urn:a", "urn:é", "urn:😀"],
+        "a scan walks unexpired entries in code-point order of id"
+    );
+    assert_eq!(
+        scanned(Some("urn:Z"), 2, 6_000),
+        ["urn:a", "urn:😀"],
+        "a scan goes on after the id given, within its limit, without expired entries"
+    );
+    assert_eq!(
+        scanned(Some("urn:b"), 10, 1_000),
+        ["urn:é", "urn:😀"],
+        "a scan may go on after an id no longer held"
+    );
 
     assert_eq!(
         ok(

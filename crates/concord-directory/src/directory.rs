@@ -2,7 +2,7 @@
 //! [`DirectoryStore`], each taking `now` and doing no I/O of its own.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use concord_describe::Validator;
 use serde_json::Value;
@@ -413,7 +413,12 @@ impl Directory {
     }
 
     /// JSONPath search (RFC 9535) over the enriched TDs as one array (the query's root),
-    /// within `max_query_bytes`, `max_query_scan_bytes` and `max_query_results`. The TDs
+    /// within `max_query_bytes`, `max_query_scan_bytes`, `max_query_results`,
+    /// `max_query_answer_bytes` and `max_query_time`. The query is evaluated on one TD
+    /// after another, each the only member of the root array, and `elapsed` (the time the
+    /// search has taken, by the caller's clock) is asked before each: the nodes come
+    /// grouped by TD, and a query that selects by position on the root or holds `$` in a
+    /// filter is refused. The TDs
     /// are held parsed and enriched between searches (without `registration.retrieved`)
     /// in step with the store's revision: after a write by any process sharing the store,
     /// the next search reads again the TDs the events since name (all of them when those
@@ -421,18 +426,20 @@ impl Directory {
     ///
     /// # Errors
     /// [`DirectoryError::QueryTooLong`], [`DirectoryError::InvalidQuery`],
-    /// [`DirectoryError::SearchTooBroad`], [`DirectoryError::TooManyResults`], or a store
+    /// [`DirectoryError::SearchTooBroad`], [`DirectoryError::TooManyResults`],
+    /// [`DirectoryError::AnswerTooLarge`], [`DirectoryError::SearchTooSlow`], or a store
     /// failure.
     pub fn search_jsonpath(
         &self,
         query: &str,
         now: SystemTime,
+        elapsed: &mut dyn FnMut() -> Duration,
     ) -> Result<Vec<Value>, DirectoryError> {
-        let path = search::compile(query, &self.limits)?;
+        let query = search::compile(query, &self.limits)?;
         let snapshot = self
             .search
             .snapshot(self.store.as_ref(), &self.limits, unix_millis(now))?;
-        search::run(&path, &snapshot.things, &self.limits)
+        search::run(&query, &snapshot.things, &self.limits, elapsed)
     }
 
     /// Capability search: the enriched TDs holding every term of `query`, in code-point

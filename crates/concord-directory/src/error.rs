@@ -144,6 +144,17 @@ pub enum DirectoryError {
         /// The limit.
         limit: usize,
     },
+    /// A JSONPath search ran past `max_query_time` before it had walked every TD (400:
+    /// the query is too expensive for the directory's TDs; narrow it).
+    #[error("the query ran past {limit:?} after {walked} of {held} TDs; narrow it")]
+    SearchTooSlow {
+        /// The limit.
+        limit: std::time::Duration,
+        /// The TDs it had walked.
+        walked: usize,
+        /// The TDs the directory holds.
+        held: usize,
+    },
     /// The nodes a JSONPath query selects take more than `max_query_answer_bytes` of JSON
     /// (413).
     #[error("the query's answer takes more than {limit} bytes of JSON; narrow it")]
@@ -208,6 +219,7 @@ impl DirectoryError {
             | InvalidQuery { .. }
             | QueryTooLong { .. }
             | TooManyResults { .. }
+            | SearchTooSlow { .. }
             | UnknownEvent { .. } => 400,
             NotOwner { .. } | NotNamedWriter { .. } => 403,
             NotFound { .. } => 404,
@@ -254,6 +266,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "invalid-query",
             QueryTooLong { .. } => "query-too-long",
             TooManyResults { .. } => "too-many-results",
+            SearchTooSlow { .. } => "search-too-slow",
             AnswerTooLarge { .. } => "answer-too-large",
             SearchTooBroad { .. } => "search-too-broad",
             EventGap { .. } => "event-gap",
@@ -287,6 +300,7 @@ impl DirectoryError {
             InvalidQuery { .. } => "Invalid search query",
             QueryTooLong { .. } => "Search query too long",
             TooManyResults { .. } => "Too many search results",
+            SearchTooSlow { .. } => "Search too slow",
             AnswerTooLarge { .. } => "Search answer too large",
             SearchTooBroad { .. } => "Search over too many Thing Descriptions",
             EventGap { .. } => "Events no longer kept",

@@ -50,6 +50,8 @@ mod event;
 mod limits;
 mod listing;
 mod memory;
+mod query_shape;
+mod regex_functions;
 mod search;
 mod snapshot;
 mod store;
@@ -67,6 +69,8 @@ pub use event::{EventKind, ThingEvent};
 pub use limits::{DirectoryLimits, InvalidLimit};
 pub use listing::{ListFormat, ListQuery, Listing};
 pub use memory::MemoryDirectoryStore;
+pub use query_shape::PATTERN_PROGRAM_BYTES;
+pub use regex_functions::COMPILED_KEPT;
 pub use store::{
     Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
     StoreFailure, UnixMillis, Write,

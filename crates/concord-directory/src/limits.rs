@@ -36,7 +36,7 @@ pub struct DirectoryLimits {
     /// [`DirectoryError::TooManyResults`](crate::DirectoryError::TooManyResults) (400).
     pub max_query_results: usize,
     /// The most bytes of JSON the nodes one JSONPath search selects take (counted from
-    /// the selected nodes before any is copied, so `$[0,0,0,…]` cannot multiply a large
+    /// the selected nodes before any is copied, so `$[*,*,*,…]` cannot multiply a large
     /// TD). Default 4 MiB. More:
     /// [`DirectoryError::AnswerTooLarge`](crate::DirectoryError::AnswerTooLarge) (413).
     pub max_query_answer_bytes: u64,
@@ -48,6 +48,22 @@ pub struct DirectoryLimits {
     /// directory holding more answers
     /// [`DirectoryError::SearchTooBroad`](crate::DirectoryError::SearchTooBroad) (503).
     pub max_query_scan_bytes: u64,
+    /// The longest a JSONPath search runs: the query is evaluated on one TD after another
+    /// (each as the only member of the root array) and the time is checked between them.
+    /// Default 2 s. Longer:
+    /// [`DirectoryError::SearchTooSlow`](crate::DirectoryError::SearchTooSlow) (400: narrow
+    /// the query).
+    pub max_query_time: Duration,
+    /// The most descendant segments (`..`) one JSONPath query holds: each nested one
+    /// multiplies the work on a TD by the TD's number of nodes. Default 2. More:
+    /// [`DirectoryError::InvalidQuery`](crate::DirectoryError::InvalidQuery) (400).
+    pub max_query_descendants: usize,
+    /// The longest regular expression of a JSONPath `match()` or `search()`, in bytes
+    /// (after the string literal's escapes). The pattern must be a string literal, valid
+    /// I-Regexp for the `regex` crate, and compile within 256 KiB: the function compiles it
+    /// again for every node it is called on. Default 128. Longer:
+    /// [`DirectoryError::InvalidQuery`](crate::DirectoryError::InvalidQuery) (400).
+    pub max_query_pattern_bytes: usize,
     /// The most TDs one listing page holds; a larger `limit` (or none) is cut to it and the
     /// answer pages on with `next`, which repeats the `limit` the client sent. Default 100.
     pub max_page_size: u64,
@@ -73,6 +89,9 @@ impl Default for DirectoryLimits {
             max_query_results: 1_000,
             max_query_answer_bytes: 4 * 1024 * 1024,
             max_query_scan_bytes: 16 * 1024 * 1024,
+            max_query_time: Duration::from_secs(2),
+            max_query_descendants: 2,
+            max_query_pattern_bytes: 128,
             max_page_size: 100,
             max_capability_results: 100,
             max_capability_terms: 8,
@@ -120,9 +139,19 @@ impl DirectoryLimits {
         zero("max_query_results", wide(self.max_query_results))?;
         zero("max_query_answer_bytes", self.max_query_answer_bytes)?;
         zero("max_query_scan_bytes", self.max_query_scan_bytes)?;
+        zero(
+            "max_query_pattern_bytes",
+            wide(self.max_query_pattern_bytes),
+        )?;
         zero("max_page_size", self.max_page_size)?;
         zero("max_capability_results", self.max_capability_results)?;
         zero("max_capability_terms", wide(self.max_capability_terms))?;
+        if self.max_query_time.is_zero() {
+            return Err(InvalidLimit {
+                name: "max_query_time",
+                reason: "must be more than zero".to_owned(),
+            });
+        }
         if self.min_ttl.is_zero() {
             return Err(InvalidLimit {
                 name: "min_ttl",

@@ -2,6 +2,7 @@
 //! directory that need not outlive its process.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::capability::CapabilityKey;
@@ -162,6 +163,24 @@ impl DirectoryStore for MemoryDirectoryStore {
             .cloned()
             .collect();
         Ok(Page::new(entries, total, state.latest))
+    }
+
+    fn scan(
+        &self,
+        after: Option<&str>,
+        limit: u64,
+        now: UnixMillis,
+    ) -> Result<Vec<Entry>, StoreFailure> {
+        let state = self.state();
+        let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_owned()));
+        Ok(state
+            .entries
+            .range((from, Bound::Unbounded))
+            .map(|(_, entry)| entry)
+            .filter(|entry| !entry.expired_at(now))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {

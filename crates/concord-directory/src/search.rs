@@ -1,14 +1,30 @@
 //! JSONPath search (RFC 9535, by `serde_json_path`) over the enriched TDs, as one array
 //! (the query's root): `$[?@.title=='Lamp']` finds whole TDs, `$[*].id` fragments.
+//!
+//! The query is evaluated on one TD after another, each as the only member of the root
+//! array, and the time is checked between them: the nodes are those of the query over
+//! all the TDs, grouped by TD in code-point order of id. The shapes that would differ
+//! (a position on the root, `$` inside a filter) are refused by [`query_shape`].
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
 use crate::error::DirectoryError;
 use crate::limits::DirectoryLimits;
+use crate::query_shape::{self, Shape};
 
-/// Parses `query` within `max_query_bytes`.
-pub(crate) fn compile(query: &str, limits: &DirectoryLimits) -> Result<JsonPath, DirectoryError> {
+/// A query ready to run: parsed, and its shape checked.
+#[derive(Debug)]
+pub(crate) struct Query {
+    path: JsonPath,
+    shape: Shape,
+}
+
+/// Parses `query` within `max_query_bytes` and checks its shape.
+pub(crate) fn compile(query: &str, limits: &DirectoryLimits) -> Result<Query, DirectoryError> {
     if query.len() > limits.max_query_bytes {
         return Err(DirectoryError::QueryTooLong {
             length: query.len(),
@@ -20,35 +36,62 @@ pub(crate) fn compile(query: &str, limits: &DirectoryLimits) -> Result<JsonPath,
             reason: "the JSONPath query is empty".to_owned(),
         });
     }
-    JsonPath::parse(query).map_err(|error| DirectoryError::InvalidQuery {
+    let path = JsonPath::parse(query).map_err(|error| DirectoryError::InvalidQuery {
         reason: format!("JSONPath (RFC 9535): {error}"),
-    })
+    })?;
+    let shape = query_shape::check(query, limits)?;
+    Ok(Query { path, shape })
 }
 
-/// The nodes `path` selects in `things`, at most `max_query_results` of them taking at most
-/// `max_query_answer_bytes` of JSON: the sizes are counted from the selected nodes, by
-/// reference, before any is copied.
+/// The nodes `query` selects over `roots` (each a one-TD array), at most
+/// `max_query_results` of them taking at most `max_query_answer_bytes` of JSON (counted
+/// from the selected nodes, by reference, before any is copied), within
+/// `max_query_time` as `elapsed` tells it (asked before each TD).
 pub(crate) fn run(
-    path: &JsonPath,
-    things: &Value,
+    query: &Query,
+    roots: &[Arc<Value>],
     limits: &DirectoryLimits,
+    elapsed: &mut dyn FnMut() -> Duration,
 ) -> Result<Vec<Value>, DirectoryError> {
-    let nodes = path.query(things);
-    if nodes.len() > limits.max_query_results {
-        return Err(DirectoryError::TooManyResults {
-            limit: limits.max_query_results,
-        });
-    }
-    let nodes = nodes.all();
+    let mut selected: Vec<&Value> = Vec::new();
     let mut counted = Counted::within(limits.max_query_answer_bytes);
-    for node in &nodes {
-        if serde_json::to_writer(&mut counted, node).is_err() {
-            return Err(DirectoryError::AnswerTooLarge {
-                limit: limits.max_query_answer_bytes,
+    for (walked, root) in roots.iter().enumerate() {
+        if elapsed() > limits.max_query_time {
+            return Err(DirectoryError::SearchTooSlow {
+                limit: limits.max_query_time,
+                walked,
+                held: roots.len(),
             });
         }
+        let nodes = query.path.query(root);
+        if selected.len().saturating_add(nodes.len()) > limits.max_query_results {
+            return Err(DirectoryError::TooManyResults {
+                limit: limits.max_query_results,
+            });
+        }
+        for node in nodes {
+            if serde_json::to_writer(&mut counted, node).is_err() {
+                return Err(DirectoryError::AnswerTooLarge {
+                    limit: limits.max_query_answer_bytes,
+                });
+            }
+            selected.push(node);
+        }
     }
-    Ok(nodes.into_iter().cloned().collect())
+    let nodes = selected.into_iter().cloned();
+    if query.shape.whole_root {
+        // `$` selects the root array itself: one node, the TDs.
+        return Ok(vec![Value::Array(nodes.flat_map(one_td).collect())]);
+    }
+    Ok(nodes.collect())
+}
+
+/// The TD of a one-TD root array.
+fn one_td(root: Value) -> Option<Value> {
+    match root {
+        Value::Array(mut tds) => tds.pop(),
+        _ => None,
+    }
 }
 
 /// A writer that keeps nothing and counts the bytes written, failing past `limit`: so

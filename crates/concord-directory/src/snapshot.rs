@@ -1,10 +1,15 @@
 //! The parsed, enriched TDs a JSONPath search walks, kept between searches: a search is a
 //! walk over values in memory, not a read, parse and enrichment of every TD. The snapshot
 //! is as of one store revision (the id of its latest event, which every write, removal and
-//! purge moves, whichever process made it). When the revision has moved, the TDs the
+//! purge moves, whichever process made it), read by id order from after the last id read
+//! (so a write during the read makes it skip no TD it did not touch; those it touched are
+//! named by the events after the revision). When the revision has moved, the TDs the
 //! events since name are read again one by one (all of them when those events are no
 //! longer kept, or more than [`MAX_CHANGES`] TDs changed); TDs expired since are dropped;
-//! so no search answers from stale data. Only one snapshot is held.
+//! so no search answers from stale data. Only one snapshot is held; each TD is shared
+//! (`Arc`), so that bringing a snapshot up to date while a search still walks it copies
+//! pointers, not TDs. A directory found holding more than `max_query_scan_bytes` is
+//! remembered so until its revision moves: a refused search does not read it all again.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,8 +45,9 @@ impl Held {
     }
 }
 
-/// The enriched TDs (without `registration.retrieved`) unexpired at `built`, as one JSON
-/// array in code-point order of id: the root of a JSONPath query.
+/// The enriched TDs (without `registration.retrieved`) unexpired at `built`, in
+/// code-point order of id, each as the only member of an array: the root of a JSONPath
+/// query evaluated on that TD.
 #[derive(Clone, Debug)]
 pub(crate) struct Snapshot {
     /// The store's revision the snapshot reflects (at least).
@@ -52,8 +58,8 @@ pub(crate) struct Snapshot {
     held: Vec<Held>,
     /// The size of their JSON.
     bytes: u64,
-    /// The TDs, as a JSON array.
-    pub(crate) things: Value,
+    /// The TDs, each as a one-member JSON array.
+    pub(crate) things: Vec<Arc<Value>>,
 }
 
 impl Snapshot {
@@ -74,19 +80,18 @@ impl Snapshot {
         now: UnixMillis,
     ) -> Result<Self, DirectoryError> {
         let mut things = Vec::new();
-        let mut held = Vec::new();
+        let mut held: Vec<Held> = Vec::new();
         let mut bytes: u64 = 0;
-        let mut offset = 0;
         loop {
-            let page = store.page(offset, SCAN_PAGE, now)?;
-            let read = u64::try_from(page.entries.len()).unwrap_or(u64::MAX);
-            for entry in page.entries {
+            let after = held.last().map(|last| last.id.as_str());
+            let entries = store.scan(after, SCAN_PAGE, now)?;
+            let read = u64::try_from(entries.len()).unwrap_or(u64::MAX);
+            for entry in entries {
                 bytes = bytes.saturating_add(entry.size);
                 within(bytes, limits)?;
                 held.push(Held::of(&entry));
-                things.push(into_enriched(entry, None));
+                things.push(rooted(entry));
             }
-            offset += read;
             if read < SCAN_PAGE {
                 break;
             }
@@ -96,7 +101,7 @@ impl Snapshot {
             built: now,
             held,
             bytes,
-            things: Value::Array(things),
+            things,
         })
     }
 
@@ -132,9 +137,7 @@ impl Snapshot {
             }
             after = last;
         }
-        let Value::Array(things) = &mut self.things else {
-            return Ok(false);
-        };
+        let things = &mut self.things;
         for id in changed {
             let at = self.held.binary_search_by(|held| held.id.as_str().cmp(&id));
             let entry = store.entry(&id)?.filter(|entry| !entry.expired_at(now));
@@ -143,7 +146,7 @@ impl Snapshot {
                     self.bytes = self.bytes.saturating_sub(self.held[at].size);
                     self.bytes = self.bytes.saturating_add(entry.size);
                     self.held[at] = Held::of(&entry);
-                    things[at] = into_enriched(entry, None);
+                    things[at] = rooted(entry);
                 }
                 (Ok(at), None) => {
                     self.bytes = self.bytes.saturating_sub(self.held[at].size);
@@ -153,7 +156,7 @@ impl Snapshot {
                 (Err(at), Some(entry)) => {
                     self.bytes = self.bytes.saturating_add(entry.size);
                     self.held.insert(at, Held::of(&entry));
-                    things.insert(at, into_enriched(entry, None));
+                    things.insert(at, rooted(entry));
                 }
                 (Err(_), None) => {}
             }
@@ -176,33 +179,49 @@ impl Snapshot {
     }
 }
 
+/// An entry's enriched TD as the only member of an array.
+fn rooted(entry: Entry) -> Arc<Value> {
+    Arc::new(Value::Array(vec![into_enriched(entry, None)]))
+}
+
 fn within(bytes: u64, limits: &DirectoryLimits) -> Result<(), DirectoryError> {
     if bytes > limits.max_query_scan_bytes {
-        return Err(DirectoryError::SearchTooBroad {
-            limit: limits.max_query_scan_bytes,
-        });
+        return Err(too_broad(limits));
     }
     Ok(())
 }
 
 /// The snapshot a directory's JSONPath searches share (one, brought up to date or replaced
-/// when stale).
+/// when stale), or the revision at which the directory was found too broad for one.
 #[derive(Default)]
 pub(crate) struct SearchCache {
-    held: Mutex<Option<Arc<Snapshot>>>,
+    held: Mutex<Cached>,
 }
 
+/// What a [`SearchCache`] holds.
+#[derive(Default)]
+enum Cached {
+    #[default]
+    Nothing,
+    Snapshot(Arc<Snapshot>),
+    /// The store's revision when its TDs took more than `max_query_scan_bytes`.
+    TooBroad(u64),
+}
 impl std::fmt::Debug for SearchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let held = self.held();
+        let held = match &*self.held() {
+            Cached::Nothing => "nothing".to_owned(),
+            Cached::Snapshot(snapshot) => format!("snapshot at revision {}", snapshot.revision),
+            Cached::TooBroad(revision) => format!("too broad at revision {revision}"),
+        };
         f.debug_struct("SearchCache")
-            .field("revision", &held.as_ref().map(|snapshot| snapshot.revision))
+            .field("held", &held)
             .finish_non_exhaustive()
     }
 }
 
 impl SearchCache {
-    fn held(&self) -> MutexGuard<'_, Option<Arc<Snapshot>>> {
+    fn held(&self) -> MutexGuard<'_, Cached> {
         // The guarded value is replaced whole; a panic cannot leave half of one.
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -210,6 +229,10 @@ impl SearchCache {
     /// The snapshot of `store` at `now`: the one held while it is fresh, else that one
     /// brought up to date, else a new one (searches wait for it rather than each reading
     /// the store).
+    ///
+    /// # Errors
+    /// [`DirectoryError::SearchTooBroad`] (at once while the store's revision has not moved
+    /// since it was found so), or a store failure.
     pub(crate) fn snapshot(
         &self,
         store: &dyn DirectoryStore,
@@ -220,21 +243,42 @@ impl SearchCache {
         // Read before the TDs: a write during the read moves it, and the next search
         // catches up from it.
         let revision = store.events_after(u64::MAX, 0)?.latest;
-        // Taken out: a failure below leaves none held.
-        if let Some(mut snapshot) = held.take() {
-            if snapshot.fresh(revision, now) {
-                *held = Some(Arc::clone(&snapshot));
-                return Ok(snapshot);
+        // Taken out: a failure below leaves nothing held.
+        let found = match std::mem::take(&mut *held) {
+            Cached::TooBroad(at) if at == revision => {
+                *held = Cached::TooBroad(at);
+                return Err(too_broad(limits));
             }
-            // Copied only while a search still walks the old one.
-            if Arc::make_mut(&mut snapshot).catch_up(store, limits, now)? {
-                *held = Some(Arc::clone(&snapshot));
-                return Ok(snapshot);
+            Cached::Snapshot(snapshot) if snapshot.fresh(revision, now) => Ok(snapshot),
+            Cached::Snapshot(mut snapshot) => {
+                // Copied (pointers to the TDs) only while a search still walks the old one.
+                match Arc::make_mut(&mut snapshot).catch_up(store, limits, now) {
+                    Ok(true) => Ok(snapshot),
+                    Ok(false) => Snapshot::read(store, limits, revision, now).map(Arc::new),
+                    Err(error) => Err(error),
+                }
             }
+            Cached::Nothing | Cached::TooBroad(_) => {
+                Snapshot::read(store, limits, revision, now).map(Arc::new)
+            }
+        };
+        match found {
+            Ok(snapshot) => {
+                *held = Cached::Snapshot(Arc::clone(&snapshot));
+                Ok(snapshot)
+            }
+            Err(DirectoryError::SearchTooBroad { limit }) => {
+                *held = Cached::TooBroad(revision);
+                Err(DirectoryError::SearchTooBroad { limit })
+            }
+            Err(error) => Err(error),
         }
-        let snapshot = Arc::new(Snapshot::read(store, limits, revision, now)?);
-        *held = Some(Arc::clone(&snapshot));
-        Ok(snapshot)
+    }
+}
+
+fn too_broad(limits: &DirectoryLimits) -> DirectoryError {
+    DirectoryError::SearchTooBroad {
+        limit: limits.max_query_scan_bytes,
     }
 }
 
@@ -258,10 +302,10 @@ mod tests {
     }
 
     fn ids(snapshot: &Snapshot) -> Vec<String> {
-        let things = snapshot.things.as_array().unwrap();
-        things
+        snapshot
+            .things
             .iter()
-            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .map(|t| t[0]["id"].as_str().unwrap().to_owned())
             .collect()
     }
 
@@ -291,7 +335,7 @@ mod tests {
         store.write(&write).unwrap();
         let caught = cache.snapshot(&store, &limits, 1_000).unwrap();
         assert_eq!(ids(&caught), ["urn:a", "urn:m", "urn:z"]);
-        assert_eq!(caught.things[1]["title"], "changed");
+        assert_eq!(caught.things[1][0]["title"], "changed");
         let z = store.entry("urn:z").unwrap().unwrap();
         store
             .remove(&crate::store::Removal::new("urn:z", z.revision, 1_000, 10))
@@ -328,15 +372,145 @@ mod tests {
         put(&store, "urn:b", None);
         let written = cache.snapshot(&store, &limits, 2_000).unwrap();
         assert!(!Arc::ptr_eq(&first, &written), "a write: read again");
-        assert_eq!(written.things.as_array().unwrap().len(), 2);
+        assert_eq!(written.things.len(), 2);
         let expired = cache.snapshot(&store, &limits, 5_000).unwrap();
         assert!(!Arc::ptr_eq(&written, &expired), "an expiry: read again");
-        assert_eq!(expired.things.as_array().unwrap().len(), 1);
+        assert_eq!(expired.things.len(), 1);
         let earlier = cache.snapshot(&store, &limits, 4_000).unwrap();
         assert_eq!(
-            earlier.things.as_array().unwrap().len(),
+            earlier.things.len(),
             2,
             "asked for an earlier time: read again"
         );
+    }
+
+    /// A store that removes `victim` during a scan, once the scan has gone past it: what
+    /// a writer in another process does while a snapshot is read.
+    #[derive(Debug)]
+    struct WrittenDuringScan {
+        inner: MemoryDirectoryStore,
+        victim: &'static str,
+        scans: std::sync::atomic::AtomicUsize,
+    }
+
+    impl DirectoryStore for WrittenDuringScan {
+        fn entry(&self, id: &str) -> Result<Option<Entry>, crate::store::StoreFailure> {
+            self.inner.entry(id)
+        }
+        fn write(
+            &self,
+            write: &Write<'_>,
+        ) -> Result<crate::store::Outcome, crate::store::StoreFailure> {
+            self.inner.write(write)
+        }
+        fn remove(
+            &self,
+            removal: &crate::store::Removal<'_>,
+        ) -> Result<crate::store::Outcome, crate::store::StoreFailure> {
+            self.inner.remove(removal)
+        }
+        fn page(
+            &self,
+            offset: u64,
+            limit: u64,
+            now: UnixMillis,
+        ) -> Result<crate::store::Page, crate::store::StoreFailure> {
+            self.inner.page(offset, limit, now)
+        }
+        fn scan(
+            &self,
+            after: Option<&str>,
+            limit: u64,
+            now: UnixMillis,
+        ) -> Result<Vec<Entry>, crate::store::StoreFailure> {
+            let scans = self.scans.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if scans == 1 {
+                let victim = self.inner.entry(self.victim)?.unwrap();
+                let removal = crate::store::Removal::new(self.victim, victim.revision, now, 10_000);
+                self.inner.remove(&removal)?;
+            }
+            self.inner.scan(after, limit, now)
+        }
+        fn count(
+            &self,
+            holder: Option<crate::store::Holder<'_>>,
+        ) -> Result<(u64, u64), crate::store::StoreFailure> {
+            self.inner.count(holder)
+        }
+        fn expired(
+            &self,
+            now: UnixMillis,
+            max: usize,
+        ) -> Result<Vec<(String, u64)>, crate::store::StoreFailure> {
+            self.inner.expired(now, max)
+        }
+        fn events_after(
+            &self,
+            after: u64,
+            max: usize,
+        ) -> Result<crate::store::EventsAfter, crate::store::StoreFailure> {
+            self.inner.events_after(after, max)
+        }
+        fn find(
+            &self,
+            keys: &[crate::capability::CapabilityKey],
+            now: UnixMillis,
+            limit: u64,
+        ) -> Result<Vec<String>, crate::store::StoreFailure> {
+            self.inner.find(keys, now, limit)
+        }
+    }
+
+    #[test]
+    fn a_write_during_the_read_of_a_snapshot_makes_it_miss_no_other_td() {
+        let store = WrittenDuringScan {
+            inner: MemoryDirectoryStore::new(),
+            victim: "urn:n0000",
+            scans: std::sync::atomic::AtomicUsize::new(0),
+        };
+        let count = 2 * SCAN_PAGE as usize + 10;
+        for n in 0..count {
+            put_kept(&store.inner, &format!("urn:n{n:04}"), None, 10_000);
+        }
+        let limits = DirectoryLimits::default();
+        let cache = SearchCache::default();
+        // The first TD goes while the second page is read: every other TD is still there
+        // (an offset would have made the read skip the first TD of the second page).
+        let read = cache.snapshot(&store, &limits, 1_000).unwrap();
+        let expected: Vec<String> = (1..count).map(|n| format!("urn:n{n:04}")).collect();
+        let mut seen = ids(&read);
+        seen.retain(|id| id != "urn:n0000");
+        assert_eq!(seen, expected);
+        // The next search catches up by the removal's event.
+        assert_eq!(
+            ids(&cache.snapshot(&store, &limits, 1_000).unwrap()),
+            expected
+        );
+    }
+
+    #[test]
+    fn a_directory_too_broad_for_a_search_is_not_read_again_until_it_changes() {
+        let store = WrittenDuringScan {
+            inner: MemoryDirectoryStore::new(),
+            victim: "urn:none",
+            scans: std::sync::atomic::AtomicUsize::new(2),
+        };
+        let limits = DirectoryLimits {
+            max_query_scan_bytes: 1,
+            ..DirectoryLimits::default()
+        };
+        put(&store.inner, "urn:a", None);
+        let cache = SearchCache::default();
+        let scans = || store.scans.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..3 {
+            assert!(matches!(
+                cache.snapshot(&store, &limits, 1_000),
+                Err(DirectoryError::SearchTooBroad { limit: 1 })
+            ));
+        }
+        assert_eq!(scans(), 3, "read once, then answered from memory");
+        put(&store.inner, "urn:b", None);
+        assert!(cache.snapshot(&store, &limits, 1_000).is_err());
+        assert_eq!(scans(), 4, "a write: read again");
     }
 }

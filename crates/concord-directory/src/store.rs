@@ -323,7 +323,8 @@ pub enum StoreFailure {
 ///   a bound with room for fewer of them.
 /// - At most `event_retention` events are kept: each write drops the oldest beyond it.
 /// - [`page`](Self::page) lists unexpired entries in ascending code-point (UTF-8 byte)
-///   order of id, with their total and the latest event id.
+///   order of id, with their total and the latest event id; [`scan`](Self::scan) in the
+///   same order from after a given id.
 /// - [`find`](Self::find) answers the ids of unexpired entries holding every key, in
 ///   code-point order, at most `limit`.
 pub trait DirectoryStore: Send + Sync + std::fmt::Debug {
@@ -364,6 +365,20 @@ pub trait DirectoryStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// When they could not be read.
     fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure>;
+
+    /// Up to `limit` unexpired entries whose ids come after `after` (from the first when
+    /// `None`), in code-point order of id: a walk over every entry that a write during it
+    /// cannot make skip an entry it did not touch (as an offset would, when an entry before
+    /// it comes or goes).
+    ///
+    /// # Errors
+    /// When they could not be read.
+    fn scan(
+        &self,
+        after: Option<&str>,
+        limit: u64,
+        now: UnixMillis,
+    ) -> Result<Vec<Entry>, StoreFailure>;
 
     /// How many entries are held in all (expired ones not yet removed included), and by
     /// `holder`.

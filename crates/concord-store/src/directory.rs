@@ -263,6 +263,32 @@ impl DirectoryStore for Store {
         ))
     }
 
+    fn scan(
+        &self,
+        after: Option<&str>,
+        limit: u64,
+        now: UnixMillis,
+    ) -> Result<Vec<Entry>, StoreFailure> {
+        let fail = backend("scan TDs");
+        let connection = self.connection();
+        // The ids from the covering index, from after `after` (the empty string is before
+        // every id: ids are never empty), then each row by its primary key.
+        let ids = connection
+            .prepare_cached(
+                "SELECT id FROM directory_things INDEXED BY directory_things_live
+                 WHERE id > ?2 AND (expires_ms IS NULL OR expires_ms > ?1) ORDER BY id LIMIT ?3",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_map(params![now, after.unwrap_or(""), wide(limit)], |row| {
+                        row.get(0)
+                    })?
+                    .collect::<Result<Vec<String>, _>>()
+            })
+            .map_err(&fail)?;
+        read_entries(&connection, &ids).map_err(&fail)?
+    }
+
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
         counts(&self.connection(), holder).map_err(backend("count TDs"))
     }

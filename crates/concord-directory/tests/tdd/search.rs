@@ -1,6 +1,7 @@
 //! JSONPath search (RFC 9535) and capability search, each bounded.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use concord_directory::{
     CapabilityKind, CapabilityQuery, Directory, DirectoryError, DirectoryLimits, DirectoryStore,
@@ -54,14 +55,18 @@ fn tdd_search_large_tdds_jsonpath_finds_whole_tds_and_fragments() {
             at(0),
         )
         .unwrap();
-        let found = d.search_jsonpath("$[?@.title=='Lamp']", at(1)).unwrap();
+        let found = d
+            .search_jsonpath("$[?@.title=='Lamp']", at(1), &mut || Duration::ZERO)
+            .unwrap();
         assert_eq!(found.len(), 1, "{}", under.name);
         assert_eq!(found[0]["id"], "urn:lamp");
         assert!(
             found[0]["registration"].is_object(),
             "searched over enriched TDs"
         );
-        let titles = d.search_jsonpath("$[*].title", at(1)).unwrap();
+        let titles = d
+            .search_jsonpath("$[*].title", at(1), &mut || Duration::ZERO)
+            .unwrap();
         assert_eq!(
             titles,
             [json!("Fan"), json!("Lamp")],
@@ -76,7 +81,7 @@ fn a_malformed_or_too_long_jsonpath_query_is_refused_400() {
     for under in directories() {
         let d = &under.directory;
         for bad in ["$[?@.title==", "title", "", "$..[?(@.a"] {
-            let result = d.search_jsonpath(bad, at(0));
+            let result = d.search_jsonpath(bad, at(0), &mut || Duration::ZERO);
             assert!(
                 matches!(result, Err(DirectoryError::InvalidQuery { .. })),
                 "{}: {bad:?}: {result:?}",
@@ -85,7 +90,7 @@ fn a_malformed_or_too_long_jsonpath_query_is_refused_400() {
         }
         let long = format!("$[?@.title=='{}']", "x".repeat(2_000));
         assert!(matches!(
-            d.search_jsonpath(&long, at(0)),
+            d.search_jsonpath(&long, at(0), &mut || Duration::ZERO),
             Err(DirectoryError::QueryTooLong { limit: 1_024, .. })
         ));
     }
@@ -105,27 +110,33 @@ fn a_jsonpath_search_over_too_much_or_matching_too_much_is_refused() {
             at(0),
         )
         .unwrap();
-        let result = d.search_jsonpath("$..*", at(1));
+        let result = d.search_jsonpath("$..*", at(1), &mut || Duration::ZERO);
         assert!(
             matches!(result, Err(DirectoryError::TooManyResults { limit: 5 })),
             "{}: {result:?}",
             under.name
         );
         // A small request whose query is too broad: 400 (narrow it), not 413.
-        assert_eq!(status(d.search_jsonpath("$..*", at(1))), 400);
+        assert_eq!(
+            status(d.search_jsonpath("$..*", at(1), &mut || Duration::ZERO)),
+            400
+        );
         assert_eq!(result.unwrap_err().retry_after(), None);
         for n in 0..10 {
             let id = format!("urn:t{n}");
             d.put(&id, &bytes(&td(Some(&id), "T")), &alice(), at(0))
                 .unwrap();
         }
-        let broad = d.search_jsonpath("$[0].id", at(1));
+        let broad = d.search_jsonpath("$[*].id", at(1), &mut || Duration::ZERO);
         assert!(
             matches!(broad, Err(DirectoryError::SearchTooBroad { limit: 2_000 })),
             "{}: {broad:?}",
             under.name
         );
-        assert_eq!(status(d.search_jsonpath("$[0].id", at(1))), 503);
+        assert_eq!(
+            status(d.search_jsonpath("$[*].id", at(1), &mut || Duration::ZERO)),
+            503
+        );
         assert_eq!(
             broad.unwrap_err().retry_after(),
             Some(concord_directory::RETRY_AFTER)
@@ -133,7 +144,132 @@ fn a_jsonpath_search_over_too_much_or_matching_too_much_is_refused() {
     }
 }
 
-/// `$[0,0,0,…]` selects one TD many times: the answer is bounded by its bytes of JSON,
+/// A JSONPath search is bounded in time (tdd-search-jsonpath, "bounded in time"): the
+/// query is evaluated on one TD after another and the caller's clock is asked between
+/// them.
+#[test]
+fn a_jsonpath_search_past_its_time_is_refused_400() {
+    for under in directories() {
+        let d = &under.directory;
+        for n in 0..5 {
+            let id = format!("urn:t{n}");
+            d.put(&id, &bytes(&td(Some(&id), "T")), &alice(), at(0))
+                .unwrap();
+        }
+        // A clock on which each TD takes a second: past the 2 s before the fourth.
+        let mut ticks = 0;
+        let mut clock = || {
+            ticks += 1;
+            Duration::from_secs(ticks - 1)
+        };
+        let slow = d.search_jsonpath("$[*].id", at(1), &mut clock);
+        assert!(
+            matches!(
+                slow,
+                Err(DirectoryError::SearchTooSlow {
+                    walked: 3,
+                    held: 5,
+                    ..
+                })
+            ),
+            "{}: {slow:?}",
+            under.name
+        );
+        let slow = slow.unwrap_err();
+        assert_eq!((slow.status(), slow.retry_after()), (400, None));
+        let found = d.search_jsonpath("$[*].id", at(1), &mut || Duration::ZERO);
+        assert_eq!(found.unwrap().len(), 5, "{}: within its time", under.name);
+    }
+}
+
+/// Evaluated on one TD at a time, a query selects the nodes RFC 9535 gives over the array
+/// of all TDs (checked against `serde_json_path` over that array), and a query whose
+/// answer would differ is refused.
+#[test]
+fn a_jsonpath_search_one_td_at_a_time_answers_as_over_all_of_them() {
+    for under in directories() {
+        let d = &under.directory;
+        for (id, action, field) in [
+            ("urn:b", "forecast", "city"),
+            ("urn:a", "translate", "text"),
+            ("urn:c", "forecast", "zip"),
+        ] {
+            d.put(id, &bytes(&agent(id, action, field)), &alice(), at(0))
+                .unwrap();
+        }
+        let all = serde_json::Value::Array(
+            d.search_jsonpath("$[*]", at(1), &mut || Duration::ZERO)
+                .unwrap(),
+        );
+        assert_eq!(
+            d.search_jsonpath("$", at(1), &mut || Duration::ZERO)
+                .unwrap(),
+            std::slice::from_ref(&all),
+            "{}: `$` is the root array itself",
+            under.name
+        );
+        for query in [
+            "$[*].title",
+            "$[?@.title == 'Agent urn:c']",
+            "$..title",
+            "$..actions.*.input..type",
+            "$[?@.actions.forecast].id",
+            "$[?count(@.actions.*) == 1].id",
+            "$[?match(@.title, 'Agent urn:[ab]')].id",
+            "$[?search(@['lmos:metadata']['lmos:vendor']['lmos:name'], 'cm')].id",
+            "$[*]['id', 'title']",
+        ] {
+            let per_td = d
+                .search_jsonpath(query, at(1), &mut || Duration::ZERO)
+                .unwrap();
+            let path = serde_json_path::JsonPath::parse(query).unwrap();
+            let over_all: Vec<serde_json::Value> =
+                path.query(&all).all().into_iter().cloned().collect();
+            assert_eq!(per_td, over_all, "{}: {query}", under.name);
+        }
+        for query in [
+            "$[0]",
+            "$[-1].id",
+            "$[0:2]",
+            "$..[1]",
+            "$[?@.id == $[0].id]",
+        ] {
+            let refused = d.search_jsonpath(query, at(1), &mut || Duration::ZERO);
+            assert!(
+                matches!(refused, Err(DirectoryError::InvalidQuery { .. })),
+                "{}: {query}: {refused:?}",
+                under.name
+            );
+        }
+    }
+}
+
+/// The work of one query on one TD is bounded by its shape: descendant segments, and the
+/// regular expressions `match()` and `search()` compile for every node.
+#[test]
+fn an_expensive_jsonpath_shape_is_refused_400() {
+    for under in directories() {
+        let d = &under.directory;
+        let long = format!("$[?match(@.title, '{}')]", "a".repeat(129));
+        for query in [
+            "$..*..*..*",
+            "$[?match(@.title, @.description)]",
+            long.as_str(),
+            "$[?search(@.title, '\\w{500}{500}')]",
+            "$[?match(@.title, '[')]",
+        ] {
+            let refused = d.search_jsonpath(query, at(1), &mut || Duration::ZERO);
+            assert!(
+                matches!(refused, Err(DirectoryError::InvalidQuery { .. })),
+                "{}: {query}: {refused:?}",
+                under.name
+            );
+            assert_eq!(status(refused), 400);
+        }
+    }
+}
+
+/// `$[*,*,*,…]` selects each TD many times: the answer is bounded by its bytes of JSON,
 /// not only by its count of nodes.
 #[test]
 fn a_jsonpath_answer_is_bounded_by_its_bytes() {
@@ -144,10 +280,12 @@ fn a_jsonpath_answer_is_bounded_by_its_bytes() {
         let mut big = td(Some("urn:big"), "Big");
         big["description"] = serde_json::Value::String("x".repeat(8_000));
         d.put("urn:big", &bytes(&big), &alice(), at(0)).unwrap();
-        let once = d.search_jsonpath("$[0]", at(1)).unwrap();
+        let once = d
+            .search_jsonpath("$[*]", at(1), &mut || Duration::ZERO)
+            .unwrap();
         assert_eq!(once.len(), 1, "{}", under.name);
-        let many = format!("$[{}]", ["0"; 5].join(","));
-        let refused = d.search_jsonpath(&many, at(1));
+        let many = format!("$[{}]", ["*"; 5].join(","));
+        let refused = d.search_jsonpath(&many, at(1), &mut || Duration::ZERO);
         assert!(
             matches!(
                 refused,
@@ -157,9 +295,17 @@ fn a_jsonpath_answer_is_bounded_by_its_bytes() {
             under.name,
             refused.map(|nodes| nodes.len()).unwrap_or(0)
         );
-        assert_eq!(status(d.search_jsonpath(&many, at(1))), 413);
-        let small = format!("$[{}].id", ["0"; 5].join(","));
-        assert_eq!(d.search_jsonpath(&small, at(1)).unwrap().len(), 5);
+        assert_eq!(
+            status(d.search_jsonpath(&many, at(1), &mut || Duration::ZERO)),
+            413
+        );
+        let small = format!("$[{}].id", ["*"; 5].join(","));
+        assert_eq!(
+            d.search_jsonpath(&small, at(1), &mut || Duration::ZERO)
+                .unwrap()
+                .len(),
+            5
+        );
     }
 }
 
@@ -340,7 +486,9 @@ fn a_full_directory_at_the_default_limits_is_searched_by_jsonpath() {
     let directory = Directory::new(store, DirectoryLimits::default()).unwrap();
     for n in [0, 4_321, 9_999] {
         let found = directory
-            .search_jsonpath(&format!("$[?@.title=='Thing {n:05}']"), at(1))
+            .search_jsonpath(&format!("$[?@.title=='Thing {n:05}']"), at(1), &mut || {
+                Duration::ZERO
+            })
             .unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0]["id"], format!("urn:full:{n:05}"));
@@ -358,7 +506,9 @@ fn a_jsonpath_search_never_answers_from_before_a_write_by_another_handle_or_an_e
     // Two handles on one file: what two processes sharing it would have.
     let (searcher, writer) = (open(), open());
     let titles = |at_time| -> Vec<String> {
-        let found = searcher.search_jsonpath("$[*].title", at_time).unwrap();
+        let found = searcher
+            .search_jsonpath("$[*].title", at_time, &mut || Duration::ZERO)
+            .unwrap();
         found
             .iter()
             .map(|t| t.as_str().unwrap().to_owned())

@@ -445,6 +445,21 @@ async fn tdd_search_jsonpath_and_capability_search() {
             "{refused}"
         );
     }
+    // Evaluated one TD at a time (to check its time between TDs): a position on the root
+    // would see one TD, an expensive shape is refused before it runs.
+    for query in ["$[0].id", "$..*..*..*", "$[?match(@.title, @.description)]"] {
+        let response = client
+            .get(url(&server, "search/jsonpath"))
+            .query(&[("query", query)])
+            .send()
+            .await
+            .unwrap();
+        let refused = problem(response, 400).await;
+        assert!(
+            refused["type"].as_str().unwrap().ends_with("invalid-query"),
+            "{query}: {refused}"
+        );
+    }
     let long = format!("$[?@.title == '{}']", "x".repeat(300));
     let response = client
         .get(url(&server, "search/jsonpath"))
@@ -487,6 +502,47 @@ async fn tdd_search_jsonpath_and_capability_search() {
     problem(response, 400).await;
 }
 
+/// A JSONPath search is bounded in time (`max_query_time`, checked between TDs): past it,
+/// 400 `search-too-slow` naming how far it got, and the directory goes on serving.
+#[tokio::test]
+async fn a_jsonpath_search_past_its_time_is_refused_400() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_query_time = Duration::from_nanos(1);
+    let (_agent, server) = served(limits).await;
+    let client = client_from("127.0.0.1");
+    for name in ["a", "b", "c"] {
+        let id = format!("urn:example:{name}");
+        assert_eq!(
+            put(&client, &server, &id, &td(Some(&id), "toggle")).await,
+            201
+        );
+    }
+    let response = client
+        .get(url(&server, "search/jsonpath"))
+        .query(&[("query", "$..*")])
+        .send()
+        .await
+        .unwrap();
+    let refused = problem(response, 400).await;
+    assert!(
+        refused["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("search-too-slow"),
+        "{refused}"
+    );
+    assert!(
+        refused["detail"].as_str().unwrap().contains("of 3 TDs"),
+        "{refused}"
+    );
+    let response = client
+        .get(url(&server, "things/urn:example:a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
 /// A capability answer cut at `max_capability_results` says so and gives no `total` (the
 /// matches past the cut are not counted); an uncut one gives the number of matches.
 #[tokio::test]
@@ -517,8 +573,23 @@ async fn a_cut_capability_answer_gives_no_total() {
     assert_eq!(whole["total"], 1);
 }
 
-/// A costly JSONPath search: a regex compiled per node of every TD.
-const COSTLY: &str = r"$..[?search(@,'(\\p{L}{20}){10}')]";
+/// A costly JSONPath search within every bound of its shape: for each node of a TD, the
+/// nodes under it (over [`deep_td`], hundreds of thousands of steps per TD), to select
+/// none.
+const COSTLY: &str = "$..[?count(@..*) > 1000000]";
+
+/// [`td`] with a member 60 arrays deep, each holding 200 numbers beside the next.
+fn deep_td(id: &str) -> Value {
+    let mut deep = json!([]);
+    for _ in 0..60 {
+        let mut level: Vec<Value> = (0..200).map(|n| json!(n)).collect();
+        level.push(deep);
+        deep = Value::Array(level);
+    }
+    let mut td = td(Some(id), "toggle");
+    td["deep"] = deep;
+    td
+}
 
 /// One JSONPath search of `query` from `client`: its status and `Retry-After`, or `None`
 /// when the client gave up (its own timeout).
@@ -554,10 +625,7 @@ async fn hostile_searches_take_turns_while_the_legitimate_caller_is_served() {
     let client = client_from("127.0.0.1");
     for index in 0..5 {
         let id = format!("urn:example:s{index}");
-        assert_eq!(
-            put(&client, &server, &id, &td(Some(&id), "toggle")).await,
-            201
-        );
+        assert_eq!(put(&client, &server, &id, &deep_td(&id)).await, 201);
     }
     // One stranger fires four at once: beyond its one turn, 429.
     let stranger = client_from("127.0.0.2");

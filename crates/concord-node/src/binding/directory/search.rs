@@ -31,6 +31,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::Uri;
@@ -69,7 +70,8 @@ pub(super) async fn jsonpath(
     // The turn goes with the search: held until it ends, even if the caller went away.
     let result = state
         .run(move |directory, now| {
-            let found = directory.search_jsonpath(&query, now);
+            let started = Instant::now();
+            let found = directory.search_jsonpath(&query, now, &mut || started.elapsed());
             drop(turn);
             found
         })
