@@ -119,7 +119,7 @@ impl TargetArgs {
                         )),
                         _ => anyhow::Error::new(error),
                     })?;
-                Settled::of(&td, id)
+                Settled::of(&td, id, None)
             }
             (None, Some(query)) => {
                 let directory = self.directory("--find", ca_cert)?;
@@ -147,7 +147,7 @@ impl TargetArgs {
                         )));
                     }
                 };
-                Settled::of(td, id_of(td))
+                Settled::of(td, id_of(td), query.did.as_deref())
             }
             (None, None) => Err(Wrong::error(
                 "no target: give the agent's URL or id, or --find QUERY",
@@ -177,18 +177,42 @@ impl TargetArgs {
 pub struct Settled {
     /// The URL to connect to.
     pub url: String,
-    /// The DID the peer must prove there (`Security::expect_peer_did`): the agent id looked
-    /// up in a directory, when it is a DID.
+    /// The DID the peer must prove there (`Security::expect_peer_did`): every DID the
+    /// lookup named, which is one (the agent id looked up, when it is a DID; the DIDs its
+    /// description names, `concord_directory::dids_named`; the `did` of a --find query).
     pub did: Option<String>,
 }
 
 impl Settled {
-    /// The `base` of the description `td` a directory gave for `id`, and `id` as the DID
-    /// to prove when it is one.
-    fn of(td: &Value, id: &str) -> anyhow::Result<Self> {
+    /// The `base` of the description `td` a directory gave for `id`, and the DID to prove:
+    /// `id` when it is one, the DIDs `td` names, and `queried` (a --find query's `did`),
+    /// all the same one.
+    ///
+    /// # Errors
+    /// Wrong (exit 1) when they name several DIDs (no peer can prove two), or the TD has
+    /// no `base` to connect to.
+    fn of(td: &Value, id: &str, queried: Option<&str>) -> anyhow::Result<Self> {
+        let mut named: Vec<&str> = Vec::new();
+        let candidates = is_did(id)
+            .then_some(id)
+            .into_iter()
+            .chain(concord_directory::dids_named(td))
+            .chain(queried);
+        for did in candidates {
+            if !named.contains(&did) {
+                named.push(did);
+            }
+        }
+        if let [_, _, ..] = named.as_slice() {
+            return Err(Wrong::error(format!(
+                "the description of {id:?} names several DIDs ({}): no agent can prove them \
+                 all, so none is reached",
+                named.join(", ")
+            )));
+        }
         Ok(Self {
             url: base_of(td, id)?,
-            did: is_did(id).then(|| id.to_owned()),
+            did: named.first().map(|did| (*did).to_owned()),
         })
     }
 }
@@ -294,6 +318,36 @@ pub fn parse_query(text: &str) -> anyhow::Result<CapabilityQuery> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_peer_must_prove_every_did_the_lookup_names() {
+        let td = |did: Option<&str>| {
+            let mut td =
+                serde_json::json!({"id": "urn:example:shop", "base": "http://127.0.0.1:9/"});
+            if let Some(did) = did {
+                td["concord:metaProtocol"] = serde_json::json!({"concord:did": did});
+            }
+            td
+        };
+        let shop = "did:wba:shop.example";
+        // Found by a urn: id, the DID its description names.
+        let settled = Settled::of(&td(Some(shop)), "urn:example:shop", None).expect("one DID");
+        assert_eq!(settled.did.as_deref(), Some(shop));
+        // Found by --find did=…: the same one.
+        let settled = Settled::of(&td(Some(shop)), "urn:example:shop", Some(shop)).expect("one");
+        assert_eq!(settled.did.as_deref(), Some(shop));
+        // Named nowhere: none to prove.
+        let settled = Settled::of(&td(None), "urn:example:shop", None).expect("none");
+        assert_eq!(settled.did, None);
+        // The query's DID and the description's differ: refused, naming both.
+        let refused = Settled::of(&td(Some(shop)), "urn:example:shop", Some("did:wba:other"))
+            .expect_err("two DIDs");
+        let message = refused.to_string();
+        assert!(
+            message.contains(shop) && message.contains("did:wba:other"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn queries_are_read() {

@@ -414,7 +414,9 @@ fn a_did_looked_up_in_a_directory_must_be_the_peer_reached() {
     // An impostor's entry: another agent's DID as its id, the shop's base URL (whose
     // provider proves its own DID, not that one).
     let victim = "did:wba:localhost%3A9:agents:victim";
-    register_as(&directory, td, victim);
+    let mut posing = td.clone();
+    posing["concord:metaProtocol"]["concord:did"] = Value::String(victim.to_owned());
+    register_as(&directory, &posing, victim);
     let requester = tempfile::tempdir().unwrap();
     let call = |id: &str| {
         call_product(
@@ -433,6 +435,19 @@ fn a_did_looked_up_in_a_directory_must_be_the_peer_reached() {
             && impostor.stderr.contains(&shop_did),
         "{}",
         impostor.stderr
+    );
+    // An entry naming two DIDs (the victim's as its id, the shop's in its metaProtocol):
+    // no peer proves both, refused before any connection.
+    let mixed = "did:wba:localhost%3A9:agents:mixed";
+    register_as(&directory, td, mixed);
+    let refused = call(mixed);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("names several DIDs")
+            && refused.stderr.contains(mixed)
+            && refused.stderr.contains(&shop_did),
+        "{}",
+        refused.stderr
     );
     // The same description under the shop's own DID: the peer proves it, the call is made.
     register_as(&directory, td, &shop_did);

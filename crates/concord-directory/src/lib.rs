@@ -75,4 +75,4 @@ pub use store::{
     Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
     StoreFailure, UnixMillis, Write,
 };
-pub use td::{enrich, into_enriched, DISCOVERY_CONTEXT};
+pub use td::{dids_named, enrich, into_enriched, DISCOVERY_CONTEXT};

@@ -47,6 +47,26 @@ fn named_dids(td: &Map<String, Value>) -> impl Iterator<Item = (&'static str, &s
         .filter_map(|(field, did)| did.map(|did| (field, did)))
 }
 
+/// The DIDs the TD `td` names as its agent's, without repeats: its `id` when that is a
+/// DID, and `concord:metaProtocol`'s `concord:did`. A client reaching the agent a
+/// directory described expects the peer to prove each of them.
+///
+/// ```
+/// let td = serde_json::json!({
+///     "id": "urn:example:shop",
+///     "concord:metaProtocol": {"concord:did": "did:wba:shop.example"}
+/// });
+/// assert_eq!(concord_directory::dids_named(&td), ["did:wba:shop.example"]);
+/// ```
+pub fn dids_named(td: &Value) -> Vec<&str> {
+    let mut dids: Vec<&str> = td
+        .as_object()
+        .map(|td| named_dids(td).map(|(_, did)| did).collect())
+        .unwrap_or_default();
+    dids.dedup();
+    dids
+}
+
 /// Whether the registered TD `td` names `did` as its agent's ([`named_dids`]).
 pub(crate) fn names(td: &Value, did: &str) -> bool {
     td.as_object()
