@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use concord_node::{CapabilityQuery, FoundThing};
+use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::output::{self, outln};
@@ -15,6 +16,9 @@ use crate::output::{self, outln};
 const MAX_DESCRIPTION_BYTES: usize = 1024 * 1024;
 /// How long fetching one announced Thing's description may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many announced Things' descriptions are fetched at once: at most
+/// `MAX_ANNOUNCED` / this × [`FETCH_TIMEOUT`] in all when every one stalls.
+const FETCHES_AT_ONCE: usize = 16;
 
 /// What `concord find --mdns` was asked.
 pub struct MdnsFind {
@@ -40,18 +44,32 @@ pub fn run(find: MdnsFind) -> anyhow::Result<ExitCode> {
     let criteria = !find.query.is_empty();
     let announced = crate::runtime::block_on(async {
         let things = concord_node::browse_mdns(find.wait, find.directories).await?;
+        if things.len() == concord_node::MAX_ANNOUNCED {
+            output::note(format!(
+                "the first {} announced are kept; the others were ignored",
+                concord_node::MAX_ANNOUNCED
+            ));
+        }
+        if !criteria {
+            let announced = things.into_iter().map(|thing| Announced {
+                thing,
+                matches: Vec::new(),
+                description: None,
+            });
+            return Ok::<_, anyhow::Error>(announced.collect());
+        }
+        // Fetched a few at once, each within its timeout; the answers in announcement order.
+        let fetched: Vec<(FoundThing, anyhow::Result<Value>)> = stream::iter(things)
+            .map(|thing| async move {
+                let td = fetch(&thing.description_url()).await;
+                (thing, td)
+            })
+            .buffered(FETCHES_AT_ONCE)
+            .collect()
+            .await;
         let mut announced = Vec::new();
-        for thing in things {
-            if !criteria {
-                announced.push(Announced {
-                    thing,
-                    matches: Vec::new(),
-                    description: None,
-                });
-                continue;
-            }
-            let url = thing.description_url();
-            match fetch(&url).await {
+        for (thing, td) in fetched {
+            match td {
                 Ok(td) => {
                     if let Some(matches) = meets(&td, &find.query) {
                         announced.push(Announced {
@@ -61,10 +79,12 @@ pub fn run(find: MdnsFind) -> anyhow::Result<ExitCode> {
                         });
                     }
                 }
-                Err(error) => output::note(format!("concord: skipped {url}: {error}")),
+                Err(error) => {
+                    output::note(format!("skipped {}: {error}", thing.description_url()));
+                }
             }
         }
-        Ok::<_, anyhow::Error>(announced)
+        Ok(announced)
     })??;
     if find.json {
         let found: Vec<Value> = announced
@@ -97,7 +117,7 @@ pub fn run(find: MdnsFind) -> anyhow::Result<ExitCode> {
         };
         let criteria = if criteria { " that matches" } else { "" };
         output::note(format!(
-            "concord: no {what}{criteria} announced on the local network within {}",
+            "no {what}{criteria} announced on the local network within {}",
             humantime::format_duration(find.wait)
         ));
         return Ok(ExitCode::from(1));
@@ -146,12 +166,14 @@ fn table(announced: &[Announced]) -> anyhow::Result<()> {
             let matched: Vec<String> = found
                 .matches
                 .iter()
-                .map(|(kind, name)| format!("{kind}:{name}"))
+                .map(|(kind, name)| format!("{kind}:{}", output::one_line(name)))
                 .collect();
             [
+                // Announced by anyone on the network: no control characters reach the
+                // terminal.
                 output::one_line(&found.thing.fullname),
-                found.thing.kind.clone(),
-                found.thing.description_url(),
+                output::one_line(&found.thing.kind),
+                output::one_line(&found.thing.description_url()),
                 matched.join(" "),
             ]
         })

@@ -145,7 +145,7 @@ pub use interact::{
     PublishError, Publisher, StreamAction, StreamIo, StreamReceiver, StreamSender, Subscription,
 };
 pub use interface::{Payload, PayloadError};
-pub use mdns::{browse_mdns, FoundThing, MdnsError, DIRECTORY_SERVICE, WOT_SERVICE};
+pub use mdns::{browse_mdns, FoundThing, MdnsError, DIRECTORY_SERVICE, MAX_ANNOUNCED, WOT_SERVICE};
 pub use node::{check_public_url, Node, NodeBuilder, Want};
 pub use server::{Server, DEFAULT_SHUTDOWN_GRACE};
 

@@ -189,8 +189,14 @@ impl FoundThing {
     }
 }
 
+/// The most Things one browse keeps: announcements of further instances are ignored, so
+/// that a flood of them on the local network holds no more memory (and a caller fetching
+/// each one's description no more time) than this many.
+pub const MAX_ANNOUNCED: usize = 256;
+
 /// The Things (with `directories_only`, the directories) announced on the local network
-/// within `wait`, by instance name. Runs the mDNS daemon on the blocking pool for `wait`.
+/// within `wait`, by instance name, at most [`MAX_ANNOUNCED`] of them (the first
+/// announced). Runs the mDNS daemon on the blocking pool for `wait`.
 ///
 /// # Errors
 /// [`MdnsError`] when the daemon cannot start or browse (no multicast socket).
@@ -234,7 +240,9 @@ fn browse_blocking(wait: Duration, directories_only: bool) -> Result<Vec<FoundTh
                     scheme: txt("scheme").unwrap_or_else(|| "http".to_owned()),
                     td: txt("td").unwrap_or_else(|| crate::describe::DESCRIPTION_PATH.to_owned()),
                 };
-                found.insert(thing.fullname.clone(), thing);
+                if found.len() < MAX_ANNOUNCED || found.contains_key(&thing.fullname) {
+                    found.insert(thing.fullname.clone(), thing);
+                }
             }
             Ok(ServiceEvent::ServiceRemoved(_, fullname)) => {
                 found.remove(&fullname);
