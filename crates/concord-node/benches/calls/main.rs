@@ -83,6 +83,15 @@ impl Options {
 
 fn main() -> Result<(), BoxError> {
     let options = Options::from_args()?;
+    // Both nodes' logs with µs timestamps, for a phase-by-phase timeline of a first call
+    // (`CONCORD_BENCH_LOG=concord_node=debug ... --only first-call --rounds 1`).
+    if let Ok(filter) = std::env::var("CONCORD_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
