@@ -447,3 +447,44 @@ impl Recorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared_store(dir: &std::path::Path) -> SharedStore {
+        let store = Arc::new(Store::open(dir).expect("the store opens"));
+        let backends = Backends {
+            protocols: Arc::clone(&store) as Arc<dyn concord_store::ProtocolBook>,
+            consensus: Arc::clone(&store) as Arc<dyn concord_store::ConsensusRegistry>,
+        };
+        SharedStore::new(store, backends, &Limits::default())
+    }
+
+    #[tokio::test]
+    async fn a_transcript_begun_in_the_background_keeps_the_frames_queued_before_its_row() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = shared_store(dir.path());
+        // Frames are queued at once, before the store has written the transcript's row.
+        let mut recorder = Recorder::start(&store, "ws://peer", Role::Provider, "plain");
+        recorder.hello(Direction::Received, r#"{"hello":"source"}"#);
+        recorder.hello(Direction::Sent, r#"{"hello":"destination"}"#);
+        let id = recorder.begun().await.expect("the transcript is begun");
+        assert_eq!(recorder.id(), Some(id), "the id is known once begun");
+        recorder.finish(Outcome::Failed("over".to_owned())).await;
+
+        let transcript = store
+            .get()
+            .transcript(id)
+            .expect("the store reads")
+            .expect("the transcript exists");
+        assert_eq!(transcript.summary.channel.as_deref(), Some("plain"));
+        assert_eq!(transcript.summary.peer, "ws://peer");
+        assert_eq!(
+            transcript.summary.outcome,
+            Some(Outcome::Failed("over".to_owned()))
+        );
+        let directions: Vec<_> = transcript.frames.iter().map(|f| f.direction).collect();
+        assert_eq!(directions, [Direction::Received, Direction::Sent]);
+    }
+}
