@@ -521,10 +521,13 @@ impl Connection {
     }
 }
 
-/// What the requester brings of its own instead of the negotiator's drafts.
+/// What the requester brings of its own: instead of the negotiator's drafts, and the
+/// protocol it offers for 0-RTT, as stored.
 struct Own {
     candidate: Option<String>,
     test_cases: Option<String>,
+    /// The protocol read with our 0-RTT offer, used when the peer resumes it.
+    prefetched: Option<Stored>,
 }
 
 /// Discovery, hello, and the session up to ready.
@@ -625,8 +628,9 @@ pub(crate) async fn connect_described(
     let own = Own {
         candidate,
         test_cases,
+        prefetched,
     };
-    start_session(shared, need, own, target, peer, known, plan, prefetched)
+    start_session(shared, need, own, target, peer, known, plan)
         .instrument(span)
         .await
 }
@@ -640,7 +644,6 @@ async fn start_session(
     peer: String,
     mut known: Known,
     plan: ChannelPlan,
-    prefetched: Option<Stored>,
 ) -> Result<Connection, ConnectError> {
     let offered_hash = known.offered_hash;
     let (mut socket, protection) = open_channel(&shared, &known.endpoint, plan).await?;
@@ -724,17 +727,18 @@ async fn start_session(
         }
     };
     let local = LocalSide::Requester(need.clone());
-    let settled = match settle_from_store(&shared, &agreement.protocol, &local, prefetched).await {
-        Ok(settled) => settled,
-        Err(error) => {
-            let reason = format!("cannot use our stored protocol: {error}");
-            transport::close(&mut socket, close_code::INTERNAL, &reason, CLOSE_LINGER).await;
-            recorder
-                .finish(concord_store::Outcome::Failed(reason.clone()))
-                .await;
-            return Err(ConnectError::Store(reason));
-        }
-    };
+    let settled =
+        match settle_from_store(&shared, &agreement.protocol, &local, own.prefetched).await {
+            Ok(settled) => settled,
+            Err(error) => {
+                let reason = format!("cannot use our stored protocol: {error}");
+                transport::close(&mut socket, close_code::INTERNAL, &reason, CLOSE_LINGER).await;
+                recorder
+                    .finish(concord_store::Outcome::Failed(reason.clone()))
+                    .await;
+                return Err(ConnectError::Store(reason));
+            }
+        };
     match &agreement.protocol {
         ProtocolChoice::Negotiate => match offered_hash {
             Some(hash) => {

@@ -309,16 +309,26 @@ impl Recorder {
         let (begun_sender, begun) = watch::channel(Begun::Pending);
         let store = store.clone();
         let done = tokio::spawn(async move {
+            // The frames queued by now (a session's hellos, queued as it starts) are written
+            // in the same trip to the store as the transcript's row.
+            let mut queued = VecDeque::new();
+            while let Ok(next) = receiver.try_recv() {
+                queued.push_back(*next);
+            }
             let started = store
                 .run(move |store| {
                     let id = store.begin_transcript(&peer, role, SystemTime::now())?;
                     store.set_transcript_channel(id, &channel)?;
-                    Ok(id)
+                    Ok((id, write_entries(store, id, queued)))
                 })
                 .await;
             let id = match started {
-                Ok(id) => {
+                Ok((id, (rest, error))) => {
                     begun_sender.send_replace(Begun::Started(id));
+                    if let Some(error) = error {
+                        tracing::debug!(%error, transcript = id.get(), "writing the first frames again");
+                        write_with_retries(&store, id, rest).await;
+                    }
                     id
                 }
                 Err(error) => {
