@@ -6,6 +6,8 @@
 //! cargo bench -p concord-node --bench calls -- --rounds 7 --seconds 2 --connections 64
 //! cargo bench -p concord-node --bench calls -- --only node-many   # one case, for a profiler
 //! cargo bench -p concord-node --bench calls -- --brief             # CI's regression guard
+//! CONCORD_BENCH_LOG=calls=info,concord_node=debug cargo bench -p concord-node --bench calls -- \
+//!     --only first-call --rounds 1 --connections 1             # a first call's timeline
 //! ```
 //!
 //! `--brief` (3 rounds of 0.3 s, 16 connections, unless given) runs every case in well
