@@ -521,10 +521,13 @@ impl Connection {
     }
 }
 
-/// What the requester brings of its own instead of the negotiator's drafts.
+/// What the requester brings of its own: instead of the negotiator's drafts, and the
+/// protocol it offers for 0-RTT, as stored.
 struct Own {
     candidate: Option<String>,
     test_cases: Option<String>,
+    /// The protocol read with our 0-RTT offer, used when the peer resumes it.
+    prefetched: Option<Stored>,
 }
 
 /// Discovery, hello, and the session up to ready.
@@ -605,11 +608,13 @@ pub(crate) async fn connect_described(
         .meta_protocol
         .as_ref()
         .is_some_and(|meta| meta.did.is_some());
-    let (offered_hash, consensus) = if plan.signer.is_some() || !provider_has_did {
+    let (resumable, consensus) = if plan.signer.is_some() || !provider_has_did {
         shortcuts(&shared, thing, &peer, &need.action).await?
     } else {
         (None, Vec::new())
     };
+    let offered_hash = resumable.as_ref().map(|resumable| resumable.hash);
+    let prefetched = resumable.and_then(|resumable| resumable.stored);
     let known = Known {
         peer: description_url,
         endpoint,
@@ -623,6 +628,7 @@ pub(crate) async fn connect_described(
     let own = Own {
         candidate,
         test_cases,
+        prefetched,
     };
     start_session(shared, need, own, target, peer, known, plan)
         .instrument(span)
@@ -655,7 +661,9 @@ async fn start_session(
     let source =
         handshake::source_hello(&offer, &hello::random_id(), offered_hash, &known.consensus);
     let source_text = source.encode();
-    let recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel).await;
+    // Begun by the recorder's task while the hellos cross; awaited before the driver starts
+    // (the connection's info names the transcript).
+    let mut recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel);
     recorder.hello(Direction::Sent, &source_text);
     if let Err(error) = socket.send_text(source_text).await {
         let error = ConnectError::Transport(error.to_string());
@@ -719,17 +727,18 @@ async fn start_session(
         }
     };
     let local = LocalSide::Requester(need.clone());
-    let settled = match settle_from_store(&shared, &agreement.protocol, &local).await {
-        Ok(settled) => settled,
-        Err(error) => {
-            let reason = format!("cannot use our stored protocol: {error}");
-            transport::close(&mut socket, close_code::INTERNAL, &reason, CLOSE_LINGER).await;
-            recorder
-                .finish(concord_store::Outcome::Failed(reason.clone()))
-                .await;
-            return Err(ConnectError::Store(reason));
-        }
-    };
+    let settled =
+        match settle_from_store(&shared, &agreement.protocol, &local, own.prefetched).await {
+            Ok(settled) => settled,
+            Err(error) => {
+                let reason = format!("cannot use our stored protocol: {error}");
+                transport::close(&mut socket, close_code::INTERNAL, &reason, CLOSE_LINGER).await;
+                recorder
+                    .finish(concord_store::Outcome::Failed(reason.clone()))
+                    .await;
+                return Err(ConnectError::Store(reason));
+            }
+        };
     match &agreement.protocol {
         ProtocolChoice::Negotiate => match offered_hash {
             Some(hash) => {
@@ -741,6 +750,7 @@ async fn start_session(
         ProtocolChoice::Consensus(uri) => tracing::info!(%uri, "consensus protocol selected"),
     }
 
+    recorder.begun().await;
     let session = Session::new(
         Role::Requester,
         &agreement,
@@ -898,7 +908,7 @@ async fn shortcuts(
     thing: &Thing,
     peer: &str,
     action: &str,
-) -> Result<(Option<ProtocolHash>, Vec<String>), ConnectError> {
+) -> Result<(Option<Resumable>, Vec<String>), ConnectError> {
     let peer_consensus: Vec<(String, ProtocolHash)> = thing
         .meta_protocol
         .iter()
@@ -929,6 +939,22 @@ async fn shortcuts(
                 }
                 offer.hash
             });
+            // The offered protocol is read now, in the same trip to the store: when the
+            // peer resumes it, the session starts from it with no other trip.
+            let resume = match resume {
+                Some(hash) => Some(Resumable {
+                    hash,
+                    stored: state.protocols.protocol(&hash)?.map(|protocol| Stored {
+                        settled: Settled {
+                            hash: protocol.hash,
+                            document: protocol.document,
+                            how: Settlement::Resumed,
+                        },
+                        handler: protocol.handlers.get(Role::Requester).map(str::to_owned),
+                    }),
+                }),
+                None => None,
+            };
             let mut consensus = Vec::new();
             for (uri, hash) in peer_consensus {
                 let Some(entry) = state.consensus.consensus(&uri)? else {
@@ -945,6 +971,20 @@ async fn shortcuts(
         })
         .await
         .map_err(|error| ConnectError::Store(error.to_string()))
+}
+
+/// The protocol a requester offers for 0-RTT, read with the offer.
+struct Resumable {
+    hash: ProtocolHash,
+    /// What the store holds under `hash` (`None`: it vanished since the offer was chosen).
+    stored: Option<Stored>,
+}
+
+/// A stored protocol as a requester starts a session from it.
+struct Stored {
+    settled: Settled,
+    /// Our handler for it, when stored.
+    handler: Option<String>,
 }
 
 /// Whether a protocol document is for `action` (its request fixes `action` to it, or does
@@ -1267,12 +1307,24 @@ async fn open_channel(
 }
 
 /// Loads the protocol and our code when the hello settled it (0-RTT or consensus).
+/// `prefetched`: the protocol read with the 0-RTT offer, used when the peer resumes it.
 async fn settle_from_store(
     shared: &Arc<Shared>,
     choice: &ProtocolChoice,
     local: &LocalSide,
+    prefetched: Option<Stored>,
 ) -> Result<Option<(Settled, code::ProtocolCode)>, String> {
     let negotiate = *choice == ProtocolChoice::Negotiate;
+    if let (ProtocolChoice::Resume(hash), Some(stored)) = (choice, prefetched) {
+        if stored.settled.hash == *hash {
+            let handler = stored
+                .handler
+                .ok_or_else(|| "our handler for it is not stored".to_owned())?;
+            let code = code::load(shared, &stored.settled.document, &handler, local)
+                .map_err(|error| error.to_string())?;
+            return Ok(Some((stored.settled, code)));
+        }
+    }
     let choice = choice.clone();
     let found = shared
         .store

@@ -14,7 +14,7 @@ use concord_store::{
     CheckpointMode, Direction, FrameRecord, Outcome, RecordingClaim, Store, StoreError,
     TranscriptBounds, TranscriptId, TranscriptRetention,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Limits;
 use crate::state::Backends;
@@ -263,10 +263,13 @@ async fn write_with_retries(store: &SharedStore, id: TranscriptId, entries: VecD
 /// Appends a session's frames to its transcript in the background, in order, within the
 /// node's transcript bounds: each text cut to `transcript_text_max_bytes` before it is
 /// queued, at most `transcript_max_frames` frames queued (the channel holds that many and
-/// the outcome, so it never blocks the session), the others counted.
+/// the outcome, so it never blocks the session), the others counted. The transcript itself
+/// is begun by the same background task, before the first frame is written: no store write
+/// stands between a hello and its answer.
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    id: Option<TranscriptId>,
+    /// Whether the transcript is begun yet, and its id.
+    begun: watch::Receiver<Begun>,
     /// Boxed entries: the channel's first block (32 slots) is allocated for the whole
     /// session, and 32 pointers cost far less than 32 entries in an idle session.
     entries: Option<mpsc::Sender<Box<Entry>>>,
@@ -278,41 +281,62 @@ pub(crate) struct Recorder {
     dropped: AtomicU64,
 }
 
+/// Where the beginning of a transcript stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Begun {
+    /// Its row is being written.
+    Pending,
+    /// Written under this id.
+    Started(TranscriptId),
+    /// The store refused it (logged): the session goes on without a transcript.
+    Failed,
+}
+
 impl Recorder {
     /// Starts a transcript for a session with `peer`, protected as `channel` says (the
-    /// Noise channel or plain; who proved which DID). A store failure leaves the session
-    /// without a transcript (logged), never without a session.
-    pub(crate) async fn start(store: &SharedStore, peer: &str, role: Role, channel: &str) -> Self {
-        let peer_owned = peer.to_owned();
+    /// Noise channel or plain; who proved which DID), without waiting for the store: its
+    /// row is written by the recorder's task, before the frames queued meanwhile. A store
+    /// failure leaves the session without a transcript (logged), never without a session.
+    /// Needs a Tokio runtime.
+    pub(crate) fn start(store: &SharedStore, peer: &str, role: Role, channel: &str) -> Self {
+        let peer = peer.to_owned();
         let channel = channel.to_owned();
-        let id = match store
-            .run(move |store| {
-                let id = store.begin_transcript(&peer_owned, role, SystemTime::now())?;
-                store.set_transcript_channel(id, &channel)?;
-                Ok(id)
-            })
-            .await
-        {
-            Ok(id) => id,
-            Err(error) => {
-                tracing::warn!(%error, "cannot start a transcript; the session goes on without one");
-                return Self {
-                    id: None,
-                    entries: None,
-                    done: None,
-                    bounds: store.1.bounds,
-                    queued: AtomicU64::new(0),
-                    dropped: AtomicU64::new(0),
-                };
-            }
-        };
         let bounds = store.1.bounds;
         // Room for every frame queued, the count of the others, and the outcome.
         let capacity = bounds.max_frames.min(MAX_CHANNEL) + 2;
         let (sender, mut receiver) =
             mpsc::channel::<Box<Entry>>(usize::try_from(capacity).unwrap_or(usize::MAX));
+        let (begun_sender, begun) = watch::channel(Begun::Pending);
         let store = store.clone();
         let done = tokio::spawn(async move {
+            // The frames queued by now (a session's hellos, queued as it starts) are written
+            // in the same trip to the store as the transcript's row.
+            let mut queued = VecDeque::new();
+            while let Ok(next) = receiver.try_recv() {
+                queued.push_back(*next);
+            }
+            let started = store
+                .run(move |store| {
+                    let id = store.begin_transcript(&peer, role, SystemTime::now())?;
+                    store.set_transcript_channel(id, &channel)?;
+                    Ok((id, write_entries(store, id, queued)))
+                })
+                .await;
+            let id = match started {
+                Ok((id, (rest, error))) => {
+                    begun_sender.send_replace(Begun::Started(id));
+                    if let Some(error) = error {
+                        tracing::debug!(%error, transcript = id.get(), "writing the first frames again");
+                        write_with_retries(&store, id, rest).await;
+                    }
+                    id
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot start a transcript; the session goes on without one");
+                    begun_sender.send_replace(Begun::Failed);
+                    return;
+                }
+            };
             while let Some(first) = receiver.recv().await {
                 let mut batch = VecDeque::from([*first]);
                 while let Ok(next) = receiver.try_recv() {
@@ -324,7 +348,7 @@ impl Recorder {
             store.session_ended();
         });
         Self {
-            id: Some(id),
+            begun,
             entries: Some(sender),
             done: Some(done),
             bounds,
@@ -333,9 +357,26 @@ impl Recorder {
         }
     }
 
-    /// The transcript's id, if it could be started.
+    /// Waits until the transcript is begun (or could not be): its id, if it was.
+    pub(crate) async fn begun(&mut self) -> Option<TranscriptId> {
+        match self
+            .begun
+            .wait_for(|begun| *begun != Begun::Pending)
+            .await
+            .map(|begun| *begun)
+        {
+            Ok(Begun::Started(id)) => Some(id),
+            // The task ended before saying (its runtime is shutting down): none.
+            Ok(Begun::Pending | Begun::Failed) | Err(_) => None,
+        }
+    }
+
+    /// The transcript's id, if it is begun by now (see [`Recorder::begun`]).
     pub(crate) fn id(&self) -> Option<TranscriptId> {
-        self.id
+        match *self.begun.borrow() {
+            Begun::Started(id) => Some(id),
+            Begun::Pending | Begun::Failed => None,
+        }
     }
 
     /// Records a hello sent or received (its first `transcript_text_max_bytes` bytes,
@@ -414,5 +455,46 @@ impl Recorder {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared_store(dir: &std::path::Path) -> SharedStore {
+        let store = Arc::new(Store::open(dir).expect("the store opens"));
+        let backends = Backends {
+            protocols: Arc::clone(&store) as Arc<dyn concord_store::ProtocolBook>,
+            consensus: Arc::clone(&store) as Arc<dyn concord_store::ConsensusRegistry>,
+        };
+        SharedStore::new(store, backends, &Limits::default())
+    }
+
+    #[tokio::test]
+    async fn a_transcript_begun_in_the_background_keeps_the_frames_queued_before_its_row() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = shared_store(dir.path());
+        // Frames are queued at once, before the store has written the transcript's row.
+        let mut recorder = Recorder::start(&store, "ws://peer", Role::Provider, "plain");
+        recorder.hello(Direction::Received, r#"{"hello":"source"}"#);
+        recorder.hello(Direction::Sent, r#"{"hello":"destination"}"#);
+        let id = recorder.begun().await.expect("the transcript is begun");
+        assert_eq!(recorder.id(), Some(id), "the id is known once begun");
+        recorder.finish(Outcome::Failed("over".to_owned())).await;
+
+        let transcript = store
+            .get()
+            .transcript(id)
+            .expect("the store reads")
+            .expect("the transcript exists");
+        assert_eq!(transcript.summary.channel.as_deref(), Some("plain"));
+        assert_eq!(transcript.summary.peer, "ws://peer");
+        assert_eq!(
+            transcript.summary.outcome,
+            Some(Outcome::Failed("over".to_owned()))
+        );
+        let directions: Vec<_> = transcript.frames.iter().map(|f| f.direction).collect();
+        assert_eq!(directions, [Direction::Received, Direction::Sent]);
     }
 }

@@ -141,12 +141,15 @@ impl Nodes {
             true => host_did(&node, self.secure).await?,
             false => None,
         };
+        tracing::info!(fresh, "bench: first call starts");
         let started = Instant::now();
         let connection = node.connect(self.server.url(), ACTION).await?;
+        tracing::info!("bench: connected");
         connection
             .call(ACTION, json!({"productId": catalogue.id(0)}))
             .await?;
         let elapsed = started.elapsed();
+        tracing::info!(?elapsed, "bench: first call answered");
         let expected = if fresh {
             Settlement::Negotiated
         } else {

@@ -386,7 +386,7 @@ async fn open_session(
         return None;
     }
     let channel = channel_summary(encrypted, &caller);
-    let recorder = Recorder::start(&shared.store, &peer, Role::Provider, &channel).await;
+    let recorder = Recorder::start(&shared.store, &peer, Role::Provider, &channel);
     recorder.hello(Direction::Received, &source_text);
     let destination_text = destination.encode();
     recorder.hello(Direction::Sent, &destination_text);
