@@ -37,11 +37,13 @@ mod consensus;
 mod error;
 mod nonces;
 mod protocols;
+mod shared;
 
 pub use client::{Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT};
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
 pub use error::{NatsError, BACKEND};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
+pub use shared::{Buckets, SharedState};
 
 pub mod testing;
