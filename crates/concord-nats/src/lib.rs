@@ -31,6 +31,11 @@
 //! # Ok(())
 //! # }
 //! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
 
 mod client;
 mod consensus;

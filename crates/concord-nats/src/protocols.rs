@@ -352,7 +352,7 @@ impl Book {
                     Some((hash, used))
                 })
                 .collect();
-        found.sort_by(|a, b| b.1.used_ms.cmp(&a.1.used_ms));
+        found.sort_by_key(|(_, used)| std::cmp::Reverse(used.used_ms));
         Ok(found)
     }
 
@@ -381,7 +381,7 @@ impl Book {
                 _ => {}
             }
         }
-        held.sort_by(|a, b| b.1.cmp(&a.1));
+        held.sort_by_key(|(_, used)| std::cmp::Reverse(*used));
         let keep = usize::try_from(max).unwrap_or(usize::MAX);
         let mut deleted = 0;
         for (hash, _) in held.into_iter().skip(keep) {
