@@ -279,3 +279,52 @@ pub(crate) fn key_of(text: &str) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
+
+/// Checks a server URL as [`Nats::connect`] will read it (`nats://host:port`,
+/// `tls://host:port`, or `host:port`): the reason when it will not.
+///
+/// ```
+/// assert!(concord_nats::check_server_url("nats://127.0.0.1:4222").is_ok());
+/// assert!(concord_nats::check_server_url("http://127.0.0.1:4222").is_err());
+/// ```
+///
+/// # Errors
+/// What is wrong with it, in words.
+pub fn check_server_url(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if let Some(scheme) = scheme {
+        if !matches!(scheme, "nats" | "tls") {
+            return Err(format!(
+                "{url:?}: the scheme must be nats:// or tls://, not {scheme}://"
+            ));
+        }
+    }
+    url.parse::<async_nats::ServerAddr>()
+        .map(|_| ())
+        .map_err(|error| format!("{url:?} is not a NATS server address: {error}"))
+}
+
+/// Checks a key-value bucket name as JetStream will (1 to 64 characters of letters,
+/// digits, `-` and `_`): the reason when it will not.
+///
+/// ```
+/// assert!(concord_nats::check_bucket_name("concord_protocols").is_ok());
+/// assert!(concord_nats::check_bucket_name("concord.protocols").is_err());
+/// ```
+///
+/// # Errors
+/// What is wrong with it, in words.
+pub fn check_bucket_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("{name:?} must have 1 to 64 characters"));
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        Some(bad) => Err(format!(
+            "{name:?} has {bad:?}: a bucket name is letters, digits, `-` and `_`"
+        )),
+        None => Ok(()),
+    }
+}

@@ -44,7 +44,9 @@ mod nonces;
 mod protocols;
 mod shared;
 
-pub use client::{Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT};
+pub use client::{
+    check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
+};
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
 pub use error::{NatsError, BACKEND};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
