@@ -247,6 +247,24 @@ pub(crate) async fn entries_under(
         })
         .await
         .map_err(|error| request(&error))?;
+    // The consumer is deleted once read: left to its inactivity threshold (30 s), one per
+    // lookup would pile up to the stream's consumer limit under load.
+    let name = consumer.cached_info().name.clone();
+    let read = read_all(store, consumer, operation, prefix).await;
+    if let Err(error) = store.stream.delete_consumer(&name).await {
+        tracing::debug!(%error, consumer = %name, "a lookup's consumer was not deleted (it expires by itself)");
+    }
+    read
+}
+
+/// Reads every message an ordered consumer of the latest values has pending.
+async fn read_all(
+    store: &kv::Store,
+    consumer: jetstream::consumer::Consumer<jetstream::consumer::push::OrderedConfig>,
+    operation: &'static str,
+    prefix: &str,
+) -> Result<Vec<(String, bytes::Bytes, u64)>, NatsError> {
+    let request = |error: &dyn std::fmt::Display| NatsError::request(operation, prefix, error);
     let mut found = Vec::new();
     if consumer.cached_info().num_pending == 0 {
         return Ok(found);

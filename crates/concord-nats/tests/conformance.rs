@@ -337,3 +337,36 @@ fn nats_stopped_answers_a_typed_error_in_time_and_recovers_when_it_returns() {
         .record_nonce("did:wba:x.example:a", "back", 1_800_000_000, 1_800_000_300)
         .unwrap());
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn many_lookups_leave_no_consumers_behind() {
+    // Each offer lists an index through a consumer; left to expire by itself, one per
+    // lookup reached the stream's consumer limit in about a thousand lookups.
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let nats = connect(&runtime, &server);
+    let book = runtime
+        .block_on(NatsProtocolBook::open(&nats, "protocols"))
+        .unwrap();
+    let peer = "https://shop.example/.well-known/wot";
+    let hash = book
+        .save_protocol(
+            &NewProtocol::negotiated("# lookups\n", peer)
+                .with_action("getProductInfo")
+                .with_handler(Role::Requester, "/* r */"),
+        )
+        .unwrap();
+    let query = concord_store::ResumeQuery {
+        peer,
+        action: "getProductInfo",
+        role: Role::Requester,
+    };
+    for n in 0..2_000 {
+        let offer = book
+            .latest_resumable(&query)
+            .unwrap_or_else(|error| panic!("lookup {n}: {error}"))
+            .unwrap_or_else(|| panic!("lookup {n}: nothing offered"));
+        assert_eq!(offer.hash, hash);
+    }
+}
