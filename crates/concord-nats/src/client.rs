@@ -73,7 +73,8 @@ pub struct Nats {
 
 impl Nats {
     /// Connects to the first server of `settings` that answers, within the operation
-    /// timeout; the requests of every backend built on it run on the current runtime.
+    /// timeout; the requests of every backend built on it run on the runtime this is
+    /// awaited on (keep it running as long as the backends are used).
     ///
     /// # Errors
     /// [`NatsError::File`] for a credentials file that cannot be read,
@@ -125,18 +126,24 @@ impl Nats {
                 connect_error(format!("no answer within {:?}", settings.operation_timeout))
             })?
             .map_err(|error| connect_error(error.to_string()))?;
-        Ok(Self::from_client(client, settings.operation_timeout))
+        // `connect` is async: it runs on a runtime, whose handle the requests use.
+        Ok(Self::from_client(
+            client,
+            Handle::current(),
+            settings.operation_timeout,
+        ))
     }
 
-    /// Uses an open client; requests run on the current runtime.
-    ///
-    /// # Panics
-    /// Outside a tokio runtime (this is called while setting up, in async code).
-    pub fn from_client(client: async_nats::Client, operation_timeout: Duration) -> Self {
+    /// Uses an open client; requests run on `handle`'s runtime.
+    fn from_client(
+        client: async_nats::Client,
+        handle: Handle,
+        operation_timeout: Duration,
+    ) -> Self {
         let mut jetstream = jetstream::new(client.clone());
         jetstream.set_timeout(operation_timeout);
         Self {
-            handle: Handle::current(),
+            handle,
             client,
             jetstream,
             timeout: operation_timeout,
@@ -317,6 +324,10 @@ pub fn check_server_url(url: &str) -> Result<(), String> {
             ));
         }
     }
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    if rest.is_empty() || rest.starts_with(':') || rest.starts_with('/') {
+        return Err(format!("{url:?} names no host"));
+    }
     url.parse::<async_nats::ServerAddr>()
         .map(|_| ())
         .map_err(|error| format!("{url:?} is not a NATS server address: {error}"))
@@ -344,5 +355,28 @@ pub fn check_bucket_name(name: &str) -> Result<(), String> {
             "{name:?} has {bad:?}: a bucket name is letters, digits, `-` and `_`"
         )),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls_and_bucket_names_are_checked_as_nats_reads_them() {
+        for good in [
+            "nats://127.0.0.1:4222",
+            "tls://nats.example:4222",
+            "127.0.0.1:4222",
+        ] {
+            assert!(check_server_url(good).is_ok(), "{good}");
+        }
+        for bad in ["http://127.0.0.1:4222", "nats://", "wss://x:1"] {
+            assert!(check_server_url(bad).is_err(), "{bad}");
+        }
+        assert!(check_bucket_name("concord_nonces-2").is_ok());
+        for bad in ["", "a.b", "a b", "a*", &"x".repeat(65)] {
+            assert!(check_bucket_name(bad).is_err(), "{bad:?}");
+        }
     }
 }

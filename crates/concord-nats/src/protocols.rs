@@ -627,3 +627,58 @@ impl ProtocolBook for NatsProtocolBook {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            document: "# d\n".to_owned(),
+            requester: None,
+            provider: None,
+            test_cases: None,
+            action: None,
+            consensus_uri: None,
+            created_ms: 1,
+            last_used_ms: None,
+            use_count: 0,
+            peers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_peer_used_again_moves_first_and_the_least_recent_beyond_the_bound_are_forgotten() {
+        let mut record = record();
+        for n in 0..MAX_PEERS_PER_PROTOCOL {
+            assert!(record
+                .record_peer(&format!("peer-{n}"), n as u64)
+                .is_empty());
+        }
+        assert!(record.record_peer("peer-0", 100).is_empty(), "held already");
+        assert_eq!(record.peers[0].peer, "peer-0");
+        assert_eq!(record.peers.len(), MAX_PEERS_PER_PROTOCOL);
+        let forgotten = record.record_peer("newcomer", 101);
+        assert_eq!(forgotten, ["peer-1"], "the least recently used one goes");
+        assert_eq!(record.peers.len(), MAX_PEERS_PER_PROTOCOL);
+        assert_eq!(record.peers[0].peer, "newcomer");
+    }
+
+    #[test]
+    fn every_key_is_one_a_bucket_accepts() {
+        let hash = ProtocolHash::of_text("# d\n");
+        for key in [
+            record_key(&hash),
+            lru_key(&hash),
+            format!("{}{hash}", peer_prefix("ws://[2001:db8::1]:80 did:wba:x")),
+            format!("{}{hash}", action_prefix("get product.info*>")),
+        ] {
+            assert!(
+                key.split('.')
+                    .all(|token| !token.is_empty()
+                        && token.chars().all(|c| c.is_ascii_alphanumeric())),
+                "{key}"
+            );
+        }
+    }
+}
