@@ -249,19 +249,19 @@ impl Book {
                 serde_json::to_vec(&record)
                     .map_err(|error| NatsError::request(self.operation, key.as_str(), error))?,
             );
-            let conflict = match revision {
+            // Written: done. Another replica wrote first: read again and merge into theirs.
+            match revision {
                 None => match self.store.create(&key, value).await {
                     Ok(_) => return Ok(Some(record)),
-                    Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => true,
+                    Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
                     Err(error) => return Err(NatsError::request(self.operation, key, error)),
                 },
                 Some(revision) => match self.store.update(&key, value, revision).await {
                     Ok(_) => return Ok(Some(record)),
-                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => true,
+                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {}
                     Err(error) => return Err(NatsError::request(self.operation, key, error)),
                 },
-            };
-            debug_assert!(conflict);
+            }
         }
         Err(NatsError::Conflict {
             what: "protocol",
