@@ -93,6 +93,18 @@
 //! #   machine), said in the log; true: always signed (a 401 gives up); false: never
 //! #   a graceful shutdown (Ctrl-C, SIGTERM) deletes the entries
 //!
+//! [cluster]                          # optional: replicas of this agent behind one address
+//! nats = ["nats://10.0.0.5:4222"]    # NATS servers with JetStream (nats:// or tls://); replicas
+//! #   share protocols by hash (0-RTT on any), replay nonces and consensus protocols there.
+//! #   Needs node.public_url (the load balancer's) and the same identity keys on every replica
+//! credentials = "agent.creds"        # optional: a NATS user's credentials file
+//! ca_cert = "nats-ca.pem"            # optional: the private CA of the servers' certificates
+//! require_tls = false                # refuse a server without TLS
+//! timeout = "2s"                     # one NATS operation; then a typed error (503 to a caller)
+//! protocols_bucket = "concord_protocols" # key-value buckets, one per agent (defaults shown)
+//! nonces_bucket = "concord_nonces"   # its max_age is security's replay window
+//! consensus_bucket = "concord_consensus"
+//!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "llama3.1"
@@ -240,6 +252,9 @@ pub struct AgentConfig {
     pub http_binding: bool,
     /// The bearer tokens granted to HTTP consumers (`[[http.bearer]]`).
     pub http_bearer: Vec<BearerGrant>,
+    /// Replicas of this agent sharing protocols, nonces and consensus protocols through
+    /// NATS JetStream (`[cluster]`), when configured.
+    pub cluster: Option<ClusterConfig>,
 }
 
 /// A secret from the configuration: `Debug` does not show it.
@@ -397,6 +412,99 @@ struct File {
     directory: Option<DirectorySection>,
     #[serde(default)]
     http: HttpBindingSection,
+    cluster: Option<ClusterSection>,
+}
+
+/// `[cluster]`: replicas of this agent sharing state through NATS JetStream.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterSection {
+    #[serde(default)]
+    nats: Vec<String>,
+    credentials: Option<PathBuf>,
+    ca_cert: Option<PathBuf>,
+    #[serde(default)]
+    require_tls: bool,
+    timeout: Option<Humane>,
+    protocols_bucket: Option<String>,
+    nonces_bucket: Option<String>,
+    consensus_bucket: Option<String>,
+}
+
+/// What `[cluster]` configured: how to reach NATS and the buckets the replicas share.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The servers, credentials, TLS and operation timeout.
+    pub settings: concord_nats::NatsSettings,
+    /// The buckets' names.
+    pub buckets: concord_nats::Buckets,
+}
+
+impl ClusterSection {
+    /// Every key checked, files read once to know they can be.
+    fn check(self, base: &Path) -> Result<ClusterConfig, Problem> {
+        if self.nats.is_empty() {
+            return Err(Problem::key(
+                "cluster.nats",
+                "no server given: add `nats = [\"nats://host:4222\"]`",
+            ));
+        }
+        for (index, url) in self.nats.iter().enumerate() {
+            concord_nats::check_server_url(url)
+                .map_err(|message| Problem::key(format!("cluster.nats[{index}]"), message))?;
+        }
+        let mut settings = concord_nats::NatsSettings::new(self.nats);
+        if let Some(path) = self.credentials {
+            let path = base.join(path);
+            read_file(&path, "cluster.credentials")?;
+            settings.credentials = Some(path);
+        }
+        if let Some(path) = self.ca_cert {
+            let path = base.join(path);
+            read_file(&path, "cluster.ca_cert")?;
+            settings.root_certificates = Some(path);
+        }
+        settings.require_tls = self.require_tls;
+        if let Some(timeout) = self.timeout {
+            let timeout = Duration::from(timeout);
+            if timeout.is_zero() {
+                return Err(Problem::key("cluster.timeout", "must be more than zero"));
+            }
+            settings.operation_timeout = timeout;
+        }
+        let mut buckets = concord_nats::Buckets::default();
+        let mut seen = BTreeSet::new();
+        for (key, given, name) in [
+            (
+                "cluster.protocols_bucket",
+                self.protocols_bucket,
+                &mut buckets.protocols,
+            ),
+            (
+                "cluster.nonces_bucket",
+                self.nonces_bucket,
+                &mut buckets.nonces,
+            ),
+            (
+                "cluster.consensus_bucket",
+                self.consensus_bucket,
+                &mut buckets.consensus,
+            ),
+        ] {
+            if let Some(given) = given {
+                concord_nats::check_bucket_name(&given)
+                    .map_err(|message| Problem::key(key, message))?;
+                *name = given;
+            }
+            if !seen.insert(name.clone()) {
+                return Err(Problem::key(
+                    key,
+                    format!("{name:?} is another bucket's name: each kind of state has its own"),
+                ));
+            }
+        }
+        Ok(ClusterConfig { settings, buckets })
+    }
 }
 
 /// `[directory]`: the W3C WoT Discovery directories the agent registers with.
@@ -1026,6 +1134,16 @@ impl File {
             Some(section) => section.check()?,
             None => (Vec::new(), RegistrationSettings::default()),
         };
+        let cluster = self
+            .cluster
+            .map(|section| section.check(base))
+            .transpose()?;
+        if cluster.is_some() && public_url.is_none() {
+            return Err(Problem::key(
+                "node.public_url",
+                "replicas (`[cluster]`) are one agent at one address: set the URL the load balancer answers at",
+            ));
+        }
         Ok(AgentConfig {
             title,
             id: self.agent.id,
@@ -1048,6 +1166,7 @@ impl File {
             registration,
             http_binding: self.http.enabled,
             http_bearer,
+            cluster,
         })
     }
 }
@@ -1914,6 +2033,46 @@ input = { type = "object" }
 output = "out.json"
 exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
 "#;
+
+    #[test]
+    fn a_cluster_is_read_and_refused_by_key_when_wrong() {
+        let node = "[node]\npublic_url = \"https://shop.example/\"\n";
+        let config = load(
+            &format!(
+                "{node}{MINIMAL}\n[cluster]\nnats = [\"nats://10.0.0.5:4222\", \"tls://nats.example:4222\"]\n\
+                 timeout = \"500ms\"\nrequire_tls = true\nprotocols_bucket = \"shop_protocols\"\n"
+            ),
+            &[],
+        )
+        .unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(
+            cluster.settings.servers,
+            ["nats://10.0.0.5:4222", "tls://nats.example:4222"]
+        );
+        assert_eq!(
+            cluster.settings.operation_timeout,
+            Duration::from_millis(500)
+        );
+        assert!(cluster.settings.require_tls);
+        assert_eq!(cluster.buckets.protocols, "shop_protocols");
+        assert_eq!(cluster.buckets.nonces, concord_nats::DEFAULT_NONCE_BUCKET);
+        assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
+        for (text, expected) in [
+            (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),
+            (format!("{node}{MINIMAL}\n[cluster]\n"), "cluster.nats: no server given"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\", \"http://b:4222\"]\n"), "cluster.nats[1]: \"http://b:4222\": the scheme must be nats:// or tls://"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\ncredentials = \"none.creds\"\n"), "cluster.credentials: cannot read"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nca_cert = \"none.pem\"\n"), "cluster.ca_cert: cannot read"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\ntimeout = \"0s\"\n"), "cluster.timeout: must be more than zero"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nnonces_bucket = \"a.b\"\n"), "cluster.nonces_bucket: \"a.b\" has '.'"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nconsensus_bucket = \"concord_nonces\"\n"), "cluster.consensus_bucket: \"concord_nonces\" is another bucket's name"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nstream = \"x\"\n"), "unknown field `stream`"),
+        ] {
+            let error = load(&text, &[]).unwrap_err();
+            assert!(error.contains(expected), "{error:?} does not say {expected:?}");
+        }
+    }
 
     #[test]
     fn directories_are_read_and_refused_by_key_when_wrong() {

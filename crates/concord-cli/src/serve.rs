@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -171,6 +172,29 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         builder = builder.register_with(url.clone());
     }
     builder = builder.registration(config.registration);
+    // Replicas: protocols, nonces and consensus protocols in NATS. Unreachable at start is
+    // a one-line error naming the key, exit 2 (the agent cannot run as configured).
+    let cluster = match &config.cluster {
+        Some(cluster) => match open_cluster(cluster, &config.security).await {
+            Ok(shared) => Some(shared),
+            Err((key, error)) => {
+                eprintln!("concord: {}: `{key}`: {error}", args.config.display());
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
+    if let Some(shared) = &cluster {
+        builder = builder
+            .protocols(Arc::clone(&shared.protocols) as Arc<dyn concord_store::ProtocolBook>)
+            .nonce_store(Arc::clone(&shared.nonces) as Arc<dyn concord_store::NonceStore>)
+            .consensus_registry(
+                Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>
+            );
+    }
+    let registry: Option<Arc<dyn concord_store::ConsensusRegistry>> = cluster
+        .as_ref()
+        .map(|shared| Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>);
     let node = match builder.build() {
         Ok(node) => node,
         Err(NodeError::Config(problem)) => {
@@ -179,8 +203,10 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         }
         Err(error) => return Err(error).context("cannot build the node"),
     };
+    let registry = registry
+        .unwrap_or_else(|| Arc::clone(node.store()) as Arc<dyn concord_store::ConsensusRegistry>);
     for protocol in &config.consensus {
-        if let Err(error) = hold_consensus(&node, protocol).await {
+        if let Err(error) = hold_consensus(&node, &registry, protocol).await {
             eprintln!(
                 "concord: {}: `{}`: {}",
                 args.config.display(),
@@ -313,10 +339,54 @@ impl Drop for CreatedKeys {
     }
 }
 
+/// Connects to the cluster's NATS servers and opens its buckets; on failure, the
+/// configuration key to name with the error.
+async fn open_cluster(
+    cluster: &crate::agent_config::ClusterConfig,
+    security: &concord_node::Security,
+) -> Result<concord_nats::SharedState, (&'static str, concord_nats::NatsError)> {
+    use concord_nats::NatsError;
+    let nats = concord_nats::Nats::connect(&cluster.settings)
+        .await
+        .map_err(|error| {
+            let key = match &error {
+                NatsError::File {
+                    what: "credentials",
+                    ..
+                } => "cluster.credentials",
+                NatsError::File { .. } => "cluster.ca_cert",
+                _ => "cluster.nats",
+            };
+            (key, error)
+        })?;
+    concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
+        .await
+        .map_err(|error| {
+            let buckets = &cluster.buckets;
+            let key = match &error {
+                NatsError::Bucket { bucket, .. } | NatsError::WindowTooShort { bucket, .. }
+                    if *bucket == buckets.protocols =>
+                {
+                    "cluster.protocols_bucket"
+                }
+                NatsError::Bucket { bucket, .. } | NatsError::WindowTooShort { bucket, .. }
+                    if *bucket == buckets.nonces =>
+                {
+                    "cluster.nonces_bucket"
+                }
+                NatsError::Bucket { .. } => "cluster.consensus_bucket",
+                _ => "cluster.nats",
+            };
+            (key, error)
+        })
+}
+
 /// Generates and checks our provider code for a configured consensus protocol and
-/// registers it, so that the description advertises it.
+/// registers it in `registry` (the node's: its store, or the cluster's), so that the
+/// description advertises it.
 async fn hold_consensus(
     node: &Node,
+    registry: &Arc<dyn concord_store::ConsensusRegistry>,
     protocol: &crate::agent_config::ConsensusProtocol,
 ) -> anyhow::Result<()> {
     let mut generator = Generator::new();
@@ -327,8 +397,8 @@ async fn hold_consensus(
         consensus::provider_module(&generator, &protocol.document, &node.actions()).await?;
     let entry = NewConsensus::new(protocol.uri.clone(), protocol.document.text())
         .with_handler(Role::Provider, generated.source);
-    let store = std::sync::Arc::clone(node.store());
-    tokio::task::spawn_blocking(move || store.add_consensus(&entry))
+    let registry = Arc::clone(registry);
+    tokio::task::spawn_blocking(move || registry.add_consensus(&entry))
         .await
         .context("the store task failed")?
         .context("cannot register it")?;

@@ -661,3 +661,25 @@ fn serve_with_an_unreachable_llm_does_not_start() {
         output.stderr
     );
 }
+
+#[test]
+fn serve_with_nats_unreachable_does_not_start() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("nats://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let text = config_text(&format!(
+        "\n[cluster]\nnats = [{closed:?}]\ntimeout = \"500ms\"\n"
+    ))
+    .replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:9/\"",
+    );
+    let (_dir, config) = write_config(&text);
+    let output = run(concord().arg("serve").arg("--config").arg(&config));
+    exits("serve, NATS unreachable", &output, 2);
+    assert!(
+        output.stderr.contains("`cluster.nats`") && output.stderr.contains(&closed),
+        "{}",
+        output.stderr
+    );
+}

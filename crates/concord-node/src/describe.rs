@@ -53,9 +53,24 @@ impl Description {
         }
     }
 
-    /// The description as served now.
+    /// The description as served now. When the consensus registry cannot be read (a
+    /// shared backend away), the last document built is served as it was (its consensus
+    /// list may be behind: a caller offering a protocol no longer there is told so in the
+    /// hello, as always); with none built yet, the error.
     pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, DescriptionBuildError> {
-        let consensus = consensus_protocols(shared).await?;
+        let consensus = match consensus_protocols(shared).await {
+            Ok(consensus) => consensus,
+            Err(error) => {
+                let built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+                return match built.as_ref() {
+                    Some((_, bytes)) => {
+                        tracing::warn!(%error, "the consensus registry cannot be read: serving the last description built");
+                        Ok(bytes.clone())
+                    }
+                    None => Err(error),
+                };
+            }
+        };
         let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((listed, bytes)) = built.as_ref() {
             if *listed == consensus {

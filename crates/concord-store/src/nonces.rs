@@ -28,6 +28,24 @@ pub struct UsedNonce {
     pub expires: i64,
 }
 
+impl UsedNonce {
+    /// The pair `did`, `nonce` accepted at `recorded`, kept until `expires` (Unix seconds):
+    /// what another [`NonceStore`](crate::NonceStore) backend answers.
+    pub fn new(
+        did: impl Into<String>,
+        nonce: impl Into<String>,
+        recorded: i64,
+        expires: i64,
+    ) -> Self {
+        Self {
+            did: did.into(),
+            nonce: nonce.into(),
+            recorded,
+            expires,
+        }
+    }
+}
+
 impl Store {
     /// Records that `did` used `nonce` at `recorded` (Unix seconds), kept until `expires`,
     /// and deletes up to [`NONCE_PRUNE_BATCH`] nonces expired at `recorded`, in one

@@ -185,6 +185,28 @@ pub struct StoredProtocol {
     pub use_count: u64,
 }
 
+impl StoredProtocol {
+    /// The protocol `document`, settled as `settlement` and first stored at `created`,
+    /// with no handler, test cases, action, peer or use yet: its hash is computed here,
+    /// never taken from a caller (what another [`ProtocolBook`](crate::ProtocolBook)
+    /// backend answers once it has read the rest).
+    pub fn new(document: impl Into<String>, settlement: Settlement, created: SystemTime) -> Self {
+        let document = document.into();
+        Self {
+            hash: ProtocolHash::of_text(&document),
+            document,
+            handlers: Handlers::default(),
+            test_cases: None,
+            action: None,
+            peers: Vec::new(),
+            settlement,
+            created,
+            last_used: None,
+            use_count: 0,
+        }
+    }
+}
+
 /// One line of [`Store::list_protocols`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -74,6 +74,23 @@ pub struct ConsensusProtocol {
     pub added: SystemTime,
 }
 
+impl ConsensusProtocol {
+    /// The protocol `document` registered at `uri` since `added`, with no handler module
+    /// yet: its hash is computed here, never taken from a caller (what another
+    /// [`ConsensusRegistry`](crate::ConsensusRegistry) backend answers once it has checked
+    /// the document it read).
+    pub fn new(uri: impl Into<String>, document: impl Into<String>, added: SystemTime) -> Self {
+        let document = document.into();
+        Self {
+            uri: uri.into(),
+            hash: ProtocolHash::of_text(&document),
+            document,
+            handlers: Handlers::default(),
+            added,
+        }
+    }
+}
+
 /// One line of [`Store::list_consensus`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -90,6 +107,23 @@ pub struct ConsensusSummary {
     pub document_len: usize,
     /// When this document was registered under the URI.
     pub added: SystemTime,
+}
+
+impl From<&ConsensusProtocol> for ConsensusSummary {
+    /// The listing line of a protocol whose document reproduced its hash.
+    fn from(protocol: &ConsensusProtocol) -> Self {
+        Self {
+            uri: protocol.uri.clone(),
+            hash: protocol.hash,
+            integrity: Integrity::Verified,
+            handler_roles: [Role::Requester, Role::Provider]
+                .into_iter()
+                .filter(|role| protocol.handlers.get(*role).is_some())
+                .collect(),
+            document_len: protocol.document.len(),
+            added: protocol.added,
+        }
+    }
 }
 
 impl Store {

@@ -26,6 +26,7 @@ mod llm;
 mod negotiation;
 mod redirect;
 mod rejection;
+mod replicas;
 mod retention;
 mod schema_rules;
 mod shared_state;

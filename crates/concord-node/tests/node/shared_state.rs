@@ -48,7 +48,7 @@ fn provider(log: Option<Arc<dyn NonceLog>>, nonces: Option<Arc<dyn NonceStore>>)
 
 /// Upgrades from `source` with these headers: `Ok(())` when the WebSocket opened, else
 /// the HTTP refusal.
-async fn upgrade_from(
+pub(crate) async fn upgrade_from(
     source: &str,
     server: &Server,
     headers: &[(String, String)],

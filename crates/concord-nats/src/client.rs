@@ -1,0 +1,382 @@
+//! The connection every backend of this crate shares, and how a synchronous trait call
+//! runs an asynchronous NATS request.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use tokio::runtime::Handle;
+
+use crate::error::NatsError;
+
+/// The default time one operation may take before it answers [`NatsError::Timeout`].
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How to reach NATS.
+///
+/// ```
+/// let settings = concord_nats::NatsSettings::new(["nats://127.0.0.1:4222"]);
+/// assert_eq!(settings.operation_timeout, concord_nats::DEFAULT_OPERATION_TIMEOUT);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NatsSettings {
+    /// The servers (`nats://host:port`, `tls://host:port`), tried in turn.
+    pub servers: Vec<String>,
+    /// A `.creds` file (a user JWT and its nkey seed), if the servers require one.
+    pub credentials: Option<PathBuf>,
+    /// PEM root certificates the servers' TLS certificates chain to (a private CA).
+    pub root_certificates: Option<PathBuf>,
+    /// Refuse to talk to a server without TLS.
+    pub require_tls: bool,
+    /// The longest one operation (a read, a write) may take, connecting included.
+    pub operation_timeout: Duration,
+    /// The client name the servers show (`concord` unless set).
+    pub client_name: String,
+}
+
+impl NatsSettings {
+    /// Plain connections to `servers`, no credentials, the default timeout.
+    pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            servers: servers.into_iter().map(Into::into).collect(),
+            credentials: None,
+            root_certificates: None,
+            require_tls: false,
+            operation_timeout: DEFAULT_OPERATION_TIMEOUT,
+            client_name: "concord".to_owned(),
+        }
+    }
+}
+
+/// One NATS connection with JetStream, and the runtime its requests run on.
+///
+/// The store traits this crate implements are synchronous: a node calls them on tokio's
+/// blocking pool (`spawn_blocking`). Each call spawns its request onto the runtime held
+/// here and waits on a channel for the answer, at most
+/// [`operation_timeout`](NatsSettings::operation_timeout). That is safe on a blocking-pool
+/// thread (or any thread that is not one of the runtime's workers): the thread that waits
+/// is not one the request needs, the runtime's workers run it. Waiting on a channel rather
+/// than `Handle::block_on` also means a call from a worker thread by mistake costs that
+/// worker for at most the timeout and answers an error: never a panic, never a hang. When
+/// NATS is away the client keeps reconnecting in the background and each call answers
+/// [`NatsError::Timeout`] (or the error NATS gave) until it is back.
+#[derive(Debug, Clone)]
+pub struct Nats {
+    handle: Handle,
+    client: async_nats::Client,
+    jetstream: jetstream::Context,
+    timeout: Duration,
+}
+
+impl Nats {
+    /// Connects to the first server of `settings` that answers, within the operation
+    /// timeout; the requests of every backend built on it run on the runtime this is
+    /// awaited on (keep it running as long as the backends are used).
+    ///
+    /// # Errors
+    /// [`NatsError::File`] for a credentials file that cannot be read,
+    /// [`NatsError::Connect`] when no server could be reached in time or one refused us.
+    pub async fn connect(settings: &NatsSettings) -> Result<Self, NatsError> {
+        let servers = settings.servers.join(", ");
+        let connect_error = |cause: String| NatsError::Connect {
+            servers: servers.clone(),
+            cause,
+        };
+        let mut options = async_nats::ConnectOptions::new()
+            .name(&settings.client_name)
+            .connection_timeout(settings.operation_timeout)
+            .request_timeout(Some(settings.operation_timeout))
+            .require_tls(settings.require_tls);
+        if let Some(path) = &settings.credentials {
+            options = options
+                .credentials_file(path)
+                .await
+                .map_err(|cause| NatsError::File {
+                    what: "credentials",
+                    path: path.clone(),
+                    cause,
+                })?;
+        }
+        if let Some(path) = &settings.root_certificates {
+            std::fs::metadata(path).map_err(|cause| NatsError::File {
+                what: "root certificates",
+                path: path.clone(),
+                cause,
+            })?;
+            options = options.add_root_certificates(path.clone());
+        }
+        let addresses = settings
+            .servers
+            .iter()
+            .map(|server| {
+                server
+                    .parse::<async_nats::ServerAddr>()
+                    .map_err(|error| connect_error(format!("{server:?}: {error}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if addresses.is_empty() {
+            return Err(connect_error("no server given".to_owned()));
+        }
+        let client = tokio::time::timeout(settings.operation_timeout, options.connect(addresses))
+            .await
+            .map_err(|_| {
+                connect_error(format!("no answer within {:?}", settings.operation_timeout))
+            })?
+            .map_err(|error| connect_error(error.to_string()))?;
+        // `connect` is async: it runs on a runtime, whose handle the requests use.
+        Ok(Self::from_client(
+            client,
+            Handle::current(),
+            settings.operation_timeout,
+        ))
+    }
+
+    /// Uses an open client; requests run on `handle`'s runtime.
+    fn from_client(
+        client: async_nats::Client,
+        handle: Handle,
+        operation_timeout: Duration,
+    ) -> Self {
+        let mut jetstream = jetstream::new(client.clone());
+        jetstream.set_timeout(operation_timeout);
+        Self {
+            handle,
+            client,
+            jetstream,
+            timeout: operation_timeout,
+        }
+    }
+
+    /// A new inbox subject for a consumer's deliveries.
+    pub(crate) fn inbox(&self) -> String {
+        self.client.new_inbox()
+    }
+
+    /// The longest one operation may take.
+    pub fn operation_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The key-value bucket `config.bucket`, created with `config` when missing (by us or
+    /// a replica starting at the same time).
+    pub(crate) async fn bucket(&self, config: kv::Config) -> Result<kv::Store, NatsError> {
+        let name = config.bucket.clone();
+        let bucket_error = |cause: String| NatsError::Bucket {
+            bucket: name.clone(),
+            cause,
+        };
+        let attempt = async {
+            match self.jetstream.get_key_value(&name).await {
+                Ok(store) => Ok(store),
+                Err(_) => match self.jetstream.create_key_value(config).await {
+                    Ok(store) => Ok(store),
+                    // Another replica created it between our look and our create.
+                    Err(create) => self
+                        .jetstream
+                        .get_key_value(&name)
+                        .await
+                        .map_err(|_| bucket_error(create.to_string())),
+                },
+            }
+        };
+        tokio::time::timeout(self.timeout * 3, attempt)
+            .await
+            .map_err(|_| bucket_error(format!("no answer within {:?}", self.timeout * 3)))?
+    }
+
+    /// Runs `request` on the runtime and waits for its answer on this (blocking) thread, at
+    /// most the operation timeout.
+    pub(crate) fn run<T, F>(&self, operation: &'static str, request: F) -> Result<T, NatsError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, NatsError>> + Send + 'static,
+    {
+        let timeout = self.timeout;
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let result =
+                tokio::time::timeout(timeout, request)
+                    .await
+                    .unwrap_or(Err(NatsError::Timeout {
+                        operation,
+                        after: timeout,
+                    }));
+            // The caller may have stopped waiting: nothing to tell then.
+            let _ = answer.send(result);
+        });
+        // A little longer than the request's own timeout, so that it answers first.
+        match answered.recv_timeout(timeout + Duration::from_millis(250)) {
+            Ok(result) => result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(NatsError::Timeout {
+                operation,
+                after: timeout,
+            }),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(NatsError::RuntimeGone { operation })
+            }
+        }
+    }
+}
+
+/// A key-value entry as this crate reads it: its value and revision, absent when deleted.
+pub(crate) async fn live_entry(
+    store: &kv::Store,
+    operation: &'static str,
+    key: &str,
+) -> Result<Option<kv::Entry>, NatsError> {
+    let entry = store
+        .entry(key)
+        .await
+        .map_err(|error| NatsError::request(operation, key, error))?;
+    Ok(entry.filter(|entry| entry.operation == kv::Operation::Put))
+}
+
+/// The latest value of every live key starting with `prefix` (which ends in `.`), read
+/// with one ordered consumer filtered on the server (not one request per key).
+pub(crate) async fn entries_under(
+    store: &kv::Store,
+    inbox: String,
+    operation: &'static str,
+    prefix: &str,
+) -> Result<Vec<(String, bytes::Bytes, u64)>, NatsError> {
+    let request = |error: &dyn std::fmt::Display| NatsError::request(operation, prefix, error);
+    let consumer = store
+        .stream
+        .create_consumer(jetstream::consumer::push::OrderedConfig {
+            deliver_subject: inbox,
+            filter_subject: format!("{}{prefix}>", store.prefix),
+            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+            replay_policy: jetstream::consumer::ReplayPolicy::Instant,
+            ..Default::default()
+        })
+        .await
+        .map_err(|error| request(&error))?;
+    // The consumer is deleted once read: left to its inactivity threshold (30 s), one per
+    // lookup would pile up to the stream's consumer limit under load.
+    let name = consumer.cached_info().name.clone();
+    let read = read_all(store, consumer, operation, prefix).await;
+    if let Err(error) = store.stream.delete_consumer(&name).await {
+        tracing::debug!(%error, consumer = %name, "a lookup's consumer was not deleted (it expires by itself)");
+    }
+    read
+}
+
+/// Reads every message an ordered consumer of the latest values has pending.
+async fn read_all(
+    store: &kv::Store,
+    consumer: jetstream::consumer::Consumer<jetstream::consumer::push::OrderedConfig>,
+    operation: &'static str,
+    prefix: &str,
+) -> Result<Vec<(String, bytes::Bytes, u64)>, NatsError> {
+    let request = |error: &dyn std::fmt::Display| NatsError::request(operation, prefix, error);
+    let mut found = Vec::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(found);
+    }
+    let mut messages = consumer.messages().await.map_err(|error| request(&error))?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|error| request(&error))?;
+        let info = message.info().map_err(|error| request(&error))?;
+        let (pending, revision) = (info.pending, info.stream_sequence);
+        let deleted = message
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get("KV-Operation"))
+            .is_some();
+        if !deleted {
+            if let Some(key) = message.subject.strip_prefix(store.prefix.as_str()) {
+                found.push((key.to_owned(), message.payload.clone(), revision));
+            }
+        }
+        if pending == 0 {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// A key for `text` that any NATS key-value bucket accepts: the hex SHA-256 of it (the
+/// text itself is kept in the value).
+pub(crate) fn key_of(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Checks a server URL as [`Nats::connect`] will read it (`nats://host:port`,
+/// `tls://host:port`, or `host:port`): the reason when it will not.
+///
+/// ```
+/// assert!(concord_nats::check_server_url("nats://127.0.0.1:4222").is_ok());
+/// assert!(concord_nats::check_server_url("http://127.0.0.1:4222").is_err());
+/// ```
+///
+/// # Errors
+/// What is wrong with it, in words.
+pub fn check_server_url(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if let Some(scheme) = scheme {
+        if !matches!(scheme, "nats" | "tls") {
+            return Err(format!(
+                "{url:?}: the scheme must be nats:// or tls://, not {scheme}://"
+            ));
+        }
+    }
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    if rest.is_empty() || rest.starts_with(':') || rest.starts_with('/') {
+        return Err(format!("{url:?} names no host"));
+    }
+    url.parse::<async_nats::ServerAddr>()
+        .map(|_| ())
+        .map_err(|error| format!("{url:?} is not a NATS server address: {error}"))
+}
+
+/// Checks a key-value bucket name as JetStream will (1 to 64 characters of letters,
+/// digits, `-` and `_`): the reason when it will not.
+///
+/// ```
+/// assert!(concord_nats::check_bucket_name("concord_protocols").is_ok());
+/// assert!(concord_nats::check_bucket_name("concord.protocols").is_err());
+/// ```
+///
+/// # Errors
+/// What is wrong with it, in words.
+pub fn check_bucket_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("{name:?} must have 1 to 64 characters"));
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        Some(bad) => Err(format!(
+            "{name:?} has {bad:?}: a bucket name is letters, digits, `-` and `_`"
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls_and_bucket_names_are_checked_as_nats_reads_them() {
+        for good in [
+            "nats://127.0.0.1:4222",
+            "tls://nats.example:4222",
+            "127.0.0.1:4222",
+        ] {
+            assert!(check_server_url(good).is_ok(), "{good}");
+        }
+        for bad in ["http://127.0.0.1:4222", "nats://", "wss://x:1"] {
+            assert!(check_server_url(bad).is_err(), "{bad}");
+        }
+        assert!(check_bucket_name("concord_nonces-2").is_ok());
+        for bad in ["", "a.b", "a b", "a*", &"x".repeat(65)] {
+            assert!(check_bucket_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! What went wrong talking to NATS: every error names the operation, the bucket or key,
+//! and the cause, in one line.
+
+use std::time::Duration;
+
+use concord_store::StoreError;
+
+/// The name this crate's errors give as [`StoreError::Backend`]'s `backend`.
+pub const BACKEND: &str = "nats-jetstream";
+
+/// Everything that can go wrong connecting to NATS or using a bucket.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NatsError {
+    /// No server of the list could be reached or the connection was refused
+    /// (authentication, TLS).
+    #[error("cannot connect to NATS at {servers}: {cause}")]
+    Connect {
+        /// The servers tried, comma-separated.
+        servers: String,
+        /// Why.
+        cause: String,
+    },
+    /// A credentials, nkey or certificate file could not be read.
+    #[error("cannot read the NATS {what} file {path}: {cause}")]
+    File {
+        /// Which file (`"credentials"`, …).
+        what: &'static str,
+        /// Its path.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// A bucket could not be found, created or checked.
+    #[error("NATS key-value bucket {bucket:?}: {cause}")]
+    Bucket {
+        /// The bucket.
+        bucket: String,
+        /// Why.
+        cause: String,
+    },
+    /// The nonce bucket keeps entries for less time than one nonce must be kept: replays
+    /// would pass once NATS forgot them.
+    #[error("NATS key-value bucket {bucket:?} keeps entries {max_age:?}, less than the {window:?} a nonce must be kept")]
+    WindowTooShort {
+        /// The bucket.
+        bucket: String,
+        /// The bucket's `max_age`.
+        max_age: Duration,
+        /// What was asked.
+        window: Duration,
+    },
+    /// No answer within the operation's timeout (NATS unreachable, or too slow).
+    #[error("NATS did not answer {operation} within {after:?}")]
+    Timeout {
+        /// What was asked.
+        operation: &'static str,
+        /// The timeout.
+        after: Duration,
+    },
+    /// NATS answered with an error, or the connection failed during the operation.
+    #[error("NATS could not {operation} (key {key:?}): {cause}")]
+    Request {
+        /// What was asked.
+        operation: &'static str,
+        /// The key.
+        key: String,
+        /// NATS's error.
+        cause: String,
+    },
+    /// Another replica changed the entry between our read and our write (the
+    /// compare-and-swap on its revision failed): this write was not made.
+    #[error("{what} {key:?} was changed by another replica at the same time: this change was not made (read it again)")]
+    Conflict {
+        /// What the entry is (`"consensus protocol"`, …).
+        what: &'static str,
+        /// Its name (a URI, a hash).
+        key: String,
+    },
+    /// An entry read back is not what this crate writes (not JSON of the expected shape,
+    /// or a document that does not reproduce its hash): it is never used.
+    #[error("NATS key-value bucket {bucket:?}, key {key:?}: {detail}")]
+    Corrupt {
+        /// The bucket.
+        bucket: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A record asks to be kept longer than the bucket keeps anything.
+    #[error("a nonce kept {asked}s does not fit the bucket's window of {window:?}")]
+    BeyondWindow {
+        /// The seconds asked (expires − recorded).
+        asked: i64,
+        /// The bucket's `max_age`.
+        window: Duration,
+    },
+    /// The runtime the backend runs its requests on is gone (the node shut down).
+    #[error("the tokio runtime NATS requests run on is shut down ({operation})")]
+    RuntimeGone {
+        /// What was asked.
+        operation: &'static str,
+    },
+}
+
+impl NatsError {
+    /// This error as the store traits' typed error, naming `operation`.
+    pub fn into_store(self, operation: &'static str) -> StoreError {
+        StoreError::Backend {
+            backend: BACKEND,
+            operation,
+            cause: Box::new(self),
+        }
+    }
+
+    pub(crate) fn request(
+        operation: &'static str,
+        key: impl Into<String>,
+        cause: impl std::fmt::Display,
+    ) -> Self {
+        Self::Request {
+            operation,
+            key: key.into(),
+            cause: cause.to_string(),
+        }
+    }
+}

