@@ -45,7 +45,8 @@ def main():
 
     params = xllamacpp.CommonParams()
     params.model.path = gguf_path()
-    params.model_alias = MODEL_ALIAS
+    # A set of names (a plain string would become a set of its letters).
+    params.model_alias = {MODEL_ALIAS}
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.n_ctx = args.ctx

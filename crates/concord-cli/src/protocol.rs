@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
-    Need, NegotiateError, Negotiator, Previous, StepRecord,
+    Need, NegotiateError, Negotiator, Previous, StepRecord, StructuredOutput,
 };
 use concord_proto::{Decision, ProtocolHash};
 use serde_json::json;
@@ -111,7 +111,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             } else {
                 block_on(draft(&DeterministicNegotiator::new(), &need, peer_action))?
             };
-            let decided = drafted.map_err(negotiate_error)?;
+            let decided = drafted.inspect_err(report_failed_cost).map_err(negotiate_error)?;
             out!("{}", decided.value)?;
             report_cost(&decided.record);
             Ok(ExitCode::SUCCESS)
@@ -147,7 +147,7 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
                     previous,
                 ))?
             };
-            let decided = judged.map_err(negotiate_error)?;
+            let decided = judged.inspect_err(report_failed_cost).map_err(negotiate_error)?;
             let mut output = match &decided.value {
                 Decision::Accept => json!({"status": "accepted", "candidate": text}),
                 Decision::Counter {
@@ -208,16 +208,37 @@ fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
     Ok(LlmNegotiator::new(llm::client()?))
 }
 
-/// Says on standard error what a step cost, when an LLM was involved.
+/// Says on standard error what a step cost, when an LLM was involved, and how its JSON
+/// was asked for (`json_schema`, `json_object`, or `prompt_only` when the server refused
+/// the format) with any corrective retries.
 fn report_cost(record: &StepRecord) {
     if record.llm_calls > 0 {
+        let format = match record.structured_output {
+            Some(StructuredOutput::JsonSchema) => ", structured output: json_schema",
+            Some(StructuredOutput::JsonObject) => ", structured output: json_object",
+            Some(StructuredOutput::PromptOnly) => {
+                ", structured output: prompt_only (the server refused response_format)"
+            }
+            _ => "",
+        };
+        let retries = match record.corrective_retries {
+            0 => String::new(),
+            n => format!(", {n} corrective retr{}", if n == 1 { "y" } else { "ies" }),
+        };
         eprintln!(
-            "concord: {} LLM call(s), {} tokens in, {} out, {:.1} s",
+            "concord: {} LLM call(s), {} tokens in, {} out, {:.1} s{format}{retries}",
             record.llm_calls,
             record.tokens_in,
             record.tokens_out,
             record.wall.as_secs_f64()
         );
+    }
+}
+
+/// What a failed LLM step cost, said before its error.
+fn report_failed_cost(error: &NegotiateError) {
+    if let NegotiateError::Llm(step) = error {
+        report_cost(&step.record);
     }
 }
 

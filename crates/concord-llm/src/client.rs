@@ -232,6 +232,80 @@ impl LlmClient {
         })
     }
 
+    /// The models the server lists: one `GET {base_url}/models`, no retry, bounded by
+    /// `timeout` (and the configured request timeout, if shorter), the `id` of each entry of
+    /// its `data` array (the OpenAI shape, which Ollama, vLLM and llama.cpp also serve).
+    /// Nothing is recorded in the [`Usage`] ledger.
+    ///
+    /// # Errors
+    /// [`LlmError::Transport`], [`LlmError::Timeout`], [`LlmError::HttpStatus`] for any
+    /// status but 2xx, [`LlmError::MalformedResponse`] when the body is not a model list.
+    pub async fn models(&self, timeout: Duration) -> Result<Vec<String>, LlmError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct List {
+            data: Vec<Listed>,
+        }
+        let shared = &self.shared;
+        let timeout = timeout.min(shared.config.request_timeout);
+        let mut url = shared.endpoint.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop().pop().push("models");
+        }
+        let mut request = shared.http.get(url.clone());
+        if let Some(key) = &shared.config.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let exchange = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        let failure = match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => Failure::Timeout,
+            Ok(Err(error)) if error.is_timeout() => Failure::Timeout,
+            Ok(Err(error)) => Failure::Transport(error),
+            Ok(Ok((status, bytes))) if status.is_success() => {
+                let shown = {
+                    let mut shown = url.clone();
+                    let _ = shown.set_password(None);
+                    shown.to_string()
+                };
+                if bytes.len() > MAX_RESPONSE_BYTES {
+                    return Err(LlmError::MalformedResponse {
+                        url: shown,
+                        reason: format!("the body is larger than {MAX_RESPONSE_BYTES} bytes"),
+                        body: String::new(),
+                    });
+                }
+                return serde_json::from_slice::<List>(&bytes)
+                    .map(|list| list.data.into_iter().map(|model| model.id).collect())
+                    .map_err(|error| LlmError::MalformedResponse {
+                        url: shown,
+                        reason: format!("not a model list: {error}"),
+                        body: self.excerpt(&bytes),
+                    });
+            }
+            Ok(Ok((status, bytes))) => Failure::Status {
+                status,
+                body: self.excerpt(&bytes),
+                retry_after: None,
+            },
+        };
+        Err(match self.give_up(failure, 1) {
+            LlmError::Timeout { url, attempts, .. } => LlmError::Timeout {
+                url,
+                timeout,
+                attempts,
+            },
+            other => other,
+        })
+    }
+
     /// Sends `request` (with retries) and returns the server's answer as it is.
     ///
     /// The call is recorded whatever its outcome.
