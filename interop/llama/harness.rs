@@ -46,14 +46,19 @@ impl LlamaServer {
     /// come up within a minute, with the launcher's error output.
     pub fn start() -> LlamaServer {
         let python = std::env::var(PYTHON_VAR).unwrap_or_else(|_| panic!("{NEEDS}"));
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/llama/server.py");
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/llama/server.py");
         let verbose = std::env::var_os("CONCORD_LLAMA_VERBOSE").is_some();
         let mut child = Command::new(&python)
             .arg(&script)
             .args(["--threads", "2"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(if verbose { Stdio::inherit() } else { Stdio::piped() })
+            .stderr(if verbose {
+                Stdio::inherit()
+            } else {
+                Stdio::piped()
+            })
             .spawn()
             .unwrap_or_else(|error| panic!("cannot run {python} {}: {error}", script.display()));
         let stdin = child.stdin.take().expect("stdin is piped");
@@ -84,7 +89,9 @@ impl LlamaServer {
             Ok(ready) => ready,
             Err(_) => {
                 let _ = server.child.kill();
-                let log = log_rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+                let log = log_rx
+                    .recv_timeout(Duration::from_secs(5))
+                    .unwrap_or_default();
                 panic!("the llama.cpp server did not start: {line:?}\n{log}");
             }
         };
@@ -126,7 +133,10 @@ impl LlamaServer {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("the llama.cpp server exited ({status}) before it was ready");
             }
-            assert!(Instant::now() < deadline, "the llama.cpp server never became ready");
+            assert!(
+                Instant::now() < deadline,
+                "the llama.cpp server never became ready"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -69,7 +69,10 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .with_max_retries(0)
         .with_temperature(0.0)
         .with_seed(1);
-    if let Some(key) = std::env::var(ENV_API_KEY).ok().filter(|key| !key.is_empty()) {
+    if let Some(key) = std::env::var(ENV_API_KEY)
+        .ok()
+        .filter(|key| !key.is_empty())
+    {
         config = config.with_api_key(key);
     }
     let client = LlmClient::new(config.clone())?;
@@ -78,7 +81,9 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         // Some servers list nothing (404); the chat request below still says if they work.
         Err(LlmError::HttpStatus { status: 404, .. }) => Vec::new(),
         Err(error) => {
-            return Err(anyhow::Error::new(error).context(format!("{} cannot be used", args.base_url)))
+            return Err(
+                anyhow::Error::new(error).context(format!("{} cannot be used", args.base_url))
+            )
         }
     };
     let model = match (args.model, models.first()) {
@@ -174,7 +179,10 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         let why = structured_report
             .get("error")
             .and_then(Value::as_str)
-            .map_or_else(|| "the structured answer is wrong (2 + 3)".to_owned(), str::to_owned);
+            .map_or_else(
+                || "the structured answer is wrong (2 + 3)".to_owned(),
+                str::to_owned,
+            );
         Err(Wrong::error(format!("{model}: {why}")))
     }
 }

@@ -111,7 +111,9 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
             } else {
                 block_on(draft(&DeterministicNegotiator::new(), &need, peer_action))?
             };
-            let decided = drafted.inspect_err(report_failed_cost).map_err(negotiate_error)?;
+            let decided = drafted
+                .inspect_err(report_failed_cost)
+                .map_err(negotiate_error)?;
             out!("{}", decided.value)?;
             report_cost(&decided.record);
             Ok(ExitCode::SUCCESS)
@@ -147,7 +149,9 @@ pub fn run(command: ProtocolCommand) -> anyhow::Result<ExitCode> {
                     previous,
                 ))?
             };
-            let decided = judged.inspect_err(report_failed_cost).map_err(negotiate_error)?;
+            let decided = judged
+                .inspect_err(report_failed_cost)
+                .map_err(negotiate_error)?;
             let mut output = match &decided.value {
                 Decision::Accept => json!({"status": "accepted", "candidate": text}),
                 Decision::Counter {

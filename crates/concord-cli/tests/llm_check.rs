@@ -71,12 +71,9 @@ async fn a_server_refusing_the_schema_is_reported_as_prompt_only() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_or_cut_answer_exits_1_with_the_report() {
-    let server = ScriptServer::start([
-        Step::content(r#"{"sum": 7}"#),
-        Step::content("1 2"),
-    ])
-    .await
-    .unwrap();
+    let server = ScriptServer::start([Step::content(r#"{"sum": 7}"#), Step::content("1 2")])
+        .await
+        .unwrap();
     let output = check(&server, &["--model", "m1"]).await;
     output.says(1, "m1: the structured answer is wrong (2 + 3)");
     assert_eq!(output.json()["structured"]["right"], false);

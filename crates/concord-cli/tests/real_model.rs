@@ -22,7 +22,10 @@ const HANG: Duration = Duration::from_secs(300);
 /// `concord <args>` with the real model configured (and `stdin`), killed after [`HANG`].
 fn with_model(server: &LlamaServer, args: &[&str], stdin: &str, max_tokens: u32) -> Output {
     let mut command = concord();
-    command.args(args).write_stdin(stdin.to_owned()).timeout(HANG);
+    command
+        .args(args)
+        .write_stdin(stdin.to_owned())
+        .timeout(HANG);
     for (name, value) in server.env(max_tokens) {
         command.env(name, value);
     }
@@ -45,10 +48,16 @@ const STEP_FAILURES: [&str; 6] = [
 /// no panic.
 fn assert_typed_step_failure(output: &Output, step: &str) {
     output.says(2, &format!("concord: LLM: {step} step: "));
-    assert!(output.stderr.starts_with("concord: 1 LLM call(s)") || output.stderr.starts_with("concord: 2 LLM call(s)"),
-        "the cost comes first: {}", output.stderr);
     assert!(
-        STEP_FAILURES.iter().any(|typed| output.stderr.contains(typed)),
+        output.stderr.starts_with("concord: 1 LLM call(s)")
+            || output.stderr.starts_with("concord: 2 LLM call(s)"),
+        "the cost comes first: {}",
+        output.stderr
+    );
+    assert!(
+        STEP_FAILURES
+            .iter()
+            .any(|typed| output.stderr.contains(typed)),
         "not a typed failure: {}",
         output.stderr
     );
@@ -82,7 +91,11 @@ fn draft_with_the_model_gives_a_full_protocol_or_a_typed_failure() {
         eprintln!("drafted:\n{}", output.stdout);
     } else {
         assert_typed_step_failure(&output, "draft");
-        assert!(output.stdout.is_empty(), "nothing unchecked printed: {}", output.stdout);
+        assert!(
+            output.stdout.is_empty(),
+            "nothing unchecked printed: {}",
+            output.stdout
+        );
         eprintln!("typed failure: {}", output.stderr);
     }
 }
@@ -112,7 +125,11 @@ fn assert_llm_decision(output: &Output) -> Value {
             let counter = decision["candidate"].as_str().unwrap();
             let document = concord_negotiate::ProtocolDocument::parse(counter).unwrap();
             assert!(document.request_schema.is_some() && document.response_schema.is_some());
-            assert!(!decision["modificationSummary"].as_str().unwrap().trim().is_empty());
+            assert!(!decision["modificationSummary"]
+                .as_str()
+                .unwrap()
+                .trim()
+                .is_empty());
         }
         "rejected" => {
             assert_eq!(output.code, 1);
@@ -165,7 +182,10 @@ fn judge_with_the_model_decides_or_fails_typed_on_a_candidate_the_rules_cannot_m
         );
         (output.json(), output.code)
     };
-    assert_eq!(rules["status"], "negotiating", "the rules cannot take it as written");
+    assert_eq!(
+        rules["status"], "negotiating",
+        "the rules cannot take it as written"
+    );
 
     let output = judge_with_model(&server, SKU_CANDIDATE);
 
@@ -189,9 +209,15 @@ fn llm_check_lists_the_model_answers_structured_and_measures_speed() {
     assert!(output.code == 0 || output.code == 1, "{}", output.stderr);
     let report = output.json();
     let models = report["models"].as_array().unwrap();
-    assert!(models.iter().any(|model| model == server.model.as_str()), "{report}");
+    assert!(
+        models.iter().any(|model| model == server.model.as_str()),
+        "{report}"
+    );
     assert_eq!(report["structured"]["format"], "json_schema", "{report}");
-    assert!(report["speed"]["tokensPerSecond"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        report["speed"]["tokensPerSecond"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
     assert!(report["usage"]["promptTokens"].as_u64().unwrap() > 0);
     eprintln!("{report}");
 }

@@ -119,7 +119,10 @@ async fn a_good_module_on_the_first_attempt() {
         format["json_schema"]["schema"]["properties"]["module"]["maxLength"],
         MAX_MODULE_CHARS
     );
-    assert_eq!(format["json_schema"]["schema"]["additionalProperties"], false);
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
     let messages = requests[0].messages();
     let system = messages[0]["content"].as_str().unwrap();
     assert!(

@@ -41,7 +41,10 @@ async fn the_model_writes_a_handler_that_passes_the_cases_or_fails_naming_them()
 
     let ledger = client.usage().summary();
     assert!(ledger.calls >= 1 && ledger.prompt_tokens > 0 && ledger.completion_tokens > 0);
-    assert_eq!(ledger.json_schema_calls, ledger.calls, "every call sends the module schema");
+    assert_eq!(
+        ledger.json_schema_calls, ledger.calls,
+        "every call sends the module schema"
+    );
     match result {
         Ok(generated) => {
             // Accepted only after passing every case in the sandbox: check it again here.
@@ -54,7 +57,10 @@ async fn the_model_writes_a_handler_that_passes_the_cases_or_fails_naming_them()
             .with_side(&mut code, &local)
             .run(&cases);
             assert!(report.fix_error_report().is_none());
-            eprintln!("generated on {}: {} LLM call(s)", generated.origin, generated.usage.calls);
+            eprintln!(
+                "generated on {}: {} LLM call(s)",
+                generated.origin, generated.usage.calls
+            );
         }
         Err(GenerateError::Exhausted {
             attempts, usage, ..

@@ -110,7 +110,14 @@ async fn an_answer_cut_at_a_tiny_max_tokens_is_truncated_not_invalid_json() {
         other => panic!("expected Truncated, got {other}"),
     }
     let summary = client.usage().summary();
-    assert_eq!((summary.calls, summary.truncated_calls, summary.corrective_calls), (1, 1, 0));
+    assert_eq!(
+        (
+            summary.calls,
+            summary.truncated_calls,
+            summary.corrective_calls
+        ),
+        (1, 1, 0)
+    );
 }
 
 #[tokio::test]

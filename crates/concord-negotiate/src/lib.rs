@@ -54,8 +54,8 @@ pub use envelope::Envelope;
 pub use escalate::EscalatingNegotiator;
 #[cfg(feature = "llm")]
 pub use llm::{
-    LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL, MAX_DOCUMENT_CHARS,
-    MAX_NOTE_CHARS, MAX_TOOL_ROUNDS,
+    LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL,
+    MAX_DOCUMENT_CHARS, MAX_NOTE_CHARS, MAX_TOOL_ROUNDS,
 };
 pub use policy::{
     Accounting, Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step,

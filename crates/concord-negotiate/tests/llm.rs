@@ -158,7 +158,10 @@ async fn a_server_refusing_the_schema_gets_the_prompt_alone_and_the_record_says_
 
     let decided = requester_judges(&negotiator, SEED_FULL).await.unwrap();
     assert_eq!(decided.value, Decision::Accept);
-    assert_eq!(decided.record.structured_output, Some(StructuredOutput::PromptOnly));
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::PromptOnly)
+    );
     assert_eq!(decided.record.corrective_retries, 1);
     assert_eq!(decided.record.llm_calls, 3);
     let requests = server.requests();
@@ -168,7 +171,10 @@ async fn a_server_refusing_the_schema_gets_the_prompt_alone_and_the_record_says_
     // The provider's tool loop falls back the same way.
     let decided = provider_judges(&negotiator, PROSE_CANDIDATE).await.unwrap();
     assert_eq!(decided.value, Decision::Accept);
-    assert_eq!(decided.record.structured_output, Some(StructuredOutput::PromptOnly));
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::PromptOnly)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 5);
     assert_eq!(requests[3].body["response_format"]["type"], "json_schema");
@@ -213,7 +219,10 @@ async fn the_provider_judge_asks_for_schema_json_and_offers_the_capability_tool(
     assert_eq!(requests[0].path, "/v1/chat/completions");
     assert_eq!(body["model"], "test-model");
     assert_judgement_schema(&body["response_format"]);
-    assert_eq!(decided.record.structured_output, Some(StructuredOutput::JsonSchema));
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::JsonSchema)
+    );
     assert_eq!(body["tool_choice"], "auto");
     assert_eq!(body["tools"].as_array().unwrap().len(), 1);
     assert_eq!(body["tools"][0]["type"], "function");

@@ -56,7 +56,10 @@ async fn the_schema_is_sent_and_recorded() {
         (summary.json_schema_calls, summary.prompt_only_calls),
         (1, 0)
     );
-    assert_eq!(client.usage().records()[0].format, Some(AnswerFormat::JsonSchema));
+    assert_eq!(
+        client.usage().records()[0].format,
+        Some(AnswerFormat::JsonSchema)
+    );
 }
 
 #[tokio::test]
@@ -72,7 +75,11 @@ async fn a_refused_response_format_falls_back_to_the_prompt_alone() {
     assert_eq!(completion.format, AnswerFormat::PromptOnly);
     assert!(!completion.corrected);
     let requests = server.requests();
-    assert_eq!(requests.len(), 2, "a 400 is not retried, but the fallback is sent");
+    assert_eq!(
+        requests.len(),
+        2,
+        "a 400 is not retried, but the fallback is sent"
+    );
     assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
     assert!(requests[1].body.get("response_format").is_none());
     assert_eq!(requests[0].body["messages"], requests[1].body["messages"]);
@@ -131,7 +138,10 @@ async fn a_400_about_something_else_is_not_a_refusal_of_the_format() {
         .await
         .unwrap_err();
 
-    assert!(matches!(error, LlmError::HttpStatus { status: 400, .. }), "{error}");
+    assert!(
+        matches!(error, LlmError::HttpStatus { status: 400, .. }),
+        "{error}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -163,7 +173,10 @@ async fn an_answer_cut_at_max_tokens_is_its_own_error_with_no_corrective_retry()
         }
         other => panic!("expected Truncated, got {other:?}"),
     }
-    assert!(error.to_string().contains("finish_reason: length"), "{error}");
+    assert!(
+        error.to_string().contains("finish_reason: length"),
+        "{error}"
+    );
     assert_eq!(server.requests().len(), 1);
     let summary = client.usage().summary();
     assert_eq!((summary.calls, summary.truncated_calls), (1, 1));
@@ -202,7 +215,12 @@ async fn configured_sampling_fills_what_a_request_leaves_unset() {
 
     client.complete_json::<Verdict>(request()).await.unwrap();
     client
-        .complete_json::<Verdict>(request().with_max_tokens(8).with_seed(7).with_temperature(0.5))
+        .complete_json::<Verdict>(
+            request()
+                .with_max_tokens(8)
+                .with_seed(7)
+                .with_temperature(0.5),
+        )
         .await
         .unwrap();
 

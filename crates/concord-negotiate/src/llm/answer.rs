@@ -284,7 +284,10 @@ mod tests {
                               "modificationSummary": null, "reason": null});
         assert!(jsonschema::is_valid(&judge_schema(), &accepted));
         assert!(serde_json::from_value::<JudgeAnswer>(accepted).is_ok());
-        assert!(!jsonschema::is_valid(&judge_schema(), &json!({"status": "accepted"})));
+        assert!(!jsonschema::is_valid(
+            &judge_schema(),
+            &json!({"status": "accepted"})
+        ));
         let diagnosis = json!({"status": "rejected", "reason": "x"});
         assert!(jsonschema::is_valid(&diagnose_schema(), &diagnosis));
         assert!(serde_json::from_value::<DiagnoseAnswer>(diagnosis).is_ok());
@@ -292,14 +295,25 @@ mod tests {
         assert!(jsonschema::is_valid(&draft_schema(), &draft));
         assert!(serde_json::from_value::<DraftAnswer>(draft).is_ok());
         let long = "x".repeat(MAX_DOCUMENT_CHARS as usize + 1);
-        assert!(!jsonschema::is_valid(&draft_schema(), &json!({"candidateProtocol": long})));
+        assert!(!jsonschema::is_valid(
+            &draft_schema(),
+            &json!({"candidateProtocol": long})
+        ));
         let cases = json!({"status": "negotiating", "testCases": "t",
                            "modificationSummary": "m", "reason": null});
         assert!(jsonschema::is_valid(&test_cases_judge_schema(), &cases));
         assert!(serde_json::from_value::<TestCasesJudgeAnswer>(cases).is_ok());
-        assert!(jsonschema::is_valid(&test_cases_schema(), &json!({"testCases": "t"})));
-        for schema in [draft_schema(), judge_schema(), test_cases_schema(),
-                       test_cases_judge_schema(), diagnose_schema()] {
+        assert!(jsonschema::is_valid(
+            &test_cases_schema(),
+            &json!({"testCases": "t"})
+        ));
+        for schema in [
+            draft_schema(),
+            judge_schema(),
+            test_cases_schema(),
+            test_cases_judge_schema(),
+            diagnose_schema(),
+        ] {
             assert_eq!(schema["additionalProperties"], false);
         }
     }

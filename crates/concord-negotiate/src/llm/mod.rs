@@ -26,8 +26,8 @@ use crate::policy::{
 
 use answer::{
     diagnose_schema, draft_schema, full_protocol, judge_schema, test_cases_judge_schema,
-    test_cases_schema, valid_test_cases, DiagnoseAnswer, DraftAnswer, JudgeAnswer,
-    TestCasesAnswer, TestCasesJudgeAnswer,
+    test_cases_schema, valid_test_cases, DiagnoseAnswer, DraftAnswer, JudgeAnswer, TestCasesAnswer,
+    TestCasesJudgeAnswer,
 };
 pub use answer::{MAX_DOCUMENT_CHARS, MAX_NOTE_CHARS};
 pub use capability::CAPABILITY_TOOL;
