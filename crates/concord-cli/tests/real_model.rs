@@ -164,7 +164,7 @@ fn judge_with_the_model_decides_or_fails_typed_on_a_candidate_the_rules_accept()
 
 /// A candidate written by another agent: its request names the product `sku`, which no
 /// naming rule maps to our `productId` (the rules would counter it).
-const SKU_CANDIDATE: &str = include_str!("fixtures/sku-candidate.md");
+const SKU_CANDIDATE: &str = include_str!("../src/demo/sku-candidate.md");
 
 #[test]
 #[ignore = "needs a real model: set CONCORD_LLAMA_PYTHON (`.ci/run` does)"]
