@@ -106,27 +106,34 @@ def main():
                                         cut="cut off" in done.stderr,
                                         outcome=done.stderr.strip().splitlines()[-1][:120]))
             print(f"seed {seed}: " + ", ".join(f"{step} {'ok' if r[-1]['ok'] else 'failed'}"
-                                               for step, r in rows.items()), file=sys.stderr, flush=True)
+                                               for step, r in rows.items()), file=sys.stderr)
+            # The table so far, so that a run cut short still says what it saw.
+            table(rows, seed, args.max_tokens, sys.stderr)
     finally:
         server.kill()
         server.wait()
 
-    print(f"| step ({args.runs} seeded runs, max_tokens {args.max_tokens}) | success | median tokens "
-          "| median s | corrective retry / fixError round | wrong code refused | cut at max_tokens |")
-    print("|---|---|---|---|---|---|---|")
-    for step, runs in rows.items():
-        n = len(runs)
-        refused = sum(r.get("refused", 0) for r in runs)
-        print(f"| {step} | {sum(r['ok'] for r in runs)}/{n} | {statistics.median(r['tokens'] for r in runs):.0f} "
-              f"| {statistics.median(r['seconds'] for r in runs):.1f} | {sum(r['retried'] for r in runs)}/{n} "
-              f"| {refused if step == 'handler' else '-'} | {sum(r['cut'] for r in runs)}/{n} |")
-    print()
-    for step, runs in rows.items():
+    table(rows, args.runs, args.max_tokens, sys.stdout)
+
+
+def table(rows, runs, max_tokens, out):
+    print(f"| step ({runs} seeded runs, max_tokens {max_tokens}) | success | median tokens "
+          "| median s | corrective retry / fixError round | wrong code refused | cut at max_tokens |", file=out)
+    print("|---|---|---|---|---|---|---|", file=out)
+    for step, done in rows.items():
+        n = len(done)
+        refused = sum(r.get("refused", 0) for r in done)
+        print(f"| {step} | {sum(r['ok'] for r in done)}/{n} | {statistics.median(r['tokens'] for r in done):.0f} "
+              f"| {statistics.median(r['seconds'] for r in done):.1f} | {sum(r['retried'] for r in done)}/{n} "
+              f"| {refused if step == 'handler' else '-'} | {sum(r['cut'] for r in done)}/{n} |", file=out)
+    print(file=out)
+    for step, done in rows.items():
         outcomes = {}
-        for r in runs:
+        for r in done:
             outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
         for outcome, count in sorted(outcomes.items(), key=lambda item: -item[1])[:4]:
-            print(f"- {step}: {count}x {outcome}")
+            print(f"- {step}: {count}x {outcome}", file=out)
+    out.flush()
 
 
 if __name__ == "__main__":
