@@ -33,6 +33,7 @@ mod identity;
 mod input;
 mod interact;
 mod llm;
+mod llm_check;
 mod logging;
 mod output;
 mod protocol;
@@ -104,6 +105,14 @@ Examples:
   concord handler test product-info.md cases.md"
     )]
     Handler(handler::HandlerCommand),
+    /// Check an OpenAI-compatible LLM server: its models, structured output, speed.
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  concord llm check --base-url http://127.0.0.1:11434/v1 --model llama3.2"
+    )]
+    Llm(llm_check::LlmCommand),
     /// Work with protocol documents (candidate protocols).
     #[command(
         subcommand,
@@ -164,6 +173,7 @@ fn main() -> ExitCode {
         Command::Context(command) => context::run(command),
         Command::Describe(command) => describe::run(command),
         Command::Handler(command) => handler::run(command),
+        Command::Llm(command) => llm_check::run(command),
         Command::Protocol(command) => protocol::run(command),
         Command::Serve(args) => serve::run(args),
         Command::Find(args) => find::run(args),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use concord_negotiate::{
     published_actions, ActionSpec, Decided, DeterministicNegotiator, JudgeContext, LlmNegotiator,
-    Need, NegotiateError, Negotiator, Previous, StepRecord,
+    Need, NegotiateError, Negotiator, Previous, StepRecord, StructuredOutput,
 };
 use concord_proto::{Decision, ProtocolHash};
 use serde_json::json;
@@ -194,12 +194,16 @@ async fn judge<N: Negotiator>(
         .await
 }
 
-/// A negotiator's error: the LLM failing is "could not run" (exit 2); anything else (a
-/// candidate or need that cannot work) is [`Wrong`] (exit 1).
+/// A negotiator's error: the LLM failing is "could not run" (exit 2), said with what the
+/// step cost; anything else (a candidate or need that cannot work) is [`Wrong`] (exit 1).
 fn negotiate_error(error: NegotiateError) -> anyhow::Error {
-    match error {
+    match &error {
+        NegotiateError::Llm(step) if step.record.llm_calls > 0 => {
+            let cost = cost_text(&step.record);
+            anyhow::anyhow!("{error} ({cost})")
+        }
         NegotiateError::Llm(_) => anyhow::Error::new(error),
-        other => Wrong::error(other),
+        _ => Wrong::error(error),
     }
 }
 
@@ -211,14 +215,32 @@ fn llm_negotiator() -> anyhow::Result<LlmNegotiator> {
 /// Says on standard error what a step cost, when an LLM was involved.
 fn report_cost(record: &StepRecord) {
     if record.llm_calls > 0 {
-        eprintln!(
-            "concord: {} LLM call(s), {} tokens in, {} out, {:.1} s",
-            record.llm_calls,
-            record.tokens_in,
-            record.tokens_out,
-            record.wall.as_secs_f64()
-        );
+        eprintln!("concord: {}", cost_text(record));
     }
+}
+
+/// What an LLM step cost, and how its JSON was asked for (`json_schema`, `json_object`, or
+/// `prompt_only` when the server refused the format) with any corrective retries.
+fn cost_text(record: &StepRecord) -> String {
+    let format = match record.structured_output {
+        Some(StructuredOutput::JsonSchema) => ", structured output: json_schema",
+        Some(StructuredOutput::JsonObject) => ", structured output: json_object",
+        Some(StructuredOutput::PromptOnly) => {
+            ", structured output: prompt_only (the server refused response_format)"
+        }
+        _ => "",
+    };
+    let retries = match record.corrective_retries {
+        0 => String::new(),
+        n => format!(", {n} corrective retr{}", if n == 1 { "y" } else { "ies" }),
+    };
+    format!(
+        "{} LLM call(s), {} tokens in, {} out, {:.1} s{format}{retries}",
+        record.llm_calls,
+        record.tokens_in,
+        record.tokens_out,
+        record.wall.as_secs_f64()
+    )
 }
 
 /// The actions of a validated agent description file.

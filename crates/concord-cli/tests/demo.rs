@@ -3,8 +3,8 @@
 
 mod support;
 
-use concord_llm_script::ScriptServer;
-use serde_json::Value;
+use concord_llm_script::{ScriptServer, Step};
+use serde_json::{json, Value};
 use support::*;
 
 /// The frames of a connection as `direction action status`, meta frames only.
@@ -170,11 +170,40 @@ fn llm_without_a_configured_llm_is_refused() {
     assert_eq!(output.code, 2);
 }
 
+/// The module the scripted model writes for the `sku` candidate: `sku` to our `productId`.
+const SKU_MODULE: &str = r#"
+function decodeRequest(message) {
+  return { messageId: message.messageId, input: { productId: message.sku } };
+}
+function encodeResponse(answer) {
+  if (answer.error !== undefined) {
+    return { messageId: answer.messageId, type: "RESPONSE",
+             status: { code: answer.error.code, message: answer.error.message } };
+  }
+  return { messageId: answer.messageId, type: "RESPONSE",
+           status: { code: 200, message: "OK" }, productInfo: answer.result };
+}
+"#;
+
+fn module(source: &str) -> Step {
+    Step::content(json!({ "module": source }).to_string()).usage(900, 80)
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn with_llm_the_agents_have_it_and_count_every_call() {
-    // The rules settle every step of this negotiation, so the LLM is configured (and
-    // advertised) but not asked; any request it did get would be counted below.
-    let script = ScriptServer::start([]).await.unwrap();
+async fn with_llm_the_rules_settle_the_flow_and_a_last_section_goes_where_they_stop() {
+    // The rules settle every step of the main flow, so the LLM is asked only in the --llm
+    // section, in this order: the handler for the `sku` candidate (a module missing a function,
+    // refused by the sandbox, then a right one), the provider judging that candidate and
+    // writing its handler, and the answer to a natural-language question.
+    let script = ScriptServer::start([
+        module("function decodeRequest(message) { return peer.sku; }"),
+        module(SKU_MODULE),
+        Step::content(r#"{"status": "accepted"}"#).usage(1200, 6),
+        module(SKU_MODULE),
+        Step::content("getProductInfo: send a productId, get the price.").usage(400, 12),
+    ])
+    .await
+    .unwrap();
     let base_url = script.base_url();
     let output = tokio::task::spawn_blocking(move || {
         run(concord()
@@ -187,17 +216,56 @@ async fn with_llm_the_agents_have_it_and_count_every_call() {
     assert_eq!(output.code, 0, "{}{}", output.stdout, output.stderr);
     let summary = output.json();
     assert_eq!(summary["llm"]["configured"], true);
+    // Every request the model got is counted (each answered on its first attempt).
     assert_eq!(
         summary["llm"]["calls"].as_u64().unwrap() as usize,
         script.requests().len()
     );
+    assert_eq!(script.requests().len(), 5);
     let capabilities = summary["discovery"]["capabilities"].to_string();
     assert!(
         capabilities.contains("naturalLanguageNegotiation"),
         "{capabilities}"
     );
+    assert_eq!(summary["connections"]["negotiated"]["llm"]["calls"], 0);
     assert_eq!(summary["connections"]["resumed"]["llm"]["calls"], 0);
     assert_eq!(summary["calls"]["ok"], 20);
+
+    let part = &summary["llmPart"];
+    assert_eq!(
+        part["rules"],
+        "a counter-proposal (they cannot take it as written)"
+    );
+    let handler = &part["handler"];
+    assert_eq!(handler["outcome"], "generated", "{handler}");
+    assert_eq!(handler["refused"], 1, "the incomplete module was refused");
+    assert_eq!(handler["origin"], "LLM (attempt 2)");
+    assert_eq!(handler["cost"]["llmCalls"], 2);
+    assert_eq!(handler["cost"]["tokensIn"], 1800);
+    // The refusal was fed back: the second prompt quotes why the first module failed.
+    let second = script.requests()[1].body.to_string();
+    assert!(
+        second.contains("does not define function `encodeResponse`"),
+        "{second}"
+    );
+    let negotiation = &part["negotiation"];
+    assert_eq!(negotiation["outcome"], "negotiated", "{negotiation}");
+    assert!(negotiation["verifiedCases"].as_u64().unwrap() >= 2);
+    assert!(
+        negotiation["call"]
+            .as_str()
+            .unwrap()
+            .contains("\"productName\":\"Laptop\""),
+        "{negotiation}"
+    );
+    assert_eq!(negotiation["cost"]["llmCalls"], 2);
+    let ask = &part["ask"];
+    assert_eq!(ask["outcome"], "answered");
+    assert_eq!(
+        ask["answer"],
+        "getProductInfo: send a productId, get the price."
+    );
+    assert_eq!(ask["cost"]["tokensIn"], 400);
 }
 
 #[test]

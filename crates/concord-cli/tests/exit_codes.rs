@@ -496,6 +496,25 @@ fn call_and_serve() {
 }
 
 #[test]
+fn llm() {
+    exits(
+        "llm check, unreachable",
+        &run(concord().args(["llm", "check", "--base-url", &closed_port()])),
+        2,
+    );
+    exits(
+        "llm check, not an http URL",
+        &run(concord().args(["llm", "check", "--base-url", "ftp://example.com/v1"])),
+        2,
+    );
+    exits(
+        "llm check, no base URL",
+        &run(concord().args(["llm", "check"])),
+        2,
+    );
+}
+
+#[test]
 fn demo() {
     exits("demo", &run(concord().args(["demo", "--calls", "5"])), 0);
     exits(

@@ -26,6 +26,10 @@ use crate::verify::{SchemaError, Verifier};
 /// Attempts the LLM gets to write a working module.
 pub const MAX_ATTEMPTS: u32 = 3;
 
+/// The most characters of a module the LLM writes: the bound of the answer's JSON Schema
+/// (a small model fills an unbounded string until `max_tokens`).
+pub const MAX_MODULE_CHARS: u32 = 6000;
+
 /// The label peer text carries in prompts unless [`Generator::with_peer`] sets one.
 pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 
@@ -123,6 +127,14 @@ pub enum AttemptFailure {
     Load(SandboxError),
     /// The module fails test cases: the fix-error report.
     Cases(String),
+    /// The answer was cut off at `max_tokens` (`finish_reason: "length"`) before the module
+    /// was complete.
+    Truncated {
+        /// Answer tokens the server reported.
+        completion_tokens: u64,
+        /// The `max_tokens` the request carried, if any.
+        max_tokens: Option<u32>,
+    },
 }
 
 impl fmt::Display for AttemptFailure {
@@ -133,6 +145,13 @@ impl fmt::Display for AttemptFailure {
             }
             AttemptFailure::Load(error) => write!(f, "the module does not load: {error}"),
             AttemptFailure::Cases(report) => f.write_str(report.trim_end()),
+            AttemptFailure::Truncated {
+                completion_tokens, ..
+            } => write!(
+                f,
+                "the answer was cut off after {completion_tokens} tokens (the answer's token \
+                 limit): write a shorter module"
+            ),
         }
     }
 }
@@ -189,6 +208,17 @@ impl GenerateError {
 #[serde(deny_unknown_fields)]
 struct ModuleAnswer {
     module: String,
+}
+
+/// The JSON Schema of [`ModuleAnswer`]: `{"module": string}`, bounded.
+#[cfg(feature = "llm")]
+fn module_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"module": {"type": "string", "minLength": 1, "maxLength": MAX_MODULE_CHARS}},
+        "required": ["module"],
+        "additionalProperties": false,
+    })
 }
 
 impl Generator {
@@ -361,9 +391,23 @@ impl Generator {
                 previous.as_ref(),
             )
             .map_err(GenerateError::Prompt)?;
-            let request = ChatRequest::new(messages).with_temperature(0.0);
+            let request = ChatRequest::new(messages)
+                .with_temperature(0.0)
+                .with_json_schema("handler_module", module_schema());
             let answer = match client.complete_json::<ModuleAnswer>(request).await {
                 Ok(completion) => completion.value.module,
+                Err(LlmError::Truncated {
+                    completion_tokens,
+                    max_tokens,
+                    ..
+                }) => {
+                    last_module = None;
+                    failures.push(AttemptFailure::Truncated {
+                        completion_tokens,
+                        max_tokens,
+                    });
+                    continue;
+                }
                 Err(LlmError::InvalidJson { first, second }) => {
                     last_module = None;
                     failures.push(AttemptFailure::Unusable(format!(

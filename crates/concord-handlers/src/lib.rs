@@ -100,6 +100,7 @@ pub use diff::{diff, Difference};
 pub use expect::Underivable;
 pub use generate::{
     AttemptFailure, GenerateError, Generated, Generator, Origin, DEFAULT_PEER_LABEL, MAX_ATTEMPTS,
+    MAX_MODULE_CHARS,
 };
 pub use local::Local;
 pub use runtime::{Provider, Requester, RuntimeError};

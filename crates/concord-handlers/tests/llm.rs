@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::{product_action, seed, seed_cases, SEED_BASED_ON};
 use concord_handlers::{
     AttemptFailure, GenerateError, Generated, Generator, Local, Origin, MAX_ATTEMPTS,
+    MAX_MODULE_CHARS,
 };
 use concord_llm::{Backoff, LlmClient, LlmConfig};
 use concord_llm_script::{RecordedRequest, ScriptServer, Step};
@@ -111,7 +112,17 @@ async fn a_good_module_on_the_first_attempt() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let body = &requests[0].body;
-    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    let format = &body["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["name"], "handler_module");
+    assert_eq!(
+        format["json_schema"]["schema"]["properties"]["module"]["maxLength"],
+        MAX_MODULE_CHARS
+    );
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
     let messages = requests[0].messages();
     let system = messages[0]["content"].as_str().unwrap();
     assert!(
@@ -179,6 +190,30 @@ async fn a_broken_module_then_a_fixed_one() {
         .call(Function::DecodeRequest, &seed_cases().cases[0].request)
         .unwrap();
     assert_eq!(incoming["input"], json!({"productId": "P12345"}));
+}
+
+#[tokio::test]
+async fn a_module_cut_at_max_tokens_is_a_failed_attempt_fed_back_as_such() {
+    let server = ScriptServer::start([
+        Step::content(r#"{"module": "function decodeRequest(message) { if (message"#)
+            .finish_reason("length")
+            .usage(800, 64),
+        answer(GOOD),
+    ])
+    .await
+    .unwrap();
+
+    let generated = generate_provider(&server).await.unwrap();
+
+    assert_eq!(generated.origin, Origin::Llm { attempts: 2 });
+    // No corrective retry for a cut answer: one call per attempt.
+    assert_eq!(generated.usage.calls, 2);
+    assert_eq!(generated.usage.truncated_calls, 1);
+    let second = prompt_text(&server.requests()[1]);
+    assert!(
+        second.contains("the answer was cut off after 64 tokens"),
+        "{second}"
+    );
 }
 
 #[tokio::test]

@@ -39,6 +39,7 @@ pub(crate) fn answer(request: &Value, step: &Step, n: usize) -> (StatusCode, Str
             (message, "tool_calls", arguments)
         }
     };
+    let finish_reason = step.finish_reason.as_deref().unwrap_or(finish_reason);
     let (prompt_tokens, completion_tokens) = step
         .usage
         .unwrap_or_else(|| (prompt_words(request), words(&answer_text)));

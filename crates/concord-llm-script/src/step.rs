@@ -24,6 +24,7 @@ pub struct Step {
     pub(crate) delay: Duration,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) usage: Option<(u64, u64)>,
+    pub(crate) finish_reason: Option<String>,
 }
 
 /// The body of a [`Step`]'s answer.
@@ -79,12 +80,20 @@ impl Step {
         self
     }
 
+    /// Report this `finish_reason` instead of the usual one, e.g. `"length"` for an answer
+    /// cut off at `max_tokens` (ignored for [`Step::status`]).
+    pub fn finish_reason(mut self, reason: impl Into<String>) -> Self {
+        self.finish_reason = Some(reason.into());
+        self
+    }
+
     fn new(reply: Reply) -> Self {
         Step {
             reply,
             delay: Duration::ZERO,
             headers: Vec::new(),
             usage: None,
+            finish_reason: None,
         }
     }
 }

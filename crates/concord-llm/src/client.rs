@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use crate::config::LlmConfig;
 use crate::error::{excerpt, ContentError, LlmError, TextPosition};
 use crate::message::Message;
-use crate::request::{ChatRequest, ResponseFormat};
-use crate::response::{ChatResponse, TokenUsage};
+use crate::request::{AnswerFormat, ChatRequest, ResponseFormat};
+use crate::response::{ChatResponse, FinishReason, TokenUsage};
 use crate::retry::server_delay;
 use crate::usage::{CallOutcome, CallRecord, Usage};
 
@@ -61,6 +61,9 @@ pub struct JsonCompletion<T> {
     pub response: ChatResponse,
     /// Whether the first answer was rejected and this is the corrected one.
     pub corrected: bool,
+    /// How the answer that was used was asked for: with the request's JSON Schema, in JSON
+    /// mode, or in the prompt only (the server refused the `response_format`).
+    pub format: AnswerFormat,
 }
 
 /// One call (a request with its attempts) before it is recorded.
@@ -68,6 +71,12 @@ struct Call {
     model: String,
     attempts: u32,
     started: Instant,
+    /// The JSON format asked for (`None`: not a JSON request).
+    format: Option<AnswerFormat>,
+    /// Whether this is a corrective retry.
+    corrective: bool,
+    /// The `max_tokens` sent.
+    max_tokens: Option<u32>,
 }
 
 /// How one attempt failed.
@@ -223,16 +232,165 @@ impl LlmClient {
         })
     }
 
+    /// The models the server lists: one `GET {base_url}/models`, no retry, bounded by
+    /// `timeout` (and the configured request timeout, if shorter), the `id` of each entry of
+    /// its `data` array (the OpenAI shape, which Ollama, vLLM and llama.cpp also serve).
+    /// Nothing is recorded in the [`Usage`] ledger.
+    ///
+    /// # Errors
+    /// [`LlmError::Transport`], [`LlmError::Timeout`], [`LlmError::HttpStatus`] for any
+    /// status but 2xx, [`LlmError::MalformedResponse`] when the body is not a model list.
+    pub async fn models(&self, timeout: Duration) -> Result<Vec<String>, LlmError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct List {
+            data: Vec<Listed>,
+        }
+        let shared = &self.shared;
+        let timeout = timeout.min(shared.config.request_timeout);
+        let mut url = shared.endpoint.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop().pop().push("models");
+        }
+        let mut request = shared.http.get(url.clone());
+        if let Some(key) = &shared.config.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let exchange = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        let failure = match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => Failure::Timeout,
+            Ok(Err(error)) if error.is_timeout() => Failure::Timeout,
+            Ok(Err(error)) => Failure::Transport(error),
+            Ok(Ok((status, bytes))) if status.is_success() => {
+                let shown = {
+                    let mut shown = url.clone();
+                    let _ = shown.set_password(None);
+                    shown.to_string()
+                };
+                if bytes.len() > MAX_RESPONSE_BYTES {
+                    return Err(LlmError::MalformedResponse {
+                        url: shown,
+                        reason: format!("the body is larger than {MAX_RESPONSE_BYTES} bytes"),
+                        body: String::new(),
+                    });
+                }
+                return serde_json::from_slice::<List>(&bytes)
+                    .map(|list| list.data.into_iter().map(|model| model.id).collect())
+                    .map_err(|error| LlmError::MalformedResponse {
+                        url: shown,
+                        reason: format!("not a model list: {error}"),
+                        body: self.excerpt(&bytes),
+                    });
+            }
+            Ok(Ok((status, bytes))) => Failure::Status {
+                status,
+                body: self.excerpt(&bytes),
+                retry_after: None,
+            },
+        };
+        Err(match self.give_up(failure, 1) {
+            LlmError::Timeout { url, attempts, .. } => LlmError::Timeout {
+                url,
+                timeout,
+                attempts,
+            },
+            other => other,
+        })
+    }
+
     /// Sends `request` (with retries) and returns the server's answer as it is.
     ///
     /// The call is recorded whatever its outcome.
+    ///
+    /// A cut-off answer (`finish_reason: "length"`) is returned too, and recorded as
+    /// [`CallOutcome::Truncated`]; [`LlmClient::chat_json`] and
+    /// [`LlmClient::complete_json`] make it an [`LlmError::Truncated`] instead.
     pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        let (call, result) = self.call(&request).await;
+        let (call, result) = self.call(&request, request.answer_format(), false).await;
         match &result {
-            Ok(response) => self.record(&call, response.usage, CallOutcome::Answered),
+            Ok(response) => {
+                let outcome = if cut_off(response) {
+                    CallOutcome::Truncated
+                } else {
+                    CallOutcome::Answered
+                };
+                self.record(&call, response.usage, outcome);
+            }
             Err(error) => self.record(&call, None, failure_outcome(error)),
         }
         result
+    }
+
+    /// Sends `request`, which asks for JSON, and returns the server's answer with the
+    /// format that was used. Parsing the answer is the caller's (use
+    /// [`LlmClient::complete_json`] to have it done); set `corrective` when this call asks
+    /// again after an unusable answer, so the ledger counts it.
+    ///
+    /// When the server refuses the request's `response_format` (HTTP 400 or 422 whose body
+    /// names `response_format` or the JSON Schema: a server without structured output, or
+    /// one that cannot compile the schema), the request is sent again at once without it,
+    /// the prompt alone asking for JSON ([`AnswerFormat::PromptOnly`]); both calls are
+    /// recorded.
+    ///
+    /// # Errors
+    /// As [`LlmClient::chat`], and [`LlmError::Truncated`] when the answer (without tool
+    /// calls) was cut off at `max_tokens`.
+    pub async fn chat_json(
+        &self,
+        mut request: ChatRequest,
+        corrective: bool,
+    ) -> Result<(ChatResponse, AnswerFormat), LlmError> {
+        let (call, response, format) = self.send_json(&mut request, corrective).await?;
+        if let Some(error) = truncated(&call, &response) {
+            self.record(&call, response.usage, CallOutcome::Truncated);
+            return Err(error);
+        }
+        self.record(&call, response.usage, CallOutcome::Answered);
+        Ok((response, format))
+    }
+
+    /// Sends a JSON request, without the `response_format` again if the server refuses it;
+    /// failed calls are recorded, the answered one is left for the caller to record.
+    async fn send_json(
+        &self,
+        request: &mut ChatRequest,
+        corrective: bool,
+    ) -> Result<(Call, ChatResponse, AnswerFormat), LlmError> {
+        let format = request.answer_format().unwrap_or(AnswerFormat::PromptOnly);
+        let (call, result) = self.call(request, Some(format), corrective).await;
+        let error = match result {
+            Ok(response) => return Ok((call, response, format)),
+            Err(error) => error,
+        };
+        self.record(&call, None, failure_outcome(&error));
+        if format == AnswerFormat::PromptOnly || !refuses_format(&error) {
+            return Err(error);
+        }
+        tracing::warn!(
+            url = %self.shared.shown_endpoint,
+            %format,
+            %error,
+            "the LLM server refused the response_format; asking for JSON in the prompt only"
+        );
+        request.response_format = None;
+        let (call, result) = self
+            .call(request, Some(AnswerFormat::PromptOnly), corrective)
+            .await;
+        match result {
+            Ok(response) => Ok((call, response, AnswerFormat::PromptOnly)),
+            Err(error) => {
+                self.record(&call, None, failure_outcome(&error));
+                Err(error)
+            }
+        }
     }
 
     /// Asks for JSON and parses the answer strictly into `T`.
@@ -241,6 +399,12 @@ impl LlmClient {
     /// with `response_format: {"type": "json_object"}`; say in the prompt what JSON you want
     /// (OpenAI refuses JSON mode when no message mentions JSON). The first choice's text must
     /// be exactly one JSON value that deserializes into `T`: no prose, no code fences.
+    ///
+    /// A request with a JSON Schema ([`ChatRequest::with_json_schema`]) is sent with it;
+    /// when the server refuses it (see [`LlmClient::chat_json`]) the request goes again
+    /// with the prompt alone asking for JSON, and [`JsonCompletion::format`] says which
+    /// was used. An answer cut off at `max_tokens` is [`LlmError::Truncated`], with no
+    /// corrective retry (it would be cut again).
     ///
     /// If it is not, the client asks once more with the model's answer and a user message
     /// naming the parse error appended to the conversation; if that answer is also
@@ -276,13 +440,14 @@ impl LlmClient {
             request.response_format = Some(ResponseFormat::JsonObject);
         }
 
-        let (parsed, response) = self.json_call::<T>(&request).await?;
+        let (parsed, response, format) = self.json_call::<T>(&mut request, false).await?;
         let first = match parsed {
             Ok(value) => {
                 return Ok(JsonCompletion {
                     value,
                     response,
                     corrected: false,
+                    format,
                 })
             }
             Err(error) => error,
@@ -296,12 +461,13 @@ impl LlmClient {
             .messages
             .push(Message::user(corrective_prompt(&first)));
 
-        let (parsed, response) = self.json_call::<T>(&request).await?;
+        let (parsed, response, format) = self.json_call::<T>(&mut request, true).await?;
         match parsed {
             Ok(value) => Ok(JsonCompletion {
                 value,
                 response,
                 corrected: true,
+                format,
             }),
             Err(second) => Err(LlmError::InvalidJson {
                 first: Box::new(first),
@@ -313,23 +479,21 @@ impl LlmClient {
     /// One call whose answer is parsed into `T` before it is recorded.
     async fn json_call<T: DeserializeOwned>(
         &self,
-        request: &ChatRequest,
-    ) -> Result<(Result<T, ContentError>, ChatResponse), LlmError> {
-        let (call, result) = self.call(request).await;
-        let response = match result {
-            Ok(response) => response,
-            Err(error) => {
-                self.record(&call, None, failure_outcome(&error));
-                return Err(error);
-            }
-        };
+        request: &mut ChatRequest,
+        corrective: bool,
+    ) -> Result<(Result<T, ContentError>, ChatResponse, AnswerFormat), LlmError> {
+        let (call, response, format) = self.send_json(request, corrective).await?;
+        if let Some(error) = truncated(&call, &response) {
+            self.record(&call, response.usage, CallOutcome::Truncated);
+            return Err(error);
+        }
         let parsed = parse_content::<T>(&response);
         let outcome = match parsed {
             Ok(_) => CallOutcome::Answered,
             Err(_) => CallOutcome::InvalidContent,
         };
         self.record(&call, response.usage, outcome);
-        Ok((parsed, response))
+        Ok((parsed, response, format))
     }
 
     fn record(&self, call: &Call, tokens: Option<TokenUsage>, outcome: CallOutcome) {
@@ -341,12 +505,24 @@ impl LlmClient {
             completion_tokens: tokens.completion_tokens,
             latency: call.started.elapsed(),
             outcome,
+            format: call.format,
+            corrective: call.corrective,
         });
     }
 
-    /// Sends `request`, retrying as the configuration allows.
-    async fn call(&self, request: &ChatRequest) -> (Call, Result<ChatResponse, LlmError>) {
+    /// Sends `request`, retrying as the configuration allows. The configured temperature,
+    /// seed and `max_tokens` fill in what the request leaves unset.
+    async fn call(
+        &self,
+        request: &ChatRequest,
+        format: Option<AnswerFormat>,
+        corrective: bool,
+    ) -> (Call, Result<ChatResponse, LlmError>) {
         let config = &self.shared.config;
+        let mut wire = request.clone();
+        wire.temperature = wire.temperature.or(config.temperature);
+        wire.seed = wire.seed.or(config.seed);
+        wire.max_tokens = wire.max_tokens.or(config.max_tokens);
         let mut call = Call {
             model: request
                 .model
@@ -354,8 +530,10 @@ impl LlmClient {
                 .unwrap_or_else(|| config.model.clone()),
             attempts: 0,
             started: Instant::now(),
+            format,
+            corrective,
+            max_tokens: wire.max_tokens,
         };
-        let mut wire = request.clone();
         wire.model = Some(call.model.clone());
         let body = match serde_json::to_vec(&wire) {
             Ok(body) => body,
@@ -506,6 +684,45 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name)?.to_str().ok()
 }
 
+/// Whether the answer was cut off at `max_tokens` (and called no tool).
+fn cut_off(response: &ChatResponse) -> bool {
+    response
+        .choices
+        .first()
+        .is_some_and(|choice| choice.finish_reason == Some(FinishReason::Length))
+        && response.tool_calls().is_empty()
+}
+
+/// The error for a cut-off answer, if `response` is one.
+fn truncated(call: &Call, response: &ChatResponse) -> Option<LlmError> {
+    if !cut_off(response) {
+        return None;
+    }
+    Some(LlmError::Truncated {
+        completion_tokens: response.usage.map_or(0, |usage| usage.completion_tokens),
+        max_tokens: call.max_tokens,
+        excerpt: excerpt(
+            response.content().unwrap_or_default().as_bytes(),
+            EXCERPT_BYTES,
+            None,
+        ),
+    })
+}
+
+/// Whether `error` is the server refusing the request's `response_format`: HTTP 400 or 422
+/// whose body names it or its JSON Schema (llama.cpp: "response_format type must be one of
+/// …", "JSON schema error at …"; OpenAI: "Invalid schema for response_format …").
+fn refuses_format(error: &LlmError) -> bool {
+    let LlmError::HttpStatus { status, body, .. } = error else {
+        return false;
+    };
+    let body = body.to_ascii_lowercase();
+    matches!(status, 400 | 422)
+        && ["response_format", "json_schema", "json schema"]
+            .iter()
+            .any(|word| body.contains(word))
+}
+
 /// The ledger's name for how a failed call ended.
 fn failure_outcome(error: &LlmError) -> CallOutcome {
     match error {
@@ -513,6 +730,7 @@ fn failure_outcome(error: &LlmError) -> CallOutcome {
         LlmError::Timeout { .. } => CallOutcome::Timeout,
         LlmError::Transport { .. } => CallOutcome::Transport,
         LlmError::InvalidJson { .. } => CallOutcome::InvalidContent,
+        LlmError::Truncated { .. } => CallOutcome::Truncated,
         LlmError::MalformedResponse { .. } => CallOutcome::MalformedResponse,
         LlmError::NotConfigured | LlmError::InvalidConfig { .. } | LlmError::InvalidRequest(_) => {
             CallOutcome::NotSent

@@ -23,6 +23,12 @@ pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 /// Our variable for a PEM file of root certificates to trust, on top of the system's, for
 /// an `https://` server whose certificate a private CA signed.
 pub const ENV_CA_CERT: &str = "CONCORD_LLM_CA_CERT";
+/// Our variable for the sampling temperature of requests that set none (e.g. `0`).
+pub const ENV_TEMPERATURE: &str = "CONCORD_LLM_TEMPERATURE";
+/// Our variable for the sampling seed of requests that set none (an unsigned integer).
+pub const ENV_SEED: &str = "CONCORD_LLM_SEED";
+/// Our variable for the most answer tokens of requests that set no limit.
+pub const ENV_MAX_TOKENS: &str = "CONCORD_LLM_MAX_TOKENS";
 
 /// The base URL when only an API key or a model is configured: OpenAI's.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -62,6 +68,12 @@ pub struct LlmConfig {
     /// Root certificates (PEM) trusted on top of the system's, for a server whose
     /// certificate a private CA signed.
     pub root_certificates_pem: Option<Vec<u8>>,
+    /// The temperature sent with requests that set none (the server's default when unset).
+    pub temperature: Option<f32>,
+    /// The seed sent with requests that set none.
+    pub seed: Option<u64>,
+    /// The `max_tokens` sent with requests that set none.
+    pub max_tokens: Option<u32>,
 }
 
 impl LlmConfig {
@@ -76,7 +88,29 @@ impl LlmConfig {
             max_retries: DEFAULT_MAX_RETRIES,
             backoff: Backoff::default(),
             root_certificates_pem: None,
+            temperature: None,
+            seed: None,
+            max_tokens: None,
         }
+    }
+
+    /// Sends `temperature` with every request that sets none.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sends `seed` with every request that sets none: with temperature 0 and a seed, a
+    /// local server answers the same request the same way.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Sends `max_tokens` with every request that sets no limit.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
     }
 
     /// Also trusts these root certificates (PEM) for an `https://` server, on top of the
@@ -125,7 +159,11 @@ impl LlmConfig {
     ///   `CONCORD_LLM_BASE_URL` is unset, so it is never sent to a server that only our
     ///   variable names;
     /// - model: `CONCORD_LLM_MODEL`, else [`DEFAULT_MODEL`];
-    /// - timeout, retries and backoff: the defaults.
+    /// - timeout, retries and backoff: the defaults;
+    /// - request defaults: `CONCORD_LLM_TEMPERATURE` (a number from 0 to 2),
+    ///   `CONCORD_LLM_SEED` (an unsigned integer), `CONCORD_LLM_MAX_TOKENS` (a positive
+    ///   integer), sent with requests that set none; they do not by themselves configure an
+    ///   LLM, and a value that does not parse is an [`LlmError::InvalidConfig`] naming it.
     ///
     /// Empty values count as unset and values are trimmed. When none of the five variables
     /// is set the answer is `Ok(None)`; an invalid base URL is an
@@ -185,6 +223,31 @@ impl LlmConfig {
                 reason: format!("cannot read {path}: {error}"),
             })?;
             config.root_certificates_pem = Some(pem);
+        }
+        if let Some(value) = get(ENV_TEMPERATURE) {
+            config.temperature = Some(
+                value
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|t| (0.0..=2.0).contains(t))
+                    .ok_or_else(|| unparsable(ENV_TEMPERATURE, &value, "a number from 0 to 2"))?,
+            );
+        }
+        if let Some(value) = get(ENV_SEED) {
+            config.seed = Some(
+                value
+                    .parse::<u64>()
+                    .map_err(|_| unparsable(ENV_SEED, &value, "an unsigned integer"))?,
+            );
+        }
+        if let Some(value) = get(ENV_MAX_TOKENS) {
+            config.max_tokens = Some(
+                value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| unparsable(ENV_MAX_TOKENS, &value, "a positive integer"))?,
+            );
         }
         config.check(source, ENV_CA_CERT)?;
         Ok(Some(config))
@@ -268,6 +331,14 @@ impl LlmConfig {
         let mut endpoint = base;
         endpoint.set_path(&path);
         Ok(endpoint)
+    }
+}
+
+/// The error for an environment variable whose value does not parse.
+fn unparsable(variable: &str, value: &str, wanted: &str) -> LlmError {
+    LlmError::InvalidConfig {
+        setting: variable.to_owned(),
+        reason: format!("{value:?} is not {wanted}"),
     }
 }
 

@@ -83,6 +83,23 @@ pub enum LlmError {
         body: String,
     },
 
+    /// The model's answer was cut off: the server stopped it at `max_tokens` (or the
+    /// context length) with `finish_reason: "length"`. Asking again the same way would be
+    /// cut again, so there is no corrective retry: raise `max_tokens` or ask for less.
+    #[error(
+        "the model's answer was cut off after {completion_tokens} tokens \
+         (finish_reason: length; max_tokens {}); answer begins {excerpt:?}",
+        max_tokens.map_or_else(|| "unset".to_owned(), |n| n.to_string())
+    )]
+    Truncated {
+        /// Answer tokens the server reported (0 when it reported none).
+        completion_tokens: u64,
+        /// The `max_tokens` the request carried, if any.
+        max_tokens: Option<u32>,
+        /// The start of the cut answer.
+        excerpt: String,
+    },
+
     /// The model's content was not the JSON asked for, twice: once in its first answer and
     /// again after being told what was wrong.
     #[error("the model's answer is not the JSON asked for: {first}; after correction: {second}")]

@@ -85,12 +85,14 @@ mod usage;
 pub use client::{JsonCompletion, LlmClient, MAX_RESPONSE_BYTES};
 pub use config::{
     parse_root_certificates, LlmConfig, PemError, DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES,
-    DEFAULT_MODEL, DEFAULT_REQUEST_TIMEOUT, ENV_API_KEY, ENV_BASE_URL, ENV_CA_CERT, ENV_MODEL,
-    ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL,
+    DEFAULT_MODEL, DEFAULT_REQUEST_TIMEOUT, ENV_API_KEY, ENV_BASE_URL, ENV_CA_CERT, ENV_MAX_TOKENS,
+    ENV_MODEL, ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, ENV_SEED, ENV_TEMPERATURE,
 };
 pub use error::{with_causes, ContentError, LlmError, TextPosition};
 pub use message::{FunctionCall, Message, ToolCall, ToolKind};
-pub use request::{ChatRequest, FunctionTool, JsonSchemaFormat, ResponseFormat, Tool, ToolChoice};
+pub use request::{
+    AnswerFormat, ChatRequest, FunctionTool, JsonSchemaFormat, ResponseFormat, Tool, ToolChoice,
+};
 pub use response::{AssistantMessage, ChatResponse, Choice, FinishReason, TokenUsage};
 pub use retry::Backoff;
 pub use secrecy::{ExposeSecret, SecretString};

@@ -47,6 +47,10 @@ pub struct ChatRequest {
     /// The most tokens the answer may have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The sampling seed, for servers that make answers repeatable with one (llama.cpp,
+    /// Ollama, vLLM; OpenAI on a best-effort basis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl ChatRequest {
@@ -60,6 +64,7 @@ impl ChatRequest {
             tool_choice: None,
             temperature: None,
             max_tokens: None,
+            seed: None,
         }
     }
 
@@ -97,6 +102,63 @@ impl ChatRequest {
     pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = Some(max_tokens);
         self
+    }
+
+    /// Sets the sampling seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Asks for JSON that follows `schema` (`response_format: {"type": "json_schema", …}`,
+    /// strict), named `name`.
+    ///
+    /// Bound every array (`maxItems`) and string (`maxLength`) in it: a small model fills
+    /// an unbounded one until `max_tokens` cuts it off.
+    pub fn with_json_schema(self, name: impl Into<String>, schema: Value) -> Self {
+        self.with_response_format(ResponseFormat::json_schema(name, schema))
+    }
+
+    /// The form of JSON this request asks for, if it asks for JSON.
+    pub fn answer_format(&self) -> Option<AnswerFormat> {
+        match self.response_format {
+            Some(ResponseFormat::JsonSchema { .. }) => Some(AnswerFormat::JsonSchema),
+            Some(ResponseFormat::JsonObject) => Some(AnswerFormat::JsonObject),
+            Some(ResponseFormat::Text) | None => None,
+        }
+    }
+}
+
+/// How a JSON answer was asked for, as recorded in the [`Usage`](crate::Usage) ledger and
+/// in a [`JsonCompletion`](crate::JsonCompletion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum AnswerFormat {
+    /// `response_format: {"type": "json_schema"}`: the server constrains the answer to the
+    /// schema ("structured output").
+    JsonSchema,
+    /// `response_format: {"type": "json_object"}`: any JSON object ("JSON mode").
+    JsonObject,
+    /// No `response_format`: the prompt alone says what JSON to write, because the server
+    /// refused the format asked for.
+    PromptOnly,
+}
+
+impl AnswerFormat {
+    /// The name reports use: `json_schema`, `json_object` or `prompt_only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerFormat::JsonSchema => "json_schema",
+            AnswerFormat::JsonObject => "json_object",
+            AnswerFormat::PromptOnly => "prompt_only",
+        }
+    }
+}
+
+impl std::fmt::Display for AnswerFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

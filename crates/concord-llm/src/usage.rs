@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::request::AnswerFormat;
+
 /// How many recent [`CallRecord`]s a [`Usage`] keeps; its [`UsageSummary`] counts all calls.
 pub const RECORD_LIMIT: usize = 1024;
 
@@ -23,6 +25,11 @@ pub struct CallRecord {
     pub latency: Duration,
     /// How it ended.
     pub outcome: CallOutcome,
+    /// The JSON format the request asked for (`None`: not a JSON request).
+    pub format: Option<AnswerFormat>,
+    /// Whether this call was the corrective retry after an answer that was not the JSON
+    /// asked for.
+    pub corrective: bool,
 }
 
 /// How a [`CallRecord`]'s call ended.
@@ -43,6 +50,8 @@ pub enum CallOutcome {
     MalformedResponse,
     /// Nothing was sent: the request or the configuration was unusable.
     NotSent,
+    /// The server answered, but cut the answer off (`finish_reason: "length"`).
+    Truncated,
 }
 
 /// Totals over calls.
@@ -61,6 +70,16 @@ pub struct UsageSummary {
     pub completion_tokens: u64,
     /// Wall time spent in calls (summed; concurrent calls overlap).
     pub wall_time: Duration,
+    /// Calls that asked for JSON with a JSON Schema (structured output).
+    pub json_schema_calls: u64,
+    /// Calls that asked for any JSON object (JSON mode).
+    pub json_object_calls: u64,
+    /// Calls that asked for JSON in the prompt only, after the server refused the format.
+    pub prompt_only_calls: u64,
+    /// Corrective retries: calls made because an answer was not the JSON asked for.
+    pub corrective_calls: u64,
+    /// Calls whose answer was cut off (`finish_reason: "length"`).
+    pub truncated_calls: u64,
 }
 
 impl UsageSummary {
@@ -73,6 +92,18 @@ impl UsageSummary {
         self.prompt_tokens += record.prompt_tokens;
         self.completion_tokens += record.completion_tokens;
         self.wall_time += record.latency;
+        match record.format {
+            Some(AnswerFormat::JsonSchema) => self.json_schema_calls += 1,
+            Some(AnswerFormat::JsonObject) => self.json_object_calls += 1,
+            Some(AnswerFormat::PromptOnly) => self.prompt_only_calls += 1,
+            None => {}
+        }
+        if record.corrective {
+            self.corrective_calls += 1;
+        }
+        if record.outcome == CallOutcome::Truncated {
+            self.truncated_calls += 1;
+        }
     }
 }
 
@@ -164,6 +195,8 @@ mod tests {
             completion_tokens: 1,
             latency: Duration::from_millis(10),
             outcome,
+            format: None,
+            corrective: false,
         }
     }
 

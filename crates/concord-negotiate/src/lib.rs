@@ -54,11 +54,12 @@ pub use envelope::Envelope;
 pub use escalate::EscalatingNegotiator;
 #[cfg(feature = "llm")]
 pub use llm::{
-    LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL, MAX_TOOL_ROUNDS,
+    LlmFailure, LlmNegotiator, LlmStepError, CAPABILITY_TOOL, DEFAULT_PEER_LABEL,
+    MAX_DOCUMENT_CHARS, MAX_NOTE_CHARS, MAX_TOOL_ROUNDS,
 };
 pub use policy::{
     Accounting, Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step,
-    StepRecord,
+    StepRecord, StructuredOutput,
 };
 pub use test_cases::{TestCase, TestCases, TestCasesError};
 pub use validation::{check_against, ProtocolSchemas, SchemaViolation};

@@ -55,6 +55,31 @@ pub struct StepRecord {
     /// Wall time of the step.
     #[serde(with = "millis")]
     pub wall: Duration,
+    /// How the step's JSON answer was asked for, when an LLM wrote one: with a JSON Schema
+    /// the server enforces, in JSON mode, or in the prompt only (the server refused the
+    /// `response_format`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<StructuredOutput>,
+    /// Corrective retries: calls made because an answer was not the JSON asked for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub corrective_retries: u32,
+}
+
+/// How an LLM step asked for its JSON answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StructuredOutput {
+    /// `response_format` with the answer's JSON Schema: the server constrains the answer.
+    JsonSchema,
+    /// `response_format: json_object`: any JSON object.
+    JsonObject,
+    /// No `response_format` (the server refused it): the prompt alone asks for the JSON.
+    PromptOnly,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl StepRecord {
@@ -67,6 +92,8 @@ impl StepRecord {
             tokens_in: 0,
             tokens_out: 0,
             wall,
+            structured_output: None,
+            corrective_retries: 0,
         }
     }
 }

@@ -12,8 +12,8 @@ use concord_llm_script::{RecordedRequest, ScriptServer, Step};
 use concord_negotiate::{
     Accounting, ActionSpec, DeterministicNegotiator, EscalatingNegotiator, JudgeContext,
     LlmFailure, LlmNegotiator, Need, NegotiateError, Negotiator, PolicyKind, Previous,
-    ProtocolDocument, Step as NegotiationStep, CAPABILITY_TOOL, DEFAULT_PEER_LABEL,
-    MAX_TOOL_ROUNDS,
+    ProtocolDocument, Step as NegotiationStep, StructuredOutput, CAPABILITY_TOOL,
+    DEFAULT_PEER_LABEL, MAX_DOCUMENT_CHARS, MAX_NOTE_CHARS, MAX_TOOL_ROUNDS,
 };
 use concord_proto::{Decision, FixDecision};
 use serde_json::{json, Value};
@@ -121,8 +121,92 @@ fn content(message: &Value) -> &str {
 
 // ── request shape ───────────────────────────────────────────────────────────────────
 
+/// `format` asks for a judgement by its JSON Schema: a closed object whose strings are
+/// bounded (a small model fills an unbounded string until `max_tokens`).
+fn assert_judgement_schema(format: &Value) {
+    assert_eq!(format["type"], "json_schema", "{format}");
+    assert_eq!(format["json_schema"]["name"], "judgement");
+    assert_eq!(format["json_schema"]["strict"], true);
+    let schema = &format["json_schema"]["schema"];
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(
+        schema["properties"]["status"]["enum"],
+        json!(["accepted", "negotiating", "rejected"])
+    );
+    assert_eq!(
+        schema["properties"]["candidateProtocol"]["maxLength"],
+        MAX_DOCUMENT_CHARS
+    );
+    assert_eq!(schema["properties"]["reason"]["maxLength"], MAX_NOTE_CHARS);
+}
+
+/// llama.cpp's refusal of a response_format it does not take.
+const REFUSAL: &str = r#"{"error":{"code":400,"message":"response_format type must be one of \"text\" or \"json_object\", but got: json_schema","type":"invalid_request_error"}}"#;
+
 #[tokio::test]
-async fn the_provider_judge_asks_for_json_and_offers_the_capability_tool() {
+async fn a_server_refusing_the_schema_gets_the_prompt_alone_and_the_record_says_so() {
+    let server = ScriptServer::start([
+        Step::status(400, REFUSAL),
+        Step::content("Here you go: {\"status\": \"accepted\"}"),
+        accepted(),
+        Step::status(400, REFUSAL),
+        accepted(),
+    ])
+    .await
+    .unwrap();
+    let negotiator = negotiator(&server);
+
+    let decided = requester_judges(&negotiator, SEED_FULL).await.unwrap();
+    assert_eq!(decided.value, Decision::Accept);
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::PromptOnly)
+    );
+    assert_eq!(decided.record.corrective_retries, 1);
+    assert_eq!(decided.record.llm_calls, 3);
+    let requests = server.requests();
+    assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
+    assert!(requests[1].body.get("response_format").is_none());
+    assert!(requests[2].body.get("response_format").is_none());
+    // The provider's tool loop falls back the same way.
+    let decided = provider_judges(&negotiator, PROSE_CANDIDATE).await.unwrap();
+    assert_eq!(decided.value, Decision::Accept);
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::PromptOnly)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[3].body["response_format"]["type"], "json_schema");
+    assert!(requests[4].body.get("response_format").is_none());
+    // The record as the CLI prints it under `decidedBy`.
+    let json = serde_json::to_value(&decided.record).unwrap();
+    assert_eq!(json["structuredOutput"], "prompt_only");
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_max_tokens_fails_the_step_as_truncated() {
+    let server = ScriptServer::start([Step::content(r#"{"status": "neg"#).finish_reason("length")])
+        .await
+        .unwrap();
+
+    let error = requester_judges(&negotiator(&server), SEED_FULL)
+        .await
+        .unwrap_err();
+
+    let NegotiateError::Llm(step) = &error else {
+        panic!("expected an LLM step error, got {error}");
+    };
+    assert!(
+        matches!(step.failure, LlmFailure::Call(LlmError::Truncated { .. })),
+        "{error}"
+    );
+    assert_eq!(step.record.llm_calls, 1);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_provider_judge_asks_for_schema_json_and_offers_the_capability_tool() {
     let server = ScriptServer::start([accepted()]).await.unwrap();
     let decided = provider_judges(&negotiator(&server), PROSE_CANDIDATE)
         .await
@@ -134,7 +218,11 @@ async fn the_provider_judge_asks_for_json_and_offers_the_capability_tool() {
     let body = &requests[0].body;
     assert_eq!(requests[0].path, "/v1/chat/completions");
     assert_eq!(body["model"], "test-model");
-    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert_judgement_schema(&body["response_format"]);
+    assert_eq!(
+        decided.record.structured_output,
+        Some(StructuredOutput::JsonSchema)
+    );
     assert_eq!(body["tool_choice"], "auto");
     assert_eq!(body["tools"].as_array().unwrap().len(), 1);
     assert_eq!(body["tools"][0]["type"], "function");
@@ -161,7 +249,7 @@ async fn the_provider_judge_asks_for_json_and_offers_the_capability_tool() {
 }
 
 #[tokio::test]
-async fn the_requester_judge_and_the_draft_ask_for_json_without_tools() {
+async fn the_requester_judge_and_the_draft_ask_for_schema_json_without_tools() {
     let server = ScriptServer::start([
         accepted(),
         Step::content(json!({"candidateProtocol": product_protocol()}).to_string()),
@@ -174,10 +262,18 @@ async fn the_requester_judge_and_the_draft_ask_for_json_without_tools() {
     let drafted = negotiator.draft(&need(), &product_action()).await.unwrap();
     assert_eq!(drafted.value, product_protocol());
 
-    for request in server.requests() {
+    let requests = server.requests();
+    assert_judgement_schema(&requests[0].body["response_format"]);
+    let draft = &requests[1].body["response_format"];
+    assert_eq!(draft["json_schema"]["name"], "draft");
+    assert_eq!(
+        draft["json_schema"]["schema"]["properties"]["candidateProtocol"]["maxLength"],
+        MAX_DOCUMENT_CHARS
+    );
+    for request in requests {
         let body = &request.body;
         assert_eq!(body["model"], "test-model");
-        assert_eq!(body["response_format"], json!({"type": "json_object"}));
+        assert_eq!(body["response_format"]["type"], "json_schema");
         assert!(body.get("tools").is_none(), "{body}");
         let messages = request.messages();
         assert_eq!(messages[0]["role"], "system");

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use concord_context::{NameError, PeerLabel, PeerText};
-use concord_llm::{ChatRequest, LlmClient, LlmError, Message};
+use concord_llm::{ChatRequest, FinishReason, LlmClient, LlmError, Message};
 use concord_negotiate::ActionSpec;
 
 use crate::config::human;
@@ -25,6 +25,12 @@ pub(crate) enum AnswerError {
     /// The LLM answered, but with no text.
     #[error("the LLM answered with no text")]
     NoText,
+    /// The LLM's answer was cut off at its token limit (`finish_reason: "length"`).
+    #[error("the LLM's answer was cut off after {completion_tokens} tokens (its token limit)")]
+    Truncated {
+        /// Answer tokens the server reported.
+        completion_tokens: u64,
+    },
     /// No answer came within the negotiation timeout.
     #[error("no answer within {}", human(*.0))]
     TimedOut(Duration),
@@ -79,6 +85,15 @@ pub(crate) async fn answer(
         )),
     ]);
     let response = client.chat(request).await.map_err(AnswerError::Llm)?;
+    if response
+        .choices
+        .first()
+        .is_some_and(|choice| choice.finish_reason == Some(FinishReason::Length))
+    {
+        return Err(AnswerError::Truncated {
+            completion_tokens: response.usage.map_or(0, |usage| usage.completion_tokens),
+        });
+    }
     match response.content().map(str::trim) {
         Some(answer) if !answer.is_empty() => Ok(answer.to_owned()),
         _ => Err(AnswerError::NoText),

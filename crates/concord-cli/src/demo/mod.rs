@@ -10,6 +10,7 @@
 
 mod catalogue;
 mod latency;
+mod llm_part;
 mod narrate;
 mod patterns;
 mod summary;
@@ -56,6 +57,11 @@ over ONE negotiated interface session: request-reply, a long-running action's pr
 fire-and-forget feeding a subscription (publish-subscribe), property read and observe, and
 a voice stream (50 frames, credit flow, round-trip percentiles); then a 0-RTT reconnect
 that resumes the subscription.
+With --llm a last section goes where the rules stop: a foreign candidate they cannot map
+(the product named `sku`), handler code written by the model and checked on the agreed
+cases in the sandbox (wrong code refused and fed back), that candidate negotiated with the
+model on both sides, and a natural-language question through `ask`; each step with its LLM
+calls, tokens, time and outcome. The model being wrong is an outcome, not a failure.
 Exits 1 when a call fails or a reconnect does not skip the negotiation, 2 when a step cannot
 run.")]
 pub struct DemoArgs {
@@ -234,6 +240,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
     narrate.consensus(&consensus)?;
 
     let patterns = patterns::run(&setup, &requester.node, narrate).await?;
+    let llm_part = llm_part::run(&setup, &provider.node, &server, narrate).await?;
 
     server.shutdown().await.context("stopping the provider")?;
     for hosting in [requester_server, fresh_server].into_iter().flatten() {
@@ -249,6 +256,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         usage: [&requester.node, &fresh.node, &provider.node]
             .iter()
             .filter_map(|node| node.llm().map(|client| client.usage().summary()))
+            .chain(llm_part.usage.iter().copied())
             .collect(),
         total: started.elapsed(),
     };
@@ -256,6 +264,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         let mut json = summary.to_json();
         if let Value::Object(fields) = &mut json {
             fields.insert("patterns".to_owned(), patterns.to_json());
+            fields.insert("llmPart".to_owned(), llm_part.to_json());
         }
         output::json(&json)?;
     } else {
@@ -277,6 +286,7 @@ async fn demo(args: DemoArgs, llm: Option<LlmConfig>) -> anyhow::Result<ExitCode
         failed.push("the new requester did not connect through the consensus protocol".to_owned());
     }
     failed.extend(patterns.problems);
+    failed.extend(llm_part.problems);
     if !failed.is_empty() {
         anyhow::bail!("the demo did not complete: {}", failed.join("; "));
     }

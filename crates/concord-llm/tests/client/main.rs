@@ -4,6 +4,7 @@ mod config;
 mod json;
 mod request_shape;
 mod retries;
+mod structured;
 mod timeouts;
 mod tool_calls;
 mod usage;

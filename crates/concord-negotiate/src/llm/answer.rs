@@ -5,6 +5,7 @@
 
 use concord_proto::{Decision, FixDecision};
 use serde::Deserialize;
+use serde_json::{json, Value};
 
 use super::error::LlmFailure;
 use crate::document::ProtocolDocument;
@@ -76,6 +77,76 @@ pub(crate) struct DiagnoseAnswer {
     pub status: FixStatus,
     #[serde(default)]
     pub reason: Option<String>,
+}
+
+/// The most characters a protocol document or a set of test cases the model writes may
+/// have: the bound its JSON Schema sets (a small model fills an unbounded string until
+/// `max_tokens`).
+pub const MAX_DOCUMENT_CHARS: u32 = 8000;
+
+/// The most characters of a modification summary or a reason.
+pub const MAX_NOTE_CHARS: u32 = 1000;
+
+/// A string of at most `max` characters, or null.
+fn nullable_text(max: u32) -> Value {
+    json!({"type": ["string", "null"], "maxLength": max})
+}
+
+/// An object with exactly these properties, all required (OpenAI's strict mode wants every
+/// property listed; optional ones are nullable).
+fn object(properties: Value) -> Value {
+    let required: Vec<String> = properties
+        .as_object()
+        .map(|map| map.keys().cloned().collect())
+        .unwrap_or_default();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The JSON Schema of [`DraftAnswer`].
+pub(crate) fn draft_schema() -> Value {
+    object(json!({
+        "candidateProtocol": {"type": "string", "minLength": 1, "maxLength": MAX_DOCUMENT_CHARS}
+    }))
+}
+
+/// The JSON Schema of [`JudgeAnswer`].
+pub(crate) fn judge_schema() -> Value {
+    object(json!({
+        "status": {"type": "string", "enum": ["accepted", "negotiating", "rejected"]},
+        "candidateProtocol": nullable_text(MAX_DOCUMENT_CHARS),
+        "modificationSummary": nullable_text(MAX_NOTE_CHARS),
+        "reason": nullable_text(MAX_NOTE_CHARS),
+    }))
+}
+
+/// The JSON Schema of [`TestCasesAnswer`].
+pub(crate) fn test_cases_schema() -> Value {
+    object(json!({
+        "testCases": {"type": "string", "minLength": 1, "maxLength": MAX_DOCUMENT_CHARS}
+    }))
+}
+
+/// The JSON Schema of [`TestCasesJudgeAnswer`].
+pub(crate) fn test_cases_judge_schema() -> Value {
+    object(json!({
+        "status": {"type": "string", "enum": ["accepted", "negotiating", "rejected"]},
+        "testCases": nullable_text(MAX_DOCUMENT_CHARS),
+        "modificationSummary": nullable_text(MAX_NOTE_CHARS),
+        "reason": nullable_text(MAX_NOTE_CHARS),
+    }))
+}
+
+/// The JSON Schema of [`DiagnoseAnswer`].
+pub(crate) fn diagnose_schema() -> Value {
+    object(json!({
+        "status": {"type": "string", "enum": ["accepted", "rejected"]},
+        "reason": nullable_text(MAX_NOTE_CHARS),
+    }))
 }
 
 /// `value`, when it is there and not blank.
@@ -204,6 +275,48 @@ impl DiagnoseAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every schema's answers parse into its shape, and the shape's strictness matches the
+    /// schema's: what the server may let through, the parse takes.
+    #[test]
+    fn schemas_describe_the_shapes() {
+        let accepted = json!({"status": "accepted", "candidateProtocol": null,
+                              "modificationSummary": null, "reason": null});
+        assert!(jsonschema::is_valid(&judge_schema(), &accepted));
+        assert!(serde_json::from_value::<JudgeAnswer>(accepted).is_ok());
+        assert!(!jsonschema::is_valid(
+            &judge_schema(),
+            &json!({"status": "accepted"})
+        ));
+        let diagnosis = json!({"status": "rejected", "reason": "x"});
+        assert!(jsonschema::is_valid(&diagnose_schema(), &diagnosis));
+        assert!(serde_json::from_value::<DiagnoseAnswer>(diagnosis).is_ok());
+        let draft = json!({"candidateProtocol": "# Requirement"});
+        assert!(jsonschema::is_valid(&draft_schema(), &draft));
+        assert!(serde_json::from_value::<DraftAnswer>(draft).is_ok());
+        let long = "x".repeat(MAX_DOCUMENT_CHARS as usize + 1);
+        assert!(!jsonschema::is_valid(
+            &draft_schema(),
+            &json!({"candidateProtocol": long})
+        ));
+        let cases = json!({"status": "negotiating", "testCases": "t",
+                           "modificationSummary": "m", "reason": null});
+        assert!(jsonschema::is_valid(&test_cases_judge_schema(), &cases));
+        assert!(serde_json::from_value::<TestCasesJudgeAnswer>(cases).is_ok());
+        assert!(jsonschema::is_valid(
+            &test_cases_schema(),
+            &json!({"testCases": "t"})
+        ));
+        for schema in [
+            draft_schema(),
+            judge_schema(),
+            test_cases_schema(),
+            test_cases_judge_schema(),
+            diagnose_schema(),
+        ] {
+            assert_eq!(schema["additionalProperties"], false);
+        }
+    }
 
     #[test]
     fn shapes_are_strict() {

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use concord_context::PeerLabel;
-use concord_llm::{ChatRequest, LlmClient, Message, ResponseFormat, ToolChoice};
+use concord_llm::{AnswerFormat, ChatRequest, LlmClient, Message, ToolChoice};
 use concord_proto::{Decision, FixDecision};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -21,12 +21,15 @@ use crate::deterministic::too_complex;
 use crate::document::{DocumentError, ProtocolDocument};
 use crate::policy::{
     Decided, JudgeContext, NegotiateError, Negotiator, PolicyKind, Previous, Step, StepRecord,
+    StructuredOutput,
 };
 
 use answer::{
-    full_protocol, valid_test_cases, DiagnoseAnswer, DraftAnswer, JudgeAnswer, TestCasesAnswer,
+    diagnose_schema, draft_schema, full_protocol, judge_schema, test_cases_judge_schema,
+    test_cases_schema, valid_test_cases, DiagnoseAnswer, DraftAnswer, JudgeAnswer, TestCasesAnswer,
     TestCasesJudgeAnswer,
 };
+pub use answer::{MAX_DOCUMENT_CHARS, MAX_NOTE_CHARS};
 pub use capability::CAPABILITY_TOOL;
 pub use error::{LlmFailure, LlmStepError};
 use prompt::{intro, Prompt, Task};
@@ -44,7 +47,10 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 /// data messages (our need, our actions, our recent messages), and everything the peer
 /// wrote (its action from its description, the candidate protocol, test cases, an error
 /// report, and the agreed protocol, which the peer may have written) as fenced
-/// [`PeerText`](concord_context::PeerText) only. It asks for JSON mode and reads the answer
+/// [`PeerText`](concord_context::PeerText) only. It asks for JSON with the answer's JSON
+/// Schema as `response_format` (strings bounded by [`MAX_DOCUMENT_CHARS`] and
+/// [`MAX_NOTE_CHARS`]; the prompt-only fallback when the server refuses it, and the
+/// [`StepRecord`] says which was used) and reads the answer
 /// strictly (unknown keys are errors), with one corrective retry, then checks it: a
 /// protocol it writes must be a full [`ProtocolDocument`] whose schemas compile, test
 /// cases must parse (and follow the agreed schemas), a counter-proposal needs a summary
@@ -138,6 +144,15 @@ impl LlmNegotiator {
         let client = self.client.with_usage(self.client.usage().child());
         let result = run(client.clone()).await;
         let usage = client.usage().summary();
+        let structured_output = if usage.prompt_only_calls > 0 {
+            Some(StructuredOutput::PromptOnly)
+        } else if usage.json_schema_calls > 0 {
+            Some(StructuredOutput::JsonSchema)
+        } else if usage.json_object_calls > 0 {
+            Some(StructuredOutput::JsonObject)
+        } else {
+            None
+        };
         let record = StepRecord {
             step,
             policy: PolicyKind::Llm,
@@ -145,6 +160,8 @@ impl LlmNegotiator {
             tokens_in: usage.prompt_tokens,
             tokens_out: usage.completion_tokens,
             wall: start.elapsed(),
+            structured_output,
+            corrective_retries: u32::try_from(usage.corrective_calls).unwrap_or(u32::MAX),
         };
         match result {
             Ok(value) => Ok(Decided { value, record }),
@@ -157,13 +174,16 @@ impl LlmNegotiator {
     }
 }
 
-/// One JSON-mode call parsed strictly into `T`, with concord-llm's one corrective retry.
+/// One call asking for JSON that follows `schema` (named `name`), parsed strictly into `T`,
+/// with concord-llm's prompt-only fallback and one corrective retry.
 async fn ask<T: DeserializeOwned>(
     client: &LlmClient,
     messages: Vec<Message>,
+    name: &str,
+    schema: Value,
 ) -> Result<T, LlmFailure> {
     Ok(client
-        .complete_json::<T>(ChatRequest::new(messages))
+        .complete_json::<T>(ChatRequest::new(messages).with_json_schema(name, schema))
         .await?
         .value)
 }
@@ -181,17 +201,24 @@ async fn judge_with_tools(
     let tools = vec![capability::capability_tool()];
     let mut rounds = 0;
     let mut rejected: Option<String> = None;
+    // Once the server refuses the schema, later rounds ask in the prompt only.
+    let mut schema = Some(judge_schema());
     loop {
         let choice = if rounds < MAX_TOOL_ROUNDS {
             ToolChoice::Auto
         } else {
             ToolChoice::None
         };
-        let request = ChatRequest::new(messages.clone())
-            .with_response_format(ResponseFormat::JsonObject)
+        let mut request = ChatRequest::new(messages.clone())
             .with_tools(tools.clone())
             .with_tool_choice(choice);
-        let response = client.chat(request).await?;
+        if let Some(schema) = &schema {
+            request = request.with_json_schema("judgement", schema.clone());
+        }
+        let (response, format) = client.chat_json(request, rejected.is_some()).await?;
+        if format == AnswerFormat::PromptOnly {
+            schema = None;
+        }
         let calls = response.tool_calls().to_vec();
         if !calls.is_empty() {
             if rounds >= MAX_TOOL_ROUNDS {
@@ -245,7 +272,7 @@ impl Negotiator for LlmNegotiator {
                 .data("need", prompt::need_data(need), prompt::NEED_DESCRIPTION)?
                 .peer_text(intro::PEER_ACTION, &prompt::peer_action_text(peer_action))
                 .messages()?;
-            let answer: DraftAnswer = ask(&client, messages).await?;
+            let answer: DraftAnswer = ask(&client, messages, "draft", draft_schema()).await?;
             full_protocol(answer.candidate_protocol)
         })
         .await
@@ -290,7 +317,7 @@ impl Negotiator for LlmNegotiator {
                         .previous(previous)
                         .peer_text(intro::CANDIDATE, candidate)
                         .messages()?;
-                    ask::<JudgeAnswer>(&client, messages).await?
+                    ask::<JudgeAnswer>(&client, messages, "judgement", judge_schema()).await?
                 }
             };
             answer.into_decision()
@@ -307,7 +334,8 @@ impl Negotiator for LlmNegotiator {
                 .prompt(Task::DraftTestCases)?
                 .peer_text(intro::AGREED, protocol.text())
                 .messages()?;
-            let answer: TestCasesAnswer = ask(&client, messages).await?;
+            let answer: TestCasesAnswer =
+                ask(&client, messages, "test_cases", test_cases_schema()).await?;
             valid_test_cases(protocol, &answer.test_cases)
         })
         .await
@@ -324,7 +352,13 @@ impl Negotiator for LlmNegotiator {
                 .peer_text(intro::AGREED, protocol.text())
                 .peer_text(intro::TEST_CASES, test_cases)
                 .messages()?;
-            let answer: TestCasesJudgeAnswer = ask(&client, messages).await?;
+            let answer: TestCasesJudgeAnswer = ask(
+                &client,
+                messages,
+                "test_cases_judgement",
+                test_cases_judge_schema(),
+            )
+            .await?;
             answer.into_decision(protocol)
         })
         .await
@@ -347,7 +381,8 @@ impl Negotiator for LlmNegotiator {
                 )?
                 .peer_text(intro::ERROR_REPORT, error_description)
                 .messages()?;
-            let answer: DiagnoseAnswer = ask(&client, messages).await?;
+            let answer: DiagnoseAnswer =
+                ask(&client, messages, "diagnosis", diagnose_schema()).await?;
             answer.into_decision()
         })
         .await

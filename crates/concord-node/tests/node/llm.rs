@@ -196,7 +196,7 @@ function encodeResponse(answer) {
 /// as such an agent would publish it (its own headings and wording, no titles or
 /// `$schema`), not derived from our draft: the request names the product `sku`, which no
 /// naming style maps to our `productId`.
-const SKU_CANDIDATE: &str = r#"# Purpose
+pub(crate) const SKU_CANDIDATE: &str = r#"# Purpose
 Look up one product of the warehouse catalogue by its stock-keeping unit (SKU).
 
 # Messages

@@ -24,6 +24,7 @@ mod interact_wire;
 mod limits;
 mod llm;
 mod negotiation;
+mod real_model;
 mod redirect;
 mod rejection;
 mod replicas;
