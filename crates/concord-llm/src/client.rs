@@ -222,14 +222,7 @@ impl LlmClient {
                 }
             }
         };
-        Err(match self.give_up(failure, 1) {
-            LlmError::Timeout { url, attempts, .. } => LlmError::Timeout {
-                url,
-                timeout,
-                attempts,
-            },
-            other => other,
-        })
+        Err(self.probe_failed(failure, timeout))
     }
 
     /// The models the server lists: one `GET {base_url}/models`, no retry, bounded by
@@ -296,14 +289,20 @@ impl LlmClient {
                 retry_after: None,
             },
         };
-        Err(match self.give_up(failure, 1) {
+        Err(self.probe_failed(failure, timeout))
+    }
+
+    /// A probe's failure (one attempt, no retry) as the error it gives, naming the probe's
+    /// own `timeout`.
+    fn probe_failed(&self, failure: Failure, timeout: Duration) -> LlmError {
+        match self.give_up(failure, 1) {
             LlmError::Timeout { url, attempts, .. } => LlmError::Timeout {
                 url,
                 timeout,
                 attempts,
             },
             other => other,
-        })
+        }
     }
 
     /// Sends `request` (with retries) and returns the server's answer as it is.

@@ -358,6 +358,17 @@ pub fn check_bucket_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The configuration of a Concord bucket `bucket`: file storage, one value per key.
+pub(crate) fn file_bucket(bucket: &str, description: &str) -> kv::Config {
+    kv::Config {
+        bucket: bucket.to_owned(),
+        description: description.to_owned(),
+        history: 1,
+        storage: async_nats::jetstream::stream::StorageType::File,
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use concord_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::client::{entries_under, key_of, live_entry, Nats};
+use crate::client::{entries_under, file_bucket, key_of, live_entry, Nats};
 use crate::error::NatsError;
 
 /// The bucket's name unless configured otherwise.
@@ -144,13 +144,7 @@ impl NatsConsensusRegistry {
     /// When it cannot be created or read.
     pub async fn open(nats: &Nats, bucket: &str) -> Result<Self, NatsError> {
         let store = nats
-            .bucket(kv::Config {
-                bucket: bucket.to_owned(),
-                description: "Concord: consensus protocols by URI".to_owned(),
-                history: 1,
-                storage: async_nats::jetstream::stream::StorageType::File,
-                ..Default::default()
-            })
+            .bucket(file_bucket(bucket, "Concord: consensus protocols by URI"))
             .await?;
         Ok(Self {
             nats: nats.clone(),

@@ -6,7 +6,7 @@ use async_nats::jetstream::kv;
 use concord_store::{NonceStore, StoreError, UsedNonce};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{entries_under, key_of, live_entry, Nats};
+use crate::client::{entries_under, file_bucket, key_of, live_entry, Nats};
 use crate::error::NatsError;
 
 /// The bucket's name unless configured otherwise.
@@ -50,12 +50,8 @@ impl NatsNonceStore {
     pub async fn open(nats: &Nats, bucket: &str, window: Duration) -> Result<Self, NatsError> {
         let store = nats
             .bucket(kv::Config {
-                bucket: bucket.to_owned(),
-                description: "Concord: nonces of accepted DID-signed requests".to_owned(),
-                history: 1,
                 max_age: window,
-                storage: async_nats::jetstream::stream::StorageType::File,
-                ..Default::default()
+                ..file_bucket(bucket, "Concord: nonces of accepted DID-signed requests")
             })
             .await?;
         let status = store.status().await.map_err(|error| NatsError::Bucket {

@@ -13,7 +13,7 @@ use concord_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::client::{entries_under, key_of, live_entry, Nats};
+use crate::client::{entries_under, file_bucket, key_of, live_entry, Nats};
 use crate::consensus::now_ms;
 use crate::error::NatsError;
 
@@ -168,13 +168,7 @@ impl NatsProtocolBook {
     /// When it cannot be created or read.
     pub async fn open(nats: &Nats, bucket: &str) -> Result<Self, NatsError> {
         let store = nats
-            .bucket(kv::Config {
-                bucket: bucket.to_owned(),
-                description: "Concord: negotiated protocols by hash".to_owned(),
-                history: 1,
-                storage: async_nats::jetstream::stream::StorageType::File,
-                ..Default::default()
-            })
+            .bucket(file_bucket(bucket, "Concord: negotiated protocols by hash"))
             .await?;
         Ok(Self {
             nats: nats.clone(),
