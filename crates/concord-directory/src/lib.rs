@@ -70,7 +70,6 @@ pub use limits::{DirectoryLimits, InvalidLimit};
 pub use listing::{ListFormat, ListQuery, Listing};
 pub use memory::MemoryDirectoryStore;
 pub use query_shape::PATTERN_PROGRAM_BYTES;
-pub use regex_functions::COMPILED_KEPT;
 pub use store::{
     Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
     StoreFailure, UnixMillis, Write,

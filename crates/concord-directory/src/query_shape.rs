@@ -7,20 +7,24 @@
 //!   (`$[?@.id == $[0].id]`) would see one TD instead of all, and are refused;
 //! - at most `max_query_descendants` descendant segments (`..`);
 //! - the regular expression of `match()` and `search()` is a string literal of at most
-//!   `max_query_pattern_bytes` that compiles within [`PATTERN_PROGRAM_BYTES`] (the
-//!   function compiles it again for every node), not a value read from a TD.
+//!   `max_query_pattern_bytes` that compiles within [`PATTERN_PROGRAM_BYTES`], not a value
+//!   read from a TD: each is compiled here, once, into the query's [`Patterns`], which the
+//!   functions use while the query runs (`regex_functions`).
 
 use crate::error::DirectoryError;
 use crate::limits::DirectoryLimits;
+use crate::regex_functions::{self, Patterns};
 
 /// The most heap one compiled `match()` or `search()` pattern may take.
 pub const PATTERN_PROGRAM_BYTES: usize = 256 * 1024;
 
 /// What the checks found of a query's shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Shape {
     /// The query is `$` alone: the root array itself.
     pub(crate) whole_root: bool,
+    /// Its `match()` and `search()` patterns, compiled.
+    pub(crate) patterns: Patterns,
 }
 
 /// Checks `query` (already parsed by `serde_json_path`, so well-formed) against the rules
@@ -28,6 +32,7 @@ pub(crate) struct Shape {
 pub(crate) fn check(query: &str, limits: &DirectoryLimits) -> Result<Shape, DirectoryError> {
     let tokens = Tokens::of(query);
     let mut descendants = 0;
+    let mut patterns = Patterns::default();
     for (at, token) in tokens.outside.iter().enumerate() {
         match token {
             Token::Root if at > 0 => {
@@ -43,7 +48,7 @@ pub(crate) fn check(query: &str, limits: &DirectoryLimits) -> Result<Shape, Dire
                         "the regular expression of `{name}()` must be a string literal"
                     ))
                 })?;
-                check_pattern(name, &pattern, limits)?;
+                check_pattern(name, &pattern, limits, &mut patterns)?;
             }
             _ => {}
         }
@@ -62,6 +67,7 @@ pub(crate) fn check(query: &str, limits: &DirectoryLimits) -> Result<Shape, Dire
     }
     Ok(Shape {
         whole_root: query.trim_end() == "$",
+        patterns,
     })
 }
 
@@ -225,11 +231,13 @@ fn unescape(literal: &str) -> Option<String> {
     serde_json::from_str(&json).ok()
 }
 
-/// Checks a `match()`/`search()` pattern as the function will compile it.
+/// Checks a `match()`/`search()` pattern and compiles it as the function uses it, into
+/// `patterns`.
 fn check_pattern(
     name: &str,
     pattern: &str,
     limits: &DirectoryLimits,
+    patterns: &mut Patterns,
 ) -> Result<(), DirectoryError> {
     if pattern.len() > limits.max_query_pattern_bytes {
         return Err(refused(&format!(
@@ -238,16 +246,12 @@ fn check_pattern(
             limits.max_query_pattern_bytes
         )));
     }
-    // As `serde_json_path` compiles it for `match` (the larger of its two forms).
-    regex::RegexBuilder::new(&format!("(?R)^({pattern})$"))
-        .size_limit(PATTERN_PROGRAM_BYTES)
-        .build()
-        .map(drop)
-        .map_err(|error| {
-            refused(&format!(
-                "the regular expression of `{name}()` cannot be used: {error}"
-            ))
-        })
+    let source = regex_functions::source(name, pattern);
+    patterns.compile(source).map_err(|error| {
+        refused(&format!(
+            "the regular expression of `{name}()` cannot be used: {error}"
+        ))
+    })
 }
 
 /// Whether the first segment after the root selects by position: an index or a slice in
@@ -321,9 +325,13 @@ mod tests {
             "$.match",
             "$[?@.match == 1]",
         ] {
-            assert_eq!(shape(query), Ok(Shape { whole_root: false }), "{query}");
+            assert_eq!(
+                shape(query).map(|shape| shape.whole_root),
+                Ok(false),
+                "{query}"
+            );
         }
-        assert_eq!(shape("$"), Ok(Shape { whole_root: true }));
+        assert_eq!(shape("$").map(|shape| shape.whole_root), Ok(true));
     }
 
     #[test]

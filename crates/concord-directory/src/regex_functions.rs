@@ -7,13 +7,15 @@
 //!
 //! The difference is the cost: the built-in ones compile the pattern again for every
 //! string node they test, which makes a query over the TDs' nodes cost thousands of
-//! compilations (a Unicode class takes milliseconds each). These keep the last
-//! [`COMPILED_KEPT`] compiled patterns, each compiled within
-//! [`PATTERN_PROGRAM_BYTES`](crate::PATTERN_PROGRAM_BYTES) (beyond it: `false`, as for
-//! a pattern that does not compile). The registration holds for every query of the
-//! process.
+//! compilations (a Unicode class takes milliseconds each). A directory search compiles its
+//! query's patterns once, when it checks the query ([`Patterns`]), and runs the query
+//! [`with`] them: the functions take the compiled pattern from there. A pattern they do not
+//! find there (a query run some other way) is compiled for the call, within
+//! [`PATTERN_PROGRAM_BYTES`](crate::PATTERN_PROGRAM_BYTES) (beyond it: `false`, as for a
+//! pattern that does not compile). The registration holds for every query of the process.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use regex::Regex;
 use serde_json::Value;
@@ -21,44 +23,83 @@ use serde_json_path::functions::{LogicalType, ValueType};
 
 use crate::query_shape::PATTERN_PROGRAM_BYTES;
 
-/// How many compiled patterns are kept, the most recently used first.
-pub const COMPILED_KEPT: usize = 16;
-
-/// A pattern as compiled, or `None` when it does not compile.
-type Compiled = Option<Arc<Regex>>;
-
-/// The compiled patterns kept: (the pattern as given to the `regex` crate, compiled).
-static KEPT: Mutex<Vec<(String, Compiled)>> = Mutex::new(Vec::new());
-
-/// The compiled form of `pattern`, from those kept or compiled now.
-fn compiled(pattern: String) -> Compiled {
-    // A panic while the lock is held cannot leave a half-written entry: entries are
-    // pushed and removed whole.
-    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(at) = kept.iter().position(|(held, _)| *held == pattern) {
-        let entry = kept.remove(at);
-        let regex = entry.1.clone();
-        kept.insert(0, entry);
-        return regex;
-    }
-    drop(kept);
-    let regex = regex::RegexBuilder::new(&pattern)
-        .size_limit(PATTERN_PROGRAM_BYTES)
-        .build()
-        .ok()
-        .map(Arc::new);
-    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
-    kept.insert(0, (pattern, regex.clone()));
-    kept.truncate(COMPILED_KEPT);
-    regex
+/// The patterns of one query, compiled as the functions use them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Patterns {
+    /// (the pattern as given to the `regex` crate, compiled).
+    compiled: Vec<(String, Arc<Regex>)>,
 }
 
-/// Whether `value` is a string the pattern `rgx` (written into `pattern`) matches.
-fn matches(value: &ValueType, rgx: &ValueType, pattern: impl Fn(&str) -> String) -> LogicalType {
+impl Patterns {
+    /// Compiles `source` (as [`source`] gives it) within the program size limit, once.
+    ///
+    /// # Errors
+    /// The `regex` crate's, when it does not compile.
+    pub(crate) fn compile(&mut self, source: String) -> Result<(), regex::Error> {
+        if self.compiled.iter().any(|(held, _)| *held == source) {
+            return Ok(());
+        }
+        let regex = build(&source)?;
+        self.compiled.push((source, Arc::new(regex)));
+        Ok(())
+    }
+
+    fn find(&self, source: &str) -> Option<Arc<Regex>> {
+        self.compiled
+            .iter()
+            .find(|(held, _)| held == source)
+            .map(|(_, regex)| Arc::clone(regex))
+    }
+}
+
+thread_local! {
+    /// The patterns of the query running on this thread, if it runs [`with`] them.
+    static RUNNING: RefCell<Patterns> = RefCell::new(Patterns::default());
+}
+
+/// Runs `query` on this thread with `patterns` at the functions' hand.
+pub(crate) fn with<T>(patterns: &Patterns, query: impl FnOnce() -> T) -> T {
+    /// Puts the previous patterns back, also when `query` panics.
+    struct Restore(Option<Patterns>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(previous) = self.0.take() {
+                RUNNING.with(|running| *running.borrow_mut() = previous);
+            }
+        }
+    }
+    let previous = RUNNING.with(|running| running.replace(patterns.clone()));
+    let _restore = Restore(Some(previous));
+    query()
+}
+
+/// The pattern `given` as the function `name` compiles it.
+pub(crate) fn source(name: &str, given: &str) -> String {
+    if name == "match" {
+        format!("(?R)^({given})$")
+    } else {
+        format!("(?R)({given})")
+    }
+}
+
+fn build(source: &str) -> Result<Regex, regex::Error> {
+    regex::RegexBuilder::new(source)
+        .size_limit(PATTERN_PROGRAM_BYTES)
+        .build()
+}
+
+/// Whether `value` is a string the pattern `rgx` matches, as the function `name` reads it.
+fn matches(name: &str, value: &ValueType, rgx: &ValueType) -> LogicalType {
     match (value.as_value(), rgx.as_value()) {
-        (Some(Value::String(text)), Some(Value::String(given))) => compiled(pattern(given))
-            .is_some_and(|regex| regex.is_match(text))
-            .into(),
+        (Some(Value::String(text)), Some(Value::String(given))) => {
+            let source = source(name, given);
+            let held = RUNNING.with(|running| running.borrow().find(&source));
+            match held {
+                Some(regex) => regex.is_match(text),
+                None => build(&source).is_ok_and(|regex| regex.is_match(text)),
+            }
+            .into()
+        }
         _ => LogicalType::False,
     }
 }
@@ -66,23 +107,22 @@ fn matches(value: &ValueType, rgx: &ValueType, pattern: impl Fn(&str) -> String)
 /// `match(value, pattern)`: the whole string matches.
 #[serde_json_path::function(name = "match")]
 fn match_whole(value: ValueType, rgx: ValueType) -> LogicalType {
-    matches(&value, &rgx, |given| format!("(?R)^({given})$"))
+    matches("match", &value, &rgx)
 }
 
 /// `search(value, pattern)`: a part of the string matches.
 #[serde_json_path::function(name = "search")]
 fn search_within(value: ValueType, rgx: ValueType) -> LogicalType {
-    matches(&value, &rgx, |given| format!("(?R)({given})"))
+    matches("search", &value, &rgx)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
+    use super::*;
     use serde_json::json;
     use serde_json_path::JsonPath;
 
-    fn count(query: &str, value: &serde_json::Value) -> usize {
+    fn count(query: &str, value: &Value) -> usize {
         JsonPath::parse(query).unwrap().query(value).len()
     }
 
@@ -97,27 +137,26 @@ mod tests {
         assert_eq!(count("$[?match(@, '7')]", &value), 0);
         assert_eq!(count("$[?match(@, '(')]", &value), 0);
         assert_eq!(count("$[?!match(@, '(')]", &value), 5);
+        // Over the program size limit: does not compile, false.
+        assert_eq!(count(r"$[?match(@, '\\p{L}{50}')]", &value), 0);
     }
 
     #[test]
-    fn a_pattern_is_compiled_once_for_many_nodes() {
-        let many = serde_json::Value::Array((0..2_000).map(|n| json!(format!("w{n}"))).collect());
-        // "w100" ..= "w999": four word characters.
-        assert_eq!(count(r"$[?match(@, '\\w{4}')]", &many), 900);
-        let pattern = r"(?R)^(\w{4})$";
-        let held = super::KEPT
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(held, _)| held == pattern);
-        assert!(held, "the query went through these functions");
-        let kept = super::compiled(pattern.to_owned()).expect("compiles");
-        let again = super::compiled(pattern.to_owned()).expect("compiles");
-        assert!(Arc::ptr_eq(&kept, &again), "kept, not compiled again");
-        let too_large = super::compiled(r"\p{L}{50}".to_owned());
-        assert!(
-            too_large.is_none(),
-            "over PATTERN_PROGRAM_BYTES: does not compile"
-        );
+    fn a_query_run_with_its_patterns_uses_them_compiled() {
+        let many = Value::Array((0..200).map(|n| json!(format!("w{n}"))).collect());
+        let mut patterns = Patterns::default();
+        patterns.compile(source("match", r"\w{4}")).unwrap();
+        patterns.compile(source("match", r"\w{4}")).unwrap();
+        assert_eq!(patterns.compiled.len(), 1, "compiled once");
+        // "w100" ..= "w199": four word characters; the same answer with and without.
+        let query = r"$[?match(@, '\\w{4}')]";
+        assert_eq!(with(&patterns, || count(query, &many)), 100);
+        assert_eq!(count(query, &many), 100);
+        // While the query runs, the functions find the compiled pattern; after, none.
+        let found = with(&patterns, || {
+            RUNNING.with(|running| running.borrow().find(&source("match", r"\w{4}")))
+        });
+        assert!(found.is_some_and(|regex| Arc::ptr_eq(&regex, &patterns.compiled[0].1)));
+        assert!(RUNNING.with(|running| running.borrow().compiled.is_empty()));
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! The query is evaluated on one TD after another, each as the only member of the root
 //! array, and the time is checked between them: the nodes are those of the query over
-//! all the TDs, grouped by TD in code-point order of id. The shapes that would differ
-//! (a position on the root, `$` inside a filter) are refused by [`query_shape`].
+//! all the TDs, grouped by TD in code-point order of id (with a descendant segment at
+//! the root, the same nodes in another order: each TD followed by its descendants, where
+//! over one array the TDs themselves come first). The shapes that would select other
+//! nodes (a position on the root, `$` inside a filter) are refused by [`query_shape`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use serde_json_path::JsonPath;
 use crate::error::DirectoryError;
 use crate::limits::DirectoryLimits;
 use crate::query_shape::{self, Shape};
+use crate::regex_functions;
 
 /// A query ready to run: parsed, and its shape checked.
 #[derive(Debug)]
@@ -53,6 +56,24 @@ pub(crate) fn run(
     limits: &DirectoryLimits,
     elapsed: &mut dyn FnMut() -> Duration,
 ) -> Result<Vec<Value>, DirectoryError> {
+    let selected = regex_functions::with(&query.shape.patterns, || {
+        walk(query, roots, limits, elapsed)
+    })?;
+    let nodes = selected.into_iter().cloned();
+    if query.shape.whole_root {
+        // `$` selects the root array itself: one node, the TDs.
+        return Ok(vec![Value::Array(nodes.flat_map(one_td).collect())]);
+    }
+    Ok(nodes.collect())
+}
+
+/// The nodes `query` selects, TD after TD, within the limits.
+fn walk<'a>(
+    query: &Query,
+    roots: &'a [Arc<Value>],
+    limits: &DirectoryLimits,
+    elapsed: &mut dyn FnMut() -> Duration,
+) -> Result<Vec<&'a Value>, DirectoryError> {
     let mut selected: Vec<&Value> = Vec::new();
     let mut counted = Counted::within(limits.max_query_answer_bytes);
     for (walked, root) in roots.iter().enumerate() {
@@ -64,7 +85,13 @@ pub(crate) fn run(
             });
         }
         let nodes = query.path.query(root);
-        if selected.len().saturating_add(nodes.len()) > limits.max_query_results {
+        // `$` alone is one node, however many TDs it holds.
+        let count = if query.shape.whole_root {
+            0
+        } else {
+            selected.len().saturating_add(nodes.len())
+        };
+        if count > limits.max_query_results {
             return Err(DirectoryError::TooManyResults {
                 limit: limits.max_query_results,
             });
@@ -78,12 +105,7 @@ pub(crate) fn run(
             selected.push(node);
         }
     }
-    let nodes = selected.into_iter().cloned();
-    if query.shape.whole_root {
-        // `$` selects the root array itself: one node, the TDs.
-        return Ok(vec![Value::Array(nodes.flat_map(one_td).collect())]);
-    }
-    Ok(nodes.collect())
+    Ok(selected)
 }
 
 /// The TD of a one-TD root array.

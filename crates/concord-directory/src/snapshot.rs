@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
-use crate::error::DirectoryError;
+use crate::error::{DirectoryError, RETRY_AFTER};
 use crate::limits::DirectoryLimits;
 use crate::store::{DirectoryStore, Entry, UnixMillis};
 use crate::td::into_enriched;
@@ -204,15 +204,17 @@ enum Cached {
     #[default]
     Nothing,
     Snapshot(Arc<Snapshot>),
-    /// The store's revision when its TDs took more than `max_query_scan_bytes`.
-    TooBroad(u64),
+    /// The store's revision when its TDs took more than `max_query_scan_bytes`, and until
+    /// when that answer holds without reading them again (TDs expire without moving the
+    /// revision: [`RETRY_AFTER`], the `Retry-After` the refusal gives).
+    TooBroad(u64, UnixMillis),
 }
 impl std::fmt::Debug for SearchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let held = match &*self.held() {
             Cached::Nothing => "nothing".to_owned(),
             Cached::Snapshot(snapshot) => format!("snapshot at revision {}", snapshot.revision),
-            Cached::TooBroad(revision) => format!("too broad at revision {revision}"),
+            Cached::TooBroad(revision, _) => format!("too broad at revision {revision}"),
         };
         f.debug_struct("SearchCache")
             .field("held", &held)
@@ -232,7 +234,7 @@ impl SearchCache {
     ///
     /// # Errors
     /// [`DirectoryError::SearchTooBroad`] (at once while the store's revision has not moved
-    /// since it was found so), or a store failure.
+    /// since it was found so, for [`RETRY_AFTER`]), or a store failure.
     pub(crate) fn snapshot(
         &self,
         store: &dyn DirectoryStore,
@@ -245,8 +247,8 @@ impl SearchCache {
         let revision = store.events_after(u64::MAX, 0)?.latest;
         // Taken out: a failure below leaves nothing held.
         let found = match std::mem::take(&mut *held) {
-            Cached::TooBroad(at) if at == revision => {
-                *held = Cached::TooBroad(at);
+            Cached::TooBroad(at, until) if at == revision && now < until => {
+                *held = Cached::TooBroad(at, until);
                 return Err(too_broad(limits));
             }
             Cached::Snapshot(snapshot) if snapshot.fresh(revision, now) => Ok(snapshot),
@@ -258,7 +260,7 @@ impl SearchCache {
                     Err(error) => Err(error),
                 }
             }
-            Cached::Nothing | Cached::TooBroad(_) => {
+            Cached::Nothing | Cached::TooBroad(..) => {
                 Snapshot::read(store, limits, revision, now).map(Arc::new)
             }
         };
@@ -268,7 +270,8 @@ impl SearchCache {
                 Ok(snapshot)
             }
             Err(DirectoryError::SearchTooBroad { limit }) => {
-                *held = Cached::TooBroad(revision);
+                let wait = i64::try_from(RETRY_AFTER.as_millis()).unwrap_or(i64::MAX);
+                *held = Cached::TooBroad(revision, now.saturating_add(wait));
                 Err(DirectoryError::SearchTooBroad { limit })
             }
             Err(error) => Err(error),
@@ -512,5 +515,12 @@ mod tests {
         put(&store.inner, "urn:b", None);
         assert!(cache.snapshot(&store, &limits, 1_000).is_err());
         assert_eq!(scans(), 4, "a write: read again");
+        // TDs may have expired since (no write moves the revision): read again after
+        // RETRY_AFTER.
+        let later = 1_000 + i64::try_from(RETRY_AFTER.as_millis()).unwrap();
+        assert!(cache.snapshot(&store, &limits, later - 1).is_err());
+        assert_eq!(scans(), 4);
+        assert!(cache.snapshot(&store, &limits, later).is_err());
+        assert_eq!(scans(), 5, "past RETRY_AFTER: read again");
     }
 }

@@ -204,16 +204,18 @@ impl LlmClient {
             Err(_) => Failure::Timeout,
             Ok(Err(error)) if error.is_timeout() => Failure::Timeout,
             Ok(Err(error)) => Failure::Transport(error),
-            Ok(Ok(response)) => {
+            Ok(Ok(mut response)) => {
                 let status = response.status();
                 if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
                     return Ok(());
                 }
-                // A body that trickles in must not stall the probe past its timeout.
-                let body = tokio::time::timeout(timeout, response.bytes())
+                // A body that trickles in must not stall the probe past its timeout, nor a
+                // large one fill the memory.
+                let body = tokio::time::timeout(timeout, read_limited(&mut response))
                     .await
                     .ok()
                     .and_then(Result::ok)
+                    .flatten()
                     .unwrap_or_default();
                 Failure::Status {
                     status,
@@ -253,9 +255,9 @@ impl LlmClient {
             request = request.bearer_auth(key.expose_secret());
         }
         let exchange = async {
-            let response = request.send().await?;
+            let mut response = request.send().await?;
             let status = response.status();
-            let bytes = response.bytes().await?;
+            let bytes = read_limited(&mut response).await?;
             Ok::<_, reqwest::Error>((status, bytes))
         };
         let failure = match tokio::time::timeout(timeout, exchange).await {
@@ -268,13 +270,13 @@ impl LlmClient {
                     let _ = shown.set_password(None);
                     shown.to_string()
                 };
-                if bytes.len() > MAX_RESPONSE_BYTES {
+                let Some(bytes) = bytes else {
                     return Err(LlmError::MalformedResponse {
                         url: shown,
                         reason: format!("the body is larger than {MAX_RESPONSE_BYTES} bytes"),
                         body: String::new(),
                     });
-                }
+                };
                 return serde_json::from_slice::<List>(&bytes)
                     .map(|list| list.data.into_iter().map(|model| model.id).collect())
                     .map_err(|error| LlmError::MalformedResponse {
@@ -285,7 +287,7 @@ impl LlmClient {
             }
             Ok(Ok((status, bytes))) => Failure::Status {
                 status,
-                body: self.excerpt(&bytes),
+                body: self.excerpt(bytes.as_deref().unwrap_or_default()),
                 retry_after: None,
             },
         };
@@ -596,14 +598,8 @@ impl LlmClient {
                 header(response.headers(), "retry-after-ms"),
                 SystemTime::now(),
             );
-            let mut bytes = Vec::new();
-            while let Some(chunk) = response.chunk().await? {
-                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Ok((status, retry_after, None));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok::<_, reqwest::Error>((status, retry_after, Some(bytes)))
+            let bytes = read_limited(&mut response).await?;
+            Ok::<_, reqwest::Error>((status, retry_after, bytes))
         };
         let (status, retry_after, bytes) =
             match tokio::time::timeout(shared.config.request_timeout, exchange).await {
@@ -769,4 +765,17 @@ fn corrective_prompt(error: &ContentError) -> String {
          asked for, exactly as specified: no prose, no code fences.",
         error.message
     )
+}
+
+/// The body of `response`, or `None` when it is larger than [`MAX_RESPONSE_BYTES`] (read
+/// no further than that).
+async fn read_limited(response: &mut reqwest::Response) -> reqwest::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Some(bytes))
 }

@@ -182,9 +182,14 @@ impl Nats {
                 },
             }
         };
-        tokio::time::timeout(self.timeout * 3, attempt)
+        tokio::time::timeout(self.timeout.saturating_mul(3), attempt)
             .await
-            .map_err(|_| bucket_error(format!("no answer within {:?}", self.timeout * 3)))?
+            .map_err(|_| {
+                bucket_error(format!(
+                    "no answer within {:?}",
+                    self.timeout.saturating_mul(3)
+                ))
+            })?
     }
 
     /// Runs `request` on the runtime and waits for its answer on this (blocking) thread, at
@@ -254,14 +259,42 @@ pub(crate) async fn entries_under(
         })
         .await
         .map_err(|error| request(&error))?;
-    // The consumer is deleted once read: left to its inactivity threshold (30 s), one per
-    // lookup would pile up to the stream's consumer limit under load.
-    let name = consumer.cached_info().name.clone();
+    // The consumer is deleted once read, and also when this lookup is dropped unfinished
+    // (its operation timed out): left to its inactivity threshold (30 s for an ordered
+    // consumer), one per lookup would pile up to the stream's consumer limit under load.
+    let mut deleted = DeleteConsumer {
+        stream: store.stream.clone(),
+        name: Some(consumer.cached_info().name.clone()),
+    };
     let read = read_all(store, consumer, operation, prefix).await;
-    if let Err(error) = store.stream.delete_consumer(&name).await {
-        tracing::debug!(%error, consumer = %name, "a lookup's consumer was not deleted (it expires by itself)");
+    if let Some(name) = deleted.name.take() {
+        if let Err(error) = store.stream.delete_consumer(&name).await {
+            tracing::debug!(%error, consumer = %name, "a lookup's consumer was not deleted (it expires by itself)");
+        }
     }
     read
+}
+
+/// Deletes a lookup's consumer when the lookup is dropped before it could (on the
+/// runtime it was dropped on).
+struct DeleteConsumer {
+    stream: jetstream::stream::Stream,
+    name: Option<String>,
+}
+
+impl Drop for DeleteConsumer {
+    fn drop(&mut self) {
+        let (Some(name), Ok(runtime)) = (self.name.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let stream = self.stream.clone();
+        runtime.spawn(async move {
+            if let Err(error) = stream.delete_consumer(&name).await {
+                tracing::debug!(%error, consumer = %name, "a dropped lookup's consumer was not deleted (it expires by itself)");
+            }
+        });
+    }
 }
 
 /// Reads every message an ordered consumer of the latest values has pending.

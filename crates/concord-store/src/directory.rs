@@ -272,8 +272,11 @@ impl DirectoryStore for Store {
         let fail = backend("scan TDs");
         let connection = self.connection();
         // The ids from the covering index, from after `after` (the empty string is before
-        // every id: ids are never empty), then each row by its primary key.
-        let ids = connection
+        // every id: ids are never empty), then each row by its primary key, in one read
+        // transaction: another process removing one of those rows in between would make
+        // the page short, and a short page ends a scan.
+        let read = connection.unchecked_transaction().map_err(&fail)?;
+        let ids = read
             .prepare_cached(
                 "SELECT id FROM directory_things INDEXED BY directory_things_live
                  WHERE id > ?2 AND (expires_ms IS NULL OR expires_ms > ?1) ORDER BY id LIMIT ?3",
@@ -286,7 +289,9 @@ impl DirectoryStore for Store {
                     .collect::<Result<Vec<String>, _>>()
             })
             .map_err(&fail)?;
-        read_entries(&connection, &ids).map_err(&fail)?
+        let entries = read_entries(&read, &ids).map_err(&fail)?;
+        read.finish().map_err(&fail)?;
+        entries
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {

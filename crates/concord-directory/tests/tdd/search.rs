@@ -227,6 +227,21 @@ fn a_jsonpath_search_one_td_at_a_time_answers_as_over_all_of_them() {
                 path.query(&all).all().into_iter().cloned().collect();
             assert_eq!(per_td, over_all, "{}: {query}", under.name);
         }
+        // A descendant segment at the root selects the same nodes, grouped by TD: over
+        // the array, the TDs themselves come first, then each one's descendants.
+        for query in ["$..*", "$..[?@.title]", "$..['id', 'title']"] {
+            let sorted = |nodes: Vec<serde_json::Value>| {
+                let mut texts: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+                texts.sort();
+                texts
+            };
+            let per_td = d
+                .search_jsonpath(query, at(1), &mut || Duration::ZERO)
+                .unwrap();
+            let path = serde_json_path::JsonPath::parse(query).unwrap();
+            let over_all = path.query(&all).all().into_iter().cloned().collect();
+            assert_eq!(sorted(per_td), sorted(over_all), "{}: {query}", under.name);
+        }
         for query in [
             "$[0]",
             "$[-1].id",
@@ -241,6 +256,32 @@ fn a_jsonpath_search_one_td_at_a_time_answers_as_over_all_of_them() {
                 under.name
             );
         }
+    }
+}
+
+/// `$` alone is one node (the root array), however many TDs it holds.
+#[test]
+fn the_root_alone_is_one_node() {
+    let mut limits = DirectoryLimits::default();
+    limits.max_query_results = 2;
+    for under in directories_with(limits) {
+        let d = &under.directory;
+        for n in 0..3 {
+            let id = format!("urn:t{n}");
+            d.put(&id, &bytes(&td(Some(&id), "T")), &alice(), at(0))
+                .unwrap();
+        }
+        let root = d
+            .search_jsonpath("$", at(1), &mut || Duration::ZERO)
+            .unwrap();
+        let lengths: Vec<_> = root.iter().map(|n| n.as_array().map(Vec::len)).collect();
+        assert_eq!(lengths, [Some(3)], "{}", under.name);
+        let each = d.search_jsonpath("$[*]", at(1), &mut || Duration::ZERO);
+        assert!(
+            matches!(each, Err(DirectoryError::TooManyResults { limit: 2 })),
+            "{}: {each:?}",
+            under.name
+        );
     }
 }
 

@@ -49,7 +49,9 @@ pub const DEFAULT_PEER_LABEL: &str = "remote-agent";
 /// report, and the agreed protocol, which the peer may have written) as fenced
 /// [`PeerText`](concord_context::PeerText) only. It asks for JSON with the answer's JSON
 /// Schema as `response_format` (strings bounded by [`MAX_DOCUMENT_CHARS`] and
-/// [`MAX_NOTE_CHARS`]; the prompt-only fallback when the server refuses it, and the
+/// [`MAX_NOTE_CHARS`], which a server that honours it keeps to; the prompt-only fallback
+/// when the server refuses it, where those bounds are asked for in the prompt only and the
+/// answer is bounded by the client's `MAX_RESPONSE_BYTES` and the checks below; the
 /// [`StepRecord`] says which was used) and reads the answer
 /// strictly (unknown keys are errors), with one corrective retry, then checks it: a
 /// protocol it writes must be a full [`ProtocolDocument`] whose schemas compile, test
@@ -201,6 +203,9 @@ async fn judge_with_tools(
     let tools = vec![capability::capability_tool()];
     let mut rounds = 0;
     let mut rejected: Option<String> = None;
+    // Whether the next request is the corrective retry (only the one right after the
+    // rejection, not the tool rounds after it).
+    let mut correcting = false;
     // Once the server refuses the schema, later rounds ask in the prompt only.
     let mut schema = Some(judge_schema());
     loop {
@@ -215,7 +220,9 @@ async fn judge_with_tools(
         if let Some(schema) = &schema {
             request = request.with_json_schema("judgement", schema.clone());
         }
-        let (response, format) = client.chat_json(request, rejected.is_some()).await?;
+        let (response, format) = client
+            .chat_json(request, std::mem::take(&mut correcting))
+            .await?;
         if format == AnswerFormat::PromptOnly {
             schema = None;
         }
@@ -255,6 +262,7 @@ async fn judge_with_tools(
                      JSON object asked for, exactly as specified: no prose, no code fences."
                 )));
                 rejected = Some(why);
+                correcting = true;
             }
         }
     }
