@@ -1,6 +1,7 @@
 //! The node's own description: an LMOS agent (WoT TD 1.1) with Concord's extension.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Instant;
 
 use axum::body::Bytes;
 use concord_describe::{
@@ -36,13 +37,23 @@ pub(crate) const TD_MEDIA_TYPE: &str = "application/td+json";
 /// provider code for. Everything but the consensus protocols is fixed for the server's
 /// life, so the document is built (and validated) once, and again only when the consensus
 /// protocols in the store change.
+/// Requests arriving together share one read of the consensus registry.
 pub(crate) struct Description {
     site: Site,
     /// Who supplies the affordances' forms, in order.
     bindings: Bindings,
     /// The consensus protocols the last document lists, and the document.
     built: Mutex<Option<(Vec<ConsensusProtocol>, Bytes)>>,
+    /// The latest read of the consensus registry: when it began, and what it gave.
+    /// Requests take turns on it (an async lock: waiting holds no thread), and one that
+    /// finds a read begun after it arrived takes that read's answer, which is as fresh as
+    /// its own would be: many requests at once cost one read of the registry (a shared
+    /// backend's round trip, or its timeout while it is away), not one each.
+    latest_read: tokio::sync::Mutex<Option<(Instant, ConsensusRead)>>,
 }
+
+/// What one read of the consensus registry gave.
+type ConsensusRead = Result<Vec<ConsensusProtocol>, StoreFailure>;
 
 impl Description {
     pub(crate) fn new(site: Site, bindings: Bindings) -> Self {
@@ -50,6 +61,7 @@ impl Description {
             site,
             bindings,
             built: Mutex::new(None),
+            latest_read: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -58,9 +70,10 @@ impl Description {
     /// list may be behind: a caller offering a protocol no longer there is told so in the
     /// hello, as always); with none built yet, the error.
     pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, DescriptionBuildError> {
-        let consensus = match consensus_protocols(shared).await {
+        let consensus = match self.consensus(shared).await {
             Ok(consensus) => consensus,
             Err(error) => {
+                let error = DescriptionBuildError::Store(error);
                 let built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
                 return match built.as_ref() {
                     Some((_, bytes)) => {
@@ -85,6 +98,22 @@ impl Description {
         )?);
         *built = Some((consensus, bytes.clone()));
         Ok(bytes)
+    }
+
+    /// The consensus protocols the registry holds now: the answer of a read begun after
+    /// this call (its own, or one another request began meanwhile).
+    async fn consensus(&self, shared: &Shared) -> ConsensusRead {
+        let arrived = Instant::now();
+        let mut latest = self.latest_read.lock().await;
+        if let Some((began, read)) = latest.as_ref() {
+            if *began >= arrived {
+                return read.clone();
+            }
+        }
+        let began = Instant::now();
+        let read = consensus_protocols(shared).await;
+        *latest = Some((began, read.clone()));
+        read
     }
 }
 
@@ -121,14 +150,11 @@ impl std::fmt::Debug for DescriptionHandle {
 
 /// The consensus protocols the description lists: those the store holds intact, with
 /// provider code.
-async fn consensus_protocols(
-    shared: &Shared,
-) -> Result<Vec<ConsensusProtocol>, DescriptionBuildError> {
+async fn consensus_protocols(shared: &Shared) -> ConsensusRead {
     Ok(shared
         .store
         .run_state(|state| state.consensus.list_consensus())
-        .await
-        .map_err(DescriptionBuildError::Store)?
+        .await?
         .into_iter()
         .filter(|entry| {
             entry.integrity == Integrity::Verified && entry.handler_roles.contains(&Role::Provider)

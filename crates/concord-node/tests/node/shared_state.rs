@@ -443,3 +443,73 @@ async fn a_node_given_action_ids_issues_them_and_records_under_them() {
         Some(concord_interact::ActionStatus::Completed)
     );
 }
+
+/// A consensus registry whose listing takes a while (a shared backend's round trip, or its
+/// timeout while it is away), counting its listings.
+#[derive(Debug)]
+struct SlowListing {
+    inner: Arc<Store>,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+impl ConsensusRegistry for SlowListing {
+    fn add_consensus(
+        &self,
+        entry: &concord_store::NewConsensus,
+    ) -> Result<concord_proto::ProtocolHash, concord_store::StoreError> {
+        self.inner.add_consensus(entry)
+    }
+    fn consensus(
+        &self,
+        uri: &str,
+    ) -> Result<Option<concord_store::ConsensusProtocol>, concord_store::StoreError> {
+        self.inner.consensus(uri)
+    }
+    fn list_consensus(
+        &self,
+    ) -> Result<Vec<concord_store::ConsensusSummary>, concord_store::StoreError> {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        self.inner.list_consensus()
+    }
+    fn remove_consensus(&self, uri: &str) -> Result<bool, concord_store::StoreError> {
+        self.inner.remove_consensus(uri)
+    }
+    fn can_use_consensus(
+        &self,
+        uri: &str,
+        role: concord_proto::Role,
+    ) -> Result<bool, concord_store::StoreError> {
+        self.inner.can_use_consensus(uri, role)
+    }
+}
+
+/// Many strangers fetching the description at once (from several addresses) cost one or
+/// two listings of the consensus registry, not one each: each request takes the answer
+/// of a listing begun after it arrived, and waiting for it holds no thread.
+#[tokio::test]
+async fn many_description_requests_at_once_share_the_registrys_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(SlowListing {
+        inner: Arc::new(Store::open(dir.path()).unwrap()),
+        lists: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let agent = product_provider(None, Some(Arc::clone(&registry) as _));
+    let server = serve(&agent).await;
+    let url = server.description_url();
+    let before = registry.lists.load(std::sync::atomic::Ordering::SeqCst);
+    let fetches = (0..16).map(|n| {
+        let url = url.clone();
+        async move {
+            let client = crate::http::client_from(&format!("127.0.0.{}", 2 + n % 4));
+            client.get(url).send().await.unwrap().status().as_u16()
+        }
+    });
+    let statuses = futures_util::future::join_all(fetches).await;
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    let lists = registry.lists.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(
+        (1..8).contains(&lists),
+        "16 requests at once listed the registry {lists} times"
+    );
+}
