@@ -155,6 +155,24 @@ impl Nats {
         self.client.new_inbox()
     }
 
+    /// The latest value of every live key of `store` under `prefix` ([`entries_under`]),
+    /// waited for on this (blocking) thread as [`Nats::run`] does.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] carrying the [`NatsError`].
+    pub(crate) fn entries_blocking(
+        &self,
+        store: &kv::Store,
+        operation: &'static str,
+        prefix: &'static str,
+    ) -> Result<Vec<(String, bytes::Bytes, u64)>, concord_store::StoreError> {
+        let (store, inbox) = (store.clone(), self.inbox());
+        self.run(operation, async move {
+            entries_under(&store, inbox, operation, prefix).await
+        })
+        .map_err(|error| error.into_store(operation))
+    }
+
     /// The longest one operation may take.
     pub fn operation_timeout(&self) -> Duration {
         self.timeout

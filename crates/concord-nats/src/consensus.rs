@@ -10,7 +10,7 @@ use concord_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::client::{entries_under, file_bucket, key_of, live_entry, Nats};
+use crate::client::{file_bucket, key_of, live_entry, Nats};
 use crate::error::NatsError;
 
 /// The bucket's name unless configured otherwise.
@@ -232,14 +232,8 @@ impl ConsensusRegistry for NatsConsensusRegistry {
 
     fn list_consensus(&self) -> Result<Vec<ConsensusSummary>, StoreError> {
         const OPERATION: &str = "list consensus protocols";
-        let (store, bucket) = (self.store.clone(), self.store.name.clone());
-        let inbox = self.nats.inbox();
-        let entries = self
-            .nats
-            .run(OPERATION, async move {
-                entries_under(&store, inbox, OPERATION, PREFIX).await
-            })
-            .map_err(|error| error.into_store(OPERATION))?;
+        let bucket = self.store.name.clone();
+        let entries = self.nats.entries_blocking(&self.store, OPERATION, PREFIX)?;
         let mut listed = entries
             .into_iter()
             .map(|(key, value, _)| {

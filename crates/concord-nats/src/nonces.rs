@@ -6,7 +6,7 @@ use async_nats::jetstream::kv;
 use concord_store::{NonceStore, StoreError, UsedNonce};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{entries_under, file_bucket, key_of, live_entry, Nats};
+use crate::client::{file_bucket, key_of, live_entry, Nats};
 use crate::error::NatsError;
 
 /// The bucket's name unless configured otherwise.
@@ -145,14 +145,8 @@ impl NonceStore for NatsNonceStore {
 
     fn unexpired_nonces(&self, now: i64) -> Result<Vec<UsedNonce>, StoreError> {
         const OPERATION: &str = "read nonces";
-        let (store, bucket) = (self.store.clone(), self.store.name.clone());
-        let inbox = self.nats.inbox();
-        let entries = self
-            .nats
-            .run(OPERATION, async move {
-                entries_under(&store, inbox, OPERATION, PREFIX).await
-            })
-            .map_err(|error| error.into_store(OPERATION))?;
+        let bucket = self.store.name.clone();
+        let entries = self.nats.entries_blocking(&self.store, OPERATION, PREFIX)?;
         let mut kept = Vec::new();
         for (key, value, _) in entries {
             let record: Record = serde_json::from_slice(&value).map_err(|error| {

@@ -176,6 +176,45 @@ impl NatsProtocolBook {
         })
     }
 
+    /// Records `peer` as holding the protocol `hash` now (and, when `used`, one more use):
+    /// its use count.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownProtocol`] when no protocol has this hash, or NATS's.
+    fn record_peer(
+        &self,
+        operation: &'static str,
+        hash: &ProtocolHash,
+        peer: &str,
+        used: bool,
+    ) -> Result<u64, StoreError> {
+        let (hash, peer) = (*hash, peer.to_owned());
+        let written = self.run(operation, move |book| {
+            Box::pin(async move {
+                let mut forgotten = Vec::new();
+                let now = now_ms();
+                let written = book
+                    .change(&hash, |held| match held {
+                        None => Change::Unknown,
+                        Some(mut record) => {
+                            if used {
+                                record.last_used_ms = Some(now);
+                                record.use_count = record.use_count.saturating_add(1);
+                            }
+                            forgotten = record.record_peer(&peer, now);
+                            Change::Write(record)
+                        }
+                    })
+                    .await?;
+                if let Some(record) = &written {
+                    book.index(&hash, record, &peer, &forgotten).await?;
+                }
+                Ok(written.map(|record| record.use_count))
+            })
+        })?;
+        written.ok_or(StoreError::UnknownProtocol { hash })
+    }
+
     fn run<T: Send + 'static>(
         &self,
         operation: &'static str,
@@ -465,57 +504,12 @@ impl ProtocolBook for NatsProtocolBook {
     }
 
     fn touch_protocol(&self, hash: &ProtocolHash, peer: &str) -> Result<u64, StoreError> {
-        let (hash, peer) = (*hash, peer.to_owned());
-        let written = self.run("touch protocol", move |book| {
-            Box::pin(async move {
-                let mut forgotten = Vec::new();
-                let now = now_ms();
-                let written = book
-                    .change(&hash, |held| match held {
-                        None => Change::Unknown,
-                        Some(mut record) => {
-                            record.last_used_ms = Some(now);
-                            record.use_count = record.use_count.saturating_add(1);
-                            forgotten = record.record_peer(&peer, now);
-                            Change::Write(record)
-                        }
-                    })
-                    .await?;
-                if let Some(record) = &written {
-                    book.index(&hash, record, &peer, &forgotten).await?;
-                }
-                Ok(written.map(|record| record.use_count))
-            })
-        })?;
-        written.ok_or(StoreError::UnknownProtocol { hash })
+        self.record_peer("touch protocol", hash, peer, true)
     }
 
     fn add_protocol_peer(&self, hash: &ProtocolHash, peer: &str) -> Result<(), StoreError> {
-        let (hash, peer) = (*hash, peer.to_owned());
-        let written = self.run("add a protocol peer", move |book| {
-            Box::pin(async move {
-                let mut forgotten = Vec::new();
-                let now = now_ms();
-                let written = book
-                    .change(&hash, |held| match held {
-                        None => Change::Unknown,
-                        Some(mut record) => {
-                            forgotten = record.record_peer(&peer, now);
-                            Change::Write(record)
-                        }
-                    })
-                    .await?;
-                if let Some(record) = &written {
-                    book.index(&hash, record, &peer, &forgotten).await?;
-                }
-                Ok(written.is_some())
-            })
-        })?;
-        if written {
-            Ok(())
-        } else {
-            Err(StoreError::UnknownProtocol { hash })
-        }
+        self.record_peer("add a protocol peer", hash, peer, false)
+            .map(drop)
     }
 
     fn can_resume(&self, hash: &ProtocolHash, role: Role) -> Result<bool, StoreError> {
