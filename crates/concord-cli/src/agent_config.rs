@@ -67,6 +67,8 @@
 //! data = { type = "object" }         # or data_file = "price-changed.schema.json"
 //!
 //! [security]                         # the agent's DID identity: <data_dir>/identity/keys.json
+//! keys_file = "/run/secrets/agent-keys.json" # or this key file (mode 0600), never created:
+//! #                                    one secret mounted into every replica of the agent
 //! encryption = "preferred"           # "off" | "preferred" (encrypted when the peer speaks it)
 //! #                                    | "required" (plain sessions refused)
 //! authentication = "optional"        # "optional" | "required" (every caller proves its DID)
@@ -96,7 +98,8 @@
 //! [cluster]                          # optional: replicas of this agent behind one address
 //! nats = ["nats://10.0.0.5:4222"]    # NATS servers with JetStream (nats:// or tls://); replicas
 //! #   share protocols by hash (0-RTT on any), replay nonces and consensus protocols there.
-//! #   Needs node.public_url (the load balancer's) and the same identity keys on every replica
+//! #   Needs node.public_url (the load balancer's) and the same identity keys on every replica:
+//! #   security.keys_file, or <data_dir>/identity/keys.json copied; a replica creates none
 //! credentials = "agent.creds"        # optional: a NATS user's credentials file
 //! ca_cert = "nats-ca.pem"            # optional: the private CA of the servers' certificates
 //! require_tls = false                # refuse a server without TLS
@@ -235,6 +238,9 @@ pub struct AgentConfig {
     pub limits: Limits,
     /// The security policy (`[security]`; [`Security::default`] otherwise).
     pub security: Security,
+    /// The identity's key file (`security.keys_file`, joined to the configuration's
+    /// directory), read at start; `None`: `<data_dir>/identity/keys.json`.
+    pub keys_file: Option<PathBuf>,
     /// The properties served (`[[properties]]`).
     pub properties: Vec<ConfiguredProperty>,
     /// The events declared (`[[events]]`).
@@ -679,6 +685,7 @@ pub(crate) struct SecuritySection {
     resolver_connect_timeout: Option<Humane>,
     resolver_first_byte_timeout: Option<Humane>,
     resolver_max_concurrent_per_address: Option<usize>,
+    keys_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1157,6 +1164,7 @@ impl File {
             llm,
             consensus,
             limits,
+            keys_file: self.security.keys_file(base)?,
             security: self.security.check()?,
             properties,
             events,
@@ -1210,6 +1218,19 @@ fn choose<T: Copy>(key: &str, value: &str, choices: &[(&str, T)]) -> Result<T, P
 }
 
 impl SecuritySection {
+    /// `security.keys_file` joined to `base`, read to know it is a key file this node may
+    /// use (mode 0600, the key file's format): the identity's keys when they live outside
+    /// the data directory (one secret mounted into every replica).
+    pub(crate) fn keys_file(&self, base: &Path) -> Result<Option<PathBuf>, Problem> {
+        let Some(path) = &self.keys_file else {
+            return Ok(None);
+        };
+        let path = base.join(path);
+        concord_identity::Keys::load(&path)
+            .map_err(|error| Problem::key("security.keys_file", error.to_string()))?;
+        Ok(Some(path))
+    }
+
     /// The first key given that only an agent's sessions and calls use (`encryption`,
     /// `authentication`, `signature`), as `security.KEY`: a directory holds no interface
     /// sessions and calls no one, so it refuses them.
@@ -2072,6 +2093,49 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             let error = load(&text, &[]).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not say {expected:?}");
         }
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_keys_file_is_read_at_start_and_refused_by_key_when_wrong() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let keys = concord_identity::Keys::generate();
+        keys.save(&dir.path().join("secrets/agent-keys.json"))
+            .unwrap();
+        std::fs::write(dir.path().join("out.json"), r#"{"type": "object"}"#).unwrap();
+        let config_at = |text: &str| {
+            let path = dir.path().join("agent.toml");
+            std::fs::write(&path, text).unwrap();
+            AgentConfig::load(&path)
+        };
+        let config = config_at(&format!(
+            "{MINIMAL}\n[security]\nkeys_file = \"secrets/agent-keys.json\"\n"
+        ))
+        .unwrap();
+        let path = config.keys_file.unwrap();
+        assert_eq!(path, dir.path().join("secrets/agent-keys.json"));
+        assert_eq!(
+            concord_identity::Keys::load(&path).unwrap().fingerprint(),
+            keys.fingerprint()
+        );
+        assert!(load(MINIMAL, &[]).unwrap().keys_file.is_none());
+
+        let missing = config_at(&format!(
+            "{MINIMAL}\n[security]\nkeys_file = \"secrets/none.json\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(missing.contains("security.keys_file"), "{missing}");
+        assert!(missing.contains("none.json"), "{missing}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let readable = config_at(&format!(
+            "{MINIMAL}\n[security]\nkeys_file = \"secrets/agent-keys.json\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(readable.contains("security.keys_file"), "{readable}");
+        assert!(readable.contains("644"), "{readable}");
     }
 
     #[test]

@@ -138,9 +138,10 @@ async fn run_directory(
     let data_dir = directory_config::data_dir(args.data_dir, &config)?;
     create_private_dir(&data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let (keys, created) = crate::identity::load_or_create(&data_dir)
-        .with_context(|| format!("the directory's identity in {}", data_dir.display()))?;
-    let mut created = CreatedKeys(created.then(|| crate::identity::key_file(&data_dir)));
+    let (keys, created) =
+        crate::identity::serving_keys(&data_dir, config.keys_file.as_deref(), false)
+            .context("the directory's identity")?;
+    let mut created = CreatedKeys(created);
     let store = Arc::new(
         Store::open(&data_dir)
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,

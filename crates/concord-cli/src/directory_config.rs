@@ -45,6 +45,8 @@
 //! legacy_didwba = false              # accept ANP's legacy `Authorization: DIDWba` header
 //! resolver_connect_timeout = "2s"    # also resolver_first_byte_timeout,
 //!                                    # resolver_max_concurrent_per_address
+//! keys_file = "/run/secrets/directory-keys.json" # the DID's keys from this file (mode
+//!                                    # 0600, never created), not <data_dir>/identity/keys.json
 //! ```
 //!
 //! `[security]`'s `encryption`, `authentication` and `signature` are an agent's only (its
@@ -95,6 +97,9 @@ pub struct DirectoryConfig {
     pub discovery: crate::discovery_config::Discovery,
     /// `[security]`: how writers' DIDs are resolved and which proofs are accepted.
     pub security: Security,
+    /// The identity's key file (`security.keys_file`), read at start; `None`:
+    /// `<data_dir>/identity/keys.json`.
+    pub keys_file: Option<PathBuf>,
 }
 
 impl Default for DirectoryConfig {
@@ -116,6 +121,7 @@ impl Default for DirectoryConfig {
             purge_interval: DEFAULT_PURGE_INTERVAL,
             discovery: crate::discovery_config::Discovery::default(),
             security: Security::default(),
+            keys_file: None,
         }
     }
 }
@@ -225,6 +231,7 @@ impl File {
                 "is an agent's (its sessions and calls): a directory has neither",
             ));
         }
+        let keys_file = self.security.keys_file(base)?;
         let security = self.security.check()?;
         let purge_interval = match section.purge_interval {
             Some(interval) if Duration::from(interval).is_zero() => {
@@ -289,6 +296,7 @@ impl File {
             purge_interval,
             discovery: self.discovery.check()?,
             security,
+            keys_file,
         })
     }
 }
@@ -446,6 +454,10 @@ mod tests {
                 "security.authentication",
             ),
             ("[security]\nsignature = \"didwba\"", "security.signature"),
+            (
+                "[security]\nkeys_file = \"none.json\"",
+                "security.keys_file",
+            ),
             ("[security]\nresolve_loopback = true", "resolve_loopback"),
             ("[directory]\nmax_entrys = 3", "max_entrys"),
         ] {

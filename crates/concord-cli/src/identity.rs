@@ -42,9 +42,16 @@ pub fn load(data_dir: &Path) -> anyhow::Result<Option<Keys>> {
         Err(KeyFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Ok(None)
         }
-        Err(error @ KeyFileError::Io { .. }) => Err(error.into()),
-        // Read, and wrong: the operator must look at it (never replaced silently).
-        Err(error) => Err(Wrong::error(error)),
+        Err(error) => Err(key_file_error(error)),
+    }
+}
+
+/// A key file that could not be read (exit 2), or was read and is wrong (exit 1: the
+/// operator must look at it, it is never replaced silently).
+fn key_file_error(error: KeyFileError) -> anyhow::Error {
+    match error {
+        error @ KeyFileError::Io { .. } => error.into(),
+        error => Wrong::error(error),
     }
 }
 
@@ -57,6 +64,41 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<(Keys, bool)> {
     let keys = Keys::generate();
     keys.save(&key_file(data_dir))?;
     Ok((keys, true))
+}
+
+/// The keys a node serves with, and the key file `load_or_create` wrote for it (`None`
+/// when they were read).
+///
+/// - `keys_file` given (`security.keys_file`): that file's keys; it is never created or
+///   written.
+/// - else the data directory's key file; created on a first start, unless `replicated`:
+///   replicas of one agent (`[cluster]`) must present one DID, so a replica with no keys
+///   does not make its own.
+///
+/// # Errors
+/// The keys cannot be read (or written), or a replica has none: the error says how to
+/// give them.
+pub fn serving_keys(
+    data_dir: &Path,
+    keys_file: Option<&Path>,
+    replicated: bool,
+) -> anyhow::Result<(Keys, Option<PathBuf>)> {
+    if let Some(path) = keys_file {
+        return Ok((Keys::load(path).map_err(key_file_error)?, None));
+    }
+    if replicated {
+        let keys = load(data_dir)?.ok_or_else(|| {
+            Wrong::error(format!(
+                "replicas ([cluster]) are one agent with one DID, and {} does not exist: give \
+                 every replica the same keys (`security.keys_file`, or `concord identity new` \
+                 once and the file copied to each data directory)",
+                key_file(data_dir).display()
+            ))
+        })?;
+        return Ok((keys, None));
+    }
+    let (keys, created) = load_or_create(data_dir)?;
+    Ok((keys, created.then(|| key_file(data_dir))))
 }
 
 /// `concord identity`.
@@ -321,6 +363,35 @@ mod tests {
         assert_eq!(loopback_named("127.0.0.1"), "localhost");
         assert_eq!(loopback_named("[::1]"), "localhost");
         assert_eq!(loopback_named("shop.example"), "shop.example");
+    }
+
+    #[test]
+    fn serving_keys_come_from_the_key_file_and_a_replica_makes_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let secret = dir.path().join("secret/keys.json");
+        let shared = Keys::generate();
+        shared.save(&secret).unwrap();
+        // A key file given: its keys, nothing created in the data directory.
+        for replicated in [false, true] {
+            let (keys, created) = serving_keys(&data, Some(&secret), replicated).unwrap();
+            assert_eq!(keys.fingerprint(), shared.fingerprint());
+            assert!(created.is_none());
+            assert!(!key_file(&data).exists());
+        }
+        let error = serving_keys(&data, Some(&dir.path().join("none.json")), false).unwrap_err();
+        assert!(error.to_string().contains("none.json"), "{error}");
+        // A replica with no keys of its own does not make a DID of its own (exit 1).
+        let error = serving_keys(&data, None, true).unwrap_err();
+        assert!(error.downcast_ref::<Wrong>().is_some(), "{error}");
+        assert!(error.to_string().contains("security.keys_file"), "{error}");
+        assert!(!key_file(&data).exists());
+        // One agent on one machine: created on the first start, then read.
+        let (created_keys, created) = serving_keys(&data, None, false).unwrap();
+        assert_eq!(created, Some(key_file(&data)));
+        let (keys, created) = serving_keys(&data, None, true).unwrap();
+        assert!(created.is_none());
+        assert_eq!(keys.fingerprint(), created_keys.fingerprint());
     }
 
     #[test]

