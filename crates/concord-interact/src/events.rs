@@ -319,6 +319,8 @@ struct Log {
     replay: VecDeque<EventRecord>,
     /// The replay buffer's weight.
     replay_bytes: usize,
+    /// The highest id the replay buffer's own bounds dropped (0: none).
+    pruned_to: u64,
 }
 
 impl Log {
@@ -353,6 +355,16 @@ impl Log {
     fn drop_oldest(&mut self) {
         if let Some(record) = self.replay.pop_front() {
             self.replay_bytes = self.replay_bytes.saturating_sub(record.weight());
+            self.pruned_to = self.pruned_to.max(record.id);
+        }
+    }
+
+    /// Drops the events below `first` (a shared log forgot them), not counted as pruned.
+    fn forget_before(&mut self, first: u64) {
+        while self.replay.front().is_some_and(|r| r.id < first) {
+            if let Some(record) = self.replay.pop_front() {
+                self.replay_bytes = self.replay_bytes.saturating_sub(record.weight());
+            }
         }
     }
 }
@@ -458,6 +470,9 @@ pub struct EventHub {
     events: VecDeque<HubEvent>,
     /// The id of each event name's first event ([`EventHub::number_from`]).
     first_id: u64,
+    /// The oldest id a shared log that fans out still holds ([`EventHub::forget_before`];
+    /// 0: no such log).
+    floor: u64,
 }
 
 impl EventHub {
@@ -470,6 +485,22 @@ impl EventHub {
             subscribers: BTreeMap::new(),
             events: VecDeque::new(),
             first_id: 1,
+            floor: 0,
+        }
+    }
+
+    /// The events this hub publishes come from a shared log that fans out
+    /// ([`EventLog::deliver_to`](crate::EventLog::deliver_to)), and that log holds none
+    /// below `first` any more: the replay buffer drops them, and a resume from before
+    /// `first` is told of a gap up to it, while a resume from `first` on gets every later
+    /// event the buffer's own bounds kept (each name holds every event of the log from
+    /// `first`, so ids between two events of one name are other names' events, not a
+    /// loss). Never lowers what was said before.
+    pub fn forget_before(&mut self, first: u64) {
+        let first = first.max(1).max(self.floor);
+        self.floor = first;
+        for log in self.logs.values_mut() {
+            log.forget_before(first);
         }
     }
 
@@ -518,6 +549,7 @@ impl EventHub {
                 first_published: None,
                 replay: VecDeque::new(),
                 replay_bytes: 0,
+                pruned_to: 0,
             },
         );
         Ok(())
@@ -663,13 +695,23 @@ impl EventHub {
         let mut gap = None;
         let mut replay = Vec::new();
         if let Some(seen) = last_seen {
-            let oldest = log.replay.front().map_or(log.next_id, |r| r.id);
+            // Under a shared log that fans out, the buffer holds every event of this
+            // name from the log's oldest one, less what its own bounds dropped.
+            let oldest = if self.floor > 0 {
+                self.floor.max(log.pruned_to.saturating_add(1))
+            } else {
+                log.replay.front().map_or(log.next_id, |r| r.id)
+            };
             // 0 is "nothing seen yet": everything this hub has, with no gap for the ids
             // below its first one ([`EventHub::number_from`]) or below the first it
             // published (a shared log's ids start where the log was); any other id before
             // them is from an earlier numbering, and what came after it is reported lost.
             let from = if seen == 0 {
-                log.first_published.unwrap_or(self.first_id)
+                if self.floor > 0 {
+                    oldest
+                } else {
+                    log.first_published.unwrap_or(self.first_id)
+                }
             } else {
                 seen + 1
             };
@@ -888,6 +930,52 @@ mod tests {
             Some(Delivery::Event(record)) => assert_eq!(record.id, 5000),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn under_a_shared_log_a_resume_is_told_of_a_gap_only_before_what_the_log_holds() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("a").unwrap();
+        hub.declare("b").unwrap();
+        // The log holds 5 to 12: `a` at 5, 9 and 12, `b` at the others.
+        hub.forget_before(5);
+        for (event, id) in [
+            ("a", 5),
+            ("b", 6),
+            ("b", 7),
+            ("b", 8),
+            ("a", 9),
+            ("b", 10),
+            ("b", 11),
+            ("a", 12),
+        ] {
+            hub.publish_as(event, id, json!(id), now).unwrap();
+        }
+        let resume = |hub: &mut EventHub, subscriber: u64, seen: u64| {
+            let subscribed = hub
+                .subscribe(SubscriberId(subscriber), "a", Some(seen), now)
+                .unwrap();
+            // The gap is delivered first, then the replay.
+            let ids: Vec<u64> = std::iter::from_fn(|| hub.poll_delivery(SubscriberId(subscriber)))
+                .filter_map(|delivery| match delivery {
+                    Delivery::Event(record) => Some(record.id),
+                    Delivery::Gap(_) => None,
+                })
+                .collect();
+            (subscribed.gap.map(|gap| (gap.from, gap.to)), ids)
+        };
+        // Ids between two of `a` are `b`'s: no gap.
+        assert_eq!(resume(&mut hub, 1, 7), (None, vec![9, 12]));
+        assert_eq!(resume(&mut hub, 2, 0), (None, vec![5, 9, 12]));
+        assert_eq!(resume(&mut hub, 3, 3), (Some((4, 4)), vec![5, 9, 12]));
+        // The log forgot 5 to 8: a resume after 5 misses what may have been `a`'s.
+        hub.forget_before(9);
+        assert_eq!(resume(&mut hub, 4, 5), (Some((6, 8)), vec![9, 12]));
+        assert_eq!(resume(&mut hub, 5, 9), (None, vec![12]));
+        // Never lowered.
+        hub.forget_before(2);
+        assert_eq!(resume(&mut hub, 6, 8), (None, vec![9, 12]));
     }
 
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).
