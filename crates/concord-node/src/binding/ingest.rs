@@ -204,7 +204,22 @@ async fn accept(
             )
         }
     };
-    match ingest.publisher.publish(&name, data) {
+    // A shared event log answers over the network (at most its operation timeout): off
+    // the runtime's workers.
+    let publisher = ingest.publisher.clone();
+    let event = name.clone();
+    let published = tokio::task::spawn_blocking(move || publisher.publish(&event, data))
+        .await
+        .unwrap_or_else(|error| {
+            Err(PublishError::Log(
+                concord_interact::EventLogError::Unavailable {
+                    backend: "node",
+                    event: name.clone(),
+                    reason: format!("the publishing task failed: {error}"),
+                },
+            ))
+        });
+    match published {
         Ok(id) => {
             tracing::debug!(event = %name, id, "an event posted in was published");
             (
