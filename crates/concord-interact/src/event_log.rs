@@ -152,8 +152,12 @@ mod tests {
     #[derive(Default)]
     struct Broadcast {
         twice: bool,
-        inner: Mutex<(u64, Vec<(String, u64, Value)>, Vec<Weak<dyn EventSink>>)>,
+        inner: Mutex<Shared>,
     }
+
+    /// The last id, every event, the sinks.
+    #[derive(Default)]
+    struct Shared(u64, Vec<(String, u64, Value)>, Vec<Weak<dyn EventSink>>);
 
     impl std::fmt::Debug for Broadcast {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -21,7 +21,7 @@ const TOKEN: &str = "ingest-token-for-tests";
 
 /// What the SSE client read: events `(id, n)` (n: the number the poster gave it) and gaps.
 #[derive(Debug, PartialEq)]
-enum Read_ {
+enum Heard {
     Event(u64, u64),
     Gap(String),
 }
@@ -68,7 +68,7 @@ impl Sse {
     }
 
     /// The next event or gap; `None` when the answer ended (or nothing came for 10 s).
-    fn next(&mut self) -> Option<Read_> {
+    fn next(&mut self) -> Option<Heard> {
         let mut id: Option<u64> = None;
         let mut data: Option<String> = None;
         loop {
@@ -82,12 +82,12 @@ impl Sse {
                 if let (Some(id), Some(data)) = (id.take(), data.take()) {
                     let data: serde_json::Value = serde_json::from_str(data.as_str()).unwrap();
                     let n = data["comment"].as_str().unwrap().parse().unwrap();
-                    return Some(Read_::Event(id, n));
+                    return Some(Heard::Event(id, n));
                 }
                 continue;
             }
             if let Some(gap) = line.strip_prefix(": gap ") {
-                return Some(Read_::Gap(gap.to_owned()));
+                return Some(Heard::Gap(gap.to_owned()));
             }
             if let Some(value) = line.strip_prefix("id:") {
                 id = Some(value.trim().parse::<u64>().unwrap());
@@ -213,7 +213,7 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     let mut heard: Vec<(u64, u64)> = Vec::new();
     while heard.len() < 15 {
         match sse.next() {
-            Some(Read_::Event(id, n)) => heard.push((id, n)),
+            Some(Heard::Event(id, n)) => heard.push((id, n)),
             other => panic!("from B: {other:?}"),
         }
     }
@@ -223,7 +223,7 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     // What B sent before it died (the socket may still hold some).
     while let Some(read) = sse.next() {
         match read {
-            Read_::Event(id, n) => heard.push((id, n)),
+            Heard::Event(id, n) => heard.push((id, n)),
             gap => panic!("from B: {gap:?}"),
         }
     }
@@ -232,7 +232,7 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     let read = |sse: &mut Sse, heard: &mut Vec<(u64, u64)>, until: usize| {
         while heard.len() < until {
             match sse.next() {
-                Some(Read_::Event(id, n)) => heard.push((id, n)),
+                Some(Heard::Event(id, n)) => heard.push((id, n)),
                 other => panic!("from A: {other:?} after {:?}", heard.last()),
             }
         }
