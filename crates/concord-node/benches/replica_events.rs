@@ -10,7 +10,9 @@
 //! - **fan-out**: `--subscribers` (1,000) interface sessions, spread over the three
 //!   replicas (or all on the single node), `--burst` (20) events published at once on
 //!   replica A per round: the time until the last subscriber has the last event, and
-//!   deliveries per second.
+//!   deliveries per second; and the single node with its events paced one stream
+//!   acknowledgement apart (the publish p50 measured above), as a replica receives them
+//!   from the stream: what the pacing alone costs.
 //!
 //! Ratios are replicas / single node, from the same run. Noisy on a shared machine: run
 //! it twice.
@@ -182,19 +184,26 @@ fn chunks<T>(items: Vec<T>, groups: usize) -> Vec<Vec<T>> {
 }
 
 /// One fan-out round: `burst` events published at once on `publisher`, until `delivered`
-/// reached `target`: the time, within 60 s.
+/// reached `target`: the time, within 60 s, and the time the publishes took.
 async fn fanout_round(
     publisher: &Publisher,
     burst: u64,
     delivered: &AtomicU64,
     target: u64,
-) -> Result<Duration, BoxError> {
+    pace: Option<Duration>,
+) -> Result<(Duration, Duration), BoxError> {
     let started = Instant::now();
     let publisher = publisher.clone();
     tokio::task::spawn_blocking(move || {
-        (0..burst).try_for_each(|n| publisher.publish(EVENT, data(n)).map(drop))
+        (0..burst).try_for_each(|n| {
+            if let Some(pace) = pace {
+                std::thread::sleep(pace);
+            }
+            publisher.publish(EVENT, data(n)).map(drop)
+        })
     })
     .await??;
+    let published = started.elapsed();
     while delivered.load(Ordering::Relaxed) < target {
         if started.elapsed() > Duration::from_secs(60) {
             return Err(format!(
@@ -205,7 +214,7 @@ async fn fanout_round(
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
-    Ok(started.elapsed())
+    Ok((started.elapsed(), published))
 }
 
 fn ms(duration: Duration) -> String {
@@ -355,7 +364,9 @@ async fn run(options: &Options) -> Result<(), BoxError> {
     count_deliveries(replica_subscriptions, &replica_delivered);
     // The latency subscribers stay subscribed: they count too.
     let a_publisher = replicas[0].node.publisher();
-    let (mut single_times, mut replica_times) = (Vec::new(), Vec::new());
+    let (mut single_times, mut paced_times, mut replica_times) =
+        (Vec::new(), Vec::new(), Vec::new());
+    let mut replica_publishing = Vec::new();
     let (mut single_target, mut replica_target) = (0, 0);
     for round in 0..=options.rounds {
         single_target += subscribers * options.burst;
@@ -364,6 +375,18 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             options.burst,
             &single_delivered,
             single_target,
+            None,
+        )
+        .await?;
+        // The single node again, its events one stream acknowledgement apart (p50), as
+        // they reach a replica from the stream.
+        single_target += subscribers * options.burst;
+        let paced_took = fanout_round(
+            &single_publisher,
+            options.burst,
+            &single_delivered,
+            single_target,
+            Some(p50),
         )
         .await?;
         replica_target += subscribers * options.burst;
@@ -372,16 +395,21 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             options.burst,
             &replica_delivered,
             replica_target,
+            None,
         )
         .await?;
         // Drain what the two latency subscribers got.
-        for _ in 0..options.burst {
+        for _ in 0..2 * options.burst {
             next_event(&mut on_single).await?;
+        }
+        for _ in 0..options.burst {
             next_event(&mut on_a).await?;
         }
         if round > 0 {
-            single_times.push(single_took);
-            replica_times.push(replica_took);
+            single_times.push(single_took.0);
+            paced_times.push(paced_took.0);
+            replica_times.push(replica_took.0);
+            replica_publishing.push(replica_took.1);
         }
     }
     let per_second =
@@ -397,12 +425,33 @@ async fn run(options: &Options) -> Result<(), BoxError> {
         ms(single_median),
         per_second(single_median)
     );
+    let paced_median = percentile(&mut paced_times, 0.5);
     println!(
-        "  3 replicas, published on A:   last delivery after {}  {:.0} deliveries/s   x single: time {:.2}, throughput {:.2}",
+        "  single node, paced {}:  last delivery after {}  {:.0} deliveries/s   x single: time {:.2}",
+        ms(p50),
+        ms(paced_median),
+        per_second(paced_median),
+        ratio(paced_median, single_median)
+    );
+    println!(
+        "  3 replicas, published on A:   last delivery after {}  {:.0} deliveries/s   x single: time {:.2}, throughput {:.2}; x paced: time {:.2}",
         ms(replica_median),
         per_second(replica_median),
         ratio(replica_median, single_median),
-        per_second(replica_median) / per_second(single_median)
+        per_second(replica_median) / per_second(single_median),
+        ratio(replica_median, paced_median)
+    );
+    println!(
+        "  of which the replicas' {} publishes on A (each waits for its stream ack): median {}",
+        options.burst,
+        ms(percentile(&mut replica_publishing, 0.5))
+    );
+    println!(
+        "  rounds (ms), paced: {:?}",
+        paced_times
+            .iter()
+            .map(|d| (d.as_secs_f64() * 1e3).round())
+            .collect::<Vec<_>>()
     );
     println!(
         "  rounds (ms), single: {:?}",
