@@ -12,7 +12,9 @@
 //!   replica A per round: the time until the last subscriber has the last event, and
 //!   deliveries per second; and the single node with its events paced one stream
 //!   acknowledgement apart (the publish p50 measured above), as a replica receives them
-//!   from the stream: what the pacing alone costs.
+//!   from the stream: what the pacing alone costs; and the replicas with the burst
+//!   published from as many threads at once (independent publishers, each waiting for its
+//!   own acknowledgement only).
 //!
 //! Ratios are replicas / single node, from the same run. Noisy on a shared machine: run
 //! it twice.
@@ -183,6 +185,14 @@ fn chunks<T>(items: Vec<T>, groups: usize) -> Vec<Vec<T>> {
     out
 }
 
+/// How a round's events are published: one after the other (`None`), this far apart, or
+/// all at once from as many threads.
+#[derive(Clone, Copy)]
+enum Pace {
+    Apart(Duration),
+    Concurrent,
+}
+
 /// One fan-out round: `burst` events published at once on `publisher`, until `delivered`
 /// reached `target`: the time, within 60 s, and the time the publishes took.
 async fn fanout_round(
@@ -190,19 +200,36 @@ async fn fanout_round(
     burst: u64,
     delivered: &AtomicU64,
     target: u64,
-    pace: Option<Duration>,
+    pace: Option<Pace>,
 ) -> Result<(Duration, Duration), BoxError> {
     let started = Instant::now();
-    let publisher = publisher.clone();
-    tokio::task::spawn_blocking(move || {
-        (0..burst).try_for_each(|n| {
-            if let Some(pace) = pace {
-                std::thread::sleep(pace);
+    match pace {
+        Some(Pace::Concurrent) => {
+            // Independent publishers at once (e.g. as many ingest requests): each waits
+            // for its own acknowledgement, none for another's.
+            let publishes: Vec<_> = (0..burst)
+                .map(|n| {
+                    let publisher = publisher.clone();
+                    tokio::task::spawn_blocking(move || publisher.publish(EVENT, data(n)))
+                })
+                .collect();
+            for publish in publishes {
+                publish.await??;
             }
-            publisher.publish(EVENT, data(n)).map(drop)
-        })
-    })
-    .await??;
+        }
+        pace => {
+            let publisher = publisher.clone();
+            tokio::task::spawn_blocking(move || {
+                (0..burst).try_for_each(|n| {
+                    if let Some(Pace::Apart(pace)) = pace {
+                        std::thread::sleep(pace);
+                    }
+                    publisher.publish(EVENT, data(n)).map(drop)
+                })
+            })
+            .await??;
+        }
+    }
     let published = started.elapsed();
     while delivered.load(Ordering::Relaxed) < target {
         if started.elapsed() > Duration::from_secs(60) {
@@ -366,7 +393,7 @@ async fn run(options: &Options) -> Result<(), BoxError> {
     let a_publisher = replicas[0].node.publisher();
     let (mut single_times, mut paced_times, mut replica_times) =
         (Vec::new(), Vec::new(), Vec::new());
-    let mut replica_publishing = Vec::new();
+    let (mut replica_publishing, mut concurrent_times) = (Vec::new(), Vec::new());
     let (mut single_target, mut replica_target) = (0, 0);
     for round in 0..=options.rounds {
         single_target += subscribers * options.burst;
@@ -386,7 +413,7 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             options.burst,
             &single_delivered,
             single_target,
-            Some(p50),
+            Some(Pace::Apart(p50)),
         )
         .await?;
         replica_target += subscribers * options.burst;
@@ -398,11 +425,18 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             None,
         )
         .await?;
+        replica_target += subscribers * options.burst;
+        let concurrent_took = fanout_round(
+            &a_publisher,
+            options.burst,
+            &replica_delivered,
+            replica_target,
+            Some(Pace::Concurrent),
+        )
+        .await?;
         // Drain what the two latency subscribers got.
         for _ in 0..2 * options.burst {
             next_event(&mut on_single).await?;
-        }
-        for _ in 0..options.burst {
             next_event(&mut on_a).await?;
         }
         if round > 0 {
@@ -410,6 +444,7 @@ async fn run(options: &Options) -> Result<(), BoxError> {
             paced_times.push(paced_took.0);
             replica_times.push(replica_took.0);
             replica_publishing.push(replica_took.1);
+            concurrent_times.push(concurrent_took.0);
         }
     }
     let per_second =
@@ -445,6 +480,16 @@ async fn run(options: &Options) -> Result<(), BoxError> {
         "  of which the replicas' {} publishes on A (each waits for its stream ack): median {}",
         options.burst,
         ms(percentile(&mut replica_publishing, 0.5))
+    );
+    let concurrent_median = percentile(&mut concurrent_times, 0.5);
+    println!(
+        "  3 replicas, the {} published at once from {} threads on A: last delivery after {}  {:.0} deliveries/s   x single: time {:.2}, throughput {:.2}",
+        options.burst,
+        options.burst,
+        ms(concurrent_median),
+        per_second(concurrent_median),
+        ratio(concurrent_median, single_median),
+        per_second(concurrent_median) / per_second(single_median)
     );
     println!(
         "  rounds (ms), paced: {:?}",
