@@ -22,6 +22,18 @@ pub enum EventLogError {
         /// What it said.
         reason: String,
     },
+    /// The event was handed to the backend but no answer came in time (the backend went
+    /// away meanwhile): it may or may not be published (it may still arrive when the
+    /// backend returns). Not a silent loss: say so to whoever published it.
+    #[error("the {backend} event log did not confirm `{event}`: it may or may not be published ({reason})")]
+    Uncertain {
+        /// The backend.
+        backend: &'static str,
+        /// The event's name.
+        event: String,
+        /// What happened.
+        reason: String,
+    },
 }
 
 /// Where published events are appended and numbered.
@@ -35,7 +47,10 @@ pub enum EventLogError {
 /// - An id is never reused, not even after a restart: a subscriber resuming with an id it
 ///   saw must not be given another event under it. (The in-memory default starts above
 ///   every id it could have given before, from the clock.)
-/// - An error appends nothing: the event is not published.
+/// - An error appends nothing: the event is not published; except
+///   [`EventLogError::Uncertain`], which a backend on the network answers when it handed
+///   the event over and then heard nothing: the event may be published (and then is
+///   delivered like any other), and the publisher is told it is not known.
 ///
 /// Called once per publish, synchronously, before the event reaches the node's
 /// subscribers (publishes of one node are serialized around it): a backend on the network

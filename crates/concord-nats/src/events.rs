@@ -10,11 +10,14 @@
 //! an earlier event of another replica still in flight. A replica starting reads the
 //! stream from its oldest event, so its replay buffer holds what every other one holds: a
 //! subscriber resumes with its last id on any replica. When NATS is away an append answers
-//! [`EventLogError::Unavailable`] at once (not connected) or after the operation timeout;
+//! [`EventLogError::Unavailable`] at once (not connected), or
+//! [`EventLogError::Uncertain`] when the client took the event and no acknowledgement
+//! came within the operation timeout (the client may still deliver it on reconnecting);
 //! the consumer is created again from the event after the last one delivered when NATS is
 //! back, so established subscriptions go on with no restart.
 
-use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
@@ -380,20 +383,34 @@ impl EventLog for NatsEventLog {
         let payload = serde_json::to_vec(data).map_err(|error| unavailable(error.to_string()))?;
         let subject = format!("{}{}", self.prefix, event_token(event));
         let jetstream = self.nats.jetstream().clone();
+        // Once the client has the message, it may reach the stream whatever we answer
+        // (the client flushes what it holds when it reconnects).
+        let handed = Arc::new(AtomicBool::new(false));
+        let handed_over = Arc::clone(&handed);
         self.nats
             .run(OPERATION, async move {
                 let failed = |error: &dyn std::fmt::Display| {
                     NatsError::request(OPERATION, subject.clone(), error)
                 };
-                let ack = jetstream
+                let acknowledged = jetstream
                     .publish(subject.clone(), payload.into())
                     .await
-                    .map_err(|error| failed(&error))?
-                    .await
                     .map_err(|error| failed(&error))?;
+                handed_over.store(true, Ordering::SeqCst);
+                let ack = acknowledged.await.map_err(|error| failed(&error))?;
                 Ok(ack.sequence)
             })
-            .map_err(|error| unavailable(error.to_string()))
+            .map_err(|error| {
+                if handed.load(Ordering::SeqCst) || matches!(error, NatsError::Timeout { .. }) {
+                    EventLogError::Uncertain {
+                        backend: BACKEND,
+                        event: event.to_owned(),
+                        reason: error.to_string(),
+                    }
+                } else {
+                    unavailable(error.to_string())
+                }
+            })
     }
 
     fn deliver_to(&self, sink: Weak<dyn EventSink>) -> bool {
