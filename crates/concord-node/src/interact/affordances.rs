@@ -301,8 +301,20 @@ impl Publisher {
             })?;
         if self.affordances.log_delivers() {
             // The log fans out: the event reaches this node's subscribers through it, in
-            // its one order with every other node's events.
-            return Ok(self.affordances.event_log.append(event, &data)?);
+            // its one order with every other node's events. It answers over the network:
+            // on a worker of a multi-threaded runtime (an action's event line), the
+            // worker's other tasks move to another thread meanwhile.
+            let log = &self.affordances.event_log;
+            let append = || log.append(event, &data);
+            let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+                runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+            });
+            let id = if on_worker {
+                tokio::task::block_in_place(append)
+            } else {
+                append()
+            };
+            return Ok(id?);
         }
         // The log's ids reach the hub in the order it gave them.
         let _order = lock(&self.affordances.publishing);

@@ -1,7 +1,7 @@
 //! Events across three replicas of the weather agent sharing one JetStream stream (each
 //! replica its own NATS connection, as separate processes would have): events published
 //! on every replica at once reach the subscribers of every replica in one order, each
-//! once; a subscriber resumes with its last id on another replica with no gap and no
+//! once, and so does an event an action publishes; a subscriber resumes with its last id on another replica with no gap and no
 //! duplicate, and is told of a gap exactly when its id is older than the stream holds.
 
 use std::sync::Arc;
@@ -123,6 +123,26 @@ async fn events_published_on_every_replica_reach_every_replicas_subscribers_in_o
     assert_eq!(heard[0], heard[1], "one order on every replica");
     let ids: Vec<u64> = heard[0].iter().map(|(id, _, _)| *id).collect();
     assert_eq!(ids, published, "every event once, in the stream's order");
+    // An action publishing on C (logFeedback, on the session's task: the publish waits
+    // for the stream there) reaches A and B too.
+    let caller_on_c = caller
+        .node
+        .connect_with(
+            replicas[2].1.url(),
+            Want::interface([weather::LOG_FEEDBACK]),
+        )
+        .await
+        .unwrap();
+    caller_on_c
+        .notify(
+            weather::LOG_FEEDBACK,
+            json!({"rating": 5, "comment": "1000"}),
+        )
+        .await
+        .unwrap();
+    let on_a_action = next(&mut on_a).await;
+    assert_eq!(on_a_action.1, Some(1000));
+    assert_eq!(next(&mut on_b).await, on_a_action);
     let mut numbers: Vec<u64> = heard[0]
         .iter()
         .filter_map(|(_, number, _)| *number)
