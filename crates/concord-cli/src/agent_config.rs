@@ -107,6 +107,12 @@
 //! protocols_bucket = "concord_protocols" # key-value buckets, one per agent (defaults shown)
 //! nonces_bucket = "concord_nonces"   # its max_age is security's replay window
 //! consensus_bucket = "concord_consensus"
+//! [cluster.events]                   # optional: the JetStream stream of the agent's events
+//! stream = "concord_events"          # one per agent; subjects concord.events.<agent>.<event>
+//! agent = "concord_events"           # the <agent> token (the stream's name unless set)
+//! max_messages = 256                 # retention, each at most (and by default) the replay
+//! max_bytes = 4194304                #   buffer's ([limits.interaction] replay_events,
+//! max_age = "10m"                    #   replay_bytes, replay_max_age); older: a gap
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -435,6 +441,103 @@ struct ClusterSection {
     protocols_bucket: Option<String>,
     nonces_bucket: Option<String>,
     consensus_bucket: Option<String>,
+    /// `[cluster.events]`.
+    events: Option<ClusterEventsSection>,
+}
+
+/// `[cluster.events]`: the JetStream stream the replicas' events are kept in.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterEventsSection {
+    stream: Option<String>,
+    agent: Option<String>,
+    max_age: Option<Humane>,
+    max_messages: Option<u64>,
+    max_bytes: Option<u64>,
+}
+
+impl ClusterEventsSection {
+    /// The stream as written: names checked, limits not yet fitted to the replay buffer
+    /// ([`ClusterConfig::fit_event_retention`]).
+    fn check(self) -> Result<concord_nats::EventStream, Problem> {
+        let mut stream = concord_nats::EventStream::new(
+            self.stream
+                .unwrap_or_else(|| concord_nats::DEFAULT_EVENT_STREAM.to_owned()),
+        );
+        if let Some(agent) = self.agent {
+            stream.agent = agent;
+        }
+        stream.max_age = self.max_age.map(Duration::from);
+        stream.max_messages = self.max_messages;
+        stream.max_bytes = self.max_bytes;
+        stream.check().map_err(|(field, reason)| {
+            let key = match field {
+                "name" => "stream",
+                other => other,
+            };
+            Problem::key(format!("cluster.events.{key}"), reason)
+        })?;
+        Ok(stream)
+    }
+}
+
+impl ClusterConfig {
+    /// Fits the event stream's retention to what a replica's replay buffer holds
+    /// (`limits.replay_events`, `replay_bytes`, `replay_max_age`): unset, each is the
+    /// replay buffer's; set above it, refused naming the key. Within them, every replica
+    /// holds every event the stream holds, and a resume is told of a gap exactly when its
+    /// id is older than the stream's oldest.
+    fn fit_event_retention(
+        mut self,
+        limits: &concord_node::InteractionLimits,
+    ) -> Result<Self, Problem> {
+        let stream = &mut self.events;
+        let replay_events = limits.replay_events as u64;
+        let replay_bytes = limits.replay_bytes as u64;
+        if replay_events == 0 || replay_bytes == 0 {
+            return Err(Problem::key(
+                "limits.interaction.replay_events",
+                "replicas sharing events resume subscribers from the replay buffer: it cannot be 0 with [cluster]",
+            ));
+        }
+        let over = |key: &str, given: u64, bound: u64, limit: &str| {
+            Problem::key(
+                format!("cluster.events.{key}"),
+                format!("{given} is more than limits.interaction.{limit} ({bound}): a replica could not replay every event the stream keeps"),
+            )
+        };
+        match stream.max_messages {
+            Some(given) if given > replay_events => {
+                return Err(over("max_messages", given, replay_events, "replay_events"))
+            }
+            Some(_) => {}
+            None => stream.max_messages = Some(replay_events),
+        }
+        match stream.max_bytes {
+            Some(given) if given > replay_bytes => {
+                return Err(over("max_bytes", given, replay_bytes, "replay_bytes"))
+            }
+            Some(_) => {}
+            None => stream.max_bytes = Some(replay_bytes),
+        }
+        if let Some(replay_age) = limits.replay_max_age {
+            match stream.max_age {
+                Some(given) if given > replay_age => {
+                    return Err(Problem::key(
+                        "cluster.events.max_age",
+                        format!(
+                            "{} is longer than limits.interaction.replay_max_age ({}): a replica could not replay every event the stream keeps",
+                            humantime::format_duration(given),
+                            humantime::format_duration(replay_age)
+                        ),
+                    ))
+                }
+                Some(_) => {}
+                None => stream.max_age = Some(replay_age),
+            }
+        }
+        Ok(self)
+    }
 }
 
 /// What `[cluster]` configured: how to reach NATS and the buckets the replicas share.
@@ -444,6 +547,9 @@ pub struct ClusterConfig {
     pub settings: concord_nats::NatsSettings,
     /// The buckets' names.
     pub buckets: concord_nats::Buckets,
+    /// The stream the replicas' events are kept in, its retention within the replay
+    /// buffer's bounds.
+    pub events: concord_nats::EventStream,
 }
 
 impl ClusterSection {
@@ -509,7 +615,12 @@ impl ClusterSection {
                 ));
             }
         }
-        Ok(ClusterConfig { settings, buckets })
+        let events = self.events.unwrap_or_default().check()?;
+        Ok(ClusterConfig {
+            settings,
+            buckets,
+            events,
+        })
     }
 }
 
@@ -1151,6 +1262,9 @@ impl File {
                 "replicas (`[cluster]`) are one agent at one address: set the URL the load balancer answers at",
             ));
         }
+        let cluster = cluster
+            .map(|cluster| cluster.fit_event_retention(&limits.interaction))
+            .transpose()?;
         Ok(AgentConfig {
             title,
             id: self.agent.id,
@@ -2078,6 +2192,35 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert!(cluster.settings.require_tls);
         assert_eq!(cluster.buckets.protocols, "shop_protocols");
         assert_eq!(cluster.buckets.nonces, concord_nats::DEFAULT_NONCE_BUCKET);
+        // The event stream's retention is the replay buffer's unless set within it.
+        assert_eq!(cluster.events.name, concord_nats::DEFAULT_EVENT_STREAM);
+        assert_eq!(
+            (
+                cluster.events.max_messages,
+                cluster.events.max_bytes,
+                cluster.events.max_age
+            ),
+            (Some(256), Some(4 * 1024 * 1024), None)
+        );
+        let events = load(
+            &format!(
+                "{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\n\
+                 stream = \"shop_events\"\nagent = \"shop\"\nmax_messages = 100\nmax_age = \"1h\"\n"
+            ),
+            &[],
+        )
+        .unwrap()
+        .cluster
+        .unwrap()
+        .events;
+        assert_eq!(
+            (events.name.as_str(), events.agent.as_str()),
+            ("shop_events", "shop")
+        );
+        assert_eq!(
+            (events.max_messages, events.max_age),
+            (Some(100), Some(Duration::from_secs(3600)))
+        );
         assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
         for (text, expected) in [
             (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),
@@ -2089,6 +2232,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nnonces_bucket = \"a.b\"\n"), "cluster.nonces_bucket: \"a.b\" has '.'"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nconsensus_bucket = \"concord_nonces\"\n"), "cluster.consensus_bucket: \"concord_nonces\" is another bucket's name"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nstream = \"x\"\n"), "unknown field `stream`"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nstream = \"a.b\"\n"), "cluster.events.stream: \"a.b\" has '.'"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nagent = \"shop>\"\n"), "cluster.events.agent: \"shop>\" has '>'"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_messages = 0\n"), "cluster.events.max_messages: must be more than zero"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_messages = 257\n"), "cluster.events.max_messages: 257 is more than limits.interaction.replay_events (256)"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_bytes = 99999999\n"), "cluster.events.max_bytes: 99999999 is more than limits.interaction.replay_bytes"),
+            (format!("{node}{MINIMAL}\n[limits.interaction]\nreplay_max_age = \"1m\"\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_age = \"2m\"\n"), "cluster.events.max_age: 2m is longer than limits.interaction.replay_max_age (1m)"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_age = \"10ms\"\n"), "cluster.events.max_age: must be at least one second"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nretention = 3\n"), "unknown field `retention`"),
+            (format!("{node}{MINIMAL}\n[limits.interaction]\nreplay_events = 0\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "limits.interaction.replay_events: replicas sharing events"),
         ] {
             let error = load(&text, &[]).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not say {expected:?}");

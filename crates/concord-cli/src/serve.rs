@@ -197,6 +197,16 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
                 Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>
             );
     }
+    // Replicas' events: one JetStream stream, every replica's subscribers fed from it.
+    if let Some(config) = &config.cluster {
+        match open_events(config).await {
+            Ok(log) => builder = builder.event_log(Arc::new(log)),
+            Err((key, error)) => {
+                eprintln!("concord: {}: `{key}`: {error}", args.config.display());
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
     let registry: Option<Arc<dyn concord_store::ConsensusRegistry>> = cluster
         .as_ref()
         .map(|shared| Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>);
@@ -380,6 +390,26 @@ async fn open_cluster(
                     "cluster.nonces_bucket"
                 }
                 NatsError::Bucket { .. } => "cluster.consensus_bucket",
+                _ => "cluster.nats",
+            };
+            (key, error)
+        })
+}
+
+/// Connects to the cluster's NATS servers for the agent's events (their own connection:
+/// the stream's consumer and the key-value requests do not queue behind each other) and
+/// opens the event stream; on failure, the configuration key to name with the error.
+async fn open_events(
+    cluster: &crate::agent_config::ClusterConfig,
+) -> Result<concord_nats::NatsEventLog, (&'static str, concord_nats::NatsError)> {
+    let nats = concord_nats::Nats::connect(&cluster.settings)
+        .await
+        .map_err(|error| ("cluster.nats", error))?;
+    concord_nats::NatsEventLog::open(&nats, &cluster.events)
+        .await
+        .map_err(|error| {
+            let key = match &error {
+                concord_nats::NatsError::Stream { .. } => "cluster.events.stream",
                 _ => "cluster.nats",
             };
             (key, error)

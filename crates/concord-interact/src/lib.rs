@@ -62,7 +62,7 @@ pub use endpoint::{
     ConsumerEndpoint, ConsumerEvent, Correlation, ProviderEndpoint, ProviderEvent, RequestId,
     StreamUpdate, UseError, NO_CORRELATION, STREAM_VIOLATION, UNKNOWN_ACTION_NAME,
 };
-pub use event_log::{EventLog, EventLogError, LocalEventLog};
+pub use event_log::{EventLog, EventLogError, EventSink, LocalEventLog};
 pub use events::{
     Delivery, DropReason, EventError, EventHub, EventRecord, Gap, HubEvent, Overflow, Subscribed,
     SubscriberId,

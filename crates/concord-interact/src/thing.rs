@@ -207,6 +207,12 @@ impl Thing {
         self.publish_noting(event, None, data, now)
     }
 
+    /// The shared log the events come from holds none below `first` any more (see
+    /// [`EventHub::forget_before`]).
+    pub fn forget_events_before(&mut self, first: u64) {
+        self.events.forget_before(first);
+    }
+
     /// Publishes an event under the `id` an [`EventLog`](crate::EventLog) gave it (see
     /// [`EventHub::publish_as`]) to every session subscribed to it.
     ///

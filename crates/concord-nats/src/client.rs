@@ -150,6 +150,24 @@ impl Nats {
         }
     }
 
+    /// The JetStream context requests go through.
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    /// Whether the client is connected now (it reconnects by itself when not).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    /// Runs `task` in the background on the runtime requests run on.
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.handle.spawn(task);
+    }
+
     /// A new inbox subject for a consumer's deliveries.
     pub(crate) fn inbox(&self) -> String {
         self.client.new_inbox()

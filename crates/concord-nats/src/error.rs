@@ -96,6 +96,14 @@ pub enum NatsError {
         /// The bucket's `max_age`.
         window: Duration,
     },
+    /// The event stream could not be found, created or brought to its configuration.
+    #[error("NATS JetStream stream {stream:?}: {cause}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// Why.
+        cause: String,
+    },
     /// The runtime the backend runs its requests on is gone (the node shut down).
     #[error("the tokio runtime NATS requests run on is shut down ({operation})")]
     RuntimeGone {

@@ -11,6 +11,9 @@
 //!   other and after a restart;
 //! - [`NatsConsensusRegistry`] ([`ConsensusRegistry`](concord_store::ConsensusRegistry)):
 //!   consensus protocols by URI, changed by compare-and-swap.
+//! - [`NatsEventLog`] ([`EventLog`](concord_interact::EventLog)): an agent's events on one
+//!   JetStream stream, the stream sequence as the event id, every replica's subscribers fed
+//!   from one ordered consumer of it (one order, each event once, a resume on any replica).
 //!
 //! Each passes its trait's conformance suite (`concord_store::conformance`) against a real
 //! `nats-server` (`tests/conformance.rs`). The traits are synchronous: [`Nats`] documents
@@ -40,6 +43,7 @@
 mod client;
 mod consensus;
 mod error;
+mod events;
 mod nonces;
 mod protocols;
 mod shared;
@@ -49,6 +53,7 @@ pub use client::{
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
 pub use error::{NatsError, BACKEND};
+pub use events::{EventStream, NatsEventLog, DEFAULT_EVENT_STREAM};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
 pub use shared::{Buckets, SharedState};

@@ -852,6 +852,12 @@ impl NodeBuilder {
     /// microseconds, so that a restart never reuses an id): nodes sharing one log give
     /// their events one sequence of ids per name, while each node's subscribers still hear
     /// only the events it publishes. It must pass `concord_interact::conformance::event_log`.
+    ///
+    /// A log that fans out itself ([`EventLog::deliver_to`](concord_interact::EventLog::deliver_to),
+    /// e.g. `concord_nats::NatsEventLog`, which also passes
+    /// `concord_interact::conformance::event_log_delivery`) feeds this node's subscribers
+    /// with every node's events in the log's one order, this node's own included: a
+    /// subscriber resumes with its last id on any node sharing it.
     pub fn event_log(mut self, log: Arc<dyn concord_interact::EventLog>) -> Self {
         self.event_log = Some(log);
         self
@@ -1150,6 +1156,7 @@ impl NodeBuilder {
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
+        affordances.attach_event_log();
         let event_ingest_token = self
             .event_ingest_token
             .map(crate::binding::ingest::IngestToken::new)

@@ -11,7 +11,7 @@
 //! | names an event the node does not declare | 404 |
 //! | has a body larger than `Limits::interaction.max_message_size` | 413 |
 //! | has a body that is not JSON, or data the event's schema refuses | 400 |
-//! | arrives when the event log cannot take it (`PublishError::Log`) | 503 |
+//! | arrives when the event log cannot take it (`PublishError::Log`) | 503, `Retry-After: 1` |
 //!
 //! Errors are RFC 9457 problem details (`application/problem+json`). Without a token the
 //! route does not exist (404 for every request).
@@ -204,7 +204,22 @@ async fn accept(
             )
         }
     };
-    match ingest.publisher.publish(&name, data) {
+    // A shared event log answers over the network (at most its operation timeout): off
+    // the runtime's workers.
+    let publisher = ingest.publisher.clone();
+    let event = name.clone();
+    let published = tokio::task::spawn_blocking(move || publisher.publish(&event, data))
+        .await
+        .unwrap_or_else(|error| {
+            Err(PublishError::Log(
+                concord_interact::EventLogError::Unavailable {
+                    backend: "node",
+                    event: name.clone(),
+                    reason: format!("the publishing task failed: {error}"),
+                },
+            ))
+        });
+    match published {
         Ok(id) => {
             tracing::debug!(event = %name, id, "an event posted in was published");
             (
@@ -218,7 +233,12 @@ async fn accept(
             problem(StatusCode::NOT_FOUND, error.to_string())
         }
         Err(error @ PublishError::Log(_)) => {
-            problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+            // The event log is away (a shared one: NATS): post it again shortly.
+            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string());
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            response
         }
         Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()),
     }

@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
 use concord_interact::{
     ActionCaller, ActionEvent, ActionIds, ActionRecords, CancelReason, EventError, EventLog,
-    Interface, LocalEventLog, Overflow, Problem, PropertyError, SubscriberId, Thing, ThingError,
+    EventSink, Interface, LocalEventLog, Overflow, Problem, PropertyError, SubscriberId, Thing,
+    ThingError,
 };
 use concord_negotiate::complexity::SchemaLimits;
 use serde_json::Value;
@@ -298,6 +299,23 @@ impl Publisher {
                     unknown()
                 }
             })?;
+        if self.affordances.log_delivers() {
+            // The log fans out: the event reaches this node's subscribers through it, in
+            // its one order with every other node's events. It answers over the network:
+            // on a worker of a multi-threaded runtime (an action's event line), the
+            // worker's other tasks move to another thread meanwhile.
+            let log = &self.affordances.event_log;
+            let append = || log.append(event, &data);
+            let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+                runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+            });
+            let id = if on_worker {
+                tokio::task::block_in_place(append)
+            } else {
+                append()
+            };
+            return Ok(id?);
+        }
         // The log's ids reach the hub in the order it gave them.
         let _order = lock(&self.affordances.publishing);
         let id = self.affordances.event_log.append(event, &data)?;
@@ -341,6 +359,9 @@ pub(crate) struct Affordances {
     event_log: Arc<dyn EventLog>,
     /// Held from an event's append to its fan-out, so that ids reach the hub in order.
     publishing: Mutex<()>,
+    /// Whether `event_log` fans out itself ([`EventLog::deliver_to`]): every event then
+    /// reaches `thing` through [`EventSink::deliver`].
+    delivered: std::sync::atomic::AtomicBool,
     pub(crate) schemas: PayloadSchemas,
     /// The session behind each subscriber, to wake when the thing queued something for it.
     wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
@@ -440,6 +461,24 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+impl EventSink for Affordances {
+    fn deliver(&self, event: &str, id: u64, data: Value) {
+        let mut thing = self.lock();
+        match thing.publish_as(event, id, data, Instant::now()) {
+            Ok(()) => self.wake(&mut thing),
+            // Delivered already (a log's redelivery), or a name this node does not
+            // declare (a replica with another configuration): nothing to fan out.
+            Err(error) => {
+                tracing::debug!(%error, event, id, "an event from the log was not fanned out")
+            }
+        }
+    }
+
+    fn forget_before(&self, first: u64) {
+        self.lock().forget_events_before(first);
+    }
+}
+
 impl Affordances {
     /// The state for `interface`, with the properties' first values.
     pub(crate) fn new(
@@ -482,10 +521,26 @@ impl Affordances {
             thing: Mutex::new(thing),
             event_log,
             publishing: Mutex::new(()),
+            delivered: std::sync::atomic::AtomicBool::new(false),
             schemas,
             wakers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Offers the event log to feed this node's hub (called once, when the node is built):
+    /// a log that fans out delivers every node's events here from now on.
+    pub(crate) fn attach_event_log(self: &Arc<Self>) {
+        let sink: Weak<dyn EventSink> = Arc::downgrade(&(Arc::clone(self) as Arc<dyn EventSink>));
+        if self.event_log.deliver_to(sink) {
+            self.delivered
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the event log fans out itself.
+    fn log_delivers(&self) -> bool {
+        self.delivered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The thing, locked. Hold it briefly: every session of the node shares it.

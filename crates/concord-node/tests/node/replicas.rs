@@ -26,6 +26,8 @@ use crate::support::{
     build, catalogue, loopback_security, quick_limits, requester_with_did, Agent,
 };
 
+mod events;
+
 /// A TCP forwarder on loopback: every new connection goes to the replica `target` names
 /// at that moment (a load balancer whose choice the test makes).
 struct Balancer {

@@ -272,6 +272,13 @@ async fn an_event_the_log_cannot_take_is_not_published_and_a_poster_gets_503() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok()),
+        Some("1")
+    );
     assert!(response.text().await.unwrap().contains("event log"));
 }
 

@@ -1,0 +1,223 @@
+//! The NATS event log against a real nats-server started here (`CONCORD_NATS_SERVER` names
+//! the binary; `.ci/run` runs these with `--ignored`): the event log conformance suites
+//! (numbering, and delivery in one order across three replicas' connections), retention
+//! and the gap it leads to, NATS stopped and restarted under a delivering replica, and the
+//! stream brought to a changed configuration.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use concord_interact::{conformance, EventLog, EventLogError, EventSink};
+use concord_nats::testing::NatsServer;
+use concord_nats::{EventStream, Nats, NatsError, NatsEventLog, NatsSettings};
+use serde_json::{json, Value};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One replica's connection: its own client, as a separate process would have.
+fn connect(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> Nats {
+    let mut settings = NatsSettings::new([server.url()]);
+    settings.operation_timeout = Duration::from_secs(1);
+    runtime.block_on(Nats::connect(&settings)).unwrap()
+}
+
+fn open(runtime: &tokio::runtime::Runtime, nats: &Nats, stream: &EventStream) -> NatsEventLog {
+    runtime.block_on(NatsEventLog::open(nats, stream)).unwrap()
+}
+
+/// A sink keeping what it was given, and the oldest id it was told the log holds.
+#[derive(Default)]
+struct Kept {
+    events: Mutex<Vec<(String, u64, Value)>>,
+    first: Mutex<u64>,
+}
+
+impl EventSink for Kept {
+    fn deliver(&self, event: &str, id: u64, data: Value) {
+        self.events
+            .lock()
+            .unwrap()
+            .push((event.to_owned(), id, data));
+    }
+
+    fn forget_before(&self, first: u64) {
+        *self.first.lock().unwrap() = first;
+    }
+}
+
+impl Kept {
+    fn attach(log: &NatsEventLog) -> Arc<Self> {
+        let sink = Arc::new(Self::default());
+        let weak: Weak<dyn EventSink> = Arc::downgrade(&(Arc::clone(&sink) as Arc<dyn EventSink>));
+        assert!(log.deliver_to(weak));
+        sink
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.events.lock().unwrap().iter().map(|e| e.1).collect()
+    }
+
+    /// Waits until `check` holds of the ids, at most 15 s.
+    fn wait(&self, what: &str, check: impl Fn(&[u64]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !check(&self.ids()) {
+            assert!(Instant::now() < deadline, "{what}: {:?}", self.ids());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn the_nats_event_log_passes_the_event_log_conformance_suites() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let stream = EventStream::new("events");
+    let logs: Vec<NatsEventLog> = (0..3)
+        .map(|_| open(&runtime, &connect(&runtime, &server), &stream))
+        .collect();
+    conformance::event_log(&logs[0]);
+    let handles: Vec<&dyn EventLog> = logs.iter().map(|log| log as &dyn EventLog).collect();
+    conformance::event_log_delivery(&handles, Duration::from_secs(20));
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_replica_starting_later_gets_what_the_stream_retains_and_is_told_what_it_forgot() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let mut stream = EventStream::new("events");
+    stream.max_messages = Some(5);
+    let log = open(&runtime, &connect(&runtime, &server), &stream);
+    let ids: Vec<u64> = (0..10)
+        .map(|n| log.append("tick", &json!({"n": n})).unwrap())
+        .collect();
+    assert_eq!(ids, (1..=10).collect::<Vec<_>>());
+    let late = Kept::attach(&open(&runtime, &connect(&runtime, &server), &stream));
+    late.wait("the retained events", |ids| ids == [6, 7, 8, 9, 10]);
+    assert_eq!(*late.first.lock().unwrap(), 6);
+    // The log is told again as the stream forgets more.
+    log.append("tick", &json!({"n": 10})).unwrap();
+    late.wait("the next event", |ids| ids.last() == Some(&11));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while *late.first.lock().unwrap() != 7 {
+        assert!(Instant::now() < deadline, "the new oldest id was not told");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_returns() {
+    let mut server = NatsServer::start();
+    let runtime = runtime();
+    let stream = EventStream::new("events");
+    let (a, b) = (
+        open(&runtime, &connect(&runtime, &server), &stream),
+        open(&runtime, &connect(&runtime, &server), &stream),
+    );
+    let on_b = Kept::attach(&b);
+    let first = a.append("tick", &json!(1)).unwrap();
+    on_b.wait("the first event", |ids| ids == [first]);
+
+    server.stop();
+    // Each append answers in time: `Unavailable` (not handed over: never published) or
+    // `Uncertain` (the client took it just as NATS died: it may arrive later); once the
+    // client knows NATS is gone, `Unavailable` at once.
+    let mut uncertain = Vec::new();
+    let mut refused = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for k in 0.. {
+        let data = json!({"away": k});
+        let started = Instant::now();
+        let answer = a.append("tick", &data);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "an append with NATS away must answer within the operation timeout, took {:?}",
+            started.elapsed()
+        );
+        match answer {
+            Err(EventLogError::Unavailable { backend, event, .. }) => {
+                assert_eq!((backend, event.as_str()), (concord_nats::BACKEND, "tick"));
+                refused.push(data);
+                if started.elapsed() < Duration::from_millis(100) {
+                    break;
+                }
+            }
+            Err(EventLogError::Uncertain { backend, .. }) => {
+                assert_eq!(backend, concord_nats::BACKEND);
+                uncertain.push(data);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Instant::now() < deadline, "never refused at once");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    server.resume();
+    // The client reconnects by itself; then appends work again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (next, next_data) = loop {
+        let data = json!({"back": uncertain.len() + refused.len()});
+        match a.append("tick", &data) {
+            Ok(id) => break (id, data),
+            Err(EventLogError::Uncertain { .. }) => uncertain.push(data),
+            Err(error) => {
+                assert!(Instant::now() < deadline, "NATS back, still: {error}");
+                refused.push(data);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    let later = b.append("tock", &json!(4)).unwrap();
+    // B's sink, attached before NATS went away, goes on: each event once, in order; what
+    // was refused never arrives, what was uncertain arrives at most once.
+    on_b.wait("the events after NATS returned", |ids| {
+        ids.last() == Some(&later)
+    });
+    let events = on_b.events.lock().unwrap().clone();
+    let ids = on_b.ids();
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+    assert_eq!(events[0].1, first);
+    assert!(events.contains(&("tick".to_owned(), next, next_data)));
+    assert_eq!(events.last(), Some(&("tock".to_owned(), later, json!(4))));
+    for (_, id, data) in &events[1..events.len() - 1] {
+        if *id != next {
+            assert!(
+                uncertain.contains(data) && !refused.contains(data),
+                "{data} arrived: it was not answered as uncertain"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn the_stream_is_brought_to_a_changed_configuration_and_a_taken_subject_is_refused() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let nats = connect(&runtime, &server);
+    let mut stream = EventStream::new("events");
+    let log = open(&runtime, &nats, &stream);
+    for n in 0..4 {
+        log.append("e", &json!(n)).unwrap();
+    }
+    stream.max_messages = Some(2);
+    stream.max_age = Some(Duration::from_secs(3600));
+    let log = open(&runtime, &nats, &stream);
+    let (first, last) = runtime.block_on(log.bounds()).unwrap();
+    assert_eq!((first, last), (3, 4));
+    // Another stream over the same agent's subjects: refused, naming the stream.
+    let mut other = EventStream::new("other_events");
+    other.agent = "events".to_owned();
+    match runtime.block_on(NatsEventLog::open(&nats, &other)) {
+        Err(NatsError::Stream { stream, .. }) => assert_eq!(stream, "other_events"),
+        other => panic!("{other:?}"),
+    }
+}
