@@ -244,6 +244,26 @@ impl Nats {
     }
 }
 
+// What the progress actions and the directory (`actions.rs`, `directory.rs`) need beyond
+// the key-value requests: the client for subjects, the runtime for their tasks.
+impl Nats {
+    /// The client (subjects: relayed cancels).
+    pub(crate) fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// The runtime the requests and this crate's tasks run on.
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Whether the client is connected now (not reconnecting): what answers at once,
+    /// rather than after the operation timeout, while NATS is away.
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+}
+
 /// A key-value entry as this crate reads it: its value and revision, absent when deleted.
 pub(crate) async fn live_entry(
     store: &kv::Store,

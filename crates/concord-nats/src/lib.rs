@@ -37,6 +37,7 @@
 )]
 #![warn(missing_docs)]
 
+mod actions;
 mod client;
 mod consensus;
 mod error;
@@ -44,6 +45,7 @@ mod nonces;
 mod protocols;
 mod shared;
 
+pub use actions::{NatsActionRecords, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE};
 pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
 };
