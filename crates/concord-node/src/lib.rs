@@ -105,8 +105,8 @@ pub use binding::sse;
 pub use binding::DEFAULT_PURGE_INTERVAL;
 pub use binding::{
     ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
-    InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
-    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
+    InvokeFuture, Owner, ProblemResponse, RelayCancelFuture, Site, StartFuture, ThingAccess,
+    ThingError, MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
 pub use binding::{Feed, FeedEnd, FeedNews};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
