@@ -104,6 +104,8 @@
 //! protocols_bucket = "concord_protocols" # key-value buckets, one per agent (defaults shown)
 //! nonces_bucket = "concord_nonces"   # its max_age is security's replay window
 //! consensus_bucket = "concord_consensus"
+//! actions_bucket = "concord_actions" # progress actions by id: queryaction/cancelaction on any
+//! actions_max_age = "7d"             #   replica; a record is forgotten this long after its last change
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -429,6 +431,8 @@ struct ClusterSection {
     protocols_bucket: Option<String>,
     nonces_bucket: Option<String>,
     consensus_bucket: Option<String>,
+    actions_bucket: Option<String>,
+    actions_max_age: Option<Humane>,
 }
 
 /// What `[cluster]` configured: how to reach NATS and the buckets the replicas share.
@@ -438,6 +442,11 @@ pub struct ClusterConfig {
     pub settings: concord_nats::NatsSettings,
     /// The buckets' names.
     pub buckets: concord_nats::Buckets,
+    /// The bucket of progress actions (`cluster.actions_bucket`).
+    pub actions_bucket: String,
+    /// How long a progress action's record is kept after its last change
+    /// (`cluster.actions_max_age`).
+    pub actions_max_age: Duration,
 }
 
 impl ClusterSection {
@@ -473,6 +482,7 @@ impl ClusterSection {
             settings.operation_timeout = timeout;
         }
         let mut buckets = concord_nats::Buckets::default();
+        let mut actions_bucket = concord_nats::DEFAULT_ACTION_BUCKET.to_owned();
         let mut seen = BTreeSet::new();
         for (key, given, name) in [
             (
@@ -490,6 +500,11 @@ impl ClusterSection {
                 self.consensus_bucket,
                 &mut buckets.consensus,
             ),
+            (
+                "cluster.actions_bucket",
+                self.actions_bucket,
+                &mut actions_bucket,
+            ),
         ] {
             if let Some(given) = given {
                 concord_nats::check_bucket_name(&given)
@@ -503,7 +518,22 @@ impl ClusterSection {
                 ));
             }
         }
-        Ok(ClusterConfig { settings, buckets })
+        let actions_max_age = match self.actions_max_age.map(Duration::from) {
+            None => concord_nats::DEFAULT_ACTION_MAX_AGE,
+            Some(age) if age < Duration::from_secs(60) => {
+                return Err(Problem::key(
+                    "cluster.actions_max_age",
+                    format!("{age:?} is too short: a record must outlive the action (at least 1m)"),
+                ))
+            }
+            Some(age) => age,
+        };
+        Ok(ClusterConfig {
+            settings,
+            buckets,
+            actions_bucket,
+            actions_max_age,
+        })
     }
 }
 
@@ -2057,6 +2087,11 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         assert!(cluster.settings.require_tls);
         assert_eq!(cluster.buckets.protocols, "shop_protocols");
         assert_eq!(cluster.buckets.nonces, concord_nats::DEFAULT_NONCE_BUCKET);
+        assert_eq!(cluster.actions_bucket, concord_nats::DEFAULT_ACTION_BUCKET);
+        assert_eq!(
+            cluster.actions_max_age,
+            concord_nats::DEFAULT_ACTION_MAX_AGE
+        );
         assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
         for (text, expected) in [
             (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),
@@ -2068,6 +2103,9 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nnonces_bucket = \"a.b\"\n"), "cluster.nonces_bucket: \"a.b\" has '.'"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nconsensus_bucket = \"concord_nonces\"\n"), "cluster.consensus_bucket: \"concord_nonces\" is another bucket's name"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nstream = \"x\"\n"), "unknown field `stream`"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"concord_protocols\"\n"), "cluster.actions_bucket: \"concord_protocols\" is another bucket's name"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"a b\"\n"), "cluster.actions_bucket: \"a b\" has ' '"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_max_age = \"10s\"\n"), "cluster.actions_max_age: 10s is too short"),
         ] {
             let error = load(&text, &[]).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not say {expected:?}");

@@ -184,6 +184,13 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         },
         None => None,
     };
+    if let Some((_, actions)) = &cluster {
+        // Progress actions: queried and cancelled on any replica.
+        builder = builder
+            .action_records(Arc::clone(actions) as Arc<dyn concord_node::ActionRecords>)
+            .action_relay(Arc::clone(actions) as Arc<dyn concord_node::ActionRelay>);
+    }
+    let cluster = cluster.map(|(shared, _)| shared);
     if let Some(shared) = &cluster {
         builder = builder
             .protocols(Arc::clone(&shared.protocols) as Arc<dyn concord_store::ProtocolBook>)
@@ -344,7 +351,13 @@ impl Drop for CreatedKeys {
 async fn open_cluster(
     cluster: &crate::agent_config::ClusterConfig,
     security: &concord_node::Security,
-) -> Result<concord_nats::SharedState, (&'static str, concord_nats::NatsError)> {
+) -> Result<
+    (
+        concord_nats::SharedState,
+        Arc<concord_nats::NatsActionRecords>,
+    ),
+    (&'static str, concord_nats::NatsError),
+> {
     use concord_nats::NatsError;
     let nats = concord_nats::Nats::connect(&cluster.settings)
         .await
@@ -359,7 +372,20 @@ async fn open_cluster(
             };
             (key, error)
         })?;
-    concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
+    let actions = concord_nats::NatsActionRecords::open(
+        &nats,
+        &cluster.actions_bucket,
+        cluster.actions_max_age,
+    )
+    .await
+    .map_err(|error| {
+        let key = match &error {
+            NatsError::Bucket { .. } => "cluster.actions_bucket",
+            _ => "cluster.nats",
+        };
+        (key, error)
+    })?;
+    let shared = concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
         .await
         .map_err(|error| {
             let buckets = &cluster.buckets;
@@ -378,7 +404,8 @@ async fn open_cluster(
                 _ => "cluster.nats",
             };
             (key, error)
-        })
+        })?;
+    Ok((shared, Arc::new(actions)))
 }
 
 /// Generates and checks our provider code for a configured consensus protocol and

@@ -92,3 +92,161 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
     assert_eq!(second["hash"], first["hash"], "{second}");
     assert_eq!(second["settledBy"], "resumed", "{second}");
 }
+
+/// A progress action that reports half and then sleeps a minute (unless cancelled).
+const RENDER: &str = r#"
+[[actions]]
+name = "render"
+description = "Renders for a minute, reporting progress."
+mode = "progress"
+input = { type = "object" }
+output = { type = "object" }
+exec = { command = "sh", args = ["-c", "echo '{\"progress\": 0.5}'; sleep 60; echo '{}'"], timeout = "120s" }
+"#;
+
+/// Two replicas (`a`, `b`) of one agent from `extra` (after the actions), on free ports,
+/// sharing the identity keys; their configurations' directory is `dir`.
+fn two_replicas(dir: &std::path::Path, extra: &str) -> Vec<Served> {
+    let mut replicas = Vec::new();
+    for name in ["a", "b"] {
+        let port = free_port();
+        let text = config_text(extra)
+            .replace(
+                "listen = \"127.0.0.1:0\"",
+                &format!("listen = \"127.0.0.1:{port}\""),
+            )
+            .replace(
+                "data_dir = \"data\"",
+                &format!("data_dir = \"data-{name}\"\npublic_url = \"http://127.0.0.1:{port}/\""),
+            );
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, text).unwrap();
+        if name == "b" {
+            let keys = dir.join("data-b/identity");
+            std::fs::create_dir_all(&keys).unwrap();
+            std::fs::copy(
+                dir.join("data-a/identity/keys.json"),
+                keys.join("keys.json"),
+            )
+            .unwrap();
+        }
+        replicas.push(Served::start(&[OsStr::new("--config"), config.as_os_str()]));
+    }
+    replicas
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn serve_with_a_cluster_answers_and_cancels_a_progress_action_on_any_replica() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The actions bucket's name is checked at start, by key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        config_text(&format!(
+            "{RENDER}\n[cluster]\nnats = [{:?}]\nactions_bucket = \"shop.actions\"\n",
+            nats.url()
+        ))
+        .replace(
+            "data_dir = \"data\"",
+            "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:1/\"",
+        ),
+    )
+    .unwrap();
+    let refused =
+        run(concord().args([OsStr::new("serve"), OsStr::new("--config"), bad.as_os_str()]));
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cluster.actions_bucket") && refused.stderr.lines().count() == 1,
+        "{}",
+        refused.stderr
+    );
+
+    let replicas = two_replicas(
+        dir.path(),
+        &format!(
+            "{RENDER}\n[cluster]\nnats = [{:?}]\nactions_bucket = \"shop_actions\"\n",
+            nats.url()
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let path = runtime.block_on(async {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // Started on A over HTTP.
+        let started = http
+            .post(format!("{}actions/render", replicas[0].url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 201);
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        let path = location.split_once("/actions/").unwrap().1.to_owned();
+        let on = |replica: usize| format!("{}actions/{path}", replicas[replica].url);
+        // Queried on B once A reported its progress.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let seen = http.get(on(1)).send().await.unwrap();
+            let status = seen.status();
+            let body: serde_json::Value =
+                serde_json::from_slice(&seen.bytes().await.unwrap()).unwrap_or_default();
+            if status == 200 && body["progress"] == 0.5 {
+                assert_eq!(body["status"], "running", "{body}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "B never answered A's progress: {status} {body}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // Cancelled on B: delivered to A, which stops it.
+        let cancelled = http.delete(on(1)).send().await.unwrap();
+        assert_eq!(cancelled.status(), 204);
+        let on_a: serde_json::Value =
+            serde_json::from_slice(&http.get(on(0)).send().await.unwrap().bytes().await.unwrap())
+                .unwrap();
+        assert_eq!(on_a["status"], "failed", "{on_a}");
+        assert_eq!(
+            on_a["error"]["type"], "urn:concord:interact:cancelled",
+            "{on_a}"
+        );
+        path
+    });
+    // Kept in the configured bucket.
+    let records = runtime.block_on(async {
+        let nats = Nats::connect(&NatsSettings::new([nats.url()]))
+            .await
+            .unwrap();
+        concord_nats::NatsActionRecords::open(
+            &nats,
+            "shop_actions",
+            concord_nats::DEFAULT_ACTION_MAX_AGE,
+        )
+        .await
+        .unwrap()
+    });
+    let id = path.rsplit('/').next().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        use concord_node::ActionRecords;
+        let record = records.read(id).unwrap();
+        if record
+            .as_ref()
+            .is_some_and(|record| record.status.is_terminal())
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not cancelled in `shop_actions`: {record:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(replicas);
+}

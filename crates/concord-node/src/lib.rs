@@ -123,6 +123,7 @@ pub use concord_identity::{NonceLog, ReplayCache};
 pub use concord_interact::{
     ActionIds, ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords,
 };
+pub use concord_interact::{ActionRelay, LocalActions, RelayError, RelayFuture};
 pub use concord_interact::{EventLog, EventLogError, LocalEventLog};
 pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};
