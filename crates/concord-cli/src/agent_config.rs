@@ -106,6 +106,9 @@
 //! consensus_bucket = "concord_consensus"
 //! actions_bucket = "concord_actions" # progress actions by id: queryaction/cancelaction on any
 //! actions_max_age = "7d"             #   replica; a record is forgotten this long after its last change
+//! start_degraded = false             # true: NATS unreachable at start is not an error; the replica
+//! #   serves calls and its description, answers what needs shared state with 503 +
+//! #   Retry-After, and recovers when NATS answers (false: one line naming cluster.nats, exit 2)
 //!
 //! [llm]                              # default: CONCORD_LLM_* / OPENAI_* from the environment
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -433,6 +436,8 @@ struct ClusterSection {
     consensus_bucket: Option<String>,
     actions_bucket: Option<String>,
     actions_max_age: Option<Humane>,
+    #[serde(default)]
+    start_degraded: bool,
 }
 
 /// What `[cluster]` configured: how to reach NATS and the buckets the replicas share.
@@ -447,6 +452,9 @@ pub struct ClusterConfig {
     /// How long a progress action's record is kept after its last change
     /// (`cluster.actions_max_age`).
     pub actions_max_age: Duration,
+    /// Start while NATS cannot be reached (`cluster.start_degraded`): what needs shared
+    /// state answers 503 until it answers. Without, NATS away at start is exit 2.
+    pub start_degraded: bool,
 }
 
 impl ClusterSection {
@@ -533,6 +541,7 @@ impl ClusterSection {
             buckets,
             actions_bucket,
             actions_max_age,
+            start_degraded: self.start_degraded,
         })
     }
 }
@@ -2092,6 +2101,7 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             cluster.actions_max_age,
             concord_nats::DEFAULT_ACTION_MAX_AGE
         );
+        assert!(!cluster.start_degraded);
         assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
         for (text, expected) in [
             (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),

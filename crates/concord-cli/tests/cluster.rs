@@ -250,3 +250,127 @@ fn serve_with_a_cluster_answers_and_cancels_a_progress_action_on_any_replica() {
     }
     drop(replicas);
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answers() {
+    // A NATS server that is not running yet (its port and directory kept).
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = |degraded: bool| {
+        config_text(&format!(
+            "{RENDER}\n[cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n\n\
+             [security]\nresolve_loopback_over_http = true\n",
+            nats.url()
+        ))
+        .replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"127.0.0.1:{port}\""),
+        )
+        .replace(
+            "data_dir = \"data\"",
+            &format!("data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\""),
+        )
+    };
+    // Not configured to: NATS away at start is one line naming `cluster.nats`, exit 2.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(&strict, text(false)).unwrap();
+    let refused = run(concord().args([
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        strict.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.nats`");
+
+    // Configured to: it starts and serves what needs no shared state.
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, text(true)).unwrap();
+    let replica = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let url = replica.url.clone();
+    runtime.block_on(async {
+        let description = http
+            .get(format!("{url}.well-known/wot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(description.status(), 200, "the description as built");
+        let called = http
+            .post(format!("{url}actions/getProductInfo"))
+            .header("content-type", "application/json")
+            .body(r#"{"productId": "P12345"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(called.status(), 200, "a call touches no shared state");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&called.bytes().await.unwrap()).unwrap();
+        assert_eq!(answer["productName"], "Laptop", "{answer}");
+        // What needs shared state: an action another replica might run is a typed 503.
+        let unknown = http
+            .get(format!(
+                "{url}actions/render/0123456789abcdef0123456789abcdef"
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown.status(), 503);
+        assert!(
+            unknown.headers().get("retry-after").is_some(),
+            "{unknown:?}"
+        );
+    });
+    // A signed call's nonce cannot be recorded: refused, with 503, not accepted.
+    let signer = Signer::start();
+    let refused = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("503"), "{}", refused.stderr);
+
+    // NATS answers: the replica recovers with no restart.
+    nats.resume();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let signed = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer);
+        if signed.code == 0 {
+            assert_eq!(signed.json()["settledBy"], "negotiated");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recovered within 30 s of NATS: {}",
+            signed.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    runtime.block_on(async {
+        let unknown = http
+            .get(format!(
+                "{url}actions/render/0123456789abcdef0123456789abcdef"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let status = unknown.status();
+        let body = unknown.text().await.unwrap();
+        assert_eq!(status, 404, "the records answer again: {body}");
+    });
+    // What it negotiated is in NATS.
+    let book = runtime.block_on(async {
+        let nats = Nats::connect(&NatsSettings::new([nats.url()]))
+            .await
+            .unwrap();
+        NatsProtocolBook::open(&nats, DEFAULT_PROTOCOL_BUCKET)
+            .await
+            .unwrap()
+    });
+    let signed = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer).json();
+    let hash: ProtocolHash = signed["hash"].as_str().unwrap().parse().unwrap();
+    assert!(book.protocol(&hash).unwrap().is_some());
+    drop(replica);
+}

@@ -3,6 +3,7 @@
 //! NATS subject of its own.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -166,11 +167,18 @@ struct Inner {
     copy: Mutex<Copy>,
     /// Wakes the sender when there is something to send.
     wake: Notify,
+    /// Whether the watch delivered what the bucket held when it started: until then a
+    /// miss in the copy says nothing.
+    caught_up: AtomicBool,
 }
 
 impl Inner {
     fn copy(&self) -> MutexGuard<'_, Copy> {
         self.copy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark_caught_up(&self) {
+        self.caught_up.store(true, Ordering::Release);
     }
 
     fn subject(&self, runner: &str) -> String {
@@ -181,14 +189,16 @@ impl Inner {
 /// The records of every replica's progress actions in one key-value bucket, and the relay
 /// of cancels between them.
 ///
-/// Each replica keeps a copy of the bucket, fed by a key-value watch, and reads from it: a
-/// query never waits on NATS for an action the copy holds (the table reads under its lock).
-/// A write lands in the copy at once and is sent by a task of its own (the latest revision
-/// of each changed action, until NATS took it), so a replica's own reads see its writes and
-/// a write never goes back: the copy keeps the highest revision of each action whatever
-/// order changes arrive in. An id the copy lacks (a record that reached NATS before the
-/// watch brought it here) is read from NATS, in one round trip, while connected; with NATS
-/// away that read answers [`ActionRecordsError::Unavailable`] (503) at once.
+/// Each replica keeps a copy of the bucket, fed by a key-value watch, and reads from it
+/// only: a query never waits on NATS (the table reads under its lock, on the runtime's
+/// threads). A write lands in the copy at once and is sent by a task of its own (the latest
+/// revision of each changed action, until NATS took it), so a replica's own reads see its
+/// writes and a write never goes back: the copy keeps the highest revision of each action
+/// whatever order changes arrive in. An id the copy lacks is unknown once the copy caught
+/// up with the bucket and NATS is connected (a record written elsewhere a moment ago may
+/// still be on its way: the lag the [`ActionRecords`] contract allows); while the copy is
+/// loading or NATS is away, a miss answers [`ActionRecordsError::Unavailable`] (503) at
+/// once. A relayed cancel, awaited outside any lock, asks NATS for an id the copy lacks.
 ///
 /// Each record names the replica running the action (a random id drawn at
 /// [`open`](Self::open)); that replica answers cancels on the subject
@@ -223,10 +233,17 @@ impl NatsActionRecords {
             runner: hex::encode(runner),
             copy: Mutex::new(Copy::default()),
             wake: Notify::new(),
+            caught_up: AtomicBool::new(false),
         });
         nats.handle()
             .spawn(watch(Arc::downgrade(&inner), inner.store.clone()));
         nats.handle().spawn(send(Arc::downgrade(&inner)));
+        // The copy loaded before the first query, unless that takes longer than a few
+        // operations (reads answer 503 until it is).
+        let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
+        while !inner.caught_up.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         Ok(Self { inner })
     }
 
@@ -249,7 +266,10 @@ impl NatsActionRecords {
         }
     }
 
-    /// The record of `id` and its runner: the copy's, else NATS's (while connected).
+    /// The record of `id` and its runner as the copy has it: `None` once the copy holds
+    /// everything the bucket held (it caught up) and NATS is connected; unavailable while
+    /// the copy is loading or NATS is away (a miss then says nothing). Never waits on NATS:
+    /// the table reads under its lock, on the runtime's threads.
     fn held(&self, id: &str) -> Result<Option<(ActionRecord, String)>, ActionRecordsError> {
         let key = format!("{PREFIX}{}", key_of(id));
         {
@@ -268,25 +288,32 @@ impl NatsActionRecords {
                 "NATS is not connected (the client is reconnecting)",
             ));
         }
-        let store = self.inner.store.clone();
-        let fetched_key = key.clone();
-        let stored = self
-            .inner
-            .nats
-            .run("read action", async move {
-                let entry = store
-                    .entry(&fetched_key)
-                    .await
-                    .map_err(|error| NatsError::request("read action", &fetched_key, error))?;
-                Ok(entry
-                    .filter(|entry| entry.operation == kv::Operation::Put)
-                    .map(|entry| entry.value))
-            })
+        if !self.inner.caught_up.load(Ordering::Acquire) {
+            return Err(Self::unavailable(
+                "read",
+                id,
+                "this replica's copy of the records is still loading",
+            ));
+        }
+        Ok(None)
+    }
+
+    /// The record of `id` and its runner: the copy's, else NATS's (a request awaited here,
+    /// for a record that reached NATS before the watch brought it).
+    async fn fetch(&self, id: &str) -> Result<Option<(ActionRecord, String)>, ActionRecordsError> {
+        if let Some(held) = self.held(id)? {
+            return Ok(Some(held));
+        }
+        let key = format!("{PREFIX}{}", key_of(id));
+        let timeout = self.inner.nats.operation_timeout();
+        let entry = tokio::time::timeout(timeout, self.inner.store.entry(&key))
+            .await
+            .map_err(|_| Self::unavailable("read", id, format!("no answer within {timeout:?}")))?
             .map_err(|error| Self::unavailable("read", id, error))?;
-        let Some(value) = stored else {
+        let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
             return Ok(None);
         };
-        let (record, runner) = decode(&self.inner.store.name, &key, &value)
+        let (record, runner) = decode(&self.inner.store.name, &key, &entry.value)
             .map_err(|error| Self::unavailable("read", id, error))?;
         if record.id != id {
             return Ok(None);
@@ -436,7 +463,18 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
     loop {
         let started = store.watch_with_history(format!("{PREFIX}>")).await;
         let mut entries = match started {
-            Ok(entries) => entries,
+            Ok(entries) => {
+                // An empty bucket delivers nothing to say the watch caught up.
+                let mut stream = store.stream.clone();
+                if let Ok(info) = stream.info().await {
+                    if info.state.messages == 0 {
+                        if let Some(strong) = inner.upgrade() {
+                            strong.mark_caught_up();
+                        }
+                    }
+                }
+                entries
+            }
             Err(error) => {
                 if inner.strong_count() == 0 {
                     return;
@@ -460,6 +498,7 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                 }
                 Ok(None) => break,
             };
+            let caught_up = entry.delta == 0 || entry.seen_current;
             let mut copy = strong.copy();
             match entry.operation {
                 kv::Operation::Put => match decode(&store.name, &entry.key, &entry.value) {
@@ -476,6 +515,10 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                         copy.records.remove(&entry.key);
                     }
                 }
+            }
+            drop(copy);
+            if caught_up {
+                strong.mark_caught_up();
             }
         }
         tokio::time::sleep(RETRY).await;
@@ -563,15 +606,10 @@ impl ActionRelay for NatsActionRecords {
                     "NATS is not connected (the client is reconnecting)".to_owned(),
                 ));
             }
-            // The copy first; NATS (a blocking read) only for an id it lacks.
-            let lookup = {
-                let this = this.clone();
-                let id = id.clone();
-                tokio::task::spawn_blocking(move || this.held(&id))
-            };
-            let held = lookup
+            // The copy first; NATS only for an id it lacks.
+            let held = this
+                .fetch(&id)
                 .await
-                .map_err(|error| unavailable(error.to_string()))?
                 .map_err(|error| unavailable(error.to_string()))?;
             let Some((record, runner)) = held else {
                 return Err(RelayError::Refused(Box::new(

@@ -40,6 +40,7 @@
 mod actions;
 mod client;
 mod consensus;
+mod degraded;
 mod error;
 mod nonces;
 mod protocols;
@@ -50,6 +51,7 @@ pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
+pub use degraded::{start_degraded, Degraded, DegradedSettings};
 pub use error::{NatsError, BACKEND};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
