@@ -10,7 +10,13 @@
 //!   accepted DID-signed upgrades, so that one accepted by a replica is refused by every
 //!   other and after a restart;
 //! - [`NatsConsensusRegistry`] ([`ConsensusRegistry`](concord_store::ConsensusRegistry)):
-//!   consensus protocols by URI, changed by compare-and-swap.
+//!   consensus protocols by URI, changed by compare-and-swap;
+//! - [`NatsActionRecords`] ([`ActionRecords`](concord_interact::ActionRecords) and
+//!   [`ActionRelay`](concord_interact::ActionRelay)): progress actions by id, so that
+//!   `queryaction` is answered on any replica and `cancelaction` on any replica reaches the
+//!   one running the action;
+//! - [`start_degraded`]: every backend above for a replica that starts while NATS is away,
+//!   answering a typed error at once until NATS answers, then the real ones.
 //!
 //! Each passes its trait's conformance suite (`concord_store::conformance`) against a real
 //! `nats-server` (`tests/conformance.rs`). The traits are synchronous: [`Nats`] documents
@@ -45,6 +51,7 @@ mod error;
 mod nonces;
 mod protocols;
 mod shared;
+mod usage;
 
 pub use actions::{NatsActionRecords, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE};
 pub use client::{
@@ -56,5 +63,6 @@ pub use error::{NatsError, BACKEND};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
 pub use shared::{Buckets, SharedState};
+pub use usage::{bucket_usage, BucketUsage};
 
 pub mod testing;

@@ -90,6 +90,17 @@ fn limits() -> Limits {
     }
 }
 
+/// A progress action, run once at the end so that the actions bucket holds a record.
+fn render() -> concord_negotiate::ActionSpec {
+    let schema = json!({"type": "object", "properties": {"frames": {"type": "integer"}}});
+    concord_negotiate::ActionSpec {
+        name: "render".into(),
+        description: "Renders frames, reporting progress.".into(),
+        input: schema.clone(),
+        output: schema,
+    }
+}
+
 /// The provider under test, its server, and a requester that negotiated with it.
 struct Side {
     name: &'static str,
@@ -124,7 +135,14 @@ impl Side {
             .security(security())
             .data_dir(dir.path())
             .limits(limits())
-            .action(action(), answer);
+            .action(action(), answer)
+            .progress_action(
+                render(),
+                |input: serde_json::Value, progress: concord_node::ProgressReporter| async move {
+                    progress.report(0.5, Some(json!({"frames": 1})));
+                    Ok::<_, concord_node::ActionError>(input)
+                },
+            );
         if let Some(url) = nats {
             let connection =
                 concord_nats::Nats::connect(&concord_nats::NatsSettings::new([url])).await?;
@@ -319,6 +337,44 @@ fn main() -> Result<(), BoxError> {
         rates.row("calls/s, one connection", "calls/s", |rate| {
             format!("{rate:.0}")
         });
+        // One progress action on the replica, run to its end (its record stays).
+        let want = concord_node::Want::interface(["render"]);
+        let on_nats = sides[1]
+            .requester
+            .connect_with(sides[1].server.url(), want)
+            .await?;
+        let mut run = on_nats
+            .call_with_progress("render", json!({"frames": 2}))
+            .await?;
+        while let Some(update) = run.next().await {
+            if let concord_node::ActionUpdate::Done(done) = update {
+                done?;
+                break;
+            }
+        }
+        on_nats.close().await;
+        // What the replica's state weighs in NATS after the run (every connection a
+        // signed upgrade: one nonce each; one protocol per fresh requester).
+        let connection =
+            concord_nats::Nats::connect(&concord_nats::NatsSettings::new([nats.url()])).await?;
+        println!(
+            "{:<28} {:>10} {:>12} {:>14}",
+            "bucket", "messages", "bytes", "bytes/message"
+        );
+        for bucket in [
+            concord_nats::DEFAULT_PROTOCOL_BUCKET,
+            concord_nats::DEFAULT_NONCE_BUCKET,
+            concord_nats::DEFAULT_CONSENSUS_BUCKET,
+            concord_nats::DEFAULT_ACTION_BUCKET,
+        ] {
+            let usage = concord_nats::bucket_usage(&connection, bucket).await?;
+            println!(
+                "{bucket:<28} {:>10} {:>12} {:>14}",
+                usage.messages,
+                usage.bytes,
+                usage.bytes_per_message()
+            );
+        }
         Ok::<_, BoxError>(())
     })?;
     Ok(())
