@@ -530,7 +530,7 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
 #[serde(rename_all = "lowercase")]
 enum Answer {
     /// The action after the cancel.
-    Record(Stored),
+    Record(Box<Stored>),
     /// The runner's refusal.
     Problem(Value),
 }
@@ -565,7 +565,7 @@ impl ActionRelay for NatsActionRecords {
                 let answer = match std::str::from_utf8(&request.payload) {
                     Ok(id) if !id.is_empty() && id.len() <= MAX_RELAYED_ID => {
                         match local.cancel(id) {
-                            Ok(record) => Answer::Record(Stored::of(&record, &runner)),
+                            Ok(record) => Answer::Record(Box::new(Stored::of(&record, &runner))),
                             Err(error) => Answer::Problem(
                                 serde_json::to_value(error.to_problem()).unwrap_or(Value::Null),
                             ),

@@ -74,7 +74,7 @@ pub(crate) enum Work {
     /// action came back with its answer.
     Relayed {
         request: concord_interact::RequestId,
-        result: Result<concord_interact::ActionRecord, concord_interact::Problem>,
+        result: Box<Result<concord_interact::ActionRecord, concord_interact::Problem>>,
     },
     /// Provider, interface session: a stream action ended.
     StreamDone {

@@ -400,7 +400,10 @@ impl ProviderInteract {
                 let work = work.clone();
                 tokio::spawn(async move {
                     let result = super::relay::cancel_elsewhere(&relay, &action_id).await;
-                    let _ = work.send(Box::new(Work::Relayed { request, result }));
+                    let _ = work.send(Box::new(Work::Relayed {
+                        request,
+                        result: Box::new(result),
+                    }));
                 });
             }
             other => tracing::debug!(?other, "interaction event ignored"),
