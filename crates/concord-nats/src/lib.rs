@@ -47,6 +47,7 @@ mod actions;
 mod client;
 mod consensus;
 mod degraded;
+mod directory;
 mod error;
 mod nonces;
 mod protocols;
@@ -59,6 +60,7 @@ pub use client::{
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
 pub use degraded::{start_degraded, Degraded, DegradedSettings};
+pub use directory::{NatsDirectoryStore, DEFAULT_DIRECTORY_STREAM};
 pub use error::{NatsError, BACKEND};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
