@@ -374,3 +374,109 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
     assert!(book.protocol(&hash).unwrap().is_some());
     drop(replica);
 }
+
+/// A valid TD with this id and a `toggle` action.
+fn lamp(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "@context": "https://www.w3.org/2022/wot/td/v1.1",
+        "id": id,
+        "title": "Lamp",
+        "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+        "security": "nosec_sc",
+        "actions": {"toggle": {"forms": [{"href": "https://lamp.example.com/toggle"}]}}
+    })
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("directory.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\ntitle = \"Shop floor\"\n\n[cluster]\nnats = [{:?}]\nstream = \"shop_directory\"\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let replica = |name: &str| {
+        let data = dir.path().join(name);
+        Served::directory(&[
+            OsStr::new("--config"),
+            config.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--data-dir"),
+            data.as_os_str(),
+        ])
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // B's event feed is open before A registers.
+        let mut feed = http.get(format!("{}events", b.url)).send().await.unwrap();
+        assert_eq!(feed.status(), 200);
+        let id = "urn:example:lamp-1";
+        let put = http
+            .put(format!("{}things/{id}", a.url))
+            .header("content-type", "application/td+json")
+            .body(lamp(id).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), 201);
+        // B reports it ...
+        let mut seen = String::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen.contains("thing_created") {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match tokio::time::timeout(left, feed.chunk()).await {
+                Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                other => panic!("B's feed ended without the event: {other:?} after {seen:?}"),
+            }
+        }
+        assert!(seen.contains(id), "{seen}");
+        // ... serves it, and finds it by capability.
+        let read = http
+            .get(format!("{}things/{id}", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+        let found = http
+            .get(format!("{}search/capability?action=toggle", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.status(), 200);
+        let found = String::from_utf8(found.bytes().await.unwrap().to_vec()).unwrap();
+        assert!(found.contains(id), "{found}");
+        // Removed on B: gone on A.
+        let deleted = http
+            .delete(format!("{}things/{id}", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), 204);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let gone = http
+                .get(format!("{}things/{id}", a.url))
+                .send()
+                .await
+                .unwrap();
+            if gone.status() == 404 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "A still serves it");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    drop((a, b));
+}
