@@ -16,7 +16,9 @@
 //!   `queryaction` is answered on any replica and `cancelaction` on any replica reaches the
 //!   one running the action;
 //! - [`start_degraded`]: every backend above for a replica that starts while NATS is away,
-//!   answering a typed error at once until NATS answers, then the real ones.
+//!   answering a typed error at once until NATS answers, then the real ones;
+//! - [`NatsDirectoryStore`] ([`DirectoryStore`](concord_directory::DirectoryStore)): a
+//!   directory's registrations and their events on a stream every directory replica follows.
 //!
 //! Each passes its trait's conformance suite (`concord_store::conformance`) against a real
 //! `nats-server` (`tests/conformance.rs`). The traits are synchronous: [`Nats`] documents
