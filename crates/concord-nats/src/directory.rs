@@ -30,7 +30,7 @@ const ATTEMPTS: usize = 32;
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Logged {
     Write {
-        entry: StoredEntry,
+        entry: Box<StoredEntry>,
         keys: Vec<(String, String)>,
         kind: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,7 +74,7 @@ impl StoredEntry {
         }
     }
 
-    fn entry(self, revision: u64) -> Entry {
+    fn into_entry(self, revision: u64) -> Entry {
         let mut entry = Entry::sized(self.id, self.td, self.size);
         entry.anonymous = self.anonymous;
         entry.created = self.created;
@@ -159,7 +159,7 @@ impl State {
                 diff,
                 retention,
             } => {
-                let entry = entry.entry(sequence);
+                let entry = entry.into_entry(sequence);
                 let id = entry.id.clone();
                 let at = entry.modified;
                 self.unindex(&id);
@@ -468,7 +468,7 @@ impl DirectoryStore for NatsDirectoryStore {
 
     fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
         let logged = Logged::Write {
-            entry: StoredEntry::of(write.entry),
+            entry: Box::new(StoredEntry::of(write.entry)),
             keys: write
                 .keys
                 .iter()
