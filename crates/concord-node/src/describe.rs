@@ -265,7 +265,8 @@ fn build(
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum DescriptionBuildError {
-    /// The store could not list the consensus protocols.
+    /// The store could not list the consensus protocols (logged: the description is then
+    /// the last built, or one without consensus protocols, never this error).
     #[error("{0}")]
     Store(StoreFailure),
     /// The description built is not valid (a bug of ours: the validator's report).
