@@ -140,6 +140,9 @@ struct Copy {
     unsent: HashSet<String>,
     /// Keys this replica forgot and NATS still has: never answered from NATS meanwhile.
     forgotten: HashSet<String>,
+    /// When each record last changed here: NATS ages a record out after the bucket's
+    /// `max_age` without telling watchers, so the copy forgets it after as long.
+    changed: HashMap<String, std::time::Instant>,
 }
 
 impl Copy {
@@ -152,8 +155,28 @@ impl Copy {
             Some((held, _)) if held.revision >= record.revision => false,
             _ => {
                 self.records.insert(key.to_owned(), (record, runner));
+                self.changed
+                    .insert(key.to_owned(), std::time::Instant::now());
                 true
             }
+        }
+    }
+
+    /// Forgets the records that did not change for `max_age` (NATS forgot them too),
+    /// unless still to be sent.
+    fn age_out(&mut self, max_age: Duration) {
+        let Some(oldest) = std::time::Instant::now().checked_sub(max_age) else {
+            return;
+        };
+        let aged: Vec<String> = self
+            .changed
+            .iter()
+            .filter(|(key, at)| **at < oldest && !self.unsent.contains(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in aged {
+            self.changed.remove(&key);
+            self.records.remove(&key);
         }
     }
 }
@@ -164,6 +187,8 @@ struct Inner {
     store: kv::Store,
     /// This replica's runner id (random): the subject its cancels come on.
     runner: String,
+    /// How long the bucket keeps a record after its last change.
+    max_age: Duration,
     copy: Mutex<Copy>,
     /// Wakes the sender when there is something to send.
     wake: Notify,
@@ -231,6 +256,7 @@ impl NatsActionRecords {
             nats: nats.clone(),
             store,
             runner: hex::encode(runner),
+            max_age,
             copy: Mutex::new(Copy::default()),
             wake: Notify::new(),
             caught_up: AtomicBool::new(false),
@@ -373,6 +399,7 @@ impl ActionRecords for NatsActionRecords {
         {
             let mut copy = self.inner.copy();
             copy.records.remove(&key);
+            copy.changed.remove(&key);
             copy.unsent.remove(&key);
             copy.forgotten.insert(key);
         }
@@ -443,7 +470,8 @@ async fn send(inner: Weak<Inner>) {
             }
         }
         let idle = {
-            let copy = strong.copy();
+            let mut copy = strong.copy();
+            copy.age_out(strong.max_age);
             copy.unsent.is_empty() && copy.forgotten.is_empty()
         };
         if failed {
@@ -513,6 +541,7 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                     // Another replica forgot it; our own unsent change of it stands.
                     if !copy.unsent.contains(&entry.key) {
                         copy.records.remove(&entry.key);
+                        copy.changed.remove(&entry.key);
                     }
                 }
             }
