@@ -107,6 +107,11 @@
 //! protocols_bucket = "concord_protocols" # key-value buckets, one per agent (defaults shown)
 //! nonces_bucket = "concord_nonces"   # its max_age is security's replay window
 //! consensus_bucket = "concord_consensus"
+//! actions_bucket = "concord_actions" # progress actions by id: queryaction/cancelaction on any
+//! actions_max_age = "7d"             #   replica; a record is forgotten this long after its last change
+//! start_degraded = false             # true: NATS unreachable at start is not an error; the replica
+//! #   serves calls and its description, answers what needs shared state with 503 +
+//! #   Retry-After, and recovers when NATS answers (false: one line naming cluster.nats, exit 2)
 //! [cluster.events]                   # optional: the JetStream stream of the agent's events
 //! stream = "concord_events"          # one per agent; subjects concord.events.<agent>.<event>
 //! agent = "concord_events"           # the <agent> token (the stream's name unless set)
@@ -441,6 +446,10 @@ struct ClusterSection {
     protocols_bucket: Option<String>,
     nonces_bucket: Option<String>,
     consensus_bucket: Option<String>,
+    actions_bucket: Option<String>,
+    actions_max_age: Option<Humane>,
+    #[serde(default)]
+    start_degraded: bool,
     /// `[cluster.events]`.
     events: Option<ClusterEventsSection>,
 }
@@ -550,6 +559,14 @@ pub struct ClusterConfig {
     /// The stream the replicas' events are kept in, its retention within the replay
     /// buffer's bounds.
     pub events: concord_nats::EventStream,
+    /// The bucket of progress actions (`cluster.actions_bucket`).
+    pub actions_bucket: String,
+    /// How long a progress action's record is kept after its last change
+    /// (`cluster.actions_max_age`).
+    pub actions_max_age: Duration,
+    /// Start while NATS cannot be reached (`cluster.start_degraded`): what needs shared
+    /// state answers 503 until it answers. Without, NATS away at start is exit 2.
+    pub start_degraded: bool,
 }
 
 impl ClusterSection {
@@ -585,6 +602,7 @@ impl ClusterSection {
             settings.operation_timeout = timeout;
         }
         let mut buckets = concord_nats::Buckets::default();
+        let mut actions_bucket = concord_nats::DEFAULT_ACTION_BUCKET.to_owned();
         let mut seen = BTreeSet::new();
         for (key, given, name) in [
             (
@@ -602,6 +620,11 @@ impl ClusterSection {
                 self.consensus_bucket,
                 &mut buckets.consensus,
             ),
+            (
+                "cluster.actions_bucket",
+                self.actions_bucket,
+                &mut actions_bucket,
+            ),
         ] {
             if let Some(given) = given {
                 concord_nats::check_bucket_name(&given)
@@ -615,11 +638,24 @@ impl ClusterSection {
                 ));
             }
         }
+        let actions_max_age = match self.actions_max_age.map(Duration::from) {
+            None => concord_nats::DEFAULT_ACTION_MAX_AGE,
+            Some(age) if age < Duration::from_secs(60) => {
+                return Err(Problem::key(
+                    "cluster.actions_max_age",
+                    format!("{age:?} is too short: a record must outlive the action (at least 1m)"),
+                ))
+            }
+            Some(age) => age,
+        };
         let events = self.events.unwrap_or_default().check()?;
         Ok(ClusterConfig {
             settings,
             buckets,
             events,
+            actions_bucket,
+            actions_max_age,
+            start_degraded: self.start_degraded,
         })
     }
 }
@@ -2221,6 +2257,12 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (events.max_messages, events.max_age),
             (Some(100), Some(Duration::from_secs(3600)))
         );
+        assert_eq!(cluster.actions_bucket, concord_nats::DEFAULT_ACTION_BUCKET);
+        assert_eq!(
+            cluster.actions_max_age,
+            concord_nats::DEFAULT_ACTION_MAX_AGE
+        );
+        assert!(!cluster.start_degraded);
         assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
         for (text, expected) in [
             (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),
@@ -2241,6 +2283,9 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nmax_age = \"10ms\"\n"), "cluster.events.max_age: must be at least one second"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n[cluster.events]\nretention = 3\n"), "unknown field `retention`"),
             (format!("{node}{MINIMAL}\n[limits.interaction]\nreplay_events = 0\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "limits.interaction.replay_events: replicas sharing events"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"concord_protocols\"\n"), "cluster.actions_bucket: \"concord_protocols\" is another bucket's name"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"a b\"\n"), "cluster.actions_bucket: \"a b\" has ' '"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_max_age = \"10s\"\n"), "cluster.actions_max_age: 10s is too short"),
         ] {
             let error = load(&text, &[]).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not say {expected:?}");

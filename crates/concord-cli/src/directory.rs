@@ -138,15 +138,47 @@ async fn run_directory(
     let data_dir = directory_config::data_dir(args.data_dir, &config)?;
     create_private_dir(&data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let (keys, created) =
-        crate::identity::serving_keys(&data_dir, config.keys_file.as_deref(), false)
-            .context("the directory's identity")?;
+    let (keys, created) = crate::identity::serving_keys(
+        &data_dir,
+        config.keys_file.as_deref(),
+        config.cluster.is_some(),
+    )
+    .context("the directory's identity")?;
     let mut created = CreatedKeys(created);
     let store = Arc::new(
         Store::open(&data_dir)
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
     );
-    let directory_store: Arc<dyn DirectoryStore> = store.clone();
+    // Replicas: the registrations and their events in NATS, followed by every replica.
+    let directory_store: Arc<dyn DirectoryStore> = match &config.cluster {
+        Some(cluster) => {
+            let opened = async {
+                let nats = concord_nats::Nats::connect(&cluster.settings).await?;
+                concord_nats::NatsDirectoryStore::open(&nats, &cluster.stream).await
+            };
+            match opened.await {
+                Ok(shared) => Arc::new(shared),
+                Err(error) => {
+                    let key = match &error {
+                        concord_nats::NatsError::Bucket { .. } => "cluster.stream",
+                        concord_nats::NatsError::File {
+                            what: "credentials",
+                            ..
+                        } => "cluster.credentials",
+                        concord_nats::NatsError::File { .. } => "cluster.ca_cert",
+                        _ => "cluster.nats",
+                    };
+                    let file = args
+                        .config
+                        .as_ref()
+                        .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
+                    eprintln!("concord: {file}: `{key}`: {error}");
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+        None => store.clone(),
+    };
     let directory = Directory::new(directory_store, config.directory.clone())
         .map_err(|invalid| anyhow::anyhow!("{invalid}"))?;
     let service = DirectoryService::new(directory)

@@ -51,6 +51,18 @@
 //!
 //! `[security]`'s `encryption`, `authentication` and `signature` are an agent's only (its
 //! interface sessions and its calls) and are refused here by key.
+//!
+//! ```toml
+//! [cluster]                          # optional: directory replicas behind one address
+//! nats = ["nats://10.0.0.5:4222"]    # NATS servers with JetStream: the registrations and
+//! #   their events in one stream every replica follows (a registration on one is listed,
+//! #   found and reported by every other); NATS unreachable at start: exit 2
+//! credentials = "directory.creds"    # optional, as an agent's [cluster]
+//! ca_cert = "nats-ca.pem"
+//! require_tls = false
+//! timeout = "2s"
+//! stream = "concord_directory"       # the stream's name, one per directory
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,6 +112,74 @@ pub struct DirectoryConfig {
     /// The identity's key file (`security.keys_file`), read at start; `None`:
     /// `<data_dir>/identity/keys.json`.
     pub keys_file: Option<PathBuf>,
+    /// `[cluster]`: the registrations in NATS, shared by the directory's replicas.
+    pub cluster: Option<DirectoryCluster>,
+}
+
+/// What `[cluster]` configured for a directory: how to reach NATS and the stream's name.
+#[derive(Debug, Clone)]
+pub struct DirectoryCluster {
+    /// The servers, credentials, TLS and operation timeout.
+    pub settings: concord_nats::NatsSettings,
+    /// The stream of the registrations (`cluster.stream`).
+    pub stream: String,
+}
+
+/// `[cluster]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterSection {
+    #[serde(default)]
+    nats: Vec<String>,
+    credentials: Option<PathBuf>,
+    ca_cert: Option<PathBuf>,
+    #[serde(default)]
+    require_tls: bool,
+    timeout: Option<Humane>,
+    stream: Option<String>,
+}
+
+impl ClusterSection {
+    fn check(self, base: &Path) -> Result<DirectoryCluster, Problem> {
+        if self.nats.is_empty() {
+            return Err(Problem::key(
+                "cluster.nats",
+                "no server given: add `nats = [\"nats://host:4222\"]`",
+            ));
+        }
+        for (index, url) in self.nats.iter().enumerate() {
+            concord_nats::check_server_url(url)
+                .map_err(|message| Problem::key(format!("cluster.nats[{index}]"), message))?;
+        }
+        let mut settings = concord_nats::NatsSettings::new(self.nats);
+        let readable = |path: PathBuf, key: &str| -> Result<PathBuf, Problem> {
+            let path = base.join(path);
+            std::fs::metadata(&path).map_err(|error| {
+                Problem::key(key, format!("cannot read {}: {error}", path.display()))
+            })?;
+            Ok(path)
+        };
+        if let Some(path) = self.credentials {
+            settings.credentials = Some(readable(path, "cluster.credentials")?);
+        }
+        if let Some(path) = self.ca_cert {
+            settings.root_certificates = Some(readable(path, "cluster.ca_cert")?);
+        }
+        settings.require_tls = self.require_tls;
+        if let Some(timeout) = self.timeout {
+            let timeout = Duration::from(timeout);
+            if timeout.is_zero() {
+                return Err(Problem::key("cluster.timeout", "must be more than zero"));
+            }
+            settings.operation_timeout = timeout;
+        }
+        let stream = self
+            .stream
+            .unwrap_or_else(|| concord_nats::DEFAULT_DIRECTORY_STREAM.to_owned());
+        concord_nats::check_bucket_name(&stream)
+            .map_err(|message| Problem::key("cluster.stream", message))?;
+        Ok(DirectoryCluster { settings, stream })
+    }
 }
 
 impl Default for DirectoryConfig {
@@ -122,6 +202,7 @@ impl Default for DirectoryConfig {
             discovery: crate::discovery_config::Discovery::default(),
             security: Security::default(),
             keys_file: None,
+            cluster: None,
         }
     }
 }
@@ -162,6 +243,7 @@ struct File {
     discovery: crate::discovery_config::DiscoverySection,
     #[serde(default)]
     security: SecuritySection,
+    cluster: Option<ClusterSection>,
 }
 
 /// `[directory]`.
@@ -297,6 +379,10 @@ impl File {
             discovery: self.discovery.check()?,
             security,
             keys_file,
+            cluster: self
+                .cluster
+                .map(|cluster| cluster.check(base))
+                .transpose()?,
         })
     }
 }
@@ -409,6 +495,21 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_is_read_with_its_stream() {
+        assert!(load("").unwrap().cluster.is_none());
+        let cluster = load("[cluster]\nnats = [\"nats://10.0.0.5:4222\"]\ntimeout = \"500ms\"\n")
+            .unwrap()
+            .cluster
+            .unwrap();
+        assert_eq!(cluster.settings.servers, ["nats://10.0.0.5:4222"]);
+        assert_eq!(
+            cluster.settings.operation_timeout,
+            Duration::from_millis(500)
+        );
+        assert_eq!(cluster.stream, concord_nats::DEFAULT_DIRECTORY_STREAM);
+    }
+
+    #[test]
     fn each_wrong_key_is_refused_by_name() {
         for (text, key) in [
             ("[directory]\nmax_entries = 0", "directory.max_entries"),
@@ -430,6 +531,20 @@ mod tests {
                 "directory.purge_interval",
             ),
             ("[directory]\ntitle = \" \"", "directory.title"),
+            ("[cluster]\n", "cluster.nats"),
+            ("[cluster]\nnats = [\"http://a:4222\"]", "cluster.nats[0]"),
+            (
+                "[cluster]\nnats = [\"nats://a:4222\"]\nstream = \"a.b\"",
+                "cluster.stream",
+            ),
+            (
+                "[cluster]\nnats = [\"nats://a:4222\"]\ntimeout = \"0s\"",
+                "cluster.timeout",
+            ),
+            (
+                "[cluster]\nnats = [\"nats://a:4222\"]\ncredentials = \"none.creds\"",
+                "cluster.credentials",
+            ),
             ("[directory]\nid = \"shop\"", "directory.id"),
             ("[node]\nlisten = \"nowhere\"", "node.listen"),
             (

@@ -72,8 +72,8 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<(Keys, bool)> {
 /// - `keys_file` given (`security.keys_file`): that file's keys; it is never created or
 ///   written.
 /// - else the data directory's key file; created on a first start, unless `replicated`:
-///   replicas of one agent (`[cluster]`) must present one DID, so a replica with no keys
-///   does not make its own.
+///   replicas (`[cluster]`, of an agent or a directory) must present one DID, so a replica
+///   with no keys does not make its own.
 ///
 /// # Errors
 /// The keys cannot be read (or written), or a replica has none: the error says how to
@@ -89,8 +89,8 @@ pub fn serving_keys(
     if replicated {
         let keys = load(data_dir)?.ok_or_else(|| {
             Wrong::error(format!(
-                "replicas ([cluster]) are one agent with one DID, and {} does not exist: give \
-                 every replica the same keys (`security.keys_file`, or `concord identity new` \
+                "replicas ([cluster]) present one DID, and {} does not exist: give every \
+                 replica the same keys (`security.keys_file`, or `concord identity new` \
                  once and the file copied to each data directory)",
                 key_file(data_dir).display()
             ))

@@ -179,9 +179,29 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     builder = builder.registration(config.registration);
     // Replicas: protocols, nonces and consensus protocols in NATS. Unreachable at start is
     // a one-line error naming the key, exit 2 (the agent cannot run as configured).
+    let mut degraded = None;
     let cluster = match &config.cluster {
         Some(cluster) => match open_cluster(cluster, &config.security).await {
             Ok(shared) => Some(shared),
+            // `start_degraded`: NATS away is an outage, not a configuration error; the
+            // replica serves what needs no shared state and recovers when NATS answers.
+            Err(("cluster.nats", error)) if cluster.start_degraded => {
+                eprintln!(
+                    "concord: {}: `cluster.nats`: {error}: starting degraded (cluster.start_degraded): \
+                     what needs shared state answers 503 until NATS answers",
+                    args.config.display()
+                );
+                let mut settings = concord_nats::DegradedSettings::new(
+                    cluster.settings.clone(),
+                    config.security.replay_ttl,
+                );
+                settings.buckets = cluster.buckets.clone();
+                settings.actions_bucket = cluster.actions_bucket.clone();
+                settings.actions_max_age = cluster.actions_max_age;
+                settings.events = Some(cluster.events.clone());
+                degraded = Some(Arc::new(concord_nats::start_degraded(settings)));
+                None
+            }
             Err((key, error)) => {
                 eprintln!("concord: {}: `{key}`: {error}", args.config.display());
                 return Ok(ExitCode::from(2));
@@ -189,6 +209,22 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
         },
         None => None,
     };
+    if let Some((_, actions)) = &cluster {
+        // Progress actions: queried and cancelled on any replica.
+        builder = builder
+            .action_records(Arc::clone(actions) as Arc<dyn concord_node::ActionRecords>)
+            .action_relay(Arc::clone(actions) as Arc<dyn concord_node::ActionRelay>);
+    }
+    if let Some(degraded) = &degraded {
+        builder = builder
+            .protocols(Arc::clone(degraded) as Arc<dyn concord_store::ProtocolBook>)
+            .nonce_store(Arc::clone(degraded) as Arc<dyn concord_store::NonceStore>)
+            .consensus_registry(Arc::clone(degraded) as Arc<dyn concord_store::ConsensusRegistry>)
+            .action_records(Arc::clone(degraded) as Arc<dyn concord_node::ActionRecords>)
+            .action_relay(Arc::clone(degraded) as Arc<dyn concord_node::ActionRelay>)
+            .event_log(Arc::clone(degraded) as Arc<dyn concord_node::EventLog>);
+    }
+    let cluster = cluster.map(|(shared, _)| shared);
     if let Some(shared) = &cluster {
         builder = builder
             .protocols(Arc::clone(&shared.protocols) as Arc<dyn concord_store::ProtocolBook>)
@@ -197,8 +233,9 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
                 Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>
             );
     }
-    // Replicas' events: one JetStream stream, every replica's subscribers fed from it.
-    if let Some(config) = &config.cluster {
+    // Replicas' events: one JetStream stream, every replica's subscribers fed from it
+    // (started degraded: opened with the buckets, above).
+    if let Some(config) = config.cluster.as_ref().filter(|_| cluster.is_some()) {
         match open_events(config).await {
             Ok(log) => builder = builder.event_log(Arc::new(log)),
             Err((key, error)) => {
@@ -209,7 +246,12 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     }
     let registry: Option<Arc<dyn concord_store::ConsensusRegistry>> = cluster
         .as_ref()
-        .map(|shared| Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>);
+        .map(|shared| Arc::clone(&shared.consensus) as Arc<dyn concord_store::ConsensusRegistry>)
+        .or_else(|| {
+            degraded
+                .as_ref()
+                .map(|degraded| Arc::clone(degraded) as Arc<dyn concord_store::ConsensusRegistry>)
+        });
     let node = match builder.build() {
         Ok(node) => node,
         Err(NodeError::Config(problem)) => {
@@ -221,6 +263,22 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     let registry = registry
         .unwrap_or_else(|| Arc::clone(node.store()) as Arc<dyn concord_store::ConsensusRegistry>);
     for protocol in &config.consensus {
+        if let Some(degraded) = degraded.as_ref().filter(|degraded| !degraded.is_ready()) {
+            // Registered once NATS answers; until then it is not offered.
+            match consensus_entry(&node, protocol).await {
+                Ok(entry) => hold_later(Arc::clone(degraded), Arc::clone(&registry), entry),
+                Err(error) => {
+                    eprintln!(
+                        "concord: {}: `{}`: {}",
+                        args.config.display(),
+                        protocol.key,
+                        logging::error_line(&error)
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            }
+            continue;
+        }
         if let Err(error) = hold_consensus(&node, &registry, protocol).await {
             eprintln!(
                 "concord: {}: `{}`: {}",
@@ -359,7 +417,13 @@ impl Drop for CreatedKeys {
 async fn open_cluster(
     cluster: &crate::agent_config::ClusterConfig,
     security: &concord_node::Security,
-) -> Result<concord_nats::SharedState, (&'static str, concord_nats::NatsError)> {
+) -> Result<
+    (
+        concord_nats::SharedState,
+        Arc<concord_nats::NatsActionRecords>,
+    ),
+    (&'static str, concord_nats::NatsError),
+> {
     use concord_nats::NatsError;
     let nats = concord_nats::Nats::connect(&cluster.settings)
         .await
@@ -374,7 +438,20 @@ async fn open_cluster(
             };
             (key, error)
         })?;
-    concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
+    let actions = concord_nats::NatsActionRecords::open(
+        &nats,
+        &cluster.actions_bucket,
+        cluster.actions_max_age,
+    )
+    .await
+    .map_err(|error| {
+        let key = match &error {
+            NatsError::Bucket { .. } => "cluster.actions_bucket",
+            _ => "cluster.nats",
+        };
+        (key, error)
+    })?;
+    let shared = concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
         .await
         .map_err(|error| {
             let buckets = &cluster.buckets;
@@ -393,7 +470,8 @@ async fn open_cluster(
                 _ => "cluster.nats",
             };
             (key, error)
-        })
+        })?;
+    Ok((shared, Arc::new(actions)))
 }
 
 /// Connects to the cluster's NATS servers for the agent's events (their own connection:
@@ -424,20 +502,58 @@ async fn hold_consensus(
     registry: &Arc<dyn concord_store::ConsensusRegistry>,
     protocol: &crate::agent_config::ConsensusProtocol,
 ) -> anyhow::Result<()> {
-    let mut generator = Generator::new();
-    if let Some(client) = node.llm() {
-        generator = generator.with_llm(LlmClient::clone(client));
-    }
-    let generated =
-        consensus::provider_module(&generator, &protocol.document, &node.actions()).await?;
-    let entry = NewConsensus::new(protocol.uri.clone(), protocol.document.text())
-        .with_handler(Role::Provider, generated.source);
+    let entry = consensus_entry(node, protocol).await?;
     let registry = Arc::clone(registry);
     tokio::task::spawn_blocking(move || registry.add_consensus(&entry))
         .await
         .context("the store task failed")?
         .context("cannot register it")?;
     Ok(())
+}
+
+/// The registry entry of a configured consensus protocol: its document with our provider
+/// code, generated and checked.
+async fn consensus_entry(
+    node: &Node,
+    protocol: &crate::agent_config::ConsensusProtocol,
+) -> anyhow::Result<NewConsensus> {
+    let mut generator = Generator::new();
+    if let Some(client) = node.llm() {
+        generator = generator.with_llm(LlmClient::clone(client));
+    }
+    let generated =
+        consensus::provider_module(&generator, &protocol.document, &node.actions()).await?;
+    Ok(
+        NewConsensus::new(protocol.uri.clone(), protocol.document.text())
+            .with_handler(Role::Provider, generated.source),
+    )
+}
+
+/// A replica started degraded registers a configured consensus protocol once NATS answers
+/// (trying every second until it is registered).
+fn hold_later(
+    degraded: Arc<concord_nats::Degraded>,
+    registry: Arc<dyn concord_store::ConsensusRegistry>,
+    entry: NewConsensus,
+) {
+    tokio::spawn(async move {
+        loop {
+            if degraded.is_ready() {
+                let (registry, held) = (Arc::clone(&registry), entry.clone());
+                match tokio::task::spawn_blocking(move || registry.add_consensus(&held)).await {
+                    Ok(Ok(_)) => {
+                        tracing::info!(uri = %entry.uri, "consensus protocol registered now that NATS answers");
+                        return;
+                    }
+                    Ok(Err(error)) => {
+                        tracing::warn!(uri = %entry.uri, %error, "consensus protocol not registered yet")
+                    }
+                    Err(error) => tracing::warn!(%error, "the store task failed"),
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
 }
 
 /// Waits for Ctrl-C, or SIGTERM on Unix.

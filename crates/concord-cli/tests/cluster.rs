@@ -111,3 +111,431 @@ fn a_replica_without_the_agents_keys_does_not_start_with_a_did_of_its_own() {
     started.fails(1, "security.keys_file");
     assert!(!dir.path().join("data/identity/keys.json").exists());
 }
+
+/// A progress action that reports half and then sleeps a minute (unless cancelled).
+const RENDER: &str = r#"
+[[actions]]
+name = "render"
+description = "Renders for a minute, reporting progress."
+mode = "progress"
+input = { type = "object" }
+output = { type = "object" }
+exec = { command = "sh", args = ["-c", "echo '{\"progress\": 0.5}'; sleep 60; echo '{}'"], timeout = "120s" }
+"#;
+
+/// Two replicas (`a`, `b`) of one agent from `extra` (after the actions), on free ports,
+/// sharing the identity keys; their configurations' directory is `dir`.
+fn two_replicas(dir: &std::path::Path, extra: &str) -> Vec<Served> {
+    // A replica makes no keys of its own: made once, then copied to each data directory.
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.join("data-a")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let mut replicas = Vec::new();
+    for name in ["a", "b"] {
+        let port = free_port();
+        let text = config_text(extra)
+            .replace(
+                "listen = \"127.0.0.1:0\"",
+                &format!("listen = \"127.0.0.1:{port}\""),
+            )
+            .replace(
+                "data_dir = \"data\"",
+                &format!("data_dir = \"data-{name}\"\npublic_url = \"http://127.0.0.1:{port}/\""),
+            );
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, text).unwrap();
+        if name == "b" {
+            let keys = dir.join("data-b/identity");
+            std::fs::create_dir_all(&keys).unwrap();
+            std::fs::copy(
+                dir.join("data-a/identity/keys.json"),
+                keys.join("keys.json"),
+            )
+            .unwrap();
+        }
+        replicas.push(Served::start(&[OsStr::new("--config"), config.as_os_str()]));
+    }
+    replicas
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn serve_with_a_cluster_answers_and_cancels_a_progress_action_on_any_replica() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The actions bucket's name is checked at start, by key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        config_text(&format!(
+            "{RENDER}\n[cluster]\nnats = [{:?}]\nactions_bucket = \"shop.actions\"\n",
+            nats.url()
+        ))
+        .replace(
+            "data_dir = \"data\"",
+            "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:1/\"",
+        ),
+    )
+    .unwrap();
+    let refused =
+        run(concord().args([OsStr::new("serve"), OsStr::new("--config"), bad.as_os_str()]));
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cluster.actions_bucket") && refused.stderr.lines().count() == 1,
+        "{}",
+        refused.stderr
+    );
+
+    let replicas = two_replicas(
+        dir.path(),
+        &format!(
+            "{RENDER}\n[cluster]\nnats = [{:?}]\nactions_bucket = \"shop_actions\"\n",
+            nats.url()
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let path = runtime.block_on(async {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // Started on A over HTTP.
+        let started = http
+            .post(format!("{}actions/render", replicas[0].url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 201);
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        let path = location.split_once("/actions/").unwrap().1.to_owned();
+        let on = |replica: usize| format!("{}actions/{path}", replicas[replica].url);
+        // Queried on B once A reported its progress.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let seen = http.get(on(1)).send().await.unwrap();
+            let status = seen.status();
+            let body: serde_json::Value =
+                serde_json::from_slice(&seen.bytes().await.unwrap()).unwrap_or_default();
+            if status == 200 && body["progress"] == 0.5 {
+                assert_eq!(body["status"], "running", "{body}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "B never answered A's progress: {status} {body}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // Cancelled on B: delivered to A, which stops it.
+        let cancelled = http.delete(on(1)).send().await.unwrap();
+        assert_eq!(cancelled.status(), 204);
+        let on_a: serde_json::Value =
+            serde_json::from_slice(&http.get(on(0)).send().await.unwrap().bytes().await.unwrap())
+                .unwrap();
+        assert_eq!(on_a["status"], "failed", "{on_a}");
+        assert_eq!(
+            on_a["error"]["type"], "urn:concord:interact:cancelled",
+            "{on_a}"
+        );
+        path
+    });
+    // Kept in the configured bucket.
+    let records = runtime.block_on(async {
+        let nats = Nats::connect(&NatsSettings::new([nats.url()]))
+            .await
+            .unwrap();
+        concord_nats::NatsActionRecords::open(
+            &nats,
+            "shop_actions",
+            concord_nats::DEFAULT_ACTION_MAX_AGE,
+        )
+        .await
+        .unwrap()
+    });
+    let id = path.rsplit('/').next().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        use concord_node::ActionRecords;
+        let record = records.read(id).unwrap();
+        if record
+            .as_ref()
+            .is_some_and(|record| record.status.is_terminal())
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not cancelled in `shop_actions`: {record:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(replicas);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answers() {
+    // A NATS server that is not running yet (its port and directory kept).
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("data")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let port = free_port();
+    let text = |degraded: bool| {
+        config_text(&format!(
+            "{RENDER}\n[[events]]\nname = \"feedback\"\ndata = {{ type = \"object\" }}\n\n\
+             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n\n\
+             [security]\nresolve_loopback_over_http = true\n",
+            nats.url()
+        ))
+        .replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"127.0.0.1:{port}\""),
+        )
+        .replace(
+            "data_dir = \"data\"",
+            &format!(
+                "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\"\n\
+                 event_ingest_token = {:?}",
+                events::TOKEN
+            ),
+        )
+    };
+    // Not configured to: NATS away at start is one line naming `cluster.nats`, exit 2.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(&strict, text(false)).unwrap();
+    let refused = run(concord().args([
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        strict.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.nats`");
+
+    // Configured to: it starts and serves what needs no shared state.
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, text(true)).unwrap();
+    let replica = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let url = replica.url.clone();
+    runtime.block_on(async {
+        let description = http
+            .get(format!("{url}.well-known/wot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(description.status(), 200, "the description as built");
+        let called = http
+            .post(format!("{url}actions/getProductInfo"))
+            .header("content-type", "application/json")
+            .body(r#"{"productId": "P12345"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(called.status(), 200, "a call touches no shared state");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&called.bytes().await.unwrap()).unwrap();
+        assert_eq!(answer["productName"], "Laptop", "{answer}");
+        // What needs shared state: an action another replica might run is a typed 503.
+        let unknown = http
+            .get(format!(
+                "{url}actions/render/0123456789abcdef0123456789abcdef"
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown.status(), 503);
+        assert!(
+            unknown.headers().get("retry-after").is_some(),
+            "{unknown:?}"
+        );
+    });
+    // An event cannot be given its id in the stream: refused with 503, never lost.
+    let at: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let (status, answer) = events::post(at, 1);
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after"),
+        "{answer}"
+    );
+    // A signed call's nonce cannot be recorded: refused, with 503, not accepted.
+    let signer = Signer::start();
+    let refused = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("503"), "{}", refused.stderr);
+
+    // NATS answers: the replica recovers with no restart.
+    nats.resume();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let signed = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer);
+        if signed.code == 0 {
+            assert_eq!(signed.json()["settledBy"], "negotiated");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recovered within 30 s of NATS: {}",
+            signed.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    runtime.block_on(async {
+        let unknown = http
+            .get(format!(
+                "{url}actions/render/0123456789abcdef0123456789abcdef"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let status = unknown.status();
+        let body = unknown.text().await.unwrap();
+        assert_eq!(status, 404, "the records answer again: {body}");
+    });
+    // The event stream was opened with the buckets: an event is published and replayed.
+    let (status, answer) = events::post(at, 2);
+    assert_eq!(status, 202, "{answer}");
+    let mut sse = events::Sse::open(at, Some(0)).unwrap();
+    match sse.next() {
+        Some(events::Heard::Event(_, n)) => assert_eq!(n, 2),
+        other => panic!("the event published after recovery: {other:?}"),
+    }
+    // What it negotiated is in NATS.
+    let book = runtime.block_on(async {
+        let nats = Nats::connect(&NatsSettings::new([nats.url()]))
+            .await
+            .unwrap();
+        NatsProtocolBook::open(&nats, DEFAULT_PROTOCOL_BUCKET)
+            .await
+            .unwrap()
+    });
+    let signed = signed_call_json(&url, r#"{"productId": "P12345"}"#, &signer).json();
+    let hash: ProtocolHash = signed["hash"].as_str().unwrap().parse().unwrap();
+    assert!(book.protocol(&hash).unwrap().is_some());
+    drop(replica);
+}
+
+/// A valid TD with this id and a `toggle` action.
+fn lamp(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "@context": "https://www.w3.org/2022/wot/td/v1.1",
+        "id": id,
+        "title": "Lamp",
+        "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+        "security": "nosec_sc",
+        "actions": {"toggle": {"forms": [{"href": "https://lamp.example.com/toggle"}]}}
+    })
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // Replicas present one DID: one key file, named by the configuration.
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let config = dir.path().join("directory.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\ntitle = \"Shop floor\"\n\n[security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+             [cluster]\nnats = [{:?}]\nstream = \"shop_directory\"\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let replica = |name: &str| {
+        let data = dir.path().join(name);
+        Served::directory(&[
+            OsStr::new("--config"),
+            config.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--data-dir"),
+            data.as_os_str(),
+        ])
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // B's event feed is open before A registers.
+        let mut feed = http.get(format!("{}events", b.url)).send().await.unwrap();
+        assert_eq!(feed.status(), 200);
+        let id = "urn:example:lamp-1";
+        let put = http
+            .put(format!("{}things/{id}", a.url))
+            .header("content-type", "application/td+json")
+            .body(lamp(id).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), 201);
+        // B reports it ...
+        let mut seen = String::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen.contains("thing_created") {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match tokio::time::timeout(left, feed.chunk()).await {
+                Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                other => panic!("B's feed ended without the event: {other:?} after {seen:?}"),
+            }
+        }
+        assert!(seen.contains(id), "{seen}");
+        // ... serves it, and finds it by capability.
+        let read = http
+            .get(format!("{}things/{id}", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+        let found = http
+            .get(format!("{}search/capability?action=toggle", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.status(), 200);
+        let found = String::from_utf8(found.bytes().await.unwrap().to_vec()).unwrap();
+        assert!(found.contains(id), "{found}");
+        // Removed on B: gone on A.
+        let deleted = http
+            .delete(format!("{}things/{id}", b.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), 204);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let gone = http
+                .get(format!("{}things/{id}", a.url))
+                .send()
+                .await
+                .unwrap();
+            if gone.status() == 404 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "A still serves it");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    drop((a, b));
+}

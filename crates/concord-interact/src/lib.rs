@@ -34,6 +34,7 @@
 use std::time::Duration;
 
 mod action_records;
+mod action_relay;
 mod actions;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -51,6 +52,9 @@ mod thing;
 pub mod wire;
 
 pub use action_records::{ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords};
+pub use action_relay::{
+    ActionRelay, LocalActions, RelayError, RelayFuture, RELAY_RETRY_AFTER_SECS,
+};
 pub use actions::{
     Action, ActionEvent, ActionIds, ActionTable, ActionTableError, ActionTracker, CancelReason,
     SequentialIds,

@@ -336,8 +336,9 @@ impl Thing {
 
     /// Cancels an action (`cancelaction`): [`Thing::poll_action_event`] tells the node to
     /// stop the work, its caller gets the terminal notification (status cancelled). An
-    /// action another Thing sharing the records runs is refused
-    /// ([`ActionTableError::HeldElsewhere`]), not forwarded.
+    /// action another Thing sharing the records runs is refused here
+    /// ([`ActionTableError::HeldElsewhere`]): the provider endpoint then asks its node to
+    /// relay the cancel ([`ProviderEvent::CancelElsewhere`](crate::ProviderEvent)).
     pub fn cancel_action(
         &mut self,
         action_id: &str,

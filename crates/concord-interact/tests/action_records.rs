@@ -200,3 +200,106 @@ fn records_that_fail_leave_the_table_s_changes_standing_and_answer_503_for_other
         Err(ActionTableError::Records(_))
     ));
 }
+
+/// The one message `provider` sends next.
+fn sent(
+    provider: &mut concord_interact::ProviderEndpoint,
+    thing: &mut concord_interact::Thing,
+) -> Message {
+    let bytes = provider.poll_transmit(thing).expect("an answer");
+    match concord_interact::decode_frame(&bytes, &Limits::default()).unwrap() {
+        concord_interact::Frame::Message(message) => message,
+        other => panic!("not a message: {other:?}"),
+    }
+}
+
+#[test]
+fn a_provider_endpoint_asks_its_node_to_relay_a_cancel_held_elsewhere_and_answers_what_came_back() {
+    let records = Arc::new(LocalActionRecords::new());
+    let (mut a, _) = replicas(&records);
+    let t0 = Instant::now();
+    let id = a.start("train", t0).unwrap();
+    a.progress(&id, 0.5, None, t0).unwrap();
+    // Replica B's node-wide Thing, sharing the records, and one session on it.
+    let interface: concord_interact::Interface =
+        serde_json::from_value(json!({"actions": {"train": {"mode": "progress"}}})).unwrap();
+    let mut thing = concord_interact::Thing::new(
+        interface.clone(),
+        Default::default(),
+        Limits::default(),
+        concord_interact::Overflow::DropOldest,
+    )
+    .unwrap()
+    .with_action_records(Arc::clone(&records) as Arc<dyn ActionRecords>);
+    let subscriber = thing.new_subscriber();
+    let mut provider = concord_interact::ProviderEndpoint::new(
+        subscriber,
+        interface,
+        Limits::default(),
+        concord_interact::stream::StreamLimits::default(),
+    );
+    let cancel = |correlation: &str| {
+        concord_interact::encode_message(
+            &Message::request(Operation::CancelAction, correlation).with_action_id(id.clone()),
+            &Limits::default(),
+        )
+        .unwrap()
+    };
+
+    // Not answered at once: the node is asked to relay it, with the 409 to answer if it cannot.
+    provider.handle_frame(t0, &cancel("c-1"), &mut thing);
+    let (request, refused) = match provider.poll_event() {
+        Some(concord_interact::ProviderEvent::CancelElsewhere {
+            request,
+            action_id,
+            refused,
+        }) => {
+            assert_eq!(action_id, id);
+            (request, refused)
+        }
+        other => panic!("expected CancelElsewhere, got {other:?}"),
+    };
+    assert_eq!(refused.status, Some(409));
+    assert!(
+        provider.poll_transmit(&mut thing).is_none(),
+        "nothing answered yet"
+    );
+    assert_eq!(provider.pending_requests(), 1);
+
+    // The runner cancelled it: the caller hears its record.
+    a.cancel(&id, t0).unwrap();
+    let record = a.query(&id).unwrap().to_record();
+    provider.reply_cancel(request.clone(), Ok(record), t0);
+    let answer = sent(&mut provider, &mut thing);
+    assert_eq!(answer.correlation_id, "c-1");
+    assert_eq!(answer.operation, Operation::CancelAction);
+    assert_eq!(answer.status, Some(ActionStatus::Cancelled));
+    assert_eq!(answer.action_id.as_deref(), Some(id.as_str()));
+    assert_eq!(provider.pending_requests(), 0);
+    // Answered once: a late second answer is ignored.
+    provider.reply_cancel(
+        request,
+        Err(Problem::new("about:blank").with_status(503)),
+        t0,
+    );
+    assert!(provider.poll_transmit(&mut thing).is_none());
+
+    // A relay that failed: the caller hears its problem.
+    let other = a.start("train", t0).unwrap();
+    let cancel_other = concord_interact::encode_message(
+        &Message::request(Operation::CancelAction, "c-2").with_action_id(other.clone()),
+        &Limits::default(),
+    )
+    .unwrap();
+    provider.handle_frame(t0, &cancel_other, &mut thing);
+    let Some(concord_interact::ProviderEvent::CancelElsewhere { request, .. }) =
+        provider.poll_event()
+    else {
+        panic!("expected CancelElsewhere");
+    };
+    let unavailable = Problem::new("urn:concord:interact:unavailable").with_status(503);
+    provider.reply_cancel(request, Err(unavailable.clone()), t0);
+    let answer = sent(&mut provider, &mut thing);
+    assert_eq!(answer.correlation_id, "c-2");
+    assert_eq!(answer.error, Some(unavailable));
+}

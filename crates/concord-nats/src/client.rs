@@ -155,19 +155,6 @@ impl Nats {
         &self.jetstream
     }
 
-    /// Whether the client is connected now (it reconnects by itself when not).
-    pub(crate) fn is_connected(&self) -> bool {
-        self.client.connection_state() == async_nats::connection::State::Connected
-    }
-
-    /// Runs `task` in the background on the runtime requests run on.
-    pub(crate) fn spawn<F>(&self, task: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.handle.spawn(task);
-    }
-
     /// A new inbox subject for a consumer's deliveries.
     pub(crate) fn inbox(&self) -> String {
         self.client.new_inbox()
@@ -259,6 +246,26 @@ impl Nats {
                 Err(NatsError::RuntimeGone { operation })
             }
         }
+    }
+}
+
+// What the progress actions and the directory (`actions.rs`, `directory.rs`) need beyond
+// the key-value requests: the client for subjects, the runtime for their tasks.
+impl Nats {
+    /// The client (subjects: relayed cancels).
+    pub(crate) fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// The runtime the requests and this crate's tasks run on.
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Whether the client is connected now (not reconnecting): what answers at once,
+    /// rather than after the operation timeout, while NATS is away.
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
     }
 }
 

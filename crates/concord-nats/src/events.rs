@@ -414,7 +414,7 @@ impl EventLog for NatsEventLog {
     }
 
     fn deliver_to(&self, sink: Weak<dyn EventSink>) -> bool {
-        self.nats.spawn(self.clone().feed(sink));
+        self.nats.handle().spawn(self.clone().feed(sink));
         true
     }
 }

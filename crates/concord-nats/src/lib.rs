@@ -10,10 +10,18 @@
 //!   accepted DID-signed upgrades, so that one accepted by a replica is refused by every
 //!   other and after a restart;
 //! - [`NatsConsensusRegistry`] ([`ConsensusRegistry`](concord_store::ConsensusRegistry)):
-//!   consensus protocols by URI, changed by compare-and-swap.
+//!   consensus protocols by URI, changed by compare-and-swap;
 //! - [`NatsEventLog`] ([`EventLog`](concord_interact::EventLog)): an agent's events on one
 //!   JetStream stream, the stream sequence as the event id, every replica's subscribers fed
-//!   from one ordered consumer of it (one order, each event once, a resume on any replica).
+//!   from one ordered consumer of it (one order, each event once, a resume on any replica);
+//! - [`NatsActionRecords`] ([`ActionRecords`](concord_interact::ActionRecords) and
+//!   [`ActionRelay`](concord_interact::ActionRelay)): progress actions by id, so that
+//!   `queryaction` is answered on any replica and `cancelaction` on any replica reaches the
+//!   one running the action;
+//! - [`start_degraded`]: every backend above for a replica that starts while NATS is away,
+//!   answering a typed error at once until NATS answers, then the real ones;
+//! - [`NatsDirectoryStore`] ([`DirectoryStore`](concord_directory::DirectoryStore)): a
+//!   directory's registrations and their events on a stream every directory replica follows.
 //!
 //! Each passes its trait's conformance suite (`concord_store::conformance`) against a real
 //! `nats-server` (`tests/conformance.rs`). The traits are synchronous: [`Nats`] documents
@@ -40,22 +48,30 @@
 )]
 #![warn(missing_docs)]
 
+mod actions;
 mod client;
 mod consensus;
+mod degraded;
+mod directory;
 mod error;
 mod events;
 mod nonces;
 mod protocols;
 mod shared;
+mod usage;
 
+pub use actions::{NatsActionRecords, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE};
 pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
+pub use degraded::{start_degraded, Degraded, DegradedSettings};
+pub use directory::{NatsDirectoryStore, DEFAULT_DIRECTORY_STREAM};
 pub use error::{NatsError, BACKEND};
 pub use events::{EventStream, NatsEventLog, DEFAULT_EVENT_STREAM};
 pub use nonces::{NatsNonceStore, DEFAULT_NONCE_BUCKET};
 pub use protocols::{NatsProtocolBook, DEFAULT_PROTOCOL_BUCKET};
 pub use shared::{Buckets, SharedState};
+pub use usage::{bucket_usage, BucketUsage};
 
 pub mod testing;

@@ -68,7 +68,10 @@ impl Description {
     /// The description as served now. When the consensus registry cannot be read (a
     /// shared backend away), the last document built is served as it was (its consensus
     /// list may be behind: a caller offering a protocol no longer there is told so in the
-    /// hello, as always); with none built yet, the error.
+    /// hello, as always); with none built yet (a replica started while its shared backend
+    /// is away), the description as the node's configuration makes it, listing no consensus
+    /// protocol (the registry cannot say which): it is not kept, so the first read of the
+    /// registry that succeeds builds the full one.
     pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, DescriptionBuildError> {
         let consensus = match self.consensus(shared).await {
             Ok(consensus) => consensus,
@@ -80,7 +83,11 @@ impl Description {
                         tracing::warn!(%error, "the consensus registry cannot be read: serving the last description built");
                         Ok(bytes.clone())
                     }
-                    None => Err(error),
+                    None => {
+                        drop(built);
+                        tracing::warn!(%error, "the consensus registry cannot be read: serving the description without consensus protocols");
+                        build(shared, &self.site, &self.bindings, Vec::new()).map(Bytes::from)
+                    }
                 };
             }
         };
@@ -258,7 +265,8 @@ fn build(
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum DescriptionBuildError {
-    /// The store could not list the consensus protocols.
+    /// The store could not list the consensus protocols (logged: the description is then
+    /// the last built, or one without consensus protocols, never this error).
     #[error("{0}")]
     Store(StoreFailure),
     /// The description built is not valid (a bug of ours: the validator's report).

@@ -105,8 +105,8 @@ pub use binding::sse;
 pub use binding::DEFAULT_PURGE_INTERVAL;
 pub use binding::{
     ActionState, Affordance, BearerGrant, BearerTokenError, Binding, Described, DirectoryService,
-    InvokeFuture, Owner, ProblemResponse, Site, StartFuture, ThingAccess, ThingError,
-    MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
+    InvokeFuture, Owner, ProblemResponse, RelayCancelFuture, Site, StartFuture, ThingAccess,
+    ThingError, MIN_BEARER_TOKEN_LEN, PROBLEM_JSON,
 };
 pub use binding::{Feed, FeedEnd, FeedNews};
 pub use client::{Connection, ConnectionInfo, PeerDescription};
@@ -123,6 +123,7 @@ pub use concord_identity::{NonceLog, ReplayCache};
 pub use concord_interact::{
     ActionIds, ActionRecord, ActionRecords, ActionRecordsError, LocalActionRecords,
 };
+pub use concord_interact::{ActionRelay, LocalActions, RelayError, RelayFuture};
 pub use concord_interact::{EventLog, EventLogError, EventSink, LocalEventLog};
 pub use concord_store::{ConsensusRegistry, NonceStore, ProtocolBook};
 pub use config::{InvalidLimit, Limits};

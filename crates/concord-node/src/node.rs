@@ -435,6 +435,7 @@ pub struct NodeBuilder {
     event_log: Option<Arc<dyn concord_interact::EventLog>>,
     action_records: Option<Arc<dyn concord_interact::ActionRecords>>,
     action_ids: Option<Box<dyn concord_interact::ActionIds>>,
+    action_relay: Option<Arc<dyn concord_interact::ActionRelay>>,
     directories: Vec<String>,
     registration: crate::RegistrationSettings,
 }
@@ -484,6 +485,7 @@ impl NodeBuilder {
             event_log: None,
             action_records: None,
             action_ids: None,
+            action_relay: None,
             directories: Vec::new(),
             registration: crate::RegistrationSettings::default(),
         }
@@ -867,8 +869,9 @@ impl NodeBuilder {
     /// terminal, cancelled, lease expired) to `records`, and answers a `queryaction` for an
     /// action it does not run from there: nodes sharing records (replicas of one agent)
     /// answer a query for an action any of them runs. A `cancelaction` for an action
-    /// another node runs is refused (409, `urn:concord:interact:conflict`), not forwarded:
-    /// only the node running it can stop it. Records that cannot be read answer 503. They
+    /// another node runs is relayed to it when the node has an
+    /// [action relay](Self::action_relay), else refused (409,
+    /// `urn:concord:interact:conflict`): only the node running it can stop it. Records that cannot be read answer 503. They
     /// must pass `concord_interact::conformance::action_records`; without, the node's
     /// actions live in its own table only.
     pub fn action_records(mut self, records: Arc<dyn concord_interact::ActionRecords>) -> Self {
@@ -882,6 +885,17 @@ impl NodeBuilder {
     /// [action records](Self::action_records).
     pub fn action_ids(mut self, ids: Box<dyn concord_interact::ActionIds>) -> Self {
         self.action_ids = Some(ids);
+        self
+    }
+
+    /// Relays a `cancelaction` for an action another node runs (a replica of this agent
+    /// sharing [action records](Self::action_records)) to that node, and answers the caller
+    /// with what it said; and answers the cancels other nodes relay to the actions this one
+    /// runs. When the node running it cannot be reached, or the relay's backend is away,
+    /// the caller gets a typed 503 (with `Retry-After` over HTTP). Without, such a cancel is
+    /// refused with 409.
+    pub fn action_relay(mut self, relay: Arc<dyn concord_interact::ActionRelay>) -> Self {
+        self.action_relay = Some(relay);
         self
     }
 
@@ -1152,11 +1166,16 @@ impl NodeBuilder {
                 event_log: self.event_log,
                 action_records: self.action_records,
                 action_ids: self.action_ids,
+                action_relay: self.action_relay,
             },
         )
         .map(Arc::new)
         .map_err(|reason| NodeError::Config(format!("properties and events: {reason}")))?;
         affordances.attach_event_log();
+        if let Some(relay) = &affordances.relay {
+            crate::interact::relay::serve(relay, &affordances)
+                .map_err(|error| NodeError::Config(format!("action relay: {error}")))?;
+        }
         let event_ingest_token = self
             .event_ingest_token
             .map(crate::binding::ingest::IngestToken::new)

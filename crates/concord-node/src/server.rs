@@ -362,17 +362,6 @@ async fn serve_did_document(State(own): State<Arc<Own>>) -> Response {
 async fn serve_description(State(own): State<Arc<Own>>) -> Response {
     match own.description.bytes(&own.shared).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, TD_MEDIA_TYPE)], bytes).into_response(),
-        // The store (a shared backend) away with no description built yet: a retry may
-        // succeed, so 503 with Retry-After, as every refusal a retry can cure.
-        Err(error @ crate::describe::DescriptionBuildError::Store(_)) => {
-            tracing::warn!(%error, "cannot build our description: the store is unavailable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::RETRY_AFTER, "1")],
-                error.to_string(),
-            )
-                .into_response()
-        }
         Err(error) => {
             tracing::error!(%error, "cannot build our description");
             (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()

@@ -18,24 +18,24 @@ use concord_nats::testing::NatsServer;
 use super::free_port;
 use crate::support::*;
 
-const TOKEN: &str = "ingest-token-for-tests";
+pub(super) const TOKEN: &str = "ingest-token-for-tests";
 
 /// What the SSE client read: events `(id, n)` (n: the number the poster gave it) and gaps.
 #[derive(Debug, PartialEq)]
-enum Heard {
+pub(super) enum Heard {
     Event(u64, u64),
     Gap(String),
 }
 
 /// A plain SSE subscription over HTTP/1.0 (the answer ends with the connection).
-struct Sse {
+pub(super) struct Sse {
     lines: BufReader<TcpStream>,
 }
 
 impl Sse {
     /// `GET /events/feedback/subscription` on `at`, with `Last-Event-ID: last` when given:
     /// the answer's status line and, when 200, the stream.
-    fn open(at: SocketAddr, last: Option<u64>) -> Result<Self, String> {
+    pub(super) fn open(at: SocketAddr, last: Option<u64>) -> Result<Self, String> {
         let mut socket = TcpStream::connect(at).map_err(|error| error.to_string())?;
         socket
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -69,7 +69,7 @@ impl Sse {
     }
 
     /// The next event or gap; `None` when the answer ended (or nothing came for 10 s).
-    fn next(&mut self) -> Option<Heard> {
+    pub(super) fn next(&mut self) -> Option<Heard> {
         let mut id: Option<u64> = None;
         let mut data: Option<String> = None;
         loop {
@@ -100,7 +100,7 @@ impl Sse {
 }
 
 /// `POST /events/feedback` on `at` with the number `n`: the status and body.
-fn post(at: SocketAddr, n: u64) -> (u16, String) {
+pub(super) fn post(at: SocketAddr, n: u64) -> (u16, String) {
     let body = format!(r#"{{"rating": {}, "comment": "{n}"}}"#, 1 + n % 5);
     let attempt = || -> std::io::Result<(u16, String)> {
         let mut socket = TcpStream::connect(at)?;

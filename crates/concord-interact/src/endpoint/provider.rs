@@ -11,6 +11,8 @@ use super::{
     send_mode, unattributed, with_headroom, RequestId, StreamNews, StreamUpdate, STREAM_VIOLATION,
     UNKNOWN_ACTION_NAME,
 };
+use crate::action_records::ActionRecord;
+use crate::actions::{Action, ActionTableError};
 use crate::events::{EventError, SubscriberId, KEPT_CAPACITY};
 use crate::interface::{ActionMode, Interface};
 use crate::message::{ActionStatus, Message, MessageType, Operation};
@@ -64,6 +66,18 @@ pub enum ProviderEvent {
     /// Something happened on a stream: data to read, the requester's END, a truncation,
     /// a reset, credit back.
     Stream(StreamUpdate),
+    /// A `cancelaction` for an action another replica runs (its record is shared,
+    /// [`ActionTableError::HeldElsewhere`](crate::ActionTableError)): deliver it to that
+    /// replica ([`ActionRelay`](crate::ActionRelay)) and answer with
+    /// [`ProviderEndpoint::reply_cancel`]; a node that relays nothing answers `Err(refused)`.
+    CancelElsewhere {
+        /// Answer with this.
+        request: RequestId,
+        /// The action id.
+        action_id: String,
+        /// The answer when the cancel cannot be relayed (409: only the runner can cancel).
+        refused: Problem,
+    },
 }
 
 /// What the node still owes an answer for.
@@ -78,6 +92,8 @@ enum Pending {
         name: String,
         value: Value,
     },
+    /// A cancel relayed to the replica running the action.
+    CancelElsewhere,
 }
 
 /// A refused request: the problem to answer with (boxed: a problem is large).
@@ -368,6 +384,20 @@ impl ProviderEndpoint {
             request.correlation_id,
         );
         match pending {
+            // A relayed cancel is answered with `reply_cancel`: an error here still answers it.
+            Pending::CancelElsewhere => {
+                if let Err(problem) = result {
+                    self.send(base.with_error(problem));
+                } else {
+                    self.pending.insert(
+                        RequestId {
+                            correlation_id: base.correlation_id,
+                            operation: base.operation,
+                        },
+                        Pending::CancelElsewhere,
+                    );
+                }
+            }
             Pending::Write { name, value } => {
                 let base = base.with_name(name.clone());
                 let answer = match result {
@@ -409,6 +439,35 @@ impl ProviderEndpoint {
                 }
             }
         }
+    }
+
+    /// Answers a `cancelaction` the node got as [`ProviderEvent::CancelElsewhere`]: the
+    /// action as the replica running it answered after the cancel, or the problem (the
+    /// relay's, or the runner's refusal). A request already answered is ignored.
+    pub fn reply_cancel(
+        &mut self,
+        request: RequestId,
+        result: Result<ActionRecord, Problem>,
+        now: Instant,
+    ) {
+        if !matches!(self.pending.get(&request), Some(Pending::CancelElsewhere)) {
+            return;
+        }
+        self.pending.remove(&request);
+        let answer = match result {
+            Ok(record) => Action::from_record(record, now).to_message(
+                MessageType::Response,
+                Operation::CancelAction,
+                &request.correlation_id,
+            ),
+            Err(problem) => Message::new(
+                MessageType::Response,
+                request.operation,
+                request.correlation_id,
+            )
+            .with_error(problem),
+        };
+        self.send(answer);
     }
 
     /// Sends one chunk on a stream, whole or not at all ([`SendStream::send`]).
@@ -746,7 +805,22 @@ impl ProviderEndpoint {
         now: Instant,
     ) -> Result<Option<Message>, Refused> {
         let id = message.action_id.as_deref().unwrap_or_default();
-        let action = thing.cancel_action(id, now).map_err(|e| e.to_problem())?;
+        let action = match thing.cancel_action(id, now) {
+            Ok(action) => action,
+            Err(held @ ActionTableError::HeldElsewhere { .. }) => {
+                // Only the replica running it can stop its work: the node relays the cancel.
+                let request = self.admit(message)?;
+                self.pending
+                    .insert(request.clone(), Pending::CancelElsewhere);
+                self.events.push_back(ProviderEvent::CancelElsewhere {
+                    request,
+                    action_id: id.to_owned(),
+                    refused: held.to_problem(),
+                });
+                return Ok(None);
+            }
+            Err(error) => return Err(error.to_problem().into()),
+        };
         let answer = action.to_message(
             MessageType::Response,
             Operation::CancelAction,

@@ -35,7 +35,9 @@ pub use http_caller::{BearerGrant, BearerTokenError, MIN_BEARER_TOKEN_LEN};
 pub use problem::{ProblemResponse, PROBLEM_JSON};
 pub(crate) use schemes::check_schemes;
 pub(crate) use thing::NodeThing;
-pub use thing::{ActionState, InvokeFuture, StartFuture, ThingAccess, ThingError};
+pub use thing::{
+    ActionState, InvokeFuture, RelayCancelFuture, StartFuture, ThingAccess, ThingError,
+};
 pub use wellknown::anp::Owner;
 
 use std::panic::AssertUnwindSafe;

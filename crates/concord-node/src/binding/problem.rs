@@ -199,6 +199,14 @@ impl From<&ThingError> for ProblemResponse {
                 invalid(500, "Invalid output", payload).with_type("urn:concord:http:invalid-output")
             }
             ThingError::Action(table) => Self::from(table),
+            ThingError::Relayed(relay) => {
+                let answer = Self::from_problem(relay.to_problem());
+                if relay.is_transient() {
+                    answer.with_retry_after(concord_interact::RELAY_RETRY_AFTER_SECS)
+                } else {
+                    answer
+                }
+            }
             ThingError::Subscription { name, .. } => Self::new(400, "Cannot subscribe", detail)
                 .with_type("urn:concord:http:subscription")
                 .with_extension("name", json!(name)),

@@ -28,6 +28,9 @@ use super::feed::{self, Feed};
 /// The answer of [`ThingAccess::invoke`]: borrowed from the handle it came from.
 pub type InvokeFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ThingError>> + Send + 'a>>;
 
+/// The answer of [`ThingAccess::relay_cancel`].
+pub type RelayCancelFuture = Pin<Box<dyn Future<Output = Result<(), ThingError>> + Send>>;
+
 /// A binding's handle to the node's affordances ([`Site::thing`](crate::Site::thing)):
 /// every call and property access goes through the checks the meta-protocol WebSocket
 /// makes. `caller` is who the binding says calls: [`Caller::Anonymous`] unless the binding
@@ -101,6 +104,16 @@ pub trait ThingAccess: Send + Sync + 'static {
     /// [`ThingError::Action`] (an unknown id: 404; a finished action: 409) or
     /// [`ThingError::Forbidden`].
     fn cancel_action(&self, caller: &Caller, id: &str) -> Result<(), ThingError>;
+
+    /// Relays the cancel of the action `id`, which another replica of the agent runs
+    /// ([`cancel_action`](Self::cancel_action) answered [`ActionTableError::HeldElsewhere`]),
+    /// to that replica (`NodeBuilder::action_relay`): `None` when the node relays nothing.
+    /// Its error is [`ThingError::Relayed`] (503 with `Retry-After` when the replica or the
+    /// relay's backend cannot be reached, the replica's own refusal otherwise).
+    fn relay_cancel(&self, id: &str) -> Option<RelayCancelFuture> {
+        let _ = id;
+        None
+    }
 
     // Subscriptions and observations, for bindings that push what happens (the HTTP
     // binding's Server-Sent Events and long polls).
@@ -247,6 +260,10 @@ pub enum ThingError {
     /// left (503).
     #[error("{0}")]
     Action(ActionTableError),
+    /// A cancel relayed to the replica running the action
+    /// ([`ThingAccess::relay_cancel`]) did not reach it (503) or that replica refused.
+    #[error("{0}")]
+    Relayed(concord_interact::RelayError),
     /// The subscription or observation cannot be made (400): the property is not
     /// observable, or the resume point is ahead of the event's latest id.
     #[error("cannot subscribe to `{name}`: {reason}")]
@@ -272,6 +289,7 @@ impl ThingError {
             Self::Output(_) => 500,
             Self::Action(error) => error.to_problem().status.unwrap_or(500),
             Self::Subscription { .. } => 400,
+            Self::Relayed(error) => error.to_problem().status.unwrap_or(503),
         }
     }
 }
@@ -500,6 +518,18 @@ impl ThingAccess for NodeThing {
             .map_err(ThingError::Action);
         affordances.wake(&mut thing);
         cancelled
+    }
+
+    fn relay_cancel(&self, id: &str) -> Option<RelayCancelFuture> {
+        let relay = self.shared.affordances.relay.clone()?;
+        let id = id.to_owned();
+        Some(Box::pin(async move {
+            relay
+                .cancel(&id)
+                .await
+                .map(drop)
+                .map_err(ThingError::Relayed)
+        }))
     }
 
     fn subscribe_event(

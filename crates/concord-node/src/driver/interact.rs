@@ -122,6 +122,17 @@ impl<T: Transport> Driver<T> {
         }
     }
 
+    /// Provider: a relayed `cancelaction` came back.
+    pub(super) fn on_relayed(
+        &mut self,
+        request: RequestId,
+        result: Result<concord_interact::ActionRecord, concord_interact::Problem>,
+    ) {
+        if let Some(Interact::Provider(state)) = &mut self.interact {
+            state.on_relayed(request, result);
+        }
+    }
+
     /// Provider: a stream action ended.
     pub(super) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
         if let Some(Interact::Provider(state)) = &mut self.interact {

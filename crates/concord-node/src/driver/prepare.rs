@@ -131,6 +131,7 @@ impl<T: Transport> Driver<T> {
                 result,
             } => self.on_interacted(request, &name, result),
             Work::StreamDone { id, result } => self.on_stream_done(id, result),
+            Work::Relayed { request, result } => self.on_relayed(request, *result),
             Work::Answered { message_id, answer } => {
                 if let RoleState::Provider(state) = &mut self.role {
                     state.in_flight = state.in_flight.saturating_sub(1);

@@ -70,6 +70,12 @@ pub(crate) enum Work {
         name: String,
         result: Result<Value, ActionError>,
     },
+    /// Provider, interface session: a `cancelaction` relayed to the replica running the
+    /// action came back with its answer.
+    Relayed {
+        request: concord_interact::RequestId,
+        result: Box<Result<concord_interact::ActionRecord, concord_interact::Problem>>,
+    },
     /// Provider, interface session: a stream action ended.
     StreamDone {
         id: u32,

@@ -367,6 +367,8 @@ pub(crate) struct Affordances {
     wakers: Mutex<HashMap<SubscriberId, Arc<Notify>>>,
     /// Long-running actions' tasks, by action id, to stop on cancellation.
     running: Mutex<HashMap<String, AbortHandle>>,
+    /// Carries a cancel of an action another replica runs to it (`NodeBuilder::action_relay`).
+    pub(crate) relay: Option<Arc<dyn concord_interact::ActionRelay>>,
 }
 
 impl std::fmt::Debug for Affordances {
@@ -423,6 +425,8 @@ pub(crate) struct ThingBackends {
     pub(crate) action_records: Option<Arc<dyn ActionRecords>>,
     /// Where action ids come from (`NodeBuilder::action_ids`).
     pub(crate) action_ids: Option<Box<dyn ActionIds>>,
+    /// Where cancels of other replicas' actions go (`NodeBuilder::action_relay`).
+    pub(crate) action_relay: Option<Arc<dyn concord_interact::ActionRelay>>,
 }
 
 /// Why the node cannot hold the properties, events and actions it was given (reaches the
@@ -525,6 +529,7 @@ impl Affordances {
             schemas,
             wakers: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            relay: backends.action_relay,
         })
     }
 

@@ -18,6 +18,7 @@ mod consumer;
 mod handles;
 mod pipes;
 mod provider;
+pub(crate) mod relay;
 
 pub(crate) use affordances::{Affordances, Backend, ThingBackends};
 pub use affordances::{

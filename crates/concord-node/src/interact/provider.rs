@@ -226,6 +226,17 @@ impl ProviderInteract {
             .reply(request, result, &mut thing, Instant::now());
     }
 
+    /// A `cancelaction` relayed to the replica running the action came back: the
+    /// caller hears what that replica answered.
+    pub(crate) fn on_relayed(
+        &mut self,
+        request: RequestId,
+        result: Result<concord_interact::ActionRecord, Problem>,
+    ) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.endpoint.reply_cancel(request, result, Instant::now());
+    }
+
     /// A stream action ended: `Ok` ends our half once the action let go of its sender
     /// too; an error (or a panic) resets the stream, whatever the action sent before.
     pub(crate) fn on_stream_done(&mut self, id: u32, result: Result<Value, ActionError>) {
@@ -374,6 +385,26 @@ impl ProviderInteract {
             }
             ProviderEvent::Stream(StreamUpdate::Reset { id, code }) => {
                 self.pipes.fail(id.0, &reset_error("requester", code));
+            }
+            ProviderEvent::CancelElsewhere {
+                request,
+                action_id,
+                refused,
+            } => {
+                let Some(relay) = self.affordances.relay.clone() else {
+                    return self.refuse(request, refused);
+                };
+                // Awaited on a task of its own: a round trip to another replica, or the
+                // relay's timeout, never holds this session's loop.
+                self.in_flight += 1;
+                let work = work.clone();
+                tokio::spawn(async move {
+                    let result = super::relay::cancel_elsewhere(&relay, &action_id).await;
+                    let _ = work.send(Box::new(Work::Relayed {
+                        request,
+                        result: Box::new(result),
+                    }));
+                });
             }
             other => tracing::debug!(?other, "interaction event ignored"),
         }

@@ -305,3 +305,332 @@ async fn three_replicas_of_one_agent_share_protocols_nonces_and_consensus_throug
     .expect("a fresh nonce is recorded again once NATS is back");
     on_b.close().await;
 }
+
+/// A progress action that reports half, then waits for `gate`; counts the runs whose work
+/// was stopped (its future dropped before it ended).
+fn render_action(
+    gate: &tokio::sync::watch::Receiver<bool>,
+    stopped: &Arc<AtomicUsize>,
+) -> impl Fn(
+    serde_json::Value,
+    concord_node::ProgressReporter,
+) -> std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<serde_json::Value, concord_node::ActionError>>
+            + Send,
+    >,
+> + Send
+       + Sync
+       + 'static {
+    /// Counts a drop before the end as a stop.
+    struct Stopped(Arc<AtomicUsize>, bool);
+    impl Stopped {
+        fn finished(&mut self) {
+            self.1 = true;
+        }
+    }
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let (gate, stopped) = (gate.clone(), Arc::clone(stopped));
+    move |input, progress| {
+        let (mut gate, mut guard) = (gate.clone(), Stopped(Arc::clone(&stopped), false));
+        Box::pin(async move {
+            progress.report(0.5, Some(json!({"frames": 1})));
+            gate.wait_for(|open| *open)
+                .await
+                .map_err(|_| concord_node::ActionError::internal("the gate is gone"))?;
+            guard.finished();
+            Ok(input)
+        })
+    }
+}
+
+/// One replica running progress actions: the same keys and public URL, shared state,
+/// action records and the cancel relay on its own NATS connection.
+async fn render_replica(
+    nats_url: &str,
+    public_url: &str,
+    seed: &[u8; 32],
+    gate: &tokio::sync::watch::Receiver<bool>,
+    stopped: &Arc<AtomicUsize>,
+) -> Agent {
+    let mut settings = NatsSettings::new([nats_url]);
+    settings.operation_timeout = Duration::from_secs(1);
+    let nats = Nats::connect(&settings).await.unwrap();
+    let security = loopback_security();
+    let shared = SharedState::open(&nats, &Buckets::default(), security.replay_ttl)
+        .await
+        .unwrap();
+    let actions = Arc::new(
+        concord_nats::NatsActionRecords::open(
+            &nats,
+            concord_nats::DEFAULT_ACTION_BUCKET,
+            concord_nats::DEFAULT_ACTION_MAX_AGE,
+        )
+        .await
+        .unwrap(),
+    );
+    let schema = json!({"type": "object", "properties": {"frames": {"type": "integer"}}});
+    let spec = concord_negotiate::ActionSpec {
+        name: RENDER.into(),
+        description: "Renders frames, reporting progress.".into(),
+        input: schema.clone(),
+        output: schema,
+    };
+    build(
+        Node::builder("Render agent")
+            .progress_action(spec, render_action(gate, stopped))
+            .keys(concord_identity::Keys::from_secret_bytes(seed, seed))
+            .public_url(public_url)
+            .security(security)
+            .limits(quick_limits())
+            .protocols(Arc::clone(&shared.protocols) as _)
+            .nonce_store(Arc::clone(&shared.nonces) as _)
+            .consensus_registry(Arc::clone(&shared.consensus) as _)
+            .action_records(Arc::clone(&actions) as _)
+            .action_relay(actions as _),
+    )
+}
+
+const RENDER: &str = "render";
+
+/// `connection`'s answer to `queryaction` once its status is `status` (within 10 s).
+async fn status_once(
+    connection: &concord_node::Connection,
+    action_id: &str,
+    status: &str,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = connection.query_action(action_id).await.unwrap();
+        if answer["status"] == status {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{action_id} never {status}: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+async fn a_progress_action_started_on_one_replica_is_queried_on_another_and_cancelled_on_a_third() {
+    let mut nats = tokio::task::spawn_blocking(NatsServer::start)
+        .await
+        .unwrap();
+    let addresses = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let balancer = Balancer::start(Arc::clone(&addresses)).await;
+    let seed = [9_u8; 32];
+    let (_open, gate) = tokio::sync::watch::channel(false);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let mut replicas = Vec::new();
+    let mut servers: Vec<Server> = Vec::new();
+    for _ in 0..3 {
+        let agent = render_replica(&nats.url(), &balancer.url(), &seed, &gate, &stopped).await;
+        let server = agent.node.serve("127.0.0.1:0").await.unwrap();
+        addresses.lock().unwrap().push(server.local_addr());
+        servers.push(server);
+        replicas.push(agent);
+    }
+    let (caller, _caller_server) = requester_with_did().await;
+    let want = concord_node::Want::interface([RENDER]);
+
+    // Started on A.
+    balancer.send_to(0);
+    let on_a = caller
+        .node
+        .connect_with(&balancer.url(), want.clone())
+        .await
+        .unwrap();
+    let mut run = on_a
+        .call_with_progress(RENDER, json!({"frames": 4}))
+        .await
+        .unwrap();
+    let mut action_id = None;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), run.next()).await {
+            Ok(Some(concord_node::ActionUpdate::Started { action_id: id })) => action_id = Some(id),
+            Ok(Some(concord_node::ActionUpdate::Progress { progress, .. })) if progress >= 0.5 => {
+                break
+            }
+            Ok(Some(_)) => {}
+            other => panic!("no progress from A: {other:?}"),
+        }
+    }
+    let action_id = action_id.expect("started before its progress");
+    assert_eq!(action_id.len(), 32, "128 random bits in hex: {action_id}");
+
+    // Queried on B, which does not run it: the state A recorded in NATS.
+    balancer.send_to(1);
+    let on_b = caller
+        .node
+        .connect_with(&balancer.url(), want.clone())
+        .await
+        .unwrap();
+    let running = status_once(&on_b, &action_id, "running").await;
+    assert_eq!(running["progress"], 0.5, "{running}");
+    assert_eq!(running["output"]["frames"], 1, "{running}");
+
+    // Cancelled on C: delivered to A, which stops the work; C answers A's cancelled state.
+    balancer.send_to(2);
+    let on_c = caller
+        .node
+        .connect_with(&balancer.url(), want.clone())
+        .await
+        .unwrap();
+    let cancelled = on_c.cancel_action(&action_id).await.unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    // A's action sees the cancellation: its caller's run ends cancelled, its task stops.
+    let done = loop {
+        match tokio::time::timeout(Duration::from_secs(10), run.next()).await {
+            Ok(Some(concord_node::ActionUpdate::Done(done))) => break done,
+            Ok(Some(_)) => {}
+            other => panic!("A's run did not end: {other:?}"),
+        }
+    };
+    assert!(done.is_err(), "cancelled, not completed: {done:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stopped.load(Ordering::SeqCst) < 1 {
+        assert!(Instant::now() < deadline, "A's task was not stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        on_a.query_action(&action_id).await.unwrap()["status"],
+        "cancelled"
+    );
+    status_once(&on_b, &action_id, "cancelled").await;
+    // Cancelled already: a second cancel anywhere is refused as finished.
+    match on_c.cancel_action(&action_id).await {
+        Err(concord_node::CallError::Remote { code: 409, .. }) => {}
+        other => panic!("a finished action's cancel must be refused with 409: {other:?}"),
+    }
+
+    // The HTTP binding relays too: started on A with POST, cancelled on C with DELETE.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let started = http
+        .post(format!("{}actions/{RENDER}", servers[0].url()))
+        .json(&json!({"frames": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    let location = started.headers()["location"].to_str().unwrap().to_owned();
+    let path = location
+        .split_once("/actions/")
+        .map(|(_, path)| format!("actions/{path}"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = http
+            .get(format!("{}{path}", servers[2].url()))
+            .send()
+            .await
+            .unwrap();
+        if seen.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "C never saw the action: {}",
+            seen.status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deleted = http
+        .delete(format!("{}{path}", servers[2].url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let on_a_http: serde_json::Value = http
+        .get(format!("{}{path}", servers[0].url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(on_a_http["status"], "failed", "{on_a_http}");
+    assert_eq!(on_a_http["error"]["type"], "urn:concord:interact:cancelled");
+
+    // NATS away: a cancel on another replica is a typed 503 with Retry-After, in time,
+    // while A's own answers go on.
+    let mut another = on_a
+        .call_with_progress(RENDER, json!({"frames": 8}))
+        .await
+        .unwrap();
+    let other_id = loop {
+        match tokio::time::timeout(Duration::from_secs(10), another.next()).await {
+            Ok(Some(concord_node::ActionUpdate::Started { action_id })) => break action_id,
+            Ok(Some(_)) => {}
+            other => panic!("no start on A: {other:?}"),
+        }
+    };
+    let other_path = format!("actions/{RENDER}/{other_id}");
+    status_once(&on_c, &other_id, "running").await;
+    nats.stop();
+    let started = Instant::now();
+    let refused = http
+        .delete(format!("{}{other_path}", servers[2].url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(
+        refused.headers().get("retry-after").is_some(),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    match on_c.cancel_action(&other_id).await {
+        Err(concord_node::CallError::Remote { code: 503, .. }) => {}
+        other => panic!("with NATS away a relayed cancel is a 503: {other:?}"),
+    }
+    assert_eq!(
+        on_a.query_action(&other_id).await.unwrap()["status"],
+        "running",
+        "A answers for its own action without NATS"
+    );
+
+    // NATS back: the cancel on C is delivered again, with no restart.
+    let _nats = tokio::task::spawn_blocking(move || {
+        nats.resume();
+        nats
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match on_c.cancel_action(&other_id).await {
+            Ok(answer) => {
+                assert_eq!(answer["status"], "cancelled", "{answer}");
+                break;
+            }
+            Err(error) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the relay did not come back within 20 s of NATS: {error:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    assert_eq!(
+        on_a.query_action(&other_id).await.unwrap()["status"],
+        "cancelled"
+    );
+    drop(replicas);
+}

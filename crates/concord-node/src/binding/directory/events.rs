@@ -6,7 +6,8 @@
 //! `{"id": …}`, or with `?diff=true` the TD created or the merge patch applied
 //! (tdd-notification-data-diff).
 //!
-//! One [`Hub`] per directory fans the events out: every write wakes it, it reads the
+//! One [`Hub`] per directory fans the events out: every write wakes it (and it looks every
+//! 250 ms for the events other processes sharing the store wrote), it reads the
 //! events after the slowest subscriber's position from the store (the store's retention,
 //! `event_retention`, is the replay buffer) and queues each subscriber's share into its
 //! bounded SSE queue (`Limits::http_sse_queue` messages, `http_sse_queue_bytes` bytes,
@@ -44,6 +45,11 @@ use crate::Limits;
 
 /// How many events the hub reads from the store at once.
 const BATCH: usize = 256;
+
+/// How often the hub looks for events another process wrote to the store it shares (a
+/// directory replica on NATS, `concord_nats::NatsDirectoryStore`): its own writes wake it
+/// at once, theirs are delivered within this.
+const FOLLOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Whether the query string asks `diff=true`.
 fn diff(raw: Option<&str>) -> bool {
@@ -112,6 +118,7 @@ impl Hub {
         loop {
             tokio::select! {
                 () = self.wake.notified() => {}
+                () = tokio::time::sleep(FOLLOW) => {}
                 () = site.draining() => return,
             }
             while self.deliver().await {}

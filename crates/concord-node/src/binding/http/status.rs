@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use concord_interact::ActionStatus;
+use concord_interact::{ActionStatus, ActionTableError};
 use serde_json::{json, Map, Value};
 
 use super::{admit, json, Admitted, HttpState};
@@ -44,7 +44,18 @@ pub(super) async fn cancel(
     if let Err(refused) = found(&state, &admitted, &name, &id) {
         return refused.into_response();
     }
-    match state.site.thing().cancel_action(&admitted.caller, &id) {
+    let thing = state.site.thing();
+    let cancelled = match thing.cancel_action(&admitted.caller, &id) {
+        // Another replica runs it: relayed there when the node has a relay.
+        Err(held @ ThingError::Action(ActionTableError::HeldElsewhere { .. })) => {
+            match thing.relay_cancel(&id) {
+                Some(relayed) => relayed.await,
+                None => Err(held),
+            }
+        }
+        other => other,
+    };
+    match cancelled {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => admitted.refusal(&state, &error).into_response(),
     }

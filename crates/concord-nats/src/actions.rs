@@ -1,0 +1,712 @@
+//! Progress actions on any replica: [`ActionRecords`] in a key-value bucket, and an
+//! [`ActionRelay`] that carries a `cancelaction` to the replica running the action over a
+//! NATS subject of its own.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use concord_interact::{
+    ActionRecord, ActionRecords, ActionRecordsError, ActionRelay, ActionStatus, CancelReason,
+    LocalActions, Problem, RelayError, RelayFuture,
+};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::client::{file_bucket, key_of, Nats};
+use crate::error::NatsError;
+
+/// The bucket's name unless configured otherwise.
+pub const DEFAULT_ACTION_BUCKET: &str = "concord_actions";
+
+/// How long the bucket keeps a record after its last change unless configured otherwise:
+/// longer than any action runs without reporting (a record is rewritten at each change),
+/// and the bound on what a replica that stopped leaves behind.
+pub const DEFAULT_ACTION_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Where every key of this bucket starts.
+const PREFIX: &str = "a.";
+
+/// The name errors give as the backend.
+const BACKEND: &str = "nats-kv";
+
+/// How long a write that NATS refused waits before it is tried again.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// The longest action id a relayed cancel carries (`Limits::max_action_id` is smaller).
+const MAX_RELAYED_ID: usize = 1024;
+
+/// A record as stored: the table's record, and the replica that runs the action.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stored {
+    id: String,
+    name: String,
+    status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    progress: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cancel_reason: Option<String>,
+    lease_ms: u64,
+    revision: u64,
+    runner: String,
+}
+
+fn status_of(name: &str) -> Option<ActionStatus> {
+    [
+        ActionStatus::Pending,
+        ActionStatus::Running,
+        ActionStatus::Completed,
+        ActionStatus::Failed,
+        ActionStatus::Cancelled,
+    ]
+    .into_iter()
+    .find(|status| status.as_str() == name)
+}
+
+impl Stored {
+    fn of(record: &ActionRecord, runner: &str) -> Self {
+        Self {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            status: record.status.as_str().to_owned(),
+            progress: record.progress,
+            output: record.output.clone(),
+            error: record
+                .error
+                .as_ref()
+                .and_then(|problem| serde_json::to_value(problem).ok()),
+            cancel_reason: record.cancel_reason.map(|reason| {
+                match reason {
+                    CancelReason::Requested => "requested",
+                    CancelReason::LeaseExpired => "lease-expired",
+                }
+                .to_owned()
+            }),
+            lease_ms: u64::try_from(record.lease.as_millis()).unwrap_or(u64::MAX),
+            revision: record.revision,
+            runner: runner.to_owned(),
+        }
+    }
+
+    /// The table's record, or what is wrong with this one.
+    fn record(&self) -> Result<ActionRecord, String> {
+        let status = status_of(&self.status).ok_or_else(|| format!("status {:?}", self.status))?;
+        let error = self
+            .error
+            .as_ref()
+            .map(|value| {
+                Problem::from_value(value, &concord_interact::Limits::default())
+                    .map_err(|error| format!("error: {error}"))
+            })
+            .transpose()?;
+        let cancel_reason = match self.cancel_reason.as_deref() {
+            None => None,
+            Some("requested") => Some(CancelReason::Requested),
+            Some("lease-expired") => Some(CancelReason::LeaseExpired),
+            Some(other) => return Err(format!("cancel reason {other:?}")),
+        };
+        if self.progress.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+            return Err(format!("progress {:?}", self.progress));
+        }
+        Ok(ActionRecord {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            status,
+            progress: self.progress,
+            output: self.output.clone(),
+            error,
+            cancel_reason,
+            lease: Duration::from_millis(self.lease_ms),
+            revision: self.revision,
+        })
+    }
+}
+
+/// What this replica holds: a copy of the bucket (fed by a watch, and by its own writes at
+/// once), and what it still has to send.
+#[derive(Debug, Default)]
+struct Copy {
+    /// By key: the latest record seen, and who runs it.
+    records: HashMap<String, (ActionRecord, String)>,
+    /// Keys whose latest record this replica wrote and NATS does not have yet.
+    unsent: HashSet<String>,
+    /// Keys this replica forgot and NATS still has: never answered from NATS meanwhile.
+    forgotten: HashSet<String>,
+    /// When each record last changed here: NATS ages a record out after the bucket's
+    /// `max_age` without telling watchers, so the copy forgets it after as long.
+    changed: HashMap<String, std::time::Instant>,
+}
+
+impl Copy {
+    /// Keeps `record` unless a later revision is held; whether it was kept.
+    fn keep(&mut self, key: &str, record: ActionRecord, runner: String) -> bool {
+        if self.forgotten.contains(key) {
+            return false;
+        }
+        match self.records.get(key) {
+            Some((held, _)) if held.revision >= record.revision => false,
+            _ => {
+                self.records.insert(key.to_owned(), (record, runner));
+                self.changed
+                    .insert(key.to_owned(), std::time::Instant::now());
+                true
+            }
+        }
+    }
+
+    /// Forgets the records that did not change for `max_age` (NATS forgot them too),
+    /// unless still to be sent.
+    fn age_out(&mut self, max_age: Duration) {
+        let Some(oldest) = std::time::Instant::now().checked_sub(max_age) else {
+            return;
+        };
+        let aged: Vec<String> = self
+            .changed
+            .iter()
+            .filter(|(key, at)| **at < oldest && !self.unsent.contains(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in aged {
+            self.changed.remove(&key);
+            self.records.remove(&key);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    nats: Nats,
+    store: kv::Store,
+    /// This replica's runner id (random): the subject its cancels come on.
+    runner: String,
+    /// How long the bucket keeps a record after its last change.
+    max_age: Duration,
+    copy: Mutex<Copy>,
+    /// Wakes the sender when there is something to send.
+    wake: Notify,
+    /// Whether the watch delivered what the bucket held when it started: until then a
+    /// miss in the copy says nothing.
+    caught_up: AtomicBool,
+}
+
+impl Inner {
+    fn copy(&self) -> MutexGuard<'_, Copy> {
+        self.copy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark_caught_up(&self) {
+        self.caught_up.store(true, Ordering::Release);
+    }
+
+    fn subject(&self, runner: &str) -> String {
+        format!("concord.actions.{}.cancel.{runner}", self.store.name)
+    }
+}
+
+/// The records of every replica's progress actions in one key-value bucket, and the relay
+/// of cancels between them.
+///
+/// Each replica keeps a copy of the bucket, fed by a key-value watch, and reads from it
+/// only: a query never waits on NATS (the table reads under its lock, on the runtime's
+/// threads). A write lands in the copy at once and is sent by a task of its own (the latest
+/// revision of each changed action, until NATS took it), so a replica's own reads see its
+/// writes and a write never goes back: the copy keeps the highest revision of each action
+/// whatever order changes arrive in. An id the copy lacks is unknown once the copy caught
+/// up with the bucket and NATS is connected (a record written elsewhere a moment ago may
+/// still be on its way: the lag the [`ActionRecords`] contract allows); while the copy is
+/// loading or NATS is away, a miss answers [`ActionRecordsError::Unavailable`] (503) at
+/// once. A relayed cancel, awaited outside any lock, asks NATS for an id the copy lacks.
+///
+/// Each record names the replica running the action (a random id drawn at
+/// [`open`](Self::open)); that replica answers cancels on the subject
+/// `concord.actions.<bucket>.cancel.<runner>` ([`ActionRelay::serve`]).
+#[derive(Debug, Clone)]
+pub struct NatsActionRecords {
+    inner: Arc<Inner>,
+}
+
+impl NatsActionRecords {
+    /// The bucket `bucket` (file storage, one value per key, a record forgotten `max_age`
+    /// after its last change), created when missing; starts the watch that feeds this
+    /// replica's copy and the task that sends its writes.
+    ///
+    /// # Errors
+    /// When the bucket cannot be created or read, or no randomness for the runner id.
+    pub async fn open(nats: &Nats, bucket: &str, max_age: Duration) -> Result<Self, NatsError> {
+        let store = nats
+            .bucket(kv::Config {
+                max_age,
+                ..file_bucket(bucket, "Concord: progress actions by id")
+            })
+            .await?;
+        let mut runner = [0_u8; 16];
+        getrandom::getrandom(&mut runner).map_err(|error| NatsError::Bucket {
+            bucket: bucket.to_owned(),
+            cause: format!("no randomness for this replica's runner id: {error}"),
+        })?;
+        let inner = Arc::new(Inner {
+            nats: nats.clone(),
+            store,
+            runner: hex::encode(runner),
+            max_age,
+            copy: Mutex::new(Copy::default()),
+            wake: Notify::new(),
+            caught_up: AtomicBool::new(false),
+        });
+        nats.handle()
+            .spawn(watch(Arc::downgrade(&inner), inner.store.clone()));
+        nats.handle().spawn(send(Arc::downgrade(&inner)));
+        // The copy loaded before the first query, unless that takes longer than a few
+        // operations (reads answer 503 until it is).
+        let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
+        while !inner.caught_up.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(Self { inner })
+    }
+
+    /// This replica's runner id (what its records name as the replica running them).
+    pub fn runner(&self) -> &str {
+        &self.inner.runner
+    }
+
+    /// How many changes this replica has not sent to NATS yet (the latest of each action).
+    pub fn unsent(&self) -> usize {
+        self.inner.copy().unsent.len()
+    }
+
+    fn unavailable(operation: &'static str, id: &str, reason: impl ToString) -> ActionRecordsError {
+        ActionRecordsError::Unavailable {
+            backend: BACKEND,
+            operation,
+            id: id.chars().take(64).collect(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The record of `id` and its runner as the copy has it: `None` once the copy holds
+    /// everything the bucket held (it caught up) and NATS is connected; unavailable while
+    /// the copy is loading or NATS is away (a miss then says nothing). Never waits on NATS:
+    /// the table reads under its lock, on the runtime's threads.
+    fn held(&self, id: &str) -> Result<Option<(ActionRecord, String)>, ActionRecordsError> {
+        let key = format!("{PREFIX}{}", key_of(id));
+        {
+            let copy = self.inner.copy();
+            if copy.forgotten.contains(&key) {
+                return Ok(None);
+            }
+            if let Some(held) = copy.records.get(&key) {
+                return Ok(Some(held.clone()));
+            }
+        }
+        if !self.inner.nats.is_connected() {
+            return Err(Self::unavailable(
+                "read",
+                id,
+                "NATS is not connected (the client is reconnecting)",
+            ));
+        }
+        if !self.inner.caught_up.load(Ordering::Acquire) {
+            return Err(Self::unavailable(
+                "read",
+                id,
+                "this replica's copy of the records is still loading",
+            ));
+        }
+        Ok(None)
+    }
+
+    /// The record of `id` and its runner: the copy's, else NATS's (a request awaited here,
+    /// for a record that reached NATS before the watch brought it).
+    async fn fetch(&self, id: &str) -> Result<Option<(ActionRecord, String)>, ActionRecordsError> {
+        if let Some(held) = self.held(id)? {
+            return Ok(Some(held));
+        }
+        let key = format!("{PREFIX}{}", key_of(id));
+        let timeout = self.inner.nats.operation_timeout();
+        let entry = tokio::time::timeout(timeout, self.inner.store.entry(&key))
+            .await
+            .map_err(|_| Self::unavailable("read", id, format!("no answer within {timeout:?}")))?
+            .map_err(|error| Self::unavailable("read", id, error))?;
+        let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let (record, runner) = decode(&self.inner.store.name, &key, &entry.value)
+            .map_err(|error| Self::unavailable("read", id, error))?;
+        if record.id != id {
+            return Ok(None);
+        }
+        let mut copy = self.inner.copy();
+        copy.keep(&key, record, runner);
+        Ok(copy.records.get(&key).cloned())
+    }
+}
+
+fn decode(bucket: &str, key: &str, value: &[u8]) -> Result<(ActionRecord, String), NatsError> {
+    let corrupt = |detail: String| NatsError::Corrupt {
+        bucket: bucket.to_owned(),
+        key: key.to_owned(),
+        detail,
+    };
+    let stored: Stored = serde_json::from_slice(value)
+        .map_err(|error| corrupt(format!("not an action record: {error}")))?;
+    let record = stored
+        .record()
+        .map_err(|detail| corrupt(format!("not an action record: {detail}")))?;
+    Ok((record, stored.runner))
+}
+
+impl ActionRecords for NatsActionRecords {
+    fn write(&self, record: &ActionRecord) -> Result<(), ActionRecordsError> {
+        let key = format!("{PREFIX}{}", key_of(&record.id));
+        {
+            let mut copy = self.inner.copy();
+            copy.forgotten.remove(&key);
+            if copy.keep(&key, record.clone(), self.inner.runner.clone()) {
+                copy.unsent.insert(key);
+            }
+        }
+        self.inner.wake.notify_one();
+        if self.inner.nats.is_connected() {
+            Ok(())
+        } else {
+            // Kept here and sent when NATS is back; other replicas read an earlier state.
+            Err(Self::unavailable(
+                "write",
+                &record.id,
+                "NATS is not connected: the change is kept and sent when it is back",
+            ))
+        }
+    }
+
+    fn read(&self, id: &str) -> Result<Option<ActionRecord>, ActionRecordsError> {
+        Ok(self
+            .held(id)?
+            .map(|(record, _)| record)
+            .filter(|record| record.id == id))
+    }
+
+    fn forget(&self, id: &str) -> Result<(), ActionRecordsError> {
+        let key = format!("{PREFIX}{}", key_of(id));
+        {
+            let mut copy = self.inner.copy();
+            copy.records.remove(&key);
+            copy.changed.remove(&key);
+            copy.unsent.remove(&key);
+            copy.forgotten.insert(key);
+        }
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+}
+
+/// Sends what the copy holds unsent, and the deletes of what was forgotten, until the
+/// records are dropped; what NATS refuses is tried again.
+async fn send(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let (puts, deletes) = {
+            let copy = strong.copy();
+            let puts: Vec<(String, bytes::Bytes)> = copy
+                .unsent
+                .iter()
+                .filter_map(|key| {
+                    let (record, runner) = copy.records.get(key)?;
+                    let value = serde_json::to_vec(&Stored::of(record, runner)).ok()?;
+                    Some((key.clone(), bytes::Bytes::from(value)))
+                })
+                .collect();
+            let deletes: Vec<String> = copy.forgotten.iter().cloned().collect();
+            (puts, deletes)
+        };
+        let mut failed = false;
+        for (key, value) in puts {
+            let sent = tokio::time::timeout(
+                strong.nats.operation_timeout(),
+                strong.store.put(&key, value.clone()),
+            )
+            .await;
+            match sent {
+                Ok(Ok(_)) => {
+                    let mut copy = strong.copy();
+                    // Sent unless a later change arrived meanwhile (sent on the next turn).
+                    let latest = copy.records.get(&key).and_then(|(record, runner)| {
+                        serde_json::to_vec(&Stored::of(record, runner)).ok()
+                    });
+                    if latest.as_deref() == Some(&value[..]) || latest.is_none() {
+                        copy.unsent.remove(&key);
+                    }
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, key, "an action record was not sent: trying again");
+                    failed = true;
+                }
+                Err(_) => failed = true,
+            }
+        }
+        for key in deletes {
+            let sent =
+                tokio::time::timeout(strong.nats.operation_timeout(), strong.store.delete(&key))
+                    .await;
+            match sent {
+                Ok(Ok(())) => {
+                    strong.copy().forgotten.remove(&key);
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, key, "a forgotten action record was not deleted: trying again");
+                    failed = true;
+                }
+                Err(_) => failed = true,
+            }
+        }
+        let idle = {
+            let mut copy = strong.copy();
+            copy.age_out(strong.max_age);
+            copy.unsent.is_empty() && copy.forgotten.is_empty()
+        };
+        if failed {
+            drop(strong);
+            tokio::time::sleep(RETRY).await;
+        } else if idle {
+            // Bounded, so that a dropped handle ends this task (a wake meanwhile is kept
+            // by the `Notify` as a permit).
+            let _ = tokio::time::timeout(Duration::from_secs(5), strong.wake.notified()).await;
+        }
+    }
+}
+
+/// Feeds the copy from a watch of the bucket (the latest value of each key, then every
+/// change), watching again whenever the watch ends, until the records are dropped.
+async fn watch(inner: Weak<Inner>, store: kv::Store) {
+    loop {
+        let started = store.watch_with_history(format!("{PREFIX}>")).await;
+        let mut entries = match started {
+            Ok(entries) => {
+                // An empty bucket delivers nothing to say the watch caught up.
+                let mut stream = store.stream.clone();
+                if let Ok(info) = stream.info().await {
+                    if info.state.messages == 0 {
+                        if let Some(strong) = inner.upgrade() {
+                            strong.mark_caught_up();
+                        }
+                    }
+                }
+                entries
+            }
+            Err(error) => {
+                if inner.strong_count() == 0 {
+                    return;
+                }
+                tracing::debug!(%error, bucket = %store.name, "cannot watch the action records: trying again");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(5), entries.next()).await;
+            let Some(strong) = inner.upgrade() else {
+                return;
+            };
+            let entry = match next {
+                Err(_) => continue,
+                Ok(Some(Ok(entry))) => entry,
+                Ok(Some(Err(error))) => {
+                    tracing::debug!(%error, bucket = %store.name, "the action records' watch failed: watching again");
+                    break;
+                }
+                Ok(None) => break,
+            };
+            let caught_up = entry.delta == 0 || entry.seen_current;
+            let mut copy = strong.copy();
+            match entry.operation {
+                kv::Operation::Put => match decode(&store.name, &entry.key, &entry.value) {
+                    Ok((record, runner)) => {
+                        copy.keep(&entry.key, record, runner);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "an action record in NATS is not used");
+                    }
+                },
+                kv::Operation::Delete | kv::Operation::Purge => {
+                    // Another replica forgot it; our own unsent change of it stands.
+                    if !copy.unsent.contains(&entry.key) {
+                        copy.records.remove(&entry.key);
+                        copy.changed.remove(&entry.key);
+                    }
+                }
+            }
+            drop(copy);
+            if caught_up {
+                strong.mark_caught_up();
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// A relayed cancel's answer, on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Answer {
+    /// The action after the cancel.
+    Record(Box<Stored>),
+    /// The runner's refusal.
+    Problem(Value),
+}
+
+impl ActionRelay for NatsActionRecords {
+    fn serve(&self, local: Arc<dyn LocalActions>) -> Result<(), RelayError> {
+        let subject = self.inner.subject(&self.inner.runner);
+        let (client, runner) = (self.inner.nats.client().clone(), self.inner.runner.clone());
+        let weak = Arc::downgrade(&self.inner);
+        // Not awaited here (a node is built on any thread): the task subscribes, and tries
+        // again while NATS refuses; the client subscribes again by itself after a reconnect.
+        self.inner.nats.handle().spawn(async move {
+            let mut requests = loop {
+                match client.subscribe(subject.clone()).await {
+                    Ok(requests) => break requests,
+                    Err(error) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                        tracing::warn!(%error, subject, "cannot listen for relayed cancels: trying again");
+                        tokio::time::sleep(RETRY).await;
+                    }
+                }
+            };
+            while let Some(request) = requests.next().await {
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                let Some(reply) = request.reply.clone() else {
+                    continue;
+                };
+                let answer = match std::str::from_utf8(&request.payload) {
+                    Ok(id) if !id.is_empty() && id.len() <= MAX_RELAYED_ID => {
+                        match local.cancel(id) {
+                            Ok(record) => Answer::Record(Box::new(Stored::of(&record, &runner))),
+                            Err(error) => Answer::Problem(
+                                serde_json::to_value(error.to_problem()).unwrap_or(Value::Null),
+                            ),
+                        }
+                    }
+                    _ => Answer::Problem(
+                        serde_json::to_value(
+                            Problem::new("about:blank")
+                                .with_status(400)
+                                .with_detail("a relayed cancel carries an action id"),
+                        )
+                        .unwrap_or(Value::Null),
+                    ),
+                };
+                let Ok(body) = serde_json::to_vec(&answer) else {
+                    continue;
+                };
+                if let Err(error) = client.publish(reply, body.into()).await {
+                    tracing::debug!(%error, "a relayed cancel's answer was not sent");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn cancel(&self, id: &str) -> RelayFuture {
+        let this = self.clone();
+        let id = id.to_owned();
+        Box::pin(async move {
+            let short: String = id.chars().take(64).collect();
+            let unavailable = |reason: String| RelayError::Unavailable {
+                backend: "nats",
+                id: short.clone(),
+                reason,
+            };
+            if !this.inner.nats.is_connected() {
+                return Err(unavailable(
+                    "NATS is not connected (the client is reconnecting)".to_owned(),
+                ));
+            }
+            // The copy first; NATS only for an id it lacks.
+            let held = this
+                .fetch(&id)
+                .await
+                .map_err(|error| unavailable(error.to_string()))?;
+            let Some((record, runner)) = held else {
+                return Err(RelayError::Refused(Box::new(
+                    concord_interact::ActionTableError::Unknown { id: short.clone() }.to_problem(),
+                )));
+            };
+            if record.status.is_terminal() {
+                return Err(RelayError::Refused(Box::new(
+                    concord_interact::ActionTableError::Finished {
+                        id: short.clone(),
+                        status: record.status,
+                    }
+                    .to_problem(),
+                )));
+            }
+            let timeout = this.inner.nats.operation_timeout();
+            let asked = tokio::time::timeout(
+                timeout,
+                this.inner
+                    .nats
+                    .client()
+                    .request(this.inner.subject(&runner), id.clone().into()),
+            )
+            .await;
+            let answer = match asked {
+                Err(_) => {
+                    return Err(RelayError::RunnerGone {
+                        id: short,
+                        reason: format!("no answer within {timeout:?}"),
+                    })
+                }
+                Ok(Err(error)) => {
+                    return Err(match error.kind() {
+                        async_nats::RequestErrorKind::NoResponders => RelayError::RunnerGone {
+                            id: short,
+                            reason: "no replica listens for its cancels".to_owned(),
+                        },
+                        async_nats::RequestErrorKind::TimedOut => RelayError::RunnerGone {
+                            id: short,
+                            reason: format!("no answer within {timeout:?}"),
+                        },
+                        _ => unavailable(error.to_string()),
+                    })
+                }
+                Ok(Ok(answer)) => answer,
+            };
+            let malformed = |detail: String| RelayError::Malformed {
+                id: short.clone(),
+                detail,
+            };
+            match serde_json::from_slice::<Answer>(&answer.payload)
+                .map_err(|error| malformed(error.to_string()))?
+            {
+                Answer::Record(stored) => {
+                    let record = stored.record().map_err(&malformed)?;
+                    if record.id != id {
+                        return Err(malformed(format!("it answered for action {:?}", record.id)));
+                    }
+                    let key = format!("{PREFIX}{}", key_of(&id));
+                    this.inner.copy().keep(&key, record.clone(), stored.runner);
+                    Ok(record)
+                }
+                Answer::Problem(value) => {
+                    Problem::from_value(&value, &concord_interact::Limits::default())
+                        .map(|problem| Err(RelayError::Refused(Box::new(problem))))
+                        .map_err(|error| malformed(error.to_string()))?
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,614 @@
+//! The directory's registrations in NATS: [`DirectoryStore`] on a JetStream stream that is
+//! the log of every write, each replica holding the state the log makes.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use concord_directory::{
+    CapabilityKey, CapabilityKind, DirectoryStore, Entry, EventKind, EventsAfter, Expect, Holder,
+    Outcome, Page, Removal, StoreFailure, ThingEvent, UnixMillis, Write,
+};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::client::{key_of, Nats};
+use crate::error::NatsError;
+
+/// The stream's name unless configured otherwise.
+pub const DEFAULT_DIRECTORY_STREAM: &str = "concord_directory";
+
+/// How many times a write is tried again when another replica wrote first.
+const ATTEMPTS: usize = 32;
+
+/// One write or removal as the log holds it: the entry with its keys and its event, in one
+/// message (so they are stored together or not at all).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Logged {
+    Write {
+        entry: Box<StoredEntry>,
+        keys: Vec<(String, String)>,
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Value>,
+        retention: usize,
+    },
+    Remove {
+        id: String,
+        at: UnixMillis,
+        retention: usize,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredEntry {
+    id: String,
+    td: Value,
+    anonymous: bool,
+    created: UnixMillis,
+    modified: UnixMillis,
+    expires: Option<UnixMillis>,
+    ttl_ms: Option<u64>,
+    owner: Option<String>,
+    client: Option<String>,
+    size: u64,
+}
+
+impl StoredEntry {
+    fn of(entry: &Entry) -> Self {
+        Self {
+            id: entry.id.clone(),
+            td: entry.td.clone(),
+            anonymous: entry.anonymous,
+            created: entry.created,
+            modified: entry.modified,
+            expires: entry.expires,
+            ttl_ms: entry.ttl_ms,
+            owner: entry.owner.clone(),
+            client: entry.client.clone(),
+            size: entry.size,
+        }
+    }
+
+    fn into_entry(self, revision: u64) -> Entry {
+        let mut entry = Entry::sized(self.id, self.td, self.size);
+        entry.anonymous = self.anonymous;
+        entry.created = self.created;
+        entry.modified = self.modified;
+        entry.expires = self.expires;
+        entry.ttl_ms = self.ttl_ms;
+        entry.owner = self.owner;
+        entry.client = self.client;
+        entry.revision = revision;
+        entry
+    }
+}
+
+/// The state the log makes, as the in-memory store holds it, event ids being the log's
+/// sequence numbers.
+#[derive(Debug, Default)]
+struct State {
+    entries: BTreeMap<String, Entry>,
+    index: BTreeMap<CapabilityKey, BTreeSet<String>>,
+    keys: BTreeMap<String, Vec<CapabilityKey>>,
+    events: VecDeque<ThingEvent>,
+    /// The last sequence applied (the latest event id).
+    applied: u64,
+}
+
+impl State {
+    fn matches(&self, id: &str, expect: Expect) -> bool {
+        match (self.entries.get(id), expect) {
+            (None, Expect::Absent) => true,
+            (Some(entry), Expect::Revision(revision)) => entry.revision == revision,
+            _ => false,
+        }
+    }
+
+    fn held(&self, holder: Option<Holder<'_>>) -> u64 {
+        let held = self
+            .entries
+            .values()
+            .filter(|entry| match holder {
+                Some(Holder::Owner(did)) => entry.owner.as_deref() == Some(did),
+                Some(Holder::Client(client)) => entry.client.as_deref() == Some(client),
+                _ => false,
+            })
+            .count();
+        u64::try_from(held).unwrap_or(u64::MAX)
+    }
+
+    fn unindex(&mut self, id: &str) {
+        for key in self.keys.remove(id).unwrap_or_default() {
+            if let Some(ids) = self.index.get_mut(&key) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.index.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, event: ThingEvent, retention: usize) {
+        self.events.push_back(event);
+        while self.events.len() > retention {
+            self.events.pop_front();
+        }
+    }
+
+    /// Applies the log's message `sequence`. A sequence after a hole (messages the stream
+    /// no longer holds: an entry's earlier writes, kept only as its latest) starts the
+    /// events held afresh, so that a reader asking from before it is told of the gap.
+    fn apply(&mut self, sequence: u64, logged: Logged) {
+        if sequence <= self.applied {
+            return;
+        }
+        if sequence != self.applied + 1 {
+            self.events.clear();
+        }
+        self.applied = sequence;
+        match logged {
+            Logged::Write {
+                entry,
+                keys,
+                kind,
+                diff,
+                retention,
+            } => {
+                let entry = entry.into_entry(sequence);
+                let id = entry.id.clone();
+                let at = entry.modified;
+                self.unindex(&id);
+                let keys: Vec<CapabilityKey> = keys
+                    .into_iter()
+                    .filter_map(|(kind, value)| {
+                        CapabilityKind::from_name(&kind).map(|kind| CapabilityKey::new(kind, value))
+                    })
+                    .collect();
+                for key in &keys {
+                    self.index
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(id.clone());
+                }
+                self.keys.insert(id.clone(), keys);
+                self.entries.insert(id.clone(), entry);
+                let kind = EventKind::from_name(&kind).unwrap_or(EventKind::Updated);
+                self.record(ThingEvent::new(sequence, kind, id, diff, at), retention);
+            }
+            Logged::Remove { id, at, retention } => {
+                self.entries.remove(&id);
+                self.unindex(&id);
+                self.record(
+                    ThingEvent::new(sequence, EventKind::Deleted, id, None, at),
+                    retention,
+                );
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    nats: Nats,
+    stream: String,
+    state: Mutex<State>,
+    /// Signalled at each message applied.
+    applied: Condvar,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until the message `sequence` is applied, at most the operation timeout.
+    fn wait_applied(&self, sequence: u64, operation: &'static str) -> Result<(), StoreFailure> {
+        let deadline = Instant::now() + self.nats.operation_timeout();
+        let mut state = self.state();
+        while state.applied < sequence {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreFailure::Backend {
+                    operation,
+                    message: format!(
+                        "this replica's copy of the directory log did not reach event {sequence} within {:?}",
+                        self.nats.operation_timeout()
+                    ),
+                });
+            }
+            state = self
+                .applied
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        Ok(())
+    }
+}
+
+/// A [`DirectoryStore`] shared by every replica of a directory: a JetStream stream is the
+/// log of every write and removal, one message each carrying the entry, its capability keys
+/// and its event (stored together or not at all), its sequence number the event id (so ids
+/// strictly increase and are never reused) and the entry's revision.
+///
+/// Each replica applies the log, in order, to a state of its own (a consumer of the stream,
+/// from its first message) and reads from it: its event feed and search snapshot follow
+/// the writes made on any replica. A write decides on that state once it caught up with
+/// the log's last message (the expected revision, the admission bounds), and is published
+/// only if no other message was appended since (`Nats-Expected-Last-Sequence`); otherwise
+/// it catches up and decides again. So two replicas racing on one entry or on the last
+/// place of a bound never both pass. It returns once this replica applied it.
+///
+/// The stream keeps each entry's latest message (one per subject), so a replica starting
+/// later rebuilds every entry; the events it holds start after the holes that leaves (a
+/// reader resuming from before is told of the gap), and each replica keeps at most the
+/// `event_retention` of the writes it applied.
+#[derive(Debug, Clone)]
+pub struct NatsDirectoryStore {
+    inner: Arc<Inner>,
+}
+
+fn backend(operation: &'static str, error: impl std::fmt::Display) -> StoreFailure {
+    StoreFailure::Backend {
+        operation,
+        message: error.to_string(),
+    }
+}
+
+impl NatsDirectoryStore {
+    /// The stream `name` (subjects `<name>.e.*`, file storage, the latest message of each
+    /// entry kept), created when missing; applies it from its first message before
+    /// answering (at most three operation timeouts), then follows it.
+    ///
+    /// # Errors
+    /// When the stream cannot be created or read.
+    pub async fn open(nats: &Nats, name: &str) -> Result<Self, NatsError> {
+        let failed = |cause: String| NatsError::Bucket {
+            bucket: name.to_owned(),
+            cause,
+        };
+        let context = jetstream::new(nats.client().clone());
+        let mut stream = context
+            .get_or_create_stream(stream::Config {
+                name: name.to_owned(),
+                description: Some(
+                    "Concord: the directory's registrations and their events".to_owned(),
+                ),
+                subjects: vec![format!("{name}.e.*")],
+                max_messages_per_subject: 1,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        let last = stream
+            .info()
+            .await
+            .map_err(|error| failed(error.to_string()))?
+            .state
+            .last_sequence;
+        let inner = Arc::new(Inner {
+            nats: nats.clone(),
+            stream: name.to_owned(),
+            state: Mutex::new(State::default()),
+            applied: Condvar::new(),
+        });
+        nats.handle()
+            .spawn(follow(Arc::downgrade(&inner), stream, nats.inbox()));
+        let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
+        while inner.state().applied < last && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(Self { inner })
+    }
+
+    fn subject(&self, id: &str) -> String {
+        format!("{}.e.{}", self.inner.stream, key_of(id))
+    }
+
+    /// The log's last sequence, as the server says now.
+    fn last_sequence(&self, operation: &'static str) -> Result<u64, StoreFailure> {
+        let (client, name) = (self.inner.nats.client().clone(), self.inner.stream.clone());
+        self.inner
+            .nats
+            .run(operation, async move {
+                let context = jetstream::new(client);
+                let mut stream = context
+                    .get_stream(&name)
+                    .await
+                    .map_err(|error| NatsError::request(operation, &name, error))?;
+                let info = stream
+                    .info()
+                    .await
+                    .map_err(|error| NatsError::request(operation, &name, error))?;
+                Ok(info.state.last_sequence)
+            })
+            .map_err(|error| backend(operation, error))
+    }
+
+    /// Appends `logged` on `subject` if the log's last message is still `expected`:
+    /// its sequence, or `None` when another was appended first.
+    fn append(
+        &self,
+        operation: &'static str,
+        subject: String,
+        logged: &Logged,
+        expected: u64,
+    ) -> Result<Option<u64>, StoreFailure> {
+        let payload = bytes::Bytes::from(
+            serde_json::to_vec(logged).map_err(|error| backend(operation, error))?,
+        );
+        let client = self.inner.nats.client().clone();
+        self.inner
+            .nats
+            .run(operation, async move {
+                let context = jetstream::new(client);
+                let publish = jetstream::message::PublishMessage::build()
+                    .payload(payload)
+                    .expected_last_sequence(expected);
+                let ack = match context.send_publish(subject.clone(), publish).await {
+                    Ok(ack) => ack.await,
+                    Err(error) => Err(error),
+                };
+                match ack {
+                    Ok(ack) => Ok(Some(ack.sequence)),
+                    Err(error)
+                        if error.kind()
+                            == jetstream::context::PublishErrorKind::WrongLastSequence =>
+                    {
+                        Ok(None)
+                    }
+                    Err(error) => Err(NatsError::request(operation, subject, error)),
+                }
+            })
+            .map_err(|error| backend(operation, error))
+    }
+
+    /// Decides on the state caught up with the log (`decide` answers the refusal, if
+    /// any), appends, and waits until applied; tries again when another replica wrote first.
+    fn commit(
+        &self,
+        operation: &'static str,
+        id: &str,
+        logged: &Logged,
+        decide: impl Fn(&State) -> Option<Outcome>,
+    ) -> Result<Outcome, StoreFailure> {
+        for _ in 0..ATTEMPTS {
+            let last = self.last_sequence(operation)?;
+            self.inner.wait_applied(last, operation)?;
+            let expected = {
+                let state = self.inner.state();
+                if let Some(refusal) = decide(&state) {
+                    return Ok(refusal);
+                }
+                state.applied
+            };
+            if let Some(sequence) = self.append(operation, self.subject(id), logged, expected)? {
+                self.inner.wait_applied(sequence, operation)?;
+                return Ok(Outcome::Done(sequence));
+            }
+        }
+        Err(backend(
+            operation,
+            format!("other replicas kept writing first ({ATTEMPTS} attempts)"),
+        ))
+    }
+}
+
+/// Applies the stream to `inner`'s state from its first message, following it, and
+/// following it again whenever the consumer ends, until the store is dropped.
+async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
+    loop {
+        let from = match inner.upgrade() {
+            Some(strong) => strong.state().applied + 1,
+            None => return,
+        };
+        let created = stream
+            .create_consumer(consumer::push::OrderedConfig {
+                deliver_subject: inbox.clone(),
+                deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: from,
+                },
+                ..Default::default()
+            })
+            .await;
+        let messages = match created {
+            Ok(consumer) => consumer.messages().await,
+            Err(error) => {
+                tracing::debug!(%error, "cannot follow the directory log: trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let Ok(mut messages) = messages else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+            let Some(strong) = inner.upgrade() else {
+                return;
+            };
+            let message = match next {
+                Err(_) => continue,
+                Ok(Some(Ok(message))) => message,
+                Ok(Some(Err(error))) => {
+                    tracing::debug!(%error, "the directory log's consumer failed: following again");
+                    break;
+                }
+                Ok(None) => break,
+            };
+            let Ok(info) = message.info() else {
+                continue;
+            };
+            let sequence = info.stream_sequence;
+            match serde_json::from_slice::<Logged>(&message.payload) {
+                Ok(logged) => strong.state().apply(sequence, logged),
+                Err(error) => {
+                    tracing::warn!(%error, sequence, "a directory log message is not one Concord writes: skipped");
+                    let mut state = strong.state();
+                    state.applied = state.applied.max(sequence);
+                }
+            }
+            strong.applied.notify_all();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl DirectoryStore for NatsDirectoryStore {
+    fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure> {
+        Ok(self.inner.state().entries.get(id).cloned())
+    }
+
+    fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
+        let logged = Logged::Write {
+            entry: Box::new(StoredEntry::of(write.entry)),
+            keys: write
+                .keys
+                .iter()
+                .map(|key| (key.kind.name().to_owned(), key.value.clone()))
+                .collect(),
+            kind: write.kind.name().to_owned(),
+            diff: write.diff.cloned(),
+            retention: write.event_retention,
+        };
+        let id = write.entry.id.as_str();
+        self.commit("write entry", id, &logged, |state| {
+            if !state.matches(id, write.expect) {
+                return Some(Outcome::Conflict);
+            }
+            let admission = write.admission?;
+            let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
+            let held = admission
+                .holders()
+                .map(|holder| state.held(Some(holder)))
+                .max()
+                .unwrap_or(0);
+            admission.refusal(total, held)
+        })
+    }
+
+    fn remove(&self, removal: &Removal<'_>) -> Result<Outcome, StoreFailure> {
+        let logged = Logged::Remove {
+            id: removal.id.to_owned(),
+            at: removal.at,
+            retention: removal.event_retention,
+        };
+        self.commit("remove entry", removal.id, &logged, |state| {
+            (!state.matches(removal.id, Expect::Revision(removal.expect)))
+                .then_some(Outcome::Conflict)
+        })
+    }
+
+    fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure> {
+        let state = self.inner.state();
+        let live = || {
+            state
+                .entries
+                .values()
+                .filter(|entry| !entry.expired_at(now))
+        };
+        let total = u64::try_from(live().count()).unwrap_or(u64::MAX);
+        let entries = live()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .cloned()
+            .collect();
+        Ok(Page::new(entries, total, state.applied))
+    }
+
+    fn scan(
+        &self,
+        after: Option<&str>,
+        limit: u64,
+        now: UnixMillis,
+    ) -> Result<Vec<Entry>, StoreFailure> {
+        let state = self.inner.state();
+        let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_owned()));
+        Ok(state
+            .entries
+            .range((from, Bound::Unbounded))
+            .map(|(_, entry)| entry)
+            .filter(|entry| !entry.expired_at(now))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+
+    fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
+        let state = self.inner.state();
+        let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
+        Ok((total, state.held(holder)))
+    }
+
+    fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
+        let state = self.inner.state();
+        let mut expired: Vec<(UnixMillis, &Entry)> = state
+            .entries
+            .values()
+            .filter_map(|entry| entry.expires.filter(|at| *at <= now).map(|at| (at, entry)))
+            .collect();
+        expired.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        Ok(expired
+            .into_iter()
+            .take(max)
+            .map(|(_, entry)| (entry.id.clone(), entry.revision))
+            .collect())
+    }
+
+    fn events_after(&self, after: u64, max: usize) -> Result<EventsAfter, StoreFailure> {
+        let state = self.inner.state();
+        let events = state
+            .events
+            .iter()
+            .filter(|event| event.id > after)
+            .take(max)
+            .cloned()
+            .collect();
+        Ok(EventsAfter::new(
+            events,
+            state.events.front().map(|event| event.id),
+            state.applied,
+        ))
+    }
+
+    fn find(
+        &self,
+        keys: &[CapabilityKey],
+        now: UnixMillis,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreFailure> {
+        let state = self.inner.state();
+        let Some((first, rest)) = keys.split_first() else {
+            return Ok(Vec::new());
+        };
+        let Some(candidates) = state.index.get(first) else {
+            return Ok(Vec::new());
+        };
+        Ok(candidates
+            .iter()
+            .filter(|id| {
+                rest.iter().all(|key| {
+                    state
+                        .index
+                        .get(key)
+                        .is_some_and(|ids| ids.contains(id.as_str()))
+                })
+            })
+            .filter(|id| {
+                state
+                    .entries
+                    .get(id.as_str())
+                    .is_some_and(|entry| !entry.expired_at(now))
+            })
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+}

@@ -1,0 +1,191 @@
+//! Progress actions on any replica, against a real nats-server started here
+//! (`CONCORD_NATS_SERVER` names the binary; `.ci/run` runs these with `--ignored`): the
+//! action records' conformance suite, a record written on one replica read on another, a
+//! cancel relayed to the replica running the action, and the typed answers when that
+//! replica is gone or NATS is away.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use concord_interact::{
+    conformance, ActionRecord, ActionRecords, ActionRelay, ActionStatus, ActionTableError,
+    CancelReason, LocalActions, RelayError,
+};
+use concord_nats::testing::NatsServer;
+use concord_nats::{Nats, NatsActionRecords, NatsSettings, DEFAULT_ACTION_MAX_AGE};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One replica's records on its own connection (its own runtime: dropping it is the
+/// replica's process ending).
+fn replica(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> NatsActionRecords {
+    let mut settings = NatsSettings::new([server.url()]);
+    settings.operation_timeout = Duration::from_secs(1);
+    runtime.block_on(async {
+        let nats = Nats::connect(&settings).await.unwrap();
+        NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
+            .await
+            .unwrap()
+    })
+}
+
+fn running(id: &str, revision: u64, progress: f64) -> ActionRecord {
+    ActionRecord {
+        id: id.to_owned(),
+        name: "render".to_owned(),
+        status: ActionStatus::Running,
+        progress: Some(progress),
+        output: Some(serde_json::json!({"frames": revision})),
+        error: None,
+        cancel_reason: None,
+        lease: Duration::from_secs(30),
+        revision,
+    }
+}
+
+/// `records.read(id)` once it answers a record at `revision` or later (within 10 s).
+fn read_once(records: &NatsActionRecords, id: &str, revision: u64) -> ActionRecord {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(record)) = records.read(id) {
+            if record.revision >= revision {
+                return record;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} revision {revision} never read"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A replica's table as the relay sees it: cancels what it runs, refuses the rest.
+struct Table {
+    runs: Mutex<Vec<ActionRecord>>,
+    cancelled: Mutex<Vec<String>>,
+    records: NatsActionRecords,
+}
+
+impl LocalActions for Table {
+    fn cancel(&self, id: &str) -> Result<ActionRecord, ActionTableError> {
+        let mut runs = self.runs.lock().unwrap();
+        let Some(action) = runs.iter_mut().find(|action| action.id == id) else {
+            return Err(ActionTableError::Unknown { id: id.to_owned() });
+        };
+        action.status = ActionStatus::Cancelled;
+        action.cancel_reason = Some(CancelReason::Requested);
+        action.revision += 1;
+        self.records.write(action).unwrap();
+        self.cancelled.lock().unwrap().push(id.to_owned());
+        Ok(action.clone())
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn the_action_records_pass_their_conformance_suite() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let records = replica(&runtime, &server);
+    conformance::action_records(&records);
+    // Everything written reached NATS: another replica reads the highest revisions.
+    let other = replica(&runtime, &server);
+    assert_eq!(read_once(&other, "conformance-race", 32).revision, 32);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_action_run_on_one_replica_is_read_and_cancelled_on_another() {
+    let mut server = NatsServer::start();
+    let (runtime_a, runtime_b) = (runtime(), runtime());
+    let (a, b) = (replica(&runtime_a, &server), replica(&runtime_b, &server));
+    let table = Arc::new(Table {
+        runs: Mutex::new(Vec::new()),
+        cancelled: Mutex::new(Vec::new()),
+        records: a.clone(),
+    });
+    a.serve(Arc::clone(&table) as Arc<dyn LocalActions>)
+        .unwrap();
+
+    // A runs two actions; B reads each as A last wrote it.
+    for id in ["render-1", "render-2"] {
+        let record = running(id, 2, 0.5);
+        a.write(&record).unwrap();
+        table.runs.lock().unwrap().push(record);
+    }
+    assert_eq!(read_once(&b, "render-1", 2), running("render-1", 2, 0.5));
+    assert_eq!(b.read("never-issued").unwrap(), None);
+
+    // A cancel on B reaches A, which stops the action; B answers what A answered.
+    let cancelled = runtime_b.block_on(b.cancel("render-1")).unwrap();
+    assert_eq!(cancelled.status, ActionStatus::Cancelled);
+    assert_eq!(cancelled.revision, 3);
+    assert_eq!(*table.cancelled.lock().unwrap(), ["render-1"]);
+    assert_eq!(
+        b.read("render-1").unwrap().unwrap().status,
+        ActionStatus::Cancelled
+    );
+    // Cancelled already: refused as finished (409), without asking A again.
+    match runtime_b.block_on(b.cancel("render-1")) {
+        Err(RelayError::Refused(problem)) => assert_eq!(problem.status, Some(409)),
+        other => panic!("a finished action's cancel must be refused: {other:?}"),
+    }
+    assert_eq!(table.cancelled.lock().unwrap().len(), 1);
+
+    // A stops (its process ends): a cancel of its other action is a typed 503, in time.
+    drop(a);
+    drop(runtime_a);
+    let started = Instant::now();
+    match runtime_b.block_on(b.cancel("render-2")) {
+        Err(gone @ RelayError::RunnerGone { .. }) => {
+            assert!(gone.is_transient());
+            assert_eq!(gone.to_problem().status, Some(503));
+        }
+        other => panic!("a cancel for a replica that stopped must say so: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // NATS away: a relayed cancel and a read the copy cannot answer are 503 at once; what
+    // the copy holds is still answered.
+    server.stop();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runtime_b.block_on(async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.read("unknown-id").is_ok()
+    }) {
+        assert!(Instant::now() < deadline, "B never noticed NATS went away");
+    }
+    let started = Instant::now();
+    match runtime_b.block_on(b.cancel("render-2")) {
+        Err(unavailable @ RelayError::Unavailable { .. }) => {
+            assert_eq!(unavailable.to_problem().status, Some(503));
+        }
+        other => panic!("with NATS away a relayed cancel is unavailable: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(b.read("render-2").unwrap().unwrap().revision, 2);
+
+    // A change written while NATS is away is kept, and sent once it is back.
+    let late = running("render-3", 1, 0.1);
+    assert!(b.write(&late).is_err(), "the write says NATS is away");
+    assert_eq!(b.read("render-3").unwrap().as_ref(), Some(&late));
+    server.resume();
+    let runtime_c = runtime();
+    let c = replica(&runtime_c, &server);
+    assert_eq!(read_once(&c, "render-3", 1), late);
+}

@@ -1,0 +1,146 @@
+//! The directory's registrations in NATS, against a real nats-server started here
+//! (`CONCORD_NATS_SERVER`; `.ci/run` runs these with `--ignored`): the `DirectoryStore`
+//! conformance suite, and two directory replicas on one log: what one registers the other
+//! reads, finds and reports as an event; racing writes on one entry, one wins.
+
+use std::time::{Duration, Instant};
+
+use concord_directory::{
+    keys_of, CapabilityKey, CapabilityKind, DirectoryStore, Entry, EventKind, Expect, Outcome,
+    Removal, Write,
+};
+use concord_nats::testing::NatsServer;
+use concord_nats::{Nats, NatsDirectoryStore, NatsSettings, DEFAULT_DIRECTORY_STREAM};
+use serde_json::json;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One directory replica on its own connection.
+fn replica(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> NatsDirectoryStore {
+    let mut settings = NatsSettings::new([server.url()]);
+    settings.operation_timeout = Duration::from_secs(2);
+    runtime.block_on(async {
+        let nats = Nats::connect(&settings).await.unwrap();
+        NatsDirectoryStore::open(&nats, DEFAULT_DIRECTORY_STREAM)
+            .await
+            .unwrap()
+    })
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn the_directory_store_passes_its_conformance_suite() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let store = replica(&runtime, &server);
+    concord_directory::conformance::directory_store(&store);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn what_one_directory_replica_registers_another_reads_finds_and_reports() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let (a, b) = (replica(&runtime, &server), replica(&runtime, &server));
+    let td = json!({"title": "Weather", "actions": {"forecast": {}}});
+    let entry = Entry::new("urn:weather", td.clone());
+    let keys = keys_of(&td);
+    let created = a
+        .write(&Write::new(
+            &entry,
+            &keys,
+            Expect::Absent,
+            EventKind::Created,
+            Some(&td),
+            16,
+        ))
+        .unwrap();
+    let Outcome::Done(revision) = created else {
+        panic!("not written: {created:?}");
+    };
+    // B follows A's write: the entry, the capability search, the event.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.entry("urn:weather").unwrap().is_none() {
+        assert!(Instant::now() < deadline, "B never saw A's registration");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(b.entry("urn:weather").unwrap().unwrap().revision, revision);
+    assert_eq!(
+        b.find(
+            &[CapabilityKey::new(CapabilityKind::Action, "forecast")],
+            0,
+            10
+        )
+        .unwrap(),
+        ["urn:weather"]
+    );
+    let events = b.events_after(0, 10).unwrap();
+    assert_eq!(events.latest, revision);
+    assert_eq!(events.events.len(), 1);
+    assert_eq!(events.events[0].kind, EventKind::Created);
+    assert_eq!(events.events[0].thing, "urn:weather");
+
+    // Both update the entry at once from the same revision: one wins, the other is told.
+    let updated = Entry::new("urn:weather", json!({"title": "Weather 2"}));
+    let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+        [&a, &b]
+            .map(|store| {
+                let updated = &updated;
+                scope.spawn(move || {
+                    store
+                        .write(&Write::new(
+                            updated,
+                            &[],
+                            Expect::Revision(revision),
+                            EventKind::Updated,
+                            None,
+                            16,
+                        ))
+                        .unwrap()
+                })
+            })
+            .into_iter()
+            .map(|writer| writer.join().unwrap())
+            .collect()
+    });
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Done(_)))
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert!(outcomes.contains(&Outcome::Conflict), "{outcomes:?}");
+
+    // Removed on B: gone on A, with its event.
+    let current = b.entry("urn:weather").unwrap().unwrap().revision;
+    let removed = b
+        .remove(&Removal::new("urn:weather", current, 5, 16))
+        .unwrap();
+    let Outcome::Done(gone) = removed else {
+        panic!("not removed: {removed:?}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.entry("urn:weather").unwrap().is_some() {
+        assert!(Instant::now() < deadline, "A never saw B's removal");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let events = a.events_after(revision, 10).unwrap();
+    assert_eq!(events.latest, gone);
+    assert_eq!(
+        events.events.iter().map(|e| e.kind).collect::<Vec<_>>(),
+        [EventKind::Updated, EventKind::Deleted]
+    );
+
+    // A replica started now rebuilds the entries from the log (here: none left).
+    let c = replica(&runtime, &server);
+    assert!(c.entry("urn:weather").unwrap().is_none());
+    assert_eq!(c.events_after(0, 10).unwrap().latest, gone);
+}
