@@ -213,8 +213,8 @@ impl Native<'_> {
     }
 
     /// `decodeResponse(message)`: what it returns.
-    pub(crate) fn decode_response(&self, message: &Value) -> Result<Decoded, SandboxError> {
-        check_input(message, 0, 0, self.limits)?;
+    pub(crate) fn decode_response(&self, message: Value) -> Result<Decoded, SandboxError> {
+        check_input(&message, 0, 0, self.limits)?;
         let decoded = self.template.decode_response(message)?;
         match &decoded {
             Decoded::Output { message_id, output } => {

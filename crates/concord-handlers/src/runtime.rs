@@ -147,7 +147,7 @@ impl Requester {
             return Ok(Reply::from_value(&value)?);
         };
         match native
-            .decode_response(&message)
+            .decode_response(message)
             .map_err(|source| RuntimeError::Handler { function, source })?
         {
             Decoded::Output { message_id, output } => Ok(Reply::Output { message_id, output }),

@@ -101,7 +101,10 @@ async fn answer_violation(transport: &mut impl Transport, violation: &Violation)
 /// The operations a session needs from its WebSocket.
 pub(crate) trait Transport: Send + 'static {
     /// The next text, binary or close message; `None` once the connection is gone.
-    /// Cancel-safe: nothing is lost when the future is dropped. A text message that is not
+    /// Cancel-safe: nothing is lost when the future is dropped; and a read that answered
+    /// `Pending` leaves the waker it was polled with registered after it is dropped, to be
+    /// woken when there is more to read (the driver's read gate relies on it: it reads
+    /// again only once woken). A text message that is not
     /// UTF-8 or a breach of the WebSocket protocol is answered with a close frame (1007 or
     /// 1002, with a reason) before its error is returned.
     fn recv(&mut self) -> impl Future<Output = Option<Result<Incoming, TransportError>>> + Send;

@@ -162,8 +162,9 @@ impl Template {
         native::encode_response(&self.plan, message_id, outcome)
     }
 
-    /// `decodeResponse(message)` natively.
-    pub(crate) fn decode_response(&self, message: &Value) -> Result<Decoded, SandboxError> {
+    /// `decodeResponse(message)` natively; the output is moved out of `message` where it
+    /// maps to itself.
+    pub(crate) fn decode_response(&self, message: Value) -> Result<Decoded, SandboxError> {
         native::decode_response(&self.plan, message)
     }
 }

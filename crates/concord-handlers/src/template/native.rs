@@ -4,6 +4,8 @@
 //! in the engine's form ([`concord_sandbox::round_trip`]), so that every result and every
 //! thrown `TypeError` is the one the module gives in the sandbox.
 
+use std::borrow::Cow;
+
 use concord_sandbox::{property_order, round_trip, Function, SandboxError};
 use serde_json::{Map, Value};
 
@@ -77,8 +79,8 @@ pub(super) fn call(
             let input = own(Some(argument), "input");
             Ok(encode_request_body(plan, requester, message_id, input)?)
         }
-        (Body::Requester(requester), Function::DecodeResponse) => {
-            Ok(match decode_response_body(plan, requester, argument)? {
+        (Body::Requester(requester), Function::DecodeResponse) => Ok(
+            match decode_response_body(plan, requester, Cow::Borrowed(argument))? {
                 Decoded::Output { message_id, output } => reply(&message_id, "output", output),
                 Decoded::Error {
                     message_id,
@@ -90,8 +92,8 @@ pub(super) fn call(
                     error.insert("message".to_owned(), Value::String(message));
                     reply(&message_id, "error", Value::Object(error))
                 }
-            })
-        }
+            },
+        ),
         _ => Err(wrong_role(plan, function)),
     }
 }
@@ -169,13 +171,18 @@ pub(super) fn encode_response(
     }
 }
 
-/// `decodeResponse(message)`: what it returns.
-pub(super) fn decode_response(plan: &ModulePlan, message: &Value) -> Result<Decoded, SandboxError> {
+/// `decodeResponse(message)`: what it returns. The message is the caller's: its output is
+/// moved out of it, not copied, where the output table leaves it as it is.
+pub(super) fn decode_response(plan: &ModulePlan, message: Value) -> Result<Decoded, SandboxError> {
     let Body::Requester(requester) = &plan.body else {
         return Err(wrong_role(plan, Function::DecodeResponse));
     };
-    let message = round_trip(message);
-    Ok(decode_response_body(plan, requester, message.as_ref())?)
+    let converted = match round_trip(&message) {
+        Cow::Owned(converted) => Some(converted),
+        Cow::Borrowed(_) => None,
+    };
+    let message = converted.unwrap_or(message);
+    Ok(decode_response_body(plan, requester, Cow::Owned(message))?)
 }
 
 // ----- the contract functions' bodies --------------------------------------------------------
@@ -279,12 +286,16 @@ fn encode_request_body(
     Ok(message.finish())
 }
 
+/// `decodeResponse`'s body; an owned message gives its output up (moved, where the output
+/// table leaves it as it is).
 fn decode_response_body(
     module: &ModulePlan,
     requester: &RequesterPlan,
-    message: &Value,
+    message: Cow<'_, Value>,
 ) -> Run<Decoded> {
     let function = &requester.decode_response;
+    let owned = message;
+    let message = owned.as_ref();
     expect_object(Some(message), "the response")?;
     if let Some(check) = &function.check {
         expect_const(own(Some(message), &check.field), check)?;
@@ -325,9 +336,15 @@ fn decode_response_body(
         }
     }
     let output = match &function.output {
-        ResponseOutput::Single { field, what } => match own(Some(message), field) {
-            Some(value) => map_value(value, &requester.output, &At::Root(what))?,
-            None => Value::Null,
+        ResponseOutput::Single { field, what } => match owned {
+            Cow::Owned(Value::Object(mut members)) => match members.swap_remove(field.as_str()) {
+                Some(value) => map_owned(value, &requester.output, &At::Root(what))?,
+                None => Value::Null,
+            },
+            message => match own(Some(message.as_ref()), field) {
+                Some(value) => map_value(value, &requester.output, &At::Root(what))?,
+                None => Value::Null,
+            },
         },
         ResponseOutput::Pick(names) => {
             let mut picked = Map::with_capacity(names.len());
@@ -568,6 +585,10 @@ impl At<'_> {
 
 /// `mapValue(value, table, where)`.
 fn map_value(value: &Value, table: &Plan, at: &At<'_>) -> Run<Value> {
+    if maps_to_itself(value, table) {
+        // Cloned whole: the clone keeps each member's hash, a rebuild hashes every key.
+        return Ok(value.clone());
+    }
     match (table, value) {
         (Plan::Items(items), Value::Array(values)) => values
             .iter()
@@ -582,9 +603,34 @@ fn map_value(value: &Value, table: &Plan, at: &At<'_>) -> Run<Value> {
     }
 }
 
+/// Whether `mapValue(value, table)` gives `value` itself: an object whose members are the
+/// table's fields, in its order (each found under its own name), each mapping to itself,
+/// with no key that starts with a digit (JavaScript would move an array index first); an
+/// array whose items map to themselves; anything else a table leaves as it is. No field
+/// is then missing (no fallback is written) and none is dropped.
+fn maps_to_itself(value: &Value, table: &Plan) -> bool {
+    match (table, value) {
+        (Plan::Fields(fields), Value::Object(object)) => {
+            object.len() == fields.len()
+                && object.iter().zip(fields).all(|((name, value), field)| {
+                    *name == field.name
+                        && !name.starts_with(|c: char| c.is_ascii_digit())
+                        && maps_to_itself(value, &field.plan)
+                })
+        }
+        (Plan::Items(items), Value::Array(values)) => {
+            values.iter().all(|item| maps_to_itself(item, items))
+        }
+        _ => true,
+    }
+}
+
 /// `mapValue(value, table, where)` of a value the caller owns: moved, not copied, where
 /// the table leaves it as it is.
 fn map_owned(value: Value, table: &Plan, at: &At<'_>) -> Run<Value> {
+    if maps_to_itself(&value, table) {
+        return Ok(value);
+    }
     match (table, &value) {
         (Plan::Items(_), Value::Array(_)) | (Plan::Fields(_), Value::Object(_)) => {
             map_value(&value, table, at)
@@ -732,5 +778,103 @@ fn expect_const(value: Option<&Value>, check: &Check) -> Run<()> {
             stringify(expected),
             describe(value)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `mapValue` as it was before values that map to themselves were taken whole: every
+    /// object rebuilt field by field.
+    fn rebuilt(value: &Value, table: &Plan) -> Value {
+        match (table, value) {
+            (Plan::Items(items), Value::Array(values)) => {
+                Value::Array(values.iter().map(|item| rebuilt(item, items)).collect())
+            }
+            (Plan::Fields(fields), Value::Object(object)) => {
+                let mut out = Map::new();
+                for field in fields {
+                    match find_source(object, &field.name) {
+                        Some(source) => {
+                            out.insert(field.name.clone(), rebuilt(source, &field.plan));
+                        }
+                        None => {
+                            if let (true, Some(fallback)) = (field.required, &field.fallback) {
+                                out.insert(field.name.clone(), fallback.clone());
+                            }
+                        }
+                    }
+                }
+                Value::Object(property_order(out))
+            }
+            _ => value.clone(),
+        }
+    }
+
+    #[test]
+    fn a_value_taken_whole_is_the_value_a_rebuild_gives() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "productId": {"type": "string"},
+                "name": {"type": "string"},
+                "price": {"type": "number"},
+                "limit": {"type": "integer", "default": 10},
+                "tags": {"type": "array", "items": {"type": "object", "properties": {
+                    "tag_name": {"type": "string"}, "2": {"type": "integer"}
+                }}},
+                "dims": {"type": "object", "properties": {"w": {"type": "number"}, "h": {"type": "number"}}}
+            },
+            "required": ["productId", "limit"]
+        });
+        let table = Plan::for_target(Some(&schema));
+        let values = [
+            // Every field, in the table's order: the value itself.
+            json!({"productId": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": [], "dims": {"w": 1, "h": 2}}),
+            // Another order, a field missing (with and without a fallback), one extra,
+            // another style of name, a nested object off the table, an array index key.
+            json!({"name": "Desk", "productId": "P1", "price": 12.5, "limit": 3,
+                   "tags": [], "dims": {"w": 1, "h": 2}}),
+            json!({"productId": "P1", "name": "Desk", "price": 12.5,
+                   "tags": [], "dims": {"w": 1, "h": 2}}),
+            json!({"productId": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": [], "dims": {"w": 1, "h": 2}, "extra": true}),
+            json!({"product_id": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": [], "dims": {"w": 1, "h": 2}}),
+            json!({"productId": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": [{"tag_name": "a", "2": 7}], "dims": {"h": 2, "w": 1}}),
+            json!({"productId": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": [{"tag_name": "a"}], "dims": {"w": 1, "h": 2}}),
+            json!({"productId": "P1", "name": "Desk", "price": 12.5, "limit": 3,
+                   "tags": "not an array", "dims": null}),
+            json!("not an object"),
+        ];
+        for (index, value) in values.iter().enumerate() {
+            let expected = serde_json::to_string(&rebuilt(value, &table)).unwrap();
+            let at = At::Root("the value");
+            let Ok(mapped) = map_value(value, &table, &at) else {
+                panic!("value {index} does not map");
+            };
+            assert_eq!(
+                serde_json::to_string(&mapped).unwrap(),
+                expected,
+                "value {index}"
+            );
+            let Ok(moved) = map_owned(value.clone(), &table, &at) else {
+                panic!("value {index} does not map when owned");
+            };
+            assert_eq!(
+                serde_json::to_string(&moved).unwrap(),
+                expected,
+                "value {index}"
+            );
+        }
+        assert!(maps_to_itself(&values[0], &table));
+        for value in &values[1..7] {
+            assert!(!maps_to_itself(value, &table), "{value}");
+        }
     }
 }

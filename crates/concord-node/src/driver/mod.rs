@@ -15,7 +15,10 @@ mod requester;
 mod work;
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use concord_negotiate::Accounting;
@@ -23,7 +26,7 @@ use concord_proto::{
     CloseReason, EstablishedProtocol, Event, Preparation, ProtocolHash, Role, Session,
 };
 use concord_store::Direction;
-use futures_util::FutureExt;
+use futures_util::task::AtomicWaker;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
@@ -124,6 +127,10 @@ pub(crate) struct Start<T> {
 /// The driver of one session.
 pub(crate) struct Driver<T: Transport> {
     transport: T,
+    /// Whether the transport may have a message for us (see [`ReadGate`]).
+    read_gate: Arc<ReadGate>,
+    /// The waker the transport's reads are polled with: it opens `read_gate`.
+    read_waker: Waker,
     session: Session,
     shared: Arc<Shared>,
     peer: String,
@@ -213,8 +220,11 @@ impl<T: Transport> Driver<T> {
                 Box::new(Preparation::new(role_name, capabilities, limits)),
             ),
         };
+        let read_gate = Arc::new(ReadGate::default());
         let mut driver = Self {
             transport: start.transport,
+            read_waker: Waker::from(Arc::clone(&read_gate)),
+            read_gate,
             session: start.session,
             shared: start.shared,
             peer: start.peer,
@@ -322,7 +332,7 @@ impl<T: Transport> Driver<T> {
             let may_read = self.may_read();
             tokio::select! {
                 cause = stop_requested(&mut self.shutdown) => self.stop = Some(cause),
-                incoming = self.transport.recv(), if may_read => {
+                incoming = self.read_gate.recv(&mut self.transport, &self.read_waker), if may_read => {
                     self.on_incoming(incoming);
                     self.take_more_incoming();
                 }
@@ -365,9 +375,9 @@ impl<T: Transport> Driver<T> {
             if !self.may_read() {
                 return;
             }
-            match self.transport.recv().now_or_never() {
-                Some(incoming) => self.on_incoming(incoming),
-                None => return,
+            match self.try_recv() {
+                Poll::Ready(incoming) => self.on_incoming(incoming),
+                Poll::Pending => return,
             }
         }
     }
@@ -394,6 +404,13 @@ impl<T: Transport> Driver<T> {
     }
 
     // ----- I/O ---------------------------------------------------------------------------
+
+    /// The transport's next message without registering the session's task (see
+    /// [`ReadGate::recv`]).
+    fn try_recv(&mut self) -> Poll<Option<Result<Incoming, TransportError>>> {
+        self.read_gate
+            .try_recv(&mut self.transport, &self.read_waker)
+    }
 
     /// [`Driver::flush`], unless the session is shed meanwhile: a shed session whose peer
     /// reads nothing (its writes blocked) would otherwise keep its slot from the newcomer
@@ -734,6 +751,81 @@ impl<T: Transport> Driver<T> {
     }
 }
 
+/// Whether a session's transport may have a message: the waker its reads are polled with.
+/// Open at first and after every message read; shut when a read found nothing (the
+/// transport then holds this waker, and wakes it when there is more to read). Reads are
+/// cancel-safe and a dropped read leaves its registration in the socket, so a shut gate
+/// means nothing can be read until it is woken.
+#[derive(Debug)]
+struct ReadGate {
+    woken: AtomicBool,
+    /// The session's task, woken with the gate.
+    task: AtomicWaker,
+}
+
+impl ReadGate {
+    /// The transport's next message, read only when the transport may have one: after it
+    /// answered, or once it woke the gate (data arrived, or the connection ended). The
+    /// session's loop waits on this every time round, whatever woke it (a call, a result,
+    /// a timer); reading then would cost a read attempt for nothing each time (tungstenite
+    /// zero-fills its read buffer before every attempt, and the runtime checks the
+    /// socket's readiness). `waker` is this gate's.
+    async fn recv<T: Transport>(
+        &self,
+        transport: &mut T,
+        waker: &Waker,
+    ) -> Option<Result<Incoming, TransportError>> {
+        std::future::poll_fn(|cx| {
+            self.task.register(cx.waker());
+            self.try_recv(transport, waker)
+        })
+        .await
+    }
+
+    /// One read attempt if the gate is open; wakes the task registered last when it
+    /// opens again.
+    fn try_recv<T: Transport>(
+        &self,
+        transport: &mut T,
+        waker: &Waker,
+    ) -> Poll<Option<Result<Incoming, TransportError>>> {
+        if !self.woken.swap(false, Ordering::AcqRel) {
+            return Poll::Pending;
+        }
+        let mut cx = Context::from_waker(waker);
+        let recv = std::pin::pin!(transport.recv());
+        match recv.poll(&mut cx) {
+            Poll::Ready(incoming) => {
+                // More may be buffered already: the next attempt reads.
+                self.woken.store(true, Ordering::Release);
+                Poll::Ready(incoming)
+            }
+            // The transport holds our waker: it opens the gate when it has more.
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Default for ReadGate {
+    fn default() -> Self {
+        Self {
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        }
+    }
+}
+
+impl Wake for ReadGate {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
 /// Resolves with the cause once the node signals that the session must end.
 async fn stop_requested(shutdown: &mut Option<watch::Receiver<StopSignal>>) -> Cause {
     let Some(receiver) = shutdown else {
@@ -824,6 +916,87 @@ mod tests {
         assert!(
             run <= driver + 2560,
             "the session future is {run} bytes for a {driver}-byte driver"
+        );
+    }
+
+    /// A loopback WebSocket: our client end (the node's own transport) and the server's.
+    async fn loopback() -> (
+        crate::transport::ClientSocket,
+        tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let accept = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            tokio_tungstenite::accept_async(tcp).await.unwrap()
+        });
+        let (client, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .unwrap();
+        (client, accept.await.unwrap())
+    }
+
+    fn binary(incoming: Option<Result<super::Incoming, super::TransportError>>) -> Vec<u8> {
+        match incoming {
+            Some(Ok(super::Incoming::Binary(bytes))) => bytes.to_vec(),
+            other => panic!("expected a binary message, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_read_gate_reads_what_arrives_and_nothing_in_between() {
+        use futures_util::SinkExt;
+        use std::sync::Arc;
+        use std::task::{Poll, Waker};
+        use tokio_tungstenite::tungstenite::Message;
+
+        let (mut client, mut server) = loopback().await;
+        let gate = Arc::new(super::ReadGate::default());
+        let waker = Waker::from(Arc::clone(&gate));
+
+        // Nothing sent: the first attempt reads and finds nothing, and shuts the gate.
+        assert!(gate.try_recv(&mut client, &waker).is_pending());
+        assert!(!gate.woken.load(std::sync::atomic::Ordering::Acquire));
+        // Shut, it does not read: a message already in the socket waits for the wake.
+        server.send(Message::binary(vec![1u8])).await.unwrap();
+        let message = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            gate.recv(&mut client, &waker),
+        )
+        .await
+        .expect("the transport woke the gate");
+        assert_eq!(binary(message), [1]);
+
+        // A burst arrives in one socket read: every message is read back to back, the
+        // gate staying open after each, without waiting for another wake.
+        for n in 2u8..10 {
+            server.feed(Message::binary(vec![n])).await.unwrap();
+        }
+        server.flush().await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < 8 {
+            let message = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                gate.recv(&mut client, &waker),
+            )
+            .await
+            .expect("a burst is read to its end");
+            got.extend(binary(message));
+        }
+        assert_eq!(got, (2u8..10).collect::<Vec<_>>());
+
+        // The peer closing opens the gate too.
+        assert!(matches!(gate.try_recv(&mut client, &waker), Poll::Pending));
+        server.close(None).await.unwrap();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            gate.recv(&mut client, &waker),
+        )
+        .await
+        .expect("the close woke the gate");
+        assert!(
+            matches!(closed, Some(Ok(super::Incoming::Close(_))) | None),
+            "{closed:?}"
         );
     }
 }

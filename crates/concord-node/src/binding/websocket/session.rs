@@ -508,7 +508,12 @@ impl Transport for DrainingSocket {
                         tracing::debug!("a request arrived while the node drains; not taken");
                         continue;
                     }
-                    self.pending.send_modify(|running| *running += 1);
+                    // Nobody waits for a count to grow: no wake-up (the value changes
+                    // all the same; `close_when_drained` reads it when it looks).
+                    self.pending.send_if_modified(|running| {
+                        *running += 1;
+                        false
+                    });
                 }
             }
             return Some(incoming);
@@ -517,8 +522,15 @@ impl Transport for DrainingSocket {
 
     async fn feed_binary(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
         if is_application(&bytes) {
-            self.pending
-                .send_modify(|running| *running = running.saturating_sub(1));
+            // Only a drain waits for the count, and only for zero: it is woken when the
+            // count reaches zero while the server drains. A count that reached zero before
+            // the drain began is read as zero by `close_when_drained` (it looks after it
+            // saw the drain begin, and this change came first).
+            let stop = &self.stop;
+            self.pending.send_if_modified(|running| {
+                *running = running.saturating_sub(1);
+                *running == 0 && *stop.borrow()
+            });
         }
         Transport::feed_binary(&mut self.socket, bytes).await
     }
