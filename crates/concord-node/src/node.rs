@@ -179,6 +179,9 @@ pub(crate) struct Shared {
     pub(crate) session: SessionConfig,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
+    /// Peers' validated descriptions, by URL, while HTTP's caching rules let us use them
+    /// (shared by every connection; bounded).
+    pub(crate) descriptions: std::sync::Mutex<crate::peer_descriptions::DescriptionCache>,
     /// Our DID, keys and security policy; who may call what.
     pub(crate) identity: NodeIdentity,
     /// Every affordance the node serves (its actions with their modes, properties,
@@ -1182,6 +1185,7 @@ impl NodeBuilder {
                 public_url,
                 session,
                 code: CodeCache::default(),
+                descriptions: Default::default(),
                 identity,
                 interface,
                 affordances,

@@ -6,11 +6,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use concord_node::{ConnectError, Keys, Node, Server, Settlement, Want};
+use std::time::Duration;
+
+use concord_node::{ConnectError, Keys, Limits, Node, Server, Settlement, Want};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::consensus::registry_entry;
 use crate::support::{
     build, catalogue, loopback_security, quick_limits, requester_with_did, Agent,
 };
@@ -97,6 +100,13 @@ async fn relay(client: TcpStream, server: TcpStream, descriptions: &AtomicUsize)
 /// The product provider with a DID, reached through the proxy (its public URL, so its
 /// description, endpoint and DID name the proxy); the description request counter.
 async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicUsize>) {
+    provider_behind_counting_proxy_with(quick_limits()).await
+}
+
+/// [`provider_behind_counting_proxy`] with its `limits`.
+async fn provider_behind_counting_proxy_with(
+    limits: concord_node::Limits,
+) -> (Agent, Server, String, Arc<AtomicUsize>) {
     let proxy = CountingProxy::bind().await;
     let url = proxy.url();
     let provider = build(
@@ -105,7 +115,7 @@ async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicU
             .keys(Keys::generate())
             .security(loopback_security())
             .public_url(url.clone())
-            .limits(quick_limits()),
+            .limits(limits),
     );
     let server = provider.node.serve("127.0.0.1:0").await.unwrap();
     let descriptions = proxy.forward_to(server.local_addr());
@@ -188,4 +198,134 @@ async fn a_description_from_an_origin_its_did_does_not_name_is_refused_alike() {
     );
     assert_eq!(described.to_string(), fetched.to_string());
     assert_eq!(descriptions.load(Ordering::SeqCst), 0);
+}
+
+/// Connects to `url` (0-RTT after the first) and closes; the settlement.
+async fn connect_and_close(requester: &Agent, url: &str) -> Settlement {
+    let connection = requester
+        .node
+        .connect(url, catalogue::ACTION)
+        .await
+        .unwrap();
+    let output = connection
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["price"], 1299.99);
+    let settlement = connection.info().settlement.clone();
+    connection.close().await;
+    settlement
+}
+
+#[tokio::test]
+async fn connections_share_the_description_while_it_is_fresh() {
+    // The default `description_max_age` (60 s): fresh for the whole test.
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy().await;
+    let (requester, _requester_server) = requester_with_did().await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Negotiated
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // The next connections (one at a time and two at once) use the validated description
+    // held by the node: no request, and the DID still proved over each channel.
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    let (a, b) = tokio::join!(
+        connect_and_close(&requester, &url),
+        connect_and_close(&requester, &url)
+    );
+    assert_eq!((a, b), (Settlement::Resumed, Settlement::Resumed));
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // `describe` always asks (it says it fetches).
+    requester.node.describe(&url).await.unwrap();
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_description_is_asked_for_again_once_its_max_age_is_over() {
+    let limits = Limits {
+        description_max_age: Duration::from_secs(1),
+        ..quick_limits()
+    };
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy_with(limits).await;
+    let (requester, _requester_server) = requester_with_did().await;
+    connect_and_close(&requester, &url).await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // Past its second: revalidated (a 304: the same description, not validated again).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn with_no_max_age_every_connect_revalidates_the_description() {
+    let limits = Limits {
+        description_max_age: Duration::ZERO,
+        ..quick_limits()
+    };
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy_with(limits).await;
+    let (requester, _requester_server) = requester_with_did().await;
+    for (round, expected) in [
+        Settlement::Negotiated,
+        Settlement::Resumed,
+        Settlement::Resumed,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(connect_and_close(&requester, &url).await, expected);
+        assert_eq!(descriptions.load(Ordering::SeqCst), round + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_consensus_protocol_we_hold_and_the_cached_description_does_not_list_revalidates_it() {
+    let (provider, _server, url, descriptions) = provider_behind_counting_proxy().await;
+    let (requester, _requester_server) = requester_with_did().await;
+    let first = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    let negotiated = first.info().hash;
+    first.close().await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // Both registries gain a consensus protocol for the action while the requester holds
+    // a fresh description that does not list it.
+    let entry = registry_entry();
+    provider.node.store().add_consensus(&entry).unwrap();
+    requester.node.store().add_consensus(&entry).unwrap();
+    // The requester forgets the protocol it negotiated (it would offer it first).
+    requester
+        .node
+        .store()
+        .forget_protocol(&negotiated.to_string())
+        .unwrap();
+    // The description is asked for again (it changed: a 200 listing the protocol), and
+    // the protocol is selected in the hello.
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Consensus {
+            uri: crate::consensus::URI.to_owned()
+        }
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    // Now listed: the next connect asks for nothing.
+    connect_and_close(&requester, &url).await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
 }
