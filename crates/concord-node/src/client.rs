@@ -711,14 +711,42 @@ async fn connect_to(
         .meta_protocol
         .as_ref()
         .is_some_and(|meta| meta.did.is_some());
-    let (resumable, consensus) = if plan.signer.is_some() || !provider_has_did {
-        let shortcuts = shortcuts(&shared, thing, &peer, &need.action, unasked).await?;
-        if shortcuts.unlisted {
+    let span = tracing::info_span!("connect", %peer);
+    // What we offer needs one trip to the store and the channel a few round trips to the
+    // peer: neither waits for the other.
+    let offer_shortcuts = plan.signer.is_some() || !provider_has_did;
+    let offers = async {
+        if offer_shortcuts {
+            shortcuts(&shared, thing, &peer, &need.action, unasked)
+                .await
+                .map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (offers, channel) = async { tokio::join!(offers, open_channel(&shared, &endpoint, plan)) }
+        .instrument(span.clone())
+        .await;
+    let offers = match (offers, channel.as_ref()) {
+        (Ok(Some(offers)), Ok(_)) if offers.unlisted => {
+            if let Ok((socket, _)) = channel {
+                dismiss(socket, "the requester asks for the description again");
+            }
             return Err(Attempt::Unlisted);
         }
-        (shortcuts.resumable, shortcuts.consensus)
-    } else {
-        (None, Vec::new())
+        (Ok(offers), Ok(_)) => offers,
+        (Err(error), _) => {
+            if let Ok((socket, _)) = channel {
+                dismiss(socket, "the requester's store failed");
+            }
+            return Err(error.into());
+        }
+        (Ok(_), Err(_)) => None,
+    };
+    let channel = channel?;
+    let (resumable, consensus) = match offers {
+        Some(offers) => (offers.resumable, offers.consensus),
+        None => (None, Vec::new()),
     };
     let offered_hash = resumable.as_ref().map(|resumable| resumable.hash);
     let prefetched = resumable.and_then(|resumable| resumable.stored);
@@ -731,18 +759,27 @@ async fn connect_to(
         started,
         protection: Protection::default(),
     };
-    let span = tracing::info_span!("connect", %peer);
     let own = Own {
         candidate,
         test_cases,
         prefetched,
     };
-    Ok(start_session(shared, need, own, target, peer, known, plan)
-        .instrument(span)
-        .await?)
+    Ok(
+        start_session(shared, need, own, target, peer, known, channel)
+            .instrument(span)
+            .await?,
+    )
 }
 
-/// The WebSocket, the hello, and the session up to ready.
+/// Closes a channel opened for a session that will not start, in the background (the
+/// close waits for the peer's answer).
+fn dismiss(mut socket: Channel<ClientSocket>, reason: &'static str) {
+    tokio::spawn(async move {
+        transport::close(&mut socket, close_code::GOING_AWAY, reason, CLOSE_LINGER).await;
+    });
+}
+
+/// The hello over the opened channel, and the session up to ready.
 async fn start_session(
     shared: Arc<Shared>,
     need: Need,
@@ -750,10 +787,9 @@ async fn start_session(
     target: Target,
     peer: String,
     mut known: Known,
-    plan: ChannelPlan,
+    (mut socket, protection): (Channel<ClientSocket>, Protection),
 ) -> Result<Connection, ConnectError> {
     let offered_hash = known.offered_hash;
-    let (mut socket, protection) = open_channel(&shared, &known.endpoint, plan).await?;
     let channel = match (&protection.encrypted, &protection.peer_did) {
         (true, Some(did)) => format!("{}; peer proved {did}", concord_secure::NOISE_PATTERN),
         (true, None) => concord_secure::NOISE_PATTERN.to_owned(),
