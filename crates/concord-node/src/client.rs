@@ -953,7 +953,7 @@ async fn start_session(
 /// (always asked for: the cache is for connects).
 pub(crate) async fn describe(shared: &Shared, url: &str) -> Result<PeerDescription, ConnectError> {
     let url = description_url(url)?;
-    let thing = match fetch_description(shared, &url, None).await? {
+    let thing = match fetch_description(shared, &shared.http, &url, None).await? {
         Fetched::Body { bytes, .. } => validate(&url, &bytes)?,
         Fetched::NotModified(_) => return Err(not_asked_304(&url)),
     };
@@ -978,8 +978,8 @@ async fn cached_description(
         Lookup::Revalidate { etag, thing } => Some((etag, thing)),
         Lookup::Miss => None,
     };
-    let fetched =
-        fetch_description(shared, url, held.as_ref().map(|(etag, _)| etag.as_str())).await;
+    let etag = held.as_ref().map(|(etag, _)| etag.as_str());
+    let fetched = fetch_description(shared, &shared.description_fetches, url, etag).await;
     let fetched = match fetched {
         Ok(fetched) => fetched,
         Err(error) => {
@@ -1058,9 +1058,11 @@ fn description_url(url: &str) -> Result<String, ConnectError> {
     Ok(parsed.to_string())
 }
 
-/// Asks for the description at `url`, conditionally when `etag` is given (`If-None-Match`).
+/// Asks `client` for the description at `url`, conditionally when `etag` is given
+/// (`If-None-Match`).
 async fn fetch_description(
     shared: &Shared,
+    client: &reqwest::Client,
     url: &str,
     etag: Option<&str>,
 ) -> Result<Fetched, ConnectError> {
@@ -1069,8 +1071,7 @@ async fn fetch_description(
         reason,
     };
     let fetch = async {
-        let mut request = shared
-            .http
+        let mut request = client
             .get(url)
             .header("accept", "application/td+json, application/json");
         if let Some(etag) = etag {

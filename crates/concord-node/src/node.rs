@@ -164,8 +164,11 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) capabilities: Capabilities,
     pub(crate) handler_limits: concord_sandbox::Limits,
-    /// Fetches peers' descriptions.
+    /// Fetches peers' descriptions (`Node::describe`) and talks to directories.
     pub(crate) http: reqwest::Client,
+    /// Fetches peers' descriptions for `connect` (they are cached): keeps no idle
+    /// connection.
+    pub(crate) description_fetches: reqwest::Client,
     /// The local address we connect to peers from, when one is chosen.
     pub(crate) local_address: Option<IpAddr>,
     /// TLS for `wss://` endpoints (`http` uses the same configuration).
@@ -1066,6 +1069,9 @@ impl NodeBuilder {
             .map_err(tls_config)?;
         let http =
             crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
+        let description_fetches =
+            crate::tls::description_fetch_client(tls.clone(), self.local_address)
+                .map_err(tls_config)?;
         let directories =
             directories_checked(&self.directories, self.registration, &self.limits, &http)?;
         let directory_names: &[&str] = match self.directory {
@@ -1186,6 +1192,7 @@ impl NodeBuilder {
                 session,
                 code: CodeCache::default(),
                 descriptions: Default::default(),
+                description_fetches,
                 identity,
                 interface,
                 affordances,
