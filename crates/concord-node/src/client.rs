@@ -744,6 +744,7 @@ async fn connect_to(
         (Ok(_), Err(_)) => None,
     };
     let channel = channel?;
+    tracing::debug!(parent: &span, encrypted = channel.1.encrypted, "the channel is open");
     let (resumable, consensus) = match offers {
         Some(offers) => (offers.resumable, offers.consensus),
         None => (None, Vec::new()),
@@ -808,7 +809,9 @@ async fn start_session(
     // (the connection's info names the transcript).
     let mut recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel);
     recorder.hello(Direction::Sent, &source_text);
-    if let Err(error) = socket.send_text(source_text).await {
+    let sent = socket.send_text(source_text).await;
+    tracing::debug!("our hello is sent");
+    if let Err(error) = sent {
         let error = ConnectError::Transport(error.to_string());
         recorder
             .finish(concord_store::Outcome::Failed(error.to_string()))
