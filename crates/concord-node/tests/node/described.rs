@@ -46,12 +46,21 @@ impl CountingProxy {
 
     /// Forwards every connection to `backend` in a task; the counter stays readable.
     fn forward_to(self, backend: std::net::SocketAddr) -> Arc<AtomicUsize> {
+        self.forward_to_switchable(Arc::new(std::sync::Mutex::new(backend)))
+    }
+
+    /// Forwards every new connection to the address `backend` holds when it arrives.
+    fn forward_to_switchable(
+        self,
+        backend: Arc<std::sync::Mutex<std::net::SocketAddr>>,
+    ) -> Arc<AtomicUsize> {
         let descriptions = Arc::clone(&self.descriptions);
         tokio::spawn(async move {
             while let Ok((client, _)) = self.listener.accept().await {
                 let descriptions = Arc::clone(&self.descriptions);
+                let to = *backend.lock().unwrap();
                 tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(backend).await {
+                    if let Ok(server) = TcpStream::connect(to).await {
                         relay(client, server, &descriptions).await;
                     }
                 });
@@ -328,4 +337,58 @@ async fn a_consensus_protocol_we_hold_and_the_cached_description_does_not_list_r
     // Now listed: the next connect asks for nothing.
     connect_and_close(&requester, &url).await;
     assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+/// A product provider with a fresh DID whose public URL is `url`.
+async fn provider_at(url: &str) -> (Agent, Server) {
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .public_url(url.to_owned())
+            .limits(quick_limits()),
+    );
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    (provider, server)
+}
+
+#[tokio::test]
+async fn a_cached_description_that_fails_the_connection_is_asked_for_again() {
+    let proxy = CountingProxy::bind().await;
+    let url = proxy.url();
+    let (first_provider, first_server) = provider_at(&url).await;
+    let backend = Arc::new(std::sync::Mutex::new(first_server.local_addr()));
+    let descriptions = proxy.forward_to_switchable(Arc::clone(&backend));
+    let (requester, _requester_server) = requester_with_did().await;
+    let first = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(first.info().peer_did.as_deref(), first_server.did(),);
+    first.close().await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+
+    // Another agent (other keys: another DID) now answers at the same URL while the
+    // requester holds a fresh description naming the first one's DID: the channel proves
+    // the other DID, so the cached description is asked for again and the connection
+    // tried once more, with the new DID proved.
+    let (_second, second_server) = provider_at(&url).await;
+    *backend.lock().unwrap() = second_server.local_addr();
+    drop(first_server);
+    let again = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(again.info().peer_did.as_deref(), second_server.did());
+    assert_ne!(second_server.did(), first_provider.node.did().as_deref());
+    assert_eq!(again.info().settlement, Settlement::Negotiated);
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    let output = again
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["price"], 1299.99);
 }
