@@ -1006,7 +1006,13 @@ async fn cached_description(
                     return Err(error);
                 }
             };
-            lock(&shared.descriptions).store(url, Arc::clone(&thing), &caching, Instant::now());
+            lock(&shared.descriptions).store(
+                url,
+                Arc::clone(&thing),
+                bytes.len(),
+                &caching,
+                Instant::now(),
+            );
             Ok((thing, true))
         }
     }

@@ -3,7 +3,8 @@
 //! its response allows it, served without asking again only while it is fresh (its
 //! `max-age`, less its `Age`, capped at [`MAX_FRESHNESS`]), and revalidated with its `ETag`
 //! (`If-None-Match`, a `304` keeps the validated description: no second validation) once
-//! stale. The cache is bounded ([`CAPACITY`] URLs, the least recently used go first) and
+//! stale. The cache is bounded ([`CAPACITY`] URLs and [`MAX_BYTES`] of descriptions as
+//! served, the least recently used go first) and
 //! shared by every connection of the node. It is pure: the caller gives the time.
 
 use std::collections::HashMap;
@@ -15,6 +16,8 @@ use reqwest::header::{HeaderMap, AGE, CACHE_CONTROL, ETAG, VARY};
 
 /// URLs whose descriptions are kept at most.
 pub(crate) const CAPACITY: usize = 256;
+/// The held descriptions' bytes, as served, at most (a description is at most 1 MiB).
+pub(crate) const MAX_BYTES: usize = 16 << 20;
 /// The longest a description is used without asking its server again, whatever its
 /// `max-age` says.
 pub(crate) const MAX_FRESHNESS: Duration = Duration::from_secs(3600);
@@ -119,6 +122,8 @@ struct Entry {
     fresh_until: Instant,
     /// For the least recently used to go first.
     used: u64,
+    /// The description's size as served, counted against [`MAX_BYTES`].
+    size: usize,
 }
 
 /// What the cache holds for a URL.
@@ -137,21 +142,27 @@ pub(crate) enum Lookup {
 pub(crate) struct DescriptionCache {
     entries: HashMap<String, Entry>,
     capacity: usize,
+    max_bytes: usize,
+    /// The sizes of the held descriptions, summed.
+    bytes: usize,
     uses: u64,
 }
 
 impl Default for DescriptionCache {
     fn default() -> Self {
-        Self::with_capacity(CAPACITY)
+        Self::with_limits(CAPACITY, MAX_BYTES)
     }
 }
 
 impl DescriptionCache {
-    /// An empty cache of at most `capacity` URLs.
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
+    /// An empty cache of at most `capacity` URLs whose descriptions, as served, come to
+    /// at most `max_bytes`.
+    pub(crate) fn with_limits(capacity: usize, max_bytes: usize) -> Self {
         Self {
             entries: HashMap::new(),
             capacity,
+            max_bytes,
+            bytes: 0,
             uses: 0,
         }
     }
@@ -173,7 +184,7 @@ impl DescriptionCache {
                 thing: Arc::clone(&entry.thing),
             },
             None => {
-                self.entries.remove(url);
+                self.evict(url);
                 Lookup::Miss
             }
         }
@@ -186,22 +197,24 @@ impl DescriptionCache {
         Some((entry.etag.clone()?, Arc::clone(&entry.thing)))
     }
 
-    /// Keeps the description `thing` just validated from a `200` for `url` (or forgets
-    /// what was held, when the response may not be stored).
-    pub(crate) fn store(&mut self, url: &str, thing: Arc<Thing>, caching: &Caching, now: Instant) {
-        if !caching.storable {
-            self.entries.remove(url);
+    /// Keeps the description `thing` just validated from a `200` for `url`, `size` bytes
+    /// as served (or forgets what was held, when the response may not be stored or is
+    /// larger than the whole budget).
+    pub(crate) fn store(
+        &mut self,
+        url: &str,
+        thing: Arc<Thing>,
+        size: usize,
+        caching: &Caching,
+        now: Instant,
+    ) {
+        self.evict(url);
+        if !caching.storable || size > self.max_bytes || self.capacity == 0 {
             return;
         }
-        if !self.entries.contains_key(url) {
-            if self.entries.len() >= self.capacity {
-                self.make_room(now);
-            }
-            if self.entries.len() >= self.capacity {
-                return;
-            }
-        }
+        self.make_room(size, now);
         self.uses += 1;
+        self.bytes += size;
         self.entries.insert(
             url.to_owned(),
             Entry {
@@ -209,16 +222,18 @@ impl DescriptionCache {
                 etag: caching.etag.clone(),
                 fresh_until: now + caching.fresh_for,
                 used: self.uses,
+                size,
             },
         );
     }
 
     /// A `304` for `url`: the held description is current, fresh for what the `304` says
-    /// (its `ETag`, when it names one, replaces the held one).
+    /// (its `ETag`, when it names one, replaces the held one). A `304` that may not be
+    /// stored (`no-store`, `Vary: *`, nothing to go by) drops the held copy: the next
+    /// connect asks for the whole description.
     pub(crate) fn revalidated(&mut self, url: &str, caching: &Caching, now: Instant) {
-        if !caching.storable && caching.etag.is_none() {
-            // `no-store` on the 304: the held copy goes too.
-            self.entries.remove(url);
+        if !caching.storable {
+            self.evict(url);
             return;
         }
         if let Some(entry) = self.entries.get_mut(url) {
@@ -231,29 +246,45 @@ impl DescriptionCache {
 
     /// Forgets `url` (its description led to a connection that failed).
     pub(crate) fn evict(&mut self, url: &str) {
-        self.entries.remove(url);
+        if let Some(entry) = self.entries.remove(url) {
+            self.bytes -= entry.size;
+        }
     }
 
-    /// How many URLs are held.
+    /// How many URLs are held, and their descriptions' bytes.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+    pub(crate) fn len(&self) -> (usize, usize) {
+        (self.entries.len(), self.bytes)
     }
 
-    /// Drops the stale entries with no validator, then the least recently used one.
-    fn make_room(&mut self, now: Instant) {
-        self.entries
-            .retain(|_, entry| now < entry.fresh_until || entry.etag.is_some());
-        if self.entries.len() < self.capacity {
+    /// Makes room for one more description of `size` bytes: drops the stale entries with
+    /// no validator, then the least recently used ones until it fits.
+    fn make_room(&mut self, size: usize, now: Instant) {
+        let full = |cache: &Self| {
+            cache.entries.len() >= cache.capacity || cache.bytes + size > cache.max_bytes
+        };
+        if !full(self) {
             return;
         }
-        if let Some(oldest) = self
+        let useless: Vec<String> = self
             .entries
             .iter()
-            .min_by_key(|(_, entry)| entry.used)
+            .filter(|(_, entry)| now >= entry.fresh_until && entry.etag.is_none())
             .map(|(url, _)| url.clone())
-        {
-            self.entries.remove(&oldest);
+            .collect();
+        for url in useless {
+            self.evict(&url);
+        }
+        while full(self) {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(url, _)| url.clone())
+            else {
+                return;
+            };
+            self.evict(&oldest);
         }
     }
 }
@@ -332,7 +363,7 @@ mod tests {
         let now = Instant::now();
         let url = "http://a.example/.well-known/wot";
         assert_eq!(cache.lookup(url, now), Lookup::Miss);
-        cache.store(url, thing("A"), &fresh_for(60), now);
+        cache.store(url, thing("A"), 10, &fresh_for(60), now);
         assert_eq!(
             cache.lookup(url, now + Duration::from_secs(59)),
             Lookup::Fresh(thing("A"))
@@ -362,12 +393,12 @@ mod tests {
             fresh_for: Duration::from_secs(5),
             storable: true,
         };
-        cache.store(url, thing("B"), &no_validator, now);
+        cache.store(url, thing("B"), 10, &no_validator, now);
         assert_eq!(
             cache.lookup(url, now + Duration::from_secs(5)),
             Lookup::Miss
         );
-        assert_eq!(cache.len(), 0);
+        assert_eq!(cache.len(), (0, 0));
     }
 
     #[test]
@@ -375,46 +406,56 @@ mod tests {
         let mut cache = DescriptionCache::default();
         let now = Instant::now();
         let url = "http://a.example/.well-known/wot";
-        cache.store(url, thing("A"), &fresh_for(60), now);
+        cache.store(url, thing("A"), 10, &fresh_for(60), now);
         let no_store = Caching {
             etag: None,
             fresh_for: Duration::ZERO,
             storable: false,
         };
-        cache.store(url, thing("B"), &no_store, now);
+        cache.store(url, thing("B"), 10, &no_store, now);
         assert_eq!(cache.lookup(url, now), Lookup::Miss);
         // A 304 saying no-store drops it too.
-        cache.store(url, thing("A"), &fresh_for(0), now);
+        cache.store(url, thing("A"), 10, &fresh_for(0), now);
         cache.revalidated(url, &no_store, now);
         assert_eq!(cache.lookup(url, now), Lookup::Miss);
     }
 
     #[test]
     fn the_cache_is_bounded_and_drops_the_least_recently_used() {
-        let mut cache = DescriptionCache::with_capacity(2);
+        let mut cache = DescriptionCache::with_limits(2, 100);
         let now = Instant::now();
-        cache.store("a", thing("A"), &fresh_for(60), now);
-        cache.store("b", thing("B"), &fresh_for(60), now);
+        cache.store("a", thing("A"), 10, &fresh_for(60), now);
+        cache.store("b", thing("B"), 10, &fresh_for(60), now);
         // `a` used since `b` was stored: `b` goes for `c`.
         assert!(matches!(cache.lookup("a", now), Lookup::Fresh(_)));
-        cache.store("c", thing("C"), &fresh_for(60), now);
-        assert_eq!(cache.len(), 2);
+        cache.store("c", thing("C"), 10, &fresh_for(60), now);
+        assert_eq!(cache.len(), (2, 20));
         assert!(matches!(cache.lookup("a", now), Lookup::Fresh(_)));
         assert_eq!(cache.lookup("b", now), Lookup::Miss);
         assert!(matches!(cache.lookup("c", now), Lookup::Fresh(_)));
         // Replacing a held URL takes no room.
-        cache.store("c", thing("C2"), &fresh_for(60), now);
-        assert_eq!(cache.len(), 2);
+        cache.store("c", thing("C2"), 20, &fresh_for(60), now);
+        assert_eq!(cache.len(), (2, 30));
         assert_eq!(cache.lookup("c", now), Lookup::Fresh(thing("C2")));
+        // The bytes are bounded too: 90 more need both others gone.
+        cache.store("d", thing("D"), 90, &fresh_for(60), now);
+        assert_eq!(cache.len(), (1, 90));
+        assert_eq!(cache.lookup("a", now), Lookup::Miss);
+        assert_eq!(cache.lookup("c", now), Lookup::Miss);
+        // One larger than the whole budget is not kept, and what it replaces goes.
+        cache.store("d", thing("D2"), 101, &fresh_for(60), now);
+        assert_eq!(cache.len(), (0, 0));
+        assert_eq!(cache.lookup("d", now), Lookup::Miss);
     }
 
     #[test]
     fn evicted_descriptions_are_asked_for_again() {
         let mut cache = DescriptionCache::default();
         let now = Instant::now();
-        cache.store("a", thing("A"), &fresh_for(60), now);
-        cache.store("b", thing("B"), &fresh_for(60), now);
+        cache.store("a", thing("A"), 10, &fresh_for(60), now);
+        cache.store("b", thing("B"), 10, &fresh_for(60), now);
         cache.evict("a");
+        assert_eq!(cache.len(), (1, 10));
         assert_eq!(cache.lookup("a", now), Lookup::Miss);
         assert!(matches!(cache.lookup("b", now), Lookup::Fresh(_)));
         // A revalidation asked for before it is due names the held tag.
