@@ -1026,6 +1026,7 @@ pub(crate) struct LimitsSection {
     http_sse_keep_alive: Option<Humane>,
     http_long_poll_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
+    description_max_age: Option<Humane>,
     idle_timeout: Option<Humane>,
     first_proposal_timeout: Option<Humane>,
     negotiation_deadline: Option<Humane>,
@@ -2019,6 +2020,7 @@ impl LimitsSection {
             directory_searches,
             directory_searches_per_address,
             hello_timeout,
+            description_max_age,
             idle_timeout,
             first_proposal_timeout,
             negotiation_deadline,
@@ -2473,6 +2475,25 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         let text = format!("{MINIMAL}\n[limits]\nhttp_sse_queue = 0\n");
         let error = load(&text, &[]).unwrap_err();
         assert!(error.contains("http_sse_queue"), "{error}");
+    }
+
+    #[test]
+    fn the_descriptions_max_age_is_set_and_may_be_zero() {
+        let limits = load(
+            &format!("{MINIMAL}\n[limits]\ndescription_max_age = \"90s\"\n"),
+            &[],
+        )
+        .unwrap()
+        .limits;
+        assert_eq!(limits.description_max_age, Duration::from_secs(90));
+        // Zero: requesters revalidate the description on every connect.
+        let limits = load(
+            &format!("{MINIMAL}\n[limits]\ndescription_max_age = \"0s\"\n"),
+            &[],
+        )
+        .unwrap()
+        .limits;
+        assert_eq!(limits.description_max_age, Duration::ZERO);
     }
 
     #[test]

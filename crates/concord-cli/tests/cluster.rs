@@ -334,6 +334,12 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
             .await
             .unwrap();
         assert_eq!(description.status(), 200, "the description as built");
+        // Built without the consensus registry: no requester may keep it.
+        assert_eq!(
+            description.headers()["cache-control"],
+            "no-cache",
+            "{description:?}"
+        );
         let called = http
             .post(format!("{url}actions/getProductInfo"))
             .header("content-type", "application/json")

@@ -9,7 +9,7 @@ use concord_negotiate::complexity::SchemaLimits;
 use concord_negotiate::{published_actions, Accounting, Need, ProtocolDocument};
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{Capabilities, Capability, HelloKind, ProtocolHash, Role, Session};
-use concord_store::{Direction, HeldBy, ResumeQuery, TranscriptId};
+use concord_store::{Direction, HeldBy, Integrity, ResumeQuery, TranscriptId};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite;
@@ -30,6 +30,7 @@ use crate::interact::{
     Interaction, Progressing, ReaderQueue, Sink, StreamReceiver, StreamSender, Subscription,
 };
 use crate::node::{Shared, Want};
+use crate::peer_descriptions::{Caching, DescriptionCache, Lookup};
 use crate::storage::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
 use concord_llm::with_causes;
@@ -530,15 +531,95 @@ struct Own {
     prefetched: Option<Stored>,
 }
 
-/// Discovery, hello, and the session up to ready.
+/// Discovery, hello, and the session up to ready. The peer's description comes from the
+/// node's cache while HTTP's caching rules allow (`peer_descriptions`), else from its URL
+/// (revalidated with its `ETag` when one is held). A connection made with a description
+/// used unasked that fails in a way an outdated description explains (its endpoint, DID,
+/// actions or channel) is tried once more with the description asked for again.
 pub(crate) async fn connect(
     shared: Arc<Shared>,
     url: &str,
     want: Want,
 ) -> Result<Connection, ConnectError> {
     let started = Instant::now();
-    let described = describe(&shared, url).await?;
-    connect_described(shared, &described, want, started).await
+    let url = description_url(url)?;
+    let (thing, asked) = cached_description(&shared, &url, false).await?;
+    let first = connect_to(
+        Arc::clone(&shared),
+        &url,
+        &thing,
+        want.clone(),
+        started,
+        !asked,
+    )
+    .await;
+    match first {
+        Ok(connection) => return Ok(connection),
+        Err(Attempt::Unlisted) => tracing::debug!(
+            "we hold a consensus protocol for this action the cached description does not list: asking for the description again"
+        ),
+        Err(Attempt::Failed(error)) if !asked && description_may_be_behind(&error) => {
+            tracing::info!(%error, "connecting with the cached description failed: asking for it again");
+            lock(&shared.descriptions).evict(&url);
+        }
+        Err(Attempt::Failed(error)) => return Err(error),
+    }
+    let (thing, _) = cached_description(&shared, &url, true).await?;
+    connect_to(shared, &url, &thing, want, started, false)
+        .await
+        .map_err(Attempt::into_error)
+}
+
+/// Why one attempt at a connection did not make it.
+enum Attempt {
+    /// We hold a consensus protocol for the action with requester code that the
+    /// description, used from the cache unasked, does not list: the peer may have added
+    /// it since (checked only when asked for).
+    Unlisted,
+    /// The connection failed.
+    Failed(ConnectError),
+}
+
+impl From<ConnectError> for Attempt {
+    fn from(error: ConnectError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+impl Attempt {
+    fn into_error(self) -> ConnectError {
+        match self {
+            Self::Failed(error) => error,
+            Self::Unlisted => ConnectError::Local(
+                "the description was asked for again and still does not list our consensus protocol"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+/// Whether a connection's failure may come from a description that changed since it was
+/// cached (the peer restarted elsewhere, with other keys, actions or channel), before any
+/// session was made: then it is asked for again and the connection tried once more.
+fn description_may_be_behind(error: &ConnectError) -> bool {
+    matches!(
+        error,
+        ConnectError::NoEndpoint { .. }
+            | ConnectError::UnknownAction { .. }
+            | ConnectError::InvalidDescription { .. }
+            | ConnectError::Connect { .. }
+            | ConnectError::Security { .. }
+            | ConnectError::Hello { .. }
+            | ConnectError::Handshake { .. }
+    )
+}
+
+/// The node's description cache, whatever a panicking holder left in it (each of its
+/// operations leaves it consistent).
+fn lock(cache: &std::sync::Mutex<DescriptionCache>) -> std::sync::MutexGuard<'_, DescriptionCache> {
+    cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The hello and the session up to ready, with the peer's description fetched already
@@ -549,9 +630,30 @@ pub(crate) async fn connect_described(
     want: Want,
     started: Instant,
 ) -> Result<Connection, ConnectError> {
+    connect_to(
+        shared,
+        &described.url,
+        &described.thing,
+        want,
+        started,
+        false,
+    )
+    .await
+    .map_err(Attempt::into_error)
+}
+
+/// One attempt: the hello and the session up to ready with the description `thing` of
+/// `url` (`unasked`: it came from the cache without asking its server in this connect).
+async fn connect_to(
+    shared: Arc<Shared>,
+    url: &str,
+    thing: &Thing,
+    want: Want,
+    started: Instant,
+    unasked: bool,
+) -> Result<Connection, Attempt> {
     let (mut need, candidate, test_cases, names) = want.into_parts();
-    let thing = &described.thing;
-    let description_url = described.url.clone();
+    let description_url = url.to_owned();
     let endpoint = thing
         .meta_protocol
         .as_ref()
@@ -589,7 +691,8 @@ pub(crate) async fn connect_described(
                     url: description_url,
                     action: need.action,
                     available: actions.into_iter().map(|action| action.name).collect(),
-                });
+                }
+                .into());
             };
             // What we did not say we supply or need is what the peer publishes: our
             // handler maps the protocol's messages, whatever their layout, to and from
@@ -608,10 +711,43 @@ pub(crate) async fn connect_described(
         .meta_protocol
         .as_ref()
         .is_some_and(|meta| meta.did.is_some());
-    let (resumable, consensus) = if plan.signer.is_some() || !provider_has_did {
-        shortcuts(&shared, thing, &peer, &need.action).await?
-    } else {
-        (None, Vec::new())
+    let span = tracing::info_span!("connect", %peer);
+    // What we offer needs one trip to the store and the channel a few round trips to the
+    // peer: neither waits for the other.
+    let offer_shortcuts = plan.signer.is_some() || !provider_has_did;
+    let offers = async {
+        if offer_shortcuts {
+            shortcuts(&shared, thing, &peer, &need.action, unasked)
+                .await
+                .map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (offers, channel) = async { tokio::join!(offers, open_channel(&shared, &endpoint, plan)) }
+        .instrument(span.clone())
+        .await;
+    let offers = match (offers, channel.as_ref()) {
+        (Ok(Some(offers)), Ok(_)) if offers.unlisted => {
+            if let Ok((socket, _)) = channel {
+                dismiss(socket, "the requester asks for the description again");
+            }
+            return Err(Attempt::Unlisted);
+        }
+        (Ok(offers), Ok(_)) => offers,
+        (Err(error), _) => {
+            if let Ok((socket, _)) = channel {
+                dismiss(socket, "the requester's store failed");
+            }
+            return Err(error.into());
+        }
+        (Ok(_), Err(_)) => None,
+    };
+    let channel = channel?;
+    tracing::debug!(parent: &span, encrypted = channel.1.encrypted, "the channel is open");
+    let (resumable, consensus) = match offers {
+        Some(offers) => (offers.resumable, offers.consensus),
+        None => (None, Vec::new()),
     };
     let offered_hash = resumable.as_ref().map(|resumable| resumable.hash);
     let prefetched = resumable.and_then(|resumable| resumable.stored);
@@ -624,18 +760,27 @@ pub(crate) async fn connect_described(
         started,
         protection: Protection::default(),
     };
-    let span = tracing::info_span!("connect", %peer);
     let own = Own {
         candidate,
         test_cases,
         prefetched,
     };
-    start_session(shared, need, own, target, peer, known, plan)
-        .instrument(span)
-        .await
+    Ok(
+        start_session(shared, need, own, target, peer, known, channel)
+            .instrument(span)
+            .await?,
+    )
 }
 
-/// The WebSocket, the hello, and the session up to ready.
+/// Closes a channel opened for a session that will not start, in the background (the
+/// close waits for the peer's answer).
+fn dismiss(mut socket: Channel<ClientSocket>, reason: &'static str) {
+    tokio::spawn(async move {
+        transport::close(&mut socket, close_code::GOING_AWAY, reason, CLOSE_LINGER).await;
+    });
+}
+
+/// The hello over the opened channel, and the session up to ready.
 async fn start_session(
     shared: Arc<Shared>,
     need: Need,
@@ -643,10 +788,9 @@ async fn start_session(
     target: Target,
     peer: String,
     mut known: Known,
-    plan: ChannelPlan,
+    (mut socket, protection): (Channel<ClientSocket>, Protection),
 ) -> Result<Connection, ConnectError> {
     let offered_hash = known.offered_hash;
-    let (mut socket, protection) = open_channel(&shared, &known.endpoint, plan).await?;
     let channel = match (&protection.encrypted, &protection.peer_did) {
         (true, Some(did)) => format!("{}; peer proved {did}", concord_secure::NOISE_PATTERN),
         (true, None) => concord_secure::NOISE_PATTERN.to_owned(),
@@ -665,7 +809,9 @@ async fn start_session(
     // (the connection's info names the transcript).
     let mut recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel);
     recorder.hello(Direction::Sent, &source_text);
-    if let Err(error) = socket.send_text(source_text).await {
+    let sent = socket.send_text(source_text).await;
+    tracing::debug!("our hello is sent");
+    if let Err(error) = sent {
         let error = ConnectError::Transport(error.to_string());
         recorder
             .finish(concord_store::Outcome::Failed(error.to_string()))
@@ -806,11 +952,96 @@ async fn start_session(
     })
 }
 
-/// The peer's description at `url` (a base or description URL), fetched and validated.
+/// The peer's description at `url` (a base or description URL), fetched and validated
+/// (always asked for: the cache is for connects).
 pub(crate) async fn describe(shared: &Shared, url: &str) -> Result<PeerDescription, ConnectError> {
     let url = description_url(url)?;
-    let thing = fetch_description(shared, &url).await?;
+    let thing = match fetch_description(shared, &shared.http, &url, None).await? {
+        Fetched::Body { bytes, .. } => validate(&url, &bytes)?,
+        Fetched::NotModified(_) => return Err(not_asked_304(&url)),
+    };
     Ok(PeerDescription { url, thing })
+}
+
+/// The validated description of `url`: held and fresh (`revalidate` unset), or asked for
+/// (with the held `ETag`: a `304` keeps the held one, unvalidated again); whether its
+/// server was asked.
+async fn cached_description(
+    shared: &Shared,
+    url: &str,
+    revalidate: bool,
+) -> Result<(Arc<Thing>, bool), ConnectError> {
+    let lookup = lock(&shared.descriptions).lookup(url, Instant::now());
+    let held = match lookup {
+        Lookup::Fresh(thing) if !revalidate => {
+            tracing::debug!("the peer's description is held and fresh");
+            return Ok((thing, false));
+        }
+        Lookup::Fresh(_) => lock(&shared.descriptions).validator(url),
+        Lookup::Revalidate { etag, thing } => Some((etag, thing)),
+        Lookup::Miss => None,
+    };
+    let etag = held.as_ref().map(|(etag, _)| etag.as_str());
+    let fetched = fetch_description(shared, &shared.description_fetches, url, etag).await;
+    let fetched = match fetched {
+        Ok(fetched) => fetched,
+        Err(error) => {
+            // A stale copy is not used when its server cannot be asked.
+            lock(&shared.descriptions).evict(url);
+            return Err(error);
+        }
+    };
+    match (fetched, held) {
+        (Fetched::NotModified(caching), Some((_, thing))) => {
+            tracing::debug!("the peer's description is unchanged (304)");
+            lock(&shared.descriptions).revalidated(url, &caching, Instant::now());
+            Ok((thing, true))
+        }
+        (Fetched::NotModified(_), None) => Err(not_asked_304(url)),
+        (Fetched::Body { bytes, caching }, _) => {
+            let thing = match validate(url, &bytes) {
+                Ok(thing) => Arc::new(thing),
+                Err(error) => {
+                    lock(&shared.descriptions).evict(url);
+                    return Err(error);
+                }
+            };
+            lock(&shared.descriptions).store(
+                url,
+                Arc::clone(&thing),
+                bytes.len(),
+                &caching,
+                Instant::now(),
+            );
+            Ok((thing, true))
+        }
+    }
+}
+
+/// A `304` to a request that named no entity tag.
+fn not_asked_304(url: &str) -> ConnectError {
+    ConnectError::Fetch {
+        url: url.to_owned(),
+        reason: "HTTP 304 Not Modified to a request that was not conditional".to_owned(),
+    }
+}
+
+/// The description in `bytes`, strictly validated.
+fn validate(url: &str, bytes: &[u8]) -> Result<Thing, ConnectError> {
+    concord_describe::parse(bytes)
+        .map(|validated| validated.thing)
+        .map_err(|invalid| ConnectError::InvalidDescription {
+            url: url.to_owned(),
+            problems: DescriptionError::Invalid(invalid.report),
+        })
+}
+
+/// What a description request gave.
+enum Fetched {
+    /// A `200`: the description's bytes (not validated yet), and what its headers allow.
+    Body { bytes: Vec<u8>, caching: Caching },
+    /// A `304` to a conditional request: the held description is current.
+    NotModified(Caching),
 }
 
 /// The description URL for what the user gave: a base URL (`https://host/`,
@@ -836,20 +1067,33 @@ fn description_url(url: &str) -> Result<String, ConnectError> {
     Ok(parsed.to_string())
 }
 
-async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectError> {
+/// Asks `client` for the description at `url`, conditionally when `etag` is given
+/// (`If-None-Match`).
+async fn fetch_description(
+    shared: &Shared,
+    client: &reqwest::Client,
+    url: &str,
+    etag: Option<&str>,
+) -> Result<Fetched, ConnectError> {
     let failed = |reason: String| ConnectError::Fetch {
         url: url.to_owned(),
         reason,
     };
     let fetch = async {
-        let mut response = shared
-            .http
+        let mut request = client
             .get(url)
-            .header("accept", "application/td+json, application/json")
+            .header("accept", "application/td+json, application/json");
+        if let Some(etag) = etag {
+            request = request.header(reqwest::header::IF_NONE_MATCH, etag);
+        }
+        let mut response = request
             .send()
             .await
             .map_err(|error| failed(with_causes(&error.without_url())))?;
         let status = response.status();
+        if status == reqwest::StatusCode::NOT_MODIFIED && etag.is_some() {
+            return Ok(Fetched::NotModified(Caching::of(response.headers())));
+        }
         // Not followed (the client follows none): the origin checks are made against the
         // URL asked for, which must be the one that serves the description.
         if status.is_redirection() {
@@ -872,6 +1116,7 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
         if !status.is_success() {
             return Err(failed(format!("HTTP {status}")));
         }
+        let caching = Caching::of(response.headers());
         let mut bytes = Vec::new();
         while let Some(chunk) = response
             .chunk()
@@ -885,30 +1130,27 @@ async fn fetch_description(shared: &Shared, url: &str) -> Result<Thing, ConnectE
             }
             bytes.extend_from_slice(&chunk);
         }
-        Ok(bytes)
+        Ok(Fetched::Body { bytes, caching })
     };
     let limit = shared.limits.hello_timeout;
-    let bytes = tokio::time::timeout(limit, fetch)
+    tokio::time::timeout(limit, fetch)
         .await
-        .map_err(|_| failed(format!("no answer within {}", human(limit))))??;
-    concord_describe::parse(&bytes)
-        .map(|validated| validated.thing)
-        .map_err(|invalid| ConnectError::InvalidDescription {
-            url: url.to_owned(),
-            problems: DescriptionError::Invalid(invalid.report),
-        })
+        .map_err(|_| failed(format!("no answer within {}", human(limit))))?
 }
 
 /// What we can offer in the hello: a stored protocol for 0-RTT (the one held for this peer,
 /// else the one held for this action with another peer, which this peer may hold too:
 /// `Store::latest_resumable`), and the consensus protocols both we (with requester code,
-/// for this action) and the peer hold, by hash.
+/// for this action) and the peer hold, by hash. With `check_listing` (the description came
+/// from the cache unasked), in the same trip: whether we hold a consensus protocol for the
+/// action that the description does not list (the peer may have added it since).
 async fn shortcuts(
     shared: &Shared,
     thing: &Thing,
     peer: &str,
     action: &str,
-) -> Result<(Option<Resumable>, Vec<String>), ConnectError> {
+    check_listing: bool,
+) -> Result<Shortcuts, ConnectError> {
     let peer_consensus: Vec<(String, ProtocolHash)> = thing
         .meta_protocol
         .iter()
@@ -956,21 +1198,55 @@ async fn shortcuts(
                 None => None,
             };
             let mut consensus = Vec::new();
-            for (uri, hash) in peer_consensus {
-                let Some(entry) = state.consensus.consensus(&uri)? else {
+            for (uri, hash) in &peer_consensus {
+                let Some(entry) = state.consensus.consensus(uri)? else {
                     continue;
                 };
-                if entry.hash == hash
+                if entry.hash == *hash
                     && entry.handlers.get(Role::Requester).is_some()
                     && calls_action(&entry.document, &action, &schema)
                 {
-                    consensus.push(uri);
+                    consensus.push(uri.clone());
                 }
             }
-            Ok((resume, consensus))
+            let mut unlisted = false;
+            if check_listing {
+                for summary in state.consensus.list_consensus()? {
+                    let listed = peer_consensus
+                        .iter()
+                        .any(|(uri, hash)| *uri == summary.uri && *hash == summary.hash);
+                    if listed
+                        || summary.integrity != Integrity::Verified
+                        || !summary.handler_roles.contains(&Role::Requester)
+                    {
+                        continue;
+                    }
+                    if let Some(entry) = state.consensus.consensus(&summary.uri)? {
+                        if calls_action(&entry.document, &action, &schema) {
+                            unlisted = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(Shortcuts {
+                resumable: resume,
+                consensus,
+                unlisted,
+            })
         })
         .await
         .map_err(|error| ConnectError::Store(error.to_string()))
+}
+
+/// What a requester may offer in its hello.
+struct Shortcuts {
+    /// The protocol it offers for 0-RTT, read with the offer.
+    resumable: Option<Resumable>,
+    /// The consensus protocols both sides hold, by URI.
+    consensus: Vec<String>,
+    /// We hold a consensus protocol for the action the description does not list.
+    unlisted: bool,
 }
 
 /// The protocol a requester offers for 0-RTT, read with the offer.

@@ -25,6 +25,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `max_long_backend_calls_per_address` | 1 | of those, long-lived calls running at once for one client address; one more waits within `backend_call_wait`, then is answered 429 |
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
+/// | `description_max_age` | 60 s | our description is served with `Cache-Control: max-age` of this (and an `ETag`): a requester may connect with it unasked for this long (zero: `no-cache`, revalidated on every connect, a `304` when unchanged); a consensus protocol we add is seen within it by requesters holding the description (at once by those holding the protocol too: they ask again), one we remove is told in the hello, as always |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
 /// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest, never one of an address holding fewer than the newcomer's; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
@@ -130,6 +131,13 @@ pub struct Limits {
     pub backend_call_wait: Duration,
     /// How long each side waits for the other's hello.
     pub hello_timeout: Duration,
+    /// How long a requester may use our description without asking again: the
+    /// `Cache-Control: max-age` it is served with, beside its `ETag` (zero: `no-cache`,
+    /// every connect revalidates it and gets a `304` while it is unchanged). A consensus
+    /// protocol added to our registry reaches requesters holding the description within
+    /// it (at once those holding the protocol too: they ask again); one removed is told in
+    /// the hello.
+    pub description_max_age: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
     /// When every session slot is taken, how long a session's peer must have sent nothing,
@@ -327,6 +335,7 @@ impl Default for Limits {
             max_long_backend_calls: Limits::long_backend_share_of(default_backend_calls()),
             max_long_backend_calls_per_address: 1,
             hello_timeout: Duration::from_secs(10),
+            description_max_age: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             idle_shed_after: Duration::from_secs(1),
             max_pending_hellos: 64,

@@ -43,13 +43,37 @@ pub(crate) struct Description {
     /// Who supplies the affordances' forms, in order.
     bindings: Bindings,
     /// The consensus protocols the last document lists, and the document.
-    built: Mutex<Option<(Vec<ConsensusProtocol>, Bytes)>>,
+    built: Mutex<Option<(Vec<ConsensusProtocol>, Served)>>,
     /// The latest read of the consensus registry: when it began, and what it gave.
     /// Requests take turns on it (an async lock: waiting holds no thread), and one that
     /// finds a read begun after it arrived takes that read's answer, which is as fresh as
     /// its own would be: many requests at once cost one read of the registry (a shared
     /// backend's round trip, or its timeout while it is away), not one each.
     latest_read: tokio::sync::Mutex<Option<(Instant, ConsensusRead)>>,
+}
+
+/// A built description and its entity tag (a strong one: the first 128 bits of the
+/// document's SHA-256, so it changes with every byte, the consensus list included).
+#[derive(Debug, Clone)]
+pub(crate) struct Served {
+    pub(crate) bytes: Bytes,
+    pub(crate) etag: String,
+    /// Built without the consensus registry (it could not be read): served with
+    /// `no-cache`, so that no requester keeps it once the registry answers.
+    pub(crate) provisional: bool,
+}
+
+impl Served {
+    fn new(bytes: Bytes) -> Self {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(&bytes);
+        let etag = format!("\"{}\"", hex::encode(&digest[..16]));
+        Self {
+            bytes,
+            etag,
+            provisional: false,
+        }
+    }
 }
 
 /// What one read of the consensus registry gave.
@@ -73,38 +97,46 @@ impl Description {
     /// protocol (the registry cannot say which): it is not kept, so the first read of the
     /// registry that succeeds builds the full one.
     pub(crate) async fn bytes(&self, shared: &Shared) -> Result<Bytes, DescriptionBuildError> {
+        self.served(shared).await.map(|served| served.bytes)
+    }
+
+    /// [`Description::bytes`] with its entity tag.
+    pub(crate) async fn served(&self, shared: &Shared) -> Result<Served, DescriptionBuildError> {
         let consensus = match self.consensus(shared).await {
             Ok(consensus) => consensus,
             Err(error) => {
                 let error = DescriptionBuildError::Store(error);
                 let built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
                 return match built.as_ref() {
-                    Some((_, bytes)) => {
+                    Some((_, served)) => {
                         tracing::warn!(%error, "the consensus registry cannot be read: serving the last description built");
-                        Ok(bytes.clone())
+                        Ok(served.clone())
                     }
                     None => {
                         drop(built);
                         tracing::warn!(%error, "the consensus registry cannot be read: serving the description without consensus protocols");
-                        build(shared, &self.site, &self.bindings, Vec::new()).map(Bytes::from)
+                        build(shared, &self.site, &self.bindings, Vec::new()).map(|bytes| Served {
+                            provisional: true,
+                            ..Served::new(Bytes::from(bytes))
+                        })
                     }
                 };
             }
         };
         let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((listed, bytes)) = built.as_ref() {
+        if let Some((listed, served)) = built.as_ref() {
             if *listed == consensus {
-                return Ok(bytes.clone());
+                return Ok(served.clone());
             }
         }
-        let bytes = Bytes::from(build(
+        let served = Served::new(Bytes::from(build(
             shared,
             &self.site,
             &self.bindings,
             consensus.clone(),
-        )?);
-        *built = Some((consensus, bytes.clone()));
-        Ok(bytes)
+        )?));
+        *built = Some((consensus, served.clone()));
+        Ok(served)
     }
 
     /// The consensus protocols the registry holds now: the answer of a read begun after

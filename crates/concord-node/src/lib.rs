@@ -83,6 +83,7 @@ mod listener;
 mod mdns;
 mod memory;
 mod node;
+mod peer_descriptions;
 mod server;
 mod shed;
 mod state;

@@ -164,8 +164,11 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) capabilities: Capabilities,
     pub(crate) handler_limits: concord_sandbox::Limits,
-    /// Fetches peers' descriptions.
+    /// Fetches peers' descriptions (`Node::describe`) and talks to directories.
     pub(crate) http: reqwest::Client,
+    /// Fetches peers' descriptions for `connect` (they are cached): keeps no idle
+    /// connection.
+    pub(crate) description_fetches: reqwest::Client,
     /// The local address we connect to peers from, when one is chosen.
     pub(crate) local_address: Option<IpAddr>,
     /// TLS for `wss://` endpoints (`http` uses the same configuration).
@@ -179,6 +182,9 @@ pub(crate) struct Shared {
     pub(crate) session: SessionConfig,
     /// Protocol code loaded for the sessions running now, shared between them.
     pub(crate) code: CodeCache,
+    /// Peers' validated descriptions, by URL, while HTTP's caching rules let us use them
+    /// (shared by every connection; bounded).
+    pub(crate) descriptions: std::sync::Mutex<crate::peer_descriptions::DescriptionCache>,
     /// Our DID, keys and security policy; who may call what.
     pub(crate) identity: NodeIdentity,
     /// Every affordance the node serves (its actions with their modes, properties,
@@ -1083,6 +1089,9 @@ impl NodeBuilder {
             .map_err(tls_config)?;
         let http =
             crate::tls::description_client(tls.clone(), self.local_address).map_err(tls_config)?;
+        let description_fetches =
+            crate::tls::description_fetch_client(tls.clone(), self.local_address)
+                .map_err(tls_config)?;
         let directories =
             directories_checked(&self.directories, self.registration, &self.limits, &http)?;
         let directory_names: &[&str] = match self.directory {
@@ -1208,6 +1217,8 @@ impl NodeBuilder {
                 public_url,
                 session,
                 code: CodeCache::default(),
+                descriptions: Default::default(),
+                description_fetches,
                 identity,
                 interface,
                 affordances,

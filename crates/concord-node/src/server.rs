@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -359,12 +359,49 @@ async fn serve_did_document(State(own): State<Arc<Own>>) -> Response {
     }
 }
 
-async fn serve_description(State(own): State<Arc<Own>>) -> Response {
-    match own.description.bytes(&own.shared).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, TD_MEDIA_TYPE)], bytes).into_response(),
+/// Our description, with its `ETag` and `Cache-Control` (`max-age` of the limit
+/// `description_max_age`; `no-cache` when it is zero, or when the description was built
+/// without the consensus registry, which could not be read); `304 Not Modified` with no
+/// body to a request whose `If-None-Match` names the current tag.
+async fn serve_description(State(own): State<Arc<Own>>, request: HeaderMap) -> Response {
+    match own.description.served(&own.shared).await {
+        Ok(served) => {
+            let max_age = own.shared.limits.description_max_age.as_secs();
+            let cache_control = if max_age == 0 || served.provisional {
+                "no-cache".to_owned()
+            } else {
+                format!("max-age={max_age}")
+            };
+            let caching = [
+                (header::ETAG, served.etag.clone()),
+                (header::CACHE_CONTROL, cache_control),
+            ];
+            if none_match(&request, &served.etag) {
+                return (StatusCode::NOT_MODIFIED, caching).into_response();
+            }
+            (
+                [(header::CONTENT_TYPE, TD_MEDIA_TYPE.to_owned())],
+                caching,
+                served.bytes,
+            )
+                .into_response()
+        }
         Err(error) => {
             tracing::error!(%error, "cannot build our description");
             (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
         }
     }
+}
+
+/// Whether the request's `If-None-Match` names `etag` (or `*`), compared weakly (RFC 9110
+/// 13.1.2): the representation the caller holds is the current one.
+fn none_match(request: &HeaderMap, etag: &str) -> bool {
+    let opaque = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    let ours = opaque(etag);
+    request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|tag| tag.trim() == "*" || opaque(tag) == ours)
 }

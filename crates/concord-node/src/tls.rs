@@ -138,6 +138,22 @@ pub(crate) fn description_client(
         .map_err(TlsError::HttpClient)
 }
 
+/// [`description_client`] for the description fetches of `connect`: it keeps no idle
+/// connection. A fetched description is kept for its `max-age` (`peer_descriptions`), so
+/// a kept-alive connection would sit idle for most of it, holding memory and a descriptor
+/// on both sides (one per requester on the provider); a fetch opens its own.
+pub(crate) fn description_fetch_client(
+    config: ClientConfig,
+    local_address: Option<std::net::IpAddr>,
+) -> Result<reqwest::Client, TlsError> {
+    client_builder(config)
+        .local_address(local_address)
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(TlsError::HttpClient)
+}
+
 fn client_builder(mut config: ClientConfig) -> reqwest::ClientBuilder {
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     reqwest::Client::builder().tls_backend_preconfigured(config)

@@ -6,11 +6,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use concord_node::{ConnectError, Keys, Node, Server, Settlement, Want};
+use std::time::Duration;
+
+use concord_node::{ConnectError, Keys, Limits, Node, Server, Settlement, Want};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::consensus::registry_entry;
 use crate::support::{
     build, catalogue, loopback_security, quick_limits, requester_with_did, Agent,
 };
@@ -43,12 +46,21 @@ impl CountingProxy {
 
     /// Forwards every connection to `backend` in a task; the counter stays readable.
     fn forward_to(self, backend: std::net::SocketAddr) -> Arc<AtomicUsize> {
+        self.forward_to_switchable(Arc::new(std::sync::Mutex::new(backend)))
+    }
+
+    /// Forwards every new connection to the address `backend` holds when it arrives.
+    fn forward_to_switchable(
+        self,
+        backend: Arc<std::sync::Mutex<std::net::SocketAddr>>,
+    ) -> Arc<AtomicUsize> {
         let descriptions = Arc::clone(&self.descriptions);
         tokio::spawn(async move {
             while let Ok((client, _)) = self.listener.accept().await {
                 let descriptions = Arc::clone(&self.descriptions);
+                let to = *backend.lock().unwrap();
                 tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(backend).await {
+                    if let Ok(server) = TcpStream::connect(to).await {
                         relay(client, server, &descriptions).await;
                     }
                 });
@@ -97,6 +109,13 @@ async fn relay(client: TcpStream, server: TcpStream, descriptions: &AtomicUsize)
 /// The product provider with a DID, reached through the proxy (its public URL, so its
 /// description, endpoint and DID name the proxy); the description request counter.
 async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicUsize>) {
+    provider_behind_counting_proxy_with(quick_limits()).await
+}
+
+/// [`provider_behind_counting_proxy`] with its `limits`.
+async fn provider_behind_counting_proxy_with(
+    limits: concord_node::Limits,
+) -> (Agent, Server, String, Arc<AtomicUsize>) {
     let proxy = CountingProxy::bind().await;
     let url = proxy.url();
     let provider = build(
@@ -105,7 +124,7 @@ async fn provider_behind_counting_proxy() -> (Agent, Server, String, Arc<AtomicU
             .keys(Keys::generate())
             .security(loopback_security())
             .public_url(url.clone())
-            .limits(quick_limits()),
+            .limits(limits),
     );
     let server = provider.node.serve("127.0.0.1:0").await.unwrap();
     let descriptions = proxy.forward_to(server.local_addr());
@@ -188,4 +207,188 @@ async fn a_description_from_an_origin_its_did_does_not_name_is_refused_alike() {
     );
     assert_eq!(described.to_string(), fetched.to_string());
     assert_eq!(descriptions.load(Ordering::SeqCst), 0);
+}
+
+/// Connects to `url` (0-RTT after the first) and closes; the settlement.
+async fn connect_and_close(requester: &Agent, url: &str) -> Settlement {
+    let connection = requester
+        .node
+        .connect(url, catalogue::ACTION)
+        .await
+        .unwrap();
+    let output = connection
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["price"], 1299.99);
+    let settlement = connection.info().settlement.clone();
+    connection.close().await;
+    settlement
+}
+
+#[tokio::test]
+async fn connections_share_the_description_while_it_is_fresh() {
+    // The default `description_max_age` (60 s): fresh for the whole test.
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy().await;
+    let (requester, _requester_server) = requester_with_did().await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Negotiated
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // The next connections (one at a time and two at once) use the validated description
+    // held by the node: no request, and the DID still proved over each channel.
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    let (a, b) = tokio::join!(
+        connect_and_close(&requester, &url),
+        connect_and_close(&requester, &url)
+    );
+    assert_eq!((a, b), (Settlement::Resumed, Settlement::Resumed));
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // `describe` always asks (it says it fetches).
+    requester.node.describe(&url).await.unwrap();
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_description_is_asked_for_again_once_its_max_age_is_over() {
+    let limits = Limits {
+        description_max_age: Duration::from_secs(1),
+        ..quick_limits()
+    };
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy_with(limits).await;
+    let (requester, _requester_server) = requester_with_did().await;
+    connect_and_close(&requester, &url).await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // Past its second: revalidated (a 304: the same description, not validated again).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Resumed
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn with_no_max_age_every_connect_revalidates_the_description() {
+    let limits = Limits {
+        description_max_age: Duration::ZERO,
+        ..quick_limits()
+    };
+    let (_provider, _server, url, descriptions) = provider_behind_counting_proxy_with(limits).await;
+    let (requester, _requester_server) = requester_with_did().await;
+    for (round, expected) in [
+        Settlement::Negotiated,
+        Settlement::Resumed,
+        Settlement::Resumed,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(connect_and_close(&requester, &url).await, expected);
+        assert_eq!(descriptions.load(Ordering::SeqCst), round + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_consensus_protocol_we_hold_and_the_cached_description_does_not_list_revalidates_it() {
+    let (provider, _server, url, descriptions) = provider_behind_counting_proxy().await;
+    let (requester, _requester_server) = requester_with_did().await;
+    let first = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    let negotiated = first.info().hash;
+    first.close().await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+    // Both registries gain a consensus protocol for the action while the requester holds
+    // a fresh description that does not list it.
+    let entry = registry_entry();
+    provider.node.store().add_consensus(&entry).unwrap();
+    requester.node.store().add_consensus(&entry).unwrap();
+    // The requester forgets the protocol it negotiated (it would offer it first).
+    requester
+        .node
+        .store()
+        .forget_protocol(&negotiated.to_string())
+        .unwrap();
+    // The description is asked for again (it changed: a 200 listing the protocol), and
+    // the protocol is selected in the hello.
+    assert_eq!(
+        connect_and_close(&requester, &url).await,
+        Settlement::Consensus {
+            uri: crate::consensus::URI.to_owned()
+        }
+    );
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    // Now listed: the next connect asks for nothing.
+    connect_and_close(&requester, &url).await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+}
+
+/// A product provider with a fresh DID whose public URL is `url`.
+async fn provider_at(url: &str) -> (Agent, Server) {
+    let provider = build(
+        Node::builder("Product agent")
+            .action(catalogue::action(), catalogue::answer)
+            .keys(Keys::generate())
+            .security(loopback_security())
+            .public_url(url.to_owned())
+            .limits(quick_limits()),
+    );
+    let server = provider.node.serve("127.0.0.1:0").await.unwrap();
+    (provider, server)
+}
+
+#[tokio::test]
+async fn a_cached_description_that_fails_the_connection_is_asked_for_again() {
+    let proxy = CountingProxy::bind().await;
+    let url = proxy.url();
+    let (first_provider, first_server) = provider_at(&url).await;
+    let backend = Arc::new(std::sync::Mutex::new(first_server.local_addr()));
+    let descriptions = proxy.forward_to_switchable(Arc::clone(&backend));
+    let (requester, _requester_server) = requester_with_did().await;
+    let first = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(first.info().peer_did.as_deref(), first_server.did(),);
+    first.close().await;
+    assert_eq!(descriptions.load(Ordering::SeqCst), 1);
+
+    // Another agent (other keys: another DID) now answers at the same URL while the
+    // requester holds a fresh description naming the first one's DID: the channel proves
+    // the other DID, so the cached description is asked for again and the connection
+    // tried once more, with the new DID proved.
+    let (_second, second_server) = provider_at(&url).await;
+    *backend.lock().unwrap() = second_server.local_addr();
+    drop(first_server);
+    let again = requester
+        .node
+        .connect(&url, catalogue::ACTION)
+        .await
+        .unwrap();
+    assert_eq!(again.info().peer_did.as_deref(), second_server.did());
+    assert_ne!(second_server.did(), first_provider.node.did().as_deref());
+    assert_eq!(again.info().settlement, Settlement::Negotiated);
+    assert_eq!(descriptions.load(Ordering::SeqCst), 2);
+    let output = again
+        .call(catalogue::ACTION, json!({"productId": "P12345"}))
+        .await
+        .unwrap();
+    assert_eq!(output["price"], 1299.99);
 }

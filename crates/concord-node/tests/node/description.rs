@@ -111,6 +111,65 @@ async fn the_description_follows_the_consensus_registry_while_serving() {
     assert_eq!(consensus().await, None);
 }
 
+#[tokio::test]
+async fn the_description_has_an_etag_that_follows_the_consensus_registry() {
+    let agent = provider();
+    let server = serve(&agent).await;
+    let client = reqwest::Client::new();
+    let get = |etag: Option<String>| {
+        let mut request = client.get(server.description_url());
+        if let Some(etag) = etag {
+            request = request.header("if-none-match", etag);
+        }
+        request.send()
+    };
+    let first = get(None).await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.headers()["cache-control"], "max-age=60");
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    // Unchanged: 304 with no body, the same tag (weakly compared; among others too).
+    for asked in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"other\", {etag}"),
+        "*".to_owned(),
+    ] {
+        let unchanged = get(Some(asked)).await.unwrap();
+        assert_eq!(unchanged.status(), 304);
+        assert_eq!(unchanged.headers()["etag"], etag.as_str());
+        assert_eq!(unchanged.headers()["cache-control"], "max-age=60");
+        assert!(unchanged.bytes().await.unwrap().is_empty());
+    }
+    assert_eq!(
+        get(Some("\"other\"".to_owned())).await.unwrap().status(),
+        200
+    );
+    // A consensus protocol registered while serving: a new tag, the whole description.
+    let uri = "https://protocols.example/product-info/v1";
+    agent
+        .store()
+        .add_consensus(&NewConsensus::new(uri, SEED_PRODUCT_INFO).with_handler(
+            Role::Provider,
+            "function decodeRequest(m) { return m; } function encodeResponse(r) { return r; }",
+        ))
+        .unwrap();
+    let changed = get(Some(etag.clone())).await.unwrap();
+    assert_eq!(changed.status(), 200);
+    let new_etag = changed.headers()["etag"].to_str().unwrap().to_owned();
+    assert_ne!(new_etag, etag);
+    let thing = concord_describe::parse(&changed.bytes().await.unwrap())
+        .unwrap()
+        .thing;
+    assert_eq!(
+        thing.meta_protocol.unwrap().consensus_protocols.unwrap()[0].uri,
+        uri
+    );
+    // Removed again: the first document, the first tag.
+    agent.store().remove_consensus(uri).unwrap();
+    assert_eq!(get(Some(etag.clone())).await.unwrap().status(), 304);
+}
+
 /// The meta-protocol part of the server's description, as served now.
 async fn served_meta(server: &concord_node::Server) -> MetaProtocol {
     served_description(server)

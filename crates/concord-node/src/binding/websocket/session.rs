@@ -119,6 +119,7 @@ pub(super) async fn run_session(
         HelloWait::Read(read) => match *read {
             Ok(hello) => match session_slot(&state, remote).await {
                 Some(permit) if !*state.stop.borrow() => {
+                    tracing::debug!("the hello is read: answering it");
                     let opened =
                         Box::pin(open_session(socket, &state, remote, hello, permit, caller)).await;
                     if let Some(start) = opened {
