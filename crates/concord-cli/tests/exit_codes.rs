@@ -693,7 +693,12 @@ fn serve_with_nats_unreachable_does_not_start() {
         "data_dir = \"data\"",
         "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:9/\"",
     );
-    let (_dir, config) = write_config(&text);
+    let (dir, config) = write_config(&text);
+    // A replica makes no keys of its own (that is exit 1, before NATS is tried).
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("data")));
+    exits("identity new", &made, 0);
     let output = run(concord().arg("serve").arg("--config").arg(&config));
     exits("serve, NATS unreachable", &output, 2);
     assert!(
