@@ -507,11 +507,42 @@ impl EventHub {
     /// loss). A resume from an id that has not reached this hub yet (seen on another
     /// node, on its way here) is taken: the events up to it are skipped for that subscriber
     /// when they come. Never lowers what was said before.
+    ///
+    /// When the log dropped events this hub never received (it was cut off from the log
+    /// longer than the log keeps them: `first` is above the highest id it holds, plus one),
+    /// every live subscriber is told of a [`Gap`] over those ids for each event it follows,
+    /// as when its own queue overflows: a subscriber never skips events in silence.
     pub fn forget_before(&mut self, first: u64) {
+        self.forget_before_noting(first, &mut Vec::new());
+    }
+
+    /// [`EventHub::forget_before`], adding to `fresh` every subscriber that had nothing
+    /// queued before and has a gap to hear of now.
+    pub(crate) fn forget_before_noting(&mut self, first: u64, fresh: &mut Vec<SubscriberId>) {
         let first = first.max(1).max(self.floor);
         self.floor = first;
         for log in self.logs.values_mut() {
             log.forget_before(first);
+        }
+        if self.highest > 0 && first > self.highest.saturating_add(1) {
+            let (from, to) = (self.highest + 1, first - 1);
+            for (id, subscriber) in &mut self.subscribers {
+                let was_idle = subscriber.queue.is_empty() && subscriber.gaps.is_empty();
+                let names: Vec<Arc<str>> = self
+                    .logs
+                    .values()
+                    .filter(|log| subscriber.wants(&log.name))
+                    .map(|log| log.name.clone())
+                    .collect();
+                for name in names {
+                    subscriber.note_gap(name, from, to);
+                }
+                if was_idle && !subscriber.gaps.is_empty() {
+                    fresh.push(*id);
+                }
+            }
+            // Told once: the next look at the log's oldest id finds nothing more lost.
+            self.highest = to;
         }
     }
 
@@ -708,7 +739,12 @@ impl EventHub {
             // it. Any other id ahead was never published.
             let window = (limits.replay_events as u64).max(1);
             if seen > latest {
-                if self.floor > 0 && seen <= self.highest.max(latest).saturating_add(window) {
+                if self.floor > 0 && seen < self.floor {
+                    // A past id the log no longer holds (its events aged out while this
+                    // name published nothing, or this hub started after): what came after
+                    // it and left the log is told as a gap below, not refused.
+                } else if self.floor > 0 && seen <= self.highest.max(latest).saturating_add(window)
+                {
                     seen_ahead = Some(seen);
                 } else {
                     return Err(EventError::LastSeenAhead {
@@ -1048,6 +1084,59 @@ mod tests {
             alone.subscribe(SubscriberId(1), "a", Some(2), now),
             Err(EventError::LastSeenAhead { .. })
         ));
+    }
+
+    #[test]
+    fn under_a_shared_log_live_subscribers_hear_of_what_the_log_dropped_before_it_came() {
+        let now = Instant::now();
+        let mut hub = EventHub::new(Limits::default(), Overflow::DropOldest);
+        hub.declare("a").unwrap();
+        hub.declare("b").unwrap();
+        hub.forget_before(1);
+        hub.subscribe(SubscriberId(1), "a", None, now).unwrap();
+        hub.subscribe_all(SubscriberId(2)).unwrap();
+        hub.subscribe(SubscriberId(3), "b", None, now).unwrap();
+        hub.publish_as("a", 1, json!(1), now).unwrap();
+        hub.publish_as("b", 2, json!(2), now).unwrap();
+        let heard = |hub: &mut EventHub, subscriber: u64| -> Vec<String> {
+            std::iter::from_fn(|| hub.poll_delivery(SubscriberId(subscriber)))
+                .map(|delivery| match delivery {
+                    Delivery::Event(record) => format!("{} {}", record.event, record.id),
+                    Delivery::Gap(gap) => format!("gap {} {}..{}", gap.event, gap.from, gap.to),
+                })
+                .collect()
+        };
+        assert_eq!(heard(&mut hub, 1), ["a 1"]);
+        assert_eq!(heard(&mut hub, 2), ["a 1", "b 2"]);
+        assert_eq!(heard(&mut hub, 3), ["b 2"]);
+        // What the log still holds of what this hub heard: nothing lost.
+        hub.forget_before(3);
+        assert_eq!(heard(&mut hub, 1), Vec::<String>::new());
+        // Cut off while the log dropped 3 to 9: each live subscriber hears of it, once.
+        let mut fresh = Vec::new();
+        hub.forget_before_noting(10, &mut fresh);
+        assert_eq!(fresh, [SubscriberId(1), SubscriberId(2), SubscriberId(3)]);
+        hub.forget_before(10);
+        hub.publish_as("a", 10, json!(10), now).unwrap();
+        assert_eq!(heard(&mut hub, 1), ["gap a 3..9", "a 10"]);
+        assert_eq!(heard(&mut hub, 2), ["gap a 3..9", "gap b 3..9", "a 10"]);
+        assert_eq!(heard(&mut hub, 3), ["gap b 3..9"]);
+        // A resume from a past id the log no longer holds is a gap, not "ahead".
+        let mut empty = EventHub::new(Limits::default(), Overflow::DropOldest);
+        empty.declare("a").unwrap();
+        // Every event aged out of the log, which stands at 10,001.
+        empty.forget_before(10_001);
+        let subscribed = empty
+            .subscribe(SubscriberId(1), "a", Some(9_000), now)
+            .unwrap();
+        assert_eq!(
+            subscribed.gap.map(|gap| (gap.from, gap.to)),
+            Some((9_001, 10_000))
+        );
+        let subscribed = empty
+            .subscribe(SubscriberId(2), "a", Some(10_000), now)
+            .unwrap();
+        assert_eq!(subscribed.gap, None);
     }
 
     /// An event whose data is a string of `bytes` characters (its JSON has 2 more).

@@ -210,7 +210,9 @@ impl Thing {
     /// The shared log the events come from holds none below `first` any more (see
     /// [`EventHub::forget_before`]).
     pub fn forget_events_before(&mut self, first: u64) {
-        self.events.forget_before(first);
+        let mut fresh = Vec::new();
+        self.events.forget_before_noting(first, &mut fresh);
+        self.wake_fresh(fresh);
     }
 
     /// Publishes an event under the `id` an [`EventLog`](crate::EventLog) gave it (see
@@ -244,15 +246,20 @@ impl Thing {
             self.after_change();
             return Ok(id);
         }
-        // Only the sessions that had nothing queued are news: any other was named when its
-        // queue filled and has not taken it yet (what `after_change` finds, without
-        // looking at every session on every publish).
+        self.wake_fresh(fresh);
+        Ok(id)
+    }
+
+    /// Names the sessions among `fresh` for [`Thing::poll_wake`]. Only the sessions that had
+    /// nothing queued are news: any other was named when its queue filled and has not
+    /// taken it yet (what `after_change` finds, without looking at every session on every
+    /// publish).
+    fn wake_fresh(&mut self, fresh: Vec<SubscriberId>) {
         for id in fresh {
             if self.sessions.contains_key(&id) && self.woken.insert(id) {
                 self.wake.push_back(id);
             }
         }
-        Ok(id)
     }
 
     /// A property's current value.

@@ -310,6 +310,12 @@ impl NatsEventLog {
                         // Delivered already (a consumer created again overlaps).
                         continue;
                     }
+                    if next.is_some_and(|next| id > next) {
+                        // The ids between left the stream before they reached this replica
+                        // (cut off past its retention; the ordered consumer, created again,
+                        // starts at the oldest it holds): its subscribers are told of a gap.
+                        sink.forget_before(id);
+                    }
                     *next = Some(id.saturating_add(1));
                     let event = message
                         .subject

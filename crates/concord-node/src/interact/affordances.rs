@@ -479,7 +479,10 @@ impl EventSink for Affordances {
     }
 
     fn forget_before(&self, first: u64) {
-        self.lock().forget_events_before(first);
+        let mut thing = self.lock();
+        thing.forget_events_before(first);
+        // Live subscribers told of what the log dropped before it reached this node.
+        self.wake(&mut thing);
     }
 }
 
