@@ -60,7 +60,9 @@ mod protocols;
 mod shared;
 mod usage;
 
-pub use actions::{NatsActionRecords, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE};
+pub use actions::{
+    NatsActionRecords, BEAT as ACTION_BEAT, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE,
+};
 pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
 };
