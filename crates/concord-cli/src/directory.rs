@@ -160,6 +160,7 @@ async fn run_directory(
                 Ok(shared) => Arc::new(shared),
                 Err(error) => {
                     let key = match &error {
+                        concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
                         concord_nats::NatsError::Bucket { .. } => "cluster.stream",
                         concord_nats::NatsError::File {
                             what: "credentials",

@@ -61,6 +61,7 @@
 //! ca_cert = "nats-ca.pem"
 //! require_tls = false
 //! timeout = "2s"
+//! replicas = 1                       # 1 to 5: the stream's JetStream replicas when created
 //! stream = "concord_directory"       # the stream's name, one per directory
 //! ```
 
@@ -136,6 +137,7 @@ struct ClusterSection {
     #[serde(default)]
     require_tls: bool,
     timeout: Option<Humane>,
+    replicas: Option<i64>,
     stream: Option<String>,
 }
 
@@ -173,6 +175,7 @@ impl ClusterSection {
             }
             settings.operation_timeout = timeout;
         }
+        settings.replicas = crate::agent_config::check_replicas(self.replicas)?;
         let stream = self
             .stream
             .unwrap_or_else(|| concord_nats::DEFAULT_DIRECTORY_STREAM.to_owned());
@@ -507,6 +510,12 @@ mod tests {
             Duration::from_millis(500)
         );
         assert_eq!(cluster.stream, concord_nats::DEFAULT_DIRECTORY_STREAM);
+        assert_eq!(cluster.settings.replicas, 1);
+        let three = load("[cluster]\nnats = [\"nats://10.0.0.5:4222\"]\nreplicas = 3\n")
+            .unwrap()
+            .cluster
+            .unwrap();
+        assert_eq!(three.settings.replicas, 3);
     }
 
     #[test]
@@ -540,6 +549,10 @@ mod tests {
             (
                 "[cluster]\nnats = [\"nats://a:4222\"]\ntimeout = \"0s\"",
                 "cluster.timeout",
+            ),
+            (
+                "[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = 7",
+                "cluster.replicas",
             ),
             (
                 "[cluster]\nnats = [\"nats://a:4222\"]\ncredentials = \"none.creds\"",

@@ -41,6 +41,21 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
          keys_file = \"secret/identity/keys.json\"\n",
         nats.url()
     );
+    // Three JetStream replicas asked of one server: one line naming the key, exit 2.
+    let three = dir.path().join("three.toml");
+    let text = config_text(&cluster.replace("\n\n[security]", "\nreplicas = 3\n\n[security]"))
+        .replace(
+            "data_dir = \"data\"",
+            "data_dir = \"data-three\"\npublic_url = \"http://127.0.0.1:1/\"",
+        );
+    std::fs::write(&three, text).unwrap();
+    let refused = run(concord().args([
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        three.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.replicas`");
+    assert!(refused.stderr.contains("3 replicas"), "{}", refused.stderr);
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
@@ -460,6 +475,28 @@ fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
         ),
     )
     .unwrap();
+    // Three JetStream replicas asked of one server: one line naming the key, exit 2.
+    let three = dir.path().join("three.toml");
+    std::fs::write(
+        &three,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("[cluster]\n", "[cluster]\nreplicas = 3\n"),
+    )
+    .unwrap();
+    let data = dir.path().join("three");
+    let refused = run(concord().args([
+        OsStr::new("directory"),
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        three.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        data.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.replicas`");
+    assert!(refused.stderr.contains("3 replicas"), "{}", refused.stderr);
     let replica = |name: &str| {
         let data = dir.path().join(name);
         Served::directory(&[

@@ -65,6 +65,7 @@ pub use actions::{
 };
 pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
+    MAX_REPLICAS,
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
 pub use degraded::{start_degraded, Degraded, DegradedSettings};
