@@ -576,3 +576,139 @@ fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
     });
     drop((a, b));
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn directory_serve_starts_degraded_without_nats_when_configured_and_recovers() {
+    // A NATS server that is not running yet (its port and directory kept).
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    // Replicas present one DID: one key file, named by the configuration.
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let text = |degraded: bool| {
+        format!(
+            "[directory]\ntitle = \"Shop floor\"\n\n[security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n",
+            nats.url()
+        )
+    };
+    let args = |config: &std::path::Path, data: &std::path::Path| {
+        vec![
+            OsStr::new("--config").to_owned(),
+            config.as_os_str().to_owned(),
+            OsStr::new("--listen").to_owned(),
+            OsStr::new("127.0.0.1:0").to_owned(),
+            OsStr::new("--data-dir").to_owned(),
+            data.as_os_str().to_owned(),
+        ]
+    };
+    // Not configured to: NATS away at start is one line naming `cluster.nats`, exit 2.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(&strict, text(false)).unwrap();
+    let refused = run(concord()
+        .args(["directory", "serve"])
+        .args(args(&strict, &dir.path().join("strict"))));
+    refused.fails(2, "`cluster.nats`");
+
+    // Configured to: it starts, serves its description, and answers what needs the
+    // registrations with 503 and Retry-After.
+    let config = dir.path().join("directory.toml");
+    std::fs::write(&config, text(true)).unwrap();
+    let args = args(&config, &dir.path().join("data"));
+    let args: Vec<&OsStr> = args.iter().map(|arg| arg.as_os_str()).collect();
+    let replica = Served::directory(&args);
+    let url = replica.url.clone();
+    let id = "urn:example:lamp-1";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let description = http
+            .get(format!("{url}.well-known/wot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(description.status(), 200, "the description as built");
+        let answers = [
+            http.get(format!("{url}things")).send().await.unwrap(),
+            http.get(format!("{url}things/{id}")).send().await.unwrap(),
+            http.put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(lamp(id).to_string())
+                .send()
+                .await
+                .unwrap(),
+            http.get(format!("{url}search/capability?action=toggle"))
+                .send()
+                .await
+                .unwrap(),
+            http.get(format!("{url}events")).send().await.unwrap(),
+        ];
+        for answer in answers {
+            assert_eq!(answer.status(), 503, "{answer:?}");
+            assert_eq!(
+                answer.headers().get("retry-after").unwrap(),
+                "1",
+                "{answer:?}"
+            );
+            let body = answer.text().await.unwrap();
+            assert!(body.contains("store-unavailable"), "{body}");
+        }
+
+        // NATS answers: the directory recovers with no restart.
+        nats.resume();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let put = http
+                .put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(lamp(id).to_string())
+                .send()
+                .await
+                .unwrap();
+            if put.status() == 201 {
+                break;
+            }
+            assert_eq!(put.status(), 503, "{put:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not recovered within 30 s of NATS"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        let read = http.get(format!("{url}things/{id}")).send().await.unwrap();
+        assert_eq!(read.status(), 200);
+        let found = http
+            .get(format!("{url}search/capability?action=toggle"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.status(), 200);
+        let found = found.text().await.unwrap();
+        assert!(found.contains(id), "{found}");
+    });
+    // The registration is in NATS: a second replica started now serves it.
+    let second = Served::directory(&[
+        OsStr::new("--config"),
+        config.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        dir.path().join("second").as_os_str(),
+    ]);
+    runtime.block_on(async {
+        let read = http
+            .get(format!("{}things/{id}", second.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+    });
+    drop((replica, second));
+}

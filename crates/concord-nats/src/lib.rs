@@ -68,7 +68,9 @@ pub use client::{
     MAX_REPLICAS,
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
-pub use degraded::{start_degraded, Degraded, DegradedSettings};
+pub use degraded::{
+    start_degraded, start_degraded_directory, Degraded, DegradedDirectory, DegradedSettings,
+};
 pub use directory::{NatsDirectoryStore, DEFAULT_DIRECTORY_STREAM};
 pub use error::{NatsError, BACKEND};
 pub use events::{EventStream, NatsEventLog, DEFAULT_EVENT_STREAM};
