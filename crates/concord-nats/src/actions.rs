@@ -159,6 +159,10 @@ struct Copy {
     /// Since when the watch has delivered everything (signs of life included): `None`
     /// while it is loading or broken, when no runner is taken as stopped.
     watching_since: Option<std::time::Instant>,
+    /// Since when this replica has been connected to NATS, as its sign-of-life task saw
+    /// at its last turn: `None` while it is not. Signs of life missed while away say
+    /// nothing, so the silence of a runner counts from the later of this and the watch.
+    connected_since: Option<std::time::Instant>,
 }
 
 impl Copy {
@@ -242,9 +246,10 @@ impl Inner {
         if record.status.is_terminal() || runner == self.runner || !self.nats.is_connected() {
             return (record, runner);
         }
-        let Some(since) = copy.watching_since else {
+        let (Some(watching), Some(connected)) = (copy.watching_since, copy.connected_since) else {
             return (record, runner);
         };
+        let since = watching.max(connected);
         let now = std::time::Instant::now();
         let beat = *copy.beats.entry(runner.clone()).or_insert(now);
         let silent = now.saturating_duration_since(beat.max(since));
@@ -603,6 +608,15 @@ async fn beat(inner: Weak<Inner>) {
             return;
         };
         let key = format!("{BEAT_PREFIX}{}", strong.runner);
+        {
+            let connected = strong.nats.is_connected();
+            let mut copy = strong.copy();
+            match (connected, copy.connected_since) {
+                (true, None) => copy.connected_since = Some(std::time::Instant::now()),
+                (false, Some(_)) => copy.connected_since = None,
+                _ => {}
+            }
+        }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis());

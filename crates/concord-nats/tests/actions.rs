@@ -249,3 +249,34 @@ fn an_action_whose_replica_stopped_is_answered_failed_once_on_every_replica() {
     assert_eq!(read_once(&d, "orphan-1", 3), failed);
     assert_eq!(b.read("orphan-1").unwrap().unwrap(), failed);
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_outage_of_nats_longer_than_a_lease_fails_no_action_whose_replica_lives() {
+    let mut server = NatsServer::start();
+    let (runtime_a, runtime_b) = (runtime(), runtime());
+    let (a, b) = (replica(&runtime_a, &server), replica(&runtime_b, &server));
+    let lease = Duration::from_secs(1);
+    let record = ActionRecord {
+        lease,
+        ..running("outage-1", 2, 0.5)
+    };
+    a.write(&record).unwrap();
+    assert_eq!(read_once(&b, "outage-1", 2), record);
+
+    // NATS away for longer than the lease and two beats: no sign of life reaches B, and
+    // none is expected; once both are back, A's action stays running on B.
+    server.stop();
+    std::thread::sleep(lease + concord_nats::ACTION_BEAT * 4);
+    assert_eq!(b.read("outage-1").unwrap().unwrap(), record);
+    server.resume();
+    let until = Instant::now() + lease + concord_nats::ACTION_BEAT * 6;
+    while Instant::now() < until {
+        if let Ok(Some(read)) = b.read("outage-1") {
+            assert_eq!(read, record, "A lives: its action is not failed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.read("outage-1").unwrap().unwrap(), record);
+    drop(runtime_a);
+}
