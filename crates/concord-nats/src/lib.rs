@@ -19,7 +19,8 @@
 //!   `queryaction` is answered on any replica and `cancelaction` on any replica reaches the
 //!   one running the action;
 //! - [`start_degraded`]: every backend above for a replica that starts while NATS is away,
-//!   answering a typed error at once until NATS answers, then the real ones;
+//!   answering a typed error at once until NATS answers, then the real ones
+//!   ([`start_degraded_directory`] the same for a directory's registrations);
 //! - [`NatsDirectoryStore`] ([`DirectoryStore`](concord_directory::DirectoryStore)): a
 //!   directory's registrations and their events on a stream every directory replica follows.
 //!
