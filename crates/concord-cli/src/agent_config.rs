@@ -104,6 +104,8 @@
 //! ca_cert = "nats-ca.pem"            # optional: the private CA of the servers' certificates
 //! require_tls = false                # refuse a server without TLS
 //! timeout = "2s"                     # one NATS operation; then a typed error (503 to a caller)
+//! replicas = 1                       # 1 to 5: the JetStream replicas of every bucket and stream
+//! #   created at start (3 on a 3-node NATS cluster); an existing one with fewer is used, with a warning
 //! protocols_bucket = "concord_protocols" # key-value buckets, one per agent (defaults shown)
 //! nonces_bucket = "concord_nonces"   # its max_age is security's replay window
 //! consensus_bucket = "concord_consensus"
@@ -443,6 +445,7 @@ struct ClusterSection {
     #[serde(default)]
     require_tls: bool,
     timeout: Option<Humane>,
+    replicas: Option<i64>,
     protocols_bucket: Option<String>,
     nonces_bucket: Option<String>,
     consensus_bucket: Option<String>,
@@ -569,6 +572,26 @@ pub struct ClusterConfig {
     pub start_degraded: bool,
 }
 
+/// `cluster.replicas` (agent and directory): 1 to [`concord_nats::MAX_REPLICAS`], 1 unless
+/// given.
+pub(crate) fn check_replicas(given: Option<i64>) -> Result<usize, Problem> {
+    match given {
+        None => Ok(1),
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=concord_nats::MAX_REPLICAS).contains(n))
+            .ok_or_else(|| {
+                Problem::key(
+                    "cluster.replicas",
+                    format!(
+                        "{n} is not a JetStream replication factor: 1 to {} (3 on a 3-node NATS cluster)",
+                        concord_nats::MAX_REPLICAS
+                    ),
+                )
+            }),
+    }
+}
+
 impl ClusterSection {
     /// Every key checked, files read once to know they can be.
     fn check(self, base: &Path) -> Result<ClusterConfig, Problem> {
@@ -601,6 +624,7 @@ impl ClusterSection {
             }
             settings.operation_timeout = timeout;
         }
+        settings.replicas = check_replicas(self.replicas)?;
         let mut buckets = concord_nats::Buckets::default();
         let mut actions_bucket = concord_nats::DEFAULT_ACTION_BUCKET.to_owned();
         let mut seen = BTreeSet::new();
@@ -2265,6 +2289,15 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             concord_nats::DEFAULT_ACTION_MAX_AGE
         );
         assert!(!cluster.start_degraded);
+        assert_eq!(cluster.settings.replicas, 1);
+        let three = load(
+            &format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = 3\n"),
+            &[],
+        )
+        .unwrap()
+        .cluster
+        .unwrap();
+        assert_eq!(three.settings.replicas, 3);
         assert!(load(MINIMAL, &[]).unwrap().cluster.is_none());
         for (text, expected) in [
             (format!("{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\n"), "node.public_url: replicas"),
@@ -2288,6 +2321,10 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"concord_protocols\"\n"), "cluster.actions_bucket: \"concord_protocols\" is another bucket's name"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_bucket = \"a b\"\n"), "cluster.actions_bucket: \"a b\" has ' '"),
             (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nactions_max_age = \"10s\"\n"), "cluster.actions_max_age: 10s is too short"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = 0\n"), "cluster.replicas: 0 is not a JetStream replication factor: 1 to 5"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = 6\n"), "cluster.replicas: 6 is not"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = -1\n"), "cluster.replicas: -1 is not"),
+            (format!("{node}{MINIMAL}\n[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = \"3\"\n"), "invalid type: string \"3\", expected i64"),
         ] {
             let error = load(&text, &[]).unwrap_err();
             assert!(error.contains(expected), "{error:?} does not say {expected:?}");

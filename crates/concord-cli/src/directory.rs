@@ -158,8 +158,28 @@ async fn run_directory(
             };
             match opened.await {
                 Ok(shared) => Arc::new(shared),
+                // `start_degraded`: NATS away is an outage, not a configuration error; the
+                // registrations answer 503 until NATS answers, with no restart.
+                Err(
+                    error @ (concord_nats::NatsError::Connect { .. }
+                    | concord_nats::NatsError::Timeout { .. }),
+                ) if cluster.start_degraded => {
+                    let file = args
+                        .config
+                        .as_ref()
+                        .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
+                    eprintln!(
+                        "concord: {file}: `cluster.nats`: {error}: starting degraded (cluster.start_degraded): \
+                         the registrations answer 503 until NATS answers"
+                    );
+                    Arc::new(concord_nats::start_degraded_directory(
+                        cluster.settings.clone(),
+                        cluster.stream.clone(),
+                    ))
+                }
                 Err(error) => {
                     let key = match &error {
+                        concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
                         concord_nats::NatsError::Bucket { .. } => "cluster.stream",
                         concord_nats::NatsError::File {
                             what: "credentials",

@@ -56,12 +56,16 @@
 //! [cluster]                          # optional: directory replicas behind one address
 //! nats = ["nats://10.0.0.5:4222"]    # NATS servers with JetStream: the registrations and
 //! #   their events in one stream every replica follows (a registration on one is listed,
-//! #   found and reported by every other); NATS unreachable at start: exit 2
+//! #   found and reported by every other); NATS unreachable at start: one line naming
+//! #   cluster.nats, exit 2, unless start_degraded
 //! credentials = "directory.creds"    # optional, as an agent's [cluster]
 //! ca_cert = "nats-ca.pem"
 //! require_tls = false
 //! timeout = "2s"
+//! replicas = 1                       # 1 to 5: the stream's JetStream replicas when created
 //! stream = "concord_directory"       # the stream's name, one per directory
+//! start_degraded = false             # true: NATS unreachable at start is not an error: reads and
+//! #   writes of the registrations answer 503 + Retry-After until NATS answers (no restart)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -123,6 +127,9 @@ pub struct DirectoryCluster {
     pub settings: concord_nats::NatsSettings,
     /// The stream of the registrations (`cluster.stream`).
     pub stream: String,
+    /// Start while NATS cannot be reached (`cluster.start_degraded`): the registrations
+    /// answer 503 until it answers. Without, NATS away at start is exit 2.
+    pub start_degraded: bool,
 }
 
 /// `[cluster]` as written.
@@ -136,7 +143,10 @@ struct ClusterSection {
     #[serde(default)]
     require_tls: bool,
     timeout: Option<Humane>,
+    replicas: Option<i64>,
     stream: Option<String>,
+    #[serde(default)]
+    start_degraded: bool,
 }
 
 impl ClusterSection {
@@ -173,12 +183,17 @@ impl ClusterSection {
             }
             settings.operation_timeout = timeout;
         }
+        settings.replicas = crate::agent_config::check_replicas(self.replicas)?;
         let stream = self
             .stream
             .unwrap_or_else(|| concord_nats::DEFAULT_DIRECTORY_STREAM.to_owned());
         concord_nats::check_bucket_name(&stream)
             .map_err(|message| Problem::key("cluster.stream", message))?;
-        Ok(DirectoryCluster { settings, stream })
+        Ok(DirectoryCluster {
+            settings,
+            stream,
+            start_degraded: self.start_degraded,
+        })
     }
 }
 
@@ -507,6 +522,16 @@ mod tests {
             Duration::from_millis(500)
         );
         assert_eq!(cluster.stream, concord_nats::DEFAULT_DIRECTORY_STREAM);
+        assert_eq!(cluster.settings.replicas, 1);
+        assert!(!cluster.start_degraded);
+        let three = load(
+            "[cluster]\nnats = [\"nats://10.0.0.5:4222\"]\nreplicas = 3\nstart_degraded = true\n",
+        )
+        .unwrap()
+        .cluster
+        .unwrap();
+        assert_eq!(three.settings.replicas, 3);
+        assert!(three.start_degraded);
     }
 
     #[test]
@@ -540,6 +565,10 @@ mod tests {
             (
                 "[cluster]\nnats = [\"nats://a:4222\"]\ntimeout = \"0s\"",
                 "cluster.timeout",
+            ),
+            (
+                "[cluster]\nnats = [\"nats://a:4222\"]\nreplicas = 7",
+                "cluster.replicas",
             ),
             (
                 "[cluster]\nnats = [\"nats://a:4222\"]\ncredentials = \"none.creds\"",

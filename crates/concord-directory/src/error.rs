@@ -187,7 +187,8 @@ pub enum DirectoryError {
         /// The latest event id.
         latest: u64,
     },
-    /// The store failed (500).
+    /// The store failed (500), or cannot be reached for now (503,
+    /// [`StoreFailure::Unavailable`]).
     #[error(transparent)]
     Store(#[from] StoreFailure),
 }
@@ -201,6 +202,10 @@ fn first(errors: &[ValidationError]) -> String {
 /// The `Retry-After` of a refusal that passes with time ([`DirectoryError::retry_after`]):
 /// the default interval between two purges of expired TDs.
 pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The `Retry-After` of a store that cannot be reached for now
+/// ([`StoreFailure::Unavailable`]): the shared store may be back within a second.
+pub const UNAVAILABLE_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The base of this crate's problem `type` URIs.
 pub const PROBLEM_BASE: &str = "https://concord.dev/problems/directory/";
@@ -227,6 +232,7 @@ impl DirectoryError {
             EventGap { .. } => 410,
             TdTooLarge { .. } | AnswerTooLarge { .. } => 413,
             QuotaExceeded { .. } => 429,
+            Store(StoreFailure::Unavailable { .. }) => 503,
             Store(_) => 500,
             DirectoryFull { .. } | SearchTooBroad { .. } => 503,
         }
@@ -235,13 +241,15 @@ impl DirectoryError {
     /// How long a client should wait before it tries again (the answer's `Retry-After`):
     /// [`RETRY_AFTER`] for a refusal that passes with time (a quota or the directory
     /// freed by deletions and the purge of expired TDs, a search once the directory
-    /// shrinks), `None` for the others.
+    /// shrinks), [`UNAVAILABLE_RETRY_AFTER`] for a store that cannot be reached for now
+    /// ([`StoreFailure::Unavailable`], 503), `None` for the others.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         use DirectoryError::*;
         match self {
             QuotaExceeded { .. } | DirectoryFull { .. } | SearchTooBroad { .. } => {
                 Some(RETRY_AFTER)
             }
+            Store(StoreFailure::Unavailable { .. }) => Some(UNAVAILABLE_RETRY_AFTER),
             _ => None,
         }
     }
@@ -271,6 +279,7 @@ impl DirectoryError {
             SearchTooBroad { .. } => "search-too-broad",
             EventGap { .. } => "event-gap",
             UnknownEvent { .. } => "unknown-event",
+            Store(StoreFailure::Unavailable { .. }) => "store-unavailable",
             Store(_) => "store-failure",
         }
     }
@@ -305,6 +314,7 @@ impl DirectoryError {
             SearchTooBroad { .. } => "Search over too many Thing Descriptions",
             EventGap { .. } => "Events no longer kept",
             UnknownEvent { .. } => "Unknown event id",
+            Store(StoreFailure::Unavailable { .. }) => "Directory store unavailable",
             Store(_) => "Directory store failure",
         }
     }
@@ -313,6 +323,9 @@ impl DirectoryError {
     /// failure's detail does not repeat the backend's message (it may name files).
     pub fn detail(&self) -> String {
         match self {
+            DirectoryError::Store(StoreFailure::Unavailable { .. }) => {
+                "the directory's shared store cannot be reached for now: try again".to_owned()
+            }
             DirectoryError::Store(_) => {
                 "the directory could not read or write its store".to_owned()
             }

@@ -64,7 +64,9 @@ pub use capability::{
 pub use clock::{parse_rfc3339, rfc3339, unix_millis};
 pub use diff::merge_diff;
 pub use directory::{Directory, PutOutcome, Registrant};
-pub use error::{DirectoryError, ValidationError, PROBLEM_BASE, RETRY_AFTER};
+pub use error::{
+    DirectoryError, ValidationError, PROBLEM_BASE, RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
+};
 pub use event::{EventKind, ThingEvent};
 pub use limits::{DirectoryLimits, InvalidLimit};
 pub use listing::{ListFormat, ListQuery, Listing};

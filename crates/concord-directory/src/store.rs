@@ -295,6 +295,16 @@ pub enum StoreFailure {
         /// The backend's error.
         message: String,
     },
+    /// The backend cannot be reached for now (a shared store whose servers are away, or not
+    /// reached yet): the directory answers 503 with `Retry-After` and the same request may
+    /// pass later.
+    #[error("directory store: {operation}: unavailable: {reason}")]
+    Unavailable {
+        /// What it was doing.
+        operation: &'static str,
+        /// Why it cannot be reached.
+        reason: String,
+    },
     /// A stored row cannot be read back.
     #[error("directory store: entry `{id}` is corrupt: {reason}")]
     Corrupt {

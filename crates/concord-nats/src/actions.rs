@@ -31,6 +31,14 @@ pub const DEFAULT_ACTION_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Where every key of this bucket starts.
 const PREFIX: &str = "a.";
 
+/// Where each replica's sign of life starts: `r.<runner>`, rewritten every [`BEAT`].
+const BEAT_PREFIX: &str = "r.";
+
+/// How often a replica rewrites its sign of life. A replica whose sign of life did not
+/// change for an action's lease plus two beats is taken as stopped, and its unfinished
+/// actions as failed.
+pub const BEAT: Duration = Duration::from_secs(1);
+
 /// The name errors give as the backend.
 const BACKEND: &str = "nats-kv";
 
@@ -143,6 +151,18 @@ struct Copy {
     /// When each record last changed here: NATS ages a record out after the bucket's
     /// `max_age` without telling watchers, so the copy forgets it after as long.
     changed: HashMap<String, std::time::Instant>,
+    /// The bucket's revision of each record as NATS last delivered it (what a
+    /// compare-and-swap expects).
+    kv_revisions: HashMap<String, u64>,
+    /// By runner: when its sign of life last changed here (or was first looked for).
+    beats: HashMap<String, std::time::Instant>,
+    /// Since when the watch has delivered everything (signs of life included): `None`
+    /// while it is loading or broken, when no runner is taken as stopped.
+    watching_since: Option<std::time::Instant>,
+    /// Since when this replica has been connected to NATS, as its sign-of-life task saw
+    /// at its last turn: `None` while it is not. Signs of life missed while away say
+    /// nothing, so the silence of a runner counts from the later of this and the watch.
+    connected_since: Option<std::time::Instant>,
 }
 
 impl Copy {
@@ -177,6 +197,7 @@ impl Copy {
         for key in aged {
             self.changed.remove(&key);
             self.records.remove(&key);
+            self.kv_revisions.remove(&key);
         }
     }
 }
@@ -209,6 +230,86 @@ impl Inner {
     fn subject(&self, runner: &str) -> String {
         format!("concord.actions.{}.cancel.{runner}", self.store.name)
     }
+
+    /// `record` (run by `runner`) as this replica answers it: failed when it is unfinished
+    /// and its runner showed no sign of life for its lease plus two beats while this
+    /// replica watched; then the failed record is kept in the copy and written to NATS
+    /// once, by compare-and-swap on the revision the copy read (every replica makes the
+    /// same failed record, so whichever writes first, they agree).
+    fn orphan_checked(
+        self: &Arc<Self>,
+        key: &str,
+        copy: &mut Copy,
+        record: ActionRecord,
+        runner: String,
+    ) -> (ActionRecord, String) {
+        if record.status.is_terminal() || runner == self.runner || !self.nats.is_connected() {
+            return (record, runner);
+        }
+        let (Some(watching), Some(connected)) = (copy.watching_since, copy.connected_since) else {
+            return (record, runner);
+        };
+        let since = watching.max(connected);
+        let now = std::time::Instant::now();
+        let beat = *copy.beats.entry(runner.clone()).or_insert(now);
+        let silent = now.saturating_duration_since(beat.max(since));
+        if silent <= record.lease.saturating_add(BEAT.saturating_mul(2)) {
+            return (record, runner);
+        }
+        let failed = stopped(&record);
+        let expected = copy.kv_revisions.get(key).copied().unwrap_or(0);
+        copy.keep(key, failed.clone(), runner.clone());
+        if let Ok(value) = serde_json::to_vec(&Stored::of(&failed, &runner)) {
+            let (inner, key) = (Arc::clone(self), key.to_owned());
+            self.nats.handle().spawn(async move {
+                let timeout = inner.nats.operation_timeout();
+                let swapped =
+                    tokio::time::timeout(timeout, inner.store.update(&key, value.into(), expected))
+                        .await;
+                if !matches!(swapped, Ok(Ok(_))) {
+                    // Another replica wrote first (the same failed record), or the runner
+                    // came back: what NATS holds replaces the copy's.
+                    tracing::debug!(
+                        key,
+                        "an orphaned action's failure was written elsewhere first"
+                    );
+                    if let Ok(Ok(Some(entry))) =
+                        tokio::time::timeout(timeout, inner.store.entry(&key)).await
+                    {
+                        if entry.operation == kv::Operation::Put {
+                            if let Ok((held, runner)) =
+                                decode(&inner.store.name, &key, &entry.value)
+                            {
+                                let mut copy = inner.copy();
+                                copy.kv_revisions.insert(key.clone(), entry.revision);
+                                copy.records.insert(key.clone(), (held, runner));
+                                copy.changed.insert(key, std::time::Instant::now());
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        (failed, runner)
+    }
+}
+
+/// `record` failed because the replica running it stopped: the next revision, the same on
+/// every replica that decides it.
+fn stopped(record: &ActionRecord) -> ActionRecord {
+    ActionRecord {
+        status: ActionStatus::Failed,
+        error: Some(concord_interact::Problem::of(
+            concord_interact::ProblemType::Unavailable,
+            format!(
+                "its replica stopped: no sign of life for longer than the action's lease ({:?})",
+                record.lease
+            ),
+        )),
+        cancel_reason: None,
+        revision: record.revision.saturating_add(1),
+        ..record.clone()
+    }
 }
 
 /// The records of every replica's progress actions in one key-value bucket, and the relay
@@ -227,7 +328,11 @@ impl Inner {
 ///
 /// Each record names the replica running the action (a random id drawn at
 /// [`open`](Self::open)); that replica answers cancels on the subject
-/// `concord.actions.<bucket>.cancel.<runner>` ([`ActionRelay::serve`]).
+/// `concord.actions.<bucket>.cancel.<runner>` ([`ActionRelay::serve`]), and rewrites its
+/// sign of life `r.<runner>` every [`BEAT`]. An unfinished action whose runner's sign of
+/// life did not change for the action's lease plus two beats, while this replica watched,
+/// is answered failed ("its replica stopped"), written once to the bucket by
+/// compare-and-swap on the revision read (every replica decides the same record).
 #[derive(Debug, Clone)]
 pub struct NatsActionRecords {
     inner: Arc<Inner>,
@@ -264,6 +369,7 @@ impl NatsActionRecords {
         nats.handle()
             .spawn(watch(Arc::downgrade(&inner), inner.store.clone()));
         nats.handle().spawn(send(Arc::downgrade(&inner)));
+        nats.handle().spawn(beat(Arc::downgrade(&inner)));
         // The copy loaded before the first query, unless that takes longer than a few
         // operations (reads answer 503 until it is).
         let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
@@ -299,12 +405,14 @@ impl NatsActionRecords {
     fn held(&self, id: &str) -> Result<Option<(ActionRecord, String)>, ActionRecordsError> {
         let key = format!("{PREFIX}{}", key_of(id));
         {
-            let copy = self.inner.copy();
+            let mut copy = self.inner.copy();
             if copy.forgotten.contains(&key) {
                 return Ok(None);
             }
-            if let Some(held) = copy.records.get(&key) {
-                return Ok(Some(held.clone()));
+            if let Some((record, runner)) = copy.records.get(&key).cloned() {
+                return Ok(Some(
+                    self.inner.orphan_checked(&key, &mut copy, record, runner),
+                ));
             }
         }
         if !self.inner.nats.is_connected() {
@@ -345,8 +453,15 @@ impl NatsActionRecords {
             return Ok(None);
         }
         let mut copy = self.inner.copy();
-        copy.keep(&key, record, runner);
-        Ok(copy.records.get(&key).cloned())
+        if copy.keep(&key, record, runner) {
+            copy.kv_revisions.insert(key.clone(), entry.revision);
+        }
+        let Some((record, runner)) = copy.records.get(&key).cloned() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.inner.orphan_checked(&key, &mut copy, record, runner),
+        ))
     }
 }
 
@@ -401,6 +516,7 @@ impl ActionRecords for NatsActionRecords {
             copy.records.remove(&key);
             copy.changed.remove(&key);
             copy.unsent.remove(&key);
+            copy.kv_revisions.remove(&key);
             copy.forgotten.insert(key);
         }
         self.inner.wake.notify_one();
@@ -485,11 +601,46 @@ async fn send(inner: Weak<Inner>) {
     }
 }
 
+/// Rewrites this replica's sign of life every [`BEAT`] until the records are dropped.
+async fn beat(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let key = format!("{BEAT_PREFIX}{}", strong.runner);
+        {
+            let connected = strong.nats.is_connected();
+            let mut copy = strong.copy();
+            match (connected, copy.connected_since) {
+                (true, None) => copy.connected_since = Some(std::time::Instant::now()),
+                (false, Some(_)) => copy.connected_since = None,
+                _ => {}
+            }
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        let put = tokio::time::timeout(
+            strong.nats.operation_timeout(),
+            strong.store.put(&key, now.to_string().into()),
+        )
+        .await;
+        if !matches!(put, Ok(Ok(_))) {
+            tracing::debug!(key, "this replica's sign of life was not written");
+        }
+        drop(strong);
+        tokio::time::sleep(BEAT).await;
+    }
+}
+
 /// Feeds the copy from a watch of the bucket (the latest value of each key, then every
 /// change), watching again whenever the watch ends, until the records are dropped.
 async fn watch(inner: Weak<Inner>, store: kv::Store) {
     loop {
-        let started = store.watch_with_history(format!("{PREFIX}>")).await;
+        if let Some(strong) = inner.upgrade() {
+            strong.copy().watching_since = None;
+        }
+        let started = store.watch_with_history(">").await;
         let mut entries = match started {
             Ok(entries) => {
                 // An empty bucket delivers nothing to say the watch caught up.
@@ -498,6 +649,10 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                     if info.state.messages == 0 {
                         if let Some(strong) = inner.upgrade() {
                             strong.mark_caught_up();
+                            strong
+                                .copy()
+                                .watching_since
+                                .get_or_insert_with(std::time::Instant::now);
                         }
                     }
                 }
@@ -526,12 +681,26 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                 }
                 Ok(None) => break,
             };
+            if let Some(runner) = entry.key.strip_prefix(BEAT_PREFIX) {
+                let mut copy = strong.copy();
+                copy.beats
+                    .insert(runner.to_owned(), std::time::Instant::now());
+                if entry.delta == 0 || entry.seen_current {
+                    copy.watching_since
+                        .get_or_insert_with(std::time::Instant::now);
+                    drop(copy);
+                    strong.mark_caught_up();
+                }
+                continue;
+            }
             let caught_up = entry.delta == 0 || entry.seen_current;
             let mut copy = strong.copy();
             match entry.operation {
                 kv::Operation::Put => match decode(&store.name, &entry.key, &entry.value) {
                     Ok((record, runner)) => {
-                        copy.keep(&entry.key, record, runner);
+                        if copy.keep(&entry.key, record, runner) {
+                            copy.kv_revisions.insert(entry.key.clone(), entry.revision);
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(%error, "an action record in NATS is not used");
@@ -544,6 +713,10 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                         copy.changed.remove(&entry.key);
                     }
                 }
+            }
+            if caught_up {
+                copy.watching_since
+                    .get_or_insert_with(std::time::Instant::now);
             }
             drop(copy);
             if caught_up {

@@ -35,7 +35,14 @@ pub struct NatsSettings {
     pub operation_timeout: Duration,
     /// The client name the servers show (`concord` unless set).
     pub client_name: String,
+    /// The JetStream replication factor of every bucket and stream created at start
+    /// (1 to [`MAX_REPLICAS`], 1 unless set); one that exists with fewer is used as it is
+    /// and reported (a warning naming it).
+    pub replicas: usize,
 }
+
+/// The most replicas a bucket or stream may have (JetStream's own bound).
+pub const MAX_REPLICAS: usize = 5;
 
 impl NatsSettings {
     /// Plain connections to `servers`, no credentials, the default timeout.
@@ -47,6 +54,7 @@ impl NatsSettings {
             require_tls: false,
             operation_timeout: DEFAULT_OPERATION_TIMEOUT,
             client_name: "concord".to_owned(),
+            replicas: 1,
         }
     }
 }
@@ -69,6 +77,7 @@ pub struct Nats {
     client: async_nats::Client,
     jetstream: jetstream::Context,
     timeout: Duration,
+    replicas: usize,
 }
 
 impl Nats {
@@ -127,11 +136,9 @@ impl Nats {
             })?
             .map_err(|error| connect_error(error.to_string()))?;
         // `connect` is async: it runs on a runtime, whose handle the requests use.
-        Ok(Self::from_client(
-            client,
-            Handle::current(),
-            settings.operation_timeout,
-        ))
+        let mut nats = Self::from_client(client, Handle::current(), settings.operation_timeout);
+        nats.replicas = settings.replicas.clamp(1, MAX_REPLICAS);
+        Ok(nats)
     }
 
     /// Uses an open client; requests run on `handle`'s runtime.
@@ -147,6 +154,50 @@ impl Nats {
             client,
             jetstream,
             timeout: operation_timeout,
+            replicas: 1,
+        }
+    }
+
+    /// The replication factor of what this connection creates
+    /// ([`NatsSettings::replicas`]).
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Reports (a warning naming it) a bucket or stream `name` that exists with fewer
+    /// replicas than configured: it is used as it is.
+    pub(crate) fn check_replicas(&self, what: &str, name: &str, have: usize) {
+        if have < self.replicas {
+            tracing::warn!(
+                what,
+                name,
+                have,
+                configured = self.replicas,
+                "the NATS {what} {name:?} exists with {have} replica(s), fewer than the {} configured (cluster.replicas): it is used as it is; raise it with `nats stream edit` (KV_{name} for a bucket) or remove it",
+                self.replicas
+            );
+        }
+    }
+
+    /// The error for a bucket or stream `name` that could not be created: naming the
+    /// replication factor when that is what the server refused.
+    pub(crate) fn create_error(
+        &self,
+        name: &str,
+        cause: String,
+        otherwise: impl FnOnce(String) -> NatsError,
+    ) -> NatsError {
+        let lower = cause.to_lowercase();
+        if self.replicas > 1
+            && (lower.contains("replica") || lower.contains("insufficient resources"))
+        {
+            NatsError::Replicas {
+                name: name.to_owned(),
+                replicas: self.replicas,
+                cause,
+            }
+        } else {
+            otherwise(cause)
         }
     }
 
@@ -191,20 +242,30 @@ impl Nats {
             bucket: name.clone(),
             cause,
         };
-        let attempt = async {
-            match self.jetstream.get_key_value(&name).await {
-                Ok(store) => Ok(store),
-                Err(_) => match self.jetstream.create_key_value(config).await {
-                    Ok(store) => Ok(store),
-                    // Another replica created it between our look and our create.
-                    Err(create) => self
-                        .jetstream
-                        .get_key_value(&name)
-                        .await
-                        .map_err(|_| bucket_error(create.to_string())),
-                },
-            }
+        let config = kv::Config {
+            num_replicas: self.replicas,
+            ..config
         };
+        let attempt =
+            async {
+                match self.jetstream.get_key_value(&name).await {
+                    Ok(store) => {
+                        let status = store
+                            .status()
+                            .await
+                            .map_err(|error| bucket_error(error.to_string()))?;
+                        self.check_replicas("bucket", &name, status.info.config.num_replicas);
+                        Ok(store)
+                    }
+                    Err(_) => match self.jetstream.create_key_value(config).await {
+                        Ok(store) => Ok(store),
+                        // Another replica created it between our look and our create.
+                        Err(create) => self.jetstream.get_key_value(&name).await.map_err(|_| {
+                            self.create_error(&name, create.to_string(), bucket_error)
+                        }),
+                    },
+                }
+            };
         tokio::time::timeout(self.timeout.saturating_mul(3), attempt)
             .await
             .map_err(|_| {

@@ -6,6 +6,10 @@
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use concord_directory::{
+    CapabilityKey, DirectoryStore, Entry, EventsAfter, Holder, Outcome, Page, Removal,
+    StoreFailure, UnixMillis, Write,
+};
 use concord_interact::{
     ActionRecord, ActionRecords, ActionRecordsError, ActionRelay, EventLog, EventLogError,
     EventSink, LocalActions, RelayError, RelayFuture,
@@ -19,6 +23,7 @@ use serde_json::Value;
 
 use crate::actions::NatsActionRecords;
 use crate::client::{Nats, NatsSettings};
+use crate::directory::NatsDirectoryStore;
 use crate::error::{NatsError, BACKEND};
 use crate::events::{EventStream, NatsEventLog};
 use crate::shared::{Buckets, SharedState};
@@ -470,5 +475,139 @@ impl EventLog for Degraded {
             None => *held = Some(sink),
         }
         true
+    }
+}
+
+/// A directory's registrations from the moment NATS is reached
+/// ([`start_degraded_directory`]): until then every operation answers
+/// [`StoreFailure::Unavailable`] at once (the directory answers 503 with `Retry-After`),
+/// then each is the [`NatsDirectoryStore`]'s, with no restart.
+#[derive(Debug, Clone)]
+pub struct DegradedDirectory {
+    slot: Arc<DirectorySlot>,
+}
+
+#[derive(Debug)]
+struct DirectorySlot {
+    opened: OnceLock<NatsDirectoryStore>,
+    servers: String,
+}
+
+impl DirectorySlot {
+    fn get(&self, operation: &'static str) -> Result<&NatsDirectoryStore, StoreFailure> {
+        self.opened.get().ok_or_else(|| StoreFailure::Unavailable {
+            operation,
+            reason: format!(
+                "NATS at {} not reached yet (the directory started degraded)",
+                self.servers
+            ),
+        })
+    }
+}
+
+/// A [`DegradedDirectory`] for the stream `stream` on the servers of `settings`: a task on
+/// the current runtime connects (trying every second, a warning every 30 s with the
+/// reason) and opens the stream, then hands it over. Call from within a tokio runtime that
+/// runs as long as the directory.
+pub fn start_degraded_directory(settings: NatsSettings, stream: String) -> DegradedDirectory {
+    let slot = Arc::new(DirectorySlot {
+        opened: OnceLock::new(),
+        servers: settings.servers.join(", "),
+    });
+    let weak = Arc::downgrade(&slot);
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut warned: Option<Instant> = None;
+        loop {
+            let opened = async {
+                let nats = Nats::connect(&settings).await?;
+                NatsDirectoryStore::open(&nats, &stream).await
+            }
+            .await;
+            let Some(slot) = weak.upgrade() else {
+                return;
+            };
+            match opened {
+                Ok(store) => {
+                    let _ = slot.opened.set(store);
+                    tracing::info!(
+                        servers = %slot.servers,
+                        after = ?started.elapsed(),
+                        "NATS reached: the directory's registrations are back (started degraded)"
+                    );
+                    return;
+                }
+                Err(error) => {
+                    if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                        tracing::warn!(%error, "NATS not reached yet: the directory serves degraded (its registrations answer 503)");
+                        warned = Some(Instant::now());
+                    } else {
+                        tracing::debug!(%error, "NATS not reached yet");
+                    }
+                }
+            }
+            drop(slot);
+            tokio::time::sleep(ATTEMPT_EVERY).await;
+        }
+    });
+    DegradedDirectory { slot }
+}
+
+impl DegradedDirectory {
+    /// Whether NATS was reached and the stream opened.
+    pub fn is_ready(&self) -> bool {
+        self.slot.opened.get().is_some()
+    }
+}
+
+impl DirectoryStore for DegradedDirectory {
+    fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure> {
+        self.slot.get("read an entry")?.entry(id)
+    }
+
+    fn entries(&self, ids: &[String]) -> Result<Vec<Entry>, StoreFailure> {
+        self.slot.get("read entries")?.entries(ids)
+    }
+
+    fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
+        self.slot.get("write an entry")?.write(write)
+    }
+
+    fn remove(&self, removal: &Removal<'_>) -> Result<Outcome, StoreFailure> {
+        self.slot.get("remove an entry")?.remove(removal)
+    }
+
+    fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure> {
+        self.slot.get("list entries")?.page(offset, limit, now)
+    }
+
+    fn scan(
+        &self,
+        after: Option<&str>,
+        limit: u64,
+        now: UnixMillis,
+    ) -> Result<Vec<Entry>, StoreFailure> {
+        self.slot.get("scan entries")?.scan(after, limit, now)
+    }
+
+    fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
+        self.slot.get("count entries")?.count(holder)
+    }
+
+    fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
+        self.slot.get("read expired entries")?.expired(now, max)
+    }
+
+    fn events_after(&self, after: u64, max: usize) -> Result<EventsAfter, StoreFailure> {
+        self.slot.get("read events")?.events_after(after, max)
+    }
+
+    fn find(
+        &self,
+        keys: &[CapabilityKey],
+        now: UnixMillis,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreFailure> {
+        self.slot.get("find entries")?.find(keys, now, limit)
     }
 }

@@ -273,19 +273,33 @@ impl NatsDirectoryStore {
             cause,
         };
         let context = jetstream::new(nats.client().clone());
-        let mut stream = context
-            .get_or_create_stream(stream::Config {
-                name: name.to_owned(),
-                description: Some(
-                    "Concord: the directory's registrations and their events".to_owned(),
-                ),
-                subjects: vec![format!("{name}.e.*")],
-                max_messages_per_subject: 1,
-                storage: stream::StorageType::File,
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| failed(error.to_string()))?;
+        let wanted = stream::Config {
+            name: name.to_owned(),
+            description: Some("Concord: the directory's registrations and their events".to_owned()),
+            subjects: vec![format!("{name}.e.*")],
+            max_messages_per_subject: 1,
+            storage: stream::StorageType::File,
+            num_replicas: nats.replicas(),
+            ..Default::default()
+        };
+        let mut stream = match context.get_stream(name).await {
+            Ok(mut stream) => {
+                let info = stream
+                    .info()
+                    .await
+                    .map_err(|error| failed(error.to_string()))?;
+                nats.check_replicas("stream", name, info.config.num_replicas);
+                stream
+            }
+            Err(_) => match context.create_stream(wanted).await {
+                Ok(stream) => stream,
+                // Another replica created it between our look and our create.
+                Err(create) => context
+                    .get_stream(name)
+                    .await
+                    .map_err(|_| nats.create_error(name, create.to_string(), failed))?,
+            },
+        };
         let last = stream
             .info()
             .await

@@ -104,6 +104,17 @@ pub enum NatsError {
         /// Why.
         cause: String,
     },
+    /// A bucket or stream could not be created with the configured replication factor
+    /// (more replicas than the NATS cluster has servers, or a server not in a cluster).
+    #[error("NATS bucket or stream {name:?} cannot be created with {replicas} replicas: {cause}")]
+    Replicas {
+        /// The bucket or stream.
+        name: String,
+        /// The replicas asked.
+        replicas: usize,
+        /// What the server answered.
+        cause: String,
+    },
     /// The runtime the backend runs its requests on is gone (the node shut down).
     #[error("the tokio runtime NATS requests run on is shut down ({operation})")]
     RuntimeGone {

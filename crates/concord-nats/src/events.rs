@@ -198,7 +198,10 @@ impl NatsEventLog {
         config
             .check()
             .map_err(|(key, reason)| stream_error(format!("{key}: {reason}")))?;
-        let wanted = config.config();
+        let wanted = stream::Config {
+            num_replicas: nats.replicas(),
+            ..config.config()
+        };
         let jetstream = nats.jetstream();
         let attempt = async {
             match jetstream.get_stream(&config.name).await {
@@ -208,6 +211,7 @@ impl NatsEventLog {
                         .await
                         .map_err(|error| stream_error(error.to_string()))?;
                     let have = &info.config;
+                    nats.check_replicas("stream", &config.name, have.num_replicas);
                     if have.subjects != wanted.subjects
                         || have.max_age != wanted.max_age
                         || have.max_messages != wanted.max_messages
@@ -228,10 +232,9 @@ impl NatsEventLog {
                 Err(_) => match jetstream.create_stream(wanted.clone()).await {
                     Ok(stream) => Ok(stream),
                     // Another replica created it between our look and our create.
-                    Err(create) => jetstream
-                        .get_stream(&config.name)
-                        .await
-                        .map_err(|_| stream_error(create.to_string())),
+                    Err(create) => jetstream.get_stream(&config.name).await.map_err(|_| {
+                        nats.create_error(&config.name, create.to_string(), stream_error)
+                    }),
                 },
             }
         };

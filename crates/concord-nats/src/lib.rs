@@ -19,7 +19,8 @@
 //!   `queryaction` is answered on any replica and `cancelaction` on any replica reaches the
 //!   one running the action;
 //! - [`start_degraded`]: every backend above for a replica that starts while NATS is away,
-//!   answering a typed error at once until NATS answers, then the real ones;
+//!   answering a typed error at once until NATS answers, then the real ones
+//!   ([`start_degraded_directory`] the same for a directory's registrations);
 //! - [`NatsDirectoryStore`] ([`DirectoryStore`](concord_directory::DirectoryStore)): a
 //!   directory's registrations and their events on a stream every directory replica follows.
 //!
@@ -60,12 +61,17 @@ mod protocols;
 mod shared;
 mod usage;
 
-pub use actions::{NatsActionRecords, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE};
+pub use actions::{
+    NatsActionRecords, BEAT as ACTION_BEAT, DEFAULT_ACTION_BUCKET, DEFAULT_ACTION_MAX_AGE,
+};
 pub use client::{
     check_bucket_name, check_server_url, Nats, NatsSettings, DEFAULT_OPERATION_TIMEOUT,
+    MAX_REPLICAS,
 };
 pub use consensus::{NatsConsensusRegistry, DEFAULT_CONSENSUS_BUCKET};
-pub use degraded::{start_degraded, Degraded, DegradedSettings};
+pub use degraded::{
+    start_degraded, start_degraded_directory, Degraded, DegradedDirectory, DegradedSettings,
+};
 pub use directory::{NatsDirectoryStore, DEFAULT_DIRECTORY_STREAM};
 pub use error::{NatsError, BACKEND};
 pub use events::{EventStream, NatsEventLog, DEFAULT_EVENT_STREAM};

@@ -189,3 +189,94 @@ fn an_action_run_on_one_replica_is_read_and_cancelled_on_another() {
     let c = replica(&runtime_c, &server);
     assert_eq!(read_once(&c, "render-3", 1), late);
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_action_whose_replica_stopped_is_answered_failed_once_on_every_replica() {
+    let server = NatsServer::start();
+    let (runtime_a, runtime_b, runtime_c) = (runtime(), runtime(), runtime());
+    let a = replica(&runtime_a, &server);
+    let (b, c) = (replica(&runtime_b, &server), replica(&runtime_c, &server));
+    let lease = Duration::from_secs(1);
+    let record = ActionRecord {
+        lease,
+        ..running("orphan-1", 2, 0.5)
+    };
+    a.write(&record).unwrap();
+    assert_eq!(read_once(&b, "orphan-1", 2), record);
+
+    // A runs it past its lease and lives: its signs of life keep it running everywhere.
+    std::thread::sleep(lease + concord_nats::ACTION_BEAT * 4);
+    assert_eq!(b.read("orphan-1").unwrap().unwrap(), record);
+    assert_eq!(c.read("orphan-1").unwrap().unwrap(), record);
+
+    // A's process ends (its connection drops): past the lease and two beats, B and C
+    // both answer the action failed, the same record, at the next revision.
+    drop(a);
+    drop(runtime_a);
+    let deadline = Instant::now() + lease + Duration::from_secs(10);
+    let failed = loop {
+        let read = b.read("orphan-1").unwrap().unwrap();
+        if read.status != ActionStatus::Running {
+            break read;
+        }
+        assert!(Instant::now() < deadline, "B still answers {read:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(failed.status, ActionStatus::Failed);
+    assert_eq!(failed.revision, 3);
+    let problem = failed.error.clone().unwrap();
+    assert_eq!(problem.status, Some(503));
+    assert!(
+        problem
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("its replica stopped"),
+        "{problem:?}"
+    );
+    assert_eq!(c.read("orphan-1").unwrap().unwrap(), failed);
+
+    // A cancel is refused as finished (409), not 503 forever.
+    match runtime_b.block_on(b.cancel("orphan-1")) {
+        Err(RelayError::Refused(problem)) => assert_eq!(problem.status, Some(409)),
+        other => panic!("an orphaned action's cancel must be refused as finished: {other:?}"),
+    }
+
+    // NATS holds the failed record (written once): a replica started now reads it as is.
+    let runtime_d = runtime();
+    let d = replica(&runtime_d, &server);
+    assert_eq!(read_once(&d, "orphan-1", 3), failed);
+    assert_eq!(b.read("orphan-1").unwrap().unwrap(), failed);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_outage_of_nats_longer_than_a_lease_fails_no_action_whose_replica_lives() {
+    let mut server = NatsServer::start();
+    let (runtime_a, runtime_b) = (runtime(), runtime());
+    let (a, b) = (replica(&runtime_a, &server), replica(&runtime_b, &server));
+    let lease = Duration::from_secs(1);
+    let record = ActionRecord {
+        lease,
+        ..running("outage-1", 2, 0.5)
+    };
+    a.write(&record).unwrap();
+    assert_eq!(read_once(&b, "outage-1", 2), record);
+
+    // NATS away for longer than the lease and two beats: no sign of life reaches B, and
+    // none is expected; once both are back, A's action stays running on B.
+    server.stop();
+    std::thread::sleep(lease + concord_nats::ACTION_BEAT * 4);
+    assert_eq!(b.read("outage-1").unwrap().unwrap(), record);
+    server.resume();
+    let until = Instant::now() + lease + concord_nats::ACTION_BEAT * 6;
+    while Instant::now() < until {
+        if let Ok(Some(read)) = b.read("outage-1") {
+            assert_eq!(read, record, "A lives: its action is not failed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.read("outage-1").unwrap().unwrap(), record);
+    drop(runtime_a);
+}
