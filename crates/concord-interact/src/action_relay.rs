@@ -95,6 +95,13 @@ pub trait LocalActions: Send + Sync {
     /// # Errors
     /// What the table says ([`ActionTableError::Unknown`], [`ActionTableError::Finished`], …).
     fn cancel(&self, id: &str) -> Result<ActionRecord, ActionTableError>;
+
+    /// The detached caller of the action `id` this replica runs came back on another
+    /// replica (it queried the action there): its lease starts again, as a query here does.
+    ///
+    /// # Errors
+    /// What the table says ([`ActionTableError::Unknown`], [`ActionTableError::Finished`]).
+    fn renew(&self, id: &str) -> Result<(), ActionTableError>;
 }
 
 /// Carries cancels between the replicas of one agent.
@@ -106,7 +113,12 @@ pub trait LocalActions: Send + Sync {
 /// - [`cancel`](Self::cancel) delivers a cancel to the replica that runs `id` and answers
 ///   what it said, within a bounded time: never a hang, never a panic;
 /// - a cancel is never delivered to a replica that does not run the action (it would
-///   answer "unknown"), and never answered as done unless the runner said so.
+///   answer "unknown"), and never answered as done unless the runner said so;
+/// - [`renew`](Self::renew) tells the runner, at most once per call and without waiting,
+///   that the action's caller came back here: behind a load balancer a caller polls
+///   whichever replica it reaches, and the runner must not let the action's lease run out
+///   while it does. Best effort: a renewal lost (the backend away) costs what a query that
+///   never came costs.
 pub trait ActionRelay: Send + Sync + std::fmt::Debug {
     /// Starts answering the cancels relayed to this replica's actions with `local`.
     ///
@@ -117,6 +129,10 @@ pub trait ActionRelay: Send + Sync + std::fmt::Debug {
     /// Delivers a cancel of the action `id` (run by another replica) and answers the
     /// runner's record of it after the cancel.
     fn cancel(&self, id: &str) -> RelayFuture;
+
+    /// Tells the replica that runs the action `id` that its caller came back here; returns
+    /// at once (never waits on the network).
+    fn renew(&self, id: &str);
 }
 
 #[cfg(test)]

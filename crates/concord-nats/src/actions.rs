@@ -231,6 +231,11 @@ impl Inner {
         format!("concord.actions.{}.cancel.{runner}", self.store.name)
     }
 
+    /// The subject the renewals of `runner`'s actions' leases come on.
+    fn renew_subject(&self, runner: &str) -> String {
+        format!("concord.actions.{}.renew.{runner}", self.store.name)
+    }
+
     /// `record` (run by `runner`) as this replica answers it: failed when it is unfinished
     /// and its runner showed no sign of life for its lease plus two beats while this
     /// replica watched; then the failed record is kept in the copy and written to NATS
@@ -737,8 +742,47 @@ enum Answer {
     Problem(Value),
 }
 
+impl NatsActionRecords {
+    /// Renews, with `local`, the leases of this replica's actions whose callers came back
+    /// on another replica (`renew`'s messages: an action id, no answer), until the relay is
+    /// dropped.
+    fn serve_renewals(&self, local: Arc<dyn LocalActions>) {
+        let subject = self.inner.renew_subject(&self.inner.runner);
+        let client = self.inner.nats.client().clone();
+        let weak = Arc::downgrade(&self.inner);
+        self.inner.nats.handle().spawn(async move {
+            let mut renewals = loop {
+                match client.subscribe(subject.clone()).await {
+                    Ok(renewals) => break renewals,
+                    Err(error) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                        tracing::warn!(%error, subject, "cannot listen for relayed renewals: trying again");
+                        tokio::time::sleep(RETRY).await;
+                    }
+                }
+            };
+            while let Some(renewal) = renewals.next().await {
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                match std::str::from_utf8(&renewal.payload) {
+                    Ok(id) if !id.is_empty() && id.len() <= MAX_RELAYED_ID => {
+                        if let Err(error) = local.renew(id) {
+                            tracing::debug!(%error, "a relayed renewal was not taken");
+                        }
+                    }
+                    _ => tracing::debug!("a relayed renewal carries no action id"),
+                }
+            }
+        });
+    }
+}
+
 impl ActionRelay for NatsActionRecords {
     fn serve(&self, local: Arc<dyn LocalActions>) -> Result<(), RelayError> {
+        self.serve_renewals(Arc::clone(&local));
         let subject = self.inner.subject(&self.inner.runner);
         let (client, runner) = (self.inner.nats.client().clone(), self.inner.runner.clone());
         let weak = Arc::downgrade(&self.inner);
@@ -791,6 +835,27 @@ impl ActionRelay for NatsActionRecords {
             }
         });
         Ok(())
+    }
+
+    fn renew(&self, id: &str) {
+        // The runner from the copy (never waits on NATS); an id it lacks has no runner to
+        // tell, and a publish while disconnected would only wait in the client's buffer.
+        let Ok(Some((record, runner))) = self.held(id) else {
+            return;
+        };
+        if record.status.is_terminal() || !self.inner.nats.is_connected() {
+            return;
+        }
+        let (client, subject) = (
+            self.inner.nats.client().clone(),
+            self.inner.renew_subject(&runner),
+        );
+        let id = id.to_owned();
+        self.inner.nats.handle().spawn(async move {
+            if let Err(error) = client.publish(subject, id.into()).await {
+                tracing::debug!(%error, "a renewal was not relayed");
+            }
+        });
     }
 
     fn cancel(&self, id: &str) -> RelayFuture {

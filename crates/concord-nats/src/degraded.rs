@@ -418,6 +418,12 @@ impl ActionRelay for Degraded {
         }
     }
 
+    fn renew(&self, id: &str) {
+        if let Some(opened) = self.slot.opened.get() {
+            opened.actions.renew(id);
+        }
+    }
+
     fn cancel(&self, id: &str) -> RelayFuture {
         match self.slot.opened.get() {
             Some(opened) => opened.actions.cancel(id),

@@ -70,6 +70,7 @@ fn read_once(records: &NatsActionRecords, id: &str, revision: u64) -> ActionReco
 struct Table {
     runs: Mutex<Vec<ActionRecord>>,
     cancelled: Mutex<Vec<String>>,
+    renewed: Mutex<Vec<String>>,
     records: NatsActionRecords,
 }
 
@@ -85,6 +86,20 @@ impl LocalActions for Table {
         self.records.write(action).unwrap();
         self.cancelled.lock().unwrap().push(id.to_owned());
         Ok(action.clone())
+    }
+
+    fn renew(&self, id: &str) -> Result<(), ActionTableError> {
+        if !self
+            .runs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|action| action.id == id)
+        {
+            return Err(ActionTableError::Unknown { id: id.to_owned() });
+        }
+        self.renewed.lock().unwrap().push(id.to_owned());
+        Ok(())
     }
 }
 
@@ -109,6 +124,7 @@ fn an_action_run_on_one_replica_is_read_and_cancelled_on_another() {
     let table = Arc::new(Table {
         runs: Mutex::new(Vec::new()),
         cancelled: Mutex::new(Vec::new()),
+        renewed: Mutex::new(Vec::new()),
         records: a.clone(),
     });
     a.serve(Arc::clone(&table) as Arc<dyn LocalActions>)
@@ -122,6 +138,20 @@ fn an_action_run_on_one_replica_is_read_and_cancelled_on_another() {
     }
     assert_eq!(read_once(&b, "render-1", 2), running("render-1", 2, 0.5));
     assert_eq!(b.read("never-issued").unwrap(), None);
+
+    // Its caller came back on B: A hears of it (the lease starts again there); an id B
+    // does not hold is not relayed.
+    runtime_b.block_on(async {
+        b.renew("render-1");
+        b.renew("never-issued");
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while table.renewed.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "A never heard of the renewal");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(*table.renewed.lock().unwrap(), ["render-1"]);
 
     // A cancel on B reaches A, which stops the action; B answers what A answered.
     let cancelled = runtime_b.block_on(b.cancel("render-1")).unwrap();

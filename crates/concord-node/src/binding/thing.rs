@@ -491,8 +491,13 @@ impl ThingAccess for NodeThing {
         self.permitted_action(caller, id)?;
         let (now, now_wall) = (Instant::now(), SystemTime::now());
         let mut thing = self.shared.affordances.lock();
-        // A caller that comes back keeps its action alive; a finished one has no lease.
-        let _ = thing.renew_action(id, now);
+        // A caller that comes back keeps its action alive; a finished one has no lease. One
+        // that comes back to this replica keeps alive the action another replica runs.
+        if let Err(ActionTableError::HeldElsewhere { .. }) = thing.renew_action(id, now) {
+            if let Some(relay) = &self.shared.affordances.relay {
+                relay.renew(id);
+            }
+        }
         let action = thing.lookup_action(id, now).map_err(ThingError::Action)?;
         let status = action.status();
         Ok(ActionState {

@@ -34,6 +34,18 @@ impl LocalActions for NodeActions {
         }
         cancelled
     }
+
+    fn renew(&self, id: &str) -> Result<(), ActionTableError> {
+        let Some(affordances) = self.affordances.upgrade() else {
+            return Err(ActionTableError::Unknown {
+                id: id.chars().take(64).collect(),
+            });
+        };
+        let mut thing = affordances.lock();
+        let renewed = thing.renew_action(id, Instant::now());
+        affordances.wake(&mut thing);
+        renewed
+    }
 }
 
 /// Makes `relay` deliver the cancels other replicas relay to `affordances`' actions.

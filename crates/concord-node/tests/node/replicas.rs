@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use concord_nats::testing::NatsServer;
 use concord_nats::{Buckets, Nats, NatsSettings, SharedState};
-use concord_node::{Node, Server, Settlement};
+use concord_node::{Limits, Node, Server, Settlement};
 use concord_store::ConsensusRegistry;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -358,6 +358,7 @@ async fn render_replica(
     seed: &[u8; 32],
     gate: &tokio::sync::watch::Receiver<bool>,
     stopped: &Arc<AtomicUsize>,
+    limits: Limits,
 ) -> Agent {
     let mut settings = NatsSettings::new([nats_url]);
     settings.operation_timeout = Duration::from_secs(1);
@@ -388,7 +389,7 @@ async fn render_replica(
             .keys(concord_identity::Keys::from_secret_bytes(seed, seed))
             .public_url(public_url)
             .security(security)
-            .limits(quick_limits())
+            .limits(limits)
             .protocols(Arc::clone(&shared.protocols) as _)
             .nonce_store(Arc::clone(&shared.nonces) as _)
             .consensus_registry(Arc::clone(&shared.consensus) as _)
@@ -433,7 +434,15 @@ async fn a_progress_action_started_on_one_replica_is_queried_on_another_and_canc
     let mut replicas = Vec::new();
     let mut servers: Vec<Server> = Vec::new();
     for _ in 0..3 {
-        let agent = render_replica(&nats.url(), &balancer.url(), &seed, &gate, &stopped).await;
+        let agent = render_replica(
+            &nats.url(),
+            &balancer.url(),
+            &seed,
+            &gate,
+            &stopped,
+            quick_limits(),
+        )
+        .await;
         let server = agent.node.serve("127.0.0.1:0").await.unwrap();
         addresses.lock().unwrap().push(server.local_addr());
         servers.push(server);
@@ -633,4 +642,105 @@ async fn a_progress_action_started_on_one_replica_is_queried_on_another_and_canc
         "cancelled"
     );
     drop(replicas);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+async fn a_caller_polling_another_replica_keeps_the_action_alive_past_its_lease() {
+    let nats = tokio::task::spawn_blocking(NatsServer::start)
+        .await
+        .unwrap();
+    let seed = [11_u8; 32];
+    let (_open, gate) = tokio::sync::watch::channel(false);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let lease = Duration::from_secs(2);
+    let mut limits = quick_limits();
+    limits.interaction.action_lease = lease;
+    let mut replicas = Vec::new();
+    let mut servers: Vec<Server> = Vec::new();
+    for _ in 0..2 {
+        let agent = render_replica(
+            &nats.url(),
+            "http://127.0.0.1:9/",
+            &seed,
+            &gate,
+            &stopped,
+            limits.clone(),
+        )
+        .await;
+        servers.push(agent.node.serve("127.0.0.1:0").await.unwrap());
+        replicas.push(agent);
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    // Started on A over HTTP: its caller is detached, its lease runs from now.
+    let started = http
+        .post(format!(
+            "http://{}/actions/{RENDER}",
+            servers[0].local_addr()
+        ))
+        .json(&json!({"frames": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    let location = started.headers()["location"].to_str().unwrap().to_owned();
+    let path = location
+        .split_once("/actions/")
+        .map(|(_, path)| format!("actions/{path}"))
+        .unwrap();
+    let status_on = |server: usize| {
+        let (http, url) = (
+            http.clone(),
+            format!("http://{}/{path}", servers[server].local_addr()),
+        );
+        async move {
+            let answer = http.get(url).send().await.unwrap();
+            let body: serde_json::Value = answer.json().await.unwrap_or_default();
+            body["status"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    // The caller polls B only, for three leases: A must not let the action's lease run out.
+    let polling = Instant::now();
+    while polling.elapsed() < lease * 3 {
+        let status = status_on(1).await;
+        assert!(
+            status == "running" || status == "pending" || status.is_empty(),
+            "polled on B after {:?}: {status}",
+            polling.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert_eq!(status_on(0).await, "running", "A still runs it");
+    assert_eq!(
+        stopped.load(Ordering::SeqCst),
+        0,
+        "its work was not stopped"
+    );
+    // The caller stops coming back: the lease runs out on A, as on one node (asked once,
+    // after it: a query renews the lease).
+    tokio::time::sleep(lease * 2 + Duration::from_secs(1)).await;
+    let ended: serde_json::Value = http
+        .get(format!("http://{}/{path}", servers[1].local_addr()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The HTTP binding's vocabulary: a cancelled action is `failed` with its cancel error.
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert_eq!(
+        ended["error"]["type"], "urn:concord:interact:cancelled",
+        "{ended}"
+    );
+    assert!(
+        ended["error"]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("lease")),
+        "{ended}"
+    );
+    assert_eq!(stopped.load(Ordering::SeqCst), 1, "its work was stopped");
 }
