@@ -574,7 +574,7 @@ pub struct ClusterConfig {
 
 /// `cluster.replicas` (agent and directory): 1 to [`concord_nats::MAX_REPLICAS`], 1 unless
 /// given.
-pub(crate) fn check_replicas(given: Option<i64>) -> Result<usize, Problem> {
+fn check_replicas(given: Option<i64>) -> Result<usize, Problem> {
     match given {
         None => Ok(1),
         Some(n) => usize::try_from(n)
@@ -592,9 +592,22 @@ pub(crate) fn check_replicas(given: Option<i64>) -> Result<usize, Problem> {
     }
 }
 
-impl ClusterSection {
-    /// Every key checked, files read once to know they can be.
-    fn check(self, base: &Path) -> Result<ClusterConfig, Problem> {
+/// How `[cluster]` reaches NATS, as written (an agent's and a directory's): the servers,
+/// credentials, TLS, the operation timeout and the replication factor.
+pub(crate) struct NatsConnection<'a> {
+    pub(crate) nats: Vec<String>,
+    pub(crate) credentials: Option<PathBuf>,
+    pub(crate) ca_cert: Option<PathBuf>,
+    pub(crate) require_tls: bool,
+    pub(crate) timeout: Option<Humane>,
+    pub(crate) replicas: Option<i64>,
+    /// The configuration's directory, files are named from.
+    pub(crate) base: &'a Path,
+}
+
+impl NatsConnection<'_> {
+    /// The settings, each key checked by name, files read once to know they can be.
+    pub(crate) fn check(self) -> Result<concord_nats::NatsSettings, Problem> {
         if self.nats.is_empty() {
             return Err(Problem::key(
                 "cluster.nats",
@@ -607,12 +620,12 @@ impl ClusterSection {
         }
         let mut settings = concord_nats::NatsSettings::new(self.nats);
         if let Some(path) = self.credentials {
-            let path = base.join(path);
+            let path = self.base.join(path);
             read_file(&path, "cluster.credentials")?;
             settings.credentials = Some(path);
         }
         if let Some(path) = self.ca_cert {
-            let path = base.join(path);
+            let path = self.base.join(path);
             read_file(&path, "cluster.ca_cert")?;
             settings.root_certificates = Some(path);
         }
@@ -625,6 +638,23 @@ impl ClusterSection {
             settings.operation_timeout = timeout;
         }
         settings.replicas = check_replicas(self.replicas)?;
+        Ok(settings)
+    }
+}
+
+impl ClusterSection {
+    /// Every key checked, files read once to know they can be.
+    fn check(self, base: &Path) -> Result<ClusterConfig, Problem> {
+        let settings = NatsConnection {
+            nats: self.nats,
+            credentials: self.credentials,
+            ca_cert: self.ca_cert,
+            require_tls: self.require_tls,
+            timeout: self.timeout,
+            replicas: self.replicas,
+            base,
+        }
+        .check()?;
         let mut buckets = concord_nats::Buckets::default();
         let mut actions_bucket = concord_nats::DEFAULT_ACTION_BUCKET.to_owned();
         let mut seen = BTreeSet::new();

@@ -151,39 +151,16 @@ struct ClusterSection {
 
 impl ClusterSection {
     fn check(self, base: &Path) -> Result<DirectoryCluster, Problem> {
-        if self.nats.is_empty() {
-            return Err(Problem::key(
-                "cluster.nats",
-                "no server given: add `nats = [\"nats://host:4222\"]`",
-            ));
+        let settings = crate::agent_config::NatsConnection {
+            nats: self.nats,
+            credentials: self.credentials,
+            ca_cert: self.ca_cert,
+            require_tls: self.require_tls,
+            timeout: self.timeout,
+            replicas: self.replicas,
+            base,
         }
-        for (index, url) in self.nats.iter().enumerate() {
-            concord_nats::check_server_url(url)
-                .map_err(|message| Problem::key(format!("cluster.nats[{index}]"), message))?;
-        }
-        let mut settings = concord_nats::NatsSettings::new(self.nats);
-        let readable = |path: PathBuf, key: &str| -> Result<PathBuf, Problem> {
-            let path = base.join(path);
-            std::fs::metadata(&path).map_err(|error| {
-                Problem::key(key, format!("cannot read {}: {error}", path.display()))
-            })?;
-            Ok(path)
-        };
-        if let Some(path) = self.credentials {
-            settings.credentials = Some(readable(path, "cluster.credentials")?);
-        }
-        if let Some(path) = self.ca_cert {
-            settings.root_certificates = Some(readable(path, "cluster.ca_cert")?);
-        }
-        settings.require_tls = self.require_tls;
-        if let Some(timeout) = self.timeout {
-            let timeout = Duration::from(timeout);
-            if timeout.is_zero() {
-                return Err(Problem::key("cluster.timeout", "must be more than zero"));
-            }
-            settings.operation_timeout = timeout;
-        }
-        settings.replicas = crate::agent_config::check_replicas(self.replicas)?;
+        .check()?;
         let stream = self
             .stream
             .unwrap_or_else(|| concord_nats::DEFAULT_DIRECTORY_STREAM.to_owned());
