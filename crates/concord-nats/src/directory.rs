@@ -199,11 +199,34 @@ struct Inner {
     state: Mutex<State>,
     /// Signalled at each message applied.
     applied: Condvar,
+    /// The log's last sequence when this replica opened it: until its copy applied that
+    /// far, a read would answer from a half-built state (a TD missing, a short listing).
+    opened_at: u64,
 }
 
 impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state to read from, once this replica's copy applied what the log held when it
+    /// opened (waiting at most the operation timeout): a replica still catching up after a
+    /// start answers [`StoreFailure::Unavailable`] (503), never from a half-built state.
+    fn read_state(&self, operation: &'static str) -> Result<MutexGuard<'_, State>, StoreFailure> {
+        let state = self.state();
+        if state.applied >= self.opened_at {
+            return Ok(state);
+        }
+        drop(state);
+        self.wait_applied(self.opened_at, operation)
+            .map_err(|_| StoreFailure::Unavailable {
+                operation,
+                reason: format!(
+                    "this replica is still reading the directory log (to event {})",
+                    self.opened_at
+                ),
+            })?;
+        Ok(self.state())
     }
 
     /// Waits until the message `sequence` is applied, at most the operation timeout.
@@ -311,6 +334,7 @@ impl NatsDirectoryStore {
             stream: name.to_owned(),
             state: Mutex::new(State::default()),
             applied: Condvar::new(),
+            opened_at: last,
         });
         nats.handle()
             .spawn(follow(Arc::downgrade(&inner), stream, nats.inbox()));
@@ -477,7 +501,12 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
 
 impl DirectoryStore for NatsDirectoryStore {
     fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure> {
-        Ok(self.inner.state().entries.get(id).cloned())
+        Ok(self
+            .inner
+            .read_state("read an entry")?
+            .entries
+            .get(id)
+            .cloned())
     }
 
     fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
@@ -521,7 +550,7 @@ impl DirectoryStore for NatsDirectoryStore {
     }
 
     fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("list the entries")?;
         let live = || {
             state
                 .entries
@@ -543,7 +572,7 @@ impl DirectoryStore for NatsDirectoryStore {
         limit: u64,
         now: UnixMillis,
     ) -> Result<Vec<Entry>, StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("scan the entries")?;
         let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_owned()));
         Ok(state
             .entries
@@ -556,13 +585,13 @@ impl DirectoryStore for NatsDirectoryStore {
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("count the entries")?;
         let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
         Ok((total, state.held(holder)))
     }
 
     fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("find expired entries")?;
         let mut expired: Vec<(UnixMillis, &Entry)> = state
             .entries
             .values()
@@ -577,7 +606,7 @@ impl DirectoryStore for NatsDirectoryStore {
     }
 
     fn events_after(&self, after: u64, max: usize) -> Result<EventsAfter, StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("read the events")?;
         let events = state
             .events
             .iter()
@@ -598,7 +627,7 @@ impl DirectoryStore for NatsDirectoryStore {
         now: UnixMillis,
         limit: u64,
     ) -> Result<Vec<String>, StoreFailure> {
-        let state = self.inner.state();
+        let state = self.inner.read_state("search by capability")?;
         let Some((first, rest)) = keys.split_first() else {
             return Ok(Vec::new());
         };
