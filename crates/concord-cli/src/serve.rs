@@ -358,7 +358,26 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     outln!("description: {}", server.description_url())?;
     outln!("endpoint:    {}", server.endpoint())?;
     eprintln!("concord: press Ctrl-C to stop");
-    stopped().await?;
+    // A replica started degraded whose NATS, once it answered, cannot be used as configured
+    // stops, as it would have at start (exit 2 naming the key).
+    let unusable = async {
+        match &degraded {
+            Some(degraded) => degraded.failed().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = stopped() => result?,
+        error = unusable => {
+            eprintln!(
+                "concord: {}: `{}`: {error}: NATS answered, and this configuration cannot be used",
+                args.config.display(),
+                unusable_key(error)
+            );
+            let _ = server.shutdown_within(config.shutdown_grace).await;
+            return Ok(ExitCode::from(2));
+        }
+    }
     let grace = config.shutdown_grace;
     eprintln!(
         "concord: shutting down ({} session(s) open): no new calls; calls running may \
@@ -409,6 +428,22 @@ impl Drop for CreatedKeys {
                 let _ = std::fs::remove_dir(dir);
             }
         }
+    }
+}
+
+/// The configuration key a [configuration error](concord_nats::NatsError::is_configuration)
+/// of NATS names.
+fn unusable_key(error: &concord_nats::NatsError) -> &'static str {
+    use concord_nats::NatsError;
+    match error {
+        NatsError::File {
+            what: "credentials",
+            ..
+        } => "cluster.credentials",
+        NatsError::File { .. } => "cluster.ca_cert",
+        NatsError::WindowTooShort { .. } => "cluster.nonces_bucket",
+        NatsError::Replicas { .. } => "cluster.replicas",
+        _ => "cluster.nats",
     }
 }
 

@@ -53,6 +53,11 @@ struct Slot {
     events: bool,
     /// The node's event hub, given before NATS was reached: fed from the stream once open.
     sink: Mutex<Option<Weak<dyn EventSink>>>,
+    /// What stopped the task trying: NATS answered, and the configuration cannot be used
+    /// ([`NatsError::is_configuration`]).
+    fatal: OnceLock<NatsError>,
+    /// Told when `fatal` is set.
+    fatal_set: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Slot {
@@ -132,6 +137,8 @@ pub fn start_degraded(settings: DegradedSettings) -> Degraded {
         local: Mutex::new(None),
         events: settings.events.is_some(),
         sink: Mutex::new(None),
+        fatal: OnceLock::new(),
+        fatal_set: tokio::sync::Notify::new(),
     });
     let degraded = Degraded {
         slot: Arc::clone(&slot),
@@ -203,9 +210,18 @@ async fn reach(slot: std::sync::Weak<Slot>, settings: DegradedSettings) {
                 return;
             }
             Err(error) => {
-                if slot.strong_count() == 0 {
+                let Some(strong) = slot.upgrade() else {
+                    return;
+                };
+                if error.is_configuration() {
+                    // Not an outage: trying again cannot cure it. The replica goes on
+                    // answering 503 for shared state; its owner hears it (`failed`).
+                    tracing::error!(%error, "NATS answered, and the configuration cannot be used: stopped trying");
+                    let _ = strong.fatal.set(error);
+                    strong.fatal_set.notify_one();
                     return;
                 }
+                drop(strong);
                 if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
                     tracing::warn!(%error, "NATS not reached yet: serving degraded (what needs shared state answers 503)");
                     warned = Some(Instant::now());
@@ -222,6 +238,19 @@ impl Degraded {
     /// Whether NATS was reached and the buckets opened.
     pub fn is_ready(&self) -> bool {
         self.slot.opened.get().is_some()
+    }
+
+    /// Waits until NATS answered and the configuration turned out unusable (the buckets or
+    /// streams cannot be used as configured, [`NatsError::is_configuration`]): what a
+    /// replica that started with NATS up would have refused at start. Never returns while
+    /// NATS is only away, or once the backends work.
+    pub async fn failed(&self) -> &NatsError {
+        loop {
+            if let Some(error) = self.slot.fatal.get() {
+                return error;
+            }
+            self.slot.fatal_set.notified().await;
+        }
     }
 }
 

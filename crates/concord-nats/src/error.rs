@@ -124,6 +124,16 @@ pub enum NatsError {
 }
 
 impl NatsError {
+    /// Whether the error is the configuration's, not an outage: trying again cannot cure it
+    /// (a file that cannot be read, a nonce bucket that forgets too soon, more replicas
+    /// than the NATS cluster has servers).
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            Self::File { .. } | Self::WindowTooShort { .. } | Self::Replicas { .. }
+        )
+    }
+
     /// This error as the store traits' typed error, naming `operation`.
     pub fn into_store(self, operation: &'static str) -> StoreError {
         StoreError::Backend {

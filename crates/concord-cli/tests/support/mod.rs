@@ -329,6 +329,29 @@ impl Served {
         self.child.wait().unwrap();
     }
 
+    /// Waits up to `within` for the server to exit by itself: its exit code and all it
+    /// wrote on standard error.
+    pub fn exits_within(mut self, within: Duration) -> (i32, String) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                for _ in 0..100 {
+                    if self.stderr_reader.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                return (status.code().unwrap_or(-1), self.stderr());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "concord serve did not exit within {within:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Sends SIGINT (Ctrl-C) and waits up to 20 s for the exit code.
     pub fn interrupt(mut self) -> (i32, String) {
         let status = Process::new("kill")
