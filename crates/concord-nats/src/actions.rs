@@ -551,12 +551,16 @@ async fn send(inner: Weak<Inner>) {
             (puts, deletes)
         };
         let mut failed = false;
-        for (key, value) in puts {
-            let sent = tokio::time::timeout(
+        // Every action's latest change at once (one key each): under many actions
+        // reporting progress, a new action's record does not wait behind the others'.
+        let sent = futures_util::future::join_all(puts.iter().map(|(key, value)| {
+            tokio::time::timeout(
                 strong.nats.operation_timeout(),
-                strong.store.put(&key, value.clone()),
+                strong.store.put(key, value.clone()),
             )
-            .await;
+        }))
+        .await;
+        for ((key, value), sent) in puts.into_iter().zip(sent) {
             match sent {
                 Ok(Ok(_)) => {
                     let mut copy = strong.copy();
