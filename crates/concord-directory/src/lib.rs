@@ -54,6 +54,7 @@ mod query_shape;
 mod regex_functions;
 mod search;
 mod snapshot;
+mod state;
 mod store;
 mod td;
 
@@ -72,6 +73,7 @@ pub use limits::{DirectoryLimits, InvalidLimit};
 pub use listing::{ListFormat, ListQuery, Listing};
 pub use memory::MemoryDirectoryStore;
 pub use query_shape::PATTERN_PROGRAM_BYTES;
+pub use state::DirectoryState;
 pub use store::{
     Admission, DirectoryStore, Entry, EventsAfter, Expect, Holder, Outcome, Page, Removal,
     StoreFailure, UnixMillis, Write,

@@ -1,15 +1,13 @@
 //! The directory's registrations in NATS: [`DirectoryStore`] on a JetStream stream that is
 //! the log of every write, each replica holding the state the log makes.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ops::Bound;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer, stream};
 use concord_directory::{
-    CapabilityKey, CapabilityKind, DirectoryStore, Entry, EventKind, EventsAfter, Expect, Holder,
-    Outcome, Page, Removal, StoreFailure, ThingEvent, UnixMillis, Write,
+    CapabilityKey, CapabilityKind, DirectoryState, DirectoryStore, Entry, EventKind, EventsAfter,
+    Holder, Outcome, Page, Removal, StoreFailure, ThingEvent, UnixMillis, Write,
 };
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -88,69 +86,30 @@ impl StoredEntry {
     }
 }
 
-/// The state the log makes, as the in-memory store holds it, event ids being the log's
-/// sequence numbers.
+/// The state the log makes ([`DirectoryState`], as the in-memory store holds it), its latest
+/// position the last sequence applied (the latest event id).
 #[derive(Debug, Default)]
 struct State {
-    entries: BTreeMap<String, Entry>,
-    index: BTreeMap<CapabilityKey, BTreeSet<String>>,
-    keys: BTreeMap<String, Vec<CapabilityKey>>,
-    events: VecDeque<ThingEvent>,
-    /// The last sequence applied (the latest event id).
-    applied: u64,
+    held: DirectoryState,
 }
 
 impl State {
-    fn matches(&self, id: &str, expect: Expect) -> bool {
-        match (self.entries.get(id), expect) {
-            (None, Expect::Absent) => true,
-            (Some(entry), Expect::Revision(revision)) => entry.revision == revision,
-            _ => false,
-        }
-    }
-
-    fn held(&self, holder: Option<Holder<'_>>) -> u64 {
-        let held = self
-            .entries
-            .values()
-            .filter(|entry| match holder {
-                Some(Holder::Owner(did)) => entry.owner.as_deref() == Some(did),
-                Some(Holder::Client(client)) => entry.client.as_deref() == Some(client),
-                _ => false,
-            })
-            .count();
-        u64::try_from(held).unwrap_or(u64::MAX)
-    }
-
-    fn unindex(&mut self, id: &str) {
-        for key in self.keys.remove(id).unwrap_or_default() {
-            if let Some(ids) = self.index.get_mut(&key) {
-                ids.remove(id);
-                if ids.is_empty() {
-                    self.index.remove(&key);
-                }
-            }
-        }
-    }
-
-    fn record(&mut self, event: ThingEvent, retention: usize) {
-        self.events.push_back(event);
-        while self.events.len() > retention {
-            self.events.pop_front();
-        }
+    /// The last sequence applied.
+    fn applied(&self) -> u64 {
+        self.held.latest()
     }
 
     /// Applies the log's message `sequence`. A sequence after a hole (messages the stream
     /// no longer holds: an entry's earlier writes, kept only as its latest) starts the
     /// events held afresh, so that a reader asking from before it is told of the gap.
     fn apply(&mut self, sequence: u64, logged: Logged) {
-        if sequence <= self.applied {
+        if sequence <= self.applied() {
             return;
         }
-        if sequence != self.applied + 1 {
-            self.events.clear();
+        if sequence != self.applied() + 1 {
+            self.held.forget_events();
         }
-        self.applied = sequence;
+        self.held.advance_to(sequence);
         match logged {
             Logged::Write {
                 entry,
@@ -160,33 +119,24 @@ impl State {
                 retention,
             } => {
                 let entry = entry.into_entry(sequence);
-                let id = entry.id.clone();
-                let at = entry.modified;
-                self.unindex(&id);
+                let (id, at) = (entry.id.clone(), entry.modified);
                 let keys: Vec<CapabilityKey> = keys
                     .into_iter()
                     .filter_map(|(kind, value)| {
                         CapabilityKind::from_name(&kind).map(|kind| CapabilityKey::new(kind, value))
                     })
                     .collect();
-                for key in &keys {
-                    self.index
-                        .entry(key.clone())
-                        .or_default()
-                        .insert(id.clone());
-                }
-                self.keys.insert(id.clone(), keys);
-                self.entries.insert(id.clone(), entry);
                 let kind = EventKind::from_name(&kind).unwrap_or(EventKind::Updated);
-                self.record(ThingEvent::new(sequence, kind, id, diff, at), retention);
-            }
-            Logged::Remove { id, at, retention } => {
-                self.entries.remove(&id);
-                self.unindex(&id);
-                self.record(
-                    ThingEvent::new(sequence, EventKind::Deleted, id, None, at),
+                self.held.put(
+                    entry,
+                    keys,
+                    ThingEvent::new(sequence, kind, id, diff, at),
                     retention,
                 );
+            }
+            Logged::Remove { id, at, retention } => {
+                let event = ThingEvent::new(sequence, EventKind::Deleted, id.clone(), None, at);
+                self.held.delete(&id, event, retention);
             }
         }
     }
@@ -214,7 +164,7 @@ impl Inner {
     /// start answers [`StoreFailure::Unavailable`] (503), never from a half-built state.
     fn read_state(&self, operation: &'static str) -> Result<MutexGuard<'_, State>, StoreFailure> {
         let state = self.state();
-        if state.applied >= self.opened_at {
+        if state.applied() >= self.opened_at {
             return Ok(state);
         }
         drop(state);
@@ -233,7 +183,7 @@ impl Inner {
     fn wait_applied(&self, sequence: u64, operation: &'static str) -> Result<(), StoreFailure> {
         let deadline = Instant::now() + self.nats.operation_timeout();
         let mut state = self.state();
-        while state.applied < sequence {
+        while state.applied() < sequence {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(StoreFailure::Backend {
@@ -339,7 +289,7 @@ impl NatsDirectoryStore {
         nats.handle()
             .spawn(follow(Arc::downgrade(&inner), stream, nats.inbox()));
         let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
-        while inner.state().applied < last && tokio::time::Instant::now() < deadline {
+        while inner.state().applied() < last && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Ok(Self { inner })
@@ -414,17 +364,17 @@ impl NatsDirectoryStore {
         operation: &'static str,
         id: &str,
         logged: &Logged,
-        decide: impl Fn(&State) -> Option<Outcome>,
+        decide: impl Fn(&DirectoryState) -> Option<Outcome>,
     ) -> Result<Outcome, StoreFailure> {
         for _ in 0..ATTEMPTS {
             let last = self.last_sequence(operation)?;
             self.inner.wait_applied(last, operation)?;
             let expected = {
                 let state = self.inner.state();
-                if let Some(refusal) = decide(&state) {
+                if let Some(refusal) = decide(&state.held) {
                     return Ok(refusal);
                 }
-                state.applied
+                state.applied()
             };
             if let Some(sequence) = self.append(operation, self.subject(id), logged, expected)? {
                 self.inner.wait_applied(sequence, operation)?;
@@ -443,7 +393,7 @@ impl NatsDirectoryStore {
 async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
     loop {
         let from = match inner.upgrade() {
-            Some(strong) => strong.state().applied + 1,
+            Some(strong) => strong.state().applied() + 1,
             None => return,
         };
         let created = stream
@@ -489,8 +439,7 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
                 Ok(logged) => strong.state().apply(sequence, logged),
                 Err(error) => {
                     tracing::warn!(%error, sequence, "a directory log message is not one Concord writes: skipped");
-                    let mut state = strong.state();
-                    state.applied = state.applied.max(sequence);
+                    strong.state().held.advance_to(sequence);
                 }
             }
             strong.applied.notify_all();
@@ -501,12 +450,7 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
 
 impl DirectoryStore for NatsDirectoryStore {
     fn entry(&self, id: &str) -> Result<Option<Entry>, StoreFailure> {
-        Ok(self
-            .inner
-            .read_state("read an entry")?
-            .entries
-            .get(id)
-            .cloned())
+        Ok(self.inner.read_state("read an entry")?.held.entry(id))
     }
 
     fn write(&self, write: &Write<'_>) -> Result<Outcome, StoreFailure> {
@@ -522,19 +466,7 @@ impl DirectoryStore for NatsDirectoryStore {
             retention: write.event_retention,
         };
         let id = write.entry.id.as_str();
-        self.commit("write entry", id, &logged, |state| {
-            if !state.matches(id, write.expect) {
-                return Some(Outcome::Conflict);
-            }
-            let admission = write.admission?;
-            let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
-            let held = admission
-                .holders()
-                .map(|holder| state.held(Some(holder)))
-                .max()
-                .unwrap_or(0);
-            admission.refusal(total, held)
-        })
+        self.commit("write entry", id, &logged, |state| state.refusal(write))
     }
 
     fn remove(&self, removal: &Removal<'_>) -> Result<Outcome, StoreFailure> {
@@ -544,26 +476,16 @@ impl DirectoryStore for NatsDirectoryStore {
             retention: removal.event_retention,
         };
         self.commit("remove entry", removal.id, &logged, |state| {
-            (!state.matches(removal.id, Expect::Revision(removal.expect)))
-                .then_some(Outcome::Conflict)
+            state.removal_refusal(removal)
         })
     }
 
     fn page(&self, offset: u64, limit: u64, now: UnixMillis) -> Result<Page, StoreFailure> {
-        let state = self.inner.read_state("list the entries")?;
-        let live = || {
-            state
-                .entries
-                .values()
-                .filter(|entry| !entry.expired_at(now))
-        };
-        let total = u64::try_from(live().count()).unwrap_or(u64::MAX);
-        let entries = live()
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .cloned()
-            .collect();
-        Ok(Page::new(entries, total, state.applied))
+        Ok(self
+            .inner
+            .read_state("list the entries")?
+            .held
+            .page(offset, limit, now))
     }
 
     fn scan(
@@ -572,53 +494,35 @@ impl DirectoryStore for NatsDirectoryStore {
         limit: u64,
         now: UnixMillis,
     ) -> Result<Vec<Entry>, StoreFailure> {
-        let state = self.inner.read_state("scan the entries")?;
-        let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_owned()));
-        Ok(state
-            .entries
-            .range((from, Bound::Unbounded))
-            .map(|(_, entry)| entry)
-            .filter(|entry| !entry.expired_at(now))
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .cloned()
-            .collect())
+        Ok(self
+            .inner
+            .read_state("scan the entries")?
+            .held
+            .scan(after, limit, now))
     }
 
     fn count(&self, holder: Option<Holder<'_>>) -> Result<(u64, u64), StoreFailure> {
-        let state = self.inner.read_state("count the entries")?;
-        let total = u64::try_from(state.entries.len()).unwrap_or(u64::MAX);
-        Ok((total, state.held(holder)))
+        Ok(self
+            .inner
+            .read_state("count the entries")?
+            .held
+            .count(holder))
     }
 
     fn expired(&self, now: UnixMillis, max: usize) -> Result<Vec<(String, u64)>, StoreFailure> {
-        let state = self.inner.read_state("find expired entries")?;
-        let mut expired: Vec<(UnixMillis, &Entry)> = state
-            .entries
-            .values()
-            .filter_map(|entry| entry.expires.filter(|at| *at <= now).map(|at| (at, entry)))
-            .collect();
-        expired.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        Ok(expired
-            .into_iter()
-            .take(max)
-            .map(|(_, entry)| (entry.id.clone(), entry.revision))
-            .collect())
+        Ok(self
+            .inner
+            .read_state("find expired entries")?
+            .held
+            .expired(now, max))
     }
 
     fn events_after(&self, after: u64, max: usize) -> Result<EventsAfter, StoreFailure> {
-        let state = self.inner.read_state("read the events")?;
-        let events = state
-            .events
-            .iter()
-            .filter(|event| event.id > after)
-            .take(max)
-            .cloned()
-            .collect();
-        Ok(EventsAfter::new(
-            events,
-            state.events.front().map(|event| event.id),
-            state.applied,
-        ))
+        Ok(self
+            .inner
+            .read_state("read the events")?
+            .held
+            .events_after(after, max))
     }
 
     fn find(
@@ -627,31 +531,10 @@ impl DirectoryStore for NatsDirectoryStore {
         now: UnixMillis,
         limit: u64,
     ) -> Result<Vec<String>, StoreFailure> {
-        let state = self.inner.read_state("search by capability")?;
-        let Some((first, rest)) = keys.split_first() else {
-            return Ok(Vec::new());
-        };
-        let Some(candidates) = state.index.get(first) else {
-            return Ok(Vec::new());
-        };
-        Ok(candidates
-            .iter()
-            .filter(|id| {
-                rest.iter().all(|key| {
-                    state
-                        .index
-                        .get(key)
-                        .is_some_and(|ids| ids.contains(id.as_str()))
-                })
-            })
-            .filter(|id| {
-                state
-                    .entries
-                    .get(id.as_str())
-                    .is_some_and(|entry| !entry.expired_at(now))
-            })
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .cloned()
-            .collect())
+        Ok(self
+            .inner
+            .read_state("search by capability")?
+            .held
+            .find(keys, now, limit))
     }
 }
