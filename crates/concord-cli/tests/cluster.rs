@@ -391,6 +391,12 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
         .unwrap();
     let (status, answer) = events::post(at, 1);
     assert_eq!(status, 503, "{answer}");
+    // A resume cannot be judged before the stream said which ids it holds: 503, to retry
+    // (an EventSource gives up on any other refusal).
+    match events::Sse::open(at, Some(5)) {
+        Err(answer) => assert!(answer.contains(" 503 "), "{answer}"),
+        Ok(_) => panic!("a resume while degraded must be answered 503"),
+    }
     assert!(
         answer.to_ascii_lowercase().contains("retry-after"),
         "{answer}"

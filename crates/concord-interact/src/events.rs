@@ -274,6 +274,17 @@ pub enum EventError {
         /// The latest id published.
         latest: u64,
     },
+    /// A resume (a `lastEventID`) on a hub fed by a shared log that has not reached it yet
+    /// ([`EventHub::fed_by_shared_log`]: a replica started while its log was away): which
+    /// ids exist is unknown, so the resume can be neither taken nor refused. Worth trying
+    /// again (503).
+    #[error(
+        "lastEventID of {name:?} cannot be resumed yet: the shared event log has not been reached"
+    )]
+    NotReady {
+        /// The event name.
+        name: String,
+    },
     /// [`EventHub::publish_as`] with an id not above the latest one of its event (an
     /// [`EventLog`](crate::EventLog) that broke its contract): nothing is published.
     #[error("event {name:?} was given id {id}, not above its latest id {latest}")]
@@ -303,6 +314,7 @@ impl EventError {
                 ProblemType::LimitReached
             }
             Self::Dropped { .. } => ProblemType::SubscriberDropped,
+            Self::NotReady { .. } => ProblemType::Unavailable,
             Self::NameTooLong { .. } => ProblemType::BadMessage,
             _ => ProblemType::Conflict,
         };
@@ -481,6 +493,8 @@ pub struct EventHub {
     floor: u64,
     /// The highest id published, of any name.
     highest: u64,
+    /// Whether a shared log feeds this hub ([`EventHub::fed_by_shared_log`]).
+    shared_log: bool,
 }
 
 impl EventHub {
@@ -495,7 +509,15 @@ impl EventHub {
             first_id: 1,
             floor: 0,
             highest: 0,
+            shared_log: false,
         }
+    }
+
+    /// A shared log that fans out ([`EventLog::deliver_to`](crate::EventLog::deliver_to))
+    /// feeds this hub: until it has said which ids it holds ([`EventHub::forget_before`]), a
+    /// resume is answered [`EventError::NotReady`], neither taken nor refused as ahead.
+    pub fn fed_by_shared_log(&mut self) {
+        self.shared_log = true;
     }
 
     /// The events this hub publishes come from a shared log that fans out
@@ -732,6 +754,11 @@ impl EventHub {
         log.prune(&limits, now);
         let latest = log.latest();
         let mut seen_ahead = None;
+        if last_seen.is_some() && self.shared_log && self.floor == 0 {
+            return Err(EventError::NotReady {
+                name: event.chars().take(64).collect(),
+            });
+        }
         if let Some(seen) = last_seen {
             // Under a shared log that fans out, an id a little ahead of what reached this
             // hub was seen on another node and is on its way here (at most the replay
@@ -1121,6 +1148,27 @@ mod tests {
         assert_eq!(heard(&mut hub, 1), ["gap a 3..9", "a 10"]);
         assert_eq!(heard(&mut hub, 2), ["gap a 3..9", "gap b 3..9", "a 10"]);
         assert_eq!(heard(&mut hub, 3), ["gap b 3..9"]);
+        // Before the shared log said which ids it holds, a resume is neither taken nor
+        // refused: try again (503).
+        let mut waiting = EventHub::new(Limits::default(), Overflow::DropOldest);
+        waiting.declare("a").unwrap();
+        waiting.fed_by_shared_log();
+        let early = waiting.subscribe(SubscriberId(1), "a", Some(7), now);
+        assert!(
+            matches!(early, Err(EventError::NotReady { .. })),
+            "{early:?}"
+        );
+        assert_eq!(
+            early.unwrap_err().to_problem().status,
+            Some(503),
+            "a problem worth retrying"
+        );
+        waiting.subscribe(SubscriberId(2), "a", None, now).unwrap();
+        waiting.forget_before(5);
+        let later = waiting
+            .subscribe(SubscriberId(3), "a", Some(7), now)
+            .unwrap();
+        assert_eq!(later.gap, None);
         // A resume from a past id the log no longer holds is a gap, not "ahead".
         let mut empty = EventHub::new(Limits::default(), Overflow::DropOldest);
         empty.declare("a").unwrap();

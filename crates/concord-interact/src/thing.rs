@@ -207,6 +207,11 @@ impl Thing {
         self.publish_noting(event, None, data, now)
     }
 
+    /// A shared log feeds the events (see [`EventHub::fed_by_shared_log`]).
+    pub fn events_fed_by_shared_log(&mut self) {
+        self.events.fed_by_shared_log();
+    }
+
     /// The shared log the events come from holds none below `first` any more (see
     /// [`EventHub::forget_before`]).
     pub fn forget_events_before(&mut self, first: u64) {

@@ -207,9 +207,11 @@ impl From<&ThingError> for ProblemResponse {
                     answer
                 }
             }
-            ThingError::Subscription { name, .. } => Self::new(400, "Cannot subscribe", detail)
-                .with_type("urn:concord:http:subscription")
-                .with_extension("name", json!(name)),
+            ThingError::Subscription { name, status, .. } => {
+                Self::new(*status, "Cannot subscribe", detail)
+                    .with_type("urn:concord:http:subscription")
+                    .with_extension("name", json!(name))
+            }
         }
     }
 }

@@ -264,14 +264,17 @@ pub enum ThingError {
     /// ([`ThingAccess::relay_cancel`]) did not reach it (503) or that replica refused.
     #[error("{0}")]
     Relayed(concord_interact::RelayError),
-    /// The subscription or observation cannot be made (400): the property is not
-    /// observable, or the resume point is ahead of the event's latest id.
+    /// The subscription or observation cannot be made: the property is not observable, or
+    /// the resume point is ahead of the event's latest id (400); or the resume cannot be
+    /// judged yet, the shared event log not reached (503).
     #[error("cannot subscribe to `{name}`: {reason}")]
     Subscription {
         /// The event or property.
         name: String,
         /// Why not.
         reason: String,
+        /// 400, or 503 for what may pass.
+        status: u16,
     },
 }
 
@@ -288,7 +291,7 @@ impl ThingError {
             Self::Failed(error) => error.code,
             Self::Output(_) => 500,
             Self::Action(error) => error.to_problem().status.unwrap_or(500),
-            Self::Subscription { .. } => 400,
+            Self::Subscription { status, .. } => *status,
             Self::Relayed(error) => error.to_problem().status.unwrap_or(503),
         }
     }
@@ -564,6 +567,10 @@ impl ThingAccess for NodeThing {
                     .map_err(|error| ThingError::Subscription {
                         name: name.to_owned(),
                         reason: error.to_string(),
+                        status: match error {
+                            concord_interact::EventError::NotReady { .. } => 503,
+                            _ => 400,
+                        },
                     })
             },
         )
@@ -590,6 +597,7 @@ impl ThingAccess for NodeThing {
                     .map_err(|error| ThingError::Subscription {
                         name: name.to_owned(),
                         reason: error.to_string(),
+                        status: 400,
                     })
             },
         )

@@ -543,6 +543,7 @@ impl Affordances {
         if self.event_log.deliver_to(sink) {
             self.delivered
                 .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.lock().events_fed_by_shared_log();
         }
     }
 
