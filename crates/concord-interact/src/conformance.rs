@@ -32,8 +32,9 @@ use crate::event_log::{EventLog, EventSink};
 use crate::message::ActionStatus;
 
 /// Checks the [`EventLog`] contract on an empty log: ids of one name strictly increase,
-/// names are numbered apart, and appends racing from several threads never share an id
-/// and each thread sees its ids increase.
+/// names are numbered apart, appends racing from several threads never share an id and
+/// each thread sees its ids increase, and an attempt appended again
+/// ([`EventLog::append_again`]) keeps its first id.
 ///
 /// # Panics
 /// When the backend breaks a rule, with a message naming it.
@@ -90,6 +91,37 @@ pub fn event_log(log: &dyn EventLog) {
         all.len(),
         THREADS * APPENDS,
         "racing appends must never share an id"
+    );
+
+    // An attempt appended again is the same event; another attempt is a new one.
+    let again = |attempt: &str| {
+        log.append_again("conformance.again", &json!({"n": 2}), attempt)
+            .unwrap_or_else(|error| {
+                panic!("appending `{attempt}` again: the backend failed: {error}")
+            })
+    };
+    let once = again("conformance-attempt-1");
+    assert_eq!(
+        again("conformance-attempt-1"),
+        once,
+        "an attempt appended again must keep its first id"
+    );
+    let next = again("conformance-attempt-2");
+    assert!(
+        next > once,
+        "another attempt is a new event: {once} then {next}"
+    );
+    let plain = log
+        .append("conformance.again", &json!({"n": 3}))
+        .unwrap_or_else(|error| panic!("appending: the backend failed: {error}"));
+    assert!(
+        plain > next,
+        "ids of one name must increase: {next} then {plain}"
+    );
+    assert_eq!(
+        again("conformance-attempt-1"),
+        once,
+        "an attempt appended again after other events must keep its first id"
     );
 }
 

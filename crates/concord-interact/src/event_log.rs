@@ -3,7 +3,7 @@
 //! node's subscribers stays local ([`EventHub::publish_as`](crate::EventHub::publish_as)).
 //! [`LocalEventLog`] is the in-memory default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError, Weak};
 
 use serde_json::Value;
@@ -24,8 +24,9 @@ pub enum EventLogError {
     },
     /// The event was handed to the backend but no answer came in time (the backend went
     /// away meanwhile): it may or may not be published (it may still arrive when the
-    /// backend returns). Not a silent loss: say so to whoever published it.
-    #[error("the {backend} event log did not confirm `{event}`: it may or may not be published ({reason})")]
+    /// backend returns). Not a silent loss: say so to whoever published it. Appending it
+    /// again under `attempt` ([`EventLog::append_again`]) publishes it at most once.
+    #[error("the {backend} event log did not confirm `{event}`: it may or may not be published ({reason}); append it again as attempt {attempt}")]
     Uncertain {
         /// The backend.
         backend: &'static str,
@@ -33,6 +34,8 @@ pub enum EventLogError {
         event: String,
         /// What happened.
         reason: String,
+        /// The append's key: appended again under it, the event is kept at most once.
+        attempt: String,
     },
 }
 
@@ -50,7 +53,10 @@ pub enum EventLogError {
 /// - An error appends nothing: the event is not published; except
 ///   [`EventLogError::Uncertain`], which a backend on the network answers when it handed
 ///   the event over and then heard nothing: the event may be published (and then is
-///   delivered like any other), and the publisher is told it is not known.
+///   delivered like any other), and the publisher is told it is not known. A backend that
+///   answers it implements [`append_again`](Self::append_again): the same event appended
+///   again under the answer's `attempt` is kept (and delivered) at most once, whether or
+///   not the first one arrived, for as long as the backend says (its duplicate window).
 ///
 /// Called once per publish, synchronously, before the event reaches the node's
 /// subscribers (publishes of one node are serialized around it): a backend on the network
@@ -85,6 +91,17 @@ pub trait EventLog: Send + Sync + std::fmt::Debug {
     /// [`EventLogError::Unavailable`] when it could not be appended.
     fn append(&self, event: &str, data: &Value) -> Result<u64, EventLogError>;
 
+    /// Appends the event `event` under the key `attempt`: an append that answered
+    /// [`EventLogError::Uncertain`] again, under that answer's `attempt`, or a publisher's
+    /// own idempotency key. Within the log's duplicate window the same attempt is one
+    /// event: its first id, appended (and delivered) once, whether or not the first one
+    /// arrived. The window is the backend's (NATS JetStream: the stream's duplicate
+    /// window; [`LocalEventLog`]: its latest attempts).
+    ///
+    /// # Errors
+    /// As [`append`](Self::append) (an `Uncertain` answer carries the same `attempt`).
+    fn append_again(&self, event: &str, data: &Value, attempt: &str) -> Result<u64, EventLogError>;
+
     /// Starts delivering every event of the log to `sink` (see "Who fans out"); `false`,
     /// the default, for a log that does not (the node then publishes each event it
     /// appended to its own subscribers). Called once per node, when it is built.
@@ -107,10 +124,20 @@ pub trait EventSink: Send + Sync {
 
 /// The in-memory [`EventLog`]: each event name numbered from `first`, one by one; the data
 /// is not kept (the [`EventHub`](crate::EventHub)'s replay buffer keeps what resumes need).
+/// Its duplicate window ([`EventLog::append_again`]) is its latest
+/// [`LocalEventLog::ATTEMPTS_KEPT`] attempts.
 #[derive(Debug)]
 pub struct LocalEventLog {
     first: u64,
     next: Mutex<HashMap<String, u64>>,
+    attempts: Mutex<Attempts>,
+}
+
+/// The latest attempts appended, with their ids, oldest first.
+#[derive(Debug, Default)]
+struct Attempts {
+    ids: HashMap<(String, String), u64>,
+    order: VecDeque<(String, String)>,
 }
 
 impl LocalEventLog {
@@ -119,8 +146,12 @@ impl LocalEventLog {
         Self {
             first: first.max(1),
             next: Mutex::new(HashMap::new()),
+            attempts: Mutex::new(Attempts::default()),
         }
     }
+
+    /// How many of the latest attempts it remembers (its duplicate window).
+    pub const ATTEMPTS_KEPT: usize = 4096;
 }
 
 impl EventLog for LocalEventLog {
@@ -138,6 +169,23 @@ impl EventLog for LocalEventLog {
                 event: event.to_owned(),
                 reason: "its ids are exhausted".to_owned(),
             })?;
+        Ok(id)
+    }
+
+    fn append_again(&self, event: &str, data: &Value, attempt: &str) -> Result<u64, EventLogError> {
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (event.to_owned(), attempt.to_owned());
+        if let Some(id) = attempts.ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = self.append(event, data)?;
+        if attempts.order.len() == Self::ATTEMPTS_KEPT {
+            if let Some(oldest) = attempts.order.pop_front() {
+                attempts.ids.remove(&oldest);
+            }
+        }
+        attempts.ids.insert(key.clone(), id);
+        attempts.order.push_back(key);
         Ok(id)
     }
 }
@@ -158,6 +206,10 @@ mod tests {
 
     impl EventLog for Stuck {
         fn append(&self, _: &str, _: &Value) -> Result<u64, EventLogError> {
+            Ok(7)
+        }
+
+        fn append_again(&self, _: &str, _: &Value, _: &str) -> Result<u64, EventLogError> {
             Ok(7)
         }
     }
@@ -193,6 +245,11 @@ mod tests {
                 }
             }
             Ok(id)
+        }
+
+        /// Ignores the attempt: every append is a new event.
+        fn append_again(&self, event: &str, data: &Value, _: &str) -> Result<u64, EventLogError> {
+            self.append(event, data)
         }
 
         fn deliver_to(&self, sink: Weak<dyn EventSink>) -> bool {
@@ -233,5 +290,27 @@ mod tests {
     #[should_panic(expected = "ids of one name must increase")]
     fn the_event_log_suite_refuses_a_log_that_repeats_ids() {
         crate::conformance::event_log(&Stuck);
+    }
+
+    #[test]
+    #[should_panic(expected = "an attempt appended again must keep its first id")]
+    fn the_event_log_suite_refuses_a_log_that_appends_an_attempt_twice() {
+        crate::conformance::event_log(&Broadcast::default());
+    }
+
+    #[test]
+    fn the_local_log_forgets_its_oldest_attempts_first() {
+        let log = LocalEventLog::new(1);
+        let first = log.append_again("e", &Value::Null, "a-0").unwrap();
+        for n in 1..LocalEventLog::ATTEMPTS_KEPT {
+            log.append_again("e", &Value::Null, &format!("a-{n}"))
+                .unwrap();
+        }
+        // Still within the window; one more pushes "a-0" out.
+        assert_eq!(log.append_again("e", &Value::Null, "a-0").unwrap(), first);
+        log.append_again("e", &Value::Null, "one more").unwrap();
+        assert!(log.append_again("e", &Value::Null, "a-0").unwrap() > first);
+        // An attempt is per event name.
+        assert_eq!(log.append_again("f", &Value::Null, "a-1").unwrap(), 1);
     }
 }

@@ -468,13 +468,14 @@ impl ActionRelay for Degraded {
     }
 }
 
-impl EventLog for Degraded {
-    fn append(&self, event: &str, data: &Value) -> Result<u64, EventLogError> {
+impl Degraded {
+    /// The event stream, once open.
+    fn events(&self, event: &str) -> Result<&NatsEventLog, EventLogError> {
         match self.slot.opened.get() {
             Some(Opened {
                 events: Some(events),
                 ..
-            }) => events.append(event, data),
+            }) => Ok(events),
             opened => Err(EventLogError::Unavailable {
                 backend: BACKEND,
                 event: event.to_owned(),
@@ -484,6 +485,16 @@ impl EventLog for Degraded {
                 },
             }),
         }
+    }
+}
+
+impl EventLog for Degraded {
+    fn append(&self, event: &str, data: &Value) -> Result<u64, EventLogError> {
+        self.events(event)?.append(event, data)
+    }
+
+    fn append_again(&self, event: &str, data: &Value, attempt: &str) -> Result<u64, EventLogError> {
+        self.events(event)?.append_again(event, data, attempt)
     }
 
     /// Fans out as [`NatsEventLog`] does, from the moment the stream is open (nothing is

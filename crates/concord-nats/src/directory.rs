@@ -179,16 +179,17 @@ impl Inner {
         Ok(self.state())
     }
 
-    /// Waits until the message `sequence` is applied, at most the operation timeout.
+    /// Waits until the message `sequence` is applied, at most the operation timeout
+    /// ([`StoreFailure::Unavailable`] then: this replica is behind the log, for now).
     fn wait_applied(&self, sequence: u64, operation: &'static str) -> Result<(), StoreFailure> {
         let deadline = Instant::now() + self.nats.operation_timeout();
         let mut state = self.state();
         while state.applied() < sequence {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(StoreFailure::Backend {
+                return Err(StoreFailure::Unavailable {
                     operation,
-                    message: format!(
+                    reason: format!(
                         "this replica's copy of the directory log did not reach event {sequence} within {:?}",
                         self.nats.operation_timeout()
                     ),
@@ -215,7 +216,10 @@ impl Inner {
 /// the log's last message (the expected revision, the admission bounds), and is published
 /// only if no other message was appended since (`Nats-Expected-Last-Sequence`); otherwise
 /// it catches up and decides again. So two replicas racing on one entry or on the last
-/// place of a bound never both pass. It returns once this replica applied it.
+/// place of a bound never both pass. It returns once this replica applied it, or once the
+/// operation timeout passed with the write stored (its copy shows it a little later).
+/// NATS away or too slow is [`StoreFailure::Unavailable`] (the directory answers 503 with
+/// `Retry-After`), for a write as for a read by a replica behind the log.
 ///
 /// The stream keeps each entry's latest message (one per subject), so a replica starting
 /// later rebuilds every entry; the events it holds start after the holes that leaves (a
@@ -230,6 +234,21 @@ fn backend(operation: &'static str, error: impl std::fmt::Display) -> StoreFailu
     StoreFailure::Backend {
         operation,
         message: error.to_string(),
+    }
+}
+
+/// What a failed NATS request means to the directory: NATS away, too slow or refusing for
+/// now is [`StoreFailure::Unavailable`] (503 with `Retry-After`: the same request may pass
+/// once NATS is back); anything else is the backend's failure (500).
+fn failure(operation: &'static str, error: NatsError) -> StoreFailure {
+    match error {
+        NatsError::Timeout { .. } | NatsError::Request { .. } | NatsError::Connect { .. } => {
+            StoreFailure::Unavailable {
+                operation,
+                reason: error.to_string(),
+            }
+        }
+        other => backend(operation, other),
     }
 }
 
@@ -316,7 +335,7 @@ impl NatsDirectoryStore {
                     .map_err(|error| NatsError::request(operation, &name, error))?;
                 Ok(info.state.last_sequence)
             })
-            .map_err(|error| backend(operation, error))
+            .map_err(|error| failure(operation, error))
     }
 
     /// Appends `logged` on `subject` if the log's last message is still `expected`:
@@ -354,7 +373,7 @@ impl NatsDirectoryStore {
                     Err(error) => Err(NatsError::request(operation, subject, error)),
                 }
             })
-            .map_err(|error| backend(operation, error))
+            .map_err(|error| failure(operation, error))
     }
 
     /// Decides on the state caught up with the log (`decide` answers the refusal, if
@@ -377,7 +396,14 @@ impl NatsDirectoryStore {
                 state.applied()
             };
             if let Some(sequence) = self.append(operation, self.subject(id), logged, expected)? {
-                self.inner.wait_applied(sequence, operation)?;
+                // Stored: the stream acknowledged it right after the message decided on
+                // (its expected last sequence), so it holds whatever this replica's copy
+                // shows. Waiting lets this replica's next read see it; a copy slower
+                // than the timeout does not make the write a failure (a client retrying
+                // a POST it was told failed would register the TD twice).
+                if let Err(behind) = self.inner.wait_applied(sequence, operation) {
+                    tracing::warn!(%behind, sequence, "a directory write was stored; this replica shows it once its copy of the log catches up");
+                }
                 return Ok(Outcome::Done(sequence));
             }
         }

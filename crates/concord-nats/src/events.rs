@@ -12,7 +12,9 @@
 //! subscriber resumes with its last id on any replica. When NATS is away an append answers
 //! [`EventLogError::Unavailable`] at once (not connected), or
 //! [`EventLogError::Uncertain`] when the client took the event and no acknowledgement
-//! came within the operation timeout (the client may still deliver it on reconnecting);
+//! came within the operation timeout (the client may still deliver it on reconnecting;
+//! each message carries a random `Nats-Msg-Id`, so appended again under it, JetStream
+//! keeps it once);
 //! the consumer is created again from the event after the last one delivered when NATS is
 //! back, so established subscriptions go on with no restart.
 
@@ -374,8 +376,11 @@ impl NatsEventLog {
     }
 }
 
-impl EventLog for NatsEventLog {
-    fn append(&self, event: &str, data: &Value) -> Result<u64, EventLogError> {
+impl NatsEventLog {
+    /// Publishes `event` under the message id `attempt` (JetStream drops a message whose
+    /// id it stored within the stream's duplicate window, answering the first one's
+    /// sequence): see [`EventLog::append`].
+    fn publish(&self, event: &str, data: &Value, attempt: String) -> Result<u64, EventLogError> {
         const OPERATION: &str = "append an event";
         let unavailable = |reason: String| EventLogError::Unavailable {
             backend: BACKEND,
@@ -396,13 +401,17 @@ impl EventLog for NatsEventLog {
         // (the client flushes what it holds when it reconnects).
         let handed = Arc::new(AtomicBool::new(false));
         let handed_over = Arc::clone(&handed);
+        let id = attempt.clone();
         self.nats
             .run(OPERATION, async move {
                 let failed = |error: &dyn std::fmt::Display| {
                     NatsError::request(OPERATION, subject.clone(), error)
                 };
+                let message = jetstream::message::PublishMessage::build()
+                    .payload(payload.into())
+                    .message_id(id);
                 let acknowledged = jetstream
-                    .publish(subject.clone(), payload.into())
+                    .send_publish(subject.clone(), message)
                     .await
                     .map_err(|error| failed(&error))?;
                 handed_over.store(true, Ordering::SeqCst);
@@ -415,11 +424,36 @@ impl EventLog for NatsEventLog {
                         backend: BACKEND,
                         event: event.to_owned(),
                         reason: error.to_string(),
+                        attempt,
                     }
                 } else {
                     unavailable(error.to_string())
                 }
             })
+    }
+}
+
+/// A new message id: 128 random bits in hex.
+fn new_attempt() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+impl EventLog for NatsEventLog {
+    fn append(&self, event: &str, data: &Value) -> Result<u64, EventLogError> {
+        let attempt = new_attempt().map_err(|error| EventLogError::Unavailable {
+            backend: BACKEND,
+            event: event.to_owned(),
+            reason: format!("no random message id: {error}"),
+        })?;
+        self.publish(event, data, attempt)
+    }
+
+    /// Publishes under the same message id: kept once if the first one arrived within the
+    /// stream's duplicate window (JetStream's default, 2 minutes).
+    fn append_again(&self, event: &str, data: &Value, attempt: &str) -> Result<u64, EventLogError> {
+        self.publish(event, data, attempt.to_owned())
     }
 
     fn deliver_to(&self, sink: Weak<dyn EventSink>) -> bool {

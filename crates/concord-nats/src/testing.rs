@@ -79,6 +79,30 @@ impl NatsServer {
         }
     }
 
+    /// Freezes the server (`SIGSTOP`): its connections stay open and nothing answers, as
+    /// with a server that hangs or a network that drops packets (a client sees no answer,
+    /// not a closed socket). [`thaw`](Self::thaw) lets it go on with what it was sent.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a [frozen](Self::freeze) server go on (`SIGCONT`).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let Some(child) = &self.child else {
+            panic!("nats-server on port {} is not running", self.port);
+        };
+        let sent = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap_or_else(|error| panic!("cannot run kill {signal}: {error}"));
+        assert!(sent.success(), "kill {signal} failed: {sent}");
+    }
+
     /// Starts it again on the same port and directory (what it stored is kept).
     ///
     /// # Panics

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use concord_directory::{
     keys_of, CapabilityKey, CapabilityKind, DirectoryStore, Entry, EventKind, Expect, Outcome,
-    Removal, Write,
+    Removal, StoreFailure, Write,
 };
 use concord_nats::testing::NatsServer;
 use concord_nats::{Nats, NatsDirectoryStore, NatsSettings, DEFAULT_DIRECTORY_STREAM};
@@ -143,4 +143,52 @@ fn what_one_directory_replica_registers_another_reads_finds_and_reports() {
     let c = replica(&runtime, &server);
     assert!(c.entry("urn:weather").unwrap().is_none());
     assert_eq!(c.events_after(0, 10).unwrap().latest, gone);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_directory_replica_that_loses_nats_answers_unavailable_and_recovers_by_itself() {
+    let mut server = NatsServer::start();
+    let runtime = runtime();
+    let store = replica(&runtime, &server);
+    let td = json!({"title": "Weather", "actions": {"forecast": {}}});
+    let keys = keys_of(&td);
+    let first = Entry::new("urn:weather", td.clone());
+    let write = |entry: &Entry| {
+        store.write(&Write::new(
+            entry,
+            &keys,
+            Expect::Absent,
+            EventKind::Created,
+            Some(&td),
+            16,
+        ))
+    };
+    assert!(matches!(write(&first), Ok(Outcome::Done(_))));
+
+    server.stop();
+    // A write cannot be decided without the log: unavailable for now (the directory
+    // answers 503 with Retry-After), not a failure of the backend (500).
+    let second = Entry::new("urn:rain", td.clone());
+    let refused = write(&second);
+    assert!(
+        matches!(refused, Err(StoreFailure::Unavailable { .. })),
+        "{refused:?}"
+    );
+    // What this replica already holds is still read.
+    assert!(store.entry("urn:weather").unwrap().is_some());
+
+    server.resume();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match write(&second) {
+            Ok(Outcome::Done(_)) => break,
+            Err(StoreFailure::Unavailable { .. }) => {
+                assert!(Instant::now() < deadline, "the store never came back");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(store.entry("urn:rain").unwrap().is_some());
 }

@@ -1,8 +1,9 @@
 //! The NATS event log against a real nats-server started here (`CONCORD_NATS_SERVER` names
 //! the binary; `.ci/run` runs these with `--ignored`): the event log conformance suites
 //! (numbering, and delivery in one order across three replicas' connections), retention
-//! and the gap it leads to, NATS stopped and restarted under a delivering replica, and the
-//! stream brought to a changed configuration.
+//! and the gap it leads to, NATS stopped and restarted under a delivering replica, an
+//! event NATS took without confirming it appended again and kept once, and the stream
+//! brought to a changed configuration.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -125,6 +126,17 @@ fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_return
     let on_b = Kept::attach(&b);
     let first = a.append("tick", &json!(1)).unwrap();
     on_b.wait("the first event", |ids| ids == [first]);
+    // An attempt appended twice is one event (here both arrived: the stream drops the
+    // second and answers the first one's id).
+    let once = a.append_again("tick", &json!("once"), "attempt-1").unwrap();
+    assert_eq!(
+        a.append_again("tick", &json!("once"), "attempt-1").unwrap(),
+        once
+    );
+    let after = a.append("tick", &json!("after")).unwrap();
+    on_b.wait("the attempt and the next event", |ids| {
+        ids == [first, once, after]
+    });
 
     server.stop();
     // Each append answers in time: `Unavailable` (not handed over: never published) or
@@ -150,9 +162,11 @@ fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_return
                     break;
                 }
             }
-            Err(EventLogError::Uncertain { backend, .. }) => {
+            Err(EventLogError::Uncertain {
+                backend, attempt, ..
+            }) => {
                 assert_eq!(backend, concord_nats::BACKEND);
-                uncertain.push(data);
+                uncertain.push((data, attempt));
             }
             other => panic!("{other:?}"),
         }
@@ -167,7 +181,7 @@ fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_return
         let data = json!({"back": uncertain.len() + refused.len()});
         match a.append("tick", &data) {
             Ok(id) => break (id, data),
-            Err(EventLogError::Uncertain { .. }) => uncertain.push(data),
+            Err(EventLogError::Uncertain { attempt, .. }) => uncertain.push((data, attempt)),
             Err(error) => {
                 assert!(Instant::now() < deadline, "NATS back, still: {error}");
                 refused.push(data);
@@ -175,26 +189,89 @@ fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_return
             }
         }
     };
+    // What was uncertain, appended again under its attempt: each is kept once, whether the
+    // client had delivered it on reconnecting or not.
+    let mut again = Vec::new();
+    for (data, attempt) in &uncertain {
+        let id = a.append_again("tick", data, attempt).unwrap();
+        // Twice: the second is the same event.
+        assert_eq!(a.append_again("tick", data, attempt).unwrap(), id);
+        again.push((id, data.clone()));
+    }
     let later = b.append("tock", &json!(4)).unwrap();
     // B's sink, attached before NATS went away, goes on: each event once, in order; what
-    // was refused never arrives, what was uncertain arrives at most once.
+    // was refused never arrives, what was uncertain arrives once.
     on_b.wait("the events after NATS returned", |ids| {
         ids.last() == Some(&later)
     });
     let events = on_b.events.lock().unwrap().clone();
     let ids = on_b.ids();
     assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
-    assert_eq!(events[0].1, first);
+    assert_eq!(
+        events[..3].iter().map(|e| e.1).collect::<Vec<_>>(),
+        [first, once, after]
+    );
     assert!(events.contains(&("tick".to_owned(), next, next_data)));
     assert_eq!(events.last(), Some(&("tock".to_owned(), later, json!(4))));
-    for (_, id, data) in &events[1..events.len() - 1] {
+    for (_, id, data) in &events[3..events.len() - 1] {
         if *id != next {
             assert!(
-                uncertain.contains(data) && !refused.contains(data),
-                "{data} arrived: it was not answered as uncertain"
+                again.contains(&(*id, data.clone())) && !refused.contains(data),
+                "{data} arrived as {id}: it was not answered as uncertain, or not under the id appending it again gave"
             );
         }
     }
+    for (id, data) in &again {
+        let arrived = events.iter().filter(|(_, _, seen)| seen == data).count();
+        assert_eq!(arrived, 1, "{data} (id {id}) arrived {arrived} times");
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_event_nats_took_but_did_not_confirm_appended_again_is_kept_once() {
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let stream = EventStream::new("events");
+    let (a, b) = (
+        open(&runtime, &connect(&runtime, &server), &stream),
+        open(&runtime, &connect(&runtime, &server), &stream),
+    );
+    let on_b = Kept::attach(&b);
+    let first = a.append("tick", &json!("first")).unwrap();
+    on_b.wait("the first event", |ids| ids == [first]);
+
+    // A server that hangs: the client hands the event over and hears nothing.
+    server.freeze();
+    let data = json!("taken");
+    let attempt = match a.append("tick", &data) {
+        Err(EventLogError::Uncertain { attempt, .. }) => attempt,
+        other => panic!("a publish with no acknowledgement must be uncertain: {other:?}"),
+    };
+    server.thaw();
+    // The server goes on with what it was sent: the event is stored after all. Appended
+    // again under its attempt, it is the same event, not a second one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let id = loop {
+        match a.append_again("tick", &data, &attempt) {
+            Ok(id) => break id,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "NATS thawed, still: {error}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    assert_eq!(a.append_again("tick", &data, &attempt).unwrap(), id);
+    let last = b.append("tick", &json!("last")).unwrap();
+    on_b.wait("the last event", |ids| ids.last() == Some(&last));
+    let events = on_b.events.lock().unwrap().clone();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e.1, e.2.clone()))
+            .collect::<Vec<_>>(),
+        [(first, json!("first")), (id, data), (last, json!("last"))]
+    );
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! resumes with no gap and no duplicate; nats-server is stopped (posts answer 503 with
 //! `Retry-After` naming the event log, and saying so when one may still be published; the
 //! subscription on A stays open) and started again (posts work again and
-//! reach the same subscription, with no restart of any replica).
+//! reach the same subscription, with no restart of any replica); nats-server frozen: a post
+//! answered "may or may not be published" with its key, posted again with
+//! `Idempotency-Key` on another replica, is heard once.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -101,14 +103,22 @@ impl Sse {
 
 /// `POST /events/feedback` on `at` with the number `n`: the status and body.
 pub(super) fn post(at: SocketAddr, n: u64) -> (u16, String) {
+    post_keyed(at, n, None)
+}
+
+/// [`post`], with `Idempotency-Key: "key"` when given.
+fn post_keyed(at: SocketAddr, n: u64, key: Option<&str>) -> (u16, String) {
     let body = format!(r#"{{"rating": {}, "comment": "{n}"}}"#, 1 + n % 5);
+    let key = key.map_or(String::new(), |key| {
+        format!("Idempotency-Key: \"{key}\"\r\n")
+    });
     let attempt = || -> std::io::Result<(u16, String)> {
         let mut socket = TcpStream::connect(at)?;
         socket.set_read_timeout(Some(Duration::from_secs(10)))?;
         write!(
             socket,
             "POST /events/feedback HTTP/1.0\r\nHost: {at}\r\nAuthorization: Bearer {TOKEN}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+             {key}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )?;
         let mut answer = String::new();
@@ -300,6 +310,49 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
         "every accepted event, and no refused one"
     );
     assert!(published.len() >= 45);
+
+    // NATS hangs (frozen: the connection stays, nothing answers): a post is taken and not
+    // confirmed, answered 503 with the key to post it again under. Posted again with it
+    // once NATS goes on, it is one event, though the first one was stored after all.
+    nats.freeze();
+    let (status, answer) = post(a, 1000);
+    nats.thaw();
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains("may or may not be published"), "{answer}");
+    let problem: serde_json::Value =
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or_default())
+            .unwrap_or_else(|error| panic!("{error}: {answer}"));
+    let key = problem["attempt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let id_of = |answer: &str| -> u64 {
+        let body: serde_json::Value =
+            serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap();
+        body["id"].as_u64().unwrap()
+    };
+    let again = loop {
+        match post_keyed(c, 1000, Some(key)) {
+            (202, answer) => break id_of(&answer),
+            (_, answer) => {
+                assert!(Instant::now() < deadline, "NATS thawed, still: {answer}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    let (status, answer) = post_keyed(a, 1000, Some(key));
+    assert_eq!((status, id_of(&answer)), (202, again), "{answer}");
+    let (status, answer) = post(c, 1001);
+    assert_eq!(status, 202, "{answer}");
+    let after = id_of(&answer);
+    let mut tail = Vec::new();
+    while tail.last().map(|(id, _)| *id) != Some(after) {
+        match sse.next() {
+            Some(Heard::Event(id, n)) => tail.push((id, n)),
+            other => panic!("from A: {other:?} after {tail:?}"),
+        }
+    }
+    assert_eq!(tail, [(again, 1000), (after, 1001)]);
     eprintln!(
         "heard {} events (ids {}..={}), {} posts refused while NATS was away",
         heard.len(),

@@ -12,7 +12,14 @@
 //! | has a body larger than `Limits::interaction.max_message_size` | 413 |
 //! | has a body that is not JSON, or data the event's schema refuses | 400 |
 //! | arrives when the event log cannot take it (`PublishError::Log`) | 503, `Retry-After: 1` |
+//! | carries an `Idempotency-Key` that is not 1 to 128 printable ASCII characters | 400 |
 //!
+//! An `Idempotency-Key` header (`"…"`, as the IETF draft writes it, or bare) makes a post
+//! safe to repeat: the same key within the event log's duplicate window is one event,
+//! answered with its first id ([`Publisher::publish_again`]). A post the log could not
+//! confirm (a shared log that went away after it took the event) answers 503 with the
+//! key to post it again under, the request's own or one the log chose (`"attempt"` in
+//! the problem).
 //! Errors are RFC 9457 problem details (`application/problem+json`). Without a token the
 //! route does not exist (404 for every request).
 
@@ -126,18 +133,53 @@ impl Binding for IngestBinding {
 }
 
 fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
-    let body = json!({
+    problem_with(status, detail, json!({}))
+}
+
+/// A problem with the members of `extra` added.
+fn problem_with(status: StatusCode, detail: impl Into<String>, extra: Value) -> Response {
+    let mut body = json!({
         "type": "about:blank",
         "title": status.canonical_reason().unwrap_or_default(),
         "status": status.as_u16(),
         "detail": detail.into(),
     });
+    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+        body.extend(extra);
+    }
     (
         status,
         [(header::CONTENT_TYPE, "application/problem+json")],
         body.to_string(),
     )
         .into_response()
+}
+
+/// The longest `Idempotency-Key` taken.
+const MAX_IDEMPOTENCY_KEY: usize = 128;
+
+/// The request's `Idempotency-Key`, if any: a structured-field string (`"…"`) or bare, 1
+/// to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters without spaces or quotes; what
+/// is wrong with it otherwise.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, String> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let bytes = value.as_bytes();
+    let key = bytes
+        .strip_prefix(b"\"")
+        .and_then(|rest| rest.strip_suffix(b"\""))
+        .unwrap_or(bytes);
+    let fits = (1..=MAX_IDEMPOTENCY_KEY).contains(&key.len())
+        && key
+            .iter()
+            .all(|byte| byte.is_ascii_graphic() && !matches!(byte, b'"' | b'\\'));
+    if !fits {
+        return Err(format!(
+            "the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters, without spaces, quotes or backslashes"
+        ));
+    }
+    Ok(Some(String::from_utf8_lossy(key).into_owned()))
 }
 
 /// The bearer token of an `Authorization` header.
@@ -204,21 +246,28 @@ async fn accept(
             )
         }
     };
+    let key = match idempotency_key(&headers) {
+        Ok(key) => key,
+        Err(detail) => return problem(StatusCode::BAD_REQUEST, detail),
+    };
     // A shared event log answers over the network (at most its operation timeout): off
     // the runtime's workers.
     let publisher = ingest.publisher.clone();
     let event = name.clone();
-    let published = tokio::task::spawn_blocking(move || publisher.publish(&event, data))
-        .await
-        .unwrap_or_else(|error| {
-            Err(PublishError::Log(
-                concord_interact::EventLogError::Unavailable {
-                    backend: "node",
-                    event: name.clone(),
-                    reason: format!("the publishing task failed: {error}"),
-                },
-            ))
-        });
+    let published = tokio::task::spawn_blocking(move || match key {
+        Some(key) => publisher.publish_again(&event, data, &key),
+        None => publisher.publish(&event, data),
+    })
+    .await
+    .unwrap_or_else(|error| {
+        Err(PublishError::Log(
+            concord_interact::EventLogError::Unavailable {
+                backend: "node",
+                event: name.clone(),
+                reason: format!("the publishing task failed: {error}"),
+            },
+        ))
+    });
     match published {
         Ok(id) => {
             tracing::debug!(event = %name, id, "an event posted in was published");
@@ -231,6 +280,25 @@ async fn accept(
         }
         Err(error @ PublishError::Unknown { .. }) => {
             problem(StatusCode::NOT_FOUND, error.to_string())
+        }
+        Err(PublishError::Log(concord_interact::EventLogError::Uncertain {
+            attempt,
+            reason,
+            ..
+        })) => {
+            // Taken, then no word: it may be published. Posted again under the key, once.
+            let mut response = problem_with(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the event log did not confirm the event: it may or may not be published \
+                     ({reason}); post it again with `Idempotency-Key: \"{attempt}\"` to publish it once"
+                ),
+                json!({ "attempt": attempt }),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            response
         }
         Err(error @ PublishError::Log(_)) => {
             // The event log is away (a shared one: NATS): post it again shortly.

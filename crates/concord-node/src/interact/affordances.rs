@@ -251,7 +251,9 @@ pub enum PublishError {
     /// The property table refused the value.
     #[error("{0}")]
     Property(PropertyError),
-    /// The event log could not number the event: it was not published.
+    /// The event log could not number the event: it was not published (or, when it says
+    /// [`Uncertain`](concord_interact::EventLogError::Uncertain), may have been: publish it
+    /// again with [`Publisher::publish_again`]).
     #[error(transparent)]
     Log(#[from] concord_interact::EventLogError),
 }
@@ -285,6 +287,34 @@ impl Publisher {
     /// [`PublishError::Unknown`] for an undeclared event, [`PublishError::Invalid`] for data
     /// its schema refuses.
     pub fn publish(&self, event: &str, data: Value) -> Result<u64, PublishError> {
+        self.publish_attempt(event, data, None)
+    }
+
+    /// Publishes again an event the node's event log could not confirm
+    /// ([`PublishError::Log`] with [`EventLogError::Uncertain`](concord_interact::EventLogError::Uncertain):
+    /// a shared log that went away after it took the event), under the `attempt` that
+    /// answer carried: the event is published at most once, whether or not the first one
+    /// arrived (NATS JetStream: within the stream's duplicate window, 2 minutes). Its id;
+    /// the first one's when it had arrived.
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
+    pub fn publish_again(
+        &self,
+        event: &str,
+        data: Value,
+        attempt: &str,
+    ) -> Result<u64, PublishError> {
+        self.publish_attempt(event, data, Some(attempt))
+    }
+
+    /// [`publish`](Self::publish), or [`publish_again`](Self::publish_again) under `attempt`.
+    fn publish_attempt(
+        &self,
+        event: &str,
+        data: Value,
+        attempt: Option<&str>,
+    ) -> Result<u64, PublishError> {
         let unknown = || PublishError::Unknown {
             kind: "event",
             name: event.to_owned(),
@@ -299,13 +329,16 @@ impl Publisher {
                     unknown()
                 }
             })?;
+        let log = &self.affordances.event_log;
+        let append = || match attempt {
+            None => log.append(event, &data),
+            Some(attempt) => log.append_again(event, &data, attempt),
+        };
         if self.affordances.log_delivers() {
             // The log fans out: the event reaches this node's subscribers through it, in
             // its one order with every other node's events. It answers over the network:
             // on a worker of a multi-threaded runtime (an action's event line), the
             // worker's other tasks move to another thread meanwhile.
-            let log = &self.affordances.event_log;
-            let append = || log.append(event, &data);
             let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
                 runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
             });
@@ -318,11 +351,13 @@ impl Publisher {
         }
         // The log's ids reach the hub in the order it gave them.
         let _order = lock(&self.affordances.publishing);
-        let id = self.affordances.event_log.append(event, &data)?;
+        let id = append()?;
         let mut thing = self.affordances.lock();
-        thing
-            .publish_as(event, id, data, Instant::now())
-            .map_err(PublishError::Event)?;
+        match thing.publish_as(event, id, data, Instant::now()) {
+            // The log answered an attempt's first id: published then, not again.
+            Err(EventError::IdNotAfter { .. }) if attempt.is_some() => return Ok(id),
+            published => published.map_err(PublishError::Event)?,
+        }
         self.affordances.wake(&mut thing);
         Ok(id)
     }

@@ -736,6 +736,37 @@ async fn events_are_posted_in_over_http_with_the_token() {
     .await;
     assert_eq!(status, 404);
 
+    // With an Idempotency-Key a post may be repeated: one event, its first id.
+    let keyed = |key: &str, rating: u64| {
+        let request = client
+            .post(url.clone())
+            .header("Authorization", "Bearer s3cret-token")
+            .header("Idempotency-Key", key)
+            .body(json!({ "rating": rating }).to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.unwrap();
+            (status, body)
+        }
+    };
+    let (status, first) = keyed("\"delivery-41\"", 4).await;
+    assert_eq!(status, 202, "{first}");
+    let (status, again) = keyed("\"delivery-41\"", 4).await;
+    assert_eq!((status, &again), (202, &first));
+    // The bare form is the same key.
+    assert_eq!(keyed("delivery-41", 4).await, (202, first.clone()));
+    let (status, other) = keyed("delivery-42", 5).await;
+    assert_eq!(status, 202, "{other}");
+    // Published once: the next id follows the first.
+    assert_eq!(other["id"].as_u64(), first["id"].as_u64().map(|id| id + 1));
+    for bad in ["\"\"", "\"has space\"", "q\"uote"] {
+        let (status, body) = keyed(bad, 4).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, body) = keyed(&"k".repeat(129), 4).await;
+    assert_eq!(status, 400, "{body}");
+
     // Without a token there is no such route.
     let without = build(
         Node::builder("No ingest")
