@@ -22,6 +22,17 @@ pub enum EventLogError {
         /// What it said.
         reason: String,
     },
+    /// The event is larger than the backend takes (NATS: the server's `max_payload`): it
+    /// was not published, and would not be if tried again.
+    #[error("the {backend} event log cannot take `{event}`: {reason}")]
+    TooLarge {
+        /// The backend.
+        backend: &'static str,
+        /// The event's name.
+        event: String,
+        /// The sizes, as the backend gives them.
+        reason: String,
+    },
     /// The event was handed to the backend but no answer came in time (the backend went
     /// away meanwhile): it may or may not be published (it may still arrive when the
     /// backend returns). Not a silent loss: say so to whoever published it. Appending it

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_nats::jetstream::kv;
 use concord_interact::{
     ActionRecord, ActionRecords, ActionRecordsError, ActionRelay, ActionStatus, CancelReason,
-    LocalActions, Problem, RelayError, RelayFuture,
+    LocalActions, Problem, ProblemType, RelayError, RelayFuture,
 };
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,9 @@ const BACKEND: &str = "nats-kv";
 
 /// How long a write that NATS refused waits before it is tried again.
 const RETRY: Duration = Duration::from_millis(500);
+
+/// What a relayed cancel's answer adds around the record it carries, at most.
+const ANSWER_ROOM: usize = 64;
 
 /// The longest action id a relayed cancel carries (`Limits::max_action_id` is smaller).
 const MAX_RELAYED_ID: usize = 1024;
@@ -102,6 +105,30 @@ impl Stored {
             revision: record.revision,
             runner: runner.to_owned(),
         }
+    }
+
+    /// The record as stored, and its JSON, within `room` bytes (NATS refuses a message
+    /// over its `max_payload`): whole when it fits; else with its output left out and a
+    /// problem saying so (the replica running the action still answers it whole); `None`
+    /// when even that does not fit.
+    fn fitting(record: &ActionRecord, runner: &str, room: usize) -> Option<(Self, Vec<u8>)> {
+        let whole = Self::of(record, runner);
+        let json = serde_json::to_vec(&whole).ok()?;
+        if json.len() <= room {
+            return Some((whole, json));
+        }
+        let mut shared = record.clone();
+        shared.output = None;
+        shared.error = Some(Problem::of(
+            ProblemType::Unavailable,
+            format!(
+                "the action's record ({} bytes) is larger than NATS takes ({room} bytes): its output is answered only by the replica running it",
+                json.len()
+            ),
+        ));
+        let shared = Self::of(&shared, runner);
+        let json = serde_json::to_vec(&shared).ok()?;
+        (json.len() <= room).then_some((shared, json))
     }
 
     /// The table's record, or what is wrong with this one.
@@ -264,7 +291,9 @@ impl Inner {
         let failed = stopped(&record);
         let expected = copy.kv_revisions.get(key).copied().unwrap_or(0);
         copy.keep(key, failed.clone(), runner.clone());
-        if let Ok(value) = serde_json::to_vec(&Stored::of(&failed, &runner)) {
+        if let Some((_, value)) =
+            Stored::fitting(&failed, &runner, self.nats.client().max_payload())
+        {
             let (inner, key) = (Arc::clone(self), key.to_owned());
             self.nats.handle().spawn(async move {
                 let timeout = inner.nats.operation_timeout();
@@ -536,17 +565,26 @@ async fn send(inner: Weak<Inner>) {
         let Some(strong) = inner.upgrade() else {
             return;
         };
+        let room = strong.nats.client().max_payload();
         let (puts, deletes) = {
-            let copy = strong.copy();
+            let mut copy = strong.copy();
+            let mut unsendable = Vec::new();
             let puts: Vec<(String, bytes::Bytes)> = copy
                 .unsent
                 .iter()
                 .filter_map(|key| {
                     let (record, runner) = copy.records.get(key)?;
-                    let value = serde_json::to_vec(&Stored::of(record, runner)).ok()?;
+                    let Some((_, value)) = Stored::fitting(record, runner, room) else {
+                        unsendable.push(key.clone());
+                        return None;
+                    };
                     Some((key.clone(), bytes::Bytes::from(value)))
                 })
                 .collect();
+            for key in unsendable {
+                tracing::warn!(key, room, "an action record does not fit NATS's max_payload even without its output: not shared");
+                copy.unsent.remove(&key);
+            }
             let deletes: Vec<String> = copy.forgotten.iter().cloned().collect();
             (puts, deletes)
         };
@@ -566,7 +604,7 @@ async fn send(inner: Weak<Inner>) {
                     let mut copy = strong.copy();
                     // Sent unless a later change arrived meanwhile (sent on the next turn).
                     let latest = copy.records.get(&key).and_then(|(record, runner)| {
-                        serde_json::to_vec(&Stored::of(record, runner)).ok()
+                        Stored::fitting(record, runner, room).map(|(_, json)| json)
                     });
                     if latest.as_deref() == Some(&value[..]) || latest.is_none() {
                         copy.unsent.remove(&key);
@@ -815,7 +853,20 @@ impl ActionRelay for NatsActionRecords {
                 let answer = match std::str::from_utf8(&request.payload) {
                     Ok(id) if !id.is_empty() && id.len() <= MAX_RELAYED_ID => {
                         match local.cancel(id) {
-                            Ok(record) => Answer::Record(Box::new(Stored::of(&record, &runner))),
+                            Ok(record) => match Stored::fitting(
+                                &record,
+                                &runner,
+                                client.max_payload().saturating_sub(ANSWER_ROOM),
+                            ) {
+                                Some((stored, _)) => Answer::Record(Box::new(stored)),
+                                None => Answer::Problem(
+                                    serde_json::to_value(Problem::of(
+                                        ProblemType::Unavailable,
+                                        "the cancelled action's record is larger than NATS takes",
+                                    ))
+                                    .unwrap_or(Value::Null),
+                                ),
+                            },
                             Err(error) => Answer::Problem(
                                 serde_json::to_value(error.to_problem()).unwrap_or(Value::Null),
                             ),

@@ -363,17 +363,30 @@ impl NatsDirectoryStore {
                     Err(error) => Err(error),
                 };
                 match ack {
-                    Ok(ack) => Ok(Some(ack.sequence)),
+                    Ok(ack) => Ok(Ok(Some(ack.sequence))),
                     Err(error)
                         if error.kind()
                             == jetstream::context::PublishErrorKind::WrongLastSequence =>
                     {
-                        Ok(None)
+                        Ok(Ok(None))
+                    }
+                    // Not an outage: trying again cannot pass.
+                    Err(error)
+                        if error.kind()
+                            == jetstream::context::PublishErrorKind::MaxPayloadExceeded =>
+                    {
+                        Ok(Err(error.to_string()))
                     }
                     Err(error) => Err(NatsError::request(operation, subject, error)),
                 }
             })
-            .map_err(|error| failure(operation, error))
+            .map_err(|error| failure(operation, error))?
+            .map_err(|sizes| {
+                backend(
+                    operation,
+                    format!("{sizes}: the NATS server's max_payload is smaller than the directory's max_td_bytes allow"),
+                )
+            })
     }
 
     /// Decides on the state caught up with the log (`decide` answers the refusal, if

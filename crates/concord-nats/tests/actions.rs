@@ -310,3 +310,36 @@ fn an_outage_of_nats_longer_than_a_lease_fails_no_action_whose_replica_lives() {
     assert_eq!(b.read("outage-1").unwrap().unwrap(), record);
     drop(runtime_a);
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_record_larger_than_nats_takes_is_shared_without_its_output() {
+    let server = NatsServer::start_with_max_payload(Some(4096));
+    let runtime = runtime();
+    let (a, b) = (replica(&runtime, &server), replica(&runtime, &server));
+    let mut large = running("large", 1, 0.5);
+    large.output = Some(serde_json::json!({"text": "x".repeat(8 * 1024)}));
+    a.write(&large).unwrap();
+    // B reads the action's state, its output left out with a problem saying why.
+    let read = read_once(&b, "large", 1);
+    assert_eq!(
+        (read.status, read.progress),
+        (ActionStatus::Running, Some(0.5))
+    );
+    assert_eq!(read.output, None);
+    let problem = read
+        .error
+        .expect("a problem saying the output is not shared");
+    assert!(
+        problem
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.contains("larger than NATS takes")),
+        "{problem:?}"
+    );
+    // A's writes go on: the next change (small again) reaches B whole.
+    let mut done = running("large", 2, 1.0);
+    done.status = ActionStatus::Completed;
+    a.write(&done).unwrap();
+    assert_eq!(read_once(&b, "large", 2), done);
+}

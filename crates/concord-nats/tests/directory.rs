@@ -192,3 +192,27 @@ fn a_directory_replica_that_loses_nats_answers_unavailable_and_recovers_by_itsel
     }
     assert!(store.entry("urn:rain").unwrap().is_some());
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_td_larger_than_nats_takes_is_a_backend_failure_not_an_outage() {
+    let server = NatsServer::start_with_max_payload(Some(4096));
+    let runtime = runtime();
+    let store = replica(&runtime, &server);
+    let td = json!({"title": "Large", "description": "x".repeat(8 * 1024)});
+    let entry = Entry::new("urn:large", td.clone());
+    let refused = store.write(&Write::new(
+        &entry,
+        &[],
+        Expect::Absent,
+        EventKind::Created,
+        Some(&td),
+        16,
+    ));
+    match refused {
+        Err(StoreFailure::Backend { message, .. }) => {
+            assert!(message.contains("max_payload"), "{message}");
+        }
+        other => panic!("trying again cannot pass: not a 503: {other:?}"),
+    }
+}

@@ -276,6 +276,31 @@ fn an_event_nats_took_but_did_not_confirm_appended_again_is_kept_once() {
 
 #[test]
 #[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_event_larger_than_nats_takes_is_refused_as_too_large_not_as_an_outage() {
+    let server = NatsServer::start_with_max_payload(Some(4096));
+    let runtime = runtime();
+    let stream = EventStream::new("events");
+    let log = open(&runtime, &connect(&runtime, &server), &stream);
+    let on_log = Kept::attach(&log);
+    let large = json!({"text": "x".repeat(8 * 1024)});
+    match log.append("tick", &large) {
+        Err(EventLogError::TooLarge {
+            backend,
+            event,
+            reason,
+        }) => {
+            assert_eq!((backend, event.as_str()), (concord_nats::BACKEND, "tick"));
+            assert!(reason.contains("4096"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing was published, and the log goes on.
+    let small = log.append("tick", &json!("small")).unwrap();
+    on_log.wait("the small event", |ids| ids == [small]);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
 fn the_stream_is_brought_to_a_changed_configuration_and_a_taken_subject_is_refused() {
     let server = NatsServer::start();
     let runtime = runtime();

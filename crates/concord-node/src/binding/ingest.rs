@@ -9,7 +9,7 @@
 //! | is published | 202 `{"id": n}` (the event's sequence number) |
 //! | has no token, or a wrong one | 401, `WWW-Authenticate: Bearer` |
 //! | names an event the node does not declare | 404 |
-//! | has a body larger than `Limits::interaction.max_message_size` | 413 |
+//! | has a body larger than `Limits::interaction.max_message_size`, or than the event log takes (NATS: `max_payload`) | 413 |
 //! | has a body that is not JSON, or data the event's schema refuses | 400 |
 //! | arrives when the event log cannot take it (`PublishError::Log`) | 503, `Retry-After: 1` |
 //! | carries an `Idempotency-Key` that is not 1 to 128 printable ASCII characters | 400 |
@@ -299,6 +299,9 @@ async fn accept(
                 .headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
             response
+        }
+        Err(error @ PublishError::Log(concord_interact::EventLogError::TooLarge { .. })) => {
+            problem(StatusCode::PAYLOAD_TOO_LARGE, error.to_string())
         }
         Err(error @ PublishError::Log(_)) => {
             // The event log is away (a shared one: NATS): post it again shortly.
