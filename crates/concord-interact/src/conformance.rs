@@ -111,6 +111,22 @@ pub fn event_log(log: &dyn EventLog) {
         next > once,
         "another attempt is a new event: {once} then {next}"
     );
+    // Another name's event under the same attempt is an event of its own: after that
+    // name's latest, not the first name's.
+    let latest = log
+        .append("conformance.elsewhere", &json!({"n": 1}))
+        .unwrap_or_else(|error| panic!("appending: the backend failed: {error}"));
+    let elsewhere = log
+        .append_again(
+            "conformance.elsewhere",
+            &json!({"n": 2}),
+            "conformance-attempt-1",
+        )
+        .unwrap_or_else(|error| panic!("appending again: the backend failed: {error}"));
+    assert!(
+        elsewhere > latest,
+        "an attempt is one per event name: another name's is another event ({elsewhere} after {latest})"
+    );
     let plain = log
         .append("conformance.again", &json!({"n": 3}))
         .unwrap_or_else(|error| panic!("appending: the backend failed: {error}"));

@@ -377,9 +377,9 @@ impl NatsEventLog {
 }
 
 impl NatsEventLog {
-    /// Publishes `event` under the message id `attempt` (JetStream drops a message whose
-    /// id it stored within the stream's duplicate window, answering the first one's
-    /// sequence): see [`EventLog::append`].
+    /// Publishes `event` under the message id `<event token>:<attempt>` (JetStream drops
+    /// a message whose id it stored within the stream's duplicate window, answering the
+    /// first one's sequence): see [`EventLog::append`].
     fn publish(&self, event: &str, data: &Value, attempt: String) -> Result<u64, EventLogError> {
         const OPERATION: &str = "append an event";
         let unavailable = |reason: String| EventLogError::Unavailable {
@@ -395,13 +395,15 @@ impl NatsEventLog {
             ));
         }
         let payload = serde_json::to_vec(data).map_err(|error| unavailable(error.to_string()))?;
-        let subject = format!("{}{}", self.prefix, event_token(event));
+        let token = event_token(event);
+        let subject = format!("{}{token}", self.prefix);
         let jetstream = self.nats.jetstream().clone();
         // Once the client has the message, it may reach the stream whatever we answer
         // (the client flushes what it holds when it reconnects).
         let handed = Arc::new(AtomicBool::new(false));
         let handed_over = Arc::clone(&handed);
-        let id = attempt.clone();
+        // The stream deduplicates over all its subjects: an attempt is one per event name.
+        let id = format!("{token}:{attempt}");
         self.nats
             .run(OPERATION, async move {
                 let failed = |error: &dyn std::fmt::Display| {
