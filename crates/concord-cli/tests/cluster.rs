@@ -247,17 +247,46 @@ fn serve_with_a_cluster_answers_and_cancels_a_progress_action_on_any_replica() {
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+        let status_on = |replica: usize| {
+            let request = http.get(on(replica));
+            async move {
+                let answer = request.send().await.unwrap().bytes().await.unwrap();
+                serde_json::from_slice::<serde_json::Value>(&answer).unwrap()
+            }
+        };
+        // B answers when A was asked, not when B is: queried seconds later, the same
+        // `timeRequested` (to the second) on both.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let (on_a, on_b) = (status_on(0).await, status_on(1).await);
+        assert_eq!(
+            on_b["timeRequested"], on_a["timeRequested"],
+            "{on_a} {on_b}"
+        );
         // Cancelled on B: delivered to A, which stops it.
         let cancelled = http.delete(on(1)).send().await.unwrap();
         assert_eq!(cancelled.status(), 204);
-        let on_a: serde_json::Value =
-            serde_json::from_slice(&http.get(on(0)).send().await.unwrap().bytes().await.unwrap())
-                .unwrap();
+        let on_a = status_on(0).await;
         assert_eq!(on_a["status"], "failed", "{on_a}");
         assert_eq!(
             on_a["error"]["type"], "urn:concord:interact:cancelled",
             "{on_a}"
         );
+        // And when it ended, once B has the record.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let on_b = status_on(1).await;
+            if on_b["status"] == "failed" {
+                assert_eq!(on_b["timeEnded"], on_a["timeEnded"], "{on_a} {on_b}");
+                assert_eq!(on_b["timeRequested"], on_a["timeRequested"]);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "B never saw the cancel: {on_b}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         path
     });
     // Kept in the configured bucket.

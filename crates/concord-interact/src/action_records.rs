@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
@@ -16,8 +16,8 @@ use crate::actions::CancelReason;
 use crate::message::ActionStatus;
 use crate::problem::Problem;
 
-/// An action as the table last wrote it: what a query needs, without the instants (they do
-/// not cross processes).
+/// An action as the table last wrote it: what a query needs, its times by the wall clock
+/// (instants do not cross processes).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActionRecord {
     /// The action id.
@@ -39,6 +39,13 @@ pub struct ActionRecord {
     /// The number of this change of the action, from 1 (its creation), one more at each
     /// change: a later change has a higher revision.
     pub revision: u64,
+    /// When it was requested, by the wall clock of the process running it (whole
+    /// milliseconds; `None` from a table given no wall clock,
+    /// [`ActionTable::with_wall_clock`](crate::ActionTable::with_wall_clock)): what
+    /// another replica answers as its `timeRequested`.
+    pub requested_at: Option<SystemTime>,
+    /// When it reached its terminal state, likewise (`None` while unfinished).
+    pub ended_at: Option<SystemTime>,
 }
 
 /// Why [`ActionRecords`] could not write or read a record.

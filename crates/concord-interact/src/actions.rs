@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -37,6 +37,46 @@ pub struct Action {
     started_at: Instant,
     updated_at: Instant,
     revision: u64,
+    /// Its instants by the wall clock: from its table's clock, or as its record gave them.
+    times: WallTimes,
+}
+
+/// A point of the wall clock and the instant it was read at: converts the table's instants
+/// to wall-clock times with no clock read (the driver reads both once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WallClock {
+    at: Instant,
+    wall: SystemTime,
+}
+
+impl WallClock {
+    /// `instant` by the wall clock, in whole milliseconds (as records keep it).
+    fn time_of(self, instant: Instant) -> SystemTime {
+        let time = if instant >= self.at {
+            self.wall.checked_add(instant - self.at)
+        } else {
+            self.wall.checked_sub(self.at - instant)
+        }
+        .unwrap_or(self.wall);
+        let millis = time
+            .duration_since(UNIX_EPOCH)
+            .map_or(Duration::ZERO, |since| {
+                Duration::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+            });
+        UNIX_EPOCH + millis
+    }
+}
+
+/// Where an action's wall-clock times come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum WallTimes {
+    /// Its table's clock, if it has one.
+    Clock(Option<WallClock>),
+    /// Its record (another table's action).
+    Recorded {
+        requested: Option<SystemTime>,
+        ended: Option<SystemTime>,
+    },
 }
 
 impl Action {
@@ -57,6 +97,10 @@ impl Action {
             started_at: now,
             updated_at: now,
             revision: record.revision,
+            times: WallTimes::Recorded {
+                requested: record.requested_at,
+                ended: record.ended_at,
+            },
         }
     }
 
@@ -72,6 +116,30 @@ impl Action {
             cancel_reason: self.cancel_reason,
             lease: self.lease,
             revision: self.revision,
+            requested_at: self.requested_at(),
+            ended_at: self.ended_at(),
+        }
+    }
+
+    /// When it was requested, by the wall clock (whole milliseconds): from its table's
+    /// clock ([`ActionTable::with_wall_clock`]), or its record's; `None` when neither
+    /// says.
+    pub fn requested_at(&self) -> Option<SystemTime> {
+        match self.times {
+            WallTimes::Clock(clock) => clock.map(|clock| clock.time_of(self.started_at)),
+            WallTimes::Recorded { requested, .. } => requested,
+        }
+    }
+
+    /// When it reached its terminal state, by the wall clock, likewise (`None` while
+    /// unfinished).
+    pub fn ended_at(&self) -> Option<SystemTime> {
+        if !self.is_finished() {
+            return None;
+        }
+        match self.times {
+            WallTimes::Clock(clock) => clock.map(|clock| clock.time_of(self.updated_at)),
+            WallTimes::Recorded { ended, .. } => ended,
         }
     }
 
@@ -359,6 +427,7 @@ pub struct ActionTable {
     finished: VecDeque<String>,
     detached: bool,
     events: VecDeque<ActionEvent>,
+    wall_clock: Option<WallClock>,
 }
 
 impl ActionTable {
@@ -373,7 +442,18 @@ impl ActionTable {
             finished: VecDeque::new(),
             detached: false,
             events: VecDeque::new(),
+            wall_clock: None,
         }
+    }
+
+    /// Gives the table the wall clock: `wall` was the time at the instant `at` (the driver
+    /// reads both once). Its actions then carry their times by the wall clock
+    /// ([`Action::requested_at`], [`Action::ended_at`]) into their records, so that
+    /// another replica answers when an action was requested, not when it was asked. The
+    /// conversion reads no clock: the table stays deterministic.
+    pub fn with_wall_clock(mut self, at: Instant, wall: SystemTime) -> Self {
+        self.wall_clock = Some(WallClock { at, wall });
+        self
     }
 
     /// The limits it was made with.
@@ -473,6 +553,7 @@ impl ActionTable {
             started_at: now,
             updated_at: now,
             revision: 1,
+            times: WallTimes::Clock(self.wall_clock),
         };
         self.actions.insert(id.clone(), action);
         self.unfinished += 1;
@@ -801,6 +882,7 @@ impl ActionTracker {
                     started_at: now,
                     updated_at: now,
                     revision: 0,
+                    times: WallTimes::Clock(None),
                 },
             );
         }

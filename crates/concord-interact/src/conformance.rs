@@ -302,6 +302,10 @@ fn record(id: &str, revision: u64, status: ActionStatus, progress: Option<f64>) 
         cancel_reason: None,
         lease: Duration::from_secs(30),
         revision,
+        requested_at: Some(std::time::UNIX_EPOCH + Duration::from_millis(1_764_000_000_000)),
+        ended_at: status
+            .is_terminal()
+            .then(|| std::time::UNIX_EPOCH + Duration::from_millis(1_764_000_060_000)),
     }
 }
 

@@ -190,6 +190,12 @@ impl Thing {
         self
     }
 
+    /// Gives long-running actions the wall clock (see [`ActionTable::with_wall_clock`]).
+    pub fn with_wall_clock(mut self, at: std::time::Instant, wall: std::time::SystemTime) -> Self {
+        self.actions = self.actions.with_wall_clock(at, wall);
+        self
+    }
+
     /// Records long-running actions in `records`, and answers a query for an action another
     /// Thing sharing them runs (see [`ActionTable::with_records`]).
     pub fn with_action_records(mut self, records: Arc<dyn ActionRecords>) -> Self {

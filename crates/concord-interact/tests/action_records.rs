@@ -90,6 +90,50 @@ fn a_replica_answers_a_query_for_an_action_another_runs_and_refuses_to_cancel_it
 }
 
 #[test]
+fn the_times_an_action_was_requested_and_ended_cross_by_the_runners_wall_clock() {
+    let records = Arc::new(LocalActionRecords::new());
+    let t0 = Instant::now();
+    // A's wall clock read at t0; B's clock is another process's (its own anchor).
+    let wall = std::time::UNIX_EPOCH + Duration::from_millis(1_764_000_000_000);
+    let (a, b) = replicas(&records);
+    let mut a = a.with_wall_clock(t0, wall);
+    let b = b.with_wall_clock(t0, wall + Duration::from_secs(3600));
+    let id = a
+        .start("render", t0 + Duration::from_millis(2_500_700))
+        .unwrap();
+    let requested = wall + Duration::from_millis(2_500_700);
+    assert_eq!(a.query(&id).unwrap().requested_at(), Some(requested));
+    assert_eq!(a.query(&id).unwrap().ended_at(), None);
+    // B answers A's times, whenever and by whatever clock it is asked.
+    let later = t0 + Duration::from_secs(9_000);
+    let seen = b.lookup(&id, later).unwrap();
+    assert_eq!(
+        (seen.requested_at(), seen.ended_at()),
+        (Some(requested), None)
+    );
+    a.complete(&id, None, t0 + Duration::from_secs(3_000))
+        .unwrap();
+    let ended = wall + Duration::from_secs(3_000);
+    let seen = b.lookup(&id, later).unwrap();
+    assert_eq!(
+        (seen.requested_at(), seen.ended_at()),
+        (Some(requested), Some(ended))
+    );
+    // Whole milliseconds, as records keep them; before the anchor too.
+    let id = a
+        .start("render", t0 - Duration::from_nanos(1_500_000))
+        .unwrap();
+    assert_eq!(
+        a.query(&id).unwrap().requested_at(),
+        Some(wall - Duration::from_millis(2))
+    );
+    // A table given no clock says nothing.
+    let mut unclocked = ActionTable::new(Limits::default());
+    let id = unclocked.start("render", t0).unwrap();
+    assert_eq!(unclocked.query(&id).unwrap().requested_at(), None);
+}
+
+#[test]
 fn cancellation_and_lease_expiry_are_recorded_as_the_terminal_state() {
     let records = Arc::new(LocalActionRecords::new());
     let (mut a, b) = replicas(&records);

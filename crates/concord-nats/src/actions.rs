@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::kv;
 use concord_interact::{
@@ -68,6 +68,18 @@ struct Stored {
     lease_ms: u64,
     revision: u64,
     runner: String,
+    /// Milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requested_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ended_ms: Option<u64>,
+}
+
+/// `time` in milliseconds since the Unix epoch (0 before it).
+fn millis_of(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    })
 }
 
 fn status_of(name: &str) -> Option<ActionStatus> {
@@ -104,6 +116,8 @@ impl Stored {
             lease_ms: u64::try_from(record.lease.as_millis()).unwrap_or(u64::MAX),
             revision: record.revision,
             runner: runner.to_owned(),
+            requested_ms: record.requested_at.map(millis_of),
+            ended_ms: record.ended_at.map(millis_of),
         }
     }
 
@@ -161,6 +175,12 @@ impl Stored {
             cancel_reason,
             lease: Duration::from_millis(self.lease_ms),
             revision: self.revision,
+            requested_at: self
+                .requested_ms
+                .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+            ended_at: self
+                .ended_ms
+                .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
         })
     }
 }
@@ -342,6 +362,8 @@ fn stopped(record: &ActionRecord) -> ActionRecord {
         )),
         cancel_reason: None,
         revision: record.revision.saturating_add(1),
+        // Ended when found stopped (the record that wins the compare-and-swap says when).
+        ended_at: Some(UNIX_EPOCH + Duration::from_millis(millis_of(SystemTime::now()))),
         ..record.clone()
     }
 }
@@ -366,7 +388,8 @@ fn stopped(record: &ActionRecord) -> ActionRecord {
 /// sign of life `r.<runner>` every [`BEAT`]. An unfinished action whose runner's sign of
 /// life did not change for the action's lease plus two beats, while this replica watched,
 /// is answered failed ("its replica stopped"), written once to the bucket by
-/// compare-and-swap on the revision read (every replica decides the same record).
+/// compare-and-swap on the revision read (every replica decides the same record, but for
+/// the time it ended: the one that wins says it).
 #[derive(Debug, Clone)]
 pub struct NatsActionRecords {
     inner: Arc<Inner>,

@@ -46,6 +46,8 @@ fn running(id: &str, revision: u64, progress: f64) -> ActionRecord {
         cancel_reason: None,
         lease: Duration::from_secs(30),
         revision,
+        requested_at: Some(std::time::UNIX_EPOCH + Duration::from_millis(1_764_000_000_123)),
+        ended_at: None,
     }
 }
 

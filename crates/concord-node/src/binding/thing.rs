@@ -509,10 +509,15 @@ impl ThingAccess for NodeThing {
             progress: action.progress(),
             output: action.output().cloned(),
             error: action.error().cloned(),
-            requested: wall_time(action.started_at(), now, now_wall),
-            ended: status
-                .is_terminal()
-                .then(|| wall_time(action.updated_at(), now, now_wall)),
+            // The times the action carries (its record's, for one another replica runs).
+            requested: action
+                .requested_at()
+                .unwrap_or_else(|| wall_time(action.started_at(), now, now_wall)),
+            ended: status.is_terminal().then(|| {
+                action
+                    .ended_at()
+                    .unwrap_or_else(|| wall_time(action.updated_at(), now, now_wall))
+            }),
         })
     }
 

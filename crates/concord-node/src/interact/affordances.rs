@@ -544,7 +544,10 @@ impl Affordances {
         };
         let mut thing = Thing::new(interface.clone(), initial, limits, overflow)
             .map_err(AffordancesError::Thing)?
-            .with_action_ids(ids);
+            .with_action_ids(ids)
+            // Actions' times by the wall clock, read once: records carry them to the
+            // other replicas (`timeRequested`).
+            .with_wall_clock(Instant::now(), std::time::SystemTime::now());
         if let Some(records) = backends.action_records {
             thing = thing.with_action_records(records);
         }
