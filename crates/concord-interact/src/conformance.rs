@@ -94,12 +94,13 @@ pub fn event_log(log: &dyn EventLog) {
     );
 
     // An attempt appended again is the same event; another attempt is a new one.
-    let again = |attempt: &str| {
-        log.append_again("conformance.again", &json!({"n": 2}), attempt)
+    let again_on = |event: &str, attempt: &str| {
+        log.append_again(event, &json!({"n": 2}), attempt)
             .unwrap_or_else(|error| {
-                panic!("appending `{attempt}` again: the backend failed: {error}")
+                panic!("appending `{event}` as `{attempt}`: the backend failed: {error}")
             })
     };
+    let again = |attempt: &str| again_on("conformance.again", attempt);
     let once = again("conformance-attempt-1");
     assert_eq!(
         again("conformance-attempt-1"),
@@ -113,23 +114,13 @@ pub fn event_log(log: &dyn EventLog) {
     );
     // Another name's event under the same attempt is an event of its own: after that
     // name's latest, not the first name's.
-    let latest = log
-        .append("conformance.elsewhere", &json!({"n": 1}))
-        .unwrap_or_else(|error| panic!("appending: the backend failed: {error}"));
-    let elsewhere = log
-        .append_again(
-            "conformance.elsewhere",
-            &json!({"n": 2}),
-            "conformance-attempt-1",
-        )
-        .unwrap_or_else(|error| panic!("appending again: the backend failed: {error}"));
+    let latest = append("conformance.elsewhere");
+    let elsewhere = again_on("conformance.elsewhere", "conformance-attempt-1");
     assert!(
         elsewhere > latest,
         "an attempt is one per event name: another name's is another event ({elsewhere} after {latest})"
     );
-    let plain = log
-        .append("conformance.again", &json!({"n": 3}))
-        .unwrap_or_else(|error| panic!("appending: the backend failed: {error}"));
+    let plain = append("conformance.again");
     assert!(
         plain > next,
         "ids of one name must increase: {next} then {plain}"

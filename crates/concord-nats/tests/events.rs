@@ -32,6 +32,18 @@ fn open(runtime: &tokio::runtime::Runtime, nats: &Nats, stream: &EventStream) ->
     runtime.block_on(NatsEventLog::open(nats, stream)).unwrap()
 }
 
+/// Two replicas' logs of the stream `events`, each on its own connection.
+fn two_replicas(
+    runtime: &tokio::runtime::Runtime,
+    server: &NatsServer,
+) -> (NatsEventLog, NatsEventLog) {
+    let stream = EventStream::new("events");
+    (
+        open(runtime, &connect(runtime, server), &stream),
+        open(runtime, &connect(runtime, server), &stream),
+    )
+}
+
 /// A sink keeping what it was given, and the oldest id it was told the log holds.
 #[derive(Default)]
 struct Kept {
@@ -118,11 +130,7 @@ fn a_replica_starting_later_gets_what_the_stream_retains_and_is_told_what_it_for
 fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_returns() {
     let mut server = NatsServer::start();
     let runtime = runtime();
-    let stream = EventStream::new("events");
-    let (a, b) = (
-        open(&runtime, &connect(&runtime, &server), &stream),
-        open(&runtime, &connect(&runtime, &server), &stream),
-    );
+    let (a, b) = two_replicas(&runtime, &server);
     let on_b = Kept::attach(&b);
     let first = a.append("tick", &json!(1)).unwrap();
     on_b.wait("the first event", |ids| ids == [first]);
@@ -232,11 +240,7 @@ fn nats_away_an_append_answers_a_typed_error_and_delivery_goes_on_when_it_return
 fn an_event_nats_took_but_did_not_confirm_appended_again_is_kept_once() {
     let server = NatsServer::start();
     let runtime = runtime();
-    let stream = EventStream::new("events");
-    let (a, b) = (
-        open(&runtime, &connect(&runtime, &server), &stream),
-        open(&runtime, &connect(&runtime, &server), &stream),
-    );
+    let (a, b) = two_replicas(&runtime, &server);
     let on_b = Kept::attach(&b);
     let first = a.append("tick", &json!("first")).unwrap();
     on_b.wait("the first event", |ids| ids == [first]);
