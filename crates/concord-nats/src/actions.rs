@@ -213,13 +213,17 @@ struct Copy {
 }
 
 impl Copy {
-    /// Keeps `record` unless a later revision is held; whether it was kept.
+    /// Keeps `record` unless a later revision, or a terminal record, is held (an action
+    /// ends once: its runner, back after another replica answered it failed, may still
+    /// hold later revisions); whether it was kept.
     fn keep(&mut self, key: &str, record: ActionRecord, runner: String) -> bool {
         if self.forgotten.contains(key) {
             return false;
         }
         match self.records.get(key) {
-            Some((held, _)) if held.revision >= record.revision => false,
+            Some((held, _)) if held.revision >= record.revision || held.status.is_terminal() => {
+                false
+            }
             _ => {
                 self.records.insert(key.to_owned(), (record, runner));
                 self.changed
@@ -258,6 +262,8 @@ struct Inner {
     /// How long the bucket keeps a record after its last change.
     max_age: Duration,
     copy: Mutex<Copy>,
+    /// This replica's table, once [`ActionRelay::serve`] gave it.
+    local: Local,
     /// Wakes the sender when there is something to send.
     wake: Notify,
     /// Whether the watch delivered what the bucket held when it started: until then a
@@ -265,9 +271,82 @@ struct Inner {
     caught_up: AtomicBool,
 }
 
+/// The node's side of this replica's actions (not `Debug`).
+#[derive(Default)]
+struct Local(Mutex<Option<Arc<dyn LocalActions>>>);
+
+impl std::fmt::Debug for Local {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Local(..)")
+    }
+}
+
+impl Local {
+    fn set(&self, local: Arc<dyn LocalActions>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(local);
+    }
+
+    fn get(&self) -> Option<Arc<dyn LocalActions>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 impl Inner {
     fn copy(&self) -> MutexGuard<'_, Copy> {
         self.copy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A put of `key` found a revision in the bucket this replica did not see: reads it.
+    /// One of this replica's own (a put whose answer was lost) is the base of the next
+    /// put. Another replica's terminal record (this one was cut off past the action's lease
+    /// and another answered the action failed) stands: it replaces the copy's, this
+    /// replica's unsent change is dropped, and the action is cancelled here so that its work
+    /// stops. Left to the next turn when NATS cannot be read.
+    async fn overtaken(&self, key: &str) {
+        let timeout = self.nats.operation_timeout();
+        let Ok(Ok(entry)) = tokio::time::timeout(timeout, self.store.entry(key)).await else {
+            return;
+        };
+        let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
+            // Deleted meanwhile: created again on the next turn.
+            self.copy().kv_revisions.remove(key);
+            return;
+        };
+        let Ok((held, runner)) = decode(&self.store.name, key, &entry.value) else {
+            return;
+        };
+        let lost = {
+            let mut copy = self.copy();
+            copy.kv_revisions.insert(key.to_owned(), entry.revision);
+            let same = copy.records.get(key).is_some_and(|(ours, _)| *ours == held);
+            if same {
+                copy.unsent.remove(key);
+            }
+            let lost = held.status.is_terminal() && !same;
+            if lost {
+                copy.unsent.remove(key);
+                copy.changed
+                    .insert(key.to_owned(), std::time::Instant::now());
+                copy.records.insert(key.to_owned(), (held.clone(), runner));
+            }
+            lost
+        };
+        if !lost {
+            return;
+        }
+        tracing::warn!(
+            action_id = %held.id,
+            status = held.status.as_str(),
+            "another replica ended this replica's action while it could not reach NATS: its answer stands, the action is stopped here"
+        );
+        if let Some(local) = self.local.get() {
+            if let Err(error) = local.cancel(&held.id) {
+                tracing::debug!(%error, action_id = %held.id, "the action was not running here any more");
+            }
+        }
     }
 
     fn mark_caught_up(&self) {
@@ -420,6 +499,7 @@ impl NatsActionRecords {
             runner: hex::encode(runner),
             max_age,
             copy: Mutex::new(Copy::default()),
+            local: Local::default(),
             wake: Notify::new(),
             caught_up: AtomicBool::new(false),
         });
@@ -581,6 +661,44 @@ impl ActionRecords for NatsActionRecords {
     }
 }
 
+/// Why [`put_over`] did not write.
+enum Put {
+    /// The bucket holds a revision of the record this replica did not see: another
+    /// replica wrote it.
+    Overtaken,
+    /// NATS refused or could not be reached.
+    Failed(String),
+}
+
+/// Writes `value` at `key` over the bucket's revision `expected` (created when `None`): its
+/// new revision. A replica never overwrites a record another wrote (the failure a replica
+/// decided for an action whose runner went silent) with one it held while cut off.
+async fn put_over(
+    store: &kv::Store,
+    key: &str,
+    value: bytes::Bytes,
+    expected: Option<u64>,
+) -> Result<u64, Put> {
+    match expected {
+        Some(expected) => {
+            store
+                .update(key, value, expected)
+                .await
+                .map_err(|error| match error.kind() {
+                    kv::UpdateErrorKind::WrongLastRevision => Put::Overtaken,
+                    _ => Put::Failed(error.to_string()),
+                })
+        }
+        None => store
+            .create(key, value)
+            .await
+            .map_err(|error| match error.kind() {
+                kv::CreateErrorKind::AlreadyExists => Put::Overtaken,
+                _ => Put::Failed(error.to_string()),
+            }),
+    }
+}
+
 /// Sends what the copy holds unsent, and the deletes of what was forgotten, until the
 /// records are dropped; what NATS refuses is tried again.
 async fn send(inner: Weak<Inner>) {
@@ -592,7 +710,7 @@ async fn send(inner: Weak<Inner>) {
         let (puts, deletes) = {
             let mut copy = strong.copy();
             let mut unsendable = Vec::new();
-            let puts: Vec<(String, bytes::Bytes)> = copy
+            let puts: Vec<(String, bytes::Bytes, Option<u64>)> = copy
                 .unsent
                 .iter()
                 .filter_map(|key| {
@@ -601,7 +719,8 @@ async fn send(inner: Weak<Inner>) {
                         unsendable.push(key.clone());
                         return None;
                     };
-                    Some((key.clone(), bytes::Bytes::from(value)))
+                    let expected = copy.kv_revisions.get(key).copied();
+                    Some((key.clone(), bytes::Bytes::from(value), expected))
                 })
                 .collect();
             for key in unsendable {
@@ -614,17 +733,18 @@ async fn send(inner: Weak<Inner>) {
         let mut failed = false;
         // Every action's latest change at once (one key each): under many actions
         // reporting progress, a new action's record does not wait behind the others'.
-        let sent = futures_util::future::join_all(puts.iter().map(|(key, value)| {
+        let sent = futures_util::future::join_all(puts.iter().map(|(key, value, expected)| {
             tokio::time::timeout(
                 strong.nats.operation_timeout(),
-                strong.store.put(key, value.clone()),
+                put_over(&strong.store, key, value.clone(), *expected),
             )
         }))
         .await;
-        for ((key, value), sent) in puts.into_iter().zip(sent) {
+        for ((key, value, _), sent) in puts.into_iter().zip(sent) {
             match sent {
-                Ok(Ok(_)) => {
+                Ok(Ok(revision)) => {
                     let mut copy = strong.copy();
+                    copy.kv_revisions.insert(key.clone(), revision);
                     // Sent unless a later change arrived meanwhile (sent on the next turn).
                     let latest = copy.records.get(&key).and_then(|(record, runner)| {
                         Stored::fitting(record, runner, room).map(|(_, json)| json)
@@ -633,7 +753,8 @@ async fn send(inner: Weak<Inner>) {
                         copy.unsent.remove(&key);
                     }
                 }
-                Ok(Err(error)) => {
+                Ok(Err(Put::Overtaken)) => strong.overtaken(&key).await,
+                Ok(Err(Put::Failed(error))) => {
                     tracing::debug!(%error, key, "an action record was not sent: trying again");
                     failed = true;
                 }
@@ -847,6 +968,7 @@ impl NatsActionRecords {
 
 impl ActionRelay for NatsActionRecords {
     fn serve(&self, local: Arc<dyn LocalActions>) -> Result<(), RelayError> {
+        self.inner.local.set(Arc::clone(&local));
         self.serve_renewals(Arc::clone(&local));
         let subject = self.inner.subject(&self.inner.runner);
         let (client, runner) = (self.inner.nats.client().clone(), self.inner.runner.clone());

@@ -183,3 +183,115 @@ impl Drop for NatsServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A TCP proxy on loopback in front of a server, which a test can cut as a network
+/// partition would (nothing passes either way; the connections stay open, and what was
+/// sent meanwhile passes once mended) and mend. Its threads end when it is dropped.
+#[derive(Debug)]
+pub struct Partition {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Partition {
+    /// A proxy to `nats://127.0.0.1:target`.
+    ///
+    /// # Panics
+    /// When it cannot listen on loopback.
+    pub fn to(target: &NatsServer) -> Self {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap_or_else(|error| panic!("the proxy cannot listen: {error}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|error| panic!("the proxy has no address: {error}"))
+            .port();
+        let (cut, dropped) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let target = target.port;
+        let (on_cut, on_drop) = (Arc::clone(&cut), Arc::clone(&dropped));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if on_drop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, target)) else {
+                    continue;
+                };
+                for (from, to) in [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ] {
+                    if let (Ok(from), Ok(to)) = (from, to) {
+                        let (cut, dropped) = (Arc::clone(&on_cut), Arc::clone(&on_drop));
+                        std::thread::spawn(move || forward(from, to, &cut, &dropped));
+                    }
+                }
+            }
+        });
+        Self { port, cut, dropped }
+    }
+
+    /// `nats://127.0.0.1:PORT`: the proxy's address.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Nothing passes from now on, either way.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Everything passes again, what was held first.
+    pub fn mend(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` while not `cut` (holding what arrives meanwhile in the socket),
+/// until either side closes or the proxy is dropped.
+fn forward(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    cut: &std::sync::atomic::AtomicBool,
+    dropped: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering;
+    let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
+    let mut buffer = [0u8; 16 * 1024];
+    while !dropped.load(Ordering::SeqCst) {
+        if cut.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => {
+                if to.write_all(&buffer[..read]).is_err() {
+                    break;
+                }
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.dropped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accepting thread so that it sees it.
+        let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port));
+    }
+}

@@ -11,7 +11,7 @@ use concord_interact::{
     conformance, ActionRecord, ActionRecords, ActionRelay, ActionStatus, ActionTableError,
     CancelReason, LocalActions, RelayError,
 };
-use concord_nats::testing::NatsServer;
+use concord_nats::testing::{NatsServer, Partition};
 use concord_nats::{Nats, NatsActionRecords, NatsSettings, DEFAULT_ACTION_MAX_AGE};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -267,7 +267,20 @@ fn an_action_whose_replica_stopped_is_answered_failed_once_on_every_replica() {
             .contains("its replica stopped"),
         "{problem:?}"
     );
-    assert_eq!(c.read("orphan-1").unwrap().unwrap(), failed);
+    // B and C decided the same failure, but for when it ended: the record that won the
+    // compare-and-swap, which NATS holds, replaces the other's within a round trip.
+    let runtime_d = runtime();
+    let d = replica(&runtime_d, &server);
+    let failed = read_once(&d, "orphan-1", 3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let holds = |replica: &NatsActionRecords| replica.read("orphan-1").unwrap().unwrap() == failed;
+    while !(holds(&b) && holds(&c)) {
+        assert!(
+            Instant::now() < deadline,
+            "B and C never took the failure NATS holds"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     // A cancel is refused as finished (409), not 503 forever.
     match runtime_b.block_on(b.cancel("orphan-1")) {
@@ -276,9 +289,9 @@ fn an_action_whose_replica_stopped_is_answered_failed_once_on_every_replica() {
     }
 
     // NATS holds the failed record (written once): a replica started now reads it as is.
-    let runtime_d = runtime();
-    let d = replica(&runtime_d, &server);
-    assert_eq!(read_once(&d, "orphan-1", 3), failed);
+    let runtime_e = runtime();
+    let e = replica(&runtime_e, &server);
+    assert_eq!(read_once(&e, "orphan-1", 3), failed);
     assert_eq!(b.read("orphan-1").unwrap().unwrap(), failed);
 }
 
@@ -344,4 +357,90 @@ fn a_record_larger_than_nats_takes_is_shared_without_its_output() {
     done.status = ActionStatus::Completed;
     a.write(&done).unwrap();
     assert_eq!(read_once(&b, "large", 2), done);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_runner_cut_off_past_the_lease_keeps_the_failure_another_replica_answered() {
+    let server = NatsServer::start();
+    let partition = Partition::to(&server);
+    let (runtime_a, runtime_b) = (runtime(), runtime());
+    // A reaches NATS through the partition; B directly.
+    let a = {
+        let mut settings = NatsSettings::new([partition.url()]);
+        settings.operation_timeout = Duration::from_secs(1);
+        runtime_a.block_on(async {
+            let nats = Nats::connect(&settings).await.unwrap();
+            NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
+                .await
+                .unwrap()
+        })
+    };
+    let b = replica(&runtime_b, &server);
+    let lease = Duration::from_secs(1);
+    let started = ActionRecord {
+        lease,
+        ..running("cut-1", 2, 0.25)
+    };
+    let table = Arc::new(Table {
+        runs: Mutex::new(vec![started.clone()]),
+        cancelled: Mutex::new(Vec::new()),
+        renewed: Mutex::new(Vec::new()),
+        records: a.clone(),
+    });
+    a.serve(Arc::clone(&table) as Arc<dyn LocalActions>)
+        .unwrap();
+    a.write(&started).unwrap();
+    assert_eq!(read_once(&b, "cut-1", 2), started);
+
+    // A is cut off past the lease, and goes on with the action meanwhile.
+    partition.cut();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let failed = loop {
+        match b.read("cut-1") {
+            Ok(Some(read)) if read.status == ActionStatus::Failed => break read,
+            _ => {
+                assert!(
+                    Instant::now() < deadline,
+                    "B never answered A's action failed"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    for (revision, progress) in [(3, 0.5), (4, 0.75)] {
+        let _ = a.write(&ActionRecord {
+            lease,
+            ..running("cut-1", revision, progress)
+        });
+    }
+
+    // Back: A's later revisions do not replace the failure B answered; A takes it, and
+    // stops the action (its table is told: a cancel).
+    partition.mend();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !table
+        .cancelled
+        .lock()
+        .unwrap()
+        .contains(&"cut-1".to_owned())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "A was never told its action failed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(a.read("cut-1").unwrap().unwrap(), failed);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(
+            b.read("cut-1").unwrap().unwrap(),
+            failed,
+            "the failure must stand"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let c = replica(&runtime_b, &server);
+    assert_eq!(read_once(&c, "cut-1", failed.revision), failed);
 }
