@@ -14,6 +14,13 @@ use crate::error::NatsError;
 /// The default time one operation may take before it answers [`NatsError::Timeout`].
 pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a consumer this crate follows a stream with (the event log's, the directory
+/// log's) may deliver nothing while the stream holds messages it has not delivered before it
+/// is taken as gone and created again. An ordered consumer lives on one server: when that
+/// server dies and the client's connection is to another, the client notices only when two
+/// idle heartbeats (5 s each) are missed, and the replica would be stale that long.
+pub(crate) const STALLED: Duration = Duration::from_secs(1);
+
 /// How to reach NATS.
 ///
 /// ```

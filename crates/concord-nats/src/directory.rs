@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::{key_of, Nats};
+use crate::client::{key_of, Nats, STALLED};
 use crate::error::NatsError;
 
 /// The stream's name unless configured otherwise.
@@ -418,12 +418,20 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
             continue;
         };
         loop {
-            let next = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+            let next = tokio::time::timeout(STALLED, messages.next()).await;
             let Some(strong) = inner.upgrade() else {
                 return;
             };
             let message = match next {
-                Err(_) => continue,
+                Err(_) => {
+                    let applied = strong.state().applied();
+                    drop(strong);
+                    if behind(&stream, applied).await {
+                        tracing::debug!(applied, "the directory log's consumer delivers nothing while the log holds more (its server is gone): following again");
+                        break;
+                    }
+                    continue;
+                }
                 Ok(Some(Ok(message))) => message,
                 Ok(Some(Err(error))) => {
                     tracing::debug!(%error, "the directory log's consumer failed: following again");
@@ -446,6 +454,15 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether the log holds a message after `applied`, as the server says now (`false` when
+/// it does not answer: the consumer is then NATS's to bring back).
+async fn behind(stream: &stream::Stream, applied: u64) -> bool {
+    stream
+        .get_info()
+        .await
+        .is_ok_and(|info| info.state.last_sequence > applied)
 }
 
 impl DirectoryStore for NatsDirectoryStore {
