@@ -296,19 +296,81 @@ impl NatsCluster {
         self.await_ready();
     }
 
-    /// The running server a client named `client` is connected to (from each server's
-    /// `/connz`), if any.
-    pub fn serving(&self, client: &str) -> Option<usize> {
-        self.servers.iter().position(|server| {
-            server.running()
-                && server.get_json("/connz").is_some_and(|connz| {
-                    connz["connections"].as_array().is_some_and(|connections| {
-                        connections
-                            .iter()
-                            .any(|connection| connection["name"] == client)
-                    })
-                })
-        })
+    /// The running server of each connection of a client named `client` (from each
+    /// server's `/connz`), one index per connection.
+    pub fn connections(&self, client: &str) -> Vec<usize> {
+        let mut found = Vec::new();
+        for (index, server) in self.servers.iter().enumerate() {
+            let Some(connz) = server
+                .running()
+                .then(|| server.get_json("/connz"))
+                .flatten()
+            else {
+                continue;
+            };
+            let named = connz["connections"].as_array().map_or(0, |connections| {
+                connections
+                    .iter()
+                    .filter(|connection| connection["name"] == client)
+                    .count()
+            });
+            found.extend(std::iter::repeat_n(index, named));
+        }
+        found
+    }
+
+    /// Waits until JetStream's meta group ([`NatsCluster::meta_leader`]) and every stream
+    /// (a key-value bucket's included) have a leader on a running server, as every running
+    /// server sees them (`/jsz`): what the cluster needs to serve again after a server
+    /// died. Returns how long it took.
+    ///
+    /// # Panics
+    /// When that takes more than 30 s (the message names what has no leader).
+    pub fn await_leaders(&self) -> Duration {
+        let started = Instant::now();
+        loop {
+            let leaderless = self.leaderless();
+            if leaderless.is_empty() {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < READY_WITHIN,
+                "no leader on a running nats-server within {READY_WITHIN:?} for {leaderless:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What has no leader on a running server (`meta` for the meta group, else a stream's
+    /// name), as some running server sees it.
+    fn leaderless(&self) -> Vec<String> {
+        if self.meta_leader().is_none() {
+            return vec!["meta".to_owned()];
+        }
+        let running: Vec<String> = (0..Self::SIZE)
+            .filter(|index| self.servers[*index].running())
+            .map(|index| format!("n{}", index + 1))
+            .collect();
+        let mut leaderless = Vec::new();
+        for server in self.servers.iter().filter(|server| server.running()) {
+            let Some(jsz) = server.get_json("/jsz?accounts=true&streams=true") else {
+                return vec![format!("/jsz on port {}", server.port)];
+            };
+            let streams = jsz["account_details"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|account| account["stream_detail"].as_array().into_iter().flatten());
+            for stream in streams {
+                let led = stream["cluster"]["leader"]
+                    .as_str()
+                    .is_some_and(|leader| running.iter().any(|name| name == leader));
+                if !led {
+                    leaderless.push(stream["name"].as_str().unwrap_or("?").to_owned());
+                }
+            }
+        }
+        leaderless
     }
 
     /// The leader of JetStream's meta group (`n1` to `n3`, server `index` is `n{index+1}`)
