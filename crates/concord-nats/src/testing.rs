@@ -19,11 +19,27 @@ pub const SERVER_ENV: &str = "CONCORD_NATS_SERVER";
 /// How long a server (or a cluster) may take to report itself ready.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
+/// The loopback ports [`free_port`] picks from: below the range the system hands out to
+/// outgoing connections and to listeners on port 0 (32768 up on Linux), so that nothing
+/// takes a stopped server's port before it is started again on it.
+const PORTS: std::ops::Range<u32> = 10_000..32_000;
+
+/// A loopback port free now, from [`PORTS`]: each call tries the next one, from a point
+/// that depends on this process (so that test processes running at once pick apart).
 fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let size = PORTS.end - PORTS.start;
+    let start = std::process::id().wrapping_mul(7_919) % size;
+    for _ in 0..size {
+        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % size;
+        let Ok(port) = u16::try_from(PORTS.start + offset) else {
+            continue;
+        };
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {PORTS:?}")
 }
 
 /// A name no other fixture of this process uses (directories, cluster names).
@@ -93,6 +109,8 @@ impl Process {
             .arg(self.monitor.to_string())
             .arg("-sd")
             .arg(&self.dir)
+            .arg("-l")
+            .arg(self.dir.join("server.log"))
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -110,7 +128,13 @@ impl Process {
     /// Panics when it was started and exited by itself.
     fn check_alive(&mut self) {
         if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-            panic!("nats-server on port {} exited: {status}", self.port);
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let last = &lines[lines.len().saturating_sub(5)..];
+            panic!(
+                "nats-server on port {} exited: {status}; its log ends: {last:?}",
+                self.port
+            );
         }
     }
 
@@ -228,8 +252,8 @@ impl NatsCluster {
     pub const SIZE: usize = 3;
 
     /// Starts the three servers, each in a new directory, on free ports, and waits until
-    /// the cluster is ready: every server's `/healthz` answers 200 and its `/jsz` names
-    /// the leader of JetStream's meta group.
+    /// the cluster is ready: every server's `/healthz` answers 200 and their `/jsz` agree
+    /// on a running leader of JetStream's meta group.
     ///
     /// # Panics
     /// When `CONCORD_NATS_SERVER` is not set, or a server exits or is not ready within
@@ -245,7 +269,7 @@ impl NatsCluster {
             .map(|(index, route)| {
                 Process::new(vec![
                     "-n".to_owned(),
-                    format!("n{}", index + 1),
+                    Self::name(index),
                     "--cluster_name".to_owned(),
                     name.clone(),
                     "--cluster".to_owned(),
@@ -261,6 +285,12 @@ impl NatsCluster {
         }
         cluster.await_ready();
         cluster
+    }
+
+    /// The name server `index` goes by (`-n`, and in what the servers report of their
+    /// cluster): `n1` to `n3`.
+    pub fn name(index: usize) -> String {
+        format!("n{}", index + 1)
     }
 
     /// Every server's `nats://127.0.0.1:PORT`, in order.
@@ -349,7 +379,7 @@ impl NatsCluster {
         }
         let running: Vec<String> = (0..Self::SIZE)
             .filter(|index| self.servers[*index].running())
-            .map(|index| format!("n{}", index + 1))
+            .map(Self::name)
             .collect();
         let mut leaderless = Vec::new();
         for server in self.servers.iter().filter(|server| server.running()) {
@@ -373,7 +403,7 @@ impl NatsCluster {
         leaderless
     }
 
-    /// The leader of JetStream's meta group (`n1` to `n3`, server `index` is `n{index+1}`)
+    /// The leader of JetStream's meta group ([`NatsCluster::name`])
     /// when every running server's `/jsz` names the same one and it is running: `None`
     /// while one is being elected, or while the survivors still name a server that died.
     pub fn meta_leader(&self) -> Option<String> {
@@ -391,7 +421,7 @@ impl NatsCluster {
             .servers
             .iter()
             .enumerate()
-            .any(|(index, server)| server.running() && leader == format!("n{}", index + 1));
+            .any(|(index, server)| server.running() && leader == Self::name(index));
         (agreed && running).then_some(leader)
     }
 

@@ -10,8 +10,9 @@
 //! once the clients reconnected and the buckets and streams elected their leaders (a
 //! bounded wait), every write and read succeeds at the first try on both replicas; a
 //! server started again catches up (killing another server next still leaves everything
-//! working, which needs the restarted one current); with two of three down every operation
-//! answers a typed error within the operation timeout, and works again when one returns.
+//! working, which needs the restarted one current); with two of three down every write
+//! answers a typed error within the operation timeout (a read by hash may be answered from
+//! the copy of the server left), and everything works again when one returns.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -77,11 +78,6 @@ fn streams() -> Vec<String> {
         DEFAULT_DIRECTORY_STREAM.to_owned(),
     ])
     .collect()
-}
-
-/// The name nats-server `index` of a [`NatsCluster`] goes by (`-n`).
-fn server_name(index: usize) -> String {
-    format!("n{}", index + 1)
 }
 
 /// The event ids a replica's event hub was given.
@@ -407,9 +403,9 @@ fn r3_state_survives_one_server_killed_and_a_restarted_server_catches_up() {
     shared_across(&a, &b, "one-down-a-to-b", &mut written);
     shared_across(&b, &a, "one-down-b-to-a", &mut written);
 
-    // It comes back (ready once its streams are current again, NatsCluster::resume) and
-    // B's server crashes: the restarted server is one of the two left, so nothing below
-    // passes unless it caught up with what was written while it was down.
+    // It comes back and catches up (its streams' leaders report it current), then B's
+    // server crashes: the restarted server is one of the two left, so nothing below
+    // passes unless it holds what was written while it was down.
     cluster.resume(on_a);
     let took = caught_up(&runtime, &observer, on_a);
     eprintln!("server {on_a} restarted: current in every stream after {took:?}");
@@ -429,7 +425,7 @@ fn caught_up(
     restarted: usize,
 ) -> Duration {
     let started = Instant::now();
-    let name = server_name(restarted);
+    let name = NatsCluster::name(restarted);
     loop {
         let lagging: Vec<String> = streams()
             .into_iter()
