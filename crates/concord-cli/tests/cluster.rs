@@ -14,7 +14,7 @@ mod events;
 
 use std::ffi::OsStr;
 
-use concord_nats::testing::NatsServer;
+use concord_nats::testing::{NatsCluster, NatsServer};
 use concord_nats::{Nats, NatsProtocolBook, NatsSettings, DEFAULT_PROTOCOL_BUCKET};
 use concord_proto::ProtocolHash;
 use concord_store::ProtocolBook;
@@ -886,4 +886,158 @@ fn a_progress_action_whose_replica_is_killed_is_answered_failed_on_another() {
     );
     let cancelled = runtime.block_on(async { http.delete(on(b)).send().await.unwrap().status() });
     assert_eq!(cancelled, 409);
+}
+
+/// A load balancer for the test: one loopback address whose every TCP connection is
+/// forwarded to the replica it is set to send to, as the replicas' one public address.
+struct Balancer {
+    address: std::net::SocketAddr,
+    to: std::sync::Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>,
+}
+
+impl Balancer {
+    /// Listens on a free loopback port, sending nowhere yet.
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let to = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let target = std::sync::Arc::clone(&to);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let replica = *target.lock().unwrap();
+                if let Some(replica) = replica {
+                    std::thread::spawn(move || Self::forward(client, replica));
+                }
+            }
+        });
+        Self { address, to }
+    }
+
+    /// `http://127.0.0.1:PORT/`.
+    fn url(&self) -> String {
+        format!("http://{}/", self.address)
+    }
+
+    /// Sends the connections from now on to `replica`.
+    fn send_to(&self, replica: &Served) {
+        *self.to.lock().unwrap() = Some(replica.listening);
+    }
+
+    /// Copies bytes both ways between `client` and `replica` until either side closes.
+    fn forward(client: std::net::TcpStream, replica: std::net::SocketAddr) {
+        let Ok(server) = std::net::TcpStream::connect(replica) else {
+            return;
+        };
+        let (Ok(mut client_reader), Ok(mut server_writer)) =
+            (client.try_clone(), server.try_clone())
+        else {
+            return;
+        };
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut client_reader, &mut server_writer);
+            let _ = server_writer.shutdown(std::net::Shutdown::Write);
+        });
+        let (mut server_reader, mut client_writer) = (server, client);
+        let _ = std::io::copy(&mut server_reader, &mut client_writer);
+        let _ = client_writer.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Waits until `count` connections of clients named `concord` (the replicas') are open
+/// to the cluster's running servers, at most 30 s: the server of each.
+fn replicas_connected(nats: &NatsCluster, count: usize) -> Vec<usize> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let on = nats.connections("concord");
+        if on.len() == count {
+            return on;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replicas never had {count} NATS connections: {on:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn two_replicas_on_a_three_node_nats_cluster_with_r3_go_on_when_a_nats_server_is_killed() {
+    let mut nats = NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    // One public address for both replicas (the signature of an upgrade names it), every
+    // NATS server listed in each, every bucket and stream with three replicas.
+    let balancer = Balancer::start();
+    let cluster = format!(
+        "\n[cluster]\nnats = {:?}\nreplicas = 3\ntimeout = \"2s\"\n\n[security]\n\
+         resolve_loopback_over_http = true\nkeys_file = \"secret/identity/keys.json\"\n",
+        nats.urls()
+    );
+    let replica = |name: &str| {
+        let text = config_text(&cluster)
+            .replace(
+                "listen = \"127.0.0.1:0\"",
+                &format!("listen = \"127.0.0.1:{}\"", free_port()),
+            )
+            .replace(
+                "data_dir = \"data\"",
+                &format!(
+                    "data_dir = \"data-{name}\"\npublic_url = {:?}",
+                    balancer.url()
+                ),
+            );
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&config, text).unwrap();
+        Served::start(&[OsStr::new("--config"), config.as_os_str()])
+    };
+    // B first: the only NATS client then, so the server it is on is known (it is
+    // connected once it printed its banner).
+    let b = replica("b");
+    let each = nats.connections("concord").len();
+    assert!(each > 0, "B has no NATS connection");
+    let on_b = nats.connections("concord")[0];
+    let a = replica("a");
+    replicas_connected(&nats, 2 * each);
+
+    let signer = Signer::start();
+    balancer.send_to(&a);
+    let first = signed_call_json(&balancer.url(), r#"{"productId": "P12345"}"#, &signer);
+    first.says(0, "");
+    let first = first.json();
+    assert_eq!(first["settledBy"], "negotiated", "{first}");
+
+    // B's NATS server is killed. B's client reconnects to another one and the buckets
+    // whose leader it was elect another: waited for from outside (both replicas connected
+    // again, every stream led by a running server), at most 30 s each; from then on
+    // every request must pass at its first try (no 503).
+    nats.stop(on_b);
+    let on = replicas_connected(&nats, 2 * each);
+    assert!(!on.contains(&on_b), "{on:?}");
+    let took = nats.await_leaders();
+    eprintln!("NATS server {on_b} (B's) killed: leaders on the servers left after {took:?}");
+
+    // 0-RTT for a signed caller on B, which never negotiated the protocol.
+    balancer.send_to(&b);
+    let second = signed_call_json(&balancer.url(), r#"{"productId": "P12345"}"#, &signer);
+    second.says(0, "");
+    let second = second.json();
+    assert_eq!(second["hash"], first["hash"], "{second}");
+    assert_eq!(second["settledBy"], "resumed", "{second}");
+
+    // A signed upgrade B accepts, replayed to A: refused for its nonce.
+    let headers = signer.upgrade_headers(&b.endpoint, "r3-replay-nonce-0001");
+    let accepted = raw_upgrade(&b.endpoint, &headers);
+    assert!(accepted.starts_with("HTTP/1.1 101"), "{accepted}");
+    balancer.send_to(&a);
+    let replayed = raw_upgrade(&a.endpoint, &headers);
+    assert!(replayed.starts_with("HTTP/1.1 401"), "{replayed}");
+    assert!(replayed.contains("error=\"invalid_nonce\""), "{replayed}");
+    for name in ["a", "b"] {
+        let own = dir.path().join(format!("data-{name}/identity/keys.json"));
+        assert!(!own.exists(), "replica {name} made keys of its own");
+    }
 }

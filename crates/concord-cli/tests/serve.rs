@@ -485,65 +485,13 @@ fn ctrl_c_lets_a_call_in_flight_finish() {
     assert_eq!(product["productName"], "Monitor");
 }
 
-/// A WebSocket upgrade to `endpoint` (`ws://127.0.0.1:port/concord`) with `headers`, by
-/// hand over TCP: the answer's status line.
-fn raw_upgrade(endpoint: &str, headers: &[(String, String)]) -> String {
-    use std::io::{Read, Write};
-    let authority = endpoint
-        .trim_start_matches("ws://")
-        .trim_end_matches("/concord");
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
-    let mut request = format!(
-        "GET /concord HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\n\
-         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Version: 13\r\n"
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(stream.read(&mut byte).unwrap(), 1, "{head:?}");
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).unwrap()
-}
-
 #[test]
 fn a_signed_upgrade_accepted_before_kill_9_is_refused_after_the_restart() {
     let signer = Signer::start();
-    let keys =
-        concord_identity::Keys::load(&signer.data_dir.path().join("identity/keys.json")).unwrap();
-    let port = signer.served.listening.port();
-    let identity =
-        concord_identity::Identity::new(keys, "localhost", Some(port), &["agents"]).unwrap();
-    assert_eq!(identity.did().as_str(), signer.did);
     let (served, dir) = provider("");
     let endpoint = served.endpoint.clone();
     let listening = served.listening.to_string();
-    let created = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
-    let target = concord_identity::RequestTarget {
-        method: "GET",
-        target_uri: &endpoint,
-    };
-    let signed =
-        concord_identity::sign_request(&identity, &target, b"", created, "kill-9-nonce-0001");
-    let headers = [
-        ("Signature-Input".to_owned(), signed.signature_input),
-        ("Signature".to_owned(), signed.signature),
-    ];
+    let headers = signer.upgrade_headers(&endpoint, "kill-9-nonce-0001");
     let accepted = raw_upgrade(&endpoint, &headers);
     assert!(accepted.starts_with("HTTP/1.1 101"), "{accepted}");
     // kill -9 (`Served` is killed when dropped), then the same agent on the same address.

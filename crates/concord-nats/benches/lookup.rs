@@ -3,11 +3,14 @@
 //! check (`can_resume`), choosing the protocol to offer (`latest_resumable`), saving a
 //! protocol, recording a nonce. Prints p50/p99 and the ratio to SQLite.
 //!
-//! `CONCORD_NATS_SERVER=…/nats-server cargo bench -p concord-nats --bench lookup [-- --rounds N]`
+//! With `--cluster`, NATS is a 3-node cluster on loopback (`testing::NatsCluster`) and the
+//! buckets have three replicas (R3): compare its NATS columns with a run without.
+//!
+//! `CONCORD_NATS_SERVER=…/nats-server cargo bench -p concord-nats --bench lookup [-- --rounds N] [--cluster]`
 
 use std::time::{Duration, Instant};
 
-use concord_nats::testing::NatsServer;
+use concord_nats::testing::{NatsCluster, NatsServer};
 use concord_nats::{Nats, NatsNonceStore, NatsProtocolBook, NatsSettings};
 use concord_proto::Role;
 use concord_store::{NewProtocol, NonceStore, ProtocolBook, ResumeQuery, Store};
@@ -56,6 +59,25 @@ fn fill(book: &dyn ProtocolBook, count: usize) -> concord_proto::ProtocolHash {
     .unwrap()
 }
 
+/// The NATS servers to measure against (kept running while held), how to reach them and
+/// what they are: one server (R1), or with `cluster` three in a cluster (R3).
+fn nats_servers(cluster: bool) -> (Box<dyn std::any::Any>, NatsSettings, &'static str) {
+    if cluster {
+        let cluster = NatsCluster::start();
+        let mut settings = NatsSettings::new(cluster.urls());
+        settings.replicas = NatsCluster::SIZE;
+        (
+            Box::new(cluster),
+            settings,
+            "a 3-node cluster on loopback, R3",
+        )
+    } else {
+        let server = NatsServer::start();
+        let settings = NatsSettings::new([server.url()]);
+        (Box::new(server), settings, "one server on loopback, R1")
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds = args
@@ -68,15 +90,13 @@ fn main() {
         println!("lookup: set CONCORD_NATS_SERVER to a nats-server binary; nothing measured");
         return;
     }
-    let server = NatsServer::start();
+    let (_servers, settings, where_) = nats_servers(args.iter().any(|arg| arg == "--cluster"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let nats = runtime
-        .block_on(Nats::connect(&NatsSettings::new([server.url()])))
-        .unwrap();
+    let nats = runtime.block_on(Nats::connect(&settings)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sqlite = Store::open(dir.path()).unwrap();
     let book = runtime
@@ -100,7 +120,7 @@ fn main() {
         peer: "https://new.example/.well-known/wot",
         ..query
     };
-    println!("{rounds} rounds each, 201 protocols held; NATS on loopback, SQLite in a temp dir");
+    println!("{rounds} rounds each, 201 protocols held; NATS {where_}, SQLite in a temp dir");
     println!(
         "{:<44} {:>10} {:>10} {:>10} {:>10} {:>8}",
         "operation", "SQLite p50", "p99", "NATS p50", "p99", "x p50"

@@ -48,6 +48,13 @@ const RETRY: Duration = Duration::from_millis(500);
 /// What a relayed cancel's answer adds around the record it carries, at most.
 const ANSWER_ROOM: usize = 64;
 
+/// How long the watch may bring nothing before it is taken as gone and started again: this
+/// replica's own sign of life comes through it every [`BEAT`], so silence means its
+/// consumer went with the server it was on (the client would notice only after two missed
+/// idle heartbeats, 10 s, while this replica's copy stood still) or NATS is away (then the
+/// copy is not watching until it watches again, and decides no runner stopped meanwhile).
+const WATCH_STALLED: Duration = Duration::from_secs(3);
+
 /// The longest action id a relayed cancel carries (`Limits::max_action_id` is smaller).
 const MAX_RELAYED_ID: usize = 1024;
 
@@ -859,12 +866,15 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
             }
         };
         loop {
-            let next = tokio::time::timeout(Duration::from_secs(5), entries.next()).await;
+            let next = tokio::time::timeout(WATCH_STALLED, entries.next()).await;
             let Some(strong) = inner.upgrade() else {
                 return;
             };
             let entry = match next {
-                Err(_) => continue,
+                Err(_) => {
+                    tracing::debug!(bucket = %store.name, "the action records' watch brought nothing for {WATCH_STALLED:?}, not even this replica's sign of life (its server is gone, or NATS): watching again");
+                    break;
+                }
                 Ok(Some(Ok(entry))) => entry,
                 Ok(Some(Err(error))) => {
                     tracing::debug!(%error, bucket = %store.name, "the action records' watch failed: watching again");

@@ -14,6 +14,13 @@ use crate::error::NatsError;
 /// The default time one operation may take before it answers [`NatsError::Timeout`].
 pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a consumer this crate follows a stream with (the event log's, the directory
+/// log's) may deliver nothing while the stream holds messages it has not delivered before it
+/// is taken as gone and created again. An ordered consumer lives on one server: when that
+/// server dies and the client's connection is to another, the client notices only when two
+/// idle heartbeats (5 s each) are missed, and the replica would be stale that long.
+pub(crate) const STALLED: Duration = Duration::from_secs(1);
+
 /// How to reach NATS.
 ///
 /// ```
@@ -331,6 +338,10 @@ impl Nats {
 }
 
 /// A key-value entry as this crate reads it: its value and revision, absent when deleted.
+///
+/// A direct get may be answered by any replica of the bucket, and a follower may not have
+/// applied yet what the leader acknowledged a moment ago (another replica's write): a key
+/// it does not hold is asked again of the leader, so that what any replica wrote is found.
 pub(crate) async fn live_entry(
     store: &kv::Store,
     operation: &'static str,
@@ -340,7 +351,43 @@ pub(crate) async fn live_entry(
         .entry(key)
         .await
         .map_err(|error| NatsError::request(operation, key, error))?;
+    let config = &store.stream.cached_info().config;
+    let entry = match entry {
+        None if config.allow_direct && config.num_replicas > 1 => {
+            leader_entry(store, operation, key).await?
+        }
+        entry => entry,
+    };
     Ok(entry.filter(|entry| entry.operation == kv::Operation::Put))
+}
+
+/// The latest value of `key` as the bucket's leader holds it (a message get, which only
+/// the leader answers), if it is live.
+async fn leader_entry(
+    store: &kv::Store,
+    operation: &'static str,
+    key: &str,
+) -> Result<Option<kv::Entry>, NatsError> {
+    use jetstream::stream::LastRawMessageErrorKind;
+    let subject = format!("{}{key}", store.prefix);
+    let message = match store.stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => message,
+        Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(error) => return Err(NatsError::request(operation, key, error)),
+    };
+    // A deletion, a purge or a removal marker: the key is not live.
+    let removed = message.headers.get("KV-Operation").is_some()
+        || message.headers.get("Nats-Marker-Reason").is_some();
+    Ok((!removed).then(|| kv::Entry {
+        bucket: store.name.clone(),
+        key: key.to_owned(),
+        value: message.payload,
+        revision: message.sequence,
+        delta: 0,
+        created: message.time,
+        operation: kv::Operation::Put,
+        seen_current: false,
+    }))
 }
 
 /// The latest value of every live key starting with `prefix` (which ends in `.`), read

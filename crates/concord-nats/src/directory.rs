@@ -13,11 +13,16 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::{key_of, Nats};
+use crate::client::{key_of, Nats, STALLED};
 use crate::error::NatsError;
 
 /// The stream's name unless configured otherwise.
 pub const DEFAULT_DIRECTORY_STREAM: &str = "concord_directory";
+
+/// How long a message the log holds may take to be applied before the follower creates its
+/// consumer again (at once, rather than at its next check, [`STALLED`]): a write waits for
+/// it within the operation timeout.
+const FOLLOW_AGAIN: Duration = Duration::from_millis(250);
 
 /// How many times a write is tried again when another replica wrote first.
 const ATTEMPTS: usize = 32;
@@ -149,6 +154,9 @@ struct Inner {
     state: Mutex<State>,
     /// Signalled at each message applied.
     applied: Condvar,
+    /// Tells the follower to create its consumer again now: a message the log holds was
+    /// not applied within [`FOLLOW_AGAIN`] (the consumer may have gone with its server).
+    follow_again: Arc<tokio::sync::Notify>,
     /// The log's last sequence when this replica opened it: until its copy applied that
     /// far, a read would answer from a half-built state (a TD missing, a short listing).
     opened_at: u64,
@@ -181,12 +189,20 @@ impl Inner {
 
     /// Waits until the message `sequence` is applied, at most the operation timeout
     /// ([`StoreFailure::Unavailable`] then: this replica is behind the log, for now).
+    /// The log holds `sequence`: once it is not applied within [`FOLLOW_AGAIN`], the
+    /// follower is told to create its consumer again.
     fn wait_applied(&self, sequence: u64, operation: &'static str) -> Result<(), StoreFailure> {
-        let deadline = Instant::now() + self.nats.operation_timeout();
+        let started = Instant::now();
+        let deadline = started + self.nats.operation_timeout();
+        let mut kick = Some(started + FOLLOW_AGAIN);
         let mut state = self.state();
         while state.applied() < sequence {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let now = Instant::now();
+            if kick.is_some_and(|at| at <= now) {
+                self.follow_again.notify_one();
+                kick = None;
+            }
+            if deadline <= now {
                 return Err(StoreFailure::Unavailable {
                     operation,
                     reason: format!(
@@ -195,9 +211,10 @@ impl Inner {
                     ),
                 });
             }
+            let until = deadline.min(kick.unwrap_or(deadline));
             state = self
                 .applied
-                .wait_timeout(state, left)
+                .wait_timeout(state, until.saturating_duration_since(now))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -303,10 +320,15 @@ impl NatsDirectoryStore {
             stream: name.to_owned(),
             state: Mutex::new(State::default()),
             applied: Condvar::new(),
+            follow_again: Arc::default(),
             opened_at: last,
         });
-        nats.handle()
-            .spawn(follow(Arc::downgrade(&inner), stream, nats.inbox()));
+        nats.handle().spawn(follow(
+            Arc::downgrade(&inner),
+            Arc::clone(&inner.follow_again),
+            stream,
+            nats.inbox(),
+        ));
         let deadline = tokio::time::Instant::now() + nats.operation_timeout().saturating_mul(3);
         while inner.state().applied() < last && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -428,8 +450,14 @@ impl NatsDirectoryStore {
 }
 
 /// Applies the stream to `inner`'s state from its first message, following it, and
-/// following it again whenever the consumer ends, until the store is dropped.
-async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
+/// following it again whenever the consumer ends, delivers nothing while the log holds
+/// more ([`STALLED`]) or `follow_again` is notified, until the store is dropped.
+async fn follow(
+    inner: Weak<Inner>,
+    follow_again: Arc<tokio::sync::Notify>,
+    stream: stream::Stream,
+    inbox: String,
+) {
     loop {
         let from = match inner.upgrade() {
             Some(strong) => strong.state().applied() + 1,
@@ -456,19 +484,33 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
-        loop {
-            let next = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+        let now = loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout(STALLED, messages.next()) => next,
+                () = follow_again.notified() => {
+                    tracing::debug!("a message the directory log holds was not applied in time: following again");
+                    break true;
+                }
+            };
             let Some(strong) = inner.upgrade() else {
                 return;
             };
             let message = match next {
-                Err(_) => continue,
+                Err(_) => {
+                    let applied = strong.state().applied();
+                    drop(strong);
+                    if behind(&stream, applied).await {
+                        tracing::debug!(applied, "the directory log's consumer delivers nothing while the log holds more (its server is gone): following again");
+                        break true;
+                    }
+                    continue;
+                }
                 Ok(Some(Ok(message))) => message,
                 Ok(Some(Err(error))) => {
                     tracing::debug!(%error, "the directory log's consumer failed: following again");
-                    break;
+                    break false;
                 }
-                Ok(None) => break,
+                Ok(None) => break false,
             };
             let Ok(info) = message.info() else {
                 continue;
@@ -482,9 +524,20 @@ async fn follow(inner: Weak<Inner>, stream: stream::Stream, inbox: String) {
                 }
             }
             strong.applied.notify_all();
+        };
+        if !now {
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether the log holds a message after `applied`, as the server says now (`false` when
+/// it does not answer: the consumer is then NATS's to bring back).
+async fn behind(stream: &stream::Stream, applied: u64) -> bool {
+    stream
+        .get_info()
+        .await
+        .is_ok_and(|info| info.state.last_sequence > applied)
 }
 
 impl DirectoryStore for NatsDirectoryStore {

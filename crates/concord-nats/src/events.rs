@@ -37,7 +37,9 @@ pub const DEFAULT_EVENT_STREAM: &str = "concord_events";
 const SUBJECT_ROOT: &str = "concord.events";
 
 /// How often a replica asks the stream for its oldest event (to forget what it no longer
-/// holds) while it delivers.
+/// holds) and its latest (a consumer that delivered nothing since the last check while the
+/// stream holds later events is gone, with the server it was on: it is created again,
+/// rather than after the client's missed heartbeats, 10 s) while it delivers.
 const RETENTION_CHECK: Duration = Duration::from_secs(1);
 
 /// The longest a replica waits before it creates its consumer again after NATS failed it.
@@ -298,7 +300,12 @@ impl NatsEventLog {
             .await
             .map_err(|error| failed(&error))?;
         let mut messages = consumer.messages().await.map_err(|error| failed(&error))?;
-        let mut check = tokio::time::interval(RETENTION_CHECK);
+        let mut check = tokio::time::interval_at(
+            tokio::time::Instant::now() + RETENTION_CHECK,
+            RETENTION_CHECK,
+        );
+        // Whether an event arrived since the last check.
+        let mut delivering = false;
         loop {
             tokio::select! {
                 message = messages.next() => {
@@ -310,6 +317,7 @@ impl NatsEventLog {
                     let Some(sink) = sink.upgrade() else {
                         return Ok(());
                     };
+                    delivering = true;
                     let id = message.info().map_err(|error| failed(&error))?.stream_sequence;
                     if next.is_some_and(|next| id < next) {
                         // Delivered already (a consumer created again overlaps).
@@ -344,11 +352,20 @@ impl NatsEventLog {
                     }
                     // What the stream no longer holds leaves the replay buffers too; NATS
                     // away here is the consumer's business.
-                    if let Ok((first, _)) = self.bounds().await {
+                    if let Ok((first, last)) = self.bounds().await {
                         if let Some(sink) = sink.upgrade() {
                             sink.forget_before(first);
                         }
+                        // Nothing for a whole check while the stream holds events not
+                        // delivered: the consumer is gone (with its server).
+                        let expected = next.unwrap_or(first);
+                        if !delivering && last > 0 && last >= expected {
+                            return Err(failed(&format!(
+                                "no event for {RETENTION_CHECK:?} while the stream holds up to {last} (its consumer is gone)"
+                            )));
+                        }
                     }
+                    delivering = false;
                 }
             }
         }
