@@ -180,7 +180,8 @@ async fn run_directory(
                 Err(error) => {
                     let key = match &error {
                         concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
-                        concord_nats::NatsError::Bucket { .. } => "cluster.stream",
+                        concord_nats::NatsError::Bucket { .. }
+                        | concord_nats::NatsError::Refused { .. } => "cluster.stream",
                         concord_nats::NatsError::File {
                             what: "credentials",
                             ..

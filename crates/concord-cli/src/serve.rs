@@ -372,7 +372,10 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
             eprintln!(
                 "concord: {}: `{}`: {error}: NATS answered, and this configuration cannot be used",
                 args.config.display(),
-                unusable_key(error)
+                config
+                    .cluster
+                    .as_ref()
+                    .map_or("cluster.nats", |cluster| cluster_key(error, cluster))
             );
             let _ = server.shutdown_within(config.shutdown_grace).await;
             return Ok(ExitCode::from(2));
@@ -431,20 +434,37 @@ impl Drop for CreatedKeys {
     }
 }
 
-/// The configuration key a [configuration error](concord_nats::NatsError::is_configuration)
-/// of NATS names.
-fn unusable_key(error: &concord_nats::NatsError) -> &'static str {
+/// The configuration key a NATS error of the cluster names: the file, the replicas, or
+/// the bucket or stream it is about (`cluster.nats` for the rest: the servers).
+fn cluster_key(
+    error: &concord_nats::NatsError,
+    cluster: &crate::agent_config::ClusterConfig,
+) -> &'static str {
     use concord_nats::NatsError;
-    match error {
+    let name = match error {
         NatsError::File {
             what: "credentials",
             ..
-        } => "cluster.credentials",
-        NatsError::File { .. } => "cluster.ca_cert",
-        NatsError::WindowTooShort { .. } => "cluster.nonces_bucket",
-        NatsError::Replicas { .. } => "cluster.replicas",
-        _ => "cluster.nats",
-    }
+        } => return "cluster.credentials",
+        NatsError::File { .. } => return "cluster.ca_cert",
+        NatsError::Replicas { .. } => return "cluster.replicas",
+        NatsError::Bucket { bucket: name, .. }
+        | NatsError::WindowTooShort { bucket: name, .. }
+        | NatsError::Refused { name, .. }
+        | NatsError::Stream { stream: name, .. } => name,
+        _ => return "cluster.nats",
+    };
+    let buckets = &cluster.buckets;
+    [
+        (&buckets.protocols, "cluster.protocols_bucket"),
+        (&buckets.nonces, "cluster.nonces_bucket"),
+        (&buckets.consensus, "cluster.consensus_bucket"),
+        (&cluster.actions_bucket, "cluster.actions_bucket"),
+        (&cluster.events.name, "cluster.events.stream"),
+    ]
+    .into_iter()
+    .find(|(configured, _)| *configured == name)
+    .map_or("cluster.nats", |(_, key)| key)
 }
 
 /// Connects to the cluster's NATS servers and opens its buckets; on failure, the
@@ -459,55 +479,20 @@ async fn open_cluster(
     ),
     (&'static str, concord_nats::NatsError),
 > {
-    use concord_nats::NatsError;
+    let named = |error| (cluster_key(&error, cluster), error);
     let nats = concord_nats::Nats::connect(&cluster.settings)
         .await
-        .map_err(|error| {
-            let key = match &error {
-                NatsError::File {
-                    what: "credentials",
-                    ..
-                } => "cluster.credentials",
-                NatsError::File { .. } => "cluster.ca_cert",
-                _ => "cluster.nats",
-            };
-            (key, error)
-        })?;
+        .map_err(named)?;
     let actions = concord_nats::NatsActionRecords::open(
         &nats,
         &cluster.actions_bucket,
         cluster.actions_max_age,
     )
     .await
-    .map_err(|error| {
-        let key = match &error {
-            NatsError::Replicas { .. } => "cluster.replicas",
-            NatsError::Bucket { .. } => "cluster.actions_bucket",
-            _ => "cluster.nats",
-        };
-        (key, error)
-    })?;
+    .map_err(named)?;
     let shared = concord_nats::SharedState::open(&nats, &cluster.buckets, security.replay_ttl)
         .await
-        .map_err(|error| {
-            let buckets = &cluster.buckets;
-            let key = match &error {
-                NatsError::Replicas { .. } => "cluster.replicas",
-                NatsError::Bucket { bucket, .. } | NatsError::WindowTooShort { bucket, .. }
-                    if *bucket == buckets.protocols =>
-                {
-                    "cluster.protocols_bucket"
-                }
-                NatsError::Bucket { bucket, .. } | NatsError::WindowTooShort { bucket, .. }
-                    if *bucket == buckets.nonces =>
-                {
-                    "cluster.nonces_bucket"
-                }
-                NatsError::Bucket { .. } => "cluster.consensus_bucket",
-                _ => "cluster.nats",
-            };
-            (key, error)
-        })?;
+        .map_err(named)?;
     Ok((shared, Arc::new(actions)))
 }
 
@@ -517,19 +502,13 @@ async fn open_cluster(
 async fn open_events(
     cluster: &crate::agent_config::ClusterConfig,
 ) -> Result<concord_nats::NatsEventLog, (&'static str, concord_nats::NatsError)> {
+    let named = |error| (cluster_key(&error, cluster), error);
     let nats = concord_nats::Nats::connect(&cluster.settings)
         .await
-        .map_err(|error| ("cluster.nats", error))?;
+        .map_err(named)?;
     concord_nats::NatsEventLog::open(&nats, &cluster.events)
         .await
-        .map_err(|error| {
-            let key = match &error {
-                concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
-                concord_nats::NatsError::Stream { .. } => "cluster.events.stream",
-                _ => "cluster.nats",
-            };
-            (key, error)
-        })
+        .map_err(named)
 }
 
 /// Generates and checks our provider code for a configured consensus protocol and

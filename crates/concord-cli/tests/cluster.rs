@@ -490,20 +490,45 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
 #[test]
 #[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
 fn a_replica_started_degraded_stops_when_nats_answers_with_a_bucket_it_cannot_use() {
-    let mut nats = NatsServer::start();
     // The nonce bucket exists and forgets after 1 s: replays would pass after that.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let client = Nats::connect(&NatsSettings::new([nats.url()]))
-            .await
-            .unwrap();
+    a_replica_started_degraded_stops_naming("cluster.nonces_bucket", |client| async move {
         concord_nats::NatsNonceStore::open(
             &client,
             concord_nats::DEFAULT_NONCE_BUCKET,
             std::time::Duration::from_secs(1),
         )
         .await
-        .unwrap();
+        .map(drop)
+    });
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_replica_started_degraded_stops_when_nats_refuses_its_event_stream() {
+    // Another stream holds the agent's event subjects: NATS refuses the replica's stream
+    // (JetStream error 10065), which trying again cannot cure.
+    a_replica_started_degraded_stops_naming("cluster.events.stream", |client| async move {
+        let mut other = concord_nats::EventStream::new("someone_elses_events");
+        other.agent = concord_nats::DEFAULT_EVENT_STREAM.to_owned();
+        concord_nats::NatsEventLog::open(&client, &other)
+            .await
+            .map(drop)
+    });
+}
+
+/// Prepares NATS with `prepare`, stops it, starts a replica degraded, and starts NATS
+/// again: the replica stops with exit 2 naming `key`, as it would have at start.
+fn a_replica_started_degraded_stops_naming<F>(key: &str, prepare: impl FnOnce(Nats) -> F)
+where
+    F: std::future::Future<Output = Result<(), concord_nats::NatsError>>,
+{
+    let mut nats = NatsServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = Nats::connect(&NatsSettings::new([nats.url()]))
+            .await
+            .unwrap();
+        prepare(client).await.unwrap();
     });
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
@@ -527,11 +552,11 @@ fn a_replica_started_degraded_stops_when_nats_answers_with_a_bucket_it_cannot_us
     let config = dir.path().join("agent.toml");
     std::fs::write(&config, text).unwrap();
     let replica = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
-    // NATS answers: the bucket cannot be used as configured, as at start: exit 2 by key.
+    // NATS answers: the bucket or stream cannot be used as configured: exit 2 by key.
     nats.resume();
     let (code, stderr) = replica.exits_within(std::time::Duration::from_secs(30));
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("`cluster.nonces_bucket`"), "{stderr}");
+    assert!(stderr.contains(&format!("`{key}`")), "{stderr}");
 }
 
 /// A valid TD with this id and a `toggle` action.

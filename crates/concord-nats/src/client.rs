@@ -203,6 +203,12 @@ impl Nats {
                 replicas: self.replicas,
                 cause,
             }
+        } else if let Some(reason) = refusal(&cause) {
+            NatsError::Refused {
+                name: name.to_owned(),
+                reason,
+                cause,
+            }
         } else {
             otherwise(cause)
         }
@@ -482,6 +488,54 @@ async fn read_all(
     Ok(found)
 }
 
+/// JetStream's answers to creating or changing a bucket or stream that trying again cannot
+/// cure, by error code, and what each means.
+const REFUSALS: [(jetstream::ErrorCode, &str); 7] = [
+    (
+        jetstream::ErrorCode::STREAM_SUBJECT_OVERLAP,
+        "another stream holds its subjects",
+    ),
+    (
+        jetstream::ErrorCode::STREAM_NAME_EXIST,
+        "a stream of that name exists with another configuration",
+    ),
+    (
+        jetstream::ErrorCode::STREAM_INVALID_CONFIG,
+        "NATS finds its configuration invalid",
+    ),
+    (
+        jetstream::ErrorCode::STREAM_LIMITS,
+        "its limits exceed the account's",
+    ),
+    (
+        jetstream::ErrorCode::MAXIMUM_STREAMS_LIMIT,
+        "the account holds as many streams as it may",
+    ),
+    (
+        jetstream::ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT,
+        "JetStream is not enabled for this account",
+    ),
+    (
+        jetstream::ErrorCode::JETSTREAM_NOT_ENABLED,
+        "JetStream is not enabled",
+    ),
+];
+
+/// What the JetStream error `cause` names (`… (code 400, error code 10065)`) means, when it
+/// is a refusal trying again cannot cure.
+fn refusal(cause: &str) -> Option<&'static str> {
+    let (_, code) = cause.rsplit_once("error code ")?;
+    let code: u64 = code
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    REFUSALS
+        .iter()
+        .find(|(refused, _)| refused.0 == code)
+        .map(|(_, reason)| *reason)
+}
+
 /// A key for `text` that any NATS key-value bucket accepts: the hex SHA-256 of it (the
 /// text itself is kept in the value).
 pub(crate) fn key_of(text: &str) -> String {
@@ -556,6 +610,22 @@ pub(crate) fn file_bucket(bucket: &str, description: &str) -> kv::Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_told_from_an_outage_by_jetstream_s_error_code() {
+        assert_eq!(
+            refusal("jetstream error: subjects overlap with an existing stream (code 400, error code 10065)"),
+            Some("another stream holds its subjects")
+        );
+        for transient in [
+            "jetstream error: insufficient resources (code 503, error code 10023)",
+            "timed out: didn't receive any response",
+            "error code ",
+            "error code 99999999999999999999999",
+        ] {
+            assert_eq!(refusal(transient), None, "{transient}");
+        }
+    }
 
     #[test]
     fn server_urls_and_bucket_names_are_checked_as_nats_reads_them() {

@@ -115,6 +115,19 @@ pub enum NatsError {
         /// What the server answered.
         cause: String,
     },
+    /// NATS refused to create or change a bucket or stream for a reason trying again
+    /// cannot cure (JetStream's error codes for subjects another stream
+    /// holds, a name in use with another configuration, a configuration it finds invalid or
+    /// beyond the account's limits, JetStream not enabled for the account).
+    #[error("NATS refuses the bucket or stream {name:?} as configured: {reason} ({cause})")]
+    Refused {
+        /// The bucket or stream.
+        name: String,
+        /// What JetStream's error code means.
+        reason: &'static str,
+        /// What the server answered.
+        cause: String,
+    },
     /// The runtime the backend runs its requests on is gone (the node shut down).
     #[error("the tokio runtime NATS requests run on is shut down ({operation})")]
     RuntimeGone {
@@ -126,11 +139,14 @@ pub enum NatsError {
 impl NatsError {
     /// Whether the error is the configuration's, not an outage: trying again cannot cure it
     /// (a file that cannot be read, a nonce bucket that forgets too soon, more replicas
-    /// than the NATS cluster has servers).
+    /// than the NATS cluster has servers, a bucket or stream NATS refuses as configured).
     pub fn is_configuration(&self) -> bool {
         matches!(
             self,
-            Self::File { .. } | Self::WindowTooShort { .. } | Self::Replicas { .. }
+            Self::File { .. }
+                | Self::WindowTooShort { .. }
+                | Self::Replicas { .. }
+                | Self::Refused { .. }
         )
     }
 

@@ -226,10 +226,9 @@ impl NatsEventLog {
                         changed.max_age = wanted.max_age;
                         changed.max_messages = wanted.max_messages;
                         changed.max_bytes = wanted.max_bytes;
-                        jetstream
-                            .update_stream(changed)
-                            .await
-                            .map_err(|error| stream_error(error.to_string()))?;
+                        jetstream.update_stream(changed).await.map_err(|error| {
+                            nats.create_error(&config.name, error.to_string(), stream_error)
+                        })?;
                     }
                     Ok(stream)
                 }

@@ -323,7 +323,16 @@ fn the_stream_is_brought_to_a_changed_configuration_and_a_taken_subject_is_refus
     let mut other = EventStream::new("other_events");
     other.agent = "events".to_owned();
     match runtime.block_on(NatsEventLog::open(&nats, &other)) {
-        Err(NatsError::Stream { stream, .. }) => assert_eq!(stream, "other_events"),
+        Err(error @ NatsError::Refused { .. }) => {
+            assert!(
+                error.is_configuration(),
+                "trying again cannot cure it: {error}"
+            );
+            assert!(
+                matches!(&error, NatsError::Refused { name, .. } if name == "other_events"),
+                "{error}"
+            );
+        }
         other => panic!("{other:?}"),
     }
 }
