@@ -150,6 +150,7 @@ async fn run_directory(
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?,
     );
     // Replicas: the registrations and their events in NATS, followed by every replica.
+    let mut degraded = None;
     let directory_store: Arc<dyn DirectoryStore> = match &config.cluster {
         Some(cluster) => {
             let opened = async {
@@ -172,23 +173,15 @@ async fn run_directory(
                         "concord: {file}: `cluster.nats`: {error}: starting degraded (cluster.start_degraded): \
                          the registrations answer 503 until NATS answers"
                     );
-                    Arc::new(concord_nats::start_degraded_directory(
+                    let started = Arc::new(concord_nats::start_degraded_directory(
                         cluster.settings.clone(),
                         cluster.stream.clone(),
-                    ))
+                    ));
+                    degraded = Some(Arc::clone(&started));
+                    started
                 }
                 Err(error) => {
-                    let key = match &error {
-                        concord_nats::NatsError::Replicas { .. } => "cluster.replicas",
-                        concord_nats::NatsError::Bucket { .. }
-                        | concord_nats::NatsError::Refused { .. } => "cluster.stream",
-                        concord_nats::NatsError::File {
-                            what: "credentials",
-                            ..
-                        } => "cluster.credentials",
-                        concord_nats::NatsError::File { .. } => "cluster.ca_cert",
-                        _ => "cluster.nats",
-                    };
+                    let key = cluster_key(&error);
                     let file = args
                         .config
                         .as_ref()
@@ -260,7 +253,29 @@ async fn run_directory(
     // The things URL comes last: a script waiting for it has the whole banner.
     outln!("things:      {}things", server.url())?;
     eprintln!("concord: press Ctrl-C to stop");
-    stopped().await?;
+    // A directory started degraded whose NATS, once it answered, cannot be used as
+    // configured stops, as it would have at start (exit 2 naming the key).
+    let unusable = async {
+        match &degraded {
+            Some(degraded) => degraded.failed().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = stopped() => result?,
+        error = unusable => {
+            let file = args
+                .config
+                .as_ref()
+                .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
+            eprintln!(
+                "concord: {file}: `{}`: {error}: NATS answered, and this configuration cannot be used",
+                cluster_key(error)
+            );
+            let _ = server.shutdown_within(config.node.shutdown_grace).await;
+            return Ok(ExitCode::from(2));
+        }
+    }
     let grace = config.node.shutdown_grace;
     eprintln!(
         "concord: shutting down: no new requests; answers in progress may finish within {}; \
@@ -275,4 +290,19 @@ async fn run_directory(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configuration key a NATS error of the directory's cluster names.
+fn cluster_key(error: &concord_nats::NatsError) -> &'static str {
+    use concord_nats::NatsError;
+    match error {
+        NatsError::Replicas { .. } => "cluster.replicas",
+        NatsError::Bucket { .. } | NatsError::Refused { .. } => "cluster.stream",
+        NatsError::File {
+            what: "credentials",
+            ..
+        } => "cluster.credentials",
+        NatsError::File { .. } => "cluster.ca_cert",
+        _ => "cluster.nats",
+    }
 }

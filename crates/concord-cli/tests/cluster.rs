@@ -1066,3 +1066,39 @@ fn two_replicas_on_a_three_node_nats_cluster_with_r3_go_on_when_a_nats_server_is
         assert!(!own.exists(), "replica {name} made keys of its own");
     }
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_directory_started_degraded_stops_when_nats_answers_with_a_stream_it_cannot_make() {
+    // One server, three replicas asked: NATS refuses the stream once it answers.
+    let mut nats = NatsServer::start();
+    nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(dir.path().join("secret")));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let config = dir.path().join("directory.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\ntitle = \"Shop floor\"\n\n[security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = true\nreplicas = 3\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let replica = Served::directory(&[
+        OsStr::new("--config"),
+        config.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        data.as_os_str(),
+    ]);
+    nats.resume();
+    let (code, stderr) = replica.exits_within(std::time::Duration::from_secs(30));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`cluster.replicas`"), "{stderr}");
+}

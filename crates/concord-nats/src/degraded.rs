@@ -537,6 +537,10 @@ pub struct DegradedDirectory {
 struct DirectorySlot {
     opened: OnceLock<NatsDirectoryStore>,
     servers: String,
+    /// What stopped the task trying ([`NatsError::is_configuration`]).
+    fatal: OnceLock<NatsError>,
+    /// Told when `fatal` is set.
+    fatal_set: tokio::sync::Notify,
 }
 
 impl DirectorySlot {
@@ -559,6 +563,8 @@ pub fn start_degraded_directory(settings: NatsSettings, stream: String) -> Degra
     let slot = Arc::new(DirectorySlot {
         opened: OnceLock::new(),
         servers: settings.servers.join(", "),
+        fatal: OnceLock::new(),
+        fatal_set: tokio::sync::Notify::new(),
     });
     let weak = Arc::downgrade(&slot);
     tokio::spawn(async move {
@@ -583,6 +589,14 @@ pub fn start_degraded_directory(settings: NatsSettings, stream: String) -> Degra
                     );
                     return;
                 }
+                Err(error) if error.is_configuration() => {
+                    // Not an outage: the registrations go on answering 503; the owner
+                    // hears it (`failed`).
+                    tracing::error!(%error, "NATS answered, and the configuration cannot be used: stopped trying");
+                    let _ = slot.fatal.set(error);
+                    slot.fatal_set.notify_one();
+                    return;
+                }
                 Err(error) => {
                     if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
                         tracing::warn!(%error, "NATS not reached yet: the directory serves degraded (its registrations answer 503)");
@@ -603,6 +617,19 @@ impl DegradedDirectory {
     /// Whether NATS was reached and the stream opened.
     pub fn is_ready(&self) -> bool {
         self.slot.opened.get().is_some()
+    }
+
+    /// Once NATS answered and the stream cannot be used as configured
+    /// ([`NatsError::is_configuration`]: more replicas than the cluster has, a stream NATS
+    /// refuses): what a directory that started with NATS up would have refused at start.
+    /// Never returns while NATS is only away, or once the stream is open.
+    pub async fn failed(&self) -> &NatsError {
+        loop {
+            if let Some(error) = self.slot.fatal.get() {
+                return error;
+            }
+            self.slot.fatal_set.notified().await;
+        }
     }
 }
 
