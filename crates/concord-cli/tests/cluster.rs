@@ -34,10 +34,7 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     // One agent: one key file, made once, named by every replica's configuration.
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     // The signer's DID is on localhost: resolved over plain HTTP (test mode).
     let cluster = format!(
         "\n[cluster]\nnats = [{:?}]\n\n[security]\nresolve_loopback_over_http = true\n\
@@ -145,10 +142,7 @@ exec = { command = "sh", args = ["-c", "echo '{\"progress\": 0.5}'; sleep 60; ec
 /// sharing the identity keys; their configurations' directory is `dir`.
 fn two_replicas(dir: &std::path::Path, extra: &str) -> Vec<Served> {
     // A replica makes no keys of its own: made once, then copied to each data directory.
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.join("data-a")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.join("data-a"));
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
@@ -329,10 +323,7 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
     let mut nats = NatsServer::start();
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("data")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("data"));
     let port = free_port();
     let text = |degraded: bool| {
         config_text(&format!(
@@ -532,10 +523,7 @@ where
     });
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("data")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("data"));
     let port = free_port();
     let text = config_text(&format!(
         "\n[cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = true\n",
@@ -577,10 +565,7 @@ fn two_directory_replicas_on_nats_list_find_and_report_what_either_registers() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     // Replicas present one DID: one key file, named by the configuration.
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     let config = dir.path().join("directory.toml");
     std::fs::write(
         &config,
@@ -701,10 +686,7 @@ fn directory_serve_starts_degraded_without_nats_when_configured_and_recovers() {
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
     // Replicas present one DID: one key file, named by the configuration.
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     let text = |degraded: bool| {
         format!(
             "[directory]\ntitle = \"Shop floor\"\n\n[security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
@@ -990,10 +972,7 @@ fn replicas_connected(nats: &NatsCluster, count: usize) -> Vec<usize> {
 fn two_replicas_on_a_three_node_nats_cluster_with_r3_go_on_when_a_nats_server_is_killed() {
     let mut nats = NatsCluster::start();
     let dir = tempfile::tempdir().unwrap();
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     // One public address for both replicas (the signature of an upgrade names it), every
     // NATS server listed in each, every bucket and stream with three replicas.
     let balancer = Balancer::start();
@@ -1074,10 +1053,7 @@ fn a_directory_started_degraded_stops_when_nats_answers_with_a_stream_it_cannot_
     let mut nats = NatsServer::start();
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     let config = dir.path().join("directory.toml");
     std::fs::write(
         &config,

@@ -4,6 +4,9 @@
 //! cancel relayed to the replica running the action, and the typed answers when that
 //! replica is gone or NATS is away.
 
+mod common;
+
+use common::runtime;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,27 +15,24 @@ use concord_interact::{
     CancelReason, LocalActions, RelayError,
 };
 use concord_nats::testing::{NatsServer, Partition};
-use concord_nats::{Nats, NatsActionRecords, NatsSettings, DEFAULT_ACTION_MAX_AGE};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use concord_nats::{NatsActionRecords, DEFAULT_ACTION_MAX_AGE};
 
 /// One replica's records on its own connection (its own runtime: dropping it is the
 /// replica's process ending).
 fn replica(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> NatsActionRecords {
-    let mut settings = NatsSettings::new([server.url()]);
-    settings.operation_timeout = Duration::from_secs(1);
-    runtime.block_on(async {
-        let nats = Nats::connect(&settings).await.unwrap();
-        NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
-            .await
-            .unwrap()
-    })
+    records_at(runtime, server.url())
+}
+
+/// [`replica`], reaching NATS at `url`.
+fn records_at(runtime: &tokio::runtime::Runtime, url: String) -> NatsActionRecords {
+    let nats = common::connect(runtime, url, Duration::from_secs(1));
+    runtime
+        .block_on(NatsActionRecords::open(
+            &nats,
+            "actions",
+            DEFAULT_ACTION_MAX_AGE,
+        ))
+        .unwrap()
 }
 
 fn running(id: &str, revision: u64, progress: f64) -> ActionRecord {
@@ -366,16 +366,7 @@ fn a_runner_cut_off_past_the_lease_keeps_the_failure_another_replica_answered() 
     let partition = Partition::to(&server);
     let (runtime_a, runtime_b) = (runtime(), runtime());
     // A reaches NATS through the partition; B directly.
-    let a = {
-        let mut settings = NatsSettings::new([partition.url()]);
-        settings.operation_timeout = Duration::from_secs(1);
-        runtime_a.block_on(async {
-            let nats = Nats::connect(&settings).await.unwrap();
-            NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
-                .await
-                .unwrap()
-        })
-    };
+    let a = records_at(&runtime_a, partition.url());
     let b = replica(&runtime_b, &server);
     let lease = Duration::from_secs(1);
     let started = ActionRecord {

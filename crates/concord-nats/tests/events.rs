@@ -5,27 +5,20 @@
 //! event NATS took without confirming it appended again and kept once, and the stream
 //! brought to a changed configuration.
 
+mod common;
+
+use common::runtime;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use concord_interact::{conformance, EventLog, EventLogError, EventSink};
 use concord_nats::testing::NatsServer;
-use concord_nats::{EventStream, Nats, NatsError, NatsEventLog, NatsSettings};
+use concord_nats::{EventStream, Nats, NatsError, NatsEventLog};
 use serde_json::{json, Value};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// One replica's connection: its own client, as a separate process would have.
 fn connect(runtime: &tokio::runtime::Runtime, server: &NatsServer) -> Nats {
-    let mut settings = NatsSettings::new([server.url()]);
-    settings.operation_timeout = Duration::from_secs(1);
-    runtime.block_on(Nats::connect(&settings)).unwrap()
+    common::connect(runtime, server.url(), Duration::from_secs(1))
 }
 
 fn open(runtime: &tokio::runtime::Runtime, nats: &Nats, stream: &EventStream) -> NatsEventLog {

@@ -176,10 +176,7 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     );
     let dir = tempfile::tempdir().unwrap();
     // One agent: one key file, named by every replica's configuration.
-    let made = run(concord()
-        .args(["identity", "new", "--data-dir"])
-        .arg(dir.path().join("secret")));
-    assert_eq!(made.code, 0, "{}", made.stderr);
+    make_keys(&dir.path().join("secret"));
     let mut replicas = Vec::new();
     for name in ["a", "b", "c"] {
         let port = free_port();

@@ -537,3 +537,12 @@ pub fn http_get(url: &str) -> String {
         .unwrap()
         .block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })
 }
+
+/// Makes identity keys in `data_dir` (`concord identity new`): one agent's key file, made
+/// once and named by every replica's `security.keys_file`, or copied to each.
+pub fn make_keys(data_dir: &std::path::Path) {
+    let made = run(concord()
+        .args(["identity", "new", "--data-dir"])
+        .arg(data_dir));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+}
