@@ -235,9 +235,13 @@ async fn serve(config: AgentConfig, args: ServeArgs) -> anyhow::Result<ExitCode>
     }
     // Replicas' events: one JetStream stream, every replica's subscribers fed from it
     // (started degraded: opened with the buckets, above).
+    let max_message_size = config.limits.interaction.max_message_size;
     if let Some(config) = config.cluster.as_ref().filter(|_| cluster.is_some()) {
         match open_events(config).await {
-            Ok(log) => builder = builder.event_log(Arc::new(log)),
+            Ok(log) => {
+                warn_beyond_max_payload(&args.config, max_message_size, log.nats());
+                builder = builder.event_log(Arc::new(log));
+            }
             Err((key, error)) => {
                 eprintln!("concord: {}: `{key}`: {error}", args.config.display());
                 return Ok(ExitCode::from(2));
@@ -494,6 +498,28 @@ async fn open_cluster(
         .await
         .map_err(named)?;
     Ok((shared, Arc::new(actions)))
+}
+
+/// Says (one line on standard error) when `max_message_size` lets an event's data or an
+/// action's output be larger than the NATS server takes: such an event is refused (413 on
+/// the ingest) and such a record is shared without its output. A warning, not a refusal:
+/// most messages are far smaller (the defaults are equal, 1 MiB: no warning).
+fn warn_beyond_max_payload(
+    file: &std::path::Path,
+    max_message_size: usize,
+    nats: &concord_nats::Nats,
+) {
+    let max_payload = nats.max_payload();
+    if max_message_size > max_payload {
+        eprintln!(
+            "concord: {}: `limits.interaction.max_message_size` ({max_message_size} bytes) is more \
+             than the NATS server's max_payload ({max_payload} bytes): an event or an action's \
+             output near that size is refused by NATS (an event: 413; an action record: shared \
+             without its output); raise max_payload in the NATS servers' configuration or lower \
+             the limit",
+            file.display()
+        );
+    }
 }
 
 /// Connects to the cluster's NATS servers for the agent's events (their own connection:

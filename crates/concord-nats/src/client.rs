@@ -165,6 +165,13 @@ impl Nats {
         }
     }
 
+    /// The largest message the server takes, in bytes (its `max_payload`, as its last
+    /// `INFO` said; 1 MiB by default): an event, a directory entry or an action record
+    /// larger than that is refused by the client.
+    pub fn max_payload(&self) -> usize {
+        self.client.max_payload()
+    }
+
     /// The replication factor of what this connection creates
     /// ([`NatsSettings::replicas`]).
     pub fn replicas(&self) -> usize {

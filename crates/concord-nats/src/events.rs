@@ -252,6 +252,11 @@ impl NatsEventLog {
         })
     }
 
+    /// The connection it publishes on.
+    pub fn nats(&self) -> &Nats {
+        &self.nats
+    }
+
     /// The oldest event id the stream holds now, and the latest (both 0 when it never held
     /// one).
     ///

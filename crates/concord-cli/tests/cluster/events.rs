@@ -359,3 +359,68 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     );
     let _ = replicas;
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn an_event_larger_than_nats_takes_is_refused_413_and_the_limit_is_told_at_start() {
+    let nats = NatsServer::start_with_max_payload(Some(4096));
+    let dir = tempfile::tempdir().unwrap();
+    make_keys(&dir.path().join("secret"));
+    let port = free_port();
+    let text = config_text(&format!(
+        "\n[[events]]\nname = \"feedback\"\n\
+         data = {{ type = \"object\", properties = {{ rating = {{ type = \"integer\" }}, comment = {{ type = \"string\" }} }} }}\n\n\
+         [security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+         [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\n",
+        nats.url()
+    ))
+    .replace(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"127.0.0.1:{port}\""),
+    )
+    .replace(
+        "data_dir = \"data\"",
+        &format!(
+            "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\"\n\
+             event_ingest_token = {TOKEN:?}"
+        ),
+    );
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, text).unwrap();
+    let replica = Served::start(&[OsStr::new("--config"), config.as_os_str()]);
+    // Told at start: the interaction limit (1 MiB) lets messages NATS refuses through.
+    assert!(
+        replica.logged("`limits.interaction.max_message_size`"),
+        "{}",
+        replica.stderr()
+    );
+    // A large event: 413, not a 503 to retry; a small one passes.
+    let large = format!(r#"{{"rating": 4, "comment": "{}"}}"#, "x".repeat(8 * 1024));
+    let send = |body: &str| -> (u16, String) {
+        let mut socket = TcpStream::connect(replica.listening).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            socket,
+            "POST /events/feedback HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            replica.listening,
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).unwrap();
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        (status, answer)
+    };
+    let (status, answer) = send(&large);
+    assert_eq!(status, 413, "{answer}");
+    assert!(answer.contains("max_payload"), "{answer}");
+    let (status, answer) = send(r#"{"rating": 4, "comment": "small"}"#);
+    assert_eq!(status, 202, "{answer}");
+}
