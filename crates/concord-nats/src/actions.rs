@@ -241,7 +241,7 @@ impl Copy {
     }
 
     /// Forgets the records that did not change for `max_age` (NATS forgot them too),
-    /// unless still to be sent.
+    /// unless still to be sent, and the signs of life unchanged as long.
     fn age_out(&mut self, max_age: Duration) {
         let Some(oldest) = std::time::Instant::now().checked_sub(max_age) else {
             return;
@@ -257,6 +257,9 @@ impl Copy {
             self.records.remove(&key);
             self.kv_revisions.remove(&key);
         }
+        // Each replica start draws a new runner id: a sign of life unchanged for as long
+        // belongs to a replica long gone (its actions' records aged out with it).
+        self.beats.retain(|_, at| *at >= oldest);
     }
 }
 
@@ -311,19 +314,20 @@ impl Inner {
     /// put. Another replica's terminal record (this one was cut off past the action's lease
     /// and another answered the action failed) stands: it replaces the copy's, this
     /// replica's unsent change is dropped, and the action is cancelled here so that its work
-    /// stops. Left to the next turn when NATS cannot be read.
-    async fn overtaken(&self, key: &str) {
+    /// stops. Whether it learned what the bucket holds: `false` (NATS could not be read,
+    /// or holds what this crate does not write) leaves it to the next turn, after a pause.
+    async fn overtaken(&self, key: &str) -> bool {
         let timeout = self.nats.operation_timeout();
         let Ok(Ok(entry)) = tokio::time::timeout(timeout, self.store.entry(key)).await else {
-            return;
+            return false;
         };
         let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
             // Deleted meanwhile: created again on the next turn.
             self.copy().kv_revisions.remove(key);
-            return;
+            return true;
         };
         let Ok((held, runner)) = decode(&self.store.name, key, &entry.value) else {
-            return;
+            return false;
         };
         let lost = {
             let mut copy = self.copy();
@@ -342,7 +346,7 @@ impl Inner {
             lost
         };
         if !lost {
-            return;
+            return true;
         }
         tracing::warn!(
             action_id = %held.id,
@@ -354,6 +358,7 @@ impl Inner {
                 tracing::debug!(%error, action_id = %held.id, "the action was not running here any more");
             }
         }
+        true
     }
 
     fn mark_caught_up(&self) {
@@ -760,7 +765,7 @@ async fn send(inner: Weak<Inner>) {
                         copy.unsent.remove(&key);
                     }
                 }
-                Ok(Err(Put::Overtaken)) => strong.overtaken(&key).await,
+                Ok(Err(Put::Overtaken)) => failed |= !strong.overtaken(&key).await,
                 Ok(Err(Put::Failed(error))) => {
                     tracing::debug!(%error, key, "an action record was not sent: trying again");
                     failed = true;
@@ -908,7 +913,9 @@ async fn watch(inner: Weak<Inner>, store: kv::Store) {
                     }
                 },
                 kv::Operation::Delete | kv::Operation::Purge => {
-                    // Another replica forgot it; our own unsent change of it stands.
+                    // Another replica forgot it; our own unsent change of it stands (and
+                    // creates the key again).
+                    copy.kv_revisions.remove(&entry.key);
                     if !copy.unsent.contains(&entry.key) {
                         copy.records.remove(&entry.key);
                         copy.changed.remove(&entry.key);
