@@ -34,7 +34,7 @@ use axum::Router;
 use concord_describe::Form;
 use serde_json::{json, Value};
 
-use crate::binding::{Affordance, Binding, Site};
+use crate::binding::{Affordance, Binding, ProblemResponse, Site};
 use crate::interact::{PublishError, Publisher};
 use crate::node::Shared;
 
@@ -132,27 +132,13 @@ impl Binding for IngestBinding {
     }
 }
 
-fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
-    problem_with(status, detail, json!({}))
-}
-
-/// A problem with the members of `extra` added.
-fn problem_with(status: StatusCode, detail: impl Into<String>, extra: Value) -> Response {
-    let mut body = json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or_default(),
-        "status": status.as_u16(),
-        "detail": detail.into(),
-    });
-    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
-        body.extend(extra);
-    }
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        body.to_string(),
+/// An RFC 9457 answer with `status` and `detail`, titled by the status.
+fn problem(status: StatusCode, detail: impl Into<String>) -> ProblemResponse {
+    ProblemResponse::new(
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default(),
+        detail,
     )
-        .into_response()
 }
 
 /// The longest `Idempotency-Key` taken.
@@ -200,15 +186,12 @@ async fn accept(
     body: Body,
 ) -> Response {
     if !bearer(&headers).is_some_and(|token| ingest.token.matches(token)) {
-        let mut response = problem(
+        return problem(
             StatusCode::UNAUTHORIZED,
             "posting events takes `Authorization: Bearer <token>` with the node's event ingest token",
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        return response;
+        )
+        .with_header("www-authenticate", "Bearer")
+        .into_response();
     }
     if !ingest
         .publisher
@@ -220,7 +203,8 @@ async fn accept(
         return problem(
             StatusCode::NOT_FOUND,
             format!("the node has no event named `{name}`"),
-        );
+        )
+        .into_response();
     }
     let bytes = match axum::body::to_bytes(body, ingest.max_body).await {
         Ok(bytes) => bytes,
@@ -232,6 +216,7 @@ async fn accept(
                     ingest.max_body
                 ),
             )
+            .into_response()
         }
     };
     let data: Value = match serde_json::from_slice(&bytes) {
@@ -244,11 +229,12 @@ async fn accept(
                     crate::backend::describe_json_error(&error, &bytes)
                 ),
             )
+            .into_response()
         }
     };
     let key = match idempotency_key(&headers) {
         Ok(key) => key,
-        Err(detail) => return problem(StatusCode::BAD_REQUEST, detail),
+        Err(detail) => return problem(StatusCode::BAD_REQUEST, detail).into_response(),
     };
     // A shared event log answers over the network (at most its operation timeout): off
     // the runtime's workers.
@@ -279,7 +265,7 @@ async fn accept(
                 .into_response()
         }
         Err(error @ PublishError::Unknown { .. }) => {
-            problem(StatusCode::NOT_FOUND, error.to_string())
+            problem(StatusCode::NOT_FOUND, error.to_string()).into_response()
         }
         Err(PublishError::Log(concord_interact::EventLogError::Uncertain {
             attempt,
@@ -287,31 +273,27 @@ async fn accept(
             ..
         })) => {
             // Taken, then no word: it may be published. Posted again under the key, once.
-            let mut response = problem_with(
+            problem(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "the event log did not confirm the event: it may or may not be published \
                      ({reason}); post it again with `Idempotency-Key: \"{attempt}\"` to publish it once"
                 ),
-                json!({ "attempt": attempt }),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            response
+            )
+            .with_extension("attempt", json!(attempt))
+            .with_retry_after(1)
+            .into_response()
         }
         Err(error @ PublishError::Log(concord_interact::EventLogError::TooLarge { .. })) => {
-            problem(StatusCode::PAYLOAD_TOO_LARGE, error.to_string())
+            problem(StatusCode::PAYLOAD_TOO_LARGE, error.to_string()).into_response()
         }
         Err(error @ PublishError::Log(_)) => {
             // The event log is away (a shared one: NATS): post it again shortly.
-            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string());
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            response
+            problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+                .with_retry_after(1)
+                .into_response()
         }
-        Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()),
+        Err(error) => problem(StatusCode::BAD_REQUEST, error.to_string()).into_response(),
     }
 }
 
