@@ -722,7 +722,9 @@ async fn send(inner: Weak<Inner>) {
         let (puts, deletes) = {
             let mut copy = strong.copy();
             let mut unsendable = Vec::new();
-            let puts: Vec<(String, bytes::Bytes, Option<u64>)> = copy
+            // Each key's latest record: its JSON, the bucket revision it goes over, and
+            // its own revision (what tells, once sent, whether a later change came).
+            let puts: Vec<(String, bytes::Bytes, Option<u64>, u64)> = copy
                 .unsent
                 .iter()
                 .filter_map(|key| {
@@ -732,7 +734,12 @@ async fn send(inner: Weak<Inner>) {
                         return None;
                     };
                     let expected = copy.kv_revisions.get(key).copied();
-                    Some((key.clone(), bytes::Bytes::from(value), expected))
+                    Some((
+                        key.clone(),
+                        bytes::Bytes::from(value),
+                        expected,
+                        record.revision,
+                    ))
                 })
                 .collect();
             for key in unsendable {
@@ -745,23 +752,21 @@ async fn send(inner: Weak<Inner>) {
         let mut failed = false;
         // Every action's latest change at once (one key each): under many actions
         // reporting progress, a new action's record does not wait behind the others'.
-        let sent = futures_util::future::join_all(puts.iter().map(|(key, value, expected)| {
+        let sent = futures_util::future::join_all(puts.iter().map(|(key, value, expected, _)| {
             tokio::time::timeout(
                 strong.nats.operation_timeout(),
                 put_over(&strong.store, key, value.clone(), *expected),
             )
         }))
         .await;
-        for ((key, value, _), sent) in puts.into_iter().zip(sent) {
+        for ((key, _, _, sent_revision), sent) in puts.into_iter().zip(sent) {
             match sent {
                 Ok(Ok(revision)) => {
                     let mut copy = strong.copy();
                     copy.kv_revisions.insert(key.clone(), revision);
                     // Sent unless a later change arrived meanwhile (sent on the next turn).
-                    let latest = copy.records.get(&key).and_then(|(record, runner)| {
-                        Stored::fitting(record, runner, room).map(|(_, json)| json)
-                    });
-                    if latest.as_deref() == Some(&value[..]) || latest.is_none() {
+                    let latest = copy.records.get(&key).map(|(record, _)| record.revision);
+                    if latest.is_none_or(|latest| latest == sent_revision) {
                         copy.unsent.remove(&key);
                     }
                 }
