@@ -151,6 +151,8 @@ impl State {
 struct Inner {
     nats: Nats,
     stream: String,
+    /// The stream, for its info.
+    log: stream::Stream,
     state: Mutex<State>,
     /// Signalled at each message applied.
     applied: Condvar,
@@ -281,7 +283,7 @@ impl NatsDirectoryStore {
             bucket: name.to_owned(),
             cause,
         };
-        let context = jetstream::new(nats.client().clone());
+        let context = nats.jetstream();
         let wanted = stream::Config {
             name: name.to_owned(),
             description: Some("Concord: the directory's registrations and their events".to_owned()),
@@ -318,6 +320,7 @@ impl NatsDirectoryStore {
         let inner = Arc::new(Inner {
             nats: nats.clone(),
             stream: name.to_owned(),
+            log: stream.clone(),
             state: Mutex::new(State::default()),
             applied: Condvar::new(),
             follow_again: Arc::default(),
@@ -340,19 +343,14 @@ impl NatsDirectoryStore {
         format!("{}.e.{}", self.inner.stream, key_of(id))
     }
 
-    /// The log's last sequence, as the server says now.
+    /// The log's last sequence, as the server says now (one request).
     fn last_sequence(&self, operation: &'static str) -> Result<u64, StoreFailure> {
-        let (client, name) = (self.inner.nats.client().clone(), self.inner.stream.clone());
+        let (log, name) = (self.inner.log.clone(), self.inner.stream.clone());
         self.inner
             .nats
             .run(operation, async move {
-                let context = jetstream::new(client);
-                let mut stream = context
-                    .get_stream(&name)
-                    .await
-                    .map_err(|error| NatsError::request(operation, &name, error))?;
-                let info = stream
-                    .info()
+                let info = log
+                    .get_info()
                     .await
                     .map_err(|error| NatsError::request(operation, &name, error))?;
                 Ok(info.state.last_sequence)
@@ -372,11 +370,10 @@ impl NatsDirectoryStore {
         let payload = bytes::Bytes::from(
             serde_json::to_vec(logged).map_err(|error| backend(operation, error))?,
         );
-        let client = self.inner.nats.client().clone();
+        let context = self.inner.nats.jetstream().clone();
         self.inner
             .nats
             .run(operation, async move {
-                let context = jetstream::new(client);
                 let publish = jetstream::message::PublishMessage::build()
                     .payload(payload)
                     .expected_last_sequence(expected);

@@ -29,8 +29,8 @@ pub async fn bucket_usage(nats: &Nats, bucket: &str) -> Result<BucketUsage, Nats
         bucket: bucket.to_owned(),
         cause,
     };
-    let jetstream = async_nats::jetstream::new(nats.client().clone());
-    let store = jetstream
+    let store = nats
+        .jetstream()
         .get_key_value(bucket)
         .await
         .map_err(|error| failed(error.to_string()))?;
