@@ -358,18 +358,16 @@ impl NatsDirectoryStore {
             .map_err(|error| failure(operation, error))
     }
 
-    /// Appends `logged` on `subject` if the log's last message is still `expected`:
+    /// Appends `payload` (a [`Logged`]) on `subject` if the log's last message is still `expected`:
     /// its sequence, or `None` when another was appended first.
     fn append(
         &self,
         operation: &'static str,
-        subject: String,
-        logged: &Logged,
+        subject: &str,
+        payload: &bytes::Bytes,
         expected: u64,
     ) -> Result<Option<u64>, StoreFailure> {
-        let payload = bytes::Bytes::from(
-            serde_json::to_vec(logged).map_err(|error| backend(operation, error))?,
-        );
+        let (subject, payload) = (subject.to_owned(), payload.clone());
         let context = self.inner.nats.jetstream().clone();
         self.inner
             .nats
@@ -417,6 +415,10 @@ impl NatsDirectoryStore {
         logged: &Logged,
         decide: impl Fn(&DirectoryState) -> Option<Outcome>,
     ) -> Result<Outcome, StoreFailure> {
+        let subject = self.subject(id);
+        let payload = bytes::Bytes::from(
+            serde_json::to_vec(logged).map_err(|error| backend(operation, error))?,
+        );
         for _ in 0..ATTEMPTS {
             let last = self.last_sequence(operation)?;
             self.inner.wait_applied(last, operation)?;
@@ -427,7 +429,7 @@ impl NatsDirectoryStore {
                 }
                 state.applied()
             };
-            if let Some(sequence) = self.append(operation, self.subject(id), logged, expected)? {
+            if let Some(sequence) = self.append(operation, &subject, &payload, expected)? {
                 // Stored: the stream acknowledged it right after the message decided on
                 // (its expected last sequence), so it holds whatever this replica's copy
                 // shows. Waiting lets this replica's next read see it; a copy slower
