@@ -8,6 +8,7 @@
 //! the document's schemas, compiled once per protocol ([`InterfaceCode`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use concord_interact::document::{
@@ -247,7 +248,8 @@ impl PayloadSchema {
 #[derive(Debug)]
 pub(crate) struct InterfaceCode {
     document: String,
-    interface: Interface,
+    /// Shared with every session's endpoint.
+    interface: Arc<Interface>,
     schemas: PayloadSchemas,
 }
 
@@ -259,7 +261,7 @@ impl InterfaceCode {
         let schemas = PayloadSchemas::compile(&interface, limits)?;
         Ok(Self {
             document: text.to_owned(),
-            interface,
+            interface: Arc::new(interface),
             schemas,
         })
     }
@@ -270,7 +272,7 @@ impl InterfaceCode {
     }
 
     /// The affordances the protocol covers.
-    pub(crate) fn interface(&self) -> &Interface {
+    pub(crate) fn interface(&self) -> &Arc<Interface> {
         &self.interface
     }
 

@@ -1,6 +1,7 @@
 //! The requester's end of one interface session.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -215,7 +216,8 @@ enum Request {
 /// request, and turns the provider's messages and chunks into [`ConsumerEvent`]s.
 #[derive(Debug)]
 pub struct ConsumerEndpoint {
-    interface: Interface,
+    /// Shared by every session on the same protocol.
+    interface: Arc<Interface>,
     limits: Limits,
     correlations: Correlations,
     requests: BTreeMap<String, Request>,
@@ -236,16 +238,21 @@ pub struct ConsumerEndpoint {
 }
 
 impl ConsumerEndpoint {
-    /// The endpoint of one session over `interface` (the negotiated subset). Each stream
-    /// starts with the initial credit its action declares.
-    pub fn new(interface: Interface, limits: Limits, streams: StreamLimits) -> Self {
+    /// The endpoint of one session over `interface` (the negotiated subset; an `Arc`
+    /// shares it between the sessions on one protocol). Each stream starts with the
+    /// initial credit its action declares.
+    pub fn new(
+        interface: impl Into<Arc<Interface>>,
+        limits: Limits,
+        streams: StreamLimits,
+    ) -> Self {
         let mut streams = Streams::new(Side::Requester, streams);
         // Chunks are built in the frame that is sent, the wire's prefix in front.
         streams.set_frame_prefix(&chunk_prefix(0));
         Self {
             correlations: Correlations::new(&limits),
             tracker: ActionTracker::new(limits.clone()),
-            interface,
+            interface: interface.into(),
             limits,
             requests: BTreeMap::new(),
             next_correlation: 1,

@@ -1,6 +1,7 @@
 //! The provider's end of one interface session.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -119,7 +120,8 @@ struct AllEvents {
 #[derive(Debug)]
 pub struct ProviderEndpoint {
     subscriber: SubscriberId,
-    interface: Interface,
+    /// Shared by every session on the same protocol.
+    interface: Arc<Interface>,
     limits: Limits,
     streams: Streams,
     pending: BTreeMap<RequestId, Pending>,
@@ -138,11 +140,11 @@ pub struct ProviderEndpoint {
 
 impl ProviderEndpoint {
     /// The endpoint of one session: `subscriber` from [`Thing::new_subscriber`],
-    /// `interface` the negotiated subset. Each stream starts with the initial credit its
-    /// action declares.
+    /// `interface` the negotiated subset (an `Arc` shares it between the sessions on one
+    /// protocol). Each stream starts with the initial credit its action declares.
     pub fn new(
         subscriber: SubscriberId,
-        interface: Interface,
+        interface: impl Into<Arc<Interface>>,
         limits: Limits,
         streams: StreamLimits,
     ) -> Self {
@@ -151,7 +153,7 @@ impl ProviderEndpoint {
         streams.set_frame_prefix(&chunk_prefix(0));
         Self {
             subscriber,
-            interface,
+            interface: interface.into(),
             limits,
             streams,
             pending: BTreeMap::new(),

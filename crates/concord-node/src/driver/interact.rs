@@ -265,13 +265,10 @@ pub(super) async fn next_wake(interact: &mut Option<Interact>) -> Wake {
             let ProviderInteract { wake, pipes, .. } = &mut **state;
             tokio::select! {
                 () = wake.notified() => Wake::Queued,
-                Some(command) = pipes.receiver.recv() => Wake::Stream(command),
+                command = pipes.next_command() => Wake::Stream(command),
             }
         }
-        Some(Interact::Consumer(state)) => match state.pipes.receiver.recv().await {
-            Some(command) => Wake::Stream(command),
-            None => std::future::pending().await,
-        },
+        Some(Interact::Consumer(state)) => Wake::Stream(state.pipes.next_command().await),
         None => std::future::pending().await,
     }
 }

@@ -159,21 +159,20 @@ pub(crate) struct Pipes {
     reader_queue: usize,
     /// Bytes a sender's writes may wait for credit (`StreamLimits::max_send_room`).
     send_room: usize,
-    commands: mpsc::Sender<StreamCommand>,
-    /// The handles' requests, for the session's loop.
-    pub(crate) receiver: mpsc::Receiver<StreamCommand>,
+    /// Where the handles send their requests, and where the session's loop takes them:
+    /// made with the session's first stream, so that a session that never opens one holds
+    /// no channel (its first block is about 2 KB).
+    channel: Option<(mpsc::Sender<StreamCommand>, mpsc::Receiver<StreamCommand>)>,
 }
 
 impl Pipes {
     /// The pipes of a session whose streams have `limits`.
     pub(crate) fn new(limits: &StreamLimits) -> Self {
-        let (commands, receiver) = mpsc::channel(super::STREAM_COMMANDS);
         Self {
             pipes: HashMap::new(),
             reader_queue: usize::try_from(limits.max_reader_queue).unwrap_or(usize::MAX),
             send_room: usize::try_from(limits.max_send_room).unwrap_or(usize::MAX),
-            commands,
-            receiver,
+            channel: None,
         }
     }
 
@@ -205,8 +204,23 @@ impl Pipes {
     }
 
     /// Where the handles of a stream send their requests.
-    pub(crate) fn commands(&self) -> mpsc::Sender<StreamCommand> {
-        self.commands.clone()
+    fn commands(&mut self) -> mpsc::Sender<StreamCommand> {
+        let (commands, _) = self
+            .channel
+            .get_or_insert_with(|| mpsc::channel(super::STREAM_COMMANDS));
+        commands.clone()
+    }
+
+    /// The next request of a stream handle; pending while the session has had no stream
+    /// (cancel-safe, for the session's `select!`).
+    pub(crate) async fn next_command(&mut self) -> StreamCommand {
+        if let Some((_, receiver)) = &mut self.channel {
+            // The channel holds a sender of its own: it never ends.
+            if let Some(command) = receiver.recv().await {
+                return command;
+            }
+        }
+        std::future::pending().await
     }
 
     /// Opens the pipe of stream `id` (a requester's), delivering the peer's bytes to
@@ -315,7 +329,10 @@ impl Pipes {
     pub(crate) fn on_command(&mut self, command: StreamCommand, end: &mut impl StreamEnd) {
         self.handle(command, end);
         for _ in 0..COMMAND_BATCH {
-            match self.receiver.try_recv() {
+            let Some((_, receiver)) = &mut self.channel else {
+                return;
+            };
+            match receiver.try_recv() {
                 Ok(command) => self.handle(command, end),
                 Err(_) => return,
             }
