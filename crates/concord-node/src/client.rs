@@ -31,7 +31,7 @@ use crate::interact::{
 };
 use crate::node::{Shared, Want};
 use crate::peer_descriptions::{Caching, DescriptionCache, Lookup};
-use crate::storage::Recorder;
+use crate::transcripts::Recorder;
 use crate::transport::{self, close_code, websocket_config, ClientSocket, Transport};
 use concord_llm::with_causes;
 
@@ -807,7 +807,7 @@ async fn start_session(
     let source_text = source.encode();
     // Begun by the recorder's task while the hellos cross; awaited before the driver starts
     // (the connection's info names the transcript).
-    let mut recorder = Recorder::start(&shared.store, &peer, Role::Requester, &channel);
+    let mut recorder = Recorder::start(&shared.transcripts, &peer, Role::Requester, &channel);
     recorder.hello(Direction::Sent, &source_text);
     let sent = socket.send_text(source_text).await;
     tracing::debug!("our hello is sent");

@@ -89,6 +89,7 @@ mod shed;
 mod state;
 mod storage;
 mod tls;
+mod transcripts;
 mod transport;
 
 pub use action::{Action, ActionError, ActionFuture};

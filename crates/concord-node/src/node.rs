@@ -26,6 +26,7 @@ use crate::interact::{
 use crate::language::Persona;
 use crate::server::{self, Server};
 use crate::storage::SharedStore;
+use crate::transcripts::Transcripts;
 
 /// What a requester wants from a peer: an action, optionally with its own view of the data
 /// and its own protocol to propose.
@@ -157,6 +158,8 @@ pub(crate) struct Shared {
     pub(crate) persona: Persona,
     pub(crate) actions: Actions,
     pub(crate) store: SharedStore,
+    /// Writes every session's transcript into `store`.
+    pub(crate) transcripts: Transcripts,
     /// The node-wide budget of running action calls, shared by every session.
     pub(crate) calls: Arc<CallBudget>,
     /// The rules, escalating to the LLM when the node has one.
@@ -1199,12 +1202,14 @@ impl NodeBuilder {
         self.actions.attach(&Publisher {
             affordances: Arc::clone(&affordances),
         });
+        let store = SharedStore::new(store, backends, &self.limits);
         Ok(Node {
             shared: Arc::new(Shared {
                 id: self.id,
                 persona,
                 actions: self.actions,
-                store: SharedStore::new(store, backends, &self.limits),
+                transcripts: Transcripts::new(store.clone()),
+                store,
                 calls: Arc::new(CallBudget::new(&self.limits)),
                 policy,
                 limits: self.limits,

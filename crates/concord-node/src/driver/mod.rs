@@ -38,7 +38,7 @@ use crate::code::{CodeInfo, ProtocolCode};
 use crate::config::human;
 use crate::node::Shared;
 use crate::shed::Registration;
-use crate::storage::Recorder;
+use crate::transcripts::Recorder;
 use crate::transport::{Incoming, Transport, TransportError};
 
 /// How long we keep reading after sending a close frame, so the peer gets our reason.

@@ -21,7 +21,7 @@ use crate::config::human;
 use crate::driver::{Driver, Settled, Settlement, Start, StopSignal, CLOSE_LINGER};
 use crate::hello;
 use crate::identity::secure::{self, Channel, SecureSocket};
-use crate::storage::Recorder;
+use crate::transcripts::Recorder;
 use crate::transport::{self, Incoming, Transport, TransportError};
 
 /// How a session opens: who called (from the upgrade), whether in the Noise channel, and
@@ -387,7 +387,7 @@ async fn open_session(
         return None;
     }
     let channel = channel_summary(encrypted, &caller);
-    let recorder = Recorder::start(&shared.store, &peer, Role::Provider, &channel);
+    let recorder = Recorder::start(&shared.transcripts, &peer, Role::Provider, &channel);
     recorder.hello(Direction::Received, &source_text);
     let destination_text = destination.encode();
     recorder.hello(Direction::Sent, &destination_text);
