@@ -25,7 +25,25 @@ pub const DEFAULT_DIRECTORY_STREAM: &str = "concord_directory";
 const FOLLOW_AGAIN: Duration = Duration::from_millis(250);
 
 /// How many times a write is tried again when another replica wrote first.
-const ATTEMPTS: usize = 32;
+const ATTEMPTS: u32 = 32;
+
+/// The longest pause before a write is tried again after another replica wrote first:
+/// the pause is random, up to 1 ms doubled at each lost attempt, at most this.
+const MOST_PAUSE: Duration = Duration::from_millis(64);
+
+/// The pause before attempt `lost + 1` of a write that lost `lost` times to another
+/// writer: random up to `min(1 ms × 2^lost, MOST_PAUSE)` ("full jitter"), so that writers
+/// that keep meeting spread out instead of meeting again.
+fn pause_after(lost: u32) -> Duration {
+    let cap = Duration::from_millis(1u64 << lost.min(16)).min(MOST_PAUSE);
+    let mut random = [0u8; 4];
+    // Without randomness, the whole cap: still a pause.
+    let fraction = match getrandom::getrandom(&mut random) {
+        Ok(()) => f64::from(u32::from_le_bytes(random)) / f64::from(u32::MAX),
+        Err(_) => 1.0,
+    };
+    cap.mul_f64(fraction)
+}
 
 /// One write or removal as the log holds it: the entry with its keys and its event, in one
 /// message (so they are stored together or not at all).
@@ -419,7 +437,10 @@ impl NatsDirectoryStore {
         let payload = bytes::Bytes::from(
             serde_json::to_vec(logged).map_err(|error| backend(operation, error))?,
         );
-        for _ in 0..ATTEMPTS {
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(pause_after(attempt - 1));
+            }
             let last = self.last_sequence(operation)?;
             self.inner.wait_applied(last, operation)?;
             let expected = {
@@ -627,5 +648,23 @@ impl DirectoryStore for NatsDirectoryStore {
             .read_state("search by capability")?
             .held
             .find(keys, now, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_that_keeps_losing_pauses_longer_within_the_bound() {
+        for lost in 0..ATTEMPTS {
+            let cap = Duration::from_millis(1u64 << lost.min(16)).min(MOST_PAUSE);
+            for _ in 0..50 {
+                assert!(pause_after(lost) <= cap, "lost {lost}: over {cap:?}");
+            }
+        }
+        // Random: a hundred pauses at the bound are not all the same.
+        let pauses: std::collections::BTreeSet<_> = (0..100).map(|_| pause_after(10)).collect();
+        assert!(pauses.len() > 50, "{pauses:?}");
     }
 }

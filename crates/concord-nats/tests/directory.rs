@@ -207,3 +207,77 @@ fn a_td_larger_than_nats_takes_is_a_backend_failure_not_an_outage() {
         other => panic!("trying again cannot pass: not a 503: {other:?}"),
     }
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn many_writers_on_three_replicas_each_register_with_no_write_given_up() {
+    const WRITERS_PER_REPLICA: usize = 8;
+    const WRITES_EACH: usize = 6;
+    let server = NatsServer::start();
+    let runtime = runtime();
+    let replicas = [
+        replica(&runtime, &server),
+        replica(&runtime, &server),
+        replica(&runtime, &server),
+    ];
+    // Every write appends after the log's last message: all of them contend on one
+    // expected sequence, and each that loses tries again.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let writers: Vec<_> = replicas
+            .iter()
+            .enumerate()
+            .flat_map(|(r, store)| (0..WRITERS_PER_REPLICA).map(move |w| (r, w, store)))
+            .map(|(r, w, store)| {
+                scope.spawn(move || {
+                    let mut failures = Vec::new();
+                    for i in 0..WRITES_EACH {
+                        let id = format!("urn:writer:{r}:{w}:{i}");
+                        let td = json!({"title": id, "actions": {"forecast": {}}});
+                        let entry = Entry::new(&id, td.clone());
+                        let keys = keys_of(&td);
+                        match store.write(&Write::new(
+                            &entry,
+                            &keys,
+                            Expect::Absent,
+                            EventKind::Created,
+                            Some(&td),
+                            16,
+                        )) {
+                            Ok(Outcome::Done(_)) => {}
+                            other => failures.push(format!("{id}: {other:?}")),
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .flat_map(|writer| writer.join().unwrap())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} writes failed: {failures:#?}",
+        failures.len()
+    );
+    let all = 3 * WRITERS_PER_REPLICA * WRITES_EACH;
+    let limit = u64::try_from(all + 1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for store in &replicas {
+        loop {
+            let found = store
+                .find(
+                    &[CapabilityKey::new(CapabilityKind::Action, "forecast")],
+                    0,
+                    limit,
+                )
+                .unwrap();
+            if found.len() == all {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} of {all} seen", found.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
