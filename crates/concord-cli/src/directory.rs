@@ -123,6 +123,28 @@ fn serve(args: DirectoryServeArgs) -> anyhow::Result<ExitCode> {
     runtime::block_on(run_directory(config, args))?
 }
 
+/// Says (one line on standard error) when a registration within `max_td_bytes` may make a
+/// log message larger than the NATS server takes: the message holds the TD, for an update
+/// its change too, and its capability keys (each at most the TD's size), so up to three
+/// times `max_td_bytes`. Such a registration is answered 500 (the log names `max_payload`). A
+/// warning, not a refusal: most TDs are far smaller (the defaults, 64 KiB against 1 MiB,
+/// say nothing).
+fn warn_beyond_max_payload(
+    file: Option<&std::path::Path>,
+    max_td_bytes: usize,
+    max_payload: usize,
+) {
+    if max_td_bytes.saturating_mul(3) > max_payload {
+        let file = file.map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
+        eprintln!(
+            "concord: {file}: `directory.max_td_bytes` ({max_td_bytes} bytes) lets a registration's \
+             log message (the TD, an update's change and its keys: up to 3 times that) be more \
+             than the NATS server's max_payload ({max_payload} bytes): such a registration is \
+             answered 500; raise max_payload in the NATS servers' configuration or lower the limit"
+        );
+    }
+}
+
 async fn run_directory(
     mut config: DirectoryConfig,
     args: DirectoryServeArgs,
@@ -155,10 +177,18 @@ async fn run_directory(
         Some(cluster) => {
             let opened = async {
                 let nats = concord_nats::Nats::connect(&cluster.settings).await?;
-                concord_nats::NatsDirectoryStore::open(&nats, &cluster.stream).await
+                let store = concord_nats::NatsDirectoryStore::open(&nats, &cluster.stream).await?;
+                Ok::<_, concord_nats::NatsError>((store, nats.max_payload()))
             };
             match opened.await {
-                Ok(shared) => Arc::new(shared),
+                Ok((shared, max_payload)) => {
+                    warn_beyond_max_payload(
+                        args.config.as_deref(),
+                        config.directory.max_td_bytes,
+                        max_payload,
+                    );
+                    Arc::new(shared)
+                }
                 // `start_degraded`: NATS away is an outage, not a configuration error; the
                 // registrations answer 503 until NATS answers, with no restart.
                 Err(

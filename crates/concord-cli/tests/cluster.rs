@@ -1078,3 +1078,66 @@ fn a_directory_started_degraded_stops_when_nats_answers_with_a_stream_it_cannot_
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("`cluster.replicas`"), "{stderr}");
 }
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_directory_replica_says_at_start_when_its_td_limit_is_beyond_what_nats_takes() {
+    let nats = NatsServer::start_with_max_payload(Some(4096));
+    let dir = tempfile::tempdir().unwrap();
+    make_keys(&dir.path().join("secret"));
+    let config = dir.path().join("directory.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[security]\nkeys_file = \"secret/identity/keys.json\"\n\n[cluster]\nnats = [{:?}]\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let replica = Served::directory(&[
+        OsStr::new("--config"),
+        config.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--data-dir"),
+        data.as_os_str(),
+    ]);
+    // Told at start: the default 64 KiB TDs do not fit in 4 KiB messages.
+    assert!(
+        replica.logged("`directory.max_td_bytes` (65536 bytes)"),
+        "{}",
+        replica.stderr()
+    );
+    assert!(
+        replica.stderr().contains("max_payload (4096 bytes)"),
+        "{}",
+        replica.stderr()
+    );
+    // As said: a small TD registers, a TD within max_td_bytes but beyond max_payload is
+    // a 500.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let put = |id: &str, td: serde_json::Value| {
+            http.put(format!("{}things/{id}", replica.url))
+                .header("content-type", "application/td+json")
+                .body(td.to_string())
+                .send()
+        };
+        let small = put("urn:example:lamp-1", lamp("urn:example:lamp-1"))
+            .await
+            .unwrap();
+        assert_eq!(small.status(), 201);
+        let mut large = lamp("urn:example:lamp-2");
+        large["description"] = serde_json::Value::String("x".repeat(6000));
+        let refused = put("urn:example:lamp-2", large).await.unwrap();
+        assert_eq!(refused.status(), 500);
+    });
+    // The answer tells the stranger no more than a store failure; the log names why.
+    assert!(
+        replica.logged("max_payload is smaller than the directory's max_td_bytes allow"),
+        "{}",
+        replica.stderr()
+    );
+}
