@@ -14,7 +14,7 @@ mod events;
 
 use std::ffi::OsStr;
 
-use concord_nats::testing::{NatsCluster, NatsServer};
+use concord_nats::testing::{NatsCluster, NatsServer, Partition};
 use concord_nats::{Nats, NatsProtocolBook, NatsSettings, DEFAULT_PROTOCOL_BUCKET};
 use concord_proto::ProtocolHash;
 use concord_store::ProtocolBook;
@@ -141,12 +141,17 @@ exec = { command = "sh", args = ["-c", "echo '{\"progress\": 0.5}'; sleep 60; ec
 /// Two replicas (`a`, `b`) of one agent from `extra` (after the actions), on free ports,
 /// sharing the identity keys; their configurations' directory is `dir`.
 fn two_replicas(dir: &std::path::Path, extra: &str) -> Vec<Served> {
+    two_replicas_with(dir, |_| extra.to_owned())
+}
+
+/// [`two_replicas`] with each replica's `extra` from its name.
+fn two_replicas_with(dir: &std::path::Path, extra: impl Fn(&str) -> String) -> Vec<Served> {
     // A replica makes no keys of its own: made once, then copied to each data directory.
     make_keys(&dir.join("data-a"));
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
-        let text = config_text(extra)
+        let text = config_text(&extra(name))
             .replace(
                 "listen = \"127.0.0.1:0\"",
                 &format!("listen = \"127.0.0.1:{port}\""),
@@ -1139,5 +1144,91 @@ fn a_directory_replica_says_at_start_when_its_td_limit_is_beyond_what_nats_takes
         replica.logged("max_payload is smaller than the directory's max_td_bytes allow"),
         "{}",
         replica.stderr()
+    );
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_replica_cut_off_from_nats_past_a_lease_answers_its_action_as_the_others_once_back() {
+    let nats = NatsServer::start();
+    // A reaches NATS through a proxy that can cut it off; B directly.
+    let partition = Partition::to(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let replicas = two_replicas_with(dir.path(), |name| {
+        let url = if name == "a" {
+            partition.url()
+        } else {
+            nats.url()
+        };
+        format!(
+            "{RENDER}\n[limits.interaction]\naction_lease = \"2s\"\n\n[cluster]\nnats = [{url:?}]\ntimeout = \"1s\"\n"
+        )
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let get = |url: String| {
+        let http = http.clone();
+        runtime.block_on(async move {
+            let answer = http.get(url).send().await.unwrap();
+            let status = answer.status();
+            let body: serde_json::Value =
+                serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap_or_default();
+            (status, body)
+        })
+    };
+    let path = runtime.block_on(async {
+        let started = http
+            .post(format!("{}actions/render", replicas[0].url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 201);
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        location.split_once("/actions/").unwrap().1.to_owned()
+    });
+    let on = |replica: &Served| format!("{}actions/{path}", replica.url);
+    let until = |what: &str, replica: &Served, done: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (status, body) = get(on(replica));
+            assert_eq!(status, 200, "{body}");
+            if done(&body) {
+                return body;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {body}");
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    };
+    until("B never saw A's action run", &replicas[1], &|body| {
+        body["status"] == "running"
+    });
+
+    // A is cut off past the lease while its action goes on: B answers it failed.
+    partition.cut();
+    let failed = until("B never answered it failed", &replicas[1], &|body| {
+        body["status"] != "running"
+    });
+    assert_eq!(failed["status"], "failed", "{failed}");
+
+    // Back: A answers what B answers, whole (not an answer of its own: cut off, it may
+    // have ended the action itself, its caller's lease run out there too), and its work
+    // is stopped (a cancel is refused as for any finished action).
+    partition.mend();
+    until("A never answered as B", &replicas[0], &|body| {
+        *body == failed
+    });
+    assert_eq!(get(on(&replicas[1])).1, failed);
+    let cancelled =
+        runtime.block_on(async { http.delete(on(&replicas[0])).send().await.unwrap().status() });
+    assert_eq!(cancelled, 409);
+    assert!(
+        replicas[0].logged("its answer stands"),
+        "{}",
+        replicas[0].stderr()
     );
 }

@@ -102,6 +102,16 @@ pub trait LocalActions: Send + Sync {
     /// # Errors
     /// What the table says ([`ActionTableError::Unknown`], [`ActionTableError::Finished`]).
     fn renew(&self, id: &str) -> Result<(), ActionTableError>;
+
+    /// Another replica answered the action `record.id`, which this replica runs or ran,
+    /// while this one was cut off from the shared records past the action's lease:
+    /// `record` (its terminal answer) stands, and this replica stops the work if it still
+    /// runs and answers the action as every other replica does
+    /// ([`Thing::action_ended_elsewhere`](crate::Thing::action_ended_elsewhere)).
+    ///
+    /// # Errors
+    /// What the table says ([`ActionTableError::Unknown`]).
+    fn ended_elsewhere(&self, record: &ActionRecord) -> Result<(), ActionTableError>;
 }
 
 /// Carries cancels between the replicas of one agent.

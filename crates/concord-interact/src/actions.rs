@@ -245,6 +245,13 @@ pub enum ActionEvent {
         /// Why.
         reason: CancelReason,
     },
+    /// Another replica answered the action while this table ran it
+    /// ([`ActionTable::ended_elsewhere`]): stop the work behind it. The table holds it no
+    /// more; its records hold that replica's answer.
+    EndedElsewhere {
+        /// The action id.
+        id: String,
+    },
     /// The table's [`ActionRecords`] could not take a change of the action (the change
     /// stands here; other replicas read an earlier state until a later change is recorded).
     NotRecorded {
@@ -667,6 +674,29 @@ impl ActionTable {
         let action = self.unfinished_mut(id)?;
         action.error = Some(problem);
         self.finish(id, ActionStatus::Failed, now);
+        Ok(())
+    }
+
+    /// Another replica answered the action `id`, which this table runs or ran, while this
+    /// one was cut off from the shared records past the action's lease (its runner was
+    /// taken for stopped, and the records hold that replica's terminal answer, which
+    /// outlived any this table gave meanwhile): the table lets go of the action without
+    /// recording anything, so that it is answered from the records here as on every other
+    /// replica. An unfinished one's work is to stop: [`ActionEvent::EndedElsewhere`] tells
+    /// the driver.
+    ///
+    /// # Errors
+    /// [`ActionTableError::Unknown`] when the table does not hold it.
+    pub fn ended_elsewhere(&mut self, id: &str) -> Result<(), ActionTableError> {
+        let action = self.actions.remove(id).ok_or_else(|| unknown(id))?;
+        if action.status.is_terminal() {
+            // Not forgotten with the finished ones later: that would forget the records'.
+            self.finished.retain(|finished| finished != id);
+        } else {
+            self.unfinished = self.unfinished.saturating_sub(1);
+            self.events
+                .push_back(ActionEvent::EndedElsewhere { id: id.to_owned() });
+        }
         Ok(())
     }
 

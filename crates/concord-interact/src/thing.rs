@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::action_records::ActionRecords;
+use crate::action_records::{ActionRecord, ActionRecords};
 use crate::actions::{Action, ActionEvent, ActionIds, ActionTable, ActionTableError};
 use crate::events::{Delivery, EventError, EventHub, HubEvent, Overflow, Subscribed, SubscriberId};
 use crate::interface::Interface;
@@ -329,6 +329,36 @@ impl Thing {
     ) -> Result<(), ActionTableError> {
         self.actions.fail(action_id, problem, now)?;
         self.notify_owner(action_id, true);
+        self.drain_action_events();
+        Ok(())
+    }
+
+    /// Another replica answered the action `record.id`, which this Thing runs or ran,
+    /// while this one was cut off from the shared records past the action's lease:
+    /// `record`, its terminal answer, stands. The table lets go of the action
+    /// ([`ActionTable::ended_elsewhere`]: it is answered from the records, as on every other
+    /// replica); an unfinished one's work is stopped ([`Thing::poll_action_event`]) and its
+    /// attached caller gets `record` as its terminal notification.
+    ///
+    /// # Errors
+    /// As [`ActionTable::ended_elsewhere`] says.
+    pub fn action_ended_elsewhere(
+        &mut self,
+        record: &ActionRecord,
+        now: Instant,
+    ) -> Result<(), ActionTableError> {
+        self.actions.ended_elsewhere(&record.id)?;
+        if let Some(owner) = self.owners.remove(&record.id) {
+            if let Some(session) = owner.subscriber.and_then(|s| self.sessions.get_mut(&s)) {
+                let answer = Action::from_record(record.clone(), now);
+                session.outbox.push_back(answer.to_message(
+                    MessageType::Notification,
+                    Operation::InvokeAction,
+                    &owner.correlation_id,
+                ));
+            }
+            self.after_change();
+        }
         self.drain_action_events();
         Ok(())
     }
@@ -715,7 +745,7 @@ impl Thing {
         while let Some(event) = self.actions.poll_event() {
             let cancelled = match &event {
                 ActionEvent::Cancelled { id, .. } => Some(id.clone()),
-                ActionEvent::NotRecorded { .. } => None,
+                ActionEvent::EndedElsewhere { .. } | ActionEvent::NotRecorded { .. } => None,
             };
             self.action_events.push_back(event);
             if let Some(id) = cancelled {

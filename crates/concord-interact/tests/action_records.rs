@@ -347,3 +347,40 @@ fn a_provider_endpoint_asks_its_node_to_relay_a_cancel_held_elsewhere_and_answer
     assert_eq!(answer.correlation_id, "c-2");
     assert_eq!(answer.error, Some(unavailable));
 }
+
+#[test]
+fn a_table_lets_go_of_an_action_another_replica_answered_even_one_it_ended_itself() {
+    let records = Arc::new(LocalActionRecords::new());
+    let (mut a, _) = replicas(&records);
+    let t0 = Instant::now();
+    // Cut off, A ended its action itself (its caller's lease ran out) ...
+    let id = a.start("render", t0).unwrap();
+    a.cancel(&id, t0).unwrap();
+    assert!(matches!(
+        a.poll_event(),
+        Some(ActionEvent::Cancelled { .. })
+    ));
+    // ... while B, taking A for stopped, answered it failed: the records hold B's answer.
+    let mut failed = a.query(&id).unwrap().to_record();
+    failed.status = ActionStatus::Failed;
+    failed.cancel_reason = None;
+    failed.error =
+        Some(Problem::new("urn:concord:interact:unavailable").with_detail("its replica stopped"));
+    failed.revision += 5;
+    records.write(&failed).unwrap();
+
+    a.ended_elsewhere(&id).unwrap();
+    assert_eq!(a.poll_event(), None, "nothing runs: nothing to stop");
+    assert!(a.query(&id).is_err());
+    assert_eq!(a.lookup(&id, t0).unwrap().to_record(), failed);
+    // Finished actions A forgets later never take B's answer with them.
+    for _ in 0..Limits::default().finished_actions + 1 {
+        let other = a.start("render", t0).unwrap();
+        a.complete(&other, None, t0).unwrap();
+    }
+    assert_eq!(records.read(&id).unwrap(), Some(failed));
+    assert!(matches!(
+        a.ended_elsewhere(&id),
+        Err(ActionTableError::Unknown { .. })
+    ));
+}

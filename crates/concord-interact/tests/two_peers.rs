@@ -2,16 +2,17 @@
 //! `ProviderEndpoint`s sharing one node-wide `Thing`, exchanging exactly what
 //! `poll_transmit` hands out through `handle_frame`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use concord_interact::stream::{
     Chunk, ChunkHeader, Flags, ResetCode, Sent, StreamId, StreamLimits,
 };
 use concord_interact::{
-    decode_frame, ActionEvent, ActionMode, CancelReason, ConsumerEndpoint, ConsumerEvent,
-    Correlation, Frame, Interface, Limits, Message, MessageType, Operation, Overflow, Problem,
-    ProblemType, ProviderEndpoint, ProviderEvent, StreamUpdate, SubscriberId, Thing, UseError,
-    CHUNK_PREFIX, NO_CORRELATION,
+    decode_frame, ActionEvent, ActionMode, ActionRecords, ActionStatus, CancelReason,
+    ConsumerEndpoint, ConsumerEvent, Correlation, Frame, Interface, Limits, LocalActionRecords,
+    Message, MessageType, Operation, Overflow, Problem, ProblemType, ProviderEndpoint,
+    ProviderEvent, StreamUpdate, SubscriberId, Thing, UseError, CHUNK_PREFIX, NO_CORRELATION,
 };
 use serde_json::{json, Value};
 
@@ -337,6 +338,81 @@ fn progress_is_monotonic_with_exactly_one_terminal_notification() {
         [ConsumerEvent::Answered { result: Err(p), .. }] => assert_eq!(p.status, Some(404)),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn an_action_another_replica_answered_ends_here_with_that_answer() {
+    let records = Arc::new(LocalActionRecords::new());
+    let mut net = Net::standard();
+    net.thing = Thing::new(
+        interface(),
+        [
+            ("level".to_owned(), json!(3)),
+            ("serial".to_owned(), json!("A-1")),
+        ]
+        .into(),
+        net.limits.clone(),
+        Overflow::DropOldest,
+    )
+    .unwrap()
+    .with_action_records(Arc::clone(&records) as Arc<dyn ActionRecords>);
+    let s = net.connect();
+    let c = net.c(s).invoke("train", json!({})).unwrap();
+    net.pump(s);
+    let (_, _, action_id, _) = one_invoke(net.provider_events(s));
+    let action_id = action_id.unwrap();
+    assert_eq!(accepted(&net.consumer_events(s)), action_id);
+    let now = net.now;
+    net.thing.progress(&action_id, 0.25, None, now).unwrap();
+    net.pump_woken();
+    net.consumer_events(s);
+
+    // Another replica took this one for stopped (cut off past the lease) and answered the
+    // action failed in the shared records.
+    let mut failed = net.thing.query_action(&action_id).unwrap().to_record();
+    failed.status = ActionStatus::Failed;
+    failed.error = Some(
+        Problem::new("urn:concord:interact:runner-gone")
+            .with_title("Action failed")
+            .with_detail("its replica stopped"),
+    );
+    failed.revision += 1;
+    records.write(&failed).unwrap();
+    net.thing.action_ended_elsewhere(&failed, now).unwrap();
+    assert_eq!(
+        net.thing.poll_action_event(),
+        Some(ActionEvent::EndedElsewhere {
+            id: action_id.clone()
+        })
+    );
+    // The caller hears that answer as the action's end ...
+    net.pump_woken();
+    match net.consumer_events(s).as_slice() {
+        [ConsumerEvent::Finished {
+            correlation,
+            action_id: finished,
+            result: Err(problem),
+        }] => {
+            assert_eq!((correlation, finished), (&c, &action_id));
+            assert_eq!(problem.detail.as_deref(), Some("its replica stopped"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... and a query here answers what every replica answers: the records'.
+    assert!(net.thing.query_action(&action_id).is_err());
+    assert_eq!(
+        net.thing
+            .lookup_action(&action_id, now)
+            .unwrap()
+            .to_record(),
+        failed
+    );
+    // Its work's late reports change nothing, and it ends once.
+    assert!(net.thing.progress(&action_id, 0.5, None, now).is_err());
+    assert!(net.thing.complete(&action_id, json!({}), now).is_err());
+    assert!(net.thing.action_ended_elsewhere(&failed, now).is_err());
+    assert_eq!(records.read(&action_id).unwrap(), Some(failed));
+    assert_eq!(net.thing.unfinished_actions(), 0);
 }
 
 #[test]

@@ -313,8 +313,9 @@ impl Inner {
     /// One of this replica's own (a put whose answer was lost) is the base of the next
     /// put. Another replica's terminal record (this one was cut off past the action's lease
     /// and another answered the action failed) stands: it replaces the copy's, this
-    /// replica's unsent change is dropped, and the action is cancelled here so that its work
-    /// stops. Whether it learned what the bucket holds: `false` (NATS could not be read,
+    /// replica's unsent change is dropped, and the action's table here lets go of it
+    /// ([`LocalActions::ended_elsewhere`]) so that its work stops and it is answered as on
+    /// every other replica. Whether it learned what the bucket holds: `false` (NATS could not be read,
     /// or holds what this crate does not write) leaves it to the next turn, after a pause.
     async fn overtaken(&self, key: &str) -> bool {
         let timeout = self.nats.operation_timeout();
@@ -354,7 +355,7 @@ impl Inner {
             "another replica ended this replica's action while it could not reach NATS: its answer stands, the action is stopped here"
         );
         if let Some(local) = self.local.get() {
-            if let Err(error) = local.cancel(&held.id) {
+            if let Err(error) = local.ended_elsewhere(&held) {
                 tracing::debug!(%error, action_id = %held.id, "the action was not running here any more");
             }
         }

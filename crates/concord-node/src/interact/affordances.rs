@@ -635,6 +635,12 @@ impl Affordances {
             if let ActionEvent::NotRecorded { id, error } = &event {
                 tracing::warn!(action_id = %id, %error, "action change not recorded");
             }
+            if let ActionEvent::EndedElsewhere { id } = &event {
+                tracing::info!(action_id = %id, "another replica answered this action while this one could not reach the shared records: its answer stands, the work stops here");
+                if let Some(task) = lock(&self.running).remove(id) {
+                    task.abort();
+                }
+            }
             if let ActionEvent::Cancelled { id, reason } = event {
                 let name = thing
                     .query_action(&id)

@@ -12,7 +12,8 @@ use concord_interact::{
 use super::affordances::Affordances;
 
 /// This node's actions as the relay sees them: a relayed cancel cancels here, as a
-/// caller's own `cancelaction` would (the task stops, the caller hears it).
+/// caller's own `cancelaction` would (the task stops, the caller hears it); an action
+/// another replica answered while this one was cut off stops here too.
 struct NodeActions {
     affordances: Weak<Affordances>,
 }
@@ -33,6 +34,18 @@ impl LocalActions for NodeActions {
             tracing::info!(action_id = %id, "action cancelled by a cancel relayed from another replica");
         }
         cancelled
+    }
+
+    fn ended_elsewhere(&self, record: &ActionRecord) -> Result<(), ActionTableError> {
+        let Some(affordances) = self.affordances.upgrade() else {
+            return Err(ActionTableError::Unknown {
+                id: record.id.chars().take(64).collect(),
+            });
+        };
+        let mut thing = affordances.lock();
+        let ended = thing.action_ended_elsewhere(record, Instant::now());
+        affordances.wake(&mut thing);
+        ended
     }
 
     fn renew(&self, id: &str) -> Result<(), ActionTableError> {
