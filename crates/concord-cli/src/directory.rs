@@ -331,7 +331,8 @@ fn cluster_key(error: &concord_nats::NatsError) -> &'static str {
         NatsError::File {
             what: "credentials",
             ..
-        } => "cluster.credentials",
+        }
+        | NatsError::Permission { .. } => "cluster.credentials",
         NatsError::File { .. } => "cluster.ca_cert",
         _ => "cluster.nats",
     }

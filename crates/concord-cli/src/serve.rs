@@ -449,7 +449,8 @@ fn cluster_key(
         NatsError::File {
             what: "credentials",
             ..
-        } => return "cluster.credentials",
+        }
+        | NatsError::Permission { .. } => return "cluster.credentials",
         NatsError::File { .. } => return "cluster.ca_cert",
         NatsError::Replicas { .. } => return "cluster.replicas",
         NatsError::Bucket { bucket: name, .. }

@@ -512,13 +512,12 @@ fn a_replica_started_degraded_stops_when_nats_refuses_its_event_stream() {
     });
 }
 
-/// Prepares NATS with `prepare`, stops it, starts a replica degraded, and starts NATS
-/// again: the replica stops with exit 2 naming `key`, as it would have at start.
+/// Prepares NATS with `prepare`, then [`stops_naming`] `key`.
 fn a_replica_started_degraded_stops_naming<F>(key: &str, prepare: impl FnOnce(Nats) -> F)
 where
     F: std::future::Future<Output = Result<(), concord_nats::NatsError>>,
 {
-    let mut nats = NatsServer::start();
+    let nats = NatsServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let client = Nats::connect(&NatsSettings::new([nats.url()]))
@@ -526,6 +525,26 @@ where
             .unwrap();
         prepare(client).await.unwrap();
     });
+    stops_naming(nats, key);
+}
+
+#[test]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+fn a_replica_started_degraded_stops_when_its_nats_user_lacks_a_permission() {
+    // The user the replica is on NATS may not use JetStream's API: the server says
+    // "Permissions Violation" and leaves each request unanswered, which trying again
+    // cannot cure (it was taken for an outage and tried for ever).
+    let nats = NatsServer::start_with_config(
+        "authorization {\n  users = [\n    { user: concord, password: secret, permissions: \
+         { publish: { deny: [\"$JS.API.>\"] } } }\n  ]\n}\nno_auth_user: concord\n",
+    );
+    let stderr = stops_naming(nats, "cluster.credentials");
+    assert!(stderr.contains("Permissions Violation"), "{stderr}");
+}
+
+/// Stops `nats`, starts a replica degraded, and starts NATS again: the replica stops with
+/// exit 2 naming `key`, as it would have at start; what it said.
+fn stops_naming(mut nats: NatsServer, key: &str) -> String {
     nats.stop();
     let dir = tempfile::tempdir().unwrap();
     make_keys(&dir.path().join("data"));
@@ -550,6 +569,7 @@ where
     let (code, stderr) = replica.exits_within(std::time::Duration::from_secs(30));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(&format!("`{key}`")), "{stderr}");
+    stderr
 }
 
 /// A valid TD with this id and a `toggle` action.

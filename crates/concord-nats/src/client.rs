@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
@@ -85,6 +86,8 @@ pub struct Nats {
     jetstream: jetstream::Context,
     timeout: Duration,
     replicas: usize,
+    /// The last permissions violation the server reported on this connection, if any.
+    violation: Arc<Mutex<Option<String>>>,
 }
 
 impl Nats {
@@ -101,7 +104,21 @@ impl Nats {
             servers: servers.clone(),
             cause,
         };
+        let violation = Arc::new(Mutex::new(None));
+        let heard = Arc::clone(&violation);
         let mut options = async_nats::ConnectOptions::new()
+            .event_callback(move |event| {
+                // A request the server refused this way goes unanswered: kept to tell a
+                // missing permission from an outage.
+                if let async_nats::Event::ServerError(async_nats::ServerError::Other(text)) = &event
+                {
+                    if text.to_lowercase().contains("permissions violation") {
+                        tracing::warn!(violation = %text, "NATS refused a request of ours");
+                        *heard.lock().unwrap_or_else(PoisonError::into_inner) = Some(text.clone());
+                    }
+                }
+                async {}
+            })
             .name(&settings.client_name)
             .connection_timeout(settings.operation_timeout)
             .request_timeout(Some(settings.operation_timeout))
@@ -145,6 +162,7 @@ impl Nats {
         // `connect` is async: it runs on a runtime, whose handle the requests use.
         let mut nats = Self::from_client(client, Handle::current(), settings.operation_timeout);
         nats.replicas = settings.replicas.clamp(1, MAX_REPLICAS);
+        nats.violation = violation;
         Ok(nats)
     }
 
@@ -162,6 +180,7 @@ impl Nats {
             jetstream,
             timeout: operation_timeout,
             replicas: 1,
+            violation: Arc::default(),
         }
     }
 
@@ -194,7 +213,8 @@ impl Nats {
     }
 
     /// The error for a bucket or stream `name` that could not be created: naming the
-    /// replication factor when that is what the server refused.
+    /// replication factor, JetStream's refusal or the permission the user lacks when that is
+    /// what the server said.
     pub(crate) fn create_error(
         &self,
         name: &str,
@@ -215,6 +235,16 @@ impl Nats {
                 name: name.to_owned(),
                 reason,
                 cause,
+            }
+        } else if let Some(violation) = self
+            .violation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            NatsError::Permission {
+                name: name.to_owned(),
+                violation,
             }
         } else {
             otherwise(cause)
@@ -286,14 +316,11 @@ impl Nats {
                     },
                 }
             };
-        tokio::time::timeout(self.timeout.saturating_mul(3), attempt)
-            .await
-            .map_err(|_| {
-                bucket_error(format!(
-                    "no answer within {:?}",
-                    self.timeout.saturating_mul(3)
-                ))
-            })?
+        let within = self.timeout.saturating_mul(3);
+        tokio::time::timeout(within, attempt).await.map_err(|_| {
+            // Unanswered: a permissions violation the server reported explains it.
+            self.create_error(&name, format!("no answer within {within:?}"), bucket_error)
+        })?
     }
 
     /// Runs `request` on the runtime and waits for its answer on this (blocking) thread, at

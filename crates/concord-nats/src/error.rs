@@ -128,6 +128,19 @@ pub enum NatsError {
         /// What the server answered.
         cause: String,
     },
+    /// The NATS user may not do what opening a bucket or stream needs: the server answered
+    /// a permissions violation (say, for publishing to `$JS.API.STREAM.CREATE.<name>`) and
+    /// the request then went unanswered. The credentials' permissions are to change, not
+    /// the network: trying again cannot cure it.
+    #[error(
+        "NATS refuses the bucket or stream {name:?}: the user lacks a permission ({violation})"
+    )]
+    Permission {
+        /// The bucket or stream.
+        name: String,
+        /// What the server said.
+        violation: String,
+    },
     /// The runtime the backend runs its requests on is gone (the node shut down).
     #[error("the tokio runtime NATS requests run on is shut down ({operation})")]
     RuntimeGone {
@@ -139,7 +152,8 @@ pub enum NatsError {
 impl NatsError {
     /// Whether the error is the configuration's, not an outage: trying again cannot cure it
     /// (a file that cannot be read, a nonce bucket that forgets too soon, more replicas
-    /// than the NATS cluster has servers, a bucket or stream NATS refuses as configured).
+    /// than the NATS cluster has servers, a bucket or stream NATS refuses as configured, a
+    /// user without the permissions it needs).
     pub fn is_configuration(&self) -> bool {
         matches!(
             self,
@@ -147,6 +161,7 @@ impl NatsError {
                 | Self::WindowTooShort { .. }
                 | Self::Replicas { .. }
                 | Self::Refused { .. }
+                | Self::Permission { .. }
         )
     }
 

@@ -242,9 +242,14 @@ impl NatsEventLog {
             }
         };
         let within = nats.operation_timeout().saturating_mul(3);
-        let stream = tokio::time::timeout(within, attempt)
-            .await
-            .map_err(|_| stream_error(format!("no answer within {within:?}")))??;
+        let stream = tokio::time::timeout(within, attempt).await.map_err(|_| {
+            // Unanswered: a permissions violation the server reported explains it.
+            nats.create_error(
+                &config.name,
+                format!("no answer within {within:?}"),
+                stream_error,
+            )
+        })??;
         Ok(Self {
             nats: nats.clone(),
             stream,

@@ -230,10 +230,22 @@ impl NatsServer {
     /// # Panics
     /// As [`start`](Self::start).
     pub fn start_with_max_payload(max_payload: Option<usize>) -> Self {
+        Self::start_with_config(
+            &max_payload.map_or_else(String::new, |bytes| format!("max_payload: {bytes}\n")),
+        )
+    }
+
+    /// [`start`](Self::start) with `config` as the server's configuration file (NATS's
+    /// own format: `max_payload: 4096`, an `authorization` block with users and their
+    /// permissions, …); JetStream, the address and the ports stay the fixture's.
+    ///
+    /// # Panics
+    /// As [`start`](Self::start), and when the file cannot be written.
+    pub fn start_with_config(config: &str) -> Self {
         let mut process = Process::new(Vec::new());
-        if let Some(bytes) = max_payload {
+        if !config.is_empty() {
             let path = process.dir.join("nats.conf");
-            std::fs::write(&path, format!("max_payload: {bytes}\n"))
+            std::fs::write(&path, config)
                 .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
             process.extra.push("-c".to_owned());
             process.extra.push(path.display().to_string());

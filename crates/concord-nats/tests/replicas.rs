@@ -2,7 +2,9 @@
 //! (`CONCORD_NATS_SERVER` names the binary; `.ci/run` runs these with `--ignored`): every
 //! bucket and stream is created with R1 by default; asking R3 of a server that is not in a
 //! cluster is refused with [`NatsError::Replicas`] naming the bucket or stream (a cluster
-//! of three is not started here); one that exists with fewer replicas is used as it is.
+//! of three is not started here); one that exists with fewer replicas is used as it is. A
+//! user NATS does not let create them is told so ([`NatsError::Permission`]), as
+//! configuration.
 
 use std::time::Duration;
 
@@ -105,4 +107,56 @@ async fn buckets_and_streams_have_the_configured_replicas_or_a_clear_error() {
         .unwrap();
     NatsDirectoryStore::open(&nats, "directory").await.unwrap();
     assert_eq!(replicas_of(&server, "KV_actions").await, 1);
+}
+
+/// A server on which a client that does not log in is the user `concord`, who may not use
+/// JetStream's API (every other subject is allowed).
+fn server_denying_jetstream() -> NatsServer {
+    NatsServer::start_with_config(
+        "authorization {\n  users = [\n    { user: concord, password: secret, permissions: \
+         { publish: { deny: [\"$JS.API.>\"] } } }\n  ]\n}\nno_auth_user: concord\n",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a nats-server: set CONCORD_NATS_SERVER"]
+async fn a_user_without_the_permissions_is_told_as_configuration_not_as_an_outage() {
+    let server = server_denying_jetstream();
+    let mut settings = NatsSettings::new([server.url()]);
+    settings.operation_timeout = Duration::from_secs(1);
+    let nats = Nats::connect(&settings).await.unwrap();
+    let denied = |error: NatsError, wanted: &str| {
+        assert!(error.is_configuration(), "{wanted}: {error:?}");
+        match &error {
+            NatsError::Permission { name, violation } => {
+                assert_eq!(name, wanted);
+                assert!(violation.contains("$JS.API"), "{violation}");
+            }
+            other => panic!("{wanted}: a missing permission must be told as such: {other:?}"),
+        }
+    };
+    denied(
+        NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
+            .await
+            .unwrap_err(),
+        "actions",
+    );
+    denied(
+        SharedState::open(&nats, &Buckets::default(), Duration::from_secs(360))
+            .await
+            .unwrap_err(),
+        &Buckets::default().protocols,
+    );
+    denied(
+        NatsEventLog::open(&nats, &EventStream::new("events"))
+            .await
+            .unwrap_err(),
+        "events",
+    );
+    denied(
+        NatsDirectoryStore::open(&nats, "directory")
+            .await
+            .unwrap_err(),
+        "directory",
+    );
 }
