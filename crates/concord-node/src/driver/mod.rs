@@ -284,17 +284,19 @@ impl<T: Transport> Driver<T> {
     ///
     /// Not an `async fn`: the future it returns is the session's loop itself, not one that
     /// holds the driver and then the loop holding it again (a session's task is as large as
-    /// this future for as long as the session lives).
+    /// this future for as long as the session lives). The driver is boxed: an `async fn`
+    /// keeps its by-value `self` twice (the argument, and the binding it is moved into), and
+    /// a session would hold its driver twice all its life.
     pub(crate) fn run(self) -> impl std::future::Future<Output = ()> + Send {
         let span = tracing::info_span!(
             "session",
             role = self.session.role().name(),
             peer = %self.peer
         );
-        self.drive().instrument(span)
+        Box::new(self).drive().instrument(span)
     }
 
-    async fn drive(mut self) {
+    async fn drive(mut self: Box<Self>) {
         self.start_requester();
         // One timer for every deadline, armed only when the earliest deadline moves
         // earlier: activity pushes the idle deadline later on every frame, and the timer
@@ -357,7 +359,7 @@ impl<T: Transport> Driver<T> {
         };
         // Boxed: the end's own state (close, linger, transcript) is allocated when the
         // session ends, instead of being part of the loop's future all its life.
-        Box::pin(self.end(cause)).await;
+        Box::pin((*self).end(cause)).await;
     }
 
     // ----- batching: what is already there is handled before the next flush -----------

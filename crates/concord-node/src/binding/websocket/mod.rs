@@ -31,7 +31,7 @@ use crate::node::Shared;
 use crate::shed::IdleSessions;
 use crate::transport;
 
-use session::{run_session, Admitted, Opening};
+use session::{open_connection, run_session, Admitted, Opening};
 
 /// Path of the meta-protocol WebSocket.
 pub(crate) const ENDPOINT_PATH: &str = "/concord";
@@ -244,8 +244,9 @@ async fn accept_session(
                 noise,
                 pending,
             };
-            run_session(socket, state, remote, admitted, opening)
-                .instrument(tracing::info_span!("connection", %remote))
+            let span = tracing::info_span!("connection", %remote);
+            let opening = open_connection(socket, state, remote, opening).instrument(span.clone());
+            run_session(Box::pin(opening), admitted).instrument(span)
         })
 }
 

@@ -11,6 +11,7 @@ use concord_identity::Caller;
 use concord_proto::handshake::{self, LocalOffer, ProtocolChoice};
 use concord_proto::{Capability, HelloKind, ProtocolType, Role, Session};
 use concord_store::Direction;
+use futures_util::future::OptionFuture;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::{sessions_full, ServerState};
@@ -70,15 +71,26 @@ async fn session_slot(state: &ServerState, remote: SocketAddr) -> Option<OwnedSe
     }
 }
 
-/// One provider session: the hello (in the budget of those waiting for one), then a
-/// session permit, then the driver, holding the permit throughout.
+/// One provider session's task: `opening` (from [`open_connection`]), boxed, then the
+/// driver's loop, holding `admitted` throughout. The opening's state (the socket before
+/// the session took it, the hello, the slot's wait) is freed once the session is open:
+/// what the task holds while the session lives is the loop's future only.
 pub(super) async fn run_session(
+    opening: std::pin::Pin<Box<impl std::future::Future<Output = Option<Start<DrainingSocket>>>>>,
+    _admitted: Admitted,
+) {
+    OptionFuture::from(opening.await.map(|start| Driver::new(start).run())).await;
+}
+
+/// Opens one provider session: the hello (in the budget of those waiting for one), then a
+/// session permit (held by the session throughout); what the driver starts from, or
+/// `None` when the session is not opened (the peer was told why).
+pub(super) async fn open_connection(
     socket: WebSocket,
     state: Arc<ServerState>,
     remote: SocketAddr,
-    _admitted: Admitted,
     opening: Opening,
-) {
+) -> Option<Start<DrainingSocket>> {
     let Opening {
         caller,
         noise,
@@ -99,7 +111,7 @@ pub(super) async fn run_session(
         .await
         {
             Some(channel) => channel,
-            None => return,
+            None => return None,
         }
     } else {
         Channel::Plain(socket)
@@ -120,12 +132,8 @@ pub(super) async fn run_session(
             Ok(hello) => match session_slot(&state, remote).await {
                 Some(permit) if !*state.stop.borrow() => {
                     tracing::debug!("the hello is read: answering it");
-                    let opened =
-                        Box::pin(open_session(socket, &state, remote, hello, permit, caller)).await;
-                    if let Some(start) = opened {
-                        Driver::new(start).run().await;
-                    }
-                    return;
+                    return Box::pin(open_session(socket, &state, remote, hello, permit, caller))
+                        .await;
                 }
                 Some(_) => (
                     transport::close_code::GOING_AWAY,
@@ -141,7 +149,7 @@ pub(super) async fn run_session(
                 tracing::info!(%failure, "no session: bad or missing sourceHello");
                 match failure.close_frame() {
                     Some(close) => close,
-                    None => return,
+                    None => return None,
                 }
             }
         },
@@ -160,6 +168,7 @@ pub(super) async fn run_session(
         ),
     };
     transport::close(&mut socket, code, &reason, CLOSE_LINGER).await;
+    None
 }
 
 /// The Noise channel on `socket` (we respond): the handshake, bound to the caller's DID
@@ -486,7 +495,7 @@ async fn close_when_drained(
 /// (application requests in, application responses out), so that a draining server
 /// closes the session only once they are answered. While the server drains it takes no
 /// new request: one that arrives is dropped unread.
-struct DrainingSocket {
+pub(super) struct DrainingSocket {
     socket: Channel<WebSocket>,
     stop: watch::Receiver<bool>,
     pending: watch::Sender<usize>,
