@@ -1081,6 +1081,7 @@ pub(crate) struct LimitsSection {
     http_long_poll_timeout: Option<Humane>,
     hello_timeout: Option<Humane>,
     description_max_age: Option<Humane>,
+    resume_cache_ttl: Option<Humane>,
     idle_timeout: Option<Humane>,
     first_proposal_timeout: Option<Humane>,
     negotiation_deadline: Option<Humane>,
@@ -2075,6 +2076,7 @@ impl LimitsSection {
             directory_searches_per_address,
             hello_timeout,
             description_max_age,
+            resume_cache_ttl,
             idle_timeout,
             first_proposal_timeout,
             negotiation_deadline,
@@ -2561,6 +2563,22 @@ exec = { command = "sh", args = ["name.sh"], timeout = "2s" }
         .unwrap()
         .limits;
         assert_eq!(limits.description_max_age, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_resume_cache_ttl_is_set_and_may_be_zero() {
+        let read = |value: &str| {
+            load(
+                &format!("{MINIMAL}\n[limits]\nresume_cache_ttl = \"{value}\"\n"),
+                &[],
+            )
+            .unwrap()
+            .limits
+            .resume_cache_ttl
+        };
+        assert_eq!(read("2s"), Duration::from_secs(2));
+        // Zero: every 0-RTT hello asks the store.
+        assert_eq!(read("0s"), Duration::ZERO);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use concord_proto::{HelloLimits, PreparationLimits, SessionConfig};
 /// | `backend_call_wait` | 10 s | how long a call waits for a slot before it is refused (429 or 503) |
 /// | `hello_timeout` | 10 s | no hello within it: the WebSocket is closed with a reason |
 /// | `description_max_age` | 60 s | our description is served with `Cache-Control: max-age` of this (and an `ETag`): a requester may connect with it unasked for this long (zero: `no-cache`, revalidated on every connect, a `304` when unchanged); a consensus protocol we add is seen within it by requesters holding the description (at once by those holding the protocol too: they ask again), one we remove is told in the hello, as always |
+/// | `resume_cache_ttl` | 10 s | a protocol the store vouched for when a peer resumed it (0-RTT) is resumed again from memory for this long after, with no trip to the store before the hello's answer; so a protocol the store forgot meanwhile (pruned, `concord protocols forget`, evicted by another replica) is still resumed for at most this long (zero: every 0-RTT hello asks the store; at most 256 protocols are kept) |
 /// | `idle_timeout` | 60 s | a ready session with no frame either way and no call in flight is closed |
 /// | `idle_shed_after` | 1 s | when every session slot is taken, a newcomer whose hello is valid takes the slot of a session whose peer has sent nothing for this long, with no call of its running (ready: a subscription, an observation or a stream does not count as a call; or waiting for its first proposal): one of the client address holding the most sessions (the newcomer's counted with it), the one silent longest, never one of an address holding fewer than the newcomer's; that session is closed with 1013 and a reason |
 /// | `max_pending_hellos` | 64 | WebSockets upgraded and still waiting for their hello, apart from `max_sessions`: one more closes the oldest waiting of the address holding the most with code 1008 and a reason (see `max_pending_hellos_per_address`) |
@@ -138,6 +139,11 @@ pub struct Limits {
     /// it (at once those holding the protocol too: they ask again); one removed is told in
     /// the hello.
     pub description_max_age: Duration,
+    /// How long a protocol the store vouched for when a peer resumed it is resumed again
+    /// from memory (a 0-RTT hello answered without a trip to the store); a protocol the
+    /// store forgot is resumed for at most this long after. Zero: the store is asked for
+    /// every 0-RTT hello.
+    pub resume_cache_ttl: Duration,
     /// How long a ready session may sit with no frame either way and no call in flight.
     pub idle_timeout: Duration,
     /// When every session slot is taken, how long a session's peer must have sent nothing,
@@ -336,6 +342,7 @@ impl Default for Limits {
             max_long_backend_calls_per_address: 1,
             hello_timeout: Duration::from_secs(10),
             description_max_age: Duration::from_secs(60),
+            resume_cache_ttl: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             idle_shed_after: Duration::from_secs(1),
             max_pending_hellos: 64,

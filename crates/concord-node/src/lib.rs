@@ -84,6 +84,7 @@ mod mdns;
 mod memory;
 mod node;
 mod peer_descriptions;
+mod resume_cache;
 mod server;
 mod shed;
 mod state;

@@ -28,6 +28,7 @@ use crate::identity::upgrade;
 use crate::listener::NodeListener;
 use crate::mdns::{Announced, Announcement};
 use crate::node::Shared;
+use crate::resume_cache::{ResumeCache, RESUME_CACHE_CAPACITY};
 use crate::shed::IdleSessions;
 
 /// How long [`Server::shutdown`] lets calls already running finish.
@@ -261,6 +262,10 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: &str) -> Result<Server, Nod
         close: closing.clone(),
         endpoint: upgrade::Endpoint::of(&base_url),
         did: did.clone(),
+        resumes: std::sync::Mutex::new(ResumeCache::new(
+            shared.limits.resume_cache_ttl,
+            RESUME_CACHE_CAPACITY,
+        )),
     });
     let described = DescriptionHandle::default();
     let bindings = binding::served(&shared, websocket, &described);

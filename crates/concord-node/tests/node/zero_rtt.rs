@@ -1,6 +1,8 @@
 //! 0-RTT: a reconnect reuses the stored protocol with no negotiation; a protocol the peer
 //! no longer holds falls back to negotiation; a protocol held with several peers (two
-//! agents serving the same action, one agent under two names) is resumed with each.
+//! agents serving the same action, one agent under two names) is resumed with each; a
+//! protocol resumed lately is resumed from memory for `resume_cache_ttl`, then asked of
+//! the store again.
 
 use std::time::Duration;
 
@@ -107,6 +109,67 @@ async fn a_protocol_the_peer_forgot_is_negotiated_again() {
             "sent meta protocolNegotiation:accepted".to_owned(),
         ],
     );
+}
+
+#[tokio::test]
+async fn a_protocol_resumed_lately_is_resumed_from_memory_until_its_ttl() {
+    // Long enough for the next connect on a loaded machine, short enough to wait out.
+    let ttl = Duration::from_secs(2);
+    let provider = provider_with(concord_node::Limits {
+        resume_cache_ttl: ttl,
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    let requester = requester();
+    let first = requester.connect(&server, "getProductInfo").await;
+    let hash = first.info().hash;
+    first.close().await;
+    // Resumed: the store vouched for it just now.
+    let second = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(second.info().settlement, Settlement::Resumed);
+    second.close().await;
+
+    // The store forgets it: within the ttl the provider still resumes it, from memory,
+    // and the call is answered by the same code.
+    provider.store().forget_protocol(&hash.to_string()).unwrap();
+    let third = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(third.info().settlement, Settlement::Resumed);
+    assert_eq!(third.info().hash, hash);
+    let output = third
+        .call("getProductInfo", json!({"productId": "P3"}))
+        .await
+        .unwrap();
+    assert_eq!(output["productId"], "P3");
+    third.close().await;
+
+    // Past the ttl the store is asked again: it does not hold it, so it is negotiated.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    assert!(provider.store().protocol(&hash).unwrap().is_none());
+    let fourth = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(fourth.info().offered_hash, Some(hash));
+    assert_eq!(fourth.info().settlement, Settlement::Negotiated);
+    fourth.close().await;
+}
+
+#[tokio::test]
+async fn with_no_resume_cache_every_0_rtt_hello_asks_the_store() {
+    let provider = provider_with(concord_node::Limits {
+        resume_cache_ttl: Duration::ZERO,
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    let requester = requester();
+    let first = requester.connect(&server, "getProductInfo").await;
+    let hash = first.info().hash;
+    first.close().await;
+    let second = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(second.info().settlement, Settlement::Resumed);
+    second.close().await;
+    peers_once_holding(provider.store(), &hash, "ws://127.0.0.1").await;
+    provider.store().forget_protocol(&hash.to_string()).unwrap();
+    let third = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(third.info().settlement, Settlement::Negotiated);
+    third.close().await;
 }
 
 /// Calls the catalogue action once over `connection` and closes it.

@@ -28,6 +28,7 @@ use crate::binding::{self, Affordance, Binding, Site};
 use crate::identity::secure;
 use crate::identity::{upgrade, Encryption};
 use crate::node::Shared;
+use crate::resume_cache::ResumeCache;
 use crate::shed::IdleSessions;
 use crate::transport;
 
@@ -133,6 +134,18 @@ pub(crate) struct ServerState {
     pub(crate) endpoint: upgrade::Endpoint,
     /// Our DID, when the node has an identity.
     pub(crate) did: Option<Arc<Identity>>,
+    /// The protocols resumed lately (`Limits::resume_cache_ttl`): a repeat 0-RTT hello is
+    /// answered without a trip to the store.
+    pub(crate) resumes: std::sync::Mutex<ResumeCache<session::Stored>>,
+}
+
+impl ServerState {
+    /// The protocols resumed lately.
+    pub(crate) fn resumes(&self) -> std::sync::MutexGuard<'_, ResumeCache<session::Stored>> {
+        self.resumes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The established sessions are all taken: 503, try again in a second.

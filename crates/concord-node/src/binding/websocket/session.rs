@@ -256,7 +256,24 @@ async fn open_session(
     let encrypted = socket.is_secure();
     let offer = LocalOffer::new(shared.provider_capabilities());
     let message_id = hello::random_id();
-    let answer = {
+    // A protocol resumed lately is resumed again without a trip to the store.
+    let resumed_lately = source.meta_protocol.used_protocol_hash.and_then(|hash| {
+        let stored = state.resumes().get(&hash, Instant::now())?;
+        Some((hash, stored))
+    });
+    let vouched_now = resumed_lately.is_none();
+    let answer = if let Some((hash, stored)) = resumed_lately {
+        let view = ResumedLately(hash);
+        Ok(
+            handshake::answer_source_hello(&offer, &source, &view, &message_id).map(
+                |(destination, agreement)| {
+                    let stored = (agreement.protocol == ProtocolChoice::Resume(hash))
+                        .then(|| Stored::clone(&stored));
+                    (destination, agreement, stored)
+                },
+            ),
+        )
+    } else {
         let source = source.clone();
         shared
             .store
@@ -360,7 +377,15 @@ async fn open_session(
                 destination.meta_protocol.selected_protocol = None;
                 agreement.protocol = ProtocolChoice::Negotiate;
             }
-            Ok((stored, code)) => settled = Some((stored.settled, code, stored.test_cases)),
+            Ok((stored, code)) => {
+                // The store vouched for it just now: resumed from memory for a while.
+                if let (true, ProtocolChoice::Resume(hash)) = (vouched_now, &agreement.protocol) {
+                    state
+                        .resumes()
+                        .insert(*hash, Arc::new(stored.clone()), Instant::now());
+                }
+                settled = Some((stored.settled, code, stored.test_cases));
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot use the stored protocol; negotiating instead");
                 destination.meta_protocol.used_protocol_hash = None;
@@ -563,10 +588,27 @@ impl Transport for DrainingSocket {
 }
 
 /// A protocol the store holds, as read for a session.
-struct Stored {
+/// A stored protocol as the provider resumes it: what was settled, our handler, the
+/// agreed test cases.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
     settled: Settled,
     handler: String,
     test_cases: Option<String>,
+}
+
+/// The store's answer for a protocol resumed lately ([`ServerState::resumes`]): it holds
+/// that one hash (a held hash is resumed before any consensus protocol is looked at).
+struct ResumedLately(concord_proto::ProtocolHash);
+
+impl handshake::ProtocolStore for ResumedLately {
+    fn holds_protocol(&self, hash: &concord_proto::ProtocolHash) -> bool {
+        *hash == self.0
+    }
+
+    fn supports_consensus(&self, _uri: &str) -> bool {
+        false
+    }
 }
 
 /// Who the peer is, for the store (its share of protocols, `protocol_max_per_peer`) and
