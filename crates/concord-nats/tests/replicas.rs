@@ -46,30 +46,9 @@ async fn buckets_and_streams_have_the_configured_replicas_or_a_clear_error() {
         }
         other => panic!("{wanted}: R3 on one server must be refused as such: {other:?}"),
     };
-    refused(
-        NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
-            .await
-            .unwrap_err(),
-        "actions",
-    );
-    refused(
-        SharedState::open(&nats, &Buckets::default(), Duration::from_secs(360))
-            .await
-            .unwrap_err(),
-        &Buckets::default().protocols,
-    );
-    refused(
-        NatsEventLog::open(&nats, &EventStream::new("events"))
-            .await
-            .unwrap_err(),
-        "events",
-    );
-    refused(
-        NatsDirectoryStore::open(&nats, "directory")
-            .await
-            .unwrap_err(),
-        "directory",
-    );
+    for (opened, name) in open_each(&nats).await {
+        refused(opened.unwrap_err(), &name);
+    }
 
     // R1 (the default): everything is created, with one replica.
     let one = Nats::connect(&settings(&server, 1)).await.unwrap();
@@ -135,28 +114,37 @@ async fn a_user_without_the_permissions_is_told_as_configuration_not_as_an_outag
             other => panic!("{wanted}: a missing permission must be told as such: {other:?}"),
         }
     };
-    denied(
-        NatsActionRecords::open(&nats, "actions", DEFAULT_ACTION_MAX_AGE)
-            .await
-            .unwrap_err(),
-        "actions",
-    );
-    denied(
-        SharedState::open(&nats, &Buckets::default(), Duration::from_secs(360))
-            .await
-            .unwrap_err(),
-        &Buckets::default().protocols,
-    );
-    denied(
-        NatsEventLog::open(&nats, &EventStream::new("events"))
-            .await
-            .unwrap_err(),
-        "events",
-    );
-    denied(
-        NatsDirectoryStore::open(&nats, "directory")
-            .await
-            .unwrap_err(),
-        "directory",
-    );
+    for (opened, name) in open_each(&nats).await {
+        denied(opened.unwrap_err(), &name);
+    }
+}
+
+/// Opens each kind of bucket and stream this crate makes on `nats` (the action records,
+/// the shared state's buckets, an event stream, a directory log): how each went, with the
+/// bucket or stream a failure names.
+async fn open_each(nats: &Nats) -> Vec<(Result<(), NatsError>, String)> {
+    vec![
+        (
+            NatsActionRecords::open(nats, "actions", DEFAULT_ACTION_MAX_AGE)
+                .await
+                .map(drop),
+            "actions".to_owned(),
+        ),
+        (
+            SharedState::open(nats, &Buckets::default(), Duration::from_secs(360))
+                .await
+                .map(drop),
+            Buckets::default().protocols,
+        ),
+        (
+            NatsEventLog::open(nats, &EventStream::new("events"))
+                .await
+                .map(drop),
+            "events".to_owned(),
+        ),
+        (
+            NatsDirectoryStore::open(nats, "directory").await.map(drop),
+            "directory".to_owned(),
+        ),
+    ]
 }

@@ -422,6 +422,16 @@ mod tests {
         ))
     }
 
+    /// Transcript `id` as the store holds it.
+    fn written(transcripts: &Transcripts, id: TranscriptId) -> concord_store::Transcript {
+        transcripts
+            .store
+            .get()
+            .transcript(id)
+            .expect("the store reads")
+            .expect("the transcript exists")
+    }
+
     #[tokio::test]
     async fn a_transcript_begun_in_the_background_keeps_the_frames_queued_before_its_row() {
         let dir = tempfile::tempdir().expect("a temp dir");
@@ -434,12 +444,7 @@ mod tests {
         assert_eq!(recorder.id(), Some(id), "the id is known once begun");
         recorder.finish(Outcome::Failed("over".to_owned())).await;
 
-        let transcript = transcripts
-            .store
-            .get()
-            .transcript(id)
-            .expect("the store reads")
-            .expect("the transcript exists");
+        let transcript = written(&transcripts, id);
         assert_eq!(transcript.summary.channel.as_deref(), Some("plain"));
         assert_eq!(transcript.summary.peer, "ws://peer");
         assert_eq!(
@@ -478,12 +483,7 @@ mod tests {
             recorder.finish(Outcome::Failed("closed".to_owned())).await;
         }
         for (i, id) in ids.into_iter().enumerate() {
-            let transcript = transcripts
-                .store
-                .get()
-                .transcript(id)
-                .expect("the store reads")
-                .expect("the transcript exists");
+            let transcript = written(&transcripts, id);
             assert_eq!(transcript.summary.peer, format!("ws://peer/{i}"));
             assert_eq!(
                 transcript.summary.outcome,

@@ -24,6 +24,24 @@ async fn after_a_first_connection() -> (Agent, Server, Agent, ProtocolHash) {
     (provider, server, requester, hash)
 }
 
+/// [`after_a_first_connection`] with a provider whose `resume_cache_ttl` is `ttl`, and a
+/// second connection that resumed the protocol (the store vouched for it then) and closed.
+async fn after_a_resume(ttl: Duration) -> (Agent, Server, Agent, ProtocolHash) {
+    let provider = provider_with(concord_node::Limits {
+        resume_cache_ttl: ttl,
+        ..quick_limits()
+    });
+    let server = serve(&provider).await;
+    let requester = requester();
+    let first = requester.connect(&server, "getProductInfo").await;
+    let hash = first.info().hash;
+    first.close().await;
+    let second = requester.connect(&server, "getProductInfo").await;
+    assert_eq!(second.info().settlement, Settlement::Resumed);
+    second.close().await;
+    (provider, server, requester, hash)
+}
+
 #[tokio::test]
 async fn a_reconnect_resumes_the_stored_protocol_with_no_negotiation() {
     let (provider, server, requester, hash) = after_a_first_connection().await;
@@ -115,19 +133,7 @@ async fn a_protocol_the_peer_forgot_is_negotiated_again() {
 async fn a_protocol_resumed_lately_is_resumed_from_memory_until_its_ttl() {
     // Long enough for the next connect on a loaded machine, short enough to wait out.
     let ttl = Duration::from_secs(2);
-    let provider = provider_with(concord_node::Limits {
-        resume_cache_ttl: ttl,
-        ..quick_limits()
-    });
-    let server = serve(&provider).await;
-    let requester = requester();
-    let first = requester.connect(&server, "getProductInfo").await;
-    let hash = first.info().hash;
-    first.close().await;
-    // Resumed: the store vouched for it just now.
-    let second = requester.connect(&server, "getProductInfo").await;
-    assert_eq!(second.info().settlement, Settlement::Resumed);
-    second.close().await;
+    let (provider, server, requester, hash) = after_a_resume(ttl).await;
 
     // The store forgets it: within the ttl the provider still resumes it, from memory,
     // and the call is answered by the same code.
@@ -153,18 +159,7 @@ async fn a_protocol_resumed_lately_is_resumed_from_memory_until_its_ttl() {
 
 #[tokio::test]
 async fn with_no_resume_cache_every_0_rtt_hello_asks_the_store() {
-    let provider = provider_with(concord_node::Limits {
-        resume_cache_ttl: Duration::ZERO,
-        ..quick_limits()
-    });
-    let server = serve(&provider).await;
-    let requester = requester();
-    let first = requester.connect(&server, "getProductInfo").await;
-    let hash = first.info().hash;
-    first.close().await;
-    let second = requester.connect(&server, "getProductInfo").await;
-    assert_eq!(second.info().settlement, Settlement::Resumed);
-    second.close().await;
+    let (provider, server, requester, hash) = after_a_resume(Duration::ZERO).await;
     peers_once_holding(provider.store(), &hash, "ws://127.0.0.1").await;
     provider.store().forget_protocol(&hash.to_string()).unwrap();
     let third = requester.connect(&server, "getProductInfo").await;
