@@ -12,6 +12,9 @@ use tokio::runtime::Handle;
 
 use crate::error::NatsError;
 
+/// The pause before a request no server took is made again ([`Nats::run`]).
+const NO_RESPONDERS_PAUSE: Duration = Duration::from_millis(25);
+
 /// The default time one operation may take before it answers [`NatsError::Timeout`].
 pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -273,8 +276,9 @@ impl Nats {
         prefix: &'static str,
     ) -> Result<Vec<(String, bytes::Bytes, u64)>, concord_store::StoreError> {
         let (store, inbox) = (store.clone(), self.inbox());
-        self.run(operation, async move {
-            entries_under(&store, inbox, operation, prefix).await
+        self.run(operation, move || {
+            let (store, inbox) = (store.clone(), inbox.clone());
+            async move { entries_under(&store, inbox, operation, prefix).await }
         })
         .map_err(|error| error.into_store(operation))
     }
@@ -323,9 +327,37 @@ impl Nats {
         })?
     }
 
-    /// Runs `request` on the runtime and waits for its answer on this (blocking) thread, at
-    /// most the operation timeout.
-    pub(crate) fn run<T, F>(&self, operation: &'static str, request: F) -> Result<T, NatsError>
+    /// Runs the request `attempt` makes on the runtime and waits for its answer on this
+    /// (blocking) thread, at most the operation timeout; makes it again while NATS answers
+    /// that no server took it ([`NatsError::is_no_responders`]: a stream whose leader is
+    /// being elected, a server gone with the responders it had), since such a request was
+    /// not applied.
+    pub(crate) fn run<T, F, A>(
+        &self,
+        operation: &'static str,
+        mut attempt: A,
+    ) -> Result<T, NatsError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, NatsError>> + Send + 'static,
+        A: FnMut() -> F + Send + 'static,
+    {
+        self.run_once(operation, async move {
+            loop {
+                match attempt().await {
+                    Err(error) if error.is_no_responders() => {
+                        tracing::debug!(%error, operation, "no NATS server took the request: trying again");
+                        tokio::time::sleep(NO_RESPONDERS_PAUSE).await;
+                    }
+                    answered => return answered,
+                }
+            }
+        })
+    }
+
+    /// Runs `request` once on the runtime and waits for its answer on this (blocking)
+    /// thread, at most the operation timeout: for a request that must not be made twice.
+    pub(crate) fn run_once<T, F>(&self, operation: &'static str, request: F) -> Result<T, NatsError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, NatsError>> + Send + 'static,
@@ -644,6 +676,25 @@ pub(crate) fn file_bucket(bucket: &str, description: &str) -> kv::Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_no_server_took_is_told_from_other_failures() {
+        let no_responders = NatsError::request(
+            "record nonce",
+            "n.key",
+            "other error: failed getting entry: unable to get message: 503 no responders",
+        );
+        assert!(no_responders.is_no_responders());
+        for other in [
+            NatsError::request("record nonce", "n.key", "timed out"),
+            NatsError::Timeout {
+                operation: "record nonce",
+                after: Duration::from_secs(1),
+            },
+        ] {
+            assert!(!other.is_no_responders(), "{other:?}");
+        }
+    }
 
     #[test]
     fn a_refusal_is_told_from_an_outage_by_jetstream_s_error_code() {

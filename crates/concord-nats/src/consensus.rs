@@ -160,13 +160,16 @@ impl NatsConsensusRegistry {
         let key = format!("{PREFIX}{}", key_of(uri));
         let store = self.store.clone();
         let bucket = self.store.name.clone();
-        self.nats.run(operation, async move {
-            let Some(entry) = live_entry(&store, operation, &key).await? else {
-                return Ok(None);
-            };
-            decode(&bucket, &key, &entry.value)?
-                .checked(&bucket, &key)
-                .map(Some)
+        self.nats.run(operation, move || {
+            let (store, bucket, key) = (store.clone(), bucket.clone(), key.clone());
+            async move {
+                let Some(entry) = live_entry(&store, operation, &key).await? else {
+                    return Ok(None);
+                };
+                decode(&bucket, &key, &entry.value)?
+                    .checked(&bucket, &key)
+                    .map(Some)
+            }
         })
     }
 }
@@ -177,48 +180,54 @@ impl ConsensusRegistry for NatsConsensusRegistry {
         let key = format!("{PREFIX}{}", key_of(&entry.uri));
         let (store, bucket, entry) = (self.store.clone(), self.store.name.clone(), entry.clone());
         self.nats
-            .run(OPERATION, async move {
-                let held = live_entry(&store, OPERATION, &key).await?;
-                let held_record = held
-                    .as_ref()
-                    .map(|held| decode(&bucket, &key, &held.value))
-                    .transpose()?;
-                let record = Record::merged(held_record.as_ref(), &entry);
-                let value = encode(OPERATION, &key, &record)?;
-                let written = match &held {
-                    None => store.create(&key, value).await.map_err(|error| {
-                        (
-                            error.kind() == kv::CreateErrorKind::AlreadyExists,
-                            error.to_string(),
-                        )
-                    }),
-                    Some(held) => store
-                        .update(&key, value, held.revision)
-                        .await
-                        .map_err(|error| {
+            .run(OPERATION, move || {
+                let (store, bucket, entry, key) =
+                    (store.clone(), bucket.clone(), entry.clone(), key.clone());
+                async move {
+                    let held = live_entry(&store, OPERATION, &key).await?;
+                    let held_record = held
+                        .as_ref()
+                        .map(|held| decode(&bucket, &key, &held.value))
+                        .transpose()?;
+                    let record = Record::merged(held_record.as_ref(), &entry);
+                    let value = encode(OPERATION, &key, &record)?;
+                    let written = match &held {
+                        None => store.create(&key, value).await.map_err(|error| {
                             (
-                                error.kind() == kv::UpdateErrorKind::WrongLastRevision,
+                                error.kind() == kv::CreateErrorKind::AlreadyExists,
                                 error.to_string(),
                             )
                         }),
-                };
-                match written {
-                    Ok(_) => Ok(entry.hash()),
-                    Err((true, _)) => {
-                        // Lost the race: fine only when the winner wrote what we asked.
-                        let now = live_entry(&store, OPERATION, &key).await?;
-                        match now
-                            .map(|now| decode(&bucket, &key, &now.value))
-                            .transpose()?
-                        {
-                            Some(now) if now.holds(&entry) => Ok(entry.hash()),
-                            _ => Err(NatsError::Conflict {
-                                what: WHAT,
-                                key: entry.uri.clone(),
-                            }),
+                        Some(held) => {
+                            store
+                                .update(&key, value, held.revision)
+                                .await
+                                .map_err(|error| {
+                                    (
+                                        error.kind() == kv::UpdateErrorKind::WrongLastRevision,
+                                        error.to_string(),
+                                    )
+                                })
                         }
+                    };
+                    match written {
+                        Ok(_) => Ok(entry.hash()),
+                        Err((true, _)) => {
+                            // Lost the race: fine only when the winner wrote what we asked.
+                            let now = live_entry(&store, OPERATION, &key).await?;
+                            match now
+                                .map(|now| decode(&bucket, &key, &now.value))
+                                .transpose()?
+                            {
+                                Some(now) if now.holds(&entry) => Ok(entry.hash()),
+                                _ => Err(NatsError::Conflict {
+                                    what: WHAT,
+                                    key: entry.uri.clone(),
+                                }),
+                            }
+                        }
+                        Err((false, cause)) => Err(NatsError::request(OPERATION, key, cause)),
                     }
-                    Err((false, cause)) => Err(NatsError::request(OPERATION, key, cause)),
                 }
             })
             .map_err(|error| error.into_store(OPERATION))
@@ -252,27 +261,30 @@ impl ConsensusRegistry for NatsConsensusRegistry {
         let key = format!("{PREFIX}{}", key_of(uri));
         let (store, uri) = (self.store.clone(), uri.to_owned());
         self.nats
-            .run(OPERATION, async move {
-                let Some(held) = live_entry(&store, OPERATION, &key).await? else {
-                    return Ok(false);
-                };
-                match store
-                    .delete_expect_revision(&key, Some(held.revision))
-                    .await
-                {
-                    Ok(()) => Ok(true),
-                    Err(error) => {
-                        // Changed since we read it: removing it now would drop that change.
-                        if live_entry(&store, OPERATION, &key)
-                            .await?
-                            .is_some_and(|now| now.revision != held.revision)
-                        {
-                            Err(NatsError::Conflict {
-                                what: WHAT,
-                                key: uri,
-                            })
-                        } else {
-                            Err(NatsError::request(OPERATION, key, error))
+            .run(OPERATION, move || {
+                let (store, uri, key) = (store.clone(), uri.clone(), key.clone());
+                async move {
+                    let Some(held) = live_entry(&store, OPERATION, &key).await? else {
+                        return Ok(false);
+                    };
+                    match store
+                        .delete_expect_revision(&key, Some(held.revision))
+                        .await
+                    {
+                        Ok(()) => Ok(true),
+                        Err(error) => {
+                            // Changed since we read it: removing it now would drop that change.
+                            if live_entry(&store, OPERATION, &key)
+                                .await?
+                                .is_some_and(|now| now.revision != held.revision)
+                            {
+                                Err(NatsError::Conflict {
+                                    what: WHAT,
+                                    key: uri,
+                                })
+                            } else {
+                                Err(NatsError::request(OPERATION, key, error))
+                            }
                         }
                     }
                 }

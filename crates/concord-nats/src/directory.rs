@@ -366,12 +366,15 @@ impl NatsDirectoryStore {
         let (log, name) = (self.inner.log.clone(), self.inner.stream.clone());
         self.inner
             .nats
-            .run(operation, async move {
-                let info = log
-                    .get_info()
-                    .await
-                    .map_err(|error| NatsError::request(operation, &name, error))?;
-                Ok(info.state.last_sequence)
+            .run(operation, move || {
+                let (log, name) = (log.clone(), name.clone());
+                async move {
+                    let info = log
+                        .get_info()
+                        .await
+                        .map_err(|error| NatsError::request(operation, &name, error))?;
+                    Ok(info.state.last_sequence)
+                }
             })
             .map_err(|error| failure(operation, error))
     }
@@ -389,7 +392,9 @@ impl NatsDirectoryStore {
         let context = self.inner.nats.jetstream().clone();
         self.inner
             .nats
-            .run(operation, async move {
+            .run(operation, move || {
+                let (context, subject, payload) = (context.clone(), subject.clone(), payload.clone());
+                async move {
                 let publish = jetstream::message::PublishMessage::build()
                     .payload(payload)
                     .expected_last_sequence(expected);
@@ -413,6 +418,7 @@ impl NatsDirectoryStore {
                         Ok(Err(error.to_string()))
                     }
                     Err(error) => Err(NatsError::request(operation, subject, error)),
+                }
                 }
             })
             .map_err(|error| failure(operation, error))?

@@ -165,6 +165,17 @@ impl NatsError {
         )
     }
 
+    /// Whether NATS answered that no server took the request ("no responders"): it was not
+    /// applied, and may be made again at once.
+    pub fn is_no_responders(&self) -> bool {
+        match self {
+            Self::Request { cause, .. }
+            | Self::Bucket { cause, .. }
+            | Self::Stream { cause, .. } => cause.contains("no responders"),
+            _ => false,
+        }
+    }
+
     /// This error as the store traits' typed error, naming `operation`.
     pub fn into_store(self, operation: &'static str) -> StoreError {
         StoreError::Backend {

@@ -430,8 +430,10 @@ impl NatsEventLog {
         let handed_over = Arc::clone(&handed);
         // The stream deduplicates over all its subjects: an attempt is one per event name.
         let id = format!("{token}:{attempt}");
+        // Once: a publish that may have reached the stream is the caller's to repeat, with
+        // its attempt (`EventLogError::Uncertain`).
         self.nats
-            .run(OPERATION, async move {
+            .run_once(OPERATION, async move {
                 let failed = |error: &dyn std::fmt::Display| {
                     NatsError::request(OPERATION, subject.clone(), error)
                 };

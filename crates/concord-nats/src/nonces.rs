@@ -110,34 +110,40 @@ impl NonceStore for NatsNonceStore {
         })?);
         let (store, bucket) = (self.store.clone(), self.store.name.clone());
         self.nats
-            .run(OPERATION, async move {
-                match store.create(&key, value.clone()).await {
-                    Ok(_) => return Ok(true),
-                    Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
-                    Err(error) => return Err(NatsError::request(OPERATION, key, error)),
-                }
-                // Held: a replay, unless what is held expired by the caller's clock.
-                let Some(held) = live_entry(&store, OPERATION, &key).await? else {
-                    // Deleted or aged out between the create and this read: a false
-                    // positive (refusing one request) is allowed, a false negative never.
-                    return Ok(false);
-                };
-                let held_record: Record =
-                    serde_json::from_slice(&held.value).map_err(|error| NatsError::Corrupt {
-                        bucket,
-                        key: key.clone(),
-                        detail: format!("not a nonce record: {error}"),
-                    })?;
-                if held_record.expires > recorded {
-                    return Ok(false);
-                }
-                match store.update(&key, value, held.revision).await {
-                    Ok(_) => Ok(true),
-                    // Another replica replaced it first: that one was accepted.
-                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                        Ok(false)
+            .run(OPERATION, move || {
+                let (store, bucket, key, value) =
+                    (store.clone(), bucket.clone(), key.clone(), value.clone());
+                async move {
+                    match store.create(&key, value.clone()).await {
+                        Ok(_) => return Ok(true),
+                        Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                        Err(error) => return Err(NatsError::request(OPERATION, key, error)),
                     }
-                    Err(error) => Err(NatsError::request(OPERATION, key, error)),
+                    // Held: a replay, unless what is held expired by the caller's clock.
+                    let Some(held) = live_entry(&store, OPERATION, &key).await? else {
+                        // Deleted or aged out between the create and this read: a false
+                        // positive (refusing one request) is allowed, a false negative never.
+                        return Ok(false);
+                    };
+                    let held_record: Record =
+                        serde_json::from_slice(&held.value).map_err(|error| {
+                            NatsError::Corrupt {
+                                bucket,
+                                key: key.clone(),
+                                detail: format!("not a nonce record: {error}"),
+                            }
+                        })?;
+                    if held_record.expires > recorded {
+                        return Ok(false);
+                    }
+                    match store.update(&key, value, held.revision).await {
+                        Ok(_) => Ok(true),
+                        // Another replica replaced it first: that one was accepted.
+                        Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                            Ok(false)
+                        }
+                        Err(error) => Err(NatsError::request(OPERATION, key, error)),
+                    }
                 }
             })
             .map_err(|error| error.into_store(OPERATION))

@@ -190,6 +190,7 @@ impl NatsProtocolBook {
     ) -> Result<u64, StoreError> {
         let (hash, peer) = (*hash, peer.to_owned());
         let written = self.run(operation, move |book| {
+            let peer = peer.clone();
             Box::pin(async move {
                 let mut forgotten = Vec::new();
                 let now = now_ms();
@@ -218,15 +219,19 @@ impl NatsProtocolBook {
     fn run<T: Send + 'static>(
         &self,
         operation: &'static str,
-        work: impl FnOnce(Book) -> futures_util::future::BoxFuture<'static, Result<T, NatsError>>,
+        work: impl Fn(Book) -> futures_util::future::BoxFuture<'static, Result<T, NatsError>>
+            + Send
+            + 'static,
     ) -> Result<T, StoreError> {
-        let book = Book {
-            store: self.store.clone(),
-            nats: self.nats.clone(),
-            operation,
-        };
+        let (store, nats) = (self.store.clone(), self.nats.clone());
         self.nats
-            .run(operation, work(book))
+            .run(operation, move || {
+                work(Book {
+                    store: store.clone(),
+                    nats: nats.clone(),
+                    operation,
+                })
+            })
             .map_err(|error| error.into_store(operation))
     }
 }
@@ -455,6 +460,7 @@ impl ProtocolBook for NatsProtocolBook {
         let protocol = protocol.clone();
         let hash = protocol.hash();
         self.run("save protocol", move |book| {
+            let protocol = protocol.clone();
             Box::pin(async move {
                 let mut forgotten = Vec::new();
                 let now = now_ms();
@@ -527,6 +533,7 @@ impl ProtocolBook for NatsProtocolBook {
     fn latest_resumable(&self, query: &ResumeQuery<'_>) -> Result<Option<ResumeOffer>, StoreError> {
         let (peer, action, role) = (query.peer.to_owned(), query.action.to_owned(), query.role);
         self.run("find resumable protocol", move |book| {
+            let (peer, action) = (peer.clone(), action.clone());
             Box::pin(async move {
                 for (hash, _) in book.indexed(&peer_prefix(&peer)).await? {
                     // A corrupt record is skipped, as a corrupt row is in SQLite.
@@ -601,6 +608,7 @@ impl ProtocolBook for NatsProtocolBook {
     fn cap_peer_protocols(&self, peer: &str, max: u64) -> Result<u64, StoreError> {
         let peer = peer.to_owned();
         self.run("cap a peer's protocols", move |book| {
+            let peer = peer.clone();
             Box::pin(async move { book.cap(&peer, max, |_| true).await })
         })
     }
@@ -608,6 +616,7 @@ impl ProtocolBook for NatsProtocolBook {
     fn cap_address_protocols(&self, address: &str, max: u64) -> Result<u64, StoreError> {
         let address = address.to_owned();
         self.run("cap an address's protocols", move |book| {
+            let address = address.clone();
             Box::pin(async move {
                 book.cap(&address, max, |peer| !peer.starts_with("did:"))
                     .await
