@@ -330,6 +330,10 @@ impl Inner {
         let Ok((held, runner)) = decode(&self.store.name, key, &entry.value) else {
             return false;
         };
+        // Another action's record under this key breaks the contract: it ends nothing here.
+        if key != format!("{PREFIX}{}", key_of(&held.id)) {
+            return false;
+        }
         let lost = {
             let mut copy = self.copy();
             copy.kv_revisions.insert(key.to_owned(), entry.revision);

@@ -1,6 +1,7 @@
 //! The connection every backend of this crate shares, and how a synchronous trait call
 //! runs an asynchronous NATS request.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,6 +12,22 @@ use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
 use crate::error::NatsError;
+
+/// The most permissions violations a connection keeps until a failure they explain.
+const MAX_VIOLATIONS: usize = 16;
+
+/// Whether the server's `violation` (`Permissions Violation for Publish to
+/// "$JS.API.STREAM.CREATE.KV_protocols"`) is about the bucket or stream `name`.
+fn names_stream(violation: &str, name: &str) -> bool {
+    let Some((_, subject)) = violation.split_once("$JS.API.") else {
+        return false;
+    };
+    let subject = subject.split(['"', ' ']).next().unwrap_or_default();
+    subject
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last == name || last.strip_prefix("KV_") == Some(name))
+}
 
 /// The pause before a request no server took is made again ([`Nats::run`]).
 const NO_RESPONDERS_PAUSE: Duration = Duration::from_millis(25);
@@ -89,8 +106,9 @@ pub struct Nats {
     jetstream: jetstream::Context,
     timeout: Duration,
     replicas: usize,
-    /// The last permissions violation the server reported on this connection, if any.
-    violation: Arc<Mutex<Option<String>>>,
+    /// The permissions violations the server reported on this connection and no failure
+    /// has been explained by yet, newest last, at most [`MAX_VIOLATIONS`].
+    violations: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Nats {
@@ -107,8 +125,8 @@ impl Nats {
             servers: servers.clone(),
             cause,
         };
-        let violation = Arc::new(Mutex::new(None));
-        let heard = Arc::clone(&violation);
+        let violations = Arc::new(Mutex::new(VecDeque::new()));
+        let heard = Arc::clone(&violations);
         let mut options = async_nats::ConnectOptions::new()
             .event_callback(move |event| {
                 // A request the server refused this way goes unanswered: kept to tell a
@@ -117,7 +135,11 @@ impl Nats {
                 {
                     if text.to_lowercase().contains("permissions violation") {
                         tracing::warn!(violation = %text, "NATS refused a request of ours");
-                        *heard.lock().unwrap_or_else(PoisonError::into_inner) = Some(text.clone());
+                        let mut heard = heard.lock().unwrap_or_else(PoisonError::into_inner);
+                        if heard.len() == MAX_VIOLATIONS {
+                            heard.pop_front();
+                        }
+                        heard.push_back(text.clone());
                     }
                 }
                 async {}
@@ -165,7 +187,7 @@ impl Nats {
         // `connect` is async: it runs on a runtime, whose handle the requests use.
         let mut nats = Self::from_client(client, Handle::current(), settings.operation_timeout);
         nats.replicas = settings.replicas.clamp(1, MAX_REPLICAS);
-        nats.violation = violation;
+        nats.violations = violations;
         Ok(nats)
     }
 
@@ -183,7 +205,7 @@ impl Nats {
             jetstream,
             timeout: operation_timeout,
             replicas: 1,
-            violation: Arc::default(),
+            violations: Arc::default(),
         }
     }
 
@@ -239,12 +261,7 @@ impl Nats {
                 reason,
                 cause,
             }
-        } else if let Some(violation) = self
-            .violation
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        {
+        } else if let Some(violation) = self.violation_about(name) {
             NatsError::Permission {
                 name: name.to_owned(),
                 violation,
@@ -252,6 +269,19 @@ impl Nats {
         } else {
             otherwise(cause)
         }
+    }
+
+    /// A permissions violation the server reported about the bucket or stream `name` (the
+    /// JetStream API subject naming it), taken: it explains one failure, not a later one.
+    fn violation_about(&self, name: &str) -> Option<String> {
+        let mut violations = self
+            .violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = violations
+            .iter()
+            .position(|violation| names_stream(violation, name))?;
+        violations.remove(at)
     }
 
     /// The JetStream context requests go through.
@@ -676,6 +706,21 @@ pub(crate) fn file_bucket(bucket: &str, description: &str) -> kv::Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_permissions_violation_is_matched_to_the_bucket_or_stream_it_names() {
+        let violation =
+            r#"Permissions Violation for Publish to "$JS.API.STREAM.CREATE.KV_protocols""#;
+        assert!(names_stream(violation, "protocols"));
+        assert!(!names_stream(violation, "proto"));
+        assert!(!names_stream(violation, "KV_protocols_other"));
+        let stream = r#"Permissions Violation for Publish to "$JS.API.STREAM.INFO.events""#;
+        assert!(names_stream(stream, "events"));
+        assert!(!names_stream(stream, "directory"));
+        // A violation about anything else explains no bucket's failure.
+        let inbox = r#"Permissions Violation for Subscription to "_INBOX.abc""#;
+        assert!(!names_stream(inbox, "abc"));
+    }
 
     #[test]
     fn a_request_no_server_took_is_told_from_other_failures() {

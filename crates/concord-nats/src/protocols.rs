@@ -189,8 +189,7 @@ impl NatsProtocolBook {
         used: bool,
     ) -> Result<u64, StoreError> {
         let (hash, peer) = (*hash, peer.to_owned());
-        let written = self.run(operation, move |book| {
-            let peer = peer.clone();
+        let written = self.write(operation, move |book| {
             Box::pin(async move {
                 let mut forgotten = Vec::new();
                 let now = now_ms();
@@ -216,7 +215,8 @@ impl NatsProtocolBook {
         written.ok_or(StoreError::UnknownProtocol { hash })
     }
 
-    fn run<T: Send + 'static>(
+    /// Runs a read, made again while no NATS server takes it ([`Nats::run`]).
+    fn read<T: Send + 'static>(
         &self,
         operation: &'static str,
         work: impl Fn(Book) -> futures_util::future::BoxFuture<'static, Result<T, NatsError>>
@@ -232,6 +232,23 @@ impl NatsProtocolBook {
                     operation,
                 })
             })
+            .map_err(|error| error.into_store(operation))
+    }
+
+    /// Runs a change once: it takes several requests, and making it again after one of
+    /// them failed would count a use twice or lose what the first try evicted.
+    fn write<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(Book) -> futures_util::future::BoxFuture<'static, Result<T, NatsError>>,
+    ) -> Result<T, StoreError> {
+        let book = Book {
+            store: self.store.clone(),
+            nats: self.nats.clone(),
+            operation,
+        };
+        self.nats
+            .run_once(operation, work(book))
             .map_err(|error| error.into_store(operation))
     }
 }
@@ -459,8 +476,7 @@ impl ProtocolBook for NatsProtocolBook {
     fn save_protocol(&self, protocol: &NewProtocol) -> Result<ProtocolHash, StoreError> {
         let protocol = protocol.clone();
         let hash = protocol.hash();
-        self.run("save protocol", move |book| {
-            let protocol = protocol.clone();
+        self.write("save protocol", move |book| {
             Box::pin(async move {
                 let mut forgotten = Vec::new();
                 let now = now_ms();
@@ -502,7 +518,7 @@ impl ProtocolBook for NatsProtocolBook {
 
     fn protocol(&self, hash: &ProtocolHash) -> Result<Option<StoredProtocol>, StoreError> {
         let hash = *hash;
-        self.run("read protocol", move |book| {
+        self.read("read protocol", move |book| {
             Box::pin(
                 async move { Ok(book.read(&hash).await?.map(|held| held.record.stored(hash))) },
             )
@@ -520,7 +536,7 @@ impl ProtocolBook for NatsProtocolBook {
 
     fn can_resume(&self, hash: &ProtocolHash, role: Role) -> Result<bool, StoreError> {
         let hash = *hash;
-        self.run("check protocol", move |book| {
+        self.read("check protocol", move |book| {
             Box::pin(async move {
                 Ok(book
                     .read(&hash)
@@ -532,7 +548,7 @@ impl ProtocolBook for NatsProtocolBook {
 
     fn latest_resumable(&self, query: &ResumeQuery<'_>) -> Result<Option<ResumeOffer>, StoreError> {
         let (peer, action, role) = (query.peer.to_owned(), query.action.to_owned(), query.role);
-        self.run("find resumable protocol", move |book| {
+        self.read("find resumable protocol", move |book| {
             let (peer, action) = (peer.clone(), action.clone());
             Box::pin(async move {
                 for (hash, _) in book.indexed(&peer_prefix(&peer)).await? {
@@ -577,7 +593,7 @@ impl ProtocolBook for NatsProtocolBook {
     }
 
     fn prune_protocols(&self, max: u64) -> Result<u64, StoreError> {
-        self.run("prune protocols", move |book| {
+        self.write("prune protocols", move |book| {
             Box::pin(async move {
                 let negotiated: Vec<ProtocolHash> = book
                     .indexed("lru.")
@@ -607,16 +623,14 @@ impl ProtocolBook for NatsProtocolBook {
 
     fn cap_peer_protocols(&self, peer: &str, max: u64) -> Result<u64, StoreError> {
         let peer = peer.to_owned();
-        self.run("cap a peer's protocols", move |book| {
-            let peer = peer.clone();
+        self.write("cap a peer's protocols", move |book| {
             Box::pin(async move { book.cap(&peer, max, |_| true).await })
         })
     }
 
     fn cap_address_protocols(&self, address: &str, max: u64) -> Result<u64, StoreError> {
         let address = address.to_owned();
-        self.run("cap an address's protocols", move |book| {
-            let address = address.clone();
+        self.write("cap an address's protocols", move |book| {
             Box::pin(async move {
                 book.cap(&address, max, |peer| !peer.starts_with("did:"))
                     .await

@@ -114,6 +114,18 @@ impl Transcript {
         self.state().begun = begun;
         self.begun.notify_waiters();
     }
+
+    /// No more of it is written: a recorder still waiting for its id hears none.
+    fn abandon(&self) {
+        let pending = {
+            let mut state = self.state();
+            state.abandoned = true;
+            state.begun == Begun::Pending
+        };
+        if pending {
+            self.set_begun(Begun::Failed);
+        }
+    }
 }
 
 /// Where the beginning of a transcript stands.
@@ -138,17 +150,33 @@ async fn write_transcripts(store: SharedStore, mut jobs: mpsc::UnboundedReceiver
         let mut retries = 0;
         let mut finished = Vec::new();
         loop {
+            // Kept to tell them if the trip's jobs are lost with its task.
+            let transcripts: Vec<Arc<Transcript>> = pending
+                .iter()
+                .map(|job| Arc::clone(&job.transcript))
+                .collect();
+            let before = pending.len();
             let result = store.run(move |store| Ok(write_jobs(store, pending))).await;
             let (rest, error, done) = match result {
                 Ok(written) => written,
                 Err(error) => {
-                    // The blocking task died: its entries are lost (logged).
+                    // The blocking task died with the jobs (logged): their transcripts
+                    // are abandoned, a recorder waiting for its id hears none, and a
+                    // finish waiting for its outcome hears that it is gone.
                     tracing::warn!(%error, "cannot write transcripts");
+                    for transcript in transcripts {
+                        transcript.abandon();
+                    }
                     break;
                 }
             };
             finished.extend(done);
             let Some(error) = error else { break };
+            // The budget of busy retries is for a store that writes nothing.
+            if rest.len() < before {
+                retries = 0;
+                pause = FIRST_RETRY_PAUSE;
+            }
             if retries < WRITE_RETRIES {
                 tracing::debug!(%error, retries, "the store is busy; writing the transcripts again");
                 pending = rest;
@@ -188,14 +216,7 @@ fn write_jobs(
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot write a transcript; the session goes on without the rest of it");
-                let begun = {
-                    let mut state = job.transcript.state();
-                    state.abandoned = true;
-                    state.begun
-                };
-                if begun == Begun::Pending {
-                    job.transcript.set_begun(Begun::Failed);
-                }
+                job.transcript.abandon();
             }
             Ok(()) => {}
         }
@@ -244,11 +265,10 @@ fn write_job(store: &Store, job: &Job) -> Result<(), StoreError> {
     }
 }
 
-/// A job that is not written: its transcript's waiters hear so, and a finish is told.
+/// A job that is not written: its transcript is abandoned (no later entry makes a hole
+/// in it), its waiters hear so, and a finish is told.
 fn give_up(job: Job, finished: &mut Vec<oneshot::Sender<()>>) {
-    if job.transcript.state().begun == Begun::Pending {
-        job.transcript.set_begun(Begun::Failed);
-    }
+    job.transcript.abandon();
     if let Entry::Finish { written, .. } = job.entry {
         finished.push(written);
     }
@@ -304,15 +324,14 @@ impl Recorder {
                 Begun::Failed => return None,
                 Begun::Pending => {}
             }
-            // The writer is gone (its runtime is shutting down): none.
-            if self
-                .jobs
-                .as_ref()
-                .is_none_or(mpsc::UnboundedSender::is_closed)
-            {
+            // The writer is gone (its runtime shut down), now or while we wait: none.
+            let Some(jobs) = &self.jobs else {
                 return None;
+            };
+            tokio::select! {
+                () = told => {}
+                () = jobs.closed() => return self.id(),
             }
-            told.await;
         }
     }
 
@@ -453,6 +472,36 @@ mod tests {
         );
         let directions: Vec<_> = transcript.frames.iter().map(|f| f.direction).collect();
         assert_eq!(directions, [Direction::Received, Direction::Sent]);
+    }
+
+    #[test]
+    fn a_recorder_whose_writer_is_gone_with_its_runtime_hears_so_and_does_not_wait() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let first = tokio::runtime::Runtime::new().expect("a runtime");
+        let (transcripts, mut recorder) = first.block_on(async {
+            // The writer is started on this runtime, which then shuts down under it.
+            let transcripts = transcripts(dir.path());
+            let recorder = Recorder::start(&transcripts, "ws://peer", Role::Provider, "plain");
+            (transcripts, recorder)
+        });
+        drop(first);
+        let second = tokio::runtime::Runtime::new().expect("a runtime");
+        second.block_on(async {
+            let begun = tokio::time::timeout(Duration::from_secs(5), recorder.begun()).await;
+            assert!(begun.is_ok(), "begun() waited for a writer that is gone");
+            let finished = tokio::time::timeout(
+                Duration::from_secs(5),
+                recorder.finish(Outcome::Failed("gone".to_owned())),
+            )
+            .await;
+            assert!(
+                finished.is_ok(),
+                "finish() waited for a writer that is gone"
+            );
+            // A new recorder on this runtime gets a writer of its own.
+            let mut again = Recorder::start(&transcripts, "ws://peer", Role::Provider, "plain");
+            assert!(again.begun().await.is_some());
+        });
     }
 
     #[tokio::test]
