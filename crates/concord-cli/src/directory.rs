@@ -129,13 +129,8 @@ fn serve(args: DirectoryServeArgs) -> anyhow::Result<ExitCode> {
 /// times `max_td_bytes`. Such a registration is answered 500 (the log names `max_payload`). A
 /// warning, not a refusal: most TDs are far smaller (the defaults, 64 KiB against 1 MiB,
 /// say nothing).
-fn warn_beyond_max_payload(
-    file: Option<&std::path::Path>,
-    max_td_bytes: usize,
-    max_payload: usize,
-) {
+fn warn_beyond_max_payload(file: &str, max_td_bytes: usize, max_payload: usize) {
     if max_td_bytes.saturating_mul(3) > max_payload {
-        let file = file.map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
         eprintln!(
             "concord: {file}: `directory.max_td_bytes` ({max_td_bytes} bytes) lets a registration's \
              log message (the TD, an update's change and its keys: up to 3 times that) be more \
@@ -149,6 +144,11 @@ async fn run_directory(
     mut config: DirectoryConfig,
     args: DirectoryServeArgs,
 ) -> anyhow::Result<ExitCode> {
+    // How its lines name the configuration.
+    let file = args
+        .config
+        .as_ref()
+        .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
     let listen = args.listen.unwrap_or_else(|| config.node.listen.clone());
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let read = |path: &PathBuf| {
@@ -182,11 +182,7 @@ async fn run_directory(
             };
             match opened.await {
                 Ok((shared, max_payload)) => {
-                    warn_beyond_max_payload(
-                        args.config.as_deref(),
-                        config.directory.max_td_bytes,
-                        max_payload,
-                    );
+                    warn_beyond_max_payload(&file, config.directory.max_td_bytes, max_payload);
                     Arc::new(shared)
                 }
                 // `start_degraded`: NATS away is an outage, not a configuration error; the
@@ -195,10 +191,6 @@ async fn run_directory(
                     error @ (concord_nats::NatsError::Connect { .. }
                     | concord_nats::NatsError::Timeout { .. }),
                 ) if cluster.start_degraded => {
-                    let file = args
-                        .config
-                        .as_ref()
-                        .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
                     eprintln!(
                         "concord: {file}: `cluster.nats`: {error}: starting degraded (cluster.start_degraded): \
                          the registrations answer 503 until NATS answers"
@@ -212,10 +204,6 @@ async fn run_directory(
                 }
                 Err(error) => {
                     let key = cluster_key(&error);
-                    let file = args
-                        .config
-                        .as_ref()
-                        .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
                     eprintln!("concord: {file}: `{key}`: {error}");
                     return Ok(ExitCode::from(2));
                 }
@@ -294,10 +282,6 @@ async fn run_directory(
     tokio::select! {
         result = stopped() => result?,
         error = unusable => {
-            let file = args
-                .config
-                .as_ref()
-                .map_or_else(|| "directory".to_owned(), |path| path.display().to_string());
             eprintln!(
                 "concord: {file}: `{}`: {error}: NATS answered, and this configuration cannot be used",
                 cluster_key(error)

@@ -43,6 +43,32 @@ struct Opened {
     events: Option<NatsEventLog>,
 }
 
+/// What stopped a task that reaches NATS trying: NATS answered, and the configuration
+/// cannot be used ([`NatsError::is_configuration`]).
+#[derive(Debug, Default)]
+struct Fatal {
+    error: OnceLock<NatsError>,
+    /// Told when `error` is set.
+    set: tokio::sync::Notify,
+}
+
+impl Fatal {
+    fn set(&self, error: NatsError) {
+        let _ = self.error.set(error);
+        self.set.notify_one();
+    }
+
+    /// The error, once set.
+    async fn failed(&self) -> &NatsError {
+        loop {
+            if let Some(error) = self.error.get() {
+                return error;
+            }
+            self.set.notified().await;
+        }
+    }
+}
+
 /// The slot the task fills, and what every backend reads.
 struct Slot {
     opened: OnceLock<Opened>,
@@ -53,11 +79,8 @@ struct Slot {
     events: bool,
     /// The node's event hub, given before NATS was reached: fed from the stream once open.
     sink: Mutex<Option<Weak<dyn EventSink>>>,
-    /// What stopped the task trying: NATS answered, and the configuration cannot be used
-    /// ([`NatsError::is_configuration`]).
-    fatal: OnceLock<NatsError>,
-    /// Told when `fatal` is set.
-    fatal_set: tokio::sync::Notify,
+    /// What stopped the task trying.
+    fatal: Fatal,
 }
 
 impl std::fmt::Debug for Slot {
@@ -137,8 +160,7 @@ pub fn start_degraded(settings: DegradedSettings) -> Degraded {
         local: Mutex::new(None),
         events: settings.events.is_some(),
         sink: Mutex::new(None),
-        fatal: OnceLock::new(),
-        fatal_set: tokio::sync::Notify::new(),
+        fatal: Fatal::default(),
     });
     let degraded = Degraded {
         slot: Arc::clone(&slot),
@@ -217,8 +239,7 @@ async fn reach(slot: std::sync::Weak<Slot>, settings: DegradedSettings) {
                     // Not an outage: trying again cannot cure it. The replica goes on
                     // answering 503 for shared state; its owner hears it (`failed`).
                     tracing::error!(%error, "NATS answered, and the configuration cannot be used: stopped trying");
-                    let _ = strong.fatal.set(error);
-                    strong.fatal_set.notify_one();
+                    strong.fatal.set(error);
                     return;
                 }
                 drop(strong);
@@ -245,12 +266,7 @@ impl Degraded {
     /// replica that started with NATS up would have refused at start. Never returns while
     /// NATS is only away, or once the backends work.
     pub async fn failed(&self) -> &NatsError {
-        loop {
-            if let Some(error) = self.slot.fatal.get() {
-                return error;
-            }
-            self.slot.fatal_set.notified().await;
-        }
+        self.slot.fatal.failed().await
     }
 }
 
@@ -537,10 +553,8 @@ pub struct DegradedDirectory {
 struct DirectorySlot {
     opened: OnceLock<NatsDirectoryStore>,
     servers: String,
-    /// What stopped the task trying ([`NatsError::is_configuration`]).
-    fatal: OnceLock<NatsError>,
-    /// Told when `fatal` is set.
-    fatal_set: tokio::sync::Notify,
+    /// What stopped the task trying.
+    fatal: Fatal,
 }
 
 impl DirectorySlot {
@@ -563,8 +577,7 @@ pub fn start_degraded_directory(settings: NatsSettings, stream: String) -> Degra
     let slot = Arc::new(DirectorySlot {
         opened: OnceLock::new(),
         servers: settings.servers.join(", "),
-        fatal: OnceLock::new(),
-        fatal_set: tokio::sync::Notify::new(),
+        fatal: Fatal::default(),
     });
     let weak = Arc::downgrade(&slot);
     tokio::spawn(async move {
@@ -593,8 +606,7 @@ pub fn start_degraded_directory(settings: NatsSettings, stream: String) -> Degra
                     // Not an outage: the registrations go on answering 503; the owner
                     // hears it (`failed`).
                     tracing::error!(%error, "NATS answered, and the configuration cannot be used: stopped trying");
-                    let _ = slot.fatal.set(error);
-                    slot.fatal_set.notify_one();
+                    slot.fatal.set(error);
                     return;
                 }
                 Err(error) => {
@@ -624,12 +636,7 @@ impl DegradedDirectory {
     /// refuses): what a directory that started with NATS up would have refused at start.
     /// Never returns while NATS is only away, or once the stream is open.
     pub async fn failed(&self) -> &NatsError {
-        loop {
-            if let Some(error) = self.slot.fatal.get() {
-                return error;
-            }
-            self.slot.fatal_set.notified().await;
-        }
+        self.slot.fatal.failed().await
     }
 }
 
