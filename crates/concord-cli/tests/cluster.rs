@@ -59,15 +59,7 @@ fn serve_with_a_cluster_keeps_protocols_in_nats_for_every_replica() {
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
-        let text = config_text(&cluster)
-            .replace(
-                "listen = \"127.0.0.1:0\"",
-                &format!("listen = \"127.0.0.1:{port}\""),
-            )
-            .replace(
-                "data_dir = \"data\"",
-                &format!("data_dir = \"data-{name}\"\npublic_url = \"http://127.0.0.1:{port}/\""),
-            );
+        let text = replica_text(&cluster, port, &format!("data-{name}"), "");
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         replicas.push(Served::start(&[OsStr::new("--config"), config.as_os_str()]));
@@ -151,15 +143,7 @@ fn two_replicas_with(dir: &std::path::Path, extra: impl Fn(&str) -> String) -> V
     let mut replicas = Vec::new();
     for name in ["a", "b"] {
         let port = free_port();
-        let text = config_text(&extra(name))
-            .replace(
-                "listen = \"127.0.0.1:0\"",
-                &format!("listen = \"127.0.0.1:{port}\""),
-            )
-            .replace(
-                "data_dir = \"data\"",
-                &format!("data_dir = \"data-{name}\"\npublic_url = \"http://127.0.0.1:{port}/\""),
-            );
+        let text = replica_text(&extra(name), port, &format!("data-{name}"), "");
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         if name == "b" {
@@ -331,23 +315,16 @@ fn serve_starts_degraded_without_nats_when_configured_and_recovers_when_it_answe
     make_keys(&dir.path().join("data"));
     let port = free_port();
     let text = |degraded: bool| {
-        config_text(&format!(
-            "{RENDER}\n[[events]]\nname = \"feedback\"\ndata = {{ type = \"object\" }}\n\n\
-             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n\n\
-             [security]\nresolve_loopback_over_http = true\n",
-            nats.url()
-        ))
-        .replace(
-            "listen = \"127.0.0.1:0\"",
-            &format!("listen = \"127.0.0.1:{port}\""),
-        )
-        .replace(
-            "data_dir = \"data\"",
+        replica_text(
             &format!(
-                "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\"\n\
-                 event_ingest_token = {:?}",
-                events::TOKEN
+                "{RENDER}\n[[events]]\nname = \"feedback\"\ndata = {{ type = \"object\" }}\n\n\
+                 [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = {degraded}\n\n\
+                 [security]\nresolve_loopback_over_http = true\n",
+                nats.url()
             ),
+            port,
+            "data",
+            &format!("event_ingest_token = {:?}\n", events::TOKEN),
         )
     };
     // Not configured to: NATS away at start is one line naming `cluster.nats`, exit 2.
@@ -549,17 +526,14 @@ fn stops_naming(mut nats: NatsServer, key: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     make_keys(&dir.path().join("data"));
     let port = free_port();
-    let text = config_text(&format!(
-        "\n[cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = true\n",
-        nats.url()
-    ))
-    .replace(
-        "listen = \"127.0.0.1:0\"",
-        &format!("listen = \"127.0.0.1:{port}\""),
-    )
-    .replace(
-        "data_dir = \"data\"",
-        &format!("data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\""),
+    let text = replica_text(
+        &format!(
+            "\n[cluster]\nnats = [{:?}]\ntimeout = \"1s\"\nstart_degraded = true\n",
+            nats.url()
+        ),
+        port,
+        "data",
+        "",
     );
     let config = dir.path().join("agent.toml");
     std::fs::write(&config, text).unwrap();
@@ -570,6 +544,20 @@ fn stops_naming(mut nats: NatsServer, key: &str) -> String {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(&format!("`{key}`")), "{stderr}");
     stderr
+}
+
+/// `config_text(extra)` for a replica listening on `port`, its data in `data_dir`, its
+/// public URL that port's, with `node` (more `[node]` keys, each line ending in `\n`).
+fn replica_text(extra: &str, port: u16, data_dir: &str, node: &str) -> String {
+    config_text(extra)
+        .replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"127.0.0.1:{port}\""),
+        )
+        .replace(
+            "data_dir = \"data\"\n",
+            &format!("data_dir = {data_dir:?}\npublic_url = \"http://127.0.0.1:{port}/\"\n{node}"),
+        )
 }
 
 /// `concord directory serve` with `config` on a free port, its data in `data`.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use concord_nats::testing::NatsServer;
 
-use super::free_port;
+use super::{free_port, replica_text};
 use crate::support::*;
 
 pub(super) const TOKEN: &str = "ingest-token-for-tests";
@@ -181,18 +181,12 @@ fn an_sse_subscriber_of_a_killed_replica_resumes_on_another_with_no_gap_through_
     for name in ["a", "b", "c"] {
         let port = free_port();
         // `event_ingest_token` belongs to [node]: put it after `data_dir`.
-        let text = config_text(&cluster.replace(&format!("event_ingest_token = {TOKEN:?}\n"), ""))
-            .replace(
-                "listen = \"127.0.0.1:0\"",
-                &format!("listen = \"127.0.0.1:{port}\""),
-            )
-            .replace(
-                "data_dir = \"data\"",
-                &format!(
-                    "data_dir = \"data-{name}\"\npublic_url = \"http://127.0.0.1:{port}/\"\n\
-                     event_ingest_token = {TOKEN:?}"
-                ),
-            );
+        let text = replica_text(
+            &cluster.replace(&format!("event_ingest_token = {TOKEN:?}\n"), ""),
+            port,
+            &format!("data-{name}"),
+            &format!("event_ingest_token = {TOKEN:?}\n"),
+        );
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         replicas.push(Served::start(&[OsStr::new("--config"), config.as_os_str()]));
@@ -367,23 +361,17 @@ fn an_event_larger_than_nats_takes_is_refused_413_and_the_limit_is_told_at_start
     let dir = tempfile::tempdir().unwrap();
     make_keys(&dir.path().join("secret"));
     let port = free_port();
-    let text = config_text(&format!(
-        "\n[[events]]\nname = \"feedback\"\n\
-         data = {{ type = \"object\", properties = {{ rating = {{ type = \"integer\" }}, comment = {{ type = \"string\" }} }} }}\n\n\
-         [security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
-         [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\n",
-        nats.url()
-    ))
-    .replace(
-        "listen = \"127.0.0.1:0\"",
-        &format!("listen = \"127.0.0.1:{port}\""),
-    )
-    .replace(
-        "data_dir = \"data\"",
+    let text = replica_text(
         &format!(
-            "data_dir = \"data\"\npublic_url = \"http://127.0.0.1:{port}/\"\n\
-             event_ingest_token = {TOKEN:?}"
+            "\n[[events]]\nname = \"feedback\"\n\
+             data = {{ type = \"object\", properties = {{ rating = {{ type = \"integer\" }}, comment = {{ type = \"string\" }} }} }}\n\n\
+             [security]\nkeys_file = \"secret/identity/keys.json\"\n\n\
+             [cluster]\nnats = [{:?}]\ntimeout = \"1s\"\n",
+            nats.url()
         ),
+        port,
+        "data",
+        &format!("event_ingest_token = {TOKEN:?}\n"),
     );
     let config = dir.path().join("agent.toml");
     std::fs::write(&config, text).unwrap();
